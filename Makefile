@@ -1,0 +1,34 @@
+# Two commands set everything up on a fresh clone: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU build of torch. On a machine whose PyPI serves CUDA builds, point pip at the CPU index:
+#   make run PIP_TORCH_ARGS="--index-url https://download.pytorch.org/whl/cpu"
+TORCH_SPEC ?= torch==2.13.0
+PIP_TORCH_ARGS ?=
+HOST ?= 127.0.0.1
+PORT ?= 8795
+
+.PHONY: install run test lint bench-latency clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH_SPEC)" $(PIP_TORCH_ARGS)
+	$(PY) -m pip install -q -e ".[test]"
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(VENV)/bin/jevserve serve --host $(HOST) --port $(PORT)
+
+test: install
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/pytest -q
+
+lint: install
+	$(VENV)/bin/ruff check src tests benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info

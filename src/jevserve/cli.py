@@ -1,0 +1,48 @@
+"""`jevserve`: one command line for every part (serve · sim · plan · bench · data · train · gateway · web).
+
+Each part registers its own sub-commands in `<part>/cli.py` (a `register(subparsers)` function), so this file only
+lists the parts. Heavy imports happen inside the commands, so `jevserve --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from jevserve import __version__
+
+# Modules that define `register(subparsers)`; their order is the order of `jevserve --help`.
+COMMAND_MODULES = (
+    "jevserve.server.cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser with every part's sub-commands."""
+    parser = argparse.ArgumentParser(
+        prog="jevserve",
+        description="Decision-model-aware LLM serving: serve System One decision models, simulate and plan "
+        "serving policies, and benchmark decisions.",
+    )
+    parser.add_argument("--version", action="version", version=f"jevserve {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `jevserve` script; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    result = args.func(args)
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""The one interface every decision backend implements.
+
+A backend receives a batch of `DecisionItem`s — a rendered state and a model-facing question — and returns one
+probability vector per item, in option order. It must treat every item on its own: the answer to an item may not
+depend on which other items share the batch, their order or the batch size (beyond float noise well under 1e-4).
+The batcher relies on this to group questions from concurrent requests freely.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from jevserve.protocol import DecisionQuestion
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionItem:
+    """One question about one state, as a backend reads it."""
+
+    state: str  # the rendered state text
+    question: DecisionQuestion
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCard:
+    """What `GET /v1/models` says about a backend's model."""
+
+    name: str  # the concrete model name answers carry in `model`
+    description: str
+    release_date: str  # YYYY-MM-DD
+
+
+class InputTooLongError(ValueError):
+    """A state or question does not fit the backend's context budget and cannot be handled without cutting it."""
+
+
+class DecisionBackend(ABC):
+    """A decision model: probabilities for questions about states, one forward pass per batch, nothing generated."""
+
+    card: ModelCard
+
+    @abstractmethod
+    def decide(self, items: Sequence[DecisionItem]) -> list[np.ndarray]:
+        """Return one probability vector (float64, sums to 1, length = the question's option count) per item."""
+
+    def count_tokens(self, items: Sequence[DecisionItem]) -> int:
+        """Input tokens the items cost, for `usage.input_tokens`; by default a whitespace word count."""
+        seen_states: set[str] = set()
+        total = 0
+        for item in items:
+            if item.state not in seen_states:
+                seen_states.add(item.state)
+                total += len(item.state.split())
+            q = item.question
+            total += len(q.instructions.split()) + sum(len(o.label.split()) + len(o.description.split()) for o in q.options)
+        return total
+
+    def check(self, items: Sequence[DecisionItem]) -> None:
+        """Raise `InputTooLongError` for an item the backend cannot read whole; called before queueing."""
+
+    def close(self) -> None:
+        """Release threads, sessions or connections the backend holds."""

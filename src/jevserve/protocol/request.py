@@ -1,0 +1,107 @@
+"""Request models of `POST /v1/systemone` (SYSTEMONE_API.md §3), as pydantic v2 models.
+
+Validation errors from these models are what the server returns as 422 `detail[]`, so their `loc` and `type`
+values are part of the contract (for example `union_tag_invalid` for an unknown question type and `list_type`
+for a score in the old map form).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from jevserve.protocol.text import Text
+
+# The contract's option and level ranges (§3.4, §3.5). Outside them the server answers 422.
+MIN_OPTIONS, MAX_OPTIONS = 2, 255
+MIN_LEVELS, MAX_LEVELS = 2, 10
+DEFAULT_MODEL = "jev-latest"
+
+WireText = StrictStr | dict[str, Any] | list[Any]
+
+
+class NoulCriteria(BaseModel):
+    """What makes a noul true and what makes it false; either side may be missing or null."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    true: WireText | None = None
+    false: WireText | None = None
+
+
+class NoulQuestion(BaseModel):
+    """A yes/no question: the answer is the probability of true."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: Literal["noul"]
+    instructions: WireText | None = None
+    criteria: NoulCriteria | None = None
+
+
+class ChoiceQuestion(BaseModel):
+    """Pick one of 2–255 named options; a description may be null (the name speaks for itself)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: Literal["choice"]
+    instructions: WireText | None = None
+    criteria: dict[str, WireText | None] = Field(min_length=MIN_OPTIONS, max_length=MAX_OPTIONS)
+
+
+class ScoreQuestion(BaseModel):
+    """Place the state on 2–10 ordered levels, lowest first; the map form of old SDKs fails as `list_type`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: Literal["score"]
+    instructions: WireText | None = None
+    criteria: list[WireText] = Field(min_length=MIN_LEVELS, max_length=MAX_LEVELS)
+
+
+Question = Annotated[NoulQuestion | ChoiceQuestion | ScoreQuestion, Field(discriminator="type")]
+
+
+class SystemOneRequest(BaseModel):
+    """The body of `POST /v1/systemone`. Unknown top-level fields are ignored and never reach a model."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    model: StrictStr = DEFAULT_MODEL
+    state: WireText
+    questions: dict[str, Question] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reject_assets(cls, data: Any) -> Any:
+        # Image assets need a vision model; a text-only server says so instead of ignoring them silently.
+        if isinstance(data, dict) and data.get("assets") not in (None, {}, []):
+            raise PydanticCustomError(
+                "assets_unsupported", "this server is text-only: remove 'assets' (image inputs are not supported)"
+            )
+        return data
+
+    @field_validator("questions")
+    @classmethod
+    def _ids_not_empty(cls, questions: dict[str, Question]) -> dict[str, Question]:
+        if "" in questions:
+            raise PydanticCustomError("empty_question_id", "question ids must be non-empty strings")
+        return questions
+
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "MAX_LEVELS",
+    "MAX_OPTIONS",
+    "MIN_LEVELS",
+    "MIN_OPTIONS",
+    "ChoiceQuestion",
+    "NoulCriteria",
+    "NoulQuestion",
+    "Question",
+    "ScoreQuestion",
+    "SystemOneRequest",
+    "Text",
+]
