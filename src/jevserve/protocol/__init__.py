@@ -11,7 +11,7 @@ from jevserve.protocol.answers import (
     normalise,
 )
 from jevserve.protocol.confidence import choice_confidence, expected_level, score_confidence, uniform_spread
-from jevserve.protocol.decision import NOUL_LABELS, DecisionOption, DecisionQuestion, to_decision
+from jevserve.protocol.decision import NOUL_LABELS, DecisionOption, DecisionQuestion, to_decision, to_wire
 from jevserve.protocol.errors import (
     AuthenticationError,
     BackendError,
@@ -75,6 +75,7 @@ __all__ = [
     "render_text",
     "score_confidence",
     "to_decision",
+    "to_wire",
     "uniform_spread",
     "validation_body",
 ]

@@ -58,3 +58,20 @@ def to_decision(question: Question) -> DecisionQuestion:
         options = tuple(DecisionOption(render_text(level), "") for level in question.criteria)
         return DecisionQuestion("score", instructions, options)
     raise TypeError(f"unknown question class {type(question).__name__}")
+
+
+def to_wire(question: DecisionQuestion) -> dict:
+    """A wire question equivalent to `question` (structured texts arrive as their rendered strings)."""
+    wire: dict = {"type": question.kind}
+    if question.instructions:
+        wire["instructions"] = question.instructions
+    if question.kind == "noul":
+        yes, no = question.options
+        criteria = {k: v for k, v in (("true", yes.description), ("false", no.description)) if v}
+        if criteria:
+            wire["criteria"] = criteria
+    elif question.kind == "choice":
+        wire["criteria"] = {o.label: (o.description or None) for o in question.options}
+    else:
+        wire["criteria"] = [o.label for o in question.options]
+    return wire

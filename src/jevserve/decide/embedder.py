@@ -1,0 +1,177 @@
+"""Sentence embeddings from the embedded encoder, with a text cache and a window strategy for long texts.
+
+Invariance: an embedding must not depend on which texts share its batch. The fp32 graph runs padded batches with an
+attention mask (float noise around 1e-7). The int8 graph quantises activations with one scale per tensor, so a
+companion's outliers would change a text's embedding: there every sequence runs on its own. On 2 CPU cores this
+costs nothing (measured: batch 32 gives the same sequences/s as batch 1; docs/benchmarks.md).
+
+Long texts: the encoder was trained on windows of at most 256 tokens. A longer text is split into consecutive
+windows of up to 254 word pieces (+[CLS]/[SEP]); each window is mean-pooled and the windows are averaged weighted by
+their token counts, which is the mean over all of the text's tokens. Nothing is cut. Texts over `max_tokens` are
+refused (InputTooLongError, answered 413).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from jevserve.decide.base import InputTooLongError
+from jevserve.decide.onnx_build import Precision, onnx_path, shipped_model_dir
+
+WINDOW_TOKENS = 254  # word pieces per window; + [CLS] and [SEP] = the encoder's trained 256
+DEFAULT_MAX_TOKENS = 32_768
+EMBEDDING_DIM = 384
+
+
+class LRUCache:
+    """A thread-safe bounded mapping from text to a read-only embedding."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str) -> np.ndarray | None:
+        """Return the cached value and mark it recently used, or None (counted as a miss)."""
+        with self._lock:
+            value = self._items.get(key)
+            if value is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return value
+
+    def put(self, key: str, value: np.ndarray) -> None:
+        """Store a value, evicting the least recently used entry when full."""
+        if self.capacity <= 0:
+            return
+        value.setflags(write=False)
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class Embedder:
+    """Unit-length all-MiniLM-L6-v2 embeddings through onnxruntime; `embed` is safe to call from one thread at a time."""
+
+    def __init__(
+        self,
+        precision: Precision = "int8",
+        *,
+        model_dir: Path | None = None,
+        num_threads: int | None = None,
+        cache_size: int = 50_000,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_batch: int = 64,
+    ) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        model_dir = model_dir or shipped_model_dir()
+        self.precision = precision
+        self.max_tokens = max_tokens
+        self.max_batch = max_batch
+        self.batch_invariant_runtime = precision == "fp32"
+        self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
+        self._cls_id = self.tokenizer.token_to_id("[CLS]")
+        self._sep_id = self.tokenizer.token_to_id("[SEP]")
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = num_threads or max(1, os.cpu_count() or 1)
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = ort.InferenceSession(
+            str(onnx_path(precision, model_dir)), options, providers=["CPUExecutionProvider"]
+        )
+        self.cache = LRUCache(cache_size)
+        self._token_counts: dict[str, int] = {}
+
+    def num_tokens(self, text: str) -> int:
+        """Word pieces in `text`, without special tokens (remembered for texts embedded recently)."""
+        count = self._token_counts.get(text)
+        if count is None:
+            count = len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+        return count
+
+    def check(self, text: str) -> None:
+        """Raise InputTooLongError when `text` is over the token limit."""
+        if len(text) > self.max_tokens and self.num_tokens(text) > self.max_tokens:
+            raise InputTooLongError(
+                f"state has more than {self.max_tokens} tokens; shorten it or raise --max-state-tokens"
+            )
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Return an (n, 384) float32 array of unit-length embeddings, one row per text, using the cache."""
+        out = np.empty((len(texts), EMBEDDING_DIM), dtype=np.float32)
+        missing: dict[str, list[int]] = {}
+        for i, text in enumerate(texts):
+            cached = self.cache.get(text)
+            if cached is None:
+                missing.setdefault(text, []).append(i)
+            else:
+                out[i] = cached
+        if missing:
+            fresh = self._embed_uncached(list(missing))
+            for (text, rows), vector in zip(missing.items(), fresh, strict=True):
+                self.cache.put(text, vector)
+                out[rows] = vector
+        return out
+
+    def _embed_uncached(self, texts: list[str]) -> np.ndarray:
+        encodings = self.tokenizer.encode_batch(texts, add_special_tokens=False)
+        windows: list[list[int]] = []
+        owners: list[int] = []
+        if len(self._token_counts) > 4 * self.cache.capacity:
+            self._token_counts.clear()
+        for i, enc in enumerate(encodings):
+            ids = enc.ids
+            self._token_counts[texts[i]] = len(ids)
+            if len(ids) > self.max_tokens:
+                raise InputTooLongError(f"text has {len(ids)} tokens; the limit is {self.max_tokens}")
+            for start in range(0, max(len(ids), 1), WINDOW_TOKENS):
+                windows.append([self._cls_id, *ids[start : start + WINDOW_TOKENS], self._sep_id])
+                owners.append(i)
+        pooled = self._run_windows(windows)
+        weights = np.array([len(w) for w in windows], dtype=np.float32)
+        sums = np.zeros((len(texts), EMBEDDING_DIM), dtype=np.float64)
+        totals = np.zeros(len(texts), dtype=np.float64)
+        np.add.at(sums, owners, pooled.astype(np.float64) * weights[:, None])
+        np.add.at(totals, owners, weights)
+        means = sums / totals[:, None]
+        norms = np.linalg.norm(means, axis=1, keepdims=True)
+        return (means / np.maximum(norms, 1e-12)).astype(np.float32)
+
+    def _run_windows(self, windows: list[list[int]]) -> np.ndarray:
+        result = np.empty((len(windows), EMBEDDING_DIM), dtype=np.float32)
+        if not self.batch_invariant_runtime:
+            for i, ids in enumerate(windows):
+                arr = np.asarray([ids], dtype=np.int64)
+                result[i] = self.session.run(None, {"input_ids": arr, "attention_mask": np.ones_like(arr)})[0][0]
+            return result
+        # Sort by length so a padded batch wastes little; the mask keeps padding out of every sequence.
+        order = sorted(range(len(windows)), key=lambda i: len(windows[i]))
+        for start in range(0, len(order), self.max_batch):
+            chunk = order[start : start + self.max_batch]
+            width = max(len(windows[i]) for i in chunk)
+            ids = np.zeros((len(chunk), width), dtype=np.int64)
+            mask = np.zeros((len(chunk), width), dtype=np.int64)
+            for row, i in enumerate(chunk):
+                ids[row, : len(windows[i])] = windows[i]
+                mask[row, : len(windows[i])] = 1
+            result[chunk] = self.session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+        return result

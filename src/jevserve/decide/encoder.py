@@ -1,0 +1,83 @@
+"""The embedded default backend: all-MiniLM-L6-v2 embeddings (shipped weights, onnxruntime) and a readout.
+
+Per batch, every distinct text (states, instructions, options) is embedded once; repeated instruction and option
+texts come from the embedder's cache, so a request mostly pays for its state. The readout then reads each item on
+its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from jevserve.decide.base import DecisionBackend, DecisionItem, ModelCard
+from jevserve.decide.embedder import DEFAULT_MAX_TOKENS, Embedder
+from jevserve.decide.onnx_build import Precision
+from jevserve.decide.readout import Readout, ZeroShotParams, ZeroShotReadout
+
+PARAMS_DIR = Path(__file__).parent / "params"
+ZERO_SHOT_PARAMS = PARAMS_DIR / "zeroshot-minilm.json"
+ZERO_SHOT_NAME = "jev-minilm-zs"
+RELEASE_DATE = "2026-11-29"
+
+
+def zero_shot_params() -> ZeroShotParams:
+    """The committed calibration of the zero-shot readout, or defaults when it has not been fitted."""
+    return ZeroShotParams.load(ZERO_SHOT_PARAMS) if ZERO_SHOT_PARAMS.exists() else ZeroShotParams()
+
+
+class EncoderBackend(DecisionBackend):
+    """Decisions from sentence embeddings of the state and of each option, read by a `Readout`."""
+
+    def __init__(
+        self,
+        readout: Readout,
+        *,
+        card: ModelCard,
+        embedder: Embedder | None = None,
+        precision: Precision = "int8",
+        max_state_tokens: int = DEFAULT_MAX_TOKENS,
+    ) -> None:
+        self.readout = readout
+        self.card = card
+        self.embedder = embedder or Embedder(precision, max_tokens=max_state_tokens)
+
+    def check(self, items: Sequence[DecisionItem]) -> None:
+        """Refuse states over the token limit before they are queued."""
+        for state in {item.state for item in items}:
+            self.embedder.check(state)
+
+    def decide(self, items: Sequence[DecisionItem]) -> list[np.ndarray]:
+        """Embed each distinct text of the batch once, then read every item independently."""
+        item_texts = [self.readout.texts(item.question) for item in items]
+        distinct: dict[str, int] = {}
+        for item, texts in zip(items, item_texts, strict=True):
+            for text in (item.state, *texts):
+                distinct.setdefault(text, len(distinct))
+        vectors = self.embedder.embed(list(distinct))
+        results = []
+        for item, texts in zip(items, item_texts, strict=True):
+            state_vec = vectors[distinct[item.state]]
+            text_vecs = vectors[[distinct[t] for t in texts]] if texts else np.empty((0, vectors.shape[1]), np.float32)
+            results.append(np.asarray(self.readout.probabilities(state_vec, text_vecs, item.question), np.float64))
+        return results
+
+    def count_tokens(self, items: Sequence[DecisionItem]) -> int:
+        """Word pieces the encoder read: each distinct state once, plus every text the readout embedded."""
+        texts = {item.state for item in items}
+        for item in items:
+            texts.update(self.readout.texts(item.question))
+        return sum(self.embedder.num_tokens(t) for t in texts)
+
+
+def zero_shot_backend(precision: Precision = "int8", *, embedder: Embedder | None = None) -> EncoderBackend:
+    """The zero-shot readout over the embedded encoder, under its own model name."""
+    suffix = "" if precision == "int8" else f"-{precision}"
+    card = ModelCard(
+        name=f"{ZERO_SHOT_NAME}{suffix}",
+        description=f"all-MiniLM-L6-v2 ({precision}, onnxruntime) with a calibrated zero-shot similarity readout",
+        release_date=RELEASE_DATE,
+    )
+    return EncoderBackend(ZeroShotReadout(zero_shot_params()), card=card, embedder=embedder, precision=precision)

@@ -1,0 +1,61 @@
+"""Model specs on the command line → decision backends.
+
+    embedded                 the embedded default (all-MiniLM-L6-v2 + its default readout)
+    encoder-zs[:PRECISION]   the zero-shot similarity readout; PRECISION is int8 (default) or fp32
+    causal:PATH_OR_ID        any Hugging Face causal LM (a local path; a hub id only with --allow-network)
+    remote:URL               another System One endpoint; its key comes from --remote-key-env
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from jevserve.decide.base import DecisionBackend
+
+SPEC_HELP = __doc__.split("\n\n", 1)[1]
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """Options that only some backends read."""
+
+    remote_key_env: str | None = None  # env var holding the remote endpoint's key
+    remote_model: str = "jev-latest"  # model name to ask the remote endpoint for
+    allow_network: bool = False  # let the causal backend fetch a hub id
+    device: str = "cpu"  # causal backend device
+
+
+class UnknownSpecError(ValueError):
+    """A model spec that names no known backend."""
+
+
+def load_backends(spec: str, options: BackendOptions | None = None) -> list[DecisionBackend]:
+    """Build the backends a spec names; the first answers `jev-latest` (some specs serve several readouts)."""
+    options = options or BackendOptions()
+    kind, _, arg = spec.partition(":")
+    if kind == "embedded":
+        from jevserve.decide.embedded import embedded_backends
+
+        return embedded_backends()
+    if kind == "encoder-zs":
+        from jevserve.decide.encoder import zero_shot_backend
+
+        return [zero_shot_backend(arg or "int8")]
+    if kind == "causal":
+        if not arg:
+            raise UnknownSpecError("causal needs a model: causal:PATH_OR_HUB_ID")
+        from jevserve.decide.causal import CausalLMBackend
+
+        return [CausalLMBackend.from_spec(arg, allow_network=options.allow_network, device=options.device)]
+    if kind in ("remote", "http", "https"):
+        url = arg if kind == "remote" else spec
+        if not url:
+            raise UnknownSpecError("remote needs a URL: remote:http://host:port")
+        from jevserve.decide.remote import RemoteBackend
+
+        key = os.environ.get(options.remote_key_env) if options.remote_key_env else None
+        if options.remote_key_env and key is None:
+            raise UnknownSpecError(f"environment variable {options.remote_key_env} (--remote-key-env) is not set")
+        return [RemoteBackend(url, api_key=key, model=options.remote_model)]
+    raise UnknownSpecError(f"unknown model spec {spec!r}; expected one of:\n{SPEC_HELP}")

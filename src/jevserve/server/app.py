@@ -1,0 +1,249 @@
+"""The HTTP app: `POST /v1/systemone`, `GET /v1/models`, `GET /healthz`, `GET /metrics`.
+
+The decision route reads and validates the body itself (rather than through FastAPI's body parameter) so that the
+contract's error shapes are exact and the per-request overhead stays small. Order of checks: auth, media type and
+size, JSON + schema (422), model name (404), context budget (413), queue room (429), then the batcher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from jevserve.decide.base import DecisionBackend, DecisionItem, InputTooLongError
+from jevserve.decide.batcher import Batcher
+from jevserve.protocol import (
+    AuthenticationError,
+    PayloadTooLargeError,
+    SystemOneError,
+    SystemOneRequest,
+    UnknownModelError,
+    build_answer,
+    error_body,
+    render_text,
+    to_decision,
+    validation_body,
+)
+from jevserve.server.body import DEFAULT_MAX_BODY_BYTES, read_body
+from jevserve.server.metrics import ServerMetrics
+
+LATEST_ALIAS = "jev-latest"
+ROUTE = "/v1/systemone"
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Limits and auth of one server."""
+
+    api_key: str | None = None  # bearer key; None serves without auth
+    max_batch: int = 64  # questions per forward batch
+    max_queue: int = 2048  # questions waiting before 429
+    max_wait_ms: float = 2.0  # longest wait for requests already arriving before a batch starts
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+
+
+@dataclass
+class ServedModel:
+    """A backend and its batcher under a model name."""
+
+    backend: DecisionBackend
+    batcher: Batcher
+
+
+@dataclass
+class ServerState:
+    """Everything the routes share."""
+
+    settings: ServerSettings
+    models: dict[str, ServedModel]
+    default_name: str
+    metrics: ServerMetrics = field(default_factory=ServerMetrics)
+    num_arriving: int = 0
+
+    def resolve(self, name: str) -> tuple[str, ServedModel]:
+        """Map a requested model name (or the alias) to the served model, or raise UnknownModelError."""
+        concrete = self.default_name if name == LATEST_ALIAS else name
+        served = self.models.get(concrete)
+        if served is None:
+            known = ", ".join([LATEST_ALIAS, *self.models])
+            raise UnknownModelError(f"unknown model {name!r}; this server serves: {known}")
+        return concrete, served
+
+
+def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    # allow_nan=False: a NaN must fail loudly here rather than reach a client as invalid JSON.
+    body = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+    return Response(body, status_code=status, media_type="application/json", headers=headers)
+
+
+def _error(state: ServerState, exc: SystemOneError) -> Response:
+    state.metrics.errors.labels(error_type=exc.error_type).inc()
+    return _json(exc.body(), exc.status_code, exc.headers)
+
+
+def _check_auth(state: ServerState, request: Request) -> None:
+    key = state.settings.api_key
+    if key is None:
+        return
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise AuthenticationError("missing API key: send 'Authorization: Bearer <key>'")
+    if not hmac.compare_digest(token.strip().encode(), key.encode()):
+        raise AuthenticationError("invalid API key")
+
+
+async def _until_disconnect(request: Request) -> None:
+    # After the body has been read, the next ASGI message is the client's disconnect (if it ever comes).
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+class ClientGone(Exception):
+    """The client closed the connection before its answer was ready."""
+
+
+async def _answer_or_disconnect(request: Request, work: asyncio.Future) -> Any:
+    watcher = asyncio.ensure_future(_until_disconnect(request))
+    done, _ = await asyncio.wait({work, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    if work in done:
+        watcher.cancel()
+        return work.result()
+    work.cancel()
+    raise ClientGone
+
+
+def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | None = None) -> FastAPI:
+    """Build the app serving `backends`; the first one answers the `jev-latest` alias."""
+    if not backends:
+        raise ValueError("create_app needs at least one backend")
+    settings = settings or ServerSettings()
+    metrics = ServerMetrics()
+    state = ServerState(settings=settings, models={}, default_name=backends[0].card.name, metrics=metrics)
+    for backend in backends:
+        name = backend.card.name
+        if name in state.models or name == LATEST_ALIAS:
+            raise ValueError(f"model name {name!r} is served twice or collides with the alias")
+        batcher = Batcher(
+            backend, max_batch=settings.max_batch, max_wait_ms=settings.max_wait_ms, max_queue=settings.max_queue,
+            on_batch=metrics.batch_observer(name), arriving=lambda: state.num_arriving,
+        )
+        metrics.watch_queue(name, lambda b=batcher: b.queue_depth)
+        state.models[name] = ServedModel(backend, batcher)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        for served in state.models.values():
+            served.batcher.start()
+        yield
+        for served in state.models.values():
+            await served.batcher.close()
+
+    app = FastAPI(title="jevserve System One server", lifespan=lifespan, redirect_slashes=False,
+                  docs_url=None, redoc_url=None)
+    app.state.jevserve = state
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        error_type = "not_found" if exc.status_code == 404 else "api_usage_error"
+        metrics.errors.labels(error_type=error_type).inc()
+        message = f"no route {request.method} {request.url.path}" if exc.status_code in (404, 405) else str(exc.detail)
+        return _json(error_body(error_type, message), exc.status_code, getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        metrics.errors.labels(error_type="internal_error").inc()
+        return _json(error_body("internal_error", f"internal error: {type(exc).__name__}"), 500)
+
+    async def systemone(request: Request) -> Response:
+        started = time.perf_counter()
+        state.num_arriving += 1
+        submitted = False
+        try:
+            _check_auth(state, request)
+            body = await read_body(request, settings.max_body_bytes)
+            try:
+                parsed = SystemOneRequest.model_validate_json(body)
+            except ValidationError as exc:
+                metrics.errors.labels(error_type="validation_error").inc()
+                metrics.requests.labels(route=ROUTE, status="422").inc()
+                errors = exc.errors(include_url=False, include_context=False, include_input=False)
+                return _json(validation_body(errors), 422)
+            name, served = state.resolve(parsed.model)
+            state_text = render_text(parsed.state)
+            questions = list(parsed.questions.values())
+            items = [DecisionItem(state_text, to_decision(q)) for q in questions]
+            try:
+                served.backend.check(items)
+            except InputTooLongError as exc:
+                raise PayloadTooLargeError(str(exc)) from exc
+            state.num_arriving -= 1
+            submitted = True
+            work = asyncio.ensure_future(served.batcher.submit(items))
+            try:
+                probabilities = await _answer_or_disconnect(request, work)
+            except ClientGone:
+                metrics.disconnects.inc()
+                return Response(status_code=499)
+            answers = {}
+            for qid, question, probs in zip(parsed.questions, questions, probabilities, strict=True):
+                answers[qid] = build_answer(question, probs)
+                metrics.questions.labels(type=question.type).inc()
+            payload = {
+                "model": name,
+                "answers": answers,
+                "usage": {"input_tokens": int(served.backend.count_tokens(items)), "output_tokens": 0},
+            }
+            metrics.requests.labels(route=ROUTE, status="200").inc()
+            metrics.latency.observe(time.perf_counter() - started)
+            return _json(payload, headers={"x-typesafe-request-id": uuid.uuid4().hex})
+        except SystemOneError as exc:
+            metrics.requests.labels(route=ROUTE, status=str(exc.status_code)).inc()
+            return _error(state, exc)
+        finally:
+            if not submitted:
+                state.num_arriving -= 1
+
+    app.add_api_route(ROUTE, systemone, methods=["POST"], include_in_schema=True)
+    app.add_api_route(ROUTE + "/", systemone, methods=["POST"], include_in_schema=False)
+
+    async def list_models(request: Request) -> Response:
+        try:
+            _check_auth(state, request)
+        except SystemOneError as exc:
+            return _error(state, exc)
+        default = state.models[state.default_name].backend.card
+        entries = [{"name": LATEST_ALIAS, "description": f"alias of {default.name}: {default.description}",
+                    "release_date": default.release_date}]
+        for served in state.models.values():
+            card = served.backend.card
+            entries.append({"name": card.name, "description": card.description, "release_date": card.release_date})
+        metrics.requests.labels(route="/v1/models", status="200").inc()
+        return _json({"models": entries})
+
+    app.add_api_route("/v1/models", list_models, methods=["GET"])
+
+    async def healthz() -> Response:
+        return _json({"status": "ok", "models": list(state.models), "queue_depth": {
+            name: served.batcher.queue_depth for name, served in state.models.items()}})
+
+    app.add_api_route("/healthz", healthz, methods=["GET"])
+
+    async def prometheus() -> Response:
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    app.add_api_route("/metrics", prometheus, methods=["GET"])
+    return app

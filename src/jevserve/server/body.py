@@ -1,0 +1,75 @@
+"""Reading a request body safely: a size limit, and gzip/deflate/zstd request encodings.
+
+The limit applies to the body as sent and again after decompression, so a small compressed body cannot expand
+without bound. Unsupported encodings and media types get 415, oversized bodies 413; never a 5xx.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from starlette.requests import Request
+
+from jevserve.protocol import PayloadTooLargeError, UnsupportedMediaError
+
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+
+
+async def read_body(request: Request, max_bytes: int) -> bytes:
+    """Return the decoded body, or raise PayloadTooLargeError / UnsupportedMediaError."""
+    _check_media_type(request.headers.get("content-type", ""))
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise PayloadTooLargeError(f"request body is {declared} bytes; the limit is {max_bytes} bytes")
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise PayloadTooLargeError(f"request body is over the limit of {max_bytes} bytes")
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    return _decode(body, encoding, max_bytes)
+
+
+def _check_media_type(content_type: str) -> None:
+    media = content_type.split(";", 1)[0].strip().lower()
+    # A missing type is read as JSON (lenient clients); anything else must be JSON.
+    if media and media != "application/json" and not media.endswith("+json"):
+        hint = " (image assets and multipart bodies are not supported by this text-only server)" if "multipart" in media else ""
+        raise UnsupportedMediaError(f"content-type {media!r} is not supported; send application/json{hint}")
+
+
+def _decode(body: bytes, encoding: str, max_bytes: int) -> bytes:
+    if encoding in ("", "identity"):
+        return body
+    if encoding in ("gzip", "x-gzip", "deflate"):
+        wbits = 47 if encoding != "deflate" else 15  # 47: gzip or zlib header, auto-detected
+        try:
+            decoder = zlib.decompressobj(wbits)
+            out = decoder.decompress(body, max_bytes + 1)
+        except zlib.error as exc:
+            raise UnsupportedMediaError(f"body is not valid {encoding} data: {exc}") from exc
+        if len(out) > max_bytes or decoder.unconsumed_tail:
+            raise PayloadTooLargeError(f"decompressed body is over the limit of {max_bytes} bytes")
+        return out
+    if encoding == "zstd":
+        import zstandard
+
+        try:
+            reader = zstandard.ZstdDecompressor().stream_reader(body)
+            parts, total = [], 0
+            while total <= max_bytes:
+                part = reader.read(min(1 << 20, max_bytes + 1 - total))
+                if not part:
+                    break
+                parts.append(part)
+                total += len(part)
+            out = b"".join(parts)
+        except zstandard.ZstdError as exc:
+            raise UnsupportedMediaError(f"body is not valid zstd data: {exc}") from exc
+        if len(out) > max_bytes:
+            raise PayloadTooLargeError(f"decompressed body is over the limit of {max_bytes} bytes")
+        return out
+    raise UnsupportedMediaError(f"content-encoding {encoding!r} is not supported; use identity, gzip, deflate or zstd")
