@@ -14,9 +14,7 @@ from collections.abc import Sequence
 from jevserve import __version__
 
 # Modules that define `register(subparsers)`; their order is the order of `jevserve --help`.
-COMMAND_MODULES = (
-    "jevserve.server.cli",
-)
+COMMAND_MODULES = ("jevserve.server.cli",)
 
 
 def build_parser() -> argparse.ArgumentParser:

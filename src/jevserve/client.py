@@ -86,7 +86,7 @@ def _retry_after_s(headers: Mapping[str, str]) -> float | None:
 
 def _question_wire(question: Any) -> Any:
     if isinstance(question, BaseModel):
-        return question.model_dump(mode="json", exclude_none=True)
+        return question.model_dump(mode="json", exclude_unset=True)
     return question
 
 
@@ -106,8 +106,11 @@ class _ClientCore:
     @staticmethod
     def payload(state: Any, questions: Mapping[str, Any], model: str | None, extra: Mapping[str, Any]) -> dict:
         """The request body: state, model, questions (dicts or protocol models), then any extra fields."""
-        body = {"state": state, "model": model or DEFAULT_MODEL,
-                "questions": {qid: _question_wire(q) for qid, q in questions.items()}}
+        body = {
+            "state": state,
+            "model": model or DEFAULT_MODEL,
+            "questions": {qid: _question_wire(q) for qid, q in questions.items()},
+        }
         body.update(extra)
         return body
 
@@ -129,7 +132,8 @@ class _ClientCore:
             error_type = "validation_error"
             message = "; ".join(
                 ".".join(str(p) for p in item.get("loc", [])[1:]) + ": " + str(item.get("msg", ""))
-                for item in detail if isinstance(item, dict)
+                for item in detail
+                if isinstance(item, dict)
             )
         raise SystemOneAPIError(response.status_code, error_type, message, body)
 
@@ -142,8 +146,9 @@ class _ClientCore:
             return None
         return delay
 
-    def after_attempt(self, retry_index: int, started: float, response: httpx.Response | None,
-                      error: Exception | None, what: str) -> float | None:
+    def after_attempt(
+        self, retry_index: int, started: float, response: httpx.Response | None, error: Exception | None, what: str
+    ) -> float | None:
         """None when `response` is final and good; a delay when to retry; raises when final and bad."""
         if response is not None and not self.retry.retryable_status(response.status_code):
             self.raise_for_error(response)
@@ -162,14 +167,22 @@ _TRANSPORT_ERRORS = (httpx.TransportError,)
 class SystemOne(_ClientCore):
     """Blocking client: `SystemOne(base_url, api_key=None).decide(state, questions)`."""
 
-    def __init__(self, base_url: str, api_key: str | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 retry: RetryPolicy | None = None, seed: int | None = None, transport: httpx.BaseTransport | None = None,
-                 ) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        retry: RetryPolicy | None = None,
+        seed: int | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
         super().__init__(base_url, api_key, retry, seed)
         self._http = httpx.Client(base_url=self.base_url, headers=self.headers, timeout=timeout_s, transport=transport)
 
-    def decide(self, state: Any, questions: Mapping[str, Any], *, model: str | None = None, **extra: Any
-               ) -> SystemOneResponse:
+    def decide(
+        self, state: Any, questions: Mapping[str, Any], *, model: str | None = None, **extra: Any
+    ) -> SystemOneResponse:
         """Ask `questions` about `state`; returns the parsed response (raises SystemOneAPIError on 4xx/5xx)."""
         return SystemOneResponse.model_validate(self.decide_raw(self.payload(state, questions, model, extra)))
 
@@ -209,16 +222,26 @@ class SystemOne(_ClientCore):
 class AsyncSystemOne(_ClientCore):
     """Asyncio client with the same methods as `SystemOne`, as coroutines."""
 
-    def __init__(self, base_url: str, api_key: str | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 retry: RetryPolicy | None = None, seed: int | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None, max_connections: int = 100) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        retry: RetryPolicy | None = None,
+        seed: int | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        max_connections: int = 100,
+    ) -> None:
         super().__init__(base_url, api_key, retry, seed)
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        self._http = httpx.AsyncClient(base_url=self.base_url, headers=self.headers, timeout=timeout_s,
-                                       transport=transport, limits=limits)
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, headers=self.headers, timeout=timeout_s, transport=transport, limits=limits
+        )
 
-    async def decide(self, state: Any, questions: Mapping[str, Any], *, model: str | None = None, **extra: Any
-                     ) -> SystemOneResponse:
+    async def decide(
+        self, state: Any, questions: Mapping[str, Any], *, model: str | None = None, **extra: Any
+    ) -> SystemOneResponse:
         """Ask `questions` about `state`; returns the parsed response (raises SystemOneAPIError on 4xx/5xx)."""
         return SystemOneResponse.model_validate(await self.decide_raw(self.payload(state, questions, model, extra)))
 

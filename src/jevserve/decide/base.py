@@ -56,11 +56,15 @@ class DecisionBackend(ABC):
                 seen_states.add(item.state)
                 total += len(item.state.split())
             q = item.question
-            total += len(q.instructions.split()) + sum(len(o.label.split()) + len(o.description.split()) for o in q.options)
+            total += len(q.instructions.split()) + sum(
+                len(o.label.split()) + len(o.description.split()) for o in q.options
+            )
         return total
 
     def check(self, items: Sequence[DecisionItem]) -> None:
         """Raise `InputTooLongError` for an item the backend cannot read whole; called before queueing."""
+        return None
 
     def close(self) -> None:
         """Release threads, sessions or connections the backend holds."""
+        return None

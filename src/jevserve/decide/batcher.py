@@ -14,6 +14,7 @@ one so that only the job at fault gets the error.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -48,7 +49,9 @@ class Batcher:
         arriving: Callable[[], int] = lambda: 0,
     ) -> None:
         if max_batch < 1 or max_queue < 1 or max_wait_ms < 0:
-            raise ValueError(f"need max_batch >= 1, max_queue >= 1, max_wait_ms >= 0; got {max_batch}, {max_queue}, {max_wait_ms}")
+            raise ValueError(
+                f"need max_batch >= 1, max_queue >= 1, max_wait_ms >= 0; got {max_batch}, {max_queue}, {max_wait_ms}"
+            )
         self.backend = backend
         self.max_batch = max_batch
         self.max_wait_s = max_wait_ms / 1000.0
@@ -77,10 +80,8 @@ class Batcher:
         """Stop the worker, fail what is still queued and release the backend thread."""
         if self._worker is not None:
             self._worker.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._worker
-            except asyncio.CancelledError:
-                pass
             self._worker = None
         while self._jobs:
             job = self._jobs.popleft()

@@ -66,7 +66,7 @@ class LRUCache:
 
 
 class Embedder:
-    """Unit-length all-MiniLM-L6-v2 embeddings through onnxruntime; `embed` is safe to call from one thread at a time."""
+    """Unit-length all-MiniLM-L6-v2 embeddings through onnxruntime; call `embed` from one thread at a time."""
 
     def __init__(
         self,

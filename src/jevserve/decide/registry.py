@@ -1,9 +1,9 @@
 """Model specs on the command line → decision backends.
 
-    embedded                 the embedded default (all-MiniLM-L6-v2 + its default readout)
-    encoder-zs[:PRECISION]   the zero-shot similarity readout; PRECISION is int8 (default) or fp32
-    causal:PATH_OR_ID        any Hugging Face causal LM (a local path; a hub id only with --allow-network)
-    remote:URL               another System One endpoint; its key comes from --remote-key-env
+embedded                 the embedded default (all-MiniLM-L6-v2 + its default readout)
+encoder-zs[:PRECISION]   the zero-shot similarity readout; PRECISION is int8 (default) or fp32
+causal:PATH_OR_ID        any Hugging Face causal LM (a local path; a hub id only with --allow-network)
+remote:URL               another System One endpoint; its key comes from --remote-key-env
 """
 
 from __future__ import annotations

@@ -21,8 +21,9 @@ class UpstreamRejected(SystemOneError):
     """The upstream endpoint refused the request (a 4xx): passed on with its status."""
 
 
-def probabilities_from_answer(question: DecisionQuestion, answer: NoulAnswer | ChoiceAnswer | ScoreAnswer
-                              ) -> np.ndarray:
+def probabilities_from_answer(
+    question: DecisionQuestion, answer: NoulAnswer | ChoiceAnswer | ScoreAnswer
+) -> np.ndarray:
     """Read an upstream answer back into one probability per option, in the question's option order."""
     if isinstance(answer, NoulAnswer):
         return np.array([answer.noul, 1.0 - answer.noul])
@@ -34,12 +35,20 @@ def probabilities_from_answer(question: DecisionQuestion, answer: NoulAnswer | C
 class RemoteBackend(DecisionBackend):
     """Forwards to `url` with an optional bearer key, asking for `model`."""
 
-    def __init__(self, url: str, *, api_key: str | None = None, model: str = "jev-latest",
-                 timeout_s: float = 30.0, client: SystemOne | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        model: str = "jev-latest",
+        timeout_s: float = 30.0,
+        client: SystemOne | None = None,
+    ) -> None:
         self.model = model
         self.client = client or SystemOne(url, api_key, timeout_s=timeout_s)
-        self.card = ModelCard(name=f"remote-{model}", description=f"{model} at {url} (forwarded)",
-                              release_date="1970-01-01")
+        self.card = ModelCard(
+            name=f"remote-{model}", description=f"{model} at {url} (forwarded)", release_date="1970-01-01"
+        )
 
     def decide(self, items: Sequence[DecisionItem]) -> list[np.ndarray]:
         """One upstream request per distinct state; answers mapped back to items."""

@@ -67,7 +67,9 @@ class OverloadedError(SystemOneError):
 
     def __init__(self, message: str, *, retry_after_s: float) -> None:
         seconds = max(1, round(retry_after_s))
-        super().__init__(message, headers={"Retry-After": str(seconds), "retry-after-ms": str(int(retry_after_s * 1000))})
+        super().__init__(
+            message, headers={"Retry-After": str(seconds), "retry-after-ms": str(int(retry_after_s * 1000))}
+        )
         self.retry_after_s = retry_after_s
 
 

@@ -138,8 +138,12 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
         if name in state.models or name == LATEST_ALIAS:
             raise ValueError(f"model name {name!r} is served twice or collides with the alias")
         batcher = Batcher(
-            backend, max_batch=settings.max_batch, max_wait_ms=settings.max_wait_ms, max_queue=settings.max_queue,
-            on_batch=metrics.batch_observer(name), arriving=lambda: state.num_arriving,
+            backend,
+            max_batch=settings.max_batch,
+            max_wait_ms=settings.max_wait_ms,
+            max_queue=settings.max_queue,
+            on_batch=metrics.batch_observer(name),
+            arriving=lambda: state.num_arriving,
         )
         metrics.watch_queue(name, lambda b=batcher: b.queue_depth)
         state.models[name] = ServedModel(backend, batcher)
@@ -152,8 +156,9 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
         for served in state.models.values():
             await served.batcher.close()
 
-    app = FastAPI(title="jevserve System One server", lifespan=lifespan, redirect_slashes=False,
-                  docs_url=None, redoc_url=None)
+    app = FastAPI(
+        title="jevserve System One server", lifespan=lifespan, redirect_slashes=False, docs_url=None, redoc_url=None
+    )
     app.state.jevserve = state
 
     @app.exception_handler(StarletteHTTPException)
@@ -226,8 +231,13 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
         except SystemOneError as exc:
             return _error(state, exc)
         default = state.models[state.default_name].backend.card
-        entries = [{"name": LATEST_ALIAS, "description": f"alias of {default.name}: {default.description}",
-                    "release_date": default.release_date}]
+        entries = [
+            {
+                "name": LATEST_ALIAS,
+                "description": f"alias of {default.name}: {default.description}",
+                "release_date": default.release_date,
+            }
+        ]
         for served in state.models.values():
             card = served.backend.card
             entries.append({"name": card.name, "description": card.description, "release_date": card.release_date})
@@ -237,8 +247,13 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
     app.add_api_route("/v1/models", list_models, methods=["GET"])
 
     async def healthz() -> Response:
-        return _json({"status": "ok", "models": list(state.models), "queue_depth": {
-            name: served.batcher.queue_depth for name, served in state.models.items()}})
+        return _json(
+            {
+                "status": "ok",
+                "models": list(state.models),
+                "queue_depth": {name: served.batcher.queue_depth for name, served in state.models.items()},
+            }
+        )
 
     app.add_api_route("/healthz", healthz, methods=["GET"])
 

@@ -37,7 +37,11 @@ def _check_media_type(content_type: str) -> None:
     media = content_type.split(";", 1)[0].strip().lower()
     # A missing type is read as JSON (lenient clients); anything else must be JSON.
     if media and media != "application/json" and not media.endswith("+json"):
-        hint = " (image assets and multipart bodies are not supported by this text-only server)" if "multipart" in media else ""
+        hint = (
+            " (image assets and multipart bodies are not supported by this text-only server)"
+            if "multipart" in media
+            else ""
+        )
         raise UnsupportedMediaError(f"content-type {media!r} is not supported; send application/json{hint}")
 
 

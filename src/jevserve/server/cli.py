@@ -14,7 +14,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "serve",
         help="serve a decision model behind POST /v1/systemone",
-        description="Serve a System One decision model (drop-in for typesafe-sdk clients).\n\nMODEL specs:\n" + SPEC_HELP,
+        description="Serve a System One decision model (drop-in for typesafe-sdk clients).\n\nMODEL specs:\n"
+        + SPEC_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("model", nargs="?", default="embedded", help="model spec (default: embedded)")
@@ -23,8 +24,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--api-key-env", metavar="VAR", help="require 'Authorization: Bearer <key>', the key read from VAR")
     p.add_argument("--max-batch", type=int, default=64, help="questions per forward batch (default: 64)")
     p.add_argument("--max-queue", type=int, default=2048, help="queued questions before 429 (default: 2048)")
-    p.add_argument("--max-wait-ms", type=float, default=2.0,
-                   help="longest wait for already-arriving requests before a batch starts (default: 2)")
+    p.add_argument(
+        "--max-wait-ms",
+        type=float,
+        default=2.0,
+        help="longest wait for already-arriving requests before a batch starts (default: 2)",
+    )
     p.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024, help="request size limit (413 above)")
     p.add_argument("--remote-key-env", metavar="VAR", help="remote backend: env var with the upstream's key")
     p.add_argument("--remote-model", default="jev-latest", help="remote backend: model name to ask upstream for")
@@ -45,27 +50,41 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.api_key_env:
         api_key = os.environ.get(args.api_key_env)
         if not api_key:
-            print(f"error: --api-key-env {args.api_key_env}: that environment variable is empty or unset", file=sys.stderr)
+            print(
+                f"error: --api-key-env {args.api_key_env}: that environment variable is empty or unset", file=sys.stderr
+            )
             return 2
-    options = BackendOptions(remote_key_env=args.remote_key_env, remote_model=args.remote_model,
-                             allow_network=args.allow_network, device=args.device)
+    options = BackendOptions(
+        remote_key_env=args.remote_key_env,
+        remote_model=args.remote_model,
+        allow_network=args.allow_network,
+        device=args.device,
+    )
     print(f"loading model {args.model!r} ...", file=sys.stderr, flush=True)
     try:
         backends = load_backends(args.model, options)
     except UnknownSpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    settings = ServerSettings(api_key=api_key, max_batch=args.max_batch, max_queue=args.max_queue,
-                              max_wait_ms=args.max_wait_ms, max_body_bytes=args.max_body_bytes)
+    settings = ServerSettings(
+        api_key=api_key,
+        max_batch=args.max_batch,
+        max_queue=args.max_queue,
+        max_wait_ms=args.max_wait_ms,
+        max_body_bytes=args.max_body_bytes,
+    )
     app = create_app(backends, settings)
     base = f"http://{args.host}:{args.port}"
     auth = f" -H 'Authorization: Bearer '\"${args.api_key_env}\"" if args.api_key_env else ""
     print(f"serving {', '.join(b.card.name for b in backends)} (alias jev-latest) on {base}", file=sys.stderr)
-    print("try:\n  curl -s " + base + "/v1/systemone -H 'Content-Type: application/json'" + auth + " -d '"
-          '{"state": "Hi, I was charged twice for my March invoice and want my money back.", '
-          '"questions": {"refund": {"type": "noul", "instructions": "Is the customer asking for money back?"}, '
-          '"team": {"type": "choice", "instructions": "Which team should handle this ticket?", '
-          '"criteria": {"Billing": "Payments, invoices, refunds", "Technical": null, "Sales": "Pricing"}}}}'
-          "'", flush=True)
+    print(
+        "try:\n  curl -s " + base + "/v1/systemone -H 'Content-Type: application/json'" + auth + " -d '"
+        '{"state": "Hi, I was charged twice for my March invoice and want my money back.", '
+        '"questions": {"refund": {"type": "noul", "instructions": "Is the customer asking for money back?"}, '
+        '"team": {"type": "choice", "instructions": "Which team should handle this ticket?", '
+        '"criteria": {"Billing": "Payments, invoices, refunds", "Technical": null, "Sales": "Pricing"}}}}'
+        "'",
+        flush=True,
+    )
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
     return 0

@@ -18,19 +18,25 @@ class ServerMetrics:
         self.requests = Counter(
             "jevserve_requests", "HTTP requests by route and status", ["route", "status"], registry=self.registry
         )
-        self.questions = Counter(
-            "jevserve_questions", "Questions answered, by type", ["type"], registry=self.registry
-        )
+        self.questions = Counter("jevserve_questions", "Questions answered, by type", ["type"], registry=self.registry)
         self.latency = Histogram(
-            "jevserve_request_latency_seconds", "Time from request received to response ready (POST /v1/systemone)",
-            buckets=LATENCY_BUCKETS_S, registry=self.registry,
+            "jevserve_request_latency_seconds",
+            "Time from request received to response ready (POST /v1/systemone)",
+            buckets=LATENCY_BUCKETS_S,
+            registry=self.registry,
         )
         self.batch_size = Histogram(
-            "jevserve_batch_size", "Questions per backend forward batch", ["model"], buckets=BATCH_BUCKETS,
+            "jevserve_batch_size",
+            "Questions per backend forward batch",
+            ["model"],
+            buckets=BATCH_BUCKETS,
             registry=self.registry,
         )
         self.batch_seconds = Histogram(
-            "jevserve_batch_seconds", "Backend time per batch", ["model"], buckets=LATENCY_BUCKETS_S,
+            "jevserve_batch_seconds",
+            "Backend time per batch",
+            ["model"],
+            buckets=LATENCY_BUCKETS_S,
             registry=self.registry,
         )
         self.errors = Counter(

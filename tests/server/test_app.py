@@ -1,0 +1,154 @@
+"""The HTTP app with a swapped-in deterministic backend: routes, auth, limits and error shapes."""
+
+import gzip
+import json
+
+import pytest
+import zstandard
+from fastapi.testclient import TestClient
+
+from jevserve.server.app import ServerSettings, create_app
+from tests.helpers import FakeBackend, ticket_body
+
+
+def client_for(backend=None, **settings) -> TestClient:
+    return TestClient(create_app([backend or FakeBackend()], ServerSettings(**settings)))
+
+
+def test_answers_every_question_under_its_id_with_usage_integers():
+    with client_for() as c:
+        r = c.post("/v1/systemone", json=ticket_body())
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("application/json")
+    body = r.json()
+    assert body["model"] == "fake-1"
+    assert list(body["answers"]) == ["refund", "team", "anger"]
+    assert isinstance(body["usage"]["input_tokens"], int) and body["usage"]["output_tokens"] == 0
+    assert r.headers["x-typesafe-request-id"]
+
+
+def test_trailing_slash_is_served_without_a_redirect():
+    with client_for() as c:
+        r = c.post("/v1/systemone/", json=ticket_body(), follow_redirects=False)
+    assert r.status_code == 200
+
+
+def test_models_lists_alias_first_then_concrete_names():
+    with client_for() as c:
+        models = c.get("/v1/models").json()["models"]
+    assert [m["name"] for m in models] == ["jev-latest", "fake-1"]
+    assert all(isinstance(m[k], str) for m in models for k in ("name", "description", "release_date"))
+
+
+def test_unknown_model_is_404_with_error_shape_listing_known_models():
+    with client_for() as c:
+        r = c.post("/v1/systemone", json=ticket_body(model="gpt-9"))
+    assert r.status_code == 404
+    assert r.json()["detail"]["error_type"] == "not_found"
+    assert "fake-1" in r.json()["detail"]["message"]
+
+
+def test_validation_errors_are_422_with_body_loc():
+    with client_for() as c:
+        r = c.post("/v1/systemone", json={"state": "x", "questions": {}})
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"][:2] == ["body", "questions"]
+
+
+@pytest.mark.parametrize("header", [None, "Bearer wrong", "Basic abc", "Bearer "])
+def test_auth_rejects_missing_or_wrong_key_with_401(header):
+    headers = {"Authorization": header} if header else {}
+    with client_for(api_key="s3cret") as c:
+        r = c.post("/v1/systemone", json=ticket_body(), headers=headers)
+        models = c.get("/v1/models", headers=headers)
+    assert r.status_code == 401 and models.status_code == 401
+    assert r.json()["detail"]["error_type"] == "authentication_error"
+
+
+def test_auth_is_checked_before_the_body():
+    with client_for(api_key="s3cret") as c:
+        r = c.post("/v1/systemone", content=b"not json", headers={"Authorization": "Bearer wrong"})
+    assert r.status_code == 401
+
+
+def test_auth_accepts_the_right_bearer_key_and_ignores_headers_when_off():
+    with client_for(api_key="s3cret") as c:
+        assert (
+            c.post("/v1/systemone", json=ticket_body(), headers={"Authorization": "Bearer s3cret"}).status_code == 200
+        )
+    with client_for() as c:
+        assert c.post("/v1/systemone", json=ticket_body(), headers={"Authorization": "Bearer x"}).status_code == 200
+
+
+def test_oversized_body_is_413_before_parsing():
+    with client_for(max_body_bytes=200) as c:
+        r = c.post("/v1/systemone", json=ticket_body(state="x" * 500))
+    assert r.status_code == 413
+    assert r.json()["detail"]["error_type"] == "api_usage_error"
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "zstd"])
+def test_compressed_bodies_are_decoded(encoding):
+    raw = json.dumps(ticket_body()).encode()
+    data = gzip.compress(raw) if encoding == "gzip" else zstandard.ZstdCompressor().compress(raw)
+    with client_for() as c:
+        r = c.post(
+            "/v1/systemone", content=data, headers={"Content-Encoding": encoding, "Content-Type": "application/json"}
+        )
+    assert r.status_code == 200
+
+
+def test_decompression_bomb_is_413():
+    data = zstandard.ZstdCompressor().compress(b'{"state": "' + b"a" * 100_000 + b'"}')
+    with client_for(max_body_bytes=10_000) as c:
+        r = c.post("/v1/systemone", content=data, headers={"Content-Encoding": "zstd"})
+    assert r.status_code == 413
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({"Content-Encoding": "br"}, 415),
+        ({"Content-Encoding": "gzip"}, 415),
+        ({"Content-Type": "multipart/form-data; boundary=x"}, 415),
+        ({"Content-Type": "text/plain"}, 415),
+    ],
+)
+def test_unreadable_encodings_and_media_types_are_415(headers, status):
+    with client_for() as c:
+        r = c.post("/v1/systemone", content=b"{}", headers=headers)
+    assert r.status_code == status
+    assert "detail" in r.json()
+
+
+def test_unknown_route_and_wrong_method_get_json_errors():
+    with client_for() as c:
+        assert c.get("/v2/other").json()["detail"]["error_type"] == "not_found"
+        r = c.get("/v1/systemone")
+    assert r.status_code == 405 and r.headers["content-type"].startswith("application/json")
+
+
+def test_metrics_count_requests_questions_errors_and_batches():
+    with client_for() as c:
+        c.post("/v1/systemone", json=ticket_body())
+        c.post("/v1/systemone", json={"state": "x"})
+        text = c.get("/metrics").text
+    assert 'jevserve_requests_total{route="/v1/systemone",status="200"} 1.0' in text
+    assert 'jevserve_questions_total{type="choice"} 1.0' in text
+    assert 'jevserve_errors_total{error_type="validation_error"} 1.0' in text
+    assert 'jevserve_batch_size_count{model="fake-1"} 1.0' in text
+    assert "jevserve_request_latency_seconds_bucket" in text and "jevserve_queue_depth" in text
+
+
+def test_healthz_reports_ok_and_queue_depths():
+    with client_for() as c:
+        assert c.get("/healthz").json() == {"status": "ok", "models": ["fake-1"], "queue_depth": {"fake-1": 0}}
+
+
+def test_backend_failure_is_500_internal_error_not_a_dropped_connection():
+    app = create_app([FakeBackend(fail_on="BOOM")])
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.post("/v1/systemone", json=ticket_body(state="BOOM"))
+        ok = c.post("/v1/systemone", json=ticket_body())
+    assert r.status_code == 500 and r.json()["detail"]["error_type"] == "internal_error"
+    assert ok.status_code == 200
