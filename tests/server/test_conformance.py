@@ -50,3 +50,16 @@ def test_official_sdk_parses_every_answer_type():
     assert result.choices["team"].choice in {"Billing", "Technical"}
     assert set(result.scores["anger"].probabilities) == {0, 1, 2}
     assert any(m.name == "jev-latest" for m in models.models)
+
+
+def test_jevcompat_conformant_with_a_tiny_causal_lm(tmp_path):
+    from jevserve.decide.registry import load_backends
+    from tests.decide.tiny_causal_lm import save_tiny_causal_lm
+
+    model_dir = save_tiny_causal_lm(tmp_path / "tiny", max_positions=16384)  # the 255-option case needs ~8k
+    backends = load_backends(f"causal:{model_dir}")
+    with running_server(create_app(backends)) as url:
+        report = run_jevcompat(url, timeout=60.0)
+    summary = report.summary()
+    assert report.verdict == "conformant", summary
+    assert (summary["MUST"]["passed"], summary["MUST"]["tested"]) == (32, 32)

@@ -46,8 +46,15 @@ def load_backends(spec: str, options: BackendOptions | None = None) -> list[Deci
         if not arg:
             raise UnknownSpecError("causal needs a model: causal:PATH_OR_HUB_ID")
         from jevserve.decide.causal import CausalLMBackend
+        from jevserve.decide.causal_load import parse_spec
 
-        return [CausalLMBackend.from_spec(arg, allow_network=options.allow_network, device=options.device)]
+        model, causal_options = parse_spec(arg)
+        causal_options.setdefault("allow_network", options.allow_network)
+        causal_options.setdefault("device", options.device)
+        try:
+            return [CausalLMBackend(model, **causal_options)]
+        except FileNotFoundError as exc:
+            raise UnknownSpecError(str(exc)) from exc
     if kind in ("remote", "http", "https"):
         url = arg if kind == "remote" else spec
         if not url:

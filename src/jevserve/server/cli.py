@@ -63,7 +63,7 @@ def run_serve(args: argparse.Namespace) -> int:
     print(f"loading model {args.model!r} ...", file=sys.stderr, flush=True)
     try:
         backends = load_backends(args.model, options)
-    except UnknownSpecError as exc:
+    except (UnknownSpecError, ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     settings = ServerSettings(
