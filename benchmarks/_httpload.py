@@ -1,0 +1,56 @@
+"""A minimal keep-alive HTTP/1.1 load generator on asyncio streams, light enough not to starve a 2-core server."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+
+async def _post(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str, body: bytes) -> int:
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    writer.write(head + body)
+    await writer.drain()
+    status_line = await reader.readline()
+    length = 0
+    while True:
+        line = await reader.readline()
+        if line in (b"\r\n", b""):
+            break
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    await reader.readexactly(length)
+    return int(status_line.split()[1])
+
+
+async def run_load(host: str, port: int, bodies: Sequence[bytes], concurrency: int, path: str = "/v1/systemone"
+                   ) -> tuple[list[float], float]:
+    """Send every body once over `concurrency` keep-alive connections; returns per-request latencies and wall time."""
+    queue: asyncio.Queue[bytes] = asyncio.Queue()
+    for body in bodies:
+        queue.put_nowait(body)
+    latencies: list[float] = []
+
+    async def worker() -> None:
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            while True:
+                try:
+                    body = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                started = time.perf_counter()
+                status = await _post(reader, writer, path, body)
+                latencies.append(time.perf_counter() - started)
+                if status != 200:
+                    raise RuntimeError(f"server answered {status}")
+        finally:
+            writer.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies, time.perf_counter() - started

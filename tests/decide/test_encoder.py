@@ -1,0 +1,124 @@
+"""The embedded encoder: windows for long texts, batch invariance of both graphs, the cache, the zero-shot readout."""
+
+import numpy as np
+import pytest
+
+from jevserve.decide.base import DecisionItem
+from jevserve.decide.embedder import WINDOW_TOKENS, Embedder
+from jevserve.decide.readout import ZeroShotParams, ZeroShotReadout
+from jevserve.protocol import SystemOneRequest, to_decision
+from tests.helpers import embedded_backends, ticket_body
+
+TEXTS = ["refund my double charge", "the kernel panics on boot", "écris un poème 🙂", "x"]
+
+
+def int8_embedder() -> Embedder:
+    return embedded_backends()[0].embedder
+
+
+def decision(question: dict):
+    return to_decision(SystemOneRequest.model_validate(ticket_body(questions={"q": question})).questions["q"])
+
+
+def test_long_text_is_the_token_weighted_mean_of_its_windows_not_a_cut():
+    emb = int8_embedder()
+    words = [f"w{i}" for i in range(400)]
+    text = " ".join(words)
+    ids = emb.tokenizer.encode(text, add_special_tokens=False).ids
+    assert len(ids) > 2 * WINDOW_TOKENS
+    windows = [[emb._cls_id, *ids[s : s + WINDOW_TOKENS], emb._sep_id] for s in range(0, len(ids), WINDOW_TOKENS)]
+    pooled = emb._run_windows(windows).astype(np.float64)
+    weights = np.array([len(w) for w in windows], dtype=np.float64)
+    expected = (pooled * weights[:, None]).sum(0) / weights.sum()
+    expected /= np.linalg.norm(expected)
+    got = emb._embed_uncached([text])[0]
+    assert np.allclose(got, expected, atol=1e-6)
+    tail_only = emb._embed_uncached([emb.tokenizer.decode(ids[: 2 * WINDOW_TOKENS])])[0]
+    assert not np.allclose(got, tail_only, atol=1e-3)  # the last window counts
+
+
+def test_int8_embeddings_are_identical_alone_or_with_companions():
+    emb = int8_embedder()
+    alone = np.stack([emb._embed_uncached([t])[0] for t in TEXTS])
+    together = emb._embed_uncached(TEXTS + ["a much longer companion sentence " * 20])[: len(TEXTS)]
+    assert np.array_equal(alone, together)
+
+
+@pytest.mark.slow
+def test_fp32_padded_batches_match_single_sequences():
+    emb = Embedder("fp32")
+    alone = np.stack([emb._embed_uncached([t])[0] for t in TEXTS])
+    together = emb._embed_uncached(list(reversed(TEXTS)) + ["a much longer companion " * 30])[: len(TEXTS)][::-1]
+    assert np.abs(alone - together).max() < 1e-5
+    int8 = int8_embedder()._embed_uncached(TEXTS)
+    assert ((alone * int8).sum(1) > 0.97).all()  # quantisation moves embeddings only a little
+
+
+def test_cache_returns_what_recomputation_gives_and_counts_hits():
+    emb = int8_embedder()
+    text = "a sentence only this test embeds"
+    first = emb.embed([text])[0].copy()
+    hits = emb.cache.hits
+    again = emb.embed([text, text])
+    assert emb.cache.hits == hits + 2
+    assert np.array_equal(again[0], first) and np.array_equal(first, emb._embed_uncached([text])[0])
+
+
+def test_backend_answers_255_options_and_every_score_size():
+    backend = embedded_backends()[0]
+    items = [
+        DecisionItem(
+            "a ticket about billing", decision({"type": "choice", "criteria": {f"team {i}": None for i in range(255)}})
+        )
+    ]
+    items += [
+        DecisionItem("calm text", decision({"type": "score", "criteria": [f"level {i}" for i in range(n)]}))
+        for n in range(2, 11)
+    ]
+    for item, probs in zip(items, backend.decide(items), strict=True):
+        assert probs.shape == (item.question.num_options,)
+        assert np.isfinite(probs).all() and abs(probs.sum() - 1) < 1e-9
+
+
+@pytest.mark.parametrize(
+    ("criteria", "instructions", "num_texts"),
+    [
+        (None, "Is it about money?", 1),
+        ({"true": "about money", "false": "about code"}, None, 2),
+        ({"false": "about code"}, None, 1),
+        (None, None, 0),
+    ],
+)
+def test_zero_shot_noul_reads_the_sides_it_has(criteria, instructions, num_texts):
+    q = {"type": "noul"}
+    if criteria:
+        q["criteria"] = criteria
+    if instructions:
+        q["instructions"] = instructions
+    question = decision(q)
+    readout = ZeroShotReadout(ZeroShotParams())
+    texts = readout.texts(question)
+    assert len(texts) == num_texts
+    state = np.zeros(384, np.float32)
+    state[0] = 1.0
+    vectors = np.zeros((len(texts), 384), np.float32)
+    if num_texts:
+        vectors[0, 0] = 0.9  # close to the first side
+    p = readout.probabilities(state, vectors, question)
+    assert p.shape == (2,) and abs(p.sum() - 1) < 1e-12
+    if num_texts == 0:
+        assert p[0] == 0.5
+    elif "true" in (criteria or {}) or instructions:
+        assert p[0] > 0.5
+    else:
+        assert p[0] < 0.5
+
+
+def test_zero_shot_choice_prefers_the_most_similar_option_and_temperature_sharpens():
+    question = decision({"type": "choice", "criteria": {"a": None, "b": None, "c": None}})
+    state = np.array([1.0, 0.0, 0.0], np.float32)
+    vectors = np.array([[0.2, 1, 0], [0.9, 0.1, 0], [0.5, 0.5, 0]], np.float32)
+    soft = ZeroShotReadout(ZeroShotParams(choice_temperature=1.0)).probabilities(state, vectors, question)
+    sharp = ZeroShotReadout(ZeroShotParams(choice_temperature=0.05)).probabilities(state, vectors, question)
+    assert soft.argmax() == sharp.argmax() == 1
+    assert sharp.max() > soft.max()

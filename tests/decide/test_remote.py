@@ -1,0 +1,57 @@
+"""The remote backend: a jevserve proxy in front of another System One server."""
+
+import socket
+
+import numpy as np
+from fastapi.testclient import TestClient
+
+from jevserve.client import SystemOne
+from jevserve.decide.base import DecisionItem
+from jevserve.decide.remote import RemoteBackend
+from jevserve.protocol import SystemOneRequest, to_decision
+from jevserve.server.app import ServerSettings, create_app
+from jevserve.server.background import running_server
+from tests.helpers import FakeBackend, ticket_body
+
+
+def test_proxy_answers_equal_upstream_answers():
+    with running_server(create_app([FakeBackend()])) as upstream:
+        direct = SystemOne(upstream).decide_raw(ticket_body())
+        with TestClient(create_app([RemoteBackend(upstream)])) as proxy:
+            proxied = proxy.post("/v1/systemone", json=ticket_body()).json()
+    assert proxied["model"] == "remote-jev-latest"
+    for qid, answer in direct["answers"].items():
+        if answer["type"] == "noul":
+            assert abs(proxied["answers"][qid]["noul"] - answer["noul"]) < 1e-12
+        else:
+            got = np.array(list(proxied["answers"][qid]["probabilities"].values()))
+            assert np.allclose(got, list(answer["probabilities"].values()), atol=1e-12)
+
+
+def test_items_about_one_state_go_upstream_in_one_request():
+    upstream_backend = FakeBackend()
+    with running_server(create_app([upstream_backend])) as upstream:
+        questions = SystemOneRequest.model_validate(ticket_body()).questions.values()
+        items = [DecisionItem(s, to_decision(q)) for s in ("one", "two") for q in questions]
+        probs = RemoteBackend(upstream).decide(items)
+    assert len(probs) == 6 and upstream_backend.batches == [3, 3]
+
+
+def test_upstream_key_is_sent_and_a_wrong_one_is_passed_on_as_401():
+    with running_server(create_app([FakeBackend()], ServerSettings(api_key="upstream-key"))) as upstream:
+        with TestClient(create_app([RemoteBackend(upstream, api_key="upstream-key")])) as good:
+            assert good.post("/v1/systemone", json=ticket_body()).status_code == 200
+        with TestClient(create_app([RemoteBackend(upstream, api_key="wrong")])) as bad:
+            r = bad.post("/v1/systemone", json=ticket_body())
+    assert r.status_code == 401 and r.json()["detail"]["error_type"] == "authentication_error"
+
+
+def test_unreachable_upstream_is_502_with_error_shape():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    backend = RemoteBackend(f"http://127.0.0.1:{port}", timeout_s=2)
+    backend.client.retry = backend.client.retry.__class__(max_retries=0)
+    with TestClient(create_app([backend])) as proxy:
+        r = proxy.post("/v1/systemone", json=ticket_body())
+    assert r.status_code == 502 and r.json()["detail"]["error_type"] == "internal_error"

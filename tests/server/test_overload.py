@@ -1,0 +1,98 @@
+"""Back-pressure and disconnects over real HTTP (uvicorn in a thread, swapped-in fake backend)."""
+
+import asyncio
+import json
+import socket
+import threading
+import time
+
+import httpx
+
+from jevserve.server.app import ServerSettings, create_app
+from jevserve.server.background import running_server
+from tests.helpers import FakeBackend, ticket_body
+
+
+def wait_for(predicate, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        time.sleep(0.01)
+
+
+def test_full_queue_answers_429_with_retry_after_and_recovers():
+    backend = FakeBackend()
+    app = create_app([backend], ServerSettings(max_queue=3, max_batch=64))
+    with running_server(app) as url:
+        backend.release.clear()
+
+        async def scenario():
+            async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+                blocker = asyncio.ensure_future(c.post("/v1/systemone", json=ticket_body(state="blocker")))
+                while backend.num_started < 1:
+                    await asyncio.sleep(0.01)
+                queued = asyncio.ensure_future(c.post("/v1/systemone", json=ticket_body(state="queued")))
+                while app.state.jevserve.models["fake-1"].batcher.queue_depth < 3:
+                    await asyncio.sleep(0.01)
+                rejected = await c.post("/v1/systemone", json=ticket_body(state="one too many"))
+                backend.release.set()
+                return rejected, await blocker, await queued, await c.post("/v1/systemone", json=ticket_body())
+
+        rejected, blocker, queued, after = asyncio.run(scenario())
+    assert rejected.status_code == 429
+    assert int(rejected.headers["retry-after"]) >= 1
+    assert rejected.json()["detail"]["error_type"] == "overloaded_error"
+    assert (blocker.status_code, queued.status_code, after.status_code) == (200, 200, 200)
+
+
+def test_client_that_disconnects_while_queued_is_never_computed_and_others_are_served():
+    backend = FakeBackend()
+    app = create_app([backend])
+    with running_server(app) as url:
+        host, port = url.removeprefix("http://").split(":")
+        backend.release.clear()
+        with httpx.Client(base_url=url, timeout=30) as c:
+            results = {}
+            blocker = threading.Thread(
+                target=lambda: results.update(blocker=c.post("/v1/systemone", json=ticket_body(state="blocker")))
+            )
+            blocker.start()
+            wait_for(lambda: backend.num_started == 1)
+            body = json.dumps(ticket_body(state="I will hang up")).encode()
+            sock = socket.create_connection((host, int(port)))
+            sock.sendall(
+                b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            wait_for(lambda: app.state.jevserve.models["fake-1"].batcher.queue_depth == 3)
+            sock.close()
+            metrics = app.state.jevserve.metrics
+            wait_for(lambda: metrics.disconnects._value.get() == 1)
+            backend.release.set()
+            blocker.join()
+            after = c.post("/v1/systemone", json=ticket_body(state="after"))
+    assert results["blocker"].status_code == 200 and after.status_code == 200
+    assert "I will hang up" not in backend.seen_states
+    assert "after" in backend.seen_states
+
+
+def test_state_over_the_token_limit_is_413_not_truncated():
+    import copy
+
+    from fastapi.testclient import TestClient
+
+    from jevserve.decide.encoder import EncoderBackend
+    from tests.helpers import embedded_backends
+
+    shared = embedded_backends()[0]
+    embedder = copy.copy(shared.embedder)  # the same loaded graph, a lower limit
+    embedder.max_tokens = 50
+    small = EncoderBackend(shared.readout, card=shared.card, embedder=embedder)
+
+    with TestClient(create_app([small])) as c:
+        ok = c.post("/v1/systemone", json=ticket_body(state="short text"))
+        too_long = c.post("/v1/systemone", json=ticket_body(state="word " * 200))
+    assert ok.status_code == 200
+    assert too_long.status_code == 413 and "tokens" in too_long.json()["detail"]["message"]
