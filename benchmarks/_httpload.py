@@ -9,8 +9,7 @@ from collections.abc import Sequence
 
 async def _post(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str, body: bytes) -> int:
     head = (
-        f"POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\n\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
     ).encode()
     writer.write(head + body)
     await writer.drain()
@@ -27,8 +26,9 @@ async def _post(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path
     return int(status_line.split()[1])
 
 
-async def run_load(host: str, port: int, bodies: Sequence[bytes], concurrency: int, path: str = "/v1/systemone"
-                   ) -> tuple[list[float], float]:
+async def run_load(
+    host: str, port: int, bodies: Sequence[bytes], concurrency: int, path: str = "/v1/systemone"
+) -> tuple[list[float], float]:
     """Send every body once over `concurrency` keep-alive connections; returns per-request latencies and wall time."""
     queue: asyncio.Queue[bytes] = asyncio.Queue()
     for body in bodies:

@@ -27,11 +27,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _httpload import run_load  # noqa: E402
-
-from jevserve.decide.base import DecisionItem  # noqa: E402
-from jevserve.decide.encoder import zero_shot_backend  # noqa: E402
-from jevserve.protocol import SystemOneRequest, to_decision  # noqa: E402
+from _httpload import run_load
+from jevserve.decide.base import DecisionItem
+from jevserve.decide.encoder import zero_shot_backend
+from jevserve.protocol import SystemOneRequest, to_decision
 
 ROOT = Path(__file__).resolve().parent.parent
 STATE_TOKENS = 100
@@ -42,10 +41,18 @@ QUESTION = {
 }
 EXTRA_QUESTIONS = {  # for the int8-versus-fp32 agreement check only
     "code": {"type": "noul", "instructions": "Is the user asking about programming?"},
-    "topic": {"type": "choice", "instructions": "What is the topic?", "criteria": dict.fromkeys(
-        ["programming", "writing", "business", "science", "health", "travel", "education", "entertainment"])},
-    "length": {"type": "score", "instructions": "How long should the reply be?",
-               "criteria": ["one line", "a paragraph", "a page", "several pages"]},
+    "topic": {
+        "type": "choice",
+        "instructions": "What is the topic?",
+        "criteria": dict.fromkeys(
+            ["programming", "writing", "business", "science", "health", "travel", "education", "entertainment"]
+        ),
+    },
+    "length": {
+        "type": "score",
+        "instructions": "How long should the reply be?",
+        "criteria": ["one line", "a paragraph", "a page", "several pages"],
+    },
 }
 
 
@@ -99,8 +106,10 @@ def bench_bare(states: list[str]) -> dict:
     for i in range(0, len(batched_states), 32):
         backend.decide([DecisionItem(s, question) for s in batched_states[i : i + 32]])
     elapsed = time.perf_counter() - started
-    return {"batch1": {**percentiles_ms(single), "decisions_per_s": len(single) / sum(single)},
-            "batch32": {"decisions_per_s": len(batched_states) / elapsed, "n": len(batched_states)}}
+    return {
+        "batch1": {**percentiles_ms(single), "decisions_per_s": len(single) / sum(single)},
+        "batch32": {"decisions_per_s": len(batched_states) / elapsed, "n": len(batched_states)},
+    }
 
 
 def bench_server(states: list[str], concurrencies: tuple[int, ...], per_level: int) -> dict:
@@ -108,7 +117,10 @@ def bench_server(states: list[str], concurrencies: tuple[int, ...], per_level: i
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "jevserve.cli", "serve", "encoder-zs:int8", "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
     )
     try:
         deadline = time.time() + 300
@@ -126,7 +138,9 @@ def bench_server(states: list[str], concurrencies: tuple[int, ...], per_level: i
         offset = 0
         for c in concurrencies:
             n = per_level if c == 1 else per_level * 2
-            bodies = [json.dumps({"state": s, "questions": {"q": QUESTION}}).encode() for s in states[offset:offset + n]]
+            bodies = [
+                json.dumps({"state": s, "questions": {"q": QUESTION}}).encode() for s in states[offset : offset + n]
+            ]
             offset += n
             latencies, wall = asyncio.run(run_load("127.0.0.1", port, bodies, c))
             results[f"c{c}"] = {**percentiles_ms(latencies), "decisions_per_s": len(bodies) / wall}
@@ -150,8 +164,17 @@ def bench_quantisation(states: list[str]) -> dict:
         else:
             agreement[qid] = float(np.mean([a.argmax() == b.argmax() for a, b in zip(p8, p32, strict=True)]))
         max_abs[qid] = float(np.mean([np.abs(a - b).max() for a, b in zip(p8, p32, strict=True)]))
-    return {"embedding_cosine_mean": float(cos.mean()), "embedding_cosine_min": float(cos.min()),
-            "top_choice_agreement": agreement, "mean_max_abs_prob_diff": max_abs, "n_states": len(states)}
+    return {
+        "embedding_cosine_mean": float(cos.mean()),
+        "embedding_cosine_min": float(cos.min()),
+        "top_choice_agreement": agreement,
+        "mean_max_abs_prob_diff": max_abs,
+        "n_states": len(states),
+    }
+
+
+def _met(ok: bool) -> str:
+    return "yes" if ok else "no"
 
 
 def write_markdown(result: dict, path: Path) -> None:
@@ -174,15 +197,17 @@ def write_markdown(result: dict, path: Path) -> None:
         f"| bare forward | batch 32 | | | {bare['batch32']['decisions_per_s']:.0f} |",
     ]
     for key, row in server.items():
-        lines.append(f"| server (HTTP) | c={key[1:]} | {row['p50_ms']:.2f} | {row['p99_ms']:.2f} | "
-                     f"{row['decisions_per_s']:.0f} |")
+        lines.append(
+            f"| server (HTTP) | c={key[1:]} | {row['p50_ms']:.2f} | {row['p99_ms']:.2f} | "
+            f"{row['decisions_per_s']:.0f} |"
+        )
     lines += [
         "",
         "| target | measured | met |",
         "|---|---|---|",
-        f"| serving overhead ≤ 2 ms at c=1 (server p50 − bare p50) | {overhead:.2f} ms | {'yes' if overhead <= 2 else 'no'} |",
-        f"| throughput at c=32 ≥ 0.8 × bare batched | {ratio:.2f} × | {'yes' if ratio >= 0.8 else 'no'} |",
-        f"| p50 ≤ 10 ms at c=1 | {server['c1']['p50_ms']:.2f} ms | {'yes' if server['c1']['p50_ms'] <= 10 else 'no'} |",
+        f"| serving overhead ≤ 2 ms at c=1 (server p50 − bare p50) | {overhead:.2f} ms | {_met(overhead <= 2)} |",
+        f"| throughput at c=32 ≥ 0.8 × bare batched | {ratio:.2f} × | {_met(ratio >= 0.8)} |",
+        f"| p50 ≤ 10 ms at c=1 | {server['c1']['p50_ms']:.2f} ms | {_met(server['c1']['p50_ms'] <= 10)} |",
         "",
         "## int8 versus fp32",
         "",
@@ -190,7 +215,8 @@ def write_markdown(result: dict, path: Path) -> None:
         "Each sequence runs on its own, so activation scales never mix companions (batch invariance). "
         f"Agreement with the fp32 graph on {quant['n_states']} of the same states:",
         "",
-        f"- embedding cosine to fp32: mean {quant['embedding_cosine_mean']:.4f}, min {quant['embedding_cosine_min']:.4f}",
+        f"- embedding cosine to fp32: mean {quant['embedding_cosine_mean']:.4f}, "
+        f"min {quant['embedding_cosine_min']:.4f}",
         "",
         "| question | top-choice agreement | mean max |Δp| |",
         "|---|---|---|",
@@ -207,7 +233,7 @@ def main() -> None:
     concurrencies = (1, 8, 32)
     per_level = args.requests
     states = load_states(per_level * 5 + per_level)
-    server_states, bare_states = states[: per_level * 5], states[per_level * 5:]
+    server_states, bare_states = states[: per_level * 5], states[per_level * 5 :]
     print(f"{len(states)} distinct {STATE_TOKENS}-token states", file=sys.stderr)
     result = {
         "date": time.strftime("%Y-%m-%d"),

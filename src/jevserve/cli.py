@@ -14,7 +14,11 @@ from collections.abc import Sequence
 from jevserve import __version__
 
 # Modules that define `register(subparsers)`; their order is the order of `jevserve --help`.
-COMMAND_MODULES = ("jevserve.server.cli",)
+COMMAND_MODULES = (
+    "jevserve.server.cli",
+    "jevserve.bench.cli_data",
+    "jevserve.sim.cli",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

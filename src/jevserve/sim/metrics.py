@@ -1,0 +1,132 @@
+"""Serving metrics as vLLM's serving benchmark defines them, plus SLO attainment, goodput and starvation.
+
+Definitions (vLLM `benchmarks/serve.py`, `calculate_metrics`): TTFT = first token - send time; E2EL = last token
+- send time; TPOT = (E2EL - TTFT) / (output tokens - 1), over requests with more than one output token; ITL =
+every gap between consecutive tokens of a request, pooled over requests; percentiles with np.percentile;
+goodput = requests meeting every SLO given / benchmark duration. The send time is the request's arrival, so a
+decision delay counts in TTFT as a client would see it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from jevserve.sim.entities import Batch, SimRequest
+from jevserve.sim.observer import Observer
+
+PERCENTILES = (50, 90, 99)
+
+
+@dataclass(frozen=True, slots=True)
+class Slo:
+    """Latency targets in milliseconds; None leaves a metric unconstrained."""
+
+    ttft_ms: float | None = 1000.0
+    tpot_ms: float | None = None
+    e2el_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        values = {"ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms, "e2el_ms": self.e2el_ms}
+        if all(v is None for v in values.values()):
+            raise ValueError("Slo: every target is None; set at least one of ttft_ms, tpot_ms, e2el_ms")
+        for name, value in values.items():
+            if value is not None and not value > 0:
+                raise ValueError(f"Slo: {name}={value!r}; expected milliseconds > 0 or None")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """One finished request's latencies."""
+
+    request_id: str
+    arrival_s: float
+    num_prompt_tokens: int
+    num_output_tokens: int
+    ttft_s: float
+    e2el_s: float
+    tpot_s: float | None  # None for one-token replies
+    wait_s: float  # arrival to first admission into the running batch (queueing, decision delay included)
+    num_preemptions: int
+
+
+class MetricsRecorder(Observer):
+    """Collects finished requests and inter-token gaps; counts preemptions and steps."""
+
+    def __init__(self) -> None:
+        self.records: list[RequestRecord] = []
+        self.itls_s: list[np.ndarray] = []
+        self.num_preemptions = 0
+        self.num_steps = 0
+
+    def on_preempt(self, request: SimRequest, now_s: float) -> None:
+        """Count a preemption."""
+        self.num_preemptions += 1
+
+    def on_step(self, replica_id: int, batch: Batch, num_steps: int) -> None:
+        """Count engine steps."""
+        self.num_steps += num_steps
+
+    def on_finish(self, request: SimRequest, now_s: float) -> None:
+        """Turn a finished request into a record and keep its inter-token gaps."""
+        times = np.concatenate([np.atleast_1d(np.asarray(t, dtype=np.float64)) for t in request.token_times])
+        arrival = request.spec.arrival_s
+        ttft, e2el = request.first_token_s - arrival, now_s - arrival
+        n_out = request.num_generated
+        self.records.append(
+            RequestRecord(
+                request_id=request.spec.request_id,
+                arrival_s=arrival,
+                num_prompt_tokens=request.spec.num_prompt_tokens,
+                num_output_tokens=n_out,
+                ttft_s=ttft,
+                e2el_s=e2el,
+                tpot_s=(e2el - ttft) / (n_out - 1) if n_out > 1 else None,
+                wait_s=request.first_admit_s - arrival,
+                num_preemptions=request.num_preemptions,
+            )
+        )
+        if times.size > 1:
+            self.itls_s.append(np.diff(times))
+
+
+def _stats_ms(values_s: np.ndarray) -> dict[str, float]:
+    if values_s.size == 0:
+        return {"mean": math.nan, **{f"p{p}": math.nan for p in PERCENTILES}}
+    ms = values_s * 1000.0
+    return {"mean": float(np.mean(ms)), **{f"p{p}": float(np.percentile(ms, p)) for p in PERCENTILES}}
+
+
+def is_good(record: RequestRecord, slo: Slo) -> bool:
+    """True when the request meets every target the SLO sets (vLLM's goodput rule)."""
+    if slo.ttft_ms is not None and record.ttft_s * 1000.0 > slo.ttft_ms:
+        return False
+    if slo.tpot_ms is not None and record.tpot_s is not None and record.tpot_s * 1000.0 > slo.tpot_ms:
+        return False
+    return not (slo.e2el_ms is not None and record.e2el_s * 1000.0 > slo.e2el_ms)
+
+
+def summarize(records: list[RequestRecord], itls_s: list[np.ndarray], slo: Slo) -> dict[str, object]:
+    """Aggregate metrics of one run: latency statistics (ms), throughput, SLO attainment, goodput, longest wait."""
+    if not records:
+        raise ValueError("summarize: no finished requests")
+    start = min(r.arrival_s for r in records)
+    duration = max(r.arrival_s + r.e2el_s for r in records) - start
+    num_good = sum(is_good(r, slo) for r in records)
+    tpots = np.array([r.tpot_s for r in records if r.tpot_s is not None])
+    return {
+        "num_requests": len(records),
+        "duration_s": duration,
+        "request_throughput": len(records) / duration,
+        "output_throughput": sum(r.num_output_tokens for r in records) / duration,
+        "ttft_ms": _stats_ms(np.array([r.ttft_s for r in records])),
+        "tpot_ms": _stats_ms(tpots),
+        "itl_ms": _stats_ms(np.concatenate(itls_s) if itls_s else np.empty(0)),
+        "e2el_ms": _stats_ms(np.array([r.e2el_s for r in records])),
+        "slo_attainment": num_good / len(records),
+        "goodput_rps": num_good / duration,
+        "max_wait_s": max(r.wait_s for r in records),
+        "num_preemptions": sum(r.num_preemptions for r in records),
+    }

@@ -1,0 +1,138 @@
+"""Engine profiles: step-time coefficients, GPU memory and model shape, read from TOML data files.
+
+Shipped profiles live in `jevserve/sim/profiles/*.toml`, each citing its sources. A profile is named either by
+its shipped name (`qwen3-8b-h200`) or by a path to a `.toml` file.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from jevserve.sim.errors import ProfileError
+from jevserve.sim.step_time import COEFFICIENT_NAMES, StepTimeModel
+
+GIB = 1 << 30
+_MEMORY_FIELDS = ("gpu_memory_gib", "gpu_memory_utilization", "weights_gib", "non_kv_reserve_gib")
+_SHAPE_FIELDS = ("num_layers", "num_kv_heads", "head_dim", "kv_dtype_bytes")
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """One model on one GPU: how long steps take and how much KV cache fits."""
+
+    name: str
+    gpu: str
+    model: str
+    sources: tuple[str, ...]  # where each number came from
+    step_time: StepTimeModel
+    gpu_memory_gib: float
+    gpu_memory_utilization: float  # vLLM's --gpu-memory-utilization
+    weights_gib: float
+    non_kv_reserve_gib: float  # activations, CUDA graphs: memory that is neither weights nor KV
+    num_layers: int
+    num_kv_heads: int
+    head_dim: int
+    kv_dtype_bytes: int
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """Bytes of K and V one token occupies across all layers."""
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * self.kv_dtype_bytes
+
+    def num_kv_blocks(self, block_size: int = 16) -> int:
+        """KV blocks that fit: (memory x utilization - weights - reserve) / (bytes per token x block size)."""
+        free = (self.gpu_memory_gib * self.gpu_memory_utilization - self.weights_gib - self.non_kv_reserve_gib) * GIB
+        return max(0, math.floor(free / (self.kv_bytes_per_token * block_size)))
+
+
+def shipped_profile_names() -> list[str]:
+    """Names of the profiles that ship with jevserve."""
+    root = resources.files("jevserve.sim").joinpath("profiles")
+    return sorted(p.name.removesuffix(".toml") for p in root.iterdir() if p.name.endswith(".toml"))
+
+
+def load_profile(name_or_path: str | Path) -> Profile:
+    """Load a shipped profile by name, or a profile file by path."""
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists():
+        if not path.is_file():
+            raise ProfileError(f"profile file {str(path)!r} does not exist; give a .toml path or one of: "
+                               f"{', '.join(shipped_profile_names())}")
+        text, origin = path.read_text(), str(path)
+    else:
+        resource = resources.files("jevserve.sim").joinpath("profiles", f"{name_or_path}.toml")
+        if not resource.is_file():
+            raise ProfileError(
+                f"unknown profile {str(name_or_path)!r}; expected one of: {', '.join(shipped_profile_names())} "
+                "or a path to a .toml file"
+            )
+        text, origin = resource.read_text(), f"{name_or_path}.toml"
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"profile {origin}: not valid TOML ({exc})") from None
+    return parse_profile(data, origin)
+
+
+def _number(data: dict, section: str, key: str, origin: str, *, minimum: float = 0.0, maximum: float = math.inf,
+            integer: bool = False) -> float:
+    table = data.get(section)
+    if not isinstance(table, dict) or key not in table:
+        raise ProfileError(f"profile {origin}: missing field [{section}] {key}; add it (see qwen3-8b-h200.toml)")
+    value = table[key]
+    ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
+    if isinstance(value, bool) or not ok_type or not minimum <= value <= maximum:
+        kind = "an integer" if integer else "a number"
+        raise ProfileError(
+            f"profile {origin}: [{section}] {key} = {value!r}; expected {kind} in [{minimum}, {maximum}]"
+        )
+    return value
+
+
+def parse_profile(data: dict, origin: str = "<dict>") -> Profile:
+    """Build and check a Profile from parsed TOML."""
+    meta = data.get("profile")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        raise ProfileError(f"profile {origin}: missing field [profile] name; add a short name string")
+    sources = meta.get("sources", [])
+    if not isinstance(sources, list) or not sources or not all(isinstance(s, str) for s in sources):
+        raise ProfileError(f"profile {origin}: [profile] sources = {sources!r}; expected a non-empty list of "
+                           "strings saying where each number came from")
+    coefficients = [_number(data, "step_time_us", k, origin) for k in COEFFICIENT_NAMES]
+    if coefficients[0] <= 0:
+        raise ProfileError(f"profile {origin}: [step_time_us] constant = {coefficients[0]!r}; expected a number > 0 "
+                           "(a step always costs something)")
+    memory = {k: _number(data, "memory", k, origin) for k in _MEMORY_FIELDS}
+    if not 0 < memory["gpu_memory_utilization"] <= 1:
+        raise ProfileError(f"profile {origin}: [memory] gpu_memory_utilization = "
+                           f"{memory['gpu_memory_utilization']!r}; expected a fraction in (0, 1]")
+    shape = {k: int(_number(data, "model_shape", k, origin, minimum=1, integer=True)) for k in _SHAPE_FIELDS}
+    profile = Profile(
+        name=meta["name"], gpu=str(meta.get("gpu", "")), model=str(meta.get("model", "")), sources=tuple(sources),
+        step_time=StepTimeModel(*coefficients), **memory, **shape,
+    )
+    if profile.num_kv_blocks() < 1:
+        raise ProfileError(
+            f"profile {origin}: no KV cache fits: {memory['gpu_memory_gib']} GiB x "
+            f"{memory['gpu_memory_utilization']} - weights {memory['weights_gib']} GiB - reserve "
+            f"{memory['non_kv_reserve_gib']} GiB leaves nothing; raise gpu_memory_gib or utilization"
+        )
+    return profile
+
+
+def profile_to_toml(profile: Profile) -> str:
+    """The profile as TOML text that `load_profile` reads back."""
+
+    def q(s: str) -> str:
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    lines = ["[profile]", f"name = {q(profile.name)}", f"gpu = {q(profile.gpu)}", f"model = {q(profile.model)}",
+             "sources = [", *(f"  {q(s)}," for s in profile.sources), "]", "", "[step_time_us]"]
+    lines += [f"{k} = {float(v)!r}" for k, v in profile.step_time.as_dict().items()]
+    lines += ["", "[memory]"] + [f"{k} = {float(getattr(profile, k))!r}" for k in _MEMORY_FIELDS]
+    lines += ["", "[model_shape]"] + [f"{k} = {getattr(profile, k)}" for k in _SHAPE_FIELDS]
+    return "\n".join(lines) + "\n"

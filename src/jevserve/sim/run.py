@@ -1,0 +1,57 @@
+"""Run a workload through one simulated replica and summarise it."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from jevserve.serving.types import QueuePolicy, Request
+from jevserve.sim.engine import Engine, EngineConfig
+from jevserve.sim.entities import SimRequest
+from jevserve.sim.errors import WorkloadError
+from jevserve.sim.events import Arrival
+from jevserve.sim.loop import Simulator
+from jevserve.sim.metrics import MetricsRecorder, Slo, summarize
+from jevserve.sim.observer import Observer
+from jevserve.sim.profile import Profile
+
+
+def with_arrivals(requests: Sequence[Request], arrivals_s: np.ndarray) -> list[Request]:
+    """The requests with arrival times set, the i-th request sent at the i-th time."""
+    if len(requests) != len(arrivals_s):
+        raise WorkloadError(f"{len(requests)} requests but {len(arrivals_s)} arrival times; expected as many")
+    return [dataclasses.replace(r, arrival_s=float(t)) for r, t in zip(requests, arrivals_s, strict=True)]
+
+
+def simulate(
+    requests: Sequence[Request],
+    profile: Profile,
+    policy: QueuePolicy,
+    config: EngineConfig | None = None,
+    *,
+    observers: Sequence[Observer] = (),
+) -> tuple[list[SimRequest], MetricsRecorder]:
+    """Send `requests` (arrival_s set) to one replica and run until all finish; returns the entities and metrics."""
+    recorder = MetricsRecorder()
+    all_observers = (recorder, *observers)
+    engine = Engine(profile, policy, config, observers=all_observers)
+    sim = Simulator([engine], all_observers)
+    entities = [SimRequest(r) for r in requests]
+    for entity in entities:
+        sim.push(Arrival(entity.spec.arrival_s, 0, entity))
+    sim.run()
+    unfinished = [e.spec.request_id for e in entities if e.finish_s is None]
+    assert not unfinished, f"requests left unfinished: {unfinished[:5]}"
+    return entities, recorder
+
+
+def simulate_summary(
+    requests: Sequence[Request], profile: Profile, policy: QueuePolicy, config: EngineConfig | None, slo: Slo
+) -> dict[str, object]:
+    """`simulate` and `summarize` in one call."""
+    _, recorder = simulate(requests, profile, policy, config)
+    out = summarize(recorder.records, recorder.itls_s, slo)
+    out["num_steps"] = recorder.num_steps
+    return out

@@ -1,0 +1,41 @@
+"""Statistics across runs: 95% intervals over arrival seeds, and DistServe's goodput (max rate meeting a target)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import stats
+
+
+def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """(mean, low, high): a Student-t interval of the mean over seeds; low = high = nan with one value."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.size == 0:
+        raise ValueError("mean_interval: no values")
+    mean = float(np.mean(x))
+    if x.size < 2:
+        return mean, math.nan, math.nan
+    if np.all(x == x[0]):
+        return mean, mean, mean
+    low, high = stats.t.interval(confidence, df=x.size - 1, loc=mean, scale=stats.sem(x))
+    return mean, float(low), float(high)
+
+
+def max_rate_meeting(rates: Sequence[float], attainment: Sequence[float], target: float = 0.9) -> tuple[float, str]:
+    """DistServe's goodput: the highest rate whose SLO attainment is still >= target, interpolated linearly
+    between the last rate that meets it and the next one; returns (rate, qualifier) where the qualifier is
+    '' inside the sweep, '>=' if every rate meets it and '<' if none does."""
+    r = np.asarray(rates, dtype=np.float64)
+    a = np.asarray(attainment, dtype=np.float64)
+    if r.size == 0 or r.size != a.size or np.any(np.diff(r) <= 0):
+        raise ValueError("max_rate_meeting: rates must be strictly increasing and match attainment in length")
+    if a[0] < target:
+        return float(r[0]), "<"
+    failing = np.nonzero(a < target)[0]
+    if failing.size == 0:
+        return float(r[-1]), ">="
+    j = int(failing[0])  # first rate that misses; j - 1 meets
+    frac = (a[j - 1] - target) / (a[j - 1] - a[j])
+    return float(r[j - 1] + frac * (r[j] - r[j - 1])), ""

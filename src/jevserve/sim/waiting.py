@@ -1,0 +1,76 @@
+"""The waiting queue of one engine, ordered by a queue policy's keys, including keys that change with time."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+
+from jevserve.serving.types import QueuePolicy
+from jevserve.sim.entities import SimRequest
+
+
+class WaitingQueue:
+    """A heap of (key, seq, version, request); keys that age are re-ranked when the policy says they change.
+
+    Each request's key is computed when it is pushed and again at `key_valid_until_s`, so a policy with aging
+    costs one re-ranking per promotion instead of a sort per scheduling step. Superseded heap entries are
+    skipped by comparing versions (lazy deletion).
+    """
+
+    def __init__(self, policy: QueuePolicy) -> None:
+        self._policy = policy
+        self._heap: list[tuple[tuple, int, int, SimRequest]] = []
+        self._changes: list[tuple[float, int, int, SimRequest]] = []  # (when the key changes, seq, version, req)
+        self._version: dict[int, int] = {}  # id(request) -> current version; absent when not queued
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._version)
+
+    def push(self, request: SimRequest, now_s: float) -> None:
+        """Add a request (new or preempted), ranked by its key at now_s."""
+        version = self._version.get(id(request), -1) + 1
+        self._version[id(request)] = version
+        self._rank(request, version, now_s)
+
+    def _rank(self, request: SimRequest, version: int, now_s: float) -> None:
+        seq = next(self._seq)
+        heapq.heappush(self._heap, (self._policy.sort_key(request.spec, now_s), seq, version, request))
+        until = self._policy.key_valid_until_s(request.spec, now_s)
+        if until != math.inf:
+            heapq.heappush(self._changes, (until, seq, version, request))
+
+    def _refresh(self, now_s: float) -> None:
+        while self._changes and self._changes[0][0] <= now_s:
+            _, _, version, request = heapq.heappop(self._changes)
+            if self._version.get(id(request)) == version:
+                version += 1
+                self._version[id(request)] = version
+                self._rank(request, version, now_s)
+        while self._heap and self._version.get(id(self._heap[0][3])) != self._heap[0][2]:
+            heapq.heappop(self._heap)
+
+    def peek(self, now_s: float) -> SimRequest | None:
+        """The request ranked first at now_s, or None when empty."""
+        self._refresh(now_s)
+        return self._heap[0][3] if self._heap else None
+
+    def pop(self, now_s: float) -> SimRequest:
+        """Remove and return the request ranked first at now_s."""
+        self._refresh(now_s)
+        request = heapq.heappop(self._heap)[3]
+        del self._version[id(request)]
+        return request
+
+    def next_change_s(self) -> float:
+        """The earliest instant at which some queued request's key changes (inf if none)."""
+        while self._changes and self._version.get(id(self._changes[0][3])) != self._changes[0][2]:
+            heapq.heappop(self._changes)
+        return self._changes[0][0] if self._changes else math.inf
+
+    def ordered(self, now_s: float) -> list[SimRequest]:
+        """All queued requests in rank order at now_s (for snapshots; does not change the queue)."""
+        self._refresh(now_s)
+        live = [e for e in self._heap if self._version.get(id(e[3])) == e[2]]
+        return [e[3] for e in sorted(live, key=lambda e: (e[0], e[1]))]

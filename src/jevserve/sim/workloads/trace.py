@@ -1,0 +1,90 @@
+"""Trace replay: requests with arrival times and sizes from a JSONL or CSV file.
+
+Fields: `request_id` (optional, default the row number), `arrival_s` (seconds, optional when arrivals are
+generated instead), `prompt_tokens`, `output_tokens`, and optionally `predicted_tokens`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+from jevserve.serving.types import Request
+from jevserve.sim.errors import TraceError
+
+REQUIRED = ("prompt_tokens", "output_tokens")
+
+
+def _int_field(row: dict, name: str, where: str) -> int:
+    value = row.get(name)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise TraceError(f"{where}: field {name!r} = {value!r}; expected an integer >= 1") from None
+    if not (number >= 1 and number == int(number)):
+        raise TraceError(f"{where}: field {name!r} = {value!r}; expected an integer >= 1")
+    return int(number)
+
+
+def _row_to_request(row: dict, index: int, where: str, *, need_arrival: bool) -> Request:
+    for name in REQUIRED:
+        if name not in row or row[name] in ("", None):
+            raise TraceError(f"{where}: missing field {name!r}; every row needs {', '.join(REQUIRED)}")
+    arrival = row.get("arrival_s")
+    if arrival in ("", None):
+        if need_arrival:
+            raise TraceError(f"{where}: missing field 'arrival_s'; give send times in seconds or generate arrivals")
+        arrival_s = 0.0
+    else:
+        try:
+            arrival_s = float(arrival)
+        except (TypeError, ValueError):
+            arrival_s = math.nan
+        if not (math.isfinite(arrival_s) and arrival_s >= 0):
+            raise TraceError(f"{where}: field 'arrival_s' = {arrival!r}; expected seconds >= 0")
+    predicted = row.get("predicted_tokens")
+    if predicted in ("", None):
+        predicted_value = None
+    else:
+        try:
+            predicted_value = float(predicted)
+        except (TypeError, ValueError):
+            raise TraceError(f"{where}: field 'predicted_tokens' = {predicted!r}; expected a number >= 0") from None
+    return Request(
+        str(row.get("request_id") or index),
+        arrival_s,
+        _int_field(row, "prompt_tokens", where),
+        _int_field(row, "output_tokens", where),
+        predicted_value,
+    )
+
+
+def read_trace(path: Path, *, need_arrival: bool = True) -> list[Request]:
+    """Requests from a `.jsonl` or `.csv` trace, sorted by arrival time."""
+    if not path.is_file():
+        raise TraceError(f"trace file {str(path)!r} does not exist")
+    rows: list[tuple[dict, str]] = []
+    if path.suffix == ".jsonl":
+        for line_no, line in enumerate(path.read_text().splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise TraceError(
+                    f"{path}:{line_no}: not valid JSON ({exc.msg}); expected one object per line"
+                ) from None
+            if not isinstance(row, dict):
+                raise TraceError(f"{path}:{line_no}: {row!r}; expected a JSON object per line")
+            rows.append((row, f"{path}:{line_no}"))
+    elif path.suffix == ".csv":
+        with path.open(newline="") as f:
+            rows = [(row, f"{path}:{n}") for n, row in enumerate(csv.DictReader(f), start=2)]
+    else:
+        raise TraceError(f"trace file {str(path)!r}: suffix {path.suffix!r}; expected .jsonl or .csv")
+    if not rows:
+        raise TraceError(f"trace file {str(path)!r} has no rows")
+    requests = [_row_to_request(row, i, where, need_arrival=need_arrival) for i, (row, where) in enumerate(rows)]
+    return sorted(requests, key=lambda r: r.arrival_s)

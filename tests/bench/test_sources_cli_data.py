@@ -1,0 +1,73 @@
+"""`jevserve data list` and `jevserve data fetch`, run through their own parser (no network)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from jevserve.bench import cli_data
+from jevserve.bench.sources import SOURCES
+from tests.bench.sources_builders import write_wheel
+
+
+def run(argv: list[str]) -> int:
+    """Parse argv with a parser holding only the data commands, then run the chosen one."""
+    parser = argparse.ArgumentParser(prog="jevserve")
+    cli_data.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_list_shows_every_source_as_missing_with_the_command_to_fetch_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("jevserve.bench.sources.cache.metadata.distribution", _not_installed)
+    assert run(["data", "list", "--cache", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    for name, spec in SOURCES.items():
+        line = next(line for line in out.splitlines() if line.startswith(name + " "))
+        assert "missing" in line and spec.archive.requirement in line
+        assert line.endswith(f"jevserve data fetch --source {name}")
+    assert f"cache: {tmp_path}" in out
+
+
+def test_list_json_gives_one_object_per_source(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("jevserve.bench.sources.cache.metadata.distribution", _not_installed)
+    run(["data", "list", "--cache", str(tmp_path), "--json"])
+    entries = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [e["source"] for e in entries] == list(SOURCES)
+    assert entries[0]["status"] == "missing" and entries[0]["records"] is None
+    assert entries[0]["fetch"] == f"jevserve data fetch --source {entries[0]['source']}"
+
+
+def test_fetch_of_an_unknown_source_exits_2_and_lists_the_known_ones(tmp_path, capsys):
+    assert run(["data", "fetch", "--source", "nope", "--cache", str(tmp_path)]) == 2
+    assert "unknown data source 'nope'; expected one of: agent-action-guard" in capsys.readouterr().err
+
+
+def test_fetch_of_an_archive_with_a_wrong_hash_exits_2_and_shows_the_pinned_hashes(tmp_path, capsys):
+    wheel = write_wheel(tmp_path / "bastioncorpus-0.6.0-py3-none-any.whl", {"x.jsonl": ""})
+    assert run(["data", "fetch", "--archive", str(wheel), "--cache", str(tmp_path / "cache")]) == 2
+    err = capsys.readouterr().err
+    assert SOURCES["bastioncorpus"].archive.wheel_sha256 in err
+    assert "refusing to use it" in err
+
+
+def test_data_without_a_subcommand_prints_help_and_exits_2(capsys):
+    assert run(["data"]) == 2
+    assert "list" in capsys.readouterr().out
+
+
+def _not_installed(name: str):
+    # The real packages are not test dependencies, but a developer may have one installed.
+    from importlib import metadata
+
+    raise metadata.PackageNotFoundError(name)
+
+
+@pytest.mark.parametrize("command", ["list", "fetch"])
+def test_each_subcommand_has_help(command, capsys):
+    with pytest.raises(SystemExit) as exited:
+        run(["data", command, "--help"])
+    assert exited.value.code == 0
+    assert "--cache DIR" in capsys.readouterr().out

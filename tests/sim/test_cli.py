@@ -1,0 +1,46 @@
+import json
+
+from jevserve.cli import main
+
+
+def test_sim_run_prints_metrics_and_writes_json_and_step_log(tmp_path, capsys):
+    out, log = tmp_path / "s.json", tmp_path / "steps.csv"
+    assert main(["sim", "run", "--workload", "synthetic", "--num-requests", "60", "--rate", "5", "--policy", "plf",
+                 "--max-num-seqs", "4", "--json", str(out), "--step-log", str(log)]) == 0
+    printed = capsys.readouterr().out
+    assert "slo_attainment" in printed and "noisy oracle" in printed
+    assert json.loads(out.read_text())["num_requests"] == 60
+    assert log.read_text().startswith("num_prefill_tokens,")
+
+
+def test_sim_calibrate_writes_a_profile_that_loads(tmp_path, capsys):
+    log, profile = tmp_path / "steps.csv", tmp_path / "fit.toml"
+    main(["sim", "run", "--workload", "synthetic", "--num-requests", "40", "--max-num-seqs", "4",
+          "--step-log", str(log)])
+    assert main(["sim", "calibrate", str(log), "--out", str(profile)]) == 0
+    from jevserve.sim.profile import load_profile
+
+    fitted, base = load_profile(profile), load_profile("qwen3-8b-h200")
+    assert fitted.name == "fit" and abs(fitted.step_time.constant - base.step_time.constant) < 1e-6 * 4015
+    assert "held-out" in capsys.readouterr().out
+
+
+def test_sim_errors_are_one_line_with_the_fix(capsys):
+    assert main(["sim", "run", "--policy", "fifo", "--num-requests", "5"]) == 2
+    assert "jevserve sim: error: unknown queue policy 'fifo'; expected one of" in capsys.readouterr().err
+    assert main(["sim", "run", "--profile", "a100", "--num-requests", "5"]) == 2
+    assert "unknown profile 'a100'" in capsys.readouterr().err
+
+
+def test_sim_queue_order_writes_results_plots_and_report(tmp_path, capsys):
+    args = ["sim", "queue-order", "--num-requests", "120", "--rates", "1.0,1.5", "--seeds", "0", "--step-scale",
+            "0.8", "--jobs", "1", "--out", str(tmp_path / "out"), "--doc", str(tmp_path / "q.md"),
+            "--img-dir", str(tmp_path / "img")]
+    assert main(args) == 0
+    doc = (tmp_path / "q.md").read_text()
+    assert "## Published vs simulated" in doc and "img/queue-order-attainment.png" in doc
+    assert (tmp_path / "img" / "queue-order-ttft.png").stat().st_size > 1000
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert set(summary["policies"]) >= {"fcfs", "tlf+aging"}
+    assert main(args) == 0  # a rerun reuses the finished runs
+    assert len(next((tmp_path / "out").glob("runs-*.jsonl")).read_text().splitlines()) == 16

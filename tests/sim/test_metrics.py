@@ -1,0 +1,54 @@
+import numpy as np
+import pytest
+
+from jevserve.serving import Request
+from jevserve.sim.entities import SimRequest
+from jevserve.sim.metrics import MetricsRecorder, RequestRecord, Slo, is_good, summarize
+
+
+def finished(request_id: str, arrival: float, token_times: list[float], admit: float) -> SimRequest:
+    r = SimRequest(Request(request_id, arrival, 10, len(token_times)))
+    r.first_admit_s, r.first_token_s, r.num_generated = admit, token_times[0], len(token_times)
+    r.token_times = [token_times[0], np.array(token_times[1:])]
+    return r
+
+
+def test_records_follow_vllm_definitions_of_ttft_tpot_itl_e2el():
+    rec = MetricsRecorder()
+    rec.on_finish(finished("a", 1.0, [1.5, 1.6, 1.8], admit=1.2), 1.8)
+    (r,) = rec.records
+    assert (r.ttft_s, r.e2el_s, r.wait_s) == pytest.approx((0.5, 0.8, 0.2))
+    assert r.tpot_s == pytest.approx(0.15)  # (E2EL - TTFT) / (output - 1)
+    np.testing.assert_allclose(rec.itls_s[0], [0.1, 0.2])
+
+
+def test_one_token_reply_has_no_tpot_and_no_itl():
+    rec = MetricsRecorder()
+    rec.on_finish(finished("a", 0.0, [0.3], admit=0.0), 0.3)
+    assert rec.records[0].tpot_s is None and rec.itls_s == []
+
+
+def record(ttft: float, e2el: float, arrival: float = 0.0, tpot: float | None = 0.01) -> RequestRecord:
+    return RequestRecord("r", arrival, 10, 5, ttft, e2el, tpot, 0.0, 0)
+
+
+def test_is_good_checks_every_target_set():
+    assert is_good(record(0.9, 5.0), Slo(ttft_ms=1000))
+    assert not is_good(record(1.1, 5.0), Slo(ttft_ms=1000))
+    assert not is_good(record(0.5, 5.0, tpot=0.2), Slo(ttft_ms=1000, tpot_ms=100))
+    assert not is_good(record(0.5, 5.0), Slo(ttft_ms=None, e2el_ms=4000))
+
+
+def test_summary_attainment_goodput_and_percentiles():
+    records = [record(0.1 * (i + 1), 1.0 + i, arrival=float(i)) for i in range(10)]  # TTFT 0.1 .. 1.0 s
+    out = summarize(records, [np.array([0.01, 0.03])], Slo(ttft_ms=500))
+    assert out["slo_attainment"] == pytest.approx(0.5)
+    assert out["duration_s"] == pytest.approx(9 + 10.0)  # last arrival 9 + its E2EL 10
+    assert out["goodput_rps"] == pytest.approx(5 / 19)
+    assert out["ttft_ms"]["p50"] == pytest.approx(np.percentile(np.arange(1, 11) * 100.0, 50))
+    assert out["itl_ms"]["mean"] == pytest.approx(20.0)
+
+
+def test_slo_needs_at_least_one_target():
+    with pytest.raises(ValueError, match="set at least one"):
+        Slo(ttft_ms=None)

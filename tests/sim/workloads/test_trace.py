@@ -1,0 +1,44 @@
+import pytest
+
+from jevserve.sim.errors import TraceError
+from jevserve.sim.workloads.trace import read_trace
+
+
+def test_jsonl_trace_is_read_and_sorted_by_arrival(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"request_id": "b", "arrival_s": 2, "prompt_tokens": 5, "output_tokens": 6}\n\n'
+                    '{"request_id": "a", "arrival_s": 1, "prompt_tokens": 7, "output_tokens": 8, '
+                    '"predicted_tokens": 9.5}\n')
+    a, b = read_trace(path)
+    assert (a.request_id, a.arrival_s, a.num_prompt_tokens, a.num_output_tokens, a.predicted_output_tokens) == (
+        "a", 1.0, 7, 8, 9.5)
+    assert b.request_id == "b"
+
+
+def test_csv_trace_without_arrivals_when_they_are_generated(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("prompt_tokens,output_tokens\n10,20\n30,40\n")
+    requests = read_trace(path, need_arrival=False)
+    assert [r.request_id for r in requests] == ["0", "1"]
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"arrival_s": 1, "output_tokens": 3}', r"t.jsonl:1: missing field 'prompt_tokens'"),
+    ('{"arrival_s": 1, "prompt_tokens": 0, "output_tokens": 3}', r"field 'prompt_tokens' = 0; expected an integer"),
+    ('{"arrival_s": -2, "prompt_tokens": 1, "output_tokens": 3}', r"field 'arrival_s' = -2; expected seconds >= 0"),
+    ('{"prompt_tokens": 1, "output_tokens": 3}', r"missing field 'arrival_s'"),
+    ("[1, 2]", "expected a JSON object per line"),
+    ("{bad", "not valid JSON"),
+])
+def test_bad_trace_rows_name_file_line_and_field(tmp_path, content, message):
+    path = tmp_path / "t.jsonl"
+    path.write_text(content + "\n")
+    with pytest.raises(TraceError, match=message):
+        read_trace(path)
+
+
+def test_trace_suffix_must_be_known(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_text("x")
+    with pytest.raises(TraceError, match=r"expected \.jsonl or \.csv"):
+        read_trace(path)
