@@ -20,6 +20,8 @@ from jevserve.decide.readout import Readout, ZeroShotParams, ZeroShotReadout
 PARAMS_DIR = Path(__file__).parent / "params"
 ZERO_SHOT_PARAMS = PARAMS_DIR / "zeroshot-minilm.json"
 ZERO_SHOT_NAME = "jev-minilm-zs"
+TRAINED_HEAD = PARAMS_DIR / "minilm-head.npz"
+TRAINED_NAME = "jev-minilm-1"
 RELEASE_DATE = "2026-11-29"
 
 
@@ -81,3 +83,25 @@ def zero_shot_backend(precision: Precision = "int8", *, embedder: Embedder | Non
         release_date=RELEASE_DATE,
     )
     return EncoderBackend(ZeroShotReadout(zero_shot_params()), card=card, embedder=embedder, precision=precision)
+
+
+def trained_backend(
+    precision: Precision = "int8",
+    *,
+    embedder: Embedder | None = None,
+    weights: Path = TRAINED_HEAD,
+    name: str = TRAINED_NAME,
+) -> EncoderBackend:
+    """The trained readout (`jevserve train`) over the embedded encoder."""
+    from jevserve.decide.trained import HeadWeights, TrainedReadout
+
+    if not weights.exists():
+        raise FileNotFoundError(f"no trained readout at {weights}; run `jevserve train` to create it")
+    suffix = "" if precision == "int8" else f"-{precision}"
+    card = ModelCard(
+        name=f"{name}{suffix}",
+        description=f"all-MiniLM-L6-v2 ({precision}, onnxruntime) with a readout trained on JevServe-Bench train "
+        "splits (docs/training.md)",
+        release_date=RELEASE_DATE,
+    )
+    return EncoderBackend(TrainedReadout(HeadWeights.load(weights)), card=card, embedder=embedder, precision=precision)

@@ -38,6 +38,13 @@ def load_backends(spec: str, options: BackendOptions | None = None) -> list[Deci
         from jevserve.decide.embedded import embedded_backends
 
         return embedded_backends()
+    if kind == "encoder":
+        from jevserve.decide.encoder import trained_backend
+
+        try:
+            return [trained_backend(arg or "int8")]
+        except FileNotFoundError as exc:
+            raise UnknownSpecError(str(exc)) from exc
     if kind == "encoder-zs":
         from jevserve.decide.encoder import zero_shot_backend
 

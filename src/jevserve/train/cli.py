@@ -1,0 +1,56 @@
+"""`jevserve train`: reproduce the embedded model's trained readout (and the zero-shot calibration)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from jevserve.decide.encoder import TRAINED_HEAD, ZERO_SHOT_PARAMS
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `train` command."""
+    p = subparsers.add_parser(
+        "train",
+        help="train the embedded model's readout on JevServe-Bench train splits",
+        description="Train the trained readout (a small head over the frozen embedded encoder) on the train sides "
+        "of the bench tasks plus synthesized questions, fit its temperatures on held-out train data, and write the "
+        "weights with a manifest. Needs the bench data: run `jevserve data fetch` first.",
+    )
+    p.add_argument("--out", type=Path, default=TRAINED_HEAD, help=f"weights file (default: {TRAINED_HEAD})")
+    p.add_argument("--epochs", type=int, default=12, help="training epochs (default: 12)")
+    p.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
+    p.add_argument("--leave-out", metavar="TASK", help="train without TASK's sources (leave-one-task-out)")
+    p.add_argument(
+        "--zero-shot",
+        action="store_true",
+        help=f"instead, refit the zero-shot readout's constants into {ZERO_SHOT_PARAMS}",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=run_train)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    """Run training (or the zero-shot calibration) and print where the results went."""
+    from jevserve.bench.tasks import TASKS, select_tasks
+    from jevserve.train.head import HeadConfig
+    from jevserve.train.run import train, train_zero_shot
+
+    tasks = list(TASKS.values())
+    leave_out = select_tasks(args.leave_out)[0] if args.leave_out else None
+    if args.zero_shot:
+        params = train_zero_shot(tasks, out=ZERO_SHOT_PARAMS, progress=not args.no_progress)
+        print(f"wrote {ZERO_SHOT_PARAMS}: {params}")
+        return 0
+    _, manifest = train(
+        tasks,
+        out=args.out,
+        config=HeadConfig(epochs=args.epochs, seed=args.seed),
+        leave_out=leave_out,
+        progress=not args.no_progress,
+    )
+    print(
+        f"wrote {args.out} ({manifest['num_examples']} examples, {manifest['train_seconds']} s); "
+        f"manifest {args.out.with_suffix('.json')}"
+    )
+    return 0
