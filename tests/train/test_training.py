@@ -1,0 +1,107 @@
+"""Training on synthetic embeddings whose answers are known: the head learns, the zero-shot fit recovers constants."""
+
+import numpy as np
+
+from jevserve.decide.readout import ZeroShotParams, ZeroShotReadout
+from jevserve.decide.trained import TrainedReadout, question_texts
+from jevserve.protocol import SystemOneRequest, to_decision
+from jevserve.train.dataset import EmbeddedExamples
+from jevserve.train.examples import Example, answer_index, task_examples
+from jevserve.train.head import HeadConfig, fit_temperatures, train_head
+from jevserve.train.zeroshot import fit_zero_shot
+from tests.helpers import ticket_body
+
+
+def decision(question: dict):
+    return to_decision(SystemOneRequest.model_validate(ticket_body(questions={"q": question})).questions["q"])
+
+
+def unit(v: np.ndarray) -> np.ndarray:
+    return (v / np.linalg.norm(v, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def matching_problem(n: int, seed: int, readout_texts, noise: float = 0.6) -> EmbeddedExamples:
+    """Each state is a noisy copy of its right option's embedding; 2–6 options per choice question."""
+    rng = np.random.default_rng(seed)
+    vectors, state_rows, text_rows, questions, answers = [], [], [], [], []
+    for _ in range(n):
+        k = int(rng.integers(2, 7))
+        q = decision({"type": "choice", "instructions": "Which one?", "criteria": {f"o{i}": None for i in range(k)}})
+        texts = unit(rng.normal(size=(len(readout_texts(q)), 384)))
+        right = int(rng.integers(k))
+        option_rows = texts[-k:]
+        state = unit(option_rows[right] + noise * unit(rng.normal(size=384)))
+        base = len(vectors)
+        vectors.append(state)
+        vectors.extend(texts)
+        state_rows.append(base)
+        text_rows.append(np.arange(base + 1, base + 1 + len(texts)))
+        questions.append(q)
+        answers.append(right)
+    return EmbeddedExamples(
+        np.stack(vectors), np.array(state_rows), text_rows, questions, np.array(answers), ["synthetic"] * n
+    )
+
+
+def accuracy(readout, data: EmbeddedExamples) -> float:
+    hits = [
+        readout.probabilities(data.vectors[s], data.vectors[rows], q).argmax() == a
+        for s, rows, q, a in zip(data.state_rows, data.text_rows, data.questions, data.answers, strict=True)
+    ]
+    return float(np.mean(hits))
+
+
+def test_head_learns_a_matching_rule_and_generalises_to_new_vectors():
+    train = matching_problem(1500, 0, question_texts)
+    test = matching_problem(300, 1, question_texts)
+    weights = train_head(train, HeadConfig(hidden=32, epochs=6, seed=0), progress=False)
+    weights = fit_temperatures(weights, matching_problem(300, 2, question_texts))
+    assert accuracy(TrainedReadout(weights), test) > 0.9  # chance is about 0.27
+
+
+def test_head_training_is_deterministic_for_a_seed():
+    data = matching_problem(200, 3, question_texts)
+    a = train_head(data, HeadConfig(hidden=8, epochs=1, seed=7), progress=False)
+    b = train_head(data, HeadConfig(hidden=8, epochs=1, seed=7), progress=False)
+    assert np.array_equal(a.w1, b.w1)
+
+
+def test_zero_shot_fit_recovers_the_temperature_that_generated_the_answers():
+    rng = np.random.default_rng(4)
+    truth = ZeroShotReadout(ZeroShotParams(choice_temperature=0.08))
+    data = matching_problem(1500, 5, ZeroShotReadout().texts, noise=6.0)  # weak signal: answers spread
+    # Resample each answer from the true readout's own distribution, so maximum likelihood has a known target.
+    resampled = [
+        int(rng.choice(q.num_options, p=truth.probabilities(data.vectors[s], data.vectors[rows], q)))
+        for s, rows, q in zip(data.state_rows, data.text_rows, data.questions, strict=True)
+    ]
+    data.answers = np.array(resampled)
+    fitted = fit_zero_shot(data)
+    assert abs(fitted.choice_temperature - 0.08) < 0.01
+
+
+def test_answer_index_maps_each_supervision_kind():
+    noul = decision({"type": "noul", "instructions": "?"})
+    pick = decision({"type": "choice", "criteria": {"a": None, "b": None}})
+    level = decision({"type": "score", "criteria": ["x", "y", "z"]})
+    assert (answer_index(noul, True), answer_index(noul, False)) == (0, 1)
+    assert answer_index(pick, "b") == 1 and answer_index(pick, "zz") is None
+    assert answer_index(level, 2) == 2 and answer_index(level, 5) is None and answer_index(level, None) is None
+
+
+def test_task_examples_come_only_from_train_items():
+    from types import SimpleNamespace
+
+    task = SimpleNamespace(
+        name="t",
+        sources=("s",),
+        questions={"q": {"type": "noul", "instructions": "?"}},
+        supervision=lambda item: {"q": item.label},
+    )
+    items = [
+        SimpleNamespace(state=f"state {i}", label=i % 2 == 0, split="test" if i % 3 == 0 else "train")
+        for i in range(30)
+    ]
+    examples = task_examples(task, items)
+    assert len(examples) == 20
+    assert all(isinstance(e, Example) and int(e.state.split()[1]) % 3 != 0 for e in examples)
