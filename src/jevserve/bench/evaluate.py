@@ -1,0 +1,116 @@
+"""Turn a task's items and a model's answers into test-side predictions of every predictor.
+
+Predictors: the model (its answers), the default rule, the oracle, and for pooled tasks the two source-only
+baselines. Every threshold is tuned on the train side and then applied, unchanged, to the test side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from jevserve.bench.baselines import SourceMajority, StyleBaseline
+from jevserve.bench.rules import ThresholdRule, tune_threshold
+from jevserve.bench.stats import automation_share
+from jevserve.bench.task import Answers, Item, Task
+
+MODEL, DEFAULT, ORACLE, STYLE, MAJORITY = "model", "default", "oracle", "source-style", "source-majority"
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One predictor's output on the test items."""
+
+    values: np.ndarray  # what the metric reads: actions (bool) or predicted values
+    probabilities: np.ndarray | None = None  # P(positive) per test item, where the predictor has one
+    rule: ThresholdRule | None = None  # the rule tuned on train, for thresholded tasks
+    automation: dict[str, Any] | None = None  # automation share at the error budget (stats.automation_share)
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    """A task's test items, their truth and what each predictor said about them."""
+
+    task: Task
+    item_ids: tuple[str, ...]  # test items, in order
+    clusters: tuple[str, ...]  # resampling unit per test item
+    labels: np.ndarray  # as the metric reads them
+    targets: np.ndarray | None  # 0/1 truth a probability predicts (None for value predictions)
+    num_train: int
+    predictions: dict[str, Prediction]
+
+
+def _thresholded(
+    task: Task, train_scores: np.ndarray, train_labels: np.ndarray, test_scores: np.ndarray,
+    test_labels: np.ndarray, *, both_directions: bool, probabilities: bool,
+) -> Prediction:
+    rule = tune_threshold(train_scores, train_labels, task.metric, both_directions=both_directions)
+    train_target, test_target = task.target(train_labels), task.target(test_labels)
+    # Automation reads scores in the rule's direction, so "far above the threshold" always means "act".
+    signed = rule.direction
+    automation = automation_share(
+        signed * train_scores, train_target, signed * rule.threshold, signed * test_scores, test_target
+    )
+    return Prediction(
+        values=rule.apply(test_scores),
+        probabilities=test_scores if probabilities else None,
+        rule=rule,
+        automation=automation,
+    )
+
+
+def evaluate(
+    task: Task, train: Sequence[Item], test: Sequence[Item], data: Any,
+    train_answers: Sequence[Answers | None] | None = None, test_answers: Sequence[Answers | None] | None = None,
+) -> TaskOutcome:
+    """Predictions of the model (when answers are given), the default rule, the oracle and source-only baselines."""
+    if not train or not test:
+        raise ValueError(f"task {task.name}: {len(train)} train and {len(test)} test items; both sides are needed")
+    train_labels, test_labels = task.labels(train), task.labels(test)
+    predictions: dict[str, Prediction] = {ORACLE: Prediction(values=task.oracle(test_labels))}
+
+    default = task.default_scores([*train, *test], data)
+    default_train, default_test = default[: len(train)], default[len(train) :]
+    if task.thresholded:
+        predictions[DEFAULT] = _thresholded(
+            task, default_train, train_labels, default_test, test_labels,
+            both_directions=task.default_tunes_direction, probabilities=False,
+        )
+    else:
+        predictions[DEFAULT] = Prediction(values=default_test)
+
+    if train_answers is not None and test_answers is not None:
+        model_train, model_test = task.model_scores(train, train_answers, test, test_answers)
+        if task.thresholded:
+            predictions[MODEL] = _thresholded(
+                task, model_train, train_labels, model_test, test_labels, both_directions=False, probabilities=True
+            )
+        else:
+            predictions[MODEL] = Prediction(values=model_test)
+
+    if task.pooled and task.thresholded:
+        target = task.target(train_labels)
+        style = StyleBaseline().fit([i.state for i in train], target)
+        predictions[STYLE] = _thresholded(
+            task, style.predict_proba([i.state for i in train]), train_labels,
+            style.predict_proba([i.state for i in test]), test_labels, both_directions=False, probabilities=True,
+        )
+        majority = SourceMajority().fit([i.source for i in train], target)
+        predictions[MAJORITY] = _thresholded(
+            task, majority.predict_proba([i.source for i in train]), train_labels,
+            majority.predict_proba([i.source for i in test]), test_labels, both_directions=False,
+            probabilities=True,
+        )
+
+    return TaskOutcome(
+        task=task,
+        item_ids=tuple(i.item_id for i in test),
+        clusters=tuple(i.cluster for i in test),
+        labels=test_labels,
+        targets=task.target(test_labels) if task.thresholded else None,
+        num_train=len(train),
+        predictions=predictions,
+    )

@@ -1,0 +1,155 @@
+"""One bench run from data to result documents: load tasks, ask what is missing, evaluate, score, summarise.
+
+The thin shells around it are `cli.py` (arguments, the embedded server, writing files) and `runner.py` (asking).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import platform
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from jevserve import __version__
+from jevserve.bench.answers_cache import AnswersCache, request_key
+from jevserve.bench.evaluate import DEFAULT, MAJORITY, MODEL, STYLE, evaluate
+from jevserve.bench.runner import AskStats, DecisionClient, ask_missing, keyed
+from jevserve.bench.scoring import rescore, score_row
+from jevserve.bench.sources import SourceMissingError
+from jevserve.bench.stats import BOOTSTRAP_SEED, ECE_BINS, ERROR_BUDGET, NUM_RESAMPLES, mean_with_interval
+from jevserve.bench.task import Answers, Item, Task, split_items
+
+# Rows that need no endpoint: their results folder name and the predictor they show.
+BASELINE_ROWS = {"default-rules": DEFAULT, "source-style": STYLE, "source-majority": MAJORITY}
+
+
+@dataclass(frozen=True)
+class LoadedTask:
+    """A task with its items split into sides."""
+
+    task: Task
+    train: tuple[Item, ...]
+    test: tuple[Item, ...]
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A task that could not run here, and what to run to fix it."""
+
+    task: str
+    message: str
+    command: str
+
+
+def load_tasks(
+    tasks: Sequence[Task], data: Any, log: Callable[[str], None] = print
+) -> tuple[list[LoadedTask], list[Skipped]]:
+    """Load every task's items; a task whose data is missing is skipped with the command that fetches it."""
+    loaded, skipped = [], []
+    for task in tasks:
+        try:
+            train, test = split_items(task.load_items(data))
+        except SourceMissingError as exc:
+            skipped.append(Skipped(task.name, str(exc), exc.command))
+            log(f"skipping {task.name}: {exc}")
+            continue
+        loaded.append(LoadedTask(task, train, test))
+    return loaded, skipped
+
+
+def needed_requests(model: str, loaded: Sequence[LoadedTask]) -> dict[str, dict[str, Any]]:
+    """Every distinct request the tasks need, train and test, by cache key."""
+    return keyed(model, [entry.task.request(item) for entry in loaded for item in (*entry.train, *entry.test)])
+
+
+def ask(
+    client: DecisionClient, model: str, loaded: Sequence[LoadedTask], cache: AnswersCache, *, concurrency: int,
+    progress: bool = True,
+) -> AskStats:
+    """Ask the endpoint whatever the cache lacks (see runner.ask_missing)."""
+    return asyncio.run(
+        ask_missing(client, model, needed_requests(model, loaded), cache, concurrency=concurrency, progress=progress)
+    )
+
+
+def _answers(model: str, cache: AnswersCache, task: Task, items: Sequence[Item]) -> list[Answers | None]:
+    return [cache.get(request_key(model, task.request(item))) for item in items]
+
+
+def _average(task_results: dict[str, dict[str, Any]], tasks: dict[str, Task], num_resamples: int) -> dict[str, Any]:
+    scores = [r["score"] for r in task_results.values()]
+    resampled = [rescore(r, tasks[name].metric, num_resamples=num_resamples) for name, r in task_results.items()]
+    _, (low, high) = mean_with_interval(resampled) if resampled else (None, (float("nan"), float("nan")))
+    finite = [s for s in scores if np.isfinite(s)]
+    return {"score": float(np.mean(finite)) if finite else float("nan"), "interval": [low, high],
+            "num_tasks": len(finite)}
+
+
+def _document(
+    model: str, command: str, task_results: dict[str, dict[str, Any]], tasks: dict[str, Task],
+    skipped: Sequence[Skipped], num_resamples: int, **fields: Any,
+) -> dict[str, Any]:
+    return {
+        "model": model,
+        "date": dt.datetime.now(dt.UTC).date().isoformat(),
+        "command": command,
+        **fields,
+        "num_resamples": num_resamples,
+        "bootstrap_seed": BOOTSTRAP_SEED,
+        "ece_bins": ECE_BINS,
+        "error_budget": ERROR_BUDGET,
+        "environment": {
+            "jevserve": __version__, "python": platform.python_version(), "platform": sys.platform,
+            "cpus": os.cpu_count(),
+        },
+        "skipped": [s.__dict__ for s in skipped],
+        "average": _average(task_results, tasks, num_resamples),
+        "tasks": task_results,
+    }
+
+
+def score_model(
+    model: str, loaded: Sequence[LoadedTask], data: Any, cache: AnswersCache, *, command: str,
+    skipped: Sequence[Skipped] = (), num_resamples: int = NUM_RESAMPLES, **fields: Any,
+) -> dict[str, Any]:
+    """The result document of a model whose answers are in `cache`."""
+    results, refused = {}, 0
+    for entry in loaded:
+        train_answers = _answers(model, cache, entry.task, entry.train)
+        test_answers = _answers(model, cache, entry.task, entry.test)
+        refused += sum(a is None for a in (*train_answers, *test_answers))
+        outcome = evaluate(entry.task, entry.train, entry.test, data, train_answers, test_answers)
+        results[entry.task.name] = score_row(outcome, MODEL, num_resamples=num_resamples)
+        details = entry.task.details(entry.train, entry.test, train_answers, test_answers)
+        if details is not None:
+            results[entry.task.name]["details"] = details
+    tasks = {e.task.name: e.task for e in loaded}
+    return _document(model, command, results, tasks, skipped, num_resamples, row_kind="model",
+                     num_unanswered=refused, **fields)
+
+
+def score_baselines(
+    loaded: Sequence[LoadedTask], data: Any, *, command: str, skipped: Sequence[Skipped] = (),
+    num_resamples: int = NUM_RESAMPLES,
+) -> list[dict[str, Any]]:
+    """Result documents of the rows that need no endpoint: the default rules and the source-only baselines."""
+    outcomes = [evaluate(e.task, e.train, e.test, data) for e in loaded]
+    tasks = {e.task.name: e.task for e in loaded}
+    documents = []
+    for row, predictor in BASELINE_ROWS.items():
+        results = {
+            o.task.name: score_row(o, predictor, num_resamples=num_resamples)
+            for o in outcomes
+            if predictor in o.predictions
+        }
+        documents.append(
+            _document(row, command, results, tasks, skipped, num_resamples, row_kind="baseline", wall_s=None,
+                      num_decisions=0)
+        )
+    return documents

@@ -1,0 +1,91 @@
+"""Results files: one JSON document per row of the board, `results/<model>/<YYYY-MM-DD>.json`.
+
+A file holds the row's name, date, the command that reproduces it, wall time and decision counts, and per task the
+metric values (model, default, oracle, source-only), the normalised score with its interval, calibration,
+automation share, and the per-item test arrays from which the board recomputes paired resamples.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jevserve.bench.answers_cache import safe_name
+
+KIND = "jevserve-bench-result"
+VERSION = 1
+
+
+class ResultsFormatError(ValueError):
+    """A results file that is not a bench result of a version this code reads."""
+
+
+def _jsonable(value: Any) -> Any:
+    # JSON has no infinities or NaN: ±inf thresholds become "inf"/"-inf", an undefined number becomes null.
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        return _jsonable(value.item())
+    return value
+
+
+def result_path(results_dir: Path, model: str, date: str) -> Path:
+    """Where a row's results for one day go."""
+    return Path(results_dir) / safe_name(model) / f"{date}.json"
+
+
+def write_result(results_dir: Path, document: dict[str, Any]) -> Path:
+    """Write a result document (replacing that model's file for the same date) and return its path."""
+    path = result_path(results_dir, document["model"], document["date"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(_jsonable({"kind": KIND, "version": VERSION, **document}), ensure_ascii=False, allow_nan=False)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(text + "\n", encoding="utf-8")
+    tmp.replace(path)  # never leave a half-written result where the board would read it
+    return path
+
+
+def read_result(path: Path) -> dict[str, Any]:
+    """Read one result document, checking its kind and version."""
+    try:
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ResultsFormatError(f"{path} is not valid JSON ({exc})") from exc
+    if not isinstance(document, dict) or document.get("kind") != KIND:
+        raise ResultsFormatError(f"{path} is not a bench result (its 'kind' is not {KIND!r})")
+    if document.get("version") != VERSION:
+        raise ResultsFormatError(f"{path} has version {document.get('version')!r}; this jevserve reads {VERSION}")
+    return document
+
+
+@dataclass(frozen=True)
+class LatestResults:
+    """The newest result of every row under a results folder, and the files that were not bench results."""
+
+    documents: tuple[dict[str, Any], ...]  # one per model folder, newest date first within the folder
+    ignored: tuple[str, ...]  # paths skipped, with the reason
+
+
+def latest_results(results_dir: Path) -> LatestResults:
+    """The newest dated result in each model folder; folders without bench results (e.g. other caches) are ignored."""
+    documents, ignored = [], []
+    for folder in sorted(p for p in Path(results_dir).iterdir() if p.is_dir()):
+        dated = sorted(folder.glob("????-??-??.json"), reverse=True)
+        for path in dated:
+            try:
+                documents.append(read_result(path))
+                break
+            except ResultsFormatError as exc:
+                ignored.append(str(exc))
+    return LatestResults(tuple(documents), tuple(ignored))

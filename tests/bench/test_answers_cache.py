@@ -1,0 +1,50 @@
+"""The answers cache: keys, appending, reading back, torn lines."""
+
+from __future__ import annotations
+
+import pytest
+
+from jevserve.bench.answers_cache import AnswersCache, request_key, safe_name
+
+
+def make_body(state: str = "hello", qid: str = "q") -> dict:
+    return {"state": state, "questions": {qid: {"type": "noul", "instructions": "Is it?"}}}
+
+
+def test_request_key_depends_on_the_model_and_the_request_not_on_key_order_or_the_model_field():
+    body = make_body()
+    reordered = {"questions": body["questions"], "state": body["state"], "model": "ignored"}
+    assert request_key("m1", body) == request_key("m1", reordered)
+    assert request_key("m1", body) != request_key("m2", body)
+    assert request_key("m1", body) != request_key("m1", make_body(state="hello!"))
+
+
+def test_answers_survive_a_reopen(tmp_path):
+    cache = AnswersCache(tmp_path, "jev-x")
+    cache.record("k1", {"q": {"type": "noul", "noul": 0.7}})
+    cache.record_error("k2", 413, "state too long")
+    cache.close()
+    again = AnswersCache(tmp_path, "jev-x")
+    assert again.get("k1") == {"q": {"type": "noul", "noul": 0.7}}
+    assert "k2" in again and again.get("k2") is None
+    assert again.errors["k2"]["status"] == 413
+
+
+def test_a_torn_last_line_is_skipped_and_the_next_answer_starts_a_new_line(tmp_path):
+    cache = AnswersCache(tmp_path, "jev-x")
+    cache.record("k1", {"q": {"type": "noul", "noul": 0.1}})
+    cache.close()
+    with cache.path.open("a", encoding="utf-8") as f:
+        f.write('{"key": "k2", "answ')  # a run killed in the middle of a write
+    torn = AnswersCache(tmp_path, "jev-x")
+    assert torn.num_torn_lines == 1 and "k2" not in torn
+    torn.record("k3", {"q": {"type": "noul", "noul": 0.3}})
+    torn.close()
+    reread = AnswersCache(tmp_path, "jev-x")
+    assert set(reread.answers) == {"k1", "k3"}
+
+
+def test_safe_name_rejects_a_name_with_nothing_usable():
+    assert safe_name("org/model:v1") == "org_model_v1"
+    with pytest.raises(ValueError, match="no usable characters"):
+        safe_name("///")

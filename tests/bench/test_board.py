@@ -1,0 +1,64 @@
+"""The leaderboard: rows from results files, paired ranks, a self-contained HTML page and a markdown table."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from jevserve.bench.answers_cache import AnswersCache
+from jevserve.bench.board import build_board
+from jevserve.bench.board_html import render_html, render_markdown, write_board
+from jevserve.bench.pipeline import ask, load_tasks, score_baselines, score_model
+from jevserve.bench.results import write_result
+from tests.bench.builders import FakeClient, KeywordTask
+
+
+def make_results(tmp_path):
+    """A results folder with a model row, the baseline rows and an unrelated folder the board must ignore."""
+    results = tmp_path / "results"
+    loaded, _ = load_tasks([KeywordTask()], data=None)
+    cache = AnswersCache(tmp_path / "answers", "fake-model")
+    ask(FakeClient(), "fake-model", loaded, cache, concurrency=2, progress=False)
+    write_result(results, score_model("fake-model", loaded, None, cache, command="jevserve bench run --endpoint x",
+                                      wall_s=1.5, num_decisions=40, num_resamples=200))
+    for document in score_baselines(loaded, None, command="jevserve bench run --baselines", num_resamples=200):
+        write_result(results, document)
+    (results / "cache").mkdir()
+    (results / "cache" / "calibration-1.json").write_text(json.dumps({"step_scale": 1.0}))
+    return results
+
+
+def test_the_board_ranks_rows_on_paired_resamples(tmp_path):
+    board = build_board(make_results(tmp_path))
+    names = [r.model for r in board.rows]
+    assert names[:2] == ["fake-model", "default-rules"]
+    model = board.rows[0]
+    assert model.rank == {"rank": 1, "low": 1, "high": 1}
+    assert model.tasks["toy-keyword"].score == 100.0
+    assert board.rows[1].rank["rank"] == 2
+    assert board.ranking_tasks == ("toy-keyword",)
+    assert board.num_resamples == 200
+
+
+def test_rows_that_miss_ranking_tasks_are_shown_but_not_ranked(tmp_path):
+    board = build_board(make_results(tmp_path))
+    style = next(r for r in board.rows if r.model == "source-style")
+    assert style.rank is None and "not ranked" in style.notes[0]
+
+
+def test_the_html_page_is_self_contained_and_sortable(tmp_path):
+    page = render_html(build_board(make_results(tmp_path)))
+    assert "fake-model" in page and "<svg" in page and "data-col" in page and "jevserve bench run --baselines" in page
+    assert not re.search(r"(src|href)=\"https?://", page)
+
+
+def test_the_markdown_table_lists_each_row_with_its_command(tmp_path):
+    text = render_markdown(build_board(make_results(tmp_path)))
+    assert "| 1 | fake-model | 100.0" in text
+    assert "- fake-model: `jevserve bench run --endpoint x`" in text
+
+
+def test_write_board_writes_both_files(tmp_path):
+    written = write_board(make_results(tmp_path), tmp_path / "board", tmp_path / "board.md")
+    assert [p.name for p in written] == ["index.html", "board.md"]
+    assert all(p.stat().st_size > 0 for p in written)

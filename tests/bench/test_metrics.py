@@ -1,0 +1,51 @@
+"""Metrics on all items and on count-weighted resamples."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn.metrics import balanced_accuracy_score
+
+from jevserve.bench.metrics import BalancedAccuracy, KendallTau, RouteUtility, metric_by_name
+
+
+def test_balanced_accuracy_on_weights_equals_sklearn_on_repeated_items():
+    rng = np.random.default_rng(4)
+    labels, values = rng.uniform(size=60) < 0.3, rng.uniform(size=60) < 0.5
+    weights = rng.integers(0, 3, size=(5, 60))
+    expected = [
+        balanced_accuracy_score(np.repeat(labels, w), np.repeat(values, w)) for w in weights
+    ]
+    assert np.allclose(BalancedAccuracy().weighted(labels, values, weights), expected)
+
+
+def test_balanced_accuracy_of_a_constant_rule_is_one_half_whatever_the_balance():
+    labels = np.arange(100) < 10
+    assert BalancedAccuracy()(labels, np.zeros(100, dtype=bool)) == pytest.approx(0.5)
+    assert BalancedAccuracy()(labels, np.ones(100, dtype=bool)) == pytest.approx(0.5)
+
+
+def test_route_utility_pays_for_strong_calls_and_counts_right_answers():
+    # cheap right, strong right; cheap wrong, strong right; both wrong
+    labels = np.array([[True, True], [False, True], [False, False]])
+    metric = RouteUtility(strong_cost=0.2)
+    assert metric(labels, np.array([True, False, True])) == pytest.approx((1 + 0.8 + 0) / 3)
+    assert metric(labels, np.array([False, False, False])) == pytest.approx((0.8 + 0.8 - 0.2) / 3)
+
+
+def test_kendall_tau_on_weights_equals_scipy_on_repeated_items():
+    rng = np.random.default_rng(1)
+    truth, predicted = rng.uniform(size=40), rng.uniform(size=40)
+    weights = rng.integers(0, 3, size=(3, 40))
+    expected = [stats.kendalltau(np.repeat(predicted, w), np.repeat(truth, w)).statistic for w in weights]
+    assert np.allclose(KendallTau().weighted(truth, predicted, weights), expected)
+
+
+def test_kendall_tau_of_a_constant_prediction_is_zero():
+    assert KendallTau()(np.arange(10.0), np.ones(10)) == 0.0
+
+
+def test_metric_by_name_lists_the_known_metrics_for_an_unknown_one():
+    with pytest.raises(ValueError, match="expected one of: accuracy, balanced_accuracy"):
+        metric_by_name("f1")
