@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "jevserve.bench.cli_data",
     "jevserve.bench.cli",
     "jevserve.sim.cli",
+    "jevserve.plan.cli",
     "jevserve.train.cli",
 )
 

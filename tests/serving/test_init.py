@@ -7,6 +7,10 @@ def test_public_exports_are_pinned():
         "PredictedLengthFirst", "QueuePolicy", "ReplicaState", "Request", "ResidentRequest", "ServingError",
         "ShortestPromptFirst", "TrueLengthFirst", "UnknownPolicyError", "make_queue_policy", "queue_policy_names",
         "register_queue_policy",
+        # routing (issue 5)
+        "ROUTERS", "JoinShortestQueue", "LatencyAware", "LeastOutstandingTokens", "ReplicaModel", "RoundRobin",
+        "Router", "SchedulerLimits", "UtilityAware", "estimate_ttft", "estimate_ttft_queued_prefill", "make_router",
+        "register_router", "router_names",
     ])
 
 

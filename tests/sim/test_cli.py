@@ -33,14 +33,39 @@ def test_sim_errors_are_one_line_with_the_fix(capsys):
 
 
 def test_sim_queue_order_writes_results_plots_and_report(tmp_path, capsys):
-    args = ["sim", "queue-order", "--num-requests", "120", "--rates", "1.0,1.5", "--seeds", "0", "--step-scale",
-            "0.8", "--jobs", "1", "--out", str(tmp_path / "out"), "--doc", str(tmp_path / "q.md"),
-            "--img-dir", str(tmp_path / "img")]
+    args = ["sim", "queue-order", "--scenarios", "two-seqs", "--num-requests", "120", "--rates", "1.0,1.5",
+            "--seeds", "0", "--step-scale", "0.8", "--jobs", "1", "--out", str(tmp_path / "out"),
+            "--doc", str(tmp_path / "q.md"), "--img-dir", str(tmp_path / "img")]
     assert main(args) == 0
     doc = (tmp_path / "q.md").read_text()
-    assert "## Published vs simulated" in doc and "img/queue-order-attainment.png" in doc
-    assert (tmp_path / "img" / "queue-order-ttft.png").stat().st_size > 1000
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert "## Published vs simulated, side by side" in doc and "img/queue-order-two-seqs-attainment.png" in doc
+    assert (tmp_path / "img" / "queue-order-two-seqs-ttft.png").stat().st_size > 1000
+    summary = json.loads((tmp_path / "out" / "two-seqs" / "summary.json").read_text())
     assert set(summary["policies"]) >= {"fcfs", "tlf+aging"}
+    assert summary["meta"]["knob_value"] == 0.8
     assert main(args) == 0  # a rerun reuses the finished runs
-    assert len(next((tmp_path / "out").glob("runs-*.jsonl")).read_text().splitlines()) == 16
+    assert len(next((tmp_path / "out" / "two-seqs").glob("runs-*.jsonl")).read_text().splitlines()) == 16
+    assert "16 of them reused" in (tmp_path / "q.md").read_text()
+
+
+def test_sim_queue_order_engine_overrides_apply_and_unknown_scenario_is_one_line(tmp_path, capsys):
+    args = ["sim", "queue-order", "--scenarios", "thinking", "--num-requests", "40", "--rates", "1.0", "--seeds",
+            "0", "--output-scale", "2", "--max-num-seqs", "8", "--jobs", "1", "--out", str(tmp_path / "out"),
+            "--doc", str(tmp_path / "q.md"), "--img-dir", str(tmp_path / "img")]
+    assert main(args) == 0
+    meta = json.loads((tmp_path / "out" / "thinking" / "summary.json").read_text())["meta"]
+    assert meta["engine"].startswith("max_num_seqs=8, max_num_batched_tokens=8192")
+    assert meta["knob"] == "output_scale" and meta["knob_value"] == 2.0
+    assert main(["sim", "queue-order", "--scenarios", "big"]) == 2
+    assert "jevserve sim: error: unknown scenario 'big'; expected one of: thinking, two-seqs" in capsys.readouterr().err
+
+
+def test_sim_run_output_scale_multiplies_reply_lengths(tmp_path):
+    plain, scaled = tmp_path / "plain.json", tmp_path / "scaled.json"
+    common = ["sim", "run", "--workload", "synthetic", "--num-requests", "30", "--rate", "5",
+              "--output-dist", "const:10"]
+    assert main([*common, "--json", str(plain)]) == 0
+    assert main([*common, "--output-scale", "3", "--json", str(scaled)]) == 0
+    out = [json.loads(p.read_text()) for p in (plain, scaled)]
+    tokens = [round(s["output_throughput"] * s["duration_s"]) for s in out]
+    assert tokens == [300, 900]

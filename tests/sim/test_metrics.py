@@ -52,3 +52,13 @@ def test_summary_attainment_goodput_and_percentiles():
 def test_slo_needs_at_least_one_target():
     with pytest.raises(ValueError, match="set at least one"):
         Slo(ttft_ms=None)
+
+
+def test_token_times_keep_their_order_across_single_steps_and_decode_runs():
+    import numpy as np
+
+    from jevserve.sim.metrics import token_times_array
+
+    parts = [0.5, 0.7, np.array([0.9, 1.1]), 1.3, np.array([1.5]), 1.7, 1.9]
+    assert token_times_array(parts).tolist() == [0.5, 0.7, 0.9, 1.1, 1.3, 1.5, 1.7, 1.9]
+    assert token_times_array([]).size == 0

@@ -8,7 +8,7 @@ from jevserve.sim.profile import load_profile, parse_profile, profile_to_toml, s
 
 
 def test_shipped_profiles_load_and_cite_sources():
-    assert shipped_profile_names() == ["qwen3-8b-h100", "qwen3-8b-h200"]
+    assert shipped_profile_names() == ["qwen3-8b-h100", "qwen3-8b-h200", "qwen3-8b-h200-attn"]
     for name in shipped_profile_names():
         profile = load_profile(name)
         assert profile.sources and all(s != "" for s in profile.sources)
@@ -20,6 +20,17 @@ def test_h200_profile_scales_memory_bound_terms_by_bandwidth_ratio():
     assert h200.step_time.constant == pytest.approx(h100.step_time.constant * ratio, rel=1e-4)
     assert h200.step_time.per_decode_token == pytest.approx(h100.step_time.per_decode_token * ratio, rel=1e-4)
     assert h200.step_time.per_prefill_token == h100.step_time.per_prefill_token
+
+
+def test_attention_profile_adds_datasheet_context_terms_to_the_h200_profile():
+    h200, attn = load_profile("qwen3-8b-h200"), load_profile("qwen3-8b-h200-attn")
+    for name in ("constant", "per_prefill_token", "per_decode_token"):
+        assert getattr(attn.step_time, name) == getattr(h200.step_time, name)
+    # a decode step reads each cached token's K and V once at 4.8 TB/s
+    assert attn.step_time.per_decode_context_token == pytest.approx(attn.kv_bytes_per_token / 4.8e12 * 1e6, rel=1e-3)
+    # QK^T and AV: 2 x 2 x 32 heads x 128 dims FLOP per pair per layer, 36 layers, at 989 TFLOP/s
+    assert attn.step_time.per_prefill_attention_pair == pytest.approx(2 * 2 * 32 * 128 * 36 / 989e12 * 1e6, rel=1e-3)
+    assert attn.num_kv_blocks() == h200.num_kv_blocks()
 
 
 def test_qwen3_8b_kv_bytes_per_token_from_its_shape():

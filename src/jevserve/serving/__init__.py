@@ -2,25 +2,55 @@
 
 from jevserve.serving.errors import DuplicatePolicyError, MissingPredictionError, ServingError, UnknownPolicyError
 from jevserve.serving.queue import FirstComeFirstServed, PredictedLengthFirst, ShortestPromptFirst, TrueLengthFirst
-from jevserve.serving.registry import QUEUE_POLICIES, make_queue_policy, queue_policy_names, register_queue_policy
-from jevserve.serving.types import Decision, QueuePolicy, ReplicaState, Request, ResidentRequest
+from jevserve.serving.registry import (
+    QUEUE_POLICIES,
+    ROUTERS,
+    make_queue_policy,
+    make_router,
+    queue_policy_names,
+    register_queue_policy,
+    register_router,
+    router_names,
+)
+from jevserve.serving.routing import JoinShortestQueue, LatencyAware, LeastOutstandingTokens, RoundRobin, UtilityAware
+from jevserve.serving.ttft_estimate import (
+    ReplicaModel,
+    SchedulerLimits,
+    estimate_ttft,
+    estimate_ttft_queued_prefill,
+)
+from jevserve.serving.types import Decision, QueuePolicy, ReplicaState, Request, ResidentRequest, Router
 
 __all__ = [
     "QUEUE_POLICIES",
+    "ROUTERS",
     "Decision",
     "DuplicatePolicyError",
     "FirstComeFirstServed",
+    "JoinShortestQueue",
+    "LatencyAware",
+    "LeastOutstandingTokens",
     "MissingPredictionError",
     "PredictedLengthFirst",
     "QueuePolicy",
+    "ReplicaModel",
     "ReplicaState",
     "Request",
     "ResidentRequest",
+    "RoundRobin",
+    "Router",
+    "SchedulerLimits",
     "ServingError",
     "ShortestPromptFirst",
     "TrueLengthFirst",
     "UnknownPolicyError",
+    "UtilityAware",
+    "estimate_ttft",
+    "estimate_ttft_queued_prefill",
     "make_queue_policy",
+    "make_router",
     "queue_policy_names",
     "register_queue_policy",
+    "register_router",
+    "router_names",
 ]

@@ -1,17 +1,19 @@
-"""The registry of queue policies by config key (`fcfs`, `spf`, `plf`, `tlf`)."""
+"""The registries of queue policies (`fcfs`, `spf`, `plf`, `tlf`) and routers (`rr`, `jsq`, `lot`, `latency`,
+`utility`) by config key."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from jevserve.serving.errors import DuplicatePolicyError, UnknownPolicyError
+from jevserve.serving.errors import DuplicatePolicyError, ServingError, UnknownPolicyError
 from jevserve.serving.queue import (
     FirstComeFirstServed,
     PredictedLengthFirst,
     ShortestPromptFirst,
     TrueLengthFirst,
 )
-from jevserve.serving.types import QueuePolicy
+from jevserve.serving.routing import JoinShortestQueue, LatencyAware, LeastOutstandingTokens, RoundRobin, UtilityAware
+from jevserve.serving.types import QueuePolicy, Router
 
 QueuePolicyFactory = Callable[..., QueuePolicy]
 
@@ -43,3 +45,37 @@ def make_queue_policy(name: str, *, aging_s: float | None = None, decision_delay
 
 for _cls in (FirstComeFirstServed, ShortestPromptFirst, PredictedLengthFirst, TrueLengthFirst):
     register_queue_policy(_cls.name, _cls)
+
+
+RouterFactory = Callable[..., Router]
+
+ROUTERS: dict[str, RouterFactory] = {}
+
+
+def register_router(name: str, factory: RouterFactory) -> None:
+    """Register a router factory under `name`; a name can be registered once."""
+    if name in ROUTERS:
+        raise DuplicatePolicyError(f"router {name!r} is already registered (by {ROUTERS[name]!r})")
+    ROUTERS[name] = factory
+
+
+def router_names() -> list[str]:
+    """The registered router names, sorted."""
+    return sorted(ROUTERS)
+
+
+def make_router(name: str, *, models: Sequence[object] = (), **options: object) -> Router:
+    """Build the router registered as `name`; every router gets the replicas' models (one `ReplicaModel` per
+    replica id), and `options` go to the ones that take more (e.g. `utility`: qualities, costs, ttft_target_s)."""
+    try:
+        factory = ROUTERS[name]
+    except KeyError:
+        raise UnknownPolicyError(f"unknown router {name!r}; expected one of: {', '.join(router_names())}") from None
+    try:
+        return factory(models=models, **options)
+    except TypeError as exc:
+        raise ServingError(f"router {name!r} cannot take these options {sorted(options)}: {exc}") from None
+
+
+for _router in (RoundRobin, JoinShortestQueue, LeastOutstandingTokens, LatencyAware, UtilityAware):
+    register_router(_router.name, _router)

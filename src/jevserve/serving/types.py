@@ -6,6 +6,7 @@ entities and hand policies these values.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -44,6 +45,7 @@ class ResidentRequest:
     num_computed_tokens: int  # tokens whose KV is in the cache (prompt chunks done, plus decoded tokens)
     num_generated_tokens: int  # reply tokens produced so far
     is_running: bool  # True: in the running batch; False: waiting (new or preempted)
+    num_scheduled_tokens: int = 0  # tokens the step in flight is computing for it (0 when none is in flight)
 
     @property
     def num_remaining_prefill_tokens(self) -> int:
@@ -65,11 +67,15 @@ class ReplicaState:
     running: tuple[ResidentRequest, ...]  # in admission order
     waiting: tuple[ResidentRequest, ...]  # in the replica's queue order at now_s
     busy_until_s: float | None = None  # end of the step in flight; None when idle
+    num_routed: int = 0  # requests routed to this replica so far (set by the router's caller; round-robin uses it)
+    # Requests routed here that are not queued yet (waiting for their decision); each reaches the queue at its
+    # arrival_s plus the queue policy's decision delay. Set by the router's caller, which knows what it sent.
+    in_transit: tuple[Request, ...] = ()
 
     @property
     def num_outstanding(self) -> int:
-        """Requests the replica holds, running or waiting."""
-        return len(self.running) + len(self.waiting)
+        """Requests the replica holds or is about to: running, waiting or in transit."""
+        return len(self.running) + len(self.waiting) + len(self.in_transit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +84,16 @@ class Decision:
 
     replica_id: int
     reason: str = ""
+
+
+class Router(Protocol):
+    """Picks the replica that takes a request, from snapshots of every replica."""
+
+    name: str
+
+    def route(self, request: Request, replicas: Sequence[ReplicaState]) -> Decision:
+        """The chosen replica and why; `replicas` holds one snapshot per replica, taken at the same instant."""
+        ...
 
 
 class QueuePolicy(Protocol):

@@ -59,6 +59,14 @@ def _slo(args: argparse.Namespace):
     return Slo(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2el_ms)
 
 
+# Public names for other parts' command lines (`jevserve plan`), so every command takes the same engine options.
+add_engine_args = _add_engine_args
+engine_config_from_args = _engine_config
+slo_from_args = _slo
+parse_floats = _floats
+parse_ints = _ints
+
+
 def _guarded(command):
     """Run a command; turn input errors (unknown policy, bad profile, trace or workload) into one line on stderr
     and exit status 2 instead of a traceback."""
@@ -91,6 +99,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--num-requests", type=int, default=2000, help="requests to send (default: %(default)s)")
     run.add_argument("--prompt-dist", default="lognormal:90:1.0:1024", help="synthetic prompt lengths")
     run.add_argument("--output-dist", default="lognormal:200:1.0:2048", help="synthetic reply lengths")
+    run.add_argument("--output-scale", type=float, default=None,
+                     help="multiply every reply length (capped at --max-model-len with the prompt), e.g. to stand "
+                     "in for thinking-mode replies (default: keep them)")
+    run.add_argument("--max-model-len", type=int, default=40960,
+                     help="context limit for --output-scale (default: Qwen3-8B's 40960)")
     run.add_argument("--rate", type=float, default=1.4, help="mean request rate, req/s (default: %(default)s)")
     run.add_argument("--arrivals", choices=("poisson", "gamma", "mmpp", "trace"), default="poisson",
                      help="arrival process; 'trace' uses the trace's arrival_s (default: %(default)s)")
@@ -109,25 +122,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     qo = sub.add_parser("queue-order", help="the queue-order experiment (FCFS vs length-first, with aging)",
                         description="2,000 ShareGPT requests, Poisson rates 1.05-1.54 req/s, four queue policies "
-                        "with and without aging; writes a results JSONL, plots and docs/queue-order.md.")
-    qo.add_argument("--predictions", type=Path, default=None,
-                    help="JSONL of request_id -> predicted_tokens for the ShareGPT test split "
-                    "(default: a noisy oracle with Kendall tau 0.6)")
-    qo.add_argument("--seeds", type=_ints, default=(0, 1), help="arrival seeds (default: 0,1)")
-    qo.add_argument("--rates", type=_floats, default=None, help="request rates (default: 1.05,...,1.54)")
-    qo.add_argument("--num-requests", type=int, default=2000, help="requests per run (default: 2000)")
-    qo.add_argument("--aging-s", type=float, default=10.0, help="aging threshold, seconds (default: 10)")
-    qo.add_argument("--decision-delay-ms", type=float, default=92.0,
-                    help="delay before a 'plf' request is queued (default: 92)")
-    qo.add_argument("--step-scale", type=float, default=None,
-                    help="fix the step-time scale instead of calibrating it to --target-fcfs-goodput")
-    qo.add_argument("--target-fcfs-goodput", type=float, default=1.13, help="calibration target (default: 1.13)")
-    qo.add_argument("--out", type=Path, default=Path("results/cache/queue-order"),
-                    help="folder for runs.jsonl (resumable) and summary.json (default: %(default)s)")
-    qo.add_argument("--doc", type=Path, default=Path("docs/queue-order.md"), help="markdown report to write")
-    qo.add_argument("--img-dir", type=Path, default=Path("docs/img"), help="folder for the plots")
-    qo.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
-    _add_engine_args(qo, max_num_seqs=2)
+                        "with and without aging, in one or more scenarios; writes results JSONL, plots and "
+                        "docs/queue-order.md.")
+    from jevserve.sim.experiments.queue_order_cli import add_arguments
+
+    add_arguments(qo, _floats, _ints)
     qo.set_defaults(func=_guarded(_cmd_queue_order))
 
     cal = sub.add_parser("calibrate", help="fit step-time coefficients from a step log (NNLS)",
@@ -140,6 +139,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cal.add_argument("--name", default=None, help="name of the new profile (default: the file stem)")
     cal.set_defaults(func=_guarded(_cmd_calibrate))
 
+    from jevserve.sim.cluster_cli import DEFAULT_MAX_NUM_SEQS, add_cluster_arguments
+
+    cl = sub.add_parser("cluster", help="replicas behind routers (rr, jsq, lot, latency) over a range of rates",
+                        description="Route a workload over N simulated replicas with each router, at several "
+                        "rates and arrival seeds; report SLO attainment, p90/p99 TTFT and TTFT-estimator quality.")
+    add_cluster_arguments(cl, _floats, _ints)
+    _add_engine_args(cl, max_num_seqs=DEFAULT_MAX_NUM_SEQS)
+    cl.set_defaults(func=_guarded(_cmd_cluster))
+
     prof = sub.add_parser("profiles", help="list shipped profiles with their KV capacity")
     prof.set_defaults(func=_guarded(_cmd_profiles))
 
@@ -150,15 +158,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _load_requests(args: argparse.Namespace):
+    from jevserve.sim.workloads.lengths import scale_output_lengths
     from jevserve.sim.workloads.sharegpt import sample_sharegpt
     from jevserve.sim.workloads.synthetic import synthetic_requests
     from jevserve.sim.workloads.trace import read_trace
 
     if args.workload == "sharegpt":
-        return sample_sharegpt(args.num_requests, seed=args.seed, split=args.split)
-    if args.workload == "synthetic":
-        return synthetic_requests(args.num_requests, args.prompt_dist, args.output_dist, seed=args.seed)
-    return read_trace(Path(args.workload), need_arrival=args.arrivals == "trace")
+        requests = sample_sharegpt(args.num_requests, seed=args.seed, split=args.split)
+    elif args.workload == "synthetic":
+        requests = synthetic_requests(args.num_requests, args.prompt_dist, args.output_dist, seed=args.seed)
+    else:
+        requests = read_trace(Path(args.workload), need_arrival=args.arrivals == "trace")
+    if getattr(args, "output_scale", None) is not None:
+        requests = scale_output_lengths(requests, args.output_scale, max_model_len=args.max_model_len)
+    return requests
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -203,7 +216,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_queue_order(args: argparse.Namespace) -> int:
     from jevserve.sim.experiments.queue_order_cli import run_queue_order
 
-    return run_queue_order(args, _engine_config(args), _slo(args))
+    return run_queue_order(args)
+
+
+def _cmd_cluster(args: argparse.Namespace) -> int:
+    from jevserve.sim.cluster_cli import run_cluster_command
+
+    return run_cluster_command(args, _engine_config(args), _slo(args))
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:

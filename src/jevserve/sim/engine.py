@@ -312,10 +312,20 @@ class Engine:
     # ---- snapshot --------------------------------------------------------------------------------------
 
     def snapshot(self, now_s: float) -> ReplicaState:
-        """The replica's state at now_s, counting the decode steps of a run in flight that ended by now_s."""
-        done = 0
-        if self.batch is not None and self.batch.is_decode_run:
-            done = int(np.searchsorted(self.batch.ends_s, now_s, side="right"))
+        """The replica's state at now_s, counting the decode steps of a run in flight that ended by now_s; the
+        step in flight is the one that ends next (for a decode run, one step of it, not the whole run)."""
+        done, scheduled, busy_until = 0, {}, None
+        if self.batch is not None:
+            ends = self.batch.ends_s
+            if self.batch.is_decode_run:
+                done = int(np.searchsorted(ends, now_s, side="right"))
+                current = int(np.searchsorted(ends, now_s, side="left"))  # < done only if a step ends at now_s
+                busy_until = float(ends[min(current, len(ends) - 1)])
+                if current == done < len(ends):
+                    scheduled = {id(r): 1 for r, _ in self.batch.items}
+            else:
+                busy_until = self.batch.end_s
+                scheduled = {id(r): n for r, n in self.batch.items}
         in_run = {id(r) for r, _ in self.batch.items} if done else set()
         running = tuple(
             ResidentRequest(
@@ -323,6 +333,7 @@ class Engine:
                 r.num_computed + (done if id(r) in in_run else 0),
                 r.num_generated + (done if id(r) in in_run else 0),
                 True,
+                scheduled.get(id(r), 0),
             )
             for r in self.running
         )
@@ -336,5 +347,5 @@ class Engine:
             num_total_kv_blocks=self.num_total_blocks,
             running=running,
             waiting=waiting,
-            busy_until_s=self.batch.end_s if self.batch is not None else None,
+            busy_until_s=busy_until,
         )

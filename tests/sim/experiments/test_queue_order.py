@@ -1,17 +1,30 @@
 import math
 
+import numpy as np
 import pytest
 
 from jevserve.sim.engine import EngineConfig
-from jevserve.sim.experiments.queue_order import QueueOrderSetup, aggregate, build_requests, calibrate_step_scale
-from jevserve.sim.experiments.report import comparison_table, write_doc
-from jevserve.sim.experiments.sweep import Cell, SweepContext, run_cells
+from jevserve.sim.errors import WorkloadError
+from jevserve.sim.experiments.queue_order import (
+    QueueOrderSetup,
+    aggregate,
+    base_requests,
+    build_context,
+    calibrate_knob,
+    fcfs_goodput,
+)
+from jevserve.sim.experiments.scenarios import get_scenario
+from jevserve.sim.experiments.sweep import Cell, PolicySpec, run_cells
 from jevserve.sim.profile import load_profile
+from jevserve.sim.stats import max_rate_meeting
+from jevserve.sim.workloads.lengths import scale_output_lengths
 
 
-def small_setup(**kwargs) -> QueueOrderSetup:
-    return QueueOrderSetup(profile=load_profile("qwen3-8b-h200"), num_requests=150, rates=(1.0, 1.3, 1.6),
-                           seeds=(0, 1), config=EngineConfig(max_num_seqs=2), **kwargs)
+def small_setup(scenario: str = "two-seqs", **kwargs) -> QueueOrderSetup:
+    chosen = get_scenario(scenario)
+    return QueueOrderSetup(scenario=chosen, profile=load_profile(chosen.profile), config=chosen.config,
+                           num_requests=kwargs.pop("num_requests", 150), rates=kwargs.pop("rates", (1.0, 1.3, 1.6)),
+                           seeds=(0, 1), **kwargs)
 
 
 def test_setup_runs_every_policy_with_and_without_aging_and_delays_only_plf():
@@ -21,43 +34,64 @@ def test_setup_runs_every_policy_with_and_without_aging_and_delays_only_plf():
     assert {s.name for s in specs if s.decision_delay_s > 0} == {"plf"}
 
 
-def test_requests_come_from_the_test_split_with_oracle_predictions():
-    requests, source = build_requests(small_setup())
-    assert len(requests) == 150 and all(r.predicted_output_tokens is not None for r in requests)
+def test_context_holds_test_split_requests_with_oracle_predictions():
+    context, source = build_context(small_setup(), 1.0)
+    assert len(context.requests) == 150 and all(r.predicted_output_tokens is not None for r in context.requests)
     assert source["kind"] == "noisy oracle" and source["kendall_tau"] == pytest.approx(0.6, abs=0.01)
 
 
-def test_aggregate_and_comparison_table_cover_every_policy_and_published_cell():
-    setup = small_setup(step_scale=0.8)
-    requests, _ = build_requests(setup)
-    context = SweepContext(tuple(requests), load_profile("qwen3-8b-h200"), setup.config, setup.slo)
+def test_output_scaling_is_applied_once_and_every_policy_and_seed_serves_the_same_tokens():
+    setup = small_setup("thinking", num_requests=60, rates=(0.5, 2.0))
+    context, _ = build_context(setup, 3.0)
+    expected = scale_output_lengths(base_requests(setup), 3.0, max_model_len=setup.scenario.max_model_len)
+    assert [r.num_output_tokens for r in context.requests] == [r.num_output_tokens for r in expected]
+    assert context.profile == setup.profile  # the reply-length knob leaves the step times alone
     cells = [Cell(p, r, s) for p in setup.policies() for r in setup.rates for s in setup.seeds]
-    agg = aggregate(run_cells(cells, context, jobs=1), setup)
+    rows = run_cells(cells, context, jobs=1)
+    total = sum(r.num_output_tokens for r in expected)
+    served = {round(row["output_throughput"] * row["duration_s"]) for row in rows}
+    assert served == {total}  # 32 runs: 8 policies x 2 rates x 2 seeds, each sending every scaled reply
+
+
+def test_lazy_fcfs_goodput_equals_the_goodput_over_every_rate():
+    setup = small_setup(knob_value=0.8, rates=(0.8, 1.1, 1.4, 1.7, 2.0))
+    context, _ = build_context(setup, 0.8)
+    rows = run_cells([Cell(PolicySpec("fcfs"), r, s) for r in setup.rates for s in setup.seeds], context, jobs=1)
+    attainment = [np.mean([x["slo_attainment"] for x in rows if x["rate_rps"] == r]) for r in setup.rates]
+    rate, qualifier = max_rate_meeting(setup.rates, attainment, 0.9)
+    assert qualifier == ""  # the check only means something when the goodput falls inside the sweep
+    assert fcfs_goodput(context, setup, jobs=1) == pytest.approx(rate)
+
+
+def test_aggregate_keeps_means_intervals_and_per_seed_values_for_every_policy():
+    setup = small_setup()
+    context, _ = build_context(setup, 0.8)
+    cells = [Cell(p, r, s) for p in setup.policies() for r in setup.rates for s in setup.seeds]
+    rows = run_cells(cells, context, jobs=1)
+    agg = aggregate(rows, setup)
     assert set(agg) == {s.label for s in setup.policies()}
-    for data in agg.values():
-        attainment = [e["slo_attainment"][0] for e in data["per_rate"]]
-        assert all(0 <= a <= 1 for a in attainment)
-    table = comparison_table(agg)
-    assert table.count("\n") == 2 + 12  # header, rule and one row per published number
-    assert "| SLO attainment at 1.42 req/s | FCFS | 42.0% | — |" in table  # 1.42 is not in this small sweep
+    entry = agg["tlf"]["per_rate"][1]
+    seeds = [r["slo_attainment"] for r in sorted(rows, key=lambda r: r["seed"])
+             if r["policy"] == "tlf" and r["rate_rps"] == 1.3]
+    assert entry["by_seed"]["slo_attainment"] == seeds
+    assert entry["slo_attainment"][0] == pytest.approx(np.mean(seeds))
+    assert len(agg["fcfs"]["goodput_by_seed"]) == 2
 
 
-def test_calibration_finds_the_scale_where_fcfs_goodput_hits_the_target():
+def test_calibration_finds_the_step_scale_where_fcfs_goodput_hits_the_target():
     setup = small_setup(target_fcfs_goodput=1.3)
-    requests, _ = build_requests(setup)
-    scale = calibrate_step_scale(setup, requests, jobs=1, log=lambda _: None)
-    from jevserve.sim.experiments.queue_order import fcfs_goodput, scaled_profile
-
-    context = SweepContext(tuple(requests), scaled_profile(setup.profile, scale), setup.config, setup.slo)
+    scale = calibrate_knob(setup, jobs=1, log=lambda _: None)
+    context, _ = build_context(setup, scale)
     assert fcfs_goodput(context, setup, jobs=1) == pytest.approx(1.3, abs=0.02)
     assert not math.isnan(scale)
 
 
-def test_write_doc_replaces_only_the_generated_section(tmp_path):
-    from jevserve.sim.experiments.report import GENERATED_END, GENERATED_START
+def test_unreachable_calibration_target_says_which_knob_and_what_to_do():
+    setup = small_setup(target_fcfs_goodput=50.0)
+    with pytest.raises(WorkloadError, match=r"target_fcfs_goodput=50.0 is not reachable with step_scale in "
+                                            r"\[0.2, 3.0\] in scenario 'two-seqs'; fix the knob instead"):
+        calibrate_knob(setup, jobs=1, log=lambda _: None)
 
-    doc = tmp_path / "q.md"
-    doc.write_text(f"# Title\n\nhand-written intro\n\n{GENERATED_START}\nold\n{GENERATED_END}\n\nhand-written end\n")
-    write_doc(doc, f"{GENERATED_START}\nnew\n{GENERATED_END}")
-    text = doc.read_text()
-    assert "hand-written intro" in text and "hand-written end" in text and "new" in text and "old" not in text
+
+def test_two_sequence_setup_uses_the_first_version_engine():
+    assert small_setup().config == EngineConfig(max_num_seqs=2)

@@ -33,4 +33,5 @@ def test_same_cell_gives_the_same_result_in_a_worker_process(tmp_path):
     cell = Cell(PolicySpec("spf", 0.01), 30.0, 3)
     (inline,) = run_cells([cell], context(), jobs=1)
     (pooled, _) = run_cells([cell, Cell(PolicySpec("fcfs"), 30.0, 3)], context(), jobs=2)
-    assert inline == pooled
+    assert inline["cpu_s"] > 0 and pooled["cpu_s"] > 0
+    assert {k: v for k, v in inline.items() if k != "cpu_s"} == {k: v for k, v in pooled.items() if k != "cpu_s"}

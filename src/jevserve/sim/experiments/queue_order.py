@@ -1,14 +1,13 @@
 """The queue-order experiment: FCFS vs shortest-prompt vs predicted-length vs true-length first, with and
 without aging, on 2,000 ShareGPT requests over a range of Poisson rates, on one simulated replica.
 
-One knob is calibrated before the sweep: a uniform scale on the profile's step times, chosen so that FCFS
-goodput (the highest rate with >= 90% SLO attainment, DistServe's definition) matches the published 1.13 req/s.
-The rest of the published table is then a prediction, not a fit.
+One knob of the scenario (`scenarios.py`) is calibrated before the sweep, so that FCFS goodput (the highest rate
+with >= 90% SLO attainment, DistServe's definition) matches the published 1.13 req/s. The rest of the published
+table is then a prediction, not a fit.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from scipy import optimize
 from jevserve.serving.types import Request
 from jevserve.sim.engine import EngineConfig
 from jevserve.sim.errors import WorkloadError
+from jevserve.sim.experiments.scenarios import KNOBS, Scenario
 from jevserve.sim.experiments.sweep import Cell, PolicySpec, SweepContext, run_cells
 from jevserve.sim.metrics import Slo
 from jevserve.sim.profile import Profile
@@ -30,13 +30,26 @@ from jevserve.sim.workloads.sharegpt import sample_sharegpt
 DEFAULT_RATES = (1.05, 1.10, 1.15, 1.20, 1.25, 1.30, 1.36, 1.42, 1.48, 1.54)
 QUEUE_POLICY_NAMES = ("fcfs", "spf", "plf", "tlf")
 ATTAINMENT_TARGET = 0.9
+# Per-rate metrics the report uses: name -> how to read it from one run's summary.
+RATE_METRICS: dict[str, Callable[[dict], float]] = {
+    "slo_attainment": lambda r: r["slo_attainment"],
+    "ttft_p90_s": lambda r: r["ttft_ms"]["p90"] / 1000,
+    "ttft_p99_s": lambda r: r["ttft_ms"]["p99"] / 1000,
+    "tpot_mean_ms": lambda r: r["tpot_ms"]["mean"],
+    "e2el_p99_s": lambda r: r["e2el_ms"]["p99"] / 1000,
+    "max_wait_s": lambda r: r["max_wait_s"],
+    "vllm_goodput_rps": lambda r: r["goodput_rps"],
+    "num_preemptions": lambda r: r["num_preemptions"],
+}
 
 
 @dataclass(frozen=True)
 class QueueOrderSetup:
-    """Everything that defines one queue-order experiment."""
+    """Everything that defines one queue-order experiment in one scenario."""
 
-    profile: Profile
+    scenario: Scenario
+    profile: Profile  # before the knob is applied
+    config: EngineConfig
     num_requests: int = 2000
     workload_seed: int = 0  # which ShareGPT requests (test split) are sampled
     rates: tuple[float, ...] = DEFAULT_RATES
@@ -45,9 +58,8 @@ class QueueOrderSetup:
     decision_delay_s: float = 0.092  # applied to 'plf' only: the decision model answers before queueing
     kendall_tau: float = 0.6  # of the noisy oracle used when no predictions file is given
     predictions_path: Path | None = None
-    config: EngineConfig = field(default_factory=lambda: EngineConfig(max_num_seqs=2))
     slo: Slo = field(default_factory=Slo)
-    step_scale: float | None = None  # None: calibrate to target_fcfs_goodput
+    knob_value: float | None = None  # None: calibrate to target_fcfs_goodput
     target_fcfs_goodput: float = 1.13
 
     def policies(self) -> list[PolicySpec]:
@@ -59,78 +71,77 @@ class QueueOrderSetup:
         return out
 
 
-def build_requests(setup: QueueOrderSetup) -> tuple[list[Request], dict[str, object]]:
-    """The ShareGPT test-split requests with predictions attached, and a description of the predictions."""
-    requests = sample_sharegpt(setup.num_requests, seed=setup.workload_seed, split="test")
+def base_requests(setup: QueueOrderSetup) -> list[Request]:
+    """The sampled ShareGPT test-split requests, before the knob and predictions."""
+    return sample_sharegpt(setup.num_requests, seed=setup.workload_seed, split="test")
+
+
+def build_context(setup: QueueOrderSetup, knob_value: float) -> tuple[SweepContext, dict[str, object]]:
+    """The context every cell shares (knob applied once, predictions attached), and how predictions were made."""
+    profile, requests = setup.scenario.apply(knob_value, setup.profile, base_requests(setup))
     if setup.predictions_path is not None:
         requests = attach_predictions(requests, read_predictions(setup.predictions_path))
-        source = {"kind": "file", "path": str(setup.predictions_path)}
+        source: dict[str, object] = {"kind": "file", "path": str(setup.predictions_path)}
     else:
         requests, tau = noisy_oracle(requests, kendall_tau=setup.kendall_tau, seed=setup.workload_seed)
         source = {"kind": "noisy oracle", "target_kendall_tau": setup.kendall_tau, "kendall_tau": round(tau, 4)}
-    return requests, source
-
-
-def scaled_profile(profile: Profile, scale: float) -> Profile:
-    """The profile with every step-time coefficient multiplied by `scale`."""
-    return dataclasses.replace(profile, step_time=profile.step_time.scaled(scale))
+    return SweepContext(tuple(requests), profile, setup.config, setup.slo), source
 
 
 def fcfs_goodput(context: SweepContext, setup: QueueOrderSetup, jobs: int | None) -> float:
-    """FCFS's DistServe goodput over the setup's rates, from attainment averaged over seeds."""
-    cells = [Cell(PolicySpec("fcfs"), r, s) for r in setup.rates for s in setup.seeds]
-    rows = run_cells(cells, context, jobs=jobs)
-    attainment = [np.mean([x["slo_attainment"] for x in rows if x["rate_rps"] == r]) for r in setup.rates]
-    rate, qualifier = max_rate_meeting(setup.rates, attainment, ATTAINMENT_TARGET)
+    """FCFS's DistServe goodput over the setup's rates, from attainment averaged over seeds.
+
+    Rates run in increasing order and stop at the first whose attainment misses the target: the goodput only
+    depends on the rates up to there, and the rates above are the slowest to simulate.
+    """
+    attainment: list[float] = []
+    for rate in setup.rates:
+        rows = run_cells([Cell(PolicySpec("fcfs"), rate, s) for s in setup.seeds], context, jobs=jobs)
+        attainment.append(float(np.mean([r["slo_attainment"] for r in rows])))
+        if attainment[-1] < ATTAINMENT_TARGET:
+            break
+    rate, qualifier = max_rate_meeting(setup.rates[: len(attainment)], attainment, ATTAINMENT_TARGET)
     # Outside the sweep, push the value past the ends so the root finder sees the right sign.
     return rate - 1.0 if qualifier == "<" else rate + 1.0 if qualifier == ">=" else rate
 
 
-def calibrate_step_scale(
-    setup: QueueOrderSetup, requests: Sequence[Request], jobs: int | None, log: Callable[[str], None] = print
-) -> float:
-    """The step-time scale at which FCFS goodput equals the target (Brent's method on [0.2, 3])."""
-
+def calibrate_knob(setup: QueueOrderSetup, jobs: int | None, log: Callable[[str], None] = print) -> float:
+    """The knob value at which FCFS goodput equals the target (Brent's method in the scenario's bracket)."""
+    scenario, base = setup.scenario, base_requests(setup)
     seen: dict[float, float] = {}
 
-    def gap(scale: float) -> float:
-        if scale in seen:
-            return seen[scale]
-        context = SweepContext(tuple(requests), scaled_profile(setup.profile, scale), setup.config, setup.slo)
-        value = fcfs_goodput(context, setup, jobs)
-        log(f"  step scale {scale:.4f}: FCFS goodput {value:.3f} req/s")
-        seen[scale] = value - setup.target_fcfs_goodput
-        return seen[scale]
+    def gap(value: float) -> float:
+        if value not in seen:
+            profile, requests = scenario.apply(value, setup.profile, base)
+            context = SweepContext(tuple(requests), profile, setup.config, setup.slo)
+            goodput = fcfs_goodput(context, setup, jobs)
+            log(f"  {KNOBS[scenario.knob]} {value:.4f}: FCFS goodput {goodput:.3f} req/s")
+            seen[value] = goodput - setup.target_fcfs_goodput
+        return seen[value]
 
-    low, high = 0.2, 3.0
+    low, high = scenario.bracket
+    # Both knobs make the engine slower or the work larger as they grow, so FCFS goodput falls with them.
     if gap(low) < 0 or gap(high) > 0:
         raise WorkloadError(
-            f"target_fcfs_goodput={setup.target_fcfs_goodput} is not reachable with a step scale in [{low}, {high}] "
-            f"and max_num_seqs={setup.config.max_num_seqs}; change max_num_seqs or the rates"
+            f"target_fcfs_goodput={setup.target_fcfs_goodput} is not reachable with {scenario.knob} in "
+            f"[{low}, {high}] in scenario {scenario.name!r}; fix the knob instead, or change the rates or engine"
         )
-    return float(optimize.brentq(gap, low, high, xtol=1e-3))
+    return float(optimize.brentq(gap, low, high, xtol=scenario.xtol))
 
 
 def aggregate(rows: list[dict], setup: QueueOrderSetup) -> dict[str, dict]:
-    """Per policy: per-rate means and 95% intervals over seeds, and DistServe goodput with its interval."""
+    """Per policy: per-rate means, 95% intervals and per-seed values, and DistServe goodput with its interval."""
     out: dict[str, dict] = {}
     for spec in setup.policies():
         mine = [r for r in rows if r["policy"] == spec.label]
         per_rate = []
         for rate in setup.rates:
-            at = [r for r in mine if r["rate_rps"] == rate]
-            entry = {"rate_rps": rate}
-            for name, get in (
-                ("slo_attainment", lambda r: r["slo_attainment"]),
-                ("ttft_p90_s", lambda r: r["ttft_ms"]["p90"] / 1000),
-                ("ttft_p99_s", lambda r: r["ttft_ms"]["p99"] / 1000),
-                ("tpot_mean_ms", lambda r: r["tpot_ms"]["mean"]),
-                ("e2el_p99_s", lambda r: r["e2el_ms"]["p99"] / 1000),
-                ("max_wait_s", lambda r: r["max_wait_s"]),
-                ("vllm_goodput_rps", lambda r: r["goodput_rps"]),
-                ("num_preemptions", lambda r: r["num_preemptions"]),
-            ):
-                entry[name] = mean_interval([get(r) for r in at])
+            at = sorted((r for r in mine if r["rate_rps"] == rate), key=lambda r: r["seed"])
+            entry: dict[str, object] = {"rate_rps": rate, "by_seed": {}}
+            for name, get in RATE_METRICS.items():
+                values = [get(r) for r in at]
+                entry[name] = mean_interval(values)
+                entry["by_seed"][name] = values
             per_rate.append(entry)
         by_seed = []
         for seed in setup.seeds:
@@ -145,6 +156,14 @@ def aggregate(rows: list[dict], setup: QueueOrderSetup) -> dict[str, dict]:
             "goodput_interval": mean_interval([g for g, _ in by_seed]),
         }
     return out
+
+
+def output_length_stats(requests: Sequence[Request]) -> dict[str, float]:
+    """Mean, median, p90, p99 and max reply length of the requests (tokens)."""
+    lengths = np.array([r.num_output_tokens for r in requests], dtype=np.float64)
+    p50, p90, p99 = np.percentile(lengths, [50, 90, 99])
+    return {"mean": float(lengths.mean()), "p50": float(p50), "p90": float(p90), "p99": float(p99),
+            "max": float(lengths.max())}
 
 
 def save_json(data: object, path: Path) -> None:

@@ -1,105 +1,208 @@
-"""The shell around the queue-order experiment: calibration cache, resumable sweep, summary, plots, report."""
+"""The shell around the queue-order experiment: arguments, calibration cache, resumable sweep, summary, report.
+
+Each scenario writes under `--out/<scenario>/`: `calibration-<key>.json` (the calibrated knob),
+`runs-<key>.jsonl` (one line per finished simulation, so a rerun resumes) and `summary.json`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 
 from jevserve.sim.engine import SIM_MODEL_VERSION, EngineConfig
+from jevserve.sim.experiments.kv_arithmetic import arithmetic_table
 from jevserve.sim.experiments.queue_order import (
     DEFAULT_RATES,
     QueueOrderSetup,
     aggregate,
-    build_requests,
-    calibrate_step_scale,
+    build_context,
+    calibrate_knob,
+    output_length_stats,
     save_json,
-    scaled_profile,
 )
 from jevserve.sim.experiments.report import generated_section, plot, write_doc
-from jevserve.sim.experiments.sweep import Cell, SweepContext, run_cells
+from jevserve.sim.experiments.scenarios import DEFAULT_SCENARIOS, KNOBS, Scenario, get_scenario
+from jevserve.sim.experiments.sweep import Cell, run_cells
 from jevserve.sim.metrics import Slo
 from jevserve.sim.profile import load_profile
+from jevserve.sim.workloads.lengths import count_capped, scale_output_lengths
+from jevserve.sim.workloads.sharegpt import sample_sharegpt
+
+
+def _names(text: str) -> tuple[str, ...]:
+    names = tuple(x.strip() for x in text.split(",") if x.strip())
+    if not names:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated scenario names, e.g. thinking,two-seqs")
+    return names
+
+
+def add_arguments(
+    qo: argparse.ArgumentParser, floats: Callable[[str], tuple[float, ...]], ints: Callable[[str], tuple[int, ...]]
+) -> None:
+    """The options of `jevserve sim queue-order`; engine options default to each scenario's own settings."""
+    qo.add_argument("--scenarios", type=_names, default=DEFAULT_SCENARIOS,
+                    help="scenarios to run, the first one the report's headline: 'thinking' (vLLM defaults, "
+                    "reply lengths x a calibrated multiplier) and/or 'two-seqs' (max_num_seqs=2, step times x a "
+                    "calibrated scale) (default: thinking,two-seqs)")
+    qo.add_argument("--predictions", type=Path, default=None,
+                    help="JSONL of request_id -> predicted_tokens for the ShareGPT test split "
+                    "(default: a noisy oracle with Kendall tau 0.6)")
+    qo.add_argument("--seeds", type=ints, default=(0, 1), help="arrival seeds, e.g. 0,1,2,3 (default: 0,1)")
+    qo.add_argument("--rates", type=floats, default=None, help="request rates (default: 1.05,...,1.54)")
+    qo.add_argument("--num-requests", type=int, default=2000, help="requests per run (default: 2000)")
+    qo.add_argument("--aging-s", type=float, default=10.0, help="aging threshold, seconds (default: 10)")
+    qo.add_argument("--decision-delay-ms", type=float, default=92.0,
+                    help="delay before a 'plf' request is queued (default: 92)")
+    qo.add_argument("--output-scale", type=float, default=None,
+                    help="'thinking': fix the reply-length multiplier instead of calibrating it")
+    qo.add_argument("--step-scale", type=float, default=None,
+                    help="'two-seqs': fix the step-time scale instead of calibrating it")
+    qo.add_argument("--target-fcfs-goodput", type=float, default=1.13, help="calibration target (default: 1.13)")
+    qo.add_argument("--out", type=Path, default=Path("results/cache/queue-order"),
+                    help="folder for the calibration, runs (resumable) and summaries (default: %(default)s)")
+    qo.add_argument("--doc", type=Path, default=Path("docs/queue-order.md"), help="markdown report to write")
+    qo.add_argument("--img-dir", type=Path, default=Path("docs/img"), help="folder for the plots")
+    qo.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
+    g = qo.add_argument_group("engine overrides (default: the scenario's settings)")
+    g.add_argument("--profile", default=None, help="profile name or .toml path")
+    g.add_argument("--max-num-seqs", type=int, default=None, help="running-batch cap")
+    g.add_argument("--max-num-batched-tokens", type=int, default=None, help="per-step token budget")
+    g.add_argument("--kv-admission", choices=("prompt", "chunk"), default=None, help="see `jevserve sim run -h`")
+    g.add_argument("--no-hol-blocking", action="store_true", help="skip a waiting request that does not fit")
+    g.add_argument("--num-kv-blocks", type=int, default=None, help="KV capacity in blocks")
+    g.add_argument("--slo-ttft-ms", type=float, default=1000.0, help="TTFT target (default: 1000)")
+    g.add_argument("--slo-tpot-ms", type=float, default=None, help="TPOT target (default: none)")
+    g.add_argument("--slo-e2el-ms", type=float, default=None, help="end-to-end latency target (default: none)")
 
 
 def _fingerprint(data: dict) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def run_queue_order(args: argparse.Namespace, config: EngineConfig, slo: Slo) -> int:
-    """Run `jevserve sim queue-order` with parsed arguments; returns the exit status."""
+def scenario_config(scenario: Scenario, args: argparse.Namespace) -> EngineConfig:
+    """The scenario's engine settings with the overrides given on the command line."""
+    names = ("max_num_seqs", "max_num_batched_tokens", "kv_admission", "num_kv_blocks")
+    overrides = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
+    if args.no_hol_blocking:
+        overrides["head_of_line_blocking"] = False
+    return dataclasses.replace(scenario.config, **overrides)
+
+
+def _knob(setup: QueueOrderSetup, folder: Path, base: dict, jobs: int | None) -> tuple[float, str, bool]:
+    """The knob value, how it was set, and whether a cached calibration was reused."""
+    if setup.knob_value is not None:
+        return setup.knob_value, f"fixed with --{setup.scenario.knob.replace('_', '-')}", False
+    note = f"calibrated so FCFS goodput = {setup.target_fcfs_goodput} req/s"
+    key = _fingerprint({**base, "rates": setup.rates, "seeds": setup.seeds, "target": setup.target_fcfs_goodput,
+                        "knob": setup.scenario.knob, "bracket": setup.scenario.bracket})
+    path = folder / f"calibration-{key}.json"
+    if path.exists():
+        value = json.loads(path.read_text())["value"]
+        print(f"{KNOBS[setup.scenario.knob]} {value:.4f} (cached in {path})")
+        return value, note, True
+    print(f"[{setup.scenario.name}] calibrating the {KNOBS[setup.scenario.knob]} so FCFS goodput = "
+          f"{setup.target_fcfs_goodput} req/s ...")
+    value = calibrate_knob(setup, jobs)
+    save_json({"knob": setup.scenario.knob, "value": value, "target_fcfs_goodput": setup.target_fcfs_goodput},
+              path)
+    return value, note, False
+
+
+def run_scenario(scenario: Scenario, args: argparse.Namespace, slo: Slo) -> dict:
+    """Calibrate (or reuse) the knob, run the resumable sweep and return the aggregate with its metadata."""
     from tqdm import tqdm
 
     started = time.perf_counter()
+    config = scenario_config(scenario, args)
     setup = QueueOrderSetup(
-        profile=load_profile(args.profile), num_requests=args.num_requests, rates=args.rates or DEFAULT_RATES,
-        seeds=args.seeds, aging_s=args.aging_s, decision_delay_s=args.decision_delay_ms / 1000,
-        predictions_path=args.predictions, config=config, slo=slo, step_scale=args.step_scale,
+        scenario=scenario, profile=load_profile(args.profile or scenario.profile), config=config,
+        num_requests=args.num_requests, rates=args.rates or DEFAULT_RATES, seeds=args.seeds, aging_s=args.aging_s,
+        decision_delay_s=args.decision_delay_ms / 1000, predictions_path=args.predictions, slo=slo,
+        knob_value=args.output_scale if scenario.knob == "output_scale" else args.step_scale,
         target_fcfs_goodput=args.target_fcfs_goodput,
     )
-    requests, predictions = build_requests(setup)
-    args.out.mkdir(parents=True, exist_ok=True)
-    base = {"sim_model_version": SIM_MODEL_VERSION, "profile": asdict(setup.profile), "config": asdict(config),
-            "slo": asdict(slo), "requests": setup.num_requests, "workload_seed": setup.workload_seed,
-            "predictions": predictions}
+    folder = args.out / scenario.name
+    folder.mkdir(parents=True, exist_ok=True)
+    base = {"sim_model_version": SIM_MODEL_VERSION, "scenario": scenario.name, "profile": asdict(setup.profile),
+            "config": asdict(config), "slo": asdict(slo), "requests": setup.num_requests,
+            "workload_seed": setup.workload_seed, "max_model_len": scenario.max_model_len}
+    value, note, reused = _knob(setup, folder, base, args.jobs)
+    calibrated_s = time.perf_counter() - started
 
-    calibration_reused = False
-    if setup.step_scale is not None:
-        scale, note = setup.step_scale, "fixed with --step-scale"
-    else:
-        calibration_key = _fingerprint({**base, "rates": setup.rates, "seeds": setup.seeds,
-                                        "target": setup.target_fcfs_goodput})
-        path = args.out / f"calibration-{calibration_key}.json"
-        if path.exists():
-            scale = json.loads(path.read_text())["step_scale"]
-            calibration_reused = True
-            print(f"step scale {scale:.4f} (cached in {path})")
-        else:
-            print(f"calibrating the step-time scale so FCFS goodput = {setup.target_fcfs_goodput} req/s ...")
-            scale = calibrate_step_scale(setup, requests, args.jobs)
-            save_json({"step_scale": scale, "target_fcfs_goodput": setup.target_fcfs_goodput}, path)
-        note = f"calibrated so FCFS goodput = {setup.target_fcfs_goodput} req/s"
-
-    profile = scaled_profile(setup.profile, scale)
-    context = SweepContext(tuple(requests), profile, config, slo)
+    context, predictions = build_context(setup, value)
     cells = [Cell(p, r, s) for p in setup.policies() for r in setup.rates for s in setup.seeds]
-    runs_path = args.out / f"runs-{_fingerprint({**base, 'scale': scale})}.jsonl"
+    runs_path = folder / f"runs-{_fingerprint({**base, 'knob': value, 'predictions': predictions})}.jsonl"
     num_reused = len(runs_path.read_text().splitlines()) if runs_path.exists() else 0
-    with tqdm(total=len(cells), desc="queue-order", unit="run") as bar:
+    sweep_started = time.perf_counter()
+    with tqdm(total=len(cells), desc=f"queue-order {scenario.name}", unit="run") as bar:
         rows = run_cells(cells, context, results_path=runs_path, jobs=args.jobs, on_done=lambda _: bar.update())
         bar.update(len(cells) - bar.n)
     agg = aggregate(rows, setup)
-    wall = time.perf_counter() - started
-
+    engine = (f"max_num_seqs={config.max_num_seqs}, max_num_batched_tokens={config.max_num_batched_tokens}, "
+              f"{config.num_kv_blocks or context.profile.num_kv_blocks(config.block_size)} KV blocks of "
+              f"{config.block_size} tokens, kv_admission={config.kv_admission}, "
+              f"head_of_line_blocking={config.head_of_line_blocking}")
     meta = {
+        "scenario": scenario.name, "title": scenario.title, "profile": setup.profile.name, "engine": engine,
+        "knob": scenario.knob, "knob_title": KNOBS[scenario.knob], "knob_value": value, "knob_note": note,
+        "calibration_reused": reused, "calibration_wall_s": calibrated_s,
+        "sweep_wall_s": time.perf_counter() - sweep_started, "num_cells": len(cells),
+        "num_reused": min(num_reused, len(cells)), "runs_file": str(runs_path), "predictions": predictions,
+        "mean_prompt_tokens": float(np.mean([r.num_prompt_tokens for r in context.requests])),
+        "output_tokens": output_length_stats(context.requests),
+        "num_capped": count_capped(context.requests, scenario.max_model_len) if scenario.knob == "output_scale"
+        else 0, "max_model_len": scenario.max_model_len, "rates": list(setup.rates), "seeds": list(setup.seeds),
+    }
+    save_json({"meta": meta, "policies": agg}, folder / "summary.json")
+    return {"meta": meta, "policies": agg}
+
+
+def _kv_table(scenario: Scenario, value: float, args: argparse.Namespace) -> str:
+    """Steady-state KV arithmetic: ShareGPT replies vs scaled replies, without and with the context terms."""
+    base = sample_sharegpt(args.num_requests, seed=0, split="test")
+    scaled = scale_output_lengths(base, value, max_model_len=scenario.max_model_len)
+    plain, attn = load_profile("qwen3-8b-h200"), load_profile(args.profile or scenario.profile)
+    cases = [("ShareGPT replies, `qwen3-8b-h200`", base, plain),
+             (f"replies x {value:.2f}, `qwen3-8b-h200` (no context terms)", scaled, plain),
+             (f"replies x {value:.2f}, `{attn.name}`", scaled, attn)]
+    return arithmetic_table(cases, (1.10, 1.30, 1.42))
+
+
+def run_queue_order(args: argparse.Namespace) -> int:
+    """Run `jevserve sim queue-order` with parsed arguments; returns the exit status."""
+    started = time.perf_counter()
+    scenarios = [get_scenario(name) for name in args.scenarios]
+    slo = Slo(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2el_ms)
+    results = {s.name: run_scenario(s, args, slo) for s in scenarios}
+    images = {name: plot(r["policies"], args.img_dir, stem=f"queue-order-{name}") for name, r in results.items()}
+    thinking = next((s for s in scenarios if s.knob == "output_scale"), None)
+    common = {
         "command": "jevserve sim " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["sim"]
         else "jevserve sim queue-order",
-        "num_requests": setup.num_requests, "workload_seed": setup.workload_seed,
-        "mean_prompt_tokens": float(np.mean([r.num_prompt_tokens for r in requests])),
-        "mean_output_tokens": float(np.mean([r.num_output_tokens for r in requests])),
-        "seeds": list(setup.seeds), "profile": setup.profile.name,
-        "engine": f"max_num_seqs={config.max_num_seqs}, max_num_batched_tokens={config.max_num_batched_tokens}, "
-        f"{profile.num_kv_blocks(config.block_size) if config.num_kv_blocks is None else config.num_kv_blocks} KV "
-        f"blocks, kv_admission={config.kv_admission}, head_of_line_blocking={config.head_of_line_blocking}",
-        "slo": ", ".join(f"{k} <= {v:g}" for k, v in asdict(slo).items() if v is not None),
-        "predictions": predictions, "decision_delay_ms": setup.decision_delay_s * 1000, "aging_s": setup.aging_s,
-        "step_scale": scale, "step_scale_note": note, "wall_s": wall, "num_cells": len(cells),
-        "num_reused": min(num_reused, len(cells)), "calibration_reused": calibration_reused,
-        "jobs": args.jobs or os.cpu_count() or 1, "runs_file": str(runs_path),
+        "num_requests": args.num_requests, "slo": ", ".join(f"{k} <= {v:g}" for k, v in asdict(slo).items()
+                                                             if v is not None),
+        "decision_delay_ms": args.decision_delay_ms, "aging_s": args.aging_s, "wall_s": time.perf_counter() - started,
+        "jobs": args.jobs or os.cpu_count() or 1,
+        "kv_table": _kv_table(thinking, results[thinking.name]["meta"]["knob_value"], args) if thinking else None,
     }
-    save_json({"meta": meta, "policies": agg}, args.out / "summary.json")
-    images = plot(agg, args.img_dir)
-    write_doc(args.doc, generated_section(agg, meta, images, args.doc))
-    print(f"results: {runs_path}, {args.out / 'summary.json'}; report: {args.doc}; plots: "
-          + ", ".join(str(p) for p in images))
-    for label, data in agg.items():
-        value, qualifier = data["goodput_rps"]
-        print(f"  {label:>12}: goodput {qualifier}{value:.2f} req/s")
+    write_doc(args.doc, generated_section(results, common, images, args.doc))
+    print(f"report: {args.doc}; results under {args.out}")
+    for name, result in results.items():
+        meta = result["meta"]
+        print(f"[{name}] {meta['knob_title']} = {meta['knob_value']:.4f} ({meta['knob_note']}); sweep "
+              f"{meta['sweep_wall_s']:.0f} s for {meta['num_cells']} simulations")
+        for label, data in result["policies"].items():
+            value, qualifier = data["goodput_rps"]
+            print(f"  {label:>12}: goodput {qualifier}{value:.2f} req/s")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,7 +75,10 @@ def run_cell(cell: Cell, context: SweepContext | None = None) -> dict:
     policy = make_queue_policy(
         cell.policy.name, aging_s=cell.policy.aging_s, decision_delay_s=cell.policy.decision_delay_s
     )
+    started = time.process_time()
     summary = simulate_summary(requests, ctx.profile, policy, ctx.config, ctx.slo)
+    # CPU time of this process, so the cost of a sweep can be told apart from other work on the machine
+    summary["cpu_s"] = time.process_time() - started
     return {"key": cell.key, "policy": cell.policy.label, "rate_rps": cell.rate_rps, "seed": cell.seed, **summary}
 
 

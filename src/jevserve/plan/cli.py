@@ -1,0 +1,140 @@
+"""`jevserve plan`: replicas a load needs (`plan`), the deployment table (`plan table`), and the check of the
+model against the simulator (`plan validate`). Heavy imports happen inside the commands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _workload_args(p: argparse.ArgumentParser, *, num_requests: int) -> None:
+    g = p.add_argument_group("workload")
+    g.add_argument("--workload", default="sharegpt", help="'sharegpt', 'synthetic' or a trace file (.jsonl/.csv)")
+    g.add_argument("--num-requests", type=int, default=num_requests,
+                   help="requests sampled to describe the workload (default: %(default)s)")
+    g.add_argument("--workload-seed", type=int, default=0, help="which requests are sampled (default: 0)")
+    g.add_argument("--prompt-dist", default="lognormal:90:1.0:1024", help="synthetic prompt lengths")
+    g.add_argument("--output-dist", default="lognormal:200:1.0:2048", help="synthetic reply lengths")
+    from jevserve.sim.cluster_cli import add_length_scaling_arguments
+
+    add_length_scaling_arguments(g)
+
+
+def _common(p: argparse.ArgumentParser, *, num_requests: int) -> None:
+    from jevserve.sim.cli import add_engine_args
+
+    _workload_args(p, num_requests=num_requests)
+    p.add_argument("--attainment", type=float, default=0.9, help="share of requests that must meet the SLO")
+    p.add_argument("--gpus-per-replica", type=int, default=1, help="GPUs one replica uses (tensor parallel)")
+    add_engine_args(p, max_num_seqs=1024)
+
+
+def _guarded(command):
+    """Run a command; turn input errors into one line on stderr and exit status 2."""
+
+    def wrapper(args: argparse.Namespace) -> int:
+        from jevserve.plan.planner import PlanError
+        from jevserve.serving.errors import ServingError
+        from jevserve.sim.errors import SimError
+
+        try:
+            return command(args)
+        except (PlanError, SimError, ServingError) as exc:
+            print(f"jevserve plan: error: {exc}", file=sys.stderr)
+            return 2
+
+    return wrapper
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `jevserve plan` and its sub-commands."""
+    from jevserve.sim.cli import add_engine_args, parse_ints
+
+    # allow_abbrev=False: `plan` has options of its own, and argparse would read a sub-command's --out as an
+    # ambiguous abbreviation of plan's --output-dist / --output-scale.
+    plan = subparsers.add_parser(
+        "plan", help="how many replicas a load needs, and which resource binds", allow_abbrev=False,
+        description="Capacity planning from a stability bound (batch slots, KV memory, compute) and an M/G/c "
+        "waiting-time model of TTFT; `plan table` adds simulated replica counts per queue policy and profile.")
+    plan.add_argument("--rate", type=float, default=None, help="total request rate to serve, req/s (required)")
+    _common(plan, num_requests=5000)
+    plan.add_argument("--decision-delay-ms", type=float, default=0.0, help="wait before a request is queued")
+    plan.set_defaults(func=_guarded(_cmd_plan))
+    sub = plan.add_subparsers(dest="plan_command", metavar="SUBCOMMAND")
+
+    table = sub.add_parser("table", help="replicas and GPUs per profile and queue policy (simulated search)",
+                           description="For each profile and queue policy: the analytic replica count (FCFS model) "
+                           "and the fewest replicas whose simulated cluster meets the SLO target at --rate.")
+    table.add_argument("--rate", type=float, required=True, help="total request rate, req/s")
+    table.add_argument("--profiles", default="qwen3-8b-h100,qwen3-8b-h200",
+                       help="comma-separated profiles (names or calibrated .toml files) (default: %(default)s)")
+    table.add_argument("--policies", default="fcfs,plf+aging", help="queue policies (default: %(default)s)")
+    table.add_argument("--aging-s", type=float, default=10.0, help="aging threshold of '+aging' policies")
+    table.add_argument("--decision-delay-ms", type=float, default=92.0, help="delay of 'plf' for its prediction")
+    table.add_argument("--oracle-tau", type=float, default=0.6, help="Kendall tau of plf's noisy-oracle predictions")
+    table.add_argument("--router", default="jsq", help="router of the simulated clusters (default: jsq)")
+    table.add_argument("--seeds", type=parse_ints, default=(0, 1), help="arrival seeds per probe (default: 0,1)")
+    table.add_argument("--no-simulate", action="store_true", help="analytic column only (fast)")
+    table.add_argument("--out", type=Path, default=Path("results/cache/plan"), help="cache folder (resumable)")
+    table.add_argument("--doc", type=Path, default=None, help="write the table into this markdown file")
+    table.add_argument("--section", default="table", help="generated section name in --doc (default: table)")
+    table.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
+    _common(table, num_requests=3000)
+    table.set_defaults(func=_guarded(_cmd_table))
+
+    val = sub.add_parser("validate", help="check the model against the simulator on several workloads",
+                         description="Simulate one replica per workload at fractions of the analytic bound and "
+                         "compare saturation rate and SLO rate with the model.")
+    val.add_argument("--cases", default="sharegpt,sharegpt-256,long-reply,long-prompt",
+                     help="comma-separated validation workloads (default: %(default)s)")
+    val.add_argument("--seeds", type=parse_ints, default=(0, 1), help="arrival seeds (default: 0,1)")
+    val.add_argument("--out", type=Path, default=Path("results/cache/plan"), help="cache folder (resumable)")
+    val.add_argument("--doc", type=Path, default=None, help="write the validation tables into this markdown file")
+    val.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
+    val.add_argument("--attainment", type=float, default=0.9, help="SLO attainment target (default: 0.9)")
+    add_engine_args(val, max_num_seqs=1024)
+    val.set_defaults(func=_guarded(_cmd_validate))
+
+
+def _requests(args: argparse.Namespace):
+    from jevserve.sim.cluster_cli import load_workload
+
+    return load_workload(args)
+
+
+def _describe(requests) -> str:
+    import numpy as np
+
+    return (f"{len(requests)} requests, mean prompt {np.mean([r.num_prompt_tokens for r in requests]):.0f} and "
+            f"reply {np.mean([r.num_output_tokens for r in requests]):.0f} tokens")
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from jevserve.plan.planner import PlanError, plan_for
+    from jevserve.plan.report import plan_text
+    from jevserve.sim.cli import engine_config_from_args
+    from jevserve.sim.profile import load_profile
+
+    if args.rate is None:
+        raise PlanError("--rate is required: the total request rate to serve, e.g. `jevserve plan --rate 500`")
+    if args.slo_tpot_ms is not None or args.slo_e2el_ms is not None:
+        print("note: the model plans for the TTFT target only; TPOT and E2E targets are ignored", file=sys.stderr)
+    requests = _requests(args)
+    plan = plan_for(args.rate, requests, load_profile(args.profile), engine_config_from_args(args),
+                    ttft_slo_s=args.slo_ttft_ms / 1000, attainment_target=args.attainment,
+                    decision_delay_s=args.decision_delay_ms / 1000, gpus_per_replica=args.gpus_per_replica)
+    print(plan_text(plan, workload=f"{args.workload}: {_describe(requests)}", slo_ms=args.slo_ttft_ms))
+    return 0
+
+
+def _cmd_table(args: argparse.Namespace) -> int:
+    from jevserve.plan.table_cli import run_table
+
+    return run_table(args, _requests(args))
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from jevserve.plan.table_cli import run_validate
+
+    return run_validate(args)

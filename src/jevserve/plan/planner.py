@@ -1,0 +1,134 @@
+"""How many replicas a load needs: the stability bound and the SLO rate of one replica, then a division.
+
+Each replica is assumed to get an equal share of Poisson traffic (what round-robin gives; a load-aware router
+pools queues and does a little better), so n replicas serve a total rate R when R / n is below the rate at which
+one replica still meets the SLO target. The answer says which limit set n: the SLO (waiting time) or, when the
+SLO is loose, the stability bound, and which resource binds there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from jevserve.plan.bound import StabilityBound, stability_bound
+from jevserve.plan.demand import request_demand
+from jevserve.plan.waiting import effective_servers, max_rate_meeting_slo, slo_attainment
+from jevserve.serving.types import Request
+from jevserve.sim.engine import EngineConfig
+from jevserve.sim.profile import Profile
+
+
+class PlanError(ValueError):
+    """A plan that cannot be made from the inputs given (the message says which and what to change)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaCapacity:
+    """What one replica of a profile can carry for a workload."""
+
+    profile: str
+    bound: StabilityBound
+    slo_rate_rps: float  # highest per-replica rate whose estimated attainment meets the target
+    servers: int  # requests held at once in the waiting-time model
+    ttft_slo_s: float
+    attainment_target: float
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The answer for a total rate: replicas and GPUs, what limits them, and the margin left."""
+
+    rate_rps: float
+    replicas: int
+    gpus: int
+    per_replica_rate_rps: float
+    capacity: ReplicaCapacity
+    limited_by: str  # "SLO" or "stability bound"
+
+    @property
+    def utilisation(self) -> float:
+        """Per-replica rate over the stability bound."""
+        return self.per_replica_rate_rps / self.capacity.bound.rate_rps
+
+
+class CapacityModel:
+    """The analytic model of one replica: the workload's demand on a profile with given engine settings."""
+
+    def __init__(self, requests: Sequence[Request], profile: Profile, config: EngineConfig, *, ttft_slo_s: float,
+                 decision_delay_s: float = 0.0) -> None:
+        if not requests:
+            raise PlanError("the workload has no requests; give --workload and --num-requests > 0")
+        if not ttft_slo_s > 0:
+            raise PlanError(f"ttft_slo_s={ttft_slo_s!r}; expected seconds > 0 (e.g. --slo-ttft-ms 1000)")
+        self.profile, self.config = profile, config
+        self.ttft_slo_s, self.decision_delay_s = ttft_slo_s, decision_delay_s
+        self.demand = request_demand(requests, profile.step_time, max_num_batched_tokens=config.max_num_batched_tokens,
+                                     block_size=config.block_size)
+        self.num_kv_blocks = config.num_kv_blocks or profile.num_kv_blocks(config.block_size)
+
+    @property
+    def constant_s(self) -> float:
+        """The per-step constant of the profile, seconds."""
+        return self.profile.step_time.constant * 1e-6
+
+    def bound(self) -> StabilityBound:
+        """The stability bound of one replica."""
+        return stability_bound(self.demand, constant_s=self.constant_s, max_num_seqs=self.config.max_num_seqs,
+                               num_kv_blocks=self.num_kv_blocks,
+                               max_num_batched_tokens=self.config.max_num_batched_tokens)
+
+    def attainment(self, rate_rps: float) -> float:
+        """Estimated TTFT SLO attainment of one replica at rate_rps (FCFS)."""
+        return slo_attainment(
+            rate_rps, self.demand, constant_s=self.constant_s,
+            per_prefill_token_s=self.profile.step_time.per_prefill_token * 1e-6,
+            max_num_seqs=self.config.max_num_seqs, num_kv_blocks=self.num_kv_blocks,
+            max_num_batched_tokens=self.config.max_num_batched_tokens, ttft_slo_s=self.ttft_slo_s,
+            decision_delay_s=self.decision_delay_s,
+        )
+
+    def capacity(self, attainment_target: float = 0.9) -> ReplicaCapacity:
+        """Stability bound and SLO rate of one replica."""
+        if not 0 < attainment_target < 1:
+            raise PlanError(f"attainment target {attainment_target!r}; expected a fraction in (0, 1), e.g. 0.9")
+        bound = self.bound()
+        slo_rate = max_rate_meeting_slo(attainment_target, bound.rate_rps, self.attainment)
+        servers = effective_servers(self.demand, max_num_seqs=self.config.max_num_seqs,
+                                    num_kv_blocks=self.num_kv_blocks)
+        return ReplicaCapacity(self.profile.name, bound, slo_rate, servers, self.ttft_slo_s, attainment_target)
+
+
+def plan_replicas(rate_rps: float, capacity: ReplicaCapacity, *, gpus_per_replica: int = 1) -> Plan:
+    """Replicas (and GPUs) needed to serve rate_rps with the SLO target met on every replica."""
+    if not rate_rps > 0:
+        raise PlanError(f"--rate {rate_rps!r}; expected requests per second > 0")
+    if gpus_per_replica < 1:
+        raise PlanError(f"--gpus-per-replica {gpus_per_replica!r}; expected an integer >= 1")
+    if capacity.slo_rate_rps <= 0:
+        raise PlanError(
+            f"profile {capacity.profile!r} cannot meet TTFT <= {capacity.ttft_slo_s * 1000:g} ms for "
+            f"{100 * capacity.attainment_target:g}% of requests even unloaded; loosen --slo-ttft-ms or "
+            "--attainment, or use a faster profile"
+        )
+    replicas = max(1, math.ceil(rate_rps / capacity.slo_rate_rps * (1 - 1e-12)))
+    # Within 2% of the bound the waiting-time model adds nothing a user could act on: the bound decides.
+    limited_by = "stability bound" if capacity.slo_rate_rps >= 0.98 * capacity.bound.rate_rps else "SLO"
+    return Plan(rate_rps, replicas, replicas * gpus_per_replica, rate_rps / replicas, capacity, limited_by)
+
+
+def plan_for(
+    rate_rps: float,
+    requests: Sequence[Request],
+    profile: Profile,
+    config: EngineConfig,
+    *,
+    ttft_slo_s: float,
+    attainment_target: float = 0.9,
+    decision_delay_s: float = 0.0,
+    gpus_per_replica: int = 1,
+) -> Plan:
+    """`CapacityModel(...).capacity()` then `plan_replicas` in one call."""
+    model = CapacityModel(requests, profile, config, ttft_slo_s=ttft_slo_s, decision_delay_s=decision_delay_s)
+    return plan_replicas(rate_rps, model.capacity(attainment_target), gpus_per_replica=gpus_per_replica)

@@ -1,0 +1,112 @@
+"""Markdown tables of the queue-order report: published vs simulated side by side, goodput, metrics by rate."""
+
+from __future__ import annotations
+
+import math
+
+# Published (Qwen3-8B, vLLM priority scheduler, one H200, 2,000 ShareGPT requests), as quoted in issue 3.
+# Keys: (metric, rate or None) -> {policy: value}; a tuple value is a published range.
+PUBLISHED: dict[tuple[str, float | None], dict[str, float | tuple[float, float]]] = {
+    ("slo_attainment", 1.30): {"fcfs": 0.75},
+    ("slo_attainment", 1.42): {"fcfs": 0.42, "spf": 0.925, "plf": 0.972, "tlf": 0.992},
+    ("ttft_p90_s", 1.54): {"spf": 6.1, "plf": 0.23, "tlf": 0.09},
+    ("ttft_p99_s", 1.30): {"spf": 52.9, "plf": 2.7, "tlf": 0.4},
+    ("goodput_rps", None): {"fcfs": 1.13, "plf": (1.30, 1.36)},
+}
+POLICY_TITLES = {"fcfs": "FCFS", "spf": "shortest prompt", "plf": "predicted length", "tlf": "true length"}
+METRIC_TITLES = {
+    "slo_attainment": "SLO attainment",
+    "ttft_p90_s": "p90 TTFT (s)",
+    "ttft_p99_s": "p99 TTFT (s)",
+    "goodput_rps": "goodput (req/s)",
+    "max_wait_s": "longest wait (s)",
+    "num_preemptions": "preemptions",
+}
+
+
+def fmt(value: float | None, metric: str) -> str:
+    """One value as the report prints it: percent for attainment, 3 significant digits for times."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if metric == "slo_attainment":
+        return f"{100 * value:.1f}%"
+    if metric == "num_preemptions":
+        return f"{value:.0f}"
+    if metric.endswith("_s"):
+        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    return f"{value:.2f}"
+
+
+def _at(agg: dict, label: str, rate: float) -> dict | None:
+    """The per-rate entry at `rate`, or None when the sweep did not include that rate."""
+    return next((e for e in agg[label]["per_rate"] if abs(e["rate_rps"] - rate) < 1e-9), None)
+
+
+def _closeness(sim: float, published: float | tuple[float, float], metric: str) -> str:
+    """How far a simulated value is from the published one: points, a ratio, or req/s."""
+    if isinstance(published, tuple):
+        low, high = published
+        gap = 0.0 if low <= sim <= high else (sim - low if sim < low else sim - high)
+        return f"{gap:+.2f} req/s from the range"
+    if metric == "slo_attainment":
+        return f"{100 * (sim - published):+.1f} pts"
+    if metric == "goodput_rps":
+        return f"{sim - published:+.2f} req/s"
+    ratio = sim / published
+    return f"x{ratio:,.0f}" if ratio >= 10 else f"x{ratio:.2g}"
+
+
+def _cell(agg: dict, label: str, metric: str, rate: float | None, published) -> str:
+    if metric == "goodput_rps":
+        value, qualifier = agg[label]["goodput_rps"]
+        _, low, high = agg[label]["goodput_interval"]
+        seeds = ", ".join(f"{q}{g:.2f}" for g, q in agg[label]["goodput_by_seed"])
+        interval = "" if math.isnan(low) else f" [{low:.2f}, {high:.2f}]"
+        return f"{qualifier}{value:.2f}{interval}; seeds {seeds} ({_closeness(value, published, metric)})"
+    entry = _at(agg, label, rate)
+    if entry is None:
+        return "—"
+    mean, low, high = entry[metric]
+    interval = "" if math.isnan(low) else f" [{fmt(low, metric)}, {fmt(high, metric)}]"
+    seeds = ", ".join(fmt(v, metric) for v in entry["by_seed"][metric])
+    return f"{fmt(mean, metric)}{interval}; seeds {seeds} ({_closeness(mean, published, metric)})"
+
+
+def side_by_side_table(aggs: dict[str, dict]) -> str:
+    """Every published number next to each scenario's simulated value (no aging), with how close it comes."""
+    names = list(aggs)
+    lines = ["| metric | policy | published | " + " | ".join(f"`{n}`" for n in names) + " |",
+             "|---|---|---|" + "---|" * len(names)]
+    for (metric, rate), values in PUBLISHED.items():
+        where = f" at {rate:.2f} req/s" if rate is not None else ""
+        for policy, published in values.items():
+            pub = (f"{published[0]:.2f}–{published[1]:.2f}" if isinstance(published, tuple)
+                   else fmt(published, metric))
+            cells = [_cell(aggs[n], policy, metric, rate, published) for n in names]
+            lines.append(f"| {METRIC_TITLES[metric]}{where} | {POLICY_TITLES[policy]} | {pub} | "
+                         + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def rate_table(agg: dict, rates: tuple[float, ...], metric: str) -> str:
+    """One metric for every policy (rows) at every rate (columns), means over seeds."""
+    header = "| policy | " + " | ".join(f"{r:.2f}" for r in rates) + " |"
+    lines = [header, "|---|" + "---|" * len(rates)]
+    for label, data in agg.items():
+        cells = [fmt(e[metric][0], metric) for e in data["per_rate"]]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def goodput_table(agg: dict) -> str:
+    """DistServe goodput with its interval and per-seed values, and the longest wait at the top rate."""
+    lines = ["| policy | goodput (req/s) | 95% interval | per seed | longest wait at top rate (s) |",
+             "|---|---|---|---|---|"]
+    for label, data in agg.items():
+        value, qualifier = data["goodput_rps"]
+        _, low, high = data["goodput_interval"]
+        interval = "—" if math.isnan(low) else f"[{low:.2f}, {high:.2f}]"
+        seeds = ", ".join(f"{q}{g:.2f}" for g, q in data["goodput_by_seed"])
+        wait = data["per_rate"][-1]["max_wait_s"][0]
+        lines.append(f"| {label} | {qualifier}{value:.2f} | {interval} | {seeds} | {wait:.1f} |")
+    return "\n".join(lines)

@@ -1,0 +1,61 @@
+import pytest
+
+from jevserve.plan.bound import stability_bound, step_time_s
+from jevserve.plan.demand import request_demand
+from jevserve.serving import Request
+from jevserve.sim.step_time import StepTimeModel
+from tests.plan.builders import make_workload
+
+
+def demand_of(requests, st):
+    return request_demand(requests, st, max_num_batched_tokens=8192, block_size=16)
+
+
+def test_without_token_work_the_slot_bound_is_slots_over_lifetime():
+    st = StepTimeModel(10_000.0, 0.0, 0.0)
+    d = demand_of(make_workload(), st)
+    b = stability_bound(d, constant_s=0.01, max_num_seqs=64, num_kv_blocks=10**9, max_num_batched_tokens=8192)
+    assert b.slots_rps == pytest.approx(64 / (d.mean_steps * 0.01))
+    assert b.binding == "batch slots"
+
+
+def test_kv_memory_binds_for_long_replies_in_a_small_cache():
+    st = StepTimeModel(4000.0, 17.0, 4.0)
+    d = demand_of(make_workload(output=2000), st)
+    b = stability_bound(d, constant_s=0.004, max_num_seqs=1024, num_kv_blocks=5000, max_num_batched_tokens=8192)
+    assert b.binding == "kv memory" and b.kv_rps < b.slots_rps
+
+
+def test_compute_binds_when_token_work_fills_the_steps():
+    st = StepTimeModel(4000.0, 17.0, 4.0)
+    d = demand_of(make_workload(prompt=4000, output=10), st)
+    b = stability_bound(d, constant_s=0.004, max_num_seqs=1024, num_kv_blocks=10**6, max_num_batched_tokens=8192)
+    assert b.binding == "compute" and b.compute_rps < min(b.slots_rps, b.kv_rps)
+
+
+@pytest.mark.parametrize("blocks", [[1000, 2000, 5000, 20_000, 100_000]])
+def test_bound_never_falls_when_memory_or_batch_cap_grows(blocks):
+    st = StepTimeModel(4000.0, 17.0, 4.0)
+    d = demand_of(make_workload(output=800), st)
+    rates = [stability_bound(d, constant_s=0.004, max_num_seqs=256, num_kv_blocks=b,
+                             max_num_batched_tokens=8192).rate_rps for b in blocks]
+    assert rates == sorted(rates) and rates[0] < rates[-1]
+    caps = [stability_bound(d, constant_s=0.004, max_num_seqs=s, num_kv_blocks=10**6,
+                            max_num_batched_tokens=8192).rate_rps for s in (8, 32, 128, 512)]
+    assert caps == sorted(caps) and caps[0] < caps[-1]
+
+
+def test_the_compute_limit_counts_one_step_constant_per_full_token_budget():
+    st = StepTimeModel(4000.0, 10.0, 0.0)
+    d = demand_of([Request("r", 0.0, 4096, 1)] * 10, st)  # a prompt is half a token budget, no decode
+    b = stability_bound(d, constant_s=0.004, max_num_seqs=1024, num_kv_blocks=10**6, max_num_batched_tokens=8192)
+    assert b.compute_rps == pytest.approx(1 / (4096 * 10e-6 + 0.004 / 2))
+
+
+def test_step_time_grows_with_rate_and_is_infinite_at_the_compute_limit():
+    st = StepTimeModel(4000.0, 17.0, 4.0)
+    d = demand_of(make_workload(), st)
+    limit = 1 / d.mean_work_s
+    times = [step_time_s(f * limit, 0.004, d) for f in (0.0, 0.5, 0.9)]
+    assert times[0] == pytest.approx(0.004) and times == sorted(times)
+    assert step_time_s(limit, 0.004, d) == float("inf")
