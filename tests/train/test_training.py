@@ -105,3 +105,21 @@ def test_task_examples_come_only_from_train_items():
     examples = task_examples(task, items)
     assert len(examples) == 20
     assert all(isinstance(e, Example) and int(e.state.split()[1]) % 3 != 0 for e in examples)
+
+
+def test_batched_training_features_equal_the_served_features():
+    from jevserve.decide.trained import features
+    from jevserve.train.head import batch_features
+
+    data = matching_problem(12, 8, question_texts)
+    data.questions[3] = decision({"type": "score", "criteria": ["a", "b", "c"]})
+    data.questions[4] = decision(
+        {"type": "choice", "criteria": {f"o{i}": None for i in range(len(data.text_rows[4]) - 1)}}
+    )
+    idx = np.arange(12)
+    x, mask = batch_features(data, idx)
+    for row, i in enumerate(idx):
+        served = features(data.vectors[data.state_rows[i]], data.vectors[data.text_rows[i]], data.questions[i])
+        n = served.shape[0]
+        assert mask[row].sum() == n
+        assert np.allclose(x[row, :n].numpy(), served, atol=1e-6)

@@ -69,7 +69,12 @@ def needed_requests(model: str, loaded: Sequence[LoadedTask]) -> dict[str, dict[
 
 
 def ask(
-    client: DecisionClient, model: str, loaded: Sequence[LoadedTask], cache: AnswersCache, *, concurrency: int,
+    client: DecisionClient,
+    model: str,
+    loaded: Sequence[LoadedTask],
+    cache: AnswersCache,
+    *,
+    concurrency: int,
     progress: bool = True,
 ) -> AskStats:
     """Ask the endpoint whatever the cache lacks (see runner.ask_missing)."""
@@ -87,14 +92,23 @@ def _average(task_results: dict[str, dict[str, Any]], tasks: dict[str, Task], nu
     resampled = [rescore(r, tasks[name].metric, num_resamples=num_resamples) for name, r in task_results.items()]
     _, (low, high) = mean_with_interval(resampled) if resampled else (None, (float("nan"), float("nan")))
     finite = [s for s in scores if np.isfinite(s)]
-    return {"score": float(np.mean(finite)) if finite else float("nan"), "interval": [low, high],
-            "num_tasks": len(finite)}
+    return {
+        "score": float(np.mean(finite)) if finite else float("nan"),
+        "interval": [low, high],
+        "num_tasks": len(finite),
+    }
 
 
-def _document(
-    model: str, command: str, task_results: dict[str, dict[str, Any]], tasks: dict[str, Task],
-    skipped: Sequence[Skipped], num_resamples: int, **fields: Any,
+def result_document(
+    model: str,
+    command: str,
+    task_results: dict[str, dict[str, Any]],
+    tasks: dict[str, Task],
+    skipped: Sequence[Skipped],
+    num_resamples: int,
+    **fields: Any,
 ) -> dict[str, Any]:
+    """A results file's document: the per-task rows, their average with its interval, and how they were made."""
     return {
         "model": model,
         "date": dt.datetime.now(dt.UTC).date().isoformat(),
@@ -105,7 +119,9 @@ def _document(
         "ece_bins": ECE_BINS,
         "error_budget": ERROR_BUDGET,
         "environment": {
-            "jevserve": __version__, "python": platform.python_version(), "platform": sys.platform,
+            "jevserve": __version__,
+            "python": platform.python_version(),
+            "platform": sys.platform,
             "cpus": os.cpu_count(),
         },
         "skipped": [s.__dict__ for s in skipped],
@@ -115,8 +131,15 @@ def _document(
 
 
 def score_model(
-    model: str, loaded: Sequence[LoadedTask], data: Any, cache: AnswersCache, *, command: str,
-    skipped: Sequence[Skipped] = (), num_resamples: int = NUM_RESAMPLES, **fields: Any,
+    model: str,
+    loaded: Sequence[LoadedTask],
+    data: Any,
+    cache: AnswersCache,
+    *,
+    command: str,
+    skipped: Sequence[Skipped] = (),
+    num_resamples: int = NUM_RESAMPLES,
+    **fields: Any,
 ) -> dict[str, Any]:
     """The result document of a model whose answers are in `cache`."""
     results, refused = {}, 0
@@ -130,12 +153,17 @@ def score_model(
         if details is not None:
             results[entry.task.name]["details"] = details
     tasks = {e.task.name: e.task for e in loaded}
-    return _document(model, command, results, tasks, skipped, num_resamples, row_kind="model",
-                     num_unanswered=refused, **fields)
+    return result_document(
+        model, command, results, tasks, skipped, num_resamples, row_kind="model", num_unanswered=refused, **fields
+    )
 
 
 def score_baselines(
-    loaded: Sequence[LoadedTask], data: Any, *, command: str, skipped: Sequence[Skipped] = (),
+    loaded: Sequence[LoadedTask],
+    data: Any,
+    *,
+    command: str,
+    skipped: Sequence[Skipped] = (),
     num_resamples: int = NUM_RESAMPLES,
 ) -> list[dict[str, Any]]:
     """Result documents of the rows that need no endpoint: the default rules and the source-only baselines."""
@@ -149,7 +177,8 @@ def score_baselines(
             if predictor in o.predictions
         }
         documents.append(
-            _document(row, command, results, tasks, skipped, num_resamples, row_kind="baseline", wall_s=None,
-                      num_decisions=0)
+            result_document(
+                row, command, results, tasks, skipped, num_resamples, row_kind="baseline", wall_s=None, num_decisions=0
+            )
         )
     return documents

@@ -38,6 +38,8 @@ def run_train(args: argparse.Namespace) -> int:
 
     tasks = list(TASKS.values())
     leave_out = select_tasks(args.leave_out)[0] if args.leave_out else None
+    if args.heldout:
+        return _run_heldout(args, tasks)
     if args.zero_shot:
         params = train_zero_shot(tasks, out=ZERO_SHOT_PARAMS, progress=not args.no_progress)
         print(f"wrote {ZERO_SHOT_PARAMS}: {params}")
@@ -52,5 +54,33 @@ def run_train(args: argparse.Namespace) -> int:
     print(
         f"wrote {args.out} ({manifest['num_examples']} examples, {manifest['train_seconds']} s); "
         f"manifest {args.out.with_suffix('.json')}"
+    )
+    return 0
+
+
+def _run_heldout(args: argparse.Namespace, tasks: list) -> int:
+    from jevserve.bench.answers_cache import default_answers_dir
+    from jevserve.bench.data import BenchData
+    from jevserve.bench.results import write_result
+    from jevserve.decide.embedder import Embedder
+    from jevserve.decide.onnx_build import cache_dir
+    from jevserve.train.head import HeadConfig
+    from jevserve.train.heldout import score_heldout, train_heldout_heads
+
+    data, embedder = BenchData(), Embedder("int8")
+    heads = train_heldout_heads(
+        tasks,
+        data=data,
+        embedder=embedder,
+        config=HeadConfig(epochs=args.epochs, seed=args.seed),
+        weights_dir=cache_dir() / "heldout-heads",
+        progress=not args.no_progress,
+    )
+    document = score_heldout(
+        tasks, heads, data=data, embedder=embedder, answers_dir=default_answers_dir(), progress=not args.no_progress
+    )
+    path = write_result(args.results, document)
+    print(
+        f"held-out average {document['average']['score']:.1f} over {document['average']['num_tasks']} tasks -> {path}"
     )
     return 0

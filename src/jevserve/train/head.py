@@ -17,7 +17,7 @@ import torch
 from scipy.optimize import minimize_scalar
 from tqdm import tqdm
 
-from jevserve.decide.trained import KINDS, NUM_FEATURES, HeadWeights, TrainedReadout, features
+from jevserve.decide.trained import KINDS, NUM_FEATURES, HeadWeights, TrainedReadout
 from jevserve.train.dataset import EmbeddedExamples
 
 
@@ -34,11 +34,32 @@ class HeadConfig:
     seed: int = 0
 
 
-def _feature_matrices(data: EmbeddedExamples) -> list[np.ndarray]:
-    return [
-        features(data.vectors[s], data.vectors[rows], q)
-        for s, rows, q in zip(data.state_rows, data.text_rows, data.questions, strict=True)
-    ]
+def batch_features(data: EmbeddedExamples, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """Padded (batch × options × NUM_FEATURES) features and the option mask, exactly as `trained.features` builds
+    them one question at a time (tests/train pins the equality)."""
+    vectors = torch.from_numpy(data.vectors)
+    width = max(len(data.text_rows[i]) - 1 for i in idx)
+    option_rows = np.zeros((len(idx), width), np.int64)
+    mask = np.zeros((len(idx), width), bool)
+    kind = np.zeros((len(idx), len(KINDS)), np.float32)
+    position = np.zeros((len(idx), width), np.float32)
+    has_instructions = np.zeros(len(idx), np.float32)
+    for row, i in enumerate(idx):
+        rows, question = data.text_rows[i], data.questions[i]
+        n = len(rows) - 1
+        option_rows[row, :n] = rows[1:]
+        mask[row, :n] = True
+        kind[row, KINDS.index(question.kind)] = 1.0
+        if question.kind == "score" and n > 1:
+            position[row, :n] = np.arange(n) / (n - 1)
+        has_instructions[row] = 1.0 if question.instructions else 0.0
+    s = vectors[data.state_rows[idx]][:, None, :].expand(-1, width, -1)
+    q_rows = np.array([data.text_rows[i][0] for i in idx])
+    q = (vectors[q_rows] * torch.from_numpy(has_instructions)[:, None])[:, None, :].expand(-1, width, -1)
+    o = vectors[option_rows] * torch.from_numpy(mask)[:, :, None]
+    k = torch.from_numpy(kind)[:, None, :].expand(-1, width, -1)
+    x = torch.cat([s * o, s * q, o * q, s, q, o, k, torch.from_numpy(position)[:, :, None]], dim=-1)
+    return x, torch.from_numpy(mask)
 
 
 def _batches(sizes: list[int], batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -49,21 +70,11 @@ def _batches(sizes: list[int], batch_size: int, rng: np.random.Generator) -> lis
     return batches
 
 
-def _pad(mats: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(m.shape[0] for m in mats)
-    x = np.zeros((len(mats), width, NUM_FEATURES), np.float32)
-    mask = np.zeros((len(mats), width), bool)
-    for i, m in enumerate(mats):
-        x[i, : m.shape[0]] = m
-        mask[i, : m.shape[0]] = True
-    return torch.from_numpy(x), torch.from_numpy(mask)
-
-
 def train_head(data: EmbeddedExamples, config: HeadConfig = HeadConfig(), *, progress: bool = True) -> HeadWeights:
     """Fit the perceptron on `data`; temperatures are left at 1 (see `fit_temperatures`)."""
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
-    mats = _feature_matrices(data)
+    sizes = [len(rows) - 1 for rows in data.text_rows]
     counts = Counter(data.families)
     weights = torch.tensor([1.0 / math.sqrt(counts[f]) for f in data.families], dtype=torch.float32)
     weights *= len(weights) / weights.sum()
@@ -75,12 +86,12 @@ def train_head(data: EmbeddedExamples, config: HeadConfig = HeadConfig(), *, pro
         torch.nn.Linear(config.hidden, 1),
     )
     optimiser = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
-    steps = config.epochs * math.ceil(len(mats) / config.batch_size)
+    steps = config.epochs * math.ceil(len(sizes) / config.batch_size)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=config.learning_rate, total_steps=steps)
     bar = tqdm(total=steps, desc="training head", unit="step", disable=not progress)
     for _ in range(config.epochs):
-        for idx in _batches([m.shape[0] for m in mats], config.batch_size, rng):
-            x, mask = _pad([mats[i] for i in idx])
+        for idx in _batches(sizes, config.batch_size, rng):
+            x, mask = batch_features(data, idx)
             logits = model(x).squeeze(-1).masked_fill(~mask, -1e9)
             log_p = torch.log_softmax(logits, dim=-1)
             target = answers[idx]

@@ -1,0 +1,123 @@
+"""Leave-one-task-out: for each task T, train a readout without T's sources and score it on T.
+
+This is the number that says whether the trained readout answers *new* questions: T's questions, its data and every
+synthetic family derived from T's sources are absent from training. The held-out heads are served by one in-process
+server (one model name per task, all sharing the encoder) and scored by the bench's own pipeline, so the numbers
+are comparable with every other row of the board.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jevserve.bench.answers_cache import AnswersCache
+from jevserve.bench.data import BenchData
+from jevserve.bench.pipeline import ask, load_tasks, result_document, score_model
+from jevserve.bench.task import Task
+from jevserve.client import AsyncSystemOne
+from jevserve.decide.base import ModelCard
+from jevserve.decide.embedder import Embedder
+from jevserve.decide.encoder import RELEASE_DATE, TRAINED_NAME, EncoderBackend
+from jevserve.decide.trained import HeadWeights, TrainedReadout, question_texts
+from jevserve.server.app import create_app
+from jevserve.server.background import running_server
+from jevserve.train.dataset import embed_examples, subset
+from jevserve.train.head import HeadConfig, fit_temperatures, train_head
+from jevserve.train.run import collect_examples, split_validation
+
+HELDOUT_ROW = f"{TRAINED_NAME}-heldout"
+
+
+def heldout_name(task: Task) -> str:
+    """The model name of the head trained without `task`."""
+    return f"{TRAINED_NAME}-without-{task.name}"
+
+
+def train_heldout_heads(
+    tasks: Sequence[Task],
+    *,
+    data: BenchData,
+    embedder: Embedder,
+    config: HeadConfig,
+    weights_dir: Path,
+    progress: bool = True,
+    log=print,
+) -> dict[str, HeadWeights]:
+    """One head per task, each trained on everything that does not share the task's sources (cached on disk)."""
+    examples = collect_examples(data, tasks, log=log)
+    embedded = embed_examples(examples, question_texts, embedder, progress=progress)
+    states = [ex.state for ex in examples]
+    heads = {}
+    weights_dir.mkdir(parents=True, exist_ok=True)
+    for task in tasks:
+        path = weights_dir / f"{heldout_name(task)}-seed{config.seed}-e{config.epochs}.npz"
+        if path.exists():  # resumable: a finished head is never trained again
+            heads[task.name] = HeadWeights.load(path)
+            continue
+        keep = np.array([i for i, ex in enumerate(examples) if not set(ex.sources) & set(task.sources)])
+        log(f"{task.name}: training on {len(keep)} of {len(examples)} examples")
+        part = subset(embedded, keep)
+        fit_part, validation = split_validation(part, [states[i] for i in keep])
+        weights = fit_temperatures(train_head(fit_part, config, progress=progress), validation)
+        weights.save(path)
+        heads[task.name] = weights
+    return heads
+
+
+def score_heldout(
+    tasks: Sequence[Task],
+    heads: dict[str, HeadWeights],
+    *,
+    data: BenchData,
+    embedder: Embedder,
+    answers_dir: Path,
+    concurrency: int = 32,
+    progress: bool = True,
+    log=print,
+) -> dict[str, Any]:
+    """Each task scored with its own held-out head, combined into one result document."""
+    started = time.perf_counter()
+    loaded, skipped = load_tasks(tasks, data, log=log)
+    backends = [
+        EncoderBackend(
+            TrainedReadout(heads[entry.task.name]),
+            embedder=embedder,
+            card=ModelCard(heldout_name(entry.task), "held-out trained readout", RELEASE_DATE),
+        )
+        for entry in loaded
+    ]
+    documents = {}
+    num_decisions = 0
+    with running_server(create_app(backends)) as url:
+        for entry in loaded:
+            model = heldout_name(entry.task)
+            client = AsyncSystemOne(url, timeout_s=600)
+            cache = AnswersCache(answers_dir, model)  # resumable, like any bench run
+            try:
+                stats = ask(client, model, [entry], cache, concurrency=concurrency, progress=progress)
+                documents[entry.task.name] = score_model(model, [entry], data, cache, command="")
+            finally:
+                cache.close()
+            num_decisions += stats.num_decisions
+    results = {name: doc["tasks"][name] for name, doc in documents.items()}
+    combined = result_document(
+        HELDOUT_ROW,
+        "jevserve train --heldout && jevserve bench board",
+        results,
+        {e.task.name: e.task for e in loaded},
+        skipped,
+        next(iter(documents.values()))["num_resamples"],
+        row_kind="model",
+        num_unanswered=0,
+        wall_s=round(time.perf_counter() - started, 1),
+        num_decisions=num_decisions,
+        note="each task scored by a head trained without that task's sources (leave-one-task-out)",
+        created=dt.date.today().isoformat(),
+    )
+    return combined
