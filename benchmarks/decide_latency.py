@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from _httpload import run_load
 from jevserve.decide.base import DecisionItem
-from jevserve.decide.encoder import zero_shot_backend
+from jevserve.decide.encoder import trained_backend, zero_shot_backend
 from jevserve.protocol import SystemOneRequest, to_decision
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,7 +92,7 @@ def percentiles_ms(seconds: list[float]) -> dict[str, float]:
 
 
 def bench_bare(states: list[str]) -> dict:
-    backend = zero_shot_backend("int8")
+    backend = trained_backend("int8")
     question = to_decision(SystemOneRequest.model_validate({"state": "", "questions": {"q": QUESTION}}).questions["q"])
     backend.decide([DecisionItem("warm up", question)])  # hypothesis texts cached, as in the server
     half = len(states) // 2
@@ -116,7 +116,7 @@ def bench_server(states: list[str], concurrencies: tuple[int, ...], per_level: i
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jevserve.cli", "serve", "encoder-zs:int8", "--port", str(port)],
+        [sys.executable, "-m", "jevserve.cli", "serve", "embedded", "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env=env,
@@ -150,8 +150,44 @@ def bench_server(states: list[str], concurrencies: tuple[int, ...], per_level: i
         proc.wait(timeout=30)
 
 
+def bench_readouts(repeats: int = 200) -> dict:
+    """Time of the readout alone (embeddings given) per decision, for both readouts and several option counts."""
+    backends = {"trained": trained_backend("int8"), "zero-shot": zero_shot_backend("int8")}
+    rng = np.random.default_rng(0)
+    state = rng.normal(size=384).astype(np.float32)
+    state /= np.linalg.norm(state)
+    out: dict[str, dict[str, float]] = {}
+    for name, backend in backends.items():
+        out[name] = {}
+        for n in (2, 3, 10, 255):
+            question = to_decision(
+                SystemOneRequest.model_validate(
+                    {
+                        "state": "",
+                        "questions": {
+                            "q": {
+                                "type": "choice",
+                                "instructions": "Which?",
+                                "criteria": {f"option {i}": None for i in range(n)},
+                            }
+                        },
+                    }
+                ).questions["q"]
+            )
+            texts = backend.readout.texts(question)
+            vectors = rng.normal(size=(len(texts), 384)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            times = []
+            for _ in range(repeats):
+                started = time.perf_counter()
+                backend.readout.probabilities(state, vectors, question)
+                times.append(time.perf_counter() - started)
+            out[name][str(n)] = float(np.median(times) * 1000)
+    return out
+
+
 def bench_quantisation(states: list[str]) -> dict:
-    int8, fp32 = zero_shot_backend("int8"), zero_shot_backend("fp32")
+    int8, fp32 = trained_backend("int8"), trained_backend("fp32")
     e8, e32 = int8.embedder.embed(states), fp32.embedder.embed(states)
     cos = (e8 * e32).sum(1)
     request = SystemOneRequest.model_validate({"state": "", "questions": {"team": QUESTION, **EXTRA_QUESTIONS}})
@@ -223,6 +259,18 @@ def write_markdown(result: dict, path: Path) -> None:
     ]
     for qid, agree in quant["top_choice_agreement"].items():
         lines.append(f"| {qid} | {agree:.3f} | {quant['mean_max_abs_prob_diff'][qid]:.4f} |")
+    readout = result["readout_ms"]
+    lines += [
+        "",
+        "## The readout's own cost",
+        "",
+        "Median ms per decision for the readout alone (embeddings given), by option count:",
+        "",
+        "| readout | " + " | ".join(f"{n} options" for n in readout["trained"]) + " |",
+        "|---|" + "---|" * len(readout["trained"]),
+    ]
+    for name, row in readout.items():
+        lines.append(f"| {name} | " + " | ".join(f"{ms:.3f}" for ms in row.values()) + " |")
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -239,11 +287,12 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d"),
         "machine": platform.processor() or platform.machine(),
         "cpus": os.cpu_count(),
-        "model": "jev-minilm-zs (encoder-zs:int8)",
+        "model": "jev-minilm-1 (embedded default, int8)",
         "command": "python benchmarks/decide_latency.py" + (f" --requests {per_level}" if per_level != 300 else ""),
         "bare": bench_bare(bare_states),
         "server": bench_server(server_states, concurrencies, per_level),
         "quantisation": bench_quantisation(bare_states),
+        "readout_ms": bench_readouts(),
     }
     out = ROOT / "benchmarks" / "results" / "decide_latency.json"
     out.write_text(json.dumps(result, indent=2) + "\n")

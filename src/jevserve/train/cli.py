@@ -26,6 +26,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help=f"instead, refit the zero-shot readout's constants into {ZERO_SHOT_PARAMS}",
     )
+    p.add_argument(
+        "--heldout",
+        action="store_true",
+        help="leave-one-task-out: train one head per task without that task's sources, score each on its task, "
+        "and write results/jev-minilm-1-heldout/DATE.json for the board",
+    )
+    p.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
+    p.add_argument(
+        "--report",
+        type=Path,
+        nargs="?",
+        const=Path("docs/training.md"),
+        metavar="DOC",
+        help="regenerate the numbers section of DOC (default docs/training.md) from the results files",
+    )
+    p.add_argument(
+        "--length-reference",
+        action="store_true",
+        help="fit the reference reply-length predictor on the frozen embedding itself "
+        "(writes benchmarks/results/length_reference.json)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run_train)
 
@@ -36,6 +57,18 @@ def run_train(args: argparse.Namespace) -> int:
     from jevserve.train.head import HeadConfig
     from jevserve.train.run import train, train_zero_shot
 
+    if args.report:
+        from jevserve.train.report import write_report
+
+        write_report(args.results, args.report)
+        print(f"wrote {args.report}")
+        return 0
+    if args.length_reference:
+        from jevserve.train.length_reference import RESULT, write_length_reference
+
+        result = write_length_reference()
+        print(f"embedding reference: Kendall tau-b {result['test']['kendall_tau_b']:.3f} -> {RESULT}")
+        return 0
     tasks = list(TASKS.values())
     leave_out = select_tasks(args.leave_out)[0] if args.leave_out else None
     if args.heldout:

@@ -6,11 +6,11 @@ An example never comes from a test item: `task_examples` reads only items whose 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from jevserve.bench.sources.base import content_id
 from jevserve.bench.task import Task
 from jevserve.protocol import DecisionQuestion, SystemOneRequest, to_decision
 
@@ -27,8 +27,8 @@ class Example:
 
 
 def content_hash(text: str) -> str:
-    """sha256 of a state's text: what the disjointness check compares."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    """The content id of a state (the bench's `state_key`: sha1 of the normalised text), for the disjointness check."""
+    return content_id("text", text)
 
 
 def decision_of(question: dict[str, Any]) -> DecisionQuestion:

