@@ -31,8 +31,22 @@ MODEL = "jev-minilm-zs"  # the zero-shot readout, named so a newer default reado
 def run_once(results_dir: Path) -> dict:
     """Run the bench once with an empty answers cache; returns timings and the run's own summary."""
     with tempfile.TemporaryDirectory() as answers:
-        command = [sys.executable, "-m", "jevserve.cli", "bench", "run", "--endpoint", "embedded", "--model", MODEL,
-                   "--answers-cache", answers, "--results", str(results_dir), "--no-progress"]
+        command = [
+            sys.executable,
+            "-m",
+            "jevserve.cli",
+            "bench",
+            "run",
+            "--endpoint",
+            "embedded",
+            "--model",
+            MODEL,
+            "--answers-cache",
+            answers,
+            "--results",
+            str(results_dir),
+            "--no-progress",
+        ]
         load_before = os.getloadavg()
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
@@ -82,10 +96,14 @@ def write_doc(result: dict, path: Path) -> None:
 def main() -> int:
     """Run, then write the JSON and the markdown table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--results", type=Path, default=None,
-                        help="results folder for the timed run (default: a temporary folder)")
-    parser.add_argument("--doc-only", action="store_true",
-                        help="only rewrite docs/benchmarks-bench.md from benchmarks/results/bench_run_time.json")
+    parser.add_argument(
+        "--results", type=Path, default=None, help="results folder for the timed run (default: a temporary folder)"
+    )
+    parser.add_argument(
+        "--doc-only",
+        action="store_true",
+        help="only rewrite docs/benchmarks-bench.md from benchmarks/results/bench_run_time.json",
+    )
     args = parser.parse_args()
     out = ROOT / "benchmarks" / "results" / "bench_run_time.json"
     if args.doc_only:
@@ -93,8 +111,12 @@ def main() -> int:
         return 0
     with tempfile.TemporaryDirectory() as scratch:
         result = run_once(args.results or Path(scratch))
-    result.update(date=time.strftime("%Y-%m-%d"), machine=platform.machine(), cpus=os.cpu_count(),
-                  python=platform.python_version())
+    result.update(
+        date=time.strftime("%Y-%m-%d"),
+        machine=platform.machine(),
+        cpus=os.cpu_count(),
+        python=platform.python_version(),
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     write_doc(result, ROOT / "docs" / "benchmarks-bench.md")

@@ -56,9 +56,13 @@ def measure(num_replicas: int, load: float, max_num_seqs: int, samples: int) -> 
     warmup = int(rate * 5.0)  # five seconds of traffic: batches fill up (a ShareGPT request lives 2-4 s)
     num_requests = warmup + 10 * samples
     requests = (workload * (num_requests // len(workload) + 1))[:num_requests]
-    requests = with_arrivals([r.__class__(f"{r.request_id}#{i}", 0.0, r.num_prompt_tokens, r.num_output_tokens,
-                                          r.predicted_output_tokens) for i, r in enumerate(requests)],
-                             poisson_arrivals(num_requests, rate, seed=1))
+    requests = with_arrivals(
+        [
+            r.__class__(f"{r.request_id}#{i}", 0.0, r.num_prompt_tokens, r.num_output_tokens, r.predicted_output_tokens)
+            for i, r in enumerate(requests)
+        ],
+        poisson_arrivals(num_requests, rate, seed=1),
+    )
     policy = make_queue_policy("fcfs")
     specs = [ReplicaSpec(profile, config)] * num_replicas
     models = [s.model(policy, 256.0) for s in specs]
@@ -85,10 +89,16 @@ def measure(num_replicas: int, load: float, max_num_seqs: int, samples: int) -> 
         cheap_us.append((time.perf_counter() - start) * 1e6)
         running.append(float(np.mean([len(state.running) for state in states])))
     return {
-        "replicas": num_replicas, "load": load, "max_num_seqs": max_num_seqs, "rate_rps": rate,
-        "bound_per_replica_rps": bound, "samples": len(decision_us),
-        "decision_us_median": statistics.median(decision_us), "decision_us_p90": float(np.percentile(decision_us, 90)),
-        "snapshot_us_median": statistics.median(snapshot_us), "queued_prefill_us_median": statistics.median(cheap_us),
+        "replicas": num_replicas,
+        "load": load,
+        "max_num_seqs": max_num_seqs,
+        "rate_rps": rate,
+        "bound_per_replica_rps": bound,
+        "samples": len(decision_us),
+        "decision_us_median": statistics.median(decision_us),
+        "decision_us_p90": float(np.percentile(decision_us, 90)),
+        "snapshot_us_median": statistics.median(snapshot_us),
+        "queued_prefill_us_median": statistics.median(cheap_us),
         "mean_running_per_replica": float(np.mean(running)),
     }
 
@@ -122,9 +132,13 @@ def write_markdown(result: dict, path: Path) -> None:
             f"| {r['replicas']} | {r['max_num_seqs']} | {r['load']:.0%} | {r['rate_rps']:.0f} | "
             f"{r['mean_running_per_replica']:.0f} | {r['decision_us_median']:.0f} | {r['decision_us_p90']:.0f} | "
             f"{r['decision_us_median'] / r['replicas']:.0f} | {r['snapshot_us_median']:.0f} | "
-            f"{r['queued_prefill_us_median']:.0f} | {meets} |")
-    lines += ["", "Published reference for simulation-based TTFT estimates: about 0.14 ms per estimate "
-              "(as quoted in issue 5).", ""]
+            f"{r['queued_prefill_us_median']:.0f} | {meets} |"
+        )
+    lines += [
+        "",
+        "Published reference for simulation-based TTFT estimates: about 0.14 ms per estimate (as quoted in issue 5).",
+        "",
+    ]
     path.write_text("\n".join(lines))
 
 
@@ -140,13 +154,20 @@ def main() -> int:
             for load in (0.5, 0.9):
                 rows.append(measure(replicas, load, max_num_seqs, args.samples))
                 r = rows[-1]
-                print(f"{replicas:>2} replicas, max_num_seqs {max_num_seqs}, load {load:.0%}: "
-                      f"{r['decision_us_median']:.0f} µs per decision ({r['mean_running_per_replica']:.0f} running)")
+                print(
+                    f"{replicas:>2} replicas, max_num_seqs {max_num_seqs}, load {load:.0%}: "
+                    f"{r['decision_us_median']:.0f} µs per decision ({r['mean_running_per_replica']:.0f} running)"
+                )
     load_after = os.getloadavg()[0]
     cpus = os.cpu_count() or 1
-    result = {"rows": rows, "samples": args.samples, "load_before": load_before, "load_after": load_after,
-              "busy": max(load_before, load_after) > 0.5 * cpus,
-              "machine": {"cpus": cpus, "platform": platform.platform(), "python": platform.python_version()}}
+    result = {
+        "rows": rows,
+        "samples": args.samples,
+        "load_before": load_before,
+        "load_after": load_after,
+        "busy": max(load_before, load_after) > 0.5 * cpus,
+        "machine": {"cpus": cpus, "platform": platform.platform(), "python": platform.python_version()},
+    }
     out = ROOT / "benchmarks" / "results" / "route_overhead.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")

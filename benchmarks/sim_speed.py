@@ -34,21 +34,28 @@ ROOT = Path(__file__).resolve().parent.parent
 SINGLE_TARGET_S, SWEEP_TARGET_S = 2.0, 300.0
 # The knob values `jevserve sim queue-order` calibrated (docs/queue-order.md); the benchmark fixes them so it
 # times the sweep alone. Speed depends on them in `thinking`: longer replies mean more engine steps.
-KNOB_VALUES = {"thinking": 19.295, "two-seqs": 0.7742}
+KNOB_VALUES = {"thinking": 19.2971, "thinking-recompute": 19.2950, "two-seqs": 0.7742}
 
 
 def setup_for(name: str) -> QueueOrderSetup:
     """The experiment's setup in scenario `name`, with the knob fixed."""
     scenario = get_scenario(name)
-    return QueueOrderSetup(scenario=scenario, profile=load_profile(scenario.profile), config=scenario.config,
-                           knob_value=KNOB_VALUES[name])
+    return QueueOrderSetup(
+        scenario=scenario, profile=load_profile(scenario.profile), config=scenario.config, knob_value=KNOB_VALUES[name]
+    )
 
 
 def time_single_runs(names: list[str], repeats: int) -> list[dict]:
     """Median wall and CPU time of one 2,000-request run at 1.4 req/s: ShareGPT's replies with vLLM's defaults
     (issue 3's target), then each scenario, for a few policies."""
-    cases = [("ShareGPT, vLLM defaults", load_profile("qwen3-8b-h200"), EngineConfig(),
-              sample_sharegpt(2000, seed=0, split="test"))]
+    cases = [
+        (
+            "ShareGPT, vLLM defaults",
+            load_profile("qwen3-8b-h200"),
+            EngineConfig(),
+            sample_sharegpt(2000, seed=0, split="test"),
+        )
+    ]
     for name in names:
         context, _ = build_context(setup_for(name), KNOB_VALUES[name])
         cases.append((name, context.profile, context.config, list(context.requests)))
@@ -63,10 +70,19 @@ def time_single_runs(names: list[str], repeats: int) -> list[dict]:
                 out = simulate_summary(requests, profile, policy_object, config, Slo())
                 times.append(time.perf_counter() - start)
                 cpus.append(time.process_time() - cpu)
-            rows.append({"scenario": label, "policy": f"{policy}+aging", "median_s": statistics.median(times),
-                         "min_s": min(times), "max_s": max(times), "median_cpu_s": statistics.median(cpus),
-                         "num_steps": out["num_steps"], "num_preemptions": out["num_preemptions"],
-                         "repeats": repeats})
+            rows.append(
+                {
+                    "scenario": label,
+                    "policy": f"{policy}+aging",
+                    "median_s": statistics.median(times),
+                    "min_s": min(times),
+                    "max_s": max(times),
+                    "median_cpu_s": statistics.median(cpus),
+                    "num_steps": out["num_steps"],
+                    "num_preemptions": out["num_preemptions"],
+                    "repeats": repeats,
+                }
+            )
     return rows
 
 
@@ -84,9 +100,16 @@ def time_sweep(name: str, jobs: int) -> dict:
         cpu_by_policy[row["policy"]] = cpu_by_policy.get(row["policy"], 0.0) + row["cpu_s"]
     # What the sweep would take on `jobs` otherwise idle cores: the CPU work spread evenly, but never less than
     # the longest single simulation. Other work on the machine inflates `wall_s`, not the CPU seconds.
-    return {"scenario": name, "num_simulations": len(cells), "jobs": jobs, "wall_s": wall, "cpu_s": sum(cpu),
-            "idle_estimate_s": max(sum(cpu) / jobs, max(cpu)), "max_cell_cpu_s": max(cpu),
-            "cpu_s_by_policy": cpu_by_policy}
+    return {
+        "scenario": name,
+        "num_simulations": len(cells),
+        "jobs": jobs,
+        "wall_s": wall,
+        "cpu_s": sum(cpu),
+        "idle_estimate_s": max(sum(cpu) / jobs, max(cpu)),
+        "max_cell_cpu_s": max(cpu),
+        "cpu_s_by_policy": cpu_by_policy,
+    }
 
 
 def write_markdown(result: dict, path: Path) -> None:
@@ -101,8 +124,10 @@ def write_markdown(result: dict, path: Path) -> None:
         f"{result['load_before']:.2f} before and {result['load_after']:.2f} after"
         f"{' (the machine was busy with other work, so these times are upper bounds)' if result['busy'] else ''}.",
         "",
-        "Scenarios as in [queue-order.md](queue-order.md): `thinking` (the default: vLLM defaults, reply lengths x "
-        f"{KNOB_VALUES['thinking']}) and `two-seqs` (max_num_seqs = 2, step times x {KNOB_VALUES['two-seqs']}).",
+        "Scenarios as in [queue-order.md](queue-order.md): `thinking` (the default: vLLM defaults with prefix "
+        f"caching, reply lengths x {KNOB_VALUES['thinking']}), `thinking-recompute` (the same without prefix caching, "
+        f"x {KNOB_VALUES['thinking-recompute']}) and `two-seqs` (max_num_seqs = 2, step times x "
+        f"{KNOB_VALUES['two-seqs']}).",
         "",
         "## One replica, 2,000 ShareGPT requests at 1.4 req/s (target <= 2 s)",
         "",
@@ -114,26 +139,44 @@ def write_markdown(result: dict, path: Path) -> None:
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in result["single"]:
-        lines.append(f"| {r['scenario']} | {r['policy']} | {r['median_s']:.3f} | {r['min_s']:.3f}–{r['max_s']:.3f} | "
-                     f"{r['median_cpu_s']:.3f} | {r['num_steps']:,} | {r['num_preemptions']:,} | "
-                     f"{'yes' if r['median_cpu_s'] <= SINGLE_TARGET_S else 'no'} |")
-    lines += ["", "## Queue-order sweep (target <= 300 s on both cores)", "",
-              "CPU seconds are summed over the worker processes; 'idle estimate' = CPU seconds / processes (at "
-              "least the longest simulation): the wall time on otherwise idle cores.", "",
-              "| scenario | simulations | processes | wall (s) | CPU (s) | idle estimate (s) | longest simulation, CPU "
-              "(s) | meets target (idle estimate) |", "|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {r['scenario']} | {r['policy']} | {r['median_s']:.3f} | {r['min_s']:.3f}–{r['max_s']:.3f} | "
+            f"{r['median_cpu_s']:.3f} | {r['num_steps']:,} | {r['num_preemptions']:,} | "
+            f"{'yes' if r['median_cpu_s'] <= SINGLE_TARGET_S else 'no'} |"
+        )
+    lines += [
+        "",
+        "## Queue-order sweep (target <= 300 s on both cores)",
+        "",
+        "CPU seconds are summed over the worker processes; 'idle estimate' = CPU seconds / processes (at "
+        "least the longest simulation): the wall time on otherwise idle cores.",
+        "",
+        "| scenario | simulations | processes | wall (s) | CPU (s) | idle estimate (s) | longest simulation, CPU "
+        "(s) | meets target (idle estimate) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for s in result["sweeps"]:
-        lines.append(f"| {s['scenario']} | {s['num_simulations']} | {s['jobs']} | {s['wall_s']:.1f} | "
-                     f"{s['cpu_s']:.0f} | {s['idle_estimate_s']:.0f} | {s['max_cell_cpu_s']:.1f} | "
-                     f"{'yes' if s['idle_estimate_s'] <= SWEEP_TARGET_S else 'no'} |")
-    lines += ["", "CPU seconds by policy (all rates and seeds):", "",
-              "| scenario | " + " | ".join(result["sweeps"][0]["cpu_s_by_policy"]) + " |",
-              "|---|" + "---|" * len(result["sweeps"][0]["cpu_s_by_policy"])]
+        lines.append(
+            f"| {s['scenario']} | {s['num_simulations']} | {s['jobs']} | {s['wall_s']:.1f} | "
+            f"{s['cpu_s']:.0f} | {s['idle_estimate_s']:.0f} | {s['max_cell_cpu_s']:.1f} | "
+            f"{'yes' if s['idle_estimate_s'] <= SWEEP_TARGET_S else 'no'} |"
+        )
+    lines += [
+        "",
+        "CPU seconds by policy (all rates and seeds):",
+        "",
+        "| scenario | " + " | ".join(result["sweeps"][0]["cpu_s_by_policy"]) + " |",
+        "|---|" + "---|" * len(result["sweeps"][0]["cpu_s_by_policy"]),
+    ]
     for s in result["sweeps"]:
         lines.append(f"| {s['scenario']} | " + " | ".join(f"{v:.0f}" for v in s["cpu_s_by_policy"].values()) + " |")
-    lines += ["", "The sweeps fix the knob; `jevserve sim queue-order` first calibrates it (Brent's method, FCFS "
-              "runs only, stopping at the first rate that misses the target), which `docs/queue-order.md` times "
-              "separately.", ""]
+    lines += [
+        "",
+        "The sweeps fix the knob; `jevserve sim queue-order` first calibrates it (Brent's method, FCFS "
+        "runs only, stopping at the first rate that misses the target), which `docs/queue-order.md` times "
+        "separately.",
+        "",
+    ]
     path.write_text("\n".join(lines))
 
 
@@ -142,8 +185,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="runs per single-run measurement (default: 3)")
     parser.add_argument("--jobs", type=int, default=2, help="processes for the sweep (default: 2)")
-    parser.add_argument("--scenarios", default=",".join(DEFAULT_SCENARIOS),
-                        help="scenarios to time (default: %(default)s)")
+    parser.add_argument(
+        "--scenarios", default=",".join(DEFAULT_SCENARIOS), help="scenarios to time (default: %(default)s)"
+    )
     args = parser.parse_args()
     names = [n.strip() for n in args.scenarios.split(",") if n.strip()]
     for name in names:
@@ -154,8 +198,12 @@ def main() -> int:
     load_after = os.getloadavg()[0]
     cpus = os.cpu_count() or 1
     result = {
-        "single": single, "sweeps": sweeps, "load_before": load_before, "load_after": load_after,
-        "busy": max(load_before, load_after) > 0.5 * cpus, "knob_values": KNOB_VALUES,
+        "single": single,
+        "sweeps": sweeps,
+        "load_before": load_before,
+        "load_after": load_after,
+        "busy": max(load_before, load_after) > 0.5 * cpus,
+        "knob_values": KNOB_VALUES,
         "machine": {"cpus": cpus, "platform": platform.platform(), "python": platform.python_version()},
     }
     out = ROOT / "benchmarks" / "results" / "sim_speed.json"
@@ -165,8 +213,10 @@ def main() -> int:
     for r in single:
         print(f"{r['scenario']:>10} {r['policy']:>11}: {r['median_s']:.3f} s")
     for s in sweeps:
-        print(f"sweep {s['scenario']}: {s['num_simulations']} simulations in {s['wall_s']:.1f} s with {s['jobs']} "
-              f"processes ({s['cpu_s']:.0f} CPU s; idle estimate {s['idle_estimate_s']:.0f} s)")
+        print(
+            f"sweep {s['scenario']}: {s['num_simulations']} simulations in {s['wall_s']:.1f} s with {s['jobs']} "
+            f"processes ({s['cpu_s']:.0f} CPU s; idle estimate {s['idle_estimate_s']:.0f} s)"
+        )
     return 0
 
 

@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from jevserve.cli import main
 
 
@@ -55,9 +57,14 @@ def test_sim_queue_order_engine_overrides_apply_and_unknown_scenario_is_one_line
     assert main(args) == 0
     meta = json.loads((tmp_path / "out" / "thinking" / "summary.json").read_text())["meta"]
     assert meta["engine"].startswith("max_num_seqs=8, max_num_batched_tokens=8192")
+    assert meta["engine"].endswith("prefix_caching=True")  # the scenario's setting
+    assert main([*args, "--no-prefix-caching"]) == 0
+    meta = json.loads((tmp_path / "out" / "thinking" / "summary.json").read_text())["meta"]
+    assert meta["engine"].endswith("prefix_caching=False")
     assert meta["knob"] == "output_scale" and meta["knob_value"] == 2.0
     assert main(["sim", "queue-order", "--scenarios", "big"]) == 2
-    assert "jevserve sim: error: unknown scenario 'big'; expected one of: thinking, two-seqs" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "jevserve sim: error: unknown scenario 'big'; expected one of: thinking, thinking-recompute, two-seqs" in err
 
 
 def test_sim_run_output_scale_multiplies_reply_lengths(tmp_path):
@@ -69,3 +76,18 @@ def test_sim_run_output_scale_multiplies_reply_lengths(tmp_path):
     out = [json.loads(p.read_text()) for p in (plain, scaled)]
     tokens = [round(s["output_throughput"] * s["duration_s"]) for s in out]
     assert tokens == [300, 900]
+
+
+def test_sim_run_prefix_caching_reuses_cached_tokens_and_reports_the_engine_work(tmp_path, capsys):
+    common = ["sim", "run", "--workload", "synthetic", "--num-requests", "150", "--rate", "200",
+              "--prompt-dist", "uniform:20:200", "--output-dist", "uniform:20:300", "--num-kv-blocks", "80"]
+    work = {}
+    for flag in ("", "--prefix-caching"):
+        path = tmp_path / f"run{flag}.json"
+        assert main([*common, *([flag] if flag else []), "--json", str(path)]) == 0
+        work[flag] = json.loads(path.read_text())["work"]
+    assert "num_cache_hit_tokens" in capsys.readouterr().out
+    off, on = work[""], work["--prefix-caching"]
+    assert off["num_readmissions"] > 0 and off["num_cache_hit_tokens"] == 0
+    assert 0 < on["num_cache_hit_tokens"] <= on["num_readmitted_context_tokens"]
+    assert sum(on["busy_share"].values()) == pytest.approx(1.0)

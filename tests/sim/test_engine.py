@@ -74,14 +74,15 @@ def test_decode_steps_of_running_requests_come_before_new_prefill():
     assert (20, 1, 1) in log
 
 
-def test_fast_forward_gives_the_same_timeline_as_stepping_one_by_one():
+@pytest.mark.parametrize("prefix_caching", [False, True])
+def test_fast_forward_gives_the_same_timeline_as_stepping_one_by_one(prefix_caching):
     requests = synthetic_requests(300, "lognormal:60:1.0:400", "lognormal:80:1.0:400", seed=3)
     requests = [Request(r.request_id, i * 0.004, r.num_prompt_tokens, r.num_output_tokens) for i, r in
                 enumerate(requests)]
     profile = make_profile(constant_us=2000, prefill_us=5, decode_us=20, context_us=0.05)
     outcomes = []
     for fast in (True, False):
-        config = EngineConfig(num_kv_blocks=120, max_num_seqs=12, fast_forward=fast)
+        config = EngineConfig(num_kv_blocks=120, max_num_seqs=12, fast_forward=fast, prefix_caching=prefix_caching)
         entities, recorder = run(requests, policy="spf", config=config, profile=profile, aging_s=0.5,
                                  decision_delay_s=0.003)
         outcomes.append(([(e.first_token_s, e.finish_s, e.num_preemptions) for e in entities], recorder))

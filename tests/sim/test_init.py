@@ -15,7 +15,7 @@ def test_public_exports_are_pinned_and_resolve():
     assert sim.__all__ == sorted([
         "Arrival", "Engine", "EngineConfig", "MetricsRecorder", "Observer", "Profile", "SimError", "SimRequest",
         "Simulator", "Slo", "StepTimeModel", "fit_step_time", "load_profile", "make_arrivals", "sample_sharegpt",
-        "sharegpt_split", "shipped_profile_names", "simulate", "summarize", "with_arrivals",
+        "WorkCounter", "sharegpt_split", "shipped_profile_names", "simulate", "summarize", "with_arrivals",
     ])
     for name in sim.__all__:
         assert getattr(sim, name) is not None

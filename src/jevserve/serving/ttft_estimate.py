@@ -7,7 +7,9 @@ Two estimators, so the cost of the better one can be judged:
   request's remaining decode comes from its `predicted_output_tokens` when it has one, else from
   `ReplicaModel.default_output_tokens`; a request that has outlived that length is assumed to end with its next
   token. A prediction that is too short makes a busy replica look free too early (TTFT underestimated), one that
-  is too long the opposite; with exact lengths and no later arrivals the estimate is exact.
+  is too long the opposite; with exact lengths and no later arrivals the estimate is exact. A preempted request
+  is replayed recomputing its whole context: prefix caching (which lets it reuse its cached blocks) is not
+  modelled, so against an engine with it on the estimate can come out late (cluster runs keep it off by default).
 - `estimate_ttft_queued_prefill`: the rest of the step in flight plus every queued prefill token (the new
   prompt included) divided by the replica's prefill throughput. It ignores decode work, batch caps and KV
   memory, which is what makes it cheap.

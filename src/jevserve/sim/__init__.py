@@ -28,6 +28,7 @@ _EXPORTS = {
     "sharegpt_split": "jevserve.sim.workloads.sharegpt",
     "fit_step_time": "jevserve.sim.calibrate",
     "SimError": "jevserve.sim.errors",
+    "WorkCounter": "jevserve.sim.work",
 }
 
 __all__ = sorted(_EXPORTS)

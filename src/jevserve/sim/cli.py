@@ -38,6 +38,10 @@ def _add_engine_args(p: argparse.ArgumentParser, *, max_num_seqs: int) -> None:
     g.add_argument("--no-hol-blocking", action="store_true",
                    help="skip a waiting request that does not fit instead of stopping admission at it")
     g.add_argument("--num-kv-blocks", type=int, default=None, help="override the profile's KV capacity (blocks)")
+    g.add_argument("--prefix-caching", action="store_true",
+                   help="vLLM v1's automatic prefix caching: a preempted request keeps its full KV blocks cached "
+                   "until evicted and recomputes only the rest (vLLM's default; off here by default, and the "
+                   "router's TTFT estimator does not model it)")
     g.add_argument("--slo-ttft-ms", type=float, default=1000.0, help="TTFT target (default: 1000)")
     g.add_argument("--slo-tpot-ms", type=float, default=None, help="TPOT target (default: none)")
     g.add_argument("--slo-e2el-ms", type=float, default=None, help="end-to-end latency target (default: none)")
@@ -49,7 +53,7 @@ def _engine_config(args: argparse.Namespace):
     return EngineConfig(
         max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
         kv_admission=args.kv_admission, head_of_line_blocking=not args.no_hol_blocking,
-        num_kv_blocks=args.num_kv_blocks,
+        num_kv_blocks=args.num_kv_blocks, prefix_caching=args.prefix_caching,
     )
 
 
@@ -183,6 +187,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from jevserve.sim.profile import load_profile
     from jevserve.sim.run import simulate, with_arrivals
     from jevserve.sim.steplog import StepLogger
+    from jevserve.sim.work import WorkCounter
     from jevserve.sim.workloads.predictions import attach_predictions, noisy_oracle, read_predictions
 
     requests = _load_requests(args)
@@ -196,8 +201,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"predictions: noisy oracle, Kendall tau {tau:.3f}")
     policy = make_queue_policy(args.policy, aging_s=args.aging_s, decision_delay_s=args.decision_delay_ms / 1000)
     logger = StepLogger() if args.step_log else None
-    _, recorder = simulate(requests, load_profile(args.profile), policy, _engine_config(args),
-                           observers=(logger,) if logger else ())
+    profile = load_profile(args.profile)
+    work = WorkCounter(profile.step_time)
+    _, recorder = simulate(requests, profile, policy, _engine_config(args),
+                           observers=(work, logger) if logger else (work,))
     summary = summarize(recorder.records, recorder.itls_s, _slo(args))
     summary["num_steps"] = recorder.num_steps
     for key, value in summary.items():
@@ -205,6 +212,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print(f"{key:>20}: " + "  ".join(f"{k} {v:.1f}" for k, v in value.items()))
         else:
             print(f"{key:>20}: {value:.4g}" if isinstance(value, float) else f"{key:>20}: {value}")
+    summary["work"] = work.summary()
+    print("engine work:")
+    for key, value in summary["work"].items():
+        if isinstance(value, dict):
+            print(f"{key:>30}: " + "  ".join(f"{k} {100 * v:.1f}%" for k, v in value.items()))
+        else:
+            print(f"{key:>30}: {value:,.0f}")
     if logger is not None:
         logger.write_csv(args.step_log)
         print(f"step log: {len(logger.rows)} rows -> {args.step_log}")

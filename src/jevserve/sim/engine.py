@@ -10,52 +10,31 @@ Each step follows vLLM's `Scheduler.schedule()` (vllm/v1/core/sched/scheduler.py
 
 A step's time comes from the profile's step-time model. Steps that only decode the same batch are run in one
 go (`is_decode_run`) until the first request finishes, KV could run short, or the queue could change what is
-admitted; the result is the same as stepping one by one, which a test checks.
+admitted; the result is the same as stepping one by one up to float rounding, which a test checks.
+
+The running batch is a set of numpy arrays (`jevserve.sim.running`), so a step over hundreds of running
+requests costs a few array operations; KV blocks, and with prefix caching the cached prefixes of preempted
+requests, are counted by a `BlockPool` (`jevserve.sim.block_pool`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from jevserve.serving.types import QueuePolicy, ReplicaState, ResidentRequest
+from jevserve.sim.block_pool import BlockPool
+from jevserve.sim.engine_config import KV_ADMISSION_MODES, SIM_MODEL_VERSION, EngineConfig
 from jevserve.sim.entities import Batch, SimRequest
 from jevserve.sim.errors import EngineConfigError
 from jevserve.sim.observer import Observer
 from jevserve.sim.profile import Profile
+from jevserve.sim.running import RunningBatch, StepEnds
 from jevserve.sim.waiting import WaitingQueue
 
-KV_ADMISSION_MODES = ("prompt", "chunk")
-# Bump when a change alters simulated results, so cached experiment results are not reused across versions.
-SIM_MODEL_VERSION = 1
-
-
-@dataclass(frozen=True, slots=True)
-class EngineConfig:
-    """Scheduler settings; defaults are vLLM v1's for an OpenAI server on a >= 70 GiB GPU."""
-
-    max_num_seqs: int = 1024
-    max_num_batched_tokens: int = 8192  # the per-step token budget (chunked prefill)
-    block_size: int = 16
-    # "prompt": a waiting request is admitted only if its whole prompt fits in free KV blocks, which are then
-    # reserved; "chunk": only the chunk scheduled this step must fit (vLLM v1's allocate_slots).
-    kv_admission: str = "prompt"
-    head_of_line_blocking: bool = True  # stop admitting at the first waiting request that does not fit
-    num_kv_blocks: int | None = None  # None: from the profile's memory figures
-    fast_forward: bool = True  # run identical decode steps in one go
-
-    def __post_init__(self) -> None:
-        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
-            if getattr(self, name) < 1:
-                raise EngineConfigError(f"{name}={getattr(self, name)!r}; expected an integer >= 1")
-        if self.kv_admission not in KV_ADMISSION_MODES:
-            raise EngineConfigError(
-                f"kv_admission={self.kv_admission!r}; expected one of: {', '.join(KV_ADMISSION_MODES)}"
-            )
-        if self.num_kv_blocks is not None and self.num_kv_blocks < 1:
-            raise EngineConfigError(f"num_kv_blocks={self.num_kv_blocks!r}; expected an integer >= 1 or None")
+# EngineConfig and the version live in engine_config.py; they are re-exported here, where callers import them.
+__all__ = ["KV_ADMISSION_MODES", "SIM_MODEL_VERSION", "Engine", "EngineConfig"]
 
 
 class Engine:
@@ -76,13 +55,24 @@ class Engine:
         self.replica_id = replica_id
         self.observers = tuple(observers)
         self.num_total_blocks = self.config.num_kv_blocks or profile.num_kv_blocks(self.config.block_size)
-        self.num_free_blocks = self.num_total_blocks
+        self.pool = BlockPool(self.num_total_blocks, prefix_caching=self.config.prefix_caching)
         self.waiting = WaitingQueue(policy)
-        self.running: list[SimRequest] = []
+        self._ends = StepEnds()
+        self._run = RunningBatch(self._ends)
         self.batch: Batch | None = None  # the step or decode run in flight
         self.tick_pending = False
         self._num_runs = 0
         self._model = profile.step_time
+
+    @property
+    def num_free_blocks(self) -> int:
+        """Free KV blocks, cached prefixes nobody holds included (they are evicted when needed)."""
+        return self.pool.num_free
+
+    @property
+    def running(self) -> list[SimRequest]:
+        """The running requests in admission order, their progress written back from the engine's arrays."""
+        return [self._run.sync(i) for i in range(self._run.n)]
 
     # ---- entry points used by events -------------------------------------------------------------------
 
@@ -117,13 +107,13 @@ class Engine:
         self.tick_pending = False
         if self.batch is not None:
             return None
-        items, preempted, admitted = self._schedule(now_s)
-        while not items and preempted:
+        num_scheduled, preempted, admitted = self._schedule(now_s)
+        while not num_scheduled and preempted:
             # Everything that ran was preempted; vLLM's busy loop schedules again at once, now admitting.
-            items, preempted, admitted = self._schedule(now_s)
-        if not items:
+            num_scheduled, preempted, admitted = self._schedule(now_s)
+        if not num_scheduled:
             return None
-        self.batch = self._make_batch(items, now_s, single=bool(preempted or admitted))
+        self.batch = self._make_batch(num_scheduled, now_s, single=bool(preempted or admitted))
         return self.batch
 
     def finish_step(self, now_s: float) -> list[SimRequest]:
@@ -131,12 +121,12 @@ class Engine:
         batch = self.batch
         assert batch is not None and abs(batch.end_s - now_s) <= 1e-9 * max(1.0, now_s)
         self.batch = None
-        finished = self._apply_decode_run(batch) if batch.is_decode_run else self._apply_single_step(batch, now_s)
+        rows = self._apply_decode_run(batch) if batch.is_decode_run else self._apply_single_step(batch, now_s)
         for o in self.observers:
             o.on_step(self.replica_id, batch, len(batch.ends_s))
+        finished = self._run.remove(rows) if rows.size else []
         for request in finished:
-            self.running.remove(request)
-            self.num_free_blocks += request.num_blocks
+            self.pool.free(request.num_blocks)  # nothing else can hit a finished request's blocks
             request.num_blocks = 0
             request.finish_s = now_s
             for o in self.observers:
@@ -154,45 +144,77 @@ class Engine:
         return -(-num_tokens // self.config.block_size)
 
     def _has_room(self) -> bool:
-        batch_tokens = len(self.batch.items) if self.batch is not None else 0
-        return len(self.running) < self.config.max_num_seqs and batch_tokens < self.config.max_num_batched_tokens
+        batch_tokens = self.batch.num_requests if self.batch is not None else 0
+        return self._run.n < self.config.max_num_seqs and batch_tokens < self.config.max_num_batched_tokens
 
-    def _schedule(self, now_s: float) -> tuple[list[tuple[SimRequest, int]], bool, bool]:
+    def _schedule(self, now_s: float) -> tuple[int, bool, bool]:
+        """Build the next step: how many running requests (a prefix of the batch) it holds, whether one was
+        preempted and whether one was admitted. Each row's tokens go to the running batch's `scheduled`."""
+        num_scheduled, budget, preempted = self._schedule_running(now_s)
+        num_admitted = 0
+        if not preempted:
+            num_admitted = self._admit_waiting(budget, now_s)
+        # Admission runs only when every running request was scheduled, and appends: the step is a prefix.
+        return num_scheduled + num_admitted, preempted, num_admitted > 0
+
+    def _schedule_running(self, now_s: float) -> tuple[int, int, bool]:
+        """Give running requests, in admission order, what they still need within the token budget, preempting
+        when KV blocks run out. Returns (rows scheduled, budget left, whether a request was preempted).
+
+        Rows are scheduled in vectorised segments: the token budget and the free blocks are shared in order, so
+        cumulative sums say how far a segment goes before the budget ends or a request cannot get its blocks;
+        only that request goes through the preemption loop one by one, as vLLM's scheduler does."""
+        run, pool, bs = self._run, self.pool, self.config.block_size
         budget = self.config.max_num_batched_tokens
-        scheduled: list[tuple[SimRequest, int]] = []
-        preempted = False
-        index = 0
-        while index < len(self.running) and budget > 0:
-            request = self.running[index]
-            num_new = min(request.num_tokens - request.num_computed, budget)
-            need = max(0, self._blocks(request.num_computed + num_new) - request.num_blocks)
-            while need > self.num_free_blocks:
-                victim = self._preempt_one(now_s)
+        index, preempted = 0, False
+        while index < run.n and budget > 0:
+            n = run.n
+            computed = run.computed[index:n]
+            want = run.prompt[index:n] + run.generated[index:n] - computed
+            cum = want.cumsum()
+            m = min(int(cum.searchsorted(budget, side="left")) + 1, n - index)  # rows the budget reaches
+            new = want[:m]
+            last = int(cum[m - 1])
+            if last > budget:  # the last row reached gets what is left of the budget (chunked prefill)
+                new[m - 1] -= last - budget
+            need = (computed[:m] + new + (bs - 1)) // bs - run.blocks[index : index + m]
+            np.maximum(need, 0, out=need)
+            cum_need = need.cumsum()
+            ok = min(int(cum_need.searchsorted(pool.num_free, side="right")), m)  # rows whose blocks fit
+            if ok:
+                stop = index + ok
+                run.blocks[index:stop] += need[:ok]
+                run.scheduled[index:stop] = new[:ok]
+                pool.allocate(int(cum_need[ok - 1]))
+                budget -= min(int(cum[ok - 1]), budget)  # cum[ok - 1] < budget unless the last row was cut
+                index = stop
+            if ok == m:
+                continue
+            target, num_need, num_new = run.requests[index], int(need[ok]), int(new[ok])
+            while num_need > pool.num_free:
+                victim = self.policy.victim(run.specs, now_s)
+                if victim < index:  # it had been scheduled earlier in this step: give its tokens back
+                    budget += int(run.scheduled[victim])
+                    index -= 1
                 preempted = True
-                for pos, (r, n) in enumerate(scheduled):
-                    if r is victim:  # it had been scheduled earlier in this step: give its tokens back
-                        del scheduled[pos]
-                        budget += n
-                        index -= 1
-                        break
-                if victim is request:
+                if self._preempt(victim, now_s) is target:
                     break
             else:
-                self.num_free_blocks -= need
-                request.num_blocks += need
-                scheduled.append((request, num_new))
+                run.blocks[index] += num_need
+                run.scheduled[index] = num_new
+                pool.allocate(num_need)
                 budget -= num_new
                 index += 1
                 continue
             break  # the request preempted itself: vLLM stops scheduling running requests here
-        admitted = False
-        if not preempted:
-            admitted = self._admit_waiting(budget, now_s, scheduled)
-        return scheduled, preempted, admitted
+        return index, budget, preempted
 
-    def _preempt_one(self, now_s: float) -> SimRequest:
-        victim = self.running.pop(self.policy.victim([r.spec for r in self.running], now_s))
-        self.num_free_blocks += victim.num_blocks
+    def _preempt(self, row: int, now_s: float) -> SimRequest:
+        """Preempt the running request at `row` by recompute: free its blocks (keeping its full blocks of
+        computed tokens cached, with prefix caching), reset its progress and queue it again."""
+        victim = self._run.pop(row)
+        num_cached = victim.num_computed // self.config.block_size if self.pool.prefix_caching else 0
+        self.pool.free(victim.num_blocks, victim, num_cached)
         victim.num_blocks = 0
         victim.num_computed = 0
         victim.num_preemptions += 1
@@ -201,71 +223,90 @@ class Engine:
             o.on_preempt(victim, now_s)
         return victim
 
-    def _admit_waiting(self, budget: int, now_s: float, scheduled: list[tuple[SimRequest, int]]) -> bool:
+    def _admit_waiting(self, budget: int, now_s: float) -> int:
+        """Admit waiting requests in policy order while the budget, the batch cap and free blocks allow; returns
+        how many were admitted (appended to the running batch with their tokens for this step)."""
         skipped: list[SimRequest] = []
-        admitted = False
-        while budget > 0 and len(self.running) < self.config.max_num_seqs:
+        pool, bs, run = self.pool, self.config.block_size, self._run
+        num_admitted = 0
+        while budget > 0 and run.n < self.config.max_num_seqs:
             request = self.waiting.peek(now_s)
             if request is None:
                 break
-            num_new = min(request.num_tokens - request.num_computed, budget)
-            reserve = request.num_tokens if self.config.kv_admission == "prompt" else num_new
+            # A preempted request takes back what is left of its cached prefix. vLLM caps a hit at num_tokens - 1
+            # (the last token is computed for its logits); here the cap never binds, because a request is
+            # preempted between steps, when at least its last sampled token is not computed yet.
+            num_hits = pool.cached_blocks(request)
+            computed = request.num_computed + num_hits * bs
+            assert computed < request.num_tokens
+            num_new = min(request.num_tokens - computed, budget)
+            reserve = request.num_tokens if self.config.kv_admission == "prompt" else computed + num_new
+            # The cached blocks it takes back are counted as free until then, so they are part of the need.
             need = max(0, self._blocks(reserve) - request.num_blocks)
-            if need > self.num_free_blocks:
+            if need > pool.num_free:
                 if self.config.head_of_line_blocking:
                     break
                 skipped.append(self.waiting.pop(now_s))  # skip it so a smaller request behind can start
                 continue
             self.waiting.pop(now_s)
-            self.num_free_blocks -= need
+            pool.touch(request, num_hits)  # before allocating, so its own cached blocks are not evicted
+            pool.allocate(need - num_hits)
+            request.num_computed = computed
             request.num_blocks += need
-            self.running.append(request)
-            scheduled.append((request, num_new))
+            run.append(request, num_new)
             budget -= num_new
-            admitted = True
+            num_admitted += 1
             if request.first_admit_s is None:
                 request.first_admit_s = now_s
             for o in self.observers:
                 o.on_admit(request, now_s)
         for request in skipped:
             self.waiting.push(request, now_s)
-        return admitted
+        return num_admitted
 
     # ---- step time and fast-forward --------------------------------------------------------------------
 
-    def _make_batch(self, items: list[tuple[SimRequest, int]], now_s: float, *, single: bool) -> Batch:
-        num_prefill = num_decode = context = pairs = 0
-        for request, num_new in items:
-            if request.is_decoding:
-                num_decode += 1
-                context += request.num_tokens
-            else:
-                num_prefill += num_new
-                pairs += num_new * (request.num_computed + num_new)
+    def _make_batch(self, num_scheduled: int, now_s: float, *, single: bool) -> Batch:
+        run = self._run
+        new = run.scheduled[:num_scheduled].copy()
+        computed, generated = run.computed[:num_scheduled], run.generated[:num_scheduled]
+        tokens = run.prompt[:num_scheduled] + generated
+        decoding = (generated > 0) & (computed == tokens - 1)  # the next step computes the last sampled token
+        num_decode = int(np.count_nonzero(decoding))
+        if num_decode == num_scheduled:  # the common case under load: a decode-only step
+            context, num_prefill, pairs = int(tokens.sum()), 0, 0
+        else:
+            prefilling = ~decoding
+            context = int(tokens[decoding].sum())
+            num_prefill = int(new[prefilling].sum())
+            pairs = int((new * (computed + new))[prefilling].sum())
         self._num_runs += 1
-        num_steps = 1 if single or num_prefill or not self.config.fast_forward else self._run_length(items, now_s)
+        num_steps = (1 if single or num_prefill or not self.config.fast_forward
+                     else self._run_length(num_scheduled, now_s))
         if num_steps > 1:
             durations = self._model.decode_run_s(num_steps, num_decode, context)
             ends = now_s + np.cumsum(durations)
-            horizon = self.waiting.next_change_s() if len(self.waiting) and self._room_after(items) else math.inf
+            room = len(self.waiting) and self._room_after(num_scheduled)
+            horizon = self.waiting.next_change_s() if room else math.inf
             if horizon < ends[-1]:  # a queued key changes mid-run: stop at the first step end after it
                 num_steps = int(np.searchsorted(ends, horizon, side="left")) + 1
                 ends = ends[:num_steps]
             if num_steps > 1:
-                return Batch(items, now_s, ends, 0, num_decode, context, 0, True, self._num_runs)
+                return Batch(num_scheduled, new, now_s, ends, 0, num_decode, context, 0, True, self._num_runs)
         end = now_s + self._model.step_s(num_prefill, num_decode, context, pairs)
-        return Batch(items, now_s, [end], num_prefill, num_decode, context, pairs, False, self._num_runs)
+        return Batch(num_scheduled, new, now_s, [end], num_prefill, num_decode, context, pairs, False, self._num_runs)
 
-    def _room_after(self, items: list[tuple[SimRequest, int]]) -> bool:
-        return len(self.running) < self.config.max_num_seqs and len(items) < self.config.max_num_batched_tokens
+    def _room_after(self, num_scheduled: int) -> bool:
+        return self._run.n < self.config.max_num_seqs and num_scheduled < self.config.max_num_batched_tokens
 
-    def _run_length(self, items: list[tuple[SimRequest, int]], now_s: float) -> int:
+    def _run_length(self, num_scheduled: int, now_s: float) -> int:
         """Steps the decode batch can run unchanged: until the first request ends, and while even the worst
         case of every request crossing a block boundary every 16 steps fits in the free blocks."""
-        if len(items) != len(self.running):
+        run = self._run
+        if num_scheduled != run.n:
             return 1
-        until_finish = min(r.num_output_tokens - r.num_generated for r, _ in items)
-        kv_steps = self.config.block_size * (self.num_free_blocks // len(items))
+        until_finish = int((run.output[: run.n] - run.generated[: run.n]).min())
+        kv_steps = self.config.block_size * (self.pool.num_free // num_scheduled)
         return max(1, min(until_finish, kv_steps))
 
     def _truncate_run(self, now_s: float) -> float | None:
@@ -281,61 +322,71 @@ class Engine:
 
     # ---- applying steps --------------------------------------------------------------------------------
 
-    def _apply_single_step(self, batch: Batch, now_s: float) -> list[SimRequest]:
-        finished = []
-        for request, num_new in batch.items:
-            request.num_computed += num_new
-            if request.num_computed == request.num_tokens:  # prompt (or recompute) done, or a decode: sample
-                request.num_generated += 1
-                request.token_times.append(now_s)
-                if request.first_token_s is None:
-                    request.first_token_s = now_s
-                if request.num_generated >= request.num_output_tokens:
-                    finished.append(request)
-        return finished
+    def _apply_single_step(self, batch: Batch, now_s: float) -> np.ndarray:
+        """Add the step's tokens; rows whose prompt (or recompute) is done, or that decoded, sample a token.
+        Returns the rows that finished."""
+        run, k = self._run, batch.num_requests
+        step = self._ends.count
+        self._ends.append(now_s)
+        computed, generated = run.computed[:k], run.generated[:k]
+        computed += batch.num_new_tokens
+        sampled = computed == run.prompt[:k] + generated
+        generated += sampled
+        streak = run.streak[:k]
+        streak[sampled & (streak < 0)] = step
+        for i in (sampled & (generated == 1)).nonzero()[0].tolist():
+            request = run.requests[i]
+            if request.first_token_s is None:
+                request.first_token_s = now_s
+        # Rows left out of this step (the budget ran out before them) stop their run of consecutive tokens.
+        for i in (run.streak[k : run.n] >= 0).nonzero()[0].tolist():
+            run.close_streak(k + i, step)
+        return (sampled & (generated >= run.output[:k])).nonzero()[0]
 
-    def _apply_decode_run(self, batch: Batch) -> list[SimRequest]:
-        k = len(batch.ends_s)
-        finished = []
-        for request, _ in batch.items:
-            request.num_computed += k
-            request.num_generated += k
-            need = max(0, self._blocks(request.num_computed) - request.num_blocks)
-            self.num_free_blocks -= need
-            request.num_blocks += need
-            request.token_times.append(batch.ends_s)
-            if request.num_generated >= request.num_output_tokens:
-                finished.append(request)
-        assert self.num_free_blocks >= 0, "decode run over-allocated KV blocks"
-        return finished
+    def _apply_decode_run(self, batch: Batch) -> np.ndarray:
+        """Add one token per step of the run to every row, and the KV blocks the tokens filled. Returns the rows
+        that finished."""
+        run, n, k = self._run, batch.num_requests, len(batch.ends_s)
+        streak = run.streak[:n]
+        streak[streak < 0] = self._ends.count
+        self._ends.extend(np.asarray(batch.ends_s))
+        computed = run.computed[:n]
+        computed += k
+        run.generated[:n] += k
+        need = (computed + (self.config.block_size - 1)) // self.config.block_size - run.blocks[:n]
+        np.maximum(need, 0, out=need)
+        run.blocks[:n] += need
+        self.pool.allocate(int(need.sum()))  # asserts the run did not over-allocate KV blocks
+        return (run.generated[:n] >= run.output[:n]).nonzero()[0]
 
     # ---- snapshot --------------------------------------------------------------------------------------
 
     def snapshot(self, now_s: float) -> ReplicaState:
         """The replica's state at now_s, counting the decode steps of a run in flight that ended by now_s; the
         step in flight is the one that ends next (for a decode run, one step of it, not the whole run)."""
-        done, scheduled, busy_until = 0, {}, None
-        if self.batch is not None:
-            ends = self.batch.ends_s
-            if self.batch.is_decode_run:
+        run, batch = self._run, self.batch
+        n = run.n
+        done, busy_until = 0, None
+        scheduled = np.zeros(n, dtype=np.int64)
+        if batch is not None:
+            ends = batch.ends_s
+            if batch.is_decode_run:
                 done = int(np.searchsorted(ends, now_s, side="right"))
                 current = int(np.searchsorted(ends, now_s, side="left"))  # < done only if a step ends at now_s
                 busy_until = float(ends[min(current, len(ends) - 1)])
                 if current == done < len(ends):
-                    scheduled = {id(r): 1 for r, _ in self.batch.items}
+                    scheduled[: batch.num_requests] = 1
             else:
-                busy_until = self.batch.end_s
-                scheduled = {id(r): n for r, n in self.batch.items}
-        in_run = {id(r) for r, _ in self.batch.items} if done else set()
+                busy_until = batch.end_s
+                scheduled[: batch.num_requests] = batch.num_new_tokens
+        in_run = np.zeros(n, dtype=np.int64)
+        if batch is not None and done:
+            in_run[: batch.num_requests] = done
+        computed = (run.computed[:n] + in_run).tolist()
+        generated = (run.generated[:n] + in_run).tolist()
         running = tuple(
-            ResidentRequest(
-                r.spec,
-                r.num_computed + (done if id(r) in in_run else 0),
-                r.num_generated + (done if id(r) in in_run else 0),
-                True,
-                scheduled.get(id(r), 0),
-            )
-            for r in self.running
+            ResidentRequest(spec, c, g, True, s)
+            for spec, c, g, s in zip(run.specs, computed, generated, scheduled.tolist(), strict=True)
         )
         waiting = tuple(
             ResidentRequest(r.spec, r.num_computed, r.num_generated, False) for r in self.waiting.ordered(now_s)
@@ -343,7 +394,7 @@ class Engine:
         return ReplicaState(
             replica_id=self.replica_id,
             now_s=now_s,
-            num_free_kv_blocks=self.num_free_blocks,
+            num_free_kv_blocks=self.pool.num_free,
             num_total_kv_blocks=self.num_total_blocks,
             running=running,
             waiting=waiting,

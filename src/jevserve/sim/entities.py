@@ -11,7 +11,11 @@ from jevserve.serving.types import Request
 
 @dataclass(slots=True, eq=False)
 class SimRequest:
-    """One request's progress through an engine, as vLLM tracks it (prompt + generated tokens, computed ones)."""
+    """One request's progress through an engine, as vLLM tracks it (prompt + generated tokens, computed ones).
+
+    While it runs, the engine keeps its progress in arrays (`jevserve.sim.running`) and writes it back here when
+    it leaves the running batch; read a running request through `Engine.running` or `Engine.snapshot`.
+    """
 
     spec: Request
     enqueue_s: float | None = None  # reached the engine's queue: arrival plus the decision delay
@@ -23,7 +27,8 @@ class SimRequest:
     num_generated: int = 0  # reply tokens produced
     num_blocks: int = 0  # KV blocks held
     num_preemptions: int = 0
-    # Times (s) of the reply tokens, as floats (single steps) and arrays (decode runs), in order.
+    # Times (s) of the reply tokens, in order: arrays of consecutive tokens (floats are accepted too). The engine
+    # fills it when a run of consecutive tokens breaks, so it is complete once the request has finished.
     token_times: list[float | np.ndarray] = field(default_factory=list)
 
     @property
@@ -46,7 +51,11 @@ class SimRequest:
 class Batch:
     """The work of a step in flight, or of a run of identical decode steps."""
 
-    items: list[tuple[SimRequest, int]]  # (request, tokens computed in the step)
+    # The step holds the first `num_requests` running requests in admission order (the engine schedules the
+    # running batch from its front, and admits new requests at its back); nothing joins or leaves the running
+    # batch while a step is in flight.
+    num_requests: int
+    num_new_tokens: np.ndarray  # tokens each of them computes in the step (1 per step in a decode run)
     start_s: float
     ends_s: np.ndarray | list[float]  # end of each step; one entry for a single step
     num_prefill_tokens: int

@@ -10,9 +10,17 @@ from jevserve.sim.profile import load_profile
 def test_default_scenario_keeps_vllm_default_engine_settings_and_scales_reply_lengths():
     thinking = get_scenario(DEFAULT_SCENARIOS[0])
     assert thinking.name == "thinking" and thinking.knob == "output_scale"
-    assert thinking.config == EngineConfig()  # vLLM v1 defaults: 1,024 sequences, 8,192 batched tokens
+    # vLLM v1 defaults: 1,024 sequences, 8,192 batched tokens, automatic prefix caching
+    assert thinking.config == EngineConfig(prefix_caching=True)
     assert thinking.config.max_num_seqs == 1024 and thinking.config.max_num_batched_tokens == 8192
     assert load_profile(thinking.profile).step_time.per_decode_context_token > 0
+
+
+def test_recompute_scenario_differs_from_the_default_only_in_prefix_caching():
+    thinking, recompute = get_scenario("thinking"), get_scenario("thinking-recompute")
+    assert recompute.config == EngineConfig() and not recompute.config.prefix_caching
+    assert (recompute.profile, recompute.knob, recompute.bracket) == (thinking.profile, thinking.knob,
+                                                                       thinking.bracket)
 
 
 def test_first_version_stays_reachable_with_two_sequences_and_a_step_scale():
@@ -38,5 +46,6 @@ def test_step_scale_changes_the_profile_and_leaves_the_requests():
 
 
 def test_unknown_scenario_lists_the_known_ones():
-    with pytest.raises(WorkloadError, match="unknown scenario 'big'; expected one of: thinking, two-seqs"):
+    known = "thinking, thinking-recompute, two-seqs"
+    with pytest.raises(WorkloadError, match=f"unknown scenario 'big'; expected one of: {known}"):
         get_scenario("big")

@@ -81,6 +81,8 @@ def add_arguments(
     g.add_argument("--kv-admission", choices=("prompt", "chunk"), default=None, help="see `jevserve sim run -h`")
     g.add_argument("--no-hol-blocking", action="store_true", help="skip a waiting request that does not fit")
     g.add_argument("--num-kv-blocks", type=int, default=None, help="KV capacity in blocks")
+    g.add_argument("--prefix-caching", action=argparse.BooleanOptionalAction, default=None,
+                   help="vLLM v1's automatic prefix caching on or off (default: the scenario's setting)")
     g.add_argument("--slo-ttft-ms", type=float, default=1000.0, help="TTFT target (default: 1000)")
     g.add_argument("--slo-tpot-ms", type=float, default=None, help="TPOT target (default: none)")
     g.add_argument("--slo-e2el-ms", type=float, default=None, help="end-to-end latency target (default: none)")
@@ -92,7 +94,7 @@ def _fingerprint(data: dict) -> str:
 
 def scenario_config(scenario: Scenario, args: argparse.Namespace) -> EngineConfig:
     """The scenario's engine settings with the overrides given on the command line."""
-    names = ("max_num_seqs", "max_num_batched_tokens", "kv_admission", "num_kv_blocks")
+    names = ("max_num_seqs", "max_num_batched_tokens", "kv_admission", "num_kv_blocks", "prefix_caching")
     overrides = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
     if args.no_hol_blocking:
         overrides["head_of_line_blocking"] = False
@@ -152,7 +154,7 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, slo: Slo) -> dict
     engine = (f"max_num_seqs={config.max_num_seqs}, max_num_batched_tokens={config.max_num_batched_tokens}, "
               f"{config.num_kv_blocks or context.profile.num_kv_blocks(config.block_size)} KV blocks of "
               f"{config.block_size} tokens, kv_admission={config.kv_admission}, "
-              f"head_of_line_blocking={config.head_of_line_blocking}")
+              f"head_of_line_blocking={config.head_of_line_blocking}, prefix_caching={config.prefix_caching}")
     meta = {
         "scenario": scenario.name, "title": scenario.title, "profile": setup.profile.name, "engine": engine,
         "knob": scenario.knob, "knob_title": KNOBS[scenario.knob], "knob_value": value, "knob_note": note,

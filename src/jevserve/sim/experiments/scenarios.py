@@ -2,9 +2,12 @@
 calibrates so that FCFS goodput matches the published 1.13 req/s.
 
 - `thinking` (the default): vLLM v1's default engine settings (max_num_seqs 1,024, 8,192 batched tokens,
-  gpu_memory_utilization 0.9) with the attention-aware H200 profile; the knob is a multiplier on ShareGPT's
-  reply lengths, standing in for Qwen3-8B's thinking-mode replies (which the published run served, and whose
-  lengths it does not give). Long replies fill the KV cache, so admission blocks and decodes get preempted.
+  gpu_memory_utilization 0.9, automatic prefix caching) with the attention-aware H200 profile; the knob is a
+  multiplier on ShareGPT's reply lengths, standing in for Qwen3-8B's thinking-mode replies (which the published
+  run served, and whose lengths it does not give). Long replies fill the KV cache, so admission blocks and
+  decodes get preempted.
+- `thinking-recompute`: the same without prefix caching, so a preempted request recomputes its whole context
+  (the default until the engine had a prefix cache; kept to show what the cache changes).
 - `two-seqs` (the first version): ShareGPT's reply lengths with `max_num_seqs = 2` to force queueing; the knob
   is a uniform scale on the derived H200 profile's step times.
 """
@@ -54,6 +57,11 @@ class Scenario:
 SCENARIOS: dict[str, Scenario] = {
     "thinking": Scenario(
         name="thinking", title="vLLM defaults, thinking-length replies (reply lengths x knob)",
+        profile="qwen3-8b-h200-attn", config=EngineConfig(prefix_caching=True), knob="output_scale",
+        bracket=(17.0, 22.0), xtol=0.05,
+    ),
+    "thinking-recompute": Scenario(
+        name="thinking-recompute", title="as `thinking`, without prefix caching (preemption recomputes everything)",
         profile="qwen3-8b-h200-attn", config=EngineConfig(), knob="output_scale", bracket=(17.0, 22.0), xtol=0.05,
     ),
     "two-seqs": Scenario(
@@ -62,7 +70,7 @@ SCENARIOS: dict[str, Scenario] = {
         xtol=1e-3,
     ),
 }
-DEFAULT_SCENARIOS = ("thinking", "two-seqs")  # the first is the headline of the report
+DEFAULT_SCENARIOS = ("thinking", "thinking-recompute", "two-seqs")  # the first is the headline of the report
 
 
 def get_scenario(name: str) -> Scenario:
