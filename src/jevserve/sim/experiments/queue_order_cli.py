@@ -52,9 +52,10 @@ def add_arguments(
 ) -> None:
     """The options of `jevserve sim queue-order`; engine options default to each scenario's own settings."""
     qo.add_argument("--scenarios", type=_names, default=DEFAULT_SCENARIOS,
-                    help="scenarios to run, the first one the report's headline: 'thinking' (vLLM defaults, "
-                    "reply lengths x a calibrated multiplier) and/or 'two-seqs' (max_num_seqs=2, step times x a "
-                    "calibrated scale) (default: thinking,two-seqs)")
+                    help="comma-separated scenarios, the first one the report's headline: 'thinking' (vLLM "
+                    "defaults with prefix caching, reply lengths x a calibrated multiplier), 'thinking-recompute' "
+                    "(the same without prefix caching), 'two-seqs' (max_num_seqs=2, step times x a calibrated "
+                    f"scale) (default: {','.join(DEFAULT_SCENARIOS)})")
     qo.add_argument("--predictions", type=Path, default=None,
                     help="JSONL of request_id -> predicted_tokens for the ShareGPT test split "
                     "(default: a noisy oracle with Kendall tau 0.6)")
