@@ -17,10 +17,11 @@ import numpy as np
 
 from jevserve.serving.types import Request
 from jevserve.sim.cluster import ReplicaSpec
-from jevserve.sim.cluster_sweep import ClusterSetup, run_cluster, run_keyed, summarize_cluster
+from jevserve.sim.cluster_sweep import ClusterSetup, run_cluster, summarize_cluster
 from jevserve.sim.engine import EngineConfig
 from jevserve.sim.metrics import Slo
 from jevserve.sim.profile import Profile
+from jevserve.sim.resumable import run_keyed
 
 MAX_PROBES = 12  # replica counts tried per (profile, policy) before giving up
 

@@ -107,8 +107,8 @@ def run_validate(args: argparse.Namespace) -> int:
     from jevserve.plan.report import attainment_table, validation_table, write_section
     from jevserve.plan.validate import CASES, build_case, cells_for, compare, run_validation_cell
     from jevserve.sim.cli import engine_config_from_args, slo_from_args
-    from jevserve.sim.cluster_sweep import run_keyed
     from jevserve.sim.profile import load_profile
+    from jevserve.sim.resumable import run_keyed
 
     started = time.perf_counter()
     config, slo = engine_config_from_args(args), slo_from_args(args)
