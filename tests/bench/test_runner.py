@@ -64,3 +64,22 @@ def test_a_server_error_stops_the_run(tmp_path):
 def test_concurrency_below_one_is_refused(tmp_path):
     with pytest.raises(ValueError, match="concurrency=0"):
         run(FakeClient(), make_requests(1), AnswersCache(tmp_path, "fake-model"), concurrency=0)
+
+
+def test_ask_endpoint_turns_bad_endpoint_arguments_into_exit_2(tmp_path):
+    from jevserve.bench.runner import AskFailed, ask_endpoint
+
+    with pytest.raises(AskFailed, match="--model is required") as info:
+        ask_endpoint("http://127.0.0.1:9", None, None, tmp_path, lambda model: make_requests(2), concurrency=1,
+                     progress=False)
+    assert info.value.exit_code == 2
+
+
+def test_ask_endpoint_names_the_cache_and_exit_1_when_the_endpoint_is_unreachable(tmp_path):
+    from jevserve.bench.runner import AskFailed, ask_endpoint
+
+    # Port 9 (discard) is closed on a test machine: the connection is refused, after the client's retries.
+    with pytest.raises(AskFailed, match="resumes") as info:
+        ask_endpoint("http://127.0.0.1:9", "fake-model", None, tmp_path, lambda model: make_requests(2), concurrency=1,
+                     progress=False)
+    assert info.value.exit_code == 1 and str(tmp_path) in str(info.value)

@@ -139,13 +139,11 @@ def _command(args: argparse.Namespace, model: str | None = None) -> str:
 
 def run_command(args: argparse.Namespace) -> int:
     """`jevserve bench run`."""
-    from jevserve.bench.answers_cache import AnswersCache, default_answers_dir
     from jevserve.bench.data import BenchData
-    from jevserve.bench.endpoint import DEFAULT_TIMEOUT_S, EndpointError, open_endpoint
-    from jevserve.bench.pipeline import ask, load_tasks, score_baselines, score_model
+    from jevserve.bench.pipeline import load_tasks, needed_requests, score_baselines, score_model
     from jevserve.bench.results import write_result
+    from jevserve.bench.runner import AskFailed, ask_endpoint
     from jevserve.bench.tasks import UnknownTaskError, select_tasks
-    from jevserve.client import AsyncSystemOne, SystemOneAPIError, SystemOneConnectionError
 
     started = time.perf_counter()  # wall time covers the whole command: data, server start, asking, scoring
     if not args.endpoint and not args.baselines:
@@ -170,31 +168,23 @@ def run_command(args: argparse.Namespace) -> int:
     if not args.endpoint:
         return 0
     try:
-        with open_endpoint(args.endpoint, args.model, args.api_key_env) as endpoint:
-            cache = AnswersCache(args.answers_cache or default_answers_dir(), endpoint.model)
-            client = AsyncSystemOne(endpoint.base_url, endpoint.api_key, timeout_s=DEFAULT_TIMEOUT_S)
-            try:
-                stats = ask(client, endpoint.model, loaded, cache, concurrency=args.concurrency,
-                            progress=not args.no_progress)
-            finally:
-                cache.close()
-    except EndpointError as exc:
+        asked = ask_endpoint(args.endpoint, args.model, args.api_key_env, args.answers_cache,
+                             lambda model: needed_requests(model, loaded), concurrency=args.concurrency,
+                             progress=not args.no_progress)
+    except AskFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (SystemOneAPIError, SystemOneConnectionError) as exc:
-        print(f"error: the endpoint failed ({exc}); every answer received so far is cached in {cache.path}, "
-              "so running the same command again resumes", file=sys.stderr)
-        return 1
+        return exc.exit_code
+    stats = asked.stats
     document = score_model(
-        endpoint.model, loaded, data, cache, command=_command(args, endpoint.model), skipped=skipped,
+        asked.model, loaded, data, asked.cache, command=_command(args, asked.model), skipped=skipped,
         num_resamples=args.resamples,
-        endpoint=endpoint.label, ask_wall_s=stats.wall_s, num_decisions=stats.num_decisions,
+        endpoint=asked.label, ask_wall_s=stats.wall_s, num_decisions=stats.num_decisions,
         num_requests=stats.num_requests, num_sent=stats.num_sent, num_cached=stats.num_cached,
         num_refused=stats.num_refused,
     )
     document["wall_s"] = time.perf_counter() - started
     path = write_result(args.results, document)
-    print(f"{endpoint.model}: {_summary(document)}; {stats.num_sent} requests sent, {stats.num_cached} cached, "
+    print(f"{asked.model}: {_summary(document)}; {stats.num_sent} requests sent, {stats.num_cached} cached, "
           f"{stats.wall_s:.0f} s asking -> {path}")
     return 0
 

@@ -42,36 +42,24 @@ def write_predictions(path: Path, items: list[Item], predicted: np.ndarray) -> N
 
 def export_lengths(args: argparse.Namespace) -> int:
     """Ask, fit, predict and write; prints the held-out metrics. Returns the exit status."""
-    from jevserve.bench.answers_cache import AnswersCache, default_answers_dir, request_key
-    from jevserve.bench.endpoint import DEFAULT_TIMEOUT_S, EndpointError, open_endpoint
+    from jevserve.bench.answers_cache import request_key
     from jevserve.bench.length import length_report
-    from jevserve.bench.runner import ask_missing
+    from jevserve.bench.runner import AskFailed, ask_endpoint, keyed
     from jevserve.bench.sharegpt_data import load_sharegpt
     from jevserve.bench.tasks.schedule_reply_length import ScheduleReplyLength
-    from jevserve.client import AsyncSystemOne, SystemOneAPIError, SystemOneConnectionError
 
     task = ScheduleReplyLength()
     items = _items(load_sharegpt())
     started = time.perf_counter()
     try:
-        with open_endpoint(args.endpoint, args.model, args.api_key_env) as endpoint:
-            cache = AnswersCache(args.answers_cache or default_answers_dir(), endpoint.model)
-            requests = {request_key(endpoint.model, task.request(i)): task.request(i) for i in items}
-            client = AsyncSystemOne(endpoint.base_url, endpoint.api_key, timeout_s=DEFAULT_TIMEOUT_S)
-            import asyncio
-
-            try:
-                stats = asyncio.run(ask_missing(client, endpoint.model, requests, cache,
-                                                concurrency=args.concurrency, progress=not args.no_progress))
-            finally:
-                cache.close()
-    except EndpointError as exc:
+        asked = ask_endpoint(args.endpoint, args.model, args.api_key_env, args.answers_cache,
+                             lambda model: keyed(model, [task.request(i) for i in items]),
+                             concurrency=args.concurrency, progress=not args.no_progress)
+    except AskFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (SystemOneAPIError, SystemOneConnectionError) as exc:
-        print(f"error: the endpoint failed ({exc}); answers so far are cached, so rerunning resumes", file=sys.stderr)
-        return 1
-    answers = [cache.get(request_key(endpoint.model, task.request(i))) for i in items]
+        return exc.exit_code
+    stats = asked.stats
+    answers = [asked.cache.get(request_key(asked.model, task.request(i))) for i in items]
     fit = [k for k, i in enumerate(items) if i.extra["fit"]]
     test = [k for k, i in enumerate(items) if i.split == "test"]
     from jevserve.predict import ReplyLengthRegressor, answer_features

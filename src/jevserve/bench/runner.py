@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from tqdm import tqdm
@@ -97,3 +98,57 @@ async def ask_missing(
         num_decisions=num_decisions,
         wall_s=time.perf_counter() - started,
     )
+
+
+class AskFailed(Exception):
+    """Asking could not start or stopped; the message says what to do and `exit_code` what a command returns."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class Asked:
+    """The outcome of `ask_endpoint`: the model asked, the endpoint's label, its answers and the round's counts."""
+
+    model: str
+    label: str
+    cache: AnswersCache
+    stats: AskStats
+
+
+def ask_endpoint(
+    endpoint: str,
+    model: str | None,
+    api_key_env: str | None,
+    answers_dir: Path | None,
+    requests_for: Callable[[str], Mapping[str, dict[str, Any]]],
+    *,
+    concurrency: int,
+    progress: bool = True,
+) -> Asked:
+    """Open `endpoint` (a URL, or `embedded`), and ask it every request of `requests_for(model)` its answers cache
+    lacks. Raises AskFailed for endpoint arguments that cannot work (exit 2) or an endpoint that failed (exit 1);
+    every answer received before a failure stays cached, so the same command resumes."""
+    from jevserve.bench.answers_cache import default_answers_dir
+    from jevserve.bench.endpoint import DEFAULT_TIMEOUT_S, EndpointError, open_endpoint
+    from jevserve.client import AsyncSystemOne, SystemOneConnectionError
+
+    cache: AnswersCache | None = None
+    try:
+        with open_endpoint(endpoint, model, api_key_env) as opened:
+            cache = AnswersCache(answers_dir or default_answers_dir(), opened.model)
+            client = AsyncSystemOne(opened.base_url, opened.api_key, timeout_s=DEFAULT_TIMEOUT_S)
+            try:
+                stats = asyncio.run(ask_missing(client, opened.model, requests_for(opened.model), cache,
+                                                concurrency=concurrency, progress=progress))
+            finally:
+                cache.close()
+    except EndpointError as exc:
+        raise AskFailed(str(exc), 2) from exc
+    except (SystemOneAPIError, SystemOneConnectionError) as exc:
+        where = f" in {cache.path}" if cache is not None else ""
+        raise AskFailed(f"the endpoint failed ({exc}); every answer received so far is cached{where}, so running "
+                        "the same command again resumes", 1) from exc
+    return Asked(opened.model, opened.label, cache, stats)

@@ -1,0 +1,76 @@
+"""Resumable parallel runs: every finished cell is appended to a JSONL file at once, so a killed sweep loses
+only the cells in flight and a rerun computes just the missing ones. Used by every sweep of the simulator."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+_WORKER: tuple[Callable[[Any, Any], dict], Any] | None = None  # (worker, context), set by _init_worker
+
+
+def _init_worker(worker: Callable[[Any, Any], dict], context: Any) -> None:
+    global _WORKER
+    _WORKER = (worker, context)
+
+
+def _call(cell: Any) -> dict:
+    assert _WORKER is not None, "_call runs in a pool whose initializer set the worker"
+    worker, context = _WORKER
+    return worker(cell, context)
+
+
+def read_rows(path: Path) -> dict[str, dict]:
+    """Finished cells of a results file by key (a torn last line from a killed run is skipped)."""
+    done: dict[str, dict] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            done[row["key"]] = row
+    return done
+
+
+def run_keyed(
+    cells: Iterable[Any],
+    worker: Callable[[Any, Any], dict],
+    context: Any,
+    *,
+    results_path: Path | None = None,
+    jobs: int | None = None,
+    on_done: Callable[[dict], None] | None = None,
+) -> list[dict]:
+    """Run `worker(cell, context)` for every cell (anything with a `.key`) not already in `results_path`, in
+    `jobs` processes, appending each row (which carries the key) as it finishes; returns the rows in cell order."""
+    cells = list(cells)
+    done = read_rows(results_path) if results_path is not None else {}
+    todo = [c for c in cells if c.key not in done]
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
+    pool = None
+    sink = results_path.open("a") if results_path is not None else None
+    try:
+        if jobs == 1:
+            results: Iterable[dict] = (worker(c, context) for c in todo)
+        else:
+            pool = multiprocessing.get_context("fork").Pool(jobs, initializer=_init_worker,
+                                                            initargs=(worker, context))
+            results = pool.imap_unordered(_call, todo)
+        for row in results:
+            done[row["key"]] = row
+            if sink is not None:
+                sink.write(json.dumps(row) + "\n")
+                sink.flush()  # a finished cell is on disk before the next one is taken
+            if on_done is not None:
+                on_done(row)
+    finally:
+        if pool is not None:
+            pool.terminate()
+        if sink is not None:
+            sink.close()
+    return [done[c.key] for c in cells]
