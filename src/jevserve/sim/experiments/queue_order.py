@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 from scipy import optimize
+from scipy.stats import kendalltau
 
 from jevserve.serving.types import Request
 from jevserve.sim.engine import EngineConfig
@@ -81,7 +82,9 @@ def build_context(setup: QueueOrderSetup, knob_value: float) -> tuple[SweepConte
     profile, requests = setup.scenario.apply(knob_value, setup.profile, base_requests(setup))
     if setup.predictions_path is not None:
         requests = attach_predictions(requests, read_predictions(setup.predictions_path))
-        source: dict[str, object] = {"kind": "file", "path": str(setup.predictions_path)}
+        tau = kendalltau([r.predicted_output_tokens for r in requests], [r.num_output_tokens for r in requests])
+        source: dict[str, object] = {"kind": "file", "path": str(setup.predictions_path),
+                                     "kendall_tau": round(float(tau.statistic), 4)}
     else:
         requests, tau = noisy_oracle(requests, kendall_tau=setup.kendall_tau, seed=setup.workload_seed)
         source = {"kind": "noisy oracle", "target_kendall_tau": setup.kendall_tau, "kendall_tau": round(tau, 4)}

@@ -75,7 +75,9 @@ def _describe(predictions: dict) -> str:
     if predictions.get("kind") == "noisy oracle":
         return (f"noisy oracle, Kendall tau {predictions['kendall_tau']:.3f} against the true length "
                 f"(target {predictions['target_kendall_tau']})")
-    return f"file `{predictions.get('path')}`"
+    tau = predictions.get("kendall_tau")
+    measured = f", Kendall tau {tau:.3f} against the true length" if tau is not None else ""
+    return f"file `{predictions.get('path')}`{measured}"
 
 
 def _reuse_note(meta: dict) -> str:
