@@ -40,6 +40,19 @@ def test_context_holds_test_split_requests_with_oracle_predictions():
     assert source["kind"] == "noisy oracle" and source["kendall_tau"] == pytest.approx(0.6, abs=0.01)
 
 
+def test_a_predictions_file_is_attached_and_its_kendall_tau_measured(tmp_path):
+    import json
+
+    base = base_requests(small_setup())
+    path = tmp_path / "p.jsonl"
+    # Predictions that reverse the true order: tau must come out -1 (ties aside), measured, not assumed.
+    path.write_text("".join(json.dumps({"request_id": r.request_id, "predicted_tokens": 1e6 - r.num_output_tokens})
+                            + "\n" for r in base))
+    context, source = build_context(small_setup(predictions_path=path), 1.0)
+    assert [r.predicted_output_tokens for r in context.requests] == [1e6 - r.num_output_tokens for r in base]
+    assert source["kind"] == "file" and source["kendall_tau"] == pytest.approx(-1.0, abs=1e-9)
+
+
 def test_output_scaling_is_applied_once_and_every_policy_and_seed_serves_the_same_tokens():
     setup = small_setup("thinking", num_requests=60, rates=(0.5, 2.0))
     context, _ = build_context(setup, 3.0)
