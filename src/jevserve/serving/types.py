@@ -7,8 +7,10 @@ entities and hand policies these values.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
+
+import numpy as np
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +58,26 @@ class ResidentRequest:
         return 0 if self.num_generated_tokens > 0 and pending <= 1 else pending
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class RunningColumns:
+    """The running requests' sizes and progress as arrays, row i for `ReplicaState.running[i]`.
+
+    A replica that keeps its batch as arrays (the simulator's engine does) attaches them to its snapshot, so the
+    forward TTFT estimate reads a busy replica with a few numpy operations instead of a Python pass over
+    hundreds of `ResidentRequest`s. They say nothing `running` does not; estimates are the same with or without.
+    """
+
+    num_prompt_tokens: np.ndarray
+    num_computed_tokens: np.ndarray
+    num_generated_tokens: np.ndarray
+    num_scheduled_tokens: np.ndarray
+    predicted_output_tokens: np.ndarray  # float64; NaN where the request has no prediction
+    requests: np.ndarray  # object array of the `Request`s, so a subset is one indexing operation
+
+    def __len__(self) -> int:
+        return len(self.num_prompt_tokens)
+
+
 @dataclass(frozen=True, slots=True)
 class ReplicaState:
     """A snapshot of one engine replica at an instant, as a router sees it."""
@@ -71,6 +93,14 @@ class ReplicaState:
     # Requests routed here that are not queued yet (waiting for their decision); each reaches the queue at its
     # arrival_s plus the queue policy's decision delay. Set by the router's caller, which knows what it sent.
     in_transit: tuple[Request, ...] = ()
+    running_columns: RunningColumns | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.running_columns is not None and len(self.running_columns) != len(self.running):
+            raise ValueError(
+                f"replica {self.replica_id}: running_columns has {len(self.running_columns)} rows for "
+                f"{len(self.running)} running requests; they must describe the same requests in the same order"
+            )
 
     @property
     def num_outstanding(self) -> int:

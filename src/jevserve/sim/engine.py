@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from jevserve.serving.types import QueuePolicy, ReplicaState, ResidentRequest
+from jevserve.serving.types import QueuePolicy, ReplicaState, ResidentRequest, RunningColumns
 from jevserve.sim.block_pool import BlockPool
 from jevserve.sim.engine_config import KV_ADMISSION_MODES, SIM_MODEL_VERSION, EngineConfig
 from jevserve.sim.entities import Batch, SimRequest
@@ -35,6 +35,13 @@ from jevserve.sim.waiting import WaitingQueue
 
 # EngineConfig and the version live in engine_config.py; they are re-exported here, where callers import them.
 __all__ = ["KV_ADMISSION_MODES", "SIM_MODEL_VERSION", "Engine", "EngineConfig"]
+
+
+def _object_array(items: list) -> np.ndarray:
+    """A 1-d object array of `items` (np.array would try to build a 2-d array from tuple-like items)."""
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out
 
 
 class Engine:
@@ -382,14 +389,21 @@ class Engine:
         in_run = np.zeros(n, dtype=np.int64)
         if batch is not None and done:
             in_run[: batch.num_requests] = done
-        computed = (run.computed[:n] + in_run).tolist()
-        generated = (run.generated[:n] + in_run).tolist()
+        computed, generated = run.computed[:n] + in_run, run.generated[:n] + in_run
         running = tuple(
             ResidentRequest(spec, c, g, True, s)
-            for spec, c, g, s in zip(run.specs, computed, generated, scheduled.tolist(), strict=True)
+            for spec, c, g, s in zip(run.specs, computed.tolist(), generated.tolist(), scheduled.tolist(), strict=True)
         )
         waiting = tuple(
             ResidentRequest(r.spec, r.num_computed, r.num_generated, False) for r in self.waiting.ordered(now_s)
+        )
+        columns = RunningColumns(
+            num_prompt_tokens=run.prompt[:n].copy(),
+            num_computed_tokens=computed,
+            num_generated_tokens=generated,
+            num_scheduled_tokens=scheduled,
+            predicted_output_tokens=run.predicted[:n].copy(),
+            requests=_object_array(run.specs),
         )
         return ReplicaState(
             replica_id=self.replica_id,
@@ -399,4 +413,5 @@ class Engine:
             running=running,
             waiting=waiting,
             busy_until_s=busy_until,
+            running_columns=columns,
         )

@@ -16,6 +16,7 @@ from jevserve.serving.types import Request
 from jevserve.sim.entities import SimRequest
 
 _INT_FIELDS = ("prompt", "output", "computed", "generated", "blocks", "scheduled", "streak")
+_COLUMNS = (*_INT_FIELDS, "predicted")  # `predicted`: float64, NaN for a request without a prediction
 
 
 class StepEnds:
@@ -52,7 +53,8 @@ class RunningBatch:
     """Running requests in admission order with their progress as arrays (one row per request).
 
     Columns: prompt and output (true reply) lengths, computed tokens (KV in the cache), generated tokens, KV
-    blocks held, tokens scheduled in the step being built or in flight, and `streak`: the index in `StepEnds` of
+    blocks held, tokens scheduled in the step being built or in flight, the predicted reply length (NaN when
+    none; for snapshots), and `streak`: the index in `StepEnds` of
     the step from which the request has had a token at every step (-1 when it is not decoding).
     """
 
@@ -64,6 +66,7 @@ class RunningBatch:
         capacity = 64
         for name in _INT_FIELDS:
             setattr(self, name, np.zeros(capacity, dtype=np.int64))
+        self.predicted = np.zeros(capacity, dtype=np.float64)
 
     def __len__(self) -> int:
         return self.n
@@ -72,9 +75,9 @@ class RunningBatch:
         """Add a request admitted with `num_scheduled` tokens in the step being built."""
         i = self.n
         if i == self.prompt.size:
-            for name in _INT_FIELDS:
+            for name in _COLUMNS:
                 column = getattr(self, name)
-                grown = np.zeros(2 * column.size, dtype=np.int64)
+                grown = np.zeros(2 * column.size, dtype=column.dtype)
                 grown[:i] = column[:i]
                 setattr(self, name, grown)
         self.prompt[i] = request.spec.num_prompt_tokens
@@ -84,6 +87,8 @@ class RunningBatch:
         self.blocks[i] = request.num_blocks
         self.scheduled[i] = num_scheduled
         self.streak[i] = -1
+        guess = request.spec.predicted_output_tokens
+        self.predicted[i] = np.nan if guess is None else guess
         self.requests.append(request)
         self.specs.append(request.spec)
         self.n = i + 1
@@ -109,7 +114,7 @@ class RunningBatch:
         self.close_streak(i, self.ends.count)
         request = self.sync(i)
         n = self.n
-        for name in _INT_FIELDS:
+        for name in _COLUMNS:
             column = getattr(self, name)
             column[i : n - 1] = column[i + 1 : n]
         del self.requests[i]
@@ -130,7 +135,7 @@ class RunningBatch:
         keep = np.ones(n, dtype=bool)
         keep[rows] = False
         kept = int(keep.sum())
-        for name in _INT_FIELDS:
+        for name in _COLUMNS:
             column = getattr(self, name)
             column[:kept] = column[:n][keep]
         gone = set(rows.tolist())
