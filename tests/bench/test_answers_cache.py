@@ -48,3 +48,14 @@ def test_safe_name_rejects_a_name_with_nothing_usable():
     assert safe_name("org/model:v1") == "org_model_v1"
     with pytest.raises(ValueError, match="no usable characters"):
         safe_name("///")
+
+
+def test_a_version_keeps_answers_of_another_version_apart(tmp_path):
+    from jevserve.bench.answers_cache import AnswersCache
+
+    old = AnswersCache(tmp_path, "jev-minilm-1", "aaa")
+    old.record("k", {"q": {"type": "noul", "noul": 0.9}})
+    old.close()
+    assert "k" in AnswersCache(tmp_path, "jev-minilm-1", "aaa")
+    assert "k" not in AnswersCache(tmp_path, "jev-minilm-1", "bbb")
+    assert AnswersCache(tmp_path, "jev-minilm-1").path.name == "jev-minilm-1.jsonl"

@@ -49,8 +49,10 @@ def request_key(model: str, body: Mapping[str, Any]) -> str:
 class AnswersCache:
     """Answers of one model, read from its JSONL file on open and appended to as they arrive."""
 
-    def __init__(self, directory: Path, model: str) -> None:
-        self.path = Path(directory) / f"{safe_name(model)}.jsonl"
+    def __init__(self, directory: Path, model: str, version: str | None = None) -> None:
+        # `version` names what the answers depend on beyond the model's name (the embedded models' weights), so
+        # answers of an older version are never mistaken for the current one's.
+        self.path = Path(directory) / f"{safe_name(model)}{'@' + safe_name(version) if version else ''}.jsonl"
         self.model = model
         self.answers: dict[str, dict[str, Any]] = {}
         self.errors: dict[str, dict[str, Any]] = {}

@@ -23,6 +23,7 @@ class Endpoint:
     model: str
     api_key: str | None
     label: str  # "embedded" or the URL, for results files
+    version: str | None = None  # for the embedded models, a digest of their weights (see AnswersCache)
 
 
 def _api_key(api_key_env: str | None) -> str | None:
@@ -38,7 +39,7 @@ def _api_key(api_key_env: str | None) -> str | None:
 def open_endpoint(endpoint: str, model: str | None, api_key_env: str | None = None) -> Iterator[Endpoint]:
     """Yield a usable endpoint; `embedded` starts the shipped model on a free local port until the block ends."""
     if endpoint == EMBEDDED:
-        from jevserve.decide.embedded import embedded_backends
+        from jevserve.decide.embedded import embedded_backends, embedded_fingerprint
         from jevserve.server.app import create_app
         from jevserve.server.background import running_server
 
@@ -49,7 +50,7 @@ def open_endpoint(endpoint: str, model: str | None, api_key_env: str | None = No
             raise EndpointError(f"--model {chosen!r} is not served by the embedded endpoint; expected one of: "
                                 f"{', '.join(names)}")
         with running_server(create_app(backends)) as url:
-            yield Endpoint(url, chosen, None, EMBEDDED)
+            yield Endpoint(url, chosen, None, EMBEDDED, embedded_fingerprint())
         return
     if not endpoint.startswith(("http://", "https://")):
         raise EndpointError(f"--endpoint {endpoint!r}; expected 'embedded' or a URL such as http://127.0.0.1:8795")

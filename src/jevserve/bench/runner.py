@@ -138,7 +138,7 @@ def ask_endpoint(
     cache: AnswersCache | None = None
     try:
         with open_endpoint(endpoint, model, api_key_env) as opened:
-            cache = AnswersCache(answers_dir or default_answers_dir(), opened.model)
+            cache = AnswersCache(answers_dir or default_answers_dir(), opened.model, opened.version)
             client = AsyncSystemOne(opened.base_url, opened.api_key, timeout_s=DEFAULT_TIMEOUT_S)
             try:
                 stats = asyncio.run(ask_missing(client, opened.model, requests_for(opened.model), cache,

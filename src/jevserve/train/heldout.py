@@ -22,6 +22,7 @@ from jevserve.bench.pipeline import ask, load_tasks, result_document, score_mode
 from jevserve.bench.task import Task
 from jevserve.client import AsyncSystemOne
 from jevserve.decide.base import ModelCard
+from jevserve.decide.embedded import encoder_fingerprint
 from jevserve.decide.embedder import Embedder
 from jevserve.decide.encoder import RELEASE_DATE, TRAINED_NAME, EncoderBackend
 from jevserve.decide.trained import HeadWeights, TrainedReadout, question_texts
@@ -56,7 +57,9 @@ def train_heldout_heads(
     heads = {}
     weights_dir.mkdir(parents=True, exist_ok=True)
     for task in tasks:
-        path = weights_dir / f"{heldout_name(task)}-seed{config.seed}-e{config.epochs}.npz"
+        # keyed by the encoder too: a head trained on another encoder's embeddings is not this one
+        encoder = encoder_fingerprint(embedder.precision)
+        path = weights_dir / f"{heldout_name(task)}-seed{config.seed}-e{config.epochs}-{encoder}.npz"
         if path.exists():  # resumable: a finished head is never trained again
             heads[task.name] = HeadWeights.load(path)
             continue
@@ -98,7 +101,8 @@ def score_heldout(
         for entry in loaded:
             model = heldout_name(entry.task)
             client = AsyncSystemOne(url, timeout_s=600)
-            cache = AnswersCache(answers_dir, model)  # resumable, like any bench run
+            # resumable, like any bench run; answers of heads over another encoder are kept apart
+            cache = AnswersCache(answers_dir, model, encoder_fingerprint(embedder.precision))
             try:
                 stats = ask(client, model, [entry], cache, concurrency=concurrency, progress=progress)
                 documents[entry.task.name] = score_model(model, [entry], data, cache, command="")

@@ -8,6 +8,7 @@ table is then a prediction, not a fit.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -83,7 +84,9 @@ def build_context(setup: QueueOrderSetup, knob_value: float) -> tuple[SweepConte
     if setup.predictions_path is not None:
         requests = attach_predictions(requests, read_predictions(setup.predictions_path))
         tau = kendalltau([r.predicted_output_tokens for r in requests], [r.num_output_tokens for r in requests])
-        source: dict[str, object] = {"kind": "file", "path": str(setup.predictions_path),
+        # the content digest keys cached runs, so an edited file at the same path is never mistaken for the old
+        digest = hashlib.sha256(setup.predictions_path.read_bytes()).hexdigest()[:12]
+        source: dict[str, object] = {"kind": "file", "path": str(setup.predictions_path), "sha256": digest,
                                      "kendall_tau": round(float(tau.statistic), 4)}
     else:
         requests, tau = noisy_oracle(requests, kendall_tau=setup.kendall_tau, seed=setup.workload_seed)
