@@ -44,3 +44,27 @@ class EventLog(Observer):
 
     def on_finish(self, request, now_s):
         self.events.append(("finish", request.spec.request_id, round(now_s, 9)))
+
+
+def run_under_kv_pressure(config, checker):
+    """200 requests of 5-300 prompt and 1-300 reply tokens, 2 ms apart, through one engine under `config` with
+    shortest-true-length-first and `checker` observing (its `engine` set); returns (engine, entities) after the run.
+    With a small KV cache it preempts often."""
+    from jevserve.serving import make_queue_policy
+    from jevserve.sim.engine import Engine
+    from jevserve.sim.entities import SimRequest
+    from jevserve.sim.events import Arrival
+    from jevserve.sim.loop import Simulator
+    from jevserve.sim.workloads.synthetic import synthetic_requests
+
+    requests = synthetic_requests(200, "uniform:5:300", "uniform:1:300", seed=7)
+    requests = [Request(r.request_id, i * 0.002, r.num_prompt_tokens, r.num_output_tokens)
+                for i, r in enumerate(requests)]
+    engine = Engine(make_profile(decode_us=50), make_queue_policy("tlf"), config, observers=(checker,))
+    checker.engine = engine
+    sim = Simulator([engine], (checker,))
+    entities = [SimRequest(r) for r in requests]
+    for entity in entities:
+        sim.push(Arrival(entity.spec.arrival_s, 0, entity))
+    sim.run()
+    return engine, entities

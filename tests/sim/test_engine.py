@@ -10,7 +10,7 @@ from jevserve.sim.loop import Simulator
 from jevserve.sim.observer import Observer
 from jevserve.sim.run import simulate
 from jevserve.sim.workloads.synthetic import synthetic_requests
-from tests.sim.builders import EventLog, make_profile, make_requests
+from tests.sim.builders import EventLog, make_profile, make_requests, run_under_kv_pressure
 
 
 def run(requests, *, policy="fcfs", config=None, profile=None, observers=(), **policy_kwargs):
@@ -116,20 +116,11 @@ class Invariants(Observer):
 @pytest.mark.parametrize("kv_admission", ["prompt", "chunk"])
 @pytest.mark.parametrize("hol", [True, False])
 def test_invariants_hold_under_kv_pressure(kv_admission, hol):
-    requests = synthetic_requests(200, "uniform:5:300", "uniform:1:300", seed=7)
-    requests = [Request(r.request_id, i * 0.002, r.num_prompt_tokens, r.num_output_tokens)
-                for i, r in enumerate(requests)]
     checker = Invariants()
     config = EngineConfig(num_kv_blocks=60, max_num_seqs=16, max_num_batched_tokens=256,
                           kv_admission=kv_admission, head_of_line_blocking=hol)
-    engine = Engine(make_profile(decode_us=50), make_queue_policy("tlf"), config, observers=(checker,))
-    checker.engine = engine
-    sim = Simulator([engine], (checker,))
-    entities = [SimRequest(r) for r in requests]
-    for entity in entities:
-        sim.push(Arrival(entity.spec.arrival_s, 0, entity))
-    sim.run()
-    assert checker.finishes == {r.request_id: 1 for r in requests}
+    engine, entities = run_under_kv_pressure(config, checker)
+    assert checker.finishes == {e.spec.request_id: 1 for e in entities}
     assert engine.num_free_blocks == engine.num_total_blocks
     for e in entities:
         assert e.num_generated == e.spec.num_output_tokens

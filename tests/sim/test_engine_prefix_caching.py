@@ -3,14 +3,11 @@
 import pytest
 
 from jevserve.serving import Request, make_queue_policy
-from jevserve.sim.engine import Engine, EngineConfig
-from jevserve.sim.entities import SimRequest
-from jevserve.sim.events import Arrival
-from jevserve.sim.loop import Simulator
+from jevserve.sim.engine import EngineConfig
 from jevserve.sim.observer import Observer
 from jevserve.sim.run import simulate
 from jevserve.sim.workloads.synthetic import synthetic_requests
-from tests.sim.builders import EventLog, make_profile
+from tests.sim.builders import EventLog, make_profile, run_under_kv_pressure
 
 
 class Record(Observer):
@@ -87,19 +84,10 @@ class KvAccounting(Observer):
 
 @pytest.mark.parametrize("kv_admission", ["prompt", "chunk"])
 def test_kv_accounting_never_exceeds_capacity_with_prefix_caching(kv_admission):
-    requests = synthetic_requests(200, "uniform:5:300", "uniform:1:300", seed=7)
-    requests = [Request(r.request_id, i * 0.002, r.num_prompt_tokens, r.num_output_tokens)
-                for i, r in enumerate(requests)]
     checker = KvAccounting()
     config = EngineConfig(num_kv_blocks=60, max_num_seqs=16, max_num_batched_tokens=256, kv_admission=kv_admission,
                           prefix_caching=True)
-    engine = Engine(make_profile(decode_us=50), make_queue_policy("tlf"), config, observers=(checker,))
-    checker.engine = engine
-    sim = Simulator([engine], (checker,))
-    entities = [SimRequest(r) for r in requests]
-    for entity in entities:
-        sim.push(Arrival(entity.spec.arrival_s, 0, entity))
-    sim.run()
+    engine, entities = run_under_kv_pressure(config, checker)
     assert all(e.num_generated == e.spec.num_output_tokens and e.finish_s is not None for e in entities)
     assert sum(e.num_preemptions for e in entities) > 0 and checker.max_cached > 0  # the cache was exercised
     assert engine.num_free_blocks == engine.num_total_blocks
