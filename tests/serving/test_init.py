@@ -10,7 +10,7 @@ def test_public_exports_are_pinned():
         # routing (issue 5)
         "ROUTERS", "JoinShortestQueue", "LatencyAware", "LeastOutstandingTokens", "ReplicaModel", "RoundRobin",
         "Router", "SchedulerLimits", "UtilityAware", "estimate_ttft", "estimate_ttft_queued_prefill", "make_router",
-        "register_router", "router_names",
+        "register_router", "router_names", "RunningColumns",
     ])
 
 

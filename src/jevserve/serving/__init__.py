@@ -19,7 +19,15 @@ from jevserve.serving.ttft_estimate import (
     estimate_ttft,
     estimate_ttft_queued_prefill,
 )
-from jevserve.serving.types import Decision, QueuePolicy, ReplicaState, Request, ResidentRequest, Router
+from jevserve.serving.types import (
+    Decision,
+    QueuePolicy,
+    ReplicaState,
+    Request,
+    ResidentRequest,
+    Router,
+    RunningColumns,
+)
 
 __all__ = [
     "QUEUE_POLICIES",
@@ -39,6 +47,7 @@ __all__ = [
     "ResidentRequest",
     "RoundRobin",
     "Router",
+    "RunningColumns",
     "SchedulerLimits",
     "ServingError",
     "ShortestPromptFirst",
