@@ -3,10 +3,12 @@
 Recipe: export the BERT encoder with mean pooling (torch, eager attention so that onnxruntime's transformer
 optimizer can fuse attention, layer norms and GELU), optimise it, and, for the `int8` precision, quantise every
 weight matrix dynamically (int8, per channel). Recipe 1 kept the feed-forward down projections fp32, whose inputs
-carry GELU outliers; measured on 300 ShareGPT states of 100 tokens, that kept the embedding closer to fp32
-(cosine 0.9967 mean, 0.9908 min, against 0.9933 and 0.9857 with everything quantised) but cost 27% more time
-(8.8 ms against 6.5 ms per state on 2 cores), which put the 10 ms serving target out of reach. The readouts are
-fitted on the int8 embeddings they serve, so what matters is their bench score, reported with each release.
+carry GELU outliers; that kept the embedding closer to fp32 (cosine 0.9967 mean against 0.9930 with everything
+quantised, 300 ShareGPT states of 100 tokens) but made the forward pass slower: bare p50 per state on 2 cores
+9.5-9.7 ms in two runs, against 6.8-7.1 ms in four of five runs of recipe 2 (9.0 in one started right after
+another), which put the 10 ms serving target out of reach. Both figures come from `benchmarks/decide_latency.py`;
+every run is listed in docs/benchmarks.md. The readouts are fitted on the int8 embeddings they serve, so what
+matters is their bench score, reported with each release.
 
 Builds are keyed by the weights' hash, the recipe version and the onnxruntime version, written to a temporary file
 and renamed into place, so concurrent processes never read a half-written model. Nothing is downloaded.
