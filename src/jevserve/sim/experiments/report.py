@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from jevserve.sim.docsections import write_block
 from jevserve.sim.experiments.report_tables import (
     POLICY_TITLES,
     PUBLISHED,
@@ -185,13 +186,5 @@ def _t_quantile(num_seeds: int) -> float:
 
 def write_doc(doc_path: Path, section: str, title: str = "# Queue order: which request runs next") -> None:
     """Write the generated section into doc_path, keeping any text outside the generated markers."""
-    if doc_path.exists():
-        text = doc_path.read_text()
-        if GENERATED_START in text and GENERATED_END in text:
-            head, _, rest = text.partition(GENERATED_START)
-            _, _, tail = rest.partition(GENERATED_END)
-            doc_path.write_text(head + section + tail)
-            return
-    doc_path.parent.mkdir(parents=True, exist_ok=True)
-    doc_path.write_text(f"{title}\n\n{section}\n")
+    write_block(doc_path, GENERATED_START, GENERATED_END, section, title)
 
