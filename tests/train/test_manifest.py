@@ -17,7 +17,9 @@ def test_weights_are_small_and_the_manifest_names_data_seeds_and_versions():
     assert sum(manifest["families"].values()) == manifest["num_examples"]
     assert len(read_state_hashes(TRAINED_HEAD.with_suffix(".states.gz"))) > 10_000
     provenance = json.loads(ZERO_SHOT_PARAMS.read_text())["provenance"]
-    assert provenance["num_examples"] == manifest["num_examples"]  # fitted on the same train-side examples
+    # fitted on the same train-side examples; the trained readout also sees them re-asked (train/variants.py)
+    originals = sum(n for family, n in manifest["families"].items() if "~" not in family)
+    assert provenance["num_examples"] == originals < manifest["num_examples"]
 
 
 @pytest.mark.slow

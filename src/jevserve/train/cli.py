@@ -47,6 +47,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="fit the reference reply-length predictor on the frozen embedding itself "
         "(writes benchmarks/results/length_reference.json)",
     )
+    p.add_argument(
+        "--probe",
+        action="store_true",
+        help="per task, a logistic probe on the frozen state embedding (CV on the train side, then test) next to "
+        "the readouts' test AUROC from the answers caches (writes benchmarks/results/embedding_probe.json)",
+    )
+    p.add_argument(
+        "--open-questions",
+        action="store_true",
+        help="ask both embedded readouts a fixed hand-written set of bare yes/no questions unlike the bench's "
+        "(writes benchmarks/results/open_questions.json)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run_train)
 
@@ -70,6 +82,10 @@ def run_train(args: argparse.Namespace) -> int:
         print(f"embedding reference: Kendall tau-b {result['test']['kendall_tau_b']:.3f} -> {RESULT}")
         return 0
     tasks = list(TASKS.values())
+    if args.probe:
+        return _run_probe(tasks)
+    if args.open_questions:
+        return _run_open_questions()
     leave_out = select_tasks(args.leave_out)[0] if args.leave_out else None
     if args.heldout:
         return _run_heldout(args, tasks)
@@ -116,4 +132,47 @@ def _run_heldout(args: argparse.Namespace, tasks: list) -> int:
     print(
         f"held-out average {document['average']['score']:.1f} over {document['average']['num_tasks']} tasks -> {path}"
     )
+    return 0
+
+
+def _run_probe(tasks: list) -> int:
+    from jevserve.bench.answers_cache import AnswersCache, default_answers_dir
+    from jevserve.bench.data import BenchData
+    from jevserve.decide.embedded import embedded_fingerprint
+    from jevserve.decide.embedder import Embedder
+    from jevserve.decide.encoder import TRAINED_NAME, ZERO_SHOT_NAME
+    from jevserve.train.probe import RESULT, embedding_probe, write_embedding_probe
+
+    answers_dir, version = default_answers_dir(), embedded_fingerprint()
+    shared = {name: AnswersCache(answers_dir, name, version) for name in (ZERO_SHOT_NAME, TRAINED_NAME)}
+    readouts = {
+        "zero_shot": lambda task: (ZERO_SHOT_NAME, shared[ZERO_SHOT_NAME]),
+        "trained": lambda task: (TRAINED_NAME, shared[TRAINED_NAME]),
+    }
+    result = embedding_probe(tasks, BenchData(), Embedder("int8"), readouts)
+    write_embedding_probe(result)
+    missing = sorted({k for row in result["tasks"].values() for k, v in row.items() if v is None})
+    if missing:
+        print(f"no answers for {', '.join(missing)}: run the bench commands in docs/training.md, then this again")
+    print(f"wrote {RESULT}")
+    return 0
+
+
+def _run_open_questions() -> int:
+    from jevserve.decide.embedded import embedded_backends
+    from jevserve.train.open_questions import RESULT, open_questions_result, write_open_questions
+
+    backends = embedded_backends()
+    try:
+        result = open_questions_result(backends)
+    finally:
+        for backend in backends:
+            backend.close()
+    write_open_questions(result)
+    for name, row in result["models"].items():
+        print(
+            f"{name}: pairs ordered right {row['pairs_ordered_right']:.2f}, AUROC {row['auroc']:.2f}, "
+            f"mean P(yes) {row['mean_p_yes_when_yes']:.2f} (yes) vs {row['mean_p_yes_when_no']:.2f} (no)"
+        )
+    print(f"wrote {RESULT}")
     return 0

@@ -9,8 +9,11 @@ are comparable with every other row of the board.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 import time
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,7 @@ from jevserve.decide.trained import HeadWeights, TrainedReadout, question_texts
 from jevserve.server.app import create_app
 from jevserve.server.background import running_server
 from jevserve.train.dataset import embed_examples, subset
+from jevserve.train.examples import Example
 from jevserve.train.head import HeadConfig, fit_temperatures, train_head
 from jevserve.train.run import collect_examples, split_validation
 
@@ -38,6 +42,23 @@ HELDOUT_ROW = f"{TRAINED_NAME}-heldout"
 def heldout_name(task: Task) -> str:
     """The model name of the head trained without `task`."""
     return f"{TRAINED_NAME}-without-{task.name}"
+
+
+def training_digest(examples: Sequence[Example], config: HeadConfig, encoder: str) -> str:
+    """A short digest of what a trained head depends on: every example, every training setting, the encoder."""
+    digest = hashlib.sha256(f"{encoder}\x1e{json.dumps(asdict(config), sort_keys=True)}".encode())
+    for ex in examples:
+        text = f"\x1e{ex.family}\x1f{ex.state}\x1f{ex.question!r}\x1f{ex.answer}"
+        digest.update(text.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()[:12]
+
+
+def weights_digest(weights: HeadWeights, encoder: str) -> str:
+    """A short digest of what a head's answers depend on: its parameters and the encoder (answers-cache version)."""
+    digest = hashlib.sha256(f"{encoder}\x1e{json.dumps(weights.temperatures, sort_keys=True)}".encode())
+    for array in (weights.w1, weights.b1, weights.w2, np.float32(weights.b2)):
+        digest.update(np.ascontiguousarray(array, dtype=np.float32).tobytes())
+    return digest.hexdigest()[:12]
 
 
 def train_heldout_heads(
@@ -51,15 +72,16 @@ def train_heldout_heads(
     log=print,
 ) -> dict[str, HeadWeights]:
     """One head per task, each trained on everything that does not share the task's sources (cached on disk)."""
-    examples = collect_examples(data, tasks, log=log)
+    examples = collect_examples(data, tasks, variants=config.question_variants, log=log)
     embedded = embed_examples(examples, question_texts, embedder, progress=progress)
     states = [ex.state for ex in examples]
     heads = {}
     weights_dir.mkdir(parents=True, exist_ok=True)
+    # Keyed by everything the weights depend on (examples, settings, encoder), so a changed recipe never reuses a
+    # head trained by an older one.
+    recipe = training_digest(examples, config, encoder_fingerprint(embedder.precision))
     for task in tasks:
-        # keyed by the encoder too: a head trained on another encoder's embeddings is not this one
-        encoder = encoder_fingerprint(embedder.precision)
-        path = weights_dir / f"{heldout_name(task)}-seed{config.seed}-e{config.epochs}-{encoder}.npz"
+        path = weights_dir / f"{heldout_name(task)}-{recipe}.npz"
         if path.exists():  # resumable: a finished head is never trained again
             heads[task.name] = HeadWeights.load(path)
             continue
@@ -102,7 +124,8 @@ def score_heldout(
             model = heldout_name(entry.task)
             client = AsyncSystemOne(url, timeout_s=600)
             # resumable, like any bench run; answers of heads over another encoder are kept apart
-            cache = AnswersCache(answers_dir, model, encoder_fingerprint(embedder.precision))
+            version = weights_digest(heads[entry.task.name], encoder_fingerprint(embedder.precision))
+            cache = AnswersCache(answers_dir, model, version)
             try:
                 stats = ask(client, model, [entry], cache, concurrency=concurrency, progress=progress)
                 documents[entry.task.name] = score_model(model, [entry], data, cache, command="")

@@ -26,14 +26,16 @@ from jevserve.train.dataset import EmbeddedExamples, embed_examples, subset
 from jevserve.train.examples import Example, content_hash, families, task_examples
 from jevserve.train.head import HeadConfig, fit_temperatures, train_head
 from jevserve.train.synthetic import FAMILIES
+from jevserve.train.variants import question_variants
 
 VALIDATION_PERCENT = 10  # of training states (by hash), held out for the temperatures
 
 
 def collect_examples(
-    data: BenchData, tasks: Sequence[Task], *, leave_out: Task | None = None, log=print
+    data: BenchData, tasks: Sequence[Task], *, leave_out: Task | None = None, variants: bool = False, log=print
 ) -> list[Example]:
-    """Train-side examples of every task and synthetic family; with `leave_out`, nothing that shares its sources."""
+    """Train-side examples of every task and synthetic family; with `leave_out`, nothing that shares its sources;
+    with `variants`, each yes/no example also asked bare and swapped (train/variants.py)."""
     banned = set(leave_out.sources) if leave_out else set()
     examples: list[Example] = []
     for task in tasks:
@@ -52,6 +54,8 @@ def collect_examples(
             log(f"skipping synthetic family {name}: {exc}")
             continue
         examples += [ex for ex in found if not banned & set(ex.sources)]
+    if variants:
+        examples += question_variants(examples)
     return examples
 
 
@@ -106,7 +110,7 @@ def train(
     started = time.perf_counter()
     config = config or HeadConfig()
     data = data or BenchData()
-    examples = collect_examples(data, tasks, leave_out=leave_out, log=log)
+    examples = collect_examples(data, tasks, leave_out=leave_out, variants=config.question_variants, log=log)
     if not examples:
         raise SystemExit("no training examples: fetch the bench data first (jevserve data fetch)")
     log(f"{len(examples)} examples from {len(families(examples))} families")
