@@ -79,7 +79,10 @@ def run_train(args: argparse.Namespace) -> int:
         from jevserve.train.length_reference import RESULT, write_length_reference
 
         result = write_length_reference()
-        print(f"embedding reference: Kendall tau-b {result['test']['kendall_tau_b']:.3f} -> {RESULT}")
+        print(
+            f"embedding references: Kendall tau-b {result['test']['kendall_tau_b']:.3f} (ridge), "
+            f"{result['test_perceptron']['kendall_tau_b']:.3f} (perceptron) -> {RESULT}"
+        )
         return 0
     tasks = list(TASKS.values())
     if args.probe:

@@ -93,7 +93,10 @@ def report_markdown(documents: dict[str, dict[str, Any]]) -> str:
         rows += [("prompt length alone (reference)", reference["prompt_length"]), ("train mean", reference["mean"])]
         embedding = Path("benchmarks/results/length_reference.json")
         if embedding.exists():
-            rows.append(("ridge on the frozen embedding (reference)", json.loads(embedding.read_text())["test"]))
+            reference_result = json.loads(embedding.read_text())
+            rows.append(("ridge on the frozen embedding (reference)", reference_result["test"]))
+            if "test_perceptron" in reference_result:
+                rows.append(("perceptron on the frozen embedding (reference)", reference_result["test_perceptron"]))
         for label, m in rows:
             lines.append(
                 f"| {label} | {_fmt(m.get('kendall_tau_b'), 3)} | {_fmt(m.get('median_ratio_error'), 2)} | "
