@@ -22,7 +22,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from jevserve.decide.base import DecisionBackend, DecisionItem
-from jevserve.protocol import NOUL_LABELS, DecisionOption, DecisionQuestion
+from jevserve.train.variants import bare_question
 
 RESULT = Path("benchmarks/results/open_questions.json")
 
@@ -71,18 +71,12 @@ OPEN_QUESTIONS: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
 }
 
 
-def bare_noul(instructions: str) -> DecisionQuestion:
-    """A yes/no question with instructions only."""
-    options = (DecisionOption(NOUL_LABELS[0], ""), DecisionOption(NOUL_LABELS[1], ""))
-    return DecisionQuestion("noul", instructions, options)
-
-
 def score_open_questions(backend: DecisionBackend) -> dict[str, Any]:
     """P(yes) for every question of the set, and the three summary numbers."""
     rows, pairs_right, pairs = [], 0.0, 0
     for text, (yes_questions, no_questions) in OPEN_QUESTIONS.items():
         asked = [(q, True) for q in yes_questions] + [(q, False) for q in no_questions]
-        answers = backend.decide([DecisionItem(text, bare_noul(q)) for q, _ in asked])
+        answers = backend.decide([DecisionItem(text, bare_question(q)) for q, _ in asked])
         p_yes = {q: float(a[0]) for (q, _), a in zip(asked, answers, strict=True)}
         rows += [{"text": text, "question": q, "answer": truth, "p_yes": p_yes[q]} for q, truth in asked]
         for yes in yes_questions:

@@ -28,12 +28,16 @@ from jevserve.protocol import NOUL_LABELS, DecisionOption, DecisionQuestion
 from jevserve.train.examples import Example
 
 YES, NO = NOUL_LABELS
-BARE_OPTIONS = (DecisionOption(YES, ""), DecisionOption(NO, ""))
+
+
+def bare_question(instructions: str) -> DecisionQuestion:
+    """A yes/no question with instructions only: plain "yes"/"no" options, no criteria."""
+    return DecisionQuestion("noul", instructions, (DecisionOption(YES, ""), DecisionOption(NO, "")))
 
 
 def _bare_noul(example: Example, instructions: str, answer_is_yes: bool, kind: str) -> Example:
-    question = DecisionQuestion("noul", instructions, BARE_OPTIONS)
-    return Example(example.state, question, 0 if answer_is_yes else 1, f"{example.family}~{kind}", example.sources)
+    answer = 0 if answer_is_yes else 1
+    return Example(example.state, bare_question(instructions), answer, f"{example.family}~{kind}", example.sources)
 
 
 def bare(example: Example) -> Example:
