@@ -32,7 +32,7 @@ class HeadConfig:
     weight_decay: float = 1e-4
     rps_weight: float = 1.0
     seed: int = 0
-    question_variants: bool = True  # also train on each yes/no example asked bare and swapped (train/variants.py)
+    question_variants: bool = True  # also train on every example re-asked as bare yes/no questions (variants.py)
 
 
 def batch_features(data: EmbeddedExamples, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:

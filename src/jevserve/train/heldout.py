@@ -123,7 +123,7 @@ def score_heldout(
         for entry in loaded:
             model = heldout_name(entry.task)
             client = AsyncSystemOne(url, timeout_s=600)
-            # resumable, like any bench run; answers of heads over another encoder are kept apart
+            # resumable, like any bench run; answers of another head or encoder are kept apart
             version = weights_digest(heads[entry.task.name], encoder_fingerprint(embedder.precision))
             cache = AnswersCache(answers_dir, model, version)
             try:

@@ -35,7 +35,7 @@ def collect_examples(
     data: BenchData, tasks: Sequence[Task], *, leave_out: Task | None = None, variants: bool = False, log=print
 ) -> list[Example]:
     """Train-side examples of every task and synthetic family; with `leave_out`, nothing that shares its sources;
-    with `variants`, each yes/no example also asked bare and swapped (train/variants.py)."""
+    with `variants`, each example also re-asked the ways of train/variants.py."""
     banned = set(leave_out.sources) if leave_out else set()
     examples: list[Example] = []
     for task in tasks:
