@@ -147,10 +147,9 @@ def _run_probe(tasks: list) -> int:
     from jevserve.train.probe import RESULT, embedding_probe, write_embedding_probe
 
     answers_dir, version = default_answers_dir(), embedded_fingerprint()
-    shared = {name: AnswersCache(answers_dir, name, version) for name in (ZERO_SHOT_NAME, TRAINED_NAME)}
     readouts = {
-        "zero_shot": lambda task: (ZERO_SHOT_NAME, shared[ZERO_SHOT_NAME]),
-        "trained": lambda task: (TRAINED_NAME, shared[TRAINED_NAME]),
+        row: (name, AnswersCache(answers_dir, name, version))
+        for row, name in (("zero_shot", ZERO_SHOT_NAME), ("trained", TRAINED_NAME))
     }
     result = embedding_probe(tasks, BenchData(), Embedder("int8"), readouts)
     write_embedding_probe(result)

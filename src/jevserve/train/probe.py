@@ -89,17 +89,16 @@ def embedding_probe(
     tasks: Sequence[Task],
     data: BenchData,
     embedder: Embedder,
-    readouts: dict[str, Callable[[Task], tuple[str, AnswersCache]]],
+    readouts: dict[str, tuple[str, AnswersCache]],
     *,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Probe every thresholded task; `readouts` maps a row name to (model name, answers cache) for a task."""
+    """Probe every thresholded task; `readouts` maps a row name to (model name, its answers cache)."""
     loaded, skipped = load_tasks([t for t in tasks if t.thresholded], data, log=log)
     rows: dict[str, Any] = {}
     for entry in loaded:
         row = probe_task(entry, embedder.embed)
-        for name, lookup in readouts.items():
-            model, cache = lookup(entry.task)
+        for name, (model, cache) in readouts.items():
             row[f"{name}_auroc_test"] = readout_auroc(entry, model, cache)
         rows[entry.task.name] = row
         log(
