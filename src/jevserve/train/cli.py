@@ -153,9 +153,19 @@ def _run_probe(tasks: list) -> int:
     }
     result = embedding_probe(tasks, BenchData(), Embedder("int8"), readouts)
     write_embedding_probe(result)
-    missing = sorted({k for row in result["tasks"].values() for k, v in row.items() if v is None})
+    missing = sorted(
+        {
+            f"{name} on {task}"
+            for task, row in result["tasks"].items()
+            for name in readouts
+            if row[f"{name}_auroc_test"] is None
+        }
+    )
     if missing:
-        print(f"no answers for {', '.join(missing)}: run the bench commands in docs/training.md, then this again")
+        print(
+            f"no AUROC for {', '.join(missing)} (answers not cached, or one class only): run the bench "
+            "commands in docs/training.md, then this again"
+        )
     print(f"wrote {RESULT}")
     return 0
 
