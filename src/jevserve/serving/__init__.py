@@ -1,5 +1,6 @@
 """The decisions of a serving stack as plain policies, shared by the simulator and the gateway."""
 
+from jevserve.serving.aging import RelativeAgingFirst, VirtualDeadlineFirst
 from jevserve.serving.errors import DuplicatePolicyError, MissingPredictionError, ServingError, UnknownPolicyError
 from jevserve.serving.queue import FirstComeFirstServed, PredictedLengthFirst, ShortestPromptFirst, TrueLengthFirst
 from jevserve.serving.registry import (
@@ -41,6 +42,7 @@ __all__ = [
     "MissingPredictionError",
     "PredictedLengthFirst",
     "QueuePolicy",
+    "RelativeAgingFirst",
     "ReplicaModel",
     "ReplicaState",
     "Request",
@@ -54,6 +56,7 @@ __all__ = [
     "TrueLengthFirst",
     "UnknownPolicyError",
     "UtilityAware",
+    "VirtualDeadlineFirst",
     "estimate_ttft",
     "estimate_ttft_queued_prefill",
     "make_queue_policy",

@@ -113,7 +113,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="arrival process; 'trace' uses the trace's arrival_s (default: %(default)s)")
     run.add_argument("--cv", type=float, default=2.0, help="gamma arrivals: coefficient of variation of gaps")
     run.add_argument("--seed", type=int, default=0, help="seed of arrivals and sampling (default: 0)")
-    run.add_argument("--policy", default="fcfs", help="queue policy: fcfs, spf, plf, tlf (default: fcfs)")
+    run.add_argument("--policy", default="fcfs", help="queue policy: fcfs, spf, plf, tlf, plf-edf, plf-relage (default: fcfs)")
     run.add_argument("--aging-s", type=float, default=None, help="promote requests after waiting this long")
     run.add_argument("--decision-delay-ms", type=float, default=0.0, help="wait before queueing (prediction)")
     run.add_argument("--predictions", type=Path, default=None, help="JSONL of request_id -> predicted_tokens")
@@ -186,6 +186,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from jevserve.sim.metrics import summarize
     from jevserve.sim.profile import load_profile
     from jevserve.sim.run import simulate, with_arrivals
+    from jevserve.sim.steady import keep_up
     from jevserve.sim.steplog import StepLogger
     from jevserve.sim.work import WorkCounter
     from jevserve.sim.workloads.predictions import attach_predictions, noisy_oracle, read_predictions
@@ -207,6 +208,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                            observers=(work, logger) if logger else (work,))
     summary = summarize(recorder.records, recorder.itls_s, _slo(args))
     summary["num_steps"] = recorder.num_steps
+    summary.update(keep_up(recorder.records).as_dict())
     for key, value in summary.items():
         if isinstance(value, dict):
             print(f"{key:>20}: " + "  ".join(f"{k} {v:.1f}" for k, v in value.items()))

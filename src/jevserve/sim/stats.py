@@ -1,4 +1,5 @@
-"""Statistics across runs: 95% intervals over arrival seeds, and DistServe's goodput (max rate meeting a target)."""
+"""Statistics across runs: 95% intervals over arrival seeds, DistServe's goodput (max rate meeting a target) and
+the steady-state goodput (the same, counting only rates at which the engine keeps up)."""
 
 from __future__ import annotations
 
@@ -39,3 +40,22 @@ def max_rate_meeting(rates: Sequence[float], attainment: Sequence[float], target
     j = int(failing[0])  # first rate that misses; j - 1 meets
     frac = (a[j - 1] - target) / (a[j - 1] - a[j])
     return float(r[j - 1] + frac * (r[j] - r[j - 1])), ""
+
+
+def steady_goodput(
+    rates: Sequence[float], attainment: Sequence[float], keeps_up: Sequence[bool], target: float = 0.9
+) -> tuple[float, str]:
+    """Goodput counting a rate only when it keeps up (see `jevserve.sim.steady`): DistServe's interpolated rate
+    where attainment crosses `target`, capped at the last rate that keeps up; a run that meets the SLO while its
+    backlog grows is not counted. Returns (rate, qualifier) as `max_rate_meeting` does."""
+    if len(keeps_up) != len(rates):
+        raise ValueError("steady_goodput: keeps_up must match rates in length")
+    ok = np.asarray(keeps_up, dtype=bool)
+    if not ok[0]:
+        return float(rates[0]), "<"
+    first_bad = int(np.argmin(ok)) if not ok.all() else len(rates)
+    if first_bad == len(rates):
+        return max_rate_meeting(rates, attainment, target)
+    # below the first rate that falls behind, attainment decides as before; that rate and above never count
+    rate, qualifier = max_rate_meeting(rates[:first_bad], attainment[:first_bad], target)
+    return (rate, "") if qualifier == ">=" else (rate, qualifier)
