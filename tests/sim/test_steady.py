@@ -3,8 +3,8 @@ import pytest
 from jevserve.sim.engine import EngineConfig
 from jevserve.sim.metrics import Slo, summarize
 from jevserve.sim.run import simulate
-from jevserve.sim.steady import keep_up
 from jevserve.sim.stats import max_rate_meeting, steady_goodput
+from jevserve.sim.steady import keep_up
 from tests.sim.builders import make_profile, make_requests
 
 

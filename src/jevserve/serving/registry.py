@@ -1,5 +1,5 @@
-"""The registries of queue policies (`fcfs`, `spf`, `plf`, `tlf`, `plf-edf`, `plf-relage`) and routers (`rr`, `jsq`, `lot`, `latency`,
-`utility`) by config key."""
+"""The registries of queue policies (`fcfs`, `spf`, `plf`, `tlf`, `plf-edf`, `plf-relage`) and routers (`rr`,
+`jsq`, `lot`, `latency`, `utility`) by config key."""
 
 from __future__ import annotations
 

@@ -113,7 +113,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="arrival process; 'trace' uses the trace's arrival_s (default: %(default)s)")
     run.add_argument("--cv", type=float, default=2.0, help="gamma arrivals: coefficient of variation of gaps")
     run.add_argument("--seed", type=int, default=0, help="seed of arrivals and sampling (default: 0)")
-    run.add_argument("--policy", default="fcfs", help="queue policy: fcfs, spf, plf, tlf, plf-edf, plf-relage (default: fcfs)")
+    run.add_argument("--policy", default="fcfs",
+                     help="queue policy: fcfs, spf, plf, tlf, plf-edf, plf-relage (default: fcfs)")
     run.add_argument("--aging-s", type=float, default=None, help="promote requests after waiting this long")
     run.add_argument("--decision-delay-ms", type=float, default=0.0, help="wait before queueing (prediction)")
     run.add_argument("--predictions", type=Path, default=None, help="JSONL of request_id -> predicted_tokens")
