@@ -47,5 +47,5 @@ def test_steady_goodput_interpolates_attainment_below_the_first_rate_that_falls_
 
 
 def test_keep_up_rejects_a_tolerance_outside_zero_one():
-    with pytest.raises(ValueError, match="tol=1.5"):
+    with pytest.raises(ValueError, match=r"tol=1\.5"):
         keep_up(_run(gap_s=0.02, n=10).records, tol=1.5)
