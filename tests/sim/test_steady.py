@@ -49,3 +49,9 @@ def test_steady_goodput_interpolates_attainment_below_the_first_rate_that_falls_
 def test_keep_up_rejects_a_tolerance_outside_zero_one():
     with pytest.raises(ValueError, match=r"tol=1\.5"):
         keep_up(_run(gap_s=0.02, n=10).records, tol=1.5)
+
+
+def test_steady_goodput_interpolates_where_the_keep_up_margin_crosses_zero():
+    rates, attainment = [1.0, 1.1, 1.2], [1.0, 1.0, 1.0]
+    assert steady_goodput(rates, attainment, [True, True, False], margins=[0.05, 0.03, -0.01]) == \
+        pytest.approx((1.175, ""))

@@ -34,11 +34,12 @@ class KeepUp:
     keeps_up: bool
     completion_ratio: float  # completions / arrivals over the second half of the arrivals
     waiting_growth: float  # trend of the waiting queue over the second half, as a share of its arrivals
+    margin: float  # how far inside both limits (>= 0 exactly when keeps_up), so goodput can interpolate
 
     def as_dict(self) -> dict[str, object]:
         """The fields, for a run's summary."""
         return {"keeps_up": self.keeps_up, "completion_ratio": self.completion_ratio,
-                "waiting_growth": self.waiting_growth}
+                "waiting_growth": self.waiting_growth, "keep_up_margin": self.margin}
 
 
 def keep_up(records: Sequence[RequestRecord], tol: float = KEEP_UP_TOLERANCE) -> KeepUp:
@@ -61,4 +62,5 @@ def keep_up(records: Sequence[RequestRecord], tol: float = KEEP_UP_TOLERANCE) ->
         np.sort(admit), instants, side="right")
     slope = float(stats.theilslopes(waiting, instants).slope) if end > middle else 0.0
     growth = slope * (end - middle) / arrived
-    return KeepUp(ratio >= 1 - tol and growth <= tol, float(ratio), growth)
+    margin = min(ratio - (1 - tol), tol - growth)
+    return KeepUp(margin >= 0, float(ratio), growth, float(margin))
