@@ -27,11 +27,10 @@ def small_setup(scenario: str = "two-seqs", **kwargs) -> QueueOrderSetup:
                            seeds=(0, 1), **kwargs)
 
 
-def test_setup_runs_every_policy_with_and_without_aging_and_delays_only_plf():
+def test_setup_runs_the_orders_and_the_aging_variants_and_delays_only_those_reading_predictions():
     specs = small_setup().policies()
-    assert [s.label for s in specs] == ["fcfs", "fcfs+aging", "spf", "spf+aging", "plf", "plf+aging", "tlf",
-                                        "tlf+aging"]
-    assert {s.name for s in specs if s.decision_delay_s > 0} == {"plf"}
+    assert [s.label for s in specs] == ["fcfs", "spf", "plf", "plf+aging", "plf-edf", "plf-relage", "tlf"]
+    assert {s.name for s in specs if s.decision_delay_s > 0} == {"plf", "plf-edf", "plf-relage"}
 
 
 def test_context_holds_test_split_requests_with_oracle_predictions():
