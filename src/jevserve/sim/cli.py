@@ -227,6 +227,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                            observers=(work, logger) if logger else (work,))
     summary = summarize(recorder.records, recorder.itls_s, _slo(args))
     summary["num_steps"] = recorder.num_steps
+    summary["num_rejected"] = recorder.num_rejected
     summary.update(keep_up(recorder.records).as_dict())
     for key, value in summary.items():
         if isinstance(value, dict):

@@ -79,10 +79,15 @@ class MetricsRecorder(Observer):
         self.itls_s: list[np.ndarray] = []
         self.num_preemptions = 0
         self.num_steps = 0
+        self.num_rejected = 0  # refused because they can never fit (vLLM's benchmark counts them as failed)
 
     def on_preempt(self, request: SimRequest, now_s: float) -> None:
         """Count a preemption."""
         self.num_preemptions += 1
+
+    def on_reject(self, request: SimRequest, now_s: float) -> None:
+        """Count a refused request."""
+        self.num_rejected += 1
 
     def on_step(self, replica_id: int, batch: Batch, num_steps: int) -> None:
         """Count engine steps."""

@@ -43,7 +43,7 @@ def simulate(
     for entity in entities:
         sim.push(Arrival(entity.spec.arrival_s, 0, entity))
     sim.run()
-    unfinished = [e.spec.request_id for e in entities if e.finish_s is None]
+    unfinished = [e.spec.request_id for e in entities if e.finish_s is None and e.rejected is None]
     assert not unfinished, f"requests left unfinished: {unfinished[:5]}"
     return entities, recorder
 
@@ -55,5 +55,6 @@ def simulate_summary(
     _, recorder = simulate(requests, profile, policy, config)
     out = summarize(recorder.records, recorder.itls_s, slo)
     out["num_steps"] = recorder.num_steps
+    out["num_rejected"] = recorder.num_rejected
     out.update(keep_up(recorder.records).as_dict())
     return out
