@@ -331,14 +331,20 @@ class ReplicaForward:
         return self._apply_exact(scheduled, running)
 
     def _materialize(self) -> list[_Pending]:
-        """Every running request as a _Pending in admission order (decoders first), leaving no decoder."""
-        live = [i for i, alive in enumerate(self._dec_alive) if alive]  # indices follow admission order
+        """Every running request as a _Pending in admission order (decoders first), leaving no decoder.
+
+        The decoder lists are emptied rather than marked dead: `_restore` adds the decoders back as new entries,
+        so keeping the dead ones made every exact step cost all the decoders the pass had ever seen (quadratic
+        in a pass that preempts often)."""
         running = []
-        for i in live:
-            c = self._dec_off[i] + self.g
-            spec = self._dec_spec[i]
-            self._drop_decoder(i)
-            running.append(_Pending(spec, c, c + 1 - spec.num_prompt_tokens, self._total(i), self._blocks(c)))
+        for i, alive in enumerate(self._dec_alive):  # indices follow admission order
+            if alive:
+                c = self._dec_off[i] + self.g
+                spec = self._dec_spec[i]
+                running.append(_Pending(spec, c, c + 1 - spec.num_prompt_tokens, self._total(i), self._blocks(c)))
+        self._dec_spec, self._dec_off, self._dec_total, self._dec_finish, self._dec_alive = [], [], [], [], []
+        self._res = [0] * self._bs
+        self._num_dec = self._sum_off = 0
         self._heap = []
         return running + self._prefill
 
