@@ -13,6 +13,8 @@ def test_public_exports_are_pinned():
         "register_router", "router_names", "RunningColumns",
         # aging that keeps the gain (issue 14)
         "RelativeAgingFirst", "VirtualDeadlineFirst",
+        # one engine config type for the simulator and the router (issue 14); SchedulerLimits is its alias
+        "EngineConfig", "SchedulerConfigError",
     ])
 
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from jevserve.serving import Request, make_queue_policy
+from jevserve.serving import Request, SchedulerConfigError, make_queue_policy
 from jevserve.sim.engine import Engine, EngineConfig
 from jevserve.sim.entities import SimRequest
 from jevserve.sim.errors import EngineConfigError
@@ -168,8 +168,15 @@ def test_a_request_without_true_length_is_rejected():
                                            ({"kv_admission": "all"}, "kv_admission='all'; expected one of"),
                                            ({"num_kv_blocks": 0}, "num_kv_blocks=0")])
 def test_engine_config_rejects_bad_values_naming_the_field(kwargs, field):
-    with pytest.raises(EngineConfigError, match=field):
+    with pytest.raises(SchedulerConfigError, match=field):
         EngineConfig(**kwargs)
+
+
+def test_the_engine_and_the_router_share_one_config_type():
+    from jevserve.serving import EngineConfig as ServingConfig
+    from jevserve.serving import SchedulerLimits
+
+    assert EngineConfig is ServingConfig is SchedulerLimits
 
 
 def test_decision_delay_postpones_queueing_and_counts_in_ttft():

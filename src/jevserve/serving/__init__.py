@@ -1,7 +1,14 @@
 """The decisions of a serving stack as plain policies, shared by the simulator and the gateway."""
 
 from jevserve.serving.aging import RelativeAgingFirst, VirtualDeadlineFirst
-from jevserve.serving.errors import DuplicatePolicyError, MissingPredictionError, ServingError, UnknownPolicyError
+from jevserve.serving.engine_config import EngineConfig
+from jevserve.serving.errors import (
+    DuplicatePolicyError,
+    MissingPredictionError,
+    SchedulerConfigError,
+    ServingError,
+    UnknownPolicyError,
+)
 from jevserve.serving.queue import FirstComeFirstServed, PredictedLengthFirst, ShortestPromptFirst, TrueLengthFirst
 from jevserve.serving.registry import (
     QUEUE_POLICIES,
@@ -35,6 +42,7 @@ __all__ = [
     "ROUTERS",
     "Decision",
     "DuplicatePolicyError",
+    "EngineConfig",
     "FirstComeFirstServed",
     "JoinShortestQueue",
     "LatencyAware",
@@ -50,6 +58,7 @@ __all__ = [
     "RoundRobin",
     "Router",
     "RunningColumns",
+    "SchedulerConfigError",
     "SchedulerLimits",
     "ServingError",
     "ShortestPromptFirst",

@@ -24,11 +24,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from jevserve.serving.engine_config import EngineConfig, SchedulerLimits
 from jevserve.serving.queue import FirstComeFirstServed
 from jevserve.serving.replica_forward import ReplicaForward
 from jevserve.serving.types import QueuePolicy, ReplicaState, Request
 
-KV_ADMISSION_MODES = ("prompt", "chunk")
+__all__ = ["DEFAULT_OUTPUT_TOKENS", "ReplicaModel", "SchedulerLimits", "StepTimer", "estimate_ttft",
+           "estimate_ttft_queued_prefill"]
 DEFAULT_OUTPUT_TOKENS = 256.0  # remaining-decode guess for a request without a prediction (about ShareGPT's median)
 
 
@@ -47,32 +49,11 @@ class StepTimer(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class SchedulerLimits:
-    """The scheduler settings of a replica that decide what a step holds (vLLM v1 names and defaults)."""
-
-    max_num_seqs: int = 1024
-    max_num_batched_tokens: int = 8192
-    block_size: int = 16
-    kv_admission: str = "prompt"  # "prompt": the whole prompt must fit to admit; "chunk": only the step's chunk
-    head_of_line_blocking: bool = True
-
-    def __post_init__(self) -> None:
-        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"SchedulerLimits: {name}={value!r}; expected an integer >= 1")
-        if self.kv_admission not in KV_ADMISSION_MODES:
-            raise ValueError(
-                f"SchedulerLimits: kv_admission={self.kv_admission!r}; expected one of: {', '.join(KV_ADMISSION_MODES)}"
-            )
-
-
-@dataclass(frozen=True, slots=True)
 class ReplicaModel:
     """What a router knows about one replica: its step-time model, scheduler limits and queue policy."""
 
     step_time: StepTimer
-    limits: SchedulerLimits = field(default_factory=SchedulerLimits)
+    limits: EngineConfig = field(default_factory=EngineConfig)  # the replica's engine settings
     queue_policy: QueuePolicy | None = None  # None: first come, first served
     default_output_tokens: float = DEFAULT_OUTPUT_TOKENS
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from jevserve.serving.ttft_estimate import ReplicaModel, SchedulerLimits, estimate_ttft, estimate_ttft_queued_prefill
+from jevserve.serving.ttft_estimate import ReplicaModel, estimate_ttft, estimate_ttft_queued_prefill
 from jevserve.serving.types import QueuePolicy, ReplicaState, Request, Router
 from jevserve.sim.engine import Engine, EngineConfig
 from jevserve.sim.entities import SimRequest
@@ -46,10 +46,7 @@ class ReplicaSpec:
 
     def model(self, policy: QueuePolicy, default_output_tokens: float) -> ReplicaModel:
         """What a router knows about this replica (the same step-time model the engine runs)."""
-        c = self.config
-        limits = SchedulerLimits(c.max_num_seqs, c.max_num_batched_tokens, c.block_size, c.kv_admission,
-                                 c.head_of_line_blocking)
-        return ReplicaModel(self.profile.step_time, limits, policy, default_output_tokens)
+        return ReplicaModel(self.profile.step_time, self.config, policy, default_output_tokens)
 
 
 @dataclass(frozen=True, slots=True)
