@@ -121,10 +121,15 @@ class ReplicaForward:
         self._num_dec, self._sum_off = len(specs), int(computed_now.sum())
         self._prefill = prefill
         self.free = state.num_total_kv_blocks - used
-        self._waiting: list[tuple[tuple, int, _Pending]] = []
-        for r in state.waiting:
-            total = expected_total_tokens(r.request, r.num_generated_tokens, default)
-            self._push_waiting(_Pending(r.request, r.num_computed_tokens, r.num_generated_tokens, total))
+        # The snapshot lists the queue in policy order at now_s, so one sort of nearly sorted keys (linear) builds
+        # what inserting them one by one (`_push_waiting`) would, at a fraction of the cost on a long queue.
+        key, t, seq = self._policy.sort_key, self.t, self._seq
+        self._waiting: list[tuple[tuple, int, _Pending]] = [
+            (key(r.request, t), next(seq), _Pending(r.request, r.num_computed_tokens, r.num_generated_tokens,
+                                                   expected_total_tokens(r.request, r.num_generated_tokens, default)))
+            for r in state.waiting
+        ]
+        self._waiting.sort()
         self._resort_at = self._next_key_change()
 
     def _split_loop(self, state: ReplicaState) -> tuple[list[Request], np.ndarray, list[_Pending], int]:

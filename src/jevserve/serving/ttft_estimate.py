@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
+
 from jevserve.serving.engine_config import EngineConfig, SchedulerLimits
 from jevserve.serving.queue import FirstComeFirstServed
 from jevserve.serving.replica_forward import ReplicaForward
@@ -97,8 +99,14 @@ def prefill_tokens_per_s(model: ReplicaModel) -> float:
 def estimate_ttft_queued_prefill(request: Request, state: ReplicaState, model: ReplicaModel) -> float:
     """The cheap estimate: rest of the step in flight + queued prefill tokens (new prompt included) / throughput."""
     queued = request.num_prompt_tokens
-    for r in state.running:
-        queued += max(0, r.num_remaining_prefill_tokens - r.num_scheduled_tokens)
+    cols = state.running_columns
+    if cols is not None:  # the same sum as the loop below, in array operations
+        pending = cols.num_prompt_tokens + cols.num_generated_tokens - cols.num_computed_tokens
+        remaining = np.where((cols.num_generated_tokens > 0) & (pending <= 1), 0, pending)
+        queued += int(np.maximum(0, remaining - cols.num_scheduled_tokens).sum())
+    else:
+        for r in state.running:
+            queued += max(0, r.num_remaining_prefill_tokens - r.num_scheduled_tokens)
     for r in state.waiting:
         queued += r.num_remaining_prefill_tokens
     residual = max(0.0, state.busy_until_s - state.now_s) if state.busy_until_s is not None else 0.0
