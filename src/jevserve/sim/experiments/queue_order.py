@@ -72,6 +72,7 @@ class QueueOrderSetup:
     knob_value: float | None = None  # None: calibrate to target_fcfs_goodput
     target_fcfs_goodput: float = 1.13
     arrivals: str = "poisson"  # an `ArrivalSpec` text: poisson, gamma:CV, mmpp:...
+    doublings: int = 0  # run length: the sampled requests, doubled this many times (see `doubled`)
 
     def policies(self) -> list[PolicySpec]:
         """The four orders without aging; predicted length also with the fixed-threshold aging and with the two
@@ -100,7 +101,10 @@ def build_context(setup: QueueOrderSetup, knob_value: float) -> tuple[SweepConte
     else:
         requests, tau = noisy_oracle(requests, kendall_tau=setup.kendall_tau, seed=setup.workload_seed)
         source = {"kind": "noisy oracle", "target_kendall_tau": setup.kendall_tau, "kendall_tau": round(tau, 4)}
-    return SweepContext(tuple(requests), profile, setup.config, setup.slo, setup.arrivals), source
+    context = SweepContext(tuple(requests), profile, setup.config, setup.slo, setup.arrivals)
+    for _ in range(setup.doublings):
+        context = doubled(context)
+    return context, source
 
 
 def doubled(context: SweepContext) -> SweepContext:
@@ -153,6 +157,8 @@ def calibrate_knob(setup: QueueOrderSetup, jobs: int | None, log: Callable[[str]
         if value not in seen:
             profile, requests = scenario.apply(value, setup.profile, base)
             context = SweepContext(tuple(requests), profile, setup.config, setup.slo, setup.arrivals)
+            for _ in range(setup.doublings):
+                context = doubled(context)
             goodput = fcfs_goodput(context, setup, jobs)
             log(f"  {KNOBS[scenario.knob]} {value:.4f}: FCFS goodput {goodput:.3f} req/s")
             seen[value] = goodput - setup.target_fcfs_goodput

@@ -72,6 +72,9 @@ def add_arguments(
                     help="fixed aging threshold, seconds (default: 10)")
     qo.add_argument("--decision-delay-ms", type=nonnegative_float("--decision-delay-ms"), default=92.0,
                     help="delay before a predicted-length request is queued (default: 92)")
+    qo.add_argument("--length-doublings", type=int, choices=(0, 1, 2), default=0,
+                    help="run length: send the sampled requests, then the same again in another order, doubling "
+                    "the run this many times (default: 0); the run-length check doubles it once more")
     qo.add_argument("--no-run-length-check", action="store_true",
                     help="skip rerunning the rates around each goodput with twice the requests")
     qo.add_argument("--output-scale", type=float, default=None,
@@ -145,14 +148,14 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, slo: Slo) -> dict
         num_requests=args.num_requests, rates=args.rates or DEFAULT_RATES, seeds=args.seeds, aging_s=args.aging_s,
         decision_delay_s=args.decision_delay_ms / 1000, predictions_path=args.predictions, slo=slo,
         knob_value=args.output_scale if scenario.knob == "output_scale" else args.step_scale,
-        target_fcfs_goodput=args.target_fcfs_goodput, arrivals=args.arrivals,
+        target_fcfs_goodput=args.target_fcfs_goodput, arrivals=args.arrivals, doublings=args.length_doublings,
     )
     folder = args.out / scenario.name
     folder.mkdir(parents=True, exist_ok=True)
     base = {"sim_model_version": SIM_MODEL_VERSION, "scenario": scenario.name, "profile": asdict(setup.profile),
             "config": asdict(config), "slo": asdict(slo), "requests": setup.num_requests,
             "workload_seed": setup.workload_seed, "max_model_len": scenario.max_model_len,
-            "arrivals": setup.arrivals, "goodput_rule": "steady-1"}
+            "arrivals": setup.arrivals, "goodput_rule": "steady-1", "doublings": setup.doublings}
     value, note, reused = _knob(setup, folder, base, args.jobs)
     calibrated_s = time.perf_counter() - started
 
@@ -181,7 +184,7 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, slo: Slo) -> dict
         "output_tokens": output_length_stats(context.requests),
         "num_capped": count_capped(context.requests, scenario.max_model_len) if scenario.knob == "output_scale"
         else 0, "max_model_len": scenario.max_model_len, "rates": list(setup.rates), "seeds": list(setup.seeds),
-        "arrivals": setup.arrivals,
+        "arrivals": setup.arrivals, "num_requests_per_run": len(context.requests),
     }
     save_json({"meta": meta, "policies": agg, "run_length_check": check}, folder / "summary.json")
     return {"meta": meta, "policies": agg, "run_length_check": check}
@@ -209,8 +212,8 @@ def run_queue_order(args: argparse.Namespace) -> int:
     common = {
         "command": "jevserve sim " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["sim"]
         else "jevserve sim queue-order",
-        "num_requests": args.num_requests, "slo": ", ".join(f"{k} <= {v:g}" for k, v in asdict(slo).items()
-                                                             if v is not None),
+        "num_requests": args.num_requests, "doublings": args.length_doublings,
+        "slo": ", ".join(f"{k} <= {v:g}" for k, v in asdict(slo).items() if v is not None),
         "decision_delay_ms": args.decision_delay_ms, "aging_s": args.aging_s, "wall_s": time.perf_counter() - started,
         "jobs": args.jobs or os.cpu_count() or 1,
         "kv_table": _kv_table(thinking, results[thinking.name]["meta"]["knob_value"], args) if thinking else None,

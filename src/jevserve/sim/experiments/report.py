@@ -172,7 +172,9 @@ def generated_section(results: dict[str, dict], common: dict, images: dict[str, 
         "",
         "## Setup",
         "",
-        f"- workload: {common['num_requests']} ShareGPT requests (test split, sample seed 0), Qwen3 token counts",
+        f"- workload: {common['num_requests']} ShareGPT requests (test split, sample seed 0), Qwen3 token counts"
+        + (f"; each run sends them {2 ** common['doublings']} times ({first.get('num_requests_per_run')} requests, "
+           "each repeat in another order)" if common.get("doublings") else ""),
         f"- arrivals: `{first.get('arrivals', 'poisson')}` at {', '.join(f'{r:.2f}' for r in first['rates'])} "
         "req/s; one realisation per seed, scaled to each rate; the same arrival times for every policy and scenario",
         f"- SLO: {common['slo']} (fixed before any result was seen); steady-state goodput = highest rate with "
