@@ -113,15 +113,17 @@ def goodput_table(agg: dict) -> str:
     (DistServe) goodput it replaces, and the longest wait at the top rate."""
     lines = ["| policy | steady-state goodput (req/s) | vs FCFS | 95% interval | per seed | latency-only goodput "
              "(not keeping up counted) | longest wait at top rate (s) |", "|---|---|---|---|---|---|---|"]
-    fcfs = agg.get("fcfs", {}).get("goodput_rps", (math.nan, ""))[0]
+    fcfs, fcfs_qualifier = agg.get("fcfs", {}).get("goodput_rps", (math.nan, ""))
     for label, data in agg.items():
         value, qualifier = data["goodput_rps"]
+        # a ratio means nothing when either goodput is only bounded by the ends of the sweep
+        gain = "—" if qualifier or fcfs_qualifier else f"{100 * (value / fcfs - 1):+.0f}%"
         _, low, high = data["goodput_interval"]
         interval = "—" if math.isnan(low) else f"[{low:.2f}, {high:.2f}]"
         seeds = ", ".join(f"{q}{g:.2f}" for g, q in data["goodput_by_seed"])
         old, old_q = data.get("latency_only_goodput_rps", (math.nan, ""))
         wait = data["per_rate"][-1]["max_wait_s"][0]
-        lines.append(f"| {label} | {qualifier}{value:.2f} | {100 * (value / fcfs - 1):+.0f}% | {interval} | {seeds} | "
+        lines.append(f"| {label} | {qualifier}{value:.2f} | {gain} | {interval} | {seeds} | "
                      f"{old_q}{old:.2f} | {wait:,.1f} |")
     return "\n".join(lines)
 
