@@ -139,8 +139,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.set_defaults(func=_guarded(_cmd_run))
 
     qo = sub.add_parser("queue-order", help="the queue-order experiment (FCFS vs length-first, with aging)",
-                        description="2,000 ShareGPT requests, Poisson rates 1.05-1.54 req/s, four queue policies "
-                        "with and without aging, in one or more scenarios; writes results JSONL, plots and "
+                        description="2,000 ShareGPT requests, rates 0.90-1.54 req/s (Poisson or --arrivals), four "
+                        "queue orders and predicted length with three kinds of aging, in one or more scenarios; "
+                        "steady-state goodput with a run-length check; writes results JSONL, plots and "
                         "docs/queue-order.md.")
     from jevserve.sim.experiments.queue_order_cli import add_arguments
 
