@@ -107,3 +107,14 @@ def test_unreachable_calibration_target_says_which_knob_and_what_to_do():
 
 def test_two_sequence_setup_uses_the_first_version_engine():
     assert small_setup().config == EngineConfig(max_num_seqs=2)
+
+
+def test_a_doubled_run_sends_the_same_requests_again_in_another_order():
+    from jevserve.sim.experiments.queue_order import doubled
+
+    context, _ = build_context(small_setup(), 1.0)
+    long = doubled(context)
+    first, second = long.requests[:150], long.requests[150:]
+    assert first == context.requests and len({r.request_id for r in long.requests}) == 300
+    assert sorted(r.request_id for r in second) == sorted(f"{r.request_id}#2" for r in context.requests)
+    assert [r.request_id.removesuffix("#2") for r in second] != [r.request_id for r in first]
