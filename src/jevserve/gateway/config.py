@@ -166,6 +166,14 @@ class RouteConfig(_Strict):
     tool_gate: ToolGateConfig | None = None
     priority: PriorityConfig | None = None
     admission: AdmissionConfig = Field(default_factory=AdmissionConfig)
+    rate_limit: RateLimitConfig | None = None
+
+
+class RateLimitConfig(_Strict):
+    """A token bucket per tenant (bearer key) for one route, shared across replicas with a Redis store."""
+
+    requests_per_s: float = Field(gt=0)
+    burst: float = Field(10.0, ge=1)
 
 
 class LogConfig(_Strict):

@@ -42,6 +42,7 @@ class DecisionReport:
     error: str | None = None  # why the decision backend gave no answer (then every verdict fell back)
     state: str = ""  # the rendered state the request-level questions read
     cache_vector: Any = field(default=None, repr=False, compare=False)  # the request's embedding, for storing
+    cached_response: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)  # served on a hit
 
     def verdict(self, decision: str) -> Verdict | None:
         """The verdict of `decision` (guard, harm, clarify, cache, route, priority), or None when it did not run."""
@@ -142,6 +143,10 @@ async def run_decisions(
     asks = [a for p in policies for a in p.asks(view)]
     answers, decision_ms, error = await timed_decide(decider, asks, timeout_ms / 1000.0)
     verdicts = tuple(p.act(view, answers) for p in policies)
+    cache_verdict = next((v for v in verdicts if v.decision == "cache"), None)
+    cached_response = None
+    if cache_verdict is not None and cache_verdict.action == "serve_cached" and view.cache_candidate is not None:
+        cached_response = view.cache_candidate.response
     frozen_answers = MappingProxyType({k: tuple(float(x) for x in v) for k, v in (answers or {}).items()})
     return DecisionReport(
         route=route.model,
@@ -152,6 +157,7 @@ async def run_decisions(
         error=error,
         state=view.state,
         cache_vector=vector,
+        cached_response=cached_response,
     )
 
 
