@@ -143,7 +143,7 @@ def make_app(
     app = create_app(
         parse_config(data),
         decider=decider,
-        transports={n: u.transport() for n, u in upstreams.items()},
+        transports={n: u.transport() if isinstance(u, StubUpstream) else u for n, u in upstreams.items()},
         embed=char_embed,
         store=store,
     )
