@@ -28,7 +28,6 @@ class GatewayError(Exception):
         self.message = message
         self.param = param
         self.headers = dict(headers or {})
-        self.recorded = False  # set once the request was counted and logged
 
     def body(self) -> dict[str, Any]:
         """The JSON body of the error answer."""

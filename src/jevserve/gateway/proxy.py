@@ -12,6 +12,7 @@ without streaming and its reply is replayed as chunks, so the gate is never skip
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -22,6 +23,7 @@ from starlette.responses import Response, StreamingResponse
 
 from jevserve.gateway.actions import apply_tool_verdicts, cacheable, tool_calls_of, upstream_body
 from jevserve.gateway.body import check_chat, check_completion, read_json
+from jevserve.gateway.config import RouteConfig
 from jevserve.gateway.conversation import cache_key_text, content_text, last_user_text
 from jevserve.gateway.decider import timed_decide
 from jevserve.gateway.decisions import DecisionReport, policies_for, resolve_route, run_decisions
@@ -30,14 +32,12 @@ from jevserve.gateway.policies.tool_gate import ToolGate
 from jevserve.gateway.runtime import Gateway
 from jevserve.gateway.shapes import chat_completion, completion_to_chunks, rough_tokens, sse, text_completion_from_chat
 from jevserve.gateway.streaming import StreamSummary, relay
-from jevserve.gateway.upstream import dispatch
+from jevserve.gateway.upstream import Dispatched, dispatch
 from jevserve.serving import Request as QueueRequest
 
 
 def json_response(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     """A JSON response (NaN refused, compact)."""
-    import json
-
     body = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
     return Response(body, status_code=status, media_type="application/json", headers=headers)
 
@@ -64,6 +64,7 @@ class Flow:
         self.tool_verdicts: list = []
         self.outcome: dict[str, Any] = {}
         self.flags: dict[str, str] = {}
+        self.route_model = "(unknown)"  # set once the request's model resolved to a route
 
     def headers(self) -> dict[str, str]:
         """The x-jevserve-* headers."""
@@ -119,8 +120,8 @@ async def handle(gateway: Gateway, http: HttpRequest, endpoint: str) -> Response
         body = await read_json(http, gateway.config.max_body_bytes)
         return await _handle(flow, http, body)
     except GatewayError as exc:
-        if not exc.recorded:
-            flow.record(exc.status_code, body, str(body.get("model", "?")))
+        # the model label is the resolved route's, never a client-chosen string (bounded metric labels)
+        flow.record(exc.status_code, body, flow.route_model)
         exc.headers = {**flow.headers(), **exc.headers}
         raise
 
@@ -131,6 +132,7 @@ async def _handle(flow: Flow, http: HttpRequest, body: dict[str, Any]) -> Respon
     is_chat = endpoint == "chat"
     (check_chat if is_chat else check_completion)(body)
     route = resolve_route(gateway.config, body["model"])
+    flow.route_model = route.model
     tenant = tenant_of(http)
     if route.rate_limit is not None:
         wait_s = await gateway.store.take_token(
@@ -192,7 +194,15 @@ async def _iterate(events: list[bytes]) -> AsyncIterator[bytes]:
         yield event
 
 
-async def _forward(flow, route, body, report, tenant, is_chat, messages) -> Response:
+async def _forward(
+    flow: Flow,
+    route: RouteConfig,
+    body: dict[str, Any],
+    report: DecisionReport,
+    tenant: str,
+    is_chat: bool,
+    messages: list[dict[str, Any]],
+) -> Response:
     gateway = flow.gateway
     sent = upstream_body(body, report, route.upstream_model or route.model)
     route_verdict = report.verdict("route")
@@ -267,7 +277,9 @@ async def _forward(flow, route, body, report, tenant, is_chat, messages) -> Resp
     return json_response(payload, response.status_code, flow.headers())
 
 
-async def _gate_tool_calls(flow: Flow, route, messages, completion: dict[str, Any]) -> dict[str, Any]:
+async def _gate_tool_calls(
+    flow: Flow, route: RouteConfig, messages: list[dict[str, Any]], completion: dict[str, Any]
+) -> dict[str, Any]:
     gate = next((p for p in policies_for(route) if isinstance(p, ToolGate)), None)
     calls = tool_calls_of(completion)
     if gate is None or not calls:
@@ -281,7 +293,15 @@ async def _gate_tool_calls(flow: Flow, route, messages, completion: dict[str, An
     return apply_tool_verdicts(completion, flow.tool_verdicts)
 
 
-async def _relay_stream(flow, dispatched, route, body, report, tenant, started) -> Response:
+async def _relay_stream(
+    flow: Flow,
+    dispatched: Dispatched,
+    route: RouteConfig,
+    body: dict[str, Any],
+    report: DecisionReport,
+    tenant: str,
+    started: float,
+) -> Response:
     gateway = flow.gateway
     response = dispatched.response
     if response.status_code >= 400:
