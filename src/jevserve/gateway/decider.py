@@ -18,9 +18,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import httpx
 import numpy as np
 
-from jevserve.client import AsyncSystemOne, SystemOneAPIError, SystemOneConnectionError
+from jevserve.client import AsyncSystemOne, RetryPolicy, SystemOneAPIError, SystemOneConnectionError
 from jevserve.decide.base import DecisionBackend, DecisionItem
 from jevserve.decide.batcher import Batcher
 from jevserve.decide.remote import probabilities_from_answer
@@ -108,13 +109,20 @@ class LocalDecider(Decider):
 class RemoteDecider(Decider):
     """Any System One endpoint: one request per distinct state, sent concurrently."""
 
-    def __init__(self, url: str, *, api_key: str | None = None, model: str = "jev-latest", timeout_s: float = 5.0):
-        from jevserve.client import RetryPolicy
-
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        model: str = "jev-latest",
+        timeout_s: float = 5.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self.name = f"remote:{url}"
         self.model = model
         # One quick retry at most: the gateway has its own deadline and fallbacks.
-        self.client = AsyncSystemOne(url, api_key, timeout_s=timeout_s, retry=RetryPolicy(max_retries=1, budget_s=1))
+        retry = RetryPolicy(max_retries=1, budget_s=1)
+        self.client = AsyncSystemOne(url, api_key, timeout_s=timeout_s, retry=retry, transport=transport)
 
     async def _one_state(self, state: str, asks: Sequence[Ask]) -> dict[str, np.ndarray]:
         questions = {f"q{n}": to_wire(a.question) for n, a in enumerate(asks)}
