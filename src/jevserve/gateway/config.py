@@ -52,6 +52,9 @@ class GuardConfig(PolicyConfig):
 
     action: Literal["block", "strip_tools", "flag"] = "block"
     scan_tool_results: bool = True  # also ask about tool results sent back (indirect injection)
+    # also ask about each of the first N sentences of the latest user message (0: off), so an injection cannot
+    # hide behind harmless text around it; see docs/gateway.md for the measured effect
+    max_sentences: int = Field(8, ge=0, le=64)
 
 
 class HarmConfig(PolicyConfig):

@@ -8,6 +8,7 @@ the kind of state the bench tasks (and so the trained readout) use. A longer con
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -88,3 +89,12 @@ def trailing_tool_results(messages: Sequence[Message]) -> list[str]:
             break
         out.append(content_text(message.get("content")))
     return out[::-1]
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def sentences(text: str, limit: int) -> list[str]:
+    """The first `limit` sentences (or lines) of `text`, stripped; [] when it has fewer than two."""
+    parts = [p.strip() for p in _SENTENCE_END.split(text) if p.strip()]
+    return parts[:limit] if len(parts) > 1 else []
