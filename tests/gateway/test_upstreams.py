@@ -231,3 +231,20 @@ def test_metrics_count_requests_and_decisions():
     text = run(_get(app, "/metrics")).text
     assert 'jevserve_gateway_decisions_total{action="block",decision="guard",fell_back="false"} 1.0' in text
     assert 'jevserve_gateway_requests_total{endpoint="chat",model="m",status="400"} 1.0' in text
+
+
+def test_an_unexpected_error_answers_500_in_the_openai_shape_with_its_reason():
+    def broken(request):
+        raise RuntimeError("handler bug")
+
+    app, _, _ = make_app(upstreams={"u": httpx.MockTransport(broken)})
+
+    async def scenario():
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app, raise_app_exceptions=False), base_url="http://gw"
+        ) as c:
+            return await c.post("/v1/chat/completions", json=HI)
+
+    response = run(scenario())
+    assert response.status_code == 500
+    assert "RuntimeError: handler bug" in response.json()["error"]["message"]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from contextlib import asynccontextmanager
 
@@ -19,6 +20,8 @@ from jevserve.gateway.errors import GatewayError
 from jevserve.gateway.proxy import handle, json_response
 from jevserve.gateway.runtime import Gateway, build_gateway
 from jevserve.gateway.store import Store
+
+logger = logging.getLogger("jevserve.gateway")
 
 
 def create_app(
@@ -51,6 +54,18 @@ def create_app(
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
         error = {"message": str(exc.detail), "type": "invalid_request_error", "param": None, "code": None}
         return json_response({"error": error}, exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> Response:
+        # a bug must still answer in the OpenAI shape, with its reason, never as a bare 500 page
+        logger.exception("unexpected error serving %s", request.url.path)
+        error = {
+            "message": f"internal gateway error: {type(exc).__name__}: {exc}",
+            "type": "api_error",
+            "param": None,
+            "code": "internal_error",
+        }
+        return json_response({"error": error}, 500)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
