@@ -7,10 +7,11 @@ Three ways to the same stub upstream (a separate process answering every chat co
                     one call to the embedded decision model in process (all-MiniLM-L6-v2 int8 + trained readout);
                     guard and harm only flag and clarify's threshold is 1.0, so every request reaches the upstream
                     and all three ways do the same upstream work
-Every request carries a different prompt (no embedding cache hits). Added time = gateway percentile minus
-direct percentile at the same concurrency; the gateway's own `x-jevserve-decision-ms` and
+Every measured request carries a different prompt (no embedding cache hits). Added time = gateway percentile
+minus direct percentile at the same concurrency; the gateway's own `x-jevserve-decision-ms` and
 `x-jevserve-overhead-ms` headers are summarised too. Then a soak at concurrency 8 with decisions on, sampling the
-gateway process's RSS every 5 s.
+gateway process's RSS every 5 s; it cycles over `--soak-distinct` prompts so that the embedder's LRU cache stops
+growing and any further RSS growth is the gateway's own.
 
     .venv/bin/python benchmarks/gateway_overhead.py [--requests 300] [--soak-s 120] [--delay-ms 20]
 
@@ -195,9 +196,11 @@ def soak(args, gw_port: int, pid: int) -> dict:
     started = time.monotonic()
     offset = 10_000_000
     num_requests = 0
+    # (prompts(64, k) for k cycling below soak_distinct covers soak_distinct + 63 distinct texts)
     while time.monotonic() - started < args.soak_s:
-        bodies = [body("decide", t) for t in prompts(64, offset)]
-        offset += 64
+        # prompts cycle over --soak-distinct texts, so the embedder's LRU cache stops growing and any further
+        # growth of RSS is the gateway's own
+        bodies = [body("decide", t) for t in prompts(64, offset + num_requests % args.soak_distinct)]
         asyncio.run(load(gw_port, "/v1/chat/completions", bodies, 8))
         num_requests += 64
         if not samples or time.monotonic() - samples[-1]["t_s"] - started >= 5:
@@ -206,6 +209,7 @@ def soak(args, gw_port: int, pid: int) -> dict:
     return {
         "duration_s": args.soak_s,
         "concurrency": 8,
+        "distinct_prompts": args.soak_distinct,
         "num_requests": num_requests,
         "samples": samples,
         "rss_first_mb": samples[0]["rss_mb"],
@@ -219,6 +223,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds; each figure is the median over rounds")
     parser.add_argument("--delay-ms", type=float, default=20.0, help="stub upstream's fixed reply time")
     parser.add_argument("--soak-s", type=float, default=120.0, help="soak duration with decisions on (0: skip)")
+    parser.add_argument("--soak-distinct", type=int, default=2000, help="distinct prompts the soak cycles over")
     parser.add_argument("--out", type=Path, default=RESULT)
     args = parser.parse_args()
     stub_port, gw_port = free_port(), free_port()
@@ -265,6 +270,7 @@ def main() -> int:
         "rounds": args.rounds,
         "delay_ms": args.delay_ms,
         "soak_s": args.soak_s,
+        "soak_distinct": args.soak_distinct,
         "decisions_on": ["guard", "harm", "clarify", "priority"],
     }
     results["machine"] = {
