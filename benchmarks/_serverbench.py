@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -56,9 +57,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class Served:
+    """A server subprocess: its port and process id."""
+
+    port: int
+    pid: int
+
+
 @contextmanager
-def serve(model: str, *args: str, env: dict | None = None, start_timeout_s: float = 300) -> Iterator[int]:
-    """`jevserve serve MODEL ARGS` in a subprocess on a free port; yields the port once it accepts connections."""
+def serve(model: str, *args: str, env: dict | None = None, start_timeout_s: float = 300) -> Iterator[Served]:
+    """`jevserve serve MODEL ARGS` in a subprocess on a free port; yields it once it accepts connections."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "jevserve.cli", "serve", model, "--port", str(port), *args],
@@ -77,7 +86,7 @@ def serve(model: str, *args: str, env: dict | None = None, start_timeout_s: floa
                 if proc.poll() is not None or time.time() > deadline:
                     raise SystemExit(f"server did not start: {proc.stderr.read()}") from None
                 time.sleep(0.2)
-        yield port
+        yield Served(port, proc.pid)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -119,3 +128,11 @@ def kept_sections(path: Path = DOC) -> str:
         return ""
     found = re.finditer(r"<!-- section:(\S+) -->.*?<!-- /section:\1 -->", path.read_text(), re.S)
     return "\n\n".join(m.group(0) for m in found)
+
+
+def rss_mib(pid: int) -> float:
+    """Resident set size of a process, from /proc (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")

@@ -15,11 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).parent))
 from _serverbench import busy_process, machine, pct_ms, replace_section, uptime, write_result
-
 from jevserve.decide.embedder import Embedder
 
 SETTINGS = [(1, False), (2, False), (2, True)]  # (intra-op threads, spinning); one thread never spins

@@ -1,6 +1,7 @@
 """The micro-batcher with a deterministic fake backend (no model, no HTTP)."""
 
 import asyncio
+import time
 
 import pytest
 
@@ -238,6 +239,28 @@ def test_worker_waits_for_requests_already_arriving():
         return backend.batches
 
     assert asyncio.run(scenario()) == [2]
+
+
+class PerItemBackend(FakeBackend):
+    """Takes 5 ms per question, like a backend that runs each sequence on its own."""
+
+    def decide(self, items):
+        time.sleep(0.005 * len(items))
+        return super().decide(items)
+
+
+def test_a_time_budget_cuts_batches_to_what_the_backend_answers_in_about_that_time():
+    async def scenario():
+        backend = PerItemBackend()
+        batcher = Batcher(backend, max_batch=64, max_wait_ms=0, max_chunk_ms=20)
+        result = await batcher.submit(items("big", 100))
+        await batcher.close()
+        return backend.batches, len(result)
+
+    batches, answered = asyncio.run(scenario())
+    assert answered == 100 and sum(batches) == 100
+    # the first batch is not cut (nothing measured yet); after it every question takes >= 5 ms: 20 ms hold 4
+    assert len(batches) > 10 and max(batches[1:]) <= 4
 
 
 def test_invalid_limits_are_refused():

@@ -9,6 +9,9 @@ Fairness: a request larger than `max_batch` is run in chunks of at most `max_bat
 filled from the requests that have been served least so far (ties: first come, first served). A batch never mixes
 requests not yet started with the continuation of started ones, so a new request waits for at most the chunk that
 is running, whatever large requests are queued (least-attained-service scheduling, round-robin among equals).
+With `max_chunk_ms`, a batch is also cut to the number of questions the backend answers in about that time (by
+the measured time per question), so "one chunk" is short even when `max_batch` is large; a backend that batches
+well (a GPU) has a small time per question and keeps its large batches.
 
 Back-pressure: a request is refused with OverloadedError (429 + Retry-After) when the work that would run before it
 finishes, `n + sum(min(remaining_j, n))` over queued requests j for a request of n questions, is over `max_queue`;
@@ -70,17 +73,20 @@ class Batcher:
         max_batch: int = 64,
         max_wait_ms: float = 2.0,
         max_queue: int = 2048,
+        max_chunk_ms: float | None = None,
         on_batch: BatchObserver | None = None,
         arriving: Callable[[], int] = lambda: 0,
     ) -> None:
-        if max_batch < 1 or max_queue < 1 or max_wait_ms < 0:
+        if max_batch < 1 or max_queue < 1 or max_wait_ms < 0 or (max_chunk_ms is not None and max_chunk_ms <= 0):
             raise ValueError(
-                f"need max_batch >= 1, max_queue >= 1, max_wait_ms >= 0; got {max_batch}, {max_queue}, {max_wait_ms}"
+                f"need max_batch >= 1, max_queue >= 1, max_wait_ms >= 0, max_chunk_ms > 0 or None; got {max_batch}, "
+                f"{max_queue}, {max_wait_ms}, {max_chunk_ms}"
             )
         self.backend = backend
         self.max_batch = max_batch
         self.max_wait_s = max_wait_ms / 1000.0
         self.max_queue = max_queue
+        self.max_chunk_s = None if max_chunk_ms is None else max_chunk_ms / 1000.0
         self.on_batch = on_batch
         self.arriving = arriving  # how many requests were received but not yet submitted (told by the server)
         self._jobs: list[_Job] = []
@@ -90,7 +96,8 @@ class Batcher:
         self._wakeup: asyncio.Event | None = None
         self._worker: asyncio.Task | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decide")
-        self._seconds_per_item = 0.01  # running estimate, for Retry-After
+        self._seconds_per_item = 0.01  # running estimate, for Retry-After and the time budget
+        self._measured = False  # no time budget before the first batch has been timed
 
     @property
     def queue_depth(self) -> int:
@@ -119,6 +126,16 @@ class Batcher:
         if aclose is not None:  # a concurrent backend's connection pool belongs to this event loop
             await aclose()
 
+    def check_room(self, num_items: int) -> None:
+        """Raise OverloadedError now if a request of `num_items` questions would be refused (before preparing it)."""
+        if getattr(self.backend, "concurrent", False):
+            if self._in_flight > 0 and self._in_flight + num_items > self.max_queue:
+                self._refuse(self._in_flight)
+            return
+        ahead = sum(min(job.remaining, num_items) for job in self._jobs)
+        if ahead > 0 and ahead + num_items > self.max_queue:
+            self._refuse(ahead)
+
     async def submit(self, items: Sequence[DecisionItem]) -> list[np.ndarray]:
         """Queue `items` and wait for their probabilities; raises OverloadedError when the queue is full."""
         return (await self.decide(items)).probabilities
@@ -129,9 +146,7 @@ class Batcher:
             return await self._decide_concurrently(items)
         if self._worker is None:
             self.start()
-        ahead = sum(min(job.remaining, len(items)) for job in self._jobs)
-        if ahead > 0 and ahead + len(items) > self.max_queue:
-            self._refuse(ahead)
+        self.check_room(len(items))
         if not items:
             return Decisions([])
         job = _Job(items, asyncio.get_running_loop().create_future(), next(self._seq), results=[None] * len(items))
@@ -149,8 +164,7 @@ class Batcher:
         )
 
     async def _decide_concurrently(self, items: Sequence[DecisionItem]) -> Decisions:
-        if self._in_flight > 0 and self._in_flight + len(items) > self.max_queue:
-            self._refuse(self._in_flight)
+        self.check_room(len(items))
         self._in_flight += len(items)
         started = time.perf_counter()
         try:
@@ -197,6 +211,8 @@ class Batcher:
         self._drop_cancelled()
         chunks: list[_Chunk] = []
         budget = self.max_batch
+        if self.max_chunk_s is not None and self._measured:
+            budget = max(1, min(budget, int(self.max_chunk_s / self._seconds_per_item)))
         for job in sorted(self._jobs, key=lambda j: (j.taken, j.seq)):
             if budget == 0 or (chunks and chunks[0].start == 0 and job.taken > 0):
                 break  # full, or new requests are in this batch and this one has started: it waits one batch
@@ -226,7 +242,9 @@ class Batcher:
                     await self._execute(loop, [chunk])
             return
         elapsed = time.perf_counter() - started
-        self._seconds_per_item = 0.8 * self._seconds_per_item + 0.2 * (elapsed / max(1, len(items)))
+        per_item = elapsed / max(1, len(items))
+        self._seconds_per_item = 0.5 * (self._seconds_per_item + per_item) if self._measured else per_item
+        self._measured = True
         if self.on_batch is not None:
             self.on_batch(len(items), elapsed)
         offset = 0

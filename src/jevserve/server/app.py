@@ -26,12 +26,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from jevserve.decide.base import DecisionBackend, DecisionItem, InputTooLongError
+from jevserve.decide.base import DecisionBackend, DecisionItem, Decisions, InputTooLongError
 from jevserve.decide.batcher import Batcher
 from jevserve.protocol import (
     AuthenticationError,
     InvalidProbabilitiesError,
     PayloadTooLargeError,
+    Question,
     SystemOneError,
     SystemOneRequest,
     UnknownModelError,
@@ -59,6 +60,7 @@ class ServerSettings:
     max_batch: int = 64  # questions per forward batch
     max_queue: int = 2048  # questions waiting before 429
     max_wait_ms: float = 2.0  # longest wait for requests already arriving before a batch starts
+    max_chunk_ms: float | None = 25.0  # a batch holds what the backend answers in about this time (None: max_batch)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_questions: int = DEFAULT_MAX_QUESTIONS  # questions per request (413 above)
     max_options: int = DEFAULT_MAX_OPTIONS  # options per request, all questions together (413 above)
@@ -101,9 +103,13 @@ class ServerState:
         return concrete, served
 
 
-def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+def _encode(payload: Any) -> bytes:
     # allow_nan=False: a NaN must fail loudly here rather than reach a client as invalid JSON.
-    body = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+    return json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    body = payload if isinstance(payload, bytes) else _encode(payload)
     return Response(body, status_code=status, media_type="application/json", headers=headers)
 
 
@@ -130,18 +136,25 @@ async def _until_disconnect(request: Request) -> None:
         pass
 
 
-def _check_caps(settings: ServerSettings, items: Sequence[DecisionItem]) -> None:
-    if len(items) > settings.max_questions:
+def _check_caps(settings: ServerSettings, questions: Sequence[Question]) -> None:
+    if len(questions) > settings.max_questions:
         raise PayloadTooLargeError(
-            f"request has {len(items)} questions; this server accepts at most {settings.max_questions} per request "
+            f"request has {len(questions)} questions; this server accepts at most {settings.max_questions} per request "
             "(--max-questions); split it into several requests"
         )
-    options = sum(item.question.num_options for item in items)
+    options = sum(2 if q.type == "noul" else len(q.criteria) for q in questions)
     if options > settings.max_options:
         raise PayloadTooLargeError(
             f"request has {options} options over its questions; this server accepts at most {settings.max_options} "
             "per request (--max-options); split it into several requests"
         )
+
+
+OFFLOAD_BYTES = 64 * 1024  # bodies larger than this are parsed and answered off the event loop
+
+
+async def _maybe_thread(offload: bool, fn: Any, *args: Any) -> Any:
+    return await asyncio.to_thread(fn, *args) if offload else fn(*args)
 
 
 class ClientGone(Exception):
@@ -174,6 +187,7 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
             max_batch=settings.max_batch,
             max_wait_ms=settings.max_wait_ms,
             max_queue=settings.max_queue,
+            max_chunk_ms=settings.max_chunk_ms,
             on_batch=metrics.batch_observer(name),
             arriving=lambda: state.num_arriving,
         )
@@ -213,6 +227,37 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
         log.info("499 POST %s: client disconnected %s", ROUTE, where)
         return Response(status_code=499)
 
+    def prepare(body: bytes) -> tuple[SystemOneRequest, str, ServedModel, list[DecisionItem]]:
+        # Parse and check a body: ValidationError (422) or SystemOneError (404, 413) for bad input.
+        parsed = SystemOneRequest.model_validate_json(body)
+        name, served = state.resolve(parsed.model)
+        _check_caps(settings, list(parsed.questions.values()))
+        served.batcher.check_room(len(parsed.questions))  # refuse (429) before the work of preparing the items
+        state_text = render_text(parsed.state)
+        items = [DecisionItem(state_text, to_decision(q)) for q in parsed.questions.values()]
+        try:
+            served.backend.check(items)
+        except InputTooLongError as exc:
+            raise PayloadTooLargeError(str(exc)) from exc
+        return parsed, name, served, items
+
+    def finish(
+        parsed: SystemOneRequest, name: str, served: ServedModel, items: list[DecisionItem], decided: Decisions
+    ) -> bytes:
+        # The encoded 200 payload; InvalidProbabilitiesError when the backend's vectors are not distributions.
+        answers = {}
+        for (qid, question), probs in zip(parsed.questions.items(), decided.probabilities, strict=True):
+            try:
+                answers[qid] = build_answer(question, probs)
+            except InvalidProbabilitiesError as exc:
+                raise InvalidProbabilitiesError(f"question {qid!r}: {exc}") from exc
+        for question in parsed.questions.values():
+            metrics.questions.labels(type=question.type).inc()
+        tokens = decided.input_tokens
+        if tokens is None:
+            tokens = served.backend.count_tokens(items)
+        return _encode({"model": name, "answers": answers, "usage": {"input_tokens": int(tokens), "output_tokens": 0}})
+
     async def systemone(request: Request) -> Response:
         started = time.perf_counter()
         state.num_arriving += 1
@@ -223,22 +268,16 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
                 body = await read_body(request, settings.max_body_bytes)
             except ClientDisconnect:
                 return client_left("while sending its body")
+            # A large body is parsed, and its answer built, in a worker thread: the event loop keeps reading and
+            # answering small requests meanwhile (parsing 3,000 questions takes ~100 ms of pure Python).
+            offload = len(body) > OFFLOAD_BYTES
             try:
-                parsed = SystemOneRequest.model_validate_json(body)
+                parsed, name, served, items = await _maybe_thread(offload, prepare, body)
             except ValidationError as exc:
                 metrics.errors.labels(error_type="validation_error").inc()
                 metrics.requests.labels(route=ROUTE, status="422").inc()
                 errors = exc.errors(include_url=False, include_context=False, include_input=False)
                 return _json(validation_body(errors), 422)
-            name, served = state.resolve(parsed.model)
-            state_text = render_text(parsed.state)
-            questions = list(parsed.questions.values())
-            items = [DecisionItem(state_text, to_decision(q)) for q in questions]
-            _check_caps(settings, items)
-            try:
-                served.backend.check(items)
-            except InputTooLongError as exc:
-                raise PayloadTooLargeError(str(exc)) from exc
             state.num_arriving -= 1
             submitted = True
             work = asyncio.ensure_future(served.batcher.decide(items))
@@ -246,22 +285,14 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
                 decided = await _answer_or_disconnect(request, work)
             except ClientGone:
                 return client_left("while its questions were queued or running")
-            answers = {}
             try:
-                for qid, question, probs in zip(parsed.questions, questions, decided.probabilities, strict=True):
-                    answers[qid] = build_answer(question, probs)
-            except (InvalidProbabilitiesError, ValueError) as exc:
-                log.error("model %s returned an invalid answer (question %r): %s", name, qid, exc)
+                payload = await _maybe_thread(offload, finish, parsed, name, served, items, decided)
+            except InvalidProbabilitiesError as exc:
+                log.error("model %s returned an invalid answer: %s", name, exc)
                 metrics.errors.labels(error_type="internal_error").inc()
                 metrics.requests.labels(route=ROUTE, status="500").inc()
                 message = f"internal error: model {name} returned an invalid probability vector ({exc})"
                 return _json(error_body("internal_error", message), 500)
-            for question in questions:
-                metrics.questions.labels(type=question.type).inc()
-            tokens = decided.input_tokens
-            if tokens is None:
-                tokens = served.backend.count_tokens(items)
-            payload = {"model": name, "answers": answers, "usage": {"input_tokens": int(tokens), "output_tokens": 0}}
             metrics.requests.labels(route=ROUTE, status="200").inc()
             metrics.latency.observe(time.perf_counter() - started)
             return _json(payload, headers={"x-typesafe-request-id": uuid.uuid4().hex})

@@ -33,6 +33,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=2.0,
         help="longest wait for already-arriving requests before a batch starts (default: 2)",
     )
+    p.add_argument(
+        "--max-chunk-ms",
+        type=float,
+        default=25.0,
+        help="cut batches to what the model answers in about this time, so a large request yields to new ones "
+        "quickly; 0 turns it off (default: 25)",
+    )
     p.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024, help="request size limit (413 above)")
     p.add_argument(
         "--max-questions",
@@ -97,6 +104,7 @@ def run_serve(args: argparse.Namespace) -> int:
         max_batch=args.max_batch,
         max_queue=args.max_queue,
         max_wait_ms=args.max_wait_ms,
+        max_chunk_ms=args.max_chunk_ms or None,
         max_body_bytes=args.max_body_bytes,
         max_questions=args.max_questions,
         max_options=args.max_options,
