@@ -1,10 +1,11 @@
 """The decision server with and without one competing busy process: c=1 latency and c=32 throughput.
 
-`jevserve serve embedded` in a subprocess, 1-question requests (a 3-option choice) about new ~100-token states over
+`jevserve serve embedded` in a subprocess, 1-question requests (a 3-option choice) about new ~140-token states over
 keep-alive connections (`_httpload.py`), at concurrency 1 and 32. Each round measures the server "quiet" (the
 machine as it is) and then "busy": while this script runs one extra process that spins a core
-(`python -c "while True: pass"`). Two thread settings are compared: the defaults (2 intra-op threads, spinning
-off) and onnxruntime's own default of spinning workers (`JEVSERVE_SPINNING=1`). Targets (issue #16): busy c=1 p50
+(`python -c "while True: pass"`). Three thread settings are compared: the defaults (2 intra-op threads, spinning
+off), one intra-op thread (`JEVSERVE_INTRA_OP_THREADS=1`) and onnxruntime's own default of spinning workers
+(`JEVSERVE_SPINNING=1`). Targets (issue #16): busy c=1 p50
 within 2 × quiet, busy c=32 throughput at least 0.6 × quiet.
 
 Writes benchmarks/results/competing_load.json and a section of docs/benchmarks.md.
@@ -31,7 +32,11 @@ QUESTION = {
     "instructions": "Which team should handle this request?",
     "criteria": {"Engineering": "code, bugs, systems", "Writing": "essays, emails, stories", "Other": None},
 }
-SETTINGS = {"default (spinning off)": {}, "spinning on": {"JEVSERVE_SPINNING": "1"}}
+SETTINGS = {
+    "2 threads, spinning off (default)": {},
+    "1 thread": {"JEVSERVE_INTRA_OP_THREADS": "1"},
+    "2 threads, spinning on": {"JEVSERVE_SPINNING": "1"},
+}
 WORDS = ["refund", "invoice", "latency", "server", "crash", "billing", "shipping", "urgent", "database", "token"]
 _fresh = itertools.count()
 
@@ -96,7 +101,7 @@ def main() -> None:
         "competing_load",
         f"""## The server beside a competing busy process
 
-`jevserve serve embedded`; 1-question requests about new ~100-token states; c=1 ({args.requests} requests) and
+`jevserve serve embedded`; 1-question requests about new ~140-token states; c=1 ({args.requests} requests) and
 c=32 ({args.requests * 2}). "busy": this script runs one extra process spinning a core while it measures. Medians
 over {args.rounds} rounds, a fresh server per round and setting. Measured {result["machine"]["when"]}; `uptime`
 before: `{result["machine"]["uptime_before"]}`; after: `{result["uptime_after"]}` — the machine is shared with

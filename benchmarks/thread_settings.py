@@ -1,6 +1,6 @@
 """onnxruntime thread settings of the embedded encoder, quiet and with one competing busy process.
 
-For each setting (intra-op threads 1 or 2; spinning on or off) the bare int8 forward pass of one 100-token state
+For each setting (intra-op threads 1 or 2; spinning on or off) the bare int8 forward pass of one ~140-token state
 (cache off) is timed, first on the machine as it is, then while this script runs one extra process that spins a
 core (`python -c "while True: pass"`). Settings and loads are interleaved over rounds; medians are reported.
 

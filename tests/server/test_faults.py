@@ -144,3 +144,19 @@ def test_the_proxys_timeout_is_below_the_sdks():
 def test_a_remote_spec_that_is_not_an_http_url_fails_at_startup(spec):
     with pytest.raises((UnknownSpecError, ValueError), match="not an http"):
         load_backends(spec, BackendOptions())
+
+
+def test_the_per_upstream_in_flight_limit_holds_and_every_request_is_still_answered(upstream):
+    url, counters = upstream
+    counters.peak_in_flight = 0
+    with running_server(create_app([RemoteBackend(url, timeout_s=10, max_in_flight=2)])) as p:
+
+        async def scenario():
+            async with httpx.AsyncClient(base_url=p, timeout=30) as c:
+                return await asyncio.gather(
+                    *(c.post("/v1/systemone", json=ticket_body(state=f"mode:slow limited {i}")) for i in range(6))
+                )
+
+        replies = asyncio.run(scenario())
+    assert [r.status_code for r in replies] == [200] * 6
+    assert counters.peak_in_flight == 2
