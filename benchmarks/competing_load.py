@@ -108,7 +108,7 @@ before: `{result["machine"]["uptime_before"]}`; after: `{result["uptime_after"]}
 other jobs, so "quiet" already competes with them. Command: `{result["command"]}`
 (results: `benchmarks/results/competing_load.json`).
 
-| threads setting | quiet c=1 p50 ms | busy c=1 p50 ms | busy / quiet (target ≤ 2) | quiet c=32 decisions/s | \\
+| threads setting | quiet c=1 p50 ms | busy c=1 p50 ms | busy / quiet (target ≤ 2) | quiet c=32 decisions/s | \
 busy c=32 decisions/s | busy / quiet (target ≥ 0.6) |
 |---|---|---|---|---|---|---|
 {chr(10).join(lines)}

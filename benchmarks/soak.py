@@ -4,7 +4,8 @@
 unloaded p99). Then for `--duration-s` (10 minutes is the target): `--rate` requests per second, open loop, in a
 fixed cycle of 20: 12 valid 1-question requests (new state each), 2 invalid JSON (422), 2 schema errors (422),
 1 unknown model (404), 1 wrong media type (415), 1 body over the size limit (413) and 1 client that disconnects
-mid-upload (499); plus a 3,000-question request every `--big-every-s`. The server's RSS is read every 5 s.
+mid-upload (the script records these as "499" itself; the server's own count is read from /metrics at the end);
+plus a 3,000-question request every `--big-every-s`. The server's RSS is read every 5 s.
 
 Checked: no 5xx; every malformed request gets its 4xx; small requests' p99 within 5 × unloaded p99 (issue #16);
 RSS bounded (first, max and last sample, and the growth over the second half).
@@ -113,9 +114,22 @@ async def soak(port: int, pid: int, duration_s: float, rate: float, big_every_s:
         await asyncio.gather(sample_rss(), fixed_rate(), big())
         rss.append((time.perf_counter() - started, rss_mib(pid)))
         done = await asyncio.gather(*tasks, return_exceptions=True)
+        metrics = (await client.get("/metrics")).text
     outcomes = [d for d in done if not isinstance(d, BaseException)]
     errors = [repr(d) for d in done if isinstance(d, BaseException)]
-    return {"alone": alone, "outcomes": outcomes, "client_errors": errors, "rss": rss}
+    server_side = {
+        "client_disconnects_total": _metric(metrics, "jevserve_client_disconnects_total"),
+        "requests_499": _metric(metrics, 'jevserve_requests_total{route="/v1/systemone",status="499"}'),
+        "errors_internal": _metric(metrics, 'jevserve_errors_total{error_type="internal_error"}'),
+    }
+    return {"alone": alone, "outcomes": outcomes, "client_errors": errors, "rss": rss, "server_side": server_side}
+
+
+def _metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return 0.0
 
 
 def main() -> None:
@@ -150,6 +164,7 @@ def main() -> None:
             "unexpected_statuses": wrong,
             "server_errors_5xx": server_errors,
             "client_errors": raw["client_errors"][:20],
+            "server_metrics": raw["server_side"],
             "small_alone": alone,
             "small_under_load": loaded,
             "p99_over_unloaded_p99": loaded["p99_ms"] / alone["p99_ms"],
@@ -163,7 +178,7 @@ def main() -> None:
         }
     )
     write_result("soak", result)
-    ratio, rss = result["p99_over_unloaded_p99"], result["rss_mib"]
+    ratio, rss, side = result["p99_over_unloaded_p99"], result["rss_mib"], raw["server_side"]
     status_text = ", ".join(f"{k}: {n}" for k, n in sorted(statuses.items()))
     replace_section(
         "soak",
@@ -180,6 +195,8 @@ client leaving mid-upload; plus a 3,000-question request every {args.big_every_s
 |---|---|
 | responses (kind status: count) | {status_text} |
 | 5xx responses / malformed requests with an unexpected status | {server_errors} / {sum(wrong.values())} |
+| the server's own count: client disconnects / 499s / internal errors | \
+{side["client_disconnects_total"]:.0f} / {side["requests_499"]:.0f} / {side["errors_internal"]:.0f} |
 | 1-question p99 unloaded / under the soak (n = {loaded["n"]}) | {alone["p99_ms"]:.1f} / {loaded["p99_ms"]:.1f} ms |
 | p99 under the soak / unloaded p99 (target < 5) | {ratio:.2f} ({"met" if ratio < 5 else "not met"}) |
 | server RSS first / max / last sample | {rss["first"]:.0f} / {rss["max"]:.0f} / {rss["last"]:.0f} MiB |

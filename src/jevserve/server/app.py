@@ -232,7 +232,9 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
         parsed = SystemOneRequest.model_validate_json(body)
         name, served = state.resolve(parsed.model)
         _check_caps(settings, list(parsed.questions.values()))
-        served.batcher.check_room(len(parsed.questions))  # refuse (429) before the work of preparing the items
+        # Refuse (429) before the work of preparing the items; advisory when run in a worker thread (it only reads
+        # the queue), and checked again on the event loop when the items are submitted.
+        served.batcher.check_room(len(parsed.questions))
         state_text = render_text(parsed.state)
         items = [DecisionItem(state_text, to_decision(q)) for q in parsed.questions.values()]
         try:
