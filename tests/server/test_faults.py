@@ -146,10 +146,12 @@ def test_a_remote_spec_that_is_not_an_http_url_fails_at_startup(spec):
         load_backends(spec, BackendOptions())
 
 
-def test_the_per_upstream_in_flight_limit_holds_and_every_request_is_still_answered(upstream):
-    url, counters = upstream
-    counters.peak_in_flight = 0
-    with running_server(create_app([RemoteBackend(url, timeout_s=10, max_in_flight=2)])) as p:
+def test_the_per_upstream_in_flight_limit_holds_and_every_request_is_still_answered():
+    # A fresh upstream: the shared one may still hold the hung request of another test.
+    with (
+        fake_upstream() as (url, counters),
+        running_server(create_app([RemoteBackend(url, timeout_s=10, max_in_flight=2)])) as p,
+    ):
 
         async def scenario():
             async with httpx.AsyncClient(base_url=p, timeout=30) as c:
