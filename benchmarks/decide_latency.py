@@ -345,7 +345,10 @@ def write_markdown(result: dict, path: Path) -> None:
                 f"{run['bare_p50_ms']:.2f} | {run['server_c1_p50_ms']:.2f} | {run['overhead_ms']:.2f} | "
                 f"{run['c32_ratio']:.2f} |"
             )
-    path.write_text("\n".join(lines) + "\n")
+    from _serverbench import kept_sections  # the server benchmarks' sections live in the same file
+
+    kept = kept_sections(path)
+    path.write_text("\n".join(lines) + "\n" + ("\n" + kept + "\n" if kept else ""))
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
 """The micro-batcher with a deterministic fake backend (no model, no HTTP)."""
 
 import asyncio
+import time
 
 import pytest
 
@@ -41,7 +42,7 @@ def test_requests_queued_during_a_batch_form_the_next_batch_together():
     assert asyncio.run(scenario()) == [1, 10]
 
 
-def test_batches_never_exceed_max_batch_but_a_large_job_is_not_split():
+def test_a_request_larger_than_max_batch_runs_in_chunks_of_at_most_max_batch():
     async def scenario():
         backend = FakeBackend()
         batcher = Batcher(backend, max_batch=4, max_wait_ms=0)
@@ -52,11 +53,62 @@ def test_batches_never_exceed_max_batch_but_a_large_job_is_not_split():
         big = asyncio.ensure_future(batcher.submit(items("big", 9)))
         await until(lambda: batcher.queue_depth == 18)
         backend.release.set()
-        await asyncio.gather(blocker, *jobs, big)
+        results = await asyncio.gather(blocker, *jobs, big)
         await batcher.close()
-        return backend.batches
+        return backend.batches, [len(r) for r in results]
 
-    assert asyncio.run(scenario()) == [1, 3, 3, 3, 9]
+    batches, sizes = asyncio.run(scenario())
+    assert max(batches) <= 4 and sum(batches) == 19
+    assert sizes == [1, 3, 3, 3, 9]
+
+
+def test_a_small_request_waits_for_one_chunk_not_for_a_large_request():
+    async def scenario():
+        backend = FakeBackend()
+        batcher = Batcher(backend, max_batch=4, max_wait_ms=0)
+        backend.release.clear()
+        big = asyncio.ensure_future(batcher.submit(items("big", 40)))
+        await until(lambda: backend.num_started == 1)  # the first chunk of the large request is running
+        small = asyncio.ensure_future(batcher.submit(items("small")))
+        await until(lambda: batcher.queue_depth == 37)
+        backend.release.set()
+        await asyncio.gather(big, small)
+        await batcher.close()
+        return backend.seen_states
+
+    seen = asyncio.run(scenario())
+    # the small request is the whole second batch: it neither waits behind nor shares a batch with the large one
+    assert seen[:5] == [f"big #{i}" for i in range(4)] + ["small #0"]
+
+
+def test_chunked_answers_equal_unchunked_answers():
+    async def scenario(max_batch: int):
+        batcher = Batcher(FakeBackend(), max_batch=max_batch, max_wait_ms=0)
+        out = await batcher.submit(items("x", 50))
+        await batcher.close()
+        return out
+
+    whole, chunked = asyncio.run(scenario(64)), asyncio.run(scenario(7))
+    assert all((a == b).all() for a, b in zip(whole, chunked, strict=True))
+
+
+def test_new_requests_go_before_the_continuation_of_started_ones_and_large_ones_share_turns():
+    async def scenario():
+        backend = FakeBackend()
+        batcher = Batcher(backend, max_batch=4, max_wait_ms=0, max_queue=100)
+        backend.release.clear()
+        first = asyncio.ensure_future(batcher.submit(items("A", 12)))
+        await until(lambda: backend.num_started == 1)
+        second = asyncio.ensure_future(batcher.submit(items("B", 8)))
+        await until(lambda: batcher.queue_depth == 16)
+        backend.release.set()
+        await asyncio.gather(first, second)
+        await batcher.close()
+        return [s.split(" ")[0] for s in backend.seen_states]
+
+    order = asyncio.run(scenario())
+    # A's first chunk runs; B (new) goes next; then whoever was served least: B and A alternate until B is done
+    assert order == ["A"] * 4 + ["B"] * 4 + ["A"] * 4 + ["B"] * 4 + ["A"] * 4
 
 
 def test_results_are_the_same_alone_or_batched():
@@ -87,7 +139,7 @@ def test_full_queue_raises_overloaded_with_retry_after():
         queued = asyncio.ensure_future(batcher.submit(items("q", 3)))
         await until(lambda: batcher.queue_depth == 3)
         with pytest.raises(OverloadedError) as info:
-            await batcher.submit(items("over", 2))
+            await batcher.submit(items("over", 3))  # 3 + min(3, 3) ahead > 4
         backend.release.set()
         await asyncio.gather(blocker, queued)
         await batcher.close()
@@ -95,6 +147,39 @@ def test_full_queue_raises_overloaded_with_retry_after():
 
     err = asyncio.run(scenario())
     assert err.status_code == 429 and int(err.headers["Retry-After"]) >= 1
+
+
+def test_a_small_request_is_admitted_while_a_large_one_fills_the_queue_but_a_second_large_one_is_not():
+    async def scenario():
+        backend = FakeBackend()
+        batcher = Batcher(backend, max_batch=4, max_wait_ms=0, max_queue=20)
+        backend.release.clear()
+        big = asyncio.ensure_future(batcher.submit(items("big", 30)))
+        await until(lambda: backend.num_started == 1)
+        small = asyncio.ensure_future(batcher.submit(items("small", 2)))
+        await until(lambda: batcher.queue_depth == 28)
+        with pytest.raises(OverloadedError):
+            await batcher.submit(items("big2", 30))
+        backend.release.set()
+        return [len(r) for r in await asyncio.gather(big, small)]
+
+    assert asyncio.run(scenario()) == [30, 2]
+
+
+def test_a_failing_chunk_fails_only_its_request_and_its_remaining_chunks_are_never_computed():
+    async def scenario():
+        backend = FakeBackend(fail_on="BAD")
+        batcher = Batcher(backend, max_batch=2, max_wait_ms=0)
+        bad_items = items("ok", 1) + items("BAD", 1) + items("later", 4)
+        outcome = await asyncio.gather(
+            batcher.submit(bad_items), batcher.submit(items("good", 3)), return_exceptions=True
+        )
+        await batcher.close()
+        return outcome, backend.seen_states
+
+    (bad, good), seen = asyncio.run(scenario())
+    assert isinstance(bad, RuntimeError) and len(good) == 3
+    assert not any(s.startswith("later") for s in seen)
 
 
 def test_cancelled_submission_is_never_computed_and_harms_nobody():
@@ -154,6 +239,28 @@ def test_worker_waits_for_requests_already_arriving():
         return backend.batches
 
     assert asyncio.run(scenario()) == [2]
+
+
+class PerItemBackend(FakeBackend):
+    """Takes 5 ms per question, like a backend that runs each sequence on its own."""
+
+    def decide(self, items):
+        time.sleep(0.005 * len(items))
+        return super().decide(items)
+
+
+def test_a_time_budget_cuts_batches_to_what_the_backend_answers_in_about_that_time():
+    async def scenario():
+        backend = PerItemBackend()
+        batcher = Batcher(backend, max_batch=64, max_wait_ms=0, max_chunk_ms=20)
+        result = await batcher.submit(items("big", 100))
+        await batcher.close()
+        return backend.batches, len(result)
+
+    batches, answered = asyncio.run(scenario())
+    assert answered == 100 and sum(batches) == 100
+    # the first batch is not cut (nothing measured yet); after it every question takes >= 5 ms: 20 ms hold 4
+    assert len(batches) > 10 and max(batches[1:]) <= 4
 
 
 def test_invalid_limits_are_refused():

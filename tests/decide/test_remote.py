@@ -37,13 +37,14 @@ def test_items_about_one_state_go_upstream_in_one_request():
     assert len(probs) == 6 and upstream_backend.batches == [3, 3]
 
 
-def test_upstream_key_is_sent_and_a_wrong_one_is_passed_on_as_401():
+def test_upstream_key_is_sent_and_a_wrong_one_is_a_502_about_the_proxys_key_not_a_401_to_the_client():
     with running_server(create_app([FakeBackend()], ServerSettings(api_key="upstream-key"))) as upstream:
         with TestClient(create_app([RemoteBackend(upstream, api_key="upstream-key")])) as good:
             assert good.post("/v1/systemone", json=ticket_body()).status_code == 200
         with TestClient(create_app([RemoteBackend(upstream, api_key="wrong")])) as bad:
             r = bad.post("/v1/systemone", json=ticket_body())
-    assert r.status_code == 401 and r.json()["detail"]["error_type"] == "authentication_error"
+    assert r.status_code == 502 and r.json()["detail"]["error_type"] == "internal_error"
+    assert "--remote-key-env" in r.json()["detail"]["message"]
 
 
 def test_unreachable_upstream_is_502_with_error_shape():
@@ -51,7 +52,6 @@ def test_unreachable_upstream_is_502_with_error_shape():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     backend = RemoteBackend(f"http://127.0.0.1:{port}", timeout_s=2)
-    backend.client.retry = backend.client.retry.__class__(max_retries=0)
     with TestClient(create_app([backend])) as proxy:
         r = proxy.post("/v1/systemone", json=ticket_body())
     assert r.status_code == 502 and r.json()["detail"]["error_type"] == "internal_error"

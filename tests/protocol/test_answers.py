@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from jevserve.protocol import SystemOneRequest, SystemOneResponse, build_answer, normalise
+from jevserve.protocol import InvalidProbabilitiesError, SystemOneRequest, SystemOneResponse, build_answer, normalise
 from tests.helpers import ticket_body
 
 
@@ -35,11 +35,24 @@ def test_structured_levels_are_echoed_unchanged_in_the_legend():
     assert build_answer(q, [0.5, 0.5])["legend"] == {"0": {"level": "low"}, "1": ["high", "very"]}
 
 
-def test_normalise_removes_nan_and_negative_values():
-    out = normalise([float("nan"), -1.0, 3.0, float("inf")])
-    assert out == [0.0, 0.0, 1.0, 0.0]
-    assert normalise([0.0, 0.0]) == [0.5, 0.5]
-    assert all(math.isfinite(p) for p in out)
+@pytest.mark.parametrize(
+    "bad",
+    [[float("nan"), 1.0], [-0.5, 1.5], [float("inf"), 0.0], [0.0, 0.0], [3.0, 1.0], []],
+    ids=["nan", "negative", "inf", "all-zero", "unnormalised", "empty"],
+)
+def test_normalise_refuses_a_vector_that_is_not_a_distribution_instead_of_making_it_uniform(bad):
+    with pytest.raises(InvalidProbabilitiesError):
+        normalise(bad)
+
+
+def test_normalise_only_rescales_float_noise():
+    out = normalise([0.25, 0.75 + 1e-9])
+    assert math.fsum(out) == pytest.approx(1.0, abs=1e-15) and out[0] == pytest.approx(0.25)
+
+
+def test_a_nan_from_a_backend_is_an_error_not_a_noul_of_one_half():
+    with pytest.raises(InvalidProbabilitiesError, match="finite"):
+        build_answer(questions()["refund"], [float("nan"), float("nan")])
 
 
 def test_wrong_probability_count_is_an_internal_error_not_a_silent_answer():
@@ -52,7 +65,7 @@ def test_response_model_parses_what_build_answer_writes():
     body = {
         "model": "m",
         "usage": {"input_tokens": 3, "output_tokens": 0},
-        "answers": {k: build_answer(q, [1.0] * (2 if q.type == "noul" else 3)) for k, q in qs.items()},
+        "answers": {k: build_answer(q, [0.5, 0.5] if q.type == "noul" else [0.2, 0.3, 0.5]) for k, q in qs.items()},
     }
     parsed = SystemOneResponse.model_validate(body)
     assert parsed.answers["team"].type == "choice"

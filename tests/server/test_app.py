@@ -152,3 +152,11 @@ def test_backend_failure_is_500_internal_error_not_a_dropped_connection():
         ok = c.post("/v1/systemone", json=ticket_body())
     assert r.status_code == 500 and r.json()["detail"]["error_type"] == "internal_error"
     assert ok.status_code == 200
+
+
+def test_under_auth_healthz_and_metrics_stay_open_while_models_and_answers_need_the_key():
+    with client_for(api_key="k") as c:
+        assert c.get("/healthz").status_code == 200
+        assert c.get("/metrics").status_code == 200
+        assert c.get("/v1/models").status_code == 401
+        assert c.post("/v1/systemone", json=ticket_body()).status_code == 401

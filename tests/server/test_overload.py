@@ -96,3 +96,29 @@ def test_state_over_the_token_limit_is_413_not_truncated():
         too_long = c.post("/v1/systemone", json=ticket_body(state="word " * 200))
     assert ok.status_code == 200
     assert too_long.status_code == 413 and "tokens" in too_long.json()["detail"]["message"]
+    assert "--" not in too_long.json()["detail"]["message"]  # it named a flag that does not exist
+
+
+def test_client_that_disconnects_mid_upload_is_a_counted_499_without_an_error_or_traceback(caplog):
+    import logging
+
+    app = create_app([FakeBackend()])
+    metrics = app.state.jevserve.metrics
+    with caplog.at_level(logging.INFO), running_server(app) as url:
+        host, port = url.removeprefix("http://").split(":")
+        for _ in range(3):
+            sock = socket.create_connection((host, int(port)))
+            sock.sendall(
+                b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 100000\r\n\r\n" + b'{"state": "half a bo'
+            )
+            time.sleep(0.05)
+            sock.close()
+        wait_for(lambda: metrics.disconnects._value.get() == 3)
+        after = httpx.post(url + "/v1/systemone", json=ticket_body(), timeout=30)
+        text = httpx.get(url + "/metrics").text
+    assert after.status_code == 200
+    assert 'jevserve_requests_total{route="/v1/systemone",status="499"} 3.0' in text
+    assert "internal_error" not in text
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert sum("499" in r.getMessage() for r in caplog.records) == 3

@@ -34,6 +34,14 @@ class ModelCard:
     release_date: str  # YYYY-MM-DD
 
 
+@dataclass(frozen=True, slots=True)
+class Decisions:
+    """A backend's answers to a list of items, and the input tokens it counted (None: use `count_tokens`)."""
+
+    probabilities: list[np.ndarray]
+    input_tokens: int | None = None
+
+
 class InputTooLongError(ValueError):
     """A state or question does not fit the backend's context budget and cannot be handled without cutting it."""
 
@@ -42,10 +50,17 @@ class DecisionBackend(ABC):
     """A decision model: probabilities for questions about states, one forward pass per batch, nothing generated."""
 
     card: ModelCard
+    # True for a backend that answers many calls at once (a remote endpoint): the batcher then calls
+    # `decide_async` once per request, concurrently, instead of queueing items for `decide` batches.
+    concurrent: bool = False
 
     @abstractmethod
     def decide(self, items: Sequence[DecisionItem]) -> list[np.ndarray]:
         """Return one probability vector (float64, sums to 1, length = the question's option count) per item."""
+
+    async def decide_async(self, items: Sequence[DecisionItem]) -> Decisions:
+        """Answer one request's items without blocking the event loop (backends with `concurrent = True`)."""
+        raise NotImplementedError(f"{type(self).__name__} answers through decide(), not decide_async()")
 
     def count_tokens(self, items: Sequence[DecisionItem]) -> int:
         """Input tokens the items cost, for `usage.input_tokens`; by default a whitespace word count."""

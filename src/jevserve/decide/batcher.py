@@ -1,38 +1,66 @@
-"""Dynamic micro-batching: questions from concurrent requests share forward passes.
+"""Dynamic micro-batching with fair chunking: questions from concurrent requests share forward passes.
 
 One worker runs one batch at a time in a backend thread; whatever is queued meanwhile forms the next batch (up to
 `max_batch` questions). When the queue holds less than a full batch but more requests are already being read
 (`arriving`), the worker waits up to `max_wait_ms` for them; a lone request never waits. Since backends answer each
 item on its own, batch composition changes no answer.
 
-Back-pressure: at most `max_queue` questions wait; beyond that `submit` raises OverloadedError with a Retry-After
-from the measured time per question. A cancelled submission (its client went away) is dropped before its batch is
-formed, or its results are discarded; no other request is affected. If a batch fails, its jobs are retried one by
-one so that only the job at fault gets the error.
+Fairness: a request larger than `max_batch` is run in chunks of at most `max_batch` questions, and each batch is
+filled from the requests that have been served least so far (ties: first come, first served). A batch never mixes
+requests not yet started with the continuation of started ones, so a new request waits for at most the chunk that
+is running, whatever large requests are queued (least-attained-service scheduling, round-robin among equals).
+With `max_chunk_ms`, a batch is also cut to the number of questions the backend answers in about that time (by
+the measured time per question), so "one chunk" is short even when `max_batch` is large; a backend that batches
+well (a GPU) has a small time per question and keeps its large batches.
+
+Back-pressure: a request is refused with OverloadedError (429 + Retry-After) when the work that would run before it
+finishes, `n + sum(min(remaining_j, n))` over queued requests j for a request of n questions, is over `max_queue`;
+so a small request is not refused because a large one is queued, and a large one is refused while another is.
+A cancelled submission (its client went away) is dropped before its next chunk is formed, or its results are
+discarded; no other request is affected. If a batch fails, each request's chunk in it is retried alone so that only
+the request at fault gets the error.
+
+Backends that declare `concurrent = True` (a remote endpoint) bypass the queue: each submission is its own
+`decide_async` call, concurrently, bounded by the backend itself and by `max_queue` questions in flight.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from jevserve.decide.base import DecisionBackend, DecisionItem
+from jevserve.decide.base import DecisionBackend, DecisionItem, Decisions
 from jevserve.protocol import OverloadedError
 
 BatchObserver = Callable[[int, float], None]  # (questions in the batch, seconds it took)
 
 
-@dataclass
+@dataclass(eq=False)
 class _Job:
     items: Sequence[DecisionItem]
     future: asyncio.Future
+    seq: int  # arrival order, the tie-break among requests served equally
+    taken: int = 0  # items handed to the backend so far (the service the request has attained)
+    done: int = 0  # items whose results are back
+    results: list[np.ndarray | None] = field(default_factory=list)
+
+    @property
+    def remaining(self) -> int:
+        return len(self.items) - self.taken
+
+
+@dataclass(frozen=True, slots=True)
+class _Chunk:
+    job: _Job
+    start: int
+    stop: int
 
 
 class Batcher:
@@ -45,30 +73,36 @@ class Batcher:
         max_batch: int = 64,
         max_wait_ms: float = 2.0,
         max_queue: int = 2048,
+        max_chunk_ms: float | None = None,
         on_batch: BatchObserver | None = None,
         arriving: Callable[[], int] = lambda: 0,
     ) -> None:
-        if max_batch < 1 or max_queue < 1 or max_wait_ms < 0:
+        if max_batch < 1 or max_queue < 1 or max_wait_ms < 0 or (max_chunk_ms is not None and max_chunk_ms <= 0):
             raise ValueError(
-                f"need max_batch >= 1, max_queue >= 1, max_wait_ms >= 0; got {max_batch}, {max_queue}, {max_wait_ms}"
+                f"need max_batch >= 1, max_queue >= 1, max_wait_ms >= 0, max_chunk_ms > 0 or None; got {max_batch}, "
+                f"{max_queue}, {max_wait_ms}, {max_chunk_ms}"
             )
         self.backend = backend
         self.max_batch = max_batch
         self.max_wait_s = max_wait_ms / 1000.0
         self.max_queue = max_queue
+        self.max_chunk_s = None if max_chunk_ms is None else max_chunk_ms / 1000.0
         self.on_batch = on_batch
         self.arriving = arriving  # how many requests were received but not yet submitted (told by the server)
-        self._jobs: deque[_Job] = deque()
+        self._jobs: list[_Job] = []
+        self._seq = itertools.count()
         self._queued_items = 0
+        self._in_flight = 0  # concurrent backends: questions being answered
         self._wakeup: asyncio.Event | None = None
         self._worker: asyncio.Task | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decide")
-        self._seconds_per_item = 0.01  # running estimate, for Retry-After
+        self._seconds_per_item = 0.01  # running estimate, for Retry-After and the time budget
+        self._measured = False  # no time budget before the first batch has been timed
 
     @property
     def queue_depth(self) -> int:
-        """Questions waiting for a batch."""
-        return self._queued_items
+        """Questions waiting for a batch (for a concurrent backend: questions in flight)."""
+        return self._queued_items + self._in_flight
 
     def start(self) -> None:
         """Start the worker on the running event loop."""
@@ -83,27 +117,63 @@ class Batcher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._worker
             self._worker = None
-        while self._jobs:
-            job = self._jobs.popleft()
+        for job in self._jobs:
             if not job.future.done():
                 job.future.set_exception(RuntimeError("server is shutting down"))
+        self._jobs.clear()
         self._executor.shutdown(wait=False, cancel_futures=True)
+        aclose = getattr(self.backend, "aclose", None)
+        if aclose is not None:  # a concurrent backend's connection pool belongs to this event loop
+            await aclose()
+
+    def check_room(self, num_items: int) -> None:
+        """Raise OverloadedError now if a request of `num_items` questions would be refused (before preparing it)."""
+        if getattr(self.backend, "concurrent", False):
+            if self._in_flight > 0 and self._in_flight + num_items > self.max_queue:
+                self._refuse(self._in_flight)
+            return
+        ahead = sum(min(job.remaining, num_items) for job in self._jobs)
+        if ahead > 0 and ahead + num_items > self.max_queue:
+            self._refuse(ahead)
 
     async def submit(self, items: Sequence[DecisionItem]) -> list[np.ndarray]:
         """Queue `items` and wait for their probabilities; raises OverloadedError when the queue is full."""
+        return (await self.decide(items)).probabilities
+
+    async def decide(self, items: Sequence[DecisionItem]) -> Decisions:
+        """Like `submit`, with the backend's own token count when it has one (a remote endpoint's usage)."""
+        if getattr(self.backend, "concurrent", False):
+            return await self._decide_concurrently(items)
         if self._worker is None:
             self.start()
-        if self._queued_items + len(items) > self.max_queue and self._queued_items > 0:
-            retry = max(1.0, self._queued_items * self._seconds_per_item)
-            raise OverloadedError(
-                f"decision queue is full ({self._queued_items} questions waiting, limit {self.max_queue}); retry later",
-                retry_after_s=retry,
-            )
-        job = _Job(items, asyncio.get_running_loop().create_future())
+        self.check_room(len(items))
+        if not items:
+            return Decisions([])
+        job = _Job(items, asyncio.get_running_loop().create_future(), next(self._seq), results=[None] * len(items))
         self._jobs.append(job)
         self._queued_items += len(items)
         self._wakeup.set()
-        return await job.future
+        return Decisions(await job.future)
+
+    def _refuse(self, ahead: int) -> None:
+        retry = max(1.0, ahead * self._seconds_per_item)
+        raise OverloadedError(
+            f"decision queue is full ({self._queued_items + self._in_flight} questions waiting, {ahead} of them "
+            f"ahead of this request; limit {self.max_queue}); retry later",
+            retry_after_s=retry,
+        )
+
+    async def _decide_concurrently(self, items: Sequence[DecisionItem]) -> Decisions:
+        self.check_room(len(items))
+        self._in_flight += len(items)
+        started = time.perf_counter()
+        try:
+            decided = await self.backend.decide_async(items)
+        finally:
+            self._in_flight -= len(items)
+        if self.on_batch is not None:
+            self.on_batch(len(items), time.perf_counter() - started)
+        return decided
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -128,49 +198,65 @@ class Batcher:
             except TimeoutError:
                 return
 
-    def _take_batch(self) -> list[_Job]:
-        batch: list[_Job] = []
-        size = 0
-        while self._jobs:
-            job = self._jobs[0]
-            if job.future.cancelled():  # the client left: its questions are never computed
-                self._jobs.popleft()
-                self._queued_items -= len(job.items)
-                continue
-            if batch and size + len(job.items) > self.max_batch:
-                break
-            self._jobs.popleft()
-            self._queued_items -= len(job.items)
-            batch.append(job)
-            size += len(job.items)
-        return batch
+    def _drop_cancelled(self) -> None:
+        kept = []
+        for job in self._jobs:
+            if job.future.done():  # the client left (or the job failed): its remaining questions are never computed
+                self._queued_items -= job.remaining
+            else:
+                kept.append(job)
+        self._jobs = kept
 
-    async def _execute(self, loop: asyncio.AbstractEventLoop, batch: list[_Job]) -> None:
-        items = [item for job in batch for item in job.items]
+    def _take_batch(self) -> list[_Chunk]:
+        self._drop_cancelled()
+        chunks: list[_Chunk] = []
+        budget = self.max_batch
+        if self.max_chunk_s is not None and self._measured:
+            budget = max(1, min(budget, int(self.max_chunk_s / self._seconds_per_item)))
+        for job in sorted(self._jobs, key=lambda j: (j.taken, j.seq)):
+            if budget == 0 or (chunks and chunks[0].start == 0 and job.taken > 0):
+                break  # full, or new requests are in this batch and this one has started: it waits one batch
+            if job.remaining == 0:
+                continue
+            n = min(job.remaining, budget)
+            chunks.append(_Chunk(job, job.taken, job.taken + n))
+            job.taken += n
+            budget -= n
+            self._queued_items -= n
+        self._jobs = [job for job in self._jobs if job.remaining > 0]
+        return chunks
+
+    async def _execute(self, loop: asyncio.AbstractEventLoop, batch: list[_Chunk]) -> None:
+        items = [item for chunk in batch for item in chunk.job.items[chunk.start : chunk.stop]]
         started = time.perf_counter()
         try:
             results = await loop.run_in_executor(self._executor, self.backend.decide, items)
+            if len(results) != len(items):
+                raise ValueError(f"backend returned {len(results)} probability vectors for {len(items)} questions")
         except Exception as exc:
             if len(batch) == 1:
-                _resolve(batch[0].future, exc=exc)
+                _fail(batch[0].job, exc)
                 return
-            for job in batch:  # isolate the job at fault
-                await self._execute(loop, [job])
+            for chunk in batch:  # isolate the request at fault
+                if not chunk.job.future.done():
+                    await self._execute(loop, [chunk])
             return
         elapsed = time.perf_counter() - started
-        self._seconds_per_item = 0.8 * self._seconds_per_item + 0.2 * (elapsed / max(1, len(items)))
+        per_item = elapsed / max(1, len(items))
+        self._seconds_per_item = 0.5 * (self._seconds_per_item + per_item) if self._measured else per_item
+        self._measured = True
         if self.on_batch is not None:
             self.on_batch(len(items), elapsed)
         offset = 0
-        for job in batch:
-            _resolve(job.future, value=results[offset : offset + len(job.items)])
-            offset += len(job.items)
+        for chunk in batch:
+            job, n = chunk.job, chunk.stop - chunk.start
+            job.results[chunk.start : chunk.stop] = results[offset : offset + n]
+            job.done += n
+            offset += n
+            if job.done == len(job.items) and not job.future.done():
+                job.future.set_result(job.results)
 
 
-def _resolve(future: asyncio.Future, *, value: object = None, exc: BaseException | None = None) -> None:
-    if future.done():  # cancelled while its batch ran: the result is discarded
-        return
-    if exc is not None:
-        future.set_exception(exc)
-    else:
-        future.set_result(value)
+def _fail(job: _Job, exc: BaseException) -> None:
+    if not job.future.done():  # cancelled while its chunk ran: the error is discarded
+        job.future.set_exception(exc)

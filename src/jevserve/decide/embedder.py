@@ -29,6 +29,21 @@ DEFAULT_MAX_TOKENS = 32_768
 EMBEDDING_DIM = 384
 
 
+def default_num_threads() -> int:
+    """onnxruntime intra-op threads when none are given: $JEVSERVE_INTRA_OP_THREADS, else every core."""
+    configured = os.environ.get("JEVSERVE_INTRA_OP_THREADS", "").strip()
+    if configured:
+        if not configured.isdigit() or int(configured) < 1:
+            raise ValueError(f"JEVSERVE_INTRA_OP_THREADS={configured!r}; expected a whole number >= 1")
+        return int(configured)
+    return max(1, os.cpu_count() or 1)
+
+
+def default_spinning() -> bool:
+    """Whether onnxruntime's intra-op workers busy-wait: $JEVSERVE_SPINNING=1 turns it on; off by default."""
+    return os.environ.get("JEVSERVE_SPINNING", "0").strip() == "1"
+
+
 class LRUCache:
     """A thread-safe bounded mapping from text to a read-only embedding."""
 
@@ -74,6 +89,7 @@ class Embedder:
         *,
         model_dir: Path | None = None,
         num_threads: int | None = None,
+        spinning: bool | None = None,
         cache_size: int = 50_000,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         max_batch: int = 64,
@@ -92,8 +108,13 @@ class Embedder:
         self._cls_id = self.tokenizer.token_to_id("[CLS]")
         self._sep_id = self.tokenizer.token_to_id("[SEP]")
         options = ort.SessionOptions()
-        options.intra_op_num_threads = num_threads or max(1, os.cpu_count() or 1)
+        options.intra_op_num_threads = num_threads or default_num_threads()
         options.inter_op_num_threads = 1
+        # Spinning workers busy-wait for the next op: a little faster on idle cores, much slower when another
+        # process wants them (benchmarks/thread_settings.py, docs/benchmarks.md), so it is off by default.
+        options.add_session_config_entry(
+            "session.intra_op.allow_spinning", "1" if (default_spinning() if spinning is None else spinning) else "0"
+        )
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = ort.InferenceSession(
             str(onnx_path(precision, model_dir)), options, providers=["CPUExecutionProvider"]
@@ -112,7 +133,7 @@ class Embedder:
         """Raise InputTooLongError when `text` is over the token limit."""
         if len(text) > self.max_tokens and self.num_tokens(text) > self.max_tokens:
             raise InputTooLongError(
-                f"state has more than {self.max_tokens} tokens; shorten it or raise --max-state-tokens"
+                f"state has more than {self.max_tokens} tokens, this model's limit; shorten or split it"
             )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

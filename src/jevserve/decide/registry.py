@@ -1,9 +1,10 @@
 """Model specs on the command line → decision backends.
 
 embedded                 the embedded default (all-MiniLM-L6-v2 + its default readout)
+encoder[:PRECISION]      the trained readout alone (jev-minilm-1); PRECISION is int8 (default) or fp32
 encoder-zs[:PRECISION]   the zero-shot similarity readout; PRECISION is int8 (default) or fp32
 causal:PATH_OR_ID        any Hugging Face causal LM (a local path; a hub id only with --allow-network)
-remote:URL               another System One endpoint; its key comes from --remote-key-env
+remote:URL               another System One endpoint (http or https); its key comes from --remote-key-env
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ class BackendOptions:
     remote_model: str = "jev-latest"  # model name to ask the remote endpoint for
     allow_network: bool = False  # let the causal backend fetch a hub id
     device: str = "cpu"  # causal backend device
+    remote_timeout_s: float | None = None  # remote: one deadline per request (None: the backend's default, 8 s)
+    remote_max_in_flight: int | None = None  # remote: upstream requests at once (None: the default, 32)
 
 
 class UnknownSpecError(ValueError):
@@ -71,5 +74,10 @@ def load_backends(spec: str, options: BackendOptions | None = None) -> list[Deci
         key = os.environ.get(options.remote_key_env) if options.remote_key_env else None
         if options.remote_key_env and key is None:
             raise UnknownSpecError(f"environment variable {options.remote_key_env} (--remote-key-env) is not set")
-        return [RemoteBackend(url, api_key=key, model=options.remote_model)]
+        tuning = {"timeout_s": options.remote_timeout_s, "max_in_flight": options.remote_max_in_flight}
+        return [
+            RemoteBackend(
+                url, api_key=key, model=options.remote_model, **{k: v for k, v in tuning.items() if v is not None}
+            )
+        ]
     raise UnknownSpecError(f"unknown model spec {spec!r}; expected one of:\n{SPEC_HELP}")

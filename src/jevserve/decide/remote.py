@@ -1,39 +1,105 @@
 """A backend that forwards decisions to another System One endpoint (hosted models, other servers).
 
-Items about the same state go upstream in one request, with ids that carry no meaning (`q0`, `q1`, …); upstream
-answers are read back into probability vectors in option order. Upstream failures become BackendError (502), never
-a 5xx blamed on the caller's input; upstream 4xx answers keep their status.
+Each client request becomes one upstream request per distinct state, with ids that carry no meaning (`q0`, `q1`,
+…), sent concurrently over a pooled async connection (`concurrent = True`: the batcher does not queue them). At
+most `max_in_flight` upstream requests run at once; the whole request, waiting for a slot included, has one
+deadline, `timeout_s` (default 8 s, below the SDK's 10 s, so a client never retries a request the proxy is still
+working on). The proxy does not retry: the client's SDK already does, and two retry loops would multiply.
+
+What the client sees for what the upstream did (`upstream_error`):
+
+    200 with a valid answer      200; usage.input_tokens is the upstream's count
+    200 with an invalid answer   502 naming the fault (bad JSON, missing question, wrong option keys, NaN, ...)
+    429                          429 with the upstream's Retry-After (the client's own retries wait for it)
+    401, 403                     502 "upstream refused this server's key" (the client's key was fine)
+    404                          502 "upstream does not serve model ..." (a --remote-model problem)
+    other 4xx                    the same status: the upstream refused the client's input
+    5xx, 408                     502 with the upstream's message
+    no answer before timeout_s   504
+    connection refused or reset  502
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+import httpx
 import numpy as np
+from pydantic import ValidationError
 
-from jevserve.client import SystemOne, SystemOneAPIError, SystemOneConnectionError
-from jevserve.decide.base import DecisionBackend, DecisionItem, ModelCard
-from jevserve.protocol import BackendError, DecisionQuestion, SystemOneError, to_wire
-from jevserve.protocol.answers import ChoiceAnswer, NoulAnswer, ScoreAnswer
+from jevserve import __version__
+from jevserve.client import DEFAULT_TIMEOUT_S, _retry_after_s
+from jevserve.decide.base import DecisionBackend, DecisionItem, Decisions, ModelCard
+from jevserve.protocol import BackendError, DecisionQuestion, OverloadedError, SystemOneError, to_wire
+from jevserve.protocol.answers import (
+    ChoiceAnswer,
+    InvalidProbabilitiesError,
+    NoulAnswer,
+    ScoreAnswer,
+    SystemOneResponse,
+    normalise,
+)
+
+DEFAULT_REMOTE_TIMEOUT_S = 8.0  # below the SDK's DEFAULT_TIMEOUT_S, so the client does not give up first
+DEFAULT_MAX_IN_FLIGHT = 32
+assert DEFAULT_REMOTE_TIMEOUT_S < DEFAULT_TIMEOUT_S
 
 
 class UpstreamRejected(SystemOneError):
-    """The upstream endpoint refused the request (a 4xx): passed on with its status."""
+    """The upstream endpoint refused the client's input (a 4xx other than auth, model, 408 and 429): same status."""
+
+
+class UpstreamTimeout(BackendError):
+    """The upstream did not answer within the proxy's deadline."""
+
+    status_code = 504
 
 
 def probabilities_from_answer(
     question: DecisionQuestion, answer: NoulAnswer | ChoiceAnswer | ScoreAnswer
 ) -> np.ndarray:
-    """Read an upstream answer back into one probability per option, in the question's option order."""
+    """Read an upstream answer back into one probability per option, in option order; raise if it does not fit.
+
+    Raises InvalidProbabilitiesError for an answer of another type, option keys that are not exactly the question's
+    (a different case included), or values that are not a probability distribution.
+    """
+    expected_type = {"noul": NoulAnswer, "choice": ChoiceAnswer, "score": ScoreAnswer}[question.kind]
+    if not isinstance(answer, expected_type):
+        raise InvalidProbabilitiesError(f"a {answer.type} answer to a {question.kind} question")
     if isinstance(answer, NoulAnswer):
-        return np.array([answer.noul, 1.0 - answer.noul])
-    if isinstance(answer, ChoiceAnswer):
-        return np.array([answer.probabilities.get(o.label, 0.0) for o in question.options])
-    return np.array([answer.probabilities.get(str(i), 0.0) for i in range(question.num_options)])
+        p = answer.noul
+        if not (math.isfinite(p) and 0.0 <= p <= 1.0):
+            raise InvalidProbabilitiesError(f"noul must be a probability in [0, 1]; got {p!r}")
+        return np.array([p, 1.0 - p])
+    keys = (
+        [o.label for o in question.options]
+        if isinstance(answer, ChoiceAnswer)
+        else [str(i) for i in range(question.num_options)]
+    )
+    if set(answer.probabilities) != set(keys):
+        raise InvalidProbabilitiesError(
+            f"probability keys {sorted(answer.probabilities)[:8]} are not the options {keys[:8]}"
+        )
+    return np.array(normalise([answer.probabilities[k] for k in keys], len(keys)))
+
+
+def _upstream_message(response: httpx.Response) -> str:
+    try:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):
+        return response.text[:300]
+    if isinstance(detail, dict):
+        return str(detail.get("message", detail))[:300]
+    return str(detail)[:300]
 
 
 class RemoteBackend(DecisionBackend):
     """Forwards to `url` with an optional bearer key, asking for `model`."""
+
+    concurrent = True
 
     def __init__(
         self,
@@ -41,40 +107,194 @@ class RemoteBackend(DecisionBackend):
         *,
         api_key: str | None = None,
         model: str = "jev-latest",
-        timeout_s: float = 30.0,
-        client: SystemOne | None = None,
+        timeout_s: float = DEFAULT_REMOTE_TIMEOUT_S,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sync_transport: httpx.BaseTransport | None = None,
     ) -> None:
+        parsed = httpx.URL(url) if "://" in url else None
+        if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+            raise ValueError(f"remote URL {url!r} is not an http(s) URL with a host; e.g. remote:http://127.0.0.1:8795")
+        if timeout_s <= 0 or max_in_flight < 1:
+            raise ValueError(f"need timeout_s > 0 and max_in_flight >= 1; got {timeout_s}, {max_in_flight}")
+        self.url = str(parsed).rstrip("/").removesuffix("/v1")
         self.model = model
-        self.client = client or SystemOne(url, api_key, timeout_s=timeout_s)
+        self.timeout_s = timeout_s
+        self.max_in_flight = max_in_flight
+        self.headers = {"Accept": "application/json", "User-Agent": f"jevserve-proxy/{__version__}"}
+        if api_key:
+            self.headers["Authorization"] = f"Bearer {api_key}"
+        self._transport = transport
+        self._sync_transport = sync_transport
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._http: httpx.AsyncClient | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self._sync_http: httpx.Client | None = None
         self.card = ModelCard(
-            name=f"remote-{model}", description=f"{model} at {url} (forwarded)", release_date="1970-01-01"
+            name=f"remote-{model}", description=f"{model} at {self.url} (forwarded)", release_date="1970-01-01"
         )
 
-    def decide(self, items: Sequence[DecisionItem]) -> list[np.ndarray]:
-        """One upstream request per distinct state; answers mapped back to items."""
-        by_state: dict[str, list[int]] = {}
-        for i, item in enumerate(items):
-            by_state.setdefault(item.state, []).append(i)
-        results: list[np.ndarray | None] = [None] * len(items)
-        for state, indices in by_state.items():
-            questions = {f"q{n}": to_wire(items[i].question) for n, i in enumerate(indices)}
+    # -- async path (the server) -------------------------------------------------------------------------------
+
+    def _async_client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # a pool and a semaphore belong to one event loop
+            limits = httpx.Limits(max_connections=self.max_in_flight, max_keepalive_connections=self.max_in_flight)
+            # retries=1 repeats only a failed *connect* (nothing reached the upstream), so no answer is asked twice.
+            transport = self._transport or httpx.AsyncHTTPTransport(retries=1, limits=limits)
+            self._http = httpx.AsyncClient(
+                base_url=self.url, headers=self.headers, timeout=self.timeout_s, transport=transport, limits=limits
+            )
+            self._slots = asyncio.Semaphore(self.max_in_flight)
+            self._loop = loop
+        return self._http, self._slots
+
+    async def decide_async(self, items: Sequence[DecisionItem]) -> Decisions:
+        """One upstream request per distinct state, all at once, under one deadline of `timeout_s`."""
+        http, slots = self._async_client()
+        groups = _by_state(items)
+
+        async def ask(state: str, indices: list[int]) -> tuple[list[np.ndarray], int]:
+            async with slots:
+                try:
+                    response = await http.post("/v1/systemone", json=self._payload(state, indices, items))
+                except httpx.TimeoutException as exc:
+                    raise self._timeout() from exc
+                except httpx.TransportError as exc:
+                    raise self._broken(exc) from exc
+            return self._read(response, indices, items)
+
+        async def ask_all() -> list[tuple[list[np.ndarray], int]]:
             try:
-                response = self.client.decide(state, questions, model=self.model)
-            except SystemOneAPIError as exc:
-                if 400 <= exc.status_code < 500 and exc.status_code not in (408, 429):
-                    rejected = UpstreamRejected(f"upstream rejected the request: {exc.message}")
-                    rejected.status_code, rejected.error_type = exc.status_code, exc.error_type
-                    raise rejected from exc
-                raise BackendError(f"upstream error: {exc}") from exc
-            except SystemOneConnectionError as exc:
-                raise BackendError(f"upstream unreachable: {exc}") from exc
-            for n, i in enumerate(indices):
-                answer = response.answers.get(f"q{n}")
-                if answer is None:
-                    raise BackendError(f"upstream answer is missing question q{n}")
-                results[i] = probabilities_from_answer(items[i].question, answer)
-        return results  # type: ignore[return-value]
+                async with asyncio.TaskGroup() as group:
+                    tasks = [group.create_task(ask(state, indices)) for state, indices in groups.items()]
+            except BaseExceptionGroup as failed:  # one failed upstream request fails the client's request
+                raise _first(failed) from None
+            return [task.result() for task in tasks]
+
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                answered = await ask_all()
+        except TimeoutError as exc:
+            raise self._timeout() from exc
+        return self._assemble(items, groups, answered)
+
+    async def aclose(self) -> None:
+        """Close the async connection pool."""
+        if self._http is not None:
+            await self._http.aclose()
+            self._http, self._loop = None, None
+
+    # -- sync path (scripts, tests, in-process callers without an event loop) -----------------------------------
+
+    def decide(self, items: Sequence[DecisionItem]) -> list[np.ndarray]:
+        """The same requests one after another on a blocking client."""
+        if self._sync_http is None:
+            self._sync_http = httpx.Client(
+                base_url=self.url, headers=self.headers, timeout=self.timeout_s, transport=self._sync_transport
+            )
+        groups = _by_state(items)
+        answered = []
+        for state, indices in groups.items():
+            try:
+                response = self._sync_http.post("/v1/systemone", json=self._payload(state, indices, items))
+            except httpx.TimeoutException as exc:
+                raise self._timeout() from exc
+            except httpx.TransportError as exc:
+                raise self._broken(exc) from exc
+            answered.append(self._read(response, indices, items))
+        return self._assemble(items, groups, answered).probabilities
 
     def close(self) -> None:
-        """Close the upstream connection pool."""
-        self.client.close()
+        """Close the blocking client (the async pool closes with `aclose`)."""
+        if self._sync_http is not None:
+            self._sync_http.close()
+            self._sync_http = None
+
+    # -- shared: payloads and what an upstream answer means ------------------------------------------------------
+
+    def _payload(self, state: str, indices: list[int], items: Sequence[DecisionItem]) -> dict[str, Any]:
+        questions = {f"q{n}": to_wire(items[i].question) for n, i in enumerate(indices)}
+        return {"state": state, "model": self.model, "questions": questions}
+
+    def _timeout(self) -> UpstreamTimeout:
+        return UpstreamTimeout(f"upstream {self.url} did not answer within {self.timeout_s:g} s")
+
+    def _broken(self, exc: Exception) -> BackendError:
+        return BackendError(f"upstream {self.url} unreachable or connection broken: {type(exc).__name__}: {exc}")
+
+    def _read(
+        self, response: httpx.Response, indices: list[int], items: Sequence[DecisionItem]
+    ) -> tuple[list[np.ndarray], int]:
+        if response.status_code != 200:
+            raise self.upstream_error(response)
+        try:
+            parsed = SystemOneResponse.model_validate_json(response.content)
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(str(p) for p in first.get("loc", ()))
+            raise BackendError(f"upstream answer is not a valid System One response: {where}: {first['msg']}") from exc
+        probabilities = []
+        for n, i in enumerate(indices):
+            answer = parsed.answers.get(f"q{n}")
+            if answer is None:
+                raise BackendError(f"upstream answer is missing question q{n}")
+            try:
+                probabilities.append(probabilities_from_answer(items[i].question, answer))
+            except InvalidProbabilitiesError as exc:
+                raise BackendError(f"upstream answer to question q{n} is invalid: {exc}") from exc
+        return probabilities, parsed.usage.input_tokens
+
+    def upstream_error(self, response: httpx.Response) -> SystemOneError:
+        """The error the client gets for an upstream's non-200 answer (table in the module docstring)."""
+        status, message = response.status_code, _upstream_message(response)
+        if status == 429:
+            hint = _retry_after_s(response.headers)
+            error = OverloadedError(
+                f"upstream {self.url} is rate limiting (429): {message}",
+                retry_after_s=hint if hint is not None and hint > 0 else 1.0,
+            )
+            return error
+        if status in (401, 403):
+            return BackendError(
+                f"upstream {self.url} refused this server's key ({status}: {message}); the proxy's upstream key "
+                "(--remote-key-env) is missing or wrong, not the client's"
+            )
+        if status == 404:
+            return BackendError(
+                f"upstream {self.url} does not serve model {self.model!r} (404: {message}); check --remote-model"
+            )
+        if 400 <= status < 500 and status != 408:
+            rejected = UpstreamRejected(f"upstream rejected the request ({status}): {message}")
+            rejected.status_code = status
+            return rejected
+        return BackendError(f"upstream {self.url} failed ({status}): {message}")
+
+    @staticmethod
+    def _assemble(
+        items: Sequence[DecisionItem], groups: Mapping[str, list[int]], answered: Sequence[tuple[list, int]]
+    ) -> Decisions:
+        out: list[np.ndarray | None] = [None] * len(items)
+        tokens = 0
+        for indices, (probabilities, used) in zip(groups.values(), answered, strict=True):
+            tokens += used
+            for i, p in zip(indices, probabilities, strict=True):
+                out[i] = p
+        return Decisions(out, input_tokens=tokens)  # type: ignore[arg-type]
+
+
+def _by_state(items: Sequence[DecisionItem]) -> dict[str, list[int]]:
+    groups: dict[str, list[int]] = {}
+    for i, item in enumerate(items):
+        groups.setdefault(item.state, []).append(i)
+    return groups
+
+
+def _first(group: BaseExceptionGroup) -> BaseException:
+    # The contract error if there is one (it says what went wrong upstream), else whatever came first.
+    leaves = []
+    stack = [group]
+    while stack:
+        for exc in stack.pop().exceptions:
+            (stack if isinstance(exc, BaseExceptionGroup) else leaves).append(exc)
+    return next((e for e in leaves if isinstance(e, SystemOneError)), leaves[0])

@@ -3,6 +3,7 @@
 from jevserve.protocol.answers import (
     Answer,
     ChoiceAnswer,
+    InvalidProbabilitiesError,
     NoulAnswer,
     ScoreAnswer,
     SystemOneResponse,
@@ -52,6 +53,7 @@ __all__ = [
     "ChoiceQuestion",
     "DecisionOption",
     "DecisionQuestion",
+    "InvalidProbabilitiesError",
     "NoulAnswer",
     "NoulCriteria",
     "NoulQuestion",

@@ -1,8 +1,10 @@
 """Answer and response shapes of `POST /v1/systemone` (SYSTEMONE_API.md §4), and how answers are built.
 
 `build_answer` derives every field (`choice`, `score`, `confidence`) from the same final probability vector it
-returns, as the contract requires. The pydantic models parse responses on the client side; extension fields
-(`x_*`) are kept.
+returns, as the contract requires. It refuses a vector that is not a probability distribution (a non-finite or
+negative value, the wrong length, a sum away from 1) with InvalidProbabilitiesError rather than repairing it: a
+uniform answer made from a NaN would look like a real one. The pydantic models parse responses on the client side;
+extension fields (`x_*`) are kept.
 """
 
 from __future__ import annotations
@@ -71,13 +73,30 @@ class SystemOneResponse(BaseModel):
     usage: Usage
 
 
-def normalise(probabilities: Sequence[float]) -> list[float]:
-    """Clip to finite non-negative values and rescale to sum 1; a degenerate vector becomes uniform."""
-    clean = [p if math.isfinite(p) and p > 0.0 else 0.0 for p in (float(x) for x in probabilities)]
-    total = math.fsum(clean)
-    if total <= 0.0:
-        return [1.0 / len(clean)] * len(clean)
-    return [p / total for p in clean]
+SUM_TOLERANCE = 1e-4  # float32 backends and JSON round trips stay far inside this; a score vector does not
+
+
+class InvalidProbabilitiesError(ValueError):
+    """A backend (or an upstream) produced something that is not one probability per option."""
+
+
+def normalise(probabilities: Sequence[float], num_options: int | None = None) -> list[float]:
+    """Check a probability vector and rescale away its float noise; raise InvalidProbabilitiesError if it is not one.
+
+    Accepted: finite values >= 0 summing to 1 within SUM_TOLERANCE (and `num_options` of them, when given).
+    """
+    values = [float(x) for x in probabilities]
+    if num_options is not None and len(values) != num_options:
+        raise InvalidProbabilitiesError(f"{len(values)} probabilities for {num_options} options")
+    if not values:
+        raise InvalidProbabilitiesError("empty probability vector")
+    bad = [v for v in values if not math.isfinite(v) or v < 0.0]
+    if bad:
+        raise InvalidProbabilitiesError(f"probabilities must be finite and >= 0; got {bad[0]!r} in {values[:8]}")
+    total = math.fsum(values)
+    if abs(total - 1.0) > SUM_TOLERANCE:
+        raise InvalidProbabilitiesError(f"probabilities sum to {total!r}, not 1 (tolerance {SUM_TOLERANCE})")
+    return [p / total for p in values]
 
 
 def _argmax(values: Sequence[float]) -> int:
@@ -87,13 +106,11 @@ def _argmax(values: Sequence[float]) -> int:
 
 def build_answer(question: Question, probabilities: Sequence[float]) -> dict[str, Any]:
     """Turn one probability per option (in the question's option order) into the wire answer object."""
-    probs = normalise(probabilities)
     if isinstance(question, NoulQuestion):
-        return {"type": "noul", "noul": probs[0]}
+        return {"type": "noul", "noul": normalise(probabilities, 2)[0]}
     if isinstance(question, ChoiceQuestion):
         names = list(question.criteria)
-        if len(names) != len(probs):
-            raise ValueError(f"{len(probs)} probabilities for {len(names)} options")
+        probs = normalise(probabilities, len(names))
         return {
             "type": "choice",
             "choice": names[_argmax(probs)],
@@ -101,8 +118,7 @@ def build_answer(question: Question, probabilities: Sequence[float]) -> dict[str
             "confidence": choice_confidence(probs),
         }
     if isinstance(question, ScoreQuestion):
-        if len(question.criteria) != len(probs):
-            raise ValueError(f"{len(probs)} probabilities for {len(question.criteria)} levels")
+        probs = normalise(probabilities, len(question.criteria))
         return {
             "type": "score",
             "score": expected_level(probs),

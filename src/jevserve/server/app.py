@@ -2,7 +2,9 @@
 
 The decision route reads and validates the body itself (rather than through FastAPI's body parameter) so that the
 contract's error shapes are exact and the per-request overhead stays small. Order of checks: auth, media type and
-size, JSON + schema (422), model name (404), context budget (413), queue room (429), then the batcher.
+size, JSON + schema (422), model name (404), question and option caps (413), context budget (413), queue room
+(429), then the batcher. A backend's probabilities are checked before an answer is built: a vector that is not a
+distribution is a 500 with its cause logged (502 from a remote backend), never a repaired answer.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import logging
 import time
 import uuid
 from collections.abc import Sequence
@@ -20,14 +23,16 @@ from typing import Any
 from fastapi import FastAPI
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from jevserve.decide.base import DecisionBackend, DecisionItem, InputTooLongError
+from jevserve.decide.base import DecisionBackend, DecisionItem, Decisions, InputTooLongError
 from jevserve.decide.batcher import Batcher
 from jevserve.protocol import (
     AuthenticationError,
+    InvalidProbabilitiesError,
     PayloadTooLargeError,
+    Question,
     SystemOneError,
     SystemOneRequest,
     UnknownModelError,
@@ -38,10 +43,13 @@ from jevserve.protocol import (
     validation_body,
 )
 from jevserve.server.body import DEFAULT_MAX_BODY_BYTES, read_body
+from jevserve.server.defaults import DEFAULT_MAX_OPTIONS, DEFAULT_MAX_QUESTIONS
 from jevserve.server.metrics import ServerMetrics
 
 LATEST_ALIAS = "jev-latest"
 ROUTE = "/v1/systemone"
+
+log = logging.getLogger("jevserve.server")
 
 
 @dataclass(frozen=True)
@@ -52,7 +60,19 @@ class ServerSettings:
     max_batch: int = 64  # questions per forward batch
     max_queue: int = 2048  # questions waiting before 429
     max_wait_ms: float = 2.0  # longest wait for requests already arriving before a batch starts
+    max_chunk_ms: float | None = 25.0  # a batch holds what the backend answers in about this time (None: max_batch)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_questions: int = DEFAULT_MAX_QUESTIONS  # questions per request (413 above)
+    max_options: int = DEFAULT_MAX_OPTIONS  # options per request, all questions together (413 above)
+
+    def limits(self) -> dict[str, int]:
+        """The per-request limits a client can read from `GET /v1/models` (`x_limits`)."""
+        return {
+            "max_questions": self.max_questions,
+            "max_options": self.max_options,
+            "max_body_bytes": self.max_body_bytes,
+            "max_batch": self.max_batch,
+        }
 
 
 @dataclass
@@ -83,9 +103,13 @@ class ServerState:
         return concrete, served
 
 
-def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+def _encode(payload: Any) -> bytes:
     # allow_nan=False: a NaN must fail loudly here rather than reach a client as invalid JSON.
-    body = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+    return json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    body = payload if isinstance(payload, bytes) else _encode(payload)
     return Response(body, status_code=status, media_type="application/json", headers=headers)
 
 
@@ -110,6 +134,27 @@ async def _until_disconnect(request: Request) -> None:
     # After the body has been read, the next ASGI message is the client's disconnect (if it ever comes).
     while (await request.receive())["type"] != "http.disconnect":
         pass
+
+
+def _check_caps(settings: ServerSettings, questions: Sequence[Question]) -> None:
+    if len(questions) > settings.max_questions:
+        raise PayloadTooLargeError(
+            f"request has {len(questions)} questions; this server accepts at most {settings.max_questions} per request "
+            "(--max-questions); split it into several requests"
+        )
+    options = sum(2 if q.type == "noul" else len(q.criteria) for q in questions)
+    if options > settings.max_options:
+        raise PayloadTooLargeError(
+            f"request has {options} options over its questions; this server accepts at most {settings.max_options} "
+            "per request (--max-options); split it into several requests"
+        )
+
+
+OFFLOAD_BYTES = 64 * 1024  # bodies larger than this are parsed and answered off the event loop
+
+
+async def _maybe_thread(offload: bool, fn: Any, *args: Any) -> Any:
+    return await asyncio.to_thread(fn, *args) if offload else fn(*args)
 
 
 class ClientGone(Exception):
@@ -142,6 +187,7 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
             max_batch=settings.max_batch,
             max_wait_ms=settings.max_wait_ms,
             max_queue=settings.max_queue,
+            max_chunk_ms=settings.max_chunk_ms,
             on_batch=metrics.batch_observer(name),
             arriving=lambda: state.num_arriving,
         )
@@ -170,8 +216,49 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> Response:
+        log.error("500 on %s %s", request.method, request.url.path, exc_info=exc)
         metrics.errors.labels(error_type="internal_error").inc()
         return _json(error_body("internal_error", f"internal error: {type(exc).__name__}"), 500)
+
+    def client_left(where: str) -> Response:
+        # The client closed the connection: nobody reads this answer; count it and log it as nginx's 499.
+        metrics.disconnects.inc()
+        metrics.requests.labels(route=ROUTE, status="499").inc()
+        log.info("499 POST %s: client disconnected %s", ROUTE, where)
+        return Response(status_code=499)
+
+    def prepare(body: bytes) -> tuple[SystemOneRequest, str, ServedModel, list[DecisionItem]]:
+        # Parse and check a body: ValidationError (422) or SystemOneError (404, 413) for bad input.
+        parsed = SystemOneRequest.model_validate_json(body)
+        name, served = state.resolve(parsed.model)
+        _check_caps(settings, list(parsed.questions.values()))
+        # Refuse (429) before the work of preparing the items; advisory when run in a worker thread (it only reads
+        # the queue), and checked again on the event loop when the items are submitted.
+        served.batcher.check_room(len(parsed.questions))
+        state_text = render_text(parsed.state)
+        items = [DecisionItem(state_text, to_decision(q)) for q in parsed.questions.values()]
+        try:
+            served.backend.check(items)
+        except InputTooLongError as exc:
+            raise PayloadTooLargeError(str(exc)) from exc
+        return parsed, name, served, items
+
+    def finish(
+        parsed: SystemOneRequest, name: str, served: ServedModel, items: list[DecisionItem], decided: Decisions
+    ) -> bytes:
+        # The encoded 200 payload; InvalidProbabilitiesError when the backend's vectors are not distributions.
+        answers = {}
+        for (qid, question), probs in zip(parsed.questions.items(), decided.probabilities, strict=True):
+            try:
+                answers[qid] = build_answer(question, probs)
+            except InvalidProbabilitiesError as exc:
+                raise InvalidProbabilitiesError(f"question {qid!r}: {exc}") from exc
+        for question in parsed.questions.values():
+            metrics.questions.labels(type=question.type).inc()
+        tokens = decided.input_tokens
+        if tokens is None:
+            tokens = served.backend.count_tokens(items)
+        return _encode({"model": name, "answers": answers, "usage": {"input_tokens": int(tokens), "output_tokens": 0}})
 
     async def systemone(request: Request) -> Response:
         started = time.perf_counter()
@@ -179,39 +266,35 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
         submitted = False
         try:
             _check_auth(state, request)
-            body = await read_body(request, settings.max_body_bytes)
             try:
-                parsed = SystemOneRequest.model_validate_json(body)
+                body = await read_body(request, settings.max_body_bytes)
+            except ClientDisconnect:
+                return client_left("while sending its body")
+            # A large body is parsed, and its answer built, in a worker thread: the event loop keeps reading and
+            # answering small requests meanwhile (parsing 3,000 questions takes ~100 ms of pure Python).
+            offload = len(body) > OFFLOAD_BYTES
+            try:
+                parsed, name, served, items = await _maybe_thread(offload, prepare, body)
             except ValidationError as exc:
                 metrics.errors.labels(error_type="validation_error").inc()
                 metrics.requests.labels(route=ROUTE, status="422").inc()
                 errors = exc.errors(include_url=False, include_context=False, include_input=False)
                 return _json(validation_body(errors), 422)
-            name, served = state.resolve(parsed.model)
-            state_text = render_text(parsed.state)
-            questions = list(parsed.questions.values())
-            items = [DecisionItem(state_text, to_decision(q)) for q in questions]
-            try:
-                served.backend.check(items)
-            except InputTooLongError as exc:
-                raise PayloadTooLargeError(str(exc)) from exc
             state.num_arriving -= 1
             submitted = True
-            work = asyncio.ensure_future(served.batcher.submit(items))
+            work = asyncio.ensure_future(served.batcher.decide(items))
             try:
-                probabilities = await _answer_or_disconnect(request, work)
+                decided = await _answer_or_disconnect(request, work)
             except ClientGone:
-                metrics.disconnects.inc()
-                return Response(status_code=499)
-            answers = {}
-            for qid, question, probs in zip(parsed.questions, questions, probabilities, strict=True):
-                answers[qid] = build_answer(question, probs)
-                metrics.questions.labels(type=question.type).inc()
-            payload = {
-                "model": name,
-                "answers": answers,
-                "usage": {"input_tokens": int(served.backend.count_tokens(items)), "output_tokens": 0},
-            }
+                return client_left("while its questions were queued or running")
+            try:
+                payload = await _maybe_thread(offload, finish, parsed, name, served, items, decided)
+            except InvalidProbabilitiesError as exc:
+                log.error("model %s returned an invalid answer: %s", name, exc)
+                metrics.errors.labels(error_type="internal_error").inc()
+                metrics.requests.labels(route=ROUTE, status="500").inc()
+                message = f"internal error: model {name} returned an invalid probability vector ({exc})"
+                return _json(error_body("internal_error", message), 500)
             metrics.requests.labels(route=ROUTE, status="200").inc()
             metrics.latency.observe(time.perf_counter() - started)
             return _json(payload, headers={"x-typesafe-request-id": uuid.uuid4().hex})
@@ -242,7 +325,7 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
             card = served.backend.card
             entries.append({"name": card.name, "description": card.description, "release_date": card.release_date})
         metrics.requests.labels(route="/v1/models", status="200").inc()
-        return _json({"models": entries})
+        return _json({"models": entries, "x_limits": settings.limits()})
 
     app.add_api_route("/v1/models", list_models, methods=["GET"])
 

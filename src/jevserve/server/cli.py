@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import socket
 import sys
 
 from jevserve.decide.registry import SPEC_HELP
+from jevserve.server.defaults import DEFAULT_MAX_OPTIONS, DEFAULT_MAX_QUESTIONS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,9 +33,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=2.0,
         help="longest wait for already-arriving requests before a batch starts (default: 2)",
     )
+    p.add_argument(
+        "--max-chunk-ms",
+        type=float,
+        default=25.0,
+        help="cut batches to what the model answers in about this time, so a large request yields to new ones "
+        "quickly; 0 turns it off (default: 25)",
+    )
     p.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024, help="request size limit (413 above)")
+    p.add_argument(
+        "--max-questions",
+        type=int,
+        default=DEFAULT_MAX_QUESTIONS,
+        help="questions per request (413 above; default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-options",
+        type=int,
+        default=DEFAULT_MAX_OPTIONS,
+        help="options per request, summed over its questions (413 above; default: %(default)s)",
+    )
     p.add_argument("--remote-key-env", metavar="VAR", help="remote backend: env var with the upstream's key")
     p.add_argument("--remote-model", default="jev-latest", help="remote backend: model name to ask upstream for")
+    p.add_argument(
+        "--remote-timeout-s",
+        type=float,
+        default=8.0,
+        help="remote backend: one deadline per request, below the SDK's 10 s (default: 8)",
+    )
+    p.add_argument(
+        "--remote-max-in-flight", type=int, default=32, help="remote backend: upstream requests at once (default: 32)"
+    )
     p.add_argument("--allow-network", action="store_true", help="causal backend: allow fetching a hub id")
     p.add_argument("--device", default="cpu", help="causal backend: torch device (default: cpu)")
     p.add_argument("--log-level", default="warning", help="uvicorn log level (default: warning)")
@@ -59,6 +90,8 @@ def run_serve(args: argparse.Namespace) -> int:
         remote_model=args.remote_model,
         allow_network=args.allow_network,
         device=args.device,
+        remote_timeout_s=args.remote_timeout_s,
+        remote_max_in_flight=args.remote_max_in_flight,
     )
     print(f"loading model {args.model!r} ...", file=sys.stderr, flush=True)
     try:
@@ -71,10 +104,20 @@ def run_serve(args: argparse.Namespace) -> int:
         max_batch=args.max_batch,
         max_queue=args.max_queue,
         max_wait_ms=args.max_wait_ms,
+        max_chunk_ms=args.max_chunk_ms or None,
         max_body_bytes=args.max_body_bytes,
+        max_questions=args.max_questions,
+        max_options=args.max_options,
     )
     app = create_app(backends, settings)
-    base = f"http://{args.host}:{args.port}"
+    # Bind before printing anything that says "serving": a taken port is an error, not a banner and a traceback.
+    try:
+        family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+        sock = socket.create_server((args.host, args.port), family=family)
+    except OSError as exc:
+        print(f"error: --host {args.host} --port {args.port}: cannot listen there: {exc.strerror}", file=sys.stderr)
+        return 2
+    base = f"http://{args.host}:{sock.getsockname()[1]}"
     auth = f" -H 'Authorization: Bearer '\"${args.api_key_env}\"" if args.api_key_env else ""
     print(f"serving {', '.join(b.card.name for b in backends)} (alias jev-latest) on {base}", file=sys.stderr)
     print(
@@ -86,5 +129,8 @@ def run_serve(args: argparse.Namespace) -> int:
         "'",
         flush=True,
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+    # The server's own log lines (499 disconnects, 500 causes) go to stderr at the chosen level.
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    config = uvicorn.Config(app, log_level=args.log_level, access_log=False)
+    uvicorn.Server(config).run(sockets=[sock])
     return 0

@@ -1,0 +1,164 @@
+"""Fault injection: a `remote:` proxy in front of a misbehaving upstream, seen from a client over real HTTP.
+
+Each test names the fault and asserts what the client gets and a generous bound on how long it waits (no tight
+timing: the machine is shared). The upstream (`fake_upstream.py`) picks its behaviour from the state text.
+"""
+
+import asyncio
+import time
+
+import httpx
+import pytest
+
+from jevserve.client import DEFAULT_TIMEOUT_S, RetryPolicy, SystemOne, SystemOneAPIError
+from jevserve.decide.registry import BackendOptions, UnknownSpecError, load_backends
+from jevserve.decide.remote import DEFAULT_REMOTE_TIMEOUT_S, RemoteBackend
+from jevserve.server.app import create_app
+from jevserve.server.background import running_server
+from tests.helpers import ticket_body
+from tests.server.fake_upstream import SLOW_S, fake_upstream, resetting_upstream
+
+TIMEOUT_S = 2.0  # the proxy's upstream deadline in these tests
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    with fake_upstream() as (url, counters):
+        yield url, counters
+
+
+@pytest.fixture(scope="module")
+def proxy(upstream):
+    url, _ = upstream
+    with running_server(create_app([RemoteBackend(url, timeout_s=TIMEOUT_S)])) as proxy_url:
+        yield proxy_url
+
+
+def post(proxy_url: str, state: str, **kwargs) -> httpx.Response:
+    with httpx.Client(base_url=proxy_url, timeout=30) as c:
+        return c.post("/v1/systemone", json=ticket_body(state=state, **kwargs))
+
+
+def test_a_good_upstream_answer_is_passed_on_with_the_upstreams_token_count(proxy):
+    r = post(proxy, "a normal ticket")
+    assert r.status_code == 200
+    assert r.json()["answers"]["refund"]["noul"] == pytest.approx(0.8)
+    assert r.json()["usage"]["input_tokens"] == 1234  # the upstream's count, not the proxy's word count
+
+
+@pytest.mark.parametrize(
+    ("mode", "status", "says"),
+    [
+        ("wrongcase", 502, "are not the options"),
+        ("nan", 502, "noul"),
+        ("missing", 502, "missing question"),
+        ("truncated", 502, "not a valid System One response"),
+        ("503", 502, "upstream is down for maintenance"),
+        ("401", 502, "refused this server's key"),
+        ("404", 502, "--remote-model"),
+        ("422", 422, "stricter rule"),
+    ],
+)
+def test_a_broken_upstream_answer_is_an_error_that_says_so_never_a_plausible_200(proxy, mode, status, says):
+    r = post(proxy, f"mode:{mode} ticket")
+    assert r.status_code == status, r.text
+    detail = r.json()["detail"]
+    assert says in detail["message"]
+    if mode == "401":  # the client's own key was fine: not an authentication_error it would give up on
+        assert detail["error_type"] == "internal_error"
+
+
+def test_an_upstream_429_is_passed_on_as_429_with_its_retry_after(proxy):
+    r = post(proxy, "mode:429 ticket")
+    assert r.status_code == 429
+    assert r.headers["retry-after-ms"] == "50" and int(r.headers["retry-after"]) >= 1
+
+
+def test_retries_on_a_rate_limited_upstream_do_not_multiply(proxy, upstream):
+    _, counters = upstream
+    before = counters.hits
+    with SystemOne(proxy, retry=RetryPolicy(max_retries=2)) as client, pytest.raises(SystemOneAPIError) as info:
+        client.decide("mode:429 ticket", ticket_body()["questions"])
+    assert info.value.status_code == 429
+    assert counters.hits - before == 3  # the client's 1 + 2 retries; the proxy adds none
+
+
+def test_a_hung_upstream_is_a_504_after_one_timeout_and_does_not_delay_an_unrelated_request(proxy):
+    async def scenario():
+        async with httpx.AsyncClient(base_url=proxy, timeout=30) as c:
+            started = time.monotonic()
+            hung = asyncio.ensure_future(c.post("/v1/systemone", json=ticket_body(state="mode:hung ticket")))
+            await asyncio.sleep(0.2)
+            other_started = time.monotonic()
+            other = await c.post("/v1/systemone", json=ticket_body(state="an unrelated ticket"))
+            other_s = time.monotonic() - other_started
+            hung_response = await hung
+            return hung_response, time.monotonic() - started, other, other_s
+
+    hung, hung_s, other, other_s = asyncio.run(scenario())
+    assert hung.status_code == 504 and "did not answer within" in hung.json()["detail"]["message"]
+    assert hung_s < TIMEOUT_S + 2.0  # one timeout, not a batch-then-one-by-one chain of them
+    assert other.status_code == 200 and other_s < TIMEOUT_S  # answered while the hung request waits
+
+
+def test_sixteen_distinct_requests_reach_a_slow_upstream_concurrently(proxy, upstream):
+    _, counters = upstream
+    counters.peak_in_flight = 0
+
+    async def scenario():
+        async with httpx.AsyncClient(base_url=proxy, timeout=30) as c:
+            started = time.monotonic()
+            replies = await asyncio.gather(
+                *(c.post("/v1/systemone", json=ticket_body(state=f"mode:slow ticket {i}")) for i in range(16))
+            )
+            return replies, time.monotonic() - started
+
+    replies, elapsed = asyncio.run(scenario())
+    assert all(r.status_code == 200 for r in replies)
+    assert counters.peak_in_flight >= 8  # was 1: one upstream call at a time
+    assert elapsed < 16 * SLOW_S  # well under the serial 4.8 s (typically ~0.4 s)
+
+
+def test_a_connection_reset_is_a_502_that_says_the_connection_broke():
+    with resetting_upstream() as url, running_server(create_app([RemoteBackend(url, timeout_s=TIMEOUT_S)])) as p:
+        started = time.monotonic()
+        r = post(p, "any ticket")
+    assert r.status_code == 502 and "connection broken" in r.json()["detail"]["message"]
+    assert time.monotonic() - started < TIMEOUT_S + 2.0
+
+
+def test_an_unreachable_upstream_is_a_502():
+    with resetting_upstream() as url:
+        pass  # the port is closed again: nothing listens there
+    with running_server(create_app([RemoteBackend(url, timeout_s=TIMEOUT_S)])) as p:
+        r = post(p, "any ticket")
+    assert r.status_code == 502 and r.json()["detail"]["error_type"] == "internal_error"
+
+
+def test_the_proxys_timeout_is_below_the_sdks():
+    assert DEFAULT_REMOTE_TIMEOUT_S < DEFAULT_TIMEOUT_S
+    assert RemoteBackend("http://127.0.0.1:1").timeout_s == DEFAULT_REMOTE_TIMEOUT_S
+
+
+@pytest.mark.parametrize("spec", ["remote:not-a-url", "remote:ftp://host/x", "remote:http://"])
+def test_a_remote_spec_that_is_not_an_http_url_fails_at_startup(spec):
+    with pytest.raises((UnknownSpecError, ValueError), match="not an http"):
+        load_backends(spec, BackendOptions())
+
+
+def test_the_per_upstream_in_flight_limit_holds_and_every_request_is_still_answered():
+    # A fresh upstream: the shared one may still hold the hung request of another test.
+    with (
+        fake_upstream() as (url, counters),
+        running_server(create_app([RemoteBackend(url, timeout_s=10, max_in_flight=2)])) as p,
+    ):
+
+        async def scenario():
+            async with httpx.AsyncClient(base_url=p, timeout=30) as c:
+                return await asyncio.gather(
+                    *(c.post("/v1/systemone", json=ticket_body(state=f"mode:slow limited {i}")) for i in range(6))
+                )
+
+        replies = asyncio.run(scenario())
+    assert [r.status_code for r in replies] == [200] * 6
+    assert counters.peak_in_flight == 2

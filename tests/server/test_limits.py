@@ -1,0 +1,75 @@
+"""Per-request caps (questions, options) and strict checking of a local backend's probabilities."""
+
+import logging
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from jevserve.server.app import DEFAULT_MAX_QUESTIONS, ServerSettings, create_app
+from tests.helpers import FakeBackend, ticket_body
+
+
+def many_questions(n: int, options: int = 2) -> dict:
+    if options == 2:
+        return {f"q{i}": {"type": "noul", "instructions": f"question {i}?"} for i in range(n)}
+    return {f"q{i}": {"type": "choice", "criteria": {f"o{j}": None for j in range(options)}} for i in range(n)}
+
+
+def test_too_many_questions_is_413_naming_the_cap_and_the_flag():
+    with TestClient(create_app([FakeBackend()], ServerSettings(max_questions=50))) as c:
+        ok = c.post("/v1/systemone", json=ticket_body(questions=many_questions(50)))
+        over = c.post("/v1/systemone", json=ticket_body(questions=many_questions(51)))
+    assert ok.status_code == 200
+    assert over.status_code == 413 and over.json()["detail"]["error_type"] == "api_usage_error"
+    assert "51 questions" in over.json()["detail"]["message"] and "--max-questions" in over.json()["detail"]["message"]
+
+
+def test_a_ten_thousand_question_body_is_refused_by_default():
+    with TestClient(create_app([FakeBackend()])) as c:
+        r = c.post("/v1/systemone", json=ticket_body(questions=many_questions(10_000)))
+    assert r.status_code == 413 and str(DEFAULT_MAX_QUESTIONS) in r.json()["detail"]["message"]
+
+
+def test_too_many_options_over_all_questions_is_413():
+    with TestClient(create_app([FakeBackend()], ServerSettings(max_options=1000))) as c:
+        r = c.post("/v1/systemone", json=ticket_body(questions=many_questions(5, options=255)))
+    assert r.status_code == 413 and "1275 options" in r.json()["detail"]["message"]
+
+
+def test_models_shows_the_limits_as_an_extension_field():
+    with TestClient(create_app([FakeBackend()], ServerSettings(max_questions=7, max_options=99))) as c:
+        body = c.get("/v1/models").json()
+    assert body["x_limits"]["max_questions"] == 7 and body["x_limits"]["max_options"] == 99
+
+
+class BrokenBackend(FakeBackend):
+    """Returns a chosen bad vector for every item."""
+
+    def __init__(self, vector) -> None:
+        super().__init__()
+        self.vector = vector
+
+    def decide(self, items):
+        super().decide(items)
+        return [np.array(self.vector(item.question.num_options)) for item in items]
+
+
+@pytest.mark.parametrize(
+    "vector",
+    [
+        lambda n: [float("nan")] * n,
+        lambda n: [-1.0] + [2.0 / (n - 1)] * (n - 1),
+        lambda n: [0.0] * n,
+        lambda n: [1.0] * n,
+        lambda n: [1.0 / (n + 1)] * (n + 1),
+    ],
+    ids=["nan", "negative", "all-zero", "unnormalised", "wrong-length"],
+)
+def test_a_local_backend_returning_a_non_distribution_is_500_with_a_logged_cause_never_an_answer(vector, caplog):
+    app = create_app([BrokenBackend(vector)])
+    with caplog.at_level(logging.ERROR, logger="jevserve.server"), TestClient(app, raise_server_exceptions=False) as c:
+        r = c.post("/v1/systemone", json=ticket_body())
+    assert r.status_code == 500 and r.json()["detail"]["error_type"] == "internal_error"
+    assert "invalid probability vector" in r.json()["detail"]["message"]
+    assert any("invalid" in rec.getMessage() for rec in caplog.records)
