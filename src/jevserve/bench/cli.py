@@ -53,14 +53,14 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
         description="Ask the endpoint the questions of every task (train and test items; train answers tune the "
         "thresholds), then score the test items. Answers are cached as they arrive, so an interrupted run resumes "
         "and a rerun sends nothing. A task whose data is missing is skipped with the command that fetches it. "
-        "With --baselines, also (or only, without --endpoint) write the rows that need no endpoint: default rules "
-        "and source-only baselines.",
+        "With --baselines, also (or only, without --endpoint) write the rows that need no endpoint: default rules, "
+        "the supervised tfidf-lr baseline and the source-only baselines.",
     )
     _endpoint_arguments(run, required=False)
     run.add_argument("--tasks", default=None, metavar="A,B",
                      help="comma-separated task names (default: all; see `jevserve bench list`)")
     run.add_argument("--baselines", action="store_true",
-                     help="write the default-rules, source-style and source-majority rows as well")
+                     help="write the default-rules, tfidf-lr, source-style and source-majority rows as well")
     run.add_argument("--results", type=Path, default=DEFAULT_RESULTS, metavar="DIR",
                      help="results folder (default: %(default)s)")
     run.add_argument("--data-cache", default=None, metavar="DIR",

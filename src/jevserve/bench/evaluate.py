@@ -15,9 +15,11 @@ import numpy as np
 from jevserve.bench.baselines import SourceMajority, StyleBaseline
 from jevserve.bench.rules import ThresholdRule, tune_threshold
 from jevserve.bench.stats import automation_share
+from jevserve.bench.supervised import TfidfClassifier, TfidfLengthRegressor
 from jevserve.bench.task import Answers, Item, Task
 
 MODEL, DEFAULT, ORACLE, STYLE, MAJORITY = "model", "default", "oracle", "source-style", "source-majority"
+TFIDF = "tfidf-lr"  # the supervised per-task baseline (bench.supervised)
 
 
 @dataclass(frozen=True)
@@ -62,11 +64,28 @@ def _thresholded(
     )
 
 
+def _supervised(
+    task: Task, train: Sequence[Item], test: Sequence[Item], train_labels: np.ndarray, test_labels: np.ndarray,
+    default_train: np.ndarray, default_test: np.ndarray,
+) -> Prediction:
+    train_texts, test_texts = [i.state for i in train], [i.state for i in test]
+    if not task.thresholded:
+        # A value prediction (reply length): ridge on the text and the default rule's own number (prompt tokens).
+        regressor = TfidfLengthRegressor().fit(train_texts, default_train, train_labels)
+        return Prediction(values=regressor.predict(test_texts, default_test))
+    classifier = TfidfClassifier().fit(train_texts, task.target(train_labels))
+    return _thresholded(
+        task, classifier.predict_proba(train_texts), train_labels, classifier.predict_proba(test_texts), test_labels,
+        both_directions=False, probabilities=True,
+    )
+
+
 def evaluate(
     task: Task, train: Sequence[Item], test: Sequence[Item], data: Any,
     train_answers: Sequence[Answers | None] | None = None, test_answers: Sequence[Answers | None] | None = None,
 ) -> TaskOutcome:
-    """Predictions of the model (when answers are given), the default rule, the oracle and source-only baselines."""
+    """Predictions of the model (when answers are given), the default rule, the oracle, the supervised baseline
+    (tfidf-lr) and, for pooled tasks, the source-only baselines."""
     if not train or not test:
         raise ValueError(f"task {task.name}: {len(train)} train and {len(test)} test items; both sides are needed")
     train_labels, test_labels = task.labels(train), task.labels(test)
@@ -90,6 +109,8 @@ def evaluate(
             )
         else:
             predictions[MODEL] = Prediction(values=model_test)
+
+    predictions[TFIDF] = _supervised(task, train, test, train_labels, test_labels, default_train, default_test)
 
     if task.pooled and task.thresholded:
         target = task.target(train_labels)

@@ -18,7 +18,7 @@ import numpy as np
 
 from jevserve import __version__
 from jevserve.bench.answers_cache import AnswersCache, request_key
-from jevserve.bench.evaluate import DEFAULT, MAJORITY, MODEL, STYLE, evaluate
+from jevserve.bench.evaluate import DEFAULT, MAJORITY, MODEL, STYLE, TFIDF, evaluate
 from jevserve.bench.runner import AskStats, DecisionClient, ask_missing, keyed
 from jevserve.bench.scoring import rescore, score_row
 from jevserve.bench.sources import SourceMissingError
@@ -26,7 +26,7 @@ from jevserve.bench.stats import BOOTSTRAP_SEED, ECE_BINS, ERROR_BUDGET, NUM_RES
 from jevserve.bench.task import Answers, Item, Task, split_items
 
 # Rows that need no endpoint: their results folder name and the predictor they show.
-BASELINE_ROWS = {"default-rules": DEFAULT, "source-style": STYLE, "source-majority": MAJORITY}
+BASELINE_ROWS = {"default-rules": DEFAULT, TFIDF: TFIDF, "source-style": STYLE, "source-majority": MAJORITY}
 
 
 @dataclass(frozen=True)
