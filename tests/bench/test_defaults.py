@@ -25,3 +25,10 @@ def test_the_cache_key_joins_the_user_messages_of_the_whole_conversation():
     chat = (ChatMessage("user", "My gym costs too much"), ChatMessage("assistant", "Cancel or freeze?"),
             ChatMessage("user", "cancel it"))
     assert user_text(chat) == "My gym costs too much\ncancel it"
+
+
+def test_every_task_argues_why_its_default_is_what_production_does_today():
+    from jevserve.bench.tasks import TASKS
+
+    missing = [t.name for t in TASKS.values() if len(t.default_why) < 60]
+    assert not missing, f"tasks without a written argument for their default: {missing}"

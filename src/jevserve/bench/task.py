@@ -104,6 +104,8 @@ class Task(ABC):
     default_tunes_direction: ClassVar[bool] = False  # the default rule's threshold may point either way
     rule_text: ClassVar[str]  # how answers become the action
     default_text: ClassVar[str]  # the default rule, in words
+    # why the default is what a production system does today without a decision model ("its default rule, or chance")
+    default_why: ClassVar[str] = ""
     oracle_text: ClassVar[str] = "knows the label and takes the right action on every item"
     cap_text: ClassVar[str] = "no cap: every item is used"
 

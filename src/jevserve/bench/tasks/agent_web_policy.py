@@ -96,6 +96,11 @@ class AgentWebPolicy(Task):
         "in the site, task or action; deny when the profile fails that rule (CHECKS); the deny cut tuned on train"
     )
 
+    default_why = (
+        "The site rules are written into the question, so a platform that has them runs a rule checker: map "
+        "the action to a rule's domain by its words and test the profile field. Chance (allow everything) "
+        "would be a straw man here."
+    )
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """Every Mind2Web-SC action; label True when it must be denied."""
         return tuple(

@@ -54,6 +54,12 @@ class CacheChats(Task):
     )
     cap_text = "pairs fow-cache marks as ambiguous are left out"
 
+    default_why = (
+        "A semantic cache with conversation context embeds the conversation's user messages, not the last "
+        "message alone (near identical across pairs here, so a last-message key is constant), and reuses "
+        "when they are similar. Reusing when they are less similar scores higher on this data's "
+        "construction but is no cache any system runs, so the direction is fixed."
+    )
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """Every unambiguous conversation pair; label True when one answer serves both."""
         return tuple(

@@ -76,6 +76,11 @@ class ScheduleReturn(Task):
         "opening 'Hi' in two conversations) is left out"
     )
 
+    default_why = (
+        "Prefix caches keep or evict a conversation by a recency/size rule; the turn count is the number "
+        "such a rule reads. Published work reports this task against turn count as an open problem, so it "
+        "is reported as AUROC and left out of the headline average."
+    )
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """One cut per conversation with at least two messages, capped per label."""
         items = []
