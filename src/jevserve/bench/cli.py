@@ -27,6 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_board(commands)
     _add_predict_lengths(commands)
     _add_list(commands)
+    from jevserve.bench.cli_spread import add_spread
+
+    add_spread(commands)
 
 
 def _endpoint_arguments(parser: argparse.ArgumentParser, required: bool) -> None:
@@ -65,6 +68,10 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
                      help="results folder (default: %(default)s)")
     run.add_argument("--data-cache", default=None, metavar="DIR",
                      help="data cache of `jevserve data fetch` (default: its default)")
+    run.add_argument("--split-salt", default=None, metavar="SALT",
+                     help="split every task with this salt instead of the bench's (for measuring split variance; "
+                     "results go to RESULTS/split-salts/SALT/, never onto the board; a trained model's test side is "
+                     "only held out under the salt it was trained with)")
     run.add_argument("--resamples", type=_positive_int, default=1000,
                      help="bootstrap resamples for intervals (default: %(default)s; at least 1000 for published rows)")
     run.set_defaults(func=run_command)
@@ -134,11 +141,26 @@ def _command(args: argparse.Namespace, model: str | None = None) -> str:
         parts += ["--tasks", args.tasks]
     if args.baselines:
         parts.append("--baselines")
+    if args.split_salt:
+        parts += ["--split-salt", args.split_salt]
     return shlex.join(parts)
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """`jevserve bench run`."""
+    """`jevserve bench run` (under `--split-salt` when given)."""
+    from jevserve.bench.sources import DEFAULT_SALT, split_salt
+
+    if args.split_salt is not None and not args.split_salt.strip():
+        print(f"error: --split-salt {args.split_salt!r}: expected a non-empty string", file=sys.stderr)
+        return 2
+    salt = args.split_salt or DEFAULT_SALT
+    if salt != DEFAULT_SALT:
+        args.results = Path(args.results) / "split-salts" / salt
+    with split_salt(salt):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from jevserve.bench.data import BenchData
     from jevserve.bench.pipeline import load_tasks, needed_requests, score_baselines, score_model
     from jevserve.bench.results import write_result
@@ -161,7 +183,8 @@ def run_command(args: argparse.Namespace) -> int:
         return 1
     if args.baselines:
         tasks = ["--tasks", args.tasks] if args.tasks else []
-        command = shlex.join(["jevserve", "bench", "run", "--baselines", *tasks])
+        salt = ["--split-salt", args.split_salt] if args.split_salt else []
+        command = shlex.join(["jevserve", "bench", "run", "--baselines", *tasks, *salt])
         for document in score_baselines(loaded, data, command=command, skipped=skipped,
                                         num_resamples=args.resamples):
             print(f"{document['model']}: {_summary(document)} -> {write_result(args.results, document)}")

@@ -16,7 +16,7 @@ from jevserve.bench.baselines import SourceMajority, StyleBaseline
 from jevserve.bench.rules import ThresholdRule, tune_threshold
 from jevserve.bench.stats import automation_share
 from jevserve.bench.supervised import TfidfClassifier, TfidfLengthRegressor
-from jevserve.bench.task import Answers, Item, Task
+from jevserve.bench.task import Answers, Item, Task, state_key
 
 MODEL, DEFAULT, ORACLE, STYLE, MAJORITY = "model", "default", "oracle", "source-style", "source-majority"
 TFIDF = "tfidf-lr"  # the supervised per-task baseline (bench.supervised)
@@ -43,6 +43,8 @@ class TaskOutcome:
     targets: np.ndarray | None  # 0/1 truth a probability predicts (None for value predictions)
     num_train: int
     predictions: dict[str, Prediction]
+    # per test item, the keys that tie it to items of other tasks (its group, its text), for joint resampling
+    cluster_keys: tuple[tuple[str, ...], ...] = ()
 
 
 def _thresholded(
@@ -69,6 +71,10 @@ def _supervised(
     default_train: np.ndarray, default_test: np.ndarray,
 ) -> Prediction:
     train_texts, test_texts = [i.state for i in train], [i.state for i in test]
+    if not task.thresholded and train_labels.dtype == bool:
+        # A ranking of a yes/no label (AUROC): the classifier's probability is the ranking score.
+        classifier = TfidfClassifier().fit(train_texts, train_labels)
+        return Prediction(values=classifier.predict_proba(test_texts))
     if not task.thresholded:
         # A value prediction (reply length): ridge on the text and the default rule's own number (prompt tokens).
         regressor = TfidfLengthRegressor().fit(train_texts, default_train, train_labels)
@@ -99,6 +105,10 @@ def evaluate(
             both_directions=task.default_tunes_direction, probabilities=False,
         )
     else:
+        if task.default_tunes_direction and task.metric(train_labels, -default_train) > task.metric(
+            train_labels, default_train
+        ):  # the default's sign is chosen on train, as a thresholded default's direction is
+            default_train, default_test = -default_train, -default_test
         predictions[DEFAULT] = Prediction(values=default_test)
 
     if train_answers is not None and test_answers is not None:
@@ -134,4 +144,11 @@ def evaluate(
         targets=task.target(test_labels) if task.thresholded else None,
         num_train=len(train),
         predictions=predictions,
+        cluster_keys=tuple(cluster_keys(i) for i in test),
     )
+
+
+def cluster_keys(item: Item) -> tuple[str, ...]:
+    """An item's keys for resampling across tasks: its group (when it has one) and its text's content id."""
+    text = "t:" + state_key(item)[-16:]
+    return (f"g:{item.group}", text) if item.group else (text,)

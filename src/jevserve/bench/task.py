@@ -100,6 +100,7 @@ class Task(ABC):
     positive_option: ClassVar[str | None] = None  # for a choice primary: the option that means "positive"
     metric: ClassVar[Metric]
     thresholded: ClassVar[bool] = True  # scores become actions by a threshold tuned on train
+    headline: ClassVar[bool] = True  # counted in the headline average (False: only in the all-task average)
     pooled: ClassVar[bool] = False  # positives and negatives come from different sources: show source-only baselines
     default_tunes_direction: ClassVar[bool] = False  # the default rule's threshold may point either way
     rule_text: ClassVar[str]  # how answers become the action

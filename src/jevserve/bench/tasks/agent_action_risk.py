@@ -56,6 +56,7 @@ class AgentActionRisk(Task):
         "Agent frameworks gate tool calls by a list of dangerous operations (delete, transfer, sudo, ...) "
         "and ask a human for those; that list is the default."
     )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """Every labelled action; label True for "harmful" or "unethical"."""
         return tuple(

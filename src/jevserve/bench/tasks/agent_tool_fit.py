@@ -103,6 +103,7 @@ class AgentToolFit(Task):
         "Tool-retrieval layers pick and gate tools by lexical overlap between the request and the tool's "
         "name and description (BM25-style); that overlap is the default."
     )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """Capped fitting cases, irrelevance cases and derived wrong-candidate cases."""
         items = []

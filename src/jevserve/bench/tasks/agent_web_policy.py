@@ -101,6 +101,7 @@ class AgentWebPolicy(Task):
         "the action to a rule's domain by its words and test the profile field. Chance (allow everything) "
         "would be a straw man here."
     )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """Every Mind2Web-SC action; label True when it must be denied."""
         return tuple(

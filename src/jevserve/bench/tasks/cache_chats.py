@@ -60,6 +60,7 @@ class CacheChats(Task):
         "when they are similar. Reusing when they are less similar scores higher on this data's "
         "construction but is no cache any system runs, so the direction is fixed."
     )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """Every unambiguous conversation pair; label True when one answer serves both."""
         return tuple(

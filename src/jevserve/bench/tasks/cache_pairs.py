@@ -51,6 +51,7 @@ class CachePairs(Task):
     default_why = (
         "GPTCache's default: embed the query with all-MiniLM-L6-v2 and reuse above a cosine threshold."
     )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """Every unambiguous pair; label True when one answer serves both."""
         return tuple(

@@ -41,6 +41,7 @@ class GuardInjection(Task):
         "instructions\", \"you are now\"), like the heuristic checks of Rebuff or NeMo Guardrails; the bench's "
         "list is one such list."
     )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """Every bastioncorpus text; label True for an injection."""
         records = data.source("bastioncorpus")

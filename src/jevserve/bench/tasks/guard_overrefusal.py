@@ -36,6 +36,7 @@ class GuardOverrefusal(Task):
         "The same moderation deny-list: it is the rule whose over-refusal on edgy-but-benign questions this "
         "task measures."
     )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """Both halves of every matched pair (one group each) and the benign-but-edgy questions."""
         pairs = labelled_items(

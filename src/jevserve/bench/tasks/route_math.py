@@ -50,6 +50,7 @@ class RouteMath(Task):
         "Routers without a learned model route by a request feature, most often its length (long prompts to "
         "the strong model); the cut and its direction are tuned on train."
     )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """One item per judged problem; label (cheap right, strong right)."""
         by_problem: dict[str, dict[str, Any]] = {}

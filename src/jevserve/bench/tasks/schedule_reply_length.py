@@ -97,6 +97,7 @@ class ScheduleReplyLength(Task):
         "Length-aware schedulers without a predictor order by prompt length (the one number known at "
         "arrival)."
     )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """Valid ShareGPT requests; test side whole, train side capped."""
         return tuple(length_items(data.sharegpt()))

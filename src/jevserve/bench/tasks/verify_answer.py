@@ -48,6 +48,7 @@ class VerifyAnswer(Task):
     default_why = (
         "As verify-math-steps: without a verifier model every answer is served (chance)."
     )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """One item per judged answer; label True when the judge finds it wrong."""
         items = []

@@ -42,6 +42,7 @@ class VerifyMathSteps(Task):
         "Serving stacks do not check a solution's steps without a verifier model: every solution is served, "
         "which is chance on balanced accuracy."
     )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """Every annotated solution (one group per problem); label True when a step is wrong."""
         return tuple(
