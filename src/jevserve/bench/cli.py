@@ -27,9 +27,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_board(commands)
     _add_predict_lengths(commands)
     _add_list(commands)
-    from jevserve.bench.cli_spread import add_spread
+    from jevserve.bench.cli_more import add_rebase, add_spread
 
     add_spread(commands)
+    add_rebase(commands)
 
 
 def _endpoint_arguments(parser: argparse.ArgumentParser, required: bool) -> None:

@@ -27,6 +27,8 @@ from jevserve.bench.sources import SourceMissingError, active_salt
 from jevserve.bench.stats import BOOTSTRAP_SEED, ECE_BINS, ERROR_BUDGET, NUM_RESAMPLES, mean_with_interval
 from jevserve.bench.task import Answers, Item, Task, split_items
 
+BENCH_VERSION = "0.3"  # what the results files were computed under (docs/bench.md's changelog says what changed)
+
 # Rows that need no endpoint: their results folder name and the predictor they show.
 BASELINE_ROWS = {"default-rules": DEFAULT, TFIDF: TFIDF, "source-style": STYLE, "source-majority": MAJORITY}
 
@@ -140,6 +142,7 @@ def result_document(
         "model": model,
         "date": dt.datetime.now(dt.UTC).date().isoformat(),
         "command": command,
+        "bench_version": BENCH_VERSION,
         **fields,
         "num_resamples": num_resamples,
         "bootstrap_seed": BOOTSTRAP_SEED,

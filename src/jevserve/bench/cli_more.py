@@ -1,4 +1,4 @@
-"""`jevserve bench spread`: the no-endpoint rows refitted and rescored under several split salts (bench.spread)."""
+"""`jevserve bench spread` (split variance, bench.spread) and `jevserve bench rebase` (bench.rebase)."""
 
 from __future__ import annotations
 
@@ -56,4 +56,51 @@ def spread_command(args: argparse.Namespace) -> int:
             return 1
         args.into.write_text(replaced, encoding="utf-8")
         print(f"wrote the spread table into {args.into}", file=sys.stderr)
+    return 0
+
+
+def add_rebase(commands: argparse._SubParsersAction) -> None:
+    """Add the `rebase` sub-command."""
+    rebase = commands.add_parser(
+        "rebase",
+        help="carry a model row of an older bench version onto the current test items and zero-points",
+        description="Rescore a model row's stored test actions against the newest default-rules row (its test items "
+        "must be a subset of the row's), without asking the model again; writes RESULTS/ROW/DATE.json marked as "
+        "rebased. For rows that cannot be rerun in time (e.g. the leave-one-task-out heads).",
+    )
+    rebase.add_argument("row", help="the results folder name of the row, e.g. jev-minilm-1-heldout")
+    rebase.add_argument("--source", type=Path, required=True, metavar="FILE", help="the older results file")
+    rebase.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
+                        help="results folder (default: %(default)s)")
+    rebase.set_defaults(func=rebase_command)
+
+
+def rebase_command(args: argparse.Namespace) -> int:
+    """`jevserve bench rebase`."""
+    from jevserve.bench.rebase import rebase_document
+    from jevserve.bench.results import ResultsFormatError, latest_results, read_result, write_result
+
+    try:
+        old = read_result(args.source)
+    except (OSError, ResultsFormatError) as exc:
+        print(f"error: --source {args.source}: {exc}", file=sys.stderr)
+        return 2
+    if old.get("model") != args.row:
+        print(f"error: --source {args.source} is a result of {old.get('model')!r}, not {args.row!r}", file=sys.stderr)
+        return 2
+    reference = next((d for d in latest_results(args.results).documents if d["model"] == "default-rules"), None)
+    if reference is None:
+        print(f"error: no default-rules row under {args.results}; run `jevserve bench run --baselines`",
+              file=sys.stderr)
+        return 1
+    try:
+        document = rebase_document(old, reference, note=f"{args.source} (bench {old.get('bench_version', '0.2')})")
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    document["command"] = f"jevserve bench rebase {args.row} --source {args.source}"
+    path = write_result(args.results, document)
+    average = document["average"]
+    print(f"{args.row}: average {average['score']:.1f} [{average['interval'][0]:.1f}, {average['interval'][1]:.1f}]"
+          f" (rebased from {args.source}) -> {path}")
     return 0
