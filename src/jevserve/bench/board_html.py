@@ -13,6 +13,7 @@ from jevserve.bench.task import CATEGORIES
 
 AXIS_LOW, AXIS_HIGH = -100.0, 100.0  # the bars' scale; values beyond are drawn at the edge with an arrow mark
 BAR_WIDTH, BAR_HEIGHT = 96, 14
+CLIP_TOLERANCE = 1e-6  # an oracle-level score of 100.00000000000001 (float noise) is not cut
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5rem;color:#1b1f24}
@@ -63,10 +64,10 @@ def _bar(cell: Cell) -> str:
         parts.append(f'<circle cx="{_x(cell.score):.1f}" cy="7" r="3" fill="{colour}"/>')
     # A value beyond the axis is drawn at the edge; a red arrow at that edge says the bar is cut there.
     low_edge, high_edge = _x(AXIS_LOW), _x(AXIS_HIGH)
-    if min(cell.low, cell.score) < AXIS_LOW:
+    if min(cell.low, cell.score) < AXIS_LOW - CLIP_TOLERANCE:
         parts.append(f'<polygon class="clip-mark" points="{low_edge - 2:.1f},7 {low_edge + 4:.1f},1 '
                      f'{low_edge + 4:.1f},13" fill="#cf222e"/>')
-    if max(cell.high, cell.score) > AXIS_HIGH:
+    if max(cell.high, cell.score) > AXIS_HIGH + CLIP_TOLERANCE:
         parts.append(f'<polygon class="clip-mark" points="{high_edge + 2:.1f},7 {high_edge - 4:.1f},1 '
                      f'{high_edge - 4:.1f},13" fill="#cf222e"/>')
     parts.append("</svg>")
@@ -75,7 +76,7 @@ def _bar(cell: Cell) -> str:
 
 def _clipped(cell: Cell) -> bool:
     values = [v for v in (cell.low, cell.score, cell.high) if math.isfinite(v)]
-    return bool(values) and (min(values) < AXIS_LOW or max(values) > AXIS_HIGH)
+    return bool(values) and (min(values) < AXIS_LOW - CLIP_TOLERANCE or max(values) > AXIS_HIGH + CLIP_TOLERANCE)
 
 
 def _fmt(cell: Cell) -> str:
