@@ -70,6 +70,9 @@ def add_rebase(commands: argparse._SubParsersAction) -> None:
     )
     rebase.add_argument("row", help="the results folder name of the row, e.g. jev-minilm-1-heldout")
     rebase.add_argument("--source", type=Path, required=True, metavar="FILE", help="the older results file")
+    rebase.add_argument("--fresh", type=Path, default=None, metavar="FILE",
+                        help="a current run of the same model over some tasks (`bench run --tasks ...`): those tasks "
+                        "are taken from it (e.g. schedule-return, whose AUROC needs probabilities the old file lacks)")
     rebase.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
                         help="results folder (default: %(default)s)")
     rebase.set_defaults(func=rebase_command)
@@ -94,11 +97,16 @@ def rebase_command(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     try:
-        document = rebase_document(old, reference, note=f"{args.source} (bench {old.get('bench_version', '0.2')})")
-    except ValueError as exc:
+        fresh = read_result(args.fresh) if args.fresh else None
+        if fresh is not None and fresh.get("model") != args.row:
+            raise ValueError(f"--fresh {args.fresh} is a result of {fresh.get('model')!r}, not {args.row!r}")
+        document = rebase_document(old, reference, note=f"{args.source} (bench {old.get('bench_version', '0.2')})",
+                                   fresh=fresh)
+    except (OSError, ResultsFormatError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    document["command"] = f"jevserve bench rebase {args.row} --source {args.source}"
+    document["command"] = f"jevserve bench rebase {args.row} --source {args.source}" + (
+        f" --fresh {args.fresh}" if args.fresh else "")
     path = write_result(args.results, document)
     average = document["average"]
     print(f"{args.row}: average {average['score']:.1f} [{average['interval'][0]:.1f}, {average['interval'][1]:.1f}]"

@@ -50,14 +50,22 @@ def rebase_task(old: dict[str, Any], reference: dict[str, Any], num_resamples: i
     return task
 
 
-def rebase_document(old: dict[str, Any], reference: dict[str, Any], note: str) -> dict[str, Any]:
-    """An old model row carried onto the reference (default-rules) row's test items and zero-points."""
+def rebase_document(
+    old: dict[str, Any], reference: dict[str, Any], note: str, fresh: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """An old model row carried onto the reference (default-rules) row's test items and zero-points; tasks that a
+    `fresh` result of the same model (a current run over some tasks) has are taken from it instead."""
     num_resamples = int(reference.get("num_resamples", 1000))
     tasks = {name: rebase_task(result, reference["tasks"][name], num_resamples)
              for name, result in old["tasks"].items() if name in reference["tasks"]}
+    for name, result in (fresh or {}).get("tasks", {}).items():
+        if result["items"]["ids"] != reference["tasks"][name]["items"]["ids"]:
+            raise ValueError(f"task {name}: the fresh result was scored on other test items than the reference")
+        tasks[name] = result
     document = {k: v for k, v in old.items() if k not in ("tasks", "average", "average_all")}
     document.update(averages(tasks, dict(TASKS), num_resamples))
     document.update(tasks=tasks, bench_version=f"{old.get('bench_version', '0.2')} rebased to "
                     f"{reference.get('bench_version')}", rebased_from=note, date=reference["date"],
-                    split_salt=reference.get("split_salt"))
+                    split_salt=reference.get("split_salt"),
+                    rerun_tasks=sorted((fresh or {}).get("tasks", {})))
     return document

@@ -42,8 +42,8 @@ def spread(tasks: Sequence[Task], data: BenchData, salt_names: Sequence[str], lo
             documents = {d["model"]: d for d in score_baselines(loaded, data, command="", num_resamples=num_resamples)}
         supervised = documents[TFIDF]
         runs[salt] = {
-            "average": supervised["average"]["score"],
-            "headline": supervised.get("headline", {}).get("score"),
+            "average": supervised["average_all"]["score"],  # every task
+            "headline": supervised["average"]["score"],  # the headline tasks
             "tasks": {
                 name: {
                     "n_test": r["n_test"],
