@@ -154,9 +154,8 @@ def build_board(results_dir: Path) -> Board:
             notes.append(f"covers {len(names)} of {len(ranking_tasks)} tasks: not ranked")
         if document.get("rebased_from"):
             rerun = document.get("rerun_tasks") or []
-            notes.append(f"bench {document.get('bench_version')}: test actions of {document['rebased_from']} "
-                         "rescored on the current items and zero-points, not rerun"
-                         + (f" (rerun: {', '.join(rerun)})" if rerun else ""))
+            notes.append(f"bench {document.get('bench_version')}: stored test actions rescored on the current items "
+                         "and zero-points, not rerun" + (f" (rerun: {', '.join(rerun)})" if rerun else ""))
         elif document.get("bench_version") is None:
             notes.append("bench 0.2 results (before zero-points and near-duplicate checks changed): not comparable")
         if document.get("skipped"):
