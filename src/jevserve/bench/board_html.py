@@ -26,7 +26,8 @@ th.cat{background:#eef3f8}.note{color:#8a6d00;font-size:.75rem}code{font-size:.7
 details summary{cursor:pointer;color:#0550ae}.legend{font-size:.8rem;color:#444;max-width:70rem}
 td .ci{display:block;font-size:.68rem;color:#57606a;font-variant-numeric:tabular-nums}
 .clip{color:#cf222e;font-weight:bold}
-td.txt .note{white-space:normal;min-width:16rem;max-width:20rem}h2{font-size:1.1rem;margin:1.4rem 0 .4rem}tr.probe td{color:#6e5600}
+td.txt .note{white-space:normal;min-width:16rem;max-width:20rem}
+h2{font-size:1.1rem;margin:1.4rem 0 .4rem}tr.probe td{color:#6e5600}
 """
 
 _SCRIPT = """
