@@ -214,9 +214,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _summary(document: dict) -> str:
-    average = document["average"]
-    low, high = average["interval"]
-    return f"average {average['score']:.1f} [{low:.1f}, {high:.1f}] over {average['num_tasks']} tasks"
+    parts = []
+    for key, label in (("average", "headline average"), ("average_all", "all-task average")):
+        average = document.get(key)
+        if average and average["num_tasks"]:
+            low, high = average["interval"]
+            parts.append(f"{label} {average['score']:.1f} [{low:.1f}, {high:.1f}] over {average['num_tasks']} tasks")
+    return "; ".join(parts) or "no task scored"
 
 
 def board_command(args: argparse.Namespace) -> int:
