@@ -11,6 +11,10 @@ def test_public_exports_are_pinned():
         "ROUTERS", "JoinShortestQueue", "LatencyAware", "LeastOutstandingTokens", "ReplicaModel", "RoundRobin",
         "Router", "SchedulerLimits", "UtilityAware", "estimate_ttft", "estimate_ttft_queued_prefill", "make_router",
         "register_router", "router_names", "RunningColumns",
+        # aging that keeps the gain (issue 14)
+        "RelativeAgingFirst", "VirtualDeadlineFirst",
+        # one engine config type for the simulator and the router (issue 14); SchedulerLimits is its alias
+        "EngineConfig", "SchedulerConfigError",
     ])
 
 

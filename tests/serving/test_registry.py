@@ -11,8 +11,8 @@ from jevserve.serving import (
 )
 
 
-def test_registry_holds_the_four_queue_policies_by_short_key():
-    assert queue_policy_names() == ["fcfs", "plf", "spf", "tlf"]
+def test_registry_holds_the_queue_policies_by_short_key():
+    assert queue_policy_names() == ["fcfs", "plf", "plf-edf", "plf-relage", "spf", "tlf"]
 
 
 def test_make_queue_policy_passes_aging_and_delay():
@@ -22,7 +22,8 @@ def test_make_queue_policy_passes_aging_and_delay():
 
 
 def test_unknown_policy_error_lists_the_known_names():
-    with pytest.raises(UnknownPolicyError, match="unknown queue policy 'fifo'; expected one of: fcfs, plf, spf, tlf"):
+    known = "fcfs, plf, plf-edf, plf-relage, spf, tlf"
+    with pytest.raises(UnknownPolicyError, match=f"unknown queue policy 'fifo'; expected one of: {known}"):
         make_queue_policy("fifo")
 
 

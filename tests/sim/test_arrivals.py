@@ -1,7 +1,9 @@
+import itertools
+
 import numpy as np
 import pytest
 
-from jevserve.sim.arrivals import gamma_arrivals, make_arrivals, mmpp_arrivals, poisson_arrivals
+from jevserve.sim.arrivals import ArrivalSpec, gamma_arrivals, make_arrivals, mmpp_arrivals, poisson_arrivals
 from jevserve.sim.errors import WorkloadError
 
 
@@ -23,10 +25,28 @@ def test_long_run_rate_matches_the_requested_rate(process):
     assert (len(times) - 1) / times[-1] == pytest.approx(1.5, rel=0.05)
 
 
-def test_mmpp_long_run_rate_matches_the_requested_rate():
-    # Short phases so that many calm/burst cycles average out (the phase-length noise is large per cycle).
-    times = mmpp_arrivals(100_000, 1.5, 11, mean_phase_s=5.0)
-    assert (len(times) - 1) / times[-1] == pytest.approx(1.5, rel=0.03)
+def test_mmpp_realised_rate_is_the_requested_rate_for_every_seed():
+    for seed in range(5):
+        times = mmpp_arrivals(2000, 1.3, seed)
+        assert (len(times) - 1) / times[-1] == pytest.approx(1.3, rel=1e-9)
+
+
+@pytest.mark.parametrize("spec", ["poisson", "gamma:2", "mmpp:4:0.2:100"])
+def test_a_rate_sweep_scales_one_realisation(spec):
+    slow, fast = make_arrivals(spec, 3000, 1.0, 3), make_arrivals(spec, 3000, 1.6, 3)
+    np.testing.assert_allclose(fast * 1.6, slow, rtol=1e-9, atol=1e-9)
+
+
+def test_arrival_spec_parses_what_the_cli_accepts():
+    assert ArrivalSpec.parse("gamma:3") == ArrivalSpec("gamma", cv=3.0)
+    assert ArrivalSpec.parse("gamma", cv=1.5).cv == 1.5
+    assert ArrivalSpec.parse("mmpp:8:0.1") == ArrivalSpec("mmpp", burst_ratio=8.0, burst_share=0.1)
+    assert str(ArrivalSpec.parse("mmpp")) == "mmpp:4:0.2:100"
+    for bad, message in [("mmpp:4:1.5", "burst_share=1.5"), ("gamma:x", "must be numbers"),
+                         ("gamma:1:2", "expected poisson"), ("weibull", "unknown arrival process 'weibull'"),
+                         ("gamma:inf", "expected poisson")]:
+        with pytest.raises(WorkloadError, match=message):
+            ArrivalSpec.parse(bad)
 
 
 def test_gamma_gaps_have_the_requested_coefficient_of_variation():
@@ -47,3 +67,21 @@ def test_mmpp_is_burstier_than_poisson():
 def test_bad_arrival_parameters_are_named(call, message):
     with pytest.raises(WorkloadError, match=message):
         call()
+
+
+def test_attainment_on_an_mmpp_sweep_is_monotone_on_a_fixed_realisation():
+    from jevserve.serving import make_queue_policy
+    from jevserve.sim.engine import EngineConfig
+    from jevserve.sim.metrics import Slo
+    from jevserve.sim.run import simulate_summary, with_arrivals
+    from jevserve.sim.workloads.synthetic import synthetic_requests
+    from tests.sim.builders import make_profile
+
+    requests = synthetic_requests(600, "uniform:5:50", "uniform:1:40", seed=2)
+    profile, config, slo = make_profile(constant_us=2000.0), EngineConfig(max_num_seqs=4), Slo(ttft_ms=100.0)
+    attainment = []
+    for rate in (20.0, 30.0, 40.0, 50.0, 60.0, 70.0):
+        timed = with_arrivals(requests, make_arrivals("mmpp:6:0.2:50", len(requests), rate, 0))
+        attainment.append(simulate_summary(timed, profile, make_queue_policy("fcfs"), config, slo)["slo_attainment"])
+    assert attainment[0] > 0.9 > attainment[-1]  # the sweep crosses the target
+    assert all(a >= b for a, b in itertools.pairwise(attainment)), attainment

@@ -37,17 +37,19 @@ def test_sim_errors_are_one_line_with_the_fix(capsys):
 def test_sim_queue_order_writes_results_plots_and_report(tmp_path, capsys):
     args = ["sim", "queue-order", "--scenarios", "two-seqs", "--num-requests", "120", "--rates", "1.0,1.5",
             "--seeds", "0", "--step-scale", "0.8", "--jobs", "1", "--out", str(tmp_path / "out"),
-            "--doc", str(tmp_path / "q.md"), "--img-dir", str(tmp_path / "img")]
+            "--doc", str(tmp_path / "q.md"), "--img-dir", str(tmp_path / "img"), "--arrivals", "mmpp:4:0.2:20"]
     assert main(args) == 0
     doc = (tmp_path / "q.md").read_text()
     assert "## Published vs simulated, side by side" in doc and "img/queue-order-two-seqs-attainment.png" in doc
+    assert "arrivals: `mmpp:4:0.2:20`" in doc and "Run-length check" in doc
     assert (tmp_path / "img" / "queue-order-two-seqs-ttft.png").stat().st_size > 1000
     summary = json.loads((tmp_path / "out" / "two-seqs" / "summary.json").read_text())
-    assert set(summary["policies"]) >= {"fcfs", "tlf+aging"}
-    assert summary["meta"]["knob_value"] == 0.8
+    assert set(summary["policies"]) >= {"fcfs", "plf-edf", "plf-relage"}
+    assert summary["meta"]["knob_value"] == 0.8 and summary["meta"]["arrivals"] == "mmpp:4:0.2:20"
+    assert all(row["requests"] == 120 for row in summary["run_length_check"])
     assert main(args) == 0  # a rerun reuses the finished runs
-    assert len(next((tmp_path / "out" / "two-seqs").glob("runs-*.jsonl")).read_text().splitlines()) == 16
-    assert "16 of them reused" in (tmp_path / "q.md").read_text()
+    assert len(next((tmp_path / "out" / "two-seqs").glob("runs-*.jsonl")).read_text().splitlines()) == 14
+    assert "14 of them reused" in (tmp_path / "q.md").read_text()
 
 
 def test_sim_queue_order_engine_overrides_apply_and_unknown_scenario_is_one_line(tmp_path, capsys):
@@ -91,3 +93,14 @@ def test_sim_run_prefix_caching_reuses_cached_tokens_and_reports_the_engine_work
     assert off["num_readmissions"] > 0 and off["num_cache_hit_tokens"] == 0
     assert 0 < on["num_cache_hit_tokens"] <= on["num_readmitted_context_tokens"]
     assert sum(on["busy_share"].values()) == pytest.approx(1.0)
+
+
+def test_sim_run_reports_a_request_that_can_never_fit_as_rejected(tmp_path, capsys):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival_s": 0, "prompt_tokens": 10, "output_tokens": 5}\n'
+                     '{"arrival_s": 0.1, "prompt_tokens": 900, "output_tokens": 5}\n')
+    out = tmp_path / "s.json"
+    assert main(["sim", "run", "--workload", str(trace), "--arrivals", "trace", "--num-kv-blocks", "8",
+                 "--json", str(out)]) == 0
+    summary = json.loads(out.read_text())
+    assert (summary["num_requests"], summary["num_rejected"]) == (1, 1)

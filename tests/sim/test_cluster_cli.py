@@ -30,3 +30,12 @@ def test_sim_cluster_rejects_unknown_router_and_prediction_source(capsys):
     assert "--router 'rr,random'; expected a comma-separated list of: jsq, latency, lot, rr" in capsys.readouterr().err
     assert main(["sim", "cluster", "--length-predictions", "psychic", "--num-requests", "10"]) == 2
     assert "expected a comma-separated list of: noisy, true, none" in capsys.readouterr().err
+
+
+def test_sim_cluster_takes_held_out_arrival_processes(tmp_path, capsys):
+    for spec in ("gamma:2", "mmpp:4:0.2:20"):
+        out = tmp_path / spec.replace(":", "-")
+        assert main(["sim", "cluster", "--workload", "synthetic", "--num-requests", "60", "--rates", "20",
+                     "--seeds", "0", "--replicas", "2", "--router", "rr", "--max-num-seqs", "4", "--jobs", "1",
+                     "--arrivals", spec, "--out", str(out)]) == 0
+        assert json.loads((out / "summary-main.json").read_text())["meta"]["arrivals"] == spec

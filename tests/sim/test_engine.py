@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from jevserve.serving import Request, make_queue_policy
+from jevserve.serving import Request, SchedulerConfigError, make_queue_policy
 from jevserve.sim.engine import Engine, EngineConfig
 from jevserve.sim.entities import SimRequest
 from jevserve.sim.errors import EngineConfigError
@@ -150,9 +150,13 @@ def test_head_of_line_blocking_holds_a_small_request_behind_one_that_does_not_fi
     assert skipping[2].first_admit_s < skipping[0].finish_s
 
 
-def test_a_request_larger_than_the_kv_cache_is_rejected_with_the_fix():
-    with pytest.raises(EngineConfigError, match=r"request 'big' needs 7 KV blocks but replica 0 has 4; use a profile"):
-        run([Request("big", 0.0, 90, 10)], config=EngineConfig(num_kv_blocks=4))
+def test_a_request_larger_than_the_kv_cache_is_refused_alone_and_counted_and_the_run_goes_on():
+    requests = [Request("a", 0.0, 10, 5), Request("big", 0.001, 90, 10), Request("b", 0.002, 10, 5)]
+    entities, recorder = run(requests, config=EngineConfig(num_kv_blocks=4))
+    big = entities[1]
+    assert big.rejected == "request 'big' needs 7 KV blocks but replica 0 has 4" and big.first_admit_s is None
+    assert recorder.num_rejected == 1
+    assert sorted(r.request_id for r in recorder.records) == ["a", "b"]
 
 
 def test_a_request_without_true_length_is_rejected():
@@ -164,8 +168,15 @@ def test_a_request_without_true_length_is_rejected():
                                            ({"kv_admission": "all"}, "kv_admission='all'; expected one of"),
                                            ({"num_kv_blocks": 0}, "num_kv_blocks=0")])
 def test_engine_config_rejects_bad_values_naming_the_field(kwargs, field):
-    with pytest.raises(EngineConfigError, match=field):
+    with pytest.raises(SchedulerConfigError, match=field):
         EngineConfig(**kwargs)
+
+
+def test_the_engine_and_the_router_share_one_config_type():
+    from jevserve.serving import EngineConfig as ServingConfig
+    from jevserve.serving import SchedulerLimits
+
+    assert EngineConfig is ServingConfig is SchedulerLimits
 
 
 def test_decision_delay_postpones_queueing_and_counts_in_ttft():

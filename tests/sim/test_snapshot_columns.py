@@ -9,7 +9,7 @@ import pytest
 
 from jevserve.serving import Request, make_queue_policy
 from jevserve.serving.replica_forward import ReplicaForward
-from jevserve.serving.ttft_estimate import ReplicaModel, SchedulerLimits, estimate_ttft
+from jevserve.serving.ttft_estimate import ReplicaModel, SchedulerLimits, estimate_ttft, estimate_ttft_queued_prefill
 from jevserve.sim.engine import Engine, EngineConfig
 from jevserve.sim.entities import SimRequest
 from jevserve.sim.events import Arrival
@@ -74,6 +74,8 @@ def test_columns_match_the_running_tuple_and_the_estimate_does_not_depend_on_the
                 for prompt in (90, 1200):
                     new = Request("new", request.arrival_s, prompt, 40, 35.0)
                     assert estimate_ttft(new, state, model) == estimate_ttft(new, plain, model)
+                    assert estimate_ttft_queued_prefill(new, state, model) == \
+                        estimate_ttft_queued_prefill(new, plain, model)
                     compared += 1
     assert compared == 8 * len(taken)
 

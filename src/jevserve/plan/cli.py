@@ -7,6 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from jevserve.sim.argtypes import nonnegative_float, positive_float
+
 
 def _workload_args(p: argparse.ArgumentParser, *, num_requests: int) -> None:
     g = p.add_argument_group("workload")
@@ -57,21 +59,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "plan", help="how many replicas a load needs, and which resource binds", allow_abbrev=False,
         description="Capacity planning from a stability bound (batch slots, KV memory, compute) and an M/G/c "
         "waiting-time model of TTFT; `plan table` adds simulated replica counts per queue policy and profile.")
-    plan.add_argument("--rate", type=float, default=None, help="total request rate to serve, req/s (required)")
+    plan.add_argument("--rate", type=positive_float("--rate"), default=None,
+                      help="total request rate to serve, req/s (required)")
     _common(plan, num_requests=5000)
-    plan.add_argument("--decision-delay-ms", type=float, default=0.0, help="wait before a request is queued")
+    plan.add_argument("--decision-delay-ms", type=nonnegative_float("--decision-delay-ms"), default=0.0,
+                      help="wait before a request is queued")
     plan.set_defaults(func=_guarded(_cmd_plan))
     sub = plan.add_subparsers(dest="plan_command", metavar="SUBCOMMAND")
 
     table = sub.add_parser("table", help="replicas and GPUs per profile and queue policy (simulated search)",
                            description="For each profile and queue policy: the analytic replica count (FCFS model) "
                            "and the fewest replicas whose simulated cluster meets the SLO target at --rate.")
-    table.add_argument("--rate", type=float, required=True, help="total request rate, req/s")
+    table.add_argument("--rate", type=positive_float("--rate"), required=True, help="total request rate, req/s")
     table.add_argument("--profiles", default="qwen3-8b-h100,qwen3-8b-h200",
                        help="comma-separated profiles (names or calibrated .toml files) (default: %(default)s)")
     table.add_argument("--policies", default="fcfs,plf+aging", help="queue policies (default: %(default)s)")
-    table.add_argument("--aging-s", type=float, default=10.0, help="aging threshold of '+aging' policies")
-    table.add_argument("--decision-delay-ms", type=float, default=92.0, help="delay of 'plf' for its prediction")
+    table.add_argument("--aging-s", type=positive_float("--aging-s"), default=10.0,
+                       help="aging threshold of '+aging' policies")
+    table.add_argument("--decision-delay-ms", type=nonnegative_float("--decision-delay-ms"), default=92.0,
+                       help="delay of 'plf' for its prediction")
     table.add_argument("--oracle-tau", type=float, default=0.6, help="Kendall tau of plf's noisy-oracle predictions")
     table.add_argument("--router", default="jsq", help="router of the simulated clusters (default: jsq)")
     table.add_argument("--seeds", type=parse_ints, default=(0, 1), help="arrival seeds per probe (default: 0,1)")

@@ -1,6 +1,14 @@
 """The decisions of a serving stack as plain policies, shared by the simulator and the gateway."""
 
-from jevserve.serving.errors import DuplicatePolicyError, MissingPredictionError, ServingError, UnknownPolicyError
+from jevserve.serving.aging import RelativeAgingFirst, VirtualDeadlineFirst
+from jevserve.serving.engine_config import EngineConfig
+from jevserve.serving.errors import (
+    DuplicatePolicyError,
+    MissingPredictionError,
+    SchedulerConfigError,
+    ServingError,
+    UnknownPolicyError,
+)
 from jevserve.serving.queue import FirstComeFirstServed, PredictedLengthFirst, ShortestPromptFirst, TrueLengthFirst
 from jevserve.serving.registry import (
     QUEUE_POLICIES,
@@ -34,6 +42,7 @@ __all__ = [
     "ROUTERS",
     "Decision",
     "DuplicatePolicyError",
+    "EngineConfig",
     "FirstComeFirstServed",
     "JoinShortestQueue",
     "LatencyAware",
@@ -41,6 +50,7 @@ __all__ = [
     "MissingPredictionError",
     "PredictedLengthFirst",
     "QueuePolicy",
+    "RelativeAgingFirst",
     "ReplicaModel",
     "ReplicaState",
     "Request",
@@ -48,12 +58,14 @@ __all__ = [
     "RoundRobin",
     "Router",
     "RunningColumns",
+    "SchedulerConfigError",
     "SchedulerLimits",
     "ServingError",
     "ShortestPromptFirst",
     "TrueLengthFirst",
     "UnknownPolicyError",
     "UtilityAware",
+    "VirtualDeadlineFirst",
     "estimate_ttft",
     "estimate_ttft_queued_prefill",
     "make_queue_policy",

@@ -3,7 +3,8 @@
     ServingError                  a policy was asked for, or given, something it cannot use
     ├── UnknownPolicyError        a policy name that is not registered
     ├── DuplicatePolicyError      a second registration under a name already taken
-    └── MissingPredictionError    a length-ordered policy met a request without the length it orders by
+    ├── MissingPredictionError    a length-ordered policy met a request without the length it orders by
+    └── SchedulerConfigError      engine scheduler settings that cannot work (`EngineConfig`)
 
 All of them are `ValueError`s, so callers that validate configuration can catch one type.
 """
@@ -25,3 +26,7 @@ class DuplicatePolicyError(ServingError):
 
 class MissingPredictionError(ServingError):
     """A request lacks the predicted or true output length that its queue policy orders by."""
+
+
+class SchedulerConfigError(ServingError):
+    """Engine scheduler settings that cannot work."""

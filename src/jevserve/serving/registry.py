@@ -1,10 +1,11 @@
-"""The registries of queue policies (`fcfs`, `spf`, `plf`, `tlf`) and routers (`rr`, `jsq`, `lot`, `latency`,
-`utility`) by config key."""
+"""The registries of queue policies (`fcfs`, `spf`, `plf`, `tlf`, `plf-edf`, `plf-relage`) and routers (`rr`,
+`jsq`, `lot`, `latency`, `utility`) by config key."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from jevserve.serving.aging import RelativeAgingFirst, VirtualDeadlineFirst
 from jevserve.serving.errors import DuplicatePolicyError, ServingError, UnknownPolicyError
 from jevserve.serving.queue import (
     FirstComeFirstServed,
@@ -32,18 +33,27 @@ def queue_policy_names() -> list[str]:
     return sorted(QUEUE_POLICIES)
 
 
-def make_queue_policy(name: str, *, aging_s: float | None = None, decision_delay_s: float = 0.0) -> QueuePolicy:
-    """Build the policy registered as `name` with the given aging and decision delay."""
+def make_queue_policy(
+    name: str, *, aging_s: float | None = None, decision_delay_s: float = 0.0, **options: object
+) -> QueuePolicy:
+    """Build the policy registered as `name` with the given aging and decision delay; `options` go to policies
+    that take more (e.g. `plf-edf`: stretch, seconds_per_token)."""
     try:
         factory = QUEUE_POLICIES[name]
     except KeyError:
         raise UnknownPolicyError(
             f"unknown queue policy {name!r}; expected one of: {', '.join(queue_policy_names())}"
         ) from None
-    return factory(aging_s=aging_s, decision_delay_s=decision_delay_s)
+    try:
+        return factory(aging_s=aging_s, decision_delay_s=decision_delay_s, **options)
+    except TypeError as exc:
+        raise ServingError(f"queue policy {name!r} cannot take these options {sorted(options)}: {exc}") from None
+    except ValueError as exc:
+        raise ServingError(f"queue policy {name!r}: {exc}") from None
 
 
-for _cls in (FirstComeFirstServed, ShortestPromptFirst, PredictedLengthFirst, TrueLengthFirst):
+for _cls in (FirstComeFirstServed, ShortestPromptFirst, PredictedLengthFirst, TrueLengthFirst,
+             VirtualDeadlineFirst, RelativeAgingFirst):
     register_queue_policy(_cls.name, _cls)
 
 

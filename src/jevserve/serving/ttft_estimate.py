@@ -24,11 +24,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
+
+from jevserve.serving.engine_config import EngineConfig, SchedulerLimits
 from jevserve.serving.queue import FirstComeFirstServed
 from jevserve.serving.replica_forward import ReplicaForward
 from jevserve.serving.types import QueuePolicy, ReplicaState, Request
 
-KV_ADMISSION_MODES = ("prompt", "chunk")
+__all__ = ["DEFAULT_OUTPUT_TOKENS", "ReplicaModel", "SchedulerLimits", "StepTimer", "estimate_ttft",
+           "estimate_ttft_queued_prefill"]
 DEFAULT_OUTPUT_TOKENS = 256.0  # remaining-decode guess for a request without a prediction (about ShareGPT's median)
 
 
@@ -47,32 +51,11 @@ class StepTimer(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class SchedulerLimits:
-    """The scheduler settings of a replica that decide what a step holds (vLLM v1 names and defaults)."""
-
-    max_num_seqs: int = 1024
-    max_num_batched_tokens: int = 8192
-    block_size: int = 16
-    kv_admission: str = "prompt"  # "prompt": the whole prompt must fit to admit; "chunk": only the step's chunk
-    head_of_line_blocking: bool = True
-
-    def __post_init__(self) -> None:
-        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"SchedulerLimits: {name}={value!r}; expected an integer >= 1")
-        if self.kv_admission not in KV_ADMISSION_MODES:
-            raise ValueError(
-                f"SchedulerLimits: kv_admission={self.kv_admission!r}; expected one of: {', '.join(KV_ADMISSION_MODES)}"
-            )
-
-
-@dataclass(frozen=True, slots=True)
 class ReplicaModel:
     """What a router knows about one replica: its step-time model, scheduler limits and queue policy."""
 
     step_time: StepTimer
-    limits: SchedulerLimits = field(default_factory=SchedulerLimits)
+    limits: EngineConfig = field(default_factory=EngineConfig)  # the replica's engine settings
     queue_policy: QueuePolicy | None = None  # None: first come, first served
     default_output_tokens: float = DEFAULT_OUTPUT_TOKENS
 
@@ -116,8 +99,14 @@ def prefill_tokens_per_s(model: ReplicaModel) -> float:
 def estimate_ttft_queued_prefill(request: Request, state: ReplicaState, model: ReplicaModel) -> float:
     """The cheap estimate: rest of the step in flight + queued prefill tokens (new prompt included) / throughput."""
     queued = request.num_prompt_tokens
-    for r in state.running:
-        queued += max(0, r.num_remaining_prefill_tokens - r.num_scheduled_tokens)
+    cols = state.running_columns
+    if cols is not None:  # the same sum as the loop below, in array operations
+        pending = cols.num_prompt_tokens + cols.num_generated_tokens - cols.num_computed_tokens
+        remaining = np.where((cols.num_generated_tokens > 0) & (pending <= 1), 0, pending)
+        queued += int(np.maximum(0, remaining - cols.num_scheduled_tokens).sum())
+    else:
+        for r in state.running:
+            queued += max(0, r.num_remaining_prefill_tokens - r.num_scheduled_tokens)
     for r in state.waiting:
         queued += r.num_remaining_prefill_tokens
     residual = max(0.0, state.busy_until_s - state.now_s) if state.busy_until_s is not None else 0.0

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
+
+from jevserve.sim.argtypes import arrivals_arg, nonnegative_float, positive_float, positive_int
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -14,6 +17,8 @@ def _floats(text: str) -> tuple[float, ...]:
         raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated numbers, e.g. 1.05,1.2,1.54") from None
     if not values:
         raise argparse.ArgumentTypeError(f"{text!r}: expected at least one number")
+    if not all(math.isfinite(v) and v > 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected finite numbers > 0")
     return values
 
 
@@ -42,9 +47,12 @@ def _add_engine_args(p: argparse.ArgumentParser, *, max_num_seqs: int) -> None:
                    help="vLLM v1's automatic prefix caching: a preempted request keeps its full KV blocks cached "
                    "until evicted and recomputes only the rest (vLLM's default; off here by default, and the "
                    "router's TTFT estimator does not model it)")
-    g.add_argument("--slo-ttft-ms", type=float, default=1000.0, help="TTFT target (default: 1000)")
-    g.add_argument("--slo-tpot-ms", type=float, default=None, help="TPOT target (default: none)")
-    g.add_argument("--slo-e2el-ms", type=float, default=None, help="end-to-end latency target (default: none)")
+    g.add_argument("--slo-ttft-ms", type=positive_float("--slo-ttft-ms"), default=1000.0,
+                   help="TTFT target (default: 1000)")
+    g.add_argument("--slo-tpot-ms", type=positive_float("--slo-tpot-ms"), default=None,
+                   help="TPOT target (default: none)")
+    g.add_argument("--slo-e2el-ms", type=positive_float("--slo-e2el-ms"), default=None,
+                   help="end-to-end latency target (default: none)")
 
 
 def _engine_config(args: argparse.Namespace):
@@ -100,7 +108,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--workload", default="sharegpt",
                      help="'sharegpt', 'synthetic' or a trace file (.jsonl/.csv) (default: %(default)s)")
     run.add_argument("--split", choices=("all", "train", "test"), default="all", help="ShareGPT split")
-    run.add_argument("--num-requests", type=int, default=2000, help="requests to send (default: %(default)s)")
+    run.add_argument("--num-requests", type=positive_int("--num-requests"), default=2000,
+                     help="requests to send (default: %(default)s)")
     run.add_argument("--prompt-dist", default="lognormal:90:1.0:1024", help="synthetic prompt lengths")
     run.add_argument("--output-dist", default="lognormal:200:1.0:2048", help="synthetic reply lengths")
     run.add_argument("--output-scale", type=float, default=None,
@@ -108,14 +117,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      "in for thinking-mode replies (default: keep them)")
     run.add_argument("--max-model-len", type=int, default=40960,
                      help="context limit for --output-scale (default: Qwen3-8B's 40960)")
-    run.add_argument("--rate", type=float, default=1.4, help="mean request rate, req/s (default: %(default)s)")
-    run.add_argument("--arrivals", choices=("poisson", "gamma", "mmpp", "trace"), default="poisson",
-                     help="arrival process; 'trace' uses the trace's arrival_s (default: %(default)s)")
+    run.add_argument("--rate", type=positive_float("--rate"), default=1.4,
+                     help="mean request rate, req/s (default: %(default)s)")
+    run.add_argument("--arrivals", type=arrivals_arg(allow_trace=True), default="poisson",
+                     help="arrival process: poisson, gamma:CV, mmpp:BURST_RATIO:BURST_SHARE:MEAN_PHASE_GAPS (e.g. "
+                     "mmpp:4:0.2:100) or trace (a trace file's arrival_s) (default: %(default)s)")
     run.add_argument("--cv", type=float, default=2.0, help="gamma arrivals: coefficient of variation of gaps")
     run.add_argument("--seed", type=int, default=0, help="seed of arrivals and sampling (default: 0)")
-    run.add_argument("--policy", default="fcfs", help="queue policy: fcfs, spf, plf, tlf (default: fcfs)")
-    run.add_argument("--aging-s", type=float, default=None, help="promote requests after waiting this long")
-    run.add_argument("--decision-delay-ms", type=float, default=0.0, help="wait before queueing (prediction)")
+    run.add_argument("--policy", default="fcfs",
+                     help="queue policy: fcfs, spf, plf, tlf, plf-edf, plf-relage (default: fcfs)")
+    run.add_argument("--aging-s", type=positive_float("--aging-s"), default=None,
+                     help="promote requests after waiting this long")
+    run.add_argument("--decision-delay-ms", type=nonnegative_float("--decision-delay-ms"), default=0.0,
+                     help="wait before queueing (prediction)")
     run.add_argument("--predictions", type=Path, default=None, help="JSONL of request_id -> predicted_tokens")
     run.add_argument("--oracle-tau", type=float, default=0.6,
                      help="without --predictions, 'plf' uses a noisy oracle with this Kendall tau (default: 0.6)")
@@ -125,8 +139,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.set_defaults(func=_guarded(_cmd_run))
 
     qo = sub.add_parser("queue-order", help="the queue-order experiment (FCFS vs length-first, with aging)",
-                        description="2,000 ShareGPT requests, Poisson rates 1.05-1.54 req/s, four queue policies "
-                        "with and without aging, in one or more scenarios; writes results JSONL, plots and "
+                        description="2,000 ShareGPT requests, rates 0.90-1.54 req/s (Poisson or --arrivals), four "
+                        "queue orders and predicted length with three kinds of aging, in one or more scenarios; "
+                        "steady-state goodput with a run-length check; writes results JSONL, plots and "
                         "docs/queue-order.md.")
     from jevserve.sim.experiments.queue_order_cli import add_arguments
 
@@ -186,10 +201,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from jevserve.sim.metrics import summarize
     from jevserve.sim.profile import load_profile
     from jevserve.sim.run import simulate, with_arrivals
+    from jevserve.sim.steady import keep_up
     from jevserve.sim.steplog import StepLogger
     from jevserve.sim.work import WorkCounter
     from jevserve.sim.workloads.predictions import attach_predictions, noisy_oracle, read_predictions
 
+    if args.arrivals == "trace" and args.workload in ("sharegpt", "synthetic"):
+        print(f"jevserve sim run: error: --arrivals trace: workload {args.workload!r} has no send times; expected "
+              "a trace file (.jsonl/.csv) with arrival_s, or --arrivals poisson, gamma:CV or mmpp:...",
+              file=sys.stderr)
+        return 2
     requests = _load_requests(args)
     if args.arrivals != "trace":
         requests = with_arrivals(requests, make_arrivals(args.arrivals, len(requests), args.rate, args.seed,
@@ -207,6 +228,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                            observers=(work, logger) if logger else (work,))
     summary = summarize(recorder.records, recorder.itls_s, _slo(args))
     summary["num_steps"] = recorder.num_steps
+    summary["num_rejected"] = recorder.num_rejected
+    summary.update(keep_up(recorder.records).as_dict())
     for key, value in summary.items():
         if isinstance(value, dict):
             print(f"{key:>20}: " + "  ".join(f"{k} {v:.1f}" for k, v in value.items()))

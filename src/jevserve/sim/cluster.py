@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from jevserve.serving.ttft_estimate import ReplicaModel, SchedulerLimits, estimate_ttft, estimate_ttft_queued_prefill
+from jevserve.serving.ttft_estimate import ReplicaModel, estimate_ttft, estimate_ttft_queued_prefill
 from jevserve.serving.types import QueuePolicy, ReplicaState, Request, Router
 from jevserve.sim.engine import Engine, EngineConfig
 from jevserve.sim.entities import SimRequest
@@ -46,10 +46,7 @@ class ReplicaSpec:
 
     def model(self, policy: QueuePolicy, default_output_tokens: float) -> ReplicaModel:
         """What a router knows about this replica (the same step-time model the engine runs)."""
-        c = self.config
-        limits = SchedulerLimits(c.max_num_seqs, c.max_num_batched_tokens, c.block_size, c.kv_admission,
-                                 c.head_of_line_blocking)
-        return ReplicaModel(self.profile.step_time, limits, policy, default_output_tokens)
+        return ReplicaModel(self.profile.step_time, self.config, policy, default_output_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,10 +157,14 @@ class Cluster:
         middle = time.perf_counter()
         cheap = estimate_ttft_queued_prefill(request, chosen, model)
         end = time.perf_counter()
-        self.engines[decision.replica_id].check_fits(entity)
-        self.sim.push(Arrival(t, decision.replica_id, entity))
-        self._num_routed[decision.replica_id] += 1
-        self._in_transit[decision.replica_id].append(entity)
+        engine = self.engines[decision.replica_id]
+        reason = engine.check_fits(entity)
+        if reason is not None:
+            engine.reject(entity, reason, t)  # refused on its own, as vLLM refuses it; the run goes on
+        else:
+            self.sim.push(Arrival(t, decision.replica_id, entity))
+            self._num_routed[decision.replica_id] += 1
+            self._in_transit[decision.replica_id].append(entity)
         return decision.replica_id, {
             "route_us": route_us, "estimated_ttft_s": estimate, "estimate_us": (middle - start) * 1e6,
             "queued_prefill_ttft_s": cheap, "queued_prefill_us": (end - middle) * 1e6,
@@ -181,6 +182,8 @@ class Cluster:
         self.sim.run()
         records, replica_of = [], {}
         for entity, (replica_id, info) in zip(entities, routed, strict=True):
+            if entity.rejected is not None:
+                continue  # counted by the metrics recorder (num_rejected)
             if entity.first_token_s is None:
                 raise AssertionError(f"request {entity.spec.request_id!r} never got a first token")
             replica_of[entity.spec.request_id] = replica_id

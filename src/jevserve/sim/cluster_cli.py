@@ -14,7 +14,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-CLUSTER_RESULTS_VERSION = 2  # bump when a change alters cluster results, so cached runs are not reused
+from jevserve.sim.argtypes import arrivals_arg, nonnegative_float, positive_float, positive_int
+
+CLUSTER_RESULTS_VERSION = 3  # bump when a change alters cluster results, so cached runs are not reused (3: MMPP)
 PREDICTION_SOURCES = ("noisy", "true", "none")
 DEFAULT_RATES = (300.0, 420.0, 480.0, 520.0, 560.0, 600.0)
 # vLLM's max_num_seqs default below 70 GiB of GPU memory (and in V0). With 1,024, a replica holds about 4x more
@@ -24,7 +26,8 @@ DEFAULT_MAX_NUM_SEQS = 256
 
 def add_cluster_arguments(p: argparse.ArgumentParser, floats, ints) -> None:
     """The options of `jevserve sim cluster` (the engine options are added by the caller, as for `sim run`)."""
-    p.add_argument("--replicas", type=int, default=4, help="replicas, all with --profile (default: 4)")
+    p.add_argument("--replicas", type=positive_int("--replicas"), default=4,
+                   help="replicas, all with --profile (default: 4)")
     p.add_argument("--replica-profiles", default=None,
                    help="comma-separated profile per replica (names or .toml paths); overrides --replicas")
     p.add_argument("--router", default="rr,jsq,lot,latency",
@@ -34,13 +37,15 @@ def add_cluster_arguments(p: argparse.ArgumentParser, floats, ints) -> None:
                    "4 H200 replicas on ShareGPT with max_num_seqs 256, about 516 req/s by `jevserve plan`)")
     p.add_argument("--seeds", type=ints, default=(0, 1), help="arrival seeds (default: 0,1)")
     p.add_argument("--workload", default="sharegpt", help="'sharegpt', 'synthetic' or a trace file (.jsonl/.csv)")
-    p.add_argument("--num-requests", type=int, default=8000,
+    p.add_argument("--num-requests", type=positive_int("--num-requests"), default=8000,
                    help="requests per run (default: 8000, about 16 s of traffic at 500 req/s)")
     p.add_argument("--workload-seed", type=int, default=0, help="which requests are sampled (default: 0)")
     p.add_argument("--prompt-dist", default="lognormal:90:1.0:1024", help="synthetic prompt lengths")
     p.add_argument("--output-dist", default="lognormal:200:1.0:2048", help="synthetic reply lengths")
     add_length_scaling_arguments(p)
-    p.add_argument("--arrivals", choices=("poisson", "gamma", "mmpp"), default="poisson", help="arrival process")
+    p.add_argument("--arrivals", type=arrivals_arg(allow_trace=False), default="poisson",
+                   help="arrival process: poisson, gamma:CV or mmpp:BURST_RATIO:BURST_SHARE:MEAN_PHASE_GAPS; every "
+                   "rate scales one realisation per seed (default: poisson)")
     p.add_argument("--cv", type=float, default=2.0, help="gamma arrivals: coefficient of variation of gaps")
     p.add_argument("--length-predictions", default="noisy",
                    help="comma-separated sources of predicted reply lengths: noisy (oracle with Kendall tau "
@@ -52,8 +57,10 @@ def add_cluster_arguments(p: argparse.ArgumentParser, floats, ints) -> None:
     p.add_argument("--default-output-tokens", type=float, default=256.0,
                    help="reply length the estimator assumes for a request without a prediction (default: 256)")
     p.add_argument("--policy", default="fcfs", help="queue policy of every replica (default: fcfs)")
-    p.add_argument("--aging-s", type=float, default=None, help="queue-policy aging threshold, seconds")
-    p.add_argument("--decision-delay-ms", type=float, default=0.0, help="wait before a request is queued")
+    p.add_argument("--aging-s", type=positive_float("--aging-s"), default=None,
+                   help="queue-policy aging threshold, seconds")
+    p.add_argument("--decision-delay-ms", type=nonnegative_float("--decision-delay-ms"), default=0.0,
+                   help="wait before a request is queued")
     p.add_argument("--out", type=Path, default=Path("results/cache/cluster"),
                    help="folder for runs-*.jsonl (resumable) and summary-*.json (default: %(default)s)")
     p.add_argument("--doc", type=Path, default=None, help="write the report into this markdown file")

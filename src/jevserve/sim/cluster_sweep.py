@@ -98,6 +98,7 @@ def summarize_cluster(result: ClusterResult, slo: Slo) -> dict[str, object]:
             "ttft_p90_ms": float(np.percentile(ttft, 90)), "ttft_p99_ms": float(np.percentile(ttft, 99)),
         })
     out["per_replica"] = per_replica
+    out["num_rejected"] = result.metrics.num_rejected
     out["estimator"] = estimator_quality(result)
     return out
 

@@ -83,8 +83,12 @@ class Engine:
 
     # ---- entry points used by events -------------------------------------------------------------------
 
-    def check_fits(self, request: SimRequest) -> None:
-        """Reject a request that could never run: its full context exceeds the whole KV cache."""
+    def check_fits(self, request: SimRequest) -> str | None:
+        """Why the request can never run (its full context exceeds the whole KV cache), or None when it can.
+
+        Such a request is refused on its own, as vLLM refuses a request longer than the engine can hold (an
+        error for that request, counted as failed by its benchmark), and the run goes on without it.
+        """
         if request.spec.num_output_tokens is None:
             raise EngineConfigError(
                 f"request {request.spec.request_id!r}: num_output_tokens is None; the simulator needs the true "
@@ -92,10 +96,16 @@ class Engine:
             )
         need = self._blocks(request.spec.num_prompt_tokens + request.spec.num_output_tokens)
         if need > self.num_total_blocks:
-            raise EngineConfigError(
-                f"request {request.spec.request_id!r} needs {need} KV blocks but replica {self.replica_id} has "
-                f"{self.num_total_blocks}; use a profile with more memory or drop requests this long"
-            )
+            return (f"request {request.spec.request_id!r} needs {need} KV blocks but replica {self.replica_id} "
+                    f"has {self.num_total_blocks}")
+        return None
+
+    def reject(self, request: SimRequest, reason: str, now_s: float) -> None:
+        """Refuse a request that can never fit, and tell the observers."""
+        request.rejected = reason
+        request.replica_id = self.replica_id
+        for o in self.observers:
+            o.on_reject(request, now_s)
 
     def enqueue(self, request: SimRequest, now_s: float) -> float | None:
         """Queue a request. Returns a new end time for the decode run in flight when it must stop early so the

@@ -27,6 +27,7 @@ class SimRequest:
     num_generated: int = 0  # reply tokens produced
     num_blocks: int = 0  # KV blocks held
     num_preemptions: int = 0
+    rejected: str | None = None  # why the engine refused it (it can never fit in the KV cache); None: accepted
     # Times (s) of the reply tokens, in order: arrays of consecutive tokens (floats are accepted too). The engine
     # fills it when a run of consecutive tokens breaks, so it is complete once the request has finished.
     token_times: list[float | np.ndarray] = field(default_factory=list)

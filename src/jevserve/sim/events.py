@@ -32,7 +32,10 @@ class Arrival:
         for o in state.observers:
             o.on_arrival(self.request, self.time)
         engine = state.engines[self.replica_id]
-        engine.check_fits(self.request)
+        reason = engine.check_fits(self.request)
+        if reason is not None:
+            engine.reject(self.request, reason, self.time)
+            return []
         delay = engine.policy.decision_delay_s
         if delay > 0:
             return [Enqueue(self.time + delay, self.replica_id, self.request)]

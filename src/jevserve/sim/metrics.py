@@ -79,10 +79,15 @@ class MetricsRecorder(Observer):
         self.itls_s: list[np.ndarray] = []
         self.num_preemptions = 0
         self.num_steps = 0
+        self.num_rejected = 0  # refused because they can never fit (vLLM's benchmark counts them as failed)
 
     def on_preempt(self, request: SimRequest, now_s: float) -> None:
         """Count a preemption."""
         self.num_preemptions += 1
+
+    def on_reject(self, request: SimRequest, now_s: float) -> None:
+        """Count a refused request."""
+        self.num_rejected += 1
 
     def on_step(self, replica_id: int, batch: Batch, num_steps: int) -> None:
         """Count engine steps."""
@@ -127,6 +132,15 @@ def is_good(record: RequestRecord, slo: Slo) -> bool:
     return not (slo.e2el_ms is not None and record.e2el_s * 1000.0 > slo.e2el_ms)
 
 
+def long_reply_wait(records: list[RequestRecord], percentile: float, share: float = 0.1) -> float:
+    """A percentile of the waits of the `share` of requests with the longest replies (the ones a length-first
+    order holds back; aging must bound their wait)."""
+    lengths = np.array([r.num_output_tokens for r in records])
+    cut = np.quantile(lengths, 1 - share)
+    waits = np.array([r.wait_s for r in records])[lengths >= cut]
+    return float(np.percentile(waits, percentile))
+
+
 def summarize(records: list[RequestRecord], itls_s: list[np.ndarray], slo: Slo) -> dict[str, object]:
     """Aggregate metrics of one run: latency statistics (ms), throughput, SLO attainment, goodput, longest wait."""
     if not records:
@@ -147,5 +161,6 @@ def summarize(records: list[RequestRecord], itls_s: list[np.ndarray], slo: Slo) 
         "slo_attainment": num_good / len(records),
         "goodput_rps": num_good / duration,
         "max_wait_s": max(r.wait_s for r in records),
+        "long_wait_p999_s": long_reply_wait(records, 99.9),
         "num_preemptions": sum(r.num_preemptions for r in records),
     }

@@ -26,3 +26,7 @@ class Observer:
 
     def on_finish(self, request: SimRequest, now_s: float) -> None:
         """A request produced its last token."""
+
+    def on_reject(self, request: SimRequest, now_s: float) -> None:
+        """A request was refused because it can never fit in the replica's KV cache (`request.rejected` says
+        why)."""

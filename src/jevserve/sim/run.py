@@ -16,6 +16,7 @@ from jevserve.sim.loop import Simulator
 from jevserve.sim.metrics import MetricsRecorder, Slo, summarize
 from jevserve.sim.observer import Observer
 from jevserve.sim.profile import Profile
+from jevserve.sim.steady import keep_up
 
 
 def with_arrivals(requests: Sequence[Request], arrivals_s: np.ndarray) -> list[Request]:
@@ -42,7 +43,7 @@ def simulate(
     for entity in entities:
         sim.push(Arrival(entity.spec.arrival_s, 0, entity))
     sim.run()
-    unfinished = [e.spec.request_id for e in entities if e.finish_s is None]
+    unfinished = [e.spec.request_id for e in entities if e.finish_s is None and e.rejected is None]
     assert not unfinished, f"requests left unfinished: {unfinished[:5]}"
     return entities, recorder
 
@@ -50,8 +51,10 @@ def simulate(
 def simulate_summary(
     requests: Sequence[Request], profile: Profile, policy: QueuePolicy, config: EngineConfig | None, slo: Slo
 ) -> dict[str, object]:
-    """`simulate` and `summarize` in one call."""
+    """`simulate` and `summarize` in one call, with the steady-state verdict (`jevserve.sim.steady`)."""
     _, recorder = simulate(requests, profile, policy, config)
     out = summarize(recorder.records, recorder.itls_s, slo)
     out["num_steps"] = recorder.num_steps
+    out["num_rejected"] = recorder.num_rejected
+    out.update(keep_up(recorder.records).as_dict())
     return out

@@ -1,4 +1,5 @@
-"""Statistics across runs: 95% intervals over arrival seeds, and DistServe's goodput (max rate meeting a target)."""
+"""Statistics across runs: 95% intervals over arrival seeds, DistServe's goodput (max rate meeting a target) and
+the steady-state goodput (the same, counting only rates at which the engine keeps up)."""
 
 from __future__ import annotations
 
@@ -39,3 +40,32 @@ def max_rate_meeting(rates: Sequence[float], attainment: Sequence[float], target
     j = int(failing[0])  # first rate that misses; j - 1 meets
     frac = (a[j - 1] - target) / (a[j - 1] - a[j])
     return float(r[j - 1] + frac * (r[j] - r[j - 1])), ""
+
+
+def steady_goodput(
+    rates: Sequence[float],
+    attainment: Sequence[float],
+    keeps_up: Sequence[bool],
+    target: float = 0.9,
+    margins: Sequence[float] | None = None,
+) -> tuple[float, str]:
+    """Goodput counting a rate only when it keeps up (see `jevserve.sim.steady`): DistServe's interpolated rate
+    where attainment crosses `target`, capped where the engine stops keeping up; a run that meets the SLO while
+    its backlog grows is not counted. The cap is the last rate that keeps up, or, given each rate's keep-up
+    margin (>= 0 when it keeps up), the rate where the margin crosses zero, interpolated linearly as attainment
+    is. Returns (rate, qualifier) as `max_rate_meeting` does."""
+    if len(keeps_up) != len(rates) or (margins is not None and len(margins) != len(rates)):
+        raise ValueError("steady_goodput: keeps_up and margins must match rates in length")
+    ok = np.asarray(keeps_up, dtype=bool)
+    if not ok[0]:
+        return float(rates[0]), "<"
+    if ok.all():
+        return max_rate_meeting(rates, attainment, target)
+    j = int(np.argmin(ok))  # the first rate that falls behind; j - 1 keeps up
+    latency, qualifier = max_rate_meeting(rates[: j + 1], attainment[: j + 1], target)
+    if qualifier == ">=":
+        latency = float(rates[j])
+    cap = float(rates[j - 1])
+    if margins is not None and margins[j - 1] >= 0 > margins[j]:
+        cap += margins[j - 1] / (margins[j - 1] - margins[j]) * (rates[j] - rates[j - 1])
+    return min(latency, cap), ""

@@ -54,7 +54,15 @@ def read_steplog(path: Path) -> np.ndarray:
     """Rows of a step-log CSV as an (n, 5) float array, every value checked."""
     if not path.is_file():
         raise TraceError(f"step log {str(path)!r} does not exist; write one with `jevserve sim run --step-log FILE`")
-    with path.open(newline="") as f:
+    try:
+        return _read_steplog(path)
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"step log {str(path)!r} is not UTF-8 text (byte {exc.start}: {exc.reason}); "
+                         "expected a UTF-8 CSV") from None
+
+
+def _read_steplog(path: Path) -> np.ndarray:
+    with path.open(newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
         missing = [c for c in STEPLOG_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:

@@ -72,5 +72,7 @@ class WaitingQueue:
     def ordered(self, now_s: float) -> list[SimRequest]:
         """All queued requests in rank order at now_s (for snapshots; does not change the queue)."""
         self._refresh(now_s)
-        live = [e for e in self._heap if self._version.get(id(e[3])) == e[2]]
-        return [e[3] for e in sorted(live, key=lambda e: (e[0], e[1]))]
+        version = self._version
+        live = [e for e in self._heap if version.get(id(e[3])) == e[2]]
+        live.sort()  # (key, seq, ...): seq is unique, so the sort never compares further
+        return [e[3] for e in live]

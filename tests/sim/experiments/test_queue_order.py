@@ -27,11 +27,10 @@ def small_setup(scenario: str = "two-seqs", **kwargs) -> QueueOrderSetup:
                            seeds=(0, 1), **kwargs)
 
 
-def test_setup_runs_every_policy_with_and_without_aging_and_delays_only_plf():
+def test_setup_runs_the_orders_and_the_aging_variants_and_delays_only_those_reading_predictions():
     specs = small_setup().policies()
-    assert [s.label for s in specs] == ["fcfs", "fcfs+aging", "spf", "spf+aging", "plf", "plf+aging", "tlf",
-                                        "tlf+aging"]
-    assert {s.name for s in specs if s.decision_delay_s > 0} == {"plf"}
+    assert [s.label for s in specs] == ["fcfs", "spf", "plf", "plf+aging", "plf-edf", "plf-relage", "tlf"]
+    assert {s.name for s in specs if s.decision_delay_s > 0} == {"plf", "plf-edf", "plf-relage"}
 
 
 def test_context_holds_test_split_requests_with_oracle_predictions():
@@ -108,3 +107,14 @@ def test_unreachable_calibration_target_says_which_knob_and_what_to_do():
 
 def test_two_sequence_setup_uses_the_first_version_engine():
     assert small_setup().config == EngineConfig(max_num_seqs=2)
+
+
+def test_a_doubled_run_sends_the_same_requests_again_in_another_order():
+    from jevserve.sim.experiments.queue_order import doubled
+
+    context, _ = build_context(small_setup(), 1.0)
+    long = doubled(context)
+    first, second = long.requests[:150], long.requests[150:]
+    assert first == context.requests and len({r.request_id for r in long.requests}) == 300
+    assert sorted(r.request_id for r in second) == sorted(f"{r.request_id}#2" for r in context.requests)
+    assert [r.request_id.removesuffix("#2") for r in second] != [r.request_id for r in first]

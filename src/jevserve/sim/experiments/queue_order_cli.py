@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from jevserve.sim.argtypes import arrivals_arg, nonnegative_float, positive_float, positive_int
 from jevserve.sim.engine import SIM_MODEL_VERSION, EngineConfig
 from jevserve.sim.experiments.kv_arithmetic import arithmetic_table
 from jevserve.sim.experiments.queue_order import (
@@ -29,6 +30,7 @@ from jevserve.sim.experiments.queue_order import (
     build_context,
     calibrate_knob,
     output_length_stats,
+    run_length_check,
     save_json,
 )
 from jevserve.sim.experiments.report import generated_section, plot, write_doc
@@ -61,10 +63,20 @@ def add_arguments(
                     "(default: a noisy oracle with Kendall tau 0.6)")
     qo.add_argument("--seeds", type=ints, default=(0, 1), help="arrival seeds, e.g. 0,1,2,3 (default: 0,1)")
     qo.add_argument("--rates", type=floats, default=None, help="request rates (default: 1.05,...,1.54)")
-    qo.add_argument("--num-requests", type=int, default=2000, help="requests per run (default: 2000)")
-    qo.add_argument("--aging-s", type=float, default=10.0, help="aging threshold, seconds (default: 10)")
-    qo.add_argument("--decision-delay-ms", type=float, default=92.0,
-                    help="delay before a 'plf' request is queued (default: 92)")
+    qo.add_argument("--num-requests", type=positive_int("--num-requests"), default=2000,
+                    help="requests per run (default: 2000)")
+    qo.add_argument("--arrivals", type=arrivals_arg(allow_trace=False), default="poisson",
+                    help="arrival process: poisson, gamma:CV or mmpp:BURST_RATIO:BURST_SHARE:MEAN_PHASE_GAPS "
+                    "(e.g. mmpp:4:0.2:100); every rate scales one realisation per seed (default: poisson)")
+    qo.add_argument("--aging-s", type=positive_float("--aging-s"), default=10.0,
+                    help="fixed aging threshold, seconds (default: 10)")
+    qo.add_argument("--decision-delay-ms", type=nonnegative_float("--decision-delay-ms"), default=92.0,
+                    help="delay before a predicted-length request is queued (default: 92)")
+    qo.add_argument("--length-doublings", type=int, choices=(0, 1, 2), default=0,
+                    help="run length: send the sampled requests, then the same again in another order, doubling "
+                    "the run this many times (default: 0); the run-length check doubles it once more")
+    qo.add_argument("--no-run-length-check", action="store_true",
+                    help="skip rerunning the rates around each goodput with twice the requests")
     qo.add_argument("--output-scale", type=float, default=None,
                     help="'thinking': fix the reply-length multiplier instead of calibrating it")
     qo.add_argument("--step-scale", type=float, default=None,
@@ -84,9 +96,12 @@ def add_arguments(
     g.add_argument("--num-kv-blocks", type=int, default=None, help="KV capacity in blocks")
     g.add_argument("--prefix-caching", action=argparse.BooleanOptionalAction, default=None,
                    help="vLLM v1's automatic prefix caching on or off (default: the scenario's setting)")
-    g.add_argument("--slo-ttft-ms", type=float, default=1000.0, help="TTFT target (default: 1000)")
-    g.add_argument("--slo-tpot-ms", type=float, default=None, help="TPOT target (default: none)")
-    g.add_argument("--slo-e2el-ms", type=float, default=None, help="end-to-end latency target (default: none)")
+    g.add_argument("--slo-ttft-ms", type=positive_float("--slo-ttft-ms"), default=1000.0,
+                   help="TTFT target (default: 1000)")
+    g.add_argument("--slo-tpot-ms", type=positive_float("--slo-tpot-ms"), default=None,
+                   help="TPOT target (default: none)")
+    g.add_argument("--slo-e2el-ms", type=positive_float("--slo-e2el-ms"), default=None,
+                   help="end-to-end latency target (default: none)")
 
 
 def _fingerprint(data: dict) -> str:
@@ -133,13 +148,14 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, slo: Slo) -> dict
         num_requests=args.num_requests, rates=args.rates or DEFAULT_RATES, seeds=args.seeds, aging_s=args.aging_s,
         decision_delay_s=args.decision_delay_ms / 1000, predictions_path=args.predictions, slo=slo,
         knob_value=args.output_scale if scenario.knob == "output_scale" else args.step_scale,
-        target_fcfs_goodput=args.target_fcfs_goodput,
+        target_fcfs_goodput=args.target_fcfs_goodput, arrivals=args.arrivals, doublings=args.length_doublings,
     )
     folder = args.out / scenario.name
     folder.mkdir(parents=True, exist_ok=True)
     base = {"sim_model_version": SIM_MODEL_VERSION, "scenario": scenario.name, "profile": asdict(setup.profile),
             "config": asdict(config), "slo": asdict(slo), "requests": setup.num_requests,
-            "workload_seed": setup.workload_seed, "max_model_len": scenario.max_model_len}
+            "workload_seed": setup.workload_seed, "max_model_len": scenario.max_model_len,
+            "arrivals": setup.arrivals, "goodput_rule": "steady-1", "doublings": setup.doublings}
     value, note, reused = _knob(setup, folder, base, args.jobs)
     calibrated_s = time.perf_counter() - started
 
@@ -152,6 +168,8 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, slo: Slo) -> dict
         rows = run_cells(cells, context, results_path=runs_path, jobs=args.jobs, on_done=lambda _: bar.update())
         bar.update(len(cells) - bar.n)
     agg = aggregate(rows, setup)
+    check = [] if args.no_run_length_check else run_length_check(
+        agg, context, setup, results_path=runs_path.with_name("double-" + runs_path.name), jobs=args.jobs)
     engine = (f"max_num_seqs={config.max_num_seqs}, max_num_batched_tokens={config.max_num_batched_tokens}, "
               f"{config.num_kv_blocks or context.profile.num_kv_blocks(config.block_size)} KV blocks of "
               f"{config.block_size} tokens, kv_admission={config.kv_admission}, "
@@ -166,9 +184,10 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, slo: Slo) -> dict
         "output_tokens": output_length_stats(context.requests),
         "num_capped": count_capped(context.requests, scenario.max_model_len) if scenario.knob == "output_scale"
         else 0, "max_model_len": scenario.max_model_len, "rates": list(setup.rates), "seeds": list(setup.seeds),
+        "arrivals": setup.arrivals, "num_requests_per_run": len(context.requests),
     }
-    save_json({"meta": meta, "policies": agg}, folder / "summary.json")
-    return {"meta": meta, "policies": agg}
+    save_json({"meta": meta, "policies": agg, "run_length_check": check}, folder / "summary.json")
+    return {"meta": meta, "policies": agg, "run_length_check": check}
 
 
 def _kv_table(scenario: Scenario, value: float, args: argparse.Namespace) -> str:
@@ -193,8 +212,8 @@ def run_queue_order(args: argparse.Namespace) -> int:
     common = {
         "command": "jevserve sim " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["sim"]
         else "jevserve sim queue-order",
-        "num_requests": args.num_requests, "slo": ", ".join(f"{k} <= {v:g}" for k, v in asdict(slo).items()
-                                                             if v is not None),
+        "num_requests": args.num_requests, "doublings": args.length_doublings,
+        "slo": ", ".join(f"{k} <= {v:g}" for k, v in asdict(slo).items() if v is not None),
         "decision_delay_ms": args.decision_delay_ms, "aging_s": args.aging_s, "wall_s": time.perf_counter() - started,
         "jobs": args.jobs or os.cpu_count() or 1,
         "kv_table": _kv_table(thinking, results[thinking.name]["meta"]["knob_value"], args) if thinking else None,

@@ -13,7 +13,11 @@ PUBLISHED: dict[tuple[str, float | None], dict[str, float | tuple[float, float]]
     ("ttft_p99_s", 1.30): {"spf": 52.9, "plf": 2.7, "tlf": 0.4},
     ("goodput_rps", None): {"fcfs": 1.13, "plf": (1.30, 1.36)},
 }
-POLICY_TITLES = {"fcfs": "FCFS", "spf": "shortest prompt", "plf": "predicted length", "tlf": "true length"}
+POLICY_TITLES = {"fcfs": "FCFS", "spf": "shortest prompt", "plf": "predicted length", "tlf": "true length",
+                 "plf-edf": "predicted length, virtual-deadline aging",
+                 "plf-relage": "predicted length, own-time threshold aging"}
+# The one published number a calibration fits (FCFS goodput); every other published number is a prediction.
+FITTED = {("goodput_rps", None, "fcfs")}
 METRIC_TITLES = {
     "slo_attainment": "SLO attainment",
     "ttft_p90_s": "p90 TTFT (s)",
@@ -21,6 +25,9 @@ METRIC_TITLES = {
     "goodput_rps": "goodput (req/s)",
     "max_wait_s": "longest wait (s)",
     "num_preemptions": "preemptions",
+    "keeps_up": "share of seeds keeping up",
+    "completion_ratio": "completions / arrivals, second half",
+    "long_wait_p999_s": "p99.9 wait of the longest 10% of replies (s)",
 }
 
 
@@ -28,8 +35,10 @@ def fmt(value: float | None, metric: str) -> str:
     """One value as the report prints it: percent for attainment, 3 significant digits for times."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
-    if metric == "slo_attainment":
-        return f"{100 * value:.1f}%"
+    if metric in ("slo_attainment", "keeps_up"):
+        return f"{100 * value:.0f}%" if metric == "keeps_up" else f"{100 * value:.1f}%"
+    if metric == "completion_ratio":
+        return f"{value:.3f}"
     if metric == "num_preemptions":
         return f"{value:.0f}"
     if metric.endswith("_s"):
@@ -75,15 +84,16 @@ def _cell(agg: dict, label: str, metric: str, rate: float | None, published) -> 
 def side_by_side_table(aggs: dict[str, dict]) -> str:
     """Every published number next to each scenario's simulated value (no aging), with how close it comes."""
     names = list(aggs)
-    lines = ["| metric | policy | published | " + " | ".join(f"`{n}`" for n in names) + " |",
-             "|---|---|---|" + "---|" * len(names)]
+    lines = ["| metric | policy | published | fitted or predicted | " + " | ".join(f"`{n}`" for n in names) + " |",
+             "|---|---|---|---|" + "---|" * len(names)]
     for (metric, rate), values in PUBLISHED.items():
         where = f" at {rate:.2f} req/s" if rate is not None else ""
         for policy, published in values.items():
             pub = (f"{published[0]:.2f}–{published[1]:.2f}" if isinstance(published, tuple)
                    else fmt(published, metric))
             cells = [_cell(aggs[n], policy, metric, rate, published) for n in names]
-            lines.append(f"| {METRIC_TITLES[metric]}{where} | {POLICY_TITLES[policy]} | {pub} | "
+            kind = "**fitted** (calibration target)" if (metric, rate, policy) in FITTED else "prediction"
+            lines.append(f"| {METRIC_TITLES[metric]}{where} | {POLICY_TITLES[policy]} | {pub} | {kind} | "
                          + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -99,14 +109,32 @@ def rate_table(agg: dict, rates: tuple[float, ...], metric: str) -> str:
 
 
 def goodput_table(agg: dict) -> str:
-    """DistServe goodput with its interval and per-seed values, and the longest wait at the top rate."""
-    lines = ["| policy | goodput (req/s) | 95% interval | per seed | longest wait at top rate (s) |",
-             "|---|---|---|---|---|"]
+    """Steady-state goodput with its interval and per-seed values, its gain over FCFS, the latency-only
+    (DistServe) goodput it replaces, and the longest wait at the top rate."""
+    lines = ["| policy | steady-state goodput (req/s) | vs FCFS | 95% interval | per seed | latency-only goodput "
+             "(not keeping up counted) | longest wait at top rate (s) |", "|---|---|---|---|---|---|---|"]
+    fcfs, fcfs_qualifier = agg.get("fcfs", {}).get("goodput_rps", (math.nan, ""))
     for label, data in agg.items():
         value, qualifier = data["goodput_rps"]
+        # a ratio means nothing when either goodput is only bounded by the ends of the sweep
+        gain = "—" if qualifier or fcfs_qualifier else f"{100 * (value / fcfs - 1):+.0f}%"
         _, low, high = data["goodput_interval"]
         interval = "—" if math.isnan(low) else f"[{low:.2f}, {high:.2f}]"
         seeds = ", ".join(f"{q}{g:.2f}" for g, q in data["goodput_by_seed"])
+        old, old_q = data.get("latency_only_goodput_rps", (math.nan, ""))
         wait = data["per_rate"][-1]["max_wait_s"][0]
-        lines.append(f"| {label} | {qualifier}{value:.2f} | {interval} | {seeds} | {wait:.1f} |")
+        lines.append(f"| {label} | {qualifier}{value:.2f} | {gain} | {interval} | {seeds} | "
+                     f"{old_q}{old:.2f} | {wait:,.1f} |")
+    return "\n".join(lines)
+
+
+def run_length_table(rows: list[dict]) -> str:
+    """The verdict at the rates around each goodput with the run as given and twice as long."""
+    lines = ["| policy | rate | attainment | keeps up | counted | attainment, 2x run | keeps up, 2x | counted, 2x |"
+             " same verdict |", "|---|---|---|---|---|---|---|---|---|"]
+    yes = {True: "yes", False: "no"}
+    for r in rows:
+        lines.append(f"| {r['policy']} | {r['rate_rps']:.2f} | {100 * r['attainment']:.1f}% | {yes[r['keeps_up']]} | "
+                     f"{yes[r['meets']]} | {100 * r['attainment_2x']:.1f}% | {yes[r['keeps_up_2x']]} | "
+                     f"{yes[r['meets_2x']]} | {'yes' if r['meets'] == r['meets_2x'] else '**no**'} |")
     return "\n".join(lines)

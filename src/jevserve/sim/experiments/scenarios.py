@@ -1,5 +1,5 @@
 """The scenarios of the queue-order experiment: engine settings, profile and workload, and the one knob each
-calibrates so that FCFS goodput matches the published 1.13 req/s.
+calibrates so that FCFS's steady-state goodput matches the published 1.13 req/s.
 
 - `thinking` (the default): vLLM v1's default engine settings (max_num_seqs 1,024, 8,192 batched tokens,
   gpu_memory_utilization 0.9, automatic prefix caching) with the attention-aware H200 profile; the knob is a
@@ -53,7 +53,8 @@ class Scenario:
 
 
 # Brackets: wide enough to hold the target, narrow enough to be cheap. In `thinking` every FCFS run past the
-# cliff is slow (the engine preempts every few steps), and at x17 FCFS goodput is 1.46 req/s, at x22 below 1.05.
+# cliff is slow (the engine preempts every few steps); FCFS's steady-state goodput is 1.23 req/s at x17 and below
+# the sweep's lowest rate at x22.
 SCENARIOS: dict[str, Scenario] = {
     "thinking": Scenario(
         name="thinking", title="vLLM defaults, thinking-length replies (reply lengths x knob)",
@@ -70,7 +71,9 @@ SCENARIOS: dict[str, Scenario] = {
         xtol=1e-3,
     ),
 }
-DEFAULT_SCENARIOS = ("thinking", "thinking-recompute", "two-seqs")  # the first is the headline of the report
+# The first is the headline of the report; `thinking-recompute` stays reachable by name but was not recalibrated
+# under the steady-state goodput rule, so the default run (which regenerates docs/queue-order.md) leaves it out.
+DEFAULT_SCENARIOS = ("thinking", "two-seqs")
 
 
 def get_scenario(name: str) -> Scenario:

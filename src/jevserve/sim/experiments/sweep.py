@@ -24,11 +24,13 @@ class PolicySpec:
     name: str
     aging_s: float | None = None
     decision_delay_s: float = 0.0
+    options: tuple[tuple[str, float], ...] = ()  # further settings of the policy, e.g. (("stretch", 0.3),)
 
     @property
     def label(self) -> str:
-        """`name`, or `name+aging` when aging is on."""
-        return self.name + ("+aging" if self.aging_s is not None else "")
+        """`name`, or `name+aging` when aging is on, with any options, e.g. `plf-edf(stretch=0.3)`."""
+        extra = "(" + ",".join(f"{k}={v:g}" for k, v in self.options) + ")" if self.options else ""
+        return self.name + extra + ("+aging" if self.aging_s is not None else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +63,8 @@ def run_cell(cell: Cell, context: SweepContext) -> dict:
     arrivals = make_arrivals(context.arrival_process, len(context.requests), cell.rate_rps, cell.seed)
     requests = with_arrivals(context.requests, arrivals)
     policy = make_queue_policy(
-        cell.policy.name, aging_s=cell.policy.aging_s, decision_delay_s=cell.policy.decision_delay_s
+        cell.policy.name, aging_s=cell.policy.aging_s, decision_delay_s=cell.policy.decision_delay_s,
+        **dict(cell.policy.options),
     )
     started = time.process_time()
     summary = simulate_summary(requests, context.profile, policy, context.config, context.slo)

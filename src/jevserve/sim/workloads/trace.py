@@ -65,9 +65,17 @@ def read_trace(path: Path, *, need_arrival: bool = True) -> list[Request]:
     """Requests from a `.jsonl` or `.csv` trace, sorted by arrival time."""
     if not path.is_file():
         raise TraceError(f"trace file {str(path)!r} does not exist")
+    try:
+        return _read_trace(path, need_arrival=need_arrival)
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"trace file {str(path)!r} is not UTF-8 text (byte {exc.start}: {exc.reason}); "
+                         "expected a UTF-8 .jsonl or .csv trace") from None
+
+
+def _read_trace(path: Path, *, need_arrival: bool) -> list[Request]:
     rows: list[tuple[dict, str]] = []
     if path.suffix == ".jsonl":
-        for line_no, line in enumerate(path.read_text().splitlines(), start=1):
+        for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             if not line.strip():
                 continue
             try:
@@ -80,7 +88,7 @@ def read_trace(path: Path, *, need_arrival: bool = True) -> list[Request]:
                 raise TraceError(f"{path}:{line_no}: {row!r}; expected a JSON object per line")
             rows.append((row, f"{path}:{line_no}"))
     elif path.suffix == ".csv":
-        with path.open(newline="") as f:
+        with path.open(newline="", encoding="utf-8") as f:
             rows = [(row, f"{path}:{n}") for n, row in enumerate(csv.DictReader(f), start=2)]
     else:
         raise TraceError(f"trace file {str(path)!r}: suffix {path.suffix!r}; expected .jsonl or .csv")

@@ -1,0 +1,48 @@
+"""The settings of one engine replica, as vLLM v1 names them: ONE type for the simulator's engine
+(`jevserve.sim.engine`), the router's forward TTFT estimate (`replica_forward`) and a live engine's gateway.
+
+`SchedulerLimits`, the router-side twin this replaces, is kept as an alias of `EngineConfig`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jevserve.serving.errors import SchedulerConfigError
+
+KV_ADMISSION_MODES = ("prompt", "chunk")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """Scheduler settings; defaults are vLLM v1's for an OpenAI server on a >= 70 GiB GPU, except prefix caching."""
+
+    max_num_seqs: int = 1024
+    max_num_batched_tokens: int = 8192  # the per-step token budget (chunked prefill)
+    block_size: int = 16
+    # "prompt": a waiting request is admitted only if its whole prompt fits in free KV blocks, which are then
+    # reserved; "chunk": only the chunk scheduled this step must fit (vLLM v1's allocate_slots).
+    kv_admission: str = "prompt"
+    head_of_line_blocking: bool = True  # stop admitting at the first waiting request that does not fit
+    num_kv_blocks: int | None = None  # None: from the profile's memory figures
+    fast_forward: bool = True  # the simulator runs identical decode steps in one go
+    # vLLM v1's automatic prefix caching (`enable_prefix_caching`, on by default in vLLM): a preempted request's
+    # full blocks stay cached until evicted (LRU), and its re-admission recomputes only what was evicted; see
+    # `jevserve.sim.block_pool`. Off by default here: the router's TTFT estimator (ttft_estimate.py) models
+    # recompute without it, and results stay comparable with runs made before it existed.
+    prefix_caching: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise SchedulerConfigError(f"{name}={value!r}; expected an integer >= 1")
+        if self.kv_admission not in KV_ADMISSION_MODES:
+            raise SchedulerConfigError(
+                f"kv_admission={self.kv_admission!r}; expected one of: {', '.join(KV_ADMISSION_MODES)}"
+            )
+        if self.num_kv_blocks is not None and (not isinstance(self.num_kv_blocks, int) or self.num_kv_blocks < 1):
+            raise SchedulerConfigError(f"num_kv_blocks={self.num_kv_blocks!r}; expected an integer >= 1 or None")
+
+
+SchedulerLimits = EngineConfig  # the former router-side twin's name, kept for callers that use it

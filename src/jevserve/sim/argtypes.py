@@ -1,0 +1,78 @@
+"""Argument types for the command lines: each rejects a bad value with a message that shows it and what is
+accepted, so argparse exits with status 2 and names the flag (`argument --rate: ...`) instead of a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+from jevserve.sim.errors import WorkloadError
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def positive_float(flag: str) -> Callable[[str], float]:
+    """A finite number > 0 (a rate, a latency target, a threshold)."""
+
+    def parse(text: str) -> float:
+        value = _number(text)
+        if not (math.isfinite(value) and value > 0):
+            raise argparse.ArgumentTypeError(f"{flag} {text!r}: expected a finite number > 0")
+        return value
+
+    parse.__name__ = "positive number"
+    return parse
+
+
+def nonnegative_float(flag: str) -> Callable[[str], float]:
+    """A finite number >= 0 (a delay)."""
+
+    def parse(text: str) -> float:
+        value = _number(text)
+        if not (math.isfinite(value) and value >= 0):
+            raise argparse.ArgumentTypeError(f"{flag} {text!r}: expected a finite number >= 0")
+        return value
+
+    parse.__name__ = "non-negative number"
+    return parse
+
+
+def positive_int(flag: str) -> Callable[[str], int]:
+    """An integer >= 1 (a count of requests or replicas)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} {text!r}: expected an integer >= 1") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{flag} {text!r}: expected an integer >= 1")
+        return value
+
+    parse.__name__ = "positive integer"
+    return parse
+
+
+def arrivals_arg(*, allow_trace: bool) -> Callable[[str], str]:
+    """An `ArrivalSpec` text (poisson, gamma:CV, mmpp:..., and trace where the workload carries times)."""
+
+    def parse(text: str) -> str:
+        from jevserve.sim.arrivals import ArrivalSpec
+
+        try:
+            spec = ArrivalSpec.parse(text)
+        except WorkloadError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        if spec.process == "trace" and not allow_trace:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: this command generates arrivals; expected poisson, gamma:CV or mmpp:...")
+        return text.strip()
+
+    parse.__name__ = "arrival process"
+    return parse

@@ -1,0 +1,67 @@
+"""Does a run keep up? A steady-state test on one finished run, so goodput never counts a growing backlog.
+
+Latency-only definitions of goodput (DistServe: the highest rate at which >= 90% of requests meet the SLO;
+vLLM's benchmark: requests meeting every SLO / duration) are read from finite open-loop runs. Past the engine's
+capacity such a run still looks good for as long as the backlog takes to hurt, so its verdict depends on the run
+length. The test here asks two things over the second half of the arrivals (the first half is warm-up):
+
+1. **completions keep pace**: requests finished in the second half >= (1 - tol) x requests that arrived in it;
+2. **the waiting queue does not trend up**: the Theil-Sen slope of the number of waiting requests (arrived, not yet
+   admitted), sampled evenly over the second half, times the half's length, is at most tol x the arrivals in it.
+
+Both are a backlog growth of at most `tol` (5%) of the offered requests; the first counts running requests too
+(a backlog of admitted but stalled requests), the second is robust to the queue's ups and downs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from jevserve.sim.metrics import RequestRecord
+
+KEEP_UP_TOLERANCE = 0.05
+NUM_QUEUE_SAMPLES = 200
+
+
+@dataclass(frozen=True, slots=True)
+class KeepUp:
+    """The steady-state verdict of one run and the two quantities it rests on."""
+
+    keeps_up: bool
+    completion_ratio: float  # completions / arrivals over the second half of the arrivals
+    waiting_growth: float  # trend of the waiting queue over the second half, as a share of its arrivals
+    margin: float  # how far inside both limits (>= 0 exactly when keeps_up), so goodput can interpolate
+
+    def as_dict(self) -> dict[str, object]:
+        """The fields, for a run's summary."""
+        return {"keeps_up": self.keeps_up, "completion_ratio": self.completion_ratio,
+                "waiting_growth": self.waiting_growth, "keep_up_margin": self.margin}
+
+
+def keep_up(records: Sequence[RequestRecord], tol: float = KEEP_UP_TOLERANCE) -> KeepUp:
+    """The verdict on finished requests' records (every request of the run, in any order)."""
+    if not 0 < tol < 1:
+        raise ValueError(f"tol={tol!r}; expected a fraction in (0, 1)")
+    if len(records) < 4:  # too few to split into halves: nothing shows that the engine keeps up, so it is not counted
+        return KeepUp(False, math.nan, math.nan, -math.inf)
+    arrival = np.array([r.arrival_s for r in records])
+    admit = arrival + np.array([r.wait_s for r in records])
+    finish = arrival + np.array([r.e2el_s for r in records])
+    start, end = float(arrival.min()), float(arrival.max())
+    middle = (start + end) / 2
+    arrived = int(np.count_nonzero(arrival >= middle))
+    completed = int(np.count_nonzero((finish >= middle) & (finish <= end)))
+    ratio = completed / arrived
+    # waiting at instant t: arrived by t and not admitted by t (sorted arrays, so two searches per instant)
+    instants = np.linspace(middle, end, NUM_QUEUE_SAMPLES)
+    waiting = np.searchsorted(np.sort(arrival), instants, side="right") - np.searchsorted(
+        np.sort(admit), instants, side="right")
+    slope = float(stats.theilslopes(waiting, instants).slope) if end > middle else 0.0
+    growth = slope * (end - middle) / arrived
+    margin = min(ratio - (1 - tol), tol - growth)
+    return KeepUp(margin >= 0, float(ratio), growth, float(margin))

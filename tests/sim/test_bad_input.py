@@ -1,0 +1,58 @@
+"""Every bad input of issue 14 (point 6) exits with status 2 and a message naming the flag and the value."""
+
+import pytest
+
+from jevserve.cli import main
+
+
+def _exit_code(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse rejects a bad value before the command runs
+        return int(exc.code)
+
+
+@pytest.fixture
+def latin1_trace(tmp_path):
+    path = tmp_path / "trace.jsonl"
+    path.write_bytes('{"prompt_tokens": 5, "output_tokens": 3, "note": "caf\u00e9"}\n'.encode("latin-1"))
+    return path
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["sim", "run", "--aging-s", "-1"], "argument --aging-s: --aging-s '-1': expected a finite number > 0"),
+    (["sim", "run", "--decision-delay-ms", "-5"], "--decision-delay-ms '-5': expected a finite number >= 0"),
+    (["sim", "run", "--slo-ttft-ms", "-1"], "--slo-ttft-ms '-1': expected a finite number > 0"),
+    (["sim", "run", "--rate", "inf"], "--rate 'inf': expected a finite number > 0"),
+    (["sim", "run", "--arrivals", "weibull"], "unknown arrival process 'weibull'"),
+    (["sim", "cluster", "--replicas", "0"], "--replicas '0': expected an integer >= 1"),
+    (["sim", "cluster", "--aging-s", "-2"], "--aging-s '-2'"),
+    (["sim", "cluster", "--rates", "1,inf"], "'1,inf': expected finite numbers > 0"),
+    (["sim", "queue-order", "--aging-s", "-1"], "--aging-s '-1'"),
+    (["sim", "queue-order", "--decision-delay-ms", "-1"], "--decision-delay-ms '-1'"),
+    (["sim", "queue-order", "--slo-ttft-ms", "0"], "--slo-ttft-ms '0'"),
+    (["sim", "queue-order", "--arrivals", "mmpp:4:2"], "burst_share=2.0"),
+    (["plan", "--rate", "inf"], "--rate 'inf': expected a finite number > 0"),
+    (["plan", "--rate", "10", "--decision-delay-ms", "-1"], "--decision-delay-ms '-1'"),
+    (["plan", "--rate", "10", "--slo-ttft-ms", "-1"], "--slo-ttft-ms '-1'"),
+])
+def test_a_bad_flag_value_exits_2_naming_the_flag_and_value(argv, message, capsys):
+    assert _exit_code(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_trace_arrivals_on_a_workload_without_send_times_is_refused(capsys):
+    assert _exit_code(["sim", "run", "--arrivals", "trace", "--num-requests", "5"]) == 2
+    assert "--arrivals trace: workload 'sharegpt' has no send times" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["sim", "run", "--arrivals", "poisson", "--workload"],
+    ["plan", "--rate", "10", "--workload"],
+    ["sim", "calibrate", "--out", "x.toml"],
+])
+def test_a_non_utf8_file_exits_2_naming_the_file(argv, latin1_trace, capsys):
+    argv = [*argv, str(latin1_trace)]
+    assert _exit_code(argv) == 2
+    err = capsys.readouterr().err
+    assert str(latin1_trace) in err and "is not UTF-8 text" in err
