@@ -33,7 +33,9 @@ CHROMIUM_ARGS = [
 ]
 
 
-@pytest.fixture(scope="session")
+# Module scope: Playwright's sync API keeps an event loop running in this thread while it is open, and every later
+# asyncio.run() in the session would fail with "cannot be called from a running event loop".
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[object]:
     """A Playwright `Browser` on Debian's headless Chromium; skips with the install command when either is absent."""
     if not CHROMIUM_PATH.exists():

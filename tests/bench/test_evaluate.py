@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from jevserve.bench.evaluate import DEFAULT, MAJORITY, MODEL, ORACLE, STYLE, evaluate
+from jevserve.bench.evaluate import DEFAULT, MAJORITY, MODEL, ORACLE, STYLE, TFIDF, evaluate
 from jevserve.bench.task import split_items
 from jevserve.bench.tasks.route_math import RouteMath
 from tests.bench.builders import KeywordTask, fake_answer
@@ -24,7 +24,7 @@ def test_the_rule_is_tuned_on_train_and_ignores_test_labels():
     again = evaluate(task, train, flipped, None, _answers(task, train), _answers(task, flipped))
     assert outcome.predictions[MODEL].rule == again.predictions[MODEL].rule
     assert np.array_equal(outcome.predictions[MODEL].values, again.predictions[MODEL].values)
-    assert set(outcome.predictions) == {MODEL, DEFAULT, ORACLE}
+    assert set(outcome.predictions) == {MODEL, DEFAULT, ORACLE, TFIDF}
 
 
 def test_a_pooled_task_gets_the_source_only_rows():

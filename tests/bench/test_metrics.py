@@ -47,5 +47,16 @@ def test_kendall_tau_of_a_constant_prediction_is_zero():
 
 
 def test_metric_by_name_lists_the_known_metrics_for_an_unknown_one():
-    with pytest.raises(ValueError, match="expected one of: accuracy, balanced_accuracy"):
+    with pytest.raises(ValueError, match="expected one of: accuracy, auroc, balanced_accuracy"):
         metric_by_name("f1")
+
+
+def test_auroc_is_one_for_a_perfect_ranking_and_a_half_for_a_constant_one():
+    from jevserve.bench.metrics import Auroc
+
+    labels = np.array([False, False, True, True])
+    assert Auroc()(labels, np.array([0.1, 0.2, 0.8, 0.9])) == 1.0
+    assert Auroc()(labels, np.full(4, 0.5)) == 0.5
+    weights = np.array([[1, 1, 0, 0], [2, 0, 1, 1]])  # a draw without positives is undefined
+    values = Auroc().weighted(labels, np.array([0.1, 0.2, 0.8, 0.9]), weights)
+    assert np.isnan(values[0]) and values[1] == 1.0

@@ -215,7 +215,7 @@ def test_the_public_exports_of_bench_sources():
         "SourceMissingError", "SourceSpec", "SourceStatus", "Split", "SplitLeakError", "TextPair", "TimedMessage",
         "ToolCallCase", "ToolConversation", "UnknownSourceError", "WebAction", "check_disjoint", "content_id",
         "default_cache_dir", "fetch_sources", "get_source", "load_source", "normalise_text", "resolve_cache_dir",
-        "source_status", "split_of", "split_records", "unique_records",
+        "source_status", "split_of", "split_records", "split_salt", "active_salt", "unique_records",
     }  # fmt: skip
     assert all(hasattr(public, name) for name in public.__all__)
 

@@ -103,3 +103,25 @@ def test_the_default_salt_puts_a_record_on_the_same_side_in_every_task():
     test_ids = {r.record_id for r in guard_task.test}
     assert all(r.record_id in test_ids for r in refusal_task.test)
     assert all(split_of(r.split_key) == split_of(r.split_key, DEFAULT_SALT) for r in records)
+
+
+def test_a_split_salt_moves_records_inside_its_block_only():
+    from jevserve.bench.sources import DEFAULT_SALT, active_salt, split_of, split_salt
+
+    keys = [f"record-{i}" for i in range(400)]
+    before = [split_of(k) for k in keys]
+    with split_salt("another-salt"):
+        assert active_salt() == "another-salt"
+        inside = [split_of(k) for k in keys]
+    assert active_salt() == DEFAULT_SALT and [split_of(k) for k in keys] == before
+    assert inside != before and inside == [split_of(k, "another-salt") for k in keys]
+    assert 0.2 < inside.count("test") / len(keys) < 0.4
+
+
+def test_an_empty_split_salt_is_refused():
+    import pytest
+
+    from jevserve.bench.sources import split_salt
+
+    with pytest.raises(ValueError, match="non-empty"), split_salt(""):
+        pass

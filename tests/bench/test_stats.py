@@ -161,3 +161,25 @@ def test_automation_keeps_the_confident_right_block_and_defers_the_coin_flips():
 
 def test_confidence_cutoff_is_none_when_even_the_most_confident_item_is_wrong():
     assert confidence_cutoff(np.array([0.99, 0.6]), np.array([False, True]), 0.5) is None
+
+
+def test_joint_draws_give_items_that_share_a_key_across_tasks_the_same_weight():
+    from jevserve.bench.stats import joint_bootstrap_weights
+
+    keys = {
+        "route": [("g:p1", "t:a"), ("g:p2", "t:b"), ("g:p3", "t:c")],
+        "verify": [("g:p1", "t:x"), ("g:p1", "t:y"), ("g:p9", "t:z")],
+        "guard": [("t:b",), ("t:q",)],  # shares a text with route's second item
+    }
+    weights = joint_bootstrap_weights(keys, 300, seed=7)
+    assert weights["route"].shape == (300, 3) and weights["guard"].shape == (300, 2)
+    assert np.array_equal(weights["route"][:, 0], weights["verify"][:, 0])
+    assert np.array_equal(weights["verify"][:, 0], weights["verify"][:, 1])
+    assert np.array_equal(weights["route"][:, 1], weights["guard"][:, 0])
+    assert not np.array_equal(weights["route"][:, 2], weights["verify"][:, 2])
+    # six clusters in all (p1, p2 with b, p3, p9, q): each draw picks as many clusters as there are
+    clusters = [weights["route"][:, 0], weights["route"][:, 1], weights["route"][:, 2], weights["verify"][:, 2],
+                weights["guard"][:, 1]]
+    assert np.all(sum(clusters) == 5)
+    again = joint_bootstrap_weights(keys, 300, seed=7)
+    assert all(np.array_equal(weights[t], again[t]) for t in keys)

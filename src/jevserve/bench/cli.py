@@ -27,6 +27,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_board(commands)
     _add_predict_lengths(commands)
     _add_list(commands)
+    from jevserve.bench.cli_more import add_rebase, add_spread
+
+    add_spread(commands)
+    add_rebase(commands)
 
 
 def _endpoint_arguments(parser: argparse.ArgumentParser, required: bool) -> None:
@@ -53,18 +57,22 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
         description="Ask the endpoint the questions of every task (train and test items; train answers tune the "
         "thresholds), then score the test items. Answers are cached as they arrive, so an interrupted run resumes "
         "and a rerun sends nothing. A task whose data is missing is skipped with the command that fetches it. "
-        "With --baselines, also (or only, without --endpoint) write the rows that need no endpoint: default rules "
-        "and source-only baselines.",
+        "With --baselines, also (or only, without --endpoint) write the rows that need no endpoint: default rules, "
+        "the supervised tfidf-lr baseline and the source-only baselines.",
     )
     _endpoint_arguments(run, required=False)
     run.add_argument("--tasks", default=None, metavar="A,B",
                      help="comma-separated task names (default: all; see `jevserve bench list`)")
     run.add_argument("--baselines", action="store_true",
-                     help="write the default-rules, source-style and source-majority rows as well")
+                     help="write the default-rules, tfidf-lr, source-style and source-majority rows as well")
     run.add_argument("--results", type=Path, default=DEFAULT_RESULTS, metavar="DIR",
                      help="results folder (default: %(default)s)")
     run.add_argument("--data-cache", default=None, metavar="DIR",
                      help="data cache of `jevserve data fetch` (default: its default)")
+    run.add_argument("--split-salt", default=None, metavar="SALT",
+                     help="split every task with this salt instead of the bench's (for measuring split variance; "
+                     "results go to RESULTS/split-salts/SALT/, never onto the board; a trained model's test side is "
+                     "only held out under the salt it was trained with)")
     run.add_argument("--resamples", type=_positive_int, default=1000,
                      help="bootstrap resamples for intervals (default: %(default)s; at least 1000 for published rows)")
     run.set_defaults(func=run_command)
@@ -134,11 +142,26 @@ def _command(args: argparse.Namespace, model: str | None = None) -> str:
         parts += ["--tasks", args.tasks]
     if args.baselines:
         parts.append("--baselines")
+    if args.split_salt:
+        parts += ["--split-salt", args.split_salt]
     return shlex.join(parts)
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """`jevserve bench run`."""
+    """`jevserve bench run` (under `--split-salt` when given)."""
+    from jevserve.bench.sources import DEFAULT_SALT, split_salt
+
+    if args.split_salt is not None and not args.split_salt.strip():
+        print(f"error: --split-salt {args.split_salt!r}: expected a non-empty string", file=sys.stderr)
+        return 2
+    salt = args.split_salt or DEFAULT_SALT
+    if salt != DEFAULT_SALT:
+        args.results = Path(args.results) / "split-salts" / salt
+    with split_salt(salt):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from jevserve.bench.data import BenchData
     from jevserve.bench.pipeline import load_tasks, needed_requests, score_baselines, score_model
     from jevserve.bench.results import write_result
@@ -161,7 +184,8 @@ def run_command(args: argparse.Namespace) -> int:
         return 1
     if args.baselines:
         tasks = ["--tasks", args.tasks] if args.tasks else []
-        command = shlex.join(["jevserve", "bench", "run", "--baselines", *tasks])
+        salt = ["--split-salt", args.split_salt] if args.split_salt else []
+        command = shlex.join(["jevserve", "bench", "run", "--baselines", *tasks, *salt])
         for document in score_baselines(loaded, data, command=command, skipped=skipped,
                                         num_resamples=args.resamples):
             print(f"{document['model']}: {_summary(document)} -> {write_result(args.results, document)}")
@@ -190,9 +214,13 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _summary(document: dict) -> str:
-    average = document["average"]
-    low, high = average["interval"]
-    return f"average {average['score']:.1f} [{low:.1f}, {high:.1f}] over {average['num_tasks']} tasks"
+    parts = []
+    for key, label in (("average", "headline average"), ("average_all", "all-task average")):
+        average = document.get(key)
+        if average and average["num_tasks"]:
+            low, high = average["interval"]
+            parts.append(f"{label} {average['score']:.1f} [{low:.1f}, {high:.1f}] over {average['num_tasks']} tasks")
+    return "; ".join(parts) or "no task scored"
 
 
 def board_command(args: argparse.Namespace) -> int:

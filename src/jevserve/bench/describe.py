@@ -90,6 +90,7 @@ def task_markdown(entry: LoadedTask, baseline: dict[str, Any] | None, heading: s
         ("cap and filters", task.cap_text),
         ("rule (model)", task.rule_text),
         ("default (score 0)", task.default_text),
+        ("why this default", task.default_why),
         ("oracle (score 100)", task.oracle_text),
         ("metric", task.metric.description),
         ("default / oracle on test", f"{_fmt(baseline, 'default')} / {_fmt(baseline, 'oracle')}"),

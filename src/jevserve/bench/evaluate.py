@@ -15,9 +15,11 @@ import numpy as np
 from jevserve.bench.baselines import SourceMajority, StyleBaseline
 from jevserve.bench.rules import ThresholdRule, tune_threshold
 from jevserve.bench.stats import automation_share
-from jevserve.bench.task import Answers, Item, Task
+from jevserve.bench.supervised import TfidfClassifier, TfidfLengthRegressor
+from jevserve.bench.task import Answers, Item, Task, state_key
 
 MODEL, DEFAULT, ORACLE, STYLE, MAJORITY = "model", "default", "oracle", "source-style", "source-majority"
+TFIDF = "tfidf-lr"  # the supervised per-task baseline (bench.supervised)
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,8 @@ class TaskOutcome:
     targets: np.ndarray | None  # 0/1 truth a probability predicts (None for value predictions)
     num_train: int
     predictions: dict[str, Prediction]
+    # per test item, the keys that tie it to items of other tasks (its group, its text), for joint resampling
+    cluster_keys: tuple[tuple[str, ...], ...] = ()
 
 
 def _thresholded(
@@ -62,11 +66,32 @@ def _thresholded(
     )
 
 
+def _supervised(
+    task: Task, train: Sequence[Item], test: Sequence[Item], train_labels: np.ndarray, test_labels: np.ndarray,
+    default_train: np.ndarray, default_test: np.ndarray,
+) -> Prediction:
+    train_texts, test_texts = [i.state for i in train], [i.state for i in test]
+    if not task.thresholded and train_labels.dtype == bool:
+        # A ranking of a yes/no label (AUROC): the classifier's probability is the ranking score.
+        classifier = TfidfClassifier().fit(train_texts, train_labels)
+        return Prediction(values=classifier.predict_proba(test_texts))
+    if not task.thresholded:
+        # A value prediction (reply length): ridge on the text and the default rule's own number (prompt tokens).
+        regressor = TfidfLengthRegressor().fit(train_texts, default_train, train_labels)
+        return Prediction(values=regressor.predict(test_texts, default_test))
+    classifier = TfidfClassifier().fit(train_texts, task.target(train_labels))
+    return _thresholded(
+        task, classifier.predict_proba(train_texts), train_labels, classifier.predict_proba(test_texts), test_labels,
+        both_directions=False, probabilities=True,
+    )
+
+
 def evaluate(
     task: Task, train: Sequence[Item], test: Sequence[Item], data: Any,
     train_answers: Sequence[Answers | None] | None = None, test_answers: Sequence[Answers | None] | None = None,
 ) -> TaskOutcome:
-    """Predictions of the model (when answers are given), the default rule, the oracle and source-only baselines."""
+    """Predictions of the model (when answers are given), the default rule, the oracle, the supervised baseline
+    (tfidf-lr) and, for pooled tasks, the source-only baselines."""
     if not train or not test:
         raise ValueError(f"task {task.name}: {len(train)} train and {len(test)} test items; both sides are needed")
     train_labels, test_labels = task.labels(train), task.labels(test)
@@ -80,6 +105,10 @@ def evaluate(
             both_directions=task.default_tunes_direction, probabilities=False,
         )
     else:
+        if task.default_tunes_direction and task.metric(train_labels, -default_train) > task.metric(
+            train_labels, default_train
+        ):  # the default's sign is chosen on train, as a thresholded default's direction is
+            default_train, default_test = -default_train, -default_test
         predictions[DEFAULT] = Prediction(values=default_test)
 
     if train_answers is not None and test_answers is not None:
@@ -90,6 +119,8 @@ def evaluate(
             )
         else:
             predictions[MODEL] = Prediction(values=model_test)
+
+    predictions[TFIDF] = _supervised(task, train, test, train_labels, test_labels, default_train, default_test)
 
     if task.pooled and task.thresholded:
         target = task.target(train_labels)
@@ -113,4 +144,11 @@ def evaluate(
         targets=task.target(test_labels) if task.thresholded else None,
         num_train=len(train),
         predictions=predictions,
+        cluster_keys=tuple(cluster_keys(i) for i in test),
     )
+
+
+def cluster_keys(item: Item) -> tuple[str, ...]:
+    """An item's keys for resampling across tasks: its group (when it has one) and its text's content id."""
+    text = "t:" + state_key(item)[-16:]
+    return (f"g:{item.group}", text) if item.group else (text,)

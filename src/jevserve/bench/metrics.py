@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
+from sklearn.metrics import roc_auc_score
 
 
 class Metric(ABC):
@@ -104,7 +105,26 @@ class KendallTau(Metric):
         return out
 
 
-METRICS: dict[str, Metric] = {m.name: m for m in (BalancedAccuracy(), Accuracy(), RouteUtility(), KendallTau())}
+class Auroc(Metric):
+    """Area under the ROC curve of a score against a yes/no label (scikit-learn), for decisions whose operating
+    point belongs to the deployment (a cache's size), as published work reports prefix-cache retention."""
+
+    name = "auroc"
+    description = "AUROC: the chance that a random positive scores above a random negative (0.5 = chance, 1 = perfect)"
+
+    def weighted(self, labels: np.ndarray, values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """AUROC per resample with the draw counts as sample weights; NaN for a resample without both classes."""
+        y = labels.astype(bool)
+        out = np.full(len(weights), np.nan)
+        for row, w in enumerate(weights):
+            if (w @ y) > 0 and (w @ ~y) > 0:
+                out[row] = roc_auc_score(y, values.astype(np.float64), sample_weight=w)
+        return out
+
+
+METRICS: dict[str, Metric] = {
+    m.name: m for m in (BalancedAccuracy(), Accuracy(), RouteUtility(), KendallTau(), Auroc())
+}
 
 
 def metric_by_name(name: str) -> Metric:

@@ -18,15 +18,19 @@ import numpy as np
 
 from jevserve import __version__
 from jevserve.bench.answers_cache import AnswersCache, request_key
-from jevserve.bench.evaluate import DEFAULT, MAJORITY, MODEL, STYLE, evaluate
+from jevserve.bench.data import BenchData
+from jevserve.bench.evaluate import DEFAULT, MAJORITY, MODEL, STYLE, TFIDF, evaluate
+from jevserve.bench.leaks import reference_index, without_near_duplicates
 from jevserve.bench.runner import AskStats, DecisionClient, ask_missing, keyed
-from jevserve.bench.scoring import rescore, score_row
-from jevserve.bench.sources import SourceMissingError
+from jevserve.bench.scoring import joint_rescore, score_row
+from jevserve.bench.sources import SourceMissingError, active_salt
 from jevserve.bench.stats import BOOTSTRAP_SEED, ECE_BINS, ERROR_BUDGET, NUM_RESAMPLES, mean_with_interval
 from jevserve.bench.task import Answers, Item, Task, split_items
 
+BENCH_VERSION = "0.3"  # what the results files were computed under (docs/bench.md's changelog says what changed)
+
 # Rows that need no endpoint: their results folder name and the predictor they show.
-BASELINE_ROWS = {"default-rules": DEFAULT, "source-style": STYLE, "source-majority": MAJORITY}
+BASELINE_ROWS = {"default-rules": DEFAULT, TFIDF: TFIDF, "source-style": STYLE, "source-majority": MAJORITY}
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,7 @@ class LoadedTask:
     task: Task
     train: tuple[Item, ...]
     test: tuple[Item, ...]
+    near_duplicates_dropped: int = 0  # test items dropped as near-duplicates of training texts (bench.leaks)
 
 
 @dataclass(frozen=True)
@@ -48,9 +53,10 @@ class Skipped:
 
 
 def load_tasks(
-    tasks: Sequence[Task], data: Any, log: Callable[[str], None] = print
+    tasks: Sequence[Task], data: Any, log: Callable[[str], None] = print, *, near_duplicates: bool = True
 ) -> tuple[list[LoadedTask], list[Skipped]]:
-    """Load every task's items; a task whose data is missing is skipped with the command that fetches it."""
+    """Load every task's items; a task whose data is missing is skipped with the command that fetches it. With
+    real data, test items that are near-duplicates of a text training may read are dropped (bench.leaks)."""
     loaded, skipped = [], []
     for task in tasks:
         try:
@@ -60,6 +66,13 @@ def load_tasks(
             log(f"skipping {task.name}: {exc}")
             continue
         loaded.append(LoadedTask(task, train, test))
+    if near_duplicates and isinstance(data, BenchData) and loaded:
+        index = reference_index(data, log)
+        filtered = []
+        for entry in loaded:
+            test, dropped = without_near_duplicates(entry.test, index)
+            filtered.append(LoadedTask(entry.task, entry.train, test, dropped))
+        loaded = filtered
     return loaded, skipped
 
 
@@ -87,15 +100,31 @@ def _answers(model: str, cache: AnswersCache, task: Task, items: Sequence[Item])
     return [cache.get(request_key(model, task.request(item))) for item in items]
 
 
-def _average(task_results: dict[str, dict[str, Any]], tasks: dict[str, Task], num_resamples: int) -> dict[str, Any]:
-    scores = [r["score"] for r in task_results.values()]
-    resampled = [rescore(r, tasks[name].metric, num_resamples=num_resamples) for name, r in task_results.items()]
-    _, (low, high) = mean_with_interval(resampled) if resampled else (None, (float("nan"), float("nan")))
-    finite = [s for s in scores if np.isfinite(s)]
+def headline_tasks(tasks: Sequence[Task]) -> list[Task]:
+    """The tasks of the headline average (every task but those reported beside it, e.g. schedule-return)."""
+    return [t for t in tasks if t.headline]
+
+
+def average_of(resampled: dict[str, np.ndarray], scores: dict[str, float]) -> dict[str, Any]:
+    """The mean of the tasks' scores with the 95% interval of the mean over (joint) draws."""
+    finite = [s for s in scores.values() if np.isfinite(s)]
+    _, (low, high) = mean_with_interval(list(resampled.values())) if resampled else (None, (np.nan, np.nan))
     return {
         "score": float(np.mean(finite)) if finite else float("nan"),
         "interval": [low, high],
         "num_tasks": len(finite),
+        "tasks": list(scores),
+    }
+
+
+def averages(task_results: dict[str, dict[str, Any]], tasks: dict[str, Task], num_resamples: int) -> dict[str, Any]:
+    """{"average": headline tasks, "average_all": every task}, both on joint draws across tasks."""
+    resampled = joint_rescore(task_results, num_resamples=num_resamples)
+    scores = {name: r["score"] for name, r in task_results.items()}
+    headline = [n for n in task_results if n not in tasks or tasks[n].headline]
+    return {
+        "average": average_of({n: resampled[n] for n in headline}, {n: scores[n] for n in headline}),
+        "average_all": average_of(resampled, scores),
     }
 
 
@@ -113,6 +142,7 @@ def result_document(
         "model": model,
         "date": dt.datetime.now(dt.UTC).date().isoformat(),
         "command": command,
+        "bench_version": BENCH_VERSION,
         **fields,
         "num_resamples": num_resamples,
         "bootstrap_seed": BOOTSTRAP_SEED,
@@ -125,7 +155,8 @@ def result_document(
             "cpus": os.cpu_count(),
         },
         "skipped": [s.__dict__ for s in skipped],
-        "average": _average(task_results, tasks, num_resamples),
+        "split_salt": active_salt(),
+        **averages(task_results, tasks, num_resamples),
         "tasks": task_results,
     }
 
@@ -149,6 +180,7 @@ def score_model(
         refused += sum(a is None for a in (*train_answers, *test_answers))
         outcome = evaluate(entry.task, entry.train, entry.test, data, train_answers, test_answers)
         results[entry.task.name] = score_row(outcome, MODEL, num_resamples=num_resamples)
+        results[entry.task.name]["near_duplicates_dropped"] = entry.near_duplicates_dropped
         details = entry.task.details(entry.train, entry.test, train_answers, test_answers)
         if details is not None:
             results[entry.task.name]["details"] = details
@@ -168,17 +200,20 @@ def score_baselines(
 ) -> list[dict[str, Any]]:
     """Result documents of the rows that need no endpoint: the default rules and the source-only baselines."""
     outcomes = [evaluate(e.task, e.train, e.test, data) for e in loaded]
+    dropped = {e.task.name: e.near_duplicates_dropped for e in loaded}
     tasks = {e.task.name: e.task for e in loaded}
     documents = []
     for row, predictor in BASELINE_ROWS.items():
         results = {
-            o.task.name: score_row(o, predictor, num_resamples=num_resamples)
+            o.task.name: {**score_row(o, predictor, num_resamples=num_resamples),
+                          "near_duplicates_dropped": dropped[o.task.name]}
             for o in outcomes
             if predictor in o.predictions
         }
+        kind = "probe" if predictor in (STYLE, MAJORITY) else "baseline"  # leak probes get their own table
         documents.append(
             result_document(
-                row, command, results, tasks, skipped, num_resamples, row_kind="baseline", wall_s=None, num_decisions=0
+                row, command, results, tasks, skipped, num_resamples, row_kind=kind, wall_s=None, num_decisions=0
             )
         )
     return documents

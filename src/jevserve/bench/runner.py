@@ -133,22 +133,32 @@ def ask_endpoint(
     every answer received before a failure stays cached, so the same command resumes."""
     from jevserve.bench.answers_cache import default_answers_dir
     from jevserve.bench.endpoint import DEFAULT_TIMEOUT_S, EndpointError, open_endpoint
+    from jevserve.bench.versioning import probe_version
     from jevserve.client import AsyncSystemOne, SystemOneConnectionError
 
     cache: AnswersCache | None = None
+
+    async def versioned_ask(opened: Any) -> AskStats:
+        # One event loop for the probe and the run: the HTTP client's connections belong to it.
+        nonlocal cache
+        client = AsyncSystemOne(opened.base_url, opened.api_key, timeout_s=DEFAULT_TIMEOUT_S)
+        # A URL's version: what /v1/models says of the model and its answers to the probe set (embedded: weights).
+        version = opened.version or await probe_version(client, opened.model)
+        cache = AnswersCache(answers_dir or default_answers_dir(), opened.model, version)
+        try:
+            return await ask_missing(client, opened.model, requests_for(opened.model), cache,
+                                     concurrency=concurrency, progress=progress)
+        finally:
+            cache.close()
+
     try:
         with open_endpoint(endpoint, model, api_key_env) as opened:
-            cache = AnswersCache(answers_dir or default_answers_dir(), opened.model, opened.version)
-            client = AsyncSystemOne(opened.base_url, opened.api_key, timeout_s=DEFAULT_TIMEOUT_S)
-            try:
-                stats = asyncio.run(ask_missing(client, opened.model, requests_for(opened.model), cache,
-                                                concurrency=concurrency, progress=progress))
-            finally:
-                cache.close()
+            stats = asyncio.run(versioned_ask(opened))
     except EndpointError as exc:
         raise AskFailed(str(exc), 2) from exc
     except (SystemOneAPIError, SystemOneConnectionError) as exc:
-        where = f" in {cache.path}" if cache is not None else ""
+        folder = answers_dir or default_answers_dir()
+        where = f" in {cache.path}" if cache is not None else f" (none yet) under {folder}"
         raise AskFailed(f"the endpoint failed ({exc}); every answer received so far is cached{where}, so running "
                         "the same command again resumes", 1) from exc
     return Asked(opened.model, opened.label, cache, stats)

@@ -3,12 +3,13 @@ interval, calibration and automation, and the per-item arrays the board needs to
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from jevserve.bench.evaluate import DEFAULT, MAJORITY, MODEL, ORACLE, STYLE, TaskOutcome
-from jevserve.bench.metrics import Metric
+from jevserve.bench.metrics import Metric, metric_by_name
 from jevserve.bench.stats import (
     ECE_BINS,
     NUM_RESAMPLES,
@@ -16,6 +17,7 @@ from jevserve.bench.stats import (
     brier,
     expected_calibration_error,
     interval,
+    joint_bootstrap_weights,
     normalised,
     resampled_scores,
     task_seed,
@@ -83,6 +85,8 @@ def score_row(
             "default": default.tolist(),
             "oracle": oracle.tolist(),
         }
+        if outcome.cluster_keys:
+            result["items"]["cluster_keys"] = [list(k) for k in outcome.cluster_keys]
     return result
 
 
@@ -94,3 +98,27 @@ def rescore(task_result: dict[str, Any], metric: Metric, *, num_resamples: int =
     return resampled_scores(
         metric, labels, np.asarray(items["values"]), np.asarray(items["default"]), np.asarray(items["oracle"]), weights
     )
+
+
+def joint_rescore(
+    task_results: Mapping[str, dict[str, Any]], *, num_resamples: int = NUM_RESAMPLES
+) -> dict[str, np.ndarray]:
+    """Resampled scores of stored task results on JOINT draws (items sharing a group or a text are drawn together
+    across tasks), for averages and ranks; results without cluster keys (older files) fall back to per-task draws."""
+    if not task_results:
+        return {}
+    if not all("cluster_keys" in r.get("items", {}) for r in task_results.values()):
+        return {
+            n: rescore(r, metric_by_name(r["metric"]), num_resamples=num_resamples) for n, r in task_results.items()
+        }
+    weights = joint_bootstrap_weights(
+        {n: r["items"]["cluster_keys"] for n, r in task_results.items()}, num_resamples
+    )
+    out = {}
+    for name, result in task_results.items():
+        items = result["items"]
+        out[name] = resampled_scores(
+            metric_by_name(result["metric"]), np.asarray(items["labels"]), np.asarray(items["values"]),
+            np.asarray(items["default"]), np.asarray(items["oracle"]), weights[name],
+        )
+    return out

@@ -9,10 +9,13 @@ is left out of training (the test side stays whole, as the simulator uses it).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from jevserve.bench.sources import SourceMissingError, normalise_text
+from jevserve.bench.sources import DEFAULT_SALT, SourceMissingError, active_salt, normalise_text, split_of
+
+SHAREGPT_TEST_FRACTION = 0.2  # the simulator's test share (sim.workloads.sharegpt.TEST_PERCENT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +78,7 @@ def load_sharegpt() -> SharegptTable:
         text = Path(path).read_bytes().decode("utf-8", errors="replace")
     spoke_again, ids = _follow_ups(text)
     counts = {c.request_id: c for c in shipped_counts()}
-    sides = {p.request_id: sharegpt_split(p.request_id) for p in pairs}
+    sides = {p.request_id: sharegpt_side(p.request_id, sharegpt_split) for p in pairs}
     test_texts = {normalise_text(p.prompt) for p in pairs if sides[p.request_id] == "test"}
     requests = []
     for pair in pairs:
@@ -95,6 +98,14 @@ def load_sharegpt() -> SharegptTable:
             )
         )
     return SharegptTable(tuple(requests))
+
+
+def sharegpt_side(request_id: str, simulator_split: Callable[[str], str]) -> str:
+    """The simulator's own side of a ShareGPT request (so reply-length predictions line up with `jevserve sim`), or,
+    under a non-default split salt, a side drawn by that salt with the simulator's test share."""
+    if active_salt() == DEFAULT_SALT:
+        return simulator_split(request_id)
+    return split_of(request_id, test_fraction=SHAREGPT_TEST_FRACTION)
 
 
 def bench_side(request: SharegptRequest) -> str | None:

@@ -14,7 +14,9 @@ import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from scipy import sparse
 from scipy import stats as scipy_stats
+from scipy.sparse.csgraph import connected_components
 from sklearn.metrics import brier_score_loss
 
 from jevserve.bench.metrics import Metric
@@ -37,6 +39,45 @@ def bootstrap_weights(clusters: Sequence[int | str], num_resamples: int, seed: i
     rng = np.random.default_rng(seed)
     draws = rng.multinomial(num_clusters, np.full(num_clusters, 1.0 / num_clusters), size=num_resamples)
     return draws[:, cluster_of_item]
+
+
+def joint_bootstrap_weights(
+    keys: Mapping[str, Sequence[Sequence[str]]], num_resamples: int, seed: int = BOOTSTRAP_SEED
+) -> dict[str, np.ndarray]:
+    """Count weights per task (resamples × items) from ONE cluster bootstrap over all tasks' items together.
+
+    `keys[task][i]` are the cluster keys of item i (its group, its text): items that share a key, in one task or
+    across tasks (a CHAMP problem, a ShareGPT prompt), are one cluster (connected components, scipy) and are drawn
+    together, so an average over tasks does not count a shared problem as independent evidence.
+    """
+    names = sorted({k for per_task in keys.values() for item in per_task for k in item})
+    index = {k: i for i, k in enumerate(names)}
+    rows, cols, offsets, total = [], [], {}, 0
+    for task, per_task in keys.items():
+        offsets[task] = total
+        for i, item in enumerate(per_task):
+            for k in item:
+                rows.append(total + i)
+                cols.append(index[k])
+        total += len(per_task)
+    # Bipartite graph items × keys, as one square graph over (items, keys).
+    size = total + len(names)
+    graph = sparse.coo_matrix((np.ones(len(rows)), (rows, np.asarray(cols, dtype=np.int64) + total)), (size, size))
+    _, component = connected_components(graph, directed=False)
+    # Number the components in the order of their smallest key (stable across rows that share the same items).
+    first_key: dict[int, str] = {}
+    for k, i in index.items():
+        c = int(component[total + i])
+        first_key[c] = min(first_key.get(c, k), k)
+    order = {c: n for n, c in enumerate(sorted(first_key, key=first_key.__getitem__))}
+    cluster = np.array([order[int(c)] for c in component[:total]], dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    num_clusters = len(order)
+    draws = rng.multinomial(num_clusters, np.full(num_clusters, 1.0 / num_clusters), size=num_resamples)
+    return {
+        task: draws[:, cluster[offsets[task] : offsets[task] + len(per_task)]].astype(np.int64)
+        for task, per_task in keys.items()
+    }
 
 
 def interval(values: np.ndarray) -> tuple[float, float]:
@@ -68,8 +109,8 @@ def resampled_scores(
 
 
 def mean_with_interval(per_task: Sequence[np.ndarray]) -> tuple[np.ndarray, tuple[float, float]]:
-    """Average resampled scores over tasks (each task resampled on its own); returns per-resample means and the
-    95% interval."""
+    """Average resampled scores over tasks (column j of every task from draw j: joint draws when the tasks were
+    resampled together, see joint_bootstrap_weights); returns per-resample means and the 95% interval."""
     stacked = np.vstack(per_task)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a draw where every task is undefined averages to NaN

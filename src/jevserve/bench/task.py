@@ -100,10 +100,13 @@ class Task(ABC):
     positive_option: ClassVar[str | None] = None  # for a choice primary: the option that means "positive"
     metric: ClassVar[Metric]
     thresholded: ClassVar[bool] = True  # scores become actions by a threshold tuned on train
+    headline: ClassVar[bool] = True  # counted in the headline average (False: only in the all-task average)
     pooled: ClassVar[bool] = False  # positives and negatives come from different sources: show source-only baselines
     default_tunes_direction: ClassVar[bool] = False  # the default rule's threshold may point either way
     rule_text: ClassVar[str]  # how answers become the action
     default_text: ClassVar[str]  # the default rule, in words
+    # why the default is what a production system does today without a decision model ("its default rule, or chance")
+    default_why: ClassVar[str] = ""
     oracle_text: ClassVar[str] = "knows the label and takes the right action on every item"
     cap_text: ClassVar[str] = "no cap: every item is used"
 

@@ -58,9 +58,11 @@ from jevserve.bench.sources.splits import (
     DEFAULT_SALT,
     DEFAULT_TEST_FRACTION,
     Split,
+    active_salt,
     check_disjoint,
     split_of,
     split_records,
+    split_salt,
 )
 
 __all__ = [
@@ -100,6 +102,7 @@ __all__ = [
     "ToolConversation",
     "UnknownSourceError",
     "WebAction",
+    "active_salt",
     "check_disjoint",
     "content_id",
     "default_cache_dir",
@@ -111,5 +114,6 @@ __all__ = [
     "source_status",
     "split_of",
     "split_records",
+    "split_salt",
     "unique_records",
 ]

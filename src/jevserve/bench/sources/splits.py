@@ -11,7 +11,9 @@ different salts over one source would put some records in one task's train side 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Generic, Literal, Protocol, TypeVar
 
@@ -20,6 +22,27 @@ from jevserve.bench.sources.errors import SplitLeakError
 Side = Literal["train", "test"]
 DEFAULT_TEST_FRACTION = 0.3
 DEFAULT_SALT = "jevserve-bench-v1"
+# The salt `split_of` uses when none is passed: DEFAULT_SALT, or another one inside `split_salt(...)`, for measuring
+# how much a fixed method's score moves with the split (`jevserve bench run --split-salt`).
+_ACTIVE_SALT: ContextVar[str] = ContextVar("split_salt", default=DEFAULT_SALT)
+
+
+def active_salt() -> str:
+    """The salt splits use now (DEFAULT_SALT unless inside `split_salt`)."""
+    return _ACTIVE_SALT.get()
+
+
+@contextmanager
+def split_salt(salt: str) -> Iterator[str]:
+    """Within the block, every `split_of` without an explicit salt uses `salt` (and ShareGPT items are re-sided by
+    it); results made this way are for measuring split variance only, never for training or the board."""
+    if not isinstance(salt, str) or not salt:
+        raise ValueError(f"salt must be a non-empty string, got {salt!r}")
+    token = _ACTIVE_SALT.set(salt)
+    try:
+        yield salt
+    finally:
+        _ACTIVE_SALT.reset(token)
 
 
 class HasSplitKey(Protocol):
@@ -35,8 +58,10 @@ R = TypeVar("R", bound=HasSplitKey)
 T = TypeVar("T")
 
 
-def split_of(record_id: str, salt: str = DEFAULT_SALT, test_fraction: float = DEFAULT_TEST_FRACTION) -> Side:
-    """"test" for about `test_fraction` of ids and "train" for the rest, fixed by sha256(salt, id)."""
+def split_of(record_id: str, salt: str | None = None, test_fraction: float = DEFAULT_TEST_FRACTION) -> Side:
+    """"test" for about `test_fraction` of ids and "train" for the rest, fixed by sha256(salt, id); without a salt,
+    the active one (DEFAULT_SALT unless inside `split_salt`)."""
+    salt = active_salt() if salt is None else salt
     if not isinstance(salt, str) or not salt:
         raise ValueError(f"salt must be a non-empty string (e.g. the task name), got {salt!r}")
     if not 0.0 < test_fraction < 1.0:
@@ -56,7 +81,7 @@ class Split(Generic[T]):
 
 
 def split_records(
-    records: Iterable[R], salt: str = DEFAULT_SALT, test_fraction: float = DEFAULT_TEST_FRACTION
+    records: Iterable[R], salt: str | None = None, test_fraction: float = DEFAULT_TEST_FRACTION
 ) -> Split[R]:
     """Split records by `split_of(record.split_key, salt)`; records sharing a key always share a side."""
     train: list[R] = []

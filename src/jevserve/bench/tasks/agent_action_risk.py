@@ -52,6 +52,11 @@ class AgentActionRisk(Task):
     rule_text = "block when P(unsafe) ≥ t; t tuned on train for balanced accuracy"
     default_text = "agent deny-list of operations (tasks/keywords.py) on the call's name and arguments: block at ≥ k"
 
+    default_why = (
+        "Agent frameworks gate tool calls by a list of dangerous operations (delete, transfer, sudo, ...) "
+        "and ask a human for those; that list is the default."
+    )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """Every labelled action; label True for "harmful" or "unethical"."""
         return tuple(

@@ -44,6 +44,11 @@ class AgentClarify(Task):
     rule_text = "ask when P(ask) ≥ t; t tuned on train for balanced accuracy"
     default_text = "never ask: the agent always acts on the request (what tool-calling loops do today)"
 
+    default_why = (
+        "Tool-calling loops today act on the request as given and never stop to ask: no deployed rule "
+        "decides when a parameter is missing, so the default is chance (never ask, balanced accuracy 0.5)."
+    )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """For every conversation, its turns up to and including the under-specified one (one group each)."""
         items, seen = [], set()

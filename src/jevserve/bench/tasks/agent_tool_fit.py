@@ -99,6 +99,11 @@ class AgentToolFit(Task):
         f"descriptions are cut at {MAX_DESCRIPTION_CHARS} characters"
     )
 
+    default_why = (
+        "Tool-retrieval layers pick and gate tools by lexical overlap between the request and the tool's "
+        "name and description (BM25-style); that overlap is the default."
+    )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """Capped fitting cases, irrelevance cases and derived wrong-candidate cases."""
         items = []

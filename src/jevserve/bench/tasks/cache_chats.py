@@ -27,6 +27,11 @@ def chat_text(messages: Sequence[Any]) -> str:
     return "\n".join(f"{m.role}: {m.content}" for m in messages)
 
 
+def user_text(messages: Sequence[Any]) -> str:
+    """The user messages of a conversation joined: a context-aware cache key."""
+    return "\n".join(m.content for m in messages if m.role == "user")
+
+
 def chats_state(cached: Sequence[Any], new: Sequence[Any]) -> str:
     """What the cache reads: the conversation whose answer is stored and the new conversation."""
     return f"Cached conversation:\n{chat_text(cached)}\n\nNew conversation:\n{chat_text(new)}"
@@ -44,16 +49,23 @@ class CacheChats(Task):
     metric = BalancedAccuracy()
     rule_text = "serve the cached answer when P(reuse) ≥ t; t tuned on train for balanced accuracy"
     default_text = (
-        "semantic cache keyed on the last user message: cosine of all-MiniLM-L6-v2 embeddings of the two last user "
-        "messages, reuse when ≥ t, t tuned on train"
+        "context-aware semantic cache: cosine of all-MiniLM-L6-v2 embeddings of the two conversations' user messages "
+        "joined (the key a semantic cache with conversation context uses), reuse when ≥ t, t tuned on train"
     )
     cap_text = "pairs fow-cache marks as ambiguous are left out"
+
+    default_why = (
+        "A semantic cache with conversation context embeds the conversation's user messages, not the last "
+        "message alone (near identical across pairs here, so a last-message key is constant), and reuses "
+        "when they are similar. Reusing when they are less similar scores higher on this data's "
+        "construction but is no cache any system runs, so the direction is fixed."
+    )
 
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """Every unambiguous conversation pair; label True when one answer serves both."""
         return tuple(
             record_item(
-                r, chats_state(r.a, r.b), r.same, "fow-cache-chats", cached=r.a[-1].content, new=r.b[-1].content
+                r, chats_state(r.a, r.b), r.same, "fow-cache-chats", cached=user_text(r.a), new=user_text(r.b)
             )
             for r in data.source("fow-cache-chats")
             if not r.ambiguous
@@ -64,5 +76,6 @@ class CacheChats(Task):
         return {"reuse": bool(item.label)}
 
     def default_scores(self, items: Sequence[Item], data: Any) -> np.ndarray:
-        """Cosine similarity of the two last user messages' embeddings."""
+        """Cosine similarity of the two conversations' joined user messages (the last messages alone are near
+        identical in every pair by construction, so a last-message key decides nothing)."""
         return cosine_rows(data.embed([i.extra["cached"] for i in items]), data.embed([i.extra["new"] for i in items]))

@@ -48,6 +48,10 @@ class CachePairs(Task):
     )
     cap_text = "the 8 pairs fow-cache marks as ambiguous (the answer depends on the application) are left out"
 
+    default_why = (
+        "GPTCache's default: embed the query with all-MiniLM-L6-v2 and reuse above a cosine threshold."
+    )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """Every unambiguous pair; label True when one answer serves both."""
         return tuple(

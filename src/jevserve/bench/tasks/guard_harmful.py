@@ -46,6 +46,11 @@ class GuardHarmful(Task):
         "would give the label away"
     )
 
+    default_why = (
+        "Keyword moderation (a blocked-words list) is what chat products run before or without a moderation "
+        "model."
+    )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """Capped harmful requests (duplicates merged) and one length-matched ShareGPT prompt each."""
         pool = unique_by_id(

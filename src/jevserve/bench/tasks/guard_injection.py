@@ -36,6 +36,12 @@ class GuardInjection(Task):
     rule_text = "block when P(injection) ≥ t; t tuned on train for balanced accuracy"
     default_text = "injection deny-list (tasks/keywords.py): block at ≥ k phrase matches, k tuned on train"
 
+    default_why = (
+        "Production prompt-injection filters without a classifier are phrase deny-lists (\"ignore previous "
+        "instructions\", \"you are now\"), like the heuristic checks of Rebuff or NeMo Guardrails; the bench's "
+        "list is one such list."
+    )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """Every bastioncorpus text; label True for an injection."""
         records = data.source("bastioncorpus")

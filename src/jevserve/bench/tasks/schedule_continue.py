@@ -42,6 +42,11 @@ class ScheduleContinue(Task):
         f"opening is the real one), {MAX_PER_LABEL} per label in seeded hash order; one item per distinct opening"
     )
 
+    default_why = (
+        "Without a model a scheduler can only read the prompt's length to guess whether a user continues; "
+        "the cut and direction are tuned on train (near chance here, and that is what such a rule gets)."
+    )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """First parts of ShareGPT conversations; label True when the user spoke again after the first reply."""
         items, seen = [], set()

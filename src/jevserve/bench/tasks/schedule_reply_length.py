@@ -93,6 +93,11 @@ class ScheduleReplyLength(Task):
         "text also occurs in a test request is left out"
     )
 
+    default_why = (
+        "Length-aware schedulers without a predictor order by prompt length (the one number known at "
+        "arrival)."
+    )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """Valid ShareGPT requests; test side whole, train side capped."""
         return tuple(length_items(data.sharegpt()))

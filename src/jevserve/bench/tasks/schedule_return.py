@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from jevserve.bench.data import cap_per_label
-from jevserve.bench.metrics import BalancedAccuracy
+from jevserve.bench.metrics import Auroc
 from jevserve.bench.sources import content_id, split_of
 from jevserve.bench.task import Item, Task, frozen, noul
 
@@ -66,14 +66,22 @@ class ScheduleReturn(Task):
     summary = "keep a conversation's cached context only if another message comes within 5 minutes (chitchat)"
     questions = QUESTIONS
     primary = "continue"
-    metric = BalancedAccuracy()
+    metric = Auroc()
+    thresholded = False  # the keep/evict cut is the cache's size, a deployment setting: the ranking is scored
+    headline = False  # an open problem in the published design: reported beside the headline average, not in it
     default_tunes_direction = True
-    rule_text = "keep the context when P(continue) ≥ t; t tuned on train for balanced accuracy"
-    default_text = "turn count: keep (or evict) once the conversation has k messages, k and direction tuned on train"
+    rule_text = "rank conversations by P(continue) (AUROC; a cache keeps the top of the ranking that fits)"
+    default_text = "turn count: rank by the messages so far (or their negative, the sign chosen on train)"
     cap_text = (
         f"one cut per conversation (see cut_index), then {MAX_PER_LABEL} cuts per label in seeded hash order; the "
         f"state is the last {CONTEXT_MESSAGES} messages; a train cut whose state is also a test cut's state (an "
         "opening 'Hi' in two conversations) is left out"
+    )
+
+    default_why = (
+        "Prefix caches keep or evict a conversation by a recency/size rule; the turn count is the number "
+        "such a rule reads. Published work reports this task against turn count as an open problem, so it "
+        "is reported as AUROC and left out of the headline average."
     )
 
     def load_items(self, data: Any) -> tuple[Item, ...]:

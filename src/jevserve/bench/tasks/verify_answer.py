@@ -45,6 +45,10 @@ class VerifyAnswer(Task):
         "and only answers that were not cut at the length limit"
     )
 
+    default_why = (
+        "As verify-math-steps: without a verifier model every answer is served (chance)."
+    )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """One item per judged answer; label True when the judge finds it wrong."""
         items = []

@@ -38,6 +38,11 @@ class VerifyMathSteps(Task):
     rule_text = "flag when P(flawed) ≥ t; t tuned on train for balanced accuracy"
     default_text = "no verifier: every solution is served as it is"
 
+    default_why = (
+        "Serving stacks do not check a solution's steps without a verifier model: every solution is served, "
+        "which is chance on balanced accuracy."
+    )
+
     def load_items(self, data: Any) -> tuple[Item, ...]:
         """Every annotated solution (one group per problem); label True when a step is wrong."""
         return tuple(

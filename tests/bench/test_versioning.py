@@ -1,0 +1,52 @@
+"""URL answers are cached under a version: the model's /v1/models entry and its answers to a fixed probe set."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from jevserve.bench.versioning import PROBES, endpoint_version, probe_version
+from tests.bench.builders import fake_answer
+
+
+class ProbedClient:
+    """A fake endpoint whose weights are a number added to every probability."""
+
+    def __init__(self, shift: float = 0.0, release: str = "2026-11-01") -> None:
+        self.shift, self.release, self.sent = shift, release, []
+
+    async def models(self) -> list[dict]:
+        return [{"name": "m", "description": "d", "release_date": self.release}]
+
+    async def decide_raw(self, body: Mapping[str, Any]) -> dict:
+        self.sent.append(body)
+        answer = fake_answer(body)
+        for value in answer["answers"].values():
+            if value["type"] == "noul":
+                value["noul"] = min(1.0, value["noul"] + self.shift)
+        return answer
+
+
+def _version(client: ProbedClient) -> str:
+    return asyncio.run(probe_version(client, "m"))
+
+
+def test_the_same_weights_give_the_same_version_and_ask_every_probe():
+    client = ProbedClient()
+    assert _version(client) == _version(ProbedClient())
+    assert len(client.sent) == len(PROBES) and all(body["model"] == "m" for body in client.sent)
+
+
+def test_changed_weights_behind_the_same_name_change_the_version():
+    assert _version(ProbedClient(shift=0.01)) != _version(ProbedClient())
+
+
+def test_a_changed_models_entry_changes_the_version():
+    assert _version(ProbedClient(release="2026-12-01")) != _version(ProbedClient())
+
+
+def test_float_noise_below_the_rounding_keeps_the_version():
+    answer = {"q": {"type": "noul", "noul": 0.123456}}
+    noisy = {"q": {"type": "noul", "noul": 0.1234561}}
+    assert endpoint_version({"name": "m"}, [answer]) == endpoint_version({"name": "m"}, [noisy])

@@ -1,0 +1,32 @@
+"""With the real data: nothing `jevserve train` reads (task train sides, synthetic families, question variants,
+their question texts) is a near-duplicate of a bench test item."""
+
+from __future__ import annotations
+
+import pytest
+
+from jevserve.bench import TASKS, BenchData
+from jevserve.bench.neardup import ReferenceIndex
+from jevserve.bench.pipeline import load_tasks
+from jevserve.bench.sources import SourceMissingError
+from jevserve.decide.trained import question_texts
+from jevserve.train.run import collect_examples
+
+
+@pytest.mark.slow
+def test_no_text_training_reads_nearly_contains_a_bench_test_item():
+    data = BenchData()
+    try:
+        loaded, skipped = load_tasks(list(TASKS.values()), data, log=lambda _m: None)
+    except SourceMissingError as exc:
+        pytest.skip(f"needs the bench data: {exc}")
+    if skipped:
+        pytest.skip(f"needs the bench data: {skipped[0].command}")
+    examples = collect_examples(data, list(TASKS.values()), variants=True, log=lambda _m: None)
+    read = {ex.state for ex in examples}
+    for ex in examples:
+        read.update(question_texts(ex.question))
+    index = ReferenceIndex(sorted(read))
+    leaks = [(e.task.name, i.item_id) for e in loaded for i, bad in
+             zip(e.test, index.near_duplicates([i.state for i in e.test]), strict=True) if bad]
+    assert not leaks, f"{len(leaks)} test items are near-duplicates of training texts, e.g. {leaks[:3]}"
