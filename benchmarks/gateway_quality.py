@@ -38,6 +38,7 @@ from scipy import stats
 from jevserve.bench.data import BenchData
 from jevserve.bench.task import split_items
 from jevserve.bench.tasks import TASKS
+from jevserve.decide.embedder import embed_texts
 from jevserve.gateway import make_decider, parse_config, run_decisions
 from jevserve.gateway.cache import SemanticCache
 
@@ -269,7 +270,7 @@ def main() -> int:
     args = parser.parse_args()
     started = time.time()
     load_before = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    data = BenchData()
+    data = BenchData(embed=embed_texts)
     decider = make_decider("embedded")
     results = {
         "decider": decider.name,

@@ -10,6 +10,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from jevserve import __version__
 
@@ -25,6 +26,27 @@ COMMAND_MODULES = (
 )
 
 
+def _serve_embedded(model: str | None) -> Any:
+    """The embedded models on a local server, for bench and train commands (which may not import the server)."""
+    from jevserve.server.in_process import serve_embedded
+
+    return serve_embedded(model)
+
+
+def _serve_backends(backends: Sequence[Any]) -> Any:
+    """Any decision backends on a local server (the held-out heads of `jevserve train --heldout`)."""
+    from jevserve.server.in_process import serve_backends
+
+    return serve_backends(backends)
+
+
+def _embed_texts(texts: Sequence[str]) -> Any:
+    """Unit-length embeddings by the shipped int8 encoder, for default rules such as a cosine threshold."""
+    from jevserve.decide.embedder import embed_texts
+
+    return embed_texts(texts)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser with every part's sub-commands."""
     parser = argparse.ArgumentParser(
@@ -36,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
+    # What the parts below the server get handed instead of importing it (ARCHITECTURE.md): every command's
+    # namespace carries these, and the commands that need a model or an embedding pass them on.
+    parser.set_defaults(serve_embedded=_serve_embedded, serve_backends=_serve_backends, embed_texts=_embed_texts)
     return parser
 
 

@@ -14,6 +14,7 @@ from jevserve.bench.pipeline import load_tasks, score_baselines
 from jevserve.bench.results import latest_results
 from jevserve.bench.sources import SourceMissingError
 from jevserve.bench.stats import normalised
+from jevserve.decide.embedder import embed_texts
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 COMPARED = ("ids", "labels", "values", "default", "oracle")
@@ -25,7 +26,7 @@ def _committed() -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def fresh_baselines() -> dict[str, dict]:
-    data = BenchData()
+    data = BenchData(embed=embed_texts)
     try:
         for task in TASKS.values():
             task.load_items(data)

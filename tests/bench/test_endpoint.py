@@ -8,6 +8,7 @@ from jevserve.bench.answers_cache import AnswersCache
 from jevserve.bench.endpoint import EndpointError, open_endpoint
 from jevserve.bench.pipeline import ask, load_tasks, score_model
 from jevserve.client import AsyncSystemOne
+from jevserve.server.in_process import serve_embedded
 from tests.bench.builders import KeywordTask
 
 
@@ -27,9 +28,21 @@ def test_a_missing_api_key_variable_is_named(monkeypatch):
         pass
 
 
+def test_embedded_without_a_server_to_serve_it_says_what_to_pass():
+    with pytest.raises(EndpointError, match=r"serve_embedded=jevserve\.server\.in_process\.serve_embedded"), \
+            open_endpoint("embedded", None):
+        pass
+
+
+def test_an_unknown_embedded_model_is_an_endpoint_error_listing_the_served_ones():
+    with pytest.raises(EndpointError, match="expected one of: jev-minilm-1"), \
+            open_endpoint("embedded", "jev-nope", serve_embedded=serve_embedded):
+        pass
+
+
 def test_the_embedded_model_answers_every_request_of_a_task(tmp_path):
     loaded, _ = load_tasks([KeywordTask(num_items=12)], data=None)
-    with open_endpoint("embedded", None) as endpoint:
+    with open_endpoint("embedded", None, serve_embedded=serve_embedded) as endpoint:
         assert endpoint.model == "jev-minilm-1"  # the embedded default: the trained readout
         cache = AnswersCache(tmp_path, endpoint.model)
         client = AsyncSystemOne(endpoint.base_url, timeout_s=60)

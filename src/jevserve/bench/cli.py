@@ -177,7 +177,7 @@ def _run(args: argparse.Namespace) -> int:
     except UnknownTaskError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    data = BenchData(args.data_cache)
+    data = BenchData(args.data_cache, embed=args.embed_texts)
     loaded, skipped = load_tasks(tasks, data, log=lambda message: print(message, file=sys.stderr))
     if not loaded:
         print("error: no task has its data here; run `jevserve data fetch`", file=sys.stderr)
@@ -194,7 +194,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         asked = ask_endpoint(args.endpoint, args.model, args.api_key_env, args.answers_cache,
                              lambda model: needed_requests(model, loaded), concurrency=args.concurrency,
-                             progress=not args.no_progress)
+                             progress=not args.no_progress, serve_embedded=args.serve_embedded)
     except AskFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -271,7 +271,7 @@ def _markdown(args: argparse.Namespace) -> int:
     from jevserve.bench.results import ResultsFormatError, latest_results
     from jevserve.bench.tasks import TASKS
 
-    loaded, skipped = load_tasks(list(TASKS.values()), BenchData(args.data_cache),
+    loaded, skipped = load_tasks(list(TASKS.values()), BenchData(args.data_cache, embed=args.embed_texts),
                                  log=lambda m: print(m, file=sys.stderr))
     baseline = None
     if (args.results / "default-rules").is_dir():

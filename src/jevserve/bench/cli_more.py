@@ -38,7 +38,7 @@ def spread_command(args: argparse.Namespace) -> int:
     from jevserve.bench.tasks import TASKS
     from jevserve.sim.docsections import replace_block
 
-    report = spread(list(TASKS.values()), BenchData(args.data_cache), salts(args.salts),
+    report = spread(list(TASKS.values()), BenchData(args.data_cache, embed=args.embed_texts), salts(args.salts),
                     log=lambda m: print(m, file=sys.stderr))
     path = write_spread(report, args.results / "split-spread.json")
     text = spread_markdown(report)

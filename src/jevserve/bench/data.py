@@ -18,15 +18,27 @@ from jevserve.bench.sources import active_salt, load_source
 CAP_SALT = "jevserve-bench-cap-v1"
 
 
+class EmbedderMissingError(RuntimeError):
+    """A default rule needs sentence embeddings and no embedder was handed to BenchData."""
+
+
 class BenchData:
     """Lazy access to every data source a task may read; never touches the network."""
 
-    def __init__(self, cache: str | Path | None = None, *, use_installed: bool = True) -> None:
+    def __init__(
+        self,
+        cache: str | Path | None = None,
+        *,
+        use_installed: bool = True,
+        embed: Callable[[Sequence[str]], np.ndarray] | None = None,
+    ) -> None:
         self.cache = cache
         self.use_installed = use_installed
+        # Sentence embeddings for the cosine default rules. Handed in (the command line passes the shipped encoder's)
+        # because bench/ may not import decide/ (ARCHITECTURE.md).
+        self._embed = embed
         self._sources: dict[str, tuple[Any, ...]] = {}
         self._sharegpt: dict[str, SharegptTable] = {}  # by split salt: the table carries each request's side
-        self._embedder: Any = None
 
     def source(self, name: str) -> tuple[Any, ...]:
         """The records of a bench.sources source (SourceMissingError names the fetch command)."""
@@ -42,12 +54,14 @@ class BenchData:
         return self._sharegpt[salt]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Unit-length all-MiniLM-L6-v2 embeddings (the shipped int8 encoder), for default rules such as cosine."""
-        if self._embedder is None:
-            from jevserve.decide.embedder import Embedder
-
-            self._embedder = Embedder("int8")
-        return self._embedder.embed(list(texts))
+        """Unit-length sentence embeddings (the `embed` handed in), for default rules such as a cosine threshold."""
+        if self._embed is None:
+            raise EmbedderMissingError(
+                "this task's default rule compares sentence embeddings, and this BenchData was made without an "
+                "embedder; pass embed=jevserve.decide.embedder.embed_texts (the jevserve command line "
+                "does)"
+            )
+        return self._embed(list(texts))
 
 
 def cap_order(item_id: str) -> str:

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 EMBEDDED = "embedded"
 DEFAULT_TIMEOUT_S = 120.0  # a bench request may wait behind a full batch queue; the SDK's 10 s would retry it
+
+
+# Serves the embedded models for the block's length and yields what is served (`url`, `model`, `version`): the
+# command line passes `jevserve.server.in_process.serve_embedded`, since bench/ may not import the server itself.
+ServeEmbedded = Callable[[str | None], AbstractContextManager[Any]]
 
 
 class EndpointError(ValueError):
@@ -36,21 +42,21 @@ def _api_key(api_key_env: str | None) -> str | None:
 
 
 @contextmanager
-def open_endpoint(endpoint: str, model: str | None, api_key_env: str | None = None) -> Iterator[Endpoint]:
-    """Yield a usable endpoint; `embedded` starts the shipped model on a free local port until the block ends."""
+def open_endpoint(
+    endpoint: str, model: str | None, api_key_env: str | None = None, *, serve_embedded: ServeEmbedded | None = None
+) -> Iterator[Endpoint]:
+    """Yield a usable endpoint; `embedded` serves the shipped models locally (through `serve_embedded`) until the
+    block ends."""
     if endpoint == EMBEDDED:
-        from jevserve.decide.embedded import embedded_backends, embedded_fingerprint
-        from jevserve.server.app import create_app
-        from jevserve.server.background import running_server
-
-        backends = embedded_backends()
-        names = [b.card.name for b in backends]
-        chosen = model or names[0]
-        if chosen not in names:
-            raise EndpointError(f"--model {chosen!r} is not served by the embedded endpoint; expected one of: "
-                                f"{', '.join(names)}")
-        with running_server(create_app(backends)) as url:
-            yield Endpoint(url, chosen, None, EMBEDDED, embedded_fingerprint())
+        if serve_embedded is None:
+            raise EndpointError("--endpoint embedded needs the jevserve command line, which serves the embedded "
+                                "models; from Python pass serve_embedded=jevserve.server.in_process.serve_embedded")
+        with ExitStack() as stack:
+            try:
+                served = stack.enter_context(serve_embedded(model))
+            except LookupError as exc:  # a model name it does not serve
+                raise EndpointError(str(exc)) from exc
+            yield Endpoint(served.url, served.model, None, EMBEDDED, served.version)
         return
     if not endpoint.startswith(("http://", "https://")):
         raise EndpointError(f"--endpoint {endpoint!r}; expected 'embedded' or a URL such as http://127.0.0.1:8795")

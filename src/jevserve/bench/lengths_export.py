@@ -54,7 +54,8 @@ def export_lengths(args: argparse.Namespace) -> int:
     try:
         asked = ask_endpoint(args.endpoint, args.model, args.api_key_env, args.answers_cache,
                              lambda model: keyed(model, [task.request(i) for i in items]),
-                             concurrency=args.concurrency, progress=not args.no_progress)
+                             concurrency=args.concurrency, progress=not args.no_progress,
+                             serve_embedded=args.serve_embedded)
     except AskFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -13,12 +13,15 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tqdm import tqdm
 
 from jevserve.bench.answers_cache import AnswersCache, request_key
 from jevserve.client import SystemOneAPIError
+
+if TYPE_CHECKING:
+    from jevserve.bench.endpoint import ServeEmbedded
 
 
 class DecisionClient(Protocol):
@@ -127,10 +130,12 @@ def ask_endpoint(
     *,
     concurrency: int,
     progress: bool = True,
+    serve_embedded: ServeEmbedded | None = None,
 ) -> Asked:
-    """Open `endpoint` (a URL, or `embedded`), and ask it every request of `requests_for(model)` its answers cache
-    lacks. Raises AskFailed for endpoint arguments that cannot work (exit 2) or an endpoint that failed (exit 1);
-    every answer received before a failure stays cached, so the same command resumes."""
+    """Open `endpoint` (a URL, or `embedded`, served by `serve_embedded`) and ask it every request of
+    `requests_for(model)` its answers cache lacks. Raises AskFailed for endpoint arguments that cannot work (exit 2)
+    or an endpoint that failed (exit 1); every answer received before a failure stays cached, so the same command
+    resumes."""
     from jevserve.bench.answers_cache import default_answers_dir
     from jevserve.bench.endpoint import DEFAULT_TIMEOUT_S, EndpointError, open_endpoint
     from jevserve.bench.versioning import probe_version
@@ -152,7 +157,7 @@ def ask_endpoint(
             cache.close()
 
     try:
-        with open_endpoint(endpoint, model, api_key_env) as opened:
+        with open_endpoint(endpoint, model, api_key_env, serve_embedded=serve_embedded) as opened:
             stats = asyncio.run(versioned_ask(opened))
     except EndpointError as exc:
         raise AskFailed(str(exc), 2) from exc

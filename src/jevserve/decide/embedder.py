@@ -196,3 +196,18 @@ class Embedder:
                 mask[row, : len(windows[i])] = 1
             result[chunk] = self.session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
         return result
+
+
+_SHARED: dict[Precision, Embedder] = {}
+
+
+def shared_embedder(precision: Precision = "int8") -> Embedder:
+    """One Embedder per precision for this process, made on first use (callers that only need embeddings)."""
+    if precision not in _SHARED:
+        _SHARED[precision] = Embedder(precision)
+    return _SHARED[precision]
+
+
+def embed_texts(texts: Sequence[str]) -> np.ndarray:
+    """Unit-length embeddings of `texts` by this process's shared int8 encoder (made on first use)."""
+    return shared_embedder().embed(list(texts))

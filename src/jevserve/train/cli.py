@@ -119,7 +119,8 @@ def _run_heldout(args: argparse.Namespace, tasks: list) -> int:
     from jevserve.train.head import HeadConfig
     from jevserve.train.heldout import score_heldout, train_heldout_heads
 
-    data, embedder = BenchData(), Embedder("int8")
+    embedder = Embedder("int8")
+    data = BenchData(embed=embedder.embed)
     heads = train_heldout_heads(
         tasks,
         data=data,
@@ -129,7 +130,13 @@ def _run_heldout(args: argparse.Namespace, tasks: list) -> int:
         progress=not args.no_progress,
     )
     document = score_heldout(
-        tasks, heads, data=data, embedder=embedder, answers_dir=default_answers_dir(), progress=not args.no_progress
+        tasks,
+        heads,
+        data=data,
+        embedder=embedder,
+        answers_dir=default_answers_dir(),
+        serve_backends=args.serve_backends,
+        progress=not args.no_progress,
     )
     path = write_result(args.results, document)
     print(
@@ -151,7 +158,8 @@ def _run_probe(tasks: list) -> int:
         row: (name, AnswersCache(answers_dir, name, version))
         for row, name in (("zero_shot", ZERO_SHOT_NAME), ("trained", TRAINED_NAME))
     }
-    result = embedding_probe(tasks, BenchData(), Embedder("int8"), readouts)
+    embedder = Embedder("int8")
+    result = embedding_probe(tasks, BenchData(embed=embedder.embed), embedder, readouts)
     write_embedding_probe(result)
     missing = sorted(
         {

@@ -12,7 +12,8 @@ import datetime as dt
 import hashlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -24,13 +25,11 @@ from jevserve.bench.data import BenchData
 from jevserve.bench.pipeline import ask, load_tasks, result_document, score_model
 from jevserve.bench.task import Task
 from jevserve.client import AsyncSystemOne
-from jevserve.decide.base import ModelCard
+from jevserve.decide.base import DecisionBackend, ModelCard
 from jevserve.decide.embedded import encoder_fingerprint
 from jevserve.decide.embedder import Embedder
 from jevserve.decide.encoder import RELEASE_DATE, TRAINED_NAME, EncoderBackend
 from jevserve.decide.trained import HeadWeights, TrainedReadout, question_texts
-from jevserve.server.app import create_app
-from jevserve.server.background import running_server
 from jevserve.train.dataset import embed_examples, subset
 from jevserve.train.examples import Example
 from jevserve.train.head import HeadConfig, fit_temperatures, train_head
@@ -102,11 +101,13 @@ def score_heldout(
     data: BenchData,
     embedder: Embedder,
     answers_dir: Path,
+    serve_backends: Callable[[Sequence[DecisionBackend]], AbstractContextManager[str]],
     concurrency: int = 32,
     progress: bool = True,
     log=print,
 ) -> dict[str, Any]:
-    """Each task scored with its own held-out head, combined into one result document."""
+    """Each task scored with its own held-out head, combined into one result document; `serve_backends` serves the
+    heads at a local URL (the command line hands in the decision server's, which train/ may not import)."""
     started = time.perf_counter()
     loaded, skipped = load_tasks(tasks, data, log=log)
     backends = [
@@ -119,7 +120,7 @@ def score_heldout(
     ]
     documents = {}
     num_decisions = 0
-    with running_server(create_app(backends)) as url:
+    with serve_backends(backends) as url:
         for entry in loaded:
             model = heldout_name(entry.task)
             client = AsyncSystemOne(url, timeout_s=600)

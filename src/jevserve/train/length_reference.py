@@ -68,6 +68,7 @@ def _with_length(embeddings: np.ndarray, prompt_tokens: np.ndarray) -> np.ndarra
 
 def write_length_reference(path: Path = RESULT) -> dict[str, Any]:
     """Compute the reference and write it as JSON."""
-    result = embedding_length_reference(BenchData(), Embedder("int8"))
+    embedder = Embedder("int8")
+    result = embedding_length_reference(BenchData(embed=embedder.embed), embedder)
     path.write_text(json.dumps(result, indent=2) + "\n")
     return result

@@ -20,7 +20,7 @@ import numpy as np
 from jevserve.bench.data import BenchData
 from jevserve.bench.sources import SOURCES, SourceMissingError
 from jevserve.bench.task import Task
-from jevserve.decide.embedder import Embedder
+from jevserve.decide.embedder import Embedder, embed_texts
 from jevserve.decide.trained import HeadWeights, question_texts
 from jevserve.train.dataset import EmbeddedExamples, embed_examples, subset
 from jevserve.train.examples import Example, content_hash, families, task_examples
@@ -109,7 +109,7 @@ def train(
     """Train a head and write `out` (.npz), `out`.json (manifest) and `out`.states.gz (training-state hashes)."""
     started = time.perf_counter()
     config = config or HeadConfig()
-    data = data or BenchData()
+    data = data or BenchData(embed=embed_texts)
     examples = collect_examples(data, tasks, leave_out=leave_out, variants=config.question_variants, log=log)
     if not examples:
         raise SystemExit("no training examples: fetch the bench data first (jevserve data fetch)")
@@ -161,7 +161,7 @@ def train_zero_shot(
     from jevserve.decide.readout import ZeroShotReadout
     from jevserve.train.zeroshot import fit_zero_shot
 
-    data = data or BenchData()
+    data = data or BenchData(embed=embed_texts)
     examples = collect_examples(data, tasks, log=log)
     readout = ZeroShotReadout()
     embedded = embed_examples(examples, readout.texts, embedder or Embedder("int8"), progress=progress)

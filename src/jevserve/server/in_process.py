@@ -1,0 +1,52 @@
+"""Decision models served in process on a free local port, for the parts that may not import the server.
+
+ARCHITECTURE.md keeps `bench/` and `train/` below `server/`: they reach a model only through an endpoint that the
+command line hands them. These two functions are what `jevserve` hands them (see `jevserve.cli`): the embedded
+models behind the server's app, and any list of backends behind it (the held-out heads of `jevserve train`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from jevserve.decide.base import DecisionBackend
+from jevserve.server.app import create_app
+from jevserve.server.background import running_server
+
+
+class UnknownEmbeddedModelError(LookupError):
+    """A model name the embedded endpoint does not serve; the message lists the ones it does."""
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """A model being served in process until its context ends."""
+
+    url: str  # base URL of the local server, e.g. http://127.0.0.1:40123
+    model: str  # the model name to ask for
+    version: str  # digest of everything its answers depend on (the embedded weights)
+
+
+@contextmanager
+def serve_backends(backends: Sequence[DecisionBackend]) -> Iterator[str]:
+    """Serve `backends` behind the decision server's app on a free loopback port; yields the base URL."""
+    with running_server(create_app(list(backends))) as url:
+        yield url
+
+
+@contextmanager
+def serve_embedded(model: str | None) -> Iterator[ServedModel]:
+    """Serve the embedded models; `model` (default: the embedded default) must be one of them."""
+    from jevserve.decide.embedded import embedded_backends, embedded_fingerprint
+
+    backends = embedded_backends()
+    names = [backend.card.name for backend in backends]
+    chosen = model or names[0]
+    if chosen not in names:
+        raise UnknownEmbeddedModelError(
+            f"--model {chosen!r} is not served by the embedded endpoint; expected one of: {', '.join(names)}"
+        )
+    with serve_backends(backends) as url:
+        yield ServedModel(url, chosen, embedded_fingerprint())
