@@ -153,6 +153,25 @@ def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
+def gateway_config(stub_port: int) -> dict:
+    """Route `plain` (no decision: a plain proxy) and route `decide` (guard, harm, clarify, priority), one stub."""
+    return {
+        "decision_timeout_ms": 30000,  # measure the decision, never its fallback
+        "upstreams": [{"name": "stub", "url": f"http://127.0.0.1:{stub_port}/v1", "max_concurrency": 256}],
+        "routes": [
+            {"model": "plain"},
+            {
+                "model": "decide",
+                "guard": {"action": "flag"},
+                "harm": {"action": "flag"},
+                "clarify": {"threshold": 1.0},
+                "priority": {},
+                "admission": {"deadline_s": 120},
+            },
+        ],
+    }
+
+
 def measure(args, stub_port: int, gw_port: int) -> dict:
     results: dict = {}
     offset = 0
@@ -227,21 +246,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=RESULT)
     args = parser.parse_args()
     stub_port, gw_port = free_port(), free_port()
-    config = {
-        "decision_timeout_ms": 30000,  # measure the decision, never its fallback
-        "upstreams": [{"name": "stub", "url": f"http://127.0.0.1:{stub_port}/v1", "max_concurrency": 256}],
-        "routes": [
-            {"model": "plain"},
-            {
-                "model": "decide",
-                "guard": {"action": "flag"},
-                "harm": {"action": "flag"},
-                "clarify": {"threshold": 1.0},
-                "priority": {},
-                "admission": {"deadline_s": 120},
-            },
-        ],
-    }
+    config = gateway_config(stub_port)
     load_before = uptime()
     with tempfile.TemporaryDirectory() as tmp:
         config_path = Path(tmp) / "gw.yaml"

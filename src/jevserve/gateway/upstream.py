@@ -26,6 +26,7 @@ from jevserve.gateway.errors import RateLimitedError, UpstreamError
 from jevserve.gateway.gate import QueueFull, UpstreamGate
 from jevserve.gateway.placeholder import placeholder_transport
 from jevserve.gateway.store import Store
+from jevserve.gateway.transport import AiohttpTransport
 from jevserve.serving import Request, make_queue_policy
 
 MAX_HINTED_BACKOFF_S = 5.0
@@ -79,8 +80,12 @@ class Upstream:
         self.store = store
         self.name = config.name
         self.is_placeholder = config.url == PLACEHOLDER_URL
-        if transport is None and self.is_placeholder:
-            transport = placeholder_transport()
+        if transport is None:
+            transport = (
+                placeholder_transport()
+                if self.is_placeholder
+                else AiohttpTransport(max_connections=config.max_concurrency)
+            )
         base_url = "http://placeholder.invalid/v1" if self.is_placeholder else config.url
         headers = {}
         if config.api_key_env:
@@ -88,10 +93,7 @@ class Upstream:
             if key:
                 headers["Authorization"] = f"Bearer {key}"
         timeout = httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s)
-        limits = httpx.Limits(max_connections=config.max_concurrency, max_keepalive_connections=config.max_concurrency)
-        self.client = httpx.AsyncClient(
-            base_url=base_url, headers=headers, timeout=timeout, limits=limits, transport=transport
-        )
+        self.client = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout, transport=transport)
         self.gate = UpstreamGate(
             config.name, config.max_concurrency, make_queue_policy(queue_policy, aging_s=aging_s), store
         )
