@@ -94,9 +94,19 @@ class Upstream:
                 headers["Authorization"] = f"Bearer {key}"
         timeout = httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s)
         self.client = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout, transport=transport)
+        self._urls: dict[str, httpx.URL] = {}
         self.gate = UpstreamGate(
             config.name, config.max_concurrency, make_queue_policy(queue_policy, aging_s=aging_s), store
         )
+
+    def url(self, path: str) -> httpx.URL:
+        """The absolute URL of `path` under the upstream's base URL, parsed once per path (httpx would parse and
+        merge it on every request)."""
+        url = self._urls.get(path)
+        if url is None:
+            base = self.client.base_url  # httpx keeps it with a trailing slash
+            url = self._urls[path] = base.copy_with(raw_path=base.raw_path + path.lstrip("/").encode())
+        return url
 
     @property
     def takes_priority(self) -> bool:
@@ -131,7 +141,7 @@ async def _try_upstream(
         started = time.monotonic()
         response = None
         try:
-            request = upstream.client.build_request("POST", path, json=body)
+            request = upstream.client.build_request("POST", upstream.url(path), json=body)
             response = await upstream.client.send(request, stream=stream)
         except httpx.TransportError as exc:
             attempts.append(Attempt(upstream.name, None, f"{type(exc).__name__} {exc}".strip(), _ms(started)))
