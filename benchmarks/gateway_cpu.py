@@ -8,10 +8,12 @@ splits it into the event-loop thread (the gateway's own path: parsing, policies,
 threads (the decision model's inference: the batcher's worker and onnxruntime's pool). The stub upstream's own CPU
 per request is reported too, as the floor any HTTP hop costs with this client.
 
-    .venv/bin/python benchmarks/gateway_cpu.py [--requests 2000] [--rounds 3] [--profile DIR]
+    .venv/bin/python benchmarks/gateway_cpu.py [--requests 2000] [--rounds 3] [--profile DIR] [--out JSON]
 
 `--profile DIR` runs the gateway under cProfile and writes DIR/gateway.prof (view with `python -m pstats`).
-Printed as JSON; gateway_overhead.py runs the same measurement and stores it with its wall-time results.
+Printed (and written to `--out`); gateway_overhead.py runs the same measurement and stores it with its wall-time
+results. To measure an older commit, put its sources first on the path; the gateway process inherits it:
+    git archive COMMIT src | tar -x -C /tmp/old && PYTHONPATH=/tmp/old/src .venv/bin/python benchmarks/gateway_cpu.py
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds; each figure is the median over rounds")
     parser.add_argument("--delay-ms", type=float, default=20.0, help="stub upstream's fixed reply time")
     parser.add_argument("--profile", type=Path, help="run the gateway under cProfile; write DIR/gateway.prof")
+    parser.add_argument("--out", type=Path, help="also write the results as JSON here")
     args = parser.parse_args()
     stub_port, gw_port = free_port(), free_port()
     load_before = uptime()
@@ -131,7 +134,11 @@ def main() -> int:
             gateway.wait(60)
             stub.wait(30)
     results["uptime_before"], results["uptime_after"] = load_before, uptime()
+    results["command"] = "python benchmarks/gateway_cpu.py " + " ".join(sys.argv[1:])
     print(json.dumps({"uptime_before": load_before, "uptime_after": results["uptime_after"]}))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
     return 0
 
 
