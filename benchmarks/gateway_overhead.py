@@ -11,7 +11,9 @@ Every measured request carries a different prompt (no embedding cache hits). Add
 minus direct percentile at the same concurrency; the gateway's own `x-jevserve-decision-ms` and
 `x-jevserve-overhead-ms` headers are summarised too. Then a soak at concurrency 8 with decisions on, sampling the
 gateway process's RSS every 5 s; it cycles over `--soak-distinct` prompts so that the embedder's LRU cache stops
-growing and any further RSS growth is the gateway's own.
+growing and any further RSS growth is the gateway's own. Before the soak, the gateway's CPU time per request
+(gateway_cpu.py: process CPU seconds / requests, event-loop thread and other threads apart), which other load on
+the machine moves far less than wall time.
 
     .venv/bin/python benchmarks/gateway_overhead.py [--requests 300] [--soak-s 120] [--delay-ms 20]
 
@@ -153,6 +155,25 @@ def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
+def gateway_config(stub_port: int) -> dict:
+    """Route `plain` (no decision: a plain proxy) and route `decide` (guard, harm, clarify, priority), one stub."""
+    return {
+        "decision_timeout_ms": 30000,  # measure the decision, never its fallback
+        "upstreams": [{"name": "stub", "url": f"http://127.0.0.1:{stub_port}/v1", "max_concurrency": 256}],
+        "routes": [
+            {"model": "plain"},
+            {
+                "model": "decide",
+                "guard": {"action": "flag"},
+                "harm": {"action": "flag"},
+                "clarify": {"threshold": 1.0},
+                "priority": {},
+                "admission": {"deadline_s": 120},
+            },
+        ],
+    }
+
+
 def measure(args, stub_port: int, gw_port: int) -> dict:
     results: dict = {}
     offset = 0
@@ -224,24 +245,13 @@ def main() -> int:
     parser.add_argument("--delay-ms", type=float, default=20.0, help="stub upstream's fixed reply time")
     parser.add_argument("--soak-s", type=float, default=120.0, help="soak duration with decisions on (0: skip)")
     parser.add_argument("--soak-distinct", type=int, default=2000, help="distinct prompts the soak cycles over")
+    parser.add_argument(
+        "--cpu-requests", type=int, default=500, help="requests per way, concurrency and round of the CPU measurement"
+    )
     parser.add_argument("--out", type=Path, default=RESULT)
     args = parser.parse_args()
     stub_port, gw_port = free_port(), free_port()
-    config = {
-        "decision_timeout_ms": 30000,  # measure the decision, never its fallback
-        "upstreams": [{"name": "stub", "url": f"http://127.0.0.1:{stub_port}/v1", "max_concurrency": 256}],
-        "routes": [
-            {"model": "plain"},
-            {
-                "model": "decide",
-                "guard": {"action": "flag"},
-                "harm": {"action": "flag"},
-                "clarify": {"threshold": 1.0},
-                "priority": {},
-                "admission": {"deadline_s": 120},
-            },
-        ],
-    }
+    config = gateway_config(stub_port)
     load_before = uptime()
     with tempfile.TemporaryDirectory() as tmp:
         config_path = Path(tmp) / "gw.yaml"
@@ -259,6 +269,12 @@ def main() -> int:
             wait_port(gw_port, gateway)
             asyncio.run(load(gw_port, "/v1/chat/completions", [body("decide", t) for t in prompts(20, -100)], 4))
             results = measure(args, stub_port, gw_port)
+            # CPU seconds per request of the gateway process: barely moved by other jobs, unlike wall time
+            from gateway_cpu import measure_cpu
+
+            results["cpu_per_request"] = measure_cpu(
+                stub.pid, stub_port, gateway.pid, gw_port, args.cpu_requests, args.rounds
+            )
             results["soak"] = soak(args, gw_port, gateway.pid) if args.soak_s > 0 else None
         finally:
             gateway.terminate()
@@ -271,6 +287,7 @@ def main() -> int:
         "delay_ms": args.delay_ms,
         "soak_s": args.soak_s,
         "soak_distinct": args.soak_distinct,
+        "cpu_requests": args.cpu_requests,
         "decisions_on": ["guard", "harm", "clarify", "priority"],
     }
     results["machine"] = {

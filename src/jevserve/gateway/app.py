@@ -67,13 +67,16 @@ def create_app(
         }
         return json_response({"error": error}, 500)
 
-    @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
         return await handle(gateway, request, "chat")
 
-    @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
         return await handle(gateway, request, "completions")
+
+    # Plain Starlette routes: the handlers read the request themselves, so FastAPI's per-request dependency
+    # solving (~0.2 ms of CPU) would buy nothing on the hot path.
+    app.add_route("/v1/chat/completions", chat_completions, methods=["POST"])
+    app.add_route("/v1/completions", completions, methods=["POST"])
 
     @app.get("/v1/models")
     async def models() -> Response:

@@ -26,6 +26,7 @@ from jevserve.gateway.errors import RateLimitedError, UpstreamError
 from jevserve.gateway.gate import QueueFull, UpstreamGate
 from jevserve.gateway.placeholder import placeholder_transport
 from jevserve.gateway.store import Store
+from jevserve.gateway.transport import AiohttpTransport
 from jevserve.serving import Request, make_queue_policy
 
 MAX_HINTED_BACKOFF_S = 5.0
@@ -79,8 +80,12 @@ class Upstream:
         self.store = store
         self.name = config.name
         self.is_placeholder = config.url == PLACEHOLDER_URL
-        if transport is None and self.is_placeholder:
-            transport = placeholder_transport()
+        if transport is None:
+            transport = (
+                placeholder_transport()
+                if self.is_placeholder
+                else AiohttpTransport(max_connections=config.max_concurrency)
+            )
         base_url = "http://placeholder.invalid/v1" if self.is_placeholder else config.url
         headers = {}
         if config.api_key_env:
@@ -88,13 +93,20 @@ class Upstream:
             if key:
                 headers["Authorization"] = f"Bearer {key}"
         timeout = httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s)
-        limits = httpx.Limits(max_connections=config.max_concurrency, max_keepalive_connections=config.max_concurrency)
-        self.client = httpx.AsyncClient(
-            base_url=base_url, headers=headers, timeout=timeout, limits=limits, transport=transport
-        )
+        self.client = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout, transport=transport)
+        self._urls: dict[str, httpx.URL] = {}
         self.gate = UpstreamGate(
             config.name, config.max_concurrency, make_queue_policy(queue_policy, aging_s=aging_s), store
         )
+
+    def url(self, path: str) -> httpx.URL:
+        """The absolute URL of `path` under the upstream's base URL, parsed once per path (httpx would parse and
+        merge it on every request)."""
+        url = self._urls.get(path)
+        if url is None:
+            base = self.client.base_url  # httpx keeps it with a trailing slash
+            url = self._urls[path] = base.copy_with(raw_path=base.raw_path + path.lstrip("/").encode())
+        return url
 
     @property
     def takes_priority(self) -> bool:
@@ -129,7 +141,7 @@ async def _try_upstream(
         started = time.monotonic()
         response = None
         try:
-            request = upstream.client.build_request("POST", path, json=body)
+            request = upstream.client.build_request("POST", upstream.url(path), json=body)
             response = await upstream.client.send(request, stream=stream)
         except httpx.TransportError as exc:
             attempts.append(Attempt(upstream.name, None, f"{type(exc).__name__} {exc}".strip(), _ms(started)))

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from jevserve.gateway.config import PolicyConfig
-from jevserve.gateway.decider import Ask, ask
+from jevserve.gateway.decider import Ask, wire_to_decision
 from jevserve.gateway.questions import DEFAULTS
+from jevserve.protocol import DecisionQuestion, Text, render_text
 
 Answers = Mapping[str, np.ndarray]
 
@@ -86,10 +87,16 @@ class Policy:
     def __init__(self, config: PolicyConfig) -> None:
         self.config = config
         self.wire = dict(config.question) if config.question else dict(DEFAULTS[self.question_key])
+        # validated once here, not on every request (pydantic validation per question was per-request CPU)
+        self.question = wire_to_decision(self.wire)
+
+    def ask(self, question_id: str, state: Text, question: DecisionQuestion | None = None) -> Ask:
+        """Ask `question` (default: this policy's) about `state`."""
+        return Ask(question_id, render_text(state), question or self.question)
 
     def asks(self, view: RequestView) -> Sequence[Ask]:
         """The questions this policy needs about `view` (by default its one question about the state)."""
-        return [ask(self.name, view.state, self.wire)]
+        return [self.ask(self.name, view.state)]
 
     def act(self, view: RequestView, answers: Answers | None) -> Verdict:
         """The verdict from `answers` (None: the fallback)."""

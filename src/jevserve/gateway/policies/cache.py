@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from jevserve.gateway.config import CacheConfig
-from jevserve.gateway.decider import Ask, ask
+from jevserve.gateway.decider import Ask
 from jevserve.gateway.policies.base import Answers, Policy, RequestView, Verdict
 from jevserve.gateway.questions import cache_pair_state
 
@@ -27,7 +27,7 @@ class SemanticCacheDecision(Policy):
         candidate = view.cache_candidate
         if candidate is None:
             return []
-        return [ask(self.name, cache_pair_state(candidate.key_text, view.key_text), self.wire)]
+        return [self.ask(self.name, cache_pair_state(candidate.key_text, view.key_text))]
 
     def act(self, view: RequestView, answers: Answers | None) -> Verdict:
         """serve_cached or allow (miss)."""

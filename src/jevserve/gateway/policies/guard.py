@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from jevserve.gateway.config import GuardConfig, HarmConfig
 from jevserve.gateway.conversation import last_user_text, sentences, trailing_tool_results
-from jevserve.gateway.decider import Ask, ask
+from jevserve.gateway.decider import Ask
 from jevserve.gateway.policies.base import Answers, Policy, RequestView, Verdict
 
 
@@ -25,12 +25,12 @@ class InjectionGuard(Policy):
 
     def asks(self, view: RequestView) -> Sequence[Ask]:
         """The request, its sentences, then each trailing tool result."""
-        out = [ask(self.name, view.state, self.wire)]
+        out = [self.ask(self.name, view.state)]
         for i, sentence in enumerate(sentences(last_user_text(view.messages), self.config.max_sentences)):
-            out.append(ask(f"{self.name}:sentence{i}", sentence, self.wire))
+            out.append(self.ask(f"{self.name}:sentence{i}", sentence))
         if self.config.scan_tool_results:
             for i, text in enumerate(trailing_tool_results(view.messages)):
-                out.append(ask(f"{self.name}:tool{i}", text, self.wire))
+                out.append(self.ask(f"{self.name}:tool{i}", text))
         return out
 
     def act(self, view: RequestView, answers: Answers | None) -> Verdict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from jevserve.gateway.config import RouteDecisionConfig
-from jevserve.gateway.decider import Ask, ask
+from jevserve.gateway.decider import Ask, wire_to_decision
 from jevserve.gateway.policies.base import Answers, Policy, RequestView, Verdict, frozen
 from jevserve.gateway.questions import DEFAULTS
 
@@ -23,14 +23,15 @@ class CostRoute(Policy):
         self.thinking_wire = None
         if thinking is not None and thinking.enabled:
             self.thinking_wire = dict(thinking.question) if thinking.question else dict(DEFAULTS["thinking"])
+            self.thinking_question = wire_to_decision(self.thinking_wire)
 
     def asks(self, view: RequestView) -> Sequence[Ask]:
         """cheap_ok when there are targets to choose from; thinking when configured."""
         out = []
         if len(self.config.targets) >= 2:
-            out.append(ask(self.name, view.state, self.wire))
+            out.append(self.ask(self.name, view.state))
         if self.thinking_wire is not None:
-            out.append(ask("thinking", view.state, self.thinking_wire))
+            out.append(self.ask("thinking", view.state, self.thinking_question))
         return out
 
     def act(self, view: RequestView, answers: Answers | None) -> Verdict:

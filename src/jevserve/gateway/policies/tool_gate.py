@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jevserve.gateway.config import ToolGateConfig
-from jevserve.gateway.decider import Ask, ask
+from jevserve.gateway.decider import Ask
 from jevserve.gateway.policies.base import Answers, Policy, RequestView, Verdict, frozen
 
 
@@ -33,7 +33,7 @@ class ToolGate(Policy):
 
     def asks_for_calls(self, request_text: str, calls: Sequence[Mapping[str, Any]]) -> list[Ask]:
         """One question per call."""
-        return [ask(f"{self.name}:{i}", call_state(request_text, c), self.wire) for i, c in enumerate(calls)]
+        return [self.ask(f"{self.name}:{i}", call_state(request_text, c)) for i, c in enumerate(calls)]
 
     def asks(self, view: RequestView) -> Sequence[Ask]:
         """Nothing before the upstream answers."""
