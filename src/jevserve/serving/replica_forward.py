@@ -77,7 +77,6 @@ class ReplicaForward:
         self._policy = policy
         self._mns, self._mbt, self._bs = config.max_num_seqs, config.max_num_batched_tokens, config.block_size
         self._kv_admission = config.kv_admission
-        self._reserve_prompt = config.kv_admission == "prompt"
         self._hol = config.head_of_line_blocking
         self._default = default_output_tokens
         self.now_s = state.now_s
@@ -135,7 +134,7 @@ class ReplicaForward:
         """The running requests as (decoder specs, decoder computed tokens, prefilling requests, blocks the
         prefilling ones hold), one request at a time: most of an estimate's cost on a busy replica when the
         snapshot has no columns, so it does the least it can per request."""
-        bs, default, reserve_prompt = self._bs, self._default, self._reserve_prompt
+        bs, default, kv_admission = self._bs, self._default, self._kv_admission
         specs: list[Request] = []
         offs: list[int] = []  # decoder's computed tokens = offset + g
         prefill: list[_Pending] = []
@@ -160,7 +159,7 @@ class ReplicaForward:
                 add_spec(spec)
                 add_off(computed)
                 continue
-            held = rules.blocks_for(num_tokens if reserve_prompt and num_tokens > computed else computed, bs)
+            held = rules.blocks_held(num_tokens, computed, kv_admission, bs)
             prefill.append(_Pending(spec, computed, generated, expected_total_tokens(spec, generated, default), held))
             used += held
         return specs, np.fromiter(offs, dtype=np.int64, count=len(offs)), prefill, used
@@ -187,8 +186,7 @@ class ReplicaForward:
         used = 0
         rows = np.flatnonzero(prefilling)
         if rows.size:
-            reserved = np.where(self._reserve_prompt & (num_tokens > computed), num_tokens, computed)
-            held = rules.blocks_for(reserved[rows], bs)
+            held = rules.blocks_held(num_tokens[rows], computed[rows], self._kv_admission, bs)
             used = int(held.sum())
             for spec, c, g, h in zip(cols.requests[rows].tolist(), computed[rows].tolist(),
                                      generated[rows].tolist(), held.tolist(), strict=True):

@@ -22,6 +22,7 @@ __all__ = [
     "admission_action",
     "admission_reserve_tokens",
     "blocks_for",
+    "blocks_held",
     "budget_split",
     "can_admit",
     "chunk_tokens",
@@ -111,6 +112,16 @@ def admission_reserve_tokens(num_tokens: int, num_computed: int, num_new: int, k
     """Tokens whose KV blocks a waiting request must be given to be admitted: its whole context with
     `kv_admission="prompt"` (reserved up front), or only what it computes this step with "chunk" (vLLM v1)."""
     return num_tokens if kv_admission == "prompt" else num_computed + num_new
+
+
+def blocks_held(num_tokens, num_computed, kv_admission: str, block_size: int):
+    """KV blocks a running request that is still prefilling holds, from its token counts (`num_computed`: after
+    the step in flight): what its admission reserved (`admission_reserve_tokens` with nothing left to schedule)
+    or what it has computed, whichever is more. Int or array."""
+    reserved = admission_reserve_tokens(num_tokens, num_computed, 0, kv_admission)
+    if isinstance(num_computed, np.ndarray):
+        return blocks_for(np.maximum(reserved, num_computed), block_size)
+    return blocks_for(max(reserved, num_computed), block_size)
 
 
 def admission_action(need: int, num_free: int, head_of_line_blocking: bool) -> int:
