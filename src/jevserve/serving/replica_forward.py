@@ -1,10 +1,11 @@
 """Forward simulation of one replica from a snapshot, to the first token of one new request.
 
-The replica is stepped the way `jevserve.sim.engine` steps it (vLLM v1's scheduler): running requests first, in
-admission order (decoding requests come before prefilling ones, because a request admitted later cannot finish
-its prompt before an earlier one); then waiting requests in queue-policy order while the token budget,
-`max_num_seqs` and free KV blocks allow, with or without head-of-line blocking; preemption by recompute of the
-request the queue policy ranks last when a block is missing.
+The replica is stepped the way `jevserve.sim.engine` steps it (vLLM v1's scheduler), with the same rules, called
+from `jevserve.serving.scheduling_rules`: running requests first, in admission order (decoding requests come
+before prefilling ones, because a request admitted later cannot finish its prompt before an earlier one); then
+waiting requests in queue-policy order while the token budget, `max_num_seqs` and free KV blocks allow, with or
+without head-of-line blocking; preemption by recompute of the request the queue policy ranks last when a block
+is missing (a step that must preempt is scheduled request by request, as the engine does, in `_exact_step`).
 
 Decoding requests are aggregated so a forward pass costs little more than one pass over the snapshot: a global
 decode-step counter `g` gives every decoding request's computed tokens as `offset + g`, a heap orders their
@@ -12,10 +13,10 @@ decode-step counter `g` gives every decoding request's computed tokens as `offse
 step. Identical decode-only steps are summed in closed form, so the work is proportional to the number of
 finishes and prefill steps before the new request's first token, not to the number of steps.
 
-Approximations (the engine has no such limits): every decoding request gets its token each step (it holds as
-long as `max_num_seqs <= max_num_batched_tokens`, true of vLLM's defaults); preemption happens at the level of a
-step (victims are taken until the step's blocks fit), without the engine's rule that a request preempting itself
-ends the scheduling of running requests for that step; the step model must be linear in decode context.
+Assumptions (the engine has no such limits): every decoding request gets its token each step (it holds as long
+as `max_num_seqs <= max_num_batched_tokens`, true of vLLM's defaults); a decoding request holds exactly the KV
+blocks its computed tokens fill (true of `admission_reserve_tokens`, which never reserves past a request's
+context); the step model must be linear in decode context.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ Each step follows vLLM's `Scheduler.schedule()` (vllm/v1/core/sched/scheduler.py
    free KV blocks allow; with head-of-line blocking (vLLM's behaviour) admission stops at the first request
    that does not fit, otherwise it skips that one and tries the next.
 
+The rules themselves (block counts, chunk sizes, admission, the preemption victim, preemption by recompute) are
+the functions of `jevserve.serving.scheduling_rules`, which the router's forward TTFT estimate calls too.
+
 A step's time comes from the profile's step-time model. Steps that only decode the same batch are run in one
 go (`is_decode_run`) until the first request finishes, KV could run short, or the queue could change what is
 admitted; the result is the same as stepping one by one up to float rounding, which a test checks.
