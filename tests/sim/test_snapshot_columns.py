@@ -84,9 +84,7 @@ def loaded(state, config: EngineConfig, default: float) -> tuple:
     """What a forward pass starts from after reading the snapshot: free blocks, decoders, prefilling requests."""
     forward = ReplicaForward(
         state, Request("new", state.now_s, 90, 40, 35.0), step_time=PROFILE.step_time,
-        policy=make_queue_policy("fcfs"), max_num_seqs=config.max_num_seqs,
-        max_num_batched_tokens=config.max_num_batched_tokens, block_size=16, kv_admission=config.kv_admission,
-        head_of_line_blocking=True, default_output_tokens=default,
+        policy=make_queue_policy("fcfs"), config=config, default_output_tokens=default,
     )
     prefill = [(p.spec, p.num_computed, p.num_generated, p.total, p.num_blocks) for p in forward._prefill]
     return forward.free, forward._dec_spec, forward._dec_off, forward._res, prefill

@@ -1,10 +1,11 @@
 """Forward simulation of one replica from a snapshot, to the first token of one new request.
 
-The replica is stepped the way `jevserve.sim.engine` steps it (vLLM v1's scheduler): running requests first, in
-admission order (decoding requests come before prefilling ones, because a request admitted later cannot finish
-its prompt before an earlier one); then waiting requests in queue-policy order while the token budget,
-`max_num_seqs` and free KV blocks allow, with or without head-of-line blocking; preemption by recompute of the
-request the queue policy ranks last when a block is missing.
+The replica is stepped the way `jevserve.sim.engine` steps it (vLLM v1's scheduler), with the same rules, called
+from `jevserve.serving.scheduling_rules`: running requests first, in admission order (decoding requests come
+before prefilling ones, because a request admitted later cannot finish its prompt before an earlier one); then
+waiting requests in queue-policy order while the token budget, `max_num_seqs` and free KV blocks allow, with or
+without head-of-line blocking; preemption by recompute of the request the queue policy ranks last when a block
+is missing (a step that must preempt is scheduled request by request, as the engine does, in `_exact_step`).
 
 Decoding requests are aggregated so a forward pass costs little more than one pass over the snapshot: a global
 decode-step counter `g` gives every decoding request's computed tokens as `offset + g`, a heap orders their
@@ -12,10 +13,10 @@ decode-step counter `g` gives every decoding request's computed tokens as `offse
 step. Identical decode-only steps are summed in closed form, so the work is proportional to the number of
 finishes and prefill steps before the new request's first token, not to the number of steps.
 
-Approximations (the engine has no such limits): every decoding request gets its token each step (it holds as
-long as `max_num_seqs <= max_num_batched_tokens`, true of vLLM's defaults); preemption happens at the level of a
-step (victims are taken until the step's blocks fit), without the engine's rule that a request preempting itself
-ends the scheduling of running requests for that step; the step model must be linear in decode context.
+Assumptions (the engine has no such limits): every decoding request gets its token each step (it holds as long
+as `max_num_seqs <= max_num_batched_tokens`, true of vLLM's defaults); a decoding request holds exactly the KV
+blocks its computed tokens fill (true of `admission_reserve_tokens`, which never reserves past a request's
+context); the step model must be linear in decode context.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import math
 
 import numpy as np
 
+from jevserve.serving import scheduling_rules as rules
+from jevserve.serving.engine_config import EngineConfig
 from jevserve.serving.types import QueuePolicy, ReplicaState, Request
 
 
@@ -66,20 +69,16 @@ class ReplicaForward:
         *,
         step_time,
         policy: QueuePolicy,
-        max_num_seqs: int,
-        max_num_batched_tokens: int,
-        block_size: int,
-        kv_admission: str,
-        head_of_line_blocking: bool,
+        config: EngineConfig,
         default_output_tokens: float,
         enqueue_delay_s: float = 0.0,
     ) -> None:
         self._step = step_time.step_s
         self._ctx_s = step_time.step_s(0, 0, 1, 0) - step_time.step_s(0, 0, 0, 0)  # per decode-context token
         self._policy = policy
-        self._mns, self._mbt, self._bs = max_num_seqs, max_num_batched_tokens, block_size
-        self._reserve_prompt = kv_admission == "prompt"
-        self._hol = head_of_line_blocking
+        self._mns, self._mbt, self._bs = config.max_num_seqs, config.max_num_batched_tokens, config.block_size
+        self._kv_admission = config.kv_admission
+        self._hol = config.head_of_line_blocking
         self._default = default_output_tokens
         self.now_s = state.now_s
         self.t = max(state.now_s, state.busy_until_s) if state.busy_until_s is not None else state.now_s
@@ -98,7 +97,7 @@ class ReplicaForward:
     # ---- state ---------------------------------------------------------------------------------------------
 
     def _blocks(self, num_tokens: int) -> int:
-        return -(-num_tokens // self._bs)
+        return rules.blocks_for(num_tokens, self._bs)
 
     def _load(self, state: ReplicaState) -> None:
         """Split the running requests into aggregated decoders and prefilling requests, and count KV blocks.
@@ -111,7 +110,7 @@ class ReplicaForward:
         split = self._split_columns if state.running_columns is not None else self._split_loop
         specs, computed_now, prefill, used = split(state)
         offs = computed_now.tolist()
-        used += int(((computed_now + bs - 1) // bs).sum())
+        used += int(rules.blocks_for(computed_now, bs).sum())
         self._dec_spec, self._dec_off = specs, offs
         self._dec_total: list[int | None] = [None] * len(specs)  # None: from the prediction, when first needed
         self._dec_finish: list[int | None] = [None] * len(specs)  # g after its last step
@@ -136,7 +135,7 @@ class ReplicaForward:
         """The running requests as (decoder specs, decoder computed tokens, prefilling requests, blocks the
         prefilling ones hold), one request at a time: most of an estimate's cost on a busy replica when the
         snapshot has no columns, so it does the least it can per request."""
-        bs, default, reserve_prompt = self._bs, self._default, self._reserve_prompt
+        bs, default, kv_admission = self._bs, self._default, self._kv_admission
         specs: list[Request] = []
         offs: list[int] = []  # decoder's computed tokens = offset + g
         prefill: list[_Pending] = []
@@ -150,18 +149,18 @@ class ReplicaForward:
             scheduled = r.num_scheduled_tokens
             if scheduled:
                 computed += scheduled
-                if computed >= num_tokens:  # the step in flight samples a token for it
+                if rules.samples_token(computed, num_tokens):  # the step in flight samples a token for it
                     guess = spec.predicted_output_tokens
-                    if generated + 1 >= (default if guess is None else guess):
+                    if rules.is_finished(generated + 1, default if guess is None else guess):
                         continue  # it ends with the step in flight; its blocks are free from then on
                     add_spec(spec)
                     add_off(computed)
                     continue
-            elif generated and computed == num_tokens - 1:
+            elif rules.is_decoding(generated, computed, num_tokens):
                 add_spec(spec)
                 add_off(computed)
                 continue
-            held = -(-(num_tokens if reserve_prompt and num_tokens > computed else computed) // bs)
+            held = rules.blocks_held(num_tokens, computed, kv_admission, bs)
             prefill.append(_Pending(spec, computed, generated, expected_total_tokens(spec, generated, default), held))
             used += held
         return specs, np.fromiter(offs, dtype=np.int64, count=len(offs)), prefill, used
@@ -176,10 +175,11 @@ class ReplicaForward:
         num_tokens = cols.num_prompt_tokens + generated
         computed = cols.num_computed_tokens + cols.num_scheduled_tokens  # after the step in flight
         guess = np.where(np.isnan(cols.predicted_output_tokens), default, cols.predicted_output_tokens)
-        sampled = (cols.num_scheduled_tokens > 0) & (computed >= num_tokens)  # the step in flight samples a token
-        ends = sampled & (generated + 1 >= guess)  # ... and it is the last one: its blocks are free from then on
+        # the step in flight samples a token ...
+        sampled = (cols.num_scheduled_tokens > 0) & rules.samples_token(computed, num_tokens)
+        ends = sampled & rules.is_finished(generated + 1, guess)  # ... its last: its blocks are free from then on
         decoding = (sampled & ~ends) | (
-            (cols.num_scheduled_tokens == 0) & (generated > 0) & (computed == num_tokens - 1)
+            (cols.num_scheduled_tokens == 0) & rules.is_decoding(generated, computed, num_tokens)
         )
         prefilling = ~(sampled | decoding)
         specs = cols.requests[decoding].tolist()
@@ -187,8 +187,7 @@ class ReplicaForward:
         used = 0
         rows = np.flatnonzero(prefilling)
         if rows.size:
-            reserved = np.where(self._reserve_prompt & (num_tokens > computed), num_tokens, computed)
-            held = -(-reserved[rows] // bs)
+            held = rules.blocks_held(num_tokens[rows], computed[rows], self._kv_admission, bs)
             used = int(held.sum())
             for spec, c, g, h in zip(cols.requests[rows].tolist(), computed[rows].tolist(),
                                      generated[rows].tolist(), held.tolist(), strict=True):
@@ -283,8 +282,8 @@ class ReplicaForward:
         for p in self._prefill:
             if budget <= 0:
                 break
-            chunk = min(p.num_tokens - p.num_computed, budget)
-            need += max(0, self._blocks(p.num_computed + chunk) - p.num_blocks)
+            chunk = rules.chunk_tokens(p.num_tokens, p.num_computed, budget)
+            need += rules.new_blocks(p.num_computed, chunk, p.num_blocks, self._bs)
             items.append((p, chunk))
             budget -= chunk
         if need > self.free:
@@ -307,12 +306,11 @@ class ReplicaForward:
         scheduled: list[tuple[_Pending, int]] = []
         while index < len(running) and budget > 0:
             p = running[index]
-            num_new = min(p.num_tokens - p.num_computed, budget)
-            need = max(0, self._blocks(p.num_computed + num_new) - p.num_blocks)
+            num_new = rules.chunk_tokens(p.num_tokens, p.num_computed, budget)
+            need = rules.new_blocks(p.num_computed, num_new, p.num_blocks, self._bs)
             while need > self.free:
-                victim = running.pop(self._policy.victim([q.spec for q in running], self.t))
-                self.free += victim.num_blocks
-                victim.num_blocks = victim.num_computed = 0
+                victim = running.pop(rules.preemption_victim(self._policy, [q.spec for q in running], self.t))
+                self.free += rules.preempt_by_recompute(victim)
                 self._push_waiting(victim)
                 for pos, (q, n) in enumerate(scheduled):
                     if q is victim:  # it was scheduled earlier in this step: give its tokens back
@@ -356,22 +354,22 @@ class ReplicaForward:
     def _apply_exact(self, scheduled: list[tuple[_Pending, int]], running: list[_Pending]) -> float | None:
         num_prefill = pairs = num_decode = context = 0
         for p, n in scheduled:
-            if p.num_generated > 0 and p.num_computed == p.num_tokens - 1:
+            if rules.is_decoding(p.num_generated, p.num_computed, p.num_tokens):
                 num_decode += 1
                 context += p.num_tokens
             else:
                 num_prefill += n
-                pairs += n * (p.num_computed + n)
+                pairs += rules.prefill_attention_pairs(p.num_computed, n)
         self.t += self._step(num_prefill, num_decode, context, pairs)
         first_token = None
         for p, n in scheduled:
             p.num_computed += n
-            if p.num_computed != p.num_tokens:
+            if not rules.samples_token(p.num_computed, p.num_tokens):
                 continue
             p.num_generated += 1
             if p is self._new:
                 first_token = self.t
-            if p.num_generated >= p.total:
+            if rules.is_finished(p.num_generated, p.total):
                 running.remove(p)
                 self.free += p.num_blocks
         self._restore(running)
@@ -381,20 +379,22 @@ class ReplicaForward:
         """Hand decoding requests back to the aggregate; the rest keep prefilling, in order."""
         self._prefill = []
         for p in running:
-            if p.num_generated > 0 and p.num_computed == p.num_tokens - 1:
+            if rules.is_decoding(p.num_generated, p.num_computed, p.num_tokens):
                 self._add_decoder(p.spec, p.num_computed, p.total, p.num_generated)
             else:
                 self._prefill.append(p)
 
     def _admit(self, budget: int, items: list[tuple[_Pending, int]]) -> int:
         index = 0
-        while budget > 0 and self._num_dec + len(self._prefill) < self._mns and index < len(self._waiting):
+        bs, kv_admission, hol = self._bs, self._kv_admission, self._hol
+        while rules.can_admit(budget, self._num_dec + len(self._prefill), self._mns) and index < len(self._waiting):
             p = self._waiting[index][2]
-            num_new = min(p.num_tokens - p.num_computed, budget)
-            reserve = p.num_tokens if self._reserve_prompt else num_new
-            need = max(0, self._blocks(reserve) - p.num_blocks)
-            if need > self.free:
-                if self._hol:
+            num_new = rules.chunk_tokens(p.num_tokens, p.num_computed, budget)
+            reserve = rules.admission_reserve_tokens(p.num_tokens, p.num_computed, num_new, kv_admission)
+            need = rules.new_blocks(0, reserve, p.num_blocks, bs)
+            action = rules.admission_action(need, self.free, hol)
+            if action != rules.ADMIT:
+                if action == rules.STOP:
                     break
                 index += 1  # skip it so a smaller request behind can start
                 continue
@@ -415,23 +415,23 @@ class ReplicaForward:
     def _mixed_step(self, items: list[tuple[_Pending, int]]) -> float | None:
         n = self._num_dec
         num_prefill = sum(c for _, c in items)
-        pairs = sum(c * (p.num_computed + c) for p, c in items)
+        pairs = sum(rules.prefill_attention_pairs(p.num_computed, c) for p, c in items)
         context = self._sum_off + n * self.g + n
         self.t += self._step(num_prefill, n, context, pairs)
         new = self._new
         for p, chunk in items:
-            if p is new and p.num_computed + chunk == p.num_tokens:
+            if p is new and rules.samples_token(p.num_computed + chunk, p.num_tokens):
                 return self.t  # nothing after this step matters
         if n:
             self.g += 1
             self._finish_decoders()
         for p, chunk in items:
             p.num_computed += chunk
-            if p.num_computed != p.num_tokens:
+            if not rules.samples_token(p.num_computed, p.num_tokens):
                 continue
             p.num_generated += 1
             self._prefill.remove(p)
-            if p.num_generated >= p.total:
+            if rules.is_finished(p.num_generated, p.total):
                 self.free += p.num_blocks
             else:
                 self._add_decoder(p.spec, p.num_computed, p.total, p.num_generated)

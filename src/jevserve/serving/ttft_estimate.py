@@ -73,17 +73,12 @@ def estimate_ttft(request: Request, state: ReplicaState, model: ReplicaModel) ->
     """Seconds from the snapshot's instant to the request's first token if it were sent to this replica now
     (inf if it could never be admitted); TTFT as a client sees it, the queue policy's decision delay included."""
     policy = model.queue_policy or _FCFS
-    limits = model.limits
     forward = ReplicaForward(
         state,
         request,
         step_time=model.step_time,
         policy=policy,
-        max_num_seqs=limits.max_num_seqs,
-        max_num_batched_tokens=limits.max_num_batched_tokens,
-        block_size=limits.block_size,
-        kv_admission=limits.kv_admission,
-        head_of_line_blocking=limits.head_of_line_blocking,
+        config=model.limits,
         default_output_tokens=model.default_output_tokens,
         enqueue_delay_s=policy.decision_delay_s,
     )

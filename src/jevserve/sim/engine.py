@@ -8,6 +8,9 @@ Each step follows vLLM's `Scheduler.schedule()` (vllm/v1/core/sched/scheduler.py
    free KV blocks allow; with head-of-line blocking (vLLM's behaviour) admission stops at the first request
    that does not fit, otherwise it skips that one and tries the next.
 
+The rules themselves (block counts, chunk sizes, admission, the preemption victim, preemption by recompute) are
+the functions of `jevserve.serving.scheduling_rules`, which the router's forward TTFT estimate calls too.
+
 A step's time comes from the profile's step-time model. Steps that only decode the same batch are run in one
 go (`is_decode_run`) until the first request finishes, KV could run short, or the queue could change what is
 admitted; the result is the same as stepping one by one up to float rounding, which a test checks.
@@ -23,6 +26,7 @@ import math
 
 import numpy as np
 
+from jevserve.serving import scheduling_rules as rules
 from jevserve.serving.types import QueuePolicy, ReplicaState, ResidentRequest, RunningColumns
 from jevserve.sim.block_pool import BlockPool
 from jevserve.sim.engine_config import KV_ADMISSION_MODES, SIM_MODEL_VERSION, EngineConfig
@@ -94,7 +98,7 @@ class Engine:
                 f"request {request.spec.request_id!r}: num_output_tokens is None; the simulator needs the true "
                 "reply length to know when a request ends"
             )
-        need = self._blocks(request.spec.num_prompt_tokens + request.spec.num_output_tokens)
+        need = rules.blocks_for(request.spec.num_prompt_tokens + request.spec.num_output_tokens, self.config.block_size)
         if need > self.num_total_blocks:
             return (f"request {request.spec.request_id!r} needs {need} KV blocks but replica {self.replica_id} "
                     f"has {self.num_total_blocks}")
@@ -157,9 +161,6 @@ class Engine:
 
     # ---- scheduling ------------------------------------------------------------------------------------
 
-    def _blocks(self, num_tokens: int) -> int:
-        return -(-num_tokens // self.config.block_size)
-
     def _has_room(self) -> bool:
         batch_tokens = self.batch.num_requests if self.batch is not None else 0
         return self._run.n < self.config.max_num_seqs and batch_tokens < self.config.max_num_batched_tokens
@@ -188,14 +189,8 @@ class Engine:
             n = run.n
             computed = run.computed[index:n]
             want = run.prompt[index:n] + run.generated[index:n] - computed
-            cum = want.cumsum()
-            m = min(int(cum.searchsorted(budget, side="left")) + 1, n - index)  # rows the budget reaches
-            new = want[:m]
-            last = int(cum[m - 1])
-            if last > budget:  # the last row reached gets what is left of the budget (chunked prefill)
-                new[m - 1] -= last - budget
-            need = (computed[:m] + new + (bs - 1)) // bs - run.blocks[index : index + m]
-            np.maximum(need, 0, out=need)
+            m, new, cum = rules.budget_split(want, budget)  # rows the budget reaches, the last one chunked
+            need = rules.new_blocks_array(computed[:m], new, run.blocks[index : index + m], bs)
             cum_need = need.cumsum()
             ok = min(int(cum_need.searchsorted(pool.num_free, side="right")), m)  # rows whose blocks fit
             if ok:
@@ -209,7 +204,7 @@ class Engine:
                 continue
             target, num_need, num_new = run.requests[index], int(need[ok]), int(new[ok])
             while num_need > pool.num_free:
-                victim = self.policy.victim(run.specs, now_s)
+                victim = rules.preemption_victim(self.policy, run.specs, now_s)
                 if victim < index:  # it had been scheduled earlier in this step: give its tokens back
                     budget += int(run.scheduled[victim])
                     index -= 1
@@ -231,9 +226,7 @@ class Engine:
         computed tokens cached, with prefix caching), reset its progress and queue it again."""
         victim = self._run.pop(row)
         num_cached = victim.num_computed // self.config.block_size if self.pool.prefix_caching else 0
-        self.pool.free(victim.num_blocks, victim, num_cached)
-        victim.num_blocks = 0
-        victim.num_computed = 0
+        self.pool.free(rules.preempt_by_recompute(victim), victim, num_cached)
         victim.num_preemptions += 1
         self.waiting.push(victim, now_s)
         for o in self.observers:
@@ -244,9 +237,9 @@ class Engine:
         """Admit waiting requests in policy order while the budget, the batch cap and free blocks allow; returns
         how many were admitted (appended to the running batch with their tokens for this step)."""
         skipped: list[SimRequest] = []
-        pool, bs, run = self.pool, self.config.block_size, self._run
+        pool, bs, run, config = self.pool, self.config.block_size, self._run, self.config
         num_admitted = 0
-        while budget > 0 and run.n < self.config.max_num_seqs:
+        while rules.can_admit(budget, run.n, config.max_num_seqs):
             request = self.waiting.peek(now_s)
             if request is None:
                 break
@@ -256,12 +249,13 @@ class Engine:
             num_hits = pool.cached_blocks(request)
             computed = request.num_computed + num_hits * bs
             assert computed < request.num_tokens
-            num_new = min(request.num_tokens - computed, budget)
-            reserve = request.num_tokens if self.config.kv_admission == "prompt" else computed + num_new
+            num_new = rules.chunk_tokens(request.num_tokens, computed, budget)
+            reserve = rules.admission_reserve_tokens(request.num_tokens, computed, num_new, config.kv_admission)
             # The cached blocks it takes back are counted as free until then, so they are part of the need.
-            need = max(0, self._blocks(reserve) - request.num_blocks)
-            if need > pool.num_free:
-                if self.config.head_of_line_blocking:
+            need = rules.new_blocks(0, reserve, request.num_blocks, bs)
+            action = rules.admission_action(need, pool.num_free, config.head_of_line_blocking)
+            if action != rules.ADMIT:
+                if action == rules.STOP:
                     break
                 skipped.append(self.waiting.pop(now_s))  # skip it so a smaller request behind can start
                 continue
@@ -288,7 +282,7 @@ class Engine:
         new = run.scheduled[:num_scheduled].copy()
         computed, generated = run.computed[:num_scheduled], run.generated[:num_scheduled]
         tokens = run.prompt[:num_scheduled] + generated
-        decoding = (generated > 0) & (computed == tokens - 1)  # the next step computes the last sampled token
+        decoding = rules.is_decoding(generated, computed, tokens)  # the next step computes the last sampled token
         num_decode = int(np.count_nonzero(decoding))
         if num_decode == num_scheduled:  # the common case under load: a decode-only step
             context, num_prefill, pairs = int(tokens.sum()), 0, 0
@@ -296,7 +290,7 @@ class Engine:
             prefilling = ~decoding
             context = int(tokens[decoding].sum())
             num_prefill = int(new[prefilling].sum())
-            pairs = int((new * (computed + new))[prefilling].sum())
+            pairs = int(rules.prefill_attention_pairs(computed, new)[prefilling].sum())
         self._num_runs += 1
         num_steps = (1 if single or num_prefill or not self.config.fast_forward
                      else self._run_length(num_scheduled, now_s))
@@ -347,7 +341,7 @@ class Engine:
         self._ends.append(now_s)
         computed, generated = run.computed[:k], run.generated[:k]
         computed += batch.num_new_tokens
-        sampled = computed == run.prompt[:k] + generated
+        sampled = rules.samples_token(computed, run.prompt[:k] + generated)
         generated += sampled
         streak = run.streak[:k]
         streak[sampled & (streak < 0)] = step
@@ -358,7 +352,7 @@ class Engine:
         # Rows left out of this step (the budget ran out before them) stop their run of consecutive tokens.
         for i in (run.streak[k : run.n] >= 0).nonzero()[0].tolist():
             run.close_streak(k + i, step)
-        return (sampled & (generated >= run.output[:k])).nonzero()[0]
+        return (sampled & rules.is_finished(generated, run.output[:k])).nonzero()[0]
 
     def _apply_decode_run(self, batch: Batch) -> np.ndarray:
         """Add one token per step of the run to every row, and the KV blocks the tokens filled. Returns the rows
@@ -370,11 +364,10 @@ class Engine:
         computed = run.computed[:n]
         computed += k
         run.generated[:n] += k
-        need = (computed + (self.config.block_size - 1)) // self.config.block_size - run.blocks[:n]
-        np.maximum(need, 0, out=need)
+        need = rules.new_blocks_array(computed, 0, run.blocks[:n], self.config.block_size)
         run.blocks[:n] += need
         self.pool.allocate(int(need.sum()))  # asserts the run did not over-allocate KV blocks
-        return (run.generated[:n] >= run.output[:n]).nonzero()[0]
+        return rules.is_finished(run.generated[:n], run.output[:n]).nonzero()[0]
 
     # ---- snapshot --------------------------------------------------------------------------------------
 
