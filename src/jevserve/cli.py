@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "jevserve.sim.cli",
     "jevserve.plan.cli",
     "jevserve.train.cli",
+    "jevserve.web.cli",
 )
 
 
