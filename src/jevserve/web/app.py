@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -43,7 +43,7 @@ class WebSettings:
     pools: Pools | None = None  # playground items; None: loaded from the bench data on first use
     data_factory: Callable[[], Any] | None = None  # builds bench.BenchData (task pages, pools)
     live: Any = None  # the live demo's decision function (web.live); None: the page says it is not configured
-    extra: dict[str, Any] = field(default_factory=dict)
+    site: SiteCache | None = None  # share one results cache between apps (tests); None: a new one
 
 
 class PageError(HTTPException):
@@ -73,7 +73,7 @@ class Context:
     def __init__(self, settings: WebSettings) -> None:
         self.settings = settings
         self.store = Store(settings.db_path)
-        self.site = SiteCache(settings.results_dir)
+        self.site = settings.site or SiteCache(settings.results_dir)
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         self.templates.env.filters["num"] = _num
         self._pools = settings.pools

@@ -8,6 +8,7 @@ today's rule, 100 = oracle), with a 95% percentile-bootstrap interval from bench
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -89,9 +90,11 @@ def human_cells(
         values = np.array([_human_value(decision.key, a["choice"]) for a in rows])
         if decision.key != "length":
             values = values.astype(bool)
-        point = float(normalised(metric(labels, values), metric(labels, default), metric(labels, oracle)))
         weights = bootstrap_weights([a["session_id"] for a in rows], num_resamples, task_seed(decision.task))
-        low, high = interval(resampled_scores(metric, labels, values, default, oracle, weights))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # τ-b of a draw with one distinct value is undefined (NaN), not an error
+            point = float(normalised(metric(labels, values), metric(labels, default), metric(labels, oracle)))
+            low, high = interval(resampled_scores(metric, labels, values, default, oracle, weights))
         cells[decision.task] = HumanCell(point, low, high, len(rows), len({a["round_id"] for a in rows}),
                                          len({a["session_id"] for a in rows}))
     return cells

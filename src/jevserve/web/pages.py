@@ -47,10 +47,10 @@ def board_rows(board: Board, people: dict[str, HumanCell], sort: str | None) -> 
 
 def _people(context: Context) -> dict[str, HumanCell]:
     version = context.store.answers_version()
-    cached = context.reliability.get("__people__")
-    if cached and cached[0] == version and cached[1] is context.site.get():
-        return cached[2]
     site = context.site.get()
+    cached = context.reliability.get("__people__")
+    if cached and cached[0] == version and cached[1] is site:
+        return cached[2]
     cells = human_cells(context.store.answer_rows(), site.refs) if version else {}
     context.reliability["__people__"] = (version, site, cells)
     return cells
@@ -68,8 +68,7 @@ def register(app: FastAPI, context: Context) -> None:
 
     @app.get("/", response_class=HTMLResponse)
     def board_page(request: Request, category: str = "", kind: str = "", sort: str = "") -> HTMLResponse:
-        site = context.site.get()
-        board = site.board
+        board = context.site.board()
         if category and category not in CATEGORIES:
             raise PageError(400, f"unknown category {category!r}; expected one of: {', '.join(CATEGORIES)}")
         if kind and kind not in KINDS:
@@ -88,14 +87,14 @@ def register(app: FastAPI, context: Context) -> None:
 
     @app.get("/models/{name}", response_class=HTMLResponse)
     def model_page(request: Request, name: str) -> HTMLResponse:
-        site = context.site.get()
-        row = _row(site.board, name)
-        document = site.documents[name]
+        board = context.site.board()
+        row = _row(board, name)
+        document = context.site.get().documents[name]
         curve = _reliability(context, name, document)
         from jevserve.web.calibration import reliability_svg
 
         return context.render(
-            request, "model.html", row=row, document=document, board=site.board,
+            request, "model.html", row=row, document=document, board=board,
             curve=curve, svg=reliability_svg(curve) if curve else None,
         )
 
@@ -114,14 +113,14 @@ def register(app: FastAPI, context: Context) -> None:
                 context.task_pages[name] = describe_task(name, context.data(), baseline)
             except FileNotFoundError as exc:
                 raise PageError(404, f"task {name}'s data is not on this machine: {exc}") from exc
-        rows = [(r.model, r.tasks[name]) for r in site.board.rows if name in r.tasks]
+        rows = [(r.model, r.tasks[name]) for r in context.site.board().rows if name in r.tasks]
         return context.render(request, "task.html", task=context.task_pages[name], rows=rows,
                               decision=DECISIONS.get(TASK_DECISION.get(name, "")))
 
     @app.get("/methodology", response_class=HTMLResponse)
     def methodology_page(request: Request) -> HTMLResponse:
-        site = context.site.get()
-        return context.render(request, "methodology.html", board=site.board, decisions=DECISIONS.values())
+        return context.render(request, "methodology.html", board=context.site.board(),
+                              decisions=DECISIONS.values())
 
 
 def _reliability(context: Context, name: str, document: dict[str, Any]) -> Any:

@@ -101,14 +101,14 @@ def register(app: FastAPI, context: Context) -> None:
         position = _position(form.get("position", ""), round_)
         item = round_.items[position]
         decision = DECISIONS[item.decision]
+        if item.choice is None and round_.next_position != position:
+            raise PageError(409, f"item {position + 1} is not the current one; answer item "
+                                 f"{round_.next_position + 1} first")
         choice = form.get("choice", "")
         if choice not in dict(decision.options):
             raise PageError(400, f"choice {choice[:40]!r} is not an answer to this item; expected one of: "
                                  f"{', '.join(v for v, _ in decision.options)}")
         if item.choice is None:
-            if round_.next_position != position:
-                raise PageError(409, f"item {position + 1} is not the current one; answer item "
-                                     f"{round_.next_position + 1} first")
             if item.shown_at is None:
                 raise PageError(409, "this item was never shown; open the round page first")
             pool_item = context.pools().get(item.decision, item.item_id)

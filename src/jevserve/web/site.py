@@ -23,9 +23,8 @@ from jevserve.web.humans import task_references
 
 @dataclass(frozen=True)
 class SiteData:
-    """The board and the documents behind it."""
+    """The committed results as the pages read them."""
 
-    board: Board
     documents: dict[str, dict[str, Any]]  # model → its newest results document
     stored: tuple[StoredRow, ...]
     refs: dict[str, dict[str, Any]]  # playground task → stored labels, default and oracle actions by item id
@@ -36,28 +35,41 @@ def _fingerprint(results_dir: Path) -> tuple[tuple[str, float], ...]:
 
 
 class SiteCache:
-    """Loads SiteData on first use and again whenever a results file is added or changed."""
+    """Reads the results on first use and again whenever a results file is added or changed; the board (the
+    costly part: every row's resamples) is computed only when a page needs it."""
 
     def __init__(self, results_dir: Path) -> None:
         self.results_dir = Path(results_dir)
         self._lock = threading.Lock()
         self._key: Any = None
         self._data: SiteData | None = None
+        self._board: Board | None = None
+
+    def _refresh(self) -> None:
+        key = _fingerprint(self.results_dir)
+        if self._data is None or key != self._key:
+            documents = latest_results(self.results_dir).documents
+            self._data = SiteData(
+                documents={d["model"]: d for d in documents},
+                stored=stored_rows(self.results_dir),
+                refs=task_references(documents),
+            )
+            self._board = None
+            self._key = key
 
     def get(self) -> SiteData:
-        """The current SiteData (FileNotFoundError when there are no results)."""
-        key = _fingerprint(self.results_dir)
+        """The current results documents, stored answers and references."""
         with self._lock:
-            if self._data is None or key != self._key:
-                documents = latest_results(self.results_dir).documents
-                self._data = SiteData(
-                    board=build_board(self.results_dir),
-                    documents={d["model"]: d for d in documents},
-                    stored=stored_rows(self.results_dir),
-                    refs=task_references(documents),
-                )
-                self._key = key
+            self._refresh()
             return self._data
+
+    def board(self) -> Board:
+        """The current board (FileNotFoundError when there are no results)."""
+        with self._lock:
+            self._refresh()
+            if self._board is None:
+                self._board = build_board(self.results_dir)
+            return self._board
 
 
 _CODE = re.compile(r"`([^`]*)`")
