@@ -104,6 +104,11 @@ class Context:
                 self._pools = self._pools or pools
         return self._pools
 
+    def warm(self) -> None:
+        """Compute the board and load the item pools now, so the first visitor does not wait for them."""
+        self.site.board()
+        self.pools()
+
     def render(self, request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         """Render a template with the shared context."""
         return self.templates.TemplateResponse(request, name, {"page": name.removesuffix(".html"), **context},

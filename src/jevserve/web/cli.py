@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import sys
+import threading
 from pathlib import Path
 
 DEFAULT_PORT = 8780
@@ -89,6 +90,7 @@ def serve_command(args: argparse.Namespace) -> int:
                 live=_live(endpoint),
             )
             app = create_app(settings)
+            threading.Thread(target=app.state.context.warm, name="warm", daemon=True).start()
             host, port = sock.getsockname()[:2]
             shown = f"[{host}]" if ":" in host else host
             print(f"jevserve web: serving on http://{shown}:{port}/ (playground model {endpoint.model} at "
