@@ -9,7 +9,7 @@ PIP_TORCH_ARGS ?=
 HOST ?= 127.0.0.1
 PORT ?= 8795
 
-.PHONY: install run test lint bench-latency clean
+.PHONY: install run test test-system-deps lint bench-latency clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ test: install
 	$(VENV)/bin/jevserve data fetch || echo "warning: bench data not fetched; tests that need it will be skipped"
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/pytest -q
+
+# Outside programs some tests drive (as root, Debian): headless Chromium and redis-server. Without them those tests
+# skip with this command; .ci/run installs them.
+test-system-deps:
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium redis-server
 
 lint: install
 	$(VENV)/bin/ruff check src tests benchmarks
