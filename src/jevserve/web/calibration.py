@@ -82,7 +82,7 @@ def reliability(answers_dir: Path, model: str, loaded: Sequence[Any]) -> Reliabi
 
 def reliability_svg(curve: Reliability, size: int = 280) -> str:
     """An inline SVG reliability diagram: the diagonal, and one dot per bin sized by its item count."""
-    pad = 34
+    pad = 40
     inner = size - 2 * pad
 
     def x(v: float) -> float:
@@ -111,6 +111,6 @@ def reliability_svg(curve: Reliability, size: int = 280) -> str:
         f'<line x1="{x(0)}" y1="{y(0)}" x2="{x(1)}" y2="{y(1)}" class="diagonal"/>'
         f'<polyline points="{line}" class="curve"/>{dots}{ticks}'
         f'<text x="{size / 2}" y="{size - 4}" text-anchor="middle">predicted P(positive)</text>'
-        f'<text x="12" y="{size / 2}" text-anchor="middle" transform="rotate(-90 12 {size / 2})">share positive'
+        f'<text x="10" y="{size / 2}" text-anchor="middle" transform="rotate(-90 10 {size / 2})">share positive'
         "</text></svg>"
     )
