@@ -65,7 +65,7 @@ def test_round_by_mouse_reveals_each_answer_and_counts_on_the_board_after_reload
     page.screenshot(path=shots / "web-play.png", full_page=True)
     page.get_by_role("button", name="Start a round").click()
     for position in range(5):
-        page.wait_for_selector("text=Item %d of 5" % (position + 1))
+        page.wait_for_selector(f"text=Item {position + 1} of 5")
         if position == 0:
             page.screenshot(path=shots / "web-item.png", full_page=True)
         page.locator('input[name="choice"]').first.check()
@@ -87,7 +87,7 @@ def test_round_by_keyboard_only(page, site):
     page.goto(f"{site}/play")
     page.keyboard.press("Enter")  # the start button has the focus
     for position in range(5):
-        page.wait_for_selector("text=Item %d of 5" % (position + 1))
+        page.wait_for_selector(f"text=Item {position + 1} of 5")
         page.keyboard.press("Space")  # the first answer has the focus: select it
         page.keyboard.press("Tab")  # to the Answer button
         page.keyboard.press("Enter")
