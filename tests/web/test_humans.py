@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from jevserve.web.humans import human_cells, versus
+from jevserve.web.humans import expected_accuracy, human_cells, versus
 
 
 def _refs():
@@ -52,3 +52,14 @@ def test_versus_reports_people_and_model_accuracy_and_median_times():
     (row,) = versus(answers)
     assert (row.people_accuracy, row.model_accuracy, row.num_model_answers) == (0.5, 1.0, 2)
     assert (row.people_median_ms, row.model_median_ms) == (3000.0, 5.0)
+
+
+def test_expected_accuracy_is_the_mean_of_per_answer_shares():
+    from jevserve.web.answering import StoredRow
+    from jevserve.web.decisions import PoolItem, Pools
+
+    pools = Pools.from_items({"injection": [PoolItem(i, "", None, t) for i, t in
+                                            (("a", "yes"), ("b", "yes"), ("c", "no"), ("d", "no"), ("e", "no"))]})
+    # right on a (yes), wrong on b (yes); right on c, d, wrong on e (no): (1/2 + 2/3) / 2
+    row = StoredRow("m", "model", {"guard-injection": {"a": True, "b": False, "c": False, "d": False, "e": True}}, {})
+    assert math.isclose(expected_accuracy(pools, [row])["m"]["injection"], (1 / 2 + 2 / 3) / 2)

@@ -72,6 +72,10 @@ def stored_rows(results_dir: Any) -> tuple[StoredRow, ...]:
 
 def stored_choice(row: StoredRow, decision: PlayDecision, item_id: str) -> str | None:
     """The playground answer a board row gave the item, or None when its results lack it."""
+    if decision.key == "length" and row.kind != "model":
+        # A baseline's stored length values are its ranking score (prompt tokens), not predicted reply tokens,
+        # so they name no bin; model rows store the length regression's predicted reply tokens.
+        return None
     value = row.values.get(decision.task, {}).get(item_id)
     return None if value is None else answer_value(decision, value)
 

@@ -129,3 +129,22 @@ def versus(answers: Sequence[Mapping[str, Any]]) -> list[Versus]:
             float(np.median(timed)) if timed else float("nan"),
         ))
     return out
+
+
+def expected_accuracy(pools: Any, rows: Sequence[Any]) -> dict[str, dict[str, float]]:
+    """Per board row and decision, the accuracy its stored answers would get on the playground's draw: the mean over
+    right answers of its share right on pool items with that answer (a round draws each answer equally often)."""
+    from jevserve.web.answering import stored_choice
+
+    out: dict[str, dict[str, float]] = {}
+    for row in rows:
+        for key, by_truth in pools.by_truth.items():
+            decision = DECISIONS[key]
+            if decision.task not in row.values or (key == "length" and row.kind != "model"):
+                continue
+            shares = []
+            for truth, ids in by_truth.items():
+                choices = [stored_choice(row, decision, i) for i in ids]
+                shares.append(np.mean([c == truth for c in choices if c is not None]) if any(choices) else np.nan)
+            out.setdefault(row.model, {})[key] = float(np.mean(shares))
+    return out

@@ -21,7 +21,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from jevserve.web.answering import ask_model, stored_choice
 from jevserve.web.app import Context, PageError, read_form, session_id
 from jevserve.web.decisions import DECISIONS, draw_round
-from jevserve.web.humans import versus
+from jevserve.web.humans import expected_accuracy, versus
 from jevserve.web.store import ModelAnswer, Round
 
 _ROUND_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
@@ -141,5 +141,6 @@ def register(app: FastAPI, context: Context) -> None:
     def people_page(request: Request) -> HTMLResponse:
         rows = versus(context.store.answer_rows())
         decider = context.settings.decider
+        expected = expected_accuracy(context.pools(), context.site.get().stored)
         return context.render(request, "people.html", rows=rows, decisions=DECISIONS,
-                              model=decider.name if decider else None)
+                              model=decider.name if decider else None, expected=expected)
