@@ -187,3 +187,28 @@ def test_model_that_fails_gives_a_503_page_and_the_answer_is_kept(tmp_path):
     reveal = client.get(answered.headers["location"])
     assert reveal.status_code == 503 and "did not answer" in reveal.text
     assert Store(tmp_path / "db.sqlite").counts()["answers"] == 1
+
+
+def test_reveal_shows_a_board_row_probabilities_from_its_answers_cache(tmp_path):
+    import json
+
+    from jevserve.bench import TASKS
+    from jevserve.bench.answers_cache import request_key
+    from jevserve.web.answering import _as_bench_item
+    from jevserve.web.decisions import DECISIONS
+    from tests.web.builders import results_pools
+
+    pools = results_pools()
+    caches = tmp_path / "answers"
+    caches.mkdir()
+    with (caches / "jev-minilm-zs@abc.jsonl").open("w") as f:
+        for key, decision in DECISIONS.items():
+            task = TASKS[decision.task]
+            for item in pools.items[key].values():
+                answers = {task.primary: {"type": "noul", "noul": 0.125}} if key != "length" else {}
+                f.write(json.dumps({"key": request_key("jev-minilm-zs", task.request(_as_bench_item(item))),
+                                    "answers": answers}) + "\n")
+    client = _client(make_app(tmp_path / "db.sqlite", answers_dir=caches))
+    url = start_round(client)
+    texts = [client.get(play_item(client, url, p).headers["location"]).text for p in range(5)]
+    assert any("yes 0.12 · no 0.88" in t for t in texts)

@@ -117,6 +117,20 @@ def ask_model(
     return ModelAnswer(decider.name, choice, probabilities, decision_ms)
 
 
+def cached_probabilities(
+    answers: Mapping[str, Any] | None, model: str, decision: PlayDecision, item: PoolItem
+) -> dict[str, float]:
+    """A board row's probabilities for an item from its bench answers cache ({} when the cache lacks it)."""
+    if not answers:
+        return {}
+    from jevserve.bench import TASKS
+    from jevserve.bench.answers_cache import request_key
+
+    task = TASKS[decision.task]
+    found = answers.get(request_key(model, task.request(_as_bench_item(item))))
+    return _probabilities(found.get(task.primary)) if found else {}
+
+
 def _as_bench_item(item: PoolItem) -> Any:
     from jevserve.bench import Item
 

@@ -80,7 +80,7 @@ class Context:
         self._data: Any = None
         self._lock = threading.Lock()
         self.task_pages: dict[str, Any] = {}
-        self.reliability: dict[str, Any] = {}
+        self.memo: dict[str, Any] = {}  # computed pages' parts: reliability curves, the people row
 
     def data(self) -> Any:
         """The bench data (one BenchData for the app's lifetime, so each source is read once)."""
@@ -103,6 +103,20 @@ class Context:
             with self._lock:
                 self._pools = self._pools or pools
         return self._pools
+
+    def cached_answers(self, model: str) -> dict[str, Any] | None:
+        """The model's bench answers cache (request key → answers), read once per file version; None without one."""
+        if self.settings.answers_dir is None:
+            return None
+        from jevserve.web.calibration import cache_files, read_answers
+
+        files = cache_files(self.settings.answers_dir, model)
+        if not files:
+            return None
+        key = f"answers:{files[0]}:{files[0].stat().st_mtime}"
+        if key not in self.memo:
+            self.memo[key] = read_answers(files[0])
+        return self.memo[key]
 
     def warm(self) -> None:
         """Compute the board and load the item pools now, so the first visitor does not wait for them."""

@@ -39,7 +39,8 @@ def cache_files(answers_dir: Path, model: str) -> list[Path]:
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
-def _read_answers(path: Path) -> dict[str, Any]:
+def read_answers(path: Path) -> dict[str, Any]:
+    """Request key → answers of one answers cache file (torn lines skipped)."""
     answers = {}
     with path.open(encoding="utf-8") as f:
         for line in f:
@@ -59,7 +60,7 @@ def reliability(answers_dir: Path, model: str, loaded: Sequence[Any]) -> Reliabi
     files = cache_files(answers_dir, model)
     if not files:
         return None
-    answers = _read_answers(files[0])
+    answers = read_answers(files[0])
     probabilities, targets, tasks = [], [], []
     for entry in loaded:
         task = entry.task

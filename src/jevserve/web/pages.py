@@ -48,11 +48,11 @@ def board_rows(board: Board, people: dict[str, HumanCell], sort: str | None) -> 
 def _people(context: Context) -> dict[str, HumanCell]:
     version = context.store.answers_version()
     site = context.site.get()
-    cached = context.reliability.get("__people__")
+    cached = context.memo.get("__people__")
     if cached and cached[0] == version and cached[1] is site:
         return cached[2]
     cells = human_cells(context.store.answer_rows(), site.refs) if version else {}
-    context.reliability["__people__"] = (version, site, cells)
+    context.memo["__people__"] = (version, site, cells)
     return cells
 
 
@@ -127,15 +127,15 @@ def _reliability(context: Context, name: str, document: dict[str, Any]) -> Any:
     if context.settings.answers_dir is None:
         return None
     key = f"{name}:{document['date']}"
-    if key not in context.reliability:
+    if key not in context.memo:
         from jevserve.bench import TASKS
         from jevserve.bench.pipeline import load_tasks
         from jevserve.web.calibration import cache_files, reliability
 
         if not cache_files(context.settings.answers_dir, name):
-            context.reliability[key] = None
+            context.memo[key] = None
         else:
             tasks = [TASKS[t] for t, r in document["tasks"].items() if t in TASKS and r.get("brier") is not None]
             loaded, _ = load_tasks(tasks, context.data(), log=lambda _: None)
-            context.reliability[key] = reliability(context.settings.answers_dir, name, loaded)
-    return context.reliability[key]
+            context.memo[key] = reliability(context.settings.answers_dir, name, loaded)
+    return context.memo[key]

@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from jevserve.web.answering import ask_model, stored_choice
+from jevserve.web.answering import ask_model, cached_probabilities, stored_choice
 from jevserve.web.app import Context, PageError, read_form, session_id
 from jevserve.web.decisions import DECISIONS, draw_round
 from jevserve.web.humans import expected_accuracy, versus
@@ -130,7 +130,9 @@ def register(app: FastAPI, context: Context) -> None:
         pool_item = context.pools().get(item.decision, item.item_id)
         served = _served_answer(context, round_, index)
         others: list[dict[str, Any]] = [
-            {"model": r.model, "kind": r.kind, "choice": stored_choice(r, decision, item.item_id)}
+            {"model": r.model, "kind": r.kind, "choice": stored_choice(r, decision, item.item_id),
+             "probabilities": cached_probabilities(context.cached_answers(r.model), r.model, decision, pool_item)
+             if pool_item and r.kind == "model" else {}}
             for r in context.site.get().stored if r.model != round_.model and decision.task in r.values
         ]
         return context.render(request, "reveal.html", round=round_, item=item, pool_item=pool_item,
