@@ -42,3 +42,12 @@ def test_web_with_a_bad_port_exits_2(tmp_path, capsys):
 def test_web_with_a_bad_endpoint_exits_2(tmp_path, capsys):
     assert main(["web", "--results", str(tmp_path), "--port", "0", "--endpoint", "ftp://x"]) == 2
     assert "--endpoint" in capsys.readouterr().err
+
+
+def test_export_rounds_reads_a_db_given_before_the_subcommand(tmp_path):
+    db = tmp_path / "db.sqlite"
+    client = TestClient(make_app(db))
+    play_item(client, start_round(client), 0)
+    out = tmp_path / "rounds.jsonl"
+    assert main(["web", "--db", str(db), "export-rounds", str(out)]) == 0
+    assert len(out.read_text().splitlines()) == 1

@@ -45,7 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                  description="One JSON object per answer: round, position, decision, item, the "
                                  "answer, the truth, the time, and the served model's answer.")
     export.add_argument("out", type=Path, metavar="OUT.jsonl", help="file to write ('-' for standard output)")
-    export.add_argument("--db", type=Path, default=None, metavar="FILE", help="playground SQLite file")
+    # SUPPRESS: `jevserve web --db X export-rounds OUT` keeps the X given before the sub-command
+    export.add_argument("--db", type=Path, default=argparse.SUPPRESS, metavar="FILE", help="playground SQLite file")
     export.set_defaults(func=export_command)
 
 
