@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse
 
 from jevserve.bench.board import Board, Cell, Row
 from jevserve.bench.task import CATEGORIES
-from jevserve.web.app import Context, PageError
+from jevserve.web.app import MAX_LIVE_CHARS, Context, PageError, read_form
 from jevserve.web.decisions import DECISIONS, TASK_DECISION
 from jevserve.web.humans import HumanCell, human_cells
 
@@ -116,6 +116,27 @@ def register(app: FastAPI, context: Context) -> None:
         rows = [(r.model, r.tasks[name]) for r in context.site.board().rows if name in r.tasks]
         return context.render(request, "task.html", task=context.task_pages[name], rows=rows,
                               decision=DECISIONS.get(TASK_DECISION.get(name, "")))
+
+    @app.get("/live", response_class=HTMLResponse)
+    def live_page(request: Request) -> HTMLResponse:
+        live = context.settings.live
+        return context.render(request, "live.html", live=live, result=None, text="", route="")
+
+    @app.post("/live", response_class=HTMLResponse)
+    async def live_decide(request: Request) -> HTMLResponse:
+        form = await read_form(request)
+        live = context.settings.live
+        if live is None:
+            raise PageError(503, "the live demo is not configured here (start the site with `jevserve web`)")
+        text, route = form.get("text", "").strip(), form.get("route", "")
+        if not text:
+            raise PageError(400, "the request text is empty; type the request to decide on")
+        if len(text) > MAX_LIVE_CHARS:
+            raise PageError(413, f"the request text is {len(text):,} characters; at most {MAX_LIVE_CHARS:,} here")
+        if route and route not in live.routes:
+            raise PageError(400, f"unknown route {route[:60]!r}; expected one of: {', '.join(live.routes)}")
+        result = await live.run(text, route or None)
+        return context.render(request, "live.html", live=live, result=result, text=text, route=route)
 
     @app.get("/methodology", response_class=HTMLResponse)
     def methodology_page(request: Request) -> HTMLResponse:
