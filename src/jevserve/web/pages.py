@@ -14,7 +14,6 @@ from jevserve.web.app import MAX_LIVE_CHARS, Context, PageError, read_form
 from jevserve.web.decisions import DECISIONS, TASK_DECISION
 from jevserve.web.humans import HumanCell, human_cells
 
-KINDS = ("model", "baseline", "people")
 PEOPLE_ROW = "people (playground)"
 
 
@@ -71,8 +70,9 @@ def register(app: FastAPI, context: Context) -> None:
         board = context.site.board()
         if category and category not in CATEGORIES:
             raise PageError(400, f"unknown category {category!r}; expected one of: {', '.join(CATEGORIES)}")
-        if kind and kind not in KINDS:
-            raise PageError(400, f"unknown kind {kind!r}; expected one of: {', '.join(KINDS)}")
+        kinds = [*sorted({r.kind for r in board.rows}), "people"]  # whatever kinds the results hold
+        if kind and kind not in kinds:
+            raise PageError(400, f"unknown kind {kind!r}; expected one of: {', '.join(kinds)}")
         columns = {"average", *(f"category:{c}" for c in CATEGORIES), *(f"task:{t}" for t in board.tasks)}
         if sort and sort not in columns:
             raise PageError(400, f"unknown sort column {sort!r}; expected average, category:<name> or task:<name>")
@@ -81,7 +81,7 @@ def register(app: FastAPI, context: Context) -> None:
         categories = [c for c in CATEGORIES if any(board.task_categories[t] == c for t in board.tasks)]
         return context.render(
             request, "board.html", board=board, rows=rows, tasks=tasks, categories=categories,
-            shown_categories=[category] if category else categories, category=category, kind=kind, kinds=KINDS,
+            shown_categories=[category] if category else categories, category=category, kind=kind, kinds=kinds,
             sort=sort, playground_tasks=TASK_DECISION,
         )
 
