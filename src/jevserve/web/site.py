@@ -44,6 +44,8 @@ class SiteCache:
         self._key: Any = None
         self._data: SiteData | None = None
         self._board: Board | None = None
+        self._board_of: SiteData | None = None  # the data the board was computed with
+        self._board_lock = threading.Lock()
 
     def _refresh(self) -> None:
         key = _fingerprint(self.results_dir)
@@ -54,7 +56,6 @@ class SiteCache:
                 stored=stored_rows(self.results_dir),
                 refs=task_references(documents),
             )
-            self._board = None
             self._key = key
 
     def get(self) -> SiteData:
@@ -65,10 +66,12 @@ class SiteCache:
 
     def board(self) -> Board:
         """The current board (FileNotFoundError when there are no results)."""
-        with self._lock:
-            self._refresh()
-            if self._board is None:
+        # Its own lock: pages that need only the documents (the playground) do not wait while the board computes.
+        with self._board_lock:
+            data = self.get()
+            if self._board is None or self._board_of is not data:
                 self._board = build_board(self.results_dir)
+                self._board_of = data
             return self._board
 
 
