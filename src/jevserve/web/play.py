@@ -59,6 +59,15 @@ def _served_answer(context: Context, round_: Round, position: int) -> ModelAnswe
     return context.store.model_answer(round_.round_id, position, round_.model)
 
 
+def _levels(decision: Any) -> dict[str, str]:
+    """For a score question (reply length), level index → its description; {} otherwise."""
+    from jevserve.bench import TASKS
+
+    task = TASKS[decision.task]
+    question = task.questions[task.primary]
+    return {str(i): text for i, text in enumerate(question["criteria"])} if question["type"] == "score" else {}
+
+
 def register(app: FastAPI, context: Context) -> None:
     """Add the playground's routes."""
 
@@ -136,7 +145,7 @@ def register(app: FastAPI, context: Context) -> None:
             for r in context.site.get().stored if r.model != round_.model and decision.task in r.values
         ]
         return context.render(request, "reveal.html", round=round_, item=item, pool_item=pool_item,
-                              decision=decision, served=served, others=others,
+                              decision=decision, served=served, others=others, levels=_levels(decision),
                               next_position=round_.next_position)
 
     @app.get("/people", response_class=HTMLResponse)
