@@ -286,9 +286,12 @@ def write_markdown(result: dict, path: Path) -> None:
     if len(rounds) > 1:
         lines += [
             "Round by round (bare p50 / server p50 at c=1 / c=32 over bare batched): "
-            + "; ".join(f"{r['bare']['batch1']['p50_ms']:.2f} / {r['server']['c1']['p50_ms']:.2f} ms / "
-                        f"{r['server']['c32']['decisions_per_s'] / r['bare']['batch32']['decisions_per_s']:.2f}×"
-                        for r in rounds) + ".",
+            + "; ".join(
+                f"{r['bare']['batch1']['p50_ms']:.2f} / {r['server']['c1']['p50_ms']:.2f} ms / "
+                f"{r['server']['c32']['decisions_per_s'] / r['bare']['batch32']['decisions_per_s']:.2f}×"
+                for r in rounds
+            )
+            + ".",
             "",
         ]
     lines += [
@@ -337,9 +340,11 @@ def write_markdown(result: dict, path: Path) -> None:
         ]
         for run in history:
             load = "–" if run["load_before"] is None else f"{run['load_before']:.2f}"
-            lines.append(f"| {run['when']} | {run.get('encoder_recipe') or '–'} | {run.get('rounds', 1)} | {load} | "
-                         f"{run['bare_p50_ms']:.2f} | {run['server_c1_p50_ms']:.2f} | {run['overhead_ms']:.2f} | "
-                         f"{run['c32_ratio']:.2f} |")
+            lines.append(
+                f"| {run['when']} | {run.get('encoder_recipe') or '–'} | {run.get('rounds', 1)} | {load} | "
+                f"{run['bare_p50_ms']:.2f} | {run['server_c1_p50_ms']:.2f} | {run['overhead_ms']:.2f} | "
+                f"{run['c32_ratio']:.2f} |"
+            )
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -362,7 +367,8 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "model": "jev-minilm-1 (embedded default, int8)",
         "encoder_recipe": RECIPE_VERSION,
-        "command": "python benchmarks/decide_latency.py" + (f" --requests {per_level}" if per_level != 300 else "")
+        "command": "python benchmarks/decide_latency.py"
+        + (f" --requests {per_level}" if per_level != 300 else "")
         + (f" --rounds {args.rounds}" if args.rounds != 3 else ""),
         "rounds": [],
         "quantisation": bench_quantisation(bare_states),
@@ -372,8 +378,9 @@ def main() -> None:
     # shared 2-core VM one measurement moves by a millisecond or more, as much as the margins to the targets.
     for index in range(args.rounds):
         print(f"round {index + 1} of {args.rounds}", file=sys.stderr)
-        result["rounds"].append({"bare": bench_bare(bare_states),
-                                 "server": bench_server(server_states, concurrencies, per_level)})
+        result["rounds"].append(
+            {"bare": bench_bare(bare_states), "server": bench_server(server_states, concurrencies, per_level)}
+        )
     result["bare"] = median_over_rounds([r["bare"] for r in result["rounds"]])
     result["server"] = median_over_rounds([r["server"] for r in result["rounds"]])
     out = ROOT / "benchmarks" / "results" / "decide_latency.json"

@@ -1,0 +1,155 @@
+"""`jevserve gateway`: run the decision gateway; `jevserve gateway replay LOG`: re-decide a decision log."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+
+DESCRIPTION = """\
+Run an OpenAI-compatible gateway that asks one System One decision call per request (guard, harm, clarify,
+semantic cache, route, queue priority, tool gate) and acts on the answers before and after calling the LLM.
+
+With no --config it runs the built-in default config: the embedded decision model in process and, since no
+upstream is declared, a placeholder upstream whose replies say they are placeholders. Point it at a real LLM
+server with a config (see docs/gateway.md), for example:
+
+  upstreams:
+    - {name: vllm, url: http://127.0.0.1:8000/v1, kind: vllm}
+  routes:
+    - {model: my-model, upstream_model: Qwen/Qwen3-8B, guard: {threshold: 0.5}}
+
+Then: OPENAI_BASE_URL=http://127.0.0.1:8796/v1 python your_app.py
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `gateway` command and its `replay` sub-command."""
+    p = subparsers.add_parser(
+        "gateway",
+        help="run the OpenAI-compatible decision gateway (or replay its decision log)",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--config", metavar="YAML", help="gateway config file (default: the built-in offline config)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8796, help="port (default: 8796)")
+    p.add_argument(
+        "--decider",
+        metavar="SPEC",
+        help="decision backend: embedded | causal:PATH | remote:URL "
+        "(default: the config's, which defaults to embedded)",
+    )
+    p.add_argument("--store", metavar="URL", help="shared state: memory (default) or redis://host:port/db")
+    p.add_argument("--log", metavar="PATH", help="decision log file (JSONL, rotated); overrides the config's")
+    p.add_argument("--print-config", action="store_true", help="print the built-in default config and exit")
+    p.add_argument("--log-level", default="warning", help="uvicorn log level (default: warning)")
+    p.set_defaults(func=run_gateway)
+    sub = p.add_subparsers(dest="gateway_command", metavar="SUBCOMMAND")
+    r = sub.add_parser(
+        "replay",
+        help="re-decide a decision log with another model or config and report how the actions change",
+        description="Re-run the decisions of every logged request with another decision model (--decider) and/or "
+        "config (--config), and count how each decision's action changes.",
+    )
+    r.add_argument("log", metavar="LOG", help="a decision log written by `jevserve gateway --log`")
+    r.add_argument("--config", metavar="YAML", help="config to re-decide with (default: the built-in one)")
+    r.add_argument("--decider", "--model", dest="decider", metavar="SPEC", help="decision backend to re-decide with")
+    r.add_argument("--limit", type=int, help="replay only the first N records")
+    r.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+    r.set_defaults(func=run_replay)
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def _load(args: argparse.Namespace):
+    from jevserve.gateway.config import load_config
+
+    config = load_config(args.config)
+    updates = {}
+    if getattr(args, "decider", None):
+        updates["decider"] = args.decider
+    if getattr(args, "store", None):
+        updates["store"] = args.store
+    if getattr(args, "log", None) and args.func is run_gateway:
+        updates["log"] = config.log.model_copy(update={"path": args.log})
+    return config.model_copy(update=updates) if updates else config
+
+
+def run_gateway(args: argparse.Namespace) -> int:
+    """Load the config and decider, bind the port, print the banner and serve until interrupted."""
+    from jevserve.gateway.config import DEFAULT_CONFIG_YAML
+    from jevserve.gateway.errors import ConfigError
+
+    if args.print_config:
+        print(DEFAULT_CONFIG_YAML, end="")
+        return 0
+    if not 0 < args.port < 65536:
+        return _fail(f"--port {args.port}: expected 1-65535")
+    try:
+        config = _load(args)
+    except ConfigError as exc:
+        return _fail(f"--config: {exc}")
+    try:
+        sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((args.host, args.port))
+        sock.listen(2048)
+    except OSError as exc:
+        return _fail(f"--host {args.host} --port {args.port}: cannot bind ({exc.strerror})")
+    return _serve(config, sock, args)
+
+
+def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from jevserve.decide.registry import UnknownSpecError
+    from jevserve.gateway.app import create_app
+    from jevserve.gateway.decider import make_decider
+
+    try:
+        decider = make_decider(config.decider)
+    except UnknownSpecError as exc:
+        return _fail(f"--decider {config.decider}: {exc}")
+    try:
+        app = create_app(config, decider=decider)
+    except ValueError as exc:
+        return _fail(str(exc))
+    gateway = app.state.gateway
+    host, port = sock.getsockname()[:2]
+    upstreams = ", ".join(f"{n} ({u.config.url})" for n, u in gateway.upstreams.items())
+    print(f"jevserve gateway listening on http://{host}:{port}/v1", flush=True)
+    print(f"  decider:   {decider.name} (decision timeout {config.decision_timeout_ms:.0f} ms)", flush=True)
+    print(f"  models:    {', '.join(r.model for r in config.routes) or '(none)'}", flush=True)
+    print(f"  upstreams: {upstreams}", flush=True)
+    print(f"  store:     {config.store}   log: {config.log.path or 'off'}", flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level, lifespan="on"))
+    server.run(sockets=[sock])
+    return 0
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    """Re-decide a log and print how actions change."""
+    from pathlib import Path
+
+    from jevserve.gateway.errors import ConfigError
+    from jevserve.gateway.replay import format_report, replay_log
+
+    if not Path(args.log).is_file():
+        return _fail(f"LOG {args.log}: no such file")
+    if args.limit is not None and args.limit < 1:
+        return _fail(f"--limit {args.limit}: expected an integer >= 1")
+    try:
+        config = _load(args)
+    except ConfigError as exc:
+        return _fail(f"--config: {exc}")
+    report = replay_log(args.log, config, limit=args.limit)
+    print(format_report(report))
+    if args.json:
+        import json
+
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    return 0

@@ -1,0 +1,294 @@
+"""The gateway config: pydantic models read from YAML, with errors that name the YAML path at fault.
+
+    decider: embedded            # embedded | causal:PATH | remote:URL (a System One endpoint)
+    decision_timeout_ms: 1000    # longer than this and every decision takes its configured fallback
+    upstreams: [...]             # OpenAI-compatible servers; none: the built-in placeholder upstream
+    routes: [...]                # one per virtual model: its upstreams and its decision policies
+
+A decision policy block has `threshold` (0–1, on the decision's probability), `action` and `fallback` ("open":
+act as if the decision said no, "closed": act as if it said yes) for when the decision backend is down or slow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from jevserve.gateway.errors import ConfigError
+from jevserve.gateway.questions import LENGTH_LEVEL_TOKENS
+
+PLACEHOLDER_URL = "builtin:placeholder"
+DEFAULT_MODEL = "jev-gateway"
+
+Fallback = Literal["open", "closed"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PolicyConfig(_Strict):
+    """What every decision policy has: on/off, a probability threshold, a fallback and an optional question."""
+
+    enabled: bool = True
+    threshold: float = 0.5  # act when the decision's probability is at least this
+    fallback: Fallback = "open"  # when the decision backend fails or is slow: open = allow, closed = act
+    question: dict[str, Any] | None = None  # a wire question replacing the default one (SYSTEMONE_API.md §3)
+
+    @field_validator("threshold")
+    @classmethod
+    def _unit_interval(cls, value: float) -> float:
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"must be between 0 and 1, got {value}")
+        return value
+
+
+class GuardConfig(PolicyConfig):
+    """Prompt injection: block the request, strip its tools, or only flag it."""
+
+    action: Literal["block", "strip_tools", "flag"] = "block"
+    scan_tool_results: bool = True  # also ask about tool results sent back (indirect injection)
+    # also ask about each of the first N sentences of the latest user message (0: off), so an injection cannot
+    # hide behind harmless text around it; see docs/gateway.md for the measured effect
+    max_sentences: int = Field(8, ge=0, le=64)
+
+
+class HarmConfig(PolicyConfig):
+    """Harmful requests: block (refuse) or flag; borderline-harmless requests stay below the threshold."""
+
+    action: Literal["block", "flag"] = "block"
+
+
+class TargetConfig(_Strict):
+    """One model a route can send a request to, with its relative cost."""
+
+    model: str  # the model name sent upstream
+    cost: float = Field(1.0, ge=0)
+    upstreams: list[str] | None = None  # None: the route's upstreams
+
+
+class ThinkingConfig(PolicyConfig):
+    """Reasoning on/off: sets `field` (dotted path in the upstream body) to true/false."""
+
+    field: str = "chat_template_kwargs.enable_thinking"
+
+
+class RouteDecisionConfig(PolicyConfig):
+    """Pick the cheapest target when P(cheap model suffices) ≥ threshold, else the most expensive one."""
+
+    targets: list[TargetConfig] = Field(default_factory=list)
+    thinking: ThinkingConfig | None = None
+
+
+class CacheConfig(PolicyConfig):
+    """Semantic cache: nearest cached conversation by embedding, then a reuse decision before serving."""
+
+    min_similarity: float = 0.75  # cosine below which a cached entry is not even asked about
+    ttl_s: float = Field(3600.0, gt=0)
+    max_entries: int = Field(10_000, ge=1)  # per tenant; the oldest go first
+
+    @field_validator("min_similarity")
+    @classmethod
+    def _cosine(cls, value: float) -> float:
+        if not -1.0 <= value <= 1.0:
+            raise ValueError(f"must be between -1 and 1, got {value}")
+        return value
+
+
+class ClarifyConfig(PolicyConfig):
+    """Answer with a clarifying question when a needed detail is missing."""
+
+    message: str = (
+        "Before I act on this, I need a detail your request leaves out. Could you say exactly what you want "
+        "(for example which file, which amount, which name or which date)?"
+    )
+
+
+class ToolGateConfig(PolicyConfig):
+    """Risky tool calls in an upstream reply: block (the call is removed and explained) or flag."""
+
+    action: Literal["block", "flag"] = "block"
+
+
+class PriorityConfig(PolicyConfig):
+    """Predicted reply length → priority: vLLM's `priority` field, or the gateway's own queue order."""
+
+    queue_policy: str = "plf"  # a name in serving's queue-policy registry
+    aging_s: float | None = 30.0
+    level_tokens: list[float] = Field(default_factory=lambda: list(LENGTH_LEVEL_TOKENS))
+
+
+class AdmissionConfig(_Strict):
+    """What to do when every upstream of the route is at its concurrency limit and its queue is full."""
+
+    enabled: bool = True
+    action: Literal["defer", "reject", "overflow"] = "defer"
+    max_queue: int = Field(256, ge=0)  # requests waiting per upstream before `action` applies
+    deadline_s: float = Field(30.0, gt=0)  # from arrival, decision wait included; past it: 429
+
+
+class UpstreamConfig(_Strict):
+    """An OpenAI-compatible server (vLLM, Ollama, llama.cpp, a hosted API) or the built-in placeholder."""
+
+    name: str
+    url: str = PLACEHOLDER_URL  # base URL ending in /v1, or builtin:placeholder
+    kind: Literal["openai", "vllm"] = "openai"  # vllm: gets the `priority` field
+    api_key_env: str | None = None  # environment variable holding the bearer key
+    max_concurrency: int = Field(64, ge=1)
+    timeout_s: float = Field(120.0, gt=0)
+    connect_timeout_s: float = Field(5.0, gt=0)
+    max_retries: int = Field(2, ge=0)
+    backoff_s: float = Field(0.25, ge=0)  # first retry delay, doubling
+    breaker_failures: int = Field(5, ge=1)  # consecutive failures that open the circuit
+    breaker_reset_s: float = Field(30.0, gt=0)  # open circuit: seconds before one trial request
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if value != PLACEHOLDER_URL and not value.startswith(("http://", "https://")):
+            raise ValueError(f"must be an http(s) URL or {PLACEHOLDER_URL}, got {value!r}")
+        return value.rstrip("/")
+
+
+class RouteConfig(_Strict):
+    """One virtual model: the upstreams that serve it (in fallback order) and its decision policies."""
+
+    model: str
+    description: str = ""
+    upstreams: list[str] = Field(default_factory=list)  # empty: every upstream, in config order
+    upstream_model: str | None = None  # the model name sent upstream; None: the virtual model's name
+    guard: GuardConfig | None = None
+    harm: HarmConfig | None = None
+    route: RouteDecisionConfig | None = None
+    cache: CacheConfig | None = None
+    clarify: ClarifyConfig | None = None
+    tool_gate: ToolGateConfig | None = None
+    priority: PriorityConfig | None = None
+    admission: AdmissionConfig = Field(default_factory=AdmissionConfig)
+    rate_limit: RateLimitConfig | None = None
+
+
+class RateLimitConfig(_Strict):
+    """A token bucket per tenant (bearer key) for one route, shared across replicas with a Redis store."""
+
+    requests_per_s: float = Field(gt=0)
+    burst: float = Field(10.0, ge=1)
+
+
+class LogConfig(_Strict):
+    """The decision log: JSONL, rotated by size."""
+
+    path: str | None = None  # None: no log
+    max_bytes: int = Field(50_000_000, ge=1024)
+    backups: int = Field(5, ge=0)
+
+
+class GatewayConfig(_Strict):
+    """The whole gateway config."""
+
+    decider: str = "embedded"
+    decision_timeout_ms: float = Field(1000.0, gt=0)
+    upstreams: list[UpstreamConfig] = Field(default_factory=list)
+    routes: list[RouteConfig] = Field(default_factory=list)
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    log: LogConfig = Field(default_factory=LogConfig)
+    store: str = "memory"  # memory | redis://host:port/db
+
+    @model_validator(mode="after")
+    def _references(self) -> GatewayConfig:
+        names = [u.name for u in self.upstreams]
+        for i, name in enumerate(names):
+            if names.index(name) != i:
+                raise ValueError(f"upstreams[{i}].name: {name!r} is declared twice")
+        models = [r.model for r in self.routes]
+        for i, model in enumerate(models):
+            if models.index(model) != i:
+                raise ValueError(f"routes[{i}].model: {model!r} is declared twice")
+        for i, route in enumerate(self.routes):
+            for j, ref in enumerate(route.upstreams):
+                if ref not in names:
+                    raise ValueError(f"routes[{i}].upstreams[{j}]: unknown upstream {ref!r}; declared: {names}")
+            for j, target in enumerate(route.route.targets if route.route else ()):
+                for k, ref in enumerate(target.upstreams or ()):
+                    if ref not in names:
+                        where = f"routes[{i}].route.targets[{j}].upstreams[{k}]"
+                        raise ValueError(f"{where}: unknown upstream {ref!r}; declared: {names}")
+        return self
+
+    def find_route(self, model: str) -> RouteConfig | None:
+        """The route whose virtual model is `model`, or None."""
+        return next((r for r in self.routes if r.model == model), None)
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    msg = str(error.get("msg", "invalid value"))
+    for prefix in ("Value error, ", "Assertion failed, "):
+        msg = msg.removeprefix(prefix)
+    if error.get("type") == "extra_forbidden":
+        msg = "unknown field"
+    return msg
+
+
+def parse_config(data: Mapping[str, Any] | None, *, source: str = "config") -> GatewayConfig:
+    """Validate a config mapping; raises ConfigError naming each YAML path at fault."""
+    try:
+        return GatewayConfig.model_validate(dict(data or {}))
+    except ValidationError as exc:
+        lines = []
+        for error in exc.errors():
+            path = _path(tuple(error.get("loc", ())))
+            message = _message(error)
+            # model-level checks already start with their path
+            lines.append(message if not path else f"{path}: {message}")
+        raise ConfigError(f"{source}: invalid gateway config:\n  " + "\n  ".join(lines)) from None
+
+
+def load_config(path: str | Path | None) -> GatewayConfig:
+    """Read a YAML config file (None: the default config); raises ConfigError on a bad file or value."""
+    if path is None:
+        return default_config()
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(f"{path}: the config must be a YAML mapping, got {type(data).__name__}")
+    return parse_config(data, source=str(path))
+
+
+DEFAULT_CONFIG_YAML = """\
+# jevserve gateway default config: runs offline. The embedded decision model answers in process and, with no
+# upstream declared, the built-in placeholder upstream answers (its replies say they are placeholders).
+decider: embedded
+decision_timeout_ms: 1000
+routes:
+  - model: jev-gateway
+    description: every decision on, with the placeholder upstream
+    guard: {threshold: 0.5, action: block, fallback: open}
+    harm: {threshold: 0.5, action: block, fallback: open}
+    cache: {threshold: 0.5, min_similarity: 0.75, ttl_s: 3600, max_entries: 10000}
+    clarify: {threshold: 0.8}
+    tool_gate: {threshold: 0.5, action: block}
+    priority: {queue_policy: plf, aging_s: 30}
+  - model: jev-gateway-plain
+    description: no decisions (a plain proxy), for comparison
+"""
+
+
+def default_config() -> GatewayConfig:
+    """The documented default config (DEFAULT_CONFIG_YAML)."""
+    return parse_config(yaml.safe_load(DEFAULT_CONFIG_YAML), source="default config")

@@ -1,0 +1,89 @@
+"""Gateway errors, each carrying its OpenAI-shaped body.
+
+GatewayError                  an HTTP answer other than 2xx: status, OpenAI `type`, `code`, message
+├── BadRequestError           400 invalid_request_error (malformed JSON, wrong field types)
+├── PayloadTooLargeError      413 invalid_request_error
+├── UnknownModelError         404 model_not_found
+├── BlockedError              400 content_policy_violation: a decision blocked the request
+├── RateLimitedError          429 rate_limit_exceeded, with Retry-After
+└── UpstreamError             502 upstream_error: every upstream failed (the reason is in the message)
+ConfigError                   a config that cannot run; the message names the YAML path at fault
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+class GatewayError(Exception):
+    """An error answer in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`."""
+
+    status_code = 500
+    error_type = "api_error"
+    code: str | None = None
+
+    def __init__(self, message: str, *, param: str | None = None, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.headers = dict(headers or {})
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body of the error answer."""
+        return {"error": {"message": self.message, "type": self.error_type, "param": self.param, "code": self.code}}
+
+
+class BadRequestError(GatewayError):
+    """The request body is not valid JSON or not a valid request."""
+
+    status_code = 400
+    error_type = "invalid_request_error"
+
+
+class PayloadTooLargeError(GatewayError):
+    """The request body is over the configured size limit."""
+
+    status_code = 413
+    error_type = "invalid_request_error"
+    code = "payload_too_large"
+
+
+class UnknownModelError(GatewayError):
+    """The request names a model the config does not declare."""
+
+    status_code = 404
+    error_type = "invalid_request_error"
+    code = "model_not_found"
+
+
+class BlockedError(GatewayError):
+    """A decision blocked the request or the reply; the message says which decision and why."""
+
+    status_code = 400
+    error_type = "invalid_request_error"
+    code = "content_policy_violation"
+
+
+class RateLimitedError(GatewayError):
+    """Overload or a rate limit: retry after `retry_after_s` seconds."""
+
+    status_code = 429
+    error_type = "rate_limit_error"
+    code = "rate_limit_exceeded"
+
+    def __init__(self, message: str, *, retry_after_s: float) -> None:
+        super().__init__(message, headers={"Retry-After": str(max(1, math.ceil(retry_after_s)))})
+        self.retry_after_s = retry_after_s
+
+
+class UpstreamError(GatewayError):
+    """No upstream gave an answer; the message lists what each attempt got."""
+
+    status_code = 502
+    error_type = "upstream_error"
+    code = "upstream_failed"
+
+
+class ConfigError(ValueError):
+    """A gateway config that cannot run; the message starts with the YAML path at fault."""

@@ -1,0 +1,87 @@
+"""Everything one gateway process holds: config, decider, store, cache, upstreams, metrics and the log."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import httpx
+
+from jevserve.gateway.cache import Embed, SemanticCache, embedded_embed
+from jevserve.gateway.config import PLACEHOLDER_URL, GatewayConfig, RouteConfig, UpstreamConfig
+from jevserve.gateway.decider import Decider
+from jevserve.gateway.log import DecisionLog
+from jevserve.gateway.metrics import GatewayMetrics
+from jevserve.gateway.store import Store, open_store
+from jevserve.gateway.upstream import Upstream
+
+PLACEHOLDER_NAME = "placeholder"
+
+
+@dataclass
+class Gateway:
+    """The gateway's parts; built once by `build_gateway`, closed by `aclose`."""
+
+    config: GatewayConfig
+    decider: Decider
+    store: Store
+    upstreams: dict[str, Upstream]
+    cache: SemanticCache | None
+    metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
+    log: DecisionLog | None = None
+
+    def upstreams_for(self, route: RouteConfig, names: list[str] | None = None) -> list[Upstream]:
+        """The upstreams to try for `route`, in fallback order (`names` overrides the route's list)."""
+        chosen = names or route.upstreams or list(self.upstreams)
+        return [self.upstreams[n] for n in chosen]
+
+    async def aclose(self) -> None:
+        """Close clients, the store and the log (the log last, after everything was written)."""
+        for upstream in self.upstreams.values():
+            await upstream.aclose()
+        await self.decider.aclose()
+        await self.store.aclose()
+        if self.cache is not None:
+            self.cache.close()
+        if self.log is not None:
+            self.log.close()
+
+
+def _queue_settings(config: GatewayConfig, upstream: str) -> tuple[str, float | None]:
+    # An upstream's gate orders by the queue policy of the first route using it that sets one.
+    for route in config.routes:
+        uses = not route.upstreams or upstream in route.upstreams
+        if uses and route.priority is not None and route.priority.enabled:
+            return route.priority.queue_policy, route.priority.aging_s
+    return "fcfs", None
+
+
+def build_gateway(
+    config: GatewayConfig,
+    decider: Decider,
+    *,
+    store: Store | None = None,
+    transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
+    embed: Embed | None = None,
+) -> Gateway:
+    """Wire up a gateway; `transports` replaces upstreams' network by name (tests), `embed` the cache's encoder."""
+    store = store or open_store(config.store)
+    upstream_configs = list(config.upstreams) or [UpstreamConfig(name=PLACEHOLDER_NAME, url=PLACEHOLDER_URL)]
+    transports = transports or {}
+    upstreams = {}
+    for upstream_config in upstream_configs:
+        policy, aging_s = _queue_settings(config, upstream_config.name)
+        upstreams[upstream_config.name] = Upstream(
+            upstream_config,
+            store,
+            queue_policy=policy,
+            aging_s=aging_s,
+            transport=transports.get(upstream_config.name),
+        )
+    cache = None
+    if any(r.cache is not None and r.cache.enabled for r in config.routes):
+        cache = SemanticCache(embed or embedded_embed(), store.cache)
+    log = None
+    if config.log.path:
+        log = DecisionLog(config.log.path, max_bytes=config.log.max_bytes, backups=config.log.backups)
+    return Gateway(config, decider, store, upstreams, cache, log=log)

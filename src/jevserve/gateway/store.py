@@ -1,0 +1,118 @@
+"""Shared state of the gateway: circuit state, in-flight counts, token buckets and semantic-cache entries.
+
+`MemoryStore` keeps them in this process (the default). `RedisStore` (store_redis.py) keeps them in Redis, so
+that replicas of the gateway share one cache, one rate limit per tenant, one in-flight count per upstream and one
+circuit state per upstream. Both implement the same async methods; the logic that reads them is the same.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from jevserve.gateway.cache import CacheStore, MemoryCacheStore
+
+
+@dataclass(frozen=True)
+class CircuitState:
+    """One upstream's circuit: consecutive failures, and until when it is open (0: closed)."""
+
+    num_failures: int = 0
+    open_until: float = 0.0  # epoch seconds; a trial request is let through after it
+
+
+class Store(Protocol):
+    """What the gateway keeps, in this process or shared."""
+
+    cache: CacheStore
+
+    async def circuit(self, upstream: str) -> CircuitState:
+        """The upstream's circuit state."""
+
+    async def record_result(self, upstream: str, ok: bool, threshold: int, reset_s: float) -> CircuitState:
+        """Count a success (closes the circuit) or a failure (opens it at `threshold` in a row)."""
+
+    async def try_acquire(self, upstream: str, limit: int) -> bool:
+        """Take an in-flight slot when fewer than `limit` are taken."""
+
+    async def release(self, upstream: str) -> None:
+        """Give an in-flight slot back."""
+
+    async def in_flight(self, upstream: str) -> int:
+        """Slots taken now."""
+
+    async def take_token(self, key: str, rate_per_s: float, burst: float) -> float:
+        """Take one token from the bucket `key`; 0 when taken, else seconds until one is available."""
+
+    async def aclose(self) -> None:
+        """Release connections."""
+
+
+class MemoryStore:
+    """All state in this process."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.cache = MemoryCacheStore()
+        self._circuits: dict[str, CircuitState] = {}
+        self._in_flight: dict[str, int] = {}
+        self._buckets: dict[str, tuple[float, float]] = {}  # key → (tokens, at)
+
+    async def circuit(self, upstream: str) -> CircuitState:
+        """The upstream's circuit state."""
+        return self._circuits.get(upstream, CircuitState())
+
+    async def record_result(self, upstream: str, ok: bool, threshold: int, reset_s: float) -> CircuitState:
+        """See Store.record_result."""
+        if ok:
+            state = CircuitState()
+        else:
+            failures = self._circuits.get(upstream, CircuitState()).num_failures + 1
+            state = CircuitState(failures, self.clock() + reset_s if failures >= threshold else 0.0)
+        self._circuits[upstream] = state
+        return state
+
+    async def try_acquire(self, upstream: str, limit: int) -> bool:
+        """See Store.try_acquire."""
+        taken = self._in_flight.get(upstream, 0)
+        if taken >= limit:
+            return False
+        self._in_flight[upstream] = taken + 1
+        return True
+
+    async def release(self, upstream: str) -> None:
+        """See Store.release."""
+        self._in_flight[upstream] = max(0, self._in_flight.get(upstream, 0) - 1)
+
+    async def in_flight(self, upstream: str) -> int:
+        """See Store.in_flight."""
+        return self._in_flight.get(upstream, 0)
+
+    async def take_token(self, key: str, rate_per_s: float, burst: float) -> float:
+        """See Store.take_token."""
+        now = self.clock()
+        tokens, at = self._buckets.get(key, (burst, now))
+        tokens = min(burst, tokens + (now - at) * rate_per_s)
+        if tokens >= 1.0:
+            self._buckets[key] = (tokens - 1.0, now)
+            return 0.0
+        self._buckets[key] = (tokens, now)
+        return (1.0 - tokens) / rate_per_s if rate_per_s > 0 else math.inf
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+        return None
+
+
+def open_store(spec: str) -> Store:
+    """`memory` (default) or `redis://host:port/db`."""
+    if spec in ("", "memory"):
+        return MemoryStore()
+    if spec.startswith(("redis://", "rediss://", "unix://")):
+        from jevserve.gateway.store_redis import RedisStore
+
+        return RedisStore(spec)
+    raise ValueError(f"unknown store {spec!r}; expected 'memory' or a redis://host:port/db URL")

@@ -1,0 +1,85 @@
+"""Relaying an upstream's SSE stream: pass events through, collect the reply for the cache, end cleanly on errors.
+
+An upstream that fails mid-stream (connection cut, timeout, malformed event) ends the client's stream with one
+`data: {"error": {...}}` event, which the `openai` client raises as an APIError; the stream never hangs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from jevserve.gateway.shapes import sse
+
+
+@dataclass
+class StreamSummary:
+    """What a relayed stream carried, filled in as it goes."""
+
+    text: list[str] = field(default_factory=list)  # content deltas of choice 0
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    had_tool_calls: bool = False
+    error: str | None = None
+    done: bool = False  # the upstream sent [DONE]
+
+    def observe(self, payload: dict[str, Any]) -> None:
+        """Fold one chunk into the summary."""
+        if payload.get("usage"):
+            self.usage = payload["usage"]
+        for choice in payload.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                self.text.append(delta["content"])
+            if delta.get("tool_calls"):
+                self.had_tool_calls = True
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+
+
+def error_event(message: str, *, code: str = "upstream_stream_error") -> bytes:
+    """The event that ends a broken stream."""
+    return sse({"error": {"message": message, "type": "upstream_error", "param": None, "code": code}})
+
+
+async def relay(
+    response: httpx.Response,
+    summary: StreamSummary,
+    on_end: Callable[[StreamSummary], Awaitable[None]],
+) -> AsyncIterator[bytes]:
+    """Yield the upstream's events as they come; `on_end` runs once, however the stream ends."""
+    try:
+        async for line in response.aiter_lines():
+            if not line.startswith("data:"):
+                continue  # comments, blank separators and event names are re-framed below
+            data = line[5:].strip()
+            if data == "[DONE]":
+                summary.done = True
+                yield sse("[DONE]")
+                break
+            try:
+                payload = json.loads(data)
+            except json.JSONDecodeError:
+                summary.error = f"upstream sent a malformed event: {data[:200]!r}"
+                yield error_event(summary.error)
+                return
+            if isinstance(payload, dict):
+                if payload.get("error"):
+                    summary.error = str(payload["error"])[:500]
+                summary.observe(payload)
+            yield sse(payload)
+        else:
+            if not summary.done and summary.error is None:
+                summary.error = "upstream closed the stream before [DONE]"
+                yield error_event(summary.error)
+    except httpx.HTTPError as exc:
+        summary.error = f"upstream stream failed: {type(exc).__name__} {exc}".strip()
+        yield error_event(summary.error)
+    finally:
+        await on_end(summary)

@@ -1,0 +1,208 @@
+"""Each decision's action through the HTTP app: tests fail when the action is wrong."""
+
+from __future__ import annotations
+
+import httpx
+
+from jevserve.gateway.decider import FixedDecider
+from tests.gateway.upstreams import StubUpstream, client, completion, make_app, run
+
+HI = {"model": "m", "messages": [{"role": "user", "content": "what is the capital of France?"}]}
+TOOLS = [{"type": "function", "function": {"name": "delete_files", "parameters": {"type": "object"}}}]
+
+
+def post(app, body, path="/v1/chat/completions", headers=None):
+    async def go():
+        async with client(app) as c:
+            return await c.post(path, json=body, headers=headers)
+
+    return run(go())
+
+
+def test_guard_blocks_an_injection_with_an_openai_error_and_a_reason():
+    app, _, upstreams = make_app({"guard": {"threshold": 0.5}}, answers={"guard": 0.97})
+    response = post(app, HI)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "content_policy_violation"
+    assert "guard decision" in error["message"] and "0.970" in error["message"]
+    assert response.headers["x-jevserve-decisions"].startswith("guard=block")
+    assert upstreams["u"].requests == []  # the model was never called
+
+
+def test_guard_strip_tools_forwards_without_tools():
+    app, _, upstreams = make_app({"guard": {"action": "strip_tools"}}, answers={"guard": 0.9})
+    response = post(app, {**HI, "tools": TOOLS, "tool_choice": "auto"})
+    assert response.status_code == 200
+    sent = upstreams["u"].requests[0]
+    assert "tools" not in sent and "tool_choice" not in sent
+
+
+def test_harm_blocks_only_the_harmful():
+    app, _, upstreams = make_app({"harm": {"threshold": 0.8}}, answers={"harm": 0.6})
+    assert post(app, HI).status_code == 200
+    assert len(upstreams["u"].requests) == 1
+    app, _, upstreams = make_app({"harm": {"threshold": 0.8}}, answers={"harm": 0.85})
+    assert post(app, HI).status_code == 400
+    assert upstreams["u"].requests == []
+
+
+def test_clarify_answers_with_a_question_marked_in_a_header():
+    app, _, upstreams = make_app(
+        {"clarify": {"threshold": 0.6, "message": "Which file do you mean?"}}, answers={"clarify": 0.9}
+    )
+    response = post(app, HI)
+    assert response.status_code == 200
+    assert response.headers["x-jevserve-clarify"] == "1"
+    assert response.json()["choices"][0]["message"]["content"] == "Which file do you mean?"
+    assert upstreams["u"].requests == []
+
+
+def test_clarify_streams_as_chunks_when_the_client_streams():
+    app, _, _ = make_app({"clarify": {"message": "Which file?"}}, answers={"clarify": 0.9})
+    response = post(app, {**HI, "stream": True})
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert "Which file?" in response.text and response.text.rstrip().endswith("data: [DONE]")
+
+
+def test_cache_serves_the_stored_answer_only_when_the_reuse_decision_says_yes():
+    decider = FixedDecider({"cache": 0.9})
+    app, _, upstreams = make_app({"cache": {"min_similarity": 0.5}}, decider=decider)
+    first = post(app, HI)
+    assert first.headers.get("x-jevserve-cache") is None
+    second = post(app, {**HI, "messages": [{"role": "user", "content": "What's the capital of France?"}]})
+    assert second.headers["x-jevserve-cache"] == "hit"
+    assert second.json()["choices"][0]["message"]["content"] == "hello from the stub"
+    assert len(upstreams["u"].requests) == 1
+    decider.answers["cache"] = 0.1  # "the cached answer does not answer this one"
+    third = post(app, {**HI, "messages": [{"role": "user", "content": "What's not the capital of France?"}]})
+    assert third.headers.get("x-jevserve-cache") is None
+    assert len(upstreams["u"].requests) == 2
+
+
+def test_cache_never_stores_truncated_or_failed_answers():
+    replies = iter(
+        [
+            httpx.Response(200, json=completion(finish_reason="length")),
+            httpx.Response(400, json={"error": {"message": "bad", "type": "invalid_request_error"}}),
+            httpx.Response(200, json=completion("complete")),
+        ]
+    )
+    app, _, upstreams = make_app(
+        {"cache": {"min_similarity": 0.5}},
+        answers={"cache": 0.99},
+        upstreams={"u": StubUpstream(lambda body: next(replies))},
+    )
+    assert post(app, HI).status_code == 200  # truncated: not stored
+    assert post(app, HI).status_code == 400  # the upstream's 4xx is passed on, not stored
+    assert post(app, HI).json()["choices"][0]["message"]["content"] == "complete"
+    hit = post(app, HI)
+    assert hit.headers["x-jevserve-cache"] == "hit"
+    assert hit.json()["choices"][0]["message"]["content"] == "complete"
+    assert len(upstreams["u"].requests) == 3
+
+
+def test_cache_is_per_tenant():
+    app, _, _ = make_app({"cache": {"min_similarity": 0.5}}, answers={"cache": 0.99})
+    post(app, HI, headers={"Authorization": "Bearer alice"})
+    other = post(app, HI, headers={"Authorization": "Bearer bob"})
+    assert other.headers.get("x-jevserve-cache") is None
+    assert post(app, HI, headers={"Authorization": "Bearer alice"}).headers["x-jevserve-cache"] == "hit"
+
+
+def _tool_reply(body):
+    call = {"id": "call_1", "type": "function", "function": {"name": "delete_files", "arguments": '{"path": "/"}'}}
+    return httpx.Response(200, json=completion(None, finish_reason="tool_calls", tool_calls=[call]))
+
+
+def test_tool_gate_blocks_an_unsafe_tool_call_in_the_reply():
+    app, decider, _ = make_app(
+        {"tool_gate": {"threshold": 0.5}}, answers={"tool_gate:0": 0.9}, upstreams={"u": StubUpstream(_tool_reply)}
+    )
+    response = post(app, {**HI, "tools": TOOLS})
+    message = response.json()["choices"][0]["message"]
+    assert "tool_calls" not in message
+    assert "blocked tool call(s) delete_files" in message["content"]
+    assert response.json()["choices"][0]["finish_reason"] == "stop"
+    assert "tool_gate=block" in response.headers["x-jevserve-decisions"]
+    assert "Agent action: delete_files" in decider.states[-1]
+
+
+def test_tool_gate_lets_a_safe_call_through_and_flags_when_configured():
+    app, _, _ = make_app({"tool_gate": {}}, answers={"tool_gate:0": 0.1}, upstreams={"u": StubUpstream(_tool_reply)})
+    assert post(app, {**HI, "tools": TOOLS}).json()["choices"][0]["message"]["tool_calls"][0]["id"] == "call_1"
+    app, _, _ = make_app(
+        {"tool_gate": {"action": "flag"}}, answers={"tool_gate:0": 0.9}, upstreams={"u": StubUpstream(_tool_reply)}
+    )
+    response = post(app, {**HI, "tools": TOOLS})
+    assert response.headers["x-jevserve-flagged"] == "tool_call"
+    assert response.json()["choices"][0]["message"]["tool_calls"]
+
+
+def test_tool_gate_applies_to_streaming_clients_too():
+    app, _, upstreams = make_app(
+        {"tool_gate": {}}, answers={"tool_gate:0": 0.9}, upstreams={"u": StubUpstream(_tool_reply)}
+    )
+    response = post(app, {**HI, "tools": TOOLS, "stream": True})
+    assert upstreams["u"].requests[0]["stream"] is False  # asked whole, so the gate sees every call
+    assert "blocked tool call(s) delete_files" in response.text
+    assert '"tool_calls"' not in response.text
+
+
+def test_vllm_upstream_gets_the_predicted_length_as_priority():
+    stub = StubUpstream()
+    app, _, _ = make_app(
+        {"priority": {"level_tokens": [10, 100, 1000, 2000, 3000]}},
+        answers={"priority": [0.0, 1.0, 0.0, 0.0, 0.0]},
+        upstreams={"u": stub},
+        config={"upstreams": [{"name": "u", "url": "http://u.test/v1", "kind": "vllm"}]},
+    )
+    post(app, HI)
+    assert stub.requests[0]["priority"] == 100
+
+
+def test_openai_upstream_gets_no_priority_field():
+    app, _, upstreams = make_app({"priority": {}}, answers={"priority": [1, 0, 0, 0, 0]})
+    post(app, HI)
+    assert "priority" not in upstreams["u"].requests[0]
+
+
+def test_route_sends_the_cheap_model_and_the_thinking_switch():
+    route = {
+        "route": {
+            "threshold": 0.5,
+            "targets": [{"model": "small", "cost": 0.1}, {"model": "large", "cost": 1}],
+            "thinking": {"threshold": 0.5},
+        }
+    }
+    app, decider, upstreams = make_app(route, answers={"route": 0.8, "thinking": 0.9})
+    post(app, HI)
+    decider.answers.update(route=0.2, thinking=0.1)
+    post(app, HI)
+    first, second = upstreams["u"].requests
+    assert first["model"] == "small" and first["chat_template_kwargs"] == {"enable_thinking": True}
+    assert second["model"] == "large" and second["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+def test_decider_down_falls_back_per_decision_and_never_answers_5xx():
+    decider = FixedDecider({"guard": 0.99}, fail=True)
+    app, _, upstreams = make_app({"guard": {"fallback": "open"}, "harm": {"fallback": "open"}}, decider=decider)
+    response = post(app, HI)
+    assert response.status_code == 200
+    assert len(upstreams["u"].requests) == 1
+    assert "guard=allow!fallback" in response.headers["x-jevserve-decisions"]
+    app, _, _ = make_app({"guard": {"fallback": "closed"}}, decider=FixedDecider({}, fail=True))
+    closed = post(app, HI)
+    assert closed.status_code == 400
+    assert "fallback closed" in closed.json()["error"]["message"]
+
+
+def test_slow_decider_times_out_into_the_fallback():
+    app, _, _ = make_app(
+        {"harm": {"fallback": "open"}},
+        decider=FixedDecider({"harm": 0.99}, delay_s=2.0),
+        config={"decision_timeout_ms": 100},
+    )
+    response = post(app, HI)
+    assert response.status_code == 200
+    assert float(response.headers["x-jevserve-decision-ms"]) < 1000

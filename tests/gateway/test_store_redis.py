@@ -1,0 +1,102 @@
+"""Two gateway replicas sharing one real Redis server: cache, rate limit, circuit and in-flight limit are shared."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+import redis
+
+from jevserve.gateway.store_redis import RedisStore
+from tests.gateway.upstreams import StubUpstream, client, completion, make_app
+
+HI = {"model": "m", "messages": [{"role": "user", "content": "what is the capital of France?"}]}
+
+
+@pytest.fixture
+def redis_clean(redis_url):
+    redis.Redis.from_url(redis_url).flushdb()
+    return redis_url
+
+
+def replicas(url, route, answers=None, upstreams=None, config=None):
+    """Two apps over the same upstream stubs, each with its own connection to the same Redis."""
+    upstreams = upstreams or {"u": StubUpstream()}
+    return [
+        make_app(route, answers=answers, upstreams=upstreams, config=config, store=RedisStore(url))[0] for _ in range(2)
+    ]
+
+
+def test_a_cached_answer_stored_by_one_replica_is_served_by_the_other(redis_clean):
+    stub = StubUpstream()
+    one, two = replicas(redis_clean, {"cache": {"min_similarity": 0.5}}, {"cache": 0.95}, {"u": stub})
+
+    async def scenario():
+        async with client(one) as a, client(two) as b:
+            first = await a.post("/v1/chat/completions", json=HI)
+            second = await b.post("/v1/chat/completions", json=HI)
+        return first, second
+
+    first, second = asyncio.run(scenario())
+    assert first.headers.get("x-jevserve-cache") is None
+    assert second.headers["x-jevserve-cache"] == "hit"
+    assert len(stub.requests) == 1
+
+
+def test_the_rate_limit_is_shared_across_replicas(redis_clean):
+    one, two = replicas(redis_clean, {"rate_limit": {"requests_per_s": 0.01, "burst": 3}})
+    key = {"Authorization": "Bearer shared-key"}
+
+    async def scenario():
+        async with client(one) as a, client(two) as b:
+            return [(await c.post("/v1/chat/completions", json=HI, headers=key)).status_code for c in (a, b, a, b, a)]
+
+    assert asyncio.run(scenario()) == [200, 200, 200, 429, 429]
+
+
+def test_a_circuit_opened_by_one_replica_is_open_for_the_other(redis_clean):
+    bad = StubUpstream(lambda body: httpx.Response(500, json={"error": {"message": "down"}}))
+    good = StubUpstream()
+    config = {
+        "upstreams": [
+            {"name": "a", "url": "http://a.test/v1", "max_retries": 0, "breaker_failures": 2},
+            {"name": "b", "url": "http://b.test/v1"},
+        ]
+    }
+    one, two = replicas(redis_clean, {}, upstreams={"a": bad, "b": good}, config=config)
+
+    async def scenario():
+        async with client(one) as a, client(two) as b:
+            await a.post("/v1/chat/completions", json=HI)
+            await b.post("/v1/chat/completions", json=HI)
+            return await b.post("/v1/chat/completions", json=HI)
+
+    third = asyncio.run(scenario())
+    assert third.headers["x-jevserve-upstream"] == "b"
+    assert len(bad.requests) == 2  # the second failure, on the other replica, opened the shared circuit
+
+
+def test_the_in_flight_limit_is_shared_across_replicas(redis_clean):
+    release = asyncio.Event()
+
+    async def slow(request):
+        await release.wait()
+        return httpx.Response(200, json=completion())
+
+    config = {"upstreams": [{"name": "u", "url": "http://u.test/v1", "max_concurrency": 1}]}
+    route = {"admission": {"action": "reject", "max_queue": 0}}
+    one, two = replicas(redis_clean, route, upstreams={"u": httpx.MockTransport(slow)}, config=config)
+
+    async def scenario():
+        async with client(one) as a, client(two) as b:
+            first = asyncio.create_task(a.post("/v1/chat/completions", json=HI))
+            await asyncio.sleep(0.2)
+            busy = await b.post("/v1/chat/completions", json=HI)
+            release.set()
+            done = await first
+            after = await b.post("/v1/chat/completions", json=HI)
+            return done, busy, after
+
+    done, busy, after = asyncio.run(scenario())
+    assert (done.status_code, busy.status_code, after.status_code) == (200, 429, 200)

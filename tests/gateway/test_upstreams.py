@@ -1,0 +1,250 @@
+"""Upstream handling: retries, fallback to the next upstream, circuit breaker, admission, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+
+from jevserve.gateway.log import read_log
+from tests.gateway.upstreams import StubUpstream, client, completion, make_app, run
+
+HI = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def post(app, body, **kwargs):
+    async def go():
+        async with client(app) as c:
+            return await c.post("/v1/chat/completions", json=body, **kwargs)
+
+    return run(go())
+
+
+def failing(status_or_exc, then=None):
+    calls = []
+
+    def reply(body):
+        calls.append(body)
+        if then is not None and len(calls) > 1:
+            return then
+        if isinstance(status_or_exc, int):
+            return httpx.Response(status_or_exc, json={"error": {"message": "busy"}})
+        raise status_or_exc
+
+    return StubUpstream(reply)
+
+
+def test_retries_a_503_then_succeeds_on_the_same_upstream():
+    stub = failing(503, then=httpx.Response(200, json=completion()))
+    app, _, _ = make_app(upstreams={"u": stub})
+    response = post(app, HI)
+    assert response.status_code == 200
+    assert len(stub.requests) == 2
+
+
+def test_falls_back_to_the_next_upstream_after_connect_errors():
+    down = failing(httpx.ConnectError("refused"))
+    up = StubUpstream()
+    app, _, _ = make_app(upstreams={"a": down, "b": up})
+    response = post(app, HI)
+    assert response.status_code == 200
+    assert response.headers["x-jevserve-upstream"] == "b"
+    assert len(down.requests) == 2  # one try + one retry (max_retries: 1)
+
+
+def test_every_upstream_failing_is_a_502_naming_each_attempt():
+    app, _, _ = make_app(upstreams={"a": failing(500), "b": failing(httpx.ConnectError("refused"))})
+    response = post(app, HI)
+    assert response.status_code == 502
+    message = response.json()["error"]["message"]
+    assert "a: 500" in message and "b: ConnectError" in message
+
+
+def test_client_errors_from_the_upstream_are_passed_on_not_retried():
+    stub = failing(400)
+    app, _, _ = make_app(upstreams={"u": stub})
+    assert post(app, HI).status_code == 400
+    assert len(stub.requests) == 1
+
+
+def test_circuit_opens_after_consecutive_failures_and_skips_the_upstream():
+    bad = failing(500)
+    good = StubUpstream()
+    config = {
+        "upstreams": [
+            {"name": "a", "url": "http://a.test/v1", "max_retries": 0, "breaker_failures": 2},
+            {"name": "b", "url": "http://b.test/v1"},
+        ]
+    }
+    app, _, _ = make_app(upstreams={"a": bad, "b": good}, config=config)
+    for _ in range(3):
+        assert post(app, HI).status_code == 200
+    assert len(bad.requests) == 2  # the third request skipped the open circuit
+    health = run(_get(app, "/healthz")).json()
+    assert health["upstreams"]["a"]["circuit"] == "open"
+
+
+async def _get(app, path):
+    async with client(app) as c:
+        return await c.get(path)
+
+
+def test_admission_reject_answers_429_with_retry_after_when_the_queue_is_full():
+    release = asyncio.Event()
+
+    async def slow(request):
+        await release.wait()
+        return httpx.Response(200, json=completion())
+
+    config = {"upstreams": [{"name": "u", "url": "http://u.test/v1", "max_concurrency": 1}]}
+    route = {"admission": {"action": "reject", "max_queue": 0}}
+    app, _, _ = make_app(route, config=config, upstreams={"u": httpx.MockTransport(slow)})
+
+    async def scenario():
+        async with client(app) as c:
+            first = asyncio.create_task(c.post("/v1/chat/completions", json=HI))
+            await asyncio.sleep(0.2)
+            second = await c.post("/v1/chat/completions", json=HI)
+            release.set()
+            return await first, second
+
+    first, second = run(scenario())
+    assert first.status_code == 200
+    assert second.status_code == 429
+    assert int(second.headers["retry-after"]) >= 1
+    assert second.json()["error"]["type"] == "rate_limit_error"
+
+
+def test_admission_overflow_sends_to_the_next_upstream():
+    release = asyncio.Event()
+
+    async def slow(request):
+        await release.wait()
+        return httpx.Response(200, json=completion())
+
+    config = {
+        "upstreams": [
+            {"name": "a", "url": "http://a.test/v1", "max_concurrency": 1},
+            {"name": "b", "url": "http://b.test/v1"},
+        ]
+    }
+    app, _, _ = make_app(
+        {"admission": {"action": "overflow", "max_queue": 0}},
+        upstreams={"a": httpx.MockTransport(slow), "b": StubUpstream()},
+        config=config,
+    )
+
+    async def scenario():
+        async with client(app) as c:
+            first = asyncio.create_task(c.post("/v1/chat/completions", json=HI))
+            await asyncio.sleep(0.2)
+            second = await c.post("/v1/chat/completions", json=HI)
+            release.set()
+            return await first, second
+
+    first, second = run(scenario())
+    assert first.headers["x-jevserve-upstream"] == "a"
+    assert second.headers["x-jevserve-upstream"] == "b"
+
+
+def test_admission_defer_past_the_deadline_is_a_429_counting_decision_time():
+    release = asyncio.Event()
+
+    async def slow(request):
+        await release.wait()
+        return httpx.Response(200, json=completion())
+
+    config = {"upstreams": [{"name": "u", "url": "http://u.test/v1", "max_concurrency": 1}]}
+    app, _, _ = make_app(
+        {"admission": {"action": "defer", "deadline_s": 0.5}}, config=config, upstreams={"u": httpx.MockTransport(slow)}
+    )
+
+    async def scenario():
+        async with client(app) as c:
+            first = asyncio.create_task(c.post("/v1/chat/completions", json=HI))
+            await asyncio.sleep(0.1)
+            second = await c.post("/v1/chat/completions", json=HI)
+            release.set()
+            return await first, second
+
+    _, second = run(scenario())
+    assert second.status_code == 429
+    assert "deadline" in second.json()["error"]["message"]
+
+
+def test_rate_limit_per_key_is_a_429_with_retry_after():
+    app, _, _ = make_app({"rate_limit": {"requests_per_s": 0.01, "burst": 2}})
+    statuses = [post(app, HI, headers={"Authorization": "Bearer k1"}).status_code for _ in range(3)]
+    assert statuses == [200, 200, 429]
+    assert post(app, HI, headers={"Authorization": "Bearer k2"}).status_code == 200
+
+
+def test_bad_input_gets_clear_4xx():
+    app, _, _ = make_app(config={"max_body_bytes": 2048})
+
+    async def scenario():
+        async with client(app) as c:
+            return [
+                await c.post("/v1/chat/completions", content=b"{not json"),
+                await c.post("/v1/chat/completions", content=b'"a string"'),
+                await c.post("/v1/chat/completions", json={"model": "m", "messages": []}),
+                await c.post("/v1/chat/completions", json={"model": "m", "messages": ["hi"]}),
+                await c.post("/v1/chat/completions", json={**HI, "stream": "yes"}),
+                await c.post(
+                    "/v1/chat/completions", json={**HI, "messages": [{"role": "user", "content": "x" * 5000}]}
+                ),
+                await c.post("/v1/chat/completions", json={**HI, "model": "gpt-unknown"}),
+                await c.post("/v1/completions", json={"model": "m", "prompt": 3}),
+            ]
+
+    responses = run(scenario())
+    assert [r.status_code for r in responses] == [400, 400, 400, 400, 400, 413, 404, 400]
+    assert responses[3].json()["error"]["param"] == "messages[0]"
+    for r in responses:
+        assert set(r.json()["error"]) == {"message", "type", "param", "code"}
+
+
+def test_decision_log_has_every_request_after_shutdown(tmp_path):
+    path = tmp_path / "decisions.jsonl"
+    app, _, _ = make_app({"guard": {}}, answers={"guard": 0.1}, config={"log": {"path": str(path)}})
+
+    async def scenario():
+        async with client(app) as c:
+            await asyncio.gather(*(c.post("/v1/chat/completions", json=HI) for _ in range(20)))
+            await c.post("/v1/chat/completions", json={**HI, "model": "nope"})
+        await app.state.gateway.aclose()
+
+    run(scenario())
+    records = read_log(path)
+    assert len(records) == 21
+    ok = [r for r in records if r["status"] == 200]
+    assert len(ok) == 20
+    assert ok[0]["decisions"]["verdicts"][0]["decision"] == "guard"
+    assert ok[0]["messages"] == HI["messages"]
+    assert json.loads(path.read_text().splitlines()[-1])["status"] == 404
+
+
+def test_metrics_count_requests_and_decisions():
+    app, _, _ = make_app({"guard": {}}, answers={"guard": 0.9})
+    post(app, HI)
+    text = run(_get(app, "/metrics")).text
+    assert 'jevserve_gateway_decisions_total{action="block",decision="guard",fell_back="false"} 1.0' in text
+    assert 'jevserve_gateway_requests_total{endpoint="chat",model="m",status="400"} 1.0' in text
+
+
+def test_an_unexpected_error_answers_500_in_the_openai_shape_with_its_reason():
+    def broken(request):
+        raise RuntimeError("handler bug")
+
+    app, _, _ = make_app(upstreams={"u": httpx.MockTransport(broken)})
+
+    async def scenario():
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app, raise_app_exceptions=False), base_url="http://gw"
+        ) as c:
+            return await c.post("/v1/chat/completions", json=HI)
+
+    response = run(scenario())
+    assert response.status_code == 500
+    assert "RuntimeError: handler bug" in response.json()["error"]["message"]
