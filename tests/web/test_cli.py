@@ -51,3 +51,10 @@ def test_export_rounds_reads_a_db_given_before_the_subcommand(tmp_path):
     out = tmp_path / "rounds.jsonl"
     assert main(["web", "--db", str(db), "export-rounds", str(out)]) == 0
     assert len(out.read_text().splitlines()) == 1
+
+
+def test_web_with_a_bad_gateway_config_exits_2(tmp_path, capsys):
+    bad = tmp_path / "gateway.yaml"
+    bad.write_text("routes: [1, 2\n")
+    assert main(["web", "--results", str(tmp_path), "--port", "0", "--gateway-config", str(bad)]) == 2
+    assert "gateway.yaml" in capsys.readouterr().err

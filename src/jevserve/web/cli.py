@@ -39,6 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     web.add_argument("--api-key-env", default=None, metavar="VAR", help="environment variable holding the API key")
     web.add_argument("--answers-cache", type=Path, default=None, metavar="DIR",
                      help="bench answers caches, for reliability plots (default: bench's default)")
+    web.add_argument("--gateway-config", type=Path, default=None, metavar="FILE",
+                     help="gateway YAML config whose decisions the live demo runs (default: the gateway's default)")
     web.set_defaults(func=serve_command)
     commands = web.add_subparsers(dest="web_command", metavar="SUBCOMMAND")
     export = commands.add_parser("export-rounds", help="write every stored playground answer as JSON lines",
@@ -70,16 +72,20 @@ def serve_command(args: argparse.Namespace) -> int:
 
     from jevserve.bench.answers_cache import default_answers_dir
     from jevserve.bench.endpoint import EndpointError, open_endpoint
+    from jevserve.gateway.config import load_config
+    from jevserve.gateway.errors import ConfigError
     from jevserve.web.answering import SystemOneDecider
     from jevserve.web.app import WebSettings, create_app
+    from jevserve.web.live import live_demo
 
     if not args.results.is_dir():
         print(f"jevserve web: --results {args.results}: no such folder; run from the repository root or pass "
               "--results DIR", file=sys.stderr)
         return 2
     try:
+        gateway_config = load_config(args.gateway_config)  # checked before anything starts
         sock = _bind(args.host, args.port)
-    except ValueError as exc:
+    except (ValueError, ConfigError) as exc:
         print(f"jevserve web: {exc}", file=sys.stderr)
         return 2
     try:
@@ -88,7 +94,7 @@ def serve_command(args: argparse.Namespace) -> int:
             settings = WebSettings(
                 results_dir=args.results, db_path=args.db or default_db(), decider=decider,
                 answers_dir=args.answers_cache or default_answers_dir(),
-                live=_live(endpoint),
+                live=live_demo(endpoint, gateway_config),
             )
             app = create_app(settings)
             threading.Thread(target=app.state.context.warm, name="warm", daemon=True).start()
@@ -104,14 +110,6 @@ def serve_command(args: argparse.Namespace) -> int:
     finally:
         sock.close()
     return 0
-
-
-def _live(endpoint: object) -> object:
-    try:
-        from jevserve.web.live import live_demo
-    except ImportError:
-        return None
-    return live_demo(endpoint)
 
 
 def export_command(args: argparse.Namespace) -> int:

@@ -52,6 +52,7 @@ class LiveDemo:
 
     async def run(self, text: str, route: str | None = None) -> LiveResult:
         """Run the route's decisions on a one-message chat request."""
+        from jevserve.gateway.conversation import cache_key_text
         from jevserve.gateway.decisions import resolve_route, run_decisions
 
         messages = [{"role": "user", "content": text}]
@@ -63,7 +64,7 @@ class LiveDemo:
         cache_policy = resolve_route(self.config, model).cache
         served_cached = report.final is not None and report.final.action == "serve_cached"
         if self.cache is not None and cache_policy is not None and cache_policy.enabled and not served_cached:
-            await self.cache.put(DEMO_TENANT, report_key_text(report, text), {"placeholder": True},
+            await self.cache.put(DEMO_TENANT, cache_key_text(messages), {"placeholder": True},
                                  ttl_s=cache_policy.ttl_s, max_entries=MAX_CACHED, vector=report.cache_vector)
         return LiveResult(
             text=text, route=report.route, verdicts=tuple(v.to_dict() for v in report.verdicts),
@@ -73,22 +74,13 @@ class LiveDemo:
         )
 
 
-def report_key_text(report: Any, text: str) -> str:
-    """The text the gateway's cache is keyed by for this request."""
-    from jevserve.gateway.conversation import cache_key_text
-
-    return cache_key_text([{"role": "user", "content": text}])
-
-
-def live_demo(endpoint: Any, config_path: Any = None) -> LiveDemo:
+def live_demo(endpoint: Any, config: Any) -> LiveDemo:
     """The demo `jevserve web` runs: the gateway config's decider in process for `embedded`, else the endpoint."""
     from jevserve.gateway.cache import SemanticCache, embedded_embed
-    from jevserve.gateway.config import load_config
     from jevserve.gateway.decider import RemoteDecider, make_decider
 
-    config = load_config(config_path)
     if endpoint.label == "embedded":
-        decider = make_decider(config.decider if isinstance(config.decider, str) else "embedded")
+        decider = make_decider(config.decider)  # what `jevserve gateway` with this config would ask
     else:
         decider = RemoteDecider(endpoint.base_url, api_key=endpoint.api_key, model=endpoint.model)
     return LiveDemo(decider, config, SemanticCache(embedded_embed()))
