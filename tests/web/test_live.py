@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from fastapi.testclient import TestClient
 
 from jevserve.gateway.decider import FixedDecider
 from jevserve.web.live import LiveDemo
 from tests.web.builders import make_app
+
+
+def _run(coroutine):
+    # On a thread of its own: Playwright's sync API (the browser tests) keeps an event loop running on this one.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def _client(tmp_path, decider) -> TestClient:
@@ -24,16 +33,14 @@ def test_live_page_shows_each_verdict_with_probability_and_time(tmp_path):
 
 
 def test_live_demo_verdicts_match_the_gateway_run_on_the_same_request(tmp_path):
-    import asyncio
-
     from jevserve.gateway.config import default_config
     from jevserve.gateway.decisions import run_decisions
 
     decider = FixedDecider({"guard": 0.2, "harm": 0.7})
     demo = LiveDemo(decider)
     text = "How do I pick a lock?"
-    shown = asyncio.run(demo.run(text))
-    direct = asyncio.run(run_decisions([{"role": "user", "content": text}], config=default_config(), decider=decider))
+    shown = _run(demo.run(text))
+    direct = _run(run_decisions([{"role": "user", "content": text}], config=default_config(), decider=decider))
     assert [(v["decision"], v["action"]) for v in shown.verdicts] == [(v.decision, v.action) for v in direct.verdicts]
 
 
@@ -59,8 +66,6 @@ def test_live_without_a_demo_says_so(tmp_path):
 
 
 def test_a_paraphrase_of_an_earlier_request_is_asked_the_reuse_question(tmp_path):
-    import asyncio
-
     import numpy as np
 
     from jevserve.gateway.cache import SemanticCache
@@ -70,8 +75,8 @@ def test_a_paraphrase_of_an_earlier_request_is_asked_the_reuse_question(tmp_path
 
     decider = FixedDecider({"cache": 0.9})
     demo = LiveDemo(decider, cache=SemanticCache(embed))
-    first = asyncio.run(demo.run("What is the capital of France?"))
-    again = asyncio.run(demo.run("Which city is the capital of France?"))
+    first = _run(demo.run("What is the capital of France?"))
+    again = _run(demo.run("Which city is the capital of France?"))
     assert next(v for v in first.verdicts if v["decision"] == "cache")["action"] == "allow"
     assert next(v for v in again.verdicts if v["decision"] == "cache")["action"] == "serve_cached"
     assert "cache" in decider.calls[-1] and "cache" not in decider.calls[0]
