@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "jevserve.sim.cli",
     "jevserve.plan.cli",
     "jevserve.train.cli",
+    "jevserve.web.cli",
     "jevserve.gateway.cli",
 )
 

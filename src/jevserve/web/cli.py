@@ -1,0 +1,134 @@
+"""`jevserve web`: serve the site; `jevserve web export-rounds OUT.jsonl`: write every stored answer as JSON lines."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import threading
+from pathlib import Path
+
+DEFAULT_PORT = 8780
+DEFAULT_RESULTS = Path("results")
+
+
+def default_db() -> Path:
+    """$JEVSERVE_CACHE/web/playground.sqlite, else ~/.cache/jevserve/web/playground.sqlite."""
+    root = os.environ.get("JEVSERVE_CACHE")
+    return (Path(root).expanduser() if root else Path.home() / ".cache" / "jevserve") / "web" / "playground.sqlite"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `web` (and its `export-rounds`) to the command line."""
+    web = subparsers.add_parser(
+        "web", help="serve the leaderboard, task pages, playground and live decision demo",
+        description=f"Serve the site on http://HOST:PORT (default port {DEFAULT_PORT}; the URL is printed once the "
+        "port is bound). Pages read the committed bench results; playground rounds are stored in SQLite.",
+    )
+    web.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    web.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default: %(default)s; 0 picks a free one)")
+    web.add_argument("--results", type=Path, default=DEFAULT_RESULTS, metavar="DIR",
+                     help="bench results folder (default: %(default)s)")
+    web.add_argument("--db", type=Path, default=None, metavar="FILE",
+                     help="playground SQLite file (default: ~/.cache/jevserve/web/playground.sqlite)")
+    web.add_argument("--endpoint", default="embedded", metavar="URL|embedded",
+                     help="the System One endpoint people play against (default: the embedded model, in process)")
+    web.add_argument("--model", default=None, help="model name to ask for (default for embedded: its default)")
+    web.add_argument("--api-key-env", default=None, metavar="VAR", help="environment variable holding the API key")
+    web.add_argument("--answers-cache", type=Path, default=None, metavar="DIR",
+                     help="bench answers caches, for reliability plots (default: bench's default)")
+    web.add_argument("--gateway-config", type=Path, default=None, metavar="FILE",
+                     help="gateway YAML config whose decisions the live demo runs (default: the gateway's default)")
+    web.set_defaults(func=serve_command)
+    commands = web.add_subparsers(dest="web_command", metavar="SUBCOMMAND")
+    export = commands.add_parser("export-rounds", help="write every stored playground answer as JSON lines",
+                                 description="One JSON object per answer: round, position, decision, item, the "
+                                 "answer, the truth, the time, and the served model's answer.")
+    export.add_argument("out", type=Path, metavar="OUT.jsonl", help="file to write ('-' for standard output)")
+    # SUPPRESS: `jevserve web --db X export-rounds OUT` keeps the X given before the sub-command
+    export.add_argument("--db", type=Path, default=argparse.SUPPRESS, metavar="FILE", help="playground SQLite file")
+    export.set_defaults(func=export_command)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    if not 0 <= port <= 65535:
+        raise ValueError(f"--port {port}: expected 0–65535")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ValueError(f"--host {host} --port {port}: cannot listen there ({exc.strerror}); try --port 0") from exc
+    return sock
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    """Start the site (and the embedded model when asked) and serve until interrupted."""
+    import uvicorn
+
+    from jevserve.bench.answers_cache import default_answers_dir
+    from jevserve.bench.endpoint import EndpointError, open_endpoint
+    from jevserve.gateway.config import load_config
+    from jevserve.gateway.errors import ConfigError
+    from jevserve.web.answering import SystemOneDecider
+    from jevserve.web.app import WebSettings, create_app
+    from jevserve.web.live import live_demo
+
+    if not args.results.is_dir():
+        print(f"jevserve web: --results {args.results}: no such folder; run from the repository root or pass "
+              "--results DIR", file=sys.stderr)
+        return 2
+    try:
+        gateway_config = load_config(args.gateway_config)  # checked before anything starts
+        sock = _bind(args.host, args.port)
+    except (ValueError, ConfigError) as exc:
+        print(f"jevserve web: {exc}", file=sys.stderr)
+        return 2
+    try:
+        with open_endpoint(args.endpoint, args.model, args.api_key_env) as endpoint:
+            decider = SystemOneDecider(endpoint.base_url, endpoint.model, endpoint.api_key)
+            settings = WebSettings(
+                results_dir=args.results, db_path=args.db or default_db(), decider=decider,
+                answers_dir=args.answers_cache or default_answers_dir(),
+                live=live_demo(endpoint, gateway_config),
+            )
+            app = create_app(settings)
+            threading.Thread(target=app.state.context.warm, name="warm", daemon=True).start()
+            host, port = sock.getsockname()[:2]
+            shown = f"[{host}]" if ":" in host else host
+            print(f"jevserve web: serving on http://{shown}:{port}/ (playground model {endpoint.model} at "
+                  f"{endpoint.label}; rounds in {settings.db_path})", flush=True)
+            server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+            server.run(sockets=[sock])
+    except EndpointError as exc:
+        print(f"jevserve web: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        sock.close()
+    return 0
+
+
+def export_command(args: argparse.Namespace) -> int:
+    """Write the stored answers as JSON lines."""
+    from jevserve.web.store import Store
+
+    db = args.db or default_db()
+    if not db.exists():
+        print(f"jevserve web export-rounds: --db {db}: no such file; play a round first or pass --db FILE",
+              file=sys.stderr)
+        return 2
+    rows = Store(db).answer_rows()
+    out = sys.stdout if str(args.out) == "-" else args.out.open("w", encoding="utf-8")
+    try:
+        for row in rows:
+            out.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    if out is not sys.stdout:
+        print(f"wrote {len(rows)} answers to {args.out}", file=sys.stderr)
+    return 0

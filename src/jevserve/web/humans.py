@@ -1,0 +1,150 @@
+"""People's numbers from the stored rounds: a board row per decision, and people against the served model.
+
+The board row scores people exactly as the bench scores a model, on the test items they answered: the task's metric
+on their answers, normalised between the default rule's and the oracle's stored actions on the same items (0 =
+today's rule, 100 = oracle), with a 95% percentile-bootstrap interval from bench.stats. Resampling draws players
+(anonymous sessions), not answers, since one person's answers are not independent of each other.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from jevserve.bench.length import LENGTH_BIN_NAMES
+from jevserve.bench.metrics import metric_by_name
+from jevserve.bench.stats import NUM_RESAMPLES, bootstrap_weights, interval, normalised, resampled_scores, task_seed
+from jevserve.web.decisions import DECISIONS
+
+
+@dataclass(frozen=True)
+class HumanCell:
+    """People's score on one task with its interval and how much play it rests on."""
+
+    score: float  # 0 = default rule, 100 = oracle; NaN when undefined (e.g. every answer had one truth)
+    low: float
+    high: float
+    num_answers: int
+    num_rounds: int
+    num_players: int
+
+
+@dataclass(frozen=True)
+class Versus:
+    """People against the served model on the same round items of one decision."""
+
+    decision: str
+    num_answers: int
+    people_accuracy: float  # share of right answers
+    people_interval: tuple[float, float]
+    model_accuracy: float  # NaN when the model gave no answer on these items
+    model_interval: tuple[float, float]
+    num_model_answers: int
+    people_median_ms: float  # per question, first showing to answer
+    model_median_ms: float  # per decision call of the served model
+
+
+def task_references(documents: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per playground task, the stored test labels, default actions and oracle actions by item id, and its metric."""
+    refs: dict[str, dict[str, Any]] = {}
+    for document in documents:
+        for decision in DECISIONS.values():
+            result = document["tasks"].get(decision.task)
+            if decision.task in refs or not result or "items" not in result:
+                continue
+            items = result["items"]
+            refs[decision.task] = {
+                "metric": result["metric"],
+                "by_id": {i: (lab, d, o) for i, lab, d, o in
+                          zip(items["ids"], items["labels"], items["default"], items["oracle"], strict=True)},
+            }
+    return refs
+
+
+def _human_value(decision_key: str, choice: str) -> float:
+    if decision_key == "length":
+        return float(LENGTH_BIN_NAMES.index(choice))  # τ-b reads only the order of the bins
+    return float(choice == "yes")
+
+
+def human_cells(
+    answers: Sequence[Mapping[str, Any]], refs: Mapping[str, Mapping[str, Any]], num_resamples: int = NUM_RESAMPLES
+) -> dict[str, HumanCell]:
+    """Per playground task with answers, people's normalised score (see the module doc)."""
+    cells = {}
+    for decision in DECISIONS.values():
+        ref = refs.get(decision.task)
+        rows = [a for a in answers if a["decision"] == decision.key and ref and a["item_id"] in ref["by_id"]]
+        if not rows:
+            continue
+        metric = metric_by_name(ref["metric"])
+        stored = [ref["by_id"][a["item_id"]] for a in rows]
+        dtype = np.float64 if decision.key == "length" else bool
+        labels = np.array([s[0] for s in stored], dtype=dtype)
+        default = np.array([s[1] for s in stored], dtype=dtype)
+        oracle = np.array([s[2] for s in stored], dtype=dtype)
+        values = np.array([_human_value(decision.key, a["choice"]) for a in rows])
+        if decision.key != "length":
+            values = values.astype(bool)
+        weights = bootstrap_weights([a["session_id"] for a in rows], num_resamples, task_seed(decision.task))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # τ-b of a draw with one distinct value is undefined (NaN), not an error
+            point = float(normalised(metric(labels, values), metric(labels, default), metric(labels, oracle)))
+            low, high = interval(resampled_scores(metric, labels, values, default, oracle, weights))
+        cells[decision.task] = HumanCell(point, low, high, len(rows), len({a["round_id"] for a in rows}),
+                                         len({a["session_id"] for a in rows}))
+    return cells
+
+
+def _share_with_interval(hits: np.ndarray, clusters: Sequence[str], seed: int) -> tuple[float, tuple[float, float]]:
+    if hits.size == 0:
+        return float("nan"), (float("nan"), float("nan"))
+    weights = bootstrap_weights(list(clusters), NUM_RESAMPLES, seed)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        resampled = (weights * hits).sum(axis=1) / weights.sum(axis=1)
+    return float(hits.mean()), interval(resampled)
+
+
+def versus(answers: Sequence[Mapping[str, Any]]) -> list[Versus]:
+    """Per decision, people's and the served model's accuracy (intervals over players) and median times."""
+    out = []
+    for decision in DECISIONS.values():
+        rows = [a for a in answers if a["decision"] == decision.key]
+        if not rows:
+            continue
+        seed = task_seed(f"web:{decision.key}")
+        people = _share_with_interval(np.array([a["correct"] for a in rows], dtype=float),
+                                      [a["session_id"] for a in rows], seed)
+        answered = [a for a in rows if a["model_choice"] is not None]
+        model = _share_with_interval(np.array([a["model_choice"] == a["truth"] for a in answered], dtype=float),
+                                     [a["session_id"] for a in answered], seed)
+        timed = [a["model_decision_ms"] for a in rows if a["model_decision_ms"] is not None]
+        out.append(Versus(
+            decision.key, len(rows), people[0], people[1], model[0], model[1], len(answered),
+            float(np.median([a["time_ms"] for a in rows])),
+            float(np.median(timed)) if timed else float("nan"),
+        ))
+    return out
+
+
+def expected_accuracy(pools: Any, rows: Sequence[Any]) -> dict[str, dict[str, float]]:
+    """Per board row and decision, the accuracy its stored answers would get on the playground's draw: the mean over
+    right answers of its share right on pool items with that answer (a round draws each answer equally often)."""
+    from jevserve.web.answering import stored_choice
+
+    out: dict[str, dict[str, float]] = {}
+    for row in rows:
+        for key, by_truth in pools.by_truth.items():
+            decision = DECISIONS[key]
+            if decision.task not in row.values or (key == "length" and row.kind != "model"):
+                continue
+            shares = []
+            for truth, ids in by_truth.items():
+                choices = [stored_choice(row, decision, i) for i in ids]
+                shares.append(np.mean([c == truth for c in choices if c is not None]) if any(choices) else np.nan)
+            out.setdefault(row.model, {})[key] = float(np.mean(shares))
+    return out

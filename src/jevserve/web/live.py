@@ -1,0 +1,86 @@
+"""The live decision demo: a typed request goes through the gateway's own decisions, without HTTP.
+
+`LiveDemo.run(text)` calls `jevserve.gateway.decisions.run_decisions` with the gateway's config (its documented
+default, or a YAML file) and the decider that config names, so the page shows exactly what `jevserve gateway` would
+decide on that request: every verdict with its probability and threshold, the answers, and the decision call's
+time. The demo keeps a small in-memory semantic cache of the requests typed into it (each stored with a placeholder
+answer, as the gateway stores an upstream's reply), so a paraphrase of an earlier request is asked the reuse
+question, as a gateway with a warm cache would ask it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+DEMO_TENANT = "web-live-demo"
+MAX_CACHED = 200  # the demo's cache holds this many typed requests at most
+
+
+@dataclass(frozen=True)
+class LiveResult:
+    """One request's decisions as the page shows them."""
+
+    text: str
+    route: str  # the gateway route (virtual model) whose policies ran
+    verdicts: tuple[dict[str, Any], ...]  # Verdict.to_dict() of each decision, in the gateway's precedence order
+    answers: dict[str, list[float]]  # question id → probabilities in option order
+    decision_ms: float  # the one decision call, as the gateway measures it
+    total_ms: float  # everything run_decisions did (cache lookup, policies), measured here
+    num_questions: int
+    header: str  # the x-jevserve-decisions header the gateway would send
+    final: str | None  # the verdict that decides the request ("block", "clarify", "serve_cached"), if any
+    error: str | None  # why the decider gave no answer (then each policy took its fallback)
+
+
+class LiveDemo:
+    """The gateway's decisions for typed requests (see the module doc); one per app."""
+
+    def __init__(self, decider: Any, config: Any = None, cache: Any = None, route: str | None = None) -> None:
+        from jevserve.gateway.config import default_config
+
+        self.decider = decider
+        self.config = config if config is not None else default_config()
+        self.cache = cache  # a gateway SemanticCache, or None (then the cache decision has nothing to compare)
+        self.route = route
+
+    @property
+    def routes(self) -> list[str]:
+        """The config's route names (virtual models)."""
+        return [r.model for r in self.config.routes]
+
+    async def run(self, text: str, route: str | None = None) -> LiveResult:
+        """Run the route's decisions on a one-message chat request."""
+        from jevserve.gateway.conversation import cache_key_text
+        from jevserve.gateway.decisions import resolve_route, run_decisions
+
+        messages = [{"role": "user", "content": text}]
+        model = route or self.route
+        started = time.perf_counter()
+        report = await run_decisions(messages, config=self.config, decider=self.decider, model=model,
+                                     cache=self.cache, tenant=DEMO_TENANT)
+        total_ms = (time.perf_counter() - started) * 1000.0
+        cache_policy = resolve_route(self.config, model).cache
+        served_cached = report.final is not None and report.final.action == "serve_cached"
+        if self.cache is not None and cache_policy is not None and cache_policy.enabled and not served_cached:
+            await self.cache.put(DEMO_TENANT, cache_key_text(messages), {"placeholder": True},
+                                 ttl_s=cache_policy.ttl_s, max_entries=MAX_CACHED, vector=report.cache_vector)
+        return LiveResult(
+            text=text, route=report.route, verdicts=tuple(v.to_dict() for v in report.verdicts),
+            answers={k: list(v) for k, v in report.answers.items()}, decision_ms=report.decision_ms,
+            total_ms=total_ms, num_questions=report.num_questions, header=report.header(),
+            final=report.final.action if report.final else None, error=report.error,
+        )
+
+
+def live_demo(endpoint: Any, config: Any) -> LiveDemo:
+    """The demo `jevserve web` runs: the gateway config's decider in process for `embedded`, else the endpoint."""
+    from jevserve.gateway.cache import SemanticCache, embedded_embed
+    from jevserve.gateway.decider import RemoteDecider, make_decider
+
+    if endpoint.label == "embedded":
+        decider = make_decider(config.decider)  # what `jevserve gateway` with this config would ask
+    else:
+        decider = RemoteDecider(endpoint.base_url, api_key=endpoint.api_key, model=endpoint.model)
+    return LiveDemo(decider, config, SemanticCache(embedded_embed()))

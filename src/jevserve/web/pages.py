@@ -1,0 +1,162 @@
+"""The reading pages: the board (filters and sort as query parameters), a model, a task, and the methodology."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse
+
+from jevserve.bench.board import Board, Cell, Row
+from jevserve.bench.task import CATEGORIES
+from jevserve.web.app import MAX_LIVE_CHARS, Context, PageError, read_form
+from jevserve.web.decisions import DECISIONS, TASK_DECISION
+from jevserve.web.humans import HumanCell, human_cells
+
+PEOPLE_ROW = "people (playground)"
+
+
+def _sort_value(cell: Cell | HumanCell | None) -> float:
+    return cell.score if cell is not None and math.isfinite(cell.score) else -math.inf
+
+
+def board_rows(board: Board, people: dict[str, HumanCell], sort: str | None) -> list[dict[str, Any]]:
+    """The board's rows plus the people row, as the template reads them, sorted by `sort` (a column key)."""
+    rows: list[dict[str, Any]] = [
+        {"model": r.model, "kind": r.kind, "rank": r.rank, "average": r.average, "categories": r.categories,
+         "tasks": r.tasks, "notes": r.notes, "link": True} for r in board.rows
+    ]
+    if people:
+        rows.append({
+            "model": PEOPLE_ROW, "kind": "people", "rank": None, "average": None, "categories": {},
+            "tasks": dict(people), "link": False,
+            "notes": (f"covers {len(people)} of {len(board.ranking_tasks)} tasks: not ranked",),
+        })
+    if sort:
+        def key(row: dict[str, Any]) -> float:
+            if sort == "average":
+                return _sort_value(row["average"])
+            if sort.startswith("category:"):
+                return _sort_value(row["categories"].get(sort.split(":", 1)[1]))
+            return _sort_value(row["tasks"].get(sort.split(":", 1)[-1]))
+        rows.sort(key=key, reverse=True)
+    return rows
+
+
+def _people(context: Context) -> dict[str, HumanCell]:
+    version = context.store.answers_version()
+    site = context.site.get()
+    cached = context.memo.get("__people__")
+    if cached and cached[0] == version and cached[1] is site:
+        return cached[2]
+    cells = human_cells(context.store.answer_rows(), site.refs) if version else {}
+    context.memo["__people__"] = (version, site, cells)
+    return cells
+
+
+def _row(board: Board, name: str) -> Row:
+    row = next((r for r in board.rows if r.model == name), None)
+    if row is None:
+        raise PageError(404, f"no board row named {name!r}; rows: {', '.join(r.model for r in board.rows)}")
+    return row
+
+
+def register(app: FastAPI, context: Context) -> None:
+    """Add the reading pages' routes."""
+
+    @app.get("/", response_class=HTMLResponse)
+    def board_page(request: Request, category: str = "", kind: str = "", sort: str = "") -> HTMLResponse:
+        board = context.site.board()
+        if category and category not in CATEGORIES:
+            raise PageError(400, f"unknown category {category!r}; expected one of: {', '.join(CATEGORIES)}")
+        kinds = [*sorted({r.kind for r in board.rows}), "people"]  # whatever kinds the results hold
+        if kind and kind not in kinds:
+            raise PageError(400, f"unknown kind {kind!r}; expected one of: {', '.join(kinds)}")
+        columns = {"average", *(f"category:{c}" for c in CATEGORIES), *(f"task:{t}" for t in board.tasks)}
+        if sort and sort not in columns:
+            raise PageError(400, f"unknown sort column {sort!r}; expected average, category:<name> or task:<name>")
+        tasks = [t for t in board.tasks if not category or board.task_categories[t] == category]
+        rows = [r for r in board_rows(board, _people(context), sort) if not kind or r["kind"] == kind]
+        categories = [c for c in CATEGORIES if any(board.task_categories[t] == c for t in board.tasks)]
+        return context.render(
+            request, "board.html", board=board, rows=rows, tasks=tasks, categories=categories,
+            shown_categories=[category] if category else categories, category=category, kind=kind, kinds=kinds,
+            sort=sort, playground_tasks=TASK_DECISION,
+        )
+
+    @app.get("/models/{name}", response_class=HTMLResponse)
+    def model_page(request: Request, name: str) -> HTMLResponse:
+        board = context.site.board()
+        row = _row(board, name)
+        document = context.site.get().documents[name]
+        curve = _reliability(context, name, document)
+        from jevserve.web.calibration import reliability_svg
+
+        return context.render(
+            request, "model.html", row=row, document=document, board=board,
+            curve=curve, svg=reliability_svg(curve) if curve else None,
+        )
+
+    @app.get("/tasks/{name}", response_class=HTMLResponse)
+    def task_page(request: Request, name: str) -> HTMLResponse:
+        from jevserve.bench import TASKS
+
+        if name not in TASKS:
+            raise PageError(404, f"no task named {name!r}; tasks: {', '.join(TASKS)}")
+        site = context.site.get()
+        if name not in context.task_pages:
+            from jevserve.web.site import describe_task
+
+            baseline = site.documents.get("default-rules", {}).get("tasks", {}).get(name)
+            try:
+                context.task_pages[name] = describe_task(name, context.data(), baseline)
+            except FileNotFoundError as exc:
+                raise PageError(404, f"task {name}'s data is not on this machine: {exc}") from exc
+        rows = [(r.model, r.tasks[name]) for r in context.site.board().rows if name in r.tasks]
+        return context.render(request, "task.html", task=context.task_pages[name], rows=rows,
+                              decision=DECISIONS.get(TASK_DECISION.get(name, "")))
+
+    @app.get("/live", response_class=HTMLResponse)
+    def live_page(request: Request) -> HTMLResponse:
+        live = context.settings.live
+        return context.render(request, "live.html", live=live, result=None, text="", route="")
+
+    @app.post("/live", response_class=HTMLResponse)
+    async def live_decide(request: Request) -> HTMLResponse:
+        form = await read_form(request)
+        live = context.settings.live
+        if live is None:
+            raise PageError(503, "the live demo is not configured here (start the site with `jevserve web`)")
+        text, route = form.get("text", "").strip(), form.get("route", "")
+        if not text:
+            raise PageError(400, "the request text is empty; type the request to decide on")
+        if len(text) > MAX_LIVE_CHARS:
+            raise PageError(413, f"the request text is {len(text):,} characters; at most {MAX_LIVE_CHARS:,} here")
+        if route and route not in live.routes:
+            raise PageError(400, f"unknown route {route[:60]!r}; expected one of: {', '.join(live.routes)}")
+        result = await live.run(text, route or None)
+        return context.render(request, "live.html", live=live, result=result, text=text, route=route)
+
+    @app.get("/methodology", response_class=HTMLResponse)
+    def methodology_page(request: Request) -> HTMLResponse:
+        return context.render(request, "methodology.html", board=context.site.board(),
+                              decisions=DECISIONS.values())
+
+
+def _reliability(context: Context, name: str, document: dict[str, Any]) -> Any:
+    if context.settings.answers_dir is None:
+        return None
+    key = f"{name}:{document['date']}"
+    if key not in context.memo:
+        from jevserve.bench import TASKS
+        from jevserve.bench.pipeline import load_tasks
+        from jevserve.web.calibration import cache_files, reliability
+
+        if not cache_files(context.settings.answers_dir, name):
+            context.memo[key] = None
+        else:
+            tasks = [TASKS[t] for t, r in document["tasks"].items() if t in TASKS and r.get("brier") is not None]
+            loaded, _ = load_tasks(tasks, context.data(), log=lambda _: None)
+            context.memo[key] = reliability(context.settings.answers_dir, name, loaded)
+    return context.memo[key]

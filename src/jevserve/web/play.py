@@ -1,0 +1,157 @@
+"""The playground: start a round, answer its five items, see each reveal, and the people-vs-model page.
+
+    POST /play/rounds                      → 303 to the round (a new round for this session)
+    GET  /play/rounds/{id}                 the current item, or the round's summary once all five are answered
+    POST /play/rounds/{id}/answer          position + choice → stored once (a repeat changes nothing) → 303 reveal
+    GET  /play/rounds/{id}/reveal/{pos}    the truth, the served model's and the board rows' answers, the times
+
+A round belongs to the session that started it; any other id (unknown, tampered, someone else's) is a 404.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from jevserve.web.answering import ask_model, cached_probabilities, stored_choice
+from jevserve.web.app import Context, PageError, read_form, session_id
+from jevserve.web.decisions import DECISIONS, draw_round
+from jevserve.web.humans import expected_accuracy, versus
+from jevserve.web.store import ModelAnswer, Round
+
+_ROUND_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+
+
+def _round(context: Context, request: Request, round_id: str) -> Round:
+    found = context.store.get_round(round_id) if _ROUND_ID.match(round_id) else None
+    if found is None or found.session_id != session_id(request):
+        raise PageError(404, f"no round {round_id[:80]!r} in this session; start one at /play")
+    return found
+
+
+def _position(value: str, round_: Round) -> int:
+    if not value.isdigit() or int(value) >= len(round_.items):
+        last = len(round_.items) - 1
+        raise PageError(400, f"position {value[:20]!r} is not an item of this round; expected 0–{last}")
+    return int(value)
+
+
+def _served_answer(context: Context, round_: Round, position: int) -> ModelAnswer | None:
+    """The served model's stored answer, asking it first when not yet stored (503 when it cannot be reached)."""
+    decider = context.settings.decider
+    if decider is None:
+        return None
+    stored = context.store.model_answer(round_.round_id, position, round_.model)
+    if stored is not None:
+        return stored
+    item = round_.items[position]
+    pool_item = context.pools().get(item.decision, item.item_id)
+    try:
+        answer = ask_model(decider, DECISIONS[item.decision], pool_item, context.site.get().stored)
+    except Exception as exc:  # a remote endpoint that is down or refuses: the page says so, the round goes on
+        raise PageError(503, f"the decision model {decider.name!r} did not answer ({exc}); reload to retry") from exc
+    context.store.record_model_answer(round_.round_id, position, answer)
+    return context.store.model_answer(round_.round_id, position, round_.model)
+
+
+def _levels(decision: Any) -> dict[str, str]:
+    """For a score question (reply length), level index → its description; {} otherwise."""
+    from jevserve.bench import TASKS
+
+    task = TASKS[decision.task]
+    question = task.questions[task.primary]
+    return {str(i): text for i, text in enumerate(question["criteria"])} if question["type"] == "score" else {}
+
+
+def register(app: FastAPI, context: Context) -> None:
+    """Add the playground's routes."""
+
+    @app.get("/play", response_class=HTMLResponse)
+    def play_page(request: Request) -> HTMLResponse:
+        decider = context.settings.decider
+        return context.render(request, "play.html", decisions=DECISIONS.values(),
+                              model=decider.name if decider else None)
+
+    @app.post("/play/rounds")
+    async def start_round(request: Request) -> RedirectResponse:
+        await read_form(request)
+        pools = context.pools()
+        seed = secrets.randbits(63)
+        round_id = secrets.token_urlsafe(16)
+        model = context.settings.decider.name if context.settings.decider else "-"
+        context.store.create_round(round_id, session_id(request), seed, model, draw_round(pools, seed))
+        return RedirectResponse(f"/play/rounds/{round_id}", status_code=303)
+
+    @app.get("/play/rounds/{round_id}", response_class=HTMLResponse)
+    def round_page(request: Request, round_id: str) -> HTMLResponse:
+        round_ = _round(context, request, round_id)
+        position = round_.next_position
+        if position is None:
+            return context.render(request, "summary.html", round=round_, decisions=DECISIONS,
+                                  answers=[context.store.model_answer(round_id, i.position, round_.model)
+                                           for i in round_.items])
+        item = round_.items[position]
+        pool_item = context.pools().get(item.decision, item.item_id)
+        if pool_item is None:
+            raise PageError(410, f"item {item.item_id} is no longer in the {item.decision} pool (data changed)")
+        context.store.mark_shown(round_id, position)
+        return context.render(request, "item.html", round=round_, position=position, item=pool_item,
+                              decision=DECISIONS[item.decision])
+
+    @app.post("/play/rounds/{round_id}/answer")
+    async def answer(request: Request, round_id: str) -> RedirectResponse:
+        form = await read_form(request)
+        round_ = _round(context, request, round_id)
+        position = _position(form.get("position", ""), round_)
+        item = round_.items[position]
+        decision = DECISIONS[item.decision]
+        if item.choice is None and round_.next_position != position:
+            raise PageError(409, f"item {position + 1} is not the current one; answer item "
+                                 f"{round_.next_position + 1} first")
+        choice = form.get("choice", "")
+        if choice not in dict(decision.options):
+            raise PageError(400, f"choice {choice[:40]!r} is not an answer to this item; expected one of: "
+                                 f"{', '.join(v for v, _ in decision.options)}")
+        if item.choice is None:
+            if item.shown_at is None:
+                raise PageError(409, "this item was never shown; open the round page first")
+            pool_item = context.pools().get(item.decision, item.item_id)
+            if pool_item is None:
+                raise PageError(410, f"item {item.item_id} is no longer in the {item.decision} pool")
+            time_ms = max(0.0, (time.time() - item.shown_at) * 1000.0)
+            context.store.record_answer(round_id, position, choice, pool_item.truth, choice == pool_item.truth,
+                                        time_ms)
+        return RedirectResponse(f"/play/rounds/{round_id}/reveal/{position}", status_code=303)
+
+    @app.get("/play/rounds/{round_id}/reveal/{position}", response_class=HTMLResponse)
+    def reveal(request: Request, round_id: str, position: str) -> HTMLResponse:
+        round_ = _round(context, request, round_id)
+        index = _position(position, round_)
+        item = round_.items[index]
+        if item.choice is None:
+            raise PageError(409, f"item {index + 1} is not answered yet; answer it at /play/rounds/{round_id}")
+        decision = DECISIONS[item.decision]
+        pool_item = context.pools().get(item.decision, item.item_id)
+        served = _served_answer(context, round_, index)
+        others: list[dict[str, Any]] = [
+            {"model": r.model, "kind": r.kind, "choice": stored_choice(r, decision, item.item_id),
+             "probabilities": cached_probabilities(context.cached_answers(r.model), r.model, decision, pool_item)
+             if pool_item and r.kind == "model" else {}}
+            for r in context.site.get().stored if r.model != round_.model and decision.task in r.values
+        ]
+        return context.render(request, "reveal.html", round=round_, item=item, pool_item=pool_item,
+                              decision=decision, served=served, others=others, levels=_levels(decision),
+                              next_position=round_.next_position)
+
+    @app.get("/people", response_class=HTMLResponse)
+    def people_page(request: Request) -> HTMLResponse:
+        rows = versus(context.store.answer_rows())
+        decider = context.settings.decider
+        expected = expected_accuracy(context.pools(), context.site.get().stored)
+        return context.render(request, "people.html", rows=rows, decisions=DECISIONS,
+                              model=decider.name if decider else None, expected=expected)

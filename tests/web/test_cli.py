@@ -1,0 +1,60 @@
+"""`jevserve web` and `jevserve web export-rounds`: bad arguments exit 2 with a message; export writes every answer."""
+
+from __future__ import annotations
+
+import json
+
+from fastapi.testclient import TestClient
+
+from jevserve.cli import main
+from tests.web.builders import make_app, play_item, start_round
+
+
+def test_export_rounds_writes_one_json_line_per_answer(tmp_path, capsys):
+    db = tmp_path / "db.sqlite"
+    client = TestClient(make_app(db))
+    url = start_round(client)
+    for position in range(3):
+        play_item(client, url, position)
+    out = tmp_path / "rounds.jsonl"
+    assert main(["web", "export-rounds", str(out), "--db", str(db)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["position"] for r in rows] == [0, 1, 2]
+    assert {"round_id", "decision", "item_id", "choice", "truth", "correct", "time_ms"} <= set(rows[0])
+    assert "wrote 3 answers" in capsys.readouterr().err
+
+
+def test_export_rounds_without_a_database_exits_2(tmp_path, capsys):
+    assert main(["web", "export-rounds", str(tmp_path / "x.jsonl"), "--db", str(tmp_path / "none.sqlite")]) == 2
+    assert "--db" in capsys.readouterr().err
+
+
+def test_web_with_a_missing_results_folder_exits_2(tmp_path, capsys):
+    assert main(["web", "--results", str(tmp_path / "nope"), "--port", "0"]) == 2
+    assert "--results" in capsys.readouterr().err
+
+
+def test_web_with_a_bad_port_exits_2(tmp_path, capsys):
+    assert main(["web", "--results", str(tmp_path), "--port", "70000"]) == 2
+    assert "--port 70000" in capsys.readouterr().err
+
+
+def test_web_with_a_bad_endpoint_exits_2(tmp_path, capsys):
+    assert main(["web", "--results", str(tmp_path), "--port", "0", "--endpoint", "ftp://x"]) == 2
+    assert "--endpoint" in capsys.readouterr().err
+
+
+def test_export_rounds_reads_a_db_given_before_the_subcommand(tmp_path):
+    db = tmp_path / "db.sqlite"
+    client = TestClient(make_app(db))
+    play_item(client, start_round(client), 0)
+    out = tmp_path / "rounds.jsonl"
+    assert main(["web", "--db", str(db), "export-rounds", str(out)]) == 0
+    assert len(out.read_text().splitlines()) == 1
+
+
+def test_web_with_a_bad_gateway_config_exits_2(tmp_path, capsys):
+    bad = tmp_path / "gateway.yaml"
+    bad.write_text("routes: [1, 2\n")
+    assert main(["web", "--results", str(tmp_path), "--port", "0", "--gateway-config", str(bad)]) == 2
+    assert "gateway.yaml" in capsys.readouterr().err

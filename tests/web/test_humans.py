@@ -1,0 +1,65 @@
+"""People's scores: the bench's normalisation on the answered items, and accuracy against the model."""
+
+from __future__ import annotations
+
+import math
+
+from jevserve.web.humans import expected_accuracy, human_cells, versus
+
+
+def _refs():
+    # four injection items: labels T, T, F, F; the default rule blocks every item (balanced accuracy 0.5)
+    by_id = {"a": (True, True, True), "b": (True, True, True), "c": (False, True, False), "d": (False, True, False)}
+    return {"guard-injection": {"metric": "balanced_accuracy", "by_id": by_id}}
+
+
+def _answer(item_id, choice, truth, session="s1", round_id="r1", **extra):
+    return {"decision": "injection", "item_id": item_id, "choice": choice, "truth": truth, "session_id": session,
+            "round_id": round_id, "correct": choice == truth, "time_ms": 2000.0, "model_choice": None,
+            "model_decision_ms": None, **extra}
+
+
+def test_people_who_answer_every_item_right_score_100():
+    answers = [_answer(i, "yes" if i in "ab" else "no", "yes" if i in "ab" else "no") for i in "abcd"]
+    cell = human_cells(answers, _refs(), num_resamples=200)["guard-injection"]
+    assert cell.score == 100.0
+    assert (cell.num_answers, cell.num_rounds, cell.num_players) == (4, 1, 1)
+
+
+def test_people_who_block_everything_score_0_like_the_default_rule():
+    answers = [_answer(i, "yes", "yes" if i in "ab" else "no") for i in "abcd"]
+    assert human_cells(answers, _refs(), num_resamples=200)["guard-injection"].score == 0.0
+
+
+def test_half_right_on_positives_scores_50():
+    # balanced accuracy (0.5 + 1.0) / 2 = 0.75; normalised 100 × (0.75 − 0.5) / (1 − 0.5) = 50
+    answers = [_answer("a", "yes", "yes"), _answer("b", "no", "yes"), _answer("c", "no", "no"),
+               _answer("d", "no", "no")]
+    assert math.isclose(human_cells(answers, _refs(), num_resamples=200)["guard-injection"].score, 50.0)
+
+
+def test_interval_resamples_players_not_answers():
+    answers = [_answer(i, "yes" if i in "ab" else "no", "yes" if i in "ab" else "no", session="one") for i in "abcd"]
+    cell = human_cells(answers, _refs(), num_resamples=200)["guard-injection"]
+    assert (cell.low, cell.high) == (100.0, 100.0)  # one player: every resample draws the same answers
+
+
+def test_versus_reports_people_and_model_accuracy_and_median_times():
+    answers = [
+        _answer("a", "yes", "yes", model_choice="yes", model_decision_ms=4.0),
+        _answer("c", "yes", "no", model_choice="no", model_decision_ms=6.0, time_ms=4000.0),
+    ]
+    (row,) = versus(answers)
+    assert (row.people_accuracy, row.model_accuracy, row.num_model_answers) == (0.5, 1.0, 2)
+    assert (row.people_median_ms, row.model_median_ms) == (3000.0, 5.0)
+
+
+def test_expected_accuracy_is_the_mean_of_per_answer_shares():
+    from jevserve.web.answering import StoredRow
+    from jevserve.web.decisions import PoolItem, Pools
+
+    pools = Pools.from_items({"injection": [PoolItem(i, "", None, t) for i, t in
+                                            (("a", "yes"), ("b", "yes"), ("c", "no"), ("d", "no"), ("e", "no"))]})
+    # right on a (yes), wrong on b (yes); right on c, d, wrong on e (no): (1/2 + 2/3) / 2
+    row = StoredRow("m", "model", {"guard-injection": {"a": True, "b": False, "c": False, "d": False, "e": True}}, {})
+    assert math.isclose(expected_accuracy(pools, [row])["m"]["injection"], (1 / 2 + 2 / 3) / 2)

@@ -1,0 +1,91 @@
+"""The reading pages follow the committed results: every row, every task, filters, sorting, model and task pages."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+
+from jevserve.bench.results import latest_results
+from tests.web.builders import RESULTS, make_app
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    return TestClient(make_app(tmp_path_factory.mktemp("web") / "db.sqlite"), raise_server_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def documents():
+    return latest_results(RESULTS).documents
+
+
+def _body_rows(html: str) -> list[str]:
+    return re.findall(r'<th scope="row" class="txt" data-v="([^"]+)"', html)
+
+
+def test_board_lists_every_results_row_and_every_task(client, documents):
+    page = client.get("/")
+    assert page.status_code == 200
+    assert sorted(_body_rows(page.text)) == sorted(d["model"] for d in documents)
+    for task in {t for d in documents for t in d["tasks"]}:
+        assert f"?sort=task:{task}" in page.text
+
+
+def test_board_shows_rank_intervals_and_average_intervals(client):
+    page = client.get("/").text
+    assert re.search(r'<td class="txt" data-v="1">1 <span class="ci">\[\d+–\d+\]</span>', page)
+    assert re.search(r'<span class="ci">\[-?\d+\.\d, -?\d+\.\d\]</span>', page)
+
+
+def test_category_filter_keeps_only_that_category_columns(client, documents):
+    page = client.get("/?category=cache").text
+    shown = set(re.findall(r"\?sort=task:([a-z-]+)", page))
+    expected = {t for d in documents for t, r in d["tasks"].items() if r["category"] == "cache"}
+    assert shown == expected
+
+
+def test_kind_filter_keeps_only_that_kind_of_row(client, documents):
+    rows = _body_rows(client.get("/?kind=baseline").text)
+    assert sorted(rows) == sorted(d["model"] for d in documents if d.get("row_kind") == "baseline")
+
+
+def test_server_side_sort_orders_rows_by_the_column_descending(client, documents):
+    rows = _body_rows(client.get("/?sort=task:guard-injection").text)
+    scores = {d["model"]: d["tasks"]["guard-injection"]["score"] for d in documents if "guard-injection" in d["tasks"]}
+    ranked = [r for r in rows if r in scores]
+    assert ranked == sorted(scores, key=lambda m: -scores[m])
+
+
+def test_board_reads_without_javascript(client):
+    page = client.get("/").text
+    assert "<table" in page and 'src="/static/sort.js"' in page
+    assert client.get("/static/sort.js").status_code == 200
+
+
+def test_model_page_shows_per_task_scores_and_calibration(client, documents):
+    document = next(d for d in documents if d["model"] == "jev-minilm-1")
+    page = client.get("/models/jev-minilm-1").text
+    for task, result in document["tasks"].items():
+        assert f'href="/tasks/{task}"' in page
+        if result["brier"] is not None:
+            assert f"{result['brier']:.3f}" in page
+    assert document["command"] in page
+
+
+def test_task_page_shows_decision_questions_rule_and_anchors(client):
+    page = client.get("/tasks/cache-pairs")
+    if page.status_code == 404:
+        pytest.skip(f"cache-pairs data is not on this machine: {page.text[:200]}")
+    text = page.text
+    for label in ("decision", "data", "split", "rule (model)", "default (score 0)", "oracle (score 100)", "metric"):
+        assert f"<dt>{label}</dt>" in text
+    assert "Does the answer to the cached question also correctly answer the new question?" in text
+    assert re.search(r"train [\d,]+ / test [\d,]+", text)
+
+
+def test_methodology_page_explains_score_intervals_and_playground(client):
+    page = client.get("/methodology").text
+    assert "score = 100 × (m − m_default) / (m_oracle − m_default)" in page
+    assert "paired" in page and "export-rounds" in page

@@ -1,0 +1,214 @@
+"""The playground over HTTP in process: a full round, two players at once, double submits, and bad input."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from fastapi.testclient import TestClient
+
+from jevserve.web.store import Store
+from tests.web.builders import make_app, options, play_item, start_round
+
+
+@pytest.fixture()
+def app(tmp_path):
+    return make_app(tmp_path / "db.sqlite")
+
+
+def _client(app) -> TestClient:
+    return TestClient(app, raise_server_exceptions=False)
+
+
+def test_full_round_reveals_truth_model_and_time_then_summarises(app, tmp_path):
+    client = _client(app)
+    url = start_round(client)
+    for position in range(5):
+        answered = play_item(client, url, position)
+        assert answered.headers["location"] == f"{url}/reveal/{position}"
+        reveal = client.get(answered.headers["location"])
+        assert reveal.status_code == 200
+        assert "The answer is" in reveal.text and "jev-minilm-1 (served, asked now)" in reveal.text
+        assert "default-rules" in reveal.text  # a board row's stored answer
+    summary = client.get(url)
+    assert "Round done" in summary.text
+    counts = Store(tmp_path / "db.sqlite").counts()
+    assert counts == {"rounds": 1, "round_items": 5, "answers": 5, "model_answers": 5}
+
+
+def test_completed_round_appears_as_the_people_row_of_the_board(app):
+    client = _client(app)
+    url = start_round(client)
+    for position in range(5):
+        play_item(client, url, position)
+    board = client.get("/")
+    assert "people (playground)" in board.text
+    assert "1 round" in board.text
+    assert client.get("/people").text.count("<tr>") >= 2
+
+
+def test_double_submitted_answer_is_stored_once_and_the_first_stands(app, tmp_path):
+    client = _client(app)
+    url = start_round(client)
+    first_choice, other_choice = options(client.get(url).text)[:2]
+    first = client.post(f"{url}/answer", data={"position": "0", "choice": first_choice}, follow_redirects=False)
+    again = client.post(f"{url}/answer", data={"position": "0", "choice": other_choice}, follow_redirects=False)
+    assert first.status_code == again.status_code == 303
+    assert first.headers["location"] == again.headers["location"]
+    (row,) = Store(tmp_path / "db.sqlite").answer_rows()
+    assert row["choice"] == first_choice
+
+
+def test_concurrent_double_submit_stores_one_row(app, tmp_path):
+    client = _client(app)
+    url = start_round(client)
+    choices = options(client.get(url).text)[:2]
+    statuses = []
+
+    def submit(choice: str) -> None:
+        statuses.append(client.post(f"{url}/answer", data={"position": "0", "choice": choice},
+                                    follow_redirects=False).status_code)
+
+    threads = [threading.Thread(target=submit, args=(c,)) for c in choices * 4]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert statuses == [303] * 8
+    assert Store(tmp_path / "db.sqlite").counts()["answers"] == 1
+
+
+def test_two_players_at_once_keep_their_own_rounds(app, tmp_path):
+    alice, bob = _client(app), _client(app)
+    urls = {}
+
+    def play(name: str, client: TestClient) -> None:
+        urls[name] = start_round(client)
+        for position in range(5):
+            assert play_item(client, urls[name], position).status_code == 303
+
+    threads = [threading.Thread(target=play, args=p) for p in (("alice", alice), ("bob", bob))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert urls["alice"] != urls["bob"]
+    assert alice.get(urls["bob"]).status_code == 404  # someone else's round
+    rows = Store(tmp_path / "db.sqlite").answer_rows()
+    assert len(rows) == 10
+    assert len({(r["round_id"], r["position"]) for r in rows}) == 10
+    assert len({r["session_id"] for r in rows}) == 2
+
+
+def test_reload_of_an_item_page_keeps_the_first_shown_time(app, tmp_path):
+    client = _client(app)
+    url = start_round(client)
+    client.get(url)
+    first = Store(tmp_path / "db.sqlite").get_round(url.rsplit("/", 1)[1]).items[0].shown_at
+    client.get(url)
+    assert Store(tmp_path / "db.sqlite").get_round(url.rsplit("/", 1)[1]).items[0].shown_at == first
+
+
+@pytest.mark.parametrize(
+    ("path", "data", "status"),
+    [
+        ("/play/rounds/AAAAAAAAAAAAAAAAAAAAAA", None, 404),  # unknown round
+        ("/play/rounds/../../etc/passwd", None, 404),
+        ("/play/rounds/'; DROP TABLE rounds; --", None, 404),  # tampered id
+        ("/models/no-such-model", None, 404),
+        ("/tasks/no-such-task", None, 404),
+        ("/?category=nope", None, 400),
+        ("/?sort=task:nope", None, 400),
+        ("/?kind=robots", None, 400),
+    ],
+)
+def test_bad_urls_get_a_4xx_page(app, path, data, status):
+    response = _client(app).get(path)
+    assert response.status_code == status
+    assert "text/html" in response.headers["content-type"]
+
+
+@pytest.mark.parametrize(
+    ("data", "status"),
+    [
+        ({"position": "0", "choice": "maybe"}, 400),  # not an option
+        ({"position": "7", "choice": "yes"}, 400),  # unknown item
+        ({"position": "-1", "choice": "yes"}, 400),
+        ({"position": "zero", "choice": "yes"}, 400),
+        ({"choice": "yes"}, 400),
+        ({"position": "3", "choice": "yes"}, 409),  # not the current item
+        ({"position": "0", "choice": "x" * 100_000}, 413),  # huge form field
+    ],
+)
+def test_bad_answers_get_a_4xx_page_and_store_nothing(app, tmp_path, data, status):
+    client = _client(app)
+    url = start_round(client)
+    current = options(client.get(url).text)[0]
+    data = {k: (current if v == "yes" else v) for k, v in data.items()}  # a valid answer where one is meant
+    response = client.post(f"{url}/answer", data=data, follow_redirects=False)
+    assert response.status_code == status, response.text
+    assert Store(tmp_path / "db.sqlite").counts()["answers"] == 0
+
+
+def test_answer_to_a_tampered_round_id_is_a_404(app, tmp_path):
+    client = _client(app)
+    url = start_round(client)
+    client.get(url)
+    tampered = url[:-1] + ("A" if url[-1] != "A" else "B")
+    response = client.post(f"{tampered}/answer", data={"position": "0", "choice": "yes"})
+    assert response.status_code == 404
+    assert Store(tmp_path / "db.sqlite").counts()["answers"] == 0
+
+
+def test_non_utf8_form_body_is_a_400(app):
+    client = _client(app)
+    url = start_round(client)
+    response = client.post(f"{url}/answer", content=b"position=0&choice=\xff\xfe",
+                           headers={"content-type": "application/x-www-form-urlencoded"})
+    assert response.status_code == 400
+
+
+def test_reveal_before_answering_is_a_409(app):
+    client = _client(app)
+    url = start_round(client)
+    assert client.get(f"{url}/reveal/0").status_code == 409
+
+
+def test_model_that_fails_gives_a_503_page_and_the_answer_is_kept(tmp_path):
+    class Down:
+        name = "jev-minilm-1"
+
+        def decide(self, body):
+            raise ConnectionError("connection refused")
+
+    client = _client(make_app(tmp_path / "db.sqlite", decider=Down()))
+    url = start_round(client)
+    answered = play_item(client, url, 0)
+    reveal = client.get(answered.headers["location"])
+    assert reveal.status_code == 503 and "did not answer" in reveal.text
+    assert Store(tmp_path / "db.sqlite").counts()["answers"] == 1
+
+
+def test_reveal_shows_a_board_row_probabilities_from_its_answers_cache(tmp_path):
+    import json
+
+    from jevserve.bench import TASKS
+    from jevserve.bench.answers_cache import request_key
+    from jevserve.web.answering import _as_bench_item
+    from jevserve.web.decisions import DECISIONS
+    from tests.web.builders import results_pools
+
+    pools = results_pools()
+    caches = tmp_path / "answers"
+    caches.mkdir()
+    with (caches / "jev-minilm-zs@abc.jsonl").open("w") as f:
+        for key, decision in DECISIONS.items():
+            task = TASKS[decision.task]
+            for item in pools.items[key].values():
+                answers = {task.primary: {"type": "noul", "noul": 0.125}} if key != "length" else {}
+                f.write(json.dumps({"key": request_key("jev-minilm-zs", task.request(_as_bench_item(item))),
+                                    "answers": answers}) + "\n")
+    client = _client(make_app(tmp_path / "db.sqlite", answers_dir=caches))
+    url = start_round(client)
+    texts = [client.get(play_item(client, url, p).headers["location"]).text for p in range(5)]
+    assert any("yes 0.12 · no 0.88" in t for t in texts)
