@@ -73,13 +73,14 @@ def test_default_gateway_serves_placeholder_replies_offline_with_the_embedded_mo
     process = subprocess.Popen(
         [sys.executable, "-m", "jevserve.cli", "gateway", "--port", str(port), "--log", str(log)],
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        # a fresh machine's first start logs the encoder's one-time quantisation on stderr before the banner
+        stderr=(tmp_path / "stderr.txt").open("w"),
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
         banner = process.stdout.readline()
-        assert f"listening on http://127.0.0.1:{port}/v1" in banner, banner
+        assert f"listening on http://127.0.0.1:{port}/v1" in banner, (banner, (tmp_path / "stderr.txt").read_text())
         deadline = time.monotonic() + 60
         api = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-local", max_retries=0, timeout=60)
         while True:

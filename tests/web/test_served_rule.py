@@ -10,6 +10,7 @@ import pytest
 from jevserve.bench import BenchData
 from jevserve.bench.endpoint import open_endpoint
 from jevserve.bench.sources import SourceMissingError
+from jevserve.server.in_process import serve_embedded
 from jevserve.web.answering import SystemOneDecider, ask_model, stored_choice, stored_rows
 from jevserve.web.decisions import DECISIONS, load_pools
 from tests.web.builders import RESULTS
@@ -23,7 +24,7 @@ def test_live_answers_of_the_embedded_default_match_its_stored_actions():
     except SourceMissingError as exc:
         pytest.skip(f"bench data missing: {exc}")
     rows = stored_rows(Path(RESULTS))
-    with open_endpoint("embedded", "jev-minilm-1") as endpoint:
+    with open_endpoint("embedded", "jev-minilm-1", serve_embedded=serve_embedded) as endpoint:
         decider = SystemOneDecider(endpoint.base_url, endpoint.model)
         own = next(r for r in rows if r.model == decider.name)
         for key in ("injection", "harmful", "cache"):

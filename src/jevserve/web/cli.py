@@ -9,6 +9,7 @@ import socket
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 DEFAULT_PORT = 8780
 DEFAULT_RESULTS = Path("results")
@@ -66,6 +67,17 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _bench_data_factory(embed: Any) -> Any:
+    """BenchData with the embedder the top-level command line hands down (task pages show cosine default rules)."""
+
+    def build() -> Any:
+        from jevserve.bench import BenchData
+
+        return BenchData(embed=embed)
+
+    return build
+
+
 def serve_command(args: argparse.Namespace) -> int:
     """Start the site (and the embedded model when asked) and serve until interrupted."""
     import uvicorn
@@ -89,12 +101,15 @@ def serve_command(args: argparse.Namespace) -> int:
         print(f"jevserve web: {exc}", file=sys.stderr)
         return 2
     try:
-        with open_endpoint(args.endpoint, args.model, args.api_key_env) as endpoint:
+        with open_endpoint(
+            args.endpoint, args.model, args.api_key_env, serve_embedded=getattr(args, "serve_embedded", None)
+        ) as endpoint:
             decider = SystemOneDecider(endpoint.base_url, endpoint.model, endpoint.api_key)
             settings = WebSettings(
                 results_dir=args.results, db_path=args.db or default_db(), decider=decider,
                 answers_dir=args.answers_cache or default_answers_dir(),
                 live=live_demo(endpoint, gateway_config),
+                data_factory=_bench_data_factory(getattr(args, "embed_texts", None)),
             )
             app = create_app(settings)
             threading.Thread(target=app.state.context.warm, name="warm", daemon=True).start()

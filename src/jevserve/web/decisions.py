@@ -103,12 +103,17 @@ class Pools:
 
 
 def load_pools(data: Any) -> Pools:
-    """The test sides of the four decisions' bench tasks (prompts over MAX_STATE_CHARS left out)."""
-    from jevserve.bench import TASKS, split_items
+    """The test sides of the four decisions' bench tasks as the bench scores them: near-duplicates of training
+    texts dropped with real data (so every item has a stored answer on the board), prompts over MAX_STATE_CHARS
+    left out."""
+    from jevserve.bench import TASKS, BenchData, split_items
+    from jevserve.bench.leaks import reference_index, without_near_duplicates
 
     items = {}
     for decision in DECISIONS.values():
         _, test = split_items(TASKS[decision.task].load_items(data))
+        if isinstance(data, BenchData):
+            test, _ = without_near_duplicates(test, reference_index(data, log=lambda message: None))
         items[decision.key] = [
             PoolItem(i.item_id, i.state, i.label, answer_value(decision, i.label))
             for i in test
