@@ -7,6 +7,18 @@ import time
 from collections.abc import Sequence
 
 
+async def read_content_length(reader: asyncio.StreamReader) -> int:
+    """Read an HTTP/1.1 message's header lines up to the blank line; its Content-Length (0 when absent)."""
+    length = 0
+    while True:
+        line = await reader.readline()
+        if line in (b"\r\n", b""):
+            return length
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+
+
 async def _post(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str, body: bytes) -> int:
     head = (
         f"POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
@@ -14,15 +26,7 @@ async def _post(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path
     writer.write(head + body)
     await writer.drain()
     status_line = await reader.readline()
-    length = 0
-    while True:
-        line = await reader.readline()
-        if line in (b"\r\n", b""):
-            break
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    await reader.readexactly(length)
+    await reader.readexactly(await read_content_length(reader))
     return int(status_line.split()[1])
 
 

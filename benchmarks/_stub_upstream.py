@@ -11,6 +11,8 @@ import asyncio
 import json
 import sys
 
+from _httpload import read_content_length
+
 REPLY = json.dumps(
     {
         "id": "chatcmpl-stub",
@@ -29,15 +31,7 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, del
             request_line = await reader.readline()
             if not request_line:
                 return
-            length = 0
-            while True:
-                line = await reader.readline()
-                if line in (b"\r\n", b""):
-                    break
-                name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value)
-            await reader.readexactly(length)
+            await reader.readexactly(await read_content_length(reader))
             await asyncio.sleep(delay_s)
             head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(REPLY)}\r\n\r\n"
             writer.write(head.encode() + REPLY)

@@ -18,8 +18,6 @@ import asyncio
 import json
 import os
 import platform
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,6 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _httpload import run_load
+from _serverbench import serve
 from jevserve.decide.base import DecisionItem
 from jevserve.decide.encoder import trained_backend, zero_shot_backend
 from jevserve.decide.onnx_build import RECIPE_VERSION
@@ -81,12 +80,6 @@ def load_states(num: int) -> list[str]:
     raise SystemExit(f"only {len(states)} ShareGPT prompts have {STATE_TOKENS} tokens; lower --requests")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def percentiles_ms(seconds: list[float]) -> dict[str, float]:
     arr = np.asarray(seconds) * 1000
     return {"p50_ms": float(np.percentile(arr, 50)), "p99_ms": float(np.percentile(arr, 99)), "n": len(arr)}
@@ -114,27 +107,9 @@ def bench_bare(states: list[str]) -> dict:
 
 
 def bench_server(states: list[str], concurrencies: tuple[int, ...], per_level: int) -> dict:
-    port = free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jevserve.cli", "serve", "embedded", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=env,
-        text=True,
-    )
-    try:
-        deadline = time.time() + 300
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    raise SystemExit(f"server did not start: {proc.stderr.read()}") from None
-                time.sleep(0.2)
+    with serve("embedded") as served:
         warm = [json.dumps({"state": f"warm up {i}", "questions": {"q": QUESTION}}).encode() for i in range(20)]
-        asyncio.run(run_load("127.0.0.1", port, warm, 1))
+        asyncio.run(run_load("127.0.0.1", served.port, warm, 1))
         results = {}
         offset = 0
         for c in concurrencies:
@@ -143,12 +118,9 @@ def bench_server(states: list[str], concurrencies: tuple[int, ...], per_level: i
                 json.dumps({"state": s, "questions": {"q": QUESTION}}).encode() for s in states[offset : offset + n]
             ]
             offset += n
-            latencies, wall = asyncio.run(run_load("127.0.0.1", port, bodies, c))
+            latencies, wall = asyncio.run(run_load("127.0.0.1", served.port, bodies, c))
             results[f"c{c}"] = {**percentiles_ms(latencies), "decisions_per_s": len(bodies) / wall}
         return results
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def bench_readouts(repeats: int = 200) -> dict:

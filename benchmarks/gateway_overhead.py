@@ -295,7 +295,6 @@ def main() -> int:
         "cpus": os.cpu_count(),
         "uptime_before": load_before,
         "uptime_after": uptime(),
-        "note": "shared with four other helpers' jobs",
     }
     results["command"] = "python benchmarks/gateway_overhead.py " + " ".join(sys.argv[1:])
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -139,9 +139,20 @@ def main() -> None:
     parser.add_argument(
         "--big-every-s", type=float, default=2.0, help="seconds between 3,000-question requests (0: none)"
     )
+    parser.add_argument(
+        "--max-chunk-ms", type=float, default=None,
+        help="the server's --max-chunk-ms (default: the server's own default)",
+    )
+    parser.add_argument(
+        "--name", default="soak", help="results file and docs section name (default: soak; another name keeps both)"
+    )
     args = parser.parse_args()
     result = {"machine": machine(), "command": " ".join(["python benchmarks/soak.py", *sys.argv[1:]])}
-    with serve("embedded", "--max-body-bytes", str(MAX_BODY)) as served:
+    server_args = ["--max-body-bytes", str(MAX_BODY)]
+    if args.max_chunk_ms is not None:
+        server_args += ["--max-chunk-ms", f"{args.max_chunk_ms:g}"]
+    result["server_args"] = server_args
+    with serve("embedded", *server_args) as served:
         raw = asyncio.run(soak(served.port, served.pid, args.duration_s, args.rate, args.big_every_s))
     result["uptime_after"] = uptime()
     statuses = Counter(f"{kind} {status}" for kind, status, _ in raw["outcomes"])
@@ -177,19 +188,21 @@ def main() -> None:
             },
         }
     )
-    write_result("soak", result)
+    write_result(args.name, result)
     ratio, rss, side = result["p99_over_unloaded_p99"], result["rss_mib"], raw["server_side"]
     status_text = ", ".join(f"{k}: {n}" for k, n in sorted(statuses.items()))
+    chunk = "" if args.max_chunk_ms is None else f", `--max-chunk-ms {args.max_chunk_ms:g}`"
     replace_section(
-        "soak",
-        f"""## Soak: mixed valid and malformed traffic with 3,000-question requests
+        args.name,
+        f"""## Soak: mixed valid and malformed traffic with 3,000-question requests{chunk}
 
-`jevserve serve embedded --max-body-bytes {MAX_BODY}`; {args.rate:g} requests/s open loop for
+`jevserve serve embedded {" ".join(server_args)}`; {args.rate:g} requests/s open loop for
 **{args.duration_s:g} s** (the target is 600 s; this is the duration that was run), a fixed cycle of 12 valid
 1-question requests, 2 invalid JSON, 2 schema errors, 1 unknown model, 1 wrong media type, 1 oversized body and 1
 client leaving mid-upload; plus a 3,000-question request every {args.big_every_s:g} s. Measured
 {result["machine"]["when"]}; `uptime` before: `{result["machine"]["uptime_before"]}`; after:
-`{result["uptime_after"]}` (shared machine). Command: `{result["command"]}` (results: `benchmarks/results/soak.json`).
+`{result["uptime_after"]}` (shared machine). Command: `{result["command"]}` (results:
+`benchmarks/results/{args.name}.json`).
 
 | measure | value |
 |---|---|

@@ -127,8 +127,8 @@ def markdown(result: dict) -> str:
     lines = [
         START,
         f"Measured {result['date']} with `{result['command']}` ({result['machine']['cpus']} CPUs; load average "
-        f"{result['load_before'][0]:.1f} before, {result['load_after'][0]:.1f} after: four other helpers were working "
-        f"on the same machine). Page weight is the HTML plus the CSS and script it loads, uncompressed. The first "
+        f"{result['load_before'][0]:.1f} before, {result['load_after'][0]:.1f} after; other jobs on the "
+        f"machine add to both). Page weight is the HTML plus the CSS and script it loads, uncompressed. The first "
         f"board request after start computes every row's resamples: {result['cold_first_board_ms']:.0f} ms here.",
         "",
         "| page | HTML | + assets | total | p50 | p90 | p99 |",
