@@ -70,11 +70,12 @@ def _free_port() -> int:
 def test_default_gateway_serves_placeholder_replies_offline_with_the_embedded_model(tmp_path):
     port = _free_port()
     log = tmp_path / "decisions.jsonl"
+    # a fresh machine's first start logs the encoder's one-time quantisation on stderr before the banner
+    stderr = (tmp_path / "stderr.txt").open("w")
     process = subprocess.Popen(
         [sys.executable, "-m", "jevserve.cli", "gateway", "--port", str(port), "--log", str(log)],
         stdout=subprocess.PIPE,
-        # a fresh machine's first start logs the encoder's one-time quantisation on stderr before the banner
-        stderr=(tmp_path / "stderr.txt").open("w"),
+        stderr=stderr,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
@@ -106,4 +107,6 @@ def test_default_gateway_serves_placeholder_replies_offline_with_the_embedded_mo
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(30)
+        process.stdout.close()
+        stderr.close()
     assert len(log.read_text().splitlines()) == 2  # both requests logged, flushed by shutdown
