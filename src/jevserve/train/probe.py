@@ -32,7 +32,7 @@ from jevserve.bench.answers_cache import AnswersCache, request_key
 from jevserve.bench.data import BenchData
 from jevserve.bench.pipeline import LoadedTask, load_tasks
 from jevserve.bench.task import Task
-from jevserve.decide.embedder import Embedder
+from jevserve.decide.embedder import Embedder  # or any object with .embed(texts) -> unit vectors
 
 RESULT = Path("benchmarks/results/embedding_probe.json")
 FOLDS = 5
@@ -92,6 +92,7 @@ def embedding_probe(
     readouts: dict[str, tuple[str, AnswersCache]],
     *,
     log: Callable[[str], None] = print,
+    command: str = "jevserve train --probe",
 ) -> dict[str, Any]:
     """Probe every thresholded task; `readouts` maps a row name to (model name, its answers cache)."""
     loaded, skipped = load_tasks([t for t in tasks if t.thresholded], data, log=log)
@@ -107,12 +108,18 @@ def embedding_probe(
         )
     return {
         "created": dt.date.today().isoformat(),
-        "command": "jevserve train --probe",
-        "probe": f"logistic regression on the int8 MiniLM state embedding, C by {FOLDS}-fold CV (AUROC); "
+        "command": command,
+        "encoder": getattr(embedder, "description", "int8 all-MiniLM-L6-v2"),
+        "probe": f"logistic regression on the state embedding, C by {FOLDS}-fold CV (AUROC); "
         f"train-side AUROC out of {FOLDS} folds grouped by cluster",
         "skipped": [s.task for s in skipped],
         "tasks": rows,
     }
+
+
+def probe_result_path(encoder: str) -> Path:
+    """Where the probe of `encoder` is written: the embedded MiniLM's at RESULT, another's next to it."""
+    return RESULT if encoder == "minilm" else RESULT.with_name(f"embedding_probe_{encoder}.json")
 
 
 def write_embedding_probe(result: dict[str, Any], path: Path = RESULT) -> None:
