@@ -102,6 +102,16 @@ def test_cache_never_stores_truncated_or_failed_answers():
     assert len(upstreams["u"].requests) == 3
 
 
+def test_a_streamed_reply_is_cached_whole_and_served_to_the_next_request():
+    app, _, upstreams = make_app({"cache": {"min_similarity": 0.5}}, answers={"cache": 0.99})
+    streamed = post(app, {**HI, "stream": True})
+    assert streamed.text.rstrip().endswith("data: [DONE]")
+    hit = post(app, HI)
+    assert hit.headers["x-jevserve-cache"] == "hit"
+    assert hit.json()["choices"][0]["message"]["content"] == "hello from the stub"  # the chunks joined
+    assert len(upstreams["u"].requests) == 1
+
+
 def test_cache_is_per_tenant():
     app, _, _ = make_app({"cache": {"min_similarity": 0.5}}, answers={"cache": 0.99})
     post(app, HI, headers={"Authorization": "Bearer alice"})

@@ -283,14 +283,7 @@ async def _forward(
         store = gateway.cache is not None and route.cache is not None and route.cache.enabled
         # placeholder replies are not answers: never cached
         if store and not dispatched.upstream.is_placeholder and cacheable(200, payload):
-            await gateway.cache.put(
-                tenant,
-                cache_key_text(messages),
-                payload,
-                ttl_s=route.cache.ttl_s,
-                max_entries=route.cache.max_entries,
-                vector=report.cache_vector,
-            )
+            await _cache_reply(gateway, tenant, messages, route, payload, report.cache_vector)
     flow.record(response.status_code, body, route.model)
     if body.get("stream"):  # the client streams but the reply was gated: replay it as chunks
         return _gateway_answer(payload, body, is_chat, flow)
@@ -358,13 +351,21 @@ async def _relay_stream(
             completion = chat_completion(body["model"], "".join(done.text))
             if done.usage:
                 completion["usage"] = done.usage
-            await gateway.cache.put(
-                tenant,
-                cache_key_text(messages),
-                completion,
-                ttl_s=route.cache.ttl_s,
-                max_entries=route.cache.max_entries,
-                vector=report.cache_vector,
-            )
+            await _cache_reply(gateway, tenant, messages, route, completion, report.cache_vector)
 
     return StreamingResponse(relay(response, summary, on_end), media_type="text/event-stream", headers=headers)
+
+
+async def _cache_reply(
+    gateway: Gateway,
+    tenant: str,
+    messages: list[dict[str, Any]],
+    route: RouteConfig,
+    reply: dict[str, Any],
+    vector: Any,
+) -> None:
+    """Store a whole 200 reply under the conversation's key, with the route's cache settings."""
+    await gateway.cache.put(
+        tenant, cache_key_text(messages), reply, ttl_s=route.cache.ttl_s, max_entries=route.cache.max_entries,
+        vector=vector,
+    )
