@@ -1,6 +1,6 @@
-"""Fixtures for tests that need a real outside program: a headless Chromium and a Redis server.
+"""Fixtures for tests that need something from outside: a headless Chromium, a Redis server, the bench data.
 
-Both skip, never pass, when the program is missing, and the skip message is the command that installs it. In CI,
+Each skips, never passes, when it is missing, and the skip message is the command that installs it. In CI,
 `.ci/run` installs them first, so these tests run there.
 """
 
@@ -104,3 +104,22 @@ def redis_url() -> Iterator[str]:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+@pytest.fixture(scope="session")
+def bench_tasks():
+    """(data, loaded): every bench task loaded from the real data with the bench's near-duplicate filter, once per
+    session (the filter's index over every training text takes ~20 s to build); skips with the fetch command."""
+    from jevserve.bench import TASKS, BenchData
+    from jevserve.bench.pipeline import load_tasks
+    from jevserve.bench.sources import SourceMissingError
+    from jevserve.decide.embedder import embed_texts
+
+    data = BenchData(embed=embed_texts)  # the cosine default rules read embeddings
+    try:
+        loaded, skipped = load_tasks(list(TASKS.values()), data, log=lambda _m: None)
+    except SourceMissingError as exc:
+        pytest.skip(f"needs the bench data: {exc}")
+    if skipped:
+        pytest.skip(f"needs the bench data: {skipped[0].command}")
+    return data, loaded

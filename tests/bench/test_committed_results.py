@@ -8,13 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jevserve.bench import TASKS, BenchData
 from jevserve.bench.metrics import metric_by_name
-from jevserve.bench.pipeline import load_tasks, score_baselines
+from jevserve.bench.pipeline import score_baselines
 from jevserve.bench.results import latest_results
-from jevserve.bench.sources import SourceMissingError
 from jevserve.bench.stats import normalised
-from jevserve.decide.embedder import embed_texts
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 COMPARED = ("ids", "labels", "values", "default", "oracle")
@@ -25,15 +22,8 @@ def _committed() -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def fresh_baselines() -> dict[str, dict]:
-    data = BenchData(embed=embed_texts)
-    try:
-        for task in TASKS.values():
-            task.load_items(data)
-    except SourceMissingError as exc:
-        pytest.skip(f"needs the bench data: {exc.command}")
-    loaded, skipped = load_tasks(list(TASKS.values()), data, log=lambda _m: None)
-    assert not skipped
+def fresh_baselines(bench_tasks) -> dict[str, dict]:
+    data, loaded = bench_tasks
     return {d["model"]: d for d in score_baselines(loaded, data, command="")}
 
 

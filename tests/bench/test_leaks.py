@@ -24,21 +24,14 @@ def test_no_state_is_on_both_sides_across_all_tasks():
 
 
 @pytest.mark.slow
-def test_no_test_state_is_a_near_duplicate_of_a_train_state_across_all_tasks():
+def test_no_test_state_is_a_near_duplicate_of_a_train_state_across_all_tasks(bench_tasks):
     """Exact shingle sets (no hashing, an inverted index): no test item has ≥ 80% of its 5-word runs in one train
     state of any task, after the bench's near-duplicate filter."""
     from collections import Counter, defaultdict
 
     from jevserve.bench.neardup import MIN_SHINGLES, THRESHOLD, shingles
-    from jevserve.bench.pipeline import load_tasks
 
-    data = BenchData()
-    try:
-        loaded, skipped = load_tasks(list(TASKS.values()), data, log=lambda _m: None)
-    except SourceMissingError as exc:
-        pytest.skip(f"needs the bench data: {exc}")
-    if skipped:
-        pytest.skip(f"needs the bench data: {skipped[0].command}")
+    _, loaded = bench_tasks
     postings: dict[str, list[int]] = defaultdict(list)
     train_states = list(dict.fromkeys(i.state for e in loaded for i in e.train))
     for k, state in enumerate(train_states):

@@ -5,23 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from jevserve.bench import TASKS, BenchData
+from jevserve.bench import TASKS
 from jevserve.bench.neardup import ReferenceIndex
-from jevserve.bench.pipeline import load_tasks
-from jevserve.bench.sources import SourceMissingError
 from jevserve.decide.trained import question_texts
 from jevserve.train.run import collect_examples
 
 
 @pytest.mark.slow
-def test_no_text_training_reads_nearly_contains_a_bench_test_item():
-    data = BenchData()
-    try:
-        loaded, skipped = load_tasks(list(TASKS.values()), data, log=lambda _m: None)
-    except SourceMissingError as exc:
-        pytest.skip(f"needs the bench data: {exc}")
-    if skipped:
-        pytest.skip(f"needs the bench data: {skipped[0].command}")
+def test_no_text_training_reads_nearly_contains_a_bench_test_item(bench_tasks):
+    data, loaded = bench_tasks
     examples = collect_examples(data, list(TASKS.values()), variants=True, log=lambda _m: None)
     read = {ex.state for ex in examples}
     for ex in examples:
