@@ -106,19 +106,22 @@ def load_pools(data: Any) -> Pools:
     """The test sides of the four decisions' bench tasks as the bench scores them: near-duplicates of training
     texts dropped with real data (so every item has a stored answer on the board), prompts over MAX_STATE_CHARS
     left out."""
-    from jevserve.bench import TASKS, BenchData, split_items
-    from jevserve.bench.leaks import reference_index, without_near_duplicates
+    from jevserve.bench import TASKS
+    from jevserve.bench.pipeline import load_tasks
+    from jevserve.bench.sources import SourceMissingError
 
-    items = {}
-    for decision in DECISIONS.values():
-        _, test = split_items(TASKS[decision.task].load_items(data))
-        if isinstance(data, BenchData):
-            test, _ = without_near_duplicates(test, reference_index(data, log=lambda message: None))
-        items[decision.key] = [
+    loaded, skipped = load_tasks([TASKS[d.task] for d in DECISIONS.values()], data, log=lambda message: None)
+    if skipped:
+        raise SourceMissingError(skipped[0].task, f"bench task {skipped[0].task} has no data", skipped[0].command)
+    test_sides = {entry.task.name: entry.test for entry in loaded}
+    items = {
+        decision.key: [
             PoolItem(i.item_id, i.state, i.label, answer_value(decision, i.label))
-            for i in test
+            for i in test_sides[decision.task]
             if len(i.state) <= MAX_STATE_CHARS
         ]
+        for decision in DECISIONS.values()
+    }
     return Pools.from_items(items)
 
 
