@@ -13,7 +13,10 @@ TEXTS = ["refund my double charge", "the kernel panics on boot", "écris un poè
 
 
 def int8_embedder() -> Embedder:
-    return embedded_backends()[0].embedder
+    """The pooled graph's embedder (the trained and zero-shot readouts share it)."""
+    from jevserve.decide.encoder import TRAINED_NAME
+
+    return next(b for b in embedded_backends() if b.card.name == TRAINED_NAME).embedder
 
 
 def decision(question: dict):
@@ -64,8 +67,9 @@ def test_cache_returns_what_recomputation_gives_and_counts_hits():
     assert np.array_equal(again[0], first) and np.array_equal(first, emb._embed_uncached([text])[0])
 
 
-def test_backend_answers_255_options_and_every_score_size():
-    backend = embedded_backends()[0]
+@pytest.mark.parametrize("index", range(3), ids=["default", "second", "third"])
+def test_backend_answers_255_options_and_every_score_size(index):
+    backend = embedded_backends()[index]
     items = [
         DecisionItem(
             "a ticket about billing", decision({"type": "choice", "criteria": {f"team {i}": None for i in range(255)}})

@@ -82,7 +82,15 @@ def probs_of(answer) -> np.ndarray:
     return np.array(list(answer.probabilities.values()))
 
 
-def test_answers_are_invariant_to_ids_order_companions_and_concurrency():
+def served_models() -> list[str]:
+    """The trained readout (the default) and, when its weights ship, the reading model."""
+    from jevserve.decide.encoder import READER_NAME, READER_WEIGHTS
+
+    return ["jev-latest"] + ([READER_NAME] if READER_WEIGHTS.exists() else [])
+
+
+@pytest.mark.parametrize("model", served_models())
+def test_answers_are_invariant_to_ids_order_companions_and_concurrency(model: str):
     rng = random.Random(20261129)
     states = [random_text(rng, 5, 120) for _ in range(30)] + [random_text(rng, 300, 400)]  # one spans windows
     base = [(rng.choice(states), random_question(rng)) for _ in range(NUM_BASE)]
@@ -100,18 +108,19 @@ def test_answers_are_invariant_to_ids_order_companions_and_concurrency():
         async with AsyncSystemOne(url, timeout_s=120) as client:
             alone = []
             for state, q in base:  # concurrency 1
-                alone.append((await client.decide(state, {"q": q})).answers["q"])
+                alone.append((await client.decide(state, {"q": q}, model=model)).answers["q"])
             sem = asyncio.Semaphore(32)
 
             async def crowded(i: int):
                 async with sem:
                     questions, qid = with_companions(i)
-                    return (await client.decide(base[i][0], questions, x_nonce=f"{i:x}")).answers[qid]
+                    return (await client.decide(base[i][0], questions, model=model, x_nonce=f"{i:x}")).answers[qid]
 
             async def reversed_order(i: int):
                 async with sem:
                     questions, qid = with_companions(i)
-                    return (await client.decide(base[i][0], dict(reversed(list(questions.items()))))).answers[qid]
+                    reordered = dict(reversed(list(questions.items())))
+                    return (await client.decide(base[i][0], reordered, model=model)).answers[qid]
 
             crowd = await asyncio.gather(*(crowded(i) for i in range(NUM_BASE)))
             rev = await asyncio.gather(*(reversed_order(i) for i in range(NUM_BASE)))

@@ -83,13 +83,13 @@ def test_state_over_the_token_limit_is_413_not_truncated():
 
     from fastapi.testclient import TestClient
 
-    from jevserve.decide.encoder import EncoderBackend
     from tests.helpers import embedded_backends
 
     shared = embedded_backends()[0]
     embedder = copy.copy(shared.embedder)  # the same loaded graph, a lower limit
     embedder.max_tokens = 50
-    small = EncoderBackend(shared.readout, card=shared.card, embedder=embedder)
+    small = copy.copy(shared)  # the embedded default, whichever readout it has
+    small.embedder = embedder
 
     with TestClient(create_app([small])) as c:
         ok = c.post("/v1/systemone", json=ticket_body(state="short text"))

@@ -1,11 +1,14 @@
-"""The committed trained readout: a small file with a complete manifest, trained on no test item (by content hash)."""
+"""The committed trained readout and reading model: small files with complete manifests, trained on no test item (by
+content hash)."""
 
 import json
 
 import pytest
 
-from jevserve.decide.encoder import TRAINED_HEAD, ZERO_SHOT_PARAMS
+from jevserve.decide.encoder import READER_WEIGHTS, TRAINED_HEAD, ZERO_SHOT_PARAMS
 from jevserve.train.run import read_state_hashes
+
+COMMITTED = [TRAINED_HEAD, READER_WEIGHTS]  # every committed model trained on bench train sides
 
 
 def test_weights_are_small_and_the_manifest_names_data_seeds_and_versions():
@@ -22,12 +25,24 @@ def test_weights_are_small_and_the_manifest_names_data_seeds_and_versions():
     assert provenance["num_examples"] == originals < manifest["num_examples"]
 
 
+def test_the_reading_model_ships_with_a_manifest_of_the_same_examples():
+    manifest = json.loads(READER_WEIGHTS.with_suffix(".json").read_text())
+    head = json.loads(TRAINED_HEAD.with_suffix(".json").read_text())
+    assert READER_WEIGHTS.stat().st_size < 8 * 1024 * 1024
+    assert manifest["families"] == head["families"] and manifest["leave_out"] is None
+    assert manifest["config"]["seed"] == 0 and manifest["temperatures"] and manifest["versions"]
+    assert read_state_hashes(READER_WEIGHTS.with_suffix(".states.gz")) == read_state_hashes(
+        TRAINED_HEAD.with_suffix(".states.gz")
+    )
+
+
 @pytest.mark.slow
-def test_no_training_state_is_on_any_task_test_side():
+@pytest.mark.parametrize("weights", COMMITTED, ids=lambda p: p.stem)
+def test_no_training_state_is_on_any_task_test_side(weights):
     from jevserve.bench import TASKS, BenchData, split_items, state_key
     from jevserve.bench.sources import SourceMissingError
 
-    trained_on = read_state_hashes(TRAINED_HEAD.with_suffix(".states.gz"))
+    trained_on = read_state_hashes(weights.with_suffix(".states.gz"))
     data = BenchData()
     checked = 0
     for task in TASKS.values():
@@ -42,7 +57,8 @@ def test_no_training_state_is_on_any_task_test_side():
 
 
 @pytest.mark.slow
-def test_manifest_hashes_are_exactly_the_examples_training_reads():
+@pytest.mark.parametrize("weights", COMMITTED, ids=lambda p: p.stem)
+def test_manifest_hashes_are_exactly_the_examples_training_reads(weights):
     from jevserve.bench import TASKS, BenchData
     from jevserve.bench.sources import SourceMissingError
     from jevserve.train.examples import content_hash
@@ -54,4 +70,4 @@ def test_manifest_hashes_are_exactly_the_examples_training_reads():
         pytest.skip(f"needs the bench data ({exc})")
     if len(examples) < 20_000:
         pytest.skip("some bench data is missing: run `jevserve data fetch`")
-    assert {content_hash(ex.state) for ex in examples} == read_state_hashes(TRAINED_HEAD.with_suffix(".states.gz"))
+    assert {content_hash(ex.state) for ex in examples} == read_state_hashes(weights.with_suffix(".states.gz"))

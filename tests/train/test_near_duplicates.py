@@ -1,5 +1,6 @@
 """With the real data: nothing `jevserve train` reads (task train sides, synthetic families, question variants,
-their question texts) is a near-duplicate of a bench test item."""
+their question texts) is a near-duplicate of a bench test item. `jevserve train --reader` reads the same examples
+(`collect_examples(..., variants=True)`) and the same texts (`question_texts`)."""
 
 from __future__ import annotations
 

@@ -6,17 +6,31 @@ import hashlib
 
 from jevserve.decide.base import DecisionBackend
 from jevserve.decide.embedder import Embedder
-from jevserve.decide.encoder import TRAINED_HEAD, ZERO_SHOT_PARAMS, trained_backend, zero_shot_backend
+from jevserve.decide.encoder import (
+    READER_NAME,
+    READER_WEIGHTS,
+    TRAINED_HEAD,
+    ZERO_SHOT_PARAMS,
+    reader_backend,
+    trained_backend,
+    zero_shot_backend,
+)
 from jevserve.decide.onnx_build import Precision, graph_key
 
 
 def embedded_backends(precision: Precision = "int8") -> list[DecisionBackend]:
-    """The embedded default first (the trained readout when its weights ship), then the zero-shot readout.
+    """The embedded default first (the reading model when its weights ship), then the trained readout and the
+    zero-shot readout, kept for comparison (docs/training.md).
 
-    Both read the same encoder and share its embedding cache, so serving both costs one model.
+    The two readouts over the pooled vector share one encoder session and its cache. The reading model runs the
+    token-state graph in its own session: its pooled vectors equal the pooled graph's (tests/decide/test_reader.py
+    checks to 1e-6), but nothing guarantees that bit for bit, and the older rows must keep answering exactly as they
+    were scored.
     """
     embedder = Embedder(precision)
     backends: list[DecisionBackend] = []
+    if READER_WEIGHTS.exists():
+        backends.append(reader_backend(precision))
     if TRAINED_HEAD.exists():
         backends.append(trained_backend(precision, embedder=embedder))
     backends.append(zero_shot_backend(precision, embedder=embedder))
@@ -28,9 +42,14 @@ def encoder_fingerprint(precision: Precision = "int8") -> str:
     return hashlib.sha256(f"{graph_key()}-{precision}".encode()).hexdigest()[:12]
 
 
-def embedded_fingerprint(precision: Precision = "int8") -> str:
-    """A short digest of everything the embedded models' answers depend on: the encoder graph and the readouts'
-    parameter files. Caches of answers keyed by it are never reused across a change of either."""
+def embedded_fingerprint(precision: Precision = "int8", model: str | None = None) -> str:
+    """A short digest of everything an embedded model's answers depend on: its encoder graph and its parameter
+    files. Caches of answers keyed by it are never reused across a change of either. The reading model
+    (`model=READER_NAME`) has its own, so retraining it leaves the older readouts' caches valid."""
+    if model == READER_NAME:
+        digest = hashlib.sha256(f"{graph_key()}-tokens-{precision}".encode())
+        digest.update(READER_WEIGHTS.read_bytes() if READER_WEIGHTS.exists() else b"-")
+        return digest.hexdigest()[:12]
     digest = hashlib.sha256(encoder_fingerprint(precision).encode())
     for path in (TRAINED_HEAD, ZERO_SHOT_PARAMS):
         digest.update(path.read_bytes() if path.exists() else b"-")

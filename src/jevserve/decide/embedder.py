@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from jevserve.decide.base import InputTooLongError
-from jevserve.decide.onnx_build import Precision, onnx_path, shipped_model_dir
+from jevserve.decide.onnx_build import Output, Precision, onnx_path, shipped_model_dir
 
 WINDOW_TOKENS = 254  # word pieces per window; + [CLS] and [SEP] = the encoder's trained 256
 DEFAULT_MAX_TOKENS = 32_768
@@ -93,6 +93,7 @@ class Embedder:
         cache_size: int = 50_000,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         max_batch: int = 64,
+        output: Output = "pooled",
     ) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -117,7 +118,7 @@ class Embedder:
         )
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = ort.InferenceSession(
-            str(onnx_path(precision, model_dir)), options, providers=["CPUExecutionProvider"]
+            str(onnx_path(precision, model_dir, output=output)), options, providers=["CPUExecutionProvider"]
         )
         self.cache = LRUCache(cache_size)
         self._token_counts: dict[str, int] = {}

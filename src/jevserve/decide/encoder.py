@@ -23,6 +23,9 @@ ZERO_SHOT_NAME = "jev-minilm-zs"
 TRAINED_HEAD = PARAMS_DIR / "minilm-head.npz"
 TRAINED_NAME = "jev-minilm-1"
 RELEASE_DATE = "2026-11-29"
+READER_WEIGHTS = PARAMS_DIR / "minilm-reader.npz"
+READER_NAME = "jev-minilm-2"
+READER_RELEASE_DATE = "2026-12-01"
 
 
 def zero_shot_params() -> ZeroShotParams:
@@ -105,3 +108,50 @@ def trained_backend(
         release_date=RELEASE_DATE,
     )
     return EncoderBackend(TrainedReadout(HeadWeights.load(weights)), card=card, embedder=embedder, precision=precision)
+
+
+class ReadingBackend(EncoderBackend):
+    """The reading model: the state's token states (one encoder pass per distinct state) are read by each option."""
+
+    def __init__(self, readout, *, card: ModelCard, embedder=None, precision: Precision = "int8") -> None:
+        from jevserve.decide.token_embedder import TokenEmbedder
+
+        super().__init__(readout, card=card, embedder=embedder or TokenEmbedder(precision), precision=precision)
+
+    def decide(self, items: Sequence[DecisionItem]) -> list[np.ndarray]:
+        """Encode each distinct state once (token states and pooled vector), embed question texts (cached), then
+        read every item on its own."""
+        from jevserve.decide.reader import unit_rows
+
+        tokens = {state: unit_rows(self.embedder.token_states(state)) for state in {item.state for item in items}}
+        item_texts = [self.readout.texts(item.question) for item in items]
+        distinct: dict[str, int] = {}
+        for texts in item_texts:
+            for text in texts:
+                distinct.setdefault(text, len(distinct))
+        vectors = self.embedder.embed(list(distinct))
+        states = dict(zip(tokens, self.embedder.embed(list(tokens)), strict=True))
+        results = []
+        for item, texts in zip(items, item_texts, strict=True):
+            text_vecs = vectors[[distinct[t] for t in texts]]
+            probabilities = self.readout.probabilities(tokens[item.state], states[item.state], text_vecs, item.question)
+            results.append(np.asarray(probabilities, np.float64))
+        return results
+
+
+def reader_backend(
+    precision: Precision = "int8", *, embedder=None, weights: Path = READER_WEIGHTS, name: str = READER_NAME
+) -> ReadingBackend:
+    """The reading model (`jevserve train --reader`) over the embedded encoder's token states."""
+    from jevserve.decide.reader import ReaderReadout, ReaderWeights
+
+    if not weights.exists():
+        raise FileNotFoundError(f"no reading model at {weights}; run `jevserve train --reader` to create it")
+    suffix = "" if precision == "int8" else f"-{precision}"
+    card = ModelCard(
+        name=f"{name}{suffix}",
+        description=f"all-MiniLM-L6-v2 ({precision}, onnxruntime) token states read by each option's queries, "
+        "trained on JevServe-Bench train splits (docs/training.md)",
+        release_date=READER_RELEASE_DATE,
+    )
+    return ReadingBackend(ReaderReadout(ReaderWeights.load(weights)), card=card, embedder=embedder, precision=precision)

@@ -25,6 +25,7 @@ from typing import Literal
 
 Precision = Literal["fp32", "int8"]
 PRECISIONS: tuple[Precision, ...] = ("fp32", "int8")
+Output = Literal["pooled", "tokens"]  # the mean-pooled sentence vector, or every token's last hidden state
 RECIPE_VERSION = "2"  # 2: every MatMul quantised (1 kept the feed-forward down projections fp32)
 NUM_HEADS = 12
 HIDDEN_SIZE = 384
@@ -63,19 +64,24 @@ def graph_key(model_dir: Path | None = None) -> str:
     return f"minilm-l6-{_weights_digest(model_dir)}-r{RECIPE_VERSION}-ort{onnxruntime.__version__}"
 
 
-def onnx_path(precision: Precision, model_dir: Path | None = None) -> Path:
-    """Return the path of the built graph for `precision`, building it first if the cache lacks it."""
+def onnx_path(precision: Precision, model_dir: Path | None = None, *, output: Output = "pooled") -> Path:
+    """Return the path of the built graph for `precision`, building it first if the cache lacks it.
+
+    `output="tokens"` is the same encoder without the pooling: it returns every token's last hidden state, which
+    the reading model (decide/reader.py) attends over. Its graph is separate, so the pooled graph that the
+    committed readouts were fitted on stays exactly as it was.
+    """
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; expected one of: {', '.join(PRECISIONS)}")
     model_dir = model_dir or shipped_model_dir()
-    key = graph_key(model_dir)
+    key = graph_key(model_dir) + ("" if output == "pooled" else f"-{output}")
     target = cache_dir() / "models" / f"{key}-{precision}.onnx"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     fp32 = cache_dir() / "models" / f"{key}-fp32.onnx"
     if not fp32.exists():
-        _atomic_build(fp32, lambda tmp: _export_fp32(model_dir, tmp))
+        _atomic_build(fp32, lambda tmp: _export_fp32(model_dir, tmp, pooled=output == "pooled"))
     if precision == "int8":
         _atomic_build(target, lambda tmp: _quantise_int8(fp32, tmp))
     return target
@@ -92,7 +98,7 @@ def _atomic_build(target: Path, build) -> None:
             os.unlink(tmp_name)
 
 
-def _export_fp32(model_dir: Path, out: Path) -> None:
+def _export_fp32(model_dir: Path, out: Path, *, pooled: bool = True) -> None:
     import torch
     from onnxruntime.transformers import optimizer
     from transformers import AutoModel
@@ -109,6 +115,8 @@ def _export_fp32(model_dir: Path, out: Path) -> None:
             hidden = self.encoder(
                 input_ids=input_ids, attention_mask=attention_mask, token_type_ids=torch.zeros_like(input_ids)
             ).last_hidden_state
+            if not pooled:
+                return hidden
             mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
             return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 
@@ -121,11 +129,11 @@ def _export_fp32(model_dir: Path, out: Path) -> None:
             (ids, torch.ones_like(ids)),
             str(raw),
             input_names=["input_ids", "attention_mask"],
-            output_names=["mean_pooled"],
+            output_names=["mean_pooled" if pooled else "token_states"],
             dynamic_axes={
                 "input_ids": {0: "batch", 1: "seq"},
                 "attention_mask": {0: "batch", 1: "seq"},
-                "mean_pooled": {0: "batch"},
+                "mean_pooled" if pooled else "token_states": {0: "batch"} if pooled else {0: "batch", 1: "seq"},
             },
             opset_version=17,
             dynamo=False,

@@ -3,6 +3,7 @@
 embedded                 the embedded default (all-MiniLM-L6-v2 + its default readout)
 encoder[:PRECISION]      the trained readout alone (jev-minilm-1); PRECISION is int8 (default) or fp32
 encoder-zs[:PRECISION]   the zero-shot similarity readout; PRECISION is int8 (default) or fp32
+reader[:PRECISION]       the reading model alone (jev-minilm-2); PRECISION is int8 (default) or fp32
 causal:PATH_OR_ID        any Hugging Face causal LM (a local path; a hub id only with --allow-network)
 remote:URL               another System One endpoint (http or https); its key comes from --remote-key-env
 """
@@ -46,6 +47,13 @@ def load_backends(spec: str, options: BackendOptions | None = None) -> list[Deci
 
         try:
             return [trained_backend(arg or "int8")]
+        except FileNotFoundError as exc:
+            raise UnknownSpecError(str(exc)) from exc
+    if kind == "reader":
+        from jevserve.decide.encoder import reader_backend
+
+        try:
+            return [reader_backend(arg or "int8")]
         except FileNotFoundError as exc:
             raise UnknownSpecError(str(exc)) from exc
     if kind == "encoder-zs":

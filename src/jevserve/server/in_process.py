@@ -49,4 +49,4 @@ def serve_embedded(model: str | None) -> Iterator[ServedModel]:
             f"--model {chosen!r} is not served by the embedded endpoint; expected one of: {', '.join(names)}"
         )
     with serve_backends(backends) as url:
-        yield ServedModel(url, chosen, embedded_fingerprint())
+        yield ServedModel(url, chosen, embedded_fingerprint(model=chosen))

@@ -6,7 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from jevserve.decide.encoder import TRAINED_HEAD, ZERO_SHOT_PARAMS
+from jevserve.decide.encoder import READER_WEIGHTS, TRAINED_HEAD, ZERO_SHOT_PARAMS
+
+CHECK_TOLERANCE = 1e-5  # largest weight difference a reproduction may show (float32 sums in another order)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -18,8 +20,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "of the bench tasks plus synthesized questions, fit its temperatures on held-out train data, and write the "
         "weights with a manifest. Needs the bench data: run `jevserve data fetch` first.",
     )
-    p.add_argument("--out", type=Path, default=TRAINED_HEAD, help=f"weights file (default: {TRAINED_HEAD})")
-    p.add_argument("--epochs", type=int, default=12, help="training epochs (default: 12)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help=f"weights file (default: {TRAINED_HEAD}; with --reader, {READER_WEIGHTS})",
+    )
+    p.add_argument(
+        "--reader",
+        action="store_true",
+        help="train the reading model (jev-minilm-2: each option's queries attend over the state's token states) "
+        "instead of the trained readout",
+    )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="reproduction check: train again into a temporary file and compare it with the committed weights "
+        f"(exit 1 when any weight differs by more than {CHECK_TOLERANCE:g})",
+    )
+    p.add_argument("--epochs", type=int, help="training epochs (default: 12; with --reader, the ReaderConfig default)")
     p.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
     p.add_argument("--leave-out", metavar="TASK", help="train without TASK's sources (leave-one-task-out)")
     p.add_argument(
@@ -31,7 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--heldout",
         action="store_true",
         help="leave-one-task-out: train one head per task without that task's sources, score each on its task, "
-        "and write results/jev-minilm-1-heldout/DATE.json for the board",
+        "and write results/jev-minilm-1-heldout/DATE.json for the board (with --reader: one reading model per "
+        "task, results/jev-minilm-2-heldout/)",
     )
     p.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
     p.add_argument(
@@ -105,10 +124,24 @@ def run_train(args: argparse.Namespace) -> int:
         params = train_zero_shot(tasks, out=ZERO_SHOT_PARAMS, progress=not args.no_progress)
         print(f"wrote {ZERO_SHOT_PARAMS}: {params}")
         return 0
+    if args.check:
+        return _run_check(args, tasks, leave_out)
+    if args.reader:
+        from jevserve.train.reader import ReaderConfig
+        from jevserve.train.run import train_reading_model
+
+        out = args.out or READER_WEIGHTS
+        config = ReaderConfig(seed=args.seed, **({"epochs": args.epochs} if args.epochs else {}))
+        _, manifest = train_reading_model(
+            tasks, out=out, config=config, leave_out=leave_out, progress=not args.no_progress
+        )
+        print(f"wrote {out} ({manifest['num_examples']} examples, {manifest['train_seconds']} s)")
+        return 0
+    args.out = args.out or TRAINED_HEAD
     _, manifest = train(
         tasks,
         out=args.out,
-        config=HeadConfig(epochs=args.epochs, seed=args.seed),
+        config=HeadConfig(epochs=args.epochs or 12, seed=args.seed),
         leave_out=leave_out,
         progress=not args.no_progress,
     )
@@ -119,6 +152,35 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_check(args: argparse.Namespace, tasks: list, leave_out) -> int:
+    import tempfile
+
+    from jevserve.train.run import compare_weights
+
+    committed = args.out or (READER_WEIGHTS if args.reader else TRAINED_HEAD)
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = Path(tmp) / committed.name
+        if args.reader:
+            from jevserve.train.reader import ReaderConfig
+            from jevserve.train.run import train_reading_model
+
+            config = ReaderConfig(seed=args.seed, **({"epochs": args.epochs} if args.epochs else {}))
+            train_reading_model(tasks, out=fresh, config=config, leave_out=leave_out, progress=not args.no_progress)
+        else:
+            from jevserve.train.head import HeadConfig
+            from jevserve.train.run import train
+
+            config = HeadConfig(epochs=args.epochs or 12, seed=args.seed)
+            train(tasks, out=fresh, config=config, leave_out=leave_out, progress=not args.no_progress)
+        differences = compare_weights(committed, fresh)
+    worst = max(differences.values())
+    for name, value in differences.items():
+        print(f"{name}: largest difference {value:.3g}")
+    verdict = "bit for bit" if worst == 0 else f"within {CHECK_TOLERANCE:g}" if worst <= CHECK_TOLERANCE else "NOT"
+    print(f"{committed}: {verdict} reproduced (largest difference {worst:.3g})")
+    return 0 if worst <= CHECK_TOLERANCE else 1
+
+
 def _run_heldout(args: argparse.Namespace, tasks: list) -> int:
     from jevserve.bench.answers_cache import default_answers_dir
     from jevserve.bench.data import BenchData
@@ -126,26 +188,42 @@ def _run_heldout(args: argparse.Namespace, tasks: list) -> int:
     from jevserve.decide.embedder import Embedder
     from jevserve.decide.onnx_build import cache_dir
     from jevserve.train.head import HeadConfig
-    from jevserve.train.heldout import score_heldout, train_heldout_heads
+    from jevserve.train.heldout import READER_HELDOUT_ROW, head_backends, score_heldout, train_heldout_heads
 
     embedder = Embedder("int8")
     data = BenchData(embed=embedder.embed)
-    heads = train_heldout_heads(
-        tasks,
-        data=data,
-        embedder=embedder,
-        config=HeadConfig(epochs=args.epochs, seed=args.seed),
-        weights_dir=cache_dir() / "heldout-heads",
-        progress=not args.no_progress,
-    )
+    if args.reader:
+        from jevserve.decide.token_embedder import TokenEmbedder
+        from jevserve.train.heldout import train_heldout_readers
+        from jevserve.train.reader import ReaderConfig
+
+        models = train_heldout_readers(
+            tasks,
+            data=data,
+            embedder=TokenEmbedder("int8"),
+            config=ReaderConfig(seed=args.seed, **({"epochs": args.epochs} if args.epochs else {})),
+            weights_dir=cache_dir() / "heldout-readers",
+            progress=not args.no_progress,
+        )
+        row = {"row": READER_HELDOUT_ROW, "command": "jevserve train --heldout --reader && jevserve bench board"}
+    else:
+        heads = train_heldout_heads(
+            tasks,
+            data=data,
+            embedder=embedder,
+            config=HeadConfig(epochs=args.epochs or 12, seed=args.seed),
+            weights_dir=cache_dir() / "heldout-heads",
+            progress=not args.no_progress,
+        )
+        models, row = head_backends(tasks, heads, embedder), {}
     document = score_heldout(
         tasks,
-        heads,
+        models,
         data=data,
-        embedder=embedder,
         answers_dir=default_answers_dir(),
         serve_backends=args.serve_backends,
         progress=not args.no_progress,
+        **row,
     )
     path = write_result(args.results, document)
     print(

@@ -63,6 +63,36 @@ def batch_features(data: EmbeddedExamples, idx: np.ndarray) -> tuple[torch.Tenso
     return x, torch.from_numpy(mask)
 
 
+def family_weights(families: list[str]) -> torch.Tensor:
+    """1/√(family size) per example, scaled to mean 1: large families do not drown small ones."""
+    counts = Counter(families)
+    weights = torch.tensor([1.0 / math.sqrt(counts[f]) for f in families], dtype=torch.float32)
+    return weights * (len(weights) / weights.sum())
+
+
+def option_loss(
+    logits: torch.Tensor,
+    mask: torch.Tensor,
+    target: torch.Tensor,
+    is_score: torch.Tensor,
+    weights: torch.Tensor,
+    rps_weight: float,
+) -> torch.Tensor:
+    """Weighted mean cross-entropy over each question's own options, plus the ranked probability score for score
+    questions (squared differences of the cumulative distributions: a far-off level costs more than a near one)."""
+    log_p = torch.log_softmax(logits.masked_fill(~mask, -1e9), dim=-1)
+    loss_each = -log_p.gather(1, target[:, None]).squeeze(1)
+    if rps_weight and is_score.any():
+        p = log_p.exp()[is_score]
+        cdf = p.cumsum(-1)
+        truth = (torch.arange(p.shape[1])[None, :] >= target[is_score][:, None]).float()
+        levels = mask[is_score].sum(-1).clamp(min=2).float()
+        rps = ((cdf - truth) ** 2 * mask[is_score]).sum(-1) / (levels - 1)
+        loss_each = loss_each.clone()
+        loss_each[is_score] += rps_weight * rps
+    return (loss_each * weights).mean()
+
+
 def _batches(sizes: list[int], batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
     # Group questions of similar option counts so padding stays small; shuffle the batches.
     order = np.argsort(np.array(sizes) + rng.random(len(sizes)), kind="stable")
@@ -76,9 +106,7 @@ def train_head(data: EmbeddedExamples, config: HeadConfig = HeadConfig(), *, pro
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     sizes = [len(rows) - 1 for rows in data.text_rows]
-    counts = Counter(data.families)
-    weights = torch.tensor([1.0 / math.sqrt(counts[f]) for f in data.families], dtype=torch.float32)
-    weights *= len(weights) / weights.sum()
+    weights = family_weights(data.families)
     is_score = torch.tensor([q.kind == "score" for q in data.questions])
     answers = torch.from_numpy(data.answers)
     model = torch.nn.Sequential(
@@ -93,20 +121,8 @@ def train_head(data: EmbeddedExamples, config: HeadConfig = HeadConfig(), *, pro
     for _ in range(config.epochs):
         for idx in _batches(sizes, config.batch_size, rng):
             x, mask = batch_features(data, idx)
-            logits = model(x).squeeze(-1).masked_fill(~mask, -1e9)
-            log_p = torch.log_softmax(logits, dim=-1)
-            target = answers[idx]
-            loss_each = -log_p.gather(1, target[:, None]).squeeze(1)
-            scored = is_score[idx]
-            if config.rps_weight and scored.any():
-                p = log_p.exp()[scored]
-                cdf = p.cumsum(-1)
-                truth = (torch.arange(p.shape[1])[None, :] >= target[scored][:, None]).float()
-                levels = mask[scored].sum(-1).clamp(min=2).float()
-                rps = ((cdf - truth) ** 2 * mask[scored]).sum(-1) / (levels - 1)
-                loss_each = loss_each.clone()
-                loss_each[scored] += config.rps_weight * rps
-            loss = (loss_each * weights[idx]).mean()
+            logits = model(x).squeeze(-1)
+            loss = option_loss(logits, mask, answers[idx], is_score[idx], weights[idx], config.rps_weight)
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
@@ -126,23 +142,32 @@ def train_head(data: EmbeddedExamples, config: HeadConfig = HeadConfig(), *, pro
 def fit_temperatures(weights: HeadWeights, data: EmbeddedExamples) -> HeadWeights:
     """Per question type, the temperature that minimises the negative log-likelihood on `data` (held-out train)."""
     readout = TrainedReadout(weights)
-    temps = dict(weights.temperatures)
+    logits = [
+        readout.logits(data.vectors[data.state_rows[i]], data.vectors[data.text_rows[i]], data.questions[i])
+        for i in range(len(data.answers))
+    ]
+    temps = kind_temperatures(logits, [q.kind for q in data.questions], data.answers, weights.temperatures)
+    return HeadWeights(weights.w1, weights.b1, weights.w2, weights.b2, temps)
+
+
+def kind_temperatures(
+    logits: list[np.ndarray], kinds: list[str], answers: np.ndarray, start: dict[str, float]
+) -> dict[str, float]:
+    """Per question type (with at least 20 examples), the temperature minimising the negative log-likelihood."""
+    temps = dict(start)
     for kind in KINDS:
-        rows = [i for i, q in enumerate(data.questions) if q.kind == kind]
+        rows = [i for i, k in enumerate(kinds) if k == kind]
         if len(rows) < 20:
             continue
-        logits = [
-            readout.logits(data.vectors[data.state_rows[i]], data.vectors[data.text_rows[i]], data.questions[i])
-            for i in rows
-        ]
-        answers = data.answers[rows]
+        chosen = [logits[i] for i in rows]
+        right = answers[rows]
 
-        def nll(log_t: float, logits=logits, answers=answers) -> float:
+        def nll(log_t: float, chosen=chosen, right=right) -> float:
             total = 0.0
-            for z, a in zip(logits, answers, strict=True):
+            for z, a in zip(chosen, right, strict=True):
                 z = z / math.exp(log_t)
                 total += float(np.logaddexp.reduce(z) - z[a])
-            return total / len(answers)
+            return total / len(right)
 
         temps[kind] = float(math.exp(minimize_scalar(nll, bounds=(-3, 3), method="bounded").x))
-    return HeadWeights(weights.w1, weights.b1, weights.w2, weights.b2, temps)
+    return temps

@@ -28,19 +28,30 @@ from jevserve.client import AsyncSystemOne
 from jevserve.decide.base import DecisionBackend, ModelCard
 from jevserve.decide.embedded import encoder_fingerprint
 from jevserve.decide.embedder import Embedder
-from jevserve.decide.encoder import RELEASE_DATE, TRAINED_NAME, EncoderBackend
+from jevserve.decide.encoder import (
+    READER_NAME,
+    READER_RELEASE_DATE,
+    RELEASE_DATE,
+    TRAINED_NAME,
+    EncoderBackend,
+    ReadingBackend,
+)
+from jevserve.decide.reader import ReaderReadout, ReaderWeights
+from jevserve.decide.token_embedder import TokenEmbedder
 from jevserve.decide.trained import HeadWeights, TrainedReadout, question_texts
 from jevserve.train.dataset import embed_examples, subset
 from jevserve.train.examples import Example
 from jevserve.train.head import HeadConfig, fit_temperatures, train_head
-from jevserve.train.run import collect_examples, split_validation
+from jevserve.train.reader import ReaderConfig
+from jevserve.train.run import collect_examples, fit_reading_model, reader_inputs, split_validation
 
 HELDOUT_ROW = f"{TRAINED_NAME}-heldout"
+READER_HELDOUT_ROW = f"{READER_NAME}-heldout"
 
 
-def heldout_name(task: Task) -> str:
-    """The model name of the head trained without `task`."""
-    return f"{TRAINED_NAME}-without-{task.name}"
+def heldout_name(task: Task, model: str = TRAINED_NAME) -> str:
+    """The model name of the head (or reader, `model=READER_NAME`) trained without `task`."""
+    return f"{model}-without-{task.name}"
 
 
 def training_digest(examples: Sequence[Example], config: HeadConfig, encoder: str) -> str:
@@ -94,38 +105,51 @@ def train_heldout_heads(
     return heads
 
 
+def head_backends(
+    tasks: Sequence[Task], heads: dict[str, HeadWeights], embedder: Embedder
+) -> dict[str, tuple[DecisionBackend, str]]:
+    """Per task, its held-out head served under its own name, and the version its answers are cached under."""
+    return {
+        task.name: (
+            EncoderBackend(
+                TrainedReadout(heads[task.name]),
+                embedder=embedder,
+                card=ModelCard(heldout_name(task), "held-out trained readout", RELEASE_DATE),
+            ),
+            weights_digest(heads[task.name], encoder_fingerprint(embedder.precision)),
+        )
+        for task in tasks
+        if task.name in heads
+    }
+
+
 def score_heldout(
     tasks: Sequence[Task],
-    heads: dict[str, HeadWeights],
+    models: dict[str, tuple[DecisionBackend, str]],
     *,
     data: BenchData,
-    embedder: Embedder,
     answers_dir: Path,
     serve_backends: Callable[[Sequence[DecisionBackend]], AbstractContextManager[str]],
+    row: str = HELDOUT_ROW,
+    command: str = "jevserve train --heldout && jevserve bench board",
     concurrency: int = 32,
     progress: bool = True,
     log=print,
 ) -> dict[str, Any]:
-    """Each task scored with its own held-out head, combined into one result document; `serve_backends` serves the
-    heads at a local URL (the command line hands in the decision server's, which train/ may not import)."""
+    """Each task scored by its own held-out model (`models[task]`: the backend and its answers-cache version),
+    combined into one result document; `serve_backends` serves them at a local URL (the command line hands in the
+    decision server's, which train/ may not import)."""
     started = time.perf_counter()
     loaded, skipped = load_tasks(tasks, data, log=log)
-    backends = [
-        EncoderBackend(
-            TrainedReadout(heads[entry.task.name]),
-            embedder=embedder,
-            card=ModelCard(heldout_name(entry.task), "held-out trained readout", RELEASE_DATE),
-        )
-        for entry in loaded
-    ]
+    loaded = [entry for entry in loaded if entry.task.name in models]
     documents = {}
     num_decisions = 0
-    with serve_backends(backends) as url:
+    with serve_backends([models[entry.task.name][0] for entry in loaded]) as url:
         for entry in loaded:
-            model = heldout_name(entry.task)
+            backend, version = models[entry.task.name]
+            model = backend.card.name
             client = AsyncSystemOne(url, timeout_s=600)
-            # resumable, like any bench run; answers of another head or encoder are kept apart
-            version = weights_digest(heads[entry.task.name], encoder_fingerprint(embedder.precision))
+            # resumable, like any bench run; answers of another model or encoder are kept apart
             cache = AnswersCache(answers_dir, model, version)
             try:
                 stats = ask(client, model, [entry], cache, concurrency=concurrency, progress=progress)
@@ -135,8 +159,8 @@ def score_heldout(
             num_decisions += stats.num_decisions
     results = {name: doc["tasks"][name] for name, doc in documents.items()}
     combined = result_document(
-        HELDOUT_ROW,
-        "jevserve train --heldout && jevserve bench board",
+        row,
+        command,
         results,
         {e.task.name: e.task for e in loaded},
         skipped,
@@ -145,7 +169,40 @@ def score_heldout(
         num_unanswered=0,
         wall_s=round(time.perf_counter() - started, 1),
         num_decisions=num_decisions,
-        note="each task scored by a head trained without that task's sources (leave-one-task-out)",
+        note="each task scored by a model trained without that task's sources (leave-one-task-out)",
         created=dt.date.today().isoformat(),
     )
     return combined
+
+
+def train_heldout_readers(
+    tasks: Sequence[Task],
+    *,
+    data: BenchData,
+    embedder: TokenEmbedder,
+    config: ReaderConfig,
+    weights_dir: Path,
+    progress: bool = True,
+    log=print,
+) -> dict[str, tuple[DecisionBackend, str]]:
+    """One reading model per task, trained on everything that does not share the task's sources (cached on disk),
+    each as a backend with its answers-cache version (the digest of its weights file and the token graph)."""
+    examples = collect_examples(data, tasks, variants=True, log=log)
+    inputs = reader_inputs(examples, embedder, progress=progress)
+    weights_dir.mkdir(parents=True, exist_ok=True)
+    recipe = training_digest(examples, config, f"{encoder_fingerprint(embedder.precision)}-tokens")
+    models = {}
+    for task in tasks:
+        path = weights_dir / f"{heldout_name(task, READER_NAME)}-{recipe}.npz"
+        if not path.exists():  # resumable: a finished reader is never trained again
+            keep = np.array([not set(ex.sources) & set(task.sources) for ex in examples])
+            log(f"{task.name}: training on {int(keep.sum())} of {len(examples)} examples")
+            weights = fit_reading_model(inputs, keep, config, progress=progress)
+            weights.save(path)
+        card = ModelCard(heldout_name(task, READER_NAME), "held-out reading model", READER_RELEASE_DATE)
+        version = hashlib.sha256(path.read_bytes() + recipe.encode()).hexdigest()[:12]
+        models[task.name] = (
+            ReadingBackend(ReaderReadout(ReaderWeights.load(path)), card=card, embedder=embedder),
+            version,
+        )
+    return models

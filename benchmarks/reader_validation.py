@@ -1,0 +1,131 @@
+"""Train-side validation of the reading model's recipe against the trained readout's, on the same examples.
+
+Both are fitted on the training examples outside the ~10% of states held out by hash for the temperatures
+(train/run.py `is_validation`) and scored on the held-out ones, at temperature 1: per family (question variants
+counted with their family), the mean negative log-likelihood and the accuracy of the top option, then the mean over
+families. Nothing here reads a bench test side; this is how the reader's settings were chosen (docs/training.md).
+
+Writes benchmarks/results/reader_validation.json and a section of docs/benchmarks.md.
+Run: .venv/bin/python benchmarks/reader_validation.py [--reader '{"epochs": 3}' ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _serverbench import machine, replace_section, write_result
+from jevserve.bench.data import BenchData
+from jevserve.bench.tasks import TASKS
+from jevserve.decide.embedder import embed_texts
+from jevserve.decide.token_embedder import TokenEmbedder
+from jevserve.decide.trained import TrainedReadout
+from jevserve.train.dataset import subset
+from jevserve.train.head import HeadConfig, train_head
+from jevserve.train.reader import ReaderConfig, reader_logits, train_reader
+from jevserve.train.run import collect_examples, reader_inputs
+
+
+def family_scores(logits: list[np.ndarray], answers: np.ndarray, families: list[str]) -> dict[str, dict[str, float]]:
+    """Per family (variants folded into their family): mean NLL and top-option accuracy at temperature 1."""
+    found: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for z, a, family in zip(logits, answers, families, strict=True):
+        log_p = z - np.logaddexp.reduce(z)
+        found[family.split("~")[0]].append((float(-log_p[a]), float(np.argmax(z) == a)))
+    return {
+        f: {
+            "nll": float(np.mean([v[0] for v in rows])),
+            "accuracy": float(np.mean([v[1] for v in rows])),
+            "n": len(rows),
+        }
+        for f, rows in sorted(found.items())
+    }
+
+
+def summary(scores: dict[str, dict[str, float]]) -> dict[str, float]:
+    return {
+        "mean_nll": float(np.mean([s["nll"] for s in scores.values()])),
+        "mean_accuracy": float(np.mean([s["accuracy"] for s in scores.values()])),
+    }
+
+
+def markdown(result: dict) -> str:
+    lines = [
+        "## Reading model recipe, train-side validation (issue 13)",
+        "",
+        f"`{result['command']}`, {result['machine']['when']}: {result['num_fit']} training examples fitted, "
+        f"{result['num_validation']} held out by state (no bench test side read); mean over "
+        f"{result['num_families']} families at temperature 1.",
+        "",
+        "| recipe | settings | mean NLL | mean accuracy | train s |",
+        "|---|---|---|---|---|",
+    ]
+    for row in result["rows"]:
+        lines.append(
+            f"| {row['recipe']} | `{json.dumps(row['settings'])}` | {row['mean_nll']:.3f} | "
+            f"{row['mean_accuracy']:.3f} | {row['train_s']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--reader",
+        action="append",
+        metavar="JSON",
+        help="reader settings to try, e.g. '{\"epochs\": 3}' (repeatable; default: the ReaderConfig defaults)",
+    )
+    parser.add_argument("--no-head", action="store_true", help="skip the trained readout's row")
+    args = parser.parse_args()
+    embedder = TokenEmbedder("int8")
+    examples = collect_examples(BenchData(embed=embed_texts), list(TASKS.values()), variants=True)
+    inputs = reader_inputs(examples, embedder)
+    fit_rows, validation_rows = np.flatnonzero(~inputs.held), np.flatnonzero(inputs.held)
+    fit, validation = subset(inputs.embedded, fit_rows), subset(inputs.embedded, validation_rows)
+    rows = []
+    if not args.no_head:
+        started = time.perf_counter()
+        readout = TrainedReadout(train_head(fit, HeadConfig()))
+        elapsed = time.perf_counter() - started
+        logits = [
+            readout.logits(validation.vectors[s], validation.vectors[t], q)
+            for s, t, q in zip(validation.state_rows, validation.text_rows, validation.questions, strict=True)
+        ]
+        scores = family_scores(logits, validation.answers, validation.families)
+        rows.append(
+            {"recipe": "trained readout", "settings": {}, "train_s": elapsed, **summary(scores), "families": scores}
+        )
+    for settings in [json.loads(s) for s in args.reader or ["{}"]]:
+        started = time.perf_counter()
+        net = train_reader(fit, inputs.tokens, inputs.token_index[fit_rows], ReaderConfig(**settings))
+        elapsed = time.perf_counter() - started
+        logits = reader_logits(net.weights({}), validation, inputs.tokens, inputs.token_index[validation_rows])
+        scores = family_scores(logits, validation.answers, validation.families)
+        rows.append(
+            {"recipe": "reading model", "settings": settings, "train_s": elapsed, **summary(scores), "families": scores}
+        )
+        print(f"reader {settings}: {summary(scores)}", file=sys.stderr)
+    result = {
+        "machine": machine(),
+        "command": "python benchmarks/reader_validation.py" + "".join(f" --reader '{s}'" for s in args.reader or []),
+        "num_fit": len(fit_rows),
+        "num_validation": len(validation_rows),
+        "num_families": len(rows[0]["families"]),
+        "rows": rows,
+    }
+    path = write_result("reader_validation", result)
+    replace_section("reader_validation", markdown(result))
+    print(markdown(result))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

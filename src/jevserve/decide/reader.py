@@ -1,0 +1,140 @@
+"""The reading model: each question's options read the state's token states, then a perceptron scores them.
+
+The trained readout (decide/trained.py) sees the state only as one pooled vector, computed before any question is
+known, so it cannot look for what a new question asks about. Here every option k of a question forms queries from
+its own text and the question's instructions,
+
+    x_k = [o_k, q, o_k⊙q, kind one-hot, level position]      u_kh = a_h o_k + b_h q + (x_k A) B_h + c_h
+
+(h = 1..heads). The scalars a_h, b_h give each head a full-rank way to look for the option's or the question's own
+words; the low-rank term (A, B) learns what else to look for.
+
+and each query attends over the state's (unit-length) token states t_1..t_T:
+
+    α_kh = softmax_t(u_kh · t_t),   r_kh = Σ_t α_kh,t t_t,   m_kh = logsumexp_t(u_kh · t_t)
+
+A learned key or value projection would add nothing: u·(W t) = (Wᵀu)·t, and W Σ α t = Σ α W t, so the query carries
+the key projection and the perceptron the value projection. The option's score is a two-layer perceptron over
+
+    [φ_k (the trained readout's 2,308 features), r_k1, r_k1⊙o_k, …, r_kH, r_kH⊙o_k, m_k1 … m_kH]
+
+and, as before, a softmax over the question's own options with a per-type temperature. The state's token states
+come from one encoder pass per state (shared by all of its questions); an option's score depends only on the
+state, its question and itself, so the protocol's invariances hold as they do for the trained readout.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from jevserve.decide.trained import EMBEDDING_DIM, KINDS, NUM_FEATURES, _gelu, features, question_texts
+from jevserve.protocol import DecisionQuestion
+
+QUERY_FEATURES = 3 * EMBEDDING_DIM + len(KINDS) + 1
+
+
+def reader_features(num_heads: int) -> int:
+    """Inputs of the reader's perceptron."""
+    return NUM_FEATURES + num_heads * (2 * EMBEDDING_DIM + 1)
+
+
+def query_inputs(text_vectors: np.ndarray, question: DecisionQuestion) -> np.ndarray:
+    """(options × QUERY_FEATURES) inputs of the option queries; `text_vectors` follows `question_texts`."""
+    q = text_vectors[0] if question.instructions else np.zeros(EMBEDDING_DIM, np.float32)
+    options = text_vectors[1:]
+    n = len(options)
+    qq = np.broadcast_to(q, (n, EMBEDDING_DIM))
+    kind = np.zeros((n, len(KINDS)), np.float32)
+    kind[:, KINDS.index(question.kind)] = 1.0
+    position = np.zeros((n, 1), np.float32)
+    if question.kind == "score" and n > 1:
+        position[:, 0] = np.arange(n) / (n - 1)
+    return np.concatenate([options, qq, options * qq, kind, position], axis=1).astype(np.float32)
+
+
+def unit_rows(tokens: np.ndarray) -> np.ndarray:
+    """Token states scaled to unit length (float32)."""
+    tokens = np.asarray(tokens, np.float32)
+    return tokens / np.maximum(np.linalg.norm(tokens, axis=1, keepdims=True), 1e-12)
+
+
+@dataclass(frozen=True)
+class ReaderWeights:
+    """The reader's parameters and per-type temperatures."""
+
+    query_a: np.ndarray  # (QUERY_FEATURES, rank)
+    query_b: np.ndarray  # (rank, heads * 384)
+    query_bias: np.ndarray  # (heads * 384,)
+    query_direct: np.ndarray  # (heads, 2): a_h and b_h, the weights of o_k and q themselves
+    w1: np.ndarray  # (reader_features(heads), hidden)
+    b1: np.ndarray  # (hidden,)
+    w2: np.ndarray  # (hidden,)
+    b2: float
+    temperatures: dict[str, float]
+
+    @property
+    def num_heads(self) -> int:
+        """Attention heads (queries per option)."""
+        return self.query_bias.shape[0] // EMBEDDING_DIM
+
+    @classmethod
+    def load(cls, path: Path) -> ReaderWeights:
+        """Read weights written by `save`."""
+        with np.load(path) as data:
+            arrays = {k: data[k] for k in ("query_a", "query_b", "query_bias", "query_direct", "w1", "b1", "w2")}
+            return cls(**arrays, b2=float(data["b2"]), temperatures=json.loads(str(data["temperatures"])))
+
+    def save(self, path: Path) -> None:
+        """Write float32 arrays (compressed)."""
+        names = ("query_a", "query_b", "query_bias", "query_direct")
+        arrays = {k: np.asarray(getattr(self, k), np.float32) for k in names}
+        arrays |= {k: np.asarray(getattr(self, k), np.float32) for k in ("w1", "b1", "w2")}
+        np.savez_compressed(path, **arrays, b2=np.float32(self.b2), temperatures=json.dumps(self.temperatures))
+
+
+class ReaderReadout:
+    """Option scores from the state's token states and pooled vector, the instructions' and options' vectors."""
+
+    def __init__(self, weights: ReaderWeights) -> None:
+        self.weights = weights
+
+    def texts(self, question: DecisionQuestion) -> list[str]:
+        """The instructions and the option texts (as the trained readout embeds them)."""
+        return question_texts(question)
+
+    def logits(
+        self, tokens: np.ndarray, state: np.ndarray, text_vectors: np.ndarray, question: DecisionQuestion
+    ) -> np.ndarray:
+        """Unnormalised option scores before the temperature; `tokens` are unit rows (see `unit_rows`)."""
+        w = self.weights
+        heads = w.num_heads
+        n = question.num_options
+        inputs = query_inputs(text_vectors, question)
+        queries = ((inputs @ w.query_a) @ w.query_b + w.query_bias).reshape(n, heads, EMBEDDING_DIM)
+        option, instructions = inputs[:, None, :EMBEDDING_DIM], inputs[:, None, EMBEDDING_DIM : 2 * EMBEDDING_DIM]
+        queries = queries + w.query_direct[None, :, 0:1] * option + w.query_direct[None, :, 1:2] * instructions
+        scores = queries @ tokens.T  # (n, heads, T)
+        top = scores.max(axis=-1, keepdims=True)
+        weights = np.exp(scores - top)
+        total = weights.sum(axis=-1, keepdims=True)
+        reads = (weights / total) @ tokens  # (n, heads, 384)
+        spread = (top + np.log(total))[..., 0]  # logsumexp over tokens, (n, heads)
+        options = text_vectors[1:][:, None, :]
+        read_features = np.concatenate([reads, reads * options], axis=-1).reshape(n, -1)
+        x = np.concatenate([features(state, text_vectors, question), read_features, spread], axis=1)
+        hidden = _gelu(x @ w.w1 + w.b1)
+        return hidden @ w.w2 + w.b2
+
+    def probabilities(
+        self, tokens: np.ndarray, state: np.ndarray, text_vectors: np.ndarray, question: DecisionQuestion
+    ) -> np.ndarray:
+        """One probability per option."""
+        z = self.logits(tokens, state, text_vectors, question).astype(np.float64)
+        z /= self.weights.temperatures.get(question.kind, 1.0)
+        z -= z.max()
+        e = np.exp(z)
+        return e / e.sum()

@@ -1,0 +1,61 @@
+"""The embedded encoder with its token states: what the reading model (decide/reader.py) attends over.
+
+Same weights, recipe and windows as `Embedder`, from a graph that stops before the pooling (onnx_build,
+`output="tokens"`). The sentence vector is the mean of the token states over all windows, as the pooled graph
+computes it, so one encoder pass per state gives both. Every window runs on its own (int8 activations are quantised
+per tensor, so a padded companion would change a text's states), which costs nothing on 2 cores (embedder.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from jevserve.decide.embedder import EMBEDDING_DIM, Embedder, LRUCache
+from jevserve.decide.onnx_build import Precision
+
+READ_TOKENS = 512  # token states the reader attends over: the first 512 positions ([CLS]/[SEP] of each window count)
+
+
+class TokenEmbedder(Embedder):
+    """Unit sentence vectors (`embed`) and the first `read_tokens` token states (`token_states`) of texts."""
+
+    def __init__(
+        self,
+        precision: Precision = "int8",
+        *,
+        read_tokens: int = READ_TOKENS,
+        state_cache_size: int = 64,
+        **kwargs,
+    ) -> None:
+        super().__init__(precision, output="tokens", **kwargs)
+        self.read_tokens = read_tokens
+        self.state_cache = LRUCache(state_cache_size)
+        self._window_states: list[np.ndarray] = []
+
+    def token_states(self, text: str) -> np.ndarray:
+        """(min(positions, read_tokens), 384) float32 token states of `text`'s windows in order (read-only)."""
+        cached = self.state_cache.get(text)
+        if cached is not None:
+            return cached
+        pooled = self._embed_uncached([text])[0]
+        states = np.concatenate(self._window_states)[: self.read_tokens].copy()
+        self.cache.put(text, pooled)
+        self.state_cache.put(text, states)
+        return states
+
+    def _run_windows(self, windows: list[list[int]]) -> np.ndarray:
+        pooled = np.empty((len(windows), EMBEDDING_DIM), dtype=np.float32)
+        self._window_states = []
+        for i, ids in enumerate(windows):
+            arr = np.asarray([ids], dtype=np.int64)
+            hidden = self.session.run(None, {"input_ids": arr, "attention_mask": np.ones_like(arr)})[0][0]
+            pooled[i] = hidden.mean(0)
+            self._window_states.append(hidden)
+        return pooled
+
+
+def embed_with_states(embedder: TokenEmbedder, texts: Sequence[str]) -> list[np.ndarray]:
+    """Token states of each text (the embedder's caches fill as a side effect)."""
+    return [embedder.token_states(t) for t in texts]

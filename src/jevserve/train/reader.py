@@ -1,0 +1,203 @@
+"""Train the reading model (decide/reader.py) in torch on CPU, with the trained readout's loss and balance.
+
+Batches are formed from examples whose states have similar token counts, so the padded token axis stays short;
+every example carries its own copy of its state's token states (no sharing across a batch), which keeps each
+example's forward pass exactly the one `ReaderReadout.logits` computes (tests/train pins the equality).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from jevserve.decide.reader import QUERY_FEATURES, ReaderReadout, ReaderWeights, reader_features
+from jevserve.decide.trained import EMBEDDING_DIM, KINDS
+from jevserve.train.dataset import EmbeddedExamples
+from jevserve.train.head import batch_features, family_weights, kind_temperatures, option_loss
+from jevserve.train.token_states import TokenStates
+
+
+@dataclass(frozen=True)
+class ReaderConfig:
+    """Training settings, recorded in the manifest."""
+
+    heads: int = 4
+    rank: int = 128
+    hidden: int = 128
+    epochs: int = 4
+    batch_size: int = 128
+    learning_rate: float = 2e-3
+    weight_decay: float = 1e-4
+    rps_weight: float = 1.0
+    dropout: float = 0.0  # on the perceptron's inputs, in training only
+    direct_start: float = 10.0  # initial a_h (even heads) and b_h (odd heads); see ReaderNet
+    seed: int = 0
+
+
+class ReaderNet(torch.nn.Module):
+    """The torch form of `ReaderReadout.logits`, batched."""
+
+    def __init__(self, config: ReaderConfig) -> None:
+        super().__init__()
+        self.heads = config.heads
+        self.query_a = torch.nn.Linear(QUERY_FEATURES, config.rank, bias=False)
+        self.query_b = torch.nn.Linear(config.rank, config.heads * EMBEDDING_DIM)
+        # Even heads start by looking for the option's own words, odd heads for the question's: a scale of 10 on
+        # unit vectors makes a token of cosine 0.9 outweigh a hundred unrelated ones from the first step, where a
+        # zero start takes thousands of steps to grow (Adam moves a scalar by about the learning rate per step).
+        direct = torch.zeros(config.heads, 2)
+        direct[0::2, 0] = config.direct_start
+        direct[1::2, 1] = config.direct_start
+        self.query_direct = torch.nn.Parameter(direct)
+        self.dropout = torch.nn.Dropout(config.dropout)
+        self.mlp = torch.nn.Sequential(
+            torch.nn.Linear(reader_features(config.heads), config.hidden),
+            torch.nn.GELU(approximate="tanh"),
+            torch.nn.Linear(config.hidden, 1),
+        )
+
+    def forward(
+        self,
+        phi: torch.Tensor,
+        queries_in: torch.Tensor,
+        options: torch.Tensor,
+        tokens: torch.Tensor,
+        token_mask: torch.Tensor,
+    ) -> torch.Tensor:
+        """phi (B×O×2308), queries_in (B×O×Q), options (B×O×384), tokens (B×T×384 unit rows), token_mask (B×T)."""
+        b, o, _ = phi.shape
+        queries = self.query_b(self.query_a(queries_in)).view(b, o, self.heads, EMBEDDING_DIM)
+        option, instructions = (
+            queries_in[..., None, :EMBEDDING_DIM],
+            queries_in[..., None, EMBEDDING_DIM : 2 * EMBEDDING_DIM],
+        )
+        queries = queries + self.query_direct[:, 0:1] * option + self.query_direct[:, 1:2] * instructions
+        scores = torch.einsum("bohd,btd->boht", queries, tokens)
+        scores = scores.masked_fill(~token_mask[:, None, None, :], -1e9)
+        spread = torch.logsumexp(scores, dim=-1)
+        reads = torch.einsum("boht,btd->bohd", torch.softmax(scores, dim=-1), tokens)
+        read_features = torch.cat([reads, reads * options[:, :, None, :]], dim=-1).reshape(b, o, -1)
+        return self.mlp(self.dropout(torch.cat([phi, read_features, spread], dim=-1))).squeeze(-1)
+
+    def weights(self, temperatures: dict[str, float]) -> ReaderWeights:
+        """The numpy weights `ReaderReadout` serves."""
+        first, second = self.mlp[0], self.mlp[2]
+        return ReaderWeights(
+            query_a=self.query_a.weight.detach().numpy().T.copy(),
+            query_b=self.query_b.weight.detach().numpy().T.copy(),
+            query_bias=self.query_b.bias.detach().numpy().copy(),
+            query_direct=self.query_direct.detach().numpy().copy(),
+            w1=first.weight.detach().numpy().T.copy(),
+            b1=first.bias.detach().numpy().copy(),
+            w2=second.weight.detach().numpy()[0].copy(),
+            b2=float(second.bias.detach()[0]),
+            temperatures=temperatures,
+        )
+
+
+def unit_tokens(tokens: TokenStates) -> TokenStates:
+    """Token states scaled to unit rows, kept float16."""
+    rows = tokens.rows.astype(np.float32)
+    rows /= np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+    return TokenStates(rows.astype(np.float16), tokens.offsets)
+
+
+def batch_inputs(
+    data: EmbeddedExamples, tokens: TokenStates, token_index: np.ndarray, idx: np.ndarray
+) -> tuple[torch.Tensor, ...]:
+    """(phi, queries_in, options, tokens, token_mask, option_mask) for examples `idx`; `token_index[i]` is example
+    i's state in `tokens`, whose rows are already unit length."""
+    phi, option_mask = batch_features(data, idx)
+    width = phi.shape[1]
+    vectors = torch.from_numpy(data.vectors)
+    queries_in = torch.zeros((len(idx), width, QUERY_FEATURES))
+    options = torch.zeros((len(idx), width, EMBEDDING_DIM))
+    lengths = [int(tokens.offsets[token_index[i] + 1] - tokens.offsets[token_index[i]]) for i in idx]
+    token_rows = np.zeros((len(idx), max(lengths), EMBEDDING_DIM), np.float32)
+    token_mask = np.zeros((len(idx), max(lengths)), bool)
+    for row, i in enumerate(idx):
+        rows, question = data.text_rows[i], data.questions[i]
+        n = len(rows) - 1
+        o = vectors[rows[1:]]
+        q = vectors[rows[0]] if question.instructions else torch.zeros(EMBEDDING_DIM)
+        options[row, :n] = o
+        queries_in[row, :n, :EMBEDDING_DIM] = o
+        queries_in[row, :n, EMBEDDING_DIM : 2 * EMBEDDING_DIM] = q
+        queries_in[row, :n, 2 * EMBEDDING_DIM : 3 * EMBEDDING_DIM] = o * q
+        queries_in[row, :n, 3 * EMBEDDING_DIM + KINDS.index(question.kind)] = 1.0
+        if question.kind == "score" and n > 1:
+            queries_in[row, :n, -1] = torch.arange(n) / (n - 1)
+        token_rows[row, : lengths[row]] = tokens.of(token_index[i])
+        token_mask[row, : lengths[row]] = True
+    return phi, queries_in, options, torch.from_numpy(token_rows), torch.from_numpy(token_mask), option_mask
+
+
+def _batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
+    # Examples of similar state lengths share a batch, so little of the token axis is padding; batches shuffled.
+    order = np.argsort(lengths * (1.0 + 0.3 * rng.random(len(lengths))), kind="stable")
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def train_reader(
+    data: EmbeddedExamples,
+    tokens: TokenStates,
+    token_index: np.ndarray,
+    config: ReaderConfig = ReaderConfig(),
+    *,
+    progress: bool = True,
+) -> ReaderNet:
+    """Fit the reader on `data` (token states already unit rows); temperatures are fitted afterwards."""
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    weights = family_weights(data.families)
+    is_score = torch.tensor([q.kind == "score" for q in data.questions])
+    answers = torch.from_numpy(data.answers)
+    lengths = tokens.lengths()[token_index].astype(np.float64)
+    model = ReaderNet(config)
+    optimiser = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    steps = config.epochs * math.ceil(len(lengths) / config.batch_size)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=config.learning_rate, total_steps=steps)
+    bar = tqdm(total=steps, desc="training reader", unit="step", disable=not progress)
+    for _ in range(config.epochs):
+        for idx in _batches(lengths, config.batch_size, rng):
+            phi, queries_in, options, token_rows, token_mask, option_mask = batch_inputs(data, tokens, token_index, idx)
+            logits = model(phi, queries_in, options, token_rows, token_mask)
+            loss = option_loss(logits, option_mask, answers[idx], is_score[idx], weights[idx], config.rps_weight)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            schedule.step()
+            bar.update(1)
+    bar.close()
+    return model
+
+
+def reader_logits(
+    weights: ReaderWeights, data: EmbeddedExamples, tokens: TokenStates, token_index: np.ndarray
+) -> list[np.ndarray]:
+    """Every example's option logits as `ReaderReadout` serves them (numpy, one question at a time)."""
+    readout = ReaderReadout(weights)
+    out = []
+    for i in range(len(data.answers)):
+        state_tokens = tokens.of(token_index[i]).astype(np.float32)
+        out.append(
+            readout.logits(
+                state_tokens, data.vectors[data.state_rows[i]], data.vectors[data.text_rows[i]], data.questions[i]
+            )
+        )
+    return out
+
+
+def fit_reader_temperatures(
+    weights: ReaderWeights, data: EmbeddedExamples, tokens: TokenStates, token_index: np.ndarray
+) -> ReaderWeights:
+    """Per-type temperatures on held-out train examples."""
+    logits = reader_logits(weights, data, tokens, token_index)
+    temps = kind_temperatures(logits, [q.kind for q in data.questions], data.answers, dict.fromkeys(KINDS, 1.0))
+    return ReaderWeights(**{**weights.__dict__, "temperatures": temps})

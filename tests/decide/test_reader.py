@@ -1,0 +1,50 @@
+"""The reading model's encoder and backend: token states that pool to the pooled graph's vector, windows kept in
+order, and answers of the committed reader that do not depend on companions."""
+
+import numpy as np
+import pytest
+
+from jevserve.decide.base import DecisionItem
+from jevserve.decide.embedder import WINDOW_TOKENS
+from jevserve.decide.encoder import READER_WEIGHTS, reader_backend
+from jevserve.decide.token_embedder import TokenEmbedder
+from tests.decide.test_encoder import TEXTS, decision, int8_embedder
+
+
+@pytest.fixture(scope="module")
+def token_embedder() -> TokenEmbedder:
+    return TokenEmbedder("int8", read_tokens=600)
+
+
+def test_token_states_pool_to_the_pooled_graphs_vector(token_embedder):
+    long_text = " ".join(f"w{i}" for i in range(400))  # three windows
+    texts = [*TEXTS, long_text]
+    pooled = int8_embedder().embed(texts)
+    fresh = TokenEmbedder("int8")  # nothing cached: the vectors come from the token states
+    assert np.abs(fresh.embed(texts) - pooled).max() < 1e-6
+    states = token_embedder.token_states(long_text)
+    ids = token_embedder.tokenizer.encode(long_text, add_special_tokens=False).ids
+    windows = -(-len(ids) // WINDOW_TOKENS)
+    assert states.shape == (min(600, len(ids) + 2 * windows), 384)
+    mean = states.astype(np.float64).mean(0)
+    if len(states) == len(ids) + 2 * windows:  # every position read: their mean is the sentence vector
+        assert np.allclose(mean / np.linalg.norm(mean), pooled[-1], atol=1e-5)
+
+
+def test_read_tokens_caps_what_the_reader_attends_over():
+    capped = TokenEmbedder("int8", read_tokens=50)
+    text = " ".join(f"w{i}" for i in range(300))
+    assert capped.token_states(text).shape == (50, 384)
+    assert np.abs(capped.embed([text]) - int8_embedder().embed([text])).max() < 1e-6  # the vector reads it all
+
+
+@pytest.mark.skipif(not READER_WEIGHTS.exists(), reason="no committed reading model")
+def test_committed_reader_answers_alone_as_with_companions():
+    backend = reader_backend()
+    q = decision({"type": "noul", "instructions": "Is the customer asking for money back?"})
+    other = decision({"type": "choice", "criteria": {"billing": None, "bug": "something is broken", "other": None}})
+    state = "I was charged twice and want my money back."
+    alone = backend.decide([DecisionItem(state, q)])[0]
+    crowded = backend.decide([DecisionItem("another text entirely", other), DecisionItem(state, other),
+                              DecisionItem(state, q)])[2]
+    assert np.abs(alone - crowded).max() < 1e-6 and abs(alone.sum() - 1) < 1e-9

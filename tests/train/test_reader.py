@@ -1,0 +1,111 @@
+"""The reading model: its torch training form equals its numpy serving form, and it learns what only reading finds."""
+
+import numpy as np
+import torch
+
+from jevserve.decide.reader import ReaderReadout, ReaderWeights, unit_rows
+from jevserve.decide.trained import TrainedReadout, question_texts
+from jevserve.train.dataset import EmbeddedExamples
+from jevserve.train.head import HeadConfig, train_head
+from jevserve.train.reader import ReaderConfig, ReaderNet, batch_inputs, reader_logits, train_reader, unit_tokens
+from jevserve.train.token_states import TokenStates
+from tests.train.test_training import accuracy as head_accuracy
+from tests.train.test_training import decision, unit
+
+
+def needle_problem(n: int, seed: int, noise: float = 0.5) -> tuple[EmbeddedExamples, TokenStates, np.ndarray]:
+    """Each state is 12–40 random token states, one of which is a noisy copy of the right option's vector; the
+    pooled state vector is their mean, so it carries the needle only diluted among the others."""
+    rng = np.random.default_rng(seed)
+    vectors, state_rows, text_rows, questions, answers, token_parts = [], [], [], [], [], []
+    for _ in range(n):
+        k = int(rng.integers(2, 5))
+        q = decision({"type": "choice", "instructions": "Which one?", "criteria": {f"o{j}": None for j in range(k)}})
+        texts = unit(rng.normal(size=(k + 1, 384)))
+        right = int(rng.integers(k))
+        length = int(rng.integers(12, 41))
+        tokens = unit(rng.normal(size=(length, 384)))
+        tokens[int(rng.integers(length))] = unit(texts[1 + right] + noise * unit(rng.normal(size=384)))
+        token_parts.append(tokens.astype(np.float16))
+        base = len(vectors)
+        vectors.append(unit(tokens.mean(0)))
+        vectors.extend(texts)
+        state_rows.append(base)
+        text_rows.append(np.arange(base + 1, base + 2 + k))
+        questions.append(q)
+        answers.append(right)
+    offsets = np.concatenate([[0], np.cumsum([len(t) for t in token_parts])]).astype(np.int64)
+    data = EmbeddedExamples(
+        np.stack(vectors), np.array(state_rows), text_rows, questions, np.array(answers), ["needle"] * n
+    )
+    return data, TokenStates(np.concatenate(token_parts), offsets), np.arange(n)
+
+
+def test_torch_forward_equals_the_served_numpy_logits():
+    data, tokens, index = needle_problem(24, 0)
+    tokens = unit_tokens(tokens)
+    net = ReaderNet(ReaderConfig(heads=2, rank=8, hidden=16, seed=0))
+    with torch.no_grad():  # give the queries a scale where attention is far from uniform
+        net.query_b.weight.mul_(40.0)
+    idx = np.arange(24)
+    phi, queries_in, options, token_rows, token_mask, option_mask = batch_inputs(data, tokens, index, idx)
+    with torch.no_grad():
+        batched = net(phi, queries_in, options, token_rows, token_mask).numpy()
+    served = reader_logits(net.weights({}), data, tokens, index)
+    for row, z in enumerate(served):
+        assert np.allclose(batched[row, : len(z)], z, atol=1e-4)
+        assert not option_mask[row, len(z) :].any()
+
+
+def test_reader_finds_a_needle_the_pooled_vector_dilutes():
+    train, train_tokens, train_index = needle_problem(1200, 1)
+    test, test_tokens, test_index = needle_problem(300, 2)
+    net = train_reader(
+        train,
+        unit_tokens(train_tokens),
+        train_index,
+        ReaderConfig(heads=2, rank=32, hidden=32, epochs=6),
+        progress=False,
+    )
+    logits = reader_logits(net.weights({}), test, unit_tokens(test_tokens), test_index)
+    accuracy = np.mean([z.argmax() == a for z, a in zip(logits, test.answers, strict=True)])
+    assert accuracy > 0.9  # chance is about 0.36
+    # the trained readout, same data and epochs, sees only the pooled vector (measured: 0.51)
+    head = train_head(train, HeadConfig(hidden=32, epochs=6), progress=False)
+    assert head_accuracy(TrainedReadout(head), test) < 0.75
+
+
+def test_options_reordered_carry_their_probabilities_and_weights_round_trip(tmp_path):
+    net = ReaderNet(ReaderConfig(heads=2, rank=8, hidden=16))
+    weights = net.weights({"noul": 1.0, "choice": 0.7, "score": 1.0})
+    weights.save(tmp_path / "r.npz")
+    again = ReaderWeights.load(tmp_path / "r.npz")
+    assert np.array_equal(again.query_b, weights.query_b) and again.temperatures == weights.temperatures
+    readout = ReaderReadout(again)
+    names = {"a": "alpha", "b": "beta", "c": None}
+    q1 = decision({"type": "choice", "instructions": "Pick", "criteria": names})
+    q2 = decision({"type": "choice", "instructions": "Pick", "criteria": dict(reversed(list(names.items())))})
+    assert question_texts(q1) == readout.texts(q1)
+    rng = np.random.default_rng(3)
+    tokens, state, texts = (
+        unit_rows(rng.normal(size=(9, 384))),
+        unit(rng.normal(size=384)),
+        unit(rng.normal(size=(4, 384))),
+    )
+    p1 = readout.probabilities(tokens, state, texts, q1)
+    p2 = readout.probabilities(tokens, state, np.concatenate([texts[:1], texts[1:][::-1]]), q2)
+    assert np.allclose(p1, p2[::-1], atol=1e-12) and abs(p1.sum() - 1) < 1e-12
+
+
+def test_compare_weights_reports_the_largest_difference_per_array(tmp_path):
+    from jevserve.train.run import compare_weights
+
+    net = ReaderNet(ReaderConfig(heads=2, rank=8, hidden=16))
+    weights = net.weights({"noul": 1.0})
+    weights.save(tmp_path / "a.npz")
+    weights.save(tmp_path / "b.npz")
+    assert max(compare_weights(tmp_path / "a.npz", tmp_path / "b.npz").values()) == 0.0
+    moved = ReaderWeights(**{**weights.__dict__, "b1": weights.b1 + np.float32(0.25)})
+    moved.save(tmp_path / "c.npz")
+    differences = compare_weights(tmp_path / "a.npz", tmp_path / "c.npz")
+    assert abs(differences["b1"] - 0.25) < 1e-6 and differences["w1"] == 0.0
