@@ -278,12 +278,14 @@ def train_reading_model(
 
 
 def compare_weights(committed: Path, fresh: Path) -> dict[str, float]:
-    """Largest absolute difference per array between two weight files (.npz) of the same model."""
+    """Largest absolute difference per array between two weight files (.npz) of the same model; an array that is
+    not numbers (the temperatures' JSON) counts 0 when equal and infinity when not."""
     with np.load(committed) as a, np.load(fresh) as b:
         if set(a.files) != set(b.files):
             raise ValueError(f"{committed} and {fresh} hold different arrays: {sorted(a.files)} vs {sorted(b.files)}")
         return {
             name: float(np.abs(a[name].astype(np.float64) - b[name].astype(np.float64)).max())
-            for name in a.files
             if a[name].dtype.kind == "f"
+            else (0.0 if np.array_equal(a[name], b[name]) else float("inf"))
+            for name in a.files
         }

@@ -1,0 +1,34 @@
+"""docs/training.md's generated section: the reading model's rows appear beside the readouts' when their results
+exist, each compared with tfidf-lr and with the trained readout's matching row."""
+
+from jevserve.train.report import READER_ROWS, ROWS, report_markdown
+
+
+def document(model: str, scores: dict[str, float]) -> dict:
+    tasks = {t: {"score": s, "score_interval": [s - 5, s + 5], "brier": 0.2, "ece": 0.05} for t, s in scores.items()}
+    mean = sum(scores.values()) / len(scores)
+    return {"model": model, "command": f"make {model}", "tasks": tasks,
+            "average": {"score": mean, "interval": [mean - 9, mean + 9], "num_tasks": len(scores)}}
+
+
+def test_reader_rows_are_compared_with_tfidf_and_with_the_trained_readout():
+    scores = {
+        "zero-shot": {"a": 0.0, "b": 0.0}, "trained (in-task)": {"a": 10.0, "b": 30.0},
+        "trained (held-out task)": {"a": -5.0, "b": 0.0}, "reading (in-task)": {"a": 20.0, "b": 35.0},
+        "reading (held-out task)": {"a": -9.0, "b": 1.0},
+    }
+    names = {**ROWS, **READER_ROWS}
+    documents = {names[label]: document(names[label], s) for label, s in scores.items()}
+    documents["tfidf-lr"] = document("tfidf-lr", {"a": 15.0, "b": 40.0})
+    text = report_markdown(documents)
+    assert "- reading (in-task): ahead of tfidf-lr on 1 of 2 tasks; ahead of the trained readout's matching row " \
+        "on 2 of 2." in text
+    assert "- reading (held-out task): ahead of tfidf-lr on 0 of 2 tasks; ahead of the trained readout's " \
+        "matching row on 1 of 2." in text
+    assert "| reading (in-task) | 27.5 [18.5, 36.5] | 2 | `make jev-minilm-2` |" in text
+
+
+def test_without_reader_results_the_section_has_no_reader_rows():
+    scores = {"zero-shot": {"a": 0.0}, "trained (in-task)": {"a": 10.0}, "trained (held-out task)": {"a": -5.0}}
+    text = report_markdown({ROWS[label]: document(ROWS[label], s) for label, s in scores.items()})
+    assert "reading" not in text.split("What the frozen embedding carries")[0]
