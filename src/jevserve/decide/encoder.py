@@ -88,6 +88,13 @@ def zero_shot_backend(precision: Precision = "int8", *, embedder: Embedder | Non
     return EncoderBackend(ZeroShotReadout(zero_shot_params()), card=card, embedder=embedder, precision=precision)
 
 
+def _card(name: str, precision: Precision, what: str, release_date: str) -> ModelCard:
+    """A trained embedded model's card: the precision suffixes the name (int8 has none) and heads the description."""
+    suffix = "" if precision == "int8" else f"-{precision}"
+    description = f"all-MiniLM-L6-v2 ({precision}, onnxruntime) {what} (docs/training.md)"
+    return ModelCard(name=f"{name}{suffix}", description=description, release_date=release_date)
+
+
 def trained_backend(
     precision: Precision = "int8",
     *,
@@ -100,13 +107,7 @@ def trained_backend(
 
     if not weights.exists():
         raise FileNotFoundError(f"no trained readout at {weights}; run `jevserve train` to create it")
-    suffix = "" if precision == "int8" else f"-{precision}"
-    card = ModelCard(
-        name=f"{name}{suffix}",
-        description=f"all-MiniLM-L6-v2 ({precision}, onnxruntime) with a readout trained on JevServe-Bench train "
-        "splits (docs/training.md)",
-        release_date=RELEASE_DATE,
-    )
+    card = _card(name, precision, "with a readout trained on JevServe-Bench train splits", RELEASE_DATE)
     return EncoderBackend(TrainedReadout(HeadWeights.load(weights)), card=card, embedder=embedder, precision=precision)
 
 
@@ -147,11 +148,6 @@ def reader_backend(
 
     if not weights.exists():
         raise FileNotFoundError(f"no reading model at {weights}; run `jevserve train --reader` to create it")
-    suffix = "" if precision == "int8" else f"-{precision}"
-    card = ModelCard(
-        name=f"{name}{suffix}",
-        description=f"all-MiniLM-L6-v2 ({precision}, onnxruntime) token states read by each option's queries, "
-        "trained on JevServe-Bench train splits (docs/training.md)",
-        release_date=READER_RELEASE_DATE,
-    )
+    what = "token states read by each option's queries, trained on JevServe-Bench train splits"
+    card = _card(name, precision, what, READER_RELEASE_DATE)
     return ReadingBackend(ReaderReadout(ReaderWeights.load(weights)), card=card, embedder=embedder, precision=precision)

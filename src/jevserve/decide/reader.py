@@ -31,7 +31,15 @@ from pathlib import Path
 
 import numpy as np
 
-from jevserve.decide.trained import EMBEDDING_DIM, KINDS, NUM_FEATURES, _gelu, features, question_texts
+from jevserve.decide.trained import (
+    EMBEDDING_DIM,
+    KINDS,
+    NUM_FEATURES,
+    _gelu,
+    features,
+    question_parts,
+    question_texts,
+)
 from jevserve.protocol import DecisionQuestion
 
 QUERY_FEATURES = 3 * EMBEDDING_DIM + len(KINDS) + 1
@@ -44,15 +52,7 @@ def reader_features(num_heads: int) -> int:
 
 def query_inputs(text_vectors: np.ndarray, question: DecisionQuestion) -> np.ndarray:
     """(options × QUERY_FEATURES) inputs of the option queries; `text_vectors` follows `question_texts`."""
-    q = text_vectors[0] if question.instructions else np.zeros(EMBEDDING_DIM, np.float32)
-    options = text_vectors[1:]
-    n = len(options)
-    qq = np.broadcast_to(q, (n, EMBEDDING_DIM))
-    kind = np.zeros((n, len(KINDS)), np.float32)
-    kind[:, KINDS.index(question.kind)] = 1.0
-    position = np.zeros((n, 1), np.float32)
-    if question.kind == "score" and n > 1:
-        position[:, 0] = np.arange(n) / (n - 1)
+    options, qq, kind, position = question_parts(text_vectors, question)
     return np.concatenate([options, qq, options * qq, kind, position], axis=1).astype(np.float32)
 
 

@@ -39,18 +39,26 @@ def question_texts(question: DecisionQuestion) -> list[str]:
     return [question.instructions, *(option_text(o.label, o.description) for o in question.options)]
 
 
-def features(state: np.ndarray, text_vectors: np.ndarray, question: DecisionQuestion) -> np.ndarray:
-    """The (options × NUM_FEATURES) feature matrix of one question; `text_vectors` follows `question_texts`."""
+def question_parts(
+    text_vectors: np.ndarray, question: DecisionQuestion
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per option of one question: its vector, the instructions' vector (zeros when there are none), the kind
+    one-hot and the level position (score questions only); `text_vectors` follows `question_texts`."""
     q = text_vectors[0] if question.instructions else np.zeros(EMBEDDING_DIM, np.float32)
     options = text_vectors[1:]
     n = len(options)
-    s = np.broadcast_to(state, (n, EMBEDDING_DIM))
-    qq = np.broadcast_to(q, (n, EMBEDDING_DIM))
     kind = np.zeros((n, len(KINDS)), np.float32)
     kind[:, KINDS.index(question.kind)] = 1.0
     position = np.zeros((n, 1), np.float32)
     if question.kind == "score" and n > 1:
         position[:, 0] = np.arange(n) / (n - 1)
+    return options, np.broadcast_to(q, (n, EMBEDDING_DIM)), kind, position
+
+
+def features(state: np.ndarray, text_vectors: np.ndarray, question: DecisionQuestion) -> np.ndarray:
+    """The (options × NUM_FEATURES) feature matrix of one question; `text_vectors` follows `question_texts`."""
+    options, qq, kind, position = question_parts(text_vectors, question)
+    s = np.broadcast_to(state, options.shape)
     return np.concatenate([s * options, s * qq, options * qq, s, qq, options, kind, position], axis=1).astype(
         np.float32
     )

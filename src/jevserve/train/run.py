@@ -137,27 +137,46 @@ def train(
     fit_part, validation = split_validation(embedded, [ex.state for ex in examples])
     weights = train_head(fit_part, config, progress=progress)
     weights = fit_temperatures(weights, validation)
+    manifest = write_model(
+        out,
+        weights,
+        examples,
+        {
+            "command": _command("jevserve train"),
+            "leave_out": leave_out.name if leave_out else None,
+            "config": asdict(config),
+            "num_fit": len(fit_part.answers),
+            "num_validation": len(validation.answers),
+            "encoder": "all-MiniLM-L6-v2 int8 (decide/onnx_build.py)",
+        },
+        started,
+    )
+    return weights, manifest
+
+
+def write_model(
+    out: Path, weights: HeadWeights | ReaderWeights, examples: Sequence[Example], settings: dict[str, Any], started
+) -> dict[str, Any]:
+    """Write the weights (`out`), the training-state hashes (`out`.states.gz) and the manifest (`out`.json): the
+    `settings` a recipe names, then what every manifest records (data, temperatures, versions, time)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     weights.save(out)
     write_state_hashes(out.with_suffix(".states.gz"), examples)
-    manifest = {
-        "created": dt.date.today().isoformat(),
-        "command": _command("jevserve train"),
-        "leave_out": leave_out.name if leave_out else None,
-        "config": asdict(config),
-        "num_examples": len(examples),
-        "num_fit": len(fit_part.answers),
-        "num_validation": len(validation.answers),
+    recipe = {k: v for k, v in settings.items() if k in ("command", "model", "leave_out", "config")}
+    manifest = {"created": dt.date.today().isoformat(), **recipe, "num_examples": len(examples)}
+    manifest |= {
+        "num_fit": settings["num_fit"],
+        "num_validation": settings["num_validation"],
         "families": families(examples),
         "sources": sources_of(examples),
         "temperatures": weights.temperatures,
-        "encoder": "all-MiniLM-L6-v2 int8 (decide/onnx_build.py)",
+        "encoder": settings["encoder"],
         "versions": _versions(),
         "train_seconds": round(time.perf_counter() - started, 1),
         "state_hashes": out.with_suffix(".states.gz").name,
     }
     out.with_suffix(".json").write_text(json.dumps(manifest, indent=2) + "\n")
-    return weights, manifest
+    return manifest
 
 
 def train_zero_shot(
@@ -251,30 +270,17 @@ def train_reading_model(
     log(f"{len(examples)} examples from {len(families(examples))} families")
     inputs = reader_inputs(examples, embedder, progress=progress)
     weights = fit_reading_model(inputs, np.ones(len(examples), bool), config, progress=progress)
-    fit_rows = np.flatnonzero(~inputs.held)
-    validation_rows = np.flatnonzero(inputs.held)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    weights.save(out)
-    write_state_hashes(out.with_suffix(".states.gz"), examples)
-    manifest = {
-        "created": dt.date.today().isoformat(),
+    encoder = f"all-MiniLM-L6-v2 int8 token states, first {embedder.read_tokens} positions (decide/onnx_build.py)"
+    settings = {
         "command": _command("jevserve train --reader"),
         "model": "reading model (decide/reader.py)",
         "leave_out": leave_out.name if leave_out else None,
         "config": asdict(config),
-        "num_examples": len(examples),
-        "num_fit": len(fit_rows),
-        "num_validation": len(validation_rows),
-        "families": families(examples),
-        "sources": sources_of(examples),
-        "temperatures": weights.temperatures,
-        "encoder": f"all-MiniLM-L6-v2 int8 token states, first {embedder.read_tokens} positions (decide/onnx_build.py)",
-        "versions": _versions(),
-        "train_seconds": round(time.perf_counter() - started, 1),
-        "state_hashes": out.with_suffix(".states.gz").name,
+        "num_fit": int((~inputs.held).sum()),
+        "num_validation": int(inputs.held.sum()),
+        "encoder": encoder,
     }
-    out.with_suffix(".json").write_text(json.dumps(manifest, indent=2) + "\n")
-    return weights, manifest
+    return weights, write_model(out, weights, examples, settings, started)
 
 
 def compare_weights(committed: Path, fresh: Path) -> dict[str, float]:
