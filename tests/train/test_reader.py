@@ -109,5 +109,7 @@ def test_compare_weights_reports_the_largest_difference_per_array(tmp_path):
     moved.save(tmp_path / "c.npz")
     differences = compare_weights(tmp_path / "a.npz", tmp_path / "c.npz")
     assert abs(differences["b1"] - 0.25) < 1e-6 and differences["w1"] == 0.0 and differences["temperatures"] == 0.0
-    ReaderWeights(**{**weights.__dict__, "temperatures": {"noul": 1.5}}).save(tmp_path / "d.npz")
-    assert compare_weights(tmp_path / "a.npz", tmp_path / "d.npz")["temperatures"] == float("inf")
+    ReaderWeights(**{**weights.__dict__, "temperatures": {"noul": 1.25}}).save(tmp_path / "d.npz")
+    assert compare_weights(tmp_path / "a.npz", tmp_path / "d.npz")["temperatures"] == 0.25
+    ReaderWeights(**{**weights.__dict__, "temperatures": {"score": 1.0}}).save(tmp_path / "e.npz")
+    assert compare_weights(tmp_path / "a.npz", tmp_path / "e.npz")["temperatures"] == float("inf")

@@ -284,14 +284,17 @@ def train_reading_model(
 
 
 def compare_weights(committed: Path, fresh: Path) -> dict[str, float]:
-    """Largest absolute difference per array between two weight files (.npz) of the same model; an array that is
-    not numbers (the temperatures' JSON) counts 0 when equal and infinity when not."""
+    """Largest absolute difference per array between two weight files (.npz) of the same model; the temperatures
+    (stored as JSON) by their values, infinity when the question types differ."""
     with np.load(committed) as a, np.load(fresh) as b:
         if set(a.files) != set(b.files):
             raise ValueError(f"{committed} and {fresh} hold different arrays: {sorted(a.files)} vs {sorted(b.files)}")
-        return {
-            name: float(np.abs(a[name].astype(np.float64) - b[name].astype(np.float64)).max())
-            if a[name].dtype.kind == "f"
-            else (0.0 if np.array_equal(a[name], b[name]) else float("inf"))
-            for name in a.files
-        }
+        differences = {}
+        for name in a.files:
+            if name == "temperatures":
+                old, new = json.loads(str(a[name])), json.loads(str(b[name]))
+                same_kinds = set(old) == set(new)
+                differences[name] = max(abs(old[k] - new[k]) for k in old) if same_kinds else float("inf")
+            else:
+                differences[name] = float(np.abs(a[name].astype(np.float64) - b[name].astype(np.float64)).max())
+        return differences
