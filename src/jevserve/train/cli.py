@@ -11,7 +11,7 @@ from jevserve.decide.encoder import READER_WEIGHTS, TRAINED_HEAD, ZERO_SHOT_PARA
 CHECK_TOLERANCE = 1e-5  # largest weight difference a reproduction may show (float32 sums in another order)
 # The temperatures come from a bounded scalar search whose end point moves with 1e-7 changes in the logits (numpy's
 # float32 products sum in an order that depends on the BLAS threads): the committed head's drift by up to 9e-5 on a
-# rerun whose weights are equal bit for bit. 1e-3 on a temperature near 1 moves no probability by more than 0.1%.
+# rerun whose weights are equal bit for bit. 1e-3 on a temperature near 1 scales every logit by about 0.1%.
 TEMPERATURE_TOLERANCE = 1e-3
 
 
