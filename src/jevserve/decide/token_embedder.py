@@ -8,8 +8,6 @@ per tensor, so a padded companion would change a text's states), which costs not
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from jevserve.decide.embedder import EMBEDDING_DIM, Embedder, LRUCache
@@ -55,7 +53,3 @@ class TokenEmbedder(Embedder):
             self._window_states.append(hidden)
         return pooled
 
-
-def embed_with_states(embedder: TokenEmbedder, texts: Sequence[str]) -> list[np.ndarray]:
-    """Token states of each text (the embedder's caches fill as a side effect)."""
-    return [embedder.token_states(t) for t in texts]
