@@ -15,3 +15,11 @@ def test_the_fingerprint_follows_the_encoder_graph_and_the_readout_files(tmp_pat
     monkeypatch.setattr(embedded, "graph_key", lambda: graph_key() + "-another-recipe")
     assert embedded.embedded_fingerprint() not in (base, changed_head)
     assert embedded.encoder_fingerprint() != embedded.encoder_fingerprint("fp32")
+
+
+def test_load_backend_embedded_gives_the_embedded_default_alone():
+    from jevserve.decide.embedded import default_backend, embedded_backends
+    from jevserve.decide.registry import load_backend
+
+    alone = load_backend("embedded")
+    assert alone.card == default_backend().card == embedded_backends()[0].card

@@ -40,6 +40,14 @@ def embedded_backends(precision: Precision = "int8") -> list[DecisionBackend]:
     return backends
 
 
+def default_backend(precision: Precision = "int8") -> DecisionBackend:
+    """Only the embedded default (what `embedded_backends()[0]` answers with), for callers that ask nothing else:
+    they do not load the other models' encoder sessions."""
+    if TRAINED_HEAD.exists():
+        return trained_backend(precision)
+    return zero_shot_backend(precision)
+
+
 def encoder_fingerprint(precision: Precision = "int8") -> str:
     """A short digest of the encoder graph the embedded models run (weights, build recipe, onnxruntime)."""
     return hashlib.sha256(f"{graph_key()}-{precision}".encode()).hexdigest()[:12]

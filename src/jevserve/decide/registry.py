@@ -34,6 +34,16 @@ class UnknownSpecError(ValueError):
     """A model spec that names no known backend."""
 
 
+def load_backend(spec: str, options: BackendOptions | None = None) -> DecisionBackend:
+    """The one backend a spec answers `jev-latest` with; for `embedded`, only the default is loaded (the gateway
+    asks nothing else, and the reading model's encoder session would cost its start-up and memory for nothing)."""
+    if spec == "embedded":
+        from jevserve.decide.embedded import default_backend
+
+        return default_backend()
+    return load_backends(spec, options)[0]
+
+
 def load_backends(spec: str, options: BackendOptions | None = None) -> list[DecisionBackend]:
     """Build the backends a spec names; the first answers `jev-latest` (some specs serve several readouts)."""
     options = options or BackendOptions()

@@ -205,10 +205,10 @@ def make_decider(spec: str = "embedded", *, remote_key: str | None = None) -> De
         return RemoteDecider(url, api_key=remote_key)
     from threadpoolctl import threadpool_limits
 
-    from jevserve.decide.registry import load_backends
+    from jevserve.decide.registry import load_backend
 
     threadpool_limits(1, "blas")
-    return LocalDecider(load_backends(spec)[0])
+    return LocalDecider(load_backend(spec))
 
 
 async def timed_decide(
