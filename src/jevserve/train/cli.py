@@ -99,8 +99,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_train(args: argparse.Namespace) -> int:
     """Run training (or the zero-shot calibration) and print where the results went."""
     from jevserve.bench.tasks import TASKS, select_tasks
-    from jevserve.train.head import HeadConfig
-    from jevserve.train.run import train, train_zero_shot
+    from jevserve.train.run import train_zero_shot
 
     if args.report:
         from jevserve.train.report import write_report
@@ -131,30 +130,33 @@ def run_train(args: argparse.Namespace) -> int:
         return 0
     if args.check:
         return _run_check(args, tasks, leave_out)
-    if args.reader:
-        from jevserve.train.reader import ReaderConfig
-        from jevserve.train.run import train_reading_model
-
-        out = args.out or READER_WEIGHTS
-        config = ReaderConfig(seed=args.seed, **({"epochs": args.epochs} if args.epochs else {}))
-        _, manifest = train_reading_model(
-            tasks, out=out, config=config, leave_out=leave_out, progress=not args.no_progress
-        )
-        print(f"wrote {out} ({manifest['num_examples']} examples, {manifest['train_seconds']} s)")
-        return 0
-    args.out = args.out or TRAINED_HEAD
-    _, manifest = train(
-        tasks,
-        out=args.out,
-        config=HeadConfig(epochs=args.epochs or 12, seed=args.seed),
-        leave_out=leave_out,
-        progress=not args.no_progress,
-    )
+    out = args.out or (READER_WEIGHTS if args.reader else TRAINED_HEAD)
+    manifest = _train_model(args, tasks, out, leave_out)
     print(
-        f"wrote {args.out} ({manifest['num_examples']} examples, {manifest['train_seconds']} s); "
-        f"manifest {args.out.with_suffix('.json')}"
+        f"wrote {out} ({manifest['num_examples']} examples, {manifest['train_seconds']} s); "
+        f"manifest {out.with_suffix('.json')}"
     )
     return 0
+
+
+def _config(args: argparse.Namespace):
+    """The training settings the flags name: the reading model's (--reader) or the trained readout's."""
+    if args.reader:
+        from jevserve.train.reader import ReaderConfig
+
+        return ReaderConfig(seed=args.seed, **({"epochs": args.epochs} if args.epochs else {}))
+    from jevserve.train.head import HeadConfig
+
+    return HeadConfig(epochs=args.epochs or 12, seed=args.seed)
+
+
+def _train_model(args: argparse.Namespace, tasks: list, out: Path, leave_out) -> dict:
+    """Train the model the flags name into `out`; returns its manifest."""
+    from jevserve.train.run import train, train_reading_model
+
+    trainer = train_reading_model if args.reader else train
+    _, manifest = trainer(tasks, out=out, config=_config(args), leave_out=leave_out, progress=not args.no_progress)
+    return manifest
 
 
 def _run_check(args: argparse.Namespace, tasks: list, leave_out) -> int:
@@ -165,18 +167,7 @@ def _run_check(args: argparse.Namespace, tasks: list, leave_out) -> int:
     committed = args.out or (READER_WEIGHTS if args.reader else TRAINED_HEAD)
     with tempfile.TemporaryDirectory() as tmp:
         fresh = Path(tmp) / committed.name
-        if args.reader:
-            from jevserve.train.reader import ReaderConfig
-            from jevserve.train.run import train_reading_model
-
-            config = ReaderConfig(seed=args.seed, **({"epochs": args.epochs} if args.epochs else {}))
-            train_reading_model(tasks, out=fresh, config=config, leave_out=leave_out, progress=not args.no_progress)
-        else:
-            from jevserve.train.head import HeadConfig
-            from jevserve.train.run import train
-
-            config = HeadConfig(epochs=args.epochs or 12, seed=args.seed)
-            train(tasks, out=fresh, config=config, leave_out=leave_out, progress=not args.no_progress)
+        _train_model(args, tasks, fresh, leave_out)
         differences = compare_weights(committed, fresh)
     for name, value in differences.items():
         print(f"{name}: largest difference {value:.3g}")
@@ -197,7 +188,6 @@ def _run_heldout(args: argparse.Namespace, tasks: list) -> int:
     from jevserve.bench.results import write_result
     from jevserve.decide.embedder import Embedder
     from jevserve.decide.onnx_build import cache_dir
-    from jevserve.train.head import HeadConfig
     from jevserve.train.heldout import READER_HELDOUT_ROW, head_backends, score_heldout, train_heldout_heads
 
     embedder = Embedder("int8")
@@ -205,13 +195,12 @@ def _run_heldout(args: argparse.Namespace, tasks: list) -> int:
     if args.reader:
         from jevserve.decide.token_embedder import TokenEmbedder
         from jevserve.train.heldout import train_heldout_readers
-        from jevserve.train.reader import ReaderConfig
 
         models = train_heldout_readers(
             tasks,
             data=data,
             embedder=TokenEmbedder("int8"),
-            config=ReaderConfig(seed=args.seed, **({"epochs": args.epochs} if args.epochs else {})),
+            config=_config(args),
             weights_dir=cache_dir() / "heldout-readers",
             progress=not args.no_progress,
         )
@@ -221,7 +210,7 @@ def _run_heldout(args: argparse.Namespace, tasks: list) -> int:
             tasks,
             data=data,
             embedder=embedder,
-            config=HeadConfig(epochs=args.epochs or 12, seed=args.seed),
+            config=_config(args),
             weights_dir=cache_dir() / "heldout-heads",
             progress=not args.no_progress,
         )

@@ -137,40 +137,46 @@ def train(
     fit_part, validation = split_validation(embedded, [ex.state for ex in examples])
     weights = train_head(fit_part, config, progress=progress)
     weights = fit_temperatures(weights, validation)
+    recipe = {"command": _command("jevserve train"), "leave_out": leave_out.name if leave_out else None}
     manifest = write_model(
         out,
         weights,
         examples,
-        {
-            "command": _command("jevserve train"),
-            "leave_out": leave_out.name if leave_out else None,
-            "config": asdict(config),
-            "num_fit": len(fit_part.answers),
-            "num_validation": len(validation.answers),
-            "encoder": "all-MiniLM-L6-v2 int8 (decide/onnx_build.py)",
-        },
-        started,
+        recipe | {"config": asdict(config)},
+        num_fit=len(fit_part.answers),
+        num_validation=len(validation.answers),
+        encoder="all-MiniLM-L6-v2 int8 (decide/onnx_build.py)",
+        started=started,
     )
     return weights, manifest
 
 
 def write_model(
-    out: Path, weights: HeadWeights | ReaderWeights, examples: Sequence[Example], settings: dict[str, Any], started
+    out: Path,
+    weights: HeadWeights | ReaderWeights,
+    examples: Sequence[Example],
+    recipe: dict[str, Any],
+    *,
+    num_fit: int,
+    num_validation: int,
+    encoder: str,
+    started: float,
 ) -> dict[str, Any]:
     """Write the weights (`out`), the training-state hashes (`out`.states.gz) and the manifest (`out`.json): the
-    `settings` a recipe names, then what every manifest records (data, temperatures, versions, time)."""
+    `recipe` (command, leave-out, config, ...), then what every manifest records (data, temperatures, versions)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     weights.save(out)
     write_state_hashes(out.with_suffix(".states.gz"), examples)
-    recipe = {k: v for k, v in settings.items() if k in ("command", "model", "leave_out", "config")}
-    manifest = {"created": dt.date.today().isoformat(), **recipe, "num_examples": len(examples)}
-    manifest |= {
-        "num_fit": settings["num_fit"],
-        "num_validation": settings["num_validation"],
+    manifest = {
+        "created": dt.date.today().isoformat(),
+        **recipe,
+        "num_examples": len(examples),
+        "num_fit": num_fit,
+        "num_validation": num_validation,
         "families": families(examples),
         "sources": sources_of(examples),
         "temperatures": weights.temperatures,
-        "encoder": settings["encoder"],
+        "encoder": encoder,
         "versions": _versions(),
         "train_seconds": round(time.perf_counter() - started, 1),
         "state_hashes": out.with_suffix(".states.gz").name,
@@ -270,17 +276,23 @@ def train_reading_model(
     log(f"{len(examples)} examples from {len(families(examples))} families")
     inputs = reader_inputs(examples, embedder, progress=progress)
     weights = fit_reading_model(inputs, np.ones(len(examples), bool), config, progress=progress)
-    encoder = f"all-MiniLM-L6-v2 int8 token states, first {embedder.read_tokens} positions (decide/onnx_build.py)"
-    settings = {
+    recipe = {
         "command": _command("jevserve train --reader"),
         "model": "reading model (decide/reader.py)",
         "leave_out": leave_out.name if leave_out else None,
         "config": asdict(config),
-        "num_fit": int((~inputs.held).sum()),
-        "num_validation": int(inputs.held.sum()),
-        "encoder": encoder,
     }
-    return weights, write_model(out, weights, examples, settings, started)
+    manifest = write_model(
+        out,
+        weights,
+        examples,
+        recipe,
+        num_fit=int((~inputs.held).sum()),
+        num_validation=int(inputs.held.sum()),
+        encoder=f"all-MiniLM-L6-v2 int8 token states, first {embedder.read_tokens} positions (decide/onnx_build.py)",
+        started=started,
+    )
+    return weights, manifest
 
 
 def compare_weights(committed: Path, fresh: Path) -> dict[str, float]:
