@@ -39,6 +39,7 @@ from jevserve.decide.trained import (
     features,
     question_parts,
     question_texts,
+    tempered_softmax,
 )
 from jevserve.protocol import DecisionQuestion
 
@@ -133,8 +134,5 @@ class ReaderReadout:
         self, tokens: np.ndarray, state: np.ndarray, text_vectors: np.ndarray, question: DecisionQuestion
     ) -> np.ndarray:
         """One probability per option."""
-        z = self.logits(tokens, state, text_vectors, question).astype(np.float64)
-        z /= self.weights.temperatures.get(question.kind, 1.0)
-        z -= z.max()
-        e = np.exp(z)
-        return e / e.sum()
+        logits = self.logits(tokens, state, text_vectors, question)
+        return tempered_softmax(logits, self.weights.temperatures, question.kind)

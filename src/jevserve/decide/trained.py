@@ -69,6 +69,14 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x**3)))
 
 
+def tempered_softmax(logits: np.ndarray, temperatures: dict[str, float], kind: str) -> np.ndarray:
+    """Probabilities over a question's own options, the logits divided by the temperature fitted for its type."""
+    z = logits.astype(np.float64) / temperatures.get(kind, 1.0)
+    z -= z.max()
+    e = np.exp(z)
+    return e / e.sum()
+
+
 @dataclass(frozen=True)
 class HeadWeights:
     """The perceptron's parameters and the per-type temperatures."""
@@ -116,9 +124,4 @@ class TrainedReadout:
 
     def probabilities(self, state: np.ndarray, text_vectors: np.ndarray, question: DecisionQuestion) -> np.ndarray:
         """One probability per option."""
-        z = self.logits(state, text_vectors, question).astype(np.float64) / self.weights.temperatures.get(
-            question.kind, 1.0
-        )
-        z -= z.max()
-        e = np.exp(z)
-        return e / e.sum()
+        return tempered_softmax(self.logits(state, text_vectors, question), self.weights.temperatures, question.kind)

@@ -93,9 +93,10 @@ def option_loss(
     return (loss_each * weights).mean()
 
 
-def _batches(sizes: list[int], batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
-    # Group questions of similar option counts so padding stays small; shuffle the batches.
-    order = np.argsort(np.array(sizes) + rng.random(len(sizes)), kind="stable")
+def batches_by(keys: np.ndarray, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Example indices in batches of neighbours by `keys` (a size plus noise, so padding stays small), the batches
+    shuffled."""
+    order = np.argsort(keys, kind="stable")
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     rng.shuffle(batches)
     return batches
@@ -119,7 +120,8 @@ def train_head(data: EmbeddedExamples, config: HeadConfig = HeadConfig(), *, pro
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=config.learning_rate, total_steps=steps)
     bar = tqdm(total=steps, desc="training head", unit="step", disable=not progress)
     for _ in range(config.epochs):
-        for idx in _batches(sizes, config.batch_size, rng):
+        # questions of similar option counts share a batch
+        for idx in batches_by(np.array(sizes) + rng.random(len(sizes)), config.batch_size, rng):
             x, mask = batch_features(data, idx)
             logits = model(x).squeeze(-1)
             loss = option_loss(logits, mask, answers[idx], is_score[idx], weights[idx], config.rps_weight)

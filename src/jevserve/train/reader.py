@@ -17,7 +17,7 @@ from tqdm import tqdm
 from jevserve.decide.reader import QUERY_FEATURES, ReaderReadout, ReaderWeights, reader_features
 from jevserve.decide.trained import EMBEDDING_DIM, KINDS
 from jevserve.train.dataset import EmbeddedExamples
-from jevserve.train.head import batch_features, family_weights, kind_temperatures, option_loss
+from jevserve.train.head import batch_features, batches_by, family_weights, kind_temperatures, option_loss
 from jevserve.train.token_states import TokenStates
 
 
@@ -136,14 +136,6 @@ def batch_inputs(
     return phi, queries_in, options, torch.from_numpy(token_rows), torch.from_numpy(token_mask), option_mask
 
 
-def _batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
-    # Examples of similar state lengths share a batch, so little of the token axis is padding; batches shuffled.
-    order = np.argsort(lengths * (1.0 + 0.3 * rng.random(len(lengths))), kind="stable")
-    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-    rng.shuffle(batches)
-    return batches
-
-
 def train_reader(
     data: EmbeddedExamples,
     tokens: TokenStates,
@@ -165,7 +157,8 @@ def train_reader(
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=config.learning_rate, total_steps=steps)
     bar = tqdm(total=steps, desc="training reader", unit="step", disable=not progress)
     for _ in range(config.epochs):
-        for idx in _batches(lengths, config.batch_size, rng):
+        # examples of similar state lengths share a batch, so little of the token axis is padding
+        for idx in batches_by(lengths * (1.0 + 0.3 * rng.random(len(lengths))), config.batch_size, rng):
             phi, queries_in, options, token_rows, token_mask, option_mask = batch_inputs(data, tokens, token_index, idx)
             logits = model(phi, queries_in, options, token_rows, token_mask)
             loss = option_loss(logits, option_mask, answers[idx], is_score[idx], weights[idx], config.rps_weight)
