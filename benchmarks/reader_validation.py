@@ -3,7 +3,9 @@
 Both are fitted on the training examples outside the ~10% of states held out by hash for the temperatures
 (train/run.py `is_validation`) and scored on the held-out ones, at temperature 1: per family (question variants
 counted with their family), the mean negative log-likelihood and the accuracy of the top option, then the mean over
-families. Nothing here reads a bench test side; this is how the reader's settings were chosen (docs/training.md).
+families. The attribute questions (train/attributes.py) are left out of that mean (only recipes with
+"attribute_questions" fit them) and reported as their own accuracy. Nothing here reads a bench test side; this is
+how the reader's settings were chosen (docs/training.md).
 
 Writes benchmarks/results/reader_validation.json and a section of docs/benchmarks.md.
 Run: .venv/bin/python benchmarks/reader_validation.py [--reader '{"epochs": 3}' ...]
@@ -60,17 +62,19 @@ def markdown(result: dict) -> str:
     lines = [
         "## Reading model recipe, train-side validation (issue 13)",
         "",
-        f"`{result['command']}`, {result['machine']['when']}: {result['num_fit']} training examples fitted, "
-        f"{result['num_validation']} held out by state (no bench test side read); mean over "
-        f"{result['num_families']} families at temperature 1.",
+        f"`{result['command']}`, {result['machine']['when']}: {result['num_fit']} training examples fitted "
+        f"({result['num_fit_with_attributes']} with the attribute questions), {result['num_validation']} held out by "
+        f"state (no bench test side read); mean over {result['num_families']} families at temperature 1. Attribute "
+        f"accuracy: the {result['num_attribute_validation']} attribute questions (train/attributes.py) about the "
+        "held-out states, in trained phrasings.",
         "",
-        "| recipe | settings | mean NLL | mean accuracy | train s |",
-        "|---|---|---|---|---|",
+        "| recipe | settings | mean NLL | mean accuracy | attribute accuracy | train s |",
+        "|---|---|---|---|---|---|",
     ]
     for row in result["rows"]:
         lines.append(
             f"| {row['recipe']} | `{json.dumps(row['settings'])}` | {row['mean_nll']:.3f} | "
-            f"{row['mean_accuracy']:.3f} | {row['train_s']:.0f} |"
+            f"{row['mean_accuracy']:.3f} | {row['attribute_accuracy']:.3f} | {row['train_s']:.0f} |"
         )
     return "\n".join(lines)
 
@@ -86,38 +90,72 @@ def main() -> None:
     parser.add_argument("--no-head", action="store_true", help="skip the trained readout's row")
     args = parser.parse_args()
     embedder = TokenEmbedder("int8")
-    examples = collect_examples(BenchData(embed=embed_texts), list(TASKS.values()), variants=True)
+    examples = collect_examples(BenchData(embed=embed_texts), list(TASKS.values()), variants=True, attributes=True)
     inputs = reader_inputs(examples, embedder)
-    fit_rows, validation_rows = np.flatnonzero(~inputs.held), np.flatnonzero(inputs.held)
-    fit, validation = subset(inputs.embedded, fit_rows), subset(inputs.embedded, validation_rows)
+    # Scored on the families every recipe trains on; the attribute questions (train/attributes.py) are reported
+    # apart, and fitted only by recipes with "attribute_questions".
+    attribute = np.array([f.startswith("attribute:") for f in inputs.embedded.families])
+    validation_rows = np.flatnonzero(inputs.held & ~attribute)
+    attribute_rows = np.flatnonzero(inputs.held & attribute)
+    validation, attribute_validation = subset(inputs.embedded, validation_rows), subset(inputs.embedded, attribute_rows)
+
+    def fit_rows(with_attributes: bool) -> np.ndarray:
+        return np.flatnonzero(~inputs.held & (with_attributes | ~attribute))
+
+    def attribute_accuracy(logits: list[np.ndarray]) -> float:
+        return float(np.mean([np.argmax(z) == a for z, a in zip(logits, attribute_validation.answers, strict=True)]))
+
     rows = []
     if not args.no_head:
         started = time.perf_counter()
-        readout = TrainedReadout(train_head(fit, HeadConfig()))
+        readout = TrainedReadout(train_head(subset(inputs.embedded, fit_rows(False)), HeadConfig()))
         elapsed = time.perf_counter() - started
-        logits = [
-            readout.logits(validation.vectors[s], validation.vectors[t], q)
-            for s, t, q in zip(validation.state_rows, validation.text_rows, validation.questions, strict=True)
-        ]
-        scores = family_scores(logits, validation.answers, validation.families)
+
+        def head_logits(part):
+            return [
+                readout.logits(part.vectors[s], part.vectors[t], q)
+                for s, t, q in zip(part.state_rows, part.text_rows, part.questions, strict=True)
+            ]
+
+        scores = family_scores(head_logits(validation), validation.answers, validation.families)
         rows.append(
-            {"recipe": "trained readout", "settings": {}, "train_s": elapsed, **summary(scores), "families": scores}
+            {
+                "recipe": "trained readout",
+                "settings": {},
+                "train_s": elapsed,
+                **summary(scores),
+                "attribute_accuracy": attribute_accuracy(head_logits(attribute_validation)),
+                "families": scores,
+            }
         )
     for settings in [json.loads(s) for s in args.reader or ["{}"]]:
+        config = ReaderConfig(**settings)
+        rows_fit = fit_rows(config.attribute_questions)
         started = time.perf_counter()
-        net = train_reader(fit, inputs.tokens, inputs.token_index[fit_rows], ReaderConfig(**settings))
+        net = train_reader(subset(inputs.embedded, rows_fit), inputs.tokens, inputs.token_index[rows_fit], config)
         elapsed = time.perf_counter() - started
-        logits = reader_logits(net.weights({}), validation, inputs.tokens, inputs.token_index[validation_rows])
+        weights = net.weights({})
+        logits = reader_logits(weights, validation, inputs.tokens, inputs.token_index[validation_rows])
         scores = family_scores(logits, validation.answers, validation.families)
+        on_attributes = reader_logits(weights, attribute_validation, inputs.tokens, inputs.token_index[attribute_rows])
         rows.append(
-            {"recipe": "reading model", "settings": settings, "train_s": elapsed, **summary(scores), "families": scores}
+            {
+                "recipe": "reading model",
+                "settings": settings,
+                "train_s": elapsed,
+                **summary(scores),
+                "attribute_accuracy": attribute_accuracy(on_attributes),
+                "families": scores,
+            }
         )
         print(f"reader {settings}: {summary(scores)}", file=sys.stderr)
     result = {
         "machine": machine(),
         "command": "python benchmarks/reader_validation.py" + "".join(f" --reader '{s}'" for s in args.reader or []),
-        "num_fit": len(fit_rows),
+        "num_fit": len(fit_rows(False)),
+        "num_fit_with_attributes": len(fit_rows(True)),
         "num_validation": len(validation_rows),
+        "num_attribute_validation": len(attribute_rows),
         "num_families": len(rows[0]["families"]),
         "rows": rows,
     }

@@ -25,15 +25,18 @@ def test_weights_are_small_and_the_manifest_names_data_seeds_and_versions():
     assert provenance["num_examples"] == originals < manifest["num_examples"]
 
 
-def test_the_reading_model_ships_with_a_manifest_of_the_same_examples():
+def test_the_reading_model_ships_with_a_manifest_of_the_same_examples_and_the_attribute_questions():
     manifest = json.loads(READER_WEIGHTS.with_suffix(".json").read_text())
     head = json.loads(TRAINED_HEAD.with_suffix(".json").read_text())
     assert READER_WEIGHTS.stat().st_size < 8 * 1024 * 1024
-    assert manifest["families"] == head["families"] and manifest["leave_out"] is None
+    shared = {f: n for f, n in manifest["families"].items() if not f.startswith("attribute:")}
+    assert shared == head["families"] and manifest["leave_out"] is None
+    attributes = manifest["config"].get("attribute_questions", False)
+    assert (len(shared) < len(manifest["families"])) == attributes
     assert manifest["config"]["seed"] == 0 and manifest["temperatures"] and manifest["versions"]
-    assert read_state_hashes(READER_WEIGHTS.with_suffix(".states.gz")) == read_state_hashes(
-        TRAINED_HEAD.with_suffix(".states.gz")
-    )
+    reader_states = read_state_hashes(READER_WEIGHTS.with_suffix(".states.gz"))
+    head_states = read_state_hashes(TRAINED_HEAD.with_suffix(".states.gz"))
+    assert reader_states >= head_states and (reader_states > head_states) == attributes
 
 
 @pytest.mark.slow
@@ -64,8 +67,10 @@ def test_manifest_hashes_are_exactly_the_examples_training_reads(weights):
     from jevserve.train.examples import content_hash
     from jevserve.train.run import collect_examples
 
+    # the reading model also reads the attribute questions (train/attributes.py) when its recipe says so
+    attributes = json.loads(weights.with_suffix(".json").read_text())["config"].get("attribute_questions", False)
     try:
-        examples = collect_examples(BenchData(), list(TASKS.values()), log=lambda message: None)
+        examples = collect_examples(BenchData(), list(TASKS.values()), attributes=attributes, log=lambda message: None)
     except SourceMissingError as exc:
         pytest.skip(f"needs the bench data ({exc})")
     if len(examples) < 20_000:

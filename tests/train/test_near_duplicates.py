@@ -1,6 +1,6 @@
-"""With the real data: nothing `jevserve train` reads (task train sides, synthetic families, question variants,
-their question texts) is a near-duplicate of a bench test item. `jevserve train --reader` reads the same examples
-(`collect_examples(..., variants=True)`) and the same texts (`question_texts`)."""
+"""With the real data: nothing `jevserve train` or `jevserve train --reader` reads (task train sides, synthetic
+families, question variants, attribute questions, their question texts) is a near-duplicate of a bench test item.
+`collect_examples(..., variants=True, attributes=True)` is everything either reads."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from jevserve.train.run import collect_examples
 @pytest.mark.slow
 def test_no_text_training_reads_nearly_contains_a_bench_test_item(bench_tasks):
     data, loaded = bench_tasks
-    examples = collect_examples(data, list(TASKS.values()), variants=True, log=lambda _m: None)
+    examples = collect_examples(data, list(TASKS.values()), variants=True, attributes=True, log=lambda _m: None)
     read = {ex.state for ex in examples}
     for ex in examples:
         read.update(question_texts(ex.question))

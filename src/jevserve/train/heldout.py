@@ -187,7 +187,7 @@ def train_heldout_readers(
 ) -> dict[str, tuple[DecisionBackend, str]]:
     """One reading model per task, trained on everything that does not share the task's sources (cached on disk),
     each as a backend with its answers-cache version (the digest of its weights file and the token graph)."""
-    examples = collect_examples(data, tasks, variants=True, log=log)
+    examples = collect_examples(data, tasks, variants=True, attributes=config.attribute_questions, log=log)
     inputs = reader_inputs(examples, embedder, progress=progress)
     weights_dir.mkdir(parents=True, exist_ok=True)
     recipe = training_digest(examples, config, f"{encoder_fingerprint(embedder.precision)}-tokens")

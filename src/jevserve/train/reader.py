@@ -35,6 +35,7 @@ class ReaderConfig:
     rps_weight: float = 1.0
     dropout: float = 0.0  # on the perceptron's inputs, in training only
     direct_start: float = 10.0  # initial a_h (even heads) and b_h (odd heads); see ReaderNet
+    attribute_questions: bool = True  # also train on train/attributes.py's questions (held-out phrasings apart)
     seed: int = 0
 
 

@@ -24,6 +24,7 @@ from jevserve.decide.embedder import Embedder, embed_texts
 from jevserve.decide.reader import ReaderWeights
 from jevserve.decide.token_embedder import TokenEmbedder
 from jevserve.decide.trained import KINDS, HeadWeights, question_texts
+from jevserve.train.attributes import attribute_families
 from jevserve.train.dataset import EmbeddedExamples, embed_examples, subset
 from jevserve.train.examples import Example, content_hash, families, task_examples
 from jevserve.train.head import HeadConfig, fit_temperatures, train_head
@@ -36,10 +37,17 @@ VALIDATION_PERCENT = 10  # of training states (by hash), held out for the temper
 
 
 def collect_examples(
-    data: BenchData, tasks: Sequence[Task], *, leave_out: Task | None = None, variants: bool = False, log=print
+    data: BenchData,
+    tasks: Sequence[Task],
+    *,
+    leave_out: Task | None = None,
+    variants: bool = False,
+    attributes: bool = False,
+    log=print,
 ) -> list[Example]:
     """Train-side examples of every task and synthetic family; with `leave_out`, nothing that shares its sources;
-    with `variants`, each example also re-asked the ways of train/variants.py."""
+    with `variants`, each example also re-asked the ways of train/variants.py; with `attributes`, the attribute
+    questions of train/attributes.py (after the variants: they are bare yes/no questions already)."""
     banned = set(leave_out.sources) if leave_out else set()
     examples: list[Example] = []
     for task in tasks:
@@ -60,6 +68,8 @@ def collect_examples(
         examples += [ex for ex in found if not banned & set(ex.sources)]
     if variants:
         examples += question_variants(examples)
+    if attributes:
+        examples += [ex for ex in attribute_families(data) if not banned & set(ex.sources)]
     return examples
 
 
@@ -270,7 +280,9 @@ def train_reading_model(
     config = config or ReaderConfig()
     embedder = embedder or TokenEmbedder("int8")
     data = data or BenchData(embed=embed_texts)  # the bench's own (pooled) encoder, as `train` uses
-    examples = collect_examples(data, tasks, leave_out=leave_out, variants=True, log=log)
+    examples = collect_examples(
+        data, tasks, leave_out=leave_out, variants=True, attributes=config.attribute_questions, log=log
+    )
     if not examples:
         raise SystemExit("no training examples: fetch the bench data first (jevserve data fetch)")
     log(f"{len(examples)} examples from {len(families(examples))} families")
