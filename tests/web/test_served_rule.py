@@ -24,7 +24,7 @@ def test_live_answers_of_the_embedded_default_match_its_stored_actions():
     except SourceMissingError as exc:
         pytest.skip(f"bench data missing: {exc}")
     rows = stored_rows(Path(RESULTS))
-    with open_endpoint("embedded", "jev-minilm-1", serve_embedded=serve_embedded) as endpoint:
+    with open_endpoint("embedded", None, serve_embedded=serve_embedded) as endpoint:
         decider = SystemOneDecider(endpoint.base_url, endpoint.model)
         own = next(r for r in rows if r.model == decider.name)
         for key in ("injection", "harmful", "cache"):

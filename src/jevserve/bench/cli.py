@@ -39,7 +39,7 @@ def _endpoint_arguments(parser: argparse.ArgumentParser, required: bool) -> None
                         "in this process)")
     parser.add_argument("--model", default=None,
                         help="model name to ask for; names the results folder and the answers cache (default for "
-                        "embedded: its default model, jev-minilm-1; required with a URL)")
+                        "embedded: its default model, jev-minilm-2; required with a URL)")
     parser.add_argument("--api-key-env", default=None, metavar="VAR",
                         help="environment variable holding the endpoint's API key (sent as a bearer token)")
     parser.add_argument("--concurrency", type=_positive_int, default=32,

@@ -19,11 +19,8 @@ from jevserve.decide.onnx_build import Precision, graph_key
 
 
 def embedded_backends(precision: Precision = "int8") -> list[DecisionBackend]:
-    """The embedded default first (the trained readout when its weights ship), then the reading model when its
-    weights ship, then the zero-shot readout.
-
-    The reading model scores higher on the bench but is not the default yet: on short everyday prompts it answers
-    the gateway's fixed-threshold questions with confident false positives (docs/training.md, "The reading model").
+    """The embedded default first: the reading model when its weights ship, then the trained readout when its
+    weights ship, then the zero-shot readout (docs/training.md says why the reading model leads).
 
     The two readouts over the pooled vector share one encoder session and its cache. The reading model runs the
     token-state graph in its own session: its pooled vectors equal the pooled graph's (tests/decide/test_reader.py
@@ -32,10 +29,10 @@ def embedded_backends(precision: Precision = "int8") -> list[DecisionBackend]:
     """
     embedder = Embedder(precision)
     backends: list[DecisionBackend] = []
-    if TRAINED_HEAD.exists():
-        backends.append(trained_backend(precision, embedder=embedder))
     if READER_WEIGHTS.exists():
         backends.append(reader_backend(precision))
+    if TRAINED_HEAD.exists():
+        backends.append(trained_backend(precision, embedder=embedder))
     backends.append(zero_shot_backend(precision, embedder=embedder))
     return backends
 
@@ -43,6 +40,8 @@ def embedded_backends(precision: Precision = "int8") -> list[DecisionBackend]:
 def default_backend(precision: Precision = "int8") -> DecisionBackend:
     """Only the embedded default (what `embedded_backends()[0]` answers with), for callers that ask nothing else:
     they do not load the other models' encoder sessions."""
+    if READER_WEIGHTS.exists():
+        return reader_backend(precision)
     if TRAINED_HEAD.exists():
         return trained_backend(precision)
     return zero_shot_backend(precision)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from jevserve.bench.data import BenchData
 from jevserve.bench.sources import SourceMissingError, split_records
+from jevserve.protocol import DecisionQuestion
 from jevserve.train.examples import Example
 from jevserve.train.variants import bare_question
 
@@ -237,9 +238,12 @@ def labelled_texts(data: BenchData) -> list[Labelled]:
     return out
 
 
-def _ask(state: str, attribute: Attribute, phrasings: dict[str, tuple[str, ...]], yes: bool, salt: str) -> tuple:
+def _ask(
+    state: str, attribute: Attribute, phrasings: dict[str, tuple[str, ...]], yes: bool
+) -> tuple[DecisionQuestion, int]:
+    """The bare yes/no question of `attribute` in one of its form's phrasings (picked by the state), and its answer."""
     choices = phrasings[attribute.form]
-    text = choices[_pick(state, f"{salt}:{attribute.words}", len(choices))].format(x=attribute.words)
+    text = choices[_pick(state, f"phrasing:{attribute.words}", len(choices))].format(x=attribute.words)
     return bare_question(text[0].upper() + text[1:]), 0 if yes else 1
 
 
@@ -253,7 +257,7 @@ def attribute_examples(
             if own not in GROUPS[group]:
                 continue
             for key, yes in ((own, True), (_negative(group, own, item.text), False)):
-                question, answer = _ask(item.text, GROUPS[group][key], phrasings, yes, "phrasing")
+                question, answer = _ask(item.text, GROUPS[group][key], phrasings, yes)
                 out.append(Example(item.text, question, answer, f"attribute:{group}", (item.source,)))
     return out
 
@@ -269,7 +273,7 @@ def refusal_pair_examples(data: BenchData, phrasings: dict[str, tuple[str, ...]]
         benign, harmful = _topic_words(r.category)
         own, other = (benign, harmful) if r.label == "benign" else (harmful, benign)
         for words, yes in ((own, True), (other, False)):
-            question, answer = _ask(r.text, Attribute("refusal-pair", "about", words), phrasings, yes, "phrasing")
+            question, answer = _ask(r.text, Attribute("refusal-pair", "about", words), phrasings, yes)
             out.append(Example(r.text, question, answer, "attribute:refusal-pair", ("rho-refusal-pairs",)))
     return out
 
