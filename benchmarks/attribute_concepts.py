@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-from sklearn.metrics import roc_auc_score
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _serverbench import machine, replace_section, write_result
@@ -29,7 +28,7 @@ from jevserve.bench.tasks import TASKS
 from jevserve.decide.embedder import embed_texts
 from jevserve.decide.token_embedder import TokenEmbedder
 from jevserve.decide.trained import question_texts
-from jevserve.train.attributes import HELDOUT_PHRASINGS, attribute_families
+from jevserve.train.attributes import HELDOUT_PHRASINGS, attribute_families, yes_no_scores
 from jevserve.train.dataset import embed_examples, subset
 from jevserve.train.reader import ReaderConfig, reader_logits, train_reader
 from jevserve.train.run import collect_examples, reader_inputs
@@ -38,17 +37,8 @@ HELD_GROUPS = ("math-area", "overrefusal-domain", "web-domain", "refusal-pair")
 
 
 def scores(logits: list[np.ndarray], answers: np.ndarray) -> dict[str, float]:
-    """Accuracy, AUROC of P(yes) and pairs ordered right; rows come as (yes, no) pairs."""
-    p = np.array([np.exp(z[0] - np.logaddexp.reduce(z)) for z in logits])
-    truth = answers == 0
-    assert truth[0::2].all() and not truth[1::2].any(), "examples must alternate yes, no"
-    ordered = np.where(p[0::2] > p[1::2], 1.0, np.where(p[0::2] == p[1::2], 0.5, 0.0))
-    return {
-        "accuracy": float(((p > 0.5) == truth).mean()),
-        "auroc": float(roc_auc_score(truth, p)),
-        "pairs_ordered_right": float(ordered.mean()),
-        "n": len(p),
-    }
+    """The yes/no scores of P(yes) at temperature 1."""
+    return yes_no_scores(np.array([np.exp(z[0] - np.logaddexp.reduce(z)) for z in logits]), answers)
 
 
 def markdown(result: dict) -> str:

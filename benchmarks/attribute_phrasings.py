@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from sklearn.metrics import roc_auc_score
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -28,28 +27,19 @@ from jevserve.bench.data import BenchData
 from jevserve.decide.base import DecisionBackend, DecisionItem
 from jevserve.decide.embedded import embedded_backends
 from jevserve.decide.encoder import reader_backend
-from jevserve.train.attributes import HELDOUT_PHRASINGS, TRAIN_PHRASINGS, attribute_families
+from jevserve.train.attributes import HELDOUT_PHRASINGS, TRAIN_PHRASINGS, attribute_families, yes_no_scores
 from jevserve.train.examples import Example
 from jevserve.train.run import is_validation
 
 
 def score(backend: DecisionBackend, examples: list[Example]) -> dict[str, float]:
-    """Accuracy, AUROC and pairs ordered right; `examples` come as (yes, no) pairs, as attribute_families builds."""
+    """P(yes) of every example, scored by `yes_no_scores` (examples in (yes, no) pairs, as built)."""
     p_yes = []
     for start in tqdm(range(0, len(examples), 64), desc=backend.card.name, unit="batch", leave=False):
         chunk = examples[start : start + 64]
         answers = backend.decide([DecisionItem(ex.state, ex.question) for ex in chunk])
         p_yes += [float(a[0]) for a in answers]
-    p = np.array(p_yes)
-    truth = np.array([ex.answer == 0 for ex in examples])
-    assert truth[0::2].all() and not truth[1::2].any(), "examples must alternate yes, no"
-    ordered = np.where(p[0::2] > p[1::2], 1.0, np.where(p[0::2] == p[1::2], 0.5, 0.0))
-    return {
-        "accuracy": float(((p > 0.5) == truth).mean()),
-        "auroc": float(roc_auc_score(truth, p)),
-        "pairs_ordered_right": float(ordered.mean()),
-        "n": len(examples),
-    }
+    return yes_no_scores(np.array(p_yes), np.array([ex.answer for ex in examples]))
 
 
 def markdown(result: dict) -> str:

@@ -3,6 +3,9 @@ fixed by the text alone, and held-out phrasings (with every open question) kept 
 
 import re
 
+import numpy as np
+import pytest
+
 from jevserve.train.attributes import (
     GROUPS,
     HELDOUT_PHRASINGS,
@@ -11,6 +14,7 @@ from jevserve.train.attributes import (
     _topic_words,
     attribute_examples,
     phrasing_patterns,
+    yes_no_scores,
 )
 from jevserve.train.open_questions import OPEN_QUESTIONS
 
@@ -66,3 +70,12 @@ def test_held_out_phrasings_ask_the_same_attributes():
 
 def test_refusal_pairs_name_the_benign_half_first():
     assert _topic_words("auto_repair_vs_theft") == ("auto repair", "theft")
+
+
+def test_yes_no_scores_count_pairs_and_refuse_examples_out_of_order():
+    p_yes = np.array([0.9, 0.2, 0.4, 0.6, 0.7, 0.7])  # right, wrong at 0.5 but ordered wrong, a tie
+    scores = yes_no_scores(p_yes, np.array([0, 1, 0, 1, 0, 1]))
+    assert scores["pairs_ordered_right"] == pytest.approx((1 + 0 + 0.5) / 3)
+    assert scores["accuracy"] == pytest.approx(3 / 6) and scores["n"] == 6
+    with pytest.raises(ValueError, match="alternate"):
+        yes_no_scores(p_yes, np.array([1, 0, 0, 1, 0, 1]))

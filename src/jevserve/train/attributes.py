@@ -23,6 +23,9 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+from sklearn.metrics import roc_auc_score
+
 from jevserve.bench.data import BenchData
 from jevserve.bench.sources import SourceMissingError, split_records
 from jevserve.protocol import DecisionQuestion
@@ -286,3 +289,19 @@ def attribute_families(data: BenchData, phrasings: dict[str, tuple[str, ...]] = 
 def phrasing_patterns(phrasings: dict[str, tuple[str, ...]]) -> Sequence[str]:
     """Every phrasing, for the tests that keep the two sets apart."""
     return [p for forms in phrasings.values() for p in forms]
+
+
+def yes_no_scores(p_yes: np.ndarray, answers: np.ndarray) -> dict[str, float]:
+    """Accuracy (P(yes) > 0.5 exactly when the answer is yes), AUROC of P(yes), and the share of (yes, no) pairs
+    ordered right, for examples in the order `attribute_families` builds them: each yes followed by its no."""
+    truth = np.asarray(answers) == 0
+    if not (truth[0::2].all() and not truth[1::2].any()):
+        raise ValueError("attribute examples must alternate yes, no")
+    first, second = p_yes[0::2], p_yes[1::2]
+    ordered = np.where(first > second, 1.0, np.where(first == second, 0.5, 0.0))
+    return {
+        "accuracy": float(((p_yes > 0.5) == truth).mean()),
+        "auroc": float(roc_auc_score(truth, p_yes)),
+        "pairs_ordered_right": float(ordered.mean()),
+        "n": len(p_yes),
+    }
