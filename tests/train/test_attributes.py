@@ -79,3 +79,14 @@ def test_yes_no_scores_count_pairs_and_refuse_examples_out_of_order():
     assert scores["accuracy"] == pytest.approx(3 / 6) and scores["n"] == 6
     with pytest.raises(ValueError, match="alternate"):
         yes_no_scores(p_yes, np.array([1, 0, 0, 1, 0, 1]))
+
+
+def test_the_reader_trains_on_attribute_questions_unless_the_cli_says_not_to():
+    import argparse
+
+    from jevserve.train.cli import _config, register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    assert _config(parser.parse_args(["train", "--reader"])).attribute_questions
+    assert not _config(parser.parse_args(["train", "--reader", "--no-attribute-questions"])).attribute_questions

@@ -42,6 +42,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         f"(exit 1 when any weight differs by more than {CHECK_TOLERANCE:g}, a temperature by more than "
         f"{TEMPERATURE_TOLERANCE:g})",
     )
+    p.add_argument(
+        "--no-attribute-questions",
+        action="store_true",
+        help="with --reader: train without the attribute questions (train/attributes.py), the first reading model's "
+        "recipe (its figures in docs/training.md)",
+    )
     p.add_argument("--epochs", type=int, help="training epochs (default: 12; with --reader, the ReaderConfig default)")
     p.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
     p.add_argument("--leave-out", metavar="TASK", help="train without TASK's sources (leave-one-task-out)")
@@ -144,7 +150,11 @@ def _config(args: argparse.Namespace):
     if args.reader:
         from jevserve.train.reader import ReaderConfig
 
-        return ReaderConfig(seed=args.seed, **({"epochs": args.epochs} if args.epochs else {}))
+        return ReaderConfig(
+            seed=args.seed,
+            attribute_questions=not args.no_attribute_questions,
+            **({"epochs": args.epochs} if args.epochs else {}),
+        )
     from jevserve.train.head import HeadConfig
 
     return HeadConfig(epochs=args.epochs or 12, seed=args.seed)
