@@ -8,7 +8,8 @@ def document(model: str, scores: dict[str, float]) -> dict:
     tasks = {t: {"score": s, "score_interval": [s - 5, s + 5], "brier": 0.2, "ece": 0.05} for t, s in scores.items()}
     mean = sum(scores.values()) / len(scores)
     return {"model": model, "command": f"make {model}", "tasks": tasks,
-            "average": {"score": mean, "interval": [mean - 9, mean + 9], "num_tasks": len(scores)}}
+            "average": {"score": mean, "interval": [mean - 9, mean + 9], "num_tasks": len(scores),
+                        "tasks": list(scores)}}
 
 
 def test_reader_rows_are_compared_with_tfidf_and_with_the_trained_readout():
@@ -25,10 +26,18 @@ def test_reader_rows_are_compared_with_tfidf_and_with_the_trained_readout():
         "on 2 of 2." in text
     assert "- reading (held-out task): ahead of tfidf-lr on 0 of 2 tasks; ahead of the trained readout's " \
         "matching row on 1 of 2." in text
-    assert "| reading (in-task) | 27.5 [18.5, 36.5] | 2 | `make jev-minilm-2` |" in text
+    assert "| reading (in-task) | 27.5 [18.5, 36.5] | 2 | 27.5 | `make jev-minilm-2` |" in text
 
 
 def test_without_reader_results_the_section_has_no_reader_rows():
     scores = {"zero-shot": {"a": 0.0}, "trained (in-task)": {"a": 10.0}, "trained (held-out task)": {"a": -5.0}}
     text = report_markdown({ROWS[label]: document(ROWS[label], s) for label, s in scores.items()})
     assert "reading" not in text.split("What the frozen embedding carries")[0]
+
+
+def test_each_average_is_also_shown_without_the_task_whose_rule_stretches_the_scale():
+    scores = {"zero-shot": {"a": 0.0, "agent-web-policy": -300.0}, "trained (in-task)": {"a": 10.0,
+              "agent-web-policy": -200.0}, "trained (held-out task)": {"a": -5.0, "agent-web-policy": -400.0}}
+    text = report_markdown({ROWS[label]: document(ROWS[label], s) for label, s in scores.items()})
+    assert "| without agent-web-policy |" in text
+    assert "| trained (held-out task) | -202.5 [-211.5, -193.5] | 2 | -5.0 | `make jev-minilm-1-heldout` |" in text
