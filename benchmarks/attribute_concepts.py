@@ -71,7 +71,7 @@ def main() -> None:
     embedder = TokenEmbedder("int8")
     examples = collect_examples(data, list(TASKS.values()), variants=True, attributes=True)
     inputs = reader_inputs(examples, embedder)
-    position = {state: i for i, state in enumerate(dict.fromkeys(ex.state for ex in examples))}
+    token_row = dict(zip((ex.state for ex in examples), inputs.token_index.tolist(), strict=True))
     families = np.array(inputs.embedded.families)
     attribute = np.char.startswith(families.astype(str), "attribute:")
     recipes = {
@@ -81,7 +81,7 @@ def main() -> None:
     }
     asked = [ex for ex in attribute_families(data, HELDOUT_PHRASINGS) if ex.family in held_families]
     asked_embedded = embed_examples(asked, question_texts, embedder)
-    asked_tokens = np.array([position[ex.state] for ex in asked], dtype=np.int64)
+    asked_tokens = np.array([token_row[ex.state] for ex in asked], dtype=np.int64)
     config = ReaderConfig(attribute_questions=True)
     result = {"machine": machine(), "command": "python benchmarks/attribute_concepts.py", "held_groups": held_groups}
     result["models"], result["train_s"] = {}, {}
