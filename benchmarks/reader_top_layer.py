@@ -386,7 +386,10 @@ def main() -> None:
         "num_families": len(rows[0]["families"]),
         "rows": rows,
     }
-    name = "reader_top_layer" if args.layers == 1 else f"reader_top_layer_{args.layers}"
+    # one results file per set of rows, so a run with other learning rates does not overwrite the default one's
+    rates = sorted(set(args.layer_lr or [0.0, 3e-5]))
+    name = "reader_top_layer" + (f"_{args.layers}" if args.layers != 1 else "")
+    name += "" if rates == [0.0, 3e-5] else "_lr" + "_".join(f"{v:g}" for v in rates if v)
     path = write_result(name, result)
     replace_section(name, markdown(result))
     print(markdown(result))
