@@ -113,3 +113,75 @@ def test_compare_weights_reports_the_largest_difference_per_array(tmp_path):
     assert compare_weights(tmp_path / "a.npz", tmp_path / "d.npz")["temperatures"] == 0.25
     ReaderWeights(**{**weights.__dict__, "temperatures": {"score": 1.0}}).save(tmp_path / "e.npz")
     assert compare_weights(tmp_path / "a.npz", tmp_path / "e.npz")["temperatures"] == float("inf")
+    for name, table in (("f", {"k1": 1.5}), ("g", {"k1": 1.75}), ("h", {"k2": 1.5})):
+        ReaderWeights(**{**weights.__dict__, "question_temperatures": table}).save(tmp_path / f"{name}.npz")
+    assert compare_weights(tmp_path / "f.npz", tmp_path / "g.npz")["question_temperatures"] == 0.25
+    assert compare_weights(tmp_path / "f.npz", tmp_path / "h.npz")["question_temperatures"] == float("inf")
+
+
+def test_question_groups_pool_variants_join_shared_questions_and_skip_generated_families():
+    from jevserve.train.reader import question_groups
+
+    shared, own, variant, other = (decision({"type": "noul", "instructions": text}) for text in "ABCD")
+    questions = [shared, own, variant, shared, other, other]
+    families = ["harmful", "harmful", "harmful~bare", "overrefusal", "synthetic:topic", "attribute:kind"]
+    groups = question_groups(questions, families)
+    assert groups == {"harmful+overrefusal": [0, 1, 2, 3]}
+    # the grouping does not depend on the examples' order
+    order = [3, 5, 2, 0, 4, 1]
+    again = question_groups([questions[i] for i in order], [families[i] for i in order])
+    assert {g: sorted(order[i] for i in rows) for g, rows in again.items()} == groups
+
+
+def test_question_temperatures_undo_overconfidence_per_group_and_are_served(tmp_path):
+    from jevserve.decide.trained import question_key
+    from jevserve.train.reader import fit_question_temperatures, group_temperatures
+
+    rng = np.random.default_rng(0)
+    n = 4000
+    calibrated = rng.normal(scale=1.5, size=n)  # log-odds of yes, and the answers drawn from them
+    answers = (rng.random(n) >= 1 / (1 + np.exp(-calibrated))).astype(int)  # 0 = yes
+    sure, plain, generated = (decision({"type": "noul", "instructions": t}) for t in ("Sure?", "Plain?", "Gen?"))
+    questions = [sure] * 1000 + [plain] * 1000 + [generated] * 2000
+    families = ["sure"] * 1000 + ["plain"] * 1000 + ["attribute:x"] * 2000
+    scale = np.r_[np.full(1000, 3.0), np.full(1000, 1.0), np.full(2000, 3.0)]  # "sure" is 3× over-confident
+    logits = [np.array([z * s, 0.0]) for z, s in zip(calibrated, scale, strict=True)]
+    by_key, by_group = fit_question_temperatures(logits, questions, families, answers)
+    assert set(by_group) == {"plain", "sure"}  # the generated family keeps its type's temperature
+    assert abs(by_group["sure"] - 3.0) < 0.4 and abs(by_group["plain"] - 1.0) < 0.15
+    assert by_key == {question_key(sure): by_group["sure"], question_key(plain): by_group["plain"]}
+    weights = ReaderNet(ReaderConfig(heads=2, rank=8, hidden=16)).weights({"noul": 2.0})
+    weights = ReaderWeights(**{**weights.__dict__, "question_temperatures": by_key})
+    assert group_temperatures(weights, questions, families) == by_group  # the manifest's names
+    weights.save(tmp_path / "q.npz")
+    served = ReaderWeights.load(tmp_path / "q.npz")
+    assert served.question_temperatures == by_key
+    assert served.temperature(sure) == by_group["sure"] and served.temperature(generated) == 2.0
+    # the key reads the question's text, not how it was built: an equal question built again shares it
+    assert served.temperature(decision({"type": "noul", "instructions": "Sure?"})) == by_group["sure"]
+    # a file written before per-question temperatures loads with none
+    ReaderNet(ReaderConfig(heads=2, rank=8, hidden=16)).weights({"noul": 2.0}).save(tmp_path / "old.npz")
+    assert ReaderWeights.load(tmp_path / "old.npz").question_temperatures == {}
+
+
+def test_an_extra_loss_sees_each_batch_and_moves_training_only_when_it_is_nonzero():
+    data, tokens, index = needle_problem(64, 4)
+    tokens = unit_tokens(tokens)
+    config = ReaderConfig(heads=2, rank=8, hidden=16, epochs=1, batch_size=16)
+    seen = []
+
+    def zero(logits, option_mask, idx):
+        seen.extend(int(i) for i in idx)
+        return logits.sum() * 0.0
+
+    plain = train_reader(data, tokens, index, config, progress=False).weights({})
+    with_zero = train_reader(data, tokens, index, config, progress=False, extra_loss=zero).weights({})
+    assert sorted(seen) == list(range(64))  # every example once per epoch, by its row in `data`
+    assert np.array_equal(plain.w1, with_zero.w1) and np.array_equal(plain.query_b, with_zero.query_b)
+
+    def favour_first_option(logits, option_mask, idx):
+        return -logits[:, 0].mean()
+
+    pushed = train_reader(data, tokens, index, config, progress=False, extra_loss=favour_first_option)
+    first = np.mean([z.argmax() == 0 for z in reader_logits(pushed.weights({}), data, tokens, index)])
+    assert first > np.mean([z.argmax() == 0 for z in reader_logits(plain, data, tokens, index)])

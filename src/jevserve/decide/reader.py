@@ -18,7 +18,8 @@ the key projection and the perceptron the value projection. The option's score i
 
     [φ_k (the trained readout's 2,308 features), r_k1, r_k1⊙o_k, …, r_kH, r_kH⊙o_k, m_k1 … m_kH]
 
-and, as before, a softmax over the question's own options with a per-type temperature. The state's token states
+and, as before, a softmax over the question's own options with a temperature: one per fixed question the serving
+stack asks (the bench's questions, fitted on held-out train examples), else one per type. The state's token states
 come from one encoder pass per state (shared by all of its questions); an option's score depends only on the
 state, its question and itself, so the protocol's invariances hold as they do for the trained readout.
 """
@@ -26,7 +27,7 @@ state, its question and itself, so the protocol's invariances hold as they do fo
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -37,9 +38,10 @@ from jevserve.decide.trained import (
     NUM_FEATURES,
     _gelu,
     features,
+    question_key,
     question_parts,
     question_texts,
-    tempered_softmax,
+    softmax_at,
 )
 from jevserve.protocol import DecisionQuestion
 
@@ -65,7 +67,7 @@ def unit_rows(tokens: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ReaderWeights:
-    """The reader's parameters and per-type temperatures."""
+    """The reader's parameters and its temperatures."""
 
     query_a: np.ndarray  # (QUERY_FEATURES, rank)
     query_b: np.ndarray  # (rank, heads * 384)
@@ -75,7 +77,18 @@ class ReaderWeights:
     b1: np.ndarray  # (hidden,)
     w2: np.ndarray  # (hidden,)
     b2: float
-    temperatures: dict[str, float]
+    temperatures: dict[str, float]  # per question type
+    # per fixed question (`question_key`), fitted on its group's held-out train examples; any other question takes
+    # its type's temperature (train/reader.py `fit_question_temperatures`)
+    question_temperatures: dict[str, float] = field(default_factory=dict)
+
+    def temperature(self, question: DecisionQuestion) -> float:
+        """The temperature this question's logits are divided by."""
+        if self.question_temperatures:
+            found = self.question_temperatures.get(question_key(question))
+            if found is not None:
+                return found
+        return self.temperatures.get(question.kind, 1.0)
 
     @property
     def num_heads(self) -> int:
@@ -87,14 +100,25 @@ class ReaderWeights:
         """Read weights written by `save`."""
         with np.load(path) as data:
             arrays = {k: data[k] for k in ("query_a", "query_b", "query_bias", "query_direct", "w1", "b1", "w2")}
-            return cls(**arrays, b2=float(data["b2"]), temperatures=json.loads(str(data["temperatures"])))
+            per_question = json.loads(str(data["question_temperatures"])) if "question_temperatures" in data else {}
+            return cls(
+                **arrays,
+                b2=float(data["b2"]),
+                temperatures=json.loads(str(data["temperatures"])),
+                question_temperatures=per_question,
+            )
 
     def save(self, path: Path) -> None:
         """Write float32 arrays (compressed)."""
         names = ("query_a", "query_b", "query_bias", "query_direct")
         arrays = {k: np.asarray(getattr(self, k), np.float32) for k in names}
         arrays |= {k: np.asarray(getattr(self, k), np.float32) for k in ("w1", "b1", "w2")}
-        np.savez_compressed(path, **arrays, b2=np.float32(self.b2), temperatures=json.dumps(self.temperatures))
+        extra = {}
+        if self.question_temperatures:  # files without them load as before
+            extra["question_temperatures"] = json.dumps(self.question_temperatures, sort_keys=True)
+        np.savez_compressed(
+            path, **arrays, b2=np.float32(self.b2), temperatures=json.dumps(self.temperatures), **extra
+        )
 
 
 class ReaderReadout:
@@ -135,4 +159,4 @@ class ReaderReadout:
     ) -> np.ndarray:
         """One probability per option."""
         logits = self.logits(tokens, state, text_vectors, question)
-        return tempered_softmax(logits, self.weights.temperatures, question.kind)
+        return softmax_at(logits, self.weights.temperature(question))

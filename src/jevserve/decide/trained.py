@@ -16,6 +16,7 @@ Inference is plain numpy.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,10 +72,22 @@ def _gelu(x: np.ndarray) -> np.ndarray:
 
 def tempered_softmax(logits: np.ndarray, temperatures: dict[str, float], kind: str) -> np.ndarray:
     """Probabilities over a question's own options, the logits divided by the temperature fitted for its type."""
-    z = logits.astype(np.float64) / temperatures.get(kind, 1.0)
+    return softmax_at(logits, temperatures.get(kind, 1.0))
+
+
+def softmax_at(logits: np.ndarray, temperature: float) -> np.ndarray:
+    """Probabilities over a question's own options, the logits divided by `temperature`."""
+    z = logits.astype(np.float64) / temperature
     z -= z.max()
     e = np.exp(z)
     return e / e.sum()
+
+
+def question_key(question: DecisionQuestion) -> str:
+    """A short fingerprint of everything a model reads of a question (type, instructions, options in order): the
+    key of per-question calibration. Ids never enter a DecisionQuestion, so equal questions share a key."""
+    parts = [question.kind, question.instructions, [[o.label, o.description] for o in question.options]]
+    return hashlib.sha1(json.dumps(parts, ensure_ascii=False).encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

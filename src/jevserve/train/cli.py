@@ -181,7 +181,7 @@ def _run_check(args: argparse.Namespace, tasks: list, leave_out) -> int:
         differences = compare_weights(committed, fresh)
     for name, value in differences.items():
         print(f"{name}: largest difference {value:.3g}")
-    temperatures = differences.pop("temperatures")
+    temperatures = max(differences.pop("temperatures"), differences.pop("question_temperatures", 0.0))
     worst = max(differences.values())
     verdict = "bit for bit" if worst == 0 else f"within {CHECK_TOLERANCE:g}" if worst <= CHECK_TOLERANCE else "NOT"
     drift = "equal" if temperatures == 0 else f"differ by up to {temperatures:.3g}"

@@ -161,15 +161,18 @@ def kind_temperatures(
         rows = [i for i, k in enumerate(kinds) if k == kind]
         if len(rows) < 20:
             continue
-        chosen = [logits[i] for i in rows]
-        right = answers[rows]
-
-        def nll(log_t: float, chosen=chosen, right=right) -> float:
-            total = 0.0
-            for z, a in zip(chosen, right, strict=True):
-                z = z / math.exp(log_t)
-                total += float(np.logaddexp.reduce(z) - z[a])
-            return total / len(right)
-
-        temps[kind] = float(math.exp(minimize_scalar(nll, bounds=(-3, 3), method="bounded").x))
+        temps[kind] = fit_temperature([logits[i] for i in rows], answers[rows])
     return temps
+
+
+def fit_temperature(logits: list[np.ndarray], answers: np.ndarray) -> float:
+    """The temperature (between e⁻³ and e³) minimising the mean negative log-likelihood of `answers`."""
+
+    def nll(log_t: float) -> float:
+        total = 0.0
+        for z, a in zip(logits, answers, strict=True):
+            z = z / math.exp(log_t)
+            total += float(np.logaddexp.reduce(z) - z[a])
+        return total / len(answers)
+
+    return float(math.exp(minimize_scalar(nll, bounds=(-3, 3), method="bounded").x))

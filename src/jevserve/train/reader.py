@@ -8,6 +8,7 @@ example's forward pass exactly the one `ReaderReadout.logits` computes (tests/tr
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,9 +16,17 @@ import torch
 from tqdm import tqdm
 
 from jevserve.decide.reader import QUERY_FEATURES, ReaderReadout, ReaderWeights, reader_features
-from jevserve.decide.trained import EMBEDDING_DIM, KINDS
+from jevserve.decide.trained import EMBEDDING_DIM, KINDS, question_key
+from jevserve.protocol import DecisionQuestion
 from jevserve.train.dataset import EmbeddedExamples
-from jevserve.train.head import batch_features, batches_by, family_weights, kind_temperatures, option_loss
+from jevserve.train.head import (
+    batch_features,
+    batches_by,
+    family_weights,
+    fit_temperature,
+    kind_temperatures,
+    option_loss,
+)
 from jevserve.train.token_states import TokenStates
 
 
@@ -36,6 +45,7 @@ class ReaderConfig:
     dropout: float = 0.0  # on the perceptron's inputs, in training only
     direct_start: float = 10.0  # initial a_h (even heads) and b_h (odd heads); see ReaderNet
     attribute_questions: bool = True  # also train on train/attributes.py's questions (held-out phrasings apart)
+    question_temperatures: bool = True  # a temperature per fixed question group (fit_question_temperatures)
     seed: int = 0
 
 
@@ -144,8 +154,12 @@ def train_reader(
     config: ReaderConfig = ReaderConfig(),
     *,
     progress: bool = True,
+    extra_loss: Callable[[torch.Tensor, torch.Tensor, np.ndarray], torch.Tensor] | None = None,
 ) -> ReaderNet:
-    """Fit the reader on `data` (token states already unit rows); temperatures are fitted afterwards."""
+    """Fit the reader on `data` (token states already unit rows); temperatures are fitted afterwards.
+
+    `extra_loss(logits, option_mask, idx)`, when given, is added to each batch's loss (`idx`: the batch's example
+    rows in `data`): how a benchmark tries another objective (benchmarks/reader_ranking.py) in the same loop."""
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     weights = family_weights(data.families)
@@ -163,6 +177,8 @@ def train_reader(
             phi, queries_in, options, token_rows, token_mask, option_mask = batch_inputs(data, tokens, token_index, idx)
             logits = model(phi, queries_in, options, token_rows, token_mask)
             loss = option_loss(logits, option_mask, answers[idx], is_score[idx], weights[idx], config.rps_weight)
+            if extra_loss is not None:
+                loss = loss + extra_loss(logits, option_mask, idx)
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
@@ -189,9 +205,86 @@ def reader_logits(
 
 
 def fit_reader_temperatures(
-    weights: ReaderWeights, data: EmbeddedExamples, tokens: TokenStates, token_index: np.ndarray
+    weights: ReaderWeights,
+    data: EmbeddedExamples,
+    tokens: TokenStates,
+    token_index: np.ndarray,
+    *,
+    per_question: bool = True,
 ) -> ReaderWeights:
-    """Per-type temperatures on held-out train examples."""
+    """Per-type temperatures on held-out train examples and, with `per_question`, one per fixed question group."""
     logits = reader_logits(weights, data, tokens, token_index)
     temps = kind_temperatures(logits, [q.kind for q in data.questions], data.answers, dict.fromkeys(KINDS, 1.0))
-    return ReaderWeights(**{**weights.__dict__, "temperatures": temps})
+    by_question = (
+        fit_question_temperatures(logits, data.questions, data.families, data.answers)[0] if per_question else {}
+    )
+    return ReaderWeights(**{**weights.__dict__, "temperatures": temps, "question_temperatures": by_question})
+
+
+GENERATED_FAMILIES = ("synthetic:", "attribute:")  # families whose questions are generated per record
+
+
+def question_groups(questions: Sequence[DecisionQuestion], families: Sequence[str]) -> dict[str, list[int]]:
+    """Examples grouped by the fixed questions they ask: a bench task's examples with its variants' (family
+    "task~variant"), tasks that ask one same question joined (guard-harmful and guard-overrefusal share theirs).
+    Families whose questions are generated per record are left out: their type's temperature serves them."""
+    parent: dict[str, str] = {}
+
+    def root(task: str) -> str:
+        while parent.setdefault(task, task) != task:
+            task = parent[task]
+        return task
+
+    asked_by: dict[DecisionQuestion, str] = {}
+    tasks = [family.split("~")[0] for family in families]
+    for question, task in zip(questions, tasks, strict=True):
+        if task.startswith(GENERATED_FAMILIES):
+            continue
+        first = asked_by.setdefault(question, task)
+        a, b = root(first), root(task)
+        if a != b:
+            parent[max(a, b)] = min(a, b)  # the name that sorts first names the group: independent of order
+    groups: dict[str, list[int]] = {}
+    for i, task in enumerate(tasks):
+        if not task.startswith(GENERATED_FAMILIES):
+            groups.setdefault(root(task), []).append(i)
+    members: dict[str, set[str]] = {}
+    for task in parent:
+        members.setdefault(root(task), set()).add(task)
+    return {"+".join(sorted(members.get(r, {r}))): rows for r, rows in sorted(groups.items())}
+
+
+def fit_question_temperatures(
+    logits: list[np.ndarray],
+    questions: Sequence[DecisionQuestion],
+    families: Sequence[str],
+    answers: np.ndarray,
+    minimum: int = 20,
+) -> tuple[dict[str, float], dict[str, float]]:
+    """One temperature per question group (`question_groups`) with at least `minimum` held-out examples, for every
+    question the group asks: (question_key → temperature, group → temperature).
+
+    Why: one temperature per type is fitted mostly on the examples the reader knows best (15,594 attribute
+    questions among them), so the decisions it knows least come out over-confident; fitted per group on the train
+    side's held-out states, they are not (docs/training.md). A question no group asks keeps its type's."""
+    by_key, by_group = {}, {}
+    for group, rows in question_groups(questions, families).items():
+        if len(rows) < minimum:
+            continue
+        temperature = fit_temperature([logits[i] for i in rows], answers[rows])
+        by_group[group] = temperature
+        for i in rows:
+            by_key[question_key(questions[i])] = temperature
+    return dict(sorted(by_key.items())), by_group
+
+
+def group_temperatures(
+    weights: ReaderWeights, questions: Sequence[DecisionQuestion], families: Sequence[str]
+) -> dict[str, float]:
+    """The weights' per-question temperatures by group name (for the manifest: keys are fingerprints)."""
+    named = {}
+    for group, rows in question_groups(questions, families).items():
+        found = weights.question_temperatures.get(question_key(questions[rows[0]]))
+        if found is not None:
+            named[group] = found
+    return named

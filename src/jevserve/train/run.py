@@ -28,7 +28,13 @@ from jevserve.train.attributes import attribute_families
 from jevserve.train.dataset import EmbeddedExamples, embed_examples, subset
 from jevserve.train.examples import Example, content_hash, families, task_examples
 from jevserve.train.head import HeadConfig, fit_temperatures, train_head
-from jevserve.train.reader import ReaderConfig, fit_reader_temperatures, train_reader, unit_tokens
+from jevserve.train.reader import (
+    ReaderConfig,
+    fit_reader_temperatures,
+    group_temperatures,
+    train_reader,
+    unit_tokens,
+)
 from jevserve.train.synthetic import FAMILIES
 from jevserve.train.token_states import TokenStates, token_states
 from jevserve.train.variants import question_variants
@@ -171,6 +177,7 @@ def write_model(
     num_validation: int,
     encoder: str,
     started: float,
+    extra_temperatures: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """Write the weights (`out`), the training-state hashes (`out`.states.gz) and the manifest (`out`.json): the
     `recipe` (command, leave-out, config, ...), then what every manifest records (data, temperatures, versions)."""
@@ -186,6 +193,7 @@ def write_model(
         "families": families(examples),
         "sources": sources_of(examples),
         "temperatures": weights.temperatures,
+        **({"question_temperatures": extra_temperatures} if extra_temperatures else {}),
         "encoder": encoder,
         "versions": _versions(),
         "train_seconds": round(time.perf_counter() - started, 1),
@@ -260,6 +268,7 @@ def fit_reading_model(
         subset(inputs.embedded, validation_rows),
         inputs.tokens,
         inputs.token_index[validation_rows],
+        per_question=config.question_temperatures,
     )
 
 
@@ -288,6 +297,7 @@ def train_reading_model(
     log(f"{len(examples)} examples from {len(families(examples))} families")
     inputs = reader_inputs(examples, embedder, progress=progress)
     weights = fit_reading_model(inputs, np.ones(len(examples), bool), config, progress=progress)
+    held = np.flatnonzero(inputs.held)
     recipe = {
         "command": _command("jevserve train --reader"),
         "model": "reading model (decide/reader.py)",
@@ -303,19 +313,22 @@ def train_reading_model(
         num_validation=int(inputs.held.sum()),
         encoder=f"all-MiniLM-L6-v2 int8 token states, first {embedder.read_tokens} positions (decide/onnx_build.py)",
         started=started,
+        extra_temperatures=group_temperatures(  # grouped as they were fitted: over the validation examples
+            weights, [examples[i].question for i in held], [examples[i].family for i in held]
+        ),
     )
     return weights, manifest
 
 
 def compare_weights(committed: Path, fresh: Path) -> dict[str, float]:
     """Largest absolute difference per array between two weight files (.npz) of the same model; the temperatures
-    (stored as JSON) by their values, infinity when the question types differ."""
+    (stored as JSON) by their values, infinity when the question types or questions differ."""
     with np.load(committed) as a, np.load(fresh) as b:
         if set(a.files) != set(b.files):
             raise ValueError(f"{committed} and {fresh} hold different arrays: {sorted(a.files)} vs {sorted(b.files)}")
         differences = {}
         for name in a.files:
-            if name == "temperatures":
+            if name in ("temperatures", "question_temperatures"):
                 old, new = json.loads(str(a[name])), json.loads(str(b[name]))
                 same_kinds = set(old) == set(new)
                 differences[name] = max(abs(old[k] - new[k]) for k in old) if same_kinds else float("inf")
