@@ -22,11 +22,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from _serverbench import machine, replace_section, write_result
 from jevserve.bench import TASKS, BenchData
-from jevserve.bench.answers_cache import default_answers_dir, request_key
+from jevserve.bench.answers_cache import default_answers_dir
 from jevserve.bench.pipeline import load_tasks
 from jevserve.bench.stats import ECE_BINS, expected_calibration_error
-from jevserve.bench.task import probability_of
-from jevserve.web.calibration import cache_files, read_answers
+from jevserve.web.calibration import cache_files, read_answers, task_probabilities
 
 
 def cache_file(answers_dir: Path, spec: str) -> tuple[str, Path]:
@@ -36,22 +35,6 @@ def cache_file(answers_dir: Path, spec: str) -> tuple[str, Path]:
     if not files:
         raise SystemExit(f"no answers cache for {spec} in {answers_dir}: run `jevserve bench run --model {model}`")
     return model, files[0]
-
-
-def task_probabilities(model: str, path: Path, loaded: list) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per thresholded task fully answered in the cache file: (test P(positive), test labels)."""
-    answers = read_answers(path)
-    out = {}
-    for entry in loaded:
-        task = entry.task
-        if not task.thresholded or not entry.test:
-            continue
-        found = [answers.get(request_key(model, task.request(i))) for i in entry.test]
-        if any(a is None for a in found):
-            continue
-        p = np.array([probability_of(a.get(task.primary), task.positive_option) for a in found])
-        out[task.name] = (p, task.target(task.labels(entry.test)).astype(np.float64))
-    return out
 
 
 def calibrated_floor(p: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:
@@ -107,7 +90,7 @@ def main() -> None:
     result["command"] = "python benchmarks/ece_floor.py" + "".join(f" --model {m}" for m in args.model)
     for spec in models:
         model, path = cache_file(answers_dir, spec)
-        per_task = task_probabilities(model, path, loaded)
+        per_task = task_probabilities(read_answers(path), model, loaded)
         tasks, floors = {}, []
         for name, (p, y) in per_task.items():
             floor = calibrated_floor(p, args.draws, rng)

@@ -273,8 +273,8 @@ def fit_question_temperatures(
             continue
         temperature = fit_temperature([logits[i] for i in rows], answers[rows])
         by_group[group] = temperature
-        for i in rows:
-            by_key[question_key(questions[i])] = temperature
+        for question in {questions[i] for i in rows}:  # a group asks a handful of questions over many rows
+            by_key[question_key(question)] = temperature
     return dict(sorted(by_key.items())), by_group
 
 

@@ -53,15 +53,14 @@ def read_answers(path: Path) -> dict[str, Any]:
     return answers
 
 
-def reliability(answers_dir: Path, model: str, loaded: Sequence[Any]) -> Reliability | None:
-    """Pool the model's cached test-side probabilities over `loaded` tasks (bench LoadedTask); None without any."""
+def task_probabilities(
+    answers: dict[str, Any], model: str, loaded: Sequence[Any]
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per thresholded task of `loaded` (bench LoadedTask) whose test items are all in `answers` (`read_answers`):
+    (P(positive) per test item, 0/1 target per test item)."""
     from jevserve.bench.task import probability_of
 
-    files = cache_files(answers_dir, model)
-    if not files:
-        return None
-    answers = read_answers(files[0])
-    probabilities, targets, tasks = [], [], []
+    out = {}
     for entry in loaded:
         task = entry.task
         if not task.thresholded or not entry.test:
@@ -69,12 +68,22 @@ def reliability(answers_dir: Path, model: str, loaded: Sequence[Any]) -> Reliabi
         found = [answers.get(request_key(model, task.request(i))) for i in entry.test]
         if any(a is None for a in found):
             continue  # a task only partly asked would bias the pool towards what was asked first
-        probabilities += [probability_of(a.get(task.primary), task.positive_option) for a in found]
-        targets += task.target(task.labels(entry.test)).tolist()
-        tasks.append(task.name)
-    if not probabilities:
+        p = np.array([probability_of(a.get(task.primary), task.positive_option) for a in found], dtype=np.float64)
+        out[task.name] = (p, task.target(task.labels(entry.test)).astype(np.float64))
+    return out
+
+
+def reliability(answers_dir: Path, model: str, loaded: Sequence[Any]) -> Reliability | None:
+    """Pool the model's cached test-side probabilities over `loaded` tasks (bench LoadedTask); None without any."""
+    files = cache_files(answers_dir, model)
+    if not files:
         return None
-    p, y = np.clip(np.array(probabilities), 0.0, 1.0), np.array(targets, dtype=int)
+    per_task = task_probabilities(read_answers(files[0]), model, loaded)
+    if not per_task:
+        return None
+    tasks = list(per_task)
+    p = np.clip(np.concatenate([per_task[t][0] for t in tasks]), 0.0, 1.0)
+    y = np.concatenate([per_task[t][1] for t in tasks]).astype(int)
     share, mean = calibration_curve(y, p, n_bins=ECE_BINS, strategy="uniform")
     counts = np.bincount(np.minimum((p * ECE_BINS).astype(int), ECE_BINS - 1), minlength=ECE_BINS)
     return Reliability(tuple(mean.tolist()), tuple(share.tolist()), tuple(int(c) for c in counts[counts > 0]),
