@@ -57,12 +57,13 @@ def markdown(result: dict) -> str:
             f"**{model}** ({m['cache_file']}): mean ECE {m['mean_ece']:.3f}; a perfectly calibrated model with "
             f"these probabilities: {m['mean_floor']:.3f} (95th percentile of the mean {m['mean_floor_p95']:.3f}).",
             "",
-            "| task | test items | measured ECE | calibrated floor (mean) | floor 95th pct |",
-            "|---|---|---|---|---|",
+            "| task | test items | P(positive) range | measured ECE | calibrated floor (mean) | floor 95th pct |",
+            "|---|---|---|---|---|---|",
         ]
         for name, t in m["tasks"].items():
             lines.append(
-                f"| {name} | {t['n']} | {t['ece']:.3f} | {t['floor_mean']:.3f} | {t['floor_p95']:.3f} |"
+                f"| {name} | {t['n']} | {t['p_min']:.2f}–{t['p_max']:.2f} | {t['ece']:.3f} | {t['floor_mean']:.3f} "
+                f"| {t['floor_p95']:.3f} |"
             )
         lines.append("")
     info = result["machine"]
@@ -100,6 +101,8 @@ def main() -> None:
                 "ece": expected_calibration_error(p, y),
                 "floor_mean": float(floor.mean()),
                 "floor_p95": float(np.percentile(floor, 95)),
+                "p_min": float(p.min()),
+                "p_max": float(p.max()),
             }
         mean_floor = np.mean(floors, axis=0)  # per draw, the mean over tasks (draws are independent per task)
         result["models"][path.stem] = {
