@@ -45,7 +45,7 @@ from jevserve.train.head import batches_by, family_weights, option_loss
 from jevserve.train.reader import ReaderConfig, ReaderNet, batch_inputs, reader_logits
 from jevserve.train.run import collect_examples, reader_inputs
 from jevserve.train.token_states import TokenStates
-from reader_validation import family_scores, summary
+from reader_validation import family_scores, paired_difference, per_example, resampled_family_means, summary
 
 NUM_LAYERS = 6  # all-MiniLM-L6-v2
 
@@ -219,30 +219,9 @@ def scored_tokens(
     return TokenStates(np.concatenate(parts), offsets), {int(s): k for k, s in enumerate(states)}
 
 
-def per_example(logits: list[np.ndarray], answers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each example's negative log-likelihood and whether its top option is right, at temperature 1."""
-    nll = np.array([float(np.logaddexp.reduce(z) - z[a]) for z, a in zip(logits, answers, strict=True)])
-    right = np.array([float(np.argmax(z) == a) for z, a in zip(logits, answers, strict=True)])
-    return nll, right
-
-
-def resampled_family_means(values: np.ndarray, families: list[str], weights: np.ndarray) -> np.ndarray:
-    """The mean over families of each family's weighted mean (question variants folded into their family), per
-    resample (rows of `weights`); a family no resample drew is left out of that resample's mean."""
-    names = sorted({f.split("~")[0] for f in families})
-    onehot = np.zeros((len(families), len(names)))
-    onehot[np.arange(len(families)), [names.index(f.split("~")[0]) for f in families]] = 1.0
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.nanmean((weights * values) @ onehot / (weights @ onehot), axis=1)
-
-
 def markdown(result: dict) -> str:
     def difference(row: dict, measure: str) -> str:
-        found = row.get("against_frozen")
-        if not found:
-            return "–"
-        low, high = found[measure + "_interval"]
-        return f"{found[measure]:+.3f} [{low:+.3f}, {high:+.3f}]"
+        return paired_difference(row.get("against_frozen"), measure)
 
     lines = [
         "## Reading model with the encoder's top layers fine-tuned, train-side validation (issue 13)",

@@ -25,6 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from _serverbench import machine, replace_section, write_result
 from jevserve.bench.data import BenchData
+from jevserve.bench.stats import BOOTSTRAP_SEED, NUM_RESAMPLES, bootstrap_weights, interval
 from jevserve.bench.tasks import TASKS
 from jevserve.decide.embedder import embed_texts
 from jevserve.decide.token_embedder import TokenEmbedder
@@ -58,9 +59,35 @@ def summary(scores: dict[str, dict[str, float]]) -> dict[str, float]:
     }
 
 
-def markdown(result: dict) -> str:
+def per_example(logits: list[np.ndarray], answers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each example's negative log-likelihood and whether its top option is right, at temperature 1."""
+    nll = np.array([float(np.logaddexp.reduce(z) - z[a]) for z, a in zip(logits, answers, strict=True)])
+    right = np.array([float(np.argmax(z) == a) for z, a in zip(logits, answers, strict=True)])
+    return nll, right
+
+
+def resampled_family_means(values: np.ndarray, families: list[str], weights: np.ndarray) -> np.ndarray:
+    """The mean over families of each family's weighted mean (question variants folded into their family), per
+    resample (rows of `weights`); a family no resample drew is left out of that resample's mean."""
+    names = sorted({f.split("~")[0] for f in families})
+    onehot = np.zeros((len(families), len(names)))
+    onehot[np.arange(len(families)), [names.index(f.split("~")[0]) for f in families]] = 1.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.nanmean((weights * values) @ onehot / (weights @ onehot), axis=1)
+
+
+def paired_difference(found: dict | None, measure: str) -> str:
+    """A row's paired difference in `measure` ("nll" or "accuracy") with its interval, or a dash."""
+    if not found:
+        return "–"
+    low, high = found[measure + "_interval"]
+    return f"{found[measure]:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
+def markdown(result: dict, name: str = "reader_validation") -> str:
+    title = "Reading model recipe" if name == "reader_validation" else f"Reading model recipes ({name})"
     lines = [
-        "## Reading model recipe, train-side validation (issue 13)",
+        f"## {title}, train-side validation (issue 13)",
         "",
         f"`{result['command']}`, {result['machine']['when']}: {result['num_fit']} training examples fitted "
         f"({result['num_fit_with_attributes']} with the attribute questions), {result['num_validation']} held out by "
@@ -68,14 +95,25 @@ def markdown(result: dict) -> str:
         f"accuracy: the {result['num_attribute_validation']} attribute questions (train/attributes.py) about the "
         "held-out states, in trained phrasings.",
         "",
-        "| recipe | settings | mean NLL | mean accuracy | attribute accuracy | train s |",
-        "|---|---|---|---|---|---|",
+        "| recipe | settings | mean NLL | mean accuracy | NLL − first reader row [95%] | "
+        "accuracy − first reader row [95%] | attribute accuracy | train s |",
+        "|---|---|---|---|---|---|---|---|",
     ]
+
+    def difference(row: dict, measure: str) -> str:
+        return paired_difference(row.get("against_first_reader"), measure)
+
     for row in result["rows"]:
         lines.append(
             f"| {row['recipe']} | `{json.dumps(row['settings'])}` | {row['mean_nll']:.3f} | "
-            f"{row['mean_accuracy']:.3f} | {row['attribute_accuracy']:.3f} | {row['train_s']:.0f} |"
+            f"{row['mean_accuracy']:.3f} | {difference(row, 'nll')} | {difference(row, 'accuracy')} | "
+            f"{row['attribute_accuracy']:.3f} | {row['train_s']:.0f} |"
         )
+    lines += [
+        "",
+        "Differences are paired: every row is scored on the same resamples of the held-out states (drawn with "
+        f"replacement, {NUM_RESAMPLES} resamples, 95% percentile interval) against the first reading-model row.",
+    ]
     return "\n".join(lines)
 
 
@@ -88,6 +126,12 @@ def main() -> None:
         help="reader settings to try, e.g. '{\"epochs\": 3}' (repeatable; default: the ReaderConfig defaults)",
     )
     parser.add_argument("--no-head", action="store_true", help="skip the trained readout's row")
+    parser.add_argument(
+        "--name",
+        default="reader_validation",
+        help="results file benchmarks/results/NAME.json and its docs/benchmarks.md section (default: "
+        "reader_validation, the recipe table docs/training.md cites); another name keeps that table",
+    )
     args = parser.parse_args()
     embedder = TokenEmbedder("int8")
     examples = collect_examples(BenchData(embed=embed_texts), list(TASKS.values()), variants=True, attributes=True)
@@ -128,6 +172,11 @@ def main() -> None:
                 "families": scores,
             }
         )
+    # One set of resampling weights (held-out states drawn with replacement) for every row: paired differences.
+    resampling = bootstrap_weights(
+        inputs.token_index[validation_rows].tolist(), NUM_RESAMPLES, BOOTSTRAP_SEED
+    ).astype(np.float64)
+    first_reader: tuple[dict, np.ndarray, np.ndarray] | None = None
     for settings in [json.loads(s) for s in args.reader or ["{}"]]:
         config = ReaderConfig(**settings)
         rows_fit = fit_rows(config.attribute_questions)
@@ -138,20 +187,35 @@ def main() -> None:
         logits = reader_logits(weights, validation, inputs.tokens, inputs.token_index[validation_rows])
         scores = family_scores(logits, validation.answers, validation.families)
         on_attributes = reader_logits(weights, attribute_validation, inputs.tokens, inputs.token_index[attribute_rows])
-        rows.append(
-            {
-                "recipe": "reading model",
-                "settings": settings,
-                "train_s": elapsed,
-                **summary(scores),
-                "attribute_accuracy": attribute_accuracy(on_attributes),
-                "families": scores,
+        nll, right = per_example(logits, validation.answers)
+        resampled_nll = resampled_family_means(nll, validation.families, resampling)
+        resampled_accuracy = resampled_family_means(right, validation.families, resampling)
+        row = {
+            "recipe": "reading model",
+            "settings": settings,
+            "train_s": elapsed,
+            **summary(scores),
+            "attribute_accuracy": attribute_accuracy(on_attributes),
+            "families": scores,
+        }
+        if first_reader is None:
+            first_reader = (row, resampled_nll, resampled_accuracy)
+        else:
+            first, first_nll, first_accuracy = first_reader
+            row["against_first_reader"] = {
+                "nll": row["mean_nll"] - first["mean_nll"],
+                "nll_interval": interval(resampled_nll - first_nll),
+                "accuracy": row["mean_accuracy"] - first["mean_accuracy"],
+                "accuracy_interval": interval(resampled_accuracy - first_accuracy),
             }
-        )
+        rows.append(row)
         print(f"reader {settings}: {summary(scores)}", file=sys.stderr)
     result = {
         "machine": machine(),
-        "command": "python benchmarks/reader_validation.py" + "".join(f" --reader '{s}'" for s in args.reader or []),
+        "command": "python benchmarks/reader_validation.py"
+        + (f" --name {args.name}" if args.name != "reader_validation" else "")
+        + (" --no-head" if args.no_head else "")
+        + "".join(f" --reader '{s}'" for s in args.reader or []),
         "num_fit": len(fit_rows(False)),
         "num_fit_with_attributes": len(fit_rows(True)),
         "num_validation": len(validation_rows),
@@ -159,8 +223,8 @@ def main() -> None:
         "num_families": len(rows[0]["families"]),
         "rows": rows,
     }
-    path = write_result("reader_validation", result)
-    replace_section("reader_validation", markdown(result))
+    path = write_result(args.name, result)
+    replace_section(args.name, markdown(result, args.name))
     print(markdown(result))
     print(f"wrote {path}")
 

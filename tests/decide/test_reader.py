@@ -48,3 +48,26 @@ def test_committed_reader_answers_alone_as_with_companions():
     crowded = backend.decide([DecisionItem("another text entirely", other), DecisionItem(state, other),
                               DecisionItem(state, q)])[2]
     assert np.abs(alone - crowded).max() < 1e-6 and abs(alone.sum() - 1) < 1e-9
+
+
+def test_a_reader_with_a_lexical_channel_is_served_with_each_states_word_bag(tmp_path, token_embedder):
+    import torch
+
+    from jevserve.decide.lexical import word_bag
+    from jevserve.decide.reader import unit_rows
+    from jevserve.train.reader import ReaderConfig, ReaderNet
+
+    net = ReaderNet(ReaderConfig(heads=2, rank=8, hidden=16, lexical_dim=8))
+    with torch.no_grad():
+        net.lexical_table.weight.normal_(std=1.0)
+    net.weights({"noul": 1.0, "choice": 1.0, "score": 1.0}).save(tmp_path / "lexical.npz")
+    backend = reader_backend(weights=tmp_path / "lexical.npz", embedder=token_embedder)
+    q = decision({"type": "noul", "instructions": "Is the customer asking for money back?"})
+    states = ["I was charged twice and want my money back.", "I was charged twice and want my refund back."]
+    served = backend.decide([DecisionItem(s, q) for s in states])
+    texts = backend.embedder.embed(backend.readout.texts(q))
+    for state, answer in zip(states, served, strict=True):
+        tokens = unit_rows(token_embedder.token_states(state))
+        vector = backend.embedder.embed([state])[0]
+        direct = backend.readout.probabilities(tokens, vector, texts, q, word_bag(state))
+        assert np.abs(answer - direct).max() < 1e-9

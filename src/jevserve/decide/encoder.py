@@ -122,9 +122,12 @@ class ReadingBackend(EncoderBackend):
     def decide(self, items: Sequence[DecisionItem]) -> list[np.ndarray]:
         """Encode each distinct state once (token states and pooled vector), embed question texts (cached), then
         read every item on its own."""
+        from jevserve.decide.lexical import word_bag
         from jevserve.decide.reader import unit_rows
 
         tokens = {state: unit_rows(self.embedder.token_states(state)) for state in {item.state for item in items}}
+        lexical = getattr(self.readout.weights, "lexical_table", None) is not None
+        bags = {state: word_bag(state) for state in tokens} if lexical else {}
         item_texts = [self.readout.texts(item.question) for item in items]
         distinct: dict[str, int] = {}
         for texts in item_texts:
@@ -135,7 +138,9 @@ class ReadingBackend(EncoderBackend):
         results = []
         for item, texts in zip(items, item_texts, strict=True):
             text_vecs = vectors[[distinct[t] for t in texts]]
-            probabilities = self.readout.probabilities(tokens[item.state], states[item.state], text_vecs, item.question)
+            probabilities = self.readout.probabilities(
+                tokens[item.state], states[item.state], text_vecs, item.question, bags.get(item.state)
+            )
             results.append(np.asarray(probabilities, np.float64))
         return results
 

@@ -18,10 +18,13 @@ the key projection and the perceptron the value projection. The option's score i
 
     [φ_k (the trained readout's 2,308 features), r_k1, r_k1⊙o_k, …, r_kH, r_kH⊙o_k, m_k1 … m_kH]
 
-and, as before, a softmax over the question's own options with a temperature: one per fixed question the serving
-stack asks (the bench's questions, fitted on held-out train examples), else one per type. The state's token states
-come from one encoder pass per state (shared by all of its questions); an option's score depends only on the
-state, its question and itself, so the protocol's invariances hold as they do for the trained readout.
+optionally followed by a lexical channel (`lexical_dim` > 0): the state's hashed word bag (decide/lexical.py) summed
+over a learned table, ℓ = Σ_i w_i E_i, and what each option looks for in it, [ℓ, ℓ⊙(x_k L + c)] (or, in the "linear"
+mode, ℓ·(x_k L + c) added to the option's score); then, as before, a softmax over the question's own options with a
+temperature: one per fixed question the serving stack asks (the bench's questions, fitted on held-out train
+examples), else one per type. The state's token states come from one encoder pass per state (shared by all of its
+questions); an option's score depends only on the state, its question and itself, so the protocol's invariances hold
+as they do for the trained readout.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from jevserve.decide.lexical import bag_vector
 from jevserve.decide.trained import (
     EMBEDDING_DIM,
     KINDS,
@@ -46,11 +50,12 @@ from jevserve.decide.trained import (
 from jevserve.protocol import DecisionQuestion
 
 QUERY_FEATURES = 3 * EMBEDDING_DIM + len(KINDS) + 1
+LEXICAL_ARRAYS = ("lexical_table", "lexical_query", "lexical_bias")
 
 
-def reader_features(num_heads: int) -> int:
+def reader_features(num_heads: int, lexical_dim: int = 0) -> int:
     """Inputs of the reader's perceptron."""
-    return NUM_FEATURES + num_heads * (2 * EMBEDDING_DIM + 1)
+    return NUM_FEATURES + num_heads * (2 * EMBEDDING_DIM + 1) + 2 * lexical_dim
 
 
 def query_inputs(text_vectors: np.ndarray, question: DecisionQuestion) -> np.ndarray:
@@ -81,6 +86,12 @@ class ReaderWeights:
     # per fixed question (`question_key`), fitted on its group's held-out train examples; any other question takes
     # its type's temperature (train/reader.py `fit_question_temperatures`)
     question_temperatures: dict[str, float] = field(default_factory=dict)
+    # the lexical channel (absent in models trained without it): word-bag table (buckets, d), the options' lexical
+    # queries (QUERY_FEATURES, d) and their bias (d,)
+    lexical_table: np.ndarray | None = None
+    lexical_query: np.ndarray | None = None
+    lexical_bias: np.ndarray | None = None
+    lexical_mode: str = "perceptron"  # or "linear": ℓ·looks_for is added to the logit instead
 
     def temperature(self, question: DecisionQuestion) -> float:
         """The temperature this question's logits are divided by."""
@@ -95,14 +106,23 @@ class ReaderWeights:
         """Attention heads (queries per option)."""
         return self.query_bias.shape[0] // EMBEDDING_DIM
 
+    @property
+    def lexical_dim(self) -> int:
+        """Width of the lexical channel (0: none)."""
+        return 0 if self.lexical_table is None else int(self.lexical_table.shape[1])
+
     @classmethod
     def load(cls, path: Path) -> ReaderWeights:
         """Read weights written by `save`."""
         with np.load(path) as data:
             arrays = {k: data[k] for k in ("query_a", "query_b", "query_bias", "query_direct", "w1", "b1", "w2")}
             per_question = json.loads(str(data["question_temperatures"])) if "question_temperatures" in data else {}
+            lexical = {k: data[k] for k in LEXICAL_ARRAYS if k in data}
+            if "lexical_mode" in data:
+                lexical["lexical_mode"] = str(data["lexical_mode"])
             return cls(
                 **arrays,
+                **lexical,
                 b2=float(data["b2"]),
                 temperatures=json.loads(str(data["temperatures"])),
                 question_temperatures=per_question,
@@ -113,7 +133,10 @@ class ReaderWeights:
         names = ("query_a", "query_b", "query_bias", "query_direct")
         arrays = {k: np.asarray(getattr(self, k), np.float32) for k in names}
         arrays |= {k: np.asarray(getattr(self, k), np.float32) for k in ("w1", "b1", "w2")}
+        arrays |= {k: np.asarray(getattr(self, k), np.float32) for k in LEXICAL_ARRAYS if getattr(self, k) is not None}
         extra = {}
+        if self.lexical_table is not None:
+            extra["lexical_mode"] = self.lexical_mode
         if self.question_temperatures:  # files without them load as before
             extra["question_temperatures"] = json.dumps(self.question_temperatures, sort_keys=True)
         np.savez_compressed(
@@ -132,9 +155,15 @@ class ReaderReadout:
         return question_texts(question)
 
     def logits(
-        self, tokens: np.ndarray, state: np.ndarray, text_vectors: np.ndarray, question: DecisionQuestion
+        self,
+        tokens: np.ndarray,
+        state: np.ndarray,
+        text_vectors: np.ndarray,
+        question: DecisionQuestion,
+        bag: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> np.ndarray:
-        """Unnormalised option scores before the temperature; `tokens` are unit rows (see `unit_rows`)."""
+        """Unnormalised option scores before the temperature; `tokens` are unit rows (see `unit_rows`), `bag` the
+        state's `lexical.word_bag` (needed when the weights have a lexical channel)."""
         w = self.weights
         heads = w.num_heads
         n = question.num_options
@@ -150,13 +179,28 @@ class ReaderReadout:
         spread = (top + np.log(total))[..., 0]  # logsumexp over tokens, (n, heads)
         options = text_vectors[1:][:, None, :]
         read_features = np.concatenate([reads, reads * options], axis=-1).reshape(n, -1)
-        x = np.concatenate([features(state, text_vectors, question), read_features, spread], axis=1)
+        parts, linear = [features(state, text_vectors, question), read_features, spread], 0.0
+        if w.lexical_table is not None:
+            if bag is None:
+                raise ValueError("this reading model has a lexical channel: pass the state's word bag")
+            lexical = bag_vector(w.lexical_table, *bag)
+            looks_for = lexical * (inputs @ w.lexical_query + w.lexical_bias)
+            if w.lexical_mode == "linear":
+                linear = looks_for.sum(axis=1)
+            else:
+                parts += [np.broadcast_to(lexical, looks_for.shape), looks_for]
+        x = np.concatenate(parts, axis=1)
         hidden = _gelu(x @ w.w1 + w.b1)
-        return hidden @ w.w2 + w.b2
+        return hidden @ w.w2 + w.b2 + linear
 
     def probabilities(
-        self, tokens: np.ndarray, state: np.ndarray, text_vectors: np.ndarray, question: DecisionQuestion
+        self,
+        tokens: np.ndarray,
+        state: np.ndarray,
+        text_vectors: np.ndarray,
+        question: DecisionQuestion,
+        bag: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> np.ndarray:
         """One probability per option."""
-        logits = self.logits(tokens, state, text_vectors, question)
+        logits = self.logits(tokens, state, text_vectors, question, bag)
         return softmax_at(logits, self.weights.temperature(question))

@@ -48,6 +48,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="with --reader: train without the attribute questions (train/attributes.py), the first reading model's "
         "recipe (its figures in docs/training.md)",
     )
+    p.add_argument(
+        "--lexical-dim",
+        type=int,
+        metavar="N",
+        help="with --reader: width of the lexical channel over the state's hashed word bag (decide/lexical.py; "
+        "0 trains without it; default: the ReaderConfig default)",
+    )
     p.add_argument("--epochs", type=int, help="training epochs (default: 12; with --reader, the ReaderConfig default)")
     p.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
     p.add_argument("--leave-out", metavar="TASK", help="train without TASK's sources (leave-one-task-out)")
@@ -154,6 +161,7 @@ def _config(args: argparse.Namespace):
             seed=args.seed,
             attribute_questions=not args.no_attribute_questions,
             **({"epochs": args.epochs} if args.epochs else {}),
+            **({"lexical_dim": args.lexical_dim} if args.lexical_dim is not None else {}),
         )
     from jevserve.train.head import HeadConfig
 

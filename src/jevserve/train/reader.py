@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from jevserve.decide.lexical import BUCKETS
 from jevserve.decide.reader import QUERY_FEATURES, ReaderReadout, ReaderWeights, reader_features
 from jevserve.decide.trained import EMBEDDING_DIM, KINDS, question_key
 from jevserve.protocol import DecisionQuestion
@@ -46,6 +47,21 @@ class ReaderConfig:
     direct_start: float = 10.0  # initial a_h (even heads) and b_h (odd heads); see ReaderNet
     attribute_questions: bool = True  # also train on train/attributes.py's questions (held-out phrasings apart)
     question_temperatures: bool = True  # a temperature per fixed question group (fit_question_temperatures)
+    lexical_dim: int = 0  # width of the lexical channel over the state's hashed word bag (0: none; decide/lexical.py)
+    # The table's learning rate, as a multiple of `learning_rate`. Adam moves each weight by about the learning
+    # rate per step, and a term's weight in a unit-length bag of ~100 terms is ~0.1, so at the base rate a term's
+    # row would need thousands of steps to matter (fastText trains its tables at rates near 0.1 for this reason).
+    lexical_lr_scale: float = 30.0
+    # Terms in fewer training states are left out of training (their rows stay zero, so serving ignores them too), as
+    # the TF-IDF baseline's min_df: a bigram unique to one state would otherwise let the table memorise that state.
+    lexical_min_df: int = 2
+    # Each term of a training bag is dropped with this probability (the rest scaled up to keep the sum's expectation),
+    # so the table cannot fit a state by the exact combination of its terms; serving reads every term.
+    lexical_dropout: float = 0.0
+    lexical_weight_decay: float = 1e-4  # AdamW's (decoupled) decay of the table
+    # "perceptron": [ℓ, ℓ⊙looks_for] join the perceptron's inputs; "linear": ℓ·looks_for is added to the option's
+    # logit (a bilinear term, as a logistic regression over the bag per question)
+    lexical_mode: str = "perceptron"
     seed: int = 0
 
 
@@ -66,10 +82,16 @@ class ReaderNet(torch.nn.Module):
         self.query_direct = torch.nn.Parameter(direct)
         self.dropout = torch.nn.Dropout(config.dropout)
         self.mlp = torch.nn.Sequential(
-            torch.nn.Linear(reader_features(config.heads), config.hidden),
+            torch.nn.Linear(reader_features(config.heads, perceptron_lexical_dim(config)), config.hidden),
             torch.nn.GELU(approximate="tanh"),
             torch.nn.Linear(config.hidden, 1),
         )
+        self.lexical_dim = config.lexical_dim
+        self.lexical_mode = config.lexical_mode
+        if config.lexical_dim:  # made after the rest, so a reader without it starts from the same random draws
+            self.lexical_table = torch.nn.EmbeddingBag(BUCKETS, config.lexical_dim, mode="sum")
+            torch.nn.init.zeros_(self.lexical_table.weight)  # a row never trained on stays zero when served
+            self.lexical_query = torch.nn.Linear(QUERY_FEATURES, config.lexical_dim)
 
     def forward(
         self,
@@ -78,8 +100,10 @@ class ReaderNet(torch.nn.Module):
         options: torch.Tensor,
         tokens: torch.Tensor,
         token_mask: torch.Tensor,
+        bags: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """phi (B×O×2308), queries_in (B×O×Q), options (B×O×384), tokens (B×T×384 unit rows), token_mask (B×T)."""
+        """phi (B×O×2308), queries_in (B×O×Q), options (B×O×384), tokens (B×T×384 unit rows), token_mask (B×T);
+        `bags` (indices, offsets, weights; `batch_bags`) when the reader has a lexical channel."""
         b, o, _ = phi.shape
         queries = self.query_b(self.query_a(queries_in)).view(b, o, self.heads, EMBEDDING_DIM)
         option, instructions = (
@@ -92,7 +116,16 @@ class ReaderNet(torch.nn.Module):
         spread = torch.logsumexp(scores, dim=-1)
         reads = torch.einsum("boht,btd->bohd", torch.softmax(scores, dim=-1), tokens)
         read_features = torch.cat([reads, reads * options[:, :, None, :]], dim=-1).reshape(b, o, -1)
-        return self.mlp(self.dropout(torch.cat([phi, read_features, spread], dim=-1))).squeeze(-1)
+        parts, linear = [phi, read_features, spread], 0.0
+        if self.lexical_dim:
+            indices, offsets, weights = bags
+            lexical = self.lexical_table(indices, offsets, per_sample_weights=weights)[:, None, :].expand(b, o, -1)
+            looks_for = lexical * self.lexical_query(queries_in)
+            if self.lexical_mode == "linear":
+                linear = looks_for.sum(-1)
+            else:
+                parts += [lexical, looks_for]
+        return self.mlp(self.dropout(torch.cat(parts, dim=-1))).squeeze(-1) + linear
 
     def weights(self, temperatures: dict[str, float]) -> ReaderWeights:
         """The numpy weights `ReaderReadout` serves."""
@@ -107,14 +140,66 @@ class ReaderNet(torch.nn.Module):
             w2=second.weight.detach().numpy()[0].copy(),
             b2=float(second.bias.detach()[0]),
             temperatures=temperatures,
+            **(
+                {
+                    "lexical_table": self.lexical_table.weight.detach().numpy().copy(),
+                    "lexical_query": self.lexical_query.weight.detach().numpy().T.copy(),
+                    "lexical_bias": self.lexical_query.bias.detach().numpy().copy(),
+                    "lexical_mode": self.lexical_mode,
+                }
+                if self.lexical_dim
+                else {}
+            ),
         )
+
+
+def perceptron_lexical_dim(config: ReaderConfig) -> int:
+    """How many lexical numbers each of the perceptron's halves takes (0 in the linear mode)."""
+    if config.lexical_mode not in ("perceptron", "linear"):
+        raise ValueError(f"lexical_mode must be 'perceptron' or 'linear', not {config.lexical_mode!r}")
+    return config.lexical_dim if config.lexical_mode == "perceptron" else 0
 
 
 def unit_tokens(tokens: TokenStates) -> TokenStates:
     """Token states scaled to unit rows, kept float16."""
     rows = tokens.rows.astype(np.float32)
     rows /= np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
-    return TokenStates(rows.astype(np.float16), tokens.offsets)
+    return TokenStates(rows.astype(np.float16), tokens.offsets, tokens.bags)
+
+
+def frequent_buckets(tokens: TokenStates, token_index: np.ndarray, min_df: int) -> np.ndarray:
+    """Which buckets occur in at least `min_df` of the distinct states `token_index` names (bool per bucket)."""
+    if tokens.bags is None:
+        raise ValueError("a reader with a lexical channel needs the states' word bags (TokenStates.bags)")
+    seen = [tokens.bags.of(i)[0] for i in np.unique(token_index)]
+    counts = np.bincount(np.concatenate(seen), minlength=BUCKETS) if seen else np.zeros(BUCKETS, np.int64)
+    return counts >= min_df
+
+
+def batch_bags(
+    tokens: TokenStates,
+    token_index: np.ndarray,
+    idx: np.ndarray,
+    keep: np.ndarray | None = None,
+    *,
+    dropout: float = 0.0,
+    rng: np.random.Generator | None = None,
+) -> tuple[torch.Tensor, ...]:
+    """EmbeddingBag inputs (indices, offsets, weights) of examples `idx`'s state word bags; with `keep` (bool per
+    bucket), only the kept buckets (the weights keep the whole bag's scale, as served); with `dropout` (training),
+    each term dropped with that probability and the others scaled by 1 / (1 − dropout)."""
+    if tokens.bags is None:
+        raise ValueError("a reader with a lexical channel needs the states' word bags (TokenStates.bags)")
+    parts = [tokens.bags.of(token_index[i]) for i in idx]
+    if keep is not None:
+        parts = [(i[keep[i]], v[keep[i]]) for i, v in parts]
+    if dropout:
+        kept = [rng.random(len(i)) >= dropout for i, _ in parts]
+        parts = [(i[k], v[k] / (1.0 - dropout)) for (i, v), k in zip(parts, kept, strict=True)]
+    offsets = np.concatenate([[0], np.cumsum([len(i) for i, _ in parts])[:-1]]).astype(np.int64)
+    indices = np.concatenate([i for i, _ in parts]).astype(np.int64)
+    weights = np.concatenate([v for _, v in parts]).astype(np.float32)
+    return torch.from_numpy(indices), torch.from_numpy(offsets), torch.from_numpy(weights)
 
 
 def batch_inputs(
@@ -167,15 +252,26 @@ def train_reader(
     answers = torch.from_numpy(data.answers)
     lengths = tokens.lengths()[token_index].astype(np.float64)
     model = ReaderNet(config)
-    optimiser = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    keep = frequent_buckets(tokens, token_index, config.lexical_min_df) if config.lexical_dim else None
+    groups, rates = [{"params": [p for n, p in model.named_parameters() if not n.startswith("lexical_table")]}], [1.0]
+    if config.lexical_dim:
+        groups.append({"params": list(model.lexical_table.parameters()), "weight_decay": config.lexical_weight_decay})
+        rates.append(config.lexical_lr_scale)
+    max_lr = [config.learning_rate * rate for rate in rates]
+    optimiser = torch.optim.AdamW(groups, lr=config.learning_rate, weight_decay=config.weight_decay)
     steps = config.epochs * math.ceil(len(lengths) / config.batch_size)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=config.learning_rate, total_steps=steps)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=max_lr, total_steps=steps)
     bar = tqdm(total=steps, desc="training reader", unit="step", disable=not progress)
     for _ in range(config.epochs):
         # examples of similar state lengths share a batch, so little of the token axis is padding
         for idx in batches_by(lengths * (1.0 + 0.3 * rng.random(len(lengths))), config.batch_size, rng):
             phi, queries_in, options, token_rows, token_mask, option_mask = batch_inputs(data, tokens, token_index, idx)
-            logits = model(phi, queries_in, options, token_rows, token_mask)
+            bags = (
+                batch_bags(tokens, token_index, idx, keep, dropout=config.lexical_dropout, rng=rng)
+                if config.lexical_dim
+                else None
+            )
+            logits = model(phi, queries_in, options, token_rows, token_mask, bags)
             loss = option_loss(logits, option_mask, answers[idx], is_score[idx], weights[idx], config.rps_weight)
             if extra_loss is not None:
                 loss = loss + extra_loss(logits, option_mask, idx)
@@ -196,9 +292,10 @@ def reader_logits(
     out = []
     for i in range(len(data.answers)):
         state_tokens = tokens.of(token_index[i]).astype(np.float32)
+        bag = tokens.bags.of(token_index[i]) if weights.lexical_table is not None else None
         out.append(
             readout.logits(
-                state_tokens, data.vectors[data.state_rows[i]], data.vectors[data.text_rows[i]], data.questions[i]
+                state_tokens, data.vectors[data.state_rows[i]], data.vectors[data.text_rows[i]], data.questions[i], bag
             )
         )
     return out

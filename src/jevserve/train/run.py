@@ -21,6 +21,7 @@ from jevserve.bench.data import BenchData
 from jevserve.bench.sources import SOURCES, SourceMissingError
 from jevserve.bench.task import Task
 from jevserve.decide.embedder import Embedder, embed_texts
+from jevserve.decide.lexical import word_bags
 from jevserve.decide.reader import ReaderWeights
 from jevserve.decide.token_embedder import TokenEmbedder
 from jevserve.decide.trained import KINDS, HeadWeights, question_texts
@@ -250,6 +251,7 @@ def reader_inputs(examples: Sequence[Example], embedder: TokenEmbedder, *, progr
     states = list(dict.fromkeys(ex.state for ex in examples))
     position = {state: i for i, state in enumerate(states)}
     tokens = unit_tokens(token_states(states, embedder, progress=progress))
+    tokens.bags = word_bags(states)  # a second of hashing; only a reader with a lexical channel reads them
     token_index = np.array([position[ex.state] for ex in examples], dtype=np.int64)
     held = np.array([is_validation(ex.state) for ex in examples])
     return ReaderInputs(embedded, tokens, token_index, held)

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from jevserve.decide.lexical import WordBags
 from jevserve.decide.onnx_build import cache_dir, graph_key
 from jevserve.decide.token_embedder import TokenEmbedder
 
@@ -27,6 +28,7 @@ class TokenStates:
 
     rows: np.ndarray  # (total positions, 384) float16
     offsets: np.ndarray  # (num texts + 1,) int64
+    bags: WordBags | None = None  # the same texts' word bags, for a reader with a lexical channel (decide/lexical.py)
 
     def of(self, i: int) -> np.ndarray:
         """Text i's token states."""
