@@ -1,4 +1,4 @@
-"""Decision latency of the reading model (jev-minilm-2) next to the trained readout (jev-minilm-1), c=1.
+"""Decision latency of the reading models (jev-minilm-2; jev-minilm-3 with words) next to the trained readout, c=1.
 
 The issue-13 targets: p50 ≤ 10 ms for one question and ≤ 15 ms for four questions about one ~100-token state, one
 request at a time, on this machine. Workload: ShareGPT prompts cut to their first 100 MiniLM tokens (decide_latency's
@@ -25,7 +25,7 @@ from _httpload import run_load
 from _serverbench import machine, pct_ms, replace_section, serve, write_result
 from decide_latency import EXTRA_QUESTIONS, QUESTION, load_states
 
-MODELS = {"jev-minilm-1": "encoder", "jev-minilm-2": "reader"}
+MODELS = {"jev-minilm-1": "encoder", "jev-minilm-2": "reader", "jev-minilm-3": "reader-lexical"}
 TARGETS_MS = {"1 question": 10.0, "4 questions": 15.0}
 
 

@@ -35,7 +35,8 @@ def test_embedded_without_a_server_to_serve_it_says_what_to_pass():
 
 
 def test_an_unknown_embedded_model_is_an_endpoint_error_listing_the_served_ones():
-    with pytest.raises(EndpointError, match="expected one of: jev-minilm-2, jev-minilm-1, jev-minilm-zs"), \
+    served = "expected one of: jev-minilm-2, jev-minilm-3, jev-minilm-1, jev-minilm-zs"
+    with pytest.raises(EndpointError, match=served), \
             open_endpoint("embedded", "jev-nope", serve_embedded=serve_embedded):
         pass
 

@@ -71,3 +71,16 @@ def test_a_reader_with_a_lexical_channel_is_served_with_each_states_word_bag(tmp
         vector = backend.embedder.embed([state])[0]
         direct = backend.readout.probabilities(tokens, vector, texts, q, word_bag(state))
         assert np.abs(answer - direct).max() < 1e-9
+
+
+def test_the_lexical_reader_is_served_beside_the_default_and_by_its_own_spec():
+    from jevserve.decide.embedded import embedded_backends
+    from jevserve.decide.encoder import LEXICAL_READER_WEIGHTS
+    from jevserve.decide.registry import load_backends
+
+    if not LEXICAL_READER_WEIGHTS.exists():
+        pytest.skip("no committed lexical reader: run `jevserve train --reader --lexical`")
+    names = [backend.card.name for backend in embedded_backends()]
+    assert names == ["jev-minilm-2", "jev-minilm-3", "jev-minilm-1", "jev-minilm-zs"]  # the default stays first
+    backend = load_backends("reader-lexical")[0]
+    assert backend.card.name == "jev-minilm-3" and backend.readout.weights.lexical_dim == 32

@@ -83,10 +83,11 @@ def probs_of(answer) -> np.ndarray:
 
 
 def served_models() -> list[str]:
-    """The trained readout (the default) and, when its weights ship, the reading model."""
-    from jevserve.decide.encoder import READER_NAME, READER_WEIGHTS
+    """The default and, when their weights ship, both reading models by name."""
+    from jevserve.decide.encoder import LEXICAL_READER_NAME, LEXICAL_READER_WEIGHTS, READER_NAME, READER_WEIGHTS
 
-    return ["jev-latest"] + ([READER_NAME] if READER_WEIGHTS.exists() else [])
+    shipped = [(READER_NAME, READER_WEIGHTS), (LEXICAL_READER_NAME, LEXICAL_READER_WEIGHTS)]
+    return ["jev-latest"] + [name for name, weights in shipped if weights.exists()]
 
 
 @pytest.mark.parametrize("model", served_models())

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from jevserve.decide.encoder import READER_WEIGHTS, TRAINED_HEAD, ZERO_SHOT_PARAMS
+from jevserve.decide.encoder import LEXICAL_READER_WEIGHTS, READER_WEIGHTS, TRAINED_HEAD, ZERO_SHOT_PARAMS
 from jevserve.train.run import read_state_hashes
 
-COMMITTED = [TRAINED_HEAD, READER_WEIGHTS]  # every committed model trained on bench train sides
+COMMITTED = [TRAINED_HEAD, READER_WEIGHTS, LEXICAL_READER_WEIGHTS]  # every committed model trained on train sides
 
 
 def test_weights_are_small_and_the_manifest_names_data_seeds_and_versions():
@@ -25,16 +25,18 @@ def test_weights_are_small_and_the_manifest_names_data_seeds_and_versions():
     assert provenance["num_examples"] == originals < manifest["num_examples"]
 
 
-def test_the_reading_model_ships_with_a_manifest_of_the_same_examples_and_the_attribute_questions():
-    manifest = json.loads(READER_WEIGHTS.with_suffix(".json").read_text())
+@pytest.mark.parametrize("weights", [READER_WEIGHTS, LEXICAL_READER_WEIGHTS], ids=lambda p: p.stem)
+def test_the_reading_model_ships_with_a_manifest_of_the_same_examples_and_the_attribute_questions(weights):
+    manifest = json.loads(weights.with_suffix(".json").read_text())
     head = json.loads(TRAINED_HEAD.with_suffix(".json").read_text())
-    assert READER_WEIGHTS.stat().st_size < 8 * 1024 * 1024
+    # the word table (65,536 × 32 floats) is most of the lexical reader's file
+    assert weights.stat().st_size < (16 if manifest["config"].get("lexical_dim") else 8) * 1024 * 1024
     shared = {f: n for f, n in manifest["families"].items() if not f.startswith("attribute:")}
     assert shared == head["families"] and manifest["leave_out"] is None
     attributes = manifest["config"].get("attribute_questions", False)
     assert (len(shared) < len(manifest["families"])) == attributes
     assert manifest["config"]["seed"] == 0 and manifest["temperatures"] and manifest["versions"]
-    reader_states = read_state_hashes(READER_WEIGHTS.with_suffix(".states.gz"))
+    reader_states = read_state_hashes(weights.with_suffix(".states.gz"))
     head_states = read_state_hashes(TRAINED_HEAD.with_suffix(".states.gz"))
     assert reader_states >= head_states and (reader_states > head_states) == attributes
 

@@ -7,6 +7,8 @@ import hashlib
 from jevserve.decide.base import DecisionBackend
 from jevserve.decide.embedder import Embedder
 from jevserve.decide.encoder import (
+    LEXICAL_READER_NAME,
+    LEXICAL_READER_WEIGHTS,
     READER_NAME,
     READER_WEIGHTS,
     TRAINED_HEAD,
@@ -31,6 +33,11 @@ def embedded_backends(precision: Precision = "int8") -> list[DecisionBackend]:
     backends: list[DecisionBackend] = []
     if READER_WEIGHTS.exists():
         backends.append(reader_backend(precision))
+    if LEXICAL_READER_WEIGHTS.exists():  # the two reading models share one token-state session (same answers)
+        shared = backends[0].embedder if backends else None
+        backends.append(
+            reader_backend(precision, embedder=shared, weights=LEXICAL_READER_WEIGHTS, name=LEXICAL_READER_NAME)
+        )
     if TRAINED_HEAD.exists():
         backends.append(trained_backend(precision, embedder=embedder))
     backends.append(zero_shot_backend(precision, embedder=embedder))
@@ -55,10 +62,11 @@ def encoder_fingerprint(precision: Precision = "int8") -> str:
 def embedded_fingerprint(precision: Precision = "int8", model: str | None = None) -> str:
     """A short digest of everything an embedded model's answers depend on: its encoder graph and its parameter
     files. Caches of answers keyed by it are never reused across a change of either. The reading model
-    (`model=READER_NAME`) has its own, so retraining it leaves the older readouts' caches valid."""
-    if model == READER_NAME:
+    (`model=READER_NAME`, or `LEXICAL_READER_NAME`) has its own, so retraining it leaves the others' caches valid."""
+    reading = {READER_NAME: READER_WEIGHTS, LEXICAL_READER_NAME: LEXICAL_READER_WEIGHTS}
+    if model in reading:
         digest = hashlib.sha256(f"{graph_key()}-tokens-{precision}".encode())
-        digest.update(READER_WEIGHTS.read_bytes() if READER_WEIGHTS.exists() else b"-")
+        digest.update(reading[model].read_bytes() if reading[model].exists() else b"-")
         return digest.hexdigest()[:12]
     digest = hashlib.sha256(encoder_fingerprint(precision).encode())
     for path in (TRAINED_HEAD, ZERO_SHOT_PARAMS):

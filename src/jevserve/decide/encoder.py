@@ -26,6 +26,10 @@ RELEASE_DATE = "2026-11-29"
 READER_WEIGHTS = PARAMS_DIR / "minilm-reader.npz"
 READER_NAME = "jev-minilm-2"
 READER_RELEASE_DATE = "2026-12-01"
+# the reading model with the lexical channel over the state's hashed words (decide/lexical.py), served beside the
+# default: docs/training.md says why it is not the default
+LEXICAL_READER_WEIGHTS = PARAMS_DIR / "minilm-reader-lexical.npz"
+LEXICAL_READER_NAME = "jev-minilm-3"
 
 
 def zero_shot_params() -> ZeroShotParams:
@@ -148,11 +152,19 @@ class ReadingBackend(EncoderBackend):
 def reader_backend(
     precision: Precision = "int8", *, embedder=None, weights: Path = READER_WEIGHTS, name: str = READER_NAME
 ) -> ReadingBackend:
-    """The reading model (`jevserve train --reader`) over the embedded encoder's token states."""
+    """The reading model (`jevserve train --reader`, or with `--lexical` the one that also reads the state's hashed
+    words) over the embedded encoder's token states."""
     from jevserve.decide.reader import ReaderReadout, ReaderWeights
 
+    lexical = name == LEXICAL_READER_NAME
     if not weights.exists():
-        raise FileNotFoundError(f"no reading model at {weights}; run `jevserve train --reader` to create it")
+        command = "jevserve train --reader" + (" --lexical" if lexical else "")
+        raise FileNotFoundError(f"no reading model at {weights}; run `{command}` to create it")
     what = "token states read by each option's queries, trained on JevServe-Bench train splits"
+    if lexical:
+        what = (
+            "token states read by each option's queries and the state's hashed words, trained on JevServe-Bench "
+            "train splits"
+        )
     card = _card(name, precision, what, READER_RELEASE_DATE)
     return ReadingBackend(ReaderReadout(ReaderWeights.load(weights)), card=card, embedder=embedder, precision=precision)

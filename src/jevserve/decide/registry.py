@@ -4,6 +4,7 @@ embedded                 the embedded default (all-MiniLM-L6-v2 + its default re
 encoder[:PRECISION]      the trained readout alone (jev-minilm-1); PRECISION is int8 (default) or fp32
 encoder-zs[:PRECISION]   the zero-shot similarity readout; PRECISION is int8 (default) or fp32
 reader[:PRECISION]       the reading model alone (jev-minilm-2); PRECISION is int8 (default) or fp32
+reader-lexical[:PREC]    the reading model that also reads the state's hashed words (jev-minilm-3)
 causal:PATH_OR_ID        any Hugging Face causal LM (a local path; a hub id only with --allow-network)
 remote:URL               another System One endpoint (http or https); its key comes from --remote-key-env
 """
@@ -59,11 +60,12 @@ def load_backends(spec: str, options: BackendOptions | None = None) -> list[Deci
             return [trained_backend(arg or "int8")]
         except FileNotFoundError as exc:
             raise UnknownSpecError(str(exc)) from exc
-    if kind == "reader":
-        from jevserve.decide.encoder import reader_backend
+    if kind in ("reader", "reader-lexical"):
+        from jevserve.decide.encoder import LEXICAL_READER_NAME, LEXICAL_READER_WEIGHTS, reader_backend
 
+        lexical = {"weights": LEXICAL_READER_WEIGHTS, "name": LEXICAL_READER_NAME} if kind == "reader-lexical" else {}
         try:
-            return [reader_backend(arg or "int8")]
+            return [reader_backend(arg or "int8", **lexical)]
         except FileNotFoundError as exc:
             raise UnknownSpecError(str(exc)) from exc
     if kind == "encoder-zs":

@@ -65,6 +65,12 @@ class ReaderConfig:
     seed: int = 0
 
 
+# The recipe of jev-minilm-3 (`jevserve train --reader --lexical`): the defaults with the lexical channel on, its
+# settings chosen on the train side (python benchmarks/reader_validation.py --name reader_validation_lexical;
+# docs/training.md). The defaults themselves are jev-minilm-2's, which every committed table's settings are relative to.
+LEXICAL_READER = ReaderConfig(lexical_dim=32, lexical_lr_scale=3.0, lexical_dropout=0.5, lexical_weight_decay=5.0)
+
+
 class ReaderNet(torch.nn.Module):
     """The torch form of `ReaderReadout.logits`, batched."""
 

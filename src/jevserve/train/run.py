@@ -334,6 +334,8 @@ def compare_weights(committed: Path, fresh: Path) -> dict[str, float]:
                 old, new = json.loads(str(a[name])), json.loads(str(b[name]))
                 same_kinds = set(old) == set(new)
                 differences[name] = max(abs(old[k] - new[k]) for k in old) if same_kinds else float("inf")
+            elif a[name].dtype.kind in "US":  # a setting stored as text (the lexical channel's mode)
+                differences[name] = 0.0 if str(a[name]) == str(b[name]) else float("inf")
             else:
                 differences[name] = float(np.abs(a[name].astype(np.float64) - b[name].astype(np.float64)).max())
         return differences
