@@ -13,6 +13,7 @@ from jevserve.decide.encoder import (
     READER_WEIGHTS,
     TRAINED_HEAD,
     ZERO_SHOT_PARAMS,
+    lexical_reader_backend,
     reader_backend,
     trained_backend,
     zero_shot_backend,
@@ -34,10 +35,7 @@ def embedded_backends(precision: Precision = "int8") -> list[DecisionBackend]:
     if READER_WEIGHTS.exists():
         backends.append(reader_backend(precision))
     if LEXICAL_READER_WEIGHTS.exists():  # the two reading models share one token-state session (same answers)
-        shared = backends[0].embedder if backends else None
-        backends.append(
-            reader_backend(precision, embedder=shared, weights=LEXICAL_READER_WEIGHTS, name=LEXICAL_READER_NAME)
-        )
+        backends.append(lexical_reader_backend(precision, embedder=backends[0].embedder if backends else None))
     if TRAINED_HEAD.exists():
         backends.append(trained_backend(precision, embedder=embedder))
     backends.append(zero_shot_backend(precision, embedder=embedder))

@@ -130,8 +130,7 @@ class ReadingBackend(EncoderBackend):
         from jevserve.decide.reader import unit_rows
 
         tokens = {state: unit_rows(self.embedder.token_states(state)) for state in {item.state for item in items}}
-        lexical = getattr(self.readout.weights, "lexical_table", None) is not None
-        bags = {state: word_bag(state) for state in tokens} if lexical else {}
+        bags = {state: word_bag(state) for state in tokens} if self.readout.weights.lexical_dim else {}
         item_texts = [self.readout.texts(item.question) for item in items]
         distinct: dict[str, int] = {}
         for texts in item_texts:
@@ -150,21 +149,32 @@ class ReadingBackend(EncoderBackend):
 
 
 def reader_backend(
-    precision: Precision = "int8", *, embedder=None, weights: Path = READER_WEIGHTS, name: str = READER_NAME
+    precision: Precision = "int8",
+    *,
+    embedder=None,
+    weights: Path = READER_WEIGHTS,
+    name: str = READER_NAME,
+    what: str = "token states read by each option's queries, trained on JevServe-Bench train splits",
+    train_command: str = "jevserve train --reader",
 ) -> ReadingBackend:
-    """The reading model (`jevserve train --reader`, or with `--lexical` the one that also reads the state's hashed
-    words) over the embedded encoder's token states."""
+    """The reading model (`jevserve train --reader`) over the embedded encoder's token states."""
     from jevserve.decide.reader import ReaderReadout, ReaderWeights
 
-    lexical = name == LEXICAL_READER_NAME
     if not weights.exists():
-        command = "jevserve train --reader" + (" --lexical" if lexical else "")
-        raise FileNotFoundError(f"no reading model at {weights}; run `{command}` to create it")
-    what = "token states read by each option's queries, trained on JevServe-Bench train splits"
-    if lexical:
-        what = (
-            "token states read by each option's queries and the state's hashed words, trained on JevServe-Bench "
-            "train splits"
-        )
+        raise FileNotFoundError(f"no reading model at {weights}; run `{train_command}` to create it")
     card = _card(name, precision, what, READER_RELEASE_DATE)
     return ReadingBackend(ReaderReadout(ReaderWeights.load(weights)), card=card, embedder=embedder, precision=precision)
+
+
+def lexical_reader_backend(precision: Precision = "int8", *, embedder=None) -> ReadingBackend:
+    """jev-minilm-3: the reading model that also reads the state's hashed words (`jevserve train --reader
+    --lexical`)."""
+    return reader_backend(
+        precision,
+        embedder=embedder,
+        weights=LEXICAL_READER_WEIGHTS,
+        name=LEXICAL_READER_NAME,
+        what="token states read by each option's queries and the state's hashed words, trained on JevServe-Bench "
+        "train splits",
+        train_command="jevserve train --reader --lexical",
+    )

@@ -61,11 +61,11 @@ def load_backends(spec: str, options: BackendOptions | None = None) -> list[Deci
         except FileNotFoundError as exc:
             raise UnknownSpecError(str(exc)) from exc
     if kind in ("reader", "reader-lexical"):
-        from jevserve.decide.encoder import LEXICAL_READER_NAME, LEXICAL_READER_WEIGHTS, reader_backend
+        from jevserve.decide.encoder import lexical_reader_backend, reader_backend
 
-        lexical = {"weights": LEXICAL_READER_WEIGHTS, "name": LEXICAL_READER_NAME} if kind == "reader-lexical" else {}
+        build = lexical_reader_backend if kind == "reader-lexical" else reader_backend
         try:
-            return [reader_backend(arg or "int8", **lexical)]
+            return [build(arg or "int8")]
         except FileNotFoundError as exc:
             raise UnknownSpecError(str(exc)) from exc
     if kind == "encoder-zs":

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from jevserve.decide.lexical import BUCKETS
+from jevserve.decide.lexical import BUCKETS, WordBags
 from jevserve.decide.reader import QUERY_FEATURES, ReaderReadout, ReaderWeights, reader_features
 from jevserve.decide.trained import EMBEDDING_DIM, KINDS, question_key
 from jevserve.protocol import DecisionQuestion
@@ -173,11 +173,15 @@ def unit_tokens(tokens: TokenStates) -> TokenStates:
     return TokenStates(rows.astype(np.float16), tokens.offsets, tokens.bags)
 
 
-def frequent_buckets(tokens: TokenStates, token_index: np.ndarray, min_df: int) -> np.ndarray:
-    """Which buckets occur in at least `min_df` of the distinct states `token_index` names (bool per bucket)."""
+def _bags(tokens: TokenStates) -> WordBags:
     if tokens.bags is None:
         raise ValueError("a reader with a lexical channel needs the states' word bags (TokenStates.bags)")
-    seen = [tokens.bags.of(i)[0] for i in np.unique(token_index)]
+    return tokens.bags
+
+
+def frequent_buckets(tokens: TokenStates, token_index: np.ndarray, min_df: int) -> np.ndarray:
+    """Which buckets occur in at least `min_df` of the distinct states `token_index` names (bool per bucket)."""
+    seen = [_bags(tokens).of(i)[0] for i in np.unique(token_index)]
     counts = np.bincount(np.concatenate(seen), minlength=BUCKETS) if seen else np.zeros(BUCKETS, np.int64)
     return counts >= min_df
 
@@ -194,9 +198,7 @@ def batch_bags(
     """EmbeddingBag inputs (indices, offsets, weights) of examples `idx`'s state word bags; with `keep` (bool per
     bucket), only the kept buckets (the weights keep the whole bag's scale, as served); with `dropout` (training),
     each term dropped with that probability and the others scaled by 1 / (1 − dropout)."""
-    if tokens.bags is None:
-        raise ValueError("a reader with a lexical channel needs the states' word bags (TokenStates.bags)")
-    parts = [tokens.bags.of(token_index[i]) for i in idx]
+    parts = [_bags(tokens).of(token_index[i]) for i in idx]
     if keep is not None:
         parts = [(i[keep[i]], v[keep[i]]) for i, v in parts]
     if dropout:
@@ -298,7 +300,7 @@ def reader_logits(
     out = []
     for i in range(len(data.answers)):
         state_tokens = tokens.of(token_index[i]).astype(np.float32)
-        bag = tokens.bags.of(token_index[i]) if weights.lexical_table is not None else None
+        bag = _bags(tokens).of(token_index[i]) if weights.lexical_dim else None
         out.append(
             readout.logits(
                 state_tokens, data.vectors[data.state_rows[i]], data.vectors[data.text_rows[i]], data.questions[i], bag
