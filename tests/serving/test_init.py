@@ -15,6 +15,8 @@ def test_public_exports_are_pinned():
         "RelativeAgingFirst", "VirtualDeadlineFirst",
         # one engine config type for the simulator and the router (issue 14); SchedulerLimits is its alias
         "EngineConfig", "SchedulerConfigError",
+        # the one step planner: its seam, its plan, vLLM's rules, the request record it moves
+        "StepPlanner", "StepPlan", "VllmStepPlanner", "EngineRequest",
     ])
 
 

@@ -2,12 +2,12 @@ import numpy as np
 
 from jevserve.serving import Request
 from jevserve.sim.entities import SimRequest
-from jevserve.sim.running import RunningBatch, StepEnds
+from jevserve.sim.running import StepEnds, TimedRunningBatch
 
 
-def make_batch(n: int) -> tuple[RunningBatch, list[SimRequest]]:
+def make_batch(n: int) -> tuple[TimedRunningBatch, list[SimRequest]]:
     requests = [SimRequest(Request(f"r{i}", 0.0, 10 + i, 5)) for i in range(n)]
-    batch = RunningBatch(StepEnds())
+    batch = TimedRunningBatch(StepEnds())
     for i, r in enumerate(requests):
         batch.append(r, num_scheduled=i)
     return batch, requests

@@ -1,5 +1,6 @@
-"""The simulator's engine and the router's forward estimate take their scheduling decisions from the same functions
-(`jevserve.serving.scheduling_rules`): change a rule there and both follow, so the estimate stays exact."""
+"""The simulator's engine and the router's forward estimate take their scheduling decisions from the same step planner
+and its rules (`jevserve.serving.scheduling_rules`): change a rule there and both follow, so the estimate stays
+exact."""
 
 import pytest
 

@@ -81,13 +81,14 @@ def test_columns_match_the_running_tuple_and_the_estimate_does_not_depend_on_the
 
 
 def loaded(state, config: EngineConfig, default: float) -> tuple:
-    """What a forward pass starts from after reading the snapshot: free blocks, decoders, prefilling requests."""
+    """What a forward pass starts from after reading the snapshot: free blocks and the running batch's rows."""
     forward = ReplicaForward(
         state, Request("new", state.now_s, 90, 40, 35.0), step_time=PROFILE.step_time,
         policy=make_queue_policy("fcfs"), config=config, default_output_tokens=default,
     )
-    prefill = [(p.spec, p.num_computed, p.num_generated, p.total, p.num_blocks) for p in forward._prefill]
-    return forward.free, forward._dec_spec, forward._dec_off, forward._res, prefill
+    running = forward.planner.running
+    columns = tuple(getattr(running, name)[: running.n].tolist() for name in running.INT_COLUMNS)
+    return forward.planner.pool.num_free, running.specs, columns
 
 
 @pytest.mark.parametrize("kv_admission", ["prompt", "chunk"])

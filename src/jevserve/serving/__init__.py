@@ -1,7 +1,9 @@
-"""The decisions of a serving stack as plain policies, shared by the simulator and the gateway."""
+"""The decisions of a serving stack as plain policies, shared by the simulator and the gateway, and the one step
+planner of vLLM's scheduling that the simulator's engine, the TTFT estimate and the live engine run."""
 
 from jevserve.serving.aging import RelativeAgingFirst, VirtualDeadlineFirst
 from jevserve.serving.engine_config import EngineConfig
+from jevserve.serving.engine_request import EngineRequest
 from jevserve.serving.errors import (
     DuplicatePolicyError,
     MissingPredictionError,
@@ -21,6 +23,8 @@ from jevserve.serving.registry import (
     router_names,
 )
 from jevserve.serving.routing import JoinShortestQueue, LatencyAware, LeastOutstandingTokens, RoundRobin, UtilityAware
+from jevserve.serving.step_plan import StepPlan
+from jevserve.serving.step_planner import StepPlanner
 from jevserve.serving.ttft_estimate import (
     ReplicaModel,
     SchedulerLimits,
@@ -36,6 +40,7 @@ from jevserve.serving.types import (
     Router,
     RunningColumns,
 )
+from jevserve.serving.vllm_planner import VllmStepPlanner
 
 __all__ = [
     "QUEUE_POLICIES",
@@ -43,6 +48,7 @@ __all__ = [
     "Decision",
     "DuplicatePolicyError",
     "EngineConfig",
+    "EngineRequest",
     "FirstComeFirstServed",
     "JoinShortestQueue",
     "LatencyAware",
@@ -62,10 +68,13 @@ __all__ = [
     "SchedulerLimits",
     "ServingError",
     "ShortestPromptFirst",
+    "StepPlan",
+    "StepPlanner",
     "TrueLengthFirst",
     "UnknownPolicyError",
     "UtilityAware",
     "VirtualDeadlineFirst",
+    "VllmStepPlanner",
     "estimate_ttft",
     "estimate_ttft_queued_prefill",
     "make_queue_policy",

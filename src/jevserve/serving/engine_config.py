@@ -1,5 +1,5 @@
-"""The settings of one engine replica, as vLLM v1 names them: ONE type for the simulator's engine
-(`jevserve.sim.engine`), the router's forward TTFT estimate (`replica_forward`) and a live engine's gateway.
+"""The settings of one engine replica, as vLLM v1 names them: ONE type for the step planner that the simulator's
+engine (`jevserve.sim.engine`), the router's forward TTFT estimate (`replica_forward`) and the live engine run.
 
 `SchedulerLimits`, the router-side twin this replaces, is kept as an alias of `EngineConfig`.
 """

@@ -1,12 +1,10 @@
-"""The scheduling rules of vLLM v1 that both the simulator's engine (`jevserve.sim.engine`) and the router's
-forward TTFT estimate (`jevserve.serving.replica_forward`) apply: ONE copy, so the two cannot drift apart.
+"""The scheduling rules of vLLM v1, ONE copy: the step planner (`jevserve.serving.vllm_planner`) applies them, and
+through it the simulator's engine, the router's forward TTFT estimate and the live engine.
 
 Each rule is a small pure function over token and block counts. The ones marked "int or array" are written with
-operators numpy broadcasts, so the engine applies them to its running batch's columns in one array operation
-and the estimator to one request at a time, with the same code. The rules follow `Scheduler.schedule()` in
-vLLM's `vllm/v1/core/sched/scheduler.py` and `KVCacheManager.allocate_slots()` in
-`vllm/v1/core/kv_cache_manager.py`; what both callers still do themselves is the bookkeeping around the rules
-(the engine's numpy batch and block pool, the estimator's aggregated decoders), documented in each module.
+operators numpy broadcasts, so the planner applies them to the running batch's columns in one array operation
+and to one waiting request at a time with the same code. The rules follow `Scheduler.schedule()` in vLLM's
+`vllm/v1/core/sched/scheduler.py` and `KVCacheManager.allocate_slots()` in `vllm/v1/core/kv_cache_manager.py`.
 """
 
 from __future__ import annotations
@@ -41,8 +39,9 @@ ADMIT, STOP, SKIP = 0, 1, 2
 
 
 def blocks_for(num_tokens, block_size: int):
-    """KV blocks that hold `num_tokens` tokens: ceil(num_tokens / block_size) (vLLM's `cdiv`). Int or array."""
-    return -(-num_tokens // block_size)
+    """KV blocks that hold `num_tokens` (>= 0) tokens: ceil(num_tokens / block_size) (vLLM's `cdiv`). Int or
+    array."""
+    return (num_tokens + (block_size - 1)) // block_size
 
 
 def new_blocks(num_computed: int, num_new: int, num_blocks_held: int, block_size: int) -> int:
@@ -68,8 +67,10 @@ def chunk_tokens(num_tokens: int, num_computed: int, budget: int) -> int:
 def budget_split(want: np.ndarray, budget: int) -> tuple[int, np.ndarray, np.ndarray]:
     """`chunk_tokens` applied row after row while budget is left, for a batch at once: returns how many rows the
     budget reaches, their tokens (the last one cut to what is left) and the cumulative sum of `want` over them.
-    `want` (tokens each row still needs, > 0) is not changed."""
+    `want` (tokens each row still needs, > 0) is not changed; it is returned as the tokens when all of it fits."""
     cum = want.cumsum()
+    if int(cum[-1]) <= budget:  # the common case under load: every row gets what it needs
+        return want.size, want, cum
     m = min(int(cum.searchsorted(budget, side="left")) + 1, want.size)
     new = want[:m].copy()
     last = int(cum[m - 1])

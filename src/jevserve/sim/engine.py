@@ -1,23 +1,13 @@
 """One engine replica with vLLM v1 scheduling semantics, driven by events so a cluster can hold several.
 
-Each step follows vLLM's `Scheduler.schedule()` (vllm/v1/core/sched/scheduler.py):
-1. running requests first, in admission order, each given what it still needs (a prefill chunk, or one decode
-   token) within the step's token budget; when one cannot get a KV block, the running request the queue policy
-   ranks last is preempted (its blocks freed, its progress recomputed later), possibly the request itself;
-2. then, only if nothing was preempted, waiting requests in policy order while the budget, `max_num_seqs` and
-   free KV blocks allow; with head-of-line blocking (vLLM's behaviour) admission stops at the first request
-   that does not fit, otherwise it skips that one and tries the next.
+The engine is a driver of the one step planner (`jevserve.serving.vllm_planner.VllmStepPlanner`, the scheduling
+loop the router's TTFT estimate and the live engine run too): it queues requests, asks the planner for the next
+step when idle, gives the step the profile's step time, and applies it when its StepDone event comes.
 
-The rules themselves (block counts, chunk sizes, admission, the preemption victim, preemption by recompute) are
-the functions of `jevserve.serving.scheduling_rules`, which the router's forward TTFT estimate calls too.
-
-A step's time comes from the profile's step-time model. Steps that only decode the same batch are run in one
-go (`is_decode_run`) until the first request finishes, KV could run short, or the queue could change what is
-admitted; the result is the same as stepping one by one up to float rounding, which a test checks.
-
-The running batch is a set of numpy arrays (`jevserve.sim.running`), so a step over hundreds of running
-requests costs a few array operations; KV blocks, and with prefix caching the cached prefixes of preempted
-requests, are counted by a `BlockPool` (`jevserve.sim.block_pool`).
+Steps that only decode the same batch are run in one go (`is_decode_run`) until the first request finishes, KV
+could run short, or the queue could change what is admitted; the result is the same as stepping one by one up to
+float rounding, which a test checks. The running batch keeps every request's token times
+(`jevserve.sim.running.TimedRunningBatch`) for the metrics.
 """
 
 from __future__ import annotations
@@ -27,15 +17,15 @@ import math
 import numpy as np
 
 from jevserve.serving import scheduling_rules as rules
+from jevserve.serving.step_plan import StepPlan
 from jevserve.serving.types import QueuePolicy, ReplicaState, ResidentRequest, RunningColumns
-from jevserve.sim.block_pool import BlockPool
+from jevserve.serving.vllm_planner import VllmStepPlanner
 from jevserve.sim.engine_config import KV_ADMISSION_MODES, SIM_MODEL_VERSION, EngineConfig
 from jevserve.sim.entities import Batch, SimRequest
 from jevserve.sim.errors import EngineConfigError
 from jevserve.sim.observer import Observer
 from jevserve.sim.profile import Profile
-from jevserve.sim.running import RunningBatch, StepEnds
-from jevserve.sim.waiting import WaitingQueue
+from jevserve.sim.running import StepEnds, TimedRunningBatch
 
 # EngineConfig and the version live in engine_config.py; they are re-exported here, where callers import them.
 __all__ = ["KV_ADMISSION_MODES", "SIM_MODEL_VERSION", "Engine", "EngineConfig"]
@@ -66,10 +56,10 @@ class Engine:
         self.replica_id = replica_id
         self.observers = tuple(observers)
         self.num_total_blocks = self.config.num_kv_blocks or profile.num_kv_blocks(self.config.block_size)
-        self.pool = BlockPool(self.num_total_blocks, prefix_caching=self.config.prefix_caching)
-        self.waiting = WaitingQueue(policy)
         self._ends = StepEnds()
-        self._run = RunningBatch(self._ends)
+        self.planner = VllmStepPlanner(self.config, policy, self.num_total_blocks,
+                                       running=TimedRunningBatch(self._ends))
+        self.pool, self.waiting, self._run = self.planner.pool, self.planner.waiting, self.planner.running
         self.batch: Batch | None = None  # the step or decode run in flight
         self.tick_pending = False
         self._num_runs = 0
@@ -116,7 +106,7 @@ class Engine:
         next step can admit the request (see `_truncate_run`), else None."""
         request.enqueue_s = now_s
         request.replica_id = self.replica_id
-        self.waiting.push(request, now_s)
+        self.planner.add_request(request, now_s)
         for o in self.observers:
             o.on_enqueue(request, now_s)
         if self.batch is not None and self.batch.is_decode_run and self._has_room():
@@ -128,13 +118,18 @@ class Engine:
         self.tick_pending = False
         if self.batch is not None:
             return None
-        num_scheduled, preempted, admitted = self._schedule(now_s)
-        while not num_scheduled and preempted:
-            # Everything that ran was preempted; vLLM's busy loop schedules again at once, now admitting.
-            num_scheduled, preempted, admitted = self._schedule(now_s)
-        if not num_scheduled:
+        plan = self.planner.plan_step(now_s)
+        for victim in plan.preempted:
+            for o in self.observers:
+                o.on_preempt(victim, now_s)
+        for request in plan.admitted:
+            if request.first_admit_s is None:
+                request.first_admit_s = now_s
+            for o in self.observers:
+                o.on_admit(request, now_s)
+        if plan.is_empty:
             return None
-        self.batch = self._make_batch(num_scheduled, now_s, single=bool(preempted or admitted))
+        self.batch = self._make_batch(plan, now_s)
         return self.batch
 
     def finish_step(self, now_s: float) -> list[SimRequest]:
@@ -142,13 +137,14 @@ class Engine:
         batch = self.batch
         assert batch is not None and abs(batch.end_s - now_s) <= 1e-9 * max(1.0, now_s)
         self.batch = None
-        rows = self._apply_decode_run(batch) if batch.is_decode_run else self._apply_single_step(batch, now_s)
+        if batch.is_decode_run:
+            self._ends.extend(np.asarray(batch.ends_s))  # the running batch reads the step ends from here
+        else:
+            self._ends.append(now_s)
+        finished = self.planner.apply_step(batch.plan, len(batch.ends_s))
         for o in self.observers:
             o.on_step(self.replica_id, batch, len(batch.ends_s))
-        finished = self._run.remove(rows) if rows.size else []
         for request in finished:
-            self.pool.free(request.num_blocks)  # nothing else can hit a finished request's blocks
-            request.num_blocks = 0
             request.finish_s = now_s
             for o in self.observers:
                 o.on_finish(request, now_s)
@@ -159,165 +155,39 @@ class Engine:
         """True when no step is in flight."""
         return self.batch is None
 
-    # ---- scheduling ------------------------------------------------------------------------------------
+    # ---- fast-forward ----------------------------------------------------------------------------------
 
     def _has_room(self) -> bool:
         batch_tokens = self.batch.num_requests if self.batch is not None else 0
         return self._run.n < self.config.max_num_seqs and batch_tokens < self.config.max_num_batched_tokens
 
-    def _schedule(self, now_s: float) -> tuple[int, bool, bool]:
-        """Build the next step: how many running requests (a prefix of the batch) it holds, whether one was
-        preempted and whether one was admitted. Each row's tokens go to the running batch's `scheduled`."""
-        num_scheduled, budget, preempted = self._schedule_running(now_s)
-        num_admitted = 0
-        if not preempted:
-            num_admitted = self._admit_waiting(budget, now_s)
-        # Admission runs only when every running request was scheduled, and appends: the step is a prefix.
-        return num_scheduled + num_admitted, preempted, num_admitted > 0
-
-    def _schedule_running(self, now_s: float) -> tuple[int, int, bool]:
-        """Give running requests, in admission order, what they still need within the token budget, preempting
-        when KV blocks run out. Returns (rows scheduled, budget left, whether a request was preempted).
-
-        Rows are scheduled in vectorised segments: the token budget and the free blocks are shared in order, so
-        cumulative sums say how far a segment goes before the budget ends or a request cannot get its blocks;
-        only that request goes through the preemption loop one by one, as vLLM's scheduler does."""
-        run, pool, bs = self._run, self.pool, self.config.block_size
-        budget = self.config.max_num_batched_tokens
-        index, preempted = 0, False
-        while index < run.n and budget > 0:
-            n = run.n
-            computed = run.computed[index:n]
-            want = run.prompt[index:n] + run.generated[index:n] - computed
-            m, new, cum = rules.budget_split(want, budget)  # rows the budget reaches, the last one chunked
-            need = rules.new_blocks_array(computed[:m], new, run.blocks[index : index + m], bs)
-            cum_need = need.cumsum()
-            ok = min(int(cum_need.searchsorted(pool.num_free, side="right")), m)  # rows whose blocks fit
-            if ok:
-                stop = index + ok
-                run.blocks[index:stop] += need[:ok]
-                run.scheduled[index:stop] = new[:ok]
-                pool.allocate(int(cum_need[ok - 1]))
-                budget -= min(int(cum[ok - 1]), budget)  # cum[ok - 1] < budget unless the last row was cut
-                index = stop
-            if ok == m:
-                continue
-            target, num_need, num_new = run.requests[index], int(need[ok]), int(new[ok])
-            while num_need > pool.num_free:
-                victim = rules.preemption_victim(self.policy, run.specs, now_s)
-                if victim < index:  # it had been scheduled earlier in this step: give its tokens back
-                    budget += int(run.scheduled[victim])
-                    index -= 1
-                preempted = True
-                if self._preempt(victim, now_s) is target:
-                    break
-            else:
-                run.blocks[index] += num_need
-                run.scheduled[index] = num_new
-                pool.allocate(num_need)
-                budget -= num_new
-                index += 1
-                continue
-            break  # the request preempted itself: vLLM stops scheduling running requests here
-        return index, budget, preempted
-
-    def _preempt(self, row: int, now_s: float) -> SimRequest:
-        """Preempt the running request at `row` by recompute: free its blocks (keeping its full blocks of
-        computed tokens cached, with prefix caching), reset its progress and queue it again."""
-        victim = self._run.pop(row)
-        num_cached = victim.num_computed // self.config.block_size if self.pool.prefix_caching else 0
-        self.pool.free(rules.preempt_by_recompute(victim), victim, num_cached)
-        victim.num_preemptions += 1
-        self.waiting.push(victim, now_s)
-        for o in self.observers:
-            o.on_preempt(victim, now_s)
-        return victim
-
-    def _admit_waiting(self, budget: int, now_s: float) -> int:
-        """Admit waiting requests in policy order while the budget, the batch cap and free blocks allow; returns
-        how many were admitted (appended to the running batch with their tokens for this step)."""
-        skipped: list[SimRequest] = []
-        pool, bs, run, config = self.pool, self.config.block_size, self._run, self.config
-        num_admitted = 0
-        while rules.can_admit(budget, run.n, config.max_num_seqs):
-            request = self.waiting.peek(now_s)
-            if request is None:
-                break
-            # A preempted request takes back what is left of its cached prefix. vLLM caps a hit at num_tokens - 1
-            # (the last token is computed for its logits); here the cap never binds, because a request is
-            # preempted between steps, when at least its last sampled token is not computed yet.
-            num_hits = pool.cached_blocks(request)
-            computed = request.num_computed + num_hits * bs
-            assert computed < request.num_tokens
-            num_new = rules.chunk_tokens(request.num_tokens, computed, budget)
-            reserve = rules.admission_reserve_tokens(request.num_tokens, computed, num_new, config.kv_admission)
-            # The cached blocks it takes back are counted as free until then, so they are part of the need.
-            need = rules.new_blocks(0, reserve, request.num_blocks, bs)
-            action = rules.admission_action(need, pool.num_free, config.head_of_line_blocking)
-            if action != rules.ADMIT:
-                if action == rules.STOP:
-                    break
-                skipped.append(self.waiting.pop(now_s))  # skip it so a smaller request behind can start
-                continue
-            self.waiting.pop(now_s)
-            pool.touch(request, num_hits)  # before allocating, so its own cached blocks are not evicted
-            pool.allocate(need - num_hits)
-            request.num_computed = computed
-            request.num_blocks += need
-            run.append(request, num_new)
-            budget -= num_new
-            num_admitted += 1
-            if request.first_admit_s is None:
-                request.first_admit_s = now_s
-            for o in self.observers:
-                o.on_admit(request, now_s)
-        for request in skipped:
-            self.waiting.push(request, now_s)
-        return num_admitted
-
-    # ---- step time and fast-forward --------------------------------------------------------------------
-
-    def _make_batch(self, num_scheduled: int, now_s: float, *, single: bool) -> Batch:
-        run = self._run
-        new = run.scheduled[:num_scheduled].copy()
-        computed, generated = run.computed[:num_scheduled], run.generated[:num_scheduled]
-        tokens = run.prompt[:num_scheduled] + generated
-        decoding = rules.is_decoding(generated, computed, tokens)  # the next step computes the last sampled token
-        num_decode = int(np.count_nonzero(decoding))
-        if num_decode == num_scheduled:  # the common case under load: a decode-only step
-            context, num_prefill, pairs = int(tokens.sum()), 0, 0
-        else:
-            prefilling = ~decoding
-            context = int(tokens[decoding].sum())
-            num_prefill = int(new[prefilling].sum())
-            pairs = int(rules.prefill_attention_pairs(computed, new)[prefilling].sum())
+    def _make_batch(self, plan: StepPlan, now_s: float) -> Batch:
+        """The plan with its step times: one step, or a run of identical decode steps when the plan allows it."""
         self._num_runs += 1
-        num_steps = (1 if single or num_prefill or not self.config.fast_forward
-                     else self._run_length(num_scheduled, now_s))
+        num_steps = self._run_length(plan) if plan.is_repeatable and self.config.fast_forward else 1
         if num_steps > 1:
-            durations = self._model.decode_run_s(num_steps, num_decode, context)
+            durations = self._model.decode_run_s(num_steps, plan.num_decode_tokens, plan.decode_context_tokens)
             ends = now_s + np.cumsum(durations)
-            room = len(self.waiting) and self._room_after(num_scheduled)
+            room = len(self.waiting) and self._room_after(plan.num_rows)
             horizon = self.waiting.next_change_s() if room else math.inf
             if horizon < ends[-1]:  # a queued key changes mid-run: stop at the first step end after it
                 num_steps = int(np.searchsorted(ends, horizon, side="left")) + 1
                 ends = ends[:num_steps]
             if num_steps > 1:
-                return Batch(num_scheduled, new, now_s, ends, 0, num_decode, context, 0, True, self._num_runs)
-        end = now_s + self._model.step_s(num_prefill, num_decode, context, pairs)
-        return Batch(num_scheduled, new, now_s, [end], num_prefill, num_decode, context, pairs, False, self._num_runs)
+                return Batch(plan, now_s, ends, True, self._num_runs)
+        end = now_s + self._model.step_s(plan.num_prefill_tokens, plan.num_decode_tokens, plan.decode_context_tokens,
+                                         plan.prefill_attention_pairs)
+        return Batch(plan, now_s, [end], False, self._num_runs)
 
     def _room_after(self, num_scheduled: int) -> bool:
         return self._run.n < self.config.max_num_seqs and num_scheduled < self.config.max_num_batched_tokens
 
-    def _run_length(self, num_scheduled: int, now_s: float) -> int:
+    def _run_length(self, plan: StepPlan) -> int:
         """Steps the decode batch can run unchanged: until the first request ends, and while even the worst
         case of every request crossing a block boundary every 16 steps fits in the free blocks."""
         run = self._run
-        if num_scheduled != run.n:
-            return 1
         until_finish = int((run.output[: run.n] - run.generated[: run.n]).min())
-        kv_steps = self.config.block_size * (self.pool.num_free // num_scheduled)
+        kv_steps = self.config.block_size * (self.pool.num_free // plan.num_rows)
         return max(1, min(until_finish, kv_steps))
 
     def _truncate_run(self, now_s: float) -> float | None:
@@ -330,44 +200,6 @@ class Engine:
         batch.ends_s = batch.ends_s[:k]
         batch.run_id = self._num_runs
         return float(batch.ends_s[-1])
-
-    # ---- applying steps --------------------------------------------------------------------------------
-
-    def _apply_single_step(self, batch: Batch, now_s: float) -> np.ndarray:
-        """Add the step's tokens; rows whose prompt (or recompute) is done, or that decoded, sample a token.
-        Returns the rows that finished."""
-        run, k = self._run, batch.num_requests
-        step = self._ends.count
-        self._ends.append(now_s)
-        computed, generated = run.computed[:k], run.generated[:k]
-        computed += batch.num_new_tokens
-        sampled = rules.samples_token(computed, run.prompt[:k] + generated)
-        generated += sampled
-        streak = run.streak[:k]
-        streak[sampled & (streak < 0)] = step
-        for i in (sampled & (generated == 1)).nonzero()[0].tolist():
-            request = run.requests[i]
-            if request.first_token_s is None:
-                request.first_token_s = now_s
-        # Rows left out of this step (the budget ran out before them) stop their run of consecutive tokens.
-        for i in (run.streak[k : run.n] >= 0).nonzero()[0].tolist():
-            run.close_streak(k + i, step)
-        return (sampled & rules.is_finished(generated, run.output[:k])).nonzero()[0]
-
-    def _apply_decode_run(self, batch: Batch) -> np.ndarray:
-        """Add one token per step of the run to every row, and the KV blocks the tokens filled. Returns the rows
-        that finished."""
-        run, n, k = self._run, batch.num_requests, len(batch.ends_s)
-        streak = run.streak[:n]
-        streak[streak < 0] = self._ends.count
-        self._ends.extend(np.asarray(batch.ends_s))
-        computed = run.computed[:n]
-        computed += k
-        run.generated[:n] += k
-        need = rules.new_blocks_array(computed, 0, run.blocks[:n], self.config.block_size)
-        run.blocks[:n] += need
-        self.pool.allocate(int(need.sum()))  # asserts the run did not over-allocate KV blocks
-        return rules.is_finished(run.generated[:n], run.output[:n]).nonzero()[0]
 
     # ---- snapshot --------------------------------------------------------------------------------------
 

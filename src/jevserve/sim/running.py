@@ -1,22 +1,16 @@
-"""The running batch of one engine as numpy arrays, so a step's bookkeeping costs a few array operations
-instead of a Python loop over every running request.
+"""The simulator's running batch: the planner's `RunningBatch` plus every request's token times, kept cheaply.
 
-Row i holds the i-th running request in admission order. While a request runs, its progress lives here and its
-`SimRequest` fields are stale; `sync` writes them back, and every way out of the batch (preemption, finish)
-syncs first. Token times are kept the same way: the engine records the end of every step once (`StepEnds`),
-and a request only notes the step where its current run of consecutive tokens began (`streak`); the times are
-copied to `SimRequest.token_times` when the run breaks (it was left out of a step, preempted or finished).
+The engine records the end of every step once (`StepEnds`), and a request only notes the step where its current
+run of consecutive tokens began (the `streak` column); the times are copied to `SimRequest.token_times` when the
+run breaks (it was left out of a step, preempted or finished).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from jevserve.serving.types import Request
+from jevserve.serving.running_batch import RunningBatch
 from jevserve.sim.entities import SimRequest
-
-_INT_FIELDS = ("prompt", "output", "computed", "generated", "blocks", "scheduled", "streak")
-_COLUMNS = (*_INT_FIELDS, "predicted")  # `predicted`: float64, NaN for a request without a prediction
 
 
 class StepEnds:
@@ -44,62 +38,54 @@ class StepEnds:
         self._ends[self.count : self.count + len(ends_s)] = ends_s
         self.count += len(ends_s)
 
+    def last(self) -> float:
+        """The end of the last step recorded."""
+        return float(self._ends[self.count - 1])
+
     def between(self, first: int, stop: int) -> np.ndarray:
         """A copy of the ends of steps first .. stop - 1."""
         return self._ends[first:stop].copy()
 
 
-class RunningBatch:
-    """Running requests in admission order with their progress as arrays (one row per request).
+class TimedRunningBatch(RunningBatch):
+    """A running batch whose requests (`SimRequest`s) get their first-token time and every token time.
 
-    Columns: prompt and output (true reply) lengths, computed tokens (KV in the cache), generated tokens, KV
-    blocks held, tokens scheduled in the step being built or in flight, the predicted reply length (NaN when
-    none; for snapshots), and `streak`: the index in `StepEnds` of
-    the step from which the request has had a token at every step (-1 when it is not decoding).
+    The engine records a step's ends in `ends` before the planner applies the step, so `record_step` finds them
+    there. `streak` holds, per row, the index in `ends` of the step from which the request has had a token at every
+    step (-1 when it is not decoding).
     """
 
-    def __init__(self, ends: StepEnds) -> None:
-        self.ends = ends
-        self.requests: list[SimRequest] = []
-        self.specs: list[Request] = []  # the requests' specs, kept alongside for the queue policy's victim()
-        self.n = 0
-        capacity = 64
-        for name in _INT_FIELDS:
-            setattr(self, name, np.zeros(capacity, dtype=np.int64))
-        self.predicted = np.zeros(capacity, dtype=np.float64)
+    INT_COLUMNS = (*RunningBatch.INT_COLUMNS, "streak")
 
-    def __len__(self) -> int:
-        return self.n
+    def __init__(self, ends: StepEnds) -> None:
+        super().__init__()
+        self.ends = ends
 
     def append(self, request: SimRequest, num_scheduled: int) -> None:
-        """Add a request admitted with `num_scheduled` tokens in the step being built."""
-        i = self.n
-        if i == self.prompt.size:
-            for name in _COLUMNS:
-                column = getattr(self, name)
-                grown = np.zeros(2 * column.size, dtype=column.dtype)
-                grown[:i] = column[:i]
-                setattr(self, name, grown)
-        self.prompt[i] = request.spec.num_prompt_tokens
-        self.output[i] = request.num_output_tokens
-        self.computed[i] = request.num_computed
-        self.generated[i] = request.num_generated
-        self.blocks[i] = request.num_blocks
-        self.scheduled[i] = num_scheduled
-        self.streak[i] = -1
-        guess = request.spec.predicted_output_tokens
-        self.predicted[i] = np.nan if guess is None else guess
-        self.requests.append(request)
-        self.specs.append(request.spec)
-        self.n = i + 1
+        """Add a request admitted with `num_scheduled` tokens; it has no streak yet."""
+        super().append(request, num_scheduled)
+        self.streak[self.n - 1] = -1
 
-    def sync(self, i: int) -> SimRequest:
-        """Write row i's progress back to its SimRequest, and return it."""
-        request = self.requests[i]
-        request.num_computed = int(self.computed[i])
-        request.num_generated = int(self.generated[i])
-        request.num_blocks = int(self.blocks[i])
-        return request
+    def record_step(self, num_rows: int, sampled: np.ndarray | None, num_steps: int) -> None:
+        """Start streaks of rows that sampled, note first tokens, and end the streaks of rows left out."""
+        first = self.ends.count - num_steps  # index of this batch's first step
+        streak = self.streak[:num_rows]
+        if sampled is None:  # a decode run: every row sampled at every step
+            streak[streak < 0] = first
+            return
+        streak[sampled & (streak < 0)] = first
+        now_s = self.ends.last()
+        for i in (sampled & (self.generated[:num_rows] == 1)).nonzero()[0].tolist():
+            request = self.requests[i]
+            if request.first_token_s is None:
+                request.first_token_s = now_s
+        # Rows left out of this step (the budget ran out before them) stop their run of consecutive tokens.
+        for i in (self.streak[num_rows : self.n] >= 0).nonzero()[0].tolist():
+            self.close_streak(num_rows + i, first)
+
+    def on_leave(self, i: int) -> None:
+        """Record the leaving row's token times up to the last step applied."""
+        self.close_streak(i, self.ends.count)
 
     def close_streak(self, i: int, stop: int) -> None:
         """Copy row i's token times up to step `stop` (exclusive) to its SimRequest and end its streak."""
@@ -108,38 +94,3 @@ class RunningBatch:
             if stop > first:
                 self.requests[i].token_times.append(self.ends.between(first, stop))
             self.streak[i] = -1
-
-    def pop(self, i: int) -> SimRequest:
-        """Remove row i (its token times recorded and fields synced); later rows move up one."""
-        self.close_streak(i, self.ends.count)
-        request = self.sync(i)
-        n = self.n
-        for name in _COLUMNS:
-            column = getattr(self, name)
-            column[i : n - 1] = column[i + 1 : n]
-        del self.requests[i]
-        del self.specs[i]
-        self.n = n - 1
-        return request
-
-    def remove(self, rows: np.ndarray) -> list[SimRequest]:
-        """Remove the given rows (ascending indices, token times recorded and fields synced); returns their
-        requests in row order."""
-        if rows.size == 1:
-            return [self.pop(int(rows[0]))]
-        removed = []
-        for i in rows.tolist():
-            self.close_streak(i, self.ends.count)
-            removed.append(self.sync(i))
-        n = self.n
-        keep = np.ones(n, dtype=bool)
-        keep[rows] = False
-        kept = int(keep.sum())
-        for name in _COLUMNS:
-            column = getattr(self, name)
-            column[:kept] = column[:n][keep]
-        gone = set(rows.tolist())
-        self.requests = [r for i, r in enumerate(self.requests) if i not in gone]
-        self.specs = [s for i, s in enumerate(self.specs) if i not in gone]
-        self.n = kept
-        return removed

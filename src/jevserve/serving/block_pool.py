@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from jevserve.sim.entities import SimRequest
+from jevserve.serving.engine_request import EngineRequest
 
 
 class BlockPool:
@@ -38,7 +38,7 @@ class BlockPool:
         self.num_free = num_blocks  # includes cached blocks nobody holds: they are evictable
         self.prefix_caching = prefix_caching
         self._queue: deque[list] = deque([[None, num_blocks]])  # runs [owner or None, count], head first out
-        self._runs: dict[SimRequest, list] = {}  # a preempted request -> its run of cached blocks in the queue
+        self._runs: dict[EngineRequest, list] = {}  # a preempted request -> its run of cached blocks in the queue
 
     def allocate(self, num_blocks: int) -> None:
         """Take `num_blocks` free blocks from the head of the queue, evicting cached blocks they held."""
@@ -57,7 +57,7 @@ class BlockPool:
             if run[0] is not None:
                 del self._runs[run[0]]  # every cached block of that request is gone
 
-    def free(self, num_blocks: int, owner: SimRequest | None = None, num_cached: int = 0) -> None:
+    def free(self, num_blocks: int, owner: EngineRequest | None = None, num_cached: int = 0) -> None:
         """Return `num_blocks` blocks; with prefix caching, the first `num_cached` of them (full blocks of
         computed tokens) stay cached for `owner` until evicted."""
         self.num_free += num_blocks
@@ -79,12 +79,12 @@ class BlockPool:
             self._queue.append(run)
             self._runs[owner] = run
 
-    def cached_blocks(self, owner: SimRequest) -> int:
+    def cached_blocks(self, owner: EngineRequest) -> int:
         """How many blocks of `owner`'s prefix are still cached (0 without prefix caching)."""
         run = self._runs.get(owner)
         return 0 if run is None else run[1]
 
-    def touch(self, owner: SimRequest, num_hits: int) -> None:
+    def touch(self, owner: EngineRequest, num_hits: int) -> None:
         """Give `owner` back the first `num_hits` blocks of its cached prefix (they leave the free queue); any
         cached blocks past them stay in the queue as ordinary free blocks."""
         run = self._runs.pop(owner, None)

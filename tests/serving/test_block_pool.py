@@ -1,12 +1,12 @@
 import pytest
 
 from jevserve.serving import Request
-from jevserve.sim.block_pool import BlockPool
-from jevserve.sim.entities import SimRequest
+from jevserve.serving.block_pool import BlockPool
+from jevserve.serving.engine_request import EngineRequest
 
 
-def owner(name: str) -> SimRequest:
-    return SimRequest(Request(name, 0.0, 16, 16))
+def owner(name: str) -> EngineRequest:
+    return EngineRequest(Request(name, 0.0, 16, 16))
 
 
 def test_without_prefix_caching_the_pool_only_counts_blocks():

@@ -1,12 +1,12 @@
 import math
 
 from jevserve.serving import Request, make_queue_policy
-from jevserve.sim.entities import SimRequest
-from jevserve.sim.waiting import WaitingQueue
+from jevserve.serving.engine_request import EngineRequest
+from jevserve.serving.waiting_queue import WaitingQueue
 
 
-def make(request_id: str, arrival_s: float, prompt: int) -> SimRequest:
-    return SimRequest(Request(request_id, arrival_s, prompt, 10))
+def make(request_id: str, arrival_s: float, prompt: int) -> EngineRequest:
+    return EngineRequest(Request(request_id, arrival_s, prompt, 10))
 
 
 def test_queue_pops_in_policy_order():

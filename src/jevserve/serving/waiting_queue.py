@@ -6,8 +6,8 @@ import heapq
 import itertools
 import math
 
+from jevserve.serving.engine_request import EngineRequest
 from jevserve.serving.types import QueuePolicy
-from jevserve.sim.entities import SimRequest
 
 
 class WaitingQueue:
@@ -20,43 +20,46 @@ class WaitingQueue:
 
     def __init__(self, policy: QueuePolicy) -> None:
         self._policy = policy
-        self._heap: list[tuple[tuple, int, int, SimRequest]] = []
-        self._changes: list[tuple[float, int, int, SimRequest]] = []  # (when the key changes, seq, version, req)
-        self._version: dict[int, int] = {}  # id(request) -> current version; absent when not queued
+        self._heap: list[tuple[tuple, int, int, EngineRequest]] = []
+        self._changes: list[tuple[float, int, int, EngineRequest]] = []  # (when the key changes, seq, version, req)
+        self._version: dict[int, int] = {}  # id(request) -> its live entry's version; absent when not queued
         self._seq = itertools.count()
 
     def __len__(self) -> int:
         return len(self._version)
 
-    def push(self, request: SimRequest, now_s: float) -> None:
+    def push(self, request: EngineRequest, now_s: float) -> None:
         """Add a request (new or preempted), ranked by its key at now_s."""
-        version = self._version.get(id(request), -1) + 1
-        self._version[id(request)] = version
-        self._rank(request, version, now_s)
+        self._rank(request, now_s)
 
-    def _rank(self, request: SimRequest, version: int, now_s: float) -> None:
+    def remove(self, request: EngineRequest) -> bool:
+        """Take a request out of the queue (its heap entries are skipped from now on); False if not queued."""
+        return self._version.pop(id(request), None) is not None
+
+    def _rank(self, request: EngineRequest, now_s: float) -> None:
+        # An entry's version is its sequence number, unique for the queue's life, so an entry superseded by a
+        # re-ranking or a removal never matches again, even if the request is queued anew later.
         seq = next(self._seq)
-        heapq.heappush(self._heap, (self._policy.sort_key(request.spec, now_s), seq, version, request))
+        self._version[id(request)] = seq
+        heapq.heappush(self._heap, (self._policy.sort_key(request.spec, now_s), seq, seq, request))
         until = self._policy.key_valid_until_s(request.spec, now_s)
         if until != math.inf:
-            heapq.heappush(self._changes, (until, seq, version, request))
+            heapq.heappush(self._changes, (until, seq, seq, request))
 
     def _refresh(self, now_s: float) -> None:
         while self._changes and self._changes[0][0] <= now_s:
             _, _, version, request = heapq.heappop(self._changes)
             if self._version.get(id(request)) == version:
-                version += 1
-                self._version[id(request)] = version
-                self._rank(request, version, now_s)
+                self._rank(request, now_s)
         while self._heap and self._version.get(id(self._heap[0][3])) != self._heap[0][2]:
             heapq.heappop(self._heap)
 
-    def peek(self, now_s: float) -> SimRequest | None:
+    def peek(self, now_s: float) -> EngineRequest | None:
         """The request ranked first at now_s, or None when empty."""
         self._refresh(now_s)
         return self._heap[0][3] if self._heap else None
 
-    def pop(self, now_s: float) -> SimRequest:
+    def pop(self, now_s: float) -> EngineRequest:
         """Remove and return the request ranked first at now_s."""
         self._refresh(now_s)
         request = heapq.heappop(self._heap)[3]
@@ -69,7 +72,7 @@ class WaitingQueue:
             heapq.heappop(self._changes)
         return self._changes[0][0] if self._changes else math.inf
 
-    def ordered(self, now_s: float) -> list[SimRequest]:
+    def ordered(self, now_s: float) -> list[EngineRequest]:
         """All queued requests in rank order at now_s (for snapshots; does not change the queue)."""
         self._refresh(now_s)
         version = self._version
