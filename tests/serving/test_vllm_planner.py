@@ -120,3 +120,20 @@ def test_plans_are_read_only():
     with pytest.raises(ValueError):
         plan.num_new_tokens[0] = 3
     assert isinstance(plan.num_new_tokens, np.ndarray)
+
+
+def test_long_prefill_token_threshold_caps_each_prompt_chunk_so_short_prompts_start_alongside():
+    planner = make_planner(long_prefill_token_threshold=32)
+    for request in (make_request("long", 100), make_request("short", 20)):
+        planner.add_request(request, 0.0)
+    plan = planner.plan_step(0.0)
+    assert plan.num_new_tokens.tolist() == [32, 20]  # off, "long" would take 100 and "short" 20 as well
+    planner.apply_step(plan)
+    plan = planner.plan_step(0.0)  # "short" decodes; "long" gets its next 32 tokens, behind it in admission order
+    assert plan.num_new_tokens.tolist() == [32, 1] and plan.num_decode_tokens == 1
+
+
+def test_long_prefill_token_threshold_is_off_by_default_and_checked():
+    assert EngineConfig().long_prefill_token_threshold == 0
+    with pytest.raises(ValueError, match="long_prefill_token_threshold=-1"):
+        EngineConfig(long_prefill_token_threshold=-1)

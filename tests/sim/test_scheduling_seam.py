@@ -2,6 +2,8 @@
 and its rules (`jevserve.serving.scheduling_rules`): change a rule there and both follow, so the estimate stays
 exact."""
 
+import dataclasses
+
 import pytest
 
 from jevserve.serving import make_queue_policy
@@ -58,4 +60,17 @@ def test_a_changed_rule_changes_the_engine_and_the_estimate_alike(rule, kv_admis
     for seed, (estimate, realized) in enumerate(after):
         assert estimate == pytest.approx(realized, rel=1e-9, abs=1e-12), f"seed {seed}"
     # The changed rule must have changed what the engine did, else the agreement above proves nothing.
+    assert [r for _, r in after] != [r for _, r in before]
+
+
+@pytest.mark.parametrize("kv_admission", ["prompt", "chunk"])
+def test_a_rule_added_to_the_planner_reaches_the_engine_and_the_estimate_alike(kv_admission):
+    # long_prefill_token_threshold lives in the planner only; with it on, a short prompt admitted after a long one
+    # finishes its prefill first, so running requests are no longer "decoding before prefilling".
+    base = EngineConfig(num_kv_blocks=60, max_num_seqs=8, max_num_batched_tokens=128, kv_admission=kv_admission)
+    policy = make_queue_policy("fcfs")
+    before = outcomes(base, policy)
+    after = outcomes(dataclasses.replace(base, long_prefill_token_threshold=24), policy)
+    for seed, (estimate, realized) in enumerate(after):
+        assert estimate == pytest.approx(realized, rel=1e-9, abs=1e-12), f"seed {seed}"
     assert [r for _, r in after] != [r for _, r in before]

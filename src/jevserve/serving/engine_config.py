@@ -31,6 +31,10 @@ class EngineConfig:
     # `jevserve.sim.block_pool`. Off by default here: the router's TTFT estimator (ttft_estimate.py) models
     # recompute without it, and results stay comparable with runs made before it existed.
     prefix_caching: bool = False
+    # vLLM's `long_prefill_token_threshold`: a prompt (or recompute) gets at most this many tokens per step, so
+    # one long prompt cannot take the whole token budget from the others; 0 turns it off (vLLM's default when
+    # one partial prefill runs at a time).
+    long_prefill_token_threshold: int = 0
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
@@ -41,6 +45,9 @@ class EngineConfig:
             raise SchedulerConfigError(
                 f"kv_admission={self.kv_admission!r}; expected one of: {', '.join(KV_ADMISSION_MODES)}"
             )
+        threshold = self.long_prefill_token_threshold
+        if not isinstance(threshold, int) or threshold < 0:
+            raise SchedulerConfigError(f"long_prefill_token_threshold={threshold!r}; expected an integer >= 0 (0: off)")
         if self.num_kv_blocks is not None and (not isinstance(self.num_kv_blocks, int) or self.num_kv_blocks < 1):
             raise SchedulerConfigError(f"num_kv_blocks={self.num_kv_blocks!r}; expected an integer >= 1 or None")
 

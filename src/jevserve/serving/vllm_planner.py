@@ -3,8 +3,9 @@ router's TTFT estimate and the live engine all run.
 
 Each plan follows `Scheduler.schedule()` in vLLM's `vllm/v1/core/sched/scheduler.py`:
 1. running requests first, in admission order, each given what it still needs (a prefill chunk, or one decode
-   token) within the step's token budget; when one cannot get a KV block, the running request the queue policy
-   ranks last is preempted (its blocks freed, its progress recomputed later), possibly the request itself;
+   token) within the step's token budget and `long_prefill_token_threshold`; when one cannot get a KV block, the
+   running request the queue policy ranks last is preempted (its blocks freed, its progress recomputed later),
+   possibly the request itself;
 2. then, only if nothing was preempted, waiting requests in policy order while the budget, `max_num_seqs` and
    free KV blocks allow; with head-of-line blocking (vLLM's behaviour) admission stops at the first request
    that does not fit, otherwise it skips that one and tries the next.
@@ -125,11 +126,16 @@ class VllmStepPlanner(StepPlanner):
         when KV blocks run out (victims appended to `preempted`). Returns (rows scheduled, budget left)."""
         run, pool, block_size = self.running, self.pool, self.config.block_size
         budget = self.config.max_num_batched_tokens
+        long_prefill = self.config.long_prefill_token_threshold
         index = 0
         while index < run.n and budget > 0:
             n = run.n
             computed = run.computed[index:n]
             want = run.prompt[index:n] + run.generated[index:n] - computed
+            if long_prefill:  # vLLM caps a long prompt's chunk before sharing out the budget
+                np.minimum(want, long_prefill, out=want)
+            if long_prefill:
+                np.minimum(want, long_prefill, out=want)
             num_reached, new, cum = rules.budget_split(want, budget)  # the last row reached may be cut
             need = rules.new_blocks_array(computed[:num_reached], new, run.blocks[index : index + num_reached],
                                           block_size)
@@ -194,6 +200,8 @@ class VllmStepPlanner(StepPlanner):
             computed = request.num_computed + num_hits * block_size
             assert computed < request.num_tokens
             num_new = rules.chunk_tokens(request.num_tokens, computed, budget)
+            if config.long_prefill_token_threshold:
+                num_new = min(num_new, config.long_prefill_token_threshold)
             reserve = rules.admission_reserve_tokens(request.num_tokens, computed, num_new, config.kv_admission)
             # The cached blocks it takes back are counted as free until then, so they are part of the need.
             need = rules.new_blocks(0, reserve, request.num_blocks, block_size)
