@@ -23,12 +23,12 @@ import statistics
 import time
 from pathlib import Path
 
+from jevserve.docsections import write_block
+from jevserve.lab.queue_order.scenarios import get_scenario
 from jevserve.serving import make_queue_policy
 from jevserve.sim.arrivals import poisson_arrivals
 from jevserve.sim.cluster import ReplicaSpec
-from jevserve.sim.cluster_sweep import ClusterSetup, run_cluster
-from jevserve.sim.docsections import write_block
-from jevserve.sim.experiments.scenarios import get_scenario
+from jevserve.sim.cluster_run import ClusterSetup, run_cluster
 from jevserve.sim.metrics import Slo
 from jevserve.sim.profile import load_profile
 from jevserve.sim.run import simulate, with_arrivals

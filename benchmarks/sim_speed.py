@@ -19,12 +19,12 @@ import statistics
 import time
 from pathlib import Path
 
+from jevserve.lab.queue_order.experiment import QueueOrderSetup, build_context
+from jevserve.lab.queue_order.scenarios import DEFAULT_SCENARIOS, get_scenario
+from jevserve.lab.queue_order.sweep import Cell, run_cells
 from jevserve.serving import make_queue_policy
 from jevserve.sim.arrivals import poisson_arrivals
 from jevserve.sim.engine import EngineConfig
-from jevserve.sim.experiments.queue_order import QueueOrderSetup, build_context
-from jevserve.sim.experiments.scenarios import DEFAULT_SCENARIOS, get_scenario
-from jevserve.sim.experiments.sweep import Cell, run_cells
 from jevserve.sim.metrics import Slo
 from jevserve.sim.profile import load_profile
 from jevserve.sim.run import simulate_summary, with_arrivals
@@ -65,7 +65,7 @@ def time_single_runs(names: list[str], repeats: int) -> list[dict]:
     for label, profile, config, sample in cases:
         requests = with_arrivals(sample, poisson_arrivals(len(sample), 1.4, 0))
         for policy in ("fcfs", "spf", "tlf"):
-            times, cpus, out = [], [], {}
+            times, cpus, out = [], [], None
             for _ in range(repeats):
                 start, cpu = time.perf_counter(), time.process_time()
                 policy_object = make_queue_policy(policy, aging_s=10.0)
@@ -80,8 +80,8 @@ def time_single_runs(names: list[str], repeats: int) -> list[dict]:
                     "min_s": min(times),
                     "max_s": max(times),
                     "median_cpu_s": statistics.median(cpus),
-                    "num_steps": out["num_steps"],
-                    "num_preemptions": out["num_preemptions"],
+                    "num_steps": out.num_steps,
+                    "num_preemptions": out.metrics.num_preemptions,
                     "repeats": repeats,
                 }
             )
@@ -96,10 +96,10 @@ def time_sweep(name: str, jobs: int) -> dict:
     start = time.perf_counter()
     rows = run_cells(cells, context, jobs=jobs)
     wall = time.perf_counter() - start
-    cpu = [row["cpu_s"] for row in rows]
+    cpu = [row.cpu_s for row in rows]
     cpu_by_policy: dict[str, float] = {}
     for row in rows:
-        cpu_by_policy[row["policy"]] = cpu_by_policy.get(row["policy"], 0.0) + row["cpu_s"]
+        cpu_by_policy[row.policy] = cpu_by_policy.get(row.policy, 0.0) + row.cpu_s
     # What the sweep would take on `jobs` otherwise idle cores: the CPU work spread evenly, but never less than
     # the longest single simulation. Other work on the machine inflates `wall_s`, not the CPU seconds.
     return {

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))  # tests.web.builders: the stub model and results-
 
 from tests.web.builders import make_app, play_item, start_round  # noqa: E402
 
-from jevserve.sim.docsections import write_block  # noqa: E402
+from jevserve.docsections import write_block  # noqa: E402
 
 TARGET_BYTES = 200_000
 TARGET_P50_MS = 50.0

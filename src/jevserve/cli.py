@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "jevserve.bench.cli_data",
     "jevserve.bench.cli",
     "jevserve.sim.cli",
+    "jevserve.lab.cli",  # adds the lab's experiments under `jevserve sim`, so it comes after it
     "jevserve.plan.cli",
     "jevserve.train.cli",
     "jevserve.web.cli",

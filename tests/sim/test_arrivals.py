@@ -82,6 +82,7 @@ def test_attainment_on_an_mmpp_sweep_is_monotone_on_a_fixed_realisation():
     attainment = []
     for rate in (20.0, 30.0, 40.0, 50.0, 60.0, 70.0):
         timed = with_arrivals(requests, make_arrivals("mmpp:6:0.2:50", len(requests), rate, 0))
-        attainment.append(simulate_summary(timed, profile, make_queue_policy("fcfs"), config, slo)["slo_attainment"])
+        attainment.append(simulate_summary(timed, profile, make_queue_policy("fcfs"), config,
+                                           slo).metrics.slo_attainment)
     assert attainment[0] > 0.9 > attainment[-1]  # the sweep crosses the target
     assert all(a >= b for a, b in itertools.pairwise(attainment)), attainment

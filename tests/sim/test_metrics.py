@@ -1,9 +1,11 @@
+import json
+
 import numpy as np
 import pytest
 
 from jevserve.serving import Request
 from jevserve.sim.entities import SimRequest
-from jevserve.sim.metrics import MetricsRecorder, RequestRecord, Slo, is_good, summarize
+from jevserve.sim.metrics import MetricsRecorder, RequestRecord, RunSummary, Slo, is_good, summarize
 
 
 def finished(request_id: str, arrival: float, token_times: list[float], admit: float) -> SimRequest:
@@ -42,11 +44,14 @@ def test_is_good_checks_every_target_set():
 def test_summary_attainment_goodput_and_percentiles():
     records = [record(0.1 * (i + 1), 1.0 + i, arrival=float(i)) for i in range(10)]  # TTFT 0.1 .. 1.0 s
     out = summarize(records, [np.array([0.01, 0.03])], Slo(ttft_ms=500))
-    assert out["slo_attainment"] == pytest.approx(0.5)
-    assert out["duration_s"] == pytest.approx(9 + 10.0)  # last arrival 9 + its E2EL 10
-    assert out["goodput_rps"] == pytest.approx(5 / 19)
-    assert out["ttft_ms"]["p50"] == pytest.approx(np.percentile(np.arange(1, 11) * 100.0, 50))
-    assert out["itl_ms"]["mean"] == pytest.approx(20.0)
+    assert out.slo_attainment == pytest.approx(0.5)
+    assert out.duration_s == pytest.approx(9 + 10.0)  # last arrival 9 + its E2EL 10
+    assert out.goodput_rps == pytest.approx(5 / 19)
+    assert out.ttft_ms.p50 == pytest.approx(np.percentile(np.arange(1, 11) * 100.0, 50))
+    assert out.itl_ms.mean == pytest.approx(20.0)
+    assert RunSummary.from_dict(json.loads(json.dumps(out.as_dict()))) == out
+    assert out.as_dict()["ttft_ms"] == {"mean": out.ttft_ms.mean, "p50": out.ttft_ms.p50, "p90": out.ttft_ms.p90,
+                                        "p99": out.ttft_ms.p99}
 
 
 def test_slo_needs_at_least_one_target():

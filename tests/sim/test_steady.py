@@ -34,7 +34,7 @@ def test_a_run_whose_backlog_grows_is_not_counted_as_meeting_goodput():
     assert verdict.completion_ratio < 0.95 and verdict.waiting_growth > 0.05
     # a lenient SLO is met by every request, so latency alone counts the overloaded rate
     slo = Slo(ttft_ms=10_000.0)
-    assert summarize(recorder.records, recorder.itls_s, slo)["slo_attainment"] == 1.0
+    assert summarize(recorder.records, recorder.itls_s, slo).slo_attainment == 1.0
     rates, attainment = [80.0, 111.0], [1.0, 1.0]
     assert max_rate_meeting(rates, attainment) == (111.0, ">=")
     assert steady_goodput(rates, attainment, [True, verdict.keeps_up]) == (80.0, "")

@@ -36,7 +36,7 @@ def spread_command(args: argparse.Namespace) -> int:
     from jevserve.bench.data import BenchData
     from jevserve.bench.spread import BEGIN_MARK, END_MARK, salts, spread, spread_markdown, write_spread
     from jevserve.bench.tasks import TASKS
-    from jevserve.sim.docsections import replace_block
+    from jevserve.docsections import replace_block
 
     report = spread(list(TASKS.values()), BenchData(args.data_cache, embed=args.embed_texts), salts(args.salts),
                     log=lambda m: print(m, file=sys.stderr))

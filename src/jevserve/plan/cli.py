@@ -18,18 +18,18 @@ def _workload_args(p: argparse.ArgumentParser, *, num_requests: int) -> None:
     g.add_argument("--workload-seed", type=int, default=0, help="which requests are sampled (default: 0)")
     g.add_argument("--prompt-dist", default="lognormal:90:1.0:1024", help="synthetic prompt lengths")
     g.add_argument("--output-dist", default="lognormal:200:1.0:2048", help="synthetic reply lengths")
-    from jevserve.sim.cluster_cli import add_length_scaling_arguments
+    from jevserve.sim.workload_args import add_length_scaling_arguments
 
     add_length_scaling_arguments(g)
 
 
 def _common(p: argparse.ArgumentParser, *, num_requests: int) -> None:
-    from jevserve.sim.cli import add_engine_args
+    from jevserve.sim.engine_args import add_replica_arguments
 
     _workload_args(p, num_requests=num_requests)
     p.add_argument("--attainment", type=float, default=0.9, help="share of requests that must meet the SLO")
     p.add_argument("--gpus-per-replica", type=int, default=1, help="GPUs one replica uses (tensor parallel)")
-    add_engine_args(p, max_num_seqs=1024)
+    add_replica_arguments(p)
 
 
 def _guarded(command):
@@ -51,7 +51,8 @@ def _guarded(command):
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `jevserve plan` and its sub-commands."""
-    from jevserve.sim.cli import add_engine_args, parse_ints
+    from jevserve.sim.argtypes import int_list as parse_ints
+    from jevserve.sim.engine_args import add_replica_arguments
 
     # allow_abbrev=False: `plan` has options of its own, and argparse would read a sub-command's --out as an
     # ambiguous abbreviation of plan's --output-dist / --output-scale.
@@ -99,12 +100,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     val.add_argument("--doc", type=Path, default=None, help="write the validation tables into this markdown file")
     val.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
     val.add_argument("--attainment", type=float, default=0.9, help="SLO attainment target (default: 0.9)")
-    add_engine_args(val, max_num_seqs=1024)
+    add_replica_arguments(val)
     val.set_defaults(func=_guarded(_cmd_validate))
 
 
 def _requests(args: argparse.Namespace):
-    from jevserve.sim.cluster_cli import load_workload
+    from jevserve.sim.workload_args import load_workload
 
     return load_workload(args)
 
@@ -119,7 +120,7 @@ def _describe(requests) -> str:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from jevserve.plan.planner import PlanError, plan_for
     from jevserve.plan.report import plan_text
-    from jevserve.sim.cli import engine_config_from_args
+    from jevserve.sim.engine_args import engine_config_from_args
     from jevserve.sim.profile import load_profile
 
     if args.rate is None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from jevserve.docsections import write_block
 from jevserve.plan.planner import Plan
-from jevserve.sim.docsections import write_block
 
 
 def plan_text(plan: Plan, *, workload: str, slo_ms: float) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 
 from jevserve.serving.types import Request
 from jevserve.sim.cluster import ReplicaSpec
-from jevserve.sim.cluster_sweep import ClusterSetup, run_cluster, summarize_cluster
+from jevserve.sim.cluster_run import ClusterSetup, run_cluster, summarize_cluster
 from jevserve.sim.engine import EngineConfig
 from jevserve.sim.metrics import Slo
 from jevserve.sim.profile import Profile
@@ -85,8 +85,8 @@ def run_table_cell(cell: TableCell, ctx: TableContext) -> dict:
                          ctx.default_output_tokens)
     summary = summarize_cluster(run_cluster(setup, ctx.router, ctx.rate_rps, cell.seed), ctx.slo)
     return {"key": cell.key, "profile": cell.profile, "policy": cell.policy, "num_replicas": cell.num_replicas,
-            "seed": cell.seed, "slo_attainment": summary["slo_attainment"],
-            "ttft_p99_ms": summary["ttft_ms"]["p99"]}
+            "seed": cell.seed, "slo_attainment": summary.metrics.slo_attainment,
+            "ttft_p99_ms": summary.metrics.ttft_ms.p99}
 
 
 def simulated_attainment(

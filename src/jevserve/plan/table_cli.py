@@ -36,7 +36,7 @@ def run_table(args: argparse.Namespace, requests) -> int:
     from jevserve.plan.planner import CapacityModel, plan_replicas
     from jevserve.plan.report import deployment_table, write_section
     from jevserve.plan.table import TableContext, parse_policy, search_replicas, simulated_attainment
-    from jevserve.sim.cli import engine_config_from_args, slo_from_args
+    from jevserve.sim.engine_args import engine_config_from_args, slo_from_args
     from jevserve.sim.profile import load_profile
     from jevserve.sim.workloads.predictions import noisy_oracle
 
@@ -106,7 +106,7 @@ def run_validate(args: argparse.Namespace) -> int:
     from jevserve.plan.planner import CapacityModel
     from jevserve.plan.report import attainment_table, validation_table, write_section
     from jevserve.plan.validate import CASES, build_case, cells_for, compare, run_validation_cell
-    from jevserve.sim.cli import engine_config_from_args, slo_from_args
+    from jevserve.sim.engine_args import engine_config_from_args, slo_from_args
     from jevserve.sim.profile import load_profile
     from jevserve.sim.resumable import run_keyed
 

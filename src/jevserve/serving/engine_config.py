@@ -28,7 +28,7 @@ class EngineConfig:
     fast_forward: bool = True  # the simulator runs identical decode steps in one go
     # vLLM v1's automatic prefix caching (`enable_prefix_caching`, on by default in vLLM): a preempted request's
     # full blocks stay cached until evicted (LRU), and its re-admission recomputes only what was evicted; see
-    # `jevserve.sim.block_pool`. Off by default here: the router's TTFT estimator (ttft_estimate.py) models
+    # `jevserve.serving.block_pool`. Off by default here: the router's TTFT estimator (ttft_estimate.py) models
     # recompute without it, and results stay comparable with runs made before it existed.
     prefix_caching: bool = False
     # vLLM's `long_prefill_token_threshold`: a prompt (or recompute) gets at most this many tokens per step, so

@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from jevserve.serving import scheduling_rules as rules
+import jevserve.serving.scheduling_rules as rules
 from jevserve.serving.engine_config import EngineConfig
 from jevserve.serving.engine_request import EngineRequest
 from jevserve.serving.running_batch import RunningBatch

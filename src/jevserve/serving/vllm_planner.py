@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from jevserve.serving import scheduling_rules as rules
+import jevserve.serving.scheduling_rules as rules
 from jevserve.serving.block_pool import BlockPool
 from jevserve.serving.engine_config import EngineConfig
 from jevserve.serving.engine_request import EngineRequest

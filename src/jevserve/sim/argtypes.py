@@ -76,3 +76,27 @@ def arrivals_arg(*, allow_trace: bool) -> Callable[[str], str]:
 
     parse.__name__ = "arrival process"
     return parse
+
+
+def float_list(text: str) -> tuple[float, ...]:
+    """Comma-separated finite numbers > 0 (rates), e.g. `1.05,1.2,1.54`."""
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated numbers, e.g. 1.05,1.2,1.54") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected at least one number")
+    if not all(math.isfinite(v) and v > 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected finite numbers > 0")
+    return values
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """Comma-separated integers (seeds), e.g. `0,1`."""
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers, e.g. 0,1") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected at least one integer")
+    return values

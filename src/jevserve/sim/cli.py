@@ -1,85 +1,24 @@
-"""`jevserve sim ...`: run one replica, the queue-order experiment, step-time calibration, ShareGPT counts."""
+"""`jevserve sim ...`: run one replica, step-time calibration, shipped profiles, ShareGPT counts. The lab adds its
+experiments (`queue-order`, `cluster`) to the same command (`jevserve.lab.cli`)."""
 
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
 from jevserve.sim.argtypes import arrivals_arg, nonnegative_float, positive_float, positive_int
+from jevserve.sim.engine_args import add_replica_arguments, engine_config_from_args, slo_from_args
 
 
-def _floats(text: str) -> tuple[float, ...]:
-    try:
-        values = tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated numbers, e.g. 1.05,1.2,1.54") from None
-    if not values:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected at least one number")
-    if not all(math.isfinite(v) and v > 0 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected finite numbers > 0")
-    return values
+def sim_subcommands(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """The sub-command table of `jevserve sim` (after `register`), for the parts above the simulator that add
+    commands to it (the lab's experiments)."""
+    sim = subparsers.choices["sim"]
+    return next(a for a in sim._actions if isinstance(a, argparse._SubParsersAction))
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers, e.g. 0,1") from None
-    if not values:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected at least one integer")
-    return values
-
-
-def _add_engine_args(p: argparse.ArgumentParser, *, max_num_seqs: int) -> None:
-    g = p.add_argument_group("engine (vLLM v1 scheduler settings)")
-    g.add_argument("--profile", default="qwen3-8b-h200",
-                   help="shipped profile name (see `jevserve sim profiles`) or a .toml path (default: %(default)s)")
-    g.add_argument("--max-num-seqs", type=int, default=max_num_seqs, help="running-batch cap (default: %(default)s)")
-    g.add_argument("--max-num-batched-tokens", type=int, default=8192, help="per-step token budget (default: 8192)")
-    g.add_argument("--kv-admission", choices=("prompt", "chunk"), default="prompt",
-                   help="admit when the whole prompt fits in free KV ('prompt') or only the step's chunk ('chunk')")
-    g.add_argument("--no-hol-blocking", action="store_true",
-                   help="skip a waiting request that does not fit instead of stopping admission at it")
-    g.add_argument("--num-kv-blocks", type=int, default=None, help="override the profile's KV capacity (blocks)")
-    g.add_argument("--prefix-caching", action="store_true",
-                   help="vLLM v1's automatic prefix caching: a preempted request keeps its full KV blocks cached "
-                   "until evicted and recomputes only the rest (vLLM's default; off here by default, and the "
-                   "router's TTFT estimator does not model it)")
-    g.add_argument("--slo-ttft-ms", type=positive_float("--slo-ttft-ms"), default=1000.0,
-                   help="TTFT target (default: 1000)")
-    g.add_argument("--slo-tpot-ms", type=positive_float("--slo-tpot-ms"), default=None,
-                   help="TPOT target (default: none)")
-    g.add_argument("--slo-e2el-ms", type=positive_float("--slo-e2el-ms"), default=None,
-                   help="end-to-end latency target (default: none)")
-
-
-def _engine_config(args: argparse.Namespace):
-    from jevserve.sim.engine import EngineConfig
-
-    return EngineConfig(
-        max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
-        kv_admission=args.kv_admission, head_of_line_blocking=not args.no_hol_blocking,
-        num_kv_blocks=args.num_kv_blocks, prefix_caching=args.prefix_caching,
-    )
-
-
-def _slo(args: argparse.Namespace):
-    from jevserve.sim.metrics import Slo
-
-    return Slo(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2el_ms)
-
-
-# Public names for other parts' command lines (`jevserve plan`), so every command takes the same engine options.
-add_engine_args = _add_engine_args
-engine_config_from_args = _engine_config
-slo_from_args = _slo
-parse_floats = _floats
-parse_ints = _ints
-
-
-def _guarded(command):
+def guarded(command):
     """Run a command; turn input errors (unknown policy, bad profile, trace or workload) into one line on stderr
     and exit status 2 instead of a traceback."""
 
@@ -135,18 +74,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="without --predictions, 'plf' uses a noisy oracle with this Kendall tau (default: 0.6)")
     run.add_argument("--step-log", type=Path, default=None, help="write every step to this CSV (for calibrate)")
     run.add_argument("--json", type=Path, default=None, help="write the summary as JSON here")
-    _add_engine_args(run, max_num_seqs=1024)
-    run.set_defaults(func=_guarded(_cmd_run))
-
-    qo = sub.add_parser("queue-order", help="the queue-order experiment (FCFS vs length-first, with aging)",
-                        description="2,000 ShareGPT requests, rates 0.90-1.54 req/s (Poisson or --arrivals), four "
-                        "queue orders and predicted length with three kinds of aging, in one or more scenarios; "
-                        "steady-state goodput with a run-length check; writes results JSONL, plots and "
-                        "docs/queue-order.md.")
-    from jevserve.sim.experiments.queue_order_cli import add_arguments
-
-    add_arguments(qo, _floats, _ints)
-    qo.set_defaults(func=_guarded(_cmd_queue_order))
+    add_replica_arguments(run)
+    run.set_defaults(func=guarded(_cmd_run))
 
     cal = sub.add_parser("calibrate", help="fit step-time coefficients from a step log (NNLS)",
                          description="Fit the step-time model to measured steps and write a profile.")
@@ -156,24 +85,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cal.add_argument("--out", type=Path, required=True, metavar="PROFILE.toml", help="profile file to write")
     cal.add_argument("--base", default="qwen3-8b-h200", help="profile whose memory and model shape are kept")
     cal.add_argument("--name", default=None, help="name of the new profile (default: the file stem)")
-    cal.set_defaults(func=_guarded(_cmd_calibrate))
-
-    from jevserve.sim.cluster_cli import DEFAULT_MAX_NUM_SEQS, add_cluster_arguments
-
-    cl = sub.add_parser("cluster", help="replicas behind routers (rr, jsq, lot, latency) over a range of rates",
-                        description="Route a workload over N simulated replicas with each router, at several "
-                        "rates and arrival seeds; report SLO attainment, p90/p99 TTFT and TTFT-estimator quality.")
-    add_cluster_arguments(cl, _floats, _ints)
-    _add_engine_args(cl, max_num_seqs=DEFAULT_MAX_NUM_SEQS)
-    cl.set_defaults(func=_guarded(_cmd_cluster))
+    cal.set_defaults(func=guarded(_cmd_calibrate))
 
     prof = sub.add_parser("profiles", help="list shipped profiles with their KV capacity")
-    prof.set_defaults(func=_guarded(_cmd_profiles))
+    prof.set_defaults(func=guarded(_cmd_profiles))
 
     counts = sub.add_parser("sharegpt-counts", help="recount ShareGPT tokens and compare with the shipped counts",
                             description="Tokenize the installed ShareGPT file with the Qwen3 tokenizer (cached).")
     counts.add_argument("--out", type=Path, default=None, help="also write the counts CSV here")
-    counts.set_defaults(func=_guarded(_cmd_sharegpt_counts))
+    counts.set_defaults(func=guarded(_cmd_sharegpt_counts))
 
 
 def _load_requests(args: argparse.Namespace):
@@ -200,7 +120,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from jevserve.sim.arrivals import make_arrivals
     from jevserve.sim.metrics import summarize
     from jevserve.sim.profile import load_profile
-    from jevserve.sim.run import simulate, with_arrivals
+    from jevserve.sim.run import SimulationSummary, simulate, with_arrivals
     from jevserve.sim.steady import keep_up
     from jevserve.sim.steplog import StepLogger
     from jevserve.sim.work import WorkCounter
@@ -224,12 +144,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     logger = StepLogger() if args.step_log else None
     profile = load_profile(args.profile)
     work = WorkCounter(profile.step_time)
-    _, recorder = simulate(requests, profile, policy, _engine_config(args),
+    _, recorder = simulate(requests, profile, policy, engine_config_from_args(args),
                            observers=(work, logger) if logger else (work,))
-    summary = summarize(recorder.records, recorder.itls_s, _slo(args))
-    summary["num_steps"] = recorder.num_steps
-    summary["num_rejected"] = recorder.num_rejected
-    summary.update(keep_up(recorder.records).as_dict())
+    summary = SimulationSummary(summarize(recorder.records, recorder.itls_s, slo_from_args(args)),
+                                recorder.num_steps, recorder.num_rejected, keep_up(recorder.records)).as_dict()
     for key, value in summary.items():
         if isinstance(value, dict):
             print(f"{key:>20}: " + "  ".join(f"{k} {v:.1f}" for k, v in value.items()))
@@ -248,18 +166,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.json is not None:
         args.json.write_text(json.dumps(summary, indent=1) + "\n")
     return 0
-
-
-def _cmd_queue_order(args: argparse.Namespace) -> int:
-    from jevserve.sim.experiments.queue_order_cli import run_queue_order
-
-    return run_queue_order(args)
-
-
-def _cmd_cluster(args: argparse.Namespace) -> int:
-    from jevserve.sim.cluster_cli import run_cluster_command
-
-    return run_cluster_command(args, _engine_config(args), _slo(args))
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:

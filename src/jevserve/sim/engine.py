@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from jevserve.serving import scheduling_rules as rules
+import jevserve.serving.scheduling_rules as rules
 from jevserve.serving.step_plan import StepPlan
 from jevserve.serving.types import QueuePolicy, ReplicaState, ResidentRequest, RunningColumns
 from jevserve.serving.vllm_planner import VllmStepPlanner

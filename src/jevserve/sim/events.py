@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from jevserve.sim.entities import SimRequest
-
-if TYPE_CHECKING:
-    from jevserve.sim.loop import SimState
+from jevserve.sim.state import SimState
 
 # Order of events at the same instant (the heap key is (time, rank, seq)):
 # - StepDone first, so the KV blocks and batch slots that a finished step frees are visible to everything that

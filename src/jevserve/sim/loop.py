@@ -6,19 +6,11 @@ import heapq
 import itertools
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from jevserve.sim.engine import Engine
 from jevserve.sim.events import RANK
 from jevserve.sim.observer import Observer
-
-
-@dataclass
-class SimState:
-    """What events act on: the engines (by replica id) and the observers."""
-
-    engines: Sequence[Engine]
-    observers: tuple[Observer, ...] = ()
+from jevserve.sim.state import SimState
 
 
 class Simulator:

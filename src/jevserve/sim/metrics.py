@@ -116,11 +116,60 @@ class MetricsRecorder(Observer):
             self.itls_s.append(np.diff(times))
 
 
-def _stats_ms(values_s: np.ndarray) -> dict[str, float]:
-    if values_s.size == 0:
-        return {"mean": math.nan, **{f"p{p}": math.nan for p in PERCENTILES}}
-    ms = values_s * 1000.0
-    return {"mean": float(np.mean(ms)), **{f"p{p}": float(np.percentile(ms, p)) for p in PERCENTILES}}
+@dataclass(frozen=True, slots=True)
+class LatencyStats:
+    """The mean and percentiles of one latency over a run, in milliseconds (NaN when no request has it)."""
+
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+
+    @classmethod
+    def of(cls, values_s: np.ndarray) -> LatencyStats:
+        """The statistics of latencies given in seconds (np.percentile's default interpolation, as vLLM)."""
+        if values_s.size == 0:
+            return cls(math.nan, math.nan, math.nan, math.nan)
+        ms = values_s * 1000.0
+        return cls(float(np.mean(ms)), *(float(np.percentile(ms, p)) for p in PERCENTILES))
+
+    def as_dict(self) -> dict[str, float]:
+        """{"mean", "p50", "p90", "p99"}: the shape of result files."""
+        return {"mean": self.mean, "p50": self.p50, "p90": self.p90, "p99": self.p99}
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """Aggregate serving metrics of one run: vLLM's benchmark metrics, SLO attainment, goodput and waits."""
+
+    num_requests: int  # finished requests
+    duration_s: float  # first arrival to last finish
+    request_throughput: float  # finished requests per second
+    output_throughput: float  # reply tokens per second
+    ttft_ms: LatencyStats
+    tpot_ms: LatencyStats  # over requests with more than one reply token
+    itl_ms: LatencyStats  # every gap between consecutive tokens, pooled
+    e2el_ms: LatencyStats
+    slo_attainment: float  # share of requests meeting every SLO target
+    goodput_rps: float  # requests meeting every SLO target per second (vLLM's goodput)
+    max_wait_s: float  # longest arrival-to-first-admission
+    long_wait_p999_s: float  # p99.9 of the waits of the 10% longest replies
+    num_preemptions: int
+
+    def as_dict(self) -> dict[str, object]:
+        """The summary as JSON-ready data: latency statistics as nested {"mean", "p50", ...} objects."""
+        out: dict[str, object] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            out[name] = value.as_dict() if isinstance(value, LatencyStats) else value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> RunSummary:
+        """A summary read back from `as_dict`'s data (extra keys are ignored)."""
+        values = {name: LatencyStats(**data[name]) if name.endswith("_ms") else data[name]
+                  for name in cls.__dataclass_fields__}
+        return cls(**values)
 
 
 def is_good(record: RequestRecord, slo: Slo) -> bool:
@@ -141,7 +190,7 @@ def long_reply_wait(records: list[RequestRecord], percentile: float, share: floa
     return float(np.percentile(waits, percentile))
 
 
-def summarize(records: list[RequestRecord], itls_s: list[np.ndarray], slo: Slo) -> dict[str, object]:
+def summarize(records: list[RequestRecord], itls_s: list[np.ndarray], slo: Slo) -> RunSummary:
     """Aggregate metrics of one run: latency statistics (ms), throughput, SLO attainment, goodput, longest wait."""
     if not records:
         raise ValueError("summarize: no finished requests")
@@ -149,18 +198,18 @@ def summarize(records: list[RequestRecord], itls_s: list[np.ndarray], slo: Slo) 
     duration = max(r.arrival_s + r.e2el_s for r in records) - start
     num_good = sum(is_good(r, slo) for r in records)
     tpots = np.array([r.tpot_s for r in records if r.tpot_s is not None])
-    return {
-        "num_requests": len(records),
-        "duration_s": duration,
-        "request_throughput": len(records) / duration,
-        "output_throughput": sum(r.num_output_tokens for r in records) / duration,
-        "ttft_ms": _stats_ms(np.array([r.ttft_s for r in records])),
-        "tpot_ms": _stats_ms(tpots),
-        "itl_ms": _stats_ms(np.concatenate(itls_s) if itls_s else np.empty(0)),
-        "e2el_ms": _stats_ms(np.array([r.e2el_s for r in records])),
-        "slo_attainment": num_good / len(records),
-        "goodput_rps": num_good / duration,
-        "max_wait_s": max(r.wait_s for r in records),
-        "long_wait_p999_s": long_reply_wait(records, 99.9),
-        "num_preemptions": sum(r.num_preemptions for r in records),
-    }
+    return RunSummary(
+        num_requests=len(records),
+        duration_s=duration,
+        request_throughput=len(records) / duration,
+        output_throughput=sum(r.num_output_tokens for r in records) / duration,
+        ttft_ms=LatencyStats.of(np.array([r.ttft_s for r in records])),
+        tpot_ms=LatencyStats.of(tpots),
+        itl_ms=LatencyStats.of(np.concatenate(itls_s) if itls_s else np.empty(0)),
+        e2el_ms=LatencyStats.of(np.array([r.e2el_s for r in records])),
+        slo_attainment=num_good / len(records),
+        goodput_rps=num_good / duration,
+        max_wait_s=max(r.wait_s for r in records),
+        long_wait_p999_s=long_reply_wait(records, 99.9),
+        num_preemptions=sum(r.num_preemptions for r in records),
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -13,10 +14,10 @@ from jevserve.sim.entities import SimRequest
 from jevserve.sim.errors import WorkloadError
 from jevserve.sim.events import Arrival
 from jevserve.sim.loop import Simulator
-from jevserve.sim.metrics import MetricsRecorder, Slo, summarize
+from jevserve.sim.metrics import MetricsRecorder, RunSummary, Slo, summarize
 from jevserve.sim.observer import Observer
 from jevserve.sim.profile import Profile
-from jevserve.sim.steady import keep_up
+from jevserve.sim.steady import KeepUp, keep_up
 
 
 def with_arrivals(requests: Sequence[Request], arrivals_s: np.ndarray) -> list[Request]:
@@ -48,13 +49,30 @@ def simulate(
     return entities, recorder
 
 
+@dataclass(frozen=True, slots=True)
+class SimulationSummary:
+    """One replica's run: its serving metrics, engine counts and whether it kept up (`jevserve.sim.steady`)."""
+
+    metrics: RunSummary
+    num_steps: int  # engine steps, every step of a decode run counted
+    num_rejected: int  # requests that could never fit in the KV cache
+    keep_up: KeepUp
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready data: the metrics' fields, the counts and the verdict's fields, side by side."""
+        return {**self.metrics.as_dict(), "num_steps": self.num_steps, "num_rejected": self.num_rejected,
+                **self.keep_up.as_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SimulationSummary:
+        """A summary read back from `as_dict`'s data."""
+        return cls(RunSummary.from_dict(data), data["num_steps"], data["num_rejected"], KeepUp.from_dict(data))
+
+
 def simulate_summary(
     requests: Sequence[Request], profile: Profile, policy: QueuePolicy, config: EngineConfig | None, slo: Slo
-) -> dict[str, object]:
+) -> SimulationSummary:
     """`simulate` and `summarize` in one call, with the steady-state verdict (`jevserve.sim.steady`)."""
     _, recorder = simulate(requests, profile, policy, config)
-    out = summarize(recorder.records, recorder.itls_s, slo)
-    out["num_steps"] = recorder.num_steps
-    out["num_rejected"] = recorder.num_rejected
-    out.update(keep_up(recorder.records).as_dict())
-    return out
+    return SimulationSummary(summarize(recorder.records, recorder.itls_s, slo), recorder.num_steps,
+                             recorder.num_rejected, keep_up(recorder.records))

@@ -42,6 +42,11 @@ class KeepUp:
         return {"keeps_up": self.keeps_up, "completion_ratio": self.completion_ratio,
                 "waiting_growth": self.waiting_growth, "keep_up_margin": self.margin}
 
+    @classmethod
+    def from_dict(cls, data: dict) -> KeepUp:
+        """A verdict read back from `as_dict`'s data (extra keys are ignored)."""
+        return cls(data["keeps_up"], data["completion_ratio"], data["waiting_growth"], data["keep_up_margin"])
+
 
 def keep_up(records: Sequence[RequestRecord], tol: float = KEEP_UP_TOLERANCE) -> KeepUp:
     """The verdict on finished requests' records (every request of the run, in any order)."""

@@ -8,7 +8,7 @@ from typing import Any
 
 from jevserve.bench.results import latest_results
 from jevserve.decide.encoder import LEXICAL_READER_NAME, READER_NAME, TRAINED_NAME, ZERO_SHOT_NAME
-from jevserve.sim.docsections import write_block
+from jevserve.docsections import write_block
 from jevserve.train.heldout import HELDOUT_ROW, READER_HELDOUT_ROW
 from jevserve.train.open_questions import RESULT as OPEN_RESULT
 from jevserve.train.probe import RESULT as PROBE_RESULT

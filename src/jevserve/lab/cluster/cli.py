@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from jevserve.sim.argtypes import arrivals_arg, nonnegative_float, positive_float, positive_int
+from jevserve.sim.workload_args import add_length_scaling_arguments, load_workload
 
 CLUSTER_RESULTS_VERSION = 3  # bump when a change alters cluster results, so cached runs are not reused (3: MMPP)
 PREDICTION_SOURCES = ("noisy", "true", "none")
@@ -69,15 +70,6 @@ def add_cluster_arguments(p: argparse.ArgumentParser, floats, ints) -> None:
     p.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
 
 
-def add_length_scaling_arguments(p: argparse.ArgumentParser) -> None:
-    """`--output-scale` and `--max-model-len`, as `jevserve sim run` takes them."""
-    p.add_argument("--output-scale", type=float, default=None,
-                   help="multiply every reply length (capped at --max-model-len with the prompt), e.g. to stand in "
-                   "for thinking-mode replies (default: keep them)")
-    p.add_argument("--max-model-len", type=int, default=40960,
-                   help="context limit for --output-scale (default: Qwen3-8B's 40960)")
-
-
 def _fingerprint(data: dict) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
@@ -90,24 +82,6 @@ def _names(text: str, field: str, allowed: tuple[str, ...] | None = None) -> lis
     if not names or bad:
         raise WorkloadError(f"--{field} {text!r}; expected a comma-separated list of: {', '.join(allowed or ())}")
     return names
-
-
-def load_workload(args: argparse.Namespace):
-    """The requests of `--workload` (arrival times not set), reply lengths scaled by `--output-scale` if given."""
-    from jevserve.sim.workloads.lengths import scale_output_lengths
-    from jevserve.sim.workloads.sharegpt import sample_sharegpt
-    from jevserve.sim.workloads.synthetic import synthetic_requests
-    from jevserve.sim.workloads.trace import read_trace
-
-    if args.workload == "sharegpt":
-        requests = sample_sharegpt(args.num_requests, seed=args.workload_seed)
-    elif args.workload == "synthetic":
-        requests = synthetic_requests(args.num_requests, args.prompt_dist, args.output_dist, seed=args.workload_seed)
-    else:
-        requests = read_trace(Path(args.workload), need_arrival=False)[: args.num_requests]
-    if args.output_scale is not None:
-        requests = scale_output_lengths(requests, args.output_scale, max_model_len=args.max_model_len)
-    return requests
 
 
 def with_predictions(requests, source: str, args: argparse.Namespace):
@@ -132,10 +106,11 @@ def run_cluster_command(args: argparse.Namespace, config, slo) -> int:
     import numpy as np
     from tqdm import tqdm
 
+    from jevserve.lab.cluster.report import aggregate, plot, write_section
+    from jevserve.lab.cluster.sweep import cells_for, run_cluster_cells
     from jevserve.serving.registry import router_names
     from jevserve.sim.cluster import ReplicaSpec
-    from jevserve.sim.cluster_report import aggregate, plot, write_section
-    from jevserve.sim.cluster_sweep import ClusterSetup, cells_for, run_cluster_cells
+    from jevserve.sim.cluster_run import ClusterSetup
     from jevserve.sim.engine import SIM_MODEL_VERSION
     from jevserve.sim.profile import load_profile
 
@@ -166,7 +141,7 @@ def run_cluster_command(args: argparse.Namespace, config, slo) -> int:
         with tqdm(total=len(cells), desc=f"cluster ({source} predictions)", unit="run") as bar:
             found = run_cluster_cells(cells, setup, results_path=path, jobs=args.jobs, on_done=lambda _: bar.update())
             bar.update(len(cells) - bar.n)
-        rows += [{**row, "predictions": source} for row in found]
+        rows += [(source, run) for run in found]
         print(f"runs: {path}")
     agg = aggregate(rows, sources[0], args.rates)
     meta = {

@@ -11,10 +11,11 @@ from jevserve.serving.registry import make_queue_policy
 from jevserve.serving.types import Request
 from jevserve.sim.arrivals import make_arrivals
 from jevserve.sim.engine import EngineConfig
-from jevserve.sim.metrics import Slo
+from jevserve.sim.metrics import RunSummary, Slo
 from jevserve.sim.profile import Profile
 from jevserve.sim.resumable import run_keyed
-from jevserve.sim.run import simulate_summary, with_arrivals
+from jevserve.sim.run import SimulationSummary, simulate_summary, with_arrivals
+from jevserve.sim.steady import KeepUp
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +59,41 @@ class SweepContext:
     arrival_process: str = "poisson"
 
 
+@dataclass(frozen=True, slots=True)
+class PolicyRun:
+    """One finished cell of a sweep: which policy, rate and seed, and what the run gave."""
+
+    key: str  # the cell's key in the results file
+    policy: str  # the policy's label
+    rate_rps: float
+    seed: int
+    summary: SimulationSummary
+    cpu_s: float  # CPU time of the simulation, so a sweep's cost can be told apart from other work
+
+    @property
+    def metrics(self) -> RunSummary:
+        """The run's serving metrics."""
+        return self.summary.metrics
+
+    @property
+    def keep_up(self) -> KeepUp:
+        """Whether the engine kept up (the steady-state verdict)."""
+        return self.summary.keep_up
+
+    def as_dict(self) -> dict[str, object]:
+        """One line of the results file."""
+        return {"key": self.key, "policy": self.policy, "rate_rps": self.rate_rps, "seed": self.seed,
+                **self.summary.as_dict(), "cpu_s": self.cpu_s}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> PolicyRun:
+        """Read back a line of the results file."""
+        return cls(data["key"], data["policy"], data["rate_rps"], data["seed"], SimulationSummary.from_dict(data),
+                   data["cpu_s"])
+
+
 def run_cell(cell: Cell, context: SweepContext) -> dict:
-    """Simulate one cell and return its summary with the cell's identity."""
+    """Simulate one cell; returns its results-file line (`PolicyRun.as_dict`)."""
     arrivals = make_arrivals(context.arrival_process, len(context.requests), cell.rate_rps, cell.seed)
     requests = with_arrivals(context.requests, arrivals)
     policy = make_queue_policy(
@@ -68,9 +102,8 @@ def run_cell(cell: Cell, context: SweepContext) -> dict:
     )
     started = time.process_time()
     summary = simulate_summary(requests, context.profile, policy, context.config, context.slo)
-    # CPU time of this process, so the cost of a sweep can be told apart from other work on the machine
-    summary["cpu_s"] = time.process_time() - started
-    return {"key": cell.key, "policy": cell.policy.label, "rate_rps": cell.rate_rps, "seed": cell.seed, **summary}
+    return PolicyRun(cell.key, cell.policy.label, cell.rate_rps, cell.seed, summary,
+                     time.process_time() - started).as_dict()
 
 
 def run_cells(
@@ -80,6 +113,7 @@ def run_cells(
     results_path: Path | None = None,
     jobs: int | None = None,
     on_done: Callable[[dict], None] | None = None,
-) -> list[dict]:
-    """Run every cell not already in `results_path`, in `jobs` processes; returns all rows for these cells."""
-    return run_keyed(cells, run_cell, context, results_path=results_path, jobs=jobs, on_done=on_done)
+) -> list[PolicyRun]:
+    """Run every cell not already in `results_path`, in `jobs` processes; returns the runs of these cells."""
+    rows = run_keyed(cells, run_cell, context, results_path=results_path, jobs=jobs, on_done=on_done)
+    return [PolicyRun.from_dict(row) for row in rows]

@@ -3,8 +3,8 @@ import math
 
 import pytest
 
+from jevserve.lab.queue_order.kv_arithmetic import steady_state
 from jevserve.serving import Request
-from jevserve.sim.experiments.kv_arithmetic import steady_state
 from jevserve.sim.step_time import StepTimeModel
 from tests.sim.builders import make_profile
 

@@ -1,6 +1,6 @@
 import math
 
-from jevserve.sim.experiments.report_tables import PUBLISHED, fmt, goodput_table, rate_table, side_by_side_table
+from jevserve.lab.queue_order.tables import PUBLISHED, fmt, goodput_table, rate_table, side_by_side_table
 
 NAN3 = (math.nan, math.nan, math.nan)
 

@@ -1,7 +1,7 @@
 from pathlib import Path
 
-from jevserve.sim.experiments.report import GENERATED_END, GENERATED_START, generated_section, plot, write_doc
-from tests.sim.experiments.test_report_tables import make_agg
+from jevserve.lab.queue_order.report import GENERATED_END, GENERATED_START, generated_section, plot, write_doc
+from tests.lab.queue_order.test_tables import make_agg
 
 
 def make_result(name: str, knob: str = "output_scale") -> dict:

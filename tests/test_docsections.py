@@ -1,4 +1,4 @@
-from jevserve.sim.docsections import replace_block, write_block
+from jevserve.docsections import replace_block, write_block
 
 START, END = "<!-- gen: start -->", "<!-- gen: end -->"
 

@@ -1,8 +1,9 @@
 import json
 
+from jevserve.lab.cluster.sweep import ClusterCell, RouterRun, cells_for, run_cluster_cells
 from jevserve.serving import Request
 from jevserve.sim.cluster import ReplicaSpec
-from jevserve.sim.cluster_sweep import ClusterCell, ClusterSetup, cells_for, run_cluster_cells
+from jevserve.sim.cluster_run import ClusterSetup
 from jevserve.sim.engine import EngineConfig
 from jevserve.sim.metrics import Slo
 from tests.sim.builders import make_profile
@@ -20,7 +21,7 @@ def test_sweep_appends_each_cell_and_a_rerun_reuses_them(tmp_path):
     cells = cells_for(["rr", "latency"], [50.0, 100.0], [0])
     done = []
     rows = run_cluster_cells(cells, make_setup(), results_path=path, jobs=1, on_done=done.append)
-    assert len(done) == 4 and [r["key"] for r in rows] == [c.key for c in cells]
+    assert len(done) == 4 and [r.key for r in rows] == [c.key for c in cells]
     assert len(path.read_text().splitlines()) == 4
     again = []
     rows_again = run_cluster_cells(cells, make_setup(), results_path=path, jobs=1, on_done=again.append)
@@ -33,13 +34,14 @@ def test_a_torn_last_line_is_rerun_not_fatal(tmp_path):
     run_cluster_cells(cells[:1], make_setup(), results_path=path, jobs=1)
     path.write_text(path.read_text() + '{"key": "jsq|50.0000|1", "rou')  # killed mid-write
     rows = run_cluster_cells(cells, make_setup(), results_path=path, jobs=1)
-    assert [r["seed"] for r in rows] == [0, 1]
+    assert [r.seed for r in rows] == [0, 1]
 
 
 def test_the_same_seed_gives_every_router_the_same_arrivals_and_summary_fields():
     rows = run_cluster_cells(cells_for(["rr", "jsq"], [80.0], [3]), make_setup(), jobs=1)
     rr, jsq = rows
-    assert rr["num_requests"] == jsq["num_requests"] == 60
-    assert {"per_replica", "estimator", "slo_attainment", "ttft_ms"} <= set(rr)
-    assert sum(x["num_requests"] for x in rr["per_replica"]) == 60
-    json.dumps(rr)  # rows are plain JSON
+    assert rr.summary.metrics.num_requests == jsq.summary.metrics.num_requests == 60
+    assert {"per_replica", "estimator", "slo_attainment", "ttft_ms"} <= set(rr.as_dict())
+    assert sum(x.num_requests for x in rr.summary.per_replica) == 60
+    assert RouterRun.from_dict(rr.as_dict()) == rr
+    json.dumps(rr.as_dict())  # a results-file line is plain JSON

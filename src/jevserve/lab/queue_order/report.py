@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from jevserve.sim.docsections import write_block
-from jevserve.sim.experiments.report_tables import (
+from jevserve.docsections import write_block
+from jevserve.lab.queue_order.tables import (
     POLICY_TITLES,
     PUBLISHED,
     goodput_table,
@@ -193,7 +193,7 @@ def generated_section(results: dict[str, dict], common: dict, images: dict[str, 
         "",
         *(["## Does KV memory bind? Steady-state arithmetic", "",
             "If every request were admitted at once (Little's law with the step-time model; see "
-            "`jevserve.sim.experiments.kv_arithmetic`): above 100% the KV cache cannot hold the running requests, "
+            "`jevserve.lab.queue_order.kv_arithmetic`): above 100% the KV cache cannot hold the running requests, "
             "so admission waits and decodes get preempted.", "", common["kv_table"], ""]
           if common.get("kv_table") else []),
         "## Published vs simulated, side by side (no aging)",

@@ -3,9 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from jevserve.sim.engine import EngineConfig
-from jevserve.sim.errors import WorkloadError
-from jevserve.sim.experiments.queue_order import (
+from jevserve.lab.queue_order.experiment import (
     QueueOrderSetup,
     aggregate,
     base_requests,
@@ -13,8 +11,10 @@ from jevserve.sim.experiments.queue_order import (
     calibrate_knob,
     fcfs_goodput,
 )
-from jevserve.sim.experiments.scenarios import get_scenario
-from jevserve.sim.experiments.sweep import Cell, PolicySpec, run_cells
+from jevserve.lab.queue_order.scenarios import get_scenario
+from jevserve.lab.queue_order.sweep import Cell, PolicySpec, run_cells
+from jevserve.sim.engine import EngineConfig
+from jevserve.sim.errors import WorkloadError
 from jevserve.sim.profile import load_profile
 from jevserve.sim.stats import max_rate_meeting
 from jevserve.sim.workloads.lengths import scale_output_lengths
@@ -61,7 +61,7 @@ def test_output_scaling_is_applied_once_and_every_policy_and_seed_serves_the_sam
     cells = [Cell(p, r, s) for p in setup.policies() for r in setup.rates for s in setup.seeds]
     rows = run_cells(cells, context, jobs=1)
     total = sum(r.num_output_tokens for r in expected)
-    served = {round(row["output_throughput"] * row["duration_s"]) for row in rows}
+    served = {round(row.metrics.output_throughput * row.metrics.duration_s) for row in rows}
     assert served == {total}  # 32 runs: 8 policies x 2 rates x 2 seeds, each sending every scaled reply
 
 
@@ -69,7 +69,7 @@ def test_lazy_fcfs_goodput_equals_the_goodput_over_every_rate():
     setup = small_setup(knob_value=0.8, rates=(0.8, 1.1, 1.4, 1.7, 2.0))
     context, _ = build_context(setup, 0.8)
     rows = run_cells([Cell(PolicySpec("fcfs"), r, s) for r in setup.rates for s in setup.seeds], context, jobs=1)
-    attainment = [np.mean([x["slo_attainment"] for x in rows if x["rate_rps"] == r]) for r in setup.rates]
+    attainment = [np.mean([x.metrics.slo_attainment for x in rows if x.rate_rps == r]) for r in setup.rates]
     rate, qualifier = max_rate_meeting(setup.rates, attainment, 0.9)
     assert qualifier == ""  # the check only means something when the goodput falls inside the sweep
     assert fcfs_goodput(context, setup, jobs=1) == pytest.approx(rate)
@@ -83,8 +83,8 @@ def test_aggregate_keeps_means_intervals_and_per_seed_values_for_every_policy():
     agg = aggregate(rows, setup)
     assert set(agg) == {s.label for s in setup.policies()}
     entry = agg["tlf"]["per_rate"][1]
-    seeds = [r["slo_attainment"] for r in sorted(rows, key=lambda r: r["seed"])
-             if r["policy"] == "tlf" and r["rate_rps"] == 1.3]
+    seeds = [r.metrics.slo_attainment for r in sorted(rows, key=lambda r: r.seed)
+             if r.policy == "tlf" and r.rate_rps == 1.3]
     assert entry["by_seed"]["slo_attainment"] == seeds
     assert entry["slo_attainment"][0] == pytest.approx(np.mean(seeds))
     assert len(agg["fcfs"]["goodput_by_seed"]) == 2
@@ -110,7 +110,7 @@ def test_two_sequence_setup_uses_the_first_version_engine():
 
 
 def test_a_doubled_run_sends_the_same_requests_again_in_another_order():
-    from jevserve.sim.experiments.queue_order import doubled
+    from jevserve.lab.queue_order.experiment import doubled
 
     context, _ = build_context(small_setup(), 1.0)
     long = doubled(context)

@@ -7,7 +7,6 @@ Each scenario writes under `--out/<scenario>/`: `calibration-<key>.json` (the ca
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 import os
@@ -20,10 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from jevserve.sim.argtypes import arrivals_arg, nonnegative_float, positive_float, positive_int
-from jevserve.sim.engine import SIM_MODEL_VERSION, EngineConfig
-from jevserve.sim.experiments.kv_arithmetic import arithmetic_table
-from jevserve.sim.experiments.queue_order import (
+from jevserve.lab.queue_order.experiment import (
     DEFAULT_RATES,
     QueueOrderSetup,
     aggregate,
@@ -33,9 +29,13 @@ from jevserve.sim.experiments.queue_order import (
     run_length_check,
     save_json,
 )
-from jevserve.sim.experiments.report import generated_section, plot, write_doc
-from jevserve.sim.experiments.scenarios import DEFAULT_SCENARIOS, KNOBS, Scenario, get_scenario
-from jevserve.sim.experiments.sweep import Cell, run_cells
+from jevserve.lab.queue_order.kv_arithmetic import arithmetic_table
+from jevserve.lab.queue_order.report import generated_section, plot, write_doc
+from jevserve.lab.queue_order.scenarios import DEFAULT_SCENARIOS, KNOBS, Scenario, get_scenario
+from jevserve.lab.queue_order.sweep import Cell, run_cells
+from jevserve.sim.argtypes import arrivals_arg, nonnegative_float, positive_float, positive_int
+from jevserve.sim.engine import SIM_MODEL_VERSION, EngineConfig
+from jevserve.sim.engine_args import engine_config_from_args
 from jevserve.sim.metrics import Slo
 from jevserve.sim.profile import load_profile
 from jevserve.sim.workloads.lengths import count_capped, scale_output_lengths
@@ -87,21 +87,6 @@ def add_arguments(
     qo.add_argument("--doc", type=Path, default=Path("docs/queue-order.md"), help="markdown report to write")
     qo.add_argument("--img-dir", type=Path, default=Path("docs/img"), help="folder for the plots")
     qo.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
-    g = qo.add_argument_group("engine overrides (default: the scenario's settings)")
-    g.add_argument("--profile", default=None, help="profile name or .toml path")
-    g.add_argument("--max-num-seqs", type=int, default=None, help="running-batch cap")
-    g.add_argument("--max-num-batched-tokens", type=int, default=None, help="per-step token budget")
-    g.add_argument("--kv-admission", choices=("prompt", "chunk"), default=None, help="see `jevserve sim run -h`")
-    g.add_argument("--no-hol-blocking", action="store_true", help="skip a waiting request that does not fit")
-    g.add_argument("--num-kv-blocks", type=int, default=None, help="KV capacity in blocks")
-    g.add_argument("--prefix-caching", action=argparse.BooleanOptionalAction, default=None,
-                   help="vLLM v1's automatic prefix caching on or off (default: the scenario's setting)")
-    g.add_argument("--slo-ttft-ms", type=positive_float("--slo-ttft-ms"), default=1000.0,
-                   help="TTFT target (default: 1000)")
-    g.add_argument("--slo-tpot-ms", type=positive_float("--slo-tpot-ms"), default=None,
-                   help="TPOT target (default: none)")
-    g.add_argument("--slo-e2el-ms", type=positive_float("--slo-e2el-ms"), default=None,
-                   help="end-to-end latency target (default: none)")
 
 
 def _fingerprint(data: dict) -> str:
@@ -110,11 +95,7 @@ def _fingerprint(data: dict) -> str:
 
 def scenario_config(scenario: Scenario, args: argparse.Namespace) -> EngineConfig:
     """The scenario's engine settings with the overrides given on the command line."""
-    names = ("max_num_seqs", "max_num_batched_tokens", "kv_admission", "num_kv_blocks", "prefix_caching")
-    overrides = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
-    if args.no_hol_blocking:
-        overrides["head_of_line_blocking"] = False
-    return dataclasses.replace(scenario.config, **overrides)
+    return engine_config_from_args(args, scenario.config)
 
 
 def _knob(setup: QueueOrderSetup, folder: Path, base: dict, jobs: int | None) -> tuple[float, str, bool]:

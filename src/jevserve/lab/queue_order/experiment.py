@@ -21,11 +21,11 @@ import numpy as np
 from scipy import optimize
 from scipy.stats import kendalltau
 
+from jevserve.lab.queue_order.scenarios import KNOBS, Scenario
+from jevserve.lab.queue_order.sweep import Cell, PolicyRun, PolicySpec, SweepContext, run_cells
 from jevserve.serving.types import Request
 from jevserve.sim.engine import EngineConfig
 from jevserve.sim.errors import WorkloadError
-from jevserve.sim.experiments.scenarios import KNOBS, Scenario
-from jevserve.sim.experiments.sweep import Cell, PolicySpec, SweepContext, run_cells
 from jevserve.sim.metrics import Slo
 from jevserve.sim.profile import Profile
 from jevserve.sim.stats import max_rate_meeting, mean_interval, steady_goodput
@@ -37,19 +37,19 @@ DEFAULT_RATES = (0.90, 1.00, 1.05, 1.10, 1.15, 1.20, 1.30, 1.42, 1.54)
 OWN_TIME_AGING = ("plf-edf", "plf-relage")  # predicted length with aging relative to the own expected time
 ATTAINMENT_TARGET = 0.9
 # Per-rate metrics the report uses: name -> how to read it from one run's summary.
-RATE_METRICS: dict[str, Callable[[dict], float]] = {
-    "slo_attainment": lambda r: r["slo_attainment"],
-    "ttft_p90_s": lambda r: r["ttft_ms"]["p90"] / 1000,
-    "ttft_p99_s": lambda r: r["ttft_ms"]["p99"] / 1000,
-    "tpot_mean_ms": lambda r: r["tpot_ms"]["mean"],
-    "e2el_p99_s": lambda r: r["e2el_ms"]["p99"] / 1000,
-    "max_wait_s": lambda r: r["max_wait_s"],
-    "vllm_goodput_rps": lambda r: r["goodput_rps"],
-    "num_preemptions": lambda r: r["num_preemptions"],
-    "keeps_up": lambda r: float(r["keeps_up"]),
-    "completion_ratio": lambda r: r["completion_ratio"],
-    "long_wait_p999_s": lambda r: r["long_wait_p999_s"],
-    "keep_up_margin": lambda r: r["keep_up_margin"],
+RATE_METRICS: dict[str, Callable[[PolicyRun], float]] = {
+    "slo_attainment": lambda r: r.metrics.slo_attainment,
+    "ttft_p90_s": lambda r: r.metrics.ttft_ms.p90 / 1000,
+    "ttft_p99_s": lambda r: r.metrics.ttft_ms.p99 / 1000,
+    "tpot_mean_ms": lambda r: r.metrics.tpot_ms.mean,
+    "e2el_p99_s": lambda r: r.metrics.e2el_ms.p99 / 1000,
+    "max_wait_s": lambda r: r.metrics.max_wait_s,
+    "vllm_goodput_rps": lambda r: r.metrics.goodput_rps,
+    "num_preemptions": lambda r: r.metrics.num_preemptions,
+    "keeps_up": lambda r: float(r.keep_up.keeps_up),
+    "completion_ratio": lambda r: r.keep_up.completion_ratio,
+    "long_wait_p999_s": lambda r: r.metrics.long_wait_p999_s,
+    "keep_up_margin": lambda r: r.keep_up.margin,
 }
 
 
@@ -116,14 +116,14 @@ def doubled(context: SweepContext) -> SweepContext:
     return dataclasses.replace(context, requests=context.requests + extra)
 
 
-def meets(rows: Sequence[dict]) -> tuple[float, bool]:
+def meets(rows: Sequence[PolicyRun]) -> tuple[float, bool]:
     """Mean SLO attainment over seeds, and whether every seed keeps up."""
-    return float(np.mean([r["slo_attainment"] for r in rows])), all(r["keeps_up"] for r in rows)
+    return float(np.mean([r.metrics.slo_attainment for r in rows])), all(r.keep_up.keeps_up for r in rows)
 
 
-def worst_margin(rows: Sequence[dict]) -> float:
+def worst_margin(rows: Sequence[PolicyRun]) -> float:
     """The smallest keep-up margin over seeds (>= 0 exactly when every seed keeps up)."""
-    return float(min(r["keep_up_margin"] for r in rows))
+    return float(min(r.keep_up.margin for r in rows))
 
 
 def fcfs_goodput(context: SweepContext, setup: QueueOrderSetup, jobs: int | None) -> float:
@@ -174,15 +174,15 @@ def calibrate_knob(setup: QueueOrderSetup, jobs: int | None, log: Callable[[str]
     return float(optimize.brentq(gap, low, high, xtol=scenario.xtol))
 
 
-def aggregate(rows: list[dict], setup: QueueOrderSetup) -> dict[str, dict]:
+def aggregate(rows: list[PolicyRun], setup: QueueOrderSetup) -> dict[str, dict]:
     """Per policy: per-rate means, 95% intervals and per-seed values; steady-state goodput with its interval, and
     the latency-only (DistServe) goodput for comparison."""
     out: dict[str, dict] = {}
     for spec in setup.policies():
-        mine = [r for r in rows if r["policy"] == spec.label]
+        mine = [r for r in rows if r.policy == spec.label]
         per_rate = []
         for rate in setup.rates:
-            at = sorted((r for r in mine if r["rate_rps"] == rate), key=lambda r: r["seed"])
+            at = sorted((r for r in mine if r.rate_rps == rate), key=lambda r: r.seed)
             entry: dict[str, object] = {"rate_rps": rate, "by_seed": {}}
             for name, get in RATE_METRICS.items():
                 values = [get(r) for r in at]
@@ -191,10 +191,10 @@ def aggregate(rows: list[dict], setup: QueueOrderSetup) -> dict[str, dict]:
             per_rate.append(entry)
         by_seed = []
         for seed in setup.seeds:
-            runs = [next(r for r in mine if r["rate_rps"] == x and r["seed"] == seed) for x in setup.rates]
-            by_seed.append(steady_goodput(setup.rates, [r["slo_attainment"] for r in runs],
-                                          [r["keeps_up"] for r in runs], ATTAINMENT_TARGET,
-                                          [r["keep_up_margin"] for r in runs]))
+            runs = [next(r for r in mine if r.rate_rps == x and r.seed == seed) for x in setup.rates]
+            by_seed.append(steady_goodput(setup.rates, [r.metrics.slo_attainment for r in runs],
+                                          [r.keep_up.keeps_up for r in runs], ATTAINMENT_TARGET,
+                                          [r.keep_up.margin for r in runs]))
         mean_att = [e["slo_attainment"][0] for e in per_rate]
         all_keep_up = [all(e["by_seed"]["keeps_up"]) for e in per_rate]
         margins = [min(e["by_seed"]["keep_up_margin"]) for e in per_rate]
@@ -227,7 +227,7 @@ def run_length_check(
     for spec, rate in wanted:
         entry = next(e for e in agg[spec.label]["per_rate"] if e["rate_rps"] == rate)
         short = (entry["slo_attainment"][0], all(entry["by_seed"]["keeps_up"]))
-        long = meets([r for r in rows if r["policy"] == spec.label and r["rate_rps"] == rate])
+        long = meets([r for r in rows if r.policy == spec.label and r.rate_rps == rate])
         out.append({"policy": spec.label, "rate_rps": rate, "requests": len(context.requests),
                     "attainment": short[0], "keeps_up": short[1],
                     "meets": short[0] >= ATTAINMENT_TARGET and short[1],

@@ -4,50 +4,53 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from jevserve.sim.docsections import write_block
+from jevserve.docsections import write_block
+from jevserve.lab.cluster.sweep import RouterRun
 from jevserve.sim.stats import max_rate_meeting, mean_interval
 
 ATTAINMENT_TARGET = 0.9
-_METRICS = {
-    "slo_attainment": lambda r: r["slo_attainment"],
-    "ttft_p90_ms": lambda r: r["ttft_ms"]["p90"],
-    "ttft_p99_ms": lambda r: r["ttft_ms"]["p99"],
-    "forward_mape": lambda r: r["estimator"]["forward_mape"],
-    "forward_bias": lambda r: r["estimator"]["forward_bias"],
-    "queued_prefill_mape": lambda r: r["estimator"]["queued_prefill_mape"],
-    "forward_us_median": lambda r: r["estimator"]["forward_us_median"],
-    "queued_prefill_us_median": lambda r: r["estimator"]["queued_prefill_us_median"],
-    "route_us_median": lambda r: r["estimator"]["route_us_median"],
-    "mean_running": lambda r: r["estimator"]["mean_running"],
-    "busiest_share": lambda r: max(x["num_requests"] for x in r["per_replica"]) / r["num_requests"],
+# Per-rate metrics of the report: name -> how to read it from one run.
+_METRICS: dict[str, Callable[[RouterRun], float]] = {
+    "slo_attainment": lambda r: r.summary.metrics.slo_attainment,
+    "ttft_p90_ms": lambda r: r.summary.metrics.ttft_ms.p90,
+    "ttft_p99_ms": lambda r: r.summary.metrics.ttft_ms.p99,
+    "forward_mape": lambda r: r.summary.estimator.forward.mape,
+    "forward_bias": lambda r: r.summary.estimator.forward.bias,
+    "queued_prefill_mape": lambda r: r.summary.estimator.queued_prefill.mape,
+    "forward_us_median": lambda r: r.summary.estimator.forward.us_median,
+    "queued_prefill_us_median": lambda r: r.summary.estimator.queued_prefill.us_median,
+    "route_us_median": lambda r: r.summary.estimator.route_us_median,
+    "mean_running": lambda r: r.summary.estimator.mean_running,
+    "busiest_share": lambda r: max(x.num_requests for x in r.summary.per_replica) / r.summary.metrics.num_requests,
 }
 
 
-def _per_rate(rows: list[dict], rates: Sequence[float]) -> list[dict]:
+def _per_rate(rows: list[RouterRun], rates: Sequence[float]) -> list[dict]:
     out = []
     for rate in rates:
-        at = [r for r in rows if abs(r["rate_rps"] - rate) < 1e-9]
+        at = [r for r in rows if abs(r.rate_rps - rate) < 1e-9]
         if at:
             out.append({"rate_rps": rate, "num_seeds": len(at),
                         **{name: mean_interval([get(r) for r in at]) for name, get in _METRICS.items()}})
     return out
 
 
-def aggregate(rows: list[dict], main_source: str, rates: Sequence[float]) -> dict:
+def aggregate(rows: list[tuple[str, RouterRun]], main_source: str, rates: Sequence[float]) -> dict:
     """Per router (main prediction source): per-rate means with 95% intervals over seeds and the highest rate
-    with >= 90% attainment; per prediction source: the latency router's estimator quality."""
+    with >= 90% attainment; per prediction source: the latency router's estimator quality. `rows` pairs each run
+    with the source of its length predictions."""
     routers: dict[str, dict] = {}
-    for router in dict.fromkeys(r["router"] for r in rows if r["predictions"] == main_source):
-        per_rate = _per_rate([r for r in rows if r["router"] == router and r["predictions"] == main_source], rates)
+    for router in dict.fromkeys(r.router for source, r in rows if source == main_source):
+        per_rate = _per_rate([r for source, r in rows if r.router == router and source == main_source], rates)
         attainment = [e["slo_attainment"][0] for e in per_rate]
         goodput = max_rate_meeting([e["rate_rps"] for e in per_rate], attainment, ATTAINMENT_TARGET) \
             if len(per_rate) > 0 else (math.nan, "")
         routers[router] = {"per_rate": per_rate, "goodput_rps": goodput}
-    estimator = {source: _per_rate([r for r in rows if r["router"] == "latency" and r["predictions"] == source], rates)
-                 for source in dict.fromkeys(r["predictions"] for r in rows)}
+    estimator = {source: _per_rate([r for s, r in rows if r.router == "latency" and s == source], rates)
+                 for source in dict.fromkeys(s for s, _ in rows)}
     return {"main_source": main_source, "routers": routers, "estimator": estimator}
 
 

@@ -1,9 +1,9 @@
 import pytest
 
+from jevserve.lab.queue_order.scenarios import DEFAULT_SCENARIOS, SCENARIOS, get_scenario
 from jevserve.serving import Request
 from jevserve.sim.engine import EngineConfig
 from jevserve.sim.errors import WorkloadError
-from jevserve.sim.experiments.scenarios import DEFAULT_SCENARIOS, SCENARIOS, get_scenario
 from jevserve.sim.profile import load_profile
 
 

@@ -1,0 +1,34 @@
+"""Workload options shared by the commands that simulate a workload (`jevserve sim cluster`, `jevserve plan`):
+which requests, and reply lengths scaled to stand in for longer (thinking-mode) replies."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_length_scaling_arguments(p: argparse.ArgumentParser) -> None:
+    """`--output-scale` and `--max-model-len`, as `jevserve sim run` takes them."""
+    p.add_argument("--output-scale", type=float, default=None,
+                   help="multiply every reply length (capped at --max-model-len with the prompt), e.g. to stand in "
+                   "for thinking-mode replies (default: keep them)")
+    p.add_argument("--max-model-len", type=int, default=40960,
+                   help="context limit for --output-scale (default: Qwen3-8B's 40960)")
+
+
+def load_workload(args: argparse.Namespace):
+    """The requests of `--workload` (arrival times not set), reply lengths scaled by `--output-scale` if given."""
+    from jevserve.sim.workloads.lengths import scale_output_lengths
+    from jevserve.sim.workloads.sharegpt import sample_sharegpt
+    from jevserve.sim.workloads.synthetic import synthetic_requests
+    from jevserve.sim.workloads.trace import read_trace
+
+    if args.workload == "sharegpt":
+        requests = sample_sharegpt(args.num_requests, seed=args.workload_seed)
+    elif args.workload == "synthetic":
+        requests = synthetic_requests(args.num_requests, args.prompt_dist, args.output_dist, seed=args.workload_seed)
+    else:
+        requests = read_trace(Path(args.workload), need_arrival=False)[: args.num_requests]
+    if args.output_scale is not None:
+        requests = scale_output_lengths(requests, args.output_scale, max_model_len=args.max_model_len)
+    return requests
