@@ -59,3 +59,21 @@ def test_step_time_grows_with_rate_and_is_infinite_at_the_compute_limit():
     times = [step_time_s(f * limit, 0.004, d) for f in (0.0, 0.5, 0.9)]
     assert times[0] == pytest.approx(0.004) and times == sorted(times)
     assert step_time_s(limit, 0.004, d) == float("inf")
+
+
+def test_a_roofline_adds_the_peak_compute_and_bandwidth_limits_and_never_raises_a_limit():
+    from jevserve.sim.roofline import Roofline
+
+    roof = Roofline(peak_flops=1e15, memory_bandwidth=1e12, weight_bytes=1e9, flops_per_token=1e11,
+                    kv_bytes_per_token=1e5, attention_flops_per_pair=1e6)
+    fit = StepTimeModel(4000.0, 17.0, 4.0)
+    bounded = StepTimeModel(4000.0, 17.0, 4.0, roofline=roof)
+    workload = make_workload()
+    caps = {"constant_s": 0.004, "max_num_seqs": 1024, "num_kv_blocks": 10**6, "max_num_batched_tokens": 8192}
+    plain = stability_bound(demand_of(workload, fit), **caps)
+    d = demand_of(workload, bounded)
+    b = stability_bound(d, **caps)
+    assert b.peak_compute_rps == pytest.approx(1.0 / d.floor.mean_compute_s)
+    assert b.rate_rps <= plain.rate_rps and b.slots_rps <= plain.slots_rps and b.kv_rps <= plain.kv_rps
+    assert b.binding == "peak compute" and b.rate_rps == pytest.approx(b.peak_compute_rps)
+    assert step_time_s(0.5 * b.rate_rps, 0.004, d) >= step_time_s(0.5 * b.rate_rps, 0.004, demand_of(workload, fit))

@@ -163,3 +163,33 @@ def test_snapshot_of_a_prefill_step_lists_the_chunk_it_computes():
     sim.run(0.0001)
     (r,) = engine.snapshot(0.0001).running
     assert (r.num_computed_tokens, r.num_scheduled_tokens) == (0, 64)
+
+
+def test_the_estimate_stays_exact_where_a_roofline_floor_sets_the_step_times():
+    from jevserve.sim.roofline import Roofline
+
+    # 200 us of compute per token: from about 12 decoding requests on, the floor is slower than the fit.
+    roof = Roofline(peak_flops=1e15, memory_bandwidth=1e12, weight_bytes=1e9, flops_per_token=2e11,
+                    kv_bytes_per_token=1e5, attention_flops_per_pair=1e6)
+    profile = dataclasses.replace(EXACT_PROFILE, step_time=dataclasses.replace(EXACT_PROFILE.step_time, roofline=roof))
+    policy = make_queue_policy("fcfs")
+    busiest = 0
+    for seed in range(4):
+        requests = make_workload(seed, 120, rate=600)
+        engine = Engine(profile, policy, EngineConfig(max_num_seqs=48))
+        sim = Simulator([engine])
+        entities = [SimRequest(r) for r in requests]
+        for e in entities[:-1]:
+            sim.push(Arrival(e.spec.arrival_s, 0, e))
+        last = entities[-1]
+        t = last.spec.arrival_s
+        sim.run(math.nextafter(t, -math.inf))
+        in_transit = tuple(e.spec for e in entities[:-1] if e.enqueue_s is None)
+        state = dataclasses.replace(engine.snapshot(t), in_transit=in_transit)
+        busiest = max(busiest, len(state.running))
+        estimate = estimate_ttft(last.spec, state, ReplicaSpec(profile, EngineConfig(max_num_seqs=48)).model(policy,
+                                                                                                               256.0))
+        sim.push(Arrival(t, 0, last))
+        sim.run()
+        assert estimate == pytest.approx(last.first_token_s - t, rel=1e-9), f"seed {seed}"
+    assert busiest > 12  # the floor set the step times of the replica the estimates replayed

@@ -10,6 +10,10 @@ see `jevserve.sim.engine`):
     token work (s)          w = (a p + b_d (o - 1) + c X + d P) * 1e-6    with the profile's coefficients
 
 With "prompt" admission the whole prompt's blocks are held from admission, hence blocks(p) during prefill.
+
+With a roofline-bounded profile (`jevserve.sim.roofline`), each request also has its floor work: the seconds its
+FLOPs take at the GPU's peak, and the seconds its KV reads and writes take at peak bandwidth; the weights read
+once per step are the floor's per-step constant.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ class Demand:
     work_s: np.ndarray  # w: seconds of token work it adds to the steps it is in (the per-step constant excluded)
     prompt_tokens: np.ndarray
     prefill_work_s: np.ndarray  # the part of w spent on its prompt (prefill tokens and their attention pairs)
+    floor: FloorDemand | None = None  # the roofline's view of the same requests; None without a roofline
 
     @property
     def mean_steps(self) -> float:
@@ -57,6 +62,25 @@ class Demand:
     def steps_scv(self) -> float:
         """Squared coefficient of variation of L (service-time variability in the waiting-time model)."""
         return float(np.var(self.steps) / np.mean(self.steps) ** 2)
+
+
+@dataclass(frozen=True, slots=True)
+class FloorDemand:
+    """Per-request work at the roofline floor: what no step-time fit may undercut."""
+
+    compute_s: np.ndarray  # the request's FLOPs (its tokens' matmuls and its attention) at peak compute
+    memory_s: np.ndarray  # its KV reads (decode context) and writes (every token computed) at peak bandwidth
+    weights_s: float  # the weights read once per step at peak bandwidth: the floor's per-step constant
+
+    @property
+    def mean_compute_s(self) -> float:
+        """E[compute_s]."""
+        return float(np.mean(self.compute_s))
+
+    @property
+    def mean_memory_s(self) -> float:
+        """E[memory_s]."""
+        return float(np.mean(self.memory_s))
 
 
 def _blocks(tokens: np.ndarray, block_size: int) -> np.ndarray:
@@ -93,5 +117,12 @@ def request_demand(
     st = step_time
     prefill_us = st.per_prefill_token * p + st.per_prefill_attention_pair * pairs
     work_us = prefill_us + st.per_decode_token * (o - 1) + st.per_decode_context_token * context
+    floor = None
+    roof = st.roofline
+    if roof is not None:
+        tokens = (p + o - 1).astype(np.float64)
+        flops = roof.flops_per_token * tokens + roof.attention_flops_per_pair * (context + pairs / 2)
+        memory_s = roof.kv_bytes_per_token * (context + tokens) / roof.memory_bandwidth
+        floor = FloorDemand(flops / roof.peak_flops, memory_s, roof.weight_bytes / roof.memory_bandwidth)
     return Demand(steps.astype(np.float64), kv.astype(np.float64), work_us * 1e-6, p.astype(np.float64),
-                  prefill_us * 1e-6)
+                  prefill_us * 1e-6, floor)

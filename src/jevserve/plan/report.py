@@ -13,10 +13,12 @@ def plan_text(plan: Plan, *, workload: str, slo_ms: float) -> str:
     """The answer of `jevserve plan` in a few lines."""
     c = plan.capacity
     b = c.bound
+    roofline = (f", roofline: memory bandwidth {b.memory_bandwidth_rps:.3g}, peak compute {b.peak_compute_rps:.3g}"
+                if b.peak_compute_rps != float("inf") else "")
     return "\n".join([
         f"workload: {workload}",
         f"one replica of {c.profile}: stable up to {b.rate_rps:.3g} req/s "
-        f"(batch slots {b.slots_rps:.3g}, KV memory {b.kv_rps:.3g}, compute {b.compute_rps:.3g}); binding: "
+        f"(batch slots {b.slots_rps:.3g}, KV memory {b.kv_rps:.3g}, compute {b.compute_rps:.3g}{roofline}); binding: "
         f"{b.binding} ({100 * b.token_work_share:.0f}% of each step is token work, mean step "
         f"{1000 * b.step_s:.1f} ms at the bound)",
         f"SLO TTFT <= {slo_ms:g} ms for {100 * c.attainment_target:g}% of requests: up to {c.slo_rate_rps:.3g} "

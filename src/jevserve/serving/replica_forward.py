@@ -15,7 +15,7 @@ What the estimate cannot know is guessed:
 Decode-only steps that the plan marks repeatable are summed in closed form until a request is expected to finish,
 KV blocks run short, or the queue could change (a key changes or a request arrives), so the work is proportional
 to the number of finishes and prefill steps before the new request's first token, not to the number of steps;
-the step model must be linear in decode context.
+a step model without its own `decode_run_total_s` must be linear in decode context.
 """
 
 from __future__ import annotations
@@ -104,6 +104,7 @@ class ReplicaForward:
         default_output_tokens: float,
         enqueue_delay_s: float = 0.0,
     ) -> None:
+        self._step_time = step_time
         self._step_s = step_time.step_s
         self.now_s = state.now_s
         self.t = max(state.now_s, state.busy_until_s) if state.busy_until_s is not None else state.now_s
@@ -165,8 +166,14 @@ class ReplicaForward:
         computed = int(running.computed[row]) + int(plan.num_new_tokens[row])
         return bool(rules.samples_token(computed, int(running.prompt[row]) + int(running.generated[row])))
 
-    def _run_s(self, num_steps: int, batch_size: int, context: int, first_s: float) -> float:
-        """Duration of `num_steps` decode steps whose context starts at `context` and grows `batch_size` per step."""
+    def _run_s(self, num_steps: int, batch_size: int, context: int) -> float:
+        """Duration of `num_steps` decode steps whose context starts at `context` and grows `batch_size` per step:
+        the step model's own sum when it has one (a roofline-bounded model does), else the closed form of a model
+        linear in decode context."""
+        total = getattr(self._step_time, "decode_run_total_s", None)
+        if total is not None:
+            return total(num_steps, batch_size, context)
+        first_s = self._step_s(0, batch_size, context, 0)
         context_token_s = self._step_s(0, 0, 1, 0) - self._step_s(0, 0, 0, 0)
         return num_steps * first_s + context_token_s * batch_size * num_steps * (num_steps - 1) / 2
 
@@ -175,14 +182,13 @@ class ReplicaForward:
         running, block_size = self.planner.running, self.planner.config.block_size
         n, context = plan.num_rows, plan.decode_context_tokens
         max_steps = max(1, int((running.output[:n] - running.generated[:n]).min()))
-        first_s = self._step_s(0, n, context, 0)
         horizon = min(self.planner.waiting.next_change_s(), self._arrivals[0][1] if self._arrivals else math.inf)
         if horizon < math.inf and max_steps > 1:
             # stop at the first step end at or after the horizon, as the engine cuts a run for a queue change
             low, high = 1, max_steps
             while low < high:
                 middle = (low + high) // 2
-                if self.t + self._run_s(middle, n, context, first_s) >= horizon:
+                if self.t + self._run_s(middle, n, context) >= horizon:
                     high = middle
                 else:
                     low = middle + 1
@@ -200,5 +206,5 @@ class ReplicaForward:
                     break
                 used += crossing
                 num_steps += 1
-        self.t += self._run_s(num_steps, n, context, first_s)
+        self.t += self._run_s(num_steps, n, context)
         self.planner.apply_step(plan, num_steps)

@@ -15,8 +15,9 @@ Two estimators, so the cost of the better one can be judged:
   memory, which is what makes it cheap.
 
 A step-time model is anything with `step_s(num_prefill_tokens, num_decode_tokens, decode_context_tokens,
-prefill_attention_pairs) -> seconds`, linear in the context term (`jevserve.sim.step_time.StepTimeModel` is one),
-so the gateway can run these functions unchanged against live engines.
+prefill_attention_pairs) -> seconds`, linear in the context term unless it also sums a run of decode steps itself
+(`decode_run_total_s(num_steps, batch_size, context_tokens)`, as `jevserve.sim.step_time.StepTimeModel` does), so
+the gateway can run these functions unchanged against live engines.
 """
 
 from __future__ import annotations

@@ -87,7 +87,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cal.add_argument("--name", default=None, help="name of the new profile (default: the file stem)")
     cal.set_defaults(func=guarded(_cmd_calibrate))
 
-    prof = sub.add_parser("profiles", help="list shipped profiles with their KV capacity")
+    prof = sub.add_parser("profiles", help="list shipped profiles with their KV capacity and roofline",
+                          description="List profiles with their KV capacity, step-time fit and roofline floor.")
+    prof.add_argument("names", nargs="*", metavar="PROFILE",
+                      help="profile names or .toml paths (default: every shipped profile)")
+    prof.add_argument("--check", action="store_true",
+                      help="refuse (exit 1) a profile without GPU peaks and model shape, or whose fitted step "
+                      "times are faster than the roofline floor for a single request")
     prof.set_defaults(func=guarded(_cmd_profiles))
 
     counts = sub.add_parser("sharegpt-counts", help="recount ShareGPT tokens and compare with the shipped counts",
@@ -196,13 +202,28 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 def _cmd_profiles(args: argparse.Namespace) -> int:
     from jevserve.sim.profile import load_profile, shipped_profile_names
+    from jevserve.sim.roofline import check_fit
 
-    for name in shipped_profile_names():
+    refused = 0
+    for name in args.names or shipped_profile_names():
         p = load_profile(name)
-        st = p.step_time
-        print(f"{name}: {p.gpu}, {p.model}; {p.num_kv_blocks()} KV blocks of 16 tokens; step = {st.constant:.0f} us "
+        st, roof = p.step_time, p.roofline
+        print(f"{p.name}: {p.gpu}, {p.model}; {p.num_kv_blocks()} KV blocks of 16 tokens; step = {st.constant:.0f} us "
               f"+ {st.per_prefill_token:.2f} us/prefill token + {st.per_decode_token:.2f} us/decode token")
-    return 0
+        if roof is not None:
+            print(f"  roofline: {roof.peak_flops / 1e12:g} TFLOP/s, {roof.memory_bandwidth / 1e12:g} TB/s; weights "
+                  f"{roof.weight_bytes / roof.memory_bandwidth * 1e6:.0f} us per step, "
+                  f"{roof.flops_per_token / roof.peak_flops * 1e6:.1f} us of compute per token")
+        if args.check:
+            result = check_fit(st.fitted_step_s, roof)
+            for problem in result.problems:
+                print(f"  REFUSED: {problem}")
+            if result.ok:
+                where = (f"the floor binds from {result.crossover_batch} decoding requests (512 context tokens each)"
+                         if result.crossover_batch else "the floor never binds up to 4,096 decoding requests")
+                print(f"  check: ok; {where}")
+            refused += not result.ok
+    return 1 if refused else 0
 
 
 def _cmd_sharegpt_counts(args: argparse.Namespace) -> int:

@@ -1,11 +1,15 @@
-"""Engine profiles: step-time coefficients, GPU memory and model shape, read from TOML data files.
+"""Engine profiles: step-time coefficients, GPU memory, GPU peaks and model shape, read from TOML data files.
 
 Shipped profiles live in `jevserve/sim/profiles/*.toml`, each citing its sources. A profile is named either by
-its shipped name (`qwen3-8b-h200`) or by a path to a `.toml` file.
+its shipped name (`qwen3-8b-h200`) or by a path to a `.toml` file. A profile that declares its GPU's peaks
+(`[gpu]`) and its model's matmul parameters and query heads gets a roofline floor under its step times
+(`jevserve.sim.roofline`); every shipped profile does, and `jevserve sim profiles --check` refuses one that
+does not, or whose step times fall below the floor.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tomllib
 from dataclasses import dataclass
@@ -13,11 +17,14 @@ from importlib import resources
 from pathlib import Path
 
 from jevserve.sim.errors import ProfileError
+from jevserve.sim.roofline import Roofline
 from jevserve.sim.step_time import COEFFICIENT_NAMES, StepTimeModel
 
 GIB = 1 << 30
 _MEMORY_FIELDS = ("gpu_memory_gib", "gpu_memory_utilization", "weights_gib", "non_kv_reserve_gib")
 _SHAPE_FIELDS = ("num_layers", "num_kv_heads", "head_dim", "kv_dtype_bytes")
+_ROOFLINE_SHAPE_FIELDS = ("num_query_heads", "num_matmul_parameters")
+_GPU_FIELDS = ("peak_dense_bf16_tflops", "memory_bandwidth_tbps")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +44,24 @@ class Profile:
     num_kv_heads: int
     head_dim: int
     kv_dtype_bytes: int
+    # GPU peaks (datasheet) and the shape the roofline needs; None when the profile does not declare them.
+    peak_dense_bf16_tflops: float | None = None
+    memory_bandwidth_tbps: float | None = None  # TB/s (1e12 bytes/s)
+    num_query_heads: int | None = None
+    num_matmul_parameters: float | None = None  # parameters every computed token multiplies (not the embedding)
+
+    @property
+    def roofline(self) -> Roofline | None:
+        """The step floor from the declared peaks and shape, or None when the profile lacks them."""
+        if None in (self.peak_dense_bf16_tflops, self.memory_bandwidth_tbps, self.num_query_heads,
+                    self.num_matmul_parameters):
+            return None
+        return Roofline(
+            peak_flops=self.peak_dense_bf16_tflops * 1e12, memory_bandwidth=self.memory_bandwidth_tbps * 1e12,
+            weight_bytes=self.weights_gib * GIB, flops_per_token=2.0 * self.num_matmul_parameters,
+            kv_bytes_per_token=self.kv_bytes_per_token,
+            attention_flops_per_pair=4.0 * self.num_query_heads * self.head_dim * self.num_layers,
+        )
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -111,10 +136,17 @@ def parse_profile(data: dict, origin: str = "<dict>") -> Profile:
         raise ProfileError(f"profile {origin}: [memory] gpu_memory_utilization = "
                            f"{memory['gpu_memory_utilization']!r}; expected a fraction in (0, 1]")
     shape = {k: int(_number(data, "model_shape", k, origin, minimum=1, integer=True)) for k in _SHAPE_FIELDS}
+    peaks: dict[str, float | int] = {}
+    if "gpu" in data:
+        peaks = {k: _number(data, "gpu", k, origin, minimum=1e-9) for k in _GPU_FIELDS}
+        peaks["num_query_heads"] = int(_number(data, "model_shape", "num_query_heads", origin, minimum=1,
+                                               integer=True))
+        peaks["num_matmul_parameters"] = _number(data, "model_shape", "num_matmul_parameters", origin, minimum=1)
     profile = Profile(
         name=meta["name"], gpu=str(meta.get("gpu", "")), model=str(meta.get("model", "")), sources=tuple(sources),
-        step_time=StepTimeModel(*coefficients), **memory, **shape,
+        step_time=StepTimeModel(*coefficients), **memory, **shape, **peaks,
     )
+    profile = dataclasses.replace(profile, step_time=StepTimeModel(*coefficients, roofline=profile.roofline))
     if profile.num_kv_blocks() < 1:
         raise ProfileError(
             f"profile {origin}: no KV cache fits: {memory['gpu_memory_gib']} GiB x "
@@ -135,4 +167,8 @@ def profile_to_toml(profile: Profile) -> str:
     lines += [f"{k} = {float(v)!r}" for k, v in profile.step_time.as_dict().items()]
     lines += ["", "[memory]"] + [f"{k} = {float(getattr(profile, k))!r}" for k in _MEMORY_FIELDS]
     lines += ["", "[model_shape]"] + [f"{k} = {getattr(profile, k)}" for k in _SHAPE_FIELDS]
+    if profile.roofline is not None:
+        lines += [f"num_query_heads = {profile.num_query_heads}",
+                  f"num_matmul_parameters = {float(profile.num_matmul_parameters)!r}"]
+        lines += ["", "[gpu]"] + [f"{k} = {float(getattr(profile, k))!r}" for k in _GPU_FIELDS]
     return "\n".join(lines) + "\n"
