@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "jevserve.train.cli",
     "jevserve.web.cli",
     "jevserve.gateway.cli",
+    "jevserve.engine.cli",
 )
 
 

@@ -9,6 +9,7 @@ from jevserve.serving import (
     Request,
     ShortestPromptFirst,
     TrueLengthFirst,
+    make_queue_policy,
 )
 
 
@@ -96,3 +97,12 @@ def test_policy_rejects_bad_settings_naming_the_field(kwargs, field):
 def test_get_params_reports_the_settings():
     assert PredictedLengthFirst(aging_s=5.0, decision_delay_s=0.092).get_params() == {
         "name": "plf", "aging_s": 5.0, "decision_delay_s": 0.092}
+
+
+def test_priority_admits_the_lowest_value_first_and_preempts_the_highest_latest():
+    policy = make_queue_policy("priority")
+    urgent, later, background = (Request("u", 2.0, 10, priority=-1), Request("l", 1.0, 10, priority=0),
+                                 Request("b", 0.0, 10, priority=5))
+    ordered = sorted([background, later, urgent], key=lambda r: policy.sort_key(r, 3.0))
+    assert [r.request_id for r in ordered] == ["u", "l", "b"]
+    assert policy.victim([urgent, background, Request("b2", 2.5, 10, priority=5)], 3.0) == 2

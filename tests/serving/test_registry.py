@@ -12,7 +12,7 @@ from jevserve.serving import (
 
 
 def test_registry_holds_the_queue_policies_by_short_key():
-    assert queue_policy_names() == ["fcfs", "plf", "plf-edf", "plf-relage", "spf", "tlf"]
+    assert queue_policy_names() == ["fcfs", "plf", "plf-edf", "plf-relage", "priority", "spf", "tlf"]
 
 
 def test_make_queue_policy_passes_aging_and_delay():
@@ -22,7 +22,7 @@ def test_make_queue_policy_passes_aging_and_delay():
 
 
 def test_unknown_policy_error_lists_the_known_names():
-    known = "fcfs, plf, plf-edf, plf-relage, spf, tlf"
+    known = "fcfs, plf, plf-edf, plf-relage, priority, spf, tlf"
     with pytest.raises(UnknownPolicyError, match=f"unknown queue policy 'fifo'; expected one of: {known}"):
         make_queue_policy("fifo")
 

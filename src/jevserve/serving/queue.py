@@ -114,3 +114,14 @@ class TrueLengthFirst(_RankedQueue):
                 "the true reply length"
             )
         return float(request.num_output_tokens)
+
+
+class PriorityFirst(_RankedQueue):
+    """vLLM's `--scheduling-policy priority`: admit the lowest `priority` value first (arrival order among equals);
+    preempt the highest value, latest arrival first."""
+
+    name = "priority"
+
+    def size(self, request: Request) -> float:
+        """The request's priority value (vLLM: lower is served earlier)."""
+        return float(request.priority)

@@ -1,5 +1,5 @@
-"""The registries of queue policies (`fcfs`, `spf`, `plf`, `tlf`, `plf-edf`, `plf-relage`) and routers (`rr`,
-`jsq`, `lot`, `latency`, `utility`) by config key."""
+"""The registries of queue policies (`fcfs`, `spf`, `plf`, `tlf`, `plf-edf`, `plf-relage`, `priority`) and routers
+(`rr`, `jsq`, `lot`, `latency`, `utility`) by config key."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from jevserve.serving.errors import DuplicatePolicyError, ServingError, UnknownP
 from jevserve.serving.queue import (
     FirstComeFirstServed,
     PredictedLengthFirst,
+    PriorityFirst,
     ShortestPromptFirst,
     TrueLengthFirst,
 )
@@ -53,7 +54,7 @@ def make_queue_policy(
 
 
 for _cls in (FirstComeFirstServed, ShortestPromptFirst, PredictedLengthFirst, TrueLengthFirst,
-             VirtualDeadlineFirst, RelativeAgingFirst):
+             VirtualDeadlineFirst, RelativeAgingFirst, PriorityFirst):
     register_queue_policy(_cls.name, _cls)
 
 

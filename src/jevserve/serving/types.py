@@ -22,6 +22,7 @@ class Request:
     num_prompt_tokens: int
     num_output_tokens: int | None = None  # the true reply length: known to simulators and oracles only
     predicted_output_tokens: float | None = None  # a decision model's estimate of the reply length, tokens
+    priority: int = 0  # vLLM's request priority: lower is served earlier by the `priority` policy
 
     def __post_init__(self) -> None:
         if self.num_prompt_tokens < 1:

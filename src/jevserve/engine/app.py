@@ -1,0 +1,152 @@
+"""The HTTP shell of the live engine: vLLM's OpenAI-compatible routes over a `LiveEngine`.
+
+`/v1/chat/completions` and `/v1/completions` (streamed as server-sent events, or not), `/v1/models`, `/health` and
+`/metrics` (vLLM's metric names). A request's tokens are sent as the engine's steps sample them; a client that goes
+away has its request dropped before the next step, so its KV blocks are freed. Bad requests get a 4xx in OpenAI's
+error shape whose message names the field; a full waiting queue gets 429 with Retry-After.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from jevserve.engine.core import LiveEngine
+from jevserve.engine.filler import filler_text
+from jevserve.engine.lengths import ReplyLengths
+from jevserve.engine.metrics import EngineMetrics
+from jevserve.engine.openai import Completion, RequestError, ResponseWriter, parse_completion
+from jevserve.engine.requests import LiveRequest
+
+RETRY_AFTER_S = 1
+
+
+def _sse(data: dict) -> str:
+    return "data: " + json.dumps(data, separators=(",", ":")) + "\n\n"
+
+
+def create_app(engine: LiveEngine, lengths: ReplyLengths, *, model_name: str, max_num_waiting: int) -> FastAPI:
+    """The app serving `engine` under `model_name`; the engine's loop runs while the app does."""
+    metrics = EngineMetrics(engine, model_name)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        task = asyncio.create_task(engine.run(), name="jevserve-engine")
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    app = FastAPI(title="jevserve engine", lifespan=lifespan)
+
+    @app.exception_handler(RequestError)
+    async def refuse(_: Request, exc: RequestError) -> JSONResponse:
+        headers = {"Retry-After": str(RETRY_AFTER_S)} if exc.status == 429 else None
+        return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
+
+    @app.get("/health")
+    async def health() -> Response:
+        return Response(status_code=200)
+
+    @app.get("/v1/models")
+    async def models() -> dict:
+        return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0,
+                                            "owned_by": "jevserve", "max_model_len": lengths.max_model_len}]}
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    async def complete(request: Request, *, chat: bool) -> Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            raise RequestError("the request body is not valid JSON") from None
+        completion = parse_completion(body, chat=chat, model_name=model_name)
+        live = _submit(completion)
+        writer = ResponseWriter(completion, model_name)
+        if completion.stream:
+            return StreamingResponse(_stream(live, writer), media_type="text/event-stream")
+        return await _whole(request, live, writer)
+
+    def _submit(completion: Completion) -> LiveRequest:
+        num_prompt = completion.num_prompt_token_ids or lengths.count_tokens(list(completion.texts))
+        limit = lengths.max_model_len
+        asked = num_prompt + (completion.max_tokens or 1)
+        if asked > limit:
+            raise RequestError(f"this model's maximum context length is {limit} tokens; the request has {asked} "
+                               f"({num_prompt} in the prompt, {completion.max_tokens or 1} in the reply)",
+                               param="max_tokens" if completion.max_tokens else "messages")
+        reply, source = lengths.reply_tokens(completion.prompt_text, num_prompt, completion.max_tokens)
+        need = engine.blocks_needed(num_prompt, reply)
+        if need > engine.num_total_blocks:
+            raise RequestError(f"the request needs {need} KV blocks ({num_prompt} prompt + {reply} reply tokens) "
+                               f"but the engine has {engine.num_total_blocks}; send a shorter prompt or max_tokens",
+                               param="max_tokens")
+        if engine.num_waiting >= max_num_waiting:
+            raise RequestError(f"the engine has {engine.num_waiting} requests waiting (limit {max_num_waiting}); "
+                               f"retry after {RETRY_AFTER_S} s", status=429, error_type="rate_limit_error")
+        return engine.submit(uuid.uuid4().hex, num_prompt, reply, priority=completion.priority,
+                             capped_by_max_tokens=source == "max_tokens")
+
+    def _finish_reason(live: LiveRequest) -> str:
+        return "length" if live.capped_by_max_tokens else "stop"
+
+    async def _stream(live: LiveRequest, writer: ResponseWriter) -> AsyncIterator[str]:
+        sent = 0
+        try:
+            if writer.completion.chat:
+                yield _sse(writer.chunk("", first=True))
+            while True:
+                await live.wake.wait()
+                live.wake.clear()
+                if live.num_visible > sent:
+                    yield _sse(writer.chunk(filler_text(sent, live.num_visible)))
+                    sent = live.num_visible
+                if live.finished:
+                    break
+            yield _sse(writer.chunk("", _finish_reason(live)))
+            if writer.completion.include_usage:
+                yield _sse(writer.usage_chunk(writer.usage(live.spec.num_prompt_tokens, live.num_generated)))
+            yield "data: [DONE]\n\n"
+        finally:
+            engine.cancel(live)  # does nothing once the reply is complete
+
+    async def _whole(request: Request, live: LiveRequest, writer: ResponseWriter) -> Response:
+        async def finished() -> None:
+            while not live.finished:
+                await live.wake.wait()
+                live.wake.clear()
+
+        async def disconnected() -> None:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+
+        done, gone = asyncio.create_task(finished()), asyncio.create_task(disconnected())
+        await asyncio.wait({done, gone}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (done, gone):
+            task.cancel()
+        if not live.finished:
+            engine.cancel(live)
+            return Response(status_code=499)  # nobody reads it: the client closed the connection
+        usage = writer.usage(live.spec.num_prompt_tokens, live.num_generated)
+        return JSONResponse(writer.response(filler_text(0, live.num_generated), _finish_reason(live), usage))
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        return await complete(request, chat=True)
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        return await complete(request, chat=False)
+
+    app.state.engine, app.state.metrics = engine, metrics
+    return app

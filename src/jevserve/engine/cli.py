@@ -1,0 +1,73 @@
+"""`jevserve engine`: serve a simulated vLLM engine over HTTP (OpenAI-compatible; filler text, real scheduling)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from jevserve.sim.argtypes import positive_float, positive_int
+from jevserve.sim.engine_args import add_engine_arguments, add_profile_argument
+
+DEFAULT_MAX_MODEL_LEN = 40960  # Qwen3-8B's
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `jevserve engine`."""
+    p = subparsers.add_parser(
+        "engine", help="a simulated vLLM engine behind an OpenAI-compatible API (filler text, real scheduling)",
+        description="Serve /v1/chat/completions, /v1/completions, /v1/models, /health and /metrics (vLLM's metric "
+        "names) from the simulator's engine run against the wall clock: vLLM v1's scheduling, KV blocks and "
+        "preemption, steps as long as the profile says (divided by --speedup), tokens streamed as steps complete. "
+        "The text is filler; the timing is the point.")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    p.add_argument("--port", type=int, default=8000, help="port (default: %(default)s, vLLM's)")
+    p.add_argument("--served-model-name", default=None,
+                   help="model name clients send and /v1/models lists (default: the profile's model)")
+    p.add_argument("--speedup", type=positive_float("--speedup"), default=1.0,
+                   help="run the engine's clock this many times faster than the wall clock; latencies in /metrics "
+                   "stay in engine seconds (default: 1, real time)")
+    p.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default="fcfs",
+                   help="vLLM's: first come first served, or by each request's `priority` field, lower first "
+                   "(default: fcfs)")
+    p.add_argument("--aging-s", type=positive_float("--aging-s"), default=None,
+                   help="promote a request that has waited this many engine seconds (default: no aging)")
+    p.add_argument("--max-model-len", type=positive_int("--max-model-len"), default=DEFAULT_MAX_MODEL_LEN,
+                   help="prompt plus reply tokens a request may have (default: %(default)s, Qwen3-8B's)")
+    p.add_argument("--max-num-waiting", type=positive_int("--max-num-waiting"), default=10_000,
+                   help="answer 429 (Retry-After) when this many requests wait (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the reply-length draw (default: 0)")
+    p.add_argument("--no-sharegpt-lengths", action="store_true",
+                   help="do not look up ShareGPT prompts' recorded reply lengths (saves ~2 s at start)")
+    add_profile_argument(p)
+    add_engine_arguments(p)
+    p.set_defaults(func=_cmd_engine)
+
+
+def _cmd_engine(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from jevserve.engine.app import create_app
+    from jevserve.engine.core import LiveEngine
+    from jevserve.engine.lengths import ReplyLengths
+    from jevserve.serving.errors import ServingError
+    from jevserve.serving.registry import make_queue_policy
+    from jevserve.sim.engine_args import engine_config_from_args
+    from jevserve.sim.errors import SimError
+    from jevserve.sim.profile import load_profile
+
+    try:
+        profile = load_profile(args.profile)
+        config = engine_config_from_args(args)
+        policy = make_queue_policy(args.scheduling_policy, aging_s=args.aging_s)
+    except (SimError, ServingError) as exc:
+        print(f"jevserve engine: error: {exc}", file=sys.stderr)
+        return 2
+    lengths = ReplyLengths(max_model_len=args.max_model_len, seed=args.seed,
+                           sharegpt_prompts=not args.no_sharegpt_lengths)
+    engine = LiveEngine(profile, config, policy, speedup=args.speedup)
+    name = args.served_model_name or profile.model
+    app = create_app(engine, lengths, model_name=name, max_num_waiting=args.max_num_waiting)
+    print(f"jevserve engine: {name} on {profile.name} ({engine.num_total_blocks} KV blocks, speedup "
+          f"{args.speedup:g}, {args.scheduling_policy}); http://{args.host}:{args.port}/v1", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=1)
+    return 0

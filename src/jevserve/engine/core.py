@@ -1,0 +1,160 @@
+"""The live engine: the one step planner (`jevserve.serving.vllm_planner`) driven by the wall clock.
+
+One asyncio task runs vLLM's busy loop: take in the requests that arrived and drop the ones whose clients left,
+plan a step, sleep for the profile's step time (divided by `speedup`), apply the step, wake the streams whose
+requests sampled a token. Engine time runs `speedup` times faster than the wall clock from the engine's start;
+every time the engine reports (metrics, timestamps) is engine time, as a real engine at speed 1 would report it.
+
+When the host cannot keep up (a step's bookkeeping takes longer than the step's wall time), the next step starts
+late; the engine never runs ahead of its clock, so lag only slows it, and `lag_s` says by how much.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from jevserve.engine.requests import LiveRequest
+from jevserve.serving.engine_config import EngineConfig
+from jevserve.serving.running_batch import RunningBatch
+from jevserve.serving.scheduling_rules import blocks_for
+from jevserve.serving.step_plan import StepPlan
+from jevserve.serving.types import QueuePolicy, Request
+from jevserve.serving.vllm_planner import VllmStepPlanner
+from jevserve.sim.profile import Profile
+
+
+class StreamingBatch(RunningBatch):
+    """The running batch of the live engine: sampled tokens are handed to their requests' streams at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.step_end_s = 0.0  # engine time of the step being applied (set by the engine before applying it)
+
+    def record_step(self, num_rows: int, sampled: np.ndarray | None, num_steps: int) -> None:
+        """Tell every request that sampled a token in the step."""
+        rows = range(num_rows) if sampled is None else np.flatnonzero(sampled).tolist()
+        generated = self.generated
+        for i in rows:
+            self.requests[i].on_token(int(generated[i]), self.step_end_s)
+
+
+class LiveEngine:
+    """One replica served live: requests in, tokens out as steps complete, on a clock `speedup` times the wall's."""
+
+    def __init__(self, profile: Profile, config: EngineConfig, policy: QueuePolicy, *, speedup: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if not speedup > 0:
+            raise ValueError(f"speedup={speedup!r}; expected a number > 0 (1 = real time)")
+        self.profile, self.config, self.speedup = profile, config, speedup
+        self.num_total_blocks = config.num_kv_blocks or profile.num_kv_blocks(config.block_size)
+        self.batch = StreamingBatch()
+        self.planner = VllmStepPlanner(config, policy, self.num_total_blocks, running=self.batch)
+        self._clock = clock
+        self._start = clock()
+        self._arrived: list[LiveRequest] = []
+        self._left: list[LiveRequest] = []
+        self._wake = asyncio.Event()
+        self.lag_s = 0.0  # engine time the last step started after it was due
+        self.num_steps = 0
+        self.num_preemptions = 0
+        self.observers: list[Callable[[str, LiveRequest], None]] = []  # ("finish" | "preempt", request)
+
+    def now_s(self) -> float:
+        """Engine time: wall seconds since the engine started, times `speedup`."""
+        return (self._clock() - self._start) * self.speedup
+
+    def blocks_needed(self, num_prompt_tokens: int, num_output_tokens: int) -> int:
+        """KV blocks a request's whole context takes (it can run only if this fits in the cache)."""
+        return int(blocks_for(num_prompt_tokens + num_output_tokens, self.config.block_size))
+
+    def submit(self, request_id: str, num_prompt_tokens: int, num_output_tokens: int, *, priority: int = 0,
+               capped_by_max_tokens: bool = False) -> LiveRequest:
+        """Hand a request to the engine, arrived now; it joins the waiting queue before the next step is planned."""
+        now = self.now_s()
+        spec = Request(request_id, now, num_prompt_tokens, num_output_tokens, priority=priority)
+        request = LiveRequest(spec, num_output_tokens, capped_by_max_tokens=capped_by_max_tokens, arrival_s=now)
+        self._arrived.append(request)
+        self._wake.set()
+        return request
+
+    def cancel(self, request: LiveRequest) -> None:
+        """The client went away: drop the request before the next step, freeing its KV blocks."""
+        if not request.finished and not request.aborted:
+            self._left.append(request)
+            self._wake.set()
+
+    @property
+    def num_running(self) -> int:
+        """Requests in the running batch."""
+        return self.planner.num_running
+
+    @property
+    def num_waiting(self) -> int:
+        """Requests waiting, including those that arrived since the last step was planned."""
+        return self.planner.num_waiting + len(self._arrived)
+
+    def kv_cache_usage(self) -> float:
+        """The fraction of KV blocks in use, 0 to 1."""
+        return self.planner.kv_cache_usage()
+
+    async def run(self) -> None:
+        """vLLM's busy loop, until cancelled."""
+        while True:
+            self._take_in()
+            if not self.planner.has_unfinished_requests():
+                await self._idle()
+                continue
+            started = self.now_s()
+            plan = self.planner.plan_step(started)
+            self.num_preemptions += len(plan.preempted)
+            for request in plan.admitted:
+                if request.first_admit_s is None:
+                    request.first_admit_s = started
+            for request in plan.preempted:
+                self._notify("preempt", request)
+            if plan.is_empty:
+                await self._idle()  # nothing fits until a request finishes elsewhere or one arrives
+                continue
+            end = started + self._step_s(plan)
+            await self._sleep_until(end)
+            self._apply(plan, end)
+
+    def _take_in(self) -> None:
+        arrived, self._arrived = self._arrived, []
+        for request in arrived:
+            self.planner.add_request(request, request.arrival_s)
+        left, self._left = self._left, []
+        for request in left:
+            if self.planner.abort(request):
+                request.aborted = True
+
+    async def _idle(self) -> None:
+        self._wake.clear()
+        if not self._arrived and not self._left:
+            await self._wake.wait()
+
+    def _step_s(self, plan: StepPlan) -> float:
+        return self.profile.step_time.step_s(plan.num_prefill_tokens, plan.num_decode_tokens,
+                                             plan.decode_context_tokens, plan.prefill_attention_pairs)
+
+    async def _sleep_until(self, end_s: float) -> None:
+        wait_s = (end_s - self.now_s()) / self.speedup
+        # Always yield, so HTTP handlers run between steps even when the engine is behind its clock.
+        await asyncio.sleep(max(0.0, wait_s))
+        self.lag_s = max(0.0, self.now_s() - end_s)
+
+    def _apply(self, plan: StepPlan, end_s: float) -> None:
+        self.batch.step_end_s = end_s
+        finished = self.planner.apply_step(plan)
+        self.num_steps += 1
+        for request in finished:
+            request.on_finish(end_s)
+            self._notify("finish", request)
+
+    def _notify(self, event: str, request: LiveRequest) -> None:
+        for observer in self.observers:
+            observer(event, request)

@@ -1,0 +1,151 @@
+"""The OpenAI request and response shapes the live engine speaks (chat completions and completions, streamed or
+not), checked where they enter: a bad field gets a 400 whose message names it."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+class RequestError(ValueError):
+    """A request the engine cannot take; `status` is the HTTP status, the message names the field at fault."""
+
+    def __init__(self, message: str, *, status: int = 400, param: str | None = None,
+                 error_type: str = "invalid_request_error") -> None:
+        super().__init__(message)
+        self.status, self.param, self.error_type = status, param, error_type
+
+    def body(self) -> dict[str, Any]:
+        """The error in OpenAI's shape."""
+        return {"error": {"message": str(self), "type": self.error_type, "param": self.param, "code": self.status}}
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """What a chat or completions body asks for."""
+
+    chat: bool  # /v1/chat/completions (else /v1/completions)
+    texts: tuple[str, ...]  # every message's text (chat) or the prompt (completions), counted as the prompt
+    prompt_text: str  # the text whose recorded ShareGPT reply length applies: the last user message, or the prompt
+    num_prompt_token_ids: int | None  # a completions prompt given as token ids: its length
+    max_tokens: int | None
+    stream: bool
+    include_usage: bool
+    priority: int
+
+
+def _text_of(content: Any, param: str) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts: the text parts count, other parts are not read
+        return "".join(part.get("text", "") for part in content if isinstance(part, Mapping))
+    if content is None:
+        return ""
+    raise RequestError(f"{param} must be a string or a list of content parts", param=param)
+
+
+def _int_field(body: Mapping[str, Any], name: str, *, minimum: int | None = None) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
+        expected = f"an integer >= {minimum}" if minimum is not None else "an integer"
+        raise RequestError(f"{name}={value!r}; expected {expected}", param=name)
+    return value
+
+
+def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
+    """Check a request body and say what it asks for."""
+    if not isinstance(body, Mapping):
+        raise RequestError("the request body must be a JSON object")
+    model = body.get("model")
+    if model is not None and model != model_name:
+        raise RequestError(f"the model `{model}` does not exist; this engine serves `{model_name}`",
+                           status=404, param="model", error_type="NotFoundError")
+    if chat:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise RequestError("messages must be a non-empty list of {role, content} objects", param="messages")
+        texts = []
+        for index, message in enumerate(messages):
+            if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
+                raise RequestError(f"messages[{index}] must be an object with a string role", param="messages")
+            texts.append(_text_of(message.get("content"), f"messages[{index}].content"))
+        users = [t for m, t in zip(messages, texts, strict=True) if m.get("role") == "user"]
+        prompt_text, token_ids = (users[-1] if users else texts[-1]), None
+    else:
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1:
+            prompt = prompt[0]
+        if isinstance(prompt, str):
+            texts, prompt_text, token_ids = [prompt], prompt, None
+        elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool)
+                                                         for t in prompt):
+            texts, prompt_text, token_ids = [], "", len(prompt)
+        else:
+            raise RequestError("prompt must be a string, a list of one string, or a list of token ids",
+                               param="prompt")
+    if (_int_field(body, "n", minimum=1) or 1) != 1:
+        raise RequestError("n must be 1: the engine returns one choice per request", param="n")
+    max_tokens = _int_field(body, "max_completion_tokens", minimum=1) if chat else None
+    if max_tokens is None:
+        max_tokens = _int_field(body, "max_tokens", minimum=1)
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise RequestError(f"stream={stream!r}; expected true or false", param="stream")
+    options = body.get("stream_options") or {}
+    if not isinstance(options, Mapping):
+        raise RequestError("stream_options must be an object", param="stream_options")
+    priority = _int_field(body, "priority") or 0
+    return Completion(chat, tuple(texts), prompt_text, token_ids, max_tokens, stream,
+                      bool(options.get("include_usage")), priority)
+
+
+class ResponseWriter:
+    """The OpenAI response objects of one request: the full response, or the chunks of a stream."""
+
+    def __init__(self, completion: Completion, model_name: str) -> None:
+        self.completion, self.model = completion, model_name
+        self.id = ("chatcmpl-" if completion.chat else "cmpl-") + uuid.uuid4().hex
+        self.created = int(time.time())
+
+    def _object(self, chunk: bool) -> str:
+        if self.completion.chat:
+            return "chat.completion.chunk" if chunk else "chat.completion"
+        return "text_completion"
+
+    def _choice(self, text: str, finish_reason: str | None, *, chunk: bool, first: bool = False) -> dict[str, Any]:
+        if not self.completion.chat:
+            return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
+        if chunk:
+            delta = {"role": "assistant", "content": text} if first else {"content": text}
+            return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        return {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                "finish_reason": finish_reason}
+
+    @staticmethod
+    def usage(num_prompt_tokens: int, num_completion_tokens: int) -> dict[str, int]:
+        """The `usage` object."""
+        return {"prompt_tokens": num_prompt_tokens, "completion_tokens": num_completion_tokens,
+                "total_tokens": num_prompt_tokens + num_completion_tokens}
+
+    def response(self, text: str, finish_reason: str, usage: dict[str, int]) -> dict[str, Any]:
+        """The whole response of a request that did not ask to stream."""
+        return {"id": self.id, "object": self._object(False), "created": self.created, "model": self.model,
+                "choices": [self._choice(text, finish_reason, chunk=False)], "usage": usage}
+
+    def chunk(self, text: str, finish_reason: str | None = None, *, first: bool = False) -> dict[str, Any]:
+        """One chunk of a stream."""
+        body = {"id": self.id, "object": self._object(True), "created": self.created, "model": self.model,
+                "choices": [self._choice(text, finish_reason, chunk=True, first=first)]}
+        if self.completion.include_usage:
+            body["usage"] = None
+        return body
+
+    def usage_chunk(self, usage: dict[str, int]) -> dict[str, Any]:
+        """The last chunk of a stream that asked for usage: no choices, the usage."""
+        return {"id": self.id, "object": self._object(True), "created": self.created, "model": self.model,
+                "choices": [], "usage": usage}

