@@ -19,8 +19,8 @@ ALLOWED: dict[str, frozenset[str] | str] = {
     "cli": "*",
     # The lab (experiments, sweeps, reports) sits above every runtime part and may use any of them; nothing
     # imports it but the command line.
-    "lab": frozenset({"web", "train", "bench", "gateway", "server", "engine", "plan", "sim", "predict", "decide",
-                      "client", "serving", "protocol", "docsections"}),
+    "lab": frozenset({"web", "train", "bench", "gateway", "server", "engine", "loadgen", "plan", "sim", "predict",
+                      "decide", "client", "serving", "protocol", "docsections"}),
     "web": frozenset({"gateway", "bench", "client", "protocol"}),
     # train also reaches serving, for serving/decision_inputs.py: everyday negatives are built as the gateway
     # builds its decision texts, so what is trained on is what is served.
@@ -31,6 +31,9 @@ ALLOWED: dict[str, frozenset[str] | str] = {
     # The live engine (`jevserve engine`) is the HTTP shell around the simulator's engine: the one step planner of
     # serving/ run on the wall clock, with sim/'s profiles, workloads and engine options; sim/ itself knows no HTTP.
     "engine": frozenset({"sim", "serving"}),
+    # `jevserve loadgen` replays the simulator's workloads and arrivals and reports with its metrics (sim/metrics.py),
+    # so a live run and a simulated one are measured alike; it speaks HTTP to any server, not to jevserve's.
+    "loadgen": frozenset({"sim", "serving"}),
     "plan": frozenset({"sim", "serving", "docsections"}),
     "sim": frozenset({"serving"}),
     "predict": frozenset({"client", "protocol"}),

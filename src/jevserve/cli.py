@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "jevserve.web.cli",
     "jevserve.gateway.cli",
     "jevserve.engine.cli",
+    "jevserve.loadgen.cli",
 )
 
 

@@ -24,10 +24,11 @@ def reply_lengths() -> ReplyLengths:
 
 
 @contextlib.asynccontextmanager
-async def serve(*, speedup: float = 200.0, policy: str = "fcfs", max_num_waiting: int = 10_000, **config):
+async def serve(*, speedup: float = 200.0, policy: str = "fcfs", max_num_waiting: int = 10_000,
+                stream_interval: int = 1, **config):
     """Yield (base URL, engine) of a live engine on qwen3-8b-h200 running in this event loop."""
     engine = LiveEngine(load_profile("qwen3-8b-h200"), EngineConfig(**config), make_queue_policy(policy),
-                        speedup=speedup)
+                        speedup=speedup, stream_interval=stream_interval)
     app = create_app(engine, reply_lengths(), model_name=MODEL, max_num_waiting=max_num_waiting)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))
     task = asyncio.create_task(server.serve())

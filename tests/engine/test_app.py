@@ -171,3 +171,15 @@ def test_models_health_and_vllm_metrics():
                  "vllm:time_per_output_token_seconds_bucket", "vllm:e2e_request_latency_seconds_bucket"):
         assert name in metrics
     assert 'vllm:generation_tokens_total{engine="0",model_name="test-model"} 3.0' in metrics
+
+
+def test_a_stream_interval_sends_the_tokens_in_chunks_of_that_many():
+    async def scenario():
+        async with serve(speedup=50.0, stream_interval=4) as (url, _), httpx.AsyncClient(base_url=url) as client:
+            return await events(client, "/v1/completions", {"model": MODEL, "prompt": "Count", "max_tokens": 13,
+                                                             "stream": True})
+
+    texts = [c["choices"][0]["text"] for c in asyncio.run(scenario())[:-1] if c["choices"][0]["text"]]
+    assert "".join(texts) == filler_text(0, 13)
+    # the first token, then up to the 4th, 8th and 12th, and the 13th with the finish
+    assert [len(t.split()) for t in texts] == [1, 3, 4, 4, 1]

@@ -35,6 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="prompt plus reply tokens a request may have (default: %(default)s, Qwen3-8B's)")
     p.add_argument("--max-num-waiting", type=positive_int("--max-num-waiting"), default=10_000,
                    help="answer 429 (Retry-After) when this many requests wait (default: %(default)s)")
+    p.add_argument("--stream-interval", type=positive_int("--stream-interval"), default=1,
+                   help="send streamed tokens in chunks of this many (the first at once), as vLLM's flag: fewer "
+                   "chunks for the host to write at a high --speedup (default: 1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the reply-length draw (default: 0)")
     p.add_argument("--no-sharegpt-lengths", action="store_true",
                    help="do not look up ShareGPT prompts' recorded reply lengths (saves ~2 s at start)")
@@ -64,7 +67,7 @@ def _cmd_engine(args: argparse.Namespace) -> int:
         return 2
     lengths = ReplyLengths(max_model_len=args.max_model_len, seed=args.seed,
                            sharegpt_prompts=not args.no_sharegpt_lengths)
-    engine = LiveEngine(profile, config, policy, speedup=args.speedup)
+    engine = LiveEngine(profile, config, policy, speedup=args.speedup, stream_interval=args.stream_interval)
     name = args.served_model_name or profile.model
     app = create_app(engine, lengths, model_name=name, max_num_waiting=args.max_num_waiting)
     print(f"jevserve engine: {name} on {profile.name} ({engine.num_total_blocks} KV blocks, speedup "

@@ -28,17 +28,22 @@ from jevserve.sim.profile import Profile
 
 
 class StreamingBatch(RunningBatch):
-    """The running batch of the live engine: sampled tokens are handed to their requests' streams at once."""
+    """The running batch of the live engine: sampled tokens are handed to their requests' streams, the first token
+    at once and then every `stream_interval` tokens (vLLM's `--stream-interval`); the last one comes with the
+    request's finish."""
 
-    def __init__(self) -> None:
+    def __init__(self, stream_interval: int = 1) -> None:
         super().__init__()
+        self.stream_interval = stream_interval
         self.step_end_s = 0.0  # engine time of the step being applied (set by the engine before applying it)
 
     def record_step(self, num_rows: int, sampled: np.ndarray | None, num_steps: int) -> None:
-        """Tell every request that sampled a token in the step."""
-        rows = range(num_rows) if sampled is None else np.flatnonzero(sampled).tolist()
-        generated = self.generated
-        for i in rows:
+        """Tell the requests whose stream is due that they sampled tokens."""
+        generated = self.generated[:num_rows]
+        due = (generated == 1) | (generated % self.stream_interval == 0)
+        if sampled is not None:
+            due &= sampled
+        for i in np.flatnonzero(due).tolist():
             self.requests[i].on_token(int(generated[i]), self.step_end_s)
 
 
@@ -46,12 +51,14 @@ class LiveEngine:
     """One replica served live: requests in, tokens out as steps complete, on a clock `speedup` times the wall's."""
 
     def __init__(self, profile: Profile, config: EngineConfig, policy: QueuePolicy, *, speedup: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 stream_interval: int = 1, clock: Callable[[], float] = time.monotonic) -> None:
         if not speedup > 0:
             raise ValueError(f"speedup={speedup!r}; expected a number > 0 (1 = real time)")
+        if stream_interval < 1:
+            raise ValueError(f"stream_interval={stream_interval!r}; expected tokens per chunk >= 1")
         self.profile, self.config, self.speedup = profile, config, speedup
         self.num_total_blocks = config.num_kv_blocks or profile.num_kv_blocks(config.block_size)
-        self.batch = StreamingBatch()
+        self.batch = StreamingBatch(stream_interval)
         self.planner = VllmStepPlanner(config, policy, self.num_total_blocks, running=self.batch)
         self._clock = clock
         self._start = clock()

