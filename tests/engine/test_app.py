@@ -80,23 +80,28 @@ def test_a_sharegpt_prompt_gets_its_recorded_reply_length_and_another_a_seeded_d
 
 
 def test_priority_scheduling_admits_the_lowest_priority_value_first():
+    from jevserve.engine.core import LiveEngine
+    from jevserve.engine.openai import parse_completion
+    from jevserve.serving import EngineConfig, make_queue_policy
+    from jevserve.sim.profile import load_profile
+
+    assert parse_completion({"prompt": "x", "priority": -5}, chat=False, model_name=MODEL).priority == -5
+
     async def scenario():
-        async with serve(speedup=20.0, policy="priority", max_num_seqs=1) as (url, _), \
-                httpx.AsyncClient(base_url=url, timeout=60) as client:
-            done = []
+        engine = LiveEngine(load_profile("qwen3-8b-h200"), EngineConfig(max_num_seqs=1),
+                            make_queue_policy("priority"), speedup=50.0)
+        finished = []
+        engine.observers.append(lambda event, r: finished.append(r.spec.request_id) if event == "finish" else None)
+        # all three wait when the engine plans its first step; one runs at a time
+        for name, priority in (("background", 10), ("normal", 0), ("urgent", -5)):
+            engine.submit(name, 5, 3, priority=priority)
+        task = asyncio.create_task(engine.run())
+        while len(finished) < 3:
+            await asyncio.sleep(0.005)
+        task.cancel()
+        return finished
 
-            async def send(name, priority, tokens):
-                await client.post("/v1/completions", json={"model": MODEL, "prompt": name, "max_tokens": tokens,
-                                                           "priority": priority})
-                done.append(name)
-
-            first = asyncio.create_task(send("running", 0, 30))
-            await asyncio.sleep(0.05)  # it is admitted; the next two wait behind it
-            later = [asyncio.create_task(send("background", 10, 2)), asyncio.create_task(send("urgent", -5, 2))]
-            await asyncio.gather(first, *later)
-            return done
-
-    assert asyncio.run(scenario()) == ["running", "urgent", "background"]
+    assert asyncio.run(scenario()) == ["urgent", "normal", "background"]
 
 
 def test_a_client_that_goes_away_has_its_request_dropped_and_its_kv_blocks_freed():
