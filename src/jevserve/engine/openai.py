@@ -3,6 +3,7 @@ not), checked where they enter: a bad field gets a 400 whose message names it.""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Mapping
@@ -111,6 +112,7 @@ class ResponseWriter:
         self.completion, self.model = completion, model_name
         self.id = ("chatcmpl-" if completion.chat else "cmpl-") + uuid.uuid4().hex
         self.created = int(time.time())
+        self._template: list[str] | None = None
 
     def _object(self, chunk: bool) -> str:
         if self.completion.chat:
@@ -136,6 +138,16 @@ class ResponseWriter:
         """The whole response of a request that did not ask to stream."""
         return {"id": self.id, "object": self._object(False), "created": self.created, "model": self.model,
                 "choices": [self._choice(text, finish_reason, chunk=False)], "usage": usage}
+
+    def text_chunk_sse(self, text: str) -> str:
+        """A server-sent event carrying one content chunk: `chunk(text)` as `data: ...`, built from a template
+        made once per request, since a stream sends hundreds of them."""
+        template = self._template
+        if template is None:
+            marker = "\u0000TEXT\u0000"
+            template = self._template = ("data: " + json.dumps(self.chunk(marker), separators=(",", ":")) +
+                                         "\n\n").split(json.dumps(marker))
+        return template[0] + json.dumps(text) + template[1]
 
     def chunk(self, text: str, finish_reason: str | None = None, *, first: bool = False) -> dict[str, Any]:
         """One chunk of a stream."""
