@@ -37,6 +37,7 @@ class PolicyConfig(_Strict):
     enabled: bool = True
     threshold: float = 0.5  # act when the decision's probability is at least this
     fallback: Fallback = "open"  # when the decision backend fails or is slow: open = allow, closed = act
+    mode: Literal["enforce", "shadow"] = "enforce"  # shadow: decide, log and report, but never act
     question: dict[str, Any] | None = None  # a wire question replacing the default one (SYSTEMONE_API.md §3)
 
     @field_validator("threshold")
