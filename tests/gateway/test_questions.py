@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -44,8 +45,8 @@ def test_the_route_question_is_route_math_with_request_for_math_problem():
 
 def test_length_level_tokens_are_the_middles_of_the_bench_level_edges():
     edges = (0, *schedule_reply_length.LENGTH_LEVEL_EDGES)
-    middles = [(a + b) / 2 for a, b in zip(edges, edges[1:], strict=False)]
-    assert questions.LENGTH_LEVEL_TOKENS == (*middles, edges[-1] * 1.5)
+    middles = [(a + b) / 2 for a, b in itertools.pairwise(edges)]
+    assert (*middles, edges[-1] * 1.5) == questions.LENGTH_LEVEL_TOKENS
 
 
 def test_the_reuse_state_is_the_bench_cache_pairs_state():

@@ -19,6 +19,7 @@ from jevserve.gateway.config import GatewayConfig
 from jevserve.gateway.context import RequestContext, tenant_of
 from jevserve.gateway.decider import Decider, make_decider
 from jevserve.gateway.errors import GatewayError, PayloadTooLargeError
+from jevserve.gateway.operating_points import Progress
 from jevserve.gateway.pipeline import refuse, serve
 from jevserve.gateway.responses import GatewayResponse
 from jevserve.gateway.runtime import Gateway, build_gateway
@@ -34,11 +35,17 @@ def create_app(
     store: Store | None = None,
     transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
     embed: Embed | None = None,
+    progress: Progress | None = None,
 ) -> FastAPI:
     """Build the gateway app; `decider` defaults to the config's (`embedded`), `transports` replace upstreams'
     network by upstream name (tests), `embed` the semantic cache's encoder."""
     gateway = build_gateway(
-        config, decider or make_decider(config.decider), store=store, transports=transports, embed=embed
+        config,
+        decider or make_decider(config.decider),
+        store=store,
+        transports=transports,
+        embed=embed,
+        progress=progress,
     )
 
     @asynccontextmanager
@@ -90,6 +97,7 @@ def create_app(
                 "created": 0,
                 "owned_by": "jevserve-gateway",
                 "description": r.description,
+                "decisions": {p.decision: p.to_dict() for p in gateway.operating_points if p.route == r.model},
             }
             for r in config.routes
         ]
