@@ -5,6 +5,7 @@ answered in OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`)."
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from contextlib import asynccontextmanager
 
@@ -109,9 +110,20 @@ def create_app(
 
     @app.get("/metrics")
     async def metrics() -> Response:
+        await refresh_gauges(gateway)
         return Response(gateway.metrics.render(), media_type="text/plain; version=0.0.4")
 
     return app
+
+
+async def refresh_gauges(gateway: Gateway) -> None:
+    """Read each upstream's circuit, queue and in-flight count into the gauges (at scrape time)."""
+    now = time.time()
+    for name, upstream in gateway.upstreams.items():
+        circuit = await gateway.store.circuit(name)
+        gateway.metrics.circuit_open.labels(name).set(1 if circuit.open_until > now else 0)
+        gateway.metrics.queue_depth.labels(name).set(upstream.gate.num_waiting)
+        gateway.metrics.in_flight.labels(name).set(await gateway.store.in_flight(name))
 
 
 async def health(gateway: Gateway) -> dict:

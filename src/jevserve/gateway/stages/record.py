@@ -18,7 +18,7 @@ def record(gateway: Gateway, ctx: RequestContext, status: int) -> None:
     if report is not None:
         metrics.decision_ms.observe(report.decision_ms)
         for v in (*report.verdicts, *ctx.tool_verdicts):
-            metrics.decisions.labels(v.decision, str(v.action), str(v.fell_back).lower()).inc()
+            metrics.decisions.labels(v.decision, str(v.action), str(v.mode), str(v.fell_back).lower()).inc()
     if gateway.log is None:
         return
     body = ctx.body
