@@ -198,7 +198,7 @@ class UpstreamConfig(_Strict):
     kind: Literal["openai", "vllm"] = "openai"  # vllm: gets the `priority` field
     api_key_env: str | None = None  # environment variable holding the bearer key
     max_concurrency: int = Field(64, ge=1)
-    timeout_s: float = Field(300.0, gt=0)  # after sending: no byte for this long is a 504 (a whole reply: all of it)
+    timeout_s: float = Field(300.0, gt=0)  # after sending, this long without a byte is a 504
     connect_timeout_s: float = Field(5.0, gt=0)
     max_retries: int = Field(2, ge=0)
     backoff_s: float = Field(0.25, ge=0)  # first retry delay, doubling
