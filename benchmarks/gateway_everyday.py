@@ -159,7 +159,20 @@ async def _serve_pairs(decider, route, pairs: Sequence[tuple[str, str]]) -> list
         cache.close()
 
 
-SECTIONS: dict[str, Callable] = {"everyday": everyday, "catches": catches, "cache": cache_pairs}
+def cache_train_side(decider, route, data) -> dict:
+    """P(reuse) on the bench's cache-pairs TRAIN side, where the default config's cache threshold is chosen."""
+    train, _ = split_items(TASKS["cache-pairs"].load_items(data))
+    pairs = [(i.extra["cached"], i.extra["new"]) for i in train]
+    served = asyncio.run(_serve_pairs(decider, route, pairs))
+    return {"labels": [bool(i.label) for i in train], "served": served}
+
+
+SECTIONS: dict[str, Callable] = {
+    "everyday": everyday,
+    "catches": catches,
+    "cache_train": cache_train_side,
+    "cache": cache_pairs,
+}
 
 
 def main() -> None:
@@ -177,6 +190,8 @@ def main() -> None:
     if saved.get("decider") != decider.name:
         saved = {}
     saved.update({"decider": decider.name, "command": COMMAND, "operating_points": [p.to_dict() for p in points]})
+    saved["calibration_at_half"] = calibration_at_half(config, decider)
+    saved["mean_request_chars"] = mean_request_chars(config)
     data = BenchData(embed=embed_texts)
     for name, run in SECTIONS.items():
         if name in saved.get("sections", {}):
@@ -192,6 +207,29 @@ def main() -> None:
     print(report(saved, route))
 
 
+def mean_request_chars(config) -> dict:
+    """The mean length of the latest user request on each side (DecisionInputs.user_text)."""
+    from jevserve.gateway.calibration import load_calibration
+    from jevserve.serving.decision_inputs import decision_inputs
+
+    test = [len(decision_inputs(r.body).user_text) for r in load_everyday("test")]
+    train = [len(decision_inputs(r.body).user_text) for r in load_calibration(config.calibration).requests]
+    return {"test": float(np.mean(test)), "train": float(np.mean(train))}
+
+
+def calibration_at_half(config, decider) -> dict:
+    """The share of calibration requests guard and harm would act on at 0.5, from the cached calibration scores."""
+    from jevserve.gateway.calibration import load_calibration
+    from jevserve.gateway.operating_points import ScoreCache, score_key
+
+    data, cache, route, out = load_calibration(config.calibration), ScoreCache(), config.routes[0], {}
+    for decision in ("guard", "harm"):
+        scores = cache.get(score_key(decider, decision, getattr(route, decision), route, data))
+        if scores is not None:
+            out[decision] = rate(int(np.sum(scores >= 0.5)), len(scores))
+    return out
+
+
 def acted(probabilities: Sequence[float | None], threshold: float) -> np.ndarray:
     return np.array([p is not None and p >= threshold for p in probabilities])
 
@@ -202,8 +240,17 @@ def report(saved: dict, route) -> str:
     sections = saved["sections"]
     lines = [f"Decider `{saved['decider']}`, default config; command: `{COMMAND}`.", ""]
     lines += everyday_table(sections["everyday"], thresholds, modes)
+    at_half = {d: acted(sections["everyday"]["probabilities"][d], 0.5) for d in ("guard", "harm")}
+    lines += ["", "At a threshold of 0.5 instead, the same decider would act on "
+              + " and ".join(f"{show(rate(a.sum(), len(a)))} ({d})" for d, a in at_half.items())
+              + " of these everyday requests; on the calibration (train) side, from the same cached scores the "
+              + "thresholds come from, it would act on "
+              + " and ".join(f"{show(r)} ({d})" for d, r in saved["calibration_at_half"].items()) + ". "
+              + "The latest user request is {test:.0f} characters long on average on the test side and {train:.0f} on "
+              "the calibration side (a long text is judged in more windows).".format(**saved["mean_request_chars"])]
     lines += ["", *catches_table(sections["catches"], thresholds)]
-    lines += ["", *cache_table(sections["cache"])]
+    lines += ["", *cache_table(sections["cache"], route.cache.effective_threshold)]
+    lines += ["", cache_choice(sections["cache_train"], route.cache.effective_threshold)]
     load = ", ".join(f"{k} {v['loadavg_before']:.1f} ({v['seconds']:.0f} s)" for k, v in saved["machine"].items())
     lines += ["", f"Machine: {next(iter(saved['machine'].values()))['cpus']} CPUs; 1-minute load average before each "
               f"section: {load}."]  # fmt: skip
@@ -251,11 +298,17 @@ def catches_table(section: dict, thresholds: dict) -> list[str]:
     return lines
 
 
-def cache_table(section: dict) -> list[str]:
+def served_at(rows: Sequence[dict], threshold: float) -> np.ndarray:
+    """Served at `threshold`: an exact repeat, or a semantic candidate with P(reuse) >= threshold."""
+    return np.array([r["tier"] == "exact" or (r["probability"] is not None and r["probability"] >= threshold)
+                     for r in rows])  # fmt: skip
+
+
+def cache_table(section: dict, threshold: float) -> list[str]:
     kinds = np.array(section["kinds"])
-    served = np.array([r["served"] for r in section["served"]])
-    exact = np.array([r["served"] and r["tier"] == "exact" for r in section["exact_served"]])
-    lines = ["| pairs | should it be served? | served |", "|---|---|---|"]
+    served = served_at(section["served"], threshold)
+    exact = np.array([r["tier"] == "exact" for r in section["exact_served"]])
+    lines = [f"| pairs (cache threshold {threshold:g}) | should it be served? | served |", "|---|---|---|"]
     for kind in sorted(set(kinds.tolist()), key=lambda k: ("paraphrase" in k, k)):
         mask = kinds == kind
         should = "yes" if "paraphrase" in kind else "no (a different answer)"
@@ -264,6 +317,30 @@ def cache_table(section: dict) -> list[str]:
     lines.append(f"| all different-answer pairs | no | {show(rate(served[different].sum(), different.sum()))} |")
     lines.append(f"| exact repeats (the same request again) | yes | {show(rate(exact.sum(), len(exact)))} |")
     return lines
+
+
+
+def safe_cache_threshold(section: dict) -> float:
+    """The lowest threshold (in steps of 0.05) at which no different-answer pair of the train side is served."""
+    labels = np.array(section["labels"])
+    p = np.array([r["probability"] if r["probability"] is not None else -1.0 for r in section["served"]])
+    exact = np.array([r["tier"] == "exact" for r in section["served"]])
+    for t in np.arange(0.5, 1.0001, 0.05):
+        if not np.any((p >= t) & ~labels & ~exact):
+            return round(float(t), 2)
+    return 1.0
+
+
+def cache_choice(section: dict, threshold_in_force: float) -> str:
+    labels = np.array(section["labels"])
+    chosen = safe_cache_threshold(section)
+    p = np.array([r["probability"] if r["probability"] is not None else -1.0 for r in section["served"]])
+    reuse = rate(int(np.sum((p >= chosen) & labels)), int(labels.sum()))
+    return (
+        f"The default config's cache threshold ({threshold_in_force:g}) is chosen on the bench's cache-pairs *train* "
+        f"side ({len(labels)} pairs): the lowest multiple of 0.05 at which none of its {int((~labels).sum())} "
+        f"different-answer pairs is served is {chosen:g} (it serves {show(reuse)} of the train side's paraphrases)."
+    )
 
 
 if __name__ == "__main__":

@@ -388,7 +388,7 @@ routes:
     guard: {max_false_action_rate: 0.01, action: block, mode: enforce}
     harm: {max_false_action_rate: 0.01, action: block, mode: enforce}
     clarify: {max_false_action_rate: 0.01, mode: shadow}      # a clarifying question instead of an answer: shadow
-    cache: {threshold: 0.5, min_similarity: 0.75, ttl_s: 3600, max_entries: 10000}
+    cache: {threshold: 0.75, min_similarity: 0.75, ttl_s: 3600, max_entries: 10000}    # chosen on bench train pairs
     tool_gate: {threshold: 0.5, action: block, mode: enforce}
     priority: {queue_policy: plf, aging_s: 30}
   - model: jev-gateway-plain
