@@ -129,3 +129,24 @@ def test_a_broken_calibration_file_is_a_config_error_naming_the_line(tmp_path):
     empty.write_text("\n")
     with pytest.raises(ConfigError, match="holds no requests"):
         load_calibration(empty)
+
+
+def test_a_decider_that_fails_while_scoring_stops_the_gateway_with_the_decision_named(tmp_path):
+    from jevserve.gateway.decider import FixedDecider
+
+    calibration = write_calibration(tmp_path / "cal.jsonl.gz", num_per_shape=5)
+    with pytest.raises(ConfigError, match=r"m\.guard\.max_false_action_rate: scoring the calibration requests"):
+        make_app({"guard": {"max_false_action_rate": 0.1}}, decider=FixedDecider(fail=True),
+                 config={"calibration": str(calibration)})  # fmt: skip
+
+
+def test_run_decisions_with_an_unresolvable_rate_lets_only_the_fallbacks_decide():
+    import asyncio
+
+    from jevserve.gateway.decider import FixedDecider
+    from jevserve.gateway.decisions import run_decisions
+
+    config = parse_config({"routes": [{"model": "m", "guard": {"max_false_action_rate": 0.01, "fallback": "closed"}}]})
+    report = asyncio.run(run_decisions([{"role": "user", "content": "hi"}], config=config,
+                                       decider=FixedDecider(fail=True)))  # fmt: skip
+    assert report.verdict("guard").fell_back and report.verdict("guard").action == "block"

@@ -13,6 +13,7 @@ Their signatures are stable: the web demo calls them.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -22,7 +23,8 @@ from jevserve.gateway.cache import SemanticCache
 from jevserve.gateway.cache_keys import CacheKeys, request_keys
 from jevserve.gateway.config import GatewayConfig, RouteConfig, default_config
 from jevserve.gateway.decider import Decider, timed_decide
-from jevserve.gateway.errors import UnknownModelError
+from jevserve.gateway.errors import ConfigError, UnknownModelError
+from jevserve.gateway.operating_points import resolve_operating_points
 from jevserve.gateway.policies.base import Policy, RequestView
 from jevserve.gateway.policies.build import POLICIES, build_policies
 from jevserve.gateway.types import FINAL_ACTIONS, Phase, Verdict
@@ -119,20 +121,40 @@ _RESOLVED: dict[tuple[int, int], tuple[GatewayConfig | RouteConfig, Decider, Gat
 
 
 def resolved(config: GatewayConfig | RouteConfig, decider: Decider) -> GatewayConfig | RouteConfig:
-    """`config` with its rate-based operating points turned into thresholds for `decider` (computed once per pair;
-    a gateway resolves its config at start-up, so this only works for callers that pass a config of their own)."""
+    """`config` with its rate-based operating points turned into thresholds for `decider`, computed once per pair.
+
+    A gateway resolves its config at start-up; this serves callers that pass an unresolved config (the web demo,
+    scripts). While the decider cannot score the calibration requests, no threshold can be placed: the rates then
+    act on nothing (only the fallbacks decide), and the next call tries again.
+    """
     routes = config.routes if isinstance(config, GatewayConfig) else [config]
     if not any(getattr(r, k, None) is not None and getattr(r, k).needs_calibration for r in routes for k in POLICIES):
         return config
     hit = _RESOLVED.get((id(config), id(decider)))
-    if hit is None or hit[0] is not config or hit[1] is not decider:
-        from jevserve.gateway.operating_points import resolve_operating_points
-
-        whole = config if isinstance(config, GatewayConfig) else GatewayConfig(routes=[config])
+    if hit is not None and hit[0] is config and hit[1] is decider:
+        return hit[2]
+    whole = config if isinstance(config, GatewayConfig) else GatewayConfig(routes=[config])
+    try:
         done, _ = resolve_operating_points(whole, decider)
-        hit = (config, decider, done if isinstance(config, GatewayConfig) else done.routes[0])
-        _RESOLVED[(id(config), id(decider))] = hit
-    return hit[2]
+    except ConfigError:
+        done = _never_acting(whole)
+        return done if isinstance(config, GatewayConfig) else done.routes[0]
+    result = done if isinstance(config, GatewayConfig) else done.routes[0]
+    _RESOLVED[(id(config), id(decider))] = (config, decider, result)
+    return result
+
+
+def _never_acting(config: GatewayConfig) -> GatewayConfig:
+    """`config` with every unresolved rate set to a threshold no probability reaches (NaN: P ≥ NaN is false)."""
+    routes = []
+    for route in config.routes:
+        updates = {}
+        for key in POLICIES:
+            policy = getattr(route, key, None)
+            if policy is not None and policy.needs_calibration:
+                updates[key] = policy.model_copy(update={"threshold": math.nan})
+        routes.append(route.model_copy(update=updates))
+    return config.model_copy(update={"routes": routes})
 
 
 async def run_decisions(

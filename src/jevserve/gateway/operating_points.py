@@ -29,6 +29,7 @@ import numpy as np
 from jevserve.gateway.calibration import CalibrationSet, load_calibration, score_requests
 from jevserve.gateway.config import GatewayConfig, PolicyConfig, RouteConfig
 from jevserve.gateway.decider import Decider
+from jevserve.gateway.errors import ConfigError
 from jevserve.gateway.policies.build import POLICIES
 from jevserve.gateway.questions import DEFAULTS
 
@@ -146,6 +147,7 @@ def resolve_operating_points(
     """`config` with every rate turned into a threshold, and the operating point of every thresholded decision.
 
     With `score_missing` off, a rate whose scores are in no cache is left unresolved (its point's threshold is NaN).
+    Raises ConfigError when the decider fails while scoring.
     """
     scores = scores if scores is not None else ScoreCache()
     data: CalibrationSet | None = None
@@ -192,7 +194,13 @@ def _calibrate(
         if progress is not None:
             progress(f"scoring {len(negatives):,} calibration requests for {route.model}/{key} with {decider.name}")
         policy = POLICIES[key](policy_config.model_copy(update={"threshold": 0.5}))
-        found = score_requests(decider, policy, negatives, route.input_limits())
+        try:
+            found = score_requests(decider, policy, negatives, route.input_limits())
+        except Exception as exc:  # a decider that cannot answer cannot place a threshold: say so, by name
+            raise ConfigError(
+                f"routes: {route.model}.{key}.max_false_action_rate: scoring the calibration requests with "
+                f"{decider.name} failed ({type(exc).__name__}: {exc}); start the decider or give a threshold"
+            ) from exc
         if cache_key is not None:
             cache.put(cache_key, found)
     rate = policy_config.max_false_action_rate
