@@ -8,18 +8,18 @@ import sys
 
 DESCRIPTION = """\
 Run an OpenAI-compatible gateway that asks one System One decision call per request (guard, harm, clarify,
-semantic cache, route, queue priority, tool gate) and acts on the answers before and after calling the LLM.
+cache, route, queue priority, tool gate) and acts on the answers before and after calling the LLM.
 
 With no --config it runs the built-in default config: the embedded decision model in process and, since no
 upstream is declared, a placeholder upstream whose replies say they are placeholders. Point it at a real LLM
 server with a config (see docs/gateway.md), for example:
 
   upstreams:
-    - {name: vllm, url: http://127.0.0.1:8000/v1, kind: vllm}
+    - {name: vllm, url: http://127.0.0.1:8000/v1}
   routes:
-    - {model: my-model, upstream_model: Qwen/Qwen3-8B, guard: {threshold: 0.5}}
+    - {model: my-model, upstream_model: Qwen/Qwen3-8B, guard: {max_false_action_rate: 0.01}}
 
-Then: OPENAI_BASE_URL=http://127.0.0.1:8796/v1 python your_app.py
+Check it with `jevserve gateway check gw.yaml`, then: OPENAI_BASE_URL=http://127.0.0.1:8796/v1 python your_app.py
 """
 
 
