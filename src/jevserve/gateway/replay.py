@@ -186,7 +186,7 @@ def format_report(replay: Replay, *, max_listed: int = 50) -> str:
     num = len(replay.requests)
     lines = [
         f"replayed {num} of {num + replay.num_skipped} logged requests with {replay.decider} "
-        f"({replay.num_skipped} skipped: their model is not in the config)",
+        f"({replay.num_skipped} skipped: no route serves their model, or they were refused before routing)",
         *(f"  {p.describe()}" for p in replay.points),
         f"{'decision':<10} {'changed':>8} {'of':>6}   transitions (logged→replayed)",
     ]

@@ -91,5 +91,5 @@ class Policy:
             reason = f"decision unavailable: fallback {self.config.fallback}"
             return self.verdict(on if closed else off, reason, detail, threshold=t, fell_back=True)
         hit = p >= t
-        reason = f"P={p:.3f} {'≥' if hit else '<'} {t}"
+        reason = f"P={p:.3f} {'≥' if hit else '<'} {t:.4g}"
         return self.verdict(on if hit else off, reason, detail, probability=p, threshold=t)
