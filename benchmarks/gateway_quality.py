@@ -161,6 +161,8 @@ async def _cache_probabilities(decider, pairs: Sequence[tuple[str, str]], embed)
                 [{"role": "user", "content": new}], config=config, decider=decider, cache=cache, tenant=tenant
             )
         v = report.verdict("cache")
+        if v is not None and v.detail is not None and v.detail.tier == "exact":
+            return 1.0  # the same text: the exact tier serves it without a question
         assert v is not None and v.probability is not None, report
         return v.probability
 
