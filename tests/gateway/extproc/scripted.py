@@ -94,13 +94,20 @@ class _ScriptedExchange(Exchange):
 
 
 @contextlib.asynccontextmanager
-async def serving(decisions, settings: StreamSettings | None = None) -> AsyncIterator[grpc.aio.Channel]:
-    """An ext_proc server on a free loopback port and a channel to it, torn down afterwards."""
+async def serving_at(decisions, settings: StreamSettings | None = None) -> AsyncIterator[tuple[grpc.aio.Channel, int]]:
+    """An ext_proc server on a free loopback port: a channel to it and the port, torn down afterwards."""
     server = ExtProcServer(decisions, settings)
     port = await server.start("127.0.0.1:0")
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
     try:
-        yield channel
+        yield channel, port
     finally:
         await channel.close()
         await server.stop(grace_s=0.5)
+
+
+@contextlib.asynccontextmanager
+async def serving(decisions, settings: StreamSettings | None = None) -> AsyncIterator[grpc.aio.Channel]:
+    """An ext_proc server on a free loopback port and a channel to it, torn down afterwards."""
+    async with serving_at(decisions, settings) as (channel, _port):
+        yield channel

