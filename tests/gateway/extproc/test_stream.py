@@ -405,3 +405,54 @@ def test_error_reply_is_openai_shaped() -> None:
     assert json.loads(reply.body) == {
         "error": {"message": "slow down", "type": "rate_limit_error", "param": None, "code": "rate_limit_exceeded"}
     }
+
+
+def test_observability_mode_gets_no_answers_but_the_decisions_still_run() -> None:
+    script = Scripted()
+
+    async def scenario():
+        async with serving(script) as channel:
+            stream = EnvoyStream(channel, "BUFFERED")
+            sent = request_headers("POST", "/v1/chat/completions", None, body_of(CHAT))
+            await stream._send(
+                request_headers=pb.HttpHeaders(headers=header_map(sent)), observability_mode=True
+            )
+            await stream._send(
+                request_body=pb.HttpBody(body=body_of(CHAT), end_of_stream=True), observability_mode=True
+            )
+            await stream.finish()
+            ends = await script.wait_for_ends(1)
+            await stream._reader  # every answer the server sent has been read
+            return [stream._answers.get_nowait() for _ in range(stream._answers.qsize())], ends
+
+    answers, ends = run(scenario())
+    assert answers == [None]  # nothing but the stream's end
+    assert script.seen and script.seen[0][1] == body_of(CHAT)
+    assert ends[0].error is not None  # no reply was seen: the log says the stream ended early
+
+
+def test_buffered_partial_is_read_like_buffered() -> None:
+    script = Scripted()
+
+    async def scenario():
+        async with serving(script) as channel:
+            return await EnvoyStream(channel, "BUFFERED_PARTIAL").request(body_of(CHAT))
+
+    forwarded = run(scenario())
+    assert json.loads(forwarded.body)["model"] == "small"
+
+
+def test_reply_body_mode_none_settles_on_the_reply_headers() -> None:
+    script = Scripted()
+
+    async def scenario():
+        async with serving(script) as channel:
+            stream = EnvoyStream(channel, "BUFFERED", "NONE")
+            await stream.request(body_of(CHAT))
+            await stream._send(response_headers=pb.HttpHeaders(headers=_status_headers(200)))
+            await stream._read()
+            await stream.finish()
+            return await script.wait_for_ends(1)
+
+    ends = run(scenario())
+    assert ends[0].error is None and ends[0].status == 200 and ends[0].response_body is None
