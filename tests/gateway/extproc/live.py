@@ -17,7 +17,8 @@ import httpx
 import yaml
 from aiohttp import web
 
-from tests.gateway.extproc.deploy_examples import example_documents
+from jevserve.gateway.extproc.envoy_config import envoy_bootstrap
+from tests.gateway.extproc.deploy_examples import DOC_DEFAULT_MODEL
 
 
 def free_port() -> int:
@@ -27,19 +28,16 @@ def free_port() -> int:
 
 
 def bootstrap_for(*, listen_port: int, extproc_port: int, upstream_ports: dict[str, int], mode: str) -> dict:
-    """The docs' bootstrap with loopback addresses, the given ports and body `mode` for request and reply."""
-    config = example_documents("envoy-bootstrap")[0]
-    listener = config["static_resources"]["listeners"][0]
-    listener["address"]["socket_address"] = {"address": "127.0.0.1", "port_value": listen_port}
-    http_filters = listener["filter_chains"][0]["filters"][0]["typed_config"]["http_filters"]
-    processing = http_filters[0]["typed_config"]["processing_mode"]
-    processing["request_body_mode"] = processing["response_body_mode"] = mode
-    ports = {"jevserve": extproc_port, **upstream_ports}
-    for cluster in config["static_resources"]["clusters"]:
-        cluster["type"] = "STATIC"
-        address = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]
-        address["socket_address"] = {"address": "127.0.0.1", "port_value": ports[cluster["name"]]}
-    return config
+    """docs/deploy.md's bootstrap (test_deploy_docs checks they are the same) on loopback ports, in body `mode`."""
+    models = {name: ("127.0.0.1", port) for name, port in upstream_ports.items()}
+    return envoy_bootstrap(
+        models,
+        DOC_DEFAULT_MODEL,
+        listen=("127.0.0.1", listen_port),
+        extproc=("127.0.0.1", extproc_port),
+        request_body_mode=mode,
+        response_body_mode=mode,
+    )
 
 
 @contextlib.asynccontextmanager

@@ -15,10 +15,18 @@ from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from google.protobuf import json_format
 
 from jevserve.gateway.extproc import StreamSettings, wire
+from jevserve.gateway.extproc.envoy_config import envoy_bootstrap
 from jevserve.gateway.extproc.server import READY_SERVICES
-from tests.gateway.extproc.deploy_examples import ENVOY_INSTALL, envoy_binary, example_documents, examples
+from jevserve.gateway.inference_headers import MODEL_NAME_HEADER as MODEL_HEADER
+from tests.gateway.extproc.deploy_examples import (
+    DOC_DEFAULT_MODEL,
+    DOC_MODELS,
+    ENVOY_INSTALL,
+    envoy_binary,
+    example_documents,
+    examples,
+)
 
-MODEL_HEADER = "x-gateway-model-name"  # the header jevserve sets to the routed model
 SUPPORTED_REQUEST_MODES = {"BUFFERED", "BUFFERED_PARTIAL", "FULL_DUPLEX_STREAMED"}
 # Envoy Gateway's ExtProcBodyProcessingMode values and the BodySendMode each configures (api/v1alpha1/ext_proc_types.go)
 EG_BODY_MODES = {
@@ -54,6 +62,11 @@ def test_every_example_is_present_and_parses() -> None:
     assert set(examples()) == {"envoy-bootstrap", "envoy-gateway-policy", "inference-extension"}
     for name in examples():
         assert example_documents(name), name
+
+
+def test_bootstrap_is_what_envoy_bootstrap_builds() -> None:
+    """So the live test, which runs envoy_bootstrap() on loopback ports, runs the documented bootstrap."""
+    assert example_documents("envoy-bootstrap")[0] == envoy_bootstrap(DOC_MODELS, DOC_DEFAULT_MODEL)
 
 
 def test_bootstrap_matches_the_descriptors_and_what_jevserve_needs() -> None:

@@ -61,7 +61,7 @@ def test_requests_through_a_live_envoy(mode: str) -> None:
     script = Scripted(decide=decide, replace_reply=lambda b: gated if b"delete_repo" in b else None)
 
     async def scenario():
-        async with running_models("qwen3-small", "qwen3-large") as (models, ports), serving_at(script) as served:
+        async with running_models("qwen3-0.6b", "qwen3-8b") as (models, ports), serving_at(script) as served:
             extproc_port, listen = served[1], free_port()
             config = bootstrap_for(listen_port=listen, extproc_port=extproc_port, upstream_ports=ports, mode=mode)
             async with running_envoy(envoy, config, listen) as base, httpx.AsyncClient(base_url=base, timeout=10) as c:
@@ -82,13 +82,14 @@ def test_requests_through_a_live_envoy(mode: str) -> None:
             return out, models, ends
 
     out, models, ends = asyncio.run(scenario())
-    small, large = models["qwen3-small"], models["qwen3-large"]
+    small, large = models["qwen3-0.6b"], models["qwen3-8b"]
     # routed by the header jevserve set, after clear_route_cache; the body rewritten with a true content-length
-    assert out["small"].status_code == 200 and out["small"].json()["choices"][0]["message"]["content"].endswith("small")
+    assert out["small"].status_code == 200
+    assert out["small"].json()["choices"][0]["message"]["content"] == "Hello from qwen3-0.6b"
     assert out["small"].headers["x-jevserve-decisions"] == "route=route"
     headers, body = small.received[0]
     assert body["model"] == SMALL and headers["x-gateway-model-name"] == SMALL
-    assert out["large"].json()["choices"][0]["message"]["content"] == "Hello from qwen3-large"
+    assert out["large"].json()["choices"][0]["message"]["content"] == "Hello from qwen3-8b"
     # immediate replies never reach a model
     assert out["blocked"].status_code == 400 and out["blocked"].json()["error"]["code"] == "content_policy_violation"
     assert out["clarify"].status_code == 200 and out["clarify"].headers["content-type"] == "text/event-stream"
@@ -100,7 +101,7 @@ def test_requests_through_a_live_envoy(mode: str) -> None:
     assert out["tools"].status_code == 200 and out["tools"].json() == GATED
     assert out["stream"].status_code == 200
     streamed = b"".join(out["stream_chunks"]).decode()
-    assert streamed.count("data: ") == 4 and streamed.endswith("data: [DONE]\n\n") and "qwen3-small" in streamed
+    assert streamed.count("data: ") == 4 and streamed.endswith("data: [DONE]\n\n") and "qwen3-0.6b" in streamed
     assert out["models"].status_code == 200  # a bodiless GET passes through
     observed = [e.response_body for e in ends if e.response_body and b"[DONE]" in e.response_body]
     assert observed and observed[0].decode() == streamed  # close() saw the whole stream as the client did
