@@ -85,9 +85,9 @@ class _ScriptedExchange(Exchange):
     async def response_headers(self, status: int, headers: Mapping[str, str]) -> ResponseEdit:
         return ResponseEdit(set_headers={"x-upstream-status": str(status)})
 
-    async def response_body(self, body: bytes) -> bytes | None:
+    async def response_body(self, body: bytes) -> ResponseEdit:
         self.script.replies.append(body)
-        return self.script.replace_reply(body)
+        return ResponseEdit(set_headers={"x-reply-read": "1"}, body=self.script.replace_reply(body))
 
     async def close(self, end: StreamEnd) -> None:
         self.script.ends.append(end)

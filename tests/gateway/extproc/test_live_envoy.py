@@ -99,6 +99,7 @@ def test_requests_through_a_live_envoy(mode: str) -> None:
     assert "BLOCK-ME" not in reached and "ASK-ME" not in reached
     # a held reply with a tool call replaced whole; a streamed reply passed through
     assert out["tools"].status_code == 200 and out["tools"].json() == GATED
+    assert out["tools"].headers["x-reply-read"] == "1"  # headers decided after reading the reply reach the client
     assert out["stream"].status_code == 200
     streamed = b"".join(out["stream_chunks"]).decode()
     assert streamed.count("data: ") == 4 and streamed.endswith("data: [DONE]\n\n") and "qwen3-0.6b" in streamed

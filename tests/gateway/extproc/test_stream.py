@@ -270,6 +270,8 @@ def test_held_reply_with_tool_calls_is_replaced_whole(request_mode: str, respons
     got, ends = run(scenario())
     assert isinstance(got, Delivered) and got.body == gated
     assert "content-length" not in got.headers  # dropped: the replacement has another length
+    # what reading the reply decided reaches the client's headers, except where they went out before the body
+    assert got.headers.get("x-reply-read") == (None if response_mode == "STREAMED" else "1")
     assert script.replies == [raw]  # the decisions saw the reply whole, once
     assert ends[0].response_body == raw and ends[0].complete
 
