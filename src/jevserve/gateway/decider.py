@@ -2,7 +2,7 @@
 
     make_decider("embedded")          in process: the embedded model behind a micro-batcher (default)
     make_decider("causal:PATH")       in process: a causal-LM readout (any spec `jevserve.decide` knows)
-    make_decider("remote:URL")        any System One endpoint, through `jevserve.client.AsyncSystemOne`
+    make_decider("remote:URL")        any System One endpoint, through `jevserve.decide.remote.RemoteBackend`
     FixedDecider({...})               answers set by the caller (tests, demos): question id → probabilities
 
 A gateway request's questions go in one `decide` call. In process they form one backend batch (items may carry
@@ -21,11 +21,10 @@ from dataclasses import dataclass
 import httpx
 import numpy as np
 
-from jevserve.client import AsyncSystemOne, RetryPolicy, SystemOneAPIError, SystemOneConnectionError
 from jevserve.decide.base import DecisionBackend, DecisionItem
 from jevserve.decide.batcher import Batcher
-from jevserve.decide.remote import probabilities_from_answer
-from jevserve.protocol import DecisionQuestion, NoulQuestion, Text, render_text, to_decision, to_wire
+from jevserve.decide.remote import RemoteBackend
+from jevserve.protocol import DecisionQuestion, NoulQuestion, Text, render_text, to_decision
 from jevserve.protocol.request import ChoiceQuestion, ScoreQuestion
 
 
@@ -106,8 +105,9 @@ class LocalDecider(Decider):
         self.backend.close()
 
 
-class RemoteDecider(Decider):
-    """Any System One endpoint: one request per distinct state, sent concurrently."""
+class RemoteDecider(LocalDecider):
+    """Any System One endpoint, through `jevserve.decide.remote.RemoteBackend`: one request per distinct state, sent
+    concurrently under one deadline (`timeout_s`), never retried (the gateway has its own deadline and fallbacks)."""
 
     def __init__(
         self,
@@ -118,43 +118,15 @@ class RemoteDecider(Decider):
         timeout_s: float = 5.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        super().__init__(RemoteBackend(url, api_key=api_key, model=model, timeout_s=timeout_s, transport=transport))
         self.name = f"remote:{url}"
-        self.model = model
-        # One quick retry at most: the gateway has its own deadline and fallbacks.
-        retry = RetryPolicy(max_retries=1, budget_s=1)
-        self.client = AsyncSystemOne(url, api_key, timeout_s=timeout_s, retry=retry, transport=transport)
-
-    async def _one_state(self, state: str, asks: Sequence[Ask]) -> dict[str, np.ndarray]:
-        questions = {f"q{n}": to_wire(a.question) for n, a in enumerate(asks)}
-        try:
-            response = await self.client.decide(state, questions, model=self.model)
-        except (SystemOneAPIError, SystemOneConnectionError) as exc:
-            raise DecisionUnavailable(f"{self.name}: {exc}") from exc
-        out = {}
-        for n, a in enumerate(asks):
-            answer = response.answers.get(f"q{n}")
-            if answer is None:
-                raise DecisionUnavailable(f"{self.name}: the answer to q{n} is missing")
-            out[a.question_id] = probabilities_from_answer(a.question, answer)
-        return out
-
-    async def decide(self, asks: Sequence[Ask]) -> dict[str, np.ndarray]:
-        """Group by state and ask each group in one request."""
-        groups: dict[str, list[Ask]] = {}
-        for a in asks:
-            groups.setdefault(a.state, []).append(a)
-        parts = await asyncio.gather(*(self._one_state(s, g) for s, g in groups.items()))
-        return {k: v for part in parts for k, v in part.items()}
-
-    async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self.client.aclose()
 
 
 class FixedDecider(Decider):
     """Answers set by the caller, by question id: a probability of yes for a noul, or a full vector.
 
-    A question id it has no answer for gets "no" (a noul) or the uniform vector (choice, score). `delay_s` makes
+    An id like `guard:2` (one of several texts a policy asks about) takes the answer set for `guard:2`, else the one
+    set for `guard`. A question id it has no answer for gets "no" (a noul) or the uniform vector. `delay_s` makes
     it slow; `fail` makes it raise, as a backend that is down would. `calls` records the question ids of each call.
     """
 
@@ -182,7 +154,7 @@ class FixedDecider(Decider):
             raise DecisionUnavailable("fixed decider set to fail")
         out = {}
         for a in asks:
-            value = self.answers.get(a.question_id)
+            value = self.answers.get(a.question_id, self.answers.get(a.question_id.partition(":")[0]))
             n = a.question.num_options
             if value is None:
                 out[a.question_id] = np.array([0.0, 1.0]) if a.question.kind == "noul" else np.full(n, 1.0 / n)

@@ -12,7 +12,7 @@ from jevserve.gateway.config import PLACEHOLDER_URL, GatewayConfig, RouteConfig,
 from jevserve.gateway.decider import Decider
 from jevserve.gateway.log import DecisionLog
 from jevserve.gateway.metrics import GatewayMetrics
-from jevserve.gateway.store import Store, open_store
+from jevserve.gateway.store import MemoryStore, Store
 from jevserve.gateway.upstream import Upstream
 
 PLACEHOLDER_NAME = "placeholder"
@@ -45,6 +45,17 @@ class Gateway:
             self.cache.close()
         if self.log is not None:
             self.log.close()
+
+
+def open_store(spec: str) -> Store:
+    """`memory` (default) or `redis://host:port/db`."""
+    if spec in ("", "memory"):
+        return MemoryStore()
+    if spec.startswith(("redis://", "rediss://", "unix://")):
+        from jevserve.gateway.store_redis import RedisStore
+
+        return RedisStore(spec)
+    raise ValueError(f"unknown store {spec!r}; expected 'memory' or a redis://host:port/db URL")
 
 
 def _queue_settings(config: GatewayConfig, upstream: str) -> tuple[str, float | None]:

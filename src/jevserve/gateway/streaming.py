@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from jevserve.gateway.shapes import sse
+from jevserve.gateway.shapes import chat_completion, sse
 
 
 @dataclass
@@ -23,9 +23,26 @@ class StreamSummary:
     text: list[str] = field(default_factory=list)  # content deltas of choice 0
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
-    had_tool_calls: bool = False
+    tool_call_deltas: list[Any] = field(default_factory=list)  # tool-call deltas of choice 0, as sent
     error: str | None = None
     done: bool = False  # the upstream sent [DONE]
+
+    @property
+    def status(self) -> int:
+        """200 for a stream that ended with [DONE] and no error event, else 502."""
+        return 200 if self.done and self.error is None else 502
+
+    def completion(self, model: str) -> dict[str, Any]:
+        """What the stream carried as one chat completion (finish_reason None unless it ended cleanly)."""
+        completion = chat_completion(model, "".join(self.text), finish_reason=self.finish_reason)
+        choice = completion["choices"][0]
+        if self.status != 200:
+            choice["finish_reason"] = None
+        if self.tool_call_deltas:
+            choice["message"]["tool_calls"] = list(self.tool_call_deltas)
+        if self.usage:
+            completion["usage"] = self.usage
+        return completion
 
     def observe(self, payload: dict[str, Any]) -> None:
         """Fold one chunk into the summary."""
@@ -38,7 +55,7 @@ class StreamSummary:
             if delta.get("content"):
                 self.text.append(delta["content"])
             if delta.get("tool_calls"):
-                self.had_tool_calls = True
+                self.tool_call_deltas.extend(delta["tool_calls"])
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
 
