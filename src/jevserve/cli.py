@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "jevserve.train.cli",
     "jevserve.web.cli",
     "jevserve.gateway.cli",
+    "jevserve.gateway.extproc.cli",
 )
 
 

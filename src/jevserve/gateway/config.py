@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from jevserve.gateway.errors import ConfigError
+from jevserve.gateway.inference_headers import InferenceHeadersConfig
 from jevserve.gateway.questions import LENGTH_LEVEL_TOKENS
 
 PLACEHOLDER_URL = "builtin:placeholder"
@@ -182,6 +183,7 @@ class RouteConfig(_Strict):
     priority: PriorityConfig | None = None
     admission: AdmissionConfig = Field(default_factory=AdmissionConfig)
     rate_limit: RateLimitConfig | None = None
+    inference: InferenceHeadersConfig | None = None  # llm-d / GIE headers on upstream requests (inference_headers.py)
 
 
 class RateLimitConfig(_Strict):

@@ -4,6 +4,7 @@
                                     and at saturation the lowest (negative) bands are shed first
     x-gateway-inference-fairness-id the flow fair sharing works across: here the tenant (a digest of the API key)
     x-llm-d-slo-ttft-ms             the SLO-deadline ordering policy serves the earliest arrival + value first
+    x-gateway-model-name            the model the request goes to (what GIE's body-based routing would set)
 
 The objective comes from the predicted reply length (the priority decision): the first band whose `max_tokens`
 covers it. The TTFT value is `slo_ttft_ms + slo_ms_per_token × predicted reply tokens`, so under SLO-deadline
@@ -69,12 +70,13 @@ def objective_for(config: InferenceHeadersConfig, predicted_tokens: float | None
 
 
 def inference_headers(
-    config: InferenceHeadersConfig | None, *, predicted_tokens: float | None, tenant: str
+    config: InferenceHeadersConfig | None, *, predicted_tokens: float | None, tenant: str, model: str | None = None
 ) -> dict[str, str]:
-    """The headers to stamp on the upstream request (empty when the route has no `inference` block)."""
+    """The headers to stamp on the upstream request (empty when the route has no `inference` block); `model`, the
+    model the request goes to, fills GIE's body-based-routing header."""
     if config is None:
         return {}
-    headers = {}
+    headers = {MODEL_NAME_HEADER: model} if model else {}
     objective = objective_for(config, predicted_tokens)
     if objective is not None:
         headers[OBJECTIVE_HEADERS[config.header_names]] = objective

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import httpx
@@ -133,7 +133,14 @@ def _hinted_delay_s(response: httpx.Response | None) -> float | None:
 
 
 async def _try_upstream(
-    upstream: Upstream, path: str, body: dict, *, stream: bool, attempts: list[Attempt], deadline_at: float
+    upstream: Upstream,
+    path: str,
+    body: dict,
+    *,
+    stream: bool,
+    attempts: list[Attempt],
+    deadline_at: float,
+    headers: Mapping[str, str] | None = None,
 ) -> httpx.Response | None:
     """The upstream's final answer (2xx or a non-retryable 4xx), or None when every retry failed."""
     config = upstream.config
@@ -141,7 +148,7 @@ async def _try_upstream(
         started = time.monotonic()
         response = None
         try:
-            request = upstream.client.build_request("POST", upstream.url(path), json=body)
+            request = upstream.client.build_request("POST", upstream.url(path), json=body, headers=headers)
             response = await upstream.client.send(request, stream=stream)
         except httpx.TransportError as exc:
             attempts.append(Attempt(upstream.name, None, f"{type(exc).__name__} {exc}".strip(), _ms(started)))
@@ -178,6 +185,7 @@ async def dispatch(
     admission: AdmissionConfig,
     deadline_at: float,
     priority: int | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Dispatched:
     """Send `body` to the first upstream that answers (see the module docstring); raises UpstreamError or
     RateLimitedError (429) when none can."""
@@ -210,7 +218,7 @@ async def dispatch(
             sent["priority"] = priority
         try:
             response = await _try_upstream(
-                upstream, path, sent, stream=stream, attempts=attempts, deadline_at=deadline_at
+                upstream, path, sent, stream=stream, attempts=attempts, deadline_at=deadline_at, headers=headers
             )
         except BaseException:
             await upstream.gate.release()

@@ -81,7 +81,7 @@ def request_headers(
     if body:
         out.setdefault("content-length", str(len(body)))
     out["x-forwarded-proto"] = "http"
-    out["x-request-id"] = str(uuid.uuid4())
+    out.setdefault("x-request-id", str(uuid.uuid4()))  # Envoy makes one up when the request has none
     return out
 
 

@@ -12,7 +12,11 @@ import json
 import httpx
 import pytest
 
+from jevserve.gateway.config import parse_config
+from jevserve.gateway.decider import FixedDecider
 from jevserve.gateway.extproc import Forward, ResponsePlan, answer_reply, error_reply
+from jevserve.gateway.extproc.binding import GatewayDecisions
+from jevserve.gateway.runtime import build_gateway
 from tests.gateway.extproc.deploy_examples import ENVOY_INSTALL, envoy_binary
 from tests.gateway.extproc.live import bootstrap_for, free_port, running_envoy, running_models
 from tests.gateway.extproc.scripted import Scripted, serving_at
@@ -106,3 +110,48 @@ def test_requests_through_a_live_envoy(mode: str) -> None:
     assert out["models"].status_code == 200  # a bodiless GET passes through
     observed = [e.response_body for e in ends if e.response_body and b"[DONE]" in e.response_body]
     assert observed and observed[0].decode() == streamed  # close() saw the whole stream as the client did
+
+
+@pytest.mark.parametrize("mode", ["FULL_DUPLEX_STREAMED", "BUFFERED"])
+def test_the_gateways_decisions_through_a_live_envoy(mode: str) -> None:
+    """The real binding (gateway stages, FixedDecider) behind Envoy: routed by the route decision, llm-d headers."""
+    envoy = envoy_binary()
+    if envoy is None:
+        pytest.skip(f"no Envoy binary; install it with: {ENVOY_INSTALL}")
+    config = parse_config({
+        "decision_timeout_ms": 300,
+        "upstreams": [{"name": "large", "url": "http://large.test/v1"}, {"name": "small", "url": "http://small.test/v1"}],
+        "routes": [{
+            "model": "qwen3",
+            "upstream_model": "qwen3-8b",
+            "guard": {},
+            "route": {"targets": [{"model": SMALL, "cost": 0.1}, {"model": "qwen3-8b", "cost": 1}]},
+            "priority": {},
+            "inference": {"objectives": [{"name": "interactive", "max_tokens": 100}, {"name": "batch"}],
+                          "slo_ttft_ms": 1000, "slo_ms_per_token": 2},
+        }],
+    })
+    decider = FixedDecider({"route": 0.9, "guard": 0.01, "priority": [1.0, 0.0, 0.0, 0.0, 0.0]})
+    decisions = GatewayDecisions(build_gateway(config, decider))
+
+    async def scenario():
+        async with running_models(SMALL, "qwen3-8b") as (models, ports), serving_at(decisions) as served:
+            listen = free_port()
+            bootstrap = bootstrap_for(listen_port=listen, extproc_port=served[1], upstream_ports=ports, mode=mode)
+            async with running_envoy(envoy, bootstrap, listen) as base, httpx.AsyncClient(base_url=base) as c:
+                cheap = await c.post("/v1/chat/completions", json={**chat("hi"), "model": "qwen3"})
+                decider.answers.update(route=0.1)
+                costly = await c.post("/v1/chat/completions", json={**chat("hi"), "model": "qwen3", "stream": True})
+                decider.answers.update(guard=0.99)
+                blocked = await c.post("/v1/chat/completions", json={**chat("hi"), "model": "qwen3"})
+            return models, cheap, costly, blocked
+
+    models, cheap, costly, blocked = asyncio.run(scenario())
+    (headers, body), = models[SMALL].received
+    assert body["model"] == SMALL and cheap.json()["choices"][0]["message"]["content"] == f"Hello from {SMALL}"
+    assert headers["x-gateway-inference-objective"] == "interactive" and headers["x-llm-d-slo-ttft-ms"] == "1030"
+    assert cheap.headers["x-jevserve-decisions"].startswith("guard=allow")
+    (_, body), = models["qwen3-8b"].received
+    assert body["model"] == "qwen3-8b" and body["stream"] is True
+    assert costly.text.rstrip().endswith("data: [DONE]") and "qwen3-8b" in costly.text
+    assert blocked.status_code == 400 and blocked.json()["error"]["code"] == "content_policy_violation"

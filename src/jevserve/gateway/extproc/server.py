@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
@@ -124,3 +125,25 @@ class ExtProcServer:
     async def wait(self) -> None:
         """Serve until the server stops."""
         await self._server.wait_for_termination()
+
+
+async def serve_until_stopped(
+    decisions: Decisions, settings: StreamSettings, address: str, banner: list[str] | None = None
+) -> int:
+    """Serve on `address` until SIGINT or SIGTERM, then stop gracefully (not ready first, open streams finish)."""
+    server = ExtProcServer(decisions, settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await server.start(address)
+    except Exception:
+        await decisions.aclose()
+        raise
+    for line in banner or ():
+        print(line, flush=True)
+    await stop.wait()
+    print("jevserve extproc: stopping (not ready; open streams get 5 s)", flush=True)
+    await server.stop(grace_s=5.0)
+    return 0
