@@ -14,6 +14,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import http_con
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2
 from google.protobuf import json_format
 
+from jevserve.gateway.config import parse_config
 from jevserve.gateway.extproc import StreamSettings, wire
 from jevserve.gateway.extproc.envoy_config import envoy_bootstrap
 from jevserve.gateway.extproc.server import READY_SERVICES
@@ -59,7 +60,13 @@ def _ext_proc_filter() -> ext_proc_pb2.ExternalProcessor:
 
 
 def test_every_example_is_present_and_parses() -> None:
-    assert set(examples()) == {"envoy-bootstrap", "envoy-gateway-policy", "inference-extension"}
+    assert set(examples()) == {
+        "envoy-bootstrap",
+        "envoy-gateway-policy",
+        "inference-extension",
+        "inference-route",
+        "inference-objective",
+    }
     for name in examples():
         assert example_documents(name), name
 
@@ -174,3 +181,19 @@ def test_examples_are_plain_yaml_without_templating() -> None:
     for name, text in examples().items():
         assert "{{" not in text, name
         yaml.safe_load_all(text)
+
+
+def test_inference_route_example_is_a_valid_gateway_config_and_names_the_documented_objective() -> None:
+    (data,) = example_documents("inference-route")
+    config = parse_config(data)
+    inference = config.routes[0].inference
+    assert inference is not None and config.routes[0].priority is not None  # the headers need the prediction
+    names = [band.name for band in inference.objectives]
+    (objective,) = example_documents("inference-objective")
+    assert objective["metadata"]["name"] in names
+    # llm-d-router's CRD (config/crd/bases/llm-d.ai_inferenceobjectives.yaml): group llm-d.ai, version v1alpha2
+    assert objective["apiVersion"] == "llm-d.ai/v1alpha2" and objective["kind"] == "InferenceObjective"
+    assert objective["spec"]["priority"] < 0  # the band shed first at saturation
+    pools = {d["metadata"]["name"] for d in example_documents("inference-extension") if d["kind"] == "InferencePool"}
+    assert objective["spec"]["poolRef"] == {"group": "inference.networking.k8s.io", "name": "qwen3-large"}
+    assert objective["spec"]["poolRef"]["name"] in pools
