@@ -44,6 +44,7 @@ from envoy.config.core.v3 import base_pb2
 from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 
+from _httpload import read_body, read_framing
 from _serverbench import machine, replace_section, uptime, write_result
 from gateway_overhead import body, free_port, gateway_config, prompts, wait_port
 from jevserve.gateway.extproc.envoy_config import envoy_bootstrap
@@ -96,19 +97,7 @@ async def http_load(port: int, bodies: list[bytes], concurrency: int) -> list[tu
                 writer.write(head.encode() + payload)
                 await writer.drain()
                 status = int((await reader.readline()).split()[1])
-                length, chunked = 0, False
-                while (line := await reader.readline()) not in (b"\r\n", b""):
-                    name, _, value = line.decode().partition(":")
-                    if name.strip().lower() == "content-length":
-                        length = int(value)
-                    if name.strip().lower() == "transfer-encoding" and "chunked" in value:
-                        chunked = True
-                if chunked:  # Envoy answers chunked when a filter may change the body
-                    while (size := int((await reader.readline()).strip(), 16)) > 0:
-                        await reader.readexactly(size + 2)
-                    await reader.readline()
-                else:
-                    await reader.readexactly(length)
+                await read_body(reader, *(await read_framing(reader)))  # chunked when a filter may change the body
                 if status != 200:
                     raise RuntimeError(f"answered {status}")
                 now = time.perf_counter()

@@ -21,8 +21,17 @@ from jevserve.gateway.extproc import (
     StreamSettings,
     error_reply,
 )
+from jevserve.gateway.shapes import completion_to_chunks, sse
 
 Decide = Callable[[Mapping[str, str], bytes], Forward | Respond]
+
+
+def answer(completion: dict, *, stream: bool, headers: Mapping[str, str]) -> Respond:
+    """A gateway-written chat completion as an immediate reply: JSON, or chunks ending in [DONE] when streaming."""
+    if not stream:
+        return Respond(200, json.dumps(completion).encode(), {**headers, "content-type": "application/json"})
+    events = [sse(c) for c in completion_to_chunks(completion, include_usage=False)] + [sse("[DONE]")]
+    return Respond(200, b"".join(events), {**headers, "content-type": "text/event-stream"})
 
 
 def rewrite_model(headers: Mapping[str, str], body: bytes) -> Forward | Respond:

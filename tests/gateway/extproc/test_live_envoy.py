@@ -14,12 +14,12 @@ import pytest
 
 from jevserve.gateway.config import parse_config
 from jevserve.gateway.decider import FixedDecider
-from jevserve.gateway.extproc import Forward, ResponsePlan, answer_reply, error_reply
+from jevserve.gateway.extproc import Forward, ResponsePlan, error_reply
 from jevserve.gateway.extproc.binding import GatewayDecisions
 from jevserve.gateway.runtime import build_gateway
 from tests.gateway.extproc.deploy_examples import ENVOY_INSTALL, envoy_binary
 from tests.gateway.extproc.live import bootstrap_for, free_port, running_envoy, running_models
-from tests.gateway.extproc.scripted import Scripted, serving_at
+from tests.gateway.extproc.scripted import Scripted, answer, serving_at
 
 SMALL = "qwen3-0.6b"
 GATED = {"id": "g", "object": "chat.completion", "created": 1, "model": SMALL, "choices": [
@@ -42,7 +42,7 @@ def decide(headers, body):
         clarify = {"id": "k", "object": "chat.completion", "created": 1, "model": payload["model"], "choices": [
             {"index": 0, "message": {"role": "assistant", "content": "Which file?"}, "finish_reason": "stop"}
         ]}
-        return answer_reply(clarify, stream=bool(payload.get("stream")), headers={"x-jevserve-clarify": "1"})
+        return answer(clarify, stream=bool(payload.get("stream")), headers={"x-jevserve-clarify": "1"})
     set_headers = {"x-jevserve-decisions": "route=route"}
     if "small please" in text:
         payload["model"] = SMALL

@@ -38,6 +38,19 @@ def _tool_reply(body: dict) -> httpx.Response:
     return httpx.Response(200, json=completion(None, finish_reason="tool_calls", tool_calls=[call]))
 
 
+def _streamed_tool_call(body: dict) -> httpx.Response:
+    """A streamed reply whose only delta is a tool call (never cached: the next request must reach the model)."""
+    call = {"index": 0, "id": "call_9", "type": "function", "function": {"name": "search", "arguments": "{}"}}
+    chunks = [
+        {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+         "choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}]},
+        {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+         "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    ]
+    events = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+    return httpx.Response(200, content=events, headers={"content-type": "text/event-stream"})
+
+
 def _text_reply(body: dict) -> httpx.Response:
     """A /v1/completions server answers a `text_completion` (the stub's default answer is a chat completion)."""
     return httpx.Response(200, json=text_completion_from_chat(completion(model=body["model"])))
@@ -97,6 +110,8 @@ CASES = [
     Case("cache-streamed-then-hit", {"cache": {"min_similarity": 0.5}}, [{**HI, "stream": True}, HI],
          {"cache": 0.99}),
     Case("streamed-pass-through", {"guard": {}}, [{**HI, "stream": True}], {"guard": 0.01}),
+    Case("streamed-tool-call-not-cached", {"cache": {"min_similarity": 0.5}},
+         [{**HI, "stream": True, "tools": TOOLS}] * 2, {"cache": 0.99}, reply=_streamed_tool_call),
     Case("decider-down-open", {"guard": {"fallback": "open"}}, [HI], fail=True),
     Case("decider-down-closed", {"guard": {"fallback": "closed"}}, [HI], fail=True),
     Case("malformed-json", {"guard": {}}, [b'{"model": "m", "messages": [']),

@@ -14,7 +14,7 @@ import pytest
 from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from jevserve.gateway.extproc import ExtProcServer, ResponsePlan, StreamSettings, answer_reply, error_reply, wire
+from jevserve.gateway.extproc import ExtProcServer, ResponsePlan, StreamSettings, error_reply, wire
 from jevserve.gateway.extproc.seam import Forward
 from tests.gateway.extproc.envoy import (
     Delivered,
@@ -25,7 +25,7 @@ from tests.gateway.extproc.envoy import (
     header_map,
     request_headers,
 )
-from tests.gateway.extproc.scripted import Scripted, serving
+from tests.gateway.extproc.scripted import Scripted, answer, serving
 
 MODES = ["BUFFERED", "FULL_DUPLEX_STREAMED"]
 CHAT = {"model": "jev-gateway", "messages": [{"role": "user", "content": "Summarise the attached notes, please."}]}
@@ -147,7 +147,7 @@ def test_immediate_response_answers_the_client_and_ends_the_request(mode: str, s
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "Which file?"}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
     }
-    script = Scripted(decide=lambda h, b: answer_reply(completion, stream=stream, headers={"x-jevserve-clarify": "1"}))
+    script = Scripted(decide=lambda h, b: answer(completion, stream=stream, headers={"x-jevserve-clarify": "1"}))
 
     async def scenario():
         async with serving(script) as channel:

@@ -18,6 +18,7 @@ from typing import Any
 
 from jevserve.gateway.context import RequestContext, tenant_of
 from jevserve.gateway.errors import GatewayError
+from jevserve.gateway.extproc.respond import JSON_TYPE
 from jevserve.gateway.extproc.seam import Exchange, Respond, ResponseEdit, ResponsePlan, StreamEnd
 from jevserve.gateway.extproc.seam import Forward as ForwardOutcome
 from jevserve.gateway.inference_headers import MODEL_NAME_HEADER
@@ -27,11 +28,10 @@ from jevserve.gateway.runtime import Gateway
 from jevserve.gateway.stages import Answer, Forward, act, decide, gate_reply, limit, read_body, record, select_route
 from jevserve.gateway.stages.forward import streams_upstream, upstream_headers
 from jevserve.gateway.stages.store_reply import store_reply
-from jevserve.gateway.streaming import StreamSummary
+from jevserve.gateway.streaming import summarise
 
 # path suffix → the gateway's endpoint (chat first: "/chat/completions" also ends with "/completions")
 ENDPOINTS = (("/chat/completions", "chat"), ("/completions", "completions"))
-JSON_TYPE = "application/json"
 SSE_TYPE = "text/event-stream"
 
 
@@ -174,7 +174,7 @@ class GatewayExchange(Exchange):
         if end.response_body is None:
             return None
         if self.plan is not None and self.ctx.streams and not self.plan.needs_whole_reply:
-            summary = _summarise(end.response_body)
+            summary = summarise(end.response_body)
             return summary.completion(self.ctx.body["model"]) if summary.status == 200 else None
         try:
             completion = json.loads(end.response_body)
@@ -182,20 +182,3 @@ class GatewayExchange(Exchange):
             return None
         return completion if isinstance(completion, dict) else None
 
-
-def _summarise(events: bytes) -> StreamSummary:
-    summary = StreamSummary()
-    for line in events.decode("utf-8", "replace").splitlines():
-        data = line[5:].strip() if line.startswith("data:") else None
-        if data == "[DONE]":
-            summary.done = True
-        elif data:
-            try:
-                payload = json.loads(data)
-            except ValueError:
-                summary.error = "malformed event"
-                break
-            if isinstance(payload, dict):
-                summary.error = str(payload["error"])[:500] if payload.get("error") else summary.error
-                summary.observe(payload)
-    return summary
