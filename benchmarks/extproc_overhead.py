@@ -253,7 +253,7 @@ def main() -> int:
     result["uptime_after"] = uptime()
     result["settings"] = {"requests": args.requests, "rounds": args.rounds, "delay_ms": args.delay_ms,
                           "decisions_on": ["guard", "harm", "clarify", "priority"], "body_mode": "FULL_DUPLEX_STREAMED"}
-    result["command"] = "python benchmarks/extproc_overhead.py " + " ".join(sys.argv[1:])
+    result["command"] = " ".join(["python benchmarks/extproc_overhead.py", *sys.argv[1:]])
     print(f"wrote {write_result('extproc_overhead', result)}")
     replace_section("extproc_overhead", markdown(result), DOC)
     return 0

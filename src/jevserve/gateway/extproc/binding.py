@@ -1,6 +1,6 @@
 """The ext_proc seam bound to the gateway's stages: the same config, policies, decider, cache, store and log.
 
-    request   → read → route → limit → decide → act                         (pipeline stages, unchanged)
+    request   → read → route → limit → decide → act        (pipeline.plan_request, as the HTTP app runs it)
                  error / Answer: an immediate reply, recorded at once
                  Forward: the planned upstream body and headers handed to Envoy (which forwards it)
     reply     → gate the reply (a held whole reply with tool calls) → store → record     (at the stream's end)
@@ -22,10 +22,10 @@ from jevserve.gateway.extproc.respond import JSON_TYPE
 from jevserve.gateway.extproc.seam import Exchange, Respond, ResponseEdit, ResponsePlan, StreamEnd
 from jevserve.gateway.extproc.seam import Forward as ForwardOutcome
 from jevserve.gateway.inference_headers import MODEL_NAME_HEADER
-from jevserve.gateway.pipeline import refuse
+from jevserve.gateway.pipeline import plan_request, refuse
 from jevserve.gateway.responses import GatewayResponse, completion_response
 from jevserve.gateway.runtime import Gateway
-from jevserve.gateway.stages import Answer, Forward, act, decide, gate_reply, limit, read_body, record, select_route
+from jevserve.gateway.stages import Answer, Forward, gate_reply, record
 from jevserve.gateway.stages.forward import streams_upstream, upstream_headers
 from jevserve.gateway.stages.store_reply import store_reply
 from jevserve.gateway.streaming import summarise
@@ -92,11 +92,7 @@ class GatewayExchange(Exchange):
         if 0 < len(request_id) <= 128 and request_id.isascii() and request_id.isprintable():
             ctx.request_id = request_id  # the data plane's id, so its access log and jevserve's log line up
         try:
-            ctx.body = read_body(body, endpoint)
-            select_route(gateway, ctx)
-            await limit(gateway, ctx)
-            await decide(gateway, ctx)
-            plan = act(ctx)
+            plan = await plan_request(gateway, ctx, body)
         except GatewayError as exc:
             self.recorded = True
             return await rendered(refuse(gateway, ctx, exc))

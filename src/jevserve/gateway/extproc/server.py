@@ -58,7 +58,8 @@ class ExternalProcessorService(pb_grpc.ExternalProcessorServicer):
                 # a reset by the data plane (its client went away) ends the messages like a clean close does
                 error = _ENDED_EARLY
         except asyncio.CancelledError:
-            error = _CANCELLED
+            # a data plane may reset a stream whose reply is through; only an unfinished one was cut short
+            error = None if processor.settled else _CANCELLED
             raise
         except ProtocolError as exc:
             error = f"protocol error: {exc}"
