@@ -34,14 +34,19 @@ def answer(completion: dict, *, stream: bool, headers: Mapping[str, str]) -> Res
     return Respond(200, b"".join(events), {**headers, "content-type": "text/event-stream"})
 
 
-def rewrite_model(headers: Mapping[str, str], body: bytes) -> Forward | Respond:
-    """The default script: set the body's model to `small`, stamp a header, keep the reply for close()."""
-    if not body:
-        return Forward()
+def read_json(body: bytes) -> dict | Respond:
+    """The request body as JSON, or the 400 the gateway's reader answers when it is not."""
     try:
-        payload = json.loads(body)
+        return json.loads(body)
     except ValueError:
         return error_reply(400, "request body is not valid JSON")
+
+
+def rewrite_model(headers: Mapping[str, str], body: bytes) -> Forward | Respond:
+    """The default script: set the body's model to `small`, stamp a header, keep the reply for close()."""
+    payload = read_json(body) if body else Forward()
+    if not isinstance(payload, dict):
+        return payload
     payload["model"] = "small"
     return Forward(
         set_headers={"x-gateway-model-name": "small"},

@@ -19,7 +19,7 @@ from jevserve.gateway.extproc.binding import GatewayDecisions
 from jevserve.gateway.runtime import build_gateway
 from tests.gateway.extproc.deploy_examples import ENVOY_INSTALL, envoy_binary
 from tests.gateway.extproc.live import bootstrap_for, free_port, running_envoy, running_models
-from tests.gateway.extproc.scripted import Scripted, answer, serving_at
+from tests.gateway.extproc.scripted import Scripted, answer, read_json, serving_at
 
 SMALL = "qwen3-0.6b"
 GATED = {"id": "g", "object": "chat.completion", "created": 1, "model": SMALL, "choices": [
@@ -29,12 +29,9 @@ GATED = {"id": "g", "object": "chat.completion", "created": 1, "model": SMALL, "
 
 def decide(headers, body):
     """A stand-in for the gateway's decisions, keyed on words in the request."""
-    if not body:
-        return Forward()
-    try:
-        payload = json.loads(body)
-    except ValueError:
-        return error_reply(400, "request body is not valid JSON")
+    payload = read_json(body) if body else Forward()
+    if not isinstance(payload, dict):
+        return payload
     text = json.dumps(payload["messages"])
     if "BLOCK-ME" in text:
         return error_reply(400, "request blocked by the guard decision", code="content_policy_violation")

@@ -63,28 +63,15 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _load(args: argparse.Namespace):
-    from jevserve.gateway.config import load_config
-
-    config = load_config(args.config)
-    updates = {}
-    if args.decider:
-        updates["decider"] = args.decider
-    if args.store:
-        updates["store"] = args.store
-    if args.log:
-        updates["log"] = config.log.model_copy(update={"path": args.log})
-    return config.model_copy(update=updates) if updates else config
-
-
 def run_extproc(args: argparse.Namespace) -> int:
     """Load the config and decider, print the banner and serve until interrupted (or print an Envoy config)."""
+    from jevserve.gateway.cli import load_with_overrides
     from jevserve.gateway.errors import ConfigError
 
     if not 0 < args.port < 65536:
         return _fail(f"--port {args.port}: expected 1-65535")
     try:
-        config = _load(args)
+        config = load_with_overrides(args.config, decider=args.decider, store=args.store, log=args.log)
     except ConfigError as exc:
         return _fail(f"--config: {exc}")
     if args.print_envoy:
