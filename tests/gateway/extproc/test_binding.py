@@ -125,6 +125,7 @@ def test_the_decision_log_gets_one_line_per_request_with_the_final_status(tmp_pa
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert [line["status"] for line in lines] == [200, 400]
     assert lines[0]["request_id"] == "req-42" and lines[0]["decisions"]["verdicts"][0]["action"] == "allow"
+    assert 0 < lines[0]["upstream_ms"] <= lines[0]["total_ms"]  # forwarded → reply headers, inside the total
     assert lines[1]["decisions"]["verdicts"][0]["action"] == "block"
 
 

@@ -13,6 +13,7 @@ picker's) job here; jevserve tells it the model (`x-gateway-model-name`, for rou
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -80,6 +81,7 @@ class GatewayExchange(Exchange):
         self.plan: Forward | None = None
         self.recorded = False
         self.gated: dict[str, Any] | None = None  # the held reply after the tool gate
+        self.forwarded_at: float | None = None  # monotonic time the request went on to the data plane
 
     async def request(self, headers: Mapping[str, str], body: bytes) -> ForwardOutcome | Respond:
         """Run the request-phase stages; an error or a gateway answer becomes an immediate reply."""
@@ -101,6 +103,7 @@ class GatewayExchange(Exchange):
             record(gateway, ctx, 200)
             return await rendered(completion_response(ctx, plan.completion))
         self.plan = plan
+        self.forwarded_at = time.monotonic()
         return self._forward(plan)
 
     def _forward(self, plan: Forward) -> ForwardOutcome:
@@ -133,6 +136,8 @@ class GatewayExchange(Exchange):
 
     async def response_headers(self, status: int, headers: Mapping[str, str]) -> ResponseEdit:
         """A held reply the client asked to stream is replayed as events: say so in content-type."""
+        if self.forwarded_at is not None:  # the upstream's time to its first byte, as the HTTP gateway counts it
+            self.ctx.upstream_ms = (time.monotonic() - self.forwarded_at) * 1000
         if self.plan is not None and self.plan.needs_whole_reply and self.ctx.streams and status < 300:
             return ResponseEdit(set_headers={"content-type": SSE_TYPE, "cache-control": "no-cache"})
         return ResponseEdit()
