@@ -458,3 +458,31 @@ def test_reply_body_mode_none_settles_on_the_reply_headers() -> None:
 
     ends = run(scenario())
     assert ends[0].error is None and ends[0].status == 200 and ends[0].response_body is None
+
+
+def test_a_reply_that_must_be_read_is_refused_when_the_filter_sends_no_reply_body() -> None:
+    script = Scripted(decide=lambda h, b: Forward(response=ResponsePlan.HOLD))
+
+    async def scenario():
+        async with serving(script) as channel:
+            return await EnvoyStream(channel, "FULL_DUPLEX_STREAMED", "NONE").request(body_of(CHAT))
+
+    got = run(scenario())
+    assert isinstance(got, Immediate) and got.status == 500
+    assert "response_body_mode" in json.loads(got.body)["error"]["message"]
+
+
+def test_a_reply_nobody_reads_may_skip_the_server_when_the_filter_sends_no_reply_body() -> None:
+    script = Scripted(decide=lambda h, b: Forward(response=ResponsePlan.PASS))
+
+    async def scenario():
+        async with serving(script) as channel:
+            stream = EnvoyStream(channel, "FULL_DUPLEX_STREAMED", "NONE")
+            got = await stream.request(body_of(CHAT))
+            await stream._send(response_headers=pb.HttpHeaders(headers=_status_headers(200)))
+            await stream._read()
+            await stream.finish()
+            return got, await script.wait_for_ends(1)
+
+    got, ends = run(scenario())
+    assert isinstance(got, Forwarded) and ends[0].error is None and ends[0].status == 200

@@ -181,6 +181,9 @@ class StreamProcessor:
             logger.exception("decisions failed")
             outcome = self._failed(f"{type(exc).__name__}: {exc}")
         self._timings["decide"] = (time.perf_counter() - started) * 1000
+        if isinstance(outcome, Forward) and outcome.response is ResponsePlan.HOLD and self.response_mode == wire.NONE:
+            # the reply must be read (a tool gate) but the filter will not send it: refuse rather than pass it ungated
+            outcome = self._unsupported_reply_mode()
         self._outcome = outcome
         if isinstance(outcome, Forward):
             self._plan = outcome.response
@@ -197,6 +200,13 @@ class StreamProcessor:
         message = (
             f"jevserve extproc reads the request body: set the ext_proc filter's processing_mode.request_body_mode "
             f"to BUFFERED or FULL_DUPLEX_STREAMED (this filter sends {mode})"
+        )
+        return error_reply(500, message, code="extproc_misconfigured", error_type="api_error")
+
+    def _unsupported_reply_mode(self) -> Respond:
+        message = (
+            "this route reads the model's reply (it gates tool calls), but the ext_proc filter does not send reply "
+            "bodies: set processing_mode.response_body_mode to FULL_DUPLEX_STREAMED, BUFFERED or STREAMED"
         )
         return error_reply(500, message, code="extproc_misconfigured", error_type="api_error")
 
