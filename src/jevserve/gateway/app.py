@@ -5,6 +5,7 @@ answered in OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`)."
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from contextlib import asynccontextmanager
 
@@ -19,6 +20,7 @@ from jevserve.gateway.config import GatewayConfig
 from jevserve.gateway.context import RequestContext, tenant_of
 from jevserve.gateway.decider import Decider, make_decider
 from jevserve.gateway.errors import GatewayError, PayloadTooLargeError
+from jevserve.gateway.operating_points import Progress
 from jevserve.gateway.pipeline import refuse, serve
 from jevserve.gateway.responses import GatewayResponse
 from jevserve.gateway.runtime import Gateway, build_gateway
@@ -34,11 +36,17 @@ def create_app(
     store: Store | None = None,
     transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
     embed: Embed | None = None,
+    progress: Progress | None = None,
 ) -> FastAPI:
     """Build the gateway app; `decider` defaults to the config's (`embedded`), `transports` replace upstreams'
     network by upstream name (tests), `embed` the semantic cache's encoder."""
     gateway = build_gateway(
-        config, decider or make_decider(config.decider), store=store, transports=transports, embed=embed
+        config,
+        decider or make_decider(config.decider),
+        store=store,
+        transports=transports,
+        embed=embed,
+        progress=progress,
     )
 
     @asynccontextmanager
@@ -90,6 +98,7 @@ def create_app(
                 "created": 0,
                 "owned_by": "jevserve-gateway",
                 "description": r.description,
+                "decisions": {p.decision: p.to_dict() for p in gateway.operating_points if p.route == r.model},
             }
             for r in config.routes
         ]
@@ -101,9 +110,20 @@ def create_app(
 
     @app.get("/metrics")
     async def metrics() -> Response:
+        await refresh_gauges(gateway)
         return Response(gateway.metrics.render(), media_type="text/plain; version=0.0.4")
 
     return app
+
+
+async def refresh_gauges(gateway: Gateway) -> None:
+    """Read each upstream's circuit, queue and in-flight count into the gauges (at scrape time)."""
+    now = time.time()
+    for name, upstream in gateway.upstreams.items():
+        circuit = await gateway.store.circuit(name)
+        gateway.metrics.circuit_open.labels(name).set(1 if circuit.open_until > now else 0)
+        gateway.metrics.queue_depth.labels(name).set(upstream.gate.num_waiting)
+        gateway.metrics.in_flight.labels(name).set(await gateway.store.in_flight(name))
 
 
 async def health(gateway: Gateway) -> dict:

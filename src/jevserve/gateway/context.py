@@ -59,6 +59,7 @@ class RequestContext:
     upstream_ms: float = 0.0  # time spent waiting for the upstream (until its first byte when streaming)
     outcome: dict[str, Any] = field(default_factory=dict)  # the upstream's name, status and attempts, for the log
     flags: dict[str, str] = field(default_factory=dict)  # extra x-jevserve-* headers
+    stored: bool = False  # the reply went into the cache (replay rebuilds the cache from this)
 
     @property
     def is_chat(self) -> bool:

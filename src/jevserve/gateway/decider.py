@@ -16,11 +16,13 @@ import asyncio
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import httpx
 import numpy as np
 
+from jevserve import __version__
 from jevserve.decide.base import DecisionBackend, DecisionItem
 from jevserve.decide.batcher import Batcher
 from jevserve.decide.remote import RemoteBackend
@@ -68,6 +70,16 @@ class Decider(ABC):
         """Release what the decider holds."""
         return None
 
+    @property
+    def identity(self) -> str | None:
+        """What makes its answers what they are (model and version), for caches on disk; None: do not cache."""
+        return None
+
+    def decide_blocking(self, asks: Sequence[Ask]) -> dict[str, np.ndarray]:
+        """`decide` for callers outside an event loop (calibration at start-up); run in a thread of its own."""
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, self.decide(asks)).result()
+
 
 class LocalDecider(Decider):
     """A `jevserve.decide` backend in process; concurrent requests share forward batches through a Batcher."""
@@ -98,6 +110,19 @@ class LocalDecider(Decider):
             raise DecisionUnavailable(f"{self.name}: {type(exc).__name__}: {exc}") from exc
         return {a.question_id: np.asarray(p, dtype=np.float64) for a, p in zip(asks, results, strict=True)}
 
+    @property
+    def identity(self) -> str | None:
+        """The backend's model card and this jevserve version."""
+        card = self.backend.card
+        return f"{card.name}|{card.release_date}|jevserve {__version__}"
+
+    def decide_blocking(self, asks: Sequence[Ask]) -> dict[str, np.ndarray]:
+        """The backend's blocking `decide`, in one batch."""
+        if not asks:
+            return {}
+        results = self.backend.decide([DecisionItem(a.state, a.question) for a in asks])
+        return {a.question_id: np.asarray(p, dtype=np.float64) for a, p in zip(asks, results, strict=True)}
+
     async def aclose(self) -> None:
         """Stop the batcher and release the backend."""
         if self._batcher is not None:
@@ -120,6 +145,11 @@ class RemoteDecider(LocalDecider):
     ) -> None:
         super().__init__(RemoteBackend(url, api_key=api_key, model=model, timeout_s=timeout_s, transport=transport))
         self.name = f"remote:{url}"
+
+    @property
+    def identity(self) -> str | None:
+        """The endpoint and the model asked for (what it serves under that name can change: recalibrate then)."""
+        return f"{self.name}|{self.backend.model}"
 
 
 class FixedDecider(Decider):
@@ -146,10 +176,14 @@ class FixedDecider(Decider):
 
     async def decide(self, asks: Sequence[Ask]) -> dict[str, np.ndarray]:
         """The configured answers; "no" or uniform where none is set."""
-        self.calls.append(tuple(a.question_id for a in asks))
-        self.states.extend(a.state for a in asks)
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
+        return self.decide_blocking(asks)
+
+    def decide_blocking(self, asks: Sequence[Ask]) -> dict[str, np.ndarray]:
+        """The configured answers, without waiting."""
+        self.calls.append(tuple(a.question_id for a in asks))
+        self.states.extend(a.state for a in asks)
         if self.fail:
             raise DecisionUnavailable("fixed decider set to fail")
         out = {}

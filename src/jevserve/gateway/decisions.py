@@ -24,9 +24,9 @@ from jevserve.gateway.config import GatewayConfig, RouteConfig, default_config
 from jevserve.gateway.decider import Decider, timed_decide
 from jevserve.gateway.errors import UnknownModelError
 from jevserve.gateway.policies.base import Policy, RequestView
-from jevserve.gateway.policies.build import build_policies
+from jevserve.gateway.policies.build import POLICIES, build_policies
 from jevserve.gateway.types import FINAL_ACTIONS, Phase, Verdict
-from jevserve.serving.decision_inputs import DEFAULT_LIMITS, DecisionInputs, InputLimits, decision_inputs
+from jevserve.serving.decision_inputs import DecisionInputs, decision_inputs
 
 DEFAULT_TENANT = "default"
 
@@ -100,19 +100,6 @@ def request_policies(route: RouteConfig) -> tuple[Policy, ...]:
     return tuple(p for p in policies_for(route) if p.phase is Phase.REQUEST)
 
 
-def input_limits(route: RouteConfig) -> InputLimits:
-    """The decision-input bounds of `route`: its guard's scan settings, the defaults for everything else."""
-    guard = route.guard
-    if guard is None:
-        return DEFAULT_LIMITS
-    return InputLimits(
-        min_window_chars=guard.min_window_chars,
-        window_chars=guard.window_chars,
-        max_windows=guard.max_windows,
-        judge_system=guard.judge_system_prompt,
-    )
-
-
 def resolve_route(config: GatewayConfig | RouteConfig, model: str | None) -> RouteConfig:
     """The route for `model` (None: the first route); raises UnknownModelError naming the declared models."""
     if isinstance(config, RouteConfig):
@@ -126,6 +113,26 @@ def resolve_route(config: GatewayConfig | RouteConfig, model: str | None) -> Rou
         known = ", ".join(r.model for r in config.routes) or "(none)"
         raise UnknownModelError(f"unknown model {model!r}; this gateway serves: {known}", param="model")
     return route
+
+
+_RESOLVED: dict[tuple[int, int], tuple[GatewayConfig | RouteConfig, Decider, GatewayConfig | RouteConfig]] = {}
+
+
+def resolved(config: GatewayConfig | RouteConfig, decider: Decider) -> GatewayConfig | RouteConfig:
+    """`config` with its rate-based operating points turned into thresholds for `decider` (computed once per pair;
+    a gateway resolves its config at start-up, so this only works for callers that pass a config of their own)."""
+    routes = config.routes if isinstance(config, GatewayConfig) else [config]
+    if not any(getattr(r, k, None) is not None and getattr(r, k).needs_calibration for r in routes for k in POLICIES):
+        return config
+    hit = _RESOLVED.get((id(config), id(decider)))
+    if hit is None or hit[0] is not config or hit[1] is not decider:
+        from jevserve.gateway.operating_points import resolve_operating_points
+
+        whole = config if isinstance(config, GatewayConfig) else GatewayConfig(routes=[config])
+        done, _ = resolve_operating_points(whole, decider)
+        hit = (config, decider, done if isinstance(config, GatewayConfig) else done.routes[0])
+        _RESOLVED[(id(config), id(decider))] = hit
+    return hit[2]
 
 
 async def run_decisions(
@@ -150,11 +157,11 @@ async def run_decisions(
     Raises UnknownModelError for a model the config does not declare.
     """
     config = config if config is not None else default_config()
-    route = resolve_route(config, model)
+    route = resolve_route(resolved(config, decider), model)
     if timeout_ms is None:
         timeout_ms = config.decision_timeout_ms if isinstance(config, GatewayConfig) else 1000.0
     policies = request_policies(route)
-    inputs = decision_inputs({"messages": list(messages), "tools": list(tools or ())}, limits=input_limits(route))
+    inputs = decision_inputs({"messages": list(messages), "tools": list(tools or ())}, limits=route.input_limits())
     view = RequestView(inputs)
     vector = keys = None
     if cache is not None and route.cache is not None and route.cache.enabled:

@@ -52,6 +52,7 @@ class Policy:
 
     def __init__(self, config: PolicyConfig) -> None:
         self.config = config
+        self.threshold = config.effective_threshold  # a rate must be resolved first (operating_points.py)
         self.mode = Mode(config.mode)
         self.wire = dict(config.question) if config.question else dict(DEFAULTS[self.question_key])
         # validated once here, not on every request (pydantic validation per question was per-request CPU)
@@ -84,7 +85,7 @@ class Policy:
         self, p: float | None, on: Action, off: Action = Action.ALLOW, detail: Detail | None = None
     ) -> Verdict:
         """`on` when p ≥ threshold (or, without p, when the fallback is closed); `off` otherwise."""
-        t = self.config.threshold
+        t = self.threshold
         if p is None:
             closed = self.config.fallback == "closed"
             reason = f"decision unavailable: fallback {self.config.fallback}"

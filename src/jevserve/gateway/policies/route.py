@@ -50,7 +50,7 @@ class CostRoute(Policy):
         if verdict.fell_back:  # open: the strong model, never worse answers when blind; closed: the cheap one
             use_cheap = self.config.fallback == "closed"
         else:
-            use_cheap = verdict.probability is not None and verdict.probability >= self.config.threshold
+            use_cheap = verdict.probability is not None and verdict.probability >= self.threshold
         return self.verdict(
             Action.ROUTE,
             verdict.reason,
@@ -65,7 +65,7 @@ class CostRoute(Policy):
         if self.thinking_question is None or thinking is None:
             return {}
         p = self.yes(answers, "thinking")
-        on = (p >= thinking.threshold) if p is not None else thinking.fallback == "closed"
+        on = (p >= thinking.effective_threshold) if p is not None else thinking.fallback == "closed"
         return {"thinking": on, "thinking_probability": p, "thinking_field": thinking.field}
 
 

@@ -66,13 +66,15 @@ async def forward(gateway: Gateway, ctx: RequestContext, plan: Forward) -> Upstr
     }
     ctx.flags["x-jevserve-upstream"] = dispatched.upstream.name
     for attempt in dispatched.attempts:
-        gateway.metrics.upstream_attempts.labels(attempt.upstream, str(attempt.status or attempt.error)).inc()
+        gateway.metrics.upstream_attempts.labels(attempt.upstream, attempt.outcome).inc()
     if stream and response.status_code < 400:
+        gateway.metrics.upstream_ms.labels(dispatched.upstream.name).observe(ctx.upstream_ms)
         return UpstreamReply(dispatched, response.status_code, streaming=True)
     if stream:  # an error answer to a stream request: read it whole, as a non-stream reply is
         await response.aread()
         await dispatched.close()
         ctx.upstream_ms = (time.monotonic() - started) * 1000
+    gateway.metrics.upstream_ms.labels(dispatched.upstream.name).observe(ctx.upstream_ms)
     return _whole_reply(dispatched, response)
 
 

@@ -18,7 +18,7 @@ def record(gateway: Gateway, ctx: RequestContext, status: int) -> None:
     if report is not None:
         metrics.decision_ms.observe(report.decision_ms)
         for v in (*report.verdicts, *ctx.tool_verdicts):
-            metrics.decisions.labels(v.decision, str(v.action), str(v.fell_back).lower()).inc()
+            metrics.decisions.labels(v.decision, str(v.action), str(v.mode), str(v.fell_back).lower()).inc()
     if gateway.log is None:
         return
     body = ctx.body
@@ -27,6 +27,7 @@ def record(gateway: Gateway, ctx: RequestContext, status: int) -> None:
             "request_id": ctx.request_id,
             "time": time.time(),
             "endpoint": ctx.endpoint,
+            "tenant": ctx.tenant,  # a digest of the key, never the key
             "model": ctx.model,
             "messages": body.get("messages") or [{"role": "user", "content": body.get("prompt")}],
             "tools": body.get("tools"),
@@ -34,6 +35,7 @@ def record(gateway: Gateway, ctx: RequestContext, status: int) -> None:
             "decisions": report.to_dict() if report is not None else None,
             "tool_gate": [v.to_dict() for v in ctx.tool_verdicts],
             "status": status,
+            "stored": ctx.stored,
             "upstream": ctx.outcome,
             "upstream_ms": ctx.upstream_ms,
             "total_ms": total_ms,

@@ -35,6 +35,7 @@ async def store_reply(
         vector=report.cache_vector,
         keys=report.cache_keys,
     )
+    ctx.stored = True
     return True
 
 
