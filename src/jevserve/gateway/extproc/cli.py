@@ -58,6 +58,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_extproc)
 
 
+def _progress(message: str) -> None:
+    print(f"  {message} ...", file=sys.stderr, flush=True)
+
+
 def _fail(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
     return 2
@@ -98,7 +102,8 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
     except UnknownSpecError as exc:
         return _fail(f"--decider {config.decider}: {exc}")
     try:
-        gateway = build_gateway(config, decider)
+        # rate-based operating points resolve to the same thresholds as in `jevserve gateway` (scored, then cached)
+        gateway = build_gateway(config, decider, progress=_progress)
     except ValueError as exc:
         return _fail(str(exc))
     mode = wire.BodyMode.Value(args.body_mode)
@@ -115,6 +120,7 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
         f"deadline {deadline_ms:.0f} ms, fails {args.failure})",
         f"  models:    {', '.join(r.model for r in config.routes) or '(none)'}",
         f"  store:     {config.store}   log: {config.log.path or 'off'}",
+        *(f"  {point.describe()}" for point in gateway.operating_points),
     ]
     try:
         return asyncio.run(serve_until_stopped(GatewayDecisions(gateway), settings, f"{args.host}:{args.port}", banner))
