@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import grpc
+import httpx
 import yaml
 from envoy.config.bootstrap.v3 import bootstrap_pb2
 from google.protobuf import json_format
@@ -73,9 +74,9 @@ def test_bad_port_and_bad_config_are_refused(tmp_path, capsys) -> None:
 
 
 def test_the_command_serves_health_and_requests_then_stops_on_sigterm(tmp_path) -> None:
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
     command = [sys.executable, "-m", "jevserve.cli", "extproc", "--config", str(write_config(tmp_path)),
-               "--port", str(port)]
+               "--port", str(port), "--metrics-port", str(metrics_port)]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         banner = proc.stdout.readline()
@@ -87,10 +88,18 @@ def test_the_command_serves_health_and_requests_then_stops_on_sigterm(tmp_path) 
                     health_pb2.HealthCheckRequest(service="readiness"), timeout=5
                 )
                 body = {"model": "qwen3", "messages": [{"role": "user", "content": "hello"}]}
-                got = await EnvoyStream(channel, "FULL_DUPLEX_STREAMED").request(json.dumps(body).encode())
-                return ready.status, got
+                stream = EnvoyStream(channel, "FULL_DUPLEX_STREAMED")
+                got = await stream.request(json.dumps(body).encode())
+                await stream.respond(200, {"content-type": "application/json"}, [b'{"choices": []}'])
+                await stream.finish()
+                await asyncio.sleep(0.2)
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{metrics_port}") as http:
+                metrics, health = await http.get("/metrics"), await http.get("/healthz")
+            return ready.status, got, metrics, health
 
-        status, got = asyncio.run(scenario())
+        status, got, metrics, health = asyncio.run(scenario())
+        assert health.status_code == 200 and health.json() == {"status": "ok"}
+        assert 'jevserve_gateway_requests_total{endpoint="chat",model="qwen3",status="200"} 1.0' in metrics.text
         assert status == health_pb2.HealthCheckResponse.SERVING
         # the decider is unreachable: guard falls back open, route falls back to the route's own model
         assert isinstance(got, Forwarded) and json.loads(got.body)["model"] == "qwen3-8b"

@@ -53,6 +53,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="BUFFERED",
         help="the body mode assumed when Envoy does not say (Envoy 1.3x+ does, in protocol_config)",
     )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="also serve Prometheus /metrics and /healthz over HTTP on this port (default: off)",
+    )
     p.add_argument("--print-envoy", action="store_true", help="print an Envoy bootstrap for this config and exit")
     p.add_argument("--envoy-port", type=int, default=10000, help="the listener port of --print-envoy (default 10000)")
     p.set_defaults(func=run_extproc)
@@ -72,8 +78,9 @@ def run_extproc(args: argparse.Namespace) -> int:
     from jevserve.gateway.cli import load_with_overrides
     from jevserve.gateway.errors import ConfigError
 
-    if not 0 < args.port < 65536:
-        return _fail(f"--port {args.port}: expected 1-65535")
+    for flag, port in (("--port", args.port), ("--metrics-port", args.metrics_port)):
+        if port is not None and not 0 < port < 65536:
+            return _fail(f"{flag} {port}: expected 1-65535")
     try:
         config = load_with_overrides(args.config, decider=args.decider, store=args.store, log=args.log)
     except ConfigError as exc:
@@ -93,6 +100,7 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
     from jevserve.gateway.decider import make_decider
     from jevserve.gateway.extproc import wire
     from jevserve.gateway.extproc.binding import GatewayDecisions
+    from jevserve.gateway.extproc.metrics_http import start_metrics
     from jevserve.gateway.extproc.server import serve_until_stopped
     from jevserve.gateway.extproc.stream import StreamSettings
     from jevserve.gateway.runtime import build_gateway
@@ -122,8 +130,17 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
         f"  store:     {config.store}   log: {config.log.path or 'off'}",
         *(f"  {point.describe()}" for point in gateway.operating_points),
     ]
+    started = None
+    if args.metrics_port is not None:
+        banner.append(f"  metrics:   http://{args.host}:{args.metrics_port}/metrics")
+
+        async def started(server):
+            runner = await start_metrics(gateway.metrics, lambda: server.ready, args.host, args.metrics_port)
+            return runner.cleanup
+
+    address = f"{args.host}:{args.port}"
     try:
-        return asyncio.run(serve_until_stopped(GatewayDecisions(gateway), settings, f"{args.host}:{args.port}", banner))
+        return asyncio.run(serve_until_stopped(GatewayDecisions(gateway), settings, address, banner, started=started))
     except OSError as exc:
         return _fail(f"--host {args.host} --port {args.port}: cannot bind ({exc})")
 

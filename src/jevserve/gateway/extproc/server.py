@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
 import grpc
@@ -103,6 +103,7 @@ class ExtProcServer:
         pb_grpc.add_ExternalProcessorServicer_to_server(self.service, self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         self.port: int | None = None
+        self.ready = False  # listening and not draining (what the readiness services report)
 
     async def start(self, address: str = "127.0.0.1:9002") -> int:
         """Bind `address` (host:port; port 0 picks a free one), start serving and report ready; returns the port."""
@@ -113,10 +114,12 @@ class ExtProcServer:
         await self.health.set("liveness", health_pb2.HealthCheckResponse.SERVING)
         for service in READY_SERVICES:
             await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        self.ready = True
         return self.port
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Report not ready, let open streams finish for `grace_s`, finish closing work, release the decisions."""
+        self.ready = False
         for service in READY_SERVICES:
             await self.health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
         await self._server.stop(grace_s)
@@ -129,9 +132,15 @@ class ExtProcServer:
 
 
 async def serve_until_stopped(
-    decisions: Decisions, settings: StreamSettings, address: str, banner: list[str] | None = None
+    decisions: Decisions,
+    settings: StreamSettings,
+    address: str,
+    banner: list[str] | None = None,
+    *,
+    started: Callable[[ExtProcServer], Awaitable[Callable[[], Awaitable[None]]]] | None = None,
 ) -> int:
-    """Serve on `address` until SIGINT or SIGTERM, then stop gracefully (not ready first, open streams finish)."""
+    """Serve on `address` until SIGINT or SIGTERM, then stop gracefully (not ready first, open streams finish).
+    `started(server)`, awaited once the server listens, starts what runs beside it and returns its stop function."""
     server = ExtProcServer(decisions, settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -142,9 +151,12 @@ async def serve_until_stopped(
     except Exception:
         await decisions.aclose()
         raise
+    stop_beside = await started(server) if started is not None else None
     for line in banner or ():
         print(line, flush=True)
     await stop.wait()
     print("jevserve extproc: stopping (not ready; open streams get 5 s)", flush=True)
     await server.stop(grace_s=5.0)
+    if stop_beside is not None:
+        await stop_beside()
     return 0
