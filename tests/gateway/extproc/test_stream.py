@@ -64,6 +64,7 @@ def test_headers_only_request_passes_with_an_empty_body(mode: str) -> None:
     assert script.seen[0][0][":method"] == "GET" and script.seen[0][1] == b""
     assert delivered.body == b'{"data":[]}'
     assert ends[0].status == 200 and ends[0].complete and ends[0].response_body is None
+    assert ends[0].timings_ms["decide"] >= 0  # the time spent in the decisions, reported to close()
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -38,7 +38,6 @@ class ExternalProcessorService(pb_grpc.ExternalProcessorServicer):
     def __init__(self, decisions: Decisions, settings: StreamSettings) -> None:
         self.decisions = decisions
         self.settings = settings
-        self.num_streams = 0  # streams open now
         self._closing: set[asyncio.Task] = set()
 
     async def Process(
@@ -47,7 +46,6 @@ class ExternalProcessorService(pb_grpc.ExternalProcessorServicer):
         """Answer one HTTP request's messages as they come; close its exchange however the stream ends."""
         processor = StreamProcessor(self.decisions.open(), self.settings)
         error: str | None = None
-        self.num_streams += 1
         try:
             async for message in request_iterator:
                 for answer in await processor.feed(message):
@@ -66,7 +64,6 @@ class ExternalProcessorService(pb_grpc.ExternalProcessorServicer):
             logger.warning("ext_proc %s", error)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         finally:
-            self.num_streams -= 1
             self.spawn(processor.exchange.close(processor.end(error)))
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:

@@ -33,7 +33,6 @@ from jevserve.gateway.extproc.seam import Exchange, Forward, Respond, ResponseEd
 logger = logging.getLogger("jevserve.extproc")
 
 _BUFFERED_MODES = (wire.BUFFERED, wire.BUFFERED_PARTIAL)
-_SUPPORTED_REQUEST_MODES = (wire.BUFFERED, wire.BUFFERED_PARTIAL, wire.FULL_DUPLEX_STREAMED)
 
 
 class ProtocolError(Exception):
