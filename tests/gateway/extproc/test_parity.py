@@ -81,6 +81,7 @@ class Case:
     answers: dict[str, Any] = field(default_factory=dict)
     reply: Any = None  # StubUpstream reply function
     fail: bool = False  # the decider is down
+    delay_s: float = 0.0  # the decider answers this late (the config's decision timeout is 300 ms)
     headers: dict[str, str] = field(default_factory=dict)
     upstream_kind: str = "openai"
 
@@ -114,6 +115,7 @@ CASES = [
          [{**HI, "stream": True, "tools": TOOLS}] * 2, {"cache": 0.99}, reply=_streamed_tool_call),
     Case("decider-down-open", {"guard": {"fallback": "open"}}, [HI], fail=True),
     Case("decider-down-closed", {"guard": {"fallback": "closed"}}, [HI], fail=True),
+    Case("decider-slow-closed", {"guard": {"fallback": "closed"}, "harm": {}}, [HI], {"guard": 0.01}, delay_s=0.6),
     Case("malformed-json", {"guard": {}}, [b'{"model": "m", "messages": [']),
     Case("bad-field", {"guard": {}}, [{"model": "m", "messages": "hi"}]),
     Case("unknown-model", {"guard": {}}, [{**HI, "model": "nope"}]),
@@ -164,7 +166,7 @@ def _strip(payload: Any) -> Any:
 
 async def _via_http(case: Case) -> list[dict]:
     stub = HeaderStub(case.reply)
-    decider = FixedDecider(case.answers, fail=case.fail)
+    decider = FixedDecider(case.answers, fail=case.fail, delay_s=case.delay_s)
     app, _, _ = make_app(case.route, decider=decider, upstreams={"u": stub}, config=_config(case))
     out = []
     async with client(app) as c:
@@ -177,7 +179,7 @@ async def _via_http(case: Case) -> list[dict]:
 
 async def _via_extproc(case: Case, mode: str) -> list[dict]:
     stub = HeaderStub(case.reply)
-    gateway = build_gateway(parse_config(_config(case)), FixedDecider(case.answers, fail=case.fail), embed=char_embed)
+    gateway = build_gateway(parse_config(_config(case)), FixedDecider(case.answers, fail=case.fail, delay_s=case.delay_s), embed=char_embed)
     out = []
     async with serving(GatewayDecisions(gateway)) as channel:
         for request in case.requests:
