@@ -179,7 +179,8 @@ async def _via_http(case: Case) -> list[dict]:
 
 async def _via_extproc(case: Case, mode: str) -> list[dict]:
     stub = HeaderStub(case.reply)
-    gateway = build_gateway(parse_config(_config(case)), FixedDecider(case.answers, fail=case.fail, delay_s=case.delay_s), embed=char_embed)
+    decider = FixedDecider(case.answers, fail=case.fail, delay_s=case.delay_s)
+    gateway = build_gateway(parse_config(_config(case)), decider, embed=char_embed)
     out = []
     async with serving(GatewayDecisions(gateway)) as channel:
         for request in case.requests:
