@@ -199,7 +199,7 @@ def markdown(result: dict) -> str:
         f"Measured {result['machine']['when']} on {result['machine']['cpus']} shared cores "
         f"(`uptime` before: {result['machine']['uptime_before']}; after: {result['uptime_after']}), "
         f"stub reply time {result['settings']['delay_ms']:.0f} ms, medians of {result['settings']['rounds']} rounds, "
-        f"with `{result['command']}`.",
+        f"with `{result['command']}` at commit {result.get('commit') or '(unknown)'}.",
         "",
         "| way | c | p50 ms | p99 ms | added p50 ms | added p99 ms | requests/s (steady) |",
         "|---|---|---|---|---|---|---|",
@@ -254,6 +254,8 @@ def main() -> int:
     result["settings"] = {"requests": args.requests, "rounds": args.rounds, "delay_ms": args.delay_ms,
                           "decisions_on": ["guard", "harm", "clarify", "priority"], "body_mode": "FULL_DUPLEX_STREAMED"}
     result["command"] = " ".join(["python benchmarks/extproc_overhead.py", *sys.argv[1:]])
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    result["commit"] = commit.stdout.strip() or None
     print(f"wrote {write_result('extproc_overhead', result)}")
     replace_section("extproc_overhead", markdown(result), DOC)
     return 0
