@@ -16,6 +16,8 @@ after `--delay-ms`):
                   "a bare Python ext_proc round trip"
 Added latency: extproc-* minus envoy, gateway-* minus direct, at the same concurrency (medians over `--rounds`).
 Requests/s count only the steady state: completions between the 10th and the 90th percentile of completion times.
+CPU ms per request (user + system, every thread, read from /proc) of the Python process in the path and of Envoy
+moves far less with other jobs on the machine than wall time does.
 Every request carries a different prompt (no cache hits). The machine is shared: `uptime` is recorded before and
 after, and each figure is the median of the rounds.
 
@@ -46,6 +48,7 @@ from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 
 from _httpload import read_body, read_framing
 from _serverbench import machine, replace_section, uptime, write_result
+from gateway_cpu import thread_cpu_s
 from gateway_overhead import body, free_port, gateway_config, prompts, wait_port
 from jevserve.gateway.extproc.envoy_config import envoy_bootstrap
 
@@ -164,7 +167,24 @@ def summary(records: list[tuple[float, float]]) -> dict:
     }
 
 
-def measure(args, ports: dict[str, int]) -> dict:
+# whose CPU each way is charged: the jevserve process in the path (or the stub, for direct) and Envoy, if any
+CPU_OF = {
+    "direct": ("stub", None),
+    "envoy": (None, "envoy-bare"),
+    "extproc-off": ("extproc", "envoy-extproc"),
+    "extproc-on": ("extproc", "envoy-extproc"),
+    "gateway-off": ("gateway", None),
+    "gateway-on": ("gateway", None),
+    "grpc-bare": ("extproc", None),
+}
+
+
+def cpu_s(pid: int | None) -> float:
+    """User + system CPU seconds of a process, every thread (0 for no process)."""
+    return sum(thread_cpu_s(pid)) if pid is not None else 0.0
+
+
+def measure(args, ports: dict[str, int], pids: dict[str, int]) -> dict:
     ways = {
         "direct": (ports["stub"], "stub"),
         "envoy": (ports["envoy-bare"], "stub"),
@@ -183,7 +203,12 @@ def measure(args, ports: dict[str, int]) -> dict:
                 bodies = [body(model, t) for t in prompts(n, offset)]
                 offset += n
                 load = grpc_load if way == "grpc-bare" else http_load
-                rounds[way].append(summary(asyncio.run(load(port, bodies, concurrency))))
+                jevserve, envoy = (pids.get(name) if name else None for name in CPU_OF[way])
+                before = cpu_s(jevserve), cpu_s(envoy)
+                row = summary(asyncio.run(load(port, bodies, concurrency)))
+                row["python_cpu_ms"] = (cpu_s(jevserve) - before[0]) * 1000 / n  # per request
+                row["envoy_cpu_ms"] = (cpu_s(envoy) - before[1]) * 1000 / n
+                rounds[way].append(row)
         median = {w: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for w, rs in rounds.items()}
         for way, base in (("extproc-off", "envoy"), ("extproc-on", "envoy"), ("gateway-off", "direct"),
                           ("gateway-on", "direct"), ("envoy", "direct")):
@@ -201,17 +226,20 @@ def markdown(result: dict) -> str:
         f"stub reply time {result['settings']['delay_ms']:.0f} ms, medians of {result['settings']['rounds']} rounds, "
         f"with `{result['command']}` at commit {result.get('commit') or '(unknown)'}.",
         "",
-        "| way | c | p50 ms | p99 ms | added p50 ms | added p99 ms | requests/s (steady) |",
-        "|---|---|---|---|---|---|---|",
+        "| way | c | p50 ms | p99 ms | added p50 ms | added p99 ms | requests/s (steady) | CPU ms/request: Python "
+        "process (stub for direct) | Envoy |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for concurrency in CONCURRENCIES:
         median = result[f"concurrency_{concurrency}"]["median"]
         for way in WAYS:
             m = median[way]
             added = (f"{m['added_p50_ms']:+.2f}", f"{m['added_p99_ms']:+.2f}") if "added_p50_ms" in m else ("–", "–")
+            python_cpu = f"{m['python_cpu_ms']:.2f}" if CPU_OF[way][0] else "–"
+            envoy_cpu = f"{m['envoy_cpu_ms']:.2f}" if CPU_OF[way][1] else "–"
             lines.append(
                 f"| {way} | {concurrency} | {m['p50_ms']:.2f} | {m['p99_ms']:.2f} | {added[0]} | {added[1]} "
-                f"| {m['per_s']:.0f} |"
+                f"| {m['per_s']:.0f} | {python_cpu} | {envoy_cpu} |"
             )
     lines += ["", "Added: extproc-* over envoy, gateway-* and envoy over direct; grpc-bare is the ext_proc server "
               "alone (four round trips per request, no HTTP)."]
@@ -236,20 +264,21 @@ def main() -> int:
                                         message_timeout_s=60)
             (folder / f"{name}.yaml").write_text(yaml.safe_dump(bootstrap))
         cli = [sys.executable, "-m", "jevserve.cli"]
-        stack.enter_context(process([sys.executable, str(ROOT / "benchmarks" / "_stub_upstream.py"),
-                                     str(ports["stub"]), str(args.delay_ms)], ports["stub"], folder / "stub.log"))
-        stack.enter_context(process([*cli, "gateway", "--config", str(folder / "gw.yaml"), "--port",
-                                     str(ports["gateway"])], ports["gateway"], folder / "gateway.log"))
-        stack.enter_context(process([*cli, "extproc", "--config", str(folder / "gw.yaml"), "--port",
-                                     str(ports["extproc"])], ports["extproc"], folder / "extproc.log"))
+        commands = {
+            "stub": [sys.executable, str(ROOT / "benchmarks" / "_stub_upstream.py"), str(ports["stub"]),
+                     str(args.delay_ms)],
+            "gateway": [*cli, "gateway", "--config", str(folder / "gw.yaml"), "--port", str(ports["gateway"])],
+            "extproc": [*cli, "extproc", "--config", str(folder / "gw.yaml"), "--port", str(ports["extproc"])],
+        }
         for name in ("envoy-bare", "envoy-extproc"):
-            command = [envoy_path(), "-c", str(folder / f"{name}.yaml"), "--concurrency", "1",
-                       "--use-dynamic-base-id", "-l", "error"]
-            stack.enter_context(process(command, ports[name], folder / f"{name}.log"))
+            commands[name] = [envoy_path(), "-c", str(folder / f"{name}.yaml"), "--concurrency", "1",
+                              "--use-dynamic-base-id", "-l", "error"]
+        pids = {name: stack.enter_context(process(command, ports[name], folder / f"{name}.log")).pid
+                for name, command in commands.items()}
         warm = [body(m, t) for m in ("plain", "decide") for t in prompts(20, -1000)]
         asyncio.run(http_load(ports["envoy-extproc"], warm, 4))
         asyncio.run(http_load(ports["gateway"], warm, 4))
-        result = {"machine": info, **measure(args, ports)}
+        result = {"machine": info, **measure(args, ports, pids)}
     result["uptime_after"] = uptime()
     result["settings"] = {"requests": args.requests, "rounds": args.rounds, "delay_ms": args.delay_ms,
                           "decisions_on": ["guard", "harm", "clarify", "priority"], "body_mode": "FULL_DUPLEX_STREAMED"}
