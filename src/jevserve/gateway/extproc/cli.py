@@ -97,13 +97,14 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
     import asyncio
 
     from jevserve.decide.registry import UnknownSpecError
-    from jevserve.gateway.decider import make_decider
+    from jevserve.gateway.decider import DecisionUnavailable, make_decider
     from jevserve.gateway.extproc import wire
     from jevserve.gateway.extproc.binding import GatewayDecisions
     from jevserve.gateway.extproc.metrics_http import start_metrics
     from jevserve.gateway.extproc.server import serve_until_stopped
     from jevserve.gateway.extproc.stream import StreamSettings
     from jevserve.gateway.runtime import build_gateway
+    from jevserve.protocol.errors import BackendError
 
     try:
         decider = make_decider(config.decider)
@@ -112,6 +113,8 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
     try:
         # rate-based operating points resolve to the same thresholds as in `jevserve gateway` (scored, then cached)
         gateway = build_gateway(config, decider, progress=_progress)
+    except (DecisionUnavailable, BackendError) as exc:  # scoring a rate-based operating point needs answers
+        return _fail(f"--decider {config.decider}: it did not answer while resolving operating points ({exc})")
     except ValueError as exc:
         return _fail(str(exc))
     mode = wire.BodyMode.Value(args.body_mode)
