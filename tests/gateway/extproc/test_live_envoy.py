@@ -152,3 +152,58 @@ def test_the_gateways_decisions_through_a_live_envoy(mode: str) -> None:
     assert body["model"] == "qwen3-8b" and body["stream"] is True
     assert costly.text.rstrip().endswith("data: [DONE]") and "qwen3-8b" in costly.text
     assert blocked.status_code == 400 and blocked.json()["error"]["code"] == "content_policy_violation"
+
+
+def _shape(message) -> tuple:
+    """What a ProcessingRequest carries, as far as the server reads it."""
+    kind = message.WhichOneof("request")
+    part = getattr(message, kind)
+    eos = getattr(part, "end_of_stream", None)
+    has_body = bool(getattr(part, "body", b""))
+    config = message.HasField("protocol_config")
+    return kind, eos, has_body, config, message.HasField("metadata_context")
+
+
+@pytest.mark.parametrize("mode", ["FULL_DUPLEX_STREAMED", "BUFFERED"])
+def test_the_test_client_sends_what_envoy_sends(mode: str, monkeypatch) -> None:
+    """The message shapes of one request and its reply, from a live Envoy and from tests/.../envoy.py's client."""
+    envoy = envoy_binary()
+    if envoy is None:
+        pytest.skip(f"no Envoy binary; install it with: {ENVOY_INSTALL}")
+    from jevserve.gateway.extproc import stream as stream_module
+    from tests.gateway.extproc.envoy import EnvoyStream
+
+    seen: list[tuple] = []
+    feed = stream_module.StreamProcessor.feed
+
+    async def recording_feed(self, message):
+        seen.append(_shape(message))
+        return await feed(self, message)
+
+    monkeypatch.setattr(stream_module.StreamProcessor, "feed", recording_feed)
+    script = Scripted(decide=lambda h, b: Forward())
+    payload = json.dumps(chat("hello")).encode()
+
+    async def scenario():
+        async with running_models(SMALL, "qwen3-8b") as (_models, ports), serving_at(script) as served:
+            listen = free_port()
+            config = bootstrap_for(listen_port=listen, extproc_port=served[1], upstream_ports=ports, mode=mode)
+            async with running_envoy(envoy, config, listen) as base, httpx.AsyncClient(base_url=base) as c:
+                seen.clear()  # the readiness probe's stream
+                await c.post("/v1/chat/completions", content=payload, headers={"content-type": "application/json"})
+                await asyncio.sleep(0.2)
+            from_envoy = list(seen)
+            seen.clear()
+            reply = json.dumps(
+                {"id": "c", "object": "chat.completion", "choices": [{"index": 0, "message": {"content": "x"}}]}
+            ).encode()
+            stream = EnvoyStream(served[0], mode)
+            await stream.request(payload)
+            await stream.respond(200, {"content-type": "application/json"}, [reply], lockstep=True)
+            await stream.finish()
+            await asyncio.sleep(0.1)
+            return from_envoy, list(seen)
+
+    from_envoy, from_client = asyncio.run(scenario())
+    assert from_client == from_envoy
+    assert [s[0] for s in from_envoy][:2] == ["request_headers", "request_body"] and len(from_envoy) >= 4
