@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import socket
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jevserve.gateway.config import GatewayConfig
 
 DESCRIPTION = """\
 Run an OpenAI-compatible gateway that asks one System One decision call per request (guard, harm, clarify,
@@ -78,18 +82,29 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _load(args: argparse.Namespace):
+def load_with_overrides(
+    path: str | None, *, decider: str | None = None, store: str | None = None, log: str | None = None
+) -> GatewayConfig:
+    """The config file (None: the built-in one) with the command line's --decider, --store and --log applied
+    (shared by `jevserve gateway` and `jevserve extproc`); raises ConfigError."""
     from jevserve.gateway.config import load_config
 
-    config = load_config(args.config)
+    config = load_config(path)
     updates = {}
-    if getattr(args, "decider", None):
-        updates["decider"] = args.decider
-    if getattr(args, "store", None):
-        updates["store"] = args.store
-    if getattr(args, "log", None) and args.func is run_gateway:
-        updates["log"] = config.log.model_copy(update={"path": args.log})
+    if decider:
+        updates["decider"] = decider
+    if store:
+        updates["store"] = store
+    if log:
+        updates["log"] = config.log.model_copy(update={"path": log})
     return config.model_copy(update=updates) if updates else config
+
+
+def _load(args: argparse.Namespace):
+    log = getattr(args, "log", None) if args.func is run_gateway else None  # replay's LOG is its input
+    return load_with_overrides(
+        args.config, decider=getattr(args, "decider", None), store=getattr(args, "store", None), log=log
+    )
 
 
 def run_gateway(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from jevserve.gateway.errors import ConfigError
+from jevserve.gateway.inference_headers import InferenceHeadersConfig
 from jevserve.gateway.questions import LENGTH_LEVEL_TOKENS
 from jevserve.serving.decision_inputs import DEFAULT_LIMITS, InputLimits
 
@@ -229,6 +230,7 @@ class RouteConfig(_Strict):
     priority: PriorityConfig | None = None
     admission: AdmissionConfig = Field(default_factory=AdmissionConfig)
     rate_limit: RateLimitConfig | None = None
+    inference: InferenceHeadersConfig | None = None  # llm-d / GIE headers on upstream requests (inference_headers.py)
 
     def input_limits(self) -> InputLimits:
         """The bounds of the texts its decisions read: the guard's scan settings, the defaults for the rest."""

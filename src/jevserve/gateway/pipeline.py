@@ -23,6 +23,7 @@ from jevserve.gateway.responses import (
 from jevserve.gateway.runtime import Gateway
 from jevserve.gateway.stages import (
     Answer,
+    Forward,
     UpstreamReply,
     act,
     decide,
@@ -40,11 +41,7 @@ from jevserve.gateway.streaming import StreamSummary, relay
 async def serve(gateway: Gateway, ctx: RequestContext, raw: bytes) -> GatewayResponse:
     """Serve one chat or legacy completions request whose body is `raw`."""
     try:
-        ctx.body = read_body(raw, ctx.endpoint)
-        select_route(gateway, ctx)
-        await limit(gateway, ctx)
-        await decide(gateway, ctx)
-        plan = act(ctx)
+        plan = await plan_request(gateway, ctx, raw)
         if isinstance(plan, Answer):
             record(gateway, ctx, 200)
             return completion_response(ctx, plan.completion)
@@ -59,6 +56,15 @@ async def serve(gateway: Gateway, ctx: RequestContext, raw: bytes) -> GatewayRes
         return completion_response(ctx, completion)
     except GatewayError as exc:
         return refuse(gateway, ctx, exc)
+
+
+async def plan_request(gateway: Gateway, ctx: RequestContext, raw: bytes) -> Answer | Forward:
+    """The request phase every front end runs, read → route → limit → decide → act; raises GatewayError."""
+    ctx.body = read_body(raw, ctx.endpoint)
+    select_route(gateway, ctx)
+    await limit(gateway, ctx)
+    await decide(gateway, ctx)
+    return act(ctx)
 
 
 def refuse(gateway: Gateway, ctx: RequestContext, exc: GatewayError) -> GatewayResponse:

@@ -59,6 +59,34 @@ class StreamSummary:
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
 
+    def read(self, data: str) -> Any:
+        """Fold one event's data (the text after `data:`) into the summary; its JSON payload, or None for `[DONE]`
+        (which sets `done`) and for a malformed event (which sets `error`)."""
+        if data == "[DONE]":
+            self.done = True
+            return None
+        try:
+            payload = json.loads(data)
+        except json.JSONDecodeError:
+            self.error = f"upstream sent a malformed event: {data[:200]!r}"
+            return None
+        if isinstance(payload, dict):
+            if payload.get("error"):
+                self.error = str(payload["error"])[:500]
+            self.observe(payload)
+        return payload
+
+
+def summarise(events: bytes) -> StreamSummary:
+    """What a whole stream carried, from its bytes (the ext_proc server sees a relayed stream as it passes)."""
+    summary = StreamSummary()
+    for line in events.decode("utf-8", "replace").splitlines():
+        if line.startswith("data:"):
+            payload = summary.read(line[5:].strip())
+            if summary.done or (payload is None and summary.error is not None):
+                break
+    return summary
+
 
 def error_event(message: str, *, code: str = "upstream_stream_error") -> bytes:
     """The event that ends a broken stream."""
@@ -75,21 +103,13 @@ async def relay(
         async for line in response.aiter_lines():
             if not line.startswith("data:"):
                 continue  # comments, blank separators and event names are re-framed below
-            data = line[5:].strip()
-            if data == "[DONE]":
-                summary.done = True
+            payload = summary.read(line[5:].strip())
+            if summary.done:
                 yield sse("[DONE]")
                 break
-            try:
-                payload = json.loads(data)
-            except json.JSONDecodeError:
-                summary.error = f"upstream sent a malformed event: {data[:200]!r}"
+            if payload is None and summary.error is not None:  # malformed
                 yield error_event(summary.error)
                 return
-            if isinstance(payload, dict):
-                if payload.get("error"):
-                    summary.error = str(payload["error"])[:500]
-                summary.observe(payload)
             yield sse(payload)
         else:
             if not summary.done and summary.error is None:

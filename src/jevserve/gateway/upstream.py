@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import httpx
@@ -139,7 +139,14 @@ def _hinted_delay_s(response: httpx.Response | None) -> float | None:
 
 
 async def _try_upstream(
-    upstream: Upstream, path: str, body: dict, *, stream: bool, attempts: list[Attempt], deadline_at: float
+    upstream: Upstream,
+    path: str,
+    body: dict,
+    *,
+    stream: bool,
+    attempts: list[Attempt],
+    deadline_at: float,
+    headers: Mapping[str, str] | None = None,
 ) -> httpx.Response | None:
     """The upstream's final answer, or None when it could not take the request (try the next upstream); raises
     UpstreamError when the request was sent and then failed (it must not be sent again)."""
@@ -148,7 +155,7 @@ async def _try_upstream(
         started = time.monotonic()
         response = None
         try:
-            request = upstream.client.build_request("POST", upstream.url(path), json=body)
+            request = upstream.client.build_request("POST", upstream.url(path), json=body, headers=headers)
             response = await upstream.client.send(request, stream=stream)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:  # it never reached the model
             kind = "connect_timeout" if isinstance(exc, httpx.TimeoutException) else "connect_error"
@@ -200,6 +207,7 @@ async def dispatch(
     admission: AdmissionConfig,
     deadline_at: float,
     priority: int | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Dispatched:
     """Send `body` to the first upstream that answers (see the module docstring); raises UpstreamError or
     RateLimitedError (429) when none can."""
@@ -232,7 +240,7 @@ async def dispatch(
             sent["priority"] = priority
         try:
             response = await _try_upstream(
-                upstream, path, sent, stream=stream, attempts=attempts, deadline_at=deadline_at
+                upstream, path, sent, stream=stream, attempts=attempts, deadline_at=deadline_at, headers=headers
             )
         except BaseException:
             await upstream.gate.release()

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from jevserve.gateway.context import RequestContext
+from jevserve.gateway.inference_headers import inference_headers
 from jevserve.gateway.runtime import Gateway
 from jevserve.gateway.stages.act import Forward, prompt_tokens
 from jevserve.gateway.upstream import Dispatched, dispatch
@@ -39,7 +40,7 @@ class UpstreamReply:
 async def forward(gateway: Gateway, ctx: RequestContext, plan: Forward) -> UpstreamReply:
     """Call the upstream(s); raises UpstreamError (502) or RateLimitedError (429) when none can answer."""
     route = ctx.route
-    stream = ctx.streams and not plan.needs_whole_reply
+    stream = streams_upstream(ctx, plan)
     priority = None if plan.predicted_tokens is None else round(plan.predicted_tokens)
     queue_request = QueueRequest(
         ctx.request_id, ctx.arrival, max(1, prompt_tokens(ctx.body)), predicted_output_tokens=plan.predicted_tokens
@@ -54,6 +55,7 @@ async def forward(gateway: Gateway, ctx: RequestContext, plan: Forward) -> Upstr
         admission=route.admission,
         deadline_at=ctx.arrival + route.admission.deadline_s,
         priority=priority,
+        headers=upstream_headers(ctx, plan),
     )
     ctx.upstream_ms = (time.monotonic() - started) * 1000  # until the first byte when streaming
     response = dispatched.response
@@ -74,6 +76,19 @@ async def forward(gateway: Gateway, ctx: RequestContext, plan: Forward) -> Upstr
         ctx.upstream_ms = (time.monotonic() - started) * 1000
     gateway.metrics.upstream_ms.labels(dispatched.upstream.name).observe(ctx.upstream_ms)
     return _whole_reply(dispatched, response)
+
+
+def streams_upstream(ctx: RequestContext, plan: Forward) -> bool:
+    """The upstream streams when the client asked for a stream and no reply-phase policy needs the whole reply."""
+    return ctx.streams and not plan.needs_whole_reply
+
+
+def upstream_headers(ctx: RequestContext, plan: Forward) -> dict[str, str]:
+    """Headers added to the upstream request: the llm-d / GIE headers of the route's `inference` block (both front
+    ends, this stage and the ext_proc server, send them)."""
+    return inference_headers(
+        ctx.route.inference, predicted_tokens=plan.predicted_tokens, tenant=ctx.tenant, model=plan.body.get("model")
+    )
 
 
 def _whole_reply(dispatched: Dispatched, response: httpx.Response) -> UpstreamReply:
