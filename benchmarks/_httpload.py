@@ -9,14 +9,34 @@ from collections.abc import Sequence
 
 async def read_content_length(reader: asyncio.StreamReader) -> int:
     """Read an HTTP/1.1 message's header lines up to the blank line; its Content-Length (0 when absent)."""
-    length = 0
+    return (await read_framing(reader))[0]
+
+
+async def read_framing(reader: asyncio.StreamReader) -> tuple[int, bool]:
+    """Read an HTTP/1.1 message's header lines up to the blank line; (Content-Length or 0, chunked or not)."""
+    length, chunked = 0, False
     while True:
         line = await reader.readline()
         if line in (b"\r\n", b""):
-            return length
+            return length, chunked
         name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
+        name = name.strip().lower()
+        if name == b"content-length":
             length = int(value)
+        elif name == b"transfer-encoding" and b"chunked" in value.lower():
+            chunked = True
+
+
+async def read_body(reader: asyncio.StreamReader, length: int, chunked: bool) -> bytes:
+    """The message body: `length` bytes, or chunks to the last one (a proxy that may change a body sends those)."""
+    if not chunked:
+        return await reader.readexactly(length)
+    parts = []
+    while (size := int((await reader.readline()).split(b";")[0].strip(), 16)) > 0:
+        parts.append((await reader.readexactly(size + 2))[:-2])
+    while (await reader.readline()) not in (b"\r\n", b""):  # trailers, if any, then the blank line
+        pass
+    return b"".join(parts)
 
 
 async def _post(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str, body: bytes) -> int:

@@ -11,7 +11,7 @@ import asyncio
 import json
 import sys
 
-from _httpload import read_content_length
+from _httpload import read_body, read_framing
 
 REPLY = json.dumps(
     {
@@ -31,7 +31,7 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, del
             request_line = await reader.readline()
             if not request_line:
                 return
-            await reader.readexactly(await read_content_length(reader))
+            await read_body(reader, *(await read_framing(reader)))  # chunked when a proxy may change the body
             await asyncio.sleep(delay_s)
             head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(REPLY)}\r\n\r\n"
             writer.write(head.encode() + REPLY)

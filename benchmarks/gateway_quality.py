@@ -6,7 +6,7 @@ policy's threshold rule. Thresholds are chosen on the bench's train split and ap
 reported: the shipped default threshold 0.5).
 
     guard (injection)   guard-injection: recall at the threshold whose train false-positive rate is <= 1 %,
-                        with the default sentence scan and without it;
+                        with the default windows of sentences and without them;
                         the same injections with a harmless suffix appended (a common evasion)
     harm (over-refusal) guard-overrefusal: share of benign-but-edgy requests blocked, and harmful ones blocked;
                         guard-harmful for the same policy on ordinary prompts
@@ -39,7 +39,7 @@ from jevserve.bench.data import BenchData
 from jevserve.bench.task import split_items
 from jevserve.bench.tasks import TASKS
 from jevserve.decide.embedder import embed_texts
-from jevserve.gateway import make_decider, parse_config, run_decisions
+from jevserve.gateway import default_config, make_decider, parse_config, run_decisions
 from jevserve.gateway.cache import SemanticCache
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,7 +91,7 @@ def threshold_balanced(scores: np.ndarray, labels: np.ndarray) -> float:
 def guard_injection(data, decider) -> dict:
     """The guard with its default sentence scan, and without it (the whole message only)."""
     return {
-        "default (whole message + each sentence)": _guard_injection(data, decider, {"action": "block"}),
+        "default (whole message + windows of sentences)": _guard_injection(data, decider, {"action": "block"}),
         "whole message only (max_windows: 1)": _guard_injection(data, decider, {"max_windows": 1}),
     }
 
@@ -161,6 +161,8 @@ async def _cache_probabilities(decider, pairs: Sequence[tuple[str, str]], embed)
                 [{"role": "user", "content": new}], config=config, decider=decider, cache=cache, tenant=tenant
             )
         v = report.verdict("cache")
+        if v is not None and v.detail is not None and v.detail.tier == "exact":
+            return 1.0  # the same text: the exact tier serves it without a question
         assert v is not None and v.probability is not None, report
         return v.probability
 
@@ -191,9 +193,10 @@ def cache(data) -> dict:
         "gateway reuse decision, default 0.5": (p_te, 0.5),
         "cosine-threshold cache, threshold tuned on train": (cos_te, threshold_balanced(cos_tr, y_tr)),
     }
-    default_bar = parse_config({"routes": [{"model": "m", "cache": {}}]}).routes[0].cache.min_similarity
+    default_cache = default_config().routes[0].cache
+    default_bar, default_t = default_cache.min_similarity, default_cache.effective_threshold
     prefiltered = np.where(cos_te >= default_bar, p_te, -1.0)  # what the default config does: cosine bar, then decision
-    rules[f"default config: cosine >= {default_bar} then the reuse decision at 0.5"] = (prefiltered, 0.5)
+    rules[f"default config: cosine >= {default_bar} then the reuse decision at {default_t}"] = (prefiltered, default_t)
     rules[f"cosine-threshold cache at the default bar {default_bar}"] = (cos_te, default_bar)
     for name, (s, t) in rules.items():
         served = s >= t

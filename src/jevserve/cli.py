@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "jevserve.gateway.cli",
     "jevserve.engine.cli",
     "jevserve.loadgen.cli",
+    "jevserve.gateway.extproc.cli",
 )
 
 

@@ -1,10 +1,13 @@
-"""The semantic cache's storage: nearest neighbour per tenant, TTL and size bounds."""
+"""The response cache: exact repeats before any embedding, nearest neighbour per tenant and context, TTL and size."""
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from jevserve.gateway.cache import SemanticCache
+from jevserve.gateway.cache_keys import request_keys
 from tests.gateway.upstreams import char_embed
 
 
@@ -16,19 +19,82 @@ class Clock:
         return self.now
 
 
+def user(text: str) -> list[dict]:
+    return [{"role": "user", "content": text}]
+
+
+def keys_of(text: str, system: str | None = None, **params):
+    messages = ([{"role": "system", "content": system}] if system else []) + user(text)
+    return request_keys(messages, None, params)
+
+
+class CountingEmbed:
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def __call__(self, texts):
+        self.texts.extend(texts)
+        return char_embed(texts)
+
+
 def test_nearest_returns_the_most_similar_entry_above_the_bar():
     async def scenario():
         cache = SemanticCache(char_embed)
         await cache.put("t", "capital of france", {"a": 1}, ttl_s=60, max_entries=10)
         await cache.put("t", "zzz qqq", {"a": 2}, ttl_s=60, max_entries=10)
-        hit, _ = await cache.nearest("t", "capital of France?", 0.5)
-        miss, _ = await cache.nearest("t", "xyz", 0.99)
-        other, _ = await cache.nearest("other-tenant", "capital of france", 0.0)
+        hit, _ = await cache.lookup("t", keys_of("capital of France?"), "capital of France?", 0.5)
+        miss, _ = await cache.lookup("t", keys_of("xyz"), "xyz", 0.99)
+        other, _ = await cache.lookup("other-tenant", keys_of("capital of france"), "capital of france", 0.0)
         return hit, miss, other
 
     hit, miss, other = asyncio.run(scenario())
-    assert hit.response == {"a": 1} and hit.similarity > 0.9
+    assert hit.tier == "semantic" and hit.response == {"a": 1} and hit.similarity > 0.9
     assert miss is None and other is None
+
+
+def test_an_exact_repeat_is_found_before_anything_is_embedded():
+    embed = CountingEmbed()
+
+    async def scenario():
+        cache = SemanticCache(embed)
+        await cache.put("t", "What is 2+2?", {"a": 4}, ttl_s=60, max_entries=10, keys=keys_of("What is 2+2?"))
+        embedded_before = len(embed.texts)
+        hit, vector = await cache.lookup("t", keys_of("What is 2+2?  "), "What is 2+2?", 0.99)
+        return hit, vector, len(embed.texts) - embedded_before
+
+    hit, vector, num_embedded = asyncio.run(scenario())
+    assert hit.tier == "exact" and hit.response == {"a": 4} and vector is None and num_embedded == 0
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        keys_of("What is 2+2?", temperature=0.0),  # other parameters
+        keys_of("What is 2+2?", system="Answer in French."),  # another system prompt
+        keys_of("what is 2+2?"),  # another text (case is kept)
+    ],
+)
+def test_the_exact_tier_keys_on_conversation_system_prompt_and_parameters(other):
+    async def scenario():
+        cache = SemanticCache(char_embed)
+        await cache.put("t", "What is 2+2?", {"a": 4}, ttl_s=60, max_entries=10, keys=keys_of("What is 2+2?"))
+        return await cache.lookup("t", other, None, 0.0)
+
+    hit, _ = asyncio.run(scenario())
+    assert hit is None
+
+
+def test_a_near_repeat_is_only_compared_within_the_same_context():
+    async def scenario():
+        cache = SemanticCache(char_embed)
+        keys = keys_of("How do I say hello?", system="Answer in French.")
+        await cache.put("t", "How do I say hello?", {"a": "bonjour"}, ttl_s=60, max_entries=10, keys=keys)
+        english = keys_of("How do I say hello ?", system="Answer in English.")
+        french = keys_of("How do I say hello ?", system="Answer in French.")
+        return [(await cache.lookup("t", k, "How do I say hello ?", 0.5))[0] for k in (english, french)]
+
+    english, french = asyncio.run(scenario())
+    assert english is None and french.tier == "semantic"
 
 
 def test_entries_expire_after_their_ttl():
@@ -37,13 +103,13 @@ def test_entries_expire_after_their_ttl():
     async def scenario():
         cache = SemanticCache(char_embed, clock=clock)
         await cache.put("t", "hello", {"a": 1}, ttl_s=10, max_entries=10)
-        before, _ = await cache.nearest("t", "hello", 0.5)
+        before = (await cache.lookup("t", keys_of("hello"), "hello", 0.5))[0]
         clock.now += 11
-        after, _ = await cache.nearest("t", "hello", 0.5)
+        after = (await cache.lookup("t", keys_of("hello"), "hello", 0.5))[0]
         return before, after
 
     before, after = asyncio.run(scenario())
-    assert before is not None and after is None
+    assert before is not None and before.tier == "exact" and after is None
 
 
 def test_the_oldest_entries_go_beyond_max_entries():
@@ -51,7 +117,21 @@ def test_the_oldest_entries_go_beyond_max_entries():
         cache = SemanticCache(char_embed)
         for text in ("aaaa", "bbbb", "cccc"):
             await cache.put("t", text, {"text": text}, ttl_s=60, max_entries=2)
-        entries, _ = await cache.store.live("t", 0)
-        return [e.key_text for e in entries]
+        return [e.key_text for e in (await cache.store.index("t")).entries]
 
     assert asyncio.run(scenario()) == ["bbbb", "cccc"]
+
+
+def test_an_embedder_failure_is_a_miss_and_the_reply_is_kept_for_exact_repeats():
+    def broken(texts):
+        raise RuntimeError("text has 90000 tokens; the limit is 32768")
+
+    async def scenario():
+        cache = SemanticCache(broken)
+        await cache.put("t", "long text", {"a": 1}, ttl_s=60, max_entries=10)
+        near, vector = await cache.lookup("t", keys_of("long text!"), "long text!", 0.0)
+        exact, _ = await cache.lookup("t", keys_of("long text"), "long text", 0.0)
+        return near, vector, exact
+
+    near, vector, exact = asyncio.run(scenario())
+    assert near is None and vector is None and exact.tier == "exact"

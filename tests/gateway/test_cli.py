@@ -1,8 +1,7 @@
-"""`jevserve gateway`: bad flags exit 2 naming the flag; the default config serves offline; replay counts changes."""
+"""`jevserve gateway`: bad flags exit 2 naming the flag; the default config serves offline."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import socket
@@ -14,10 +13,6 @@ import openai
 import pytest
 
 from jevserve.cli import main
-from jevserve.gateway.config import parse_config
-from jevserve.gateway.decider import FixedDecider
-from jevserve.gateway.replay import format_report, replay_log
-from tests.gateway.upstreams import client, make_app
 
 
 def test_bad_port_and_missing_config_exit_2_naming_the_flag(capsys, tmp_path):
@@ -34,30 +29,6 @@ def test_bad_port_and_missing_config_exit_2_naming_the_flag(capsys, tmp_path):
 def test_print_config_is_the_default_config(capsys):
     assert main(["gateway", "--print-config"]) == 0
     assert "model: jev-gateway" in capsys.readouterr().out
-
-
-def test_replay_counts_how_actions_change(tmp_path):
-    path = tmp_path / "log.jsonl"
-    route = {"guard": {"threshold": 0.5}}
-    app, _, _ = make_app(route, answers={"guard": 0.2}, config={"log": {"path": str(path)}})
-    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
-
-    async def scenario():
-        async with client(app) as c:
-            for _ in range(3):
-                await c.post("/v1/chat/completions", json=body)
-        await app.state.gateway.aclose()
-
-    asyncio.run(scenario())
-    config = parse_config({"routes": [{"model": "m", **route}]})
-    report = replay_log(path, config, decider=FixedDecider({"guard": 0.9}))
-    assert report["decisions"]["guard"] == {"num_changed": 3, "num_total": 3, "transitions": {"allow→block": 3}}
-    assert "guard" in format_report(report)
-
-
-def test_replay_of_a_missing_log_exits_2(capsys, tmp_path):
-    assert main(["gateway", "replay", str(tmp_path / "none.jsonl")]) == 2
-    assert "LOG" in capsys.readouterr().err
 
 
 def _free_port() -> int:

@@ -5,14 +5,19 @@ import jevserve.gateway as gateway
 
 def test_public_exports():
     assert gateway.__all__ == [
+        "Action",
         "ConfigError",
         "Decider",
         "DecisionReport",
         "FixedDecider",
         "GatewayConfig",
         "GatewayError",
+        "GatewayResponse",
         "LocalDecider",
+        "Mode",
+        "Phase",
         "RemoteDecider",
+        "RequestContext",
         "RouteConfig",
         "Verdict",
         "default_config",
@@ -21,6 +26,7 @@ def test_public_exports():
         "parse_config",
         "run_decisions",
         "run_decisions_sync",
+        "serve",
     ]
     for name in gateway.__all__:
         assert getattr(gateway, name) is not None

@@ -54,11 +54,24 @@ def test_falls_back_to_the_next_upstream_after_connect_errors():
 
 
 def test_every_upstream_failing_is_a_502_naming_each_attempt():
-    app, _, _ = make_app(upstreams={"a": failing(500), "b": failing(httpx.ConnectError("refused"))})
+    app, _, _ = make_app(upstreams={"a": failing(503), "b": failing(httpx.ConnectError("refused"))})
     response = post(app, HI)
     assert response.status_code == 502
     message = response.json()["error"]["message"]
-    assert "a: 500" in message and "b: ConnectError" in message
+    assert "a: 503" in message and "b: ConnectError" in message
+
+
+def test_an_upstream_that_began_answering_is_never_sent_the_request_again():
+    crashed, other = failing(500), StubUpstream()
+    app, _, _ = make_app(upstreams={"a": crashed, "b": other})
+    response = post(app, HI)
+    assert response.status_code == 500 and response.json() == {"error": {"message": "busy"}}  # its answer, passed on
+    assert len(crashed.requests) == 1 and other.requests == []
+    slow = failing(httpx.ReadTimeout("no byte in time"))
+    app, _, _ = make_app(upstreams={"a": slow, "b": StubUpstream()})
+    response = post(app, HI)
+    assert response.status_code == 504 and response.json()["error"]["code"] == "upstream_timeout"
+    assert len(slow.requests) == 1 and "not retried" in response.json()["error"]["message"]
 
 
 def test_client_errors_from_the_upstream_are_passed_on_not_retried():
@@ -69,7 +82,7 @@ def test_client_errors_from_the_upstream_are_passed_on_not_retried():
 
 
 def test_circuit_opens_after_consecutive_failures_and_skips_the_upstream():
-    bad = failing(500)
+    bad = failing(503)
     good = StubUpstream()
     config = {
         "upstreams": [
@@ -225,12 +238,33 @@ def test_decision_log_has_every_request_after_shutdown(tmp_path):
     assert json.loads(path.read_text().splitlines()[-1])["status"] == 404
 
 
-def test_metrics_count_requests_and_decisions():
-    app, _, _ = make_app({"guard": {}}, answers={"guard": 0.9})
+def test_metrics_count_requests_and_decisions_with_bounded_labels():
+    app, _, _ = make_app({"guard": {}, "harm": {"mode": "shadow"}}, answers={"guard": 0.9, "harm": 0.9})
     post(app, HI)
+    post(app, {**HI, "model": "a-model-name-the-client-made-up"})
     text = run(_get(app, "/metrics")).text
-    assert 'jevserve_gateway_decisions_total{action="block",decision="guard",fell_back="false"} 1.0' in text
+    decisions = "jevserve_gateway_decisions_total"
+    assert f'{decisions}{{action="block",decision="guard",fell_back="false",mode="enforce"}} 1.0' in text
+    assert f'{decisions}{{action="block",decision="harm",fell_back="false",mode="shadow"}} 1.0' in text
     assert 'jevserve_gateway_requests_total{endpoint="chat",model="m",status="400"} 1.0' in text
+    assert 'model="(unknown)",status="404"' in text and "made-up" not in text
+    assert "jevserve_gateway_decision_ms_count 1.0" in text
+
+
+def test_metrics_have_upstream_latency_attempt_outcomes_circuits_and_queues():
+    config = {"upstreams": [{"name": "a", "url": "http://a.test/v1", "max_retries": 0, "breaker_failures": 1},
+                            {"name": "b", "url": "http://b.test/v1"}]}  # fmt: skip
+    app, _, _ = make_app(upstreams={"a": failing(httpx.ConnectError("refused 10.0.0.5:8000")), "b": StubUpstream()},
+                         config=config)  # fmt: skip
+    assert post(app, HI).status_code == 200
+    text = run(_get(app, "/metrics")).text
+    assert 'jevserve_gateway_upstream_attempts_total{outcome="connect_error",upstream="a"} 1.0' in text
+    assert 'jevserve_gateway_upstream_attempts_total{outcome="http_200",upstream="b"} 1.0' in text
+    assert "10.0.0.5" not in text and "refused" not in text
+    assert 'jevserve_gateway_upstream_ms_count{upstream="b"} 1.0' in text
+    assert 'jevserve_gateway_circuit_open{upstream="a"} 1.0' in text
+    assert 'jevserve_gateway_circuit_open{upstream="b"} 0.0' in text
+    assert 'jevserve_gateway_queue_depth{upstream="b"} 0.0' in text
 
 
 def test_an_unexpected_error_answers_500_in_the_openai_shape_with_its_reason():

@@ -1,9 +1,11 @@
-"""The gateway's HTTP app: `POST /v1/chat/completions`, `POST /v1/completions`, `GET /v1/models`, `/healthz`,
-`/metrics`. Errors are answered in OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`)."""
+"""The gateway's HTTP front end: `POST /v1/chat/completions`, `POST /v1/completions`, `GET /v1/models`, `/healthz`,
+`/metrics`. A request is read here (413 over `max_body_bytes`) and served by the stages (pipeline.py); errors are
+answered in OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`)."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from contextlib import asynccontextmanager
 
@@ -11,13 +13,16 @@ import httpx
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 
 from jevserve.gateway.cache import Embed
 from jevserve.gateway.config import GatewayConfig
+from jevserve.gateway.context import RequestContext, tenant_of
 from jevserve.gateway.decider import Decider, make_decider
-from jevserve.gateway.errors import GatewayError
-from jevserve.gateway.proxy import handle, json_response
+from jevserve.gateway.errors import GatewayError, PayloadTooLargeError
+from jevserve.gateway.operating_points import Progress
+from jevserve.gateway.pipeline import refuse, serve
+from jevserve.gateway.responses import GatewayResponse
 from jevserve.gateway.runtime import Gateway, build_gateway
 from jevserve.gateway.store import Store
 
@@ -31,11 +36,17 @@ def create_app(
     store: Store | None = None,
     transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
     embed: Embed | None = None,
+    progress: Progress | None = None,
 ) -> FastAPI:
     """Build the gateway app; `decider` defaults to the config's (`embedded`), `transports` replace upstreams'
     network by upstream name (tests), `embed` the semantic cache's encoder."""
     gateway = build_gateway(
-        config, decider or make_decider(config.decider), store=store, transports=transports, embed=embed
+        config,
+        decider or make_decider(config.decider),
+        store=store,
+        transports=transports,
+        embed=embed,
+        progress=progress,
     )
 
     @asynccontextmanager
@@ -87,6 +98,7 @@ def create_app(
                 "created": 0,
                 "owned_by": "jevserve-gateway",
                 "description": r.description,
+                "decisions": {p.decision: p.to_dict() for p in gateway.operating_points if p.route == r.model},
             }
             for r in config.routes
         ]
@@ -98,9 +110,20 @@ def create_app(
 
     @app.get("/metrics")
     async def metrics() -> Response:
+        await refresh_gauges(gateway)
         return Response(gateway.metrics.render(), media_type="text/plain; version=0.0.4")
 
     return app
+
+
+async def refresh_gauges(gateway: Gateway) -> None:
+    """Read each upstream's circuit, queue and in-flight count into the gauges (at scrape time)."""
+    now = time.time()
+    for name, upstream in gateway.upstreams.items():
+        circuit = await gateway.store.circuit(name)
+        gateway.metrics.circuit_open.labels(name).set(1 if circuit.open_until > now else 0)
+        gateway.metrics.queue_depth.labels(name).set(upstream.gate.num_waiting)
+        gateway.metrics.in_flight.labels(name).set(await gateway.store.in_flight(name))
 
 
 async def health(gateway: Gateway) -> dict:
@@ -115,3 +138,41 @@ async def health(gateway: Gateway) -> dict:
             "circuit": "open" if circuit.open_until else "closed",
         }
     return {"status": "ok", "decider": gateway.decider.name, "upstreams": upstreams}
+
+
+def json_response(payload: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """A JSON response (NaN refused, compact)."""
+    return to_http(GatewayResponse(status, dict(headers or {}), body=payload))
+
+
+async def handle(gateway: Gateway, request: Request, endpoint: str) -> Response:
+    """Serve one chat or legacy completions request through the stages."""
+    ctx = RequestContext(endpoint, tenant=tenant_of(request.headers.get("authorization")))
+    try:
+        raw = await read_capped(request, gateway.config.max_body_bytes)
+    except PayloadTooLargeError as exc:
+        return to_http(refuse(gateway, ctx, exc))
+    return to_http(await serve(gateway, ctx, raw))
+
+
+async def read_capped(request: Request, max_bytes: int) -> bytes:
+    """The request body; raises PayloadTooLargeError (413) as soon as it is over `max_bytes`."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise PayloadTooLargeError(f"request body is {declared} bytes; the limit is {max_bytes}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise PayloadTooLargeError(f"request body is over the limit of {max_bytes} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def to_http(response: GatewayResponse) -> Response:
+    """A stage's answer as a Starlette response."""
+    if response.events is not None:
+        return StreamingResponse(response.events, media_type="text/event-stream", headers=response.headers)
+    return Response(
+        response.json_bytes(), status_code=response.status, media_type="application/json", headers=response.headers
+    )

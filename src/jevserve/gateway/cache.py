@@ -1,8 +1,13 @@
-"""The semantic cache's entries: embeddings per tenant, nearest neighbour in numpy, TTL and size bounds.
+"""The response cache: an exact tier and a semantic tier per tenant, in process or in Redis, with TTL and size bounds.
 
-Entries live in a `CacheStore`: in process by default, or in Redis so that gateway replicas share them
-(gateway/store_redis.py). Only complete, successful answers are stored (the app checks `finish_reason` and status
-before calling `put`). Whether a neighbour may be served is the cache decision's call (policies/cache.py).
+    candidate, vector = await cache.lookup(tenant, keys, text, min_similarity)
+
+An exact repeat (the same conversation and parameters, cache_keys.exact_key) is found by its digest before anything
+is embedded. Otherwise, when the conversation can be compared whole, its text is embedded and the nearest entry of
+the same context (system prompt, tools, parameters) above `min_similarity` is returned; whether that one may be
+served is the cache decision's call (policies/cache.py). Entries live in a `CacheStore`: in process by default, or in
+Redis so that gateway replicas share them (store_redis.py). The embedder can never fail a request: a failure is a
+miss, and the reply is then stored for exact repeats only.
 """
 
 from __future__ import annotations
@@ -14,11 +19,12 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
+from jevserve.gateway.cache_index import CacheEntry, EntryIndex
+from jevserve.gateway.cache_keys import CacheKeys, request_keys
 from jevserve.gateway.policies.base import CacheCandidate
 
 logger = logging.getLogger("jevserve.gateway")
@@ -26,25 +32,14 @@ logger = logging.getLogger("jevserve.gateway")
 Embed = Callable[[Sequence[str]], np.ndarray]  # texts → (n, d) unit-length rows
 
 
-@dataclass(frozen=True)
-class CacheEntry:
-    """One cached answer."""
-
-    entry_id: str
-    key_text: str  # the conversation whose answer this is
-    vector: np.ndarray  # its unit-length embedding, float32
-    response: Mapping[str, Any]  # the chat completion served on a hit
-    expires_at: float  # epoch seconds
-
-
 class CacheStore(Protocol):
     """Where entries live."""
 
-    async def add(self, tenant: str, entry: CacheEntry, max_entries: int) -> None:
-        """Store `entry`; drop the oldest of the tenant's entries beyond `max_entries`."""
+    async def add(self, tenant: str, entry: CacheEntry, max_entries: int, now: float) -> None:
+        """Store `entry`; drop the tenant's entries expired at `now` and the oldest beyond `max_entries`."""
 
-    async def live(self, tenant: str, now: float) -> tuple[list[CacheEntry], np.ndarray | None]:
-        """The tenant's unexpired entries and their embeddings stacked as rows (None when empty)."""
+    async def index(self, tenant: str) -> EntryIndex:
+        """The tenant's entries, indexed (expired ones may still be in it; lookups skip them)."""
 
 
 class MemoryCacheStore:
@@ -52,36 +47,28 @@ class MemoryCacheStore:
 
     def __init__(self) -> None:
         self._tenants: dict[str, OrderedDict[str, CacheEntry]] = {}
-        self._matrix: dict[str, tuple[list[CacheEntry], np.ndarray]] = {}  # rebuilt after a change
+        self._indexes: dict[str, EntryIndex] = {}  # rebuilt after a change
 
-    async def add(self, tenant: str, entry: CacheEntry, max_entries: int) -> None:
-        """Append and trim to `max_entries`."""
+    async def add(self, tenant: str, entry: CacheEntry, max_entries: int, now: float) -> None:
+        """Append, drop expired entries, and trim to `max_entries`."""
         entries = self._tenants.setdefault(tenant, OrderedDict())
         entries[entry.entry_id] = entry
+        for key in [k for k, e in entries.items() if e.expires_at <= now]:
+            del entries[key]
         while len(entries) > max_entries:
             entries.popitem(last=False)
-        self._matrix.pop(tenant, None)
+        self._indexes.pop(tenant, None)
 
-    async def live(self, tenant: str, now: float) -> tuple[list[CacheEntry], np.ndarray | None]:
-        """Drop expired entries, then return the rest."""
-        entries = self._tenants.get(tenant)
-        if not entries:
-            return [], None
-        expired = [k for k, e in entries.items() if e.expires_at <= now]
-        for key in expired:
-            del entries[key]
-        if expired:
-            self._matrix.pop(tenant, None)
-        if not entries:
-            return [], None
-        if tenant not in self._matrix:
-            values = list(entries.values())
-            self._matrix[tenant] = (values, np.stack([e.vector for e in values]))
-        return self._matrix[tenant]
+    async def index(self, tenant: str) -> EntryIndex:
+        """See CacheStore.index."""
+        index = self._indexes.get(tenant)
+        if index is None:
+            index = self._indexes[tenant] = EntryIndex(list(self._tenants.get(tenant, {}).values()))
+        return index
 
 
 class SemanticCache:
-    """Nearest cached conversation per tenant by cosine of embeddings."""
+    """Exact and nearest cached replies per tenant (see the module docstring)."""
 
     def __init__(self, embed: Embed, store: CacheStore | None = None, *, clock: Callable[[], float] = time.time):
         self.embed = embed
@@ -90,52 +77,56 @@ class SemanticCache:
         # the embedder is not thread-safe: one thread runs it, off the event loop
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cache-embed")
 
-    async def vector(self, text: str) -> np.ndarray:
-        """The text's unit embedding, computed off the event loop."""
+    async def vector(self, text: str) -> np.ndarray | None:
+        """The text's unit embedding, computed off the event loop; None when the embedder fails (logged)."""
         loop = asyncio.get_running_loop()
-        rows = await loop.run_in_executor(self._executor, self.embed, [text])
+        try:
+            rows = await loop.run_in_executor(self._executor, self.embed, [text])
+        except Exception:  # the embedder must not turn a request into a 5xx: a miss, stored for exact repeats
+            logger.warning("cache embedder failed on a %d-character text; treated as a miss", len(text), exc_info=True)
+            return None
         return np.asarray(rows[0], dtype=np.float32)
 
-    async def nearest(
-        self, tenant: str, text: str, min_similarity: float
+    async def lookup(
+        self, tenant: str, keys: CacheKeys, text: str | None, min_similarity: float
     ) -> tuple[CacheCandidate | None, np.ndarray | None]:
-        """The most similar live entry at or above `min_similarity` (or None), and the text's embedding (None when
-        the embedder failed: a miss, never an error for the request)."""
-        try:
-            vector = await self.vector(text)
-        except Exception:  # the embedder must not turn a request into a 5xx: no candidate, nothing stored
-            logger.warning("cache embedder failed; treating the request as a miss", exc_info=True)
+        """An exact repeat, else (when `text` is given) the nearest entry of the same context at or above
+        `min_similarity`; and the text's embedding (None when nothing was embedded)."""
+        index = await self.store.index(tenant)
+        now = self.clock()
+        entry = index.exact(keys.exact, now)
+        if entry is not None:
+            return CacheCandidate("exact", entry.entry_id, entry.key_text, 1.0, entry.response), None
+        if text is None:
             return None, None
-        entries, matrix = await self.store.live(tenant, self.clock())
-        if matrix is None:
+        vector = await self.vector(text)
+        found = index.nearest(vector, keys.context, now) if vector is not None else None
+        if found is None or found[1] < min_similarity:
             return None, vector
-        similarities = matrix @ vector
-        best = int(np.argmax(similarities))
-        similarity = float(similarities[best])
-        if similarity < min_similarity:
-            return None, vector
-        entry = entries[best]
-        return CacheCandidate(entry.entry_id, entry.key_text, similarity, entry.response), vector
+        entry, similarity = found
+        return CacheCandidate("semantic", entry.entry_id, entry.key_text, similarity, entry.response), vector
 
     async def put(
         self,
         tenant: str,
-        text: str,
+        text: str | None,
         response: Mapping[str, Any],
         *,
         ttl_s: float,
         max_entries: int,
         vector: np.ndarray | None = None,
-    ) -> str | None:
-        """Store a complete answer for `text`; returns the new entry's id (None when the embedder failed)."""
-        if vector is None:
-            try:
-                vector = await self.vector(text)
-            except Exception:
-                logger.warning("cache embedder failed; the answer is not stored", exc_info=True)
-                return None
-        entry = CacheEntry(uuid.uuid4().hex, text, vector, dict(response), self.clock() + ttl_s)
-        await self.store.add(tenant, entry, max_entries)
+        keys: CacheKeys | None = None,
+    ) -> str:
+        """Store a complete reply for the conversation `text` (DecisionInputs.cache_text) under `keys` (default: the
+        keys of `text` sent as one user message with no parameters). `text` None (a conversation too long to
+        compare whole) or an embedder failure stores it for exact repeats only. Returns the new entry's id."""
+        if keys is None:
+            keys = request_keys([{"role": "user", "content": text or ""}])
+        if vector is None and text is not None:
+            vector = await self.vector(text)
+        now = self.clock()
+        entry = CacheEntry(uuid.uuid4().hex, keys.exact, keys.context, text or "", vector, dict(response), now + ttl_s)
+        await self.store.add(tenant, entry, max_entries, now)
         return entry.entry_id
 
     def close(self) -> None:

@@ -5,26 +5,30 @@ from __future__ import annotations
 import argparse
 import socket
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jevserve.gateway.config import GatewayConfig
 
 DESCRIPTION = """\
 Run an OpenAI-compatible gateway that asks one System One decision call per request (guard, harm, clarify,
-semantic cache, route, queue priority, tool gate) and acts on the answers before and after calling the LLM.
+cache, route, queue priority, tool gate) and acts on the answers before and after calling the LLM.
 
 With no --config it runs the built-in default config: the embedded decision model in process and, since no
 upstream is declared, a placeholder upstream whose replies say they are placeholders. Point it at a real LLM
 server with a config (see docs/gateway.md), for example:
 
   upstreams:
-    - {name: vllm, url: http://127.0.0.1:8000/v1, kind: vllm}
+    - {name: vllm, url: http://127.0.0.1:8000/v1}
   routes:
-    - {model: my-model, upstream_model: Qwen/Qwen3-8B, guard: {threshold: 0.5}}
+    - {model: my-model, upstream_model: Qwen/Qwen3-8B, guard: {max_false_action_rate: 0.01}}
 
-Then: OPENAI_BASE_URL=http://127.0.0.1:8796/v1 python your_app.py
+Check it with `jevserve gateway check gw.yaml`, then: OPENAI_BASE_URL=http://127.0.0.1:8796/v1 python your_app.py
 """
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the `gateway` command and its `replay` sub-command."""
+    """Add the `gateway` command and its `replay`, `check` and `calibrate` sub-commands."""
     p = subparsers.add_parser(
         "gateway",
         help="run the OpenAI-compatible decision gateway (or replay its decision log)",
@@ -48,16 +52,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = p.add_subparsers(dest="gateway_command", metavar="SUBCOMMAND")
     r = sub.add_parser(
         "replay",
-        help="re-decide a decision log with another model or config and report how the actions change",
-        description="Re-run the decisions of every logged request with another decision model (--decider) and/or "
-        "config (--config), and count how each decision's action changes.",
+        help="re-decide a decision log with another model or config and list the requests whose actions change",
+        description="Re-run the decisions of every logged request in order, with another decision model (--decider) "
+        "and/or config (--config), rebuilding the cache as the gateway built it; list each request whose action "
+        "changes (id, text, old and new action with probability). Exits 2 on a missing, empty or corrupt log. "
+        "--sweep adds, per decision, how many requests would be acted on at each threshold (recall and "
+        "false-action rate where the log carries labels), as a table and a PNG.",
     )
     r.add_argument("log", metavar="LOG", help="a decision log written by `jevserve gateway --log`")
     r.add_argument("--config", metavar="YAML", help="config to re-decide with (default: the built-in one)")
     r.add_argument("--decider", "--model", dest="decider", metavar="SPEC", help="decision backend to re-decide with")
     r.add_argument("--limit", type=int, help="replay only the first N records")
-    r.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+    r.add_argument("--json", metavar="PATH", help="also write the report (every changed request) as JSON")
+    r.add_argument("--sweep", action="store_true", help="also sweep each decision's threshold")
+    r.add_argument("--png", metavar="PATH", default="replay-sweep.png", help="the sweep's plot (default: %(default)s)")
+    r.add_argument("--max-listed", type=int, default=50, help="changed requests to print (default: %(default)s)")
     r.set_defaults(func=run_replay)
+    from jevserve.gateway.cli_check import register as register_checks
+
+    register_checks(sub)
+
+
+def _progress(message: str) -> None:
+    print(f"  {message} ...", file=sys.stderr, flush=True)
 
 
 def _fail(message: str) -> int:
@@ -65,18 +82,29 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _load(args: argparse.Namespace):
+def load_with_overrides(
+    path: str | None, *, decider: str | None = None, store: str | None = None, log: str | None = None
+) -> GatewayConfig:
+    """The config file (None: the built-in one) with the command line's --decider, --store and --log applied
+    (shared by `jevserve gateway` and `jevserve extproc`); raises ConfigError."""
     from jevserve.gateway.config import load_config
 
-    config = load_config(args.config)
+    config = load_config(path)
     updates = {}
-    if getattr(args, "decider", None):
-        updates["decider"] = args.decider
-    if getattr(args, "store", None):
-        updates["store"] = args.store
-    if getattr(args, "log", None) and args.func is run_gateway:
-        updates["log"] = config.log.model_copy(update={"path": args.log})
+    if decider:
+        updates["decider"] = decider
+    if store:
+        updates["store"] = store
+    if log:
+        updates["log"] = config.log.model_copy(update={"path": log})
     return config.model_copy(update=updates) if updates else config
+
+
+def _load(args: argparse.Namespace):
+    log = getattr(args, "log", None) if args.func is run_gateway else None  # replay's LOG is its input
+    return load_with_overrides(
+        args.config, decider=getattr(args, "decider", None), store=getattr(args, "store", None), log=log
+    )
 
 
 def run_gateway(args: argparse.Namespace) -> int:
@@ -115,7 +143,7 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
     except UnknownSpecError as exc:
         return _fail(f"--decider {config.decider}: {exc}")
     try:
-        app = create_app(config, decider=decider)
+        app = create_app(config, decider=decider, progress=_progress)
     except ValueError as exc:
         return _fail(str(exc))
     gateway = app.state.gateway
@@ -126,30 +154,38 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
     print(f"  models:    {', '.join(r.model for r in config.routes) or '(none)'}", flush=True)
     print(f"  upstreams: {upstreams}", flush=True)
     print(f"  store:     {config.store}   log: {config.log.path or 'off'}", flush=True)
+    for point in gateway.operating_points:
+        print(f"  {point.describe()}", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level, lifespan="on"))
     server.run(sockets=[sock])
     return 0
 
 
 def run_replay(args: argparse.Namespace) -> int:
-    """Re-decide a log and print how actions change."""
+    """Re-decide a log; print the changed requests (and the sweep); exit 2 on a log that cannot be replayed."""
     from pathlib import Path
 
     from jevserve.gateway.errors import ConfigError
-    from jevserve.gateway.replay import format_report, replay_log
+    from jevserve.gateway.replay import LogError, format_report, replay_log
 
-    if not Path(args.log).is_file():
-        return _fail(f"LOG {args.log}: no such file")
     if args.limit is not None and args.limit < 1:
         return _fail(f"--limit {args.limit}: expected an integer >= 1")
     try:
         config = _load(args)
+        replay = replay_log(args.log, config, limit=args.limit)
+    except LogError as exc:
+        return _fail(f"LOG {exc}")
     except ConfigError as exc:
         return _fail(f"--config: {exc}")
-    report = replay_log(args.log, config, limit=args.limit)
-    print(format_report(report))
+    print(format_report(replay, max_listed=args.max_listed))
+    if args.sweep:
+        from jevserve.gateway.sweep import format_sweep, plot_sweep, sweep
+
+        rows = sweep(replay)
+        print(format_sweep(rows))
+        print(f"plot: {plot_sweep(rows, replay, args.png)}")
     if args.json:
         import json
 
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+        Path(args.json).write_text(json.dumps(replay.to_dict(), indent=2) + "\n")
     return 0

@@ -11,15 +11,18 @@ act as if the decision said no, "closed": act as if it said yes) for when the de
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from jevserve.gateway.errors import ConfigError
+from jevserve.gateway.inference_headers import InferenceHeadersConfig
 from jevserve.gateway.questions import LENGTH_LEVEL_TOKENS
+from jevserve.serving.decision_inputs import DEFAULT_LIMITS, InputLimits
 
 PLACEHOLDER_URL = "builtin:placeholder"
 DEFAULT_MODEL = "jev-gateway"
@@ -32,23 +35,65 @@ class _Strict(BaseModel):
 
 
 class PolicyConfig(_Strict):
-    """What every decision policy has: on/off, a probability threshold, a fallback and an optional question."""
+    """What every decision policy has: on/off, its operating point, a fallback, a mode and an optional question.
+
+    The operating point is either `threshold` (act when the decision's probability is at least this) or, for the
+    decisions whose false actions are measured on everyday traffic (guard, harm, clarify), `max_false_action_rate`:
+    the threshold is then computed at start-up so that at most this share of the calibration requests would be acted
+    on (operating_points.py). Neither given: threshold 0.5.
+    """
 
     enabled: bool = True
-    threshold: float = 0.5  # act when the decision's probability is at least this
+    threshold: float | None = None  # act when the decision's probability is at least this (default 0.5)
+    max_false_action_rate: float | None = None  # or: the share of everyday requests it may act on, e.g. 0.01
     fallback: Fallback = "open"  # when the decision backend fails or is slow: open = allow, closed = act
+    mode: Literal["enforce", "shadow"] = "enforce"  # shadow: decide, log and report, but never act
     question: dict[str, Any] | None = None  # a wire question replacing the default one (SYSTEMONE_API.md §3)
+
+    calibrated: ClassVar[bool] = False  # True: max_false_action_rate is allowed (everyday traffic measures it)
 
     @field_validator("threshold")
     @classmethod
-    def _unit_interval(cls, value: float) -> float:
-        if not 0.0 <= value <= 1.0:
+    def _unit_interval(cls, value: float | None) -> float | None:
+        if value is not None and not 0.0 <= value <= 1.0:
             raise ValueError(f"must be between 0 and 1, got {value}")
         return value
+
+    @field_validator("max_false_action_rate")
+    @classmethod
+    def _rate(cls, value: float | None) -> float | None:
+        if value is not None and not 0.0 < value < 1.0:
+            raise ValueError(f"must be above 0 and below 1 (0.01 is 1 %), got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_operating_point(self) -> PolicyConfig:
+        if self.threshold is not None and self.max_false_action_rate is not None:
+            raise ValueError("give threshold or max_false_action_rate, not both")
+        if self.max_false_action_rate is not None and not self.calibrated:
+            raise ValueError(
+                "max_false_action_rate: only guard, harm and clarify are calibrated on everyday traffic; "
+                "give this decision a threshold"
+            )
+        return self
+
+    @property
+    def needs_calibration(self) -> bool:
+        """True when the threshold is still to be computed from `max_false_action_rate`."""
+        return self.max_false_action_rate is not None and self.threshold is None
+
+    @property
+    def effective_threshold(self) -> float:
+        """The threshold in force (0.5 when none is set); call only on a resolved config."""
+        if self.needs_calibration:
+            raise ValueError("the operating point is a rate not yet resolved to a threshold (operating_points.py)")
+        return 0.5 if self.threshold is None else self.threshold
 
 
 class GuardConfig(PolicyConfig):
     """Prompt injection: block the request, strip its tools, or only flag it."""
+
+    calibrated: ClassVar[bool] = True
 
     action: Literal["block", "strip_tools", "flag"] = "block"
     scan_tool_results: bool = True  # also judge each tool result sent back (indirect injection)
@@ -70,6 +115,8 @@ class GuardConfig(PolicyConfig):
 
 class HarmConfig(PolicyConfig):
     """Harmful requests: block (refuse) or flag; borderline-harmless requests stay below the threshold."""
+
+    calibrated: ClassVar[bool] = True
 
     action: Literal["block", "flag"] = "block"
 
@@ -113,6 +160,8 @@ class CacheConfig(PolicyConfig):
 class ClarifyConfig(PolicyConfig):
     """Answer with a clarifying question when a needed detail is missing."""
 
+    calibrated: ClassVar[bool] = True
+
     message: str = (
         "Before I act on this, I need a detail your request leaves out. Could you say exactly what you want "
         "(for example which file, which amount, which name or which date)?"
@@ -150,7 +199,7 @@ class UpstreamConfig(_Strict):
     kind: Literal["openai", "vllm"] = "openai"  # vllm: gets the `priority` field
     api_key_env: str | None = None  # environment variable holding the bearer key
     max_concurrency: int = Field(64, ge=1)
-    timeout_s: float = Field(120.0, gt=0)
+    timeout_s: float = Field(300.0, gt=0)  # after sending, this long without a byte is a 504
     connect_timeout_s: float = Field(5.0, gt=0)
     max_retries: int = Field(2, ge=0)
     backoff_s: float = Field(0.25, ge=0)  # first retry delay, doubling
@@ -181,6 +230,19 @@ class RouteConfig(_Strict):
     priority: PriorityConfig | None = None
     admission: AdmissionConfig = Field(default_factory=AdmissionConfig)
     rate_limit: RateLimitConfig | None = None
+    inference: InferenceHeadersConfig | None = None  # llm-d / GIE headers on upstream requests (inference_headers.py)
+
+    def input_limits(self) -> InputLimits:
+        """The bounds of the texts its decisions read: the guard's scan settings, the defaults for the rest."""
+        guard = self.guard
+        if guard is None:
+            return DEFAULT_LIMITS
+        return InputLimits(
+            min_window_chars=guard.min_window_chars,
+            window_chars=guard.window_chars,
+            max_windows=guard.max_windows,
+            judge_system=guard.judge_system_prompt,
+        )
 
 
 class RateLimitConfig(_Strict):
@@ -208,6 +270,9 @@ class GatewayConfig(_Strict):
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     log: LogConfig = Field(default_factory=LogConfig)
     store: str = "memory"  # memory | redis://host:port/db
+    # the requests rate-based operating points are computed on: None = the packaged everyday file, or a path to the
+    # operator's own traffic (calibration.py describes the format)
+    calibration: str | None = None
 
     @model_validator(mode="after")
     def _references(self) -> GatewayConfig:
@@ -247,8 +312,39 @@ def _message(error: Mapping[str, Any]) -> str:
     for prefix in ("Value error, ", "Assertion failed, "):
         msg = msg.removeprefix(prefix)
     if error.get("type") == "extra_forbidden":
-        msg = "unknown field"
+        loc = tuple(error.get("loc", ()))
+        known = _fields_at(loc[:-1])
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6) if loc else []
+        msg = (
+            f"unknown field; did you mean {close[0]!r}?"
+            if close
+            else f"unknown field; expected one of: {', '.join(known)}"
+        )
     return msg
+
+
+def _fields_at(loc: tuple[Any, ...]) -> list[str]:
+    """The field names of the config model found by following `loc` from GatewayConfig (list indexes skipped)."""
+    model: Any = GatewayConfig
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        if field is None:
+            return []
+        model = _model_in(field.annotation)
+    return list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
+
+
+def _model_in(annotation: Any) -> Any:
+    """The pydantic model inside an annotation such as `GuardConfig | None` or `list[RouteConfig]`."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def parse_config(data: Mapping[str, Any] | None, *, source: str = "config") -> GatewayConfig:
@@ -284,16 +380,18 @@ def load_config(path: str | Path | None) -> GatewayConfig:
 DEFAULT_CONFIG_YAML = """\
 # jevserve gateway default config: runs offline. The embedded decision model answers in process and, with no
 # upstream declared, the built-in placeholder upstream answers (its replies say they are placeholders).
+# Operating points are target rates: each guard/harm/clarify threshold is the one that acts on at most 1 % of the
+# packaged everyday requests in every shape (docs/gateway.md lists the thresholds and what they catch).
 decider: embedded
 decision_timeout_ms: 1000
 routes:
   - model: jev-gateway
     description: every decision on, with the placeholder upstream
-    guard: {threshold: 0.5, action: block, fallback: open}
-    harm: {threshold: 0.5, action: block, fallback: open}
-    cache: {threshold: 0.5, min_similarity: 0.75, ttl_s: 3600, max_entries: 10000}
-    clarify: {threshold: 0.8}
-    tool_gate: {threshold: 0.5, action: block}
+    guard: {max_false_action_rate: 0.01, action: block, mode: enforce}
+    harm: {max_false_action_rate: 0.01, action: block, mode: enforce}
+    clarify: {max_false_action_rate: 0.01, mode: shadow}      # a clarifying question instead of an answer: shadow
+    cache: {threshold: 0.75, min_similarity: 0.75, ttl_s: 3600, max_entries: 10000}    # chosen on bench train pairs
+    tool_gate: {threshold: 0.5, action: block, mode: enforce}
     priority: {queue_policy: plf, aging_s: 30}
   - model: jev-gateway-plain
     description: no decisions (a plain proxy), for comparison

@@ -2,7 +2,7 @@
 
     make_decider("embedded")          in process: the embedded model behind a micro-batcher (default)
     make_decider("causal:PATH")       in process: a causal-LM readout (any spec `jevserve.decide` knows)
-    make_decider("remote:URL")        any System One endpoint, through `jevserve.client.AsyncSystemOne`
+    make_decider("remote:URL")        any System One endpoint, through `jevserve.decide.remote.RemoteBackend`
     FixedDecider({...})               answers set by the caller (tests, demos): question id → probabilities
 
 A gateway request's questions go in one `decide` call. In process they form one backend batch (items may carry
@@ -16,16 +16,17 @@ import asyncio
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import httpx
 import numpy as np
 
-from jevserve.client import AsyncSystemOne, RetryPolicy, SystemOneAPIError, SystemOneConnectionError
+from jevserve import __version__
 from jevserve.decide.base import DecisionBackend, DecisionItem
 from jevserve.decide.batcher import Batcher
-from jevserve.decide.remote import probabilities_from_answer
-from jevserve.protocol import DecisionQuestion, NoulQuestion, Text, render_text, to_decision, to_wire
+from jevserve.decide.remote import RemoteBackend
+from jevserve.protocol import DecisionQuestion, NoulQuestion, Text, render_text, to_decision
 from jevserve.protocol.request import ChoiceQuestion, ScoreQuestion
 
 
@@ -69,6 +70,16 @@ class Decider(ABC):
         """Release what the decider holds."""
         return None
 
+    @property
+    def identity(self) -> str | None:
+        """What makes its answers what they are (model and version), for caches on disk; None: do not cache."""
+        return None
+
+    def decide_blocking(self, asks: Sequence[Ask]) -> dict[str, np.ndarray]:
+        """`decide` for callers outside an event loop (calibration at start-up); run in a thread of its own."""
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, self.decide(asks)).result()
+
 
 class LocalDecider(Decider):
     """A `jevserve.decide` backend in process; concurrent requests share forward batches through a Batcher."""
@@ -99,6 +110,19 @@ class LocalDecider(Decider):
             raise DecisionUnavailable(f"{self.name}: {type(exc).__name__}: {exc}") from exc
         return {a.question_id: np.asarray(p, dtype=np.float64) for a, p in zip(asks, results, strict=True)}
 
+    @property
+    def identity(self) -> str | None:
+        """The backend's model card and this jevserve version."""
+        card = self.backend.card
+        return f"{card.name}|{card.release_date}|jevserve {__version__}"
+
+    def decide_blocking(self, asks: Sequence[Ask]) -> dict[str, np.ndarray]:
+        """The backend's blocking `decide`, in one batch."""
+        if not asks:
+            return {}
+        results = self.backend.decide([DecisionItem(a.state, a.question) for a in asks])
+        return {a.question_id: np.asarray(p, dtype=np.float64) for a, p in zip(asks, results, strict=True)}
+
     async def aclose(self) -> None:
         """Stop the batcher and release the backend."""
         if self._batcher is not None:
@@ -106,8 +130,9 @@ class LocalDecider(Decider):
         self.backend.close()
 
 
-class RemoteDecider(Decider):
-    """Any System One endpoint: one request per distinct state, sent concurrently."""
+class RemoteDecider(LocalDecider):
+    """Any System One endpoint, through `jevserve.decide.remote.RemoteBackend`: one request per distinct state, sent
+    concurrently under one deadline (`timeout_s`), never retried (the gateway has its own deadline and fallbacks)."""
 
     def __init__(
         self,
@@ -118,37 +143,13 @@ class RemoteDecider(Decider):
         timeout_s: float = 5.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        super().__init__(RemoteBackend(url, api_key=api_key, model=model, timeout_s=timeout_s, transport=transport))
         self.name = f"remote:{url}"
-        self.model = model
-        # One quick retry at most: the gateway has its own deadline and fallbacks.
-        retry = RetryPolicy(max_retries=1, budget_s=1)
-        self.client = AsyncSystemOne(url, api_key, timeout_s=timeout_s, retry=retry, transport=transport)
 
-    async def _one_state(self, state: str, asks: Sequence[Ask]) -> dict[str, np.ndarray]:
-        questions = {f"q{n}": to_wire(a.question) for n, a in enumerate(asks)}
-        try:
-            response = await self.client.decide(state, questions, model=self.model)
-        except (SystemOneAPIError, SystemOneConnectionError) as exc:
-            raise DecisionUnavailable(f"{self.name}: {exc}") from exc
-        out = {}
-        for n, a in enumerate(asks):
-            answer = response.answers.get(f"q{n}")
-            if answer is None:
-                raise DecisionUnavailable(f"{self.name}: the answer to q{n} is missing")
-            out[a.question_id] = probabilities_from_answer(a.question, answer)
-        return out
-
-    async def decide(self, asks: Sequence[Ask]) -> dict[str, np.ndarray]:
-        """Group by state and ask each group in one request."""
-        groups: dict[str, list[Ask]] = {}
-        for a in asks:
-            groups.setdefault(a.state, []).append(a)
-        parts = await asyncio.gather(*(self._one_state(s, g) for s, g in groups.items()))
-        return {k: v for part in parts for k, v in part.items()}
-
-    async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self.client.aclose()
+    @property
+    def identity(self) -> str | None:
+        """The endpoint and the model asked for (what it serves under that name can change: recalibrate then)."""
+        return f"{self.name}|{self.backend.model}"
 
 
 class FixedDecider(Decider):
@@ -175,10 +176,14 @@ class FixedDecider(Decider):
 
     async def decide(self, asks: Sequence[Ask]) -> dict[str, np.ndarray]:
         """The configured answers; "no" or uniform where none is set."""
-        self.calls.append(tuple(a.question_id for a in asks))
-        self.states.extend(a.state for a in asks)
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
+        return self.decide_blocking(asks)
+
+    def decide_blocking(self, asks: Sequence[Ask]) -> dict[str, np.ndarray]:
+        """The configured answers, without waiting."""
+        self.calls.append(tuple(a.question_id for a in asks))
+        self.states.extend(a.state for a in asks)
         if self.fail:
             raise DecisionUnavailable("fixed decider set to fail")
         out = {}

@@ -1,7 +1,7 @@
 """Run a route's decisions on one request, without HTTP: the gateway's core, and the entry point for demos.
 
     report = await run_decisions(messages, config=config, decider=make_decider("embedded"))
-    report.verdict("guard").action        # "block" / "allow" / ...
+    report.verdict("guard").action        # Action.BLOCK / Action.ALLOW / ...
     report.answers["guard"]               # (P(yes), P(no))
     report.decision_ms                    # time spent in the one decision call
 
@@ -13,18 +13,22 @@ Their signatures are stable: the web demo calls them.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from jevserve.gateway.cache import SemanticCache
+from jevserve.gateway.cache_keys import CacheKeys, request_keys
 from jevserve.gateway.config import GatewayConfig, RouteConfig, default_config
 from jevserve.gateway.decider import Decider, timed_decide
-from jevserve.gateway.errors import UnknownModelError
-from jevserve.gateway.policies.base import Policy, RequestView, Verdict
-from jevserve.gateway.policies.build import build_policies
-from jevserve.serving.decision_inputs import DEFAULT_LIMITS, DecisionInputs, InputLimits, decision_inputs
+from jevserve.gateway.errors import ConfigError, UnknownModelError
+from jevserve.gateway.operating_points import resolve_operating_points
+from jevserve.gateway.policies.base import Policy, RequestView
+from jevserve.gateway.policies.build import POLICIES, build_policies
+from jevserve.gateway.types import FINAL_ACTIONS, Phase, Verdict
+from jevserve.serving.decision_inputs import DecisionInputs, decision_inputs
 
 DEFAULT_TENANT = "default"
 
@@ -43,6 +47,7 @@ class DecisionReport:
     cache_vector: Any = field(default=None, repr=False, compare=False)  # the request's embedding, for storing
     cached_response: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)  # served on a hit
     inputs: DecisionInputs | None = field(default=None, repr=False, compare=False)  # the texts the decisions read
+    cache_keys: CacheKeys | None = field(default=None, repr=False, compare=False)  # None: the cache is off
 
     def verdict(self, decision: str) -> Verdict | None:
         """The verdict of `decision` (guard, harm, clarify, cache, route, priority), or None when it did not run."""
@@ -50,20 +55,22 @@ class DecisionReport:
 
     @property
     def final(self) -> Verdict | None:
-        """The verdict that decides what happens to the request (a block, a clarification or a cache hit)."""
-        for v in self.verdicts:
-            if v.action in ("block", "clarify", "serve_cached"):
-                return v
+        """The verdict that answers the request without the upstream (block, clarify or a cached reply), if any;
+        verdicts in shadow mode never do."""
+        for action in FINAL_ACTIONS:
+            for v in self.verdicts:
+                if v.action is action and v.acts:
+                    return v
         return None
 
     def header(self) -> str:
-        """The `x-jevserve-decisions` header: `decision=action[:probability]` joined by commas."""
+        """The `x-jevserve-decisions` header: `decision=action[:probability]` joined by commas (`~shadow` marks a
+        verdict in shadow mode, `!fallback` one the fallback decided)."""
         parts = []
         for v in self.verdicts:
-            if v.action == "skip" and v.decision == "tool_gate":
-                continue
             p = "" if v.probability is None else f":{v.probability:.3f}"
-            parts.append(f"{v.decision}={v.action}{p}{'!fallback' if v.fell_back else ''}")
+            shadow = "~shadow" if v.mode == "shadow" else ""
+            parts.append(f"{v.decision}={v.action}{p}{shadow}{'!fallback' if v.fell_back else ''}")
         return ",".join(parts) or "none"
 
     def to_dict(self) -> dict[str, Any]:
@@ -82,7 +89,7 @@ _POLICY_CACHE: dict[int, tuple[RouteConfig, tuple[Policy, ...]]] = {}
 
 
 def policies_for(route: RouteConfig) -> tuple[Policy, ...]:
-    """The route's policies, built once per route object."""
+    """The route's policies of both phases, built once per route object."""
     hit = _POLICY_CACHE.get(id(route))
     if hit is None or hit[0] is not route:
         hit = (route, build_policies(route))
@@ -90,17 +97,9 @@ def policies_for(route: RouteConfig) -> tuple[Policy, ...]:
     return hit[1]
 
 
-def input_limits(route: RouteConfig) -> InputLimits:
-    """The decision-input bounds of `route`: its guard's scan settings, the defaults for everything else."""
-    guard = route.guard
-    if guard is None:
-        return DEFAULT_LIMITS
-    return InputLimits(
-        min_window_chars=guard.min_window_chars,
-        window_chars=guard.window_chars,
-        max_windows=guard.max_windows,
-        judge_system=guard.judge_system_prompt,
-    )
+def request_policies(route: RouteConfig) -> tuple[Policy, ...]:
+    """The route's policies that run on the request, before the upstream is called."""
+    return tuple(p for p in policies_for(route) if p.phase is Phase.REQUEST)
 
 
 def resolve_route(config: GatewayConfig | RouteConfig, model: str | None) -> RouteConfig:
@@ -118,6 +117,46 @@ def resolve_route(config: GatewayConfig | RouteConfig, model: str | None) -> Rou
     return route
 
 
+_RESOLVED: dict[tuple[int, int], tuple[GatewayConfig | RouteConfig, Decider, GatewayConfig | RouteConfig]] = {}
+
+
+def resolved(config: GatewayConfig | RouteConfig, decider: Decider) -> GatewayConfig | RouteConfig:
+    """`config` with its rate-based operating points turned into thresholds for `decider`, computed once per pair.
+
+    A gateway resolves its config at start-up; this serves callers that pass an unresolved config (the web demo,
+    scripts). While the decider cannot score the calibration requests, no threshold can be placed: the rates then
+    act on nothing (only the fallbacks decide), and the next call tries again.
+    """
+    routes = config.routes if isinstance(config, GatewayConfig) else [config]
+    if not any(getattr(r, k, None) is not None and getattr(r, k).needs_calibration for r in routes for k in POLICIES):
+        return config
+    hit = _RESOLVED.get((id(config), id(decider)))
+    if hit is not None and hit[0] is config and hit[1] is decider:
+        return hit[2]
+    whole = config if isinstance(config, GatewayConfig) else GatewayConfig(routes=[config])
+    try:
+        done, _ = resolve_operating_points(whole, decider)
+    except ConfigError:
+        done = _never_acting(whole)
+        return done if isinstance(config, GatewayConfig) else done.routes[0]
+    result = done if isinstance(config, GatewayConfig) else done.routes[0]
+    _RESOLVED[(id(config), id(decider))] = (config, decider, result)
+    return result
+
+
+def _never_acting(config: GatewayConfig) -> GatewayConfig:
+    """`config` with every unresolved rate set to a threshold no probability reaches (NaN: P ≥ NaN is false)."""
+    routes = []
+    for route in config.routes:
+        updates = {}
+        for key in POLICIES:
+            policy = getattr(route, key, None)
+            if policy is not None and policy.needs_calibration:
+                updates[key] = policy.model_copy(update={"threshold": math.nan})
+        routes.append(route.model_copy(update=updates))
+    return config.model_copy(update={"routes": routes})
+
+
 async def run_decisions(
     messages: Sequence[Mapping[str, Any]],
     *,
@@ -128,33 +167,35 @@ async def run_decisions(
     cache: SemanticCache | None = None,
     tenant: str = DEFAULT_TENANT,
     timeout_ms: float | None = None,
+    params: Mapping[str, Any] | None = None,
 ) -> DecisionReport:
     """Run the decisions of `model`'s route (default: the config's first route) on one chat request.
 
-    Builds one decision call with every question the route's policies need (the conversation as the state), waits
-    at most `timeout_ms` (default: the config's `decision_timeout_ms`), and turns the answers into verdicts; a
-    failed or slow backend gives every policy its configured fallback instead of an error. `cache` (optional) is
-    searched for the nearest cached conversation first, so the reuse question joins the same call. Raises
-    UnknownModelError for a model the config does not declare.
+    Builds one decision call with every question the route's policies need (about the texts `decision_inputs`
+    builds), waits at most `timeout_ms` (default: the config's `decision_timeout_ms`), and turns the answers into
+    verdicts; a failed or slow backend gives every policy its configured fallback instead of an error. `cache`
+    (optional) is searched first, for an exact repeat of the conversation with these `params` (the request's other
+    fields, `model` included) or else the nearest cached conversation, so the reuse question joins the same call.
+    Raises UnknownModelError for a model the config does not declare.
     """
     config = config if config is not None else default_config()
-    route = resolve_route(config, model)
+    route = resolve_route(resolved(config, decider), model)
     if timeout_ms is None:
         timeout_ms = config.decision_timeout_ms if isinstance(config, GatewayConfig) else 1000.0
-    policies = policies_for(route)
-    inputs = decision_inputs({"messages": list(messages), "tools": list(tools or ())}, limits=input_limits(route))
+    policies = request_policies(route)
+    inputs = decision_inputs({"messages": list(messages), "tools": list(tools or ())}, limits=route.input_limits())
     view = RequestView(inputs)
-    vector = None
-    if cache is not None and route.cache is not None and route.cache.enabled and inputs.cache_complete:
-        candidate, vector = await cache.nearest(tenant, inputs.cache_text, route.cache.min_similarity)
+    vector = keys = None
+    if cache is not None and route.cache is not None and route.cache.enabled:
+        keys = request_keys(messages, tools, params)
+        text = inputs.cache_text if inputs.cache_complete else None
+        candidate, vector = await cache.lookup(tenant, keys, text, route.cache.min_similarity)
         view = RequestView(inputs, candidate)
     asks = [a for p in policies for a in p.asks(view)]
     answers, decision_ms, error = await timed_decide(decider, asks, timeout_ms / 1000.0)
     verdicts = tuple(p.act(view, answers) for p in policies)
-    cache_verdict = next((v for v in verdicts if v.decision == "cache"), None)
-    cached_response = None
-    if cache_verdict is not None and cache_verdict.action == "serve_cached" and view.cache_candidate is not None:
-        cached_response = view.cache_candidate.response
+    final = next((v for v in verdicts if v.decision == "cache" and v.acts and v.action == "serve_cached"), None)
+    cached_response = view.cache_candidate.response if final is not None and view.cache_candidate else None
     frozen_answers = MappingProxyType({k: tuple(float(x) for x in v) for k, v in (answers or {}).items()})
     return DecisionReport(
         route=route.model,
@@ -167,6 +208,7 @@ async def run_decisions(
         cache_vector=vector,
         cached_response=cached_response,
         inputs=inputs,
+        cache_keys=keys,
     )
 
 

@@ -6,7 +6,8 @@ GatewayError                  an HTTP answer other than 2xx: status, OpenAI `typ
 ├── UnknownModelError         404 model_not_found
 ├── BlockedError              400 content_policy_violation: a decision blocked the request
 ├── RateLimitedError          429 rate_limit_exceeded, with Retry-After
-└── UpstreamError             502 upstream_error: every upstream failed (the reason is in the message)
+├── UpstreamError             502 upstream_error: no upstream answered (the reason is in the message)
+└── UpstreamTimeoutError      504 upstream_error: the upstream took the request and then sent nothing in time
 ConfigError                   a config that cannot run; the message names the YAML path at fault
 """
 
@@ -83,6 +84,13 @@ class UpstreamError(GatewayError):
     status_code = 502
     error_type = "upstream_error"
     code = "upstream_failed"
+
+
+class UpstreamTimeoutError(UpstreamError):
+    """The upstream took the request and then sent nothing within `timeout_s` (not retried: it may have run it)."""
+
+    status_code = 504
+    code = "upstream_timeout"
 
 
 class ConfigError(ValueError):

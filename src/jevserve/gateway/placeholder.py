@@ -10,7 +10,7 @@ import json
 
 import httpx
 
-from jevserve.gateway.shapes import chat_completion, completion_to_chunks, rough_tokens, sse
+from jevserve.gateway.shapes import chat_completion, endpoint_events, rough_tokens, text_completion_from_chat
 
 PLACEHOLDER_TEXT = (
     "[placeholder reply: this jevserve gateway has no LLM upstream configured, so no model wrote this text. "
@@ -34,10 +34,12 @@ def placeholder_handler(request: httpx.Request) -> httpx.Response:
     completion = chat_completion(
         str(body.get("model", "placeholder")), PLACEHOLDER_TEXT, prompt_tokens=_prompt_tokens(body)
     )
+    if not path.endswith("/chat/completions"):
+        completion = text_completion_from_chat(completion)
     if not body.get("stream"):
         return httpx.Response(200, json=completion)
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-    events = b"".join(sse(c) for c in completion_to_chunks(completion, include_usage=include_usage)) + sse("[DONE]")
+    events = b"".join(endpoint_events(completion, include_usage=include_usage))
     return httpx.Response(200, content=events, headers={"content-type": "text/event-stream"})
 
 

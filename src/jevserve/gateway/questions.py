@@ -2,7 +2,7 @@
 
 They live here (not imported from `bench/`, which sits above the gateway in the package table) and are the
 defaults of the config's `question:` fields; a route may override any of them in YAML. Each is a System One wire
-question (SYSTEMONE_API.md §3).
+question (SYSTEMONE_API.md §3). tests/gateway/test_questions.py keeps them equal to the bench tasks' questions.
 """
 
 from __future__ import annotations

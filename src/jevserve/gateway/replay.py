@@ -1,99 +1,211 @@
-"""`jevserve gateway replay`: re-decide logged requests with another decider or config; count changed actions."""
+"""`jevserve gateway replay LOG`: re-decide logged requests with another decider or config, and say what changes.
+
+The log is replayed in order through `run_decisions`, with a cache rebuilt as the gateway built it: after a request
+whose reply the gateway stored (the log's `stored`), an entry with the same keys is stored, so a repeat that was a
+cache hit is a hit again. Replaying with the same config and decider therefore reports no change. A request that
+was served from the cache and is forwarded in the replay is taken to have had a storable reply. Entries do not
+expire during a replay.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jevserve.gateway.cache import Embed, SemanticCache
 from jevserve.gateway.config import GatewayConfig
-from jevserve.gateway.decider import Decider, make_decider
-from jevserve.gateway.decisions import run_decisions
+from jevserve.gateway.decider import Decider
+from jevserve.gateway.decisions import resolve_route, run_decisions
 from jevserve.gateway.errors import UnknownModelError
-from jevserve.gateway.log import read_log
+from jevserve.gateway.operating_points import OperatingPoint, resolve_operating_points
+
+Outcome = tuple[str, float | None]  # (action, probability)
 
 
-def compare(logged: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, str]:
-    """decision → "old→new" action for one record (equal actions give "a→a")."""
-    old = {v["decision"]: v["action"] for v in (logged or {}).get("verdicts", [])}
-    now = {v["decision"]: v["action"] for v in new.get("verdicts", [])}
-    return {d: f"{old.get(d, '-')}→{now.get(d, '-')}" for d in sorted(set(old) | set(now))}
+class LogError(ValueError):
+    """A decision log that cannot be replayed: missing, empty, or with a line that is not a gateway record."""
 
 
-async def _replay(records: list[dict[str, Any]], config: GatewayConfig, decider: Decider) -> dict[str, Any]:
-    transitions: dict[str, Counter] = {}
-    num_skipped = 0
-    old_ms, new_ms = [], []
-    for record in records:
-        messages = record.get("messages") or []
-        try:
-            report = await run_decisions(
-                messages, config=config, decider=decider, tools=record.get("tools"), model=record.get("model")
-            )
-        except UnknownModelError:
-            num_skipped += 1
-            continue
-        logged = record.get("decisions")
-        if logged:
-            old_ms.append(float(logged.get("decision_ms", 0.0)))
-        new_ms.append(report.decision_ms)
-        for decision, change in compare(logged, report.to_dict()).items():
-            transitions.setdefault(decision, Counter())[change] += 1
-    decisions = {}
-    for decision, counts in transitions.items():
-        changed = sum(n for t, n in counts.items() if t.split("→")[0] != t.split("→")[1])
-        decisions[decision] = {
-            "num_changed": changed,
-            "num_total": sum(counts.values()),
-            "transitions": dict(counts.most_common()),
+@dataclass(frozen=True)
+class ReplayedRequest:
+    """One logged request, its logged verdicts and its replayed ones."""
+
+    request_id: str
+    excerpt: str  # the start of the latest user request
+    old: dict[str, Outcome]  # decision → logged (action, probability)
+    new: dict[str, Outcome]  # decision → replayed (action, probability)
+    labels: dict[str, bool] = field(default_factory=dict)  # decision → True (should act) / False, when logged
+    decision_ms: float = 0.0
+
+    def changed(self) -> list[str]:
+        """The decisions whose action differs."""
+        return [d for d in sorted(set(self.old) | set(self.new)) if _action(self.old, d) != _action(self.new, d)]
+
+
+def _action(outcomes: dict[str, Outcome], decision: str) -> str:
+    return outcomes[decision][0] if decision in outcomes else "-"
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A whole replay."""
+
+    decider: str
+    requests: tuple[ReplayedRequest, ...]
+    num_skipped: int  # records whose model the config does not serve
+    points: tuple[OperatingPoint, ...]
+
+    def transitions(self) -> dict[str, Counter]:
+        """decision → Counter of "old→new" actions."""
+        out: dict[str, Counter] = {}
+        for r in self.requests:
+            for d in sorted(set(r.old) | set(r.new)):
+                out.setdefault(d, Counter())[f"{_action(r.old, d)}→{_action(r.new, d)}"] += 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary with every changed request."""
+        return {
+            "decider": self.decider,
+            "num_records": len(self.requests) + self.num_skipped,
+            "num_skipped": self.num_skipped,
+            "operating_points": [p.to_dict() for p in self.points],
+            "transitions": {d: dict(c.most_common()) for d, c in self.transitions().items()},
+            "changed": [
+                {"request_id": r.request_id, "excerpt": r.excerpt, "old": r.old, "new": r.new, "changed": r.changed()}
+                for r in self.requests
+                if r.changed()
+            ],
         }
-    return {
-        "num_records": len(records),
-        "num_skipped": num_skipped,
-        "decider": decider.name,
-        "decisions": decisions,
-        "median_decision_ms_logged": _median(old_ms),
-        "median_decision_ms_replayed": _median(new_ms),
-    }
 
 
-def _median(values: list[float]) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+def read_log_strict(path: str | Path) -> list[dict[str, Any]]:
+    """Every record of a decision log; raises LogError for a missing or empty file or any line that is not one."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LogError(f"{path}: cannot read the log ({exc})") from None
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise LogError(f"{path} line {number}: not JSON ({exc.msg}); is it a gateway decision log?") from None
+        if not isinstance(record, dict) or not isinstance(record.get("messages"), list):
+            raise LogError(f"{path} line {number}: not a gateway decision record (no 'messages' list)")
+        records.append(record)
+    if not records:
+        raise LogError(f"{path}: the log holds no records")
+    return records
+
+
+def _logged(record: dict[str, Any]) -> dict[str, Outcome]:
+    verdicts = (record.get("decisions") or {}).get("verdicts") or []
+    return {v["decision"]: (v["action"], v.get("probability")) for v in verdicts if isinstance(v, dict)}
+
+
+def _was_stored(record: dict[str, Any]) -> bool:
+    if "stored" in record:
+        return bool(record["stored"])
+    # logs written before `stored` was recorded: a forwarded 200 with no stream error
+    final = [a for a, _ in _logged(record).values() if a in ("block", "clarify", "serve_cached")]
+    return record.get("status") == 200 and not final and "stream_error" not in (record.get("upstream") or {})
+
+
+async def replay_records(
+    records: Sequence[dict[str, Any]], config: GatewayConfig, decider: Decider, *, embed: Embed | None = None
+) -> Replay:
+    """Re-decide `records` in order (see the module docstring)."""
+    config, points = resolve_operating_points(config, decider)
+    cache = None
+    if any(r.cache is not None and r.cache.enabled for r in config.routes):
+        from jevserve.gateway.cache import embedded_embed
+
+        cache = SemanticCache(embed or embedded_embed())
+    replayed, num_skipped = [], 0
+    try:
+        for record in records:
+            tenant = str(record.get("tenant") or "default")
+            try:
+                route = resolve_route(config, record.get("model"))
+            except UnknownModelError:
+                num_skipped += 1
+                continue
+            report = await run_decisions(
+                record["messages"], config=route, decider=decider, tools=record.get("tools"), cache=cache,
+                tenant=tenant, params=record.get("params") or {"model": record.get("model")},
+            )  # fmt: skip
+            new = {v.decision: (str(v.action), v.probability) for v in report.verdicts}
+            old = _logged(record)
+            had_reply = _was_stored(record) or old.get("cache", ("",))[0] == "serve_cached"
+            if cache is not None and report.cache_keys is not None and report.final is None and had_reply:
+                inputs = report.inputs
+                text = inputs.cache_text if inputs is not None and inputs.cache_complete else None
+                await cache.put(tenant, text, {"replayed": True}, ttl_s=1e9, max_entries=route.cache.max_entries,
+                                vector=report.cache_vector, keys=report.cache_keys)  # fmt: skip
+            excerpt = " ".join((report.inputs.user_text if report.inputs else "").split())[:80]
+            labels = {k: bool(v) for k, v in (record.get("labels") or {}).items()}
+            replayed.append(
+                ReplayedRequest(str(record.get("request_id", "?")), excerpt, old, new, labels, report.decision_ms)
+            )
+    finally:
+        if cache is not None:
+            cache.close()
+    return Replay(decider.name, tuple(replayed), num_skipped, points)
 
 
 def replay_log(
-    path: str | Path, config: GatewayConfig, *, limit: int | None = None, decider: Decider | None = None
-) -> dict[str, Any]:
-    """Re-decide the first `limit` records of the log at `path`; returns counts of action changes per decision."""
-    records = read_log(path)[:limit]
+    path: str | Path, config: GatewayConfig, *, limit: int | None = None, decider: Decider | None = None,
+    embed: Embed | None = None,
+) -> Replay:  # fmt: skip
+    """Re-decide the first `limit` records of the log at `path` (raises LogError for a log that cannot be read)."""
+    from jevserve.gateway.decider import make_decider
+
+    records = read_log_strict(path)[:limit]
     decider = decider or make_decider(config.decider)
 
-    async def run() -> dict[str, Any]:
+    async def run() -> Replay:
         try:
-            return await _replay(records, config, decider)
+            return await replay_records(records, config, decider, embed=embed)
         finally:
             await decider.aclose()
 
     return asyncio.run(run())
 
 
-def format_report(report: dict[str, Any]) -> str:
-    """A plain-text table of the replay."""
+def format_report(replay: Replay, *, max_listed: int = 50) -> str:
+    """A plain-text report: operating points, transitions per decision, and each changed request."""
+    num = len(replay.requests)
     lines = [
-        f"replayed {report['num_records'] - report['num_skipped']} of {report['num_records']} logged requests "
-        f"with {report['decider']} ({report['num_skipped']} skipped: their model is not in the config)",
+        f"replayed {num} of {num + replay.num_skipped} logged requests with {replay.decider} "
+        f"({replay.num_skipped} skipped: no route serves their model, or they were refused before routing)",
+        *(f"  {p.describe()}" for p in replay.points),
         f"{'decision':<10} {'changed':>8} {'of':>6}   transitions (logged→replayed)",
     ]
-    for decision, row in sorted(report["decisions"].items()):
-        moves = ", ".join(f"{t} ×{n}" for t, n in row["transitions"].items())
-        lines.append(f"{decision:<10} {row['num_changed']:>8} {row['num_total']:>6}   {moves}")
-    lines.append(
-        f"median decision ms: logged {report['median_decision_ms_logged']}, "
-        f"replayed {report['median_decision_ms_replayed']}"
-    )
+    for decision, counts in sorted(replay.transitions().items()):
+        changed = sum(n for t, n in counts.items() if t.split("→")[0] != t.split("→")[1])
+        moves = ", ".join(f"{t} ×{n}" for t, n in counts.most_common())
+        lines.append(f"{decision:<10} {changed:>8} {sum(counts.values()):>6}   {moves}")
+    changed = [r for r in replay.requests if r.changed()]
+    lines.append(f"{len(changed)} request(s) changed" + (":" if changed else ""))
+    for r in changed[:max_listed]:
+        moves = "; ".join(f"{d} {_show(r.old, d)} → {_show(r.new, d)}" for d in r.changed())
+        lines.append(f"  {r.request_id}  {r.excerpt!r}  {moves}")
+    if len(changed) > max_listed:
+        lines.append(f"  ... and {len(changed) - max_listed} more (--json lists them all)")
     return "\n".join(lines)
+
+
+def _show(outcomes: dict[str, Outcome], decision: str) -> str:
+    if decision not in outcomes:
+        return "-"
+    action, p = outcomes[decision]
+    return action if p is None else f"{action} ({p:.3f})"

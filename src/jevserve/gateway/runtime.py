@@ -12,7 +12,8 @@ from jevserve.gateway.config import PLACEHOLDER_URL, GatewayConfig, RouteConfig,
 from jevserve.gateway.decider import Decider
 from jevserve.gateway.log import DecisionLog
 from jevserve.gateway.metrics import GatewayMetrics
-from jevserve.gateway.store import Store, open_store
+from jevserve.gateway.operating_points import OperatingPoint, Progress, resolve_operating_points
+from jevserve.gateway.store import MemoryStore, Store
 from jevserve.gateway.upstream import Upstream
 
 PLACEHOLDER_NAME = "placeholder"
@@ -29,6 +30,7 @@ class Gateway:
     cache: SemanticCache | None
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
     log: DecisionLog | None = None
+    operating_points: tuple[OperatingPoint, ...] = ()  # every thresholded decision's threshold and its origin
 
     def upstreams_for(self, route: RouteConfig, names: list[str] | None = None) -> list[Upstream]:
         """The upstreams to try for `route`, in fallback order (`names` overrides the route's list)."""
@@ -47,6 +49,17 @@ class Gateway:
             self.log.close()
 
 
+def open_store(spec: str) -> Store:
+    """`memory` (default) or `redis://host:port/db`."""
+    if spec in ("", "memory"):
+        return MemoryStore()
+    if spec.startswith(("redis://", "rediss://", "unix://")):
+        from jevserve.gateway.store_redis import RedisStore
+
+        return RedisStore(spec)
+    raise ValueError(f"unknown store {spec!r}; expected 'memory' or a redis://host:port/db URL")
+
+
 def _queue_settings(config: GatewayConfig, upstream: str) -> tuple[str, float | None]:
     # An upstream's gate orders by the queue policy of the first route using it that sets one.
     for route in config.routes:
@@ -63,8 +76,11 @@ def build_gateway(
     store: Store | None = None,
     transports: Mapping[str, httpx.AsyncBaseTransport] | None = None,
     embed: Embed | None = None,
+    progress: Progress | None = None,
 ) -> Gateway:
-    """Wire up a gateway; `transports` replaces upstreams' network by name (tests), `embed` the cache's encoder."""
+    """Wire up a gateway; `transports` replaces upstreams' network by name (tests), `embed` the cache's encoder.
+    Rate-based operating points are resolved to thresholds first (scored once per decider, then cached)."""
+    config, points = resolve_operating_points(config, decider, progress=progress)
     store = store or open_store(config.store)
     upstream_configs = list(config.upstreams) or [UpstreamConfig(name=PLACEHOLDER_NAME, url=PLACEHOLDER_URL)]
     transports = transports or {}
@@ -84,4 +100,4 @@ def build_gateway(
     log = None
     if config.log.path:
         log = DecisionLog(config.log.path, max_bytes=config.log.max_bytes, backups=config.log.backups)
-    return Gateway(config, decider, store, upstreams, cache, log=log)
+    return Gateway(config, decider, store, upstreams, cache, log=log, operating_points=points)

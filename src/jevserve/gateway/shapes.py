@@ -27,7 +27,9 @@ def rough_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-def chat_completion(model: str, text: str, *, prompt_tokens: int = 0, finish_reason: str = "stop") -> dict[str, Any]:
+def chat_completion(
+    model: str, text: str, *, prompt_tokens: int = 0, finish_reason: str | None = "stop"
+) -> dict[str, Any]:
     """A complete `chat.completion` with one assistant message."""
     return {
         "id": completion_id(),
@@ -96,3 +98,26 @@ def text_completion_from_chat(chat: dict[str, Any]) -> dict[str, Any]:
         ],
         "usage": chat.get("usage"),
     }
+
+
+def text_completion_chunks(completion: dict[str, Any], *, include_usage: bool) -> list[dict[str, Any]]:
+    """A complete `text_completion` replayed as streamed `text_completion` chunks (text, finish, optional usage)."""
+    base = {k: completion[k] for k in ("id", "object", "created", "model")}
+    chunks = []
+    for choice in completion["choices"]:
+        index = choice.get("index", 0)
+        common = {"index": index, "logprobs": None}
+        chunks.append({**base, "choices": [{**common, "text": choice.get("text") or "", "finish_reason": None}]})
+        chunks.append({**base, "choices": [{**common, "text": "", "finish_reason": choice.get("finish_reason")}]})
+    if include_usage:
+        chunks.append({**base, "choices": [], "usage": completion.get("usage")})
+    return chunks
+
+
+def endpoint_events(completion: dict[str, Any], *, include_usage: bool) -> list[bytes]:
+    """A complete chat or text completion as the SSE events of a stream, `[DONE]` last."""
+    if completion.get("object") == "text_completion":
+        chunks = text_completion_chunks(completion, include_usage=include_usage)
+    else:
+        chunks = completion_to_chunks(completion, include_usage=include_usage)
+    return [*(sse(c) for c in chunks), sse("[DONE]")]

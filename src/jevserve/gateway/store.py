@@ -105,14 +105,3 @@ class MemoryStore:
     async def aclose(self) -> None:
         """Nothing to release."""
         return None
-
-
-def open_store(spec: str) -> Store:
-    """`memory` (default) or `redis://host:port/db`."""
-    if spec in ("", "memory"):
-        return MemoryStore()
-    if spec.startswith(("redis://", "rediss://", "unix://")):
-        from jevserve.gateway.store_redis import RedisStore
-
-        return RedisStore(spec)
-    raise ValueError(f"unknown store {spec!r}; expected 'memory' or a redis://host:port/db URL")

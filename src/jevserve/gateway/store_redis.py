@@ -1,8 +1,9 @@
 """The gateway's shared state in Redis, so replicas share one cache, rate limits, in-flight counts and circuits.
 
 Keys (all under `jevserve:gw:`):
-    cache:{tenant}            hash   entry id → JSON {key_text, vector (base64 float32), response, expires_at}
-    cache-order:{tenant}      zset   entry id by insertion time (trimming to max_entries drops the oldest)
+    cache:{tenant}            hash   entry id → JSON {exact_key, context_key, key_text, vector (base64 float32 or
+                                     null), response, expires_at}
+    cache-order:{tenant}      zset   entry id by expiry time (expired entries and, beyond max_entries, the oldest go)
     cache-version:{tenant}    int    bumped on every add, so a replica re-reads entries only when they changed
     circuit:{upstream}        hash   failures, open_until
     inflight:{upstream}       int    slots taken across replicas
@@ -19,7 +20,7 @@ import json
 import numpy as np
 import redis.asyncio as aioredis
 
-from jevserve.gateway.cache import CacheEntry
+from jevserve.gateway.cache_index import CacheEntry, EntryIndex
 from jevserve.gateway.store import CircuitState
 
 PREFIX = "jevserve:gw:"
@@ -70,6 +71,9 @@ _ADD_ENTRY = """
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
 redis.call('INCR', KEYS[3])
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[5])
+for _, id in ipairs(expired) do redis.call('HDEL', KEYS[1], id) end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[5])
 local extra = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[4])
 if extra > 0 then
   local old = redis.call('ZRANGE', KEYS[2], 0, extra - 1)
@@ -86,23 +90,28 @@ class RedisCacheStore:
     def __init__(self, client: aioredis.Redis) -> None:
         self.client = client
         self._add = client.register_script(_ADD_ENTRY)
-        self._local: dict[str, tuple[bytes | None, list[CacheEntry], np.ndarray | None]] = {}
+        self._local: dict[str, tuple[bytes | None, EntryIndex]] = {}
 
-    async def add(self, tenant: str, entry: CacheEntry, max_entries: int) -> None:
-        """Store an entry and trim the tenant's oldest beyond `max_entries`."""
+    async def add(self, tenant: str, entry: CacheEntry, max_entries: int, now: float) -> None:
+        """Store an entry; drop the tenant's expired entries and the oldest beyond `max_entries`."""
+        vector = None
+        if entry.vector is not None:
+            vector = base64.b64encode(np.asarray(entry.vector, dtype=np.float32).tobytes()).decode()
         record = json.dumps(
             {
+                "exact_key": entry.exact_key,
+                "context_key": entry.context_key,
                 "key_text": entry.key_text,
-                "vector": base64.b64encode(np.asarray(entry.vector, dtype=np.float32).tobytes()).decode(),
+                "vector": vector,
                 "response": entry.response,
                 "expires_at": entry.expires_at,
             }
         )
         keys = [f"{PREFIX}cache:{tenant}", f"{PREFIX}cache-order:{tenant}", f"{PREFIX}cache-version:{tenant}"]
-        await self._add(keys=keys, args=[entry.entry_id, record, entry.expires_at, max_entries])
+        await self._add(keys=keys, args=[entry.entry_id, record, entry.expires_at, max_entries, now])
 
-    async def live(self, tenant: str, now: float) -> tuple[list[CacheEntry], np.ndarray | None]:
-        """Unexpired entries (re-read from Redis only when another add happened)."""
+    async def index(self, tenant: str) -> EntryIndex:
+        """The tenant's entries (re-read from Redis only when another add happened)."""
         version = await self.client.get(f"{PREFIX}cache-version:{tenant}")
         cached = self._local.get(tenant)
         if cached is None or cached[0] != version:
@@ -110,21 +119,22 @@ class RedisCacheStore:
             entries = []
             for entry_id, value in raw.items():
                 data = json.loads(value)
-                vector = np.frombuffer(base64.b64decode(data["vector"]), dtype=np.float32)
+                vector = data.get("vector")
                 entries.append(
-                    CacheEntry(entry_id.decode(), data["key_text"], vector, data["response"], float(data["expires_at"]))
+                    CacheEntry(
+                        entry_id.decode(),
+                        data["exact_key"],
+                        data["context_key"],
+                        data["key_text"],
+                        np.frombuffer(base64.b64decode(vector), dtype=np.float32) if vector else None,
+                        data["response"],
+                        float(data["expires_at"]),
+                    )
                 )
-            cached = (version, entries, np.stack([e.vector for e in entries]) if entries else None)
+            entries.sort(key=lambda e: e.expires_at)
+            cached = (version, EntryIndex(entries))
             self._local[tenant] = cached
-        _, entries, matrix = cached
-        if matrix is None:
-            return [], None
-        alive = [i for i, e in enumerate(entries) if e.expires_at > now]
-        if len(alive) == len(entries):
-            return entries, matrix
-        if not alive:
-            return [], None
-        return [entries[i] for i in alive], matrix[alive]
+        return cached[1]
 
 
 class RedisStore:

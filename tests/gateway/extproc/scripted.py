@@ -21,18 +21,32 @@ from jevserve.gateway.extproc import (
     StreamSettings,
     error_reply,
 )
+from jevserve.gateway.shapes import completion_to_chunks, sse
 
 Decide = Callable[[Mapping[str, str], bytes], Forward | Respond]
 
 
-def rewrite_model(headers: Mapping[str, str], body: bytes) -> Forward | Respond:
-    """The default script: set the body's model to `small`, stamp a header, keep the reply for close()."""
-    if not body:
-        return Forward()
+def answer(completion: dict, *, stream: bool, headers: Mapping[str, str]) -> Respond:
+    """A gateway-written chat completion as an immediate reply: JSON, or chunks ending in [DONE] when streaming."""
+    if not stream:
+        return Respond(200, json.dumps(completion).encode(), {**headers, "content-type": "application/json"})
+    events = [sse(c) for c in completion_to_chunks(completion, include_usage=False)] + [sse("[DONE]")]
+    return Respond(200, b"".join(events), {**headers, "content-type": "text/event-stream"})
+
+
+def read_json(body: bytes) -> dict | Respond:
+    """The request body as JSON, or the 400 the gateway's reader answers when it is not."""
     try:
-        payload = json.loads(body)
+        return json.loads(body)
     except ValueError:
         return error_reply(400, "request body is not valid JSON")
+
+
+def rewrite_model(headers: Mapping[str, str], body: bytes) -> Forward | Respond:
+    """The default script: set the body's model to `small`, stamp a header, keep the reply for close()."""
+    payload = read_json(body) if body else Forward()
+    if not isinstance(payload, dict):
+        return payload
     payload["model"] = "small"
     return Forward(
         set_headers={"x-gateway-model-name": "small"},
@@ -85,22 +99,29 @@ class _ScriptedExchange(Exchange):
     async def response_headers(self, status: int, headers: Mapping[str, str]) -> ResponseEdit:
         return ResponseEdit(set_headers={"x-upstream-status": str(status)})
 
-    async def response_body(self, body: bytes) -> bytes | None:
+    async def response_body(self, body: bytes) -> ResponseEdit:
         self.script.replies.append(body)
-        return self.script.replace_reply(body)
+        return ResponseEdit(set_headers={"x-reply-read": "1"}, body=self.script.replace_reply(body))
 
     async def close(self, end: StreamEnd) -> None:
         self.script.ends.append(end)
 
 
 @contextlib.asynccontextmanager
-async def serving(decisions, settings: StreamSettings | None = None) -> AsyncIterator[grpc.aio.Channel]:
-    """An ext_proc server on a free loopback port and a channel to it, torn down afterwards."""
+async def serving_at(decisions, settings: StreamSettings | None = None) -> AsyncIterator[tuple[grpc.aio.Channel, int]]:
+    """An ext_proc server on a free loopback port: a channel to it and the port, torn down afterwards."""
     server = ExtProcServer(decisions, settings)
     port = await server.start("127.0.0.1:0")
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
     try:
-        yield channel
+        yield channel, port
     finally:
         await channel.close()
         await server.stop(grace_s=0.5)
+
+
+@contextlib.asynccontextmanager
+async def serving(decisions, settings: StreamSettings | None = None) -> AsyncIterator[grpc.aio.Channel]:
+    """An ext_proc server on a free loopback port and a channel to it, torn down afterwards."""
+    async with serving_at(decisions, settings) as (channel, _port):
+        yield channel

@@ -14,7 +14,7 @@ import pytest
 from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from jevserve.gateway.extproc import ExtProcServer, ResponsePlan, StreamSettings, answer_reply, error_reply, wire
+from jevserve.gateway.extproc import ExtProcServer, ResponsePlan, StreamSettings, error_reply, wire
 from jevserve.gateway.extproc.seam import Forward
 from tests.gateway.extproc.envoy import (
     Delivered,
@@ -25,7 +25,7 @@ from tests.gateway.extproc.envoy import (
     header_map,
     request_headers,
 )
-from tests.gateway.extproc.scripted import Scripted, serving
+from tests.gateway.extproc.scripted import Scripted, answer, serving
 
 MODES = ["BUFFERED", "FULL_DUPLEX_STREAMED"]
 CHAT = {"model": "jev-gateway", "messages": [{"role": "user", "content": "Summarise the attached notes, please."}]}
@@ -64,6 +64,7 @@ def test_headers_only_request_passes_with_an_empty_body(mode: str) -> None:
     assert script.seen[0][0][":method"] == "GET" and script.seen[0][1] == b""
     assert delivered.body == b'{"data":[]}'
     assert ends[0].status == 200 and ends[0].complete and ends[0].response_body is None
+    assert ends[0].timings_ms["decide"] >= 0  # the time spent in the decisions, reported to close()
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -147,7 +148,7 @@ def test_immediate_response_answers_the_client_and_ends_the_request(mode: str, s
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "Which file?"}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
     }
-    script = Scripted(decide=lambda h, b: answer_reply(completion, stream=stream, headers={"x-jevserve-clarify": "1"}))
+    script = Scripted(decide=lambda h, b: answer(completion, stream=stream, headers={"x-jevserve-clarify": "1"}))
 
     async def scenario():
         async with serving(script) as channel:
@@ -270,6 +271,8 @@ def test_held_reply_with_tool_calls_is_replaced_whole(request_mode: str, respons
     got, ends = run(scenario())
     assert isinstance(got, Delivered) and got.body == gated
     assert "content-length" not in got.headers  # dropped: the replacement has another length
+    # what reading the reply decided reaches the client's headers, except where they went out before the body
+    assert got.headers.get("x-reply-read") == (None if response_mode == "STREAMED" else "1")
     assert script.replies == [raw]  # the decisions saw the reply whole, once
     assert ends[0].response_body == raw and ends[0].complete
 
@@ -405,3 +408,82 @@ def test_error_reply_is_openai_shaped() -> None:
     assert json.loads(reply.body) == {
         "error": {"message": "slow down", "type": "rate_limit_error", "param": None, "code": "rate_limit_exceeded"}
     }
+
+
+def test_observability_mode_gets_no_answers_but_the_decisions_still_run() -> None:
+    script = Scripted()
+
+    async def scenario():
+        async with serving(script) as channel:
+            stream = EnvoyStream(channel, "BUFFERED")
+            sent = request_headers("POST", "/v1/chat/completions", None, body_of(CHAT))
+            await stream._send(
+                request_headers=pb.HttpHeaders(headers=header_map(sent)), observability_mode=True
+            )
+            await stream._send(
+                request_body=pb.HttpBody(body=body_of(CHAT), end_of_stream=True), observability_mode=True
+            )
+            await stream.finish()
+            ends = await script.wait_for_ends(1)
+            await stream._reader  # every answer the server sent has been read
+            return [stream._answers.get_nowait() for _ in range(stream._answers.qsize())], ends
+
+    answers, ends = run(scenario())
+    assert answers == [None]  # nothing but the stream's end
+    assert script.seen and script.seen[0][1] == body_of(CHAT)
+    assert ends[0].error is not None  # no reply was seen: the log says the stream ended early
+
+
+def test_buffered_partial_is_read_like_buffered() -> None:
+    script = Scripted()
+
+    async def scenario():
+        async with serving(script) as channel:
+            return await EnvoyStream(channel, "BUFFERED_PARTIAL").request(body_of(CHAT))
+
+    forwarded = run(scenario())
+    assert json.loads(forwarded.body)["model"] == "small"
+
+
+def test_reply_body_mode_none_settles_on_the_reply_headers() -> None:
+    script = Scripted()
+
+    async def scenario():
+        async with serving(script) as channel:
+            stream = EnvoyStream(channel, "BUFFERED", "NONE")
+            await stream.request(body_of(CHAT))
+            await stream._send(response_headers=pb.HttpHeaders(headers=_status_headers(200)))
+            await stream._read()
+            await stream.finish()
+            return await script.wait_for_ends(1)
+
+    ends = run(scenario())
+    assert ends[0].error is None and ends[0].status == 200 and ends[0].response_body is None
+
+
+def test_a_reply_that_must_be_read_is_refused_when_the_filter_sends_no_reply_body() -> None:
+    script = Scripted(decide=lambda h, b: Forward(response=ResponsePlan.HOLD))
+
+    async def scenario():
+        async with serving(script) as channel:
+            return await EnvoyStream(channel, "FULL_DUPLEX_STREAMED", "NONE").request(body_of(CHAT))
+
+    got = run(scenario())
+    assert isinstance(got, Immediate) and got.status == 500
+    assert "response_body_mode" in json.loads(got.body)["error"]["message"]
+
+
+def test_a_reply_nobody_reads_may_skip_the_server_when_the_filter_sends_no_reply_body() -> None:
+    script = Scripted(decide=lambda h, b: Forward(response=ResponsePlan.PASS))
+
+    async def scenario():
+        async with serving(script) as channel:
+            stream = EnvoyStream(channel, "FULL_DUPLEX_STREAMED", "NONE")
+            got = await stream.request(body_of(CHAT))
+            await stream._send(response_headers=pb.HttpHeaders(headers=_status_headers(200)))
+            await stream._read()
+            await stream.finish()
+            return got, await script.wait_for_ends(1)
+
+    got, ends = run(scenario())
+    assert isinstance(got, Forwarded) and ends[0].error is None and ends[0].status == 200

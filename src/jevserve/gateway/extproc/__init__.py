@@ -1,6 +1,6 @@
 """`jevserve extproc`: the gateway's decisions inside an Envoy filter chain, as an External Processing server."""
 
-from jevserve.gateway.extproc.respond import answer_reply, error_reply, gateway_error_reply
+from jevserve.gateway.extproc.respond import error_reply
 from jevserve.gateway.extproc.seam import (
     Decisions,
     Exchange,
@@ -25,7 +25,5 @@ __all__ = [
     "StreamEnd",
     "StreamProcessor",
     "StreamSettings",
-    "answer_reply",
     "error_reply",
-    "gateway_error_reply",
 ]

@@ -6,7 +6,7 @@ this order, each at most once:
 
     request(headers, body)          → Forward (let it go upstream, changed) | Respond (answer it from here)
     response_headers(status, hdrs)  → ResponseEdit of the reply's headers
-    response_body(body)             → the replacement body          (only when Forward.response is HOLD)
+    response_body(body)             → ResponseEdit: new body, final headers   (only when Forward.response is HOLD)
     close(end)                      → always, once, however the stream ended (store, log, metrics)
 """
 
@@ -52,10 +52,11 @@ class Respond:
 
 @dataclass(frozen=True)
 class ResponseEdit:
-    """Changes to the reply's headers."""
+    """Changes to the reply: its headers and, for a held reply, its body."""
 
     set_headers: Mapping[str, str] = field(default_factory=dict)
     remove_headers: tuple[str, ...] = ()
+    body: bytes | None = None  # the body the client gets instead of the held reply; None: unchanged
 
 
 @dataclass(frozen=True)
@@ -81,9 +82,10 @@ class Exchange(ABC):
         """Changes to the reply's headers (default: none)."""
         return ResponseEdit()
 
-    async def response_body(self, body: bytes) -> bytes | None:
-        """The body the client gets instead of the held reply `body`; None: the reply unchanged."""
-        return None
+    async def response_body(self, body: bytes) -> ResponseEdit:
+        """What the client gets instead of the held reply `body` (default: the reply unchanged). Its headers reach
+        the client in BUFFERED and FULL_DUPLEX_STREAMED reply modes; in STREAMED mode the headers went out first."""
+        return ResponseEdit()
 
     async def close(self, end: StreamEnd) -> None:
         """Finish the request's work after its stream ended (store, log); runs outside the stream's lifetime."""

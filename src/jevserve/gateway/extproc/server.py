@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Coroutine
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
 import grpc
@@ -37,7 +38,6 @@ class ExternalProcessorService(pb_grpc.ExternalProcessorServicer):
     def __init__(self, decisions: Decisions, settings: StreamSettings) -> None:
         self.decisions = decisions
         self.settings = settings
-        self.num_streams = 0  # streams open now
         self._closing: set[asyncio.Task] = set()
 
     async def Process(
@@ -46,7 +46,6 @@ class ExternalProcessorService(pb_grpc.ExternalProcessorServicer):
         """Answer one HTTP request's messages as they come; close its exchange however the stream ends."""
         processor = StreamProcessor(self.decisions.open(), self.settings)
         error: str | None = None
-        self.num_streams += 1
         try:
             async for message in request_iterator:
                 for answer in await processor.feed(message):
@@ -57,14 +56,14 @@ class ExternalProcessorService(pb_grpc.ExternalProcessorServicer):
                 # a reset by the data plane (its client went away) ends the messages like a clean close does
                 error = _ENDED_EARLY
         except asyncio.CancelledError:
-            error = _CANCELLED
+            # a data plane may reset a stream whose reply is through; only an unfinished one was cut short
+            error = None if processor.settled else _CANCELLED
             raise
         except ProtocolError as exc:
             error = f"protocol error: {exc}"
             logger.warning("ext_proc %s", error)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         finally:
-            self.num_streams -= 1
             self.spawn(processor.exchange.close(processor.end(error)))
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> None:
@@ -101,6 +100,7 @@ class ExtProcServer:
         pb_grpc.add_ExternalProcessorServicer_to_server(self.service, self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         self.port: int | None = None
+        self.ready = False  # listening and not draining (what the readiness services report)
 
     async def start(self, address: str = "127.0.0.1:9002") -> int:
         """Bind `address` (host:port; port 0 picks a free one), start serving and report ready; returns the port."""
@@ -111,10 +111,12 @@ class ExtProcServer:
         await self.health.set("liveness", health_pb2.HealthCheckResponse.SERVING)
         for service in READY_SERVICES:
             await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        self.ready = True
         return self.port
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Report not ready, let open streams finish for `grace_s`, finish closing work, release the decisions."""
+        self.ready = False
         for service in READY_SERVICES:
             await self.health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
         await self._server.stop(grace_s)
@@ -124,3 +126,34 @@ class ExtProcServer:
     async def wait(self) -> None:
         """Serve until the server stops."""
         await self._server.wait_for_termination()
+
+
+async def serve_until_stopped(
+    decisions: Decisions,
+    settings: StreamSettings,
+    address: str,
+    banner: list[str] | None = None,
+    *,
+    started: Callable[[ExtProcServer], Awaitable[Callable[[], Awaitable[None]]]] | None = None,
+) -> int:
+    """Serve on `address` until SIGINT or SIGTERM, then stop gracefully (not ready first, open streams finish).
+    `started(server)`, awaited once the server listens, starts what runs beside it and returns its stop function."""
+    server = ExtProcServer(decisions, settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await server.start(address)
+    except Exception:
+        await decisions.aclose()
+        raise
+    stop_beside = await started(server) if started is not None else None
+    for line in banner or ():
+        print(line, flush=True)
+    await stop.wait()
+    print("jevserve extproc: stopping (not ready; open streams get 5 s)", flush=True)
+    await server.stop(grace_s=5.0)
+    if stop_beside is not None:
+        await stop_beside()
+    return 0

@@ -5,7 +5,9 @@
     request_body     ─── BUFFERED: the whole body in one message → decide → body answer (headers, body, route cache)
                          FULL_DUPLEX_STREAMED: chunks gathered until end_of_stream (or the trailers)
                          → decide → headers answer, streamed body answers[, trailers answer]
-    response_headers ─── header changes (x-jevserve-*; content-length dropped when the body may be replaced)
+    response_headers ─── header changes (x-jevserve-*; content-length dropped when the body may be replaced);
+                         under HOLD in FULL_DUPLEX_STREAMED mode answered with the body, so they can say what
+                         reading the reply decided (in BUFFERED mode the body answer carries those changes)
     response_body    ─── PASS / OBSERVE: every chunk answered unchanged as it comes (OBSERVE keeps a copy)
                          HOLD: held to its end, then replaced by what the decisions say
 
@@ -19,19 +21,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 
 from jevserve.gateway.extproc import wire
 from jevserve.gateway.extproc.respond import error_reply
-from jevserve.gateway.extproc.seam import Exchange, Forward, Respond, ResponsePlan, StreamEnd
+from jevserve.gateway.extproc.seam import Exchange, Forward, Respond, ResponseEdit, ResponsePlan, StreamEnd
 
 logger = logging.getLogger("jevserve.extproc")
 
 _BUFFERED_MODES = (wire.BUFFERED, wire.BUFFERED_PARTIAL)
-_SUPPORTED_REQUEST_MODES = (wire.BUFFERED, wire.BUFFERED_PARTIAL, wire.FULL_DUPLEX_STREAMED)
 
 
 class ProtocolError(Exception):
@@ -67,6 +68,7 @@ class StreamProcessor:
         self._status: int | None = None
         self._reply_complete = False
         self._timings: dict[str, float] = {}
+        self._held_headers: tuple[dict[str, str], list[str]] | None = None  # FULL_DUPLEX_STREAMED, HOLD
 
     async def feed(self, message: pb.ProcessingRequest) -> list[pb.ProcessingResponse]:
         """The answers to `message` (possibly none yet, possibly several in FULL_DUPLEX_STREAMED mode)."""
@@ -178,6 +180,9 @@ class StreamProcessor:
             logger.exception("decisions failed")
             outcome = self._failed(f"{type(exc).__name__}: {exc}")
         self._timings["decide"] = (time.perf_counter() - started) * 1000
+        if isinstance(outcome, Forward) and outcome.response is ResponsePlan.HOLD and self.response_mode == wire.NONE:
+            # the reply must be read (a tool gate) but the filter will not send it: refuse rather than pass it ungated
+            outcome = self._unsupported_reply_mode()
         self._outcome = outcome
         if isinstance(outcome, Forward):
             self._plan = outcome.response
@@ -194,6 +199,13 @@ class StreamProcessor:
         message = (
             f"jevserve extproc reads the request body: set the ext_proc filter's processing_mode.request_body_mode "
             f"to BUFFERED or FULL_DUPLEX_STREAMED (this filter sends {mode})"
+        )
+        return error_reply(500, message, code="extproc_misconfigured", error_type="api_error")
+
+    def _unsupported_reply_mode(self) -> Respond:
+        message = (
+            "this route reads the model's reply (it gates tool calls), but the ext_proc filter does not send reply "
+            "bodies: set processing_mode.response_body_mode to FULL_DUPLEX_STREAMED, BUFFERED or STREAMED"
         )
         return error_reply(500, message, code="extproc_misconfigured", error_type="api_error")
 
@@ -223,6 +235,10 @@ class StreamProcessor:
             self._reply_complete = True
         elif self._plan is ResponsePlan.HOLD:
             remove.append("content-length")  # the body may be replaced by one of another length
+            if self.response_mode == wire.FULL_DUPLEX_STREAMED:
+                # answered with the body, so the headers can carry what reading the reply decided
+                self._held_headers = (set_headers, remove)
+                return []
         return [wire.headers_answer("response", wire.common(set_headers, remove))]
 
     async def _on_response_body(self, message: pb.HttpBody) -> list[pb.ProcessingResponse]:
@@ -242,7 +258,9 @@ class StreamProcessor:
         answers = []
         if self._plan is ResponsePlan.HOLD and not self._reply_complete:
             if self.response_mode == wire.FULL_DUPLEX_STREAMED:
-                answers = wire.streamed_answers("response", await self._replacement(), end_of_stream=False)
+                edit = await self._replacement()
+                answers = [self._release_headers(edit)]
+                answers += wire.streamed_answers("response", edit.body, end_of_stream=False)
             else:
                 # STREAMED: every chunk was answered already, so a replacement has nowhere to go
                 logger.error("a held reply ended with trailers in %s mode; it was not replaced", self._mode_name())
@@ -251,29 +269,38 @@ class StreamProcessor:
 
     async def _hold(self, message: pb.HttpBody) -> list[pb.ProcessingResponse]:
         mode = self.response_mode
-        if mode in _BUFFERED_MODES:  # the whole reply in this one message
-            return [wire.body_answer("response", wire.common(body=await self._replacement()))]
+        if mode in _BUFFERED_MODES:  # the whole reply in this one message; header changes count here
+            edit = await self._replacement()
+            changes = wire.common(edit.set_headers, edit.remove_headers, body=edit.body)
+            return [wire.body_answer("response", changes)]
         if not message.end_of_stream:
             if mode == wire.FULL_DUPLEX_STREAMED:
                 return []
             return [wire.body_answer("response", wire.common(clear_body=True))]  # STREAMED: held here instead
-        body = await self._replacement()
+        edit = await self._replacement()
         if mode == wire.FULL_DUPLEX_STREAMED:
-            return wire.streamed_answers("response", body, end_of_stream=True)
-        return [wire.body_answer("response", wire.common(body=body))]
+            return [self._release_headers(edit), *wire.streamed_answers("response", edit.body, end_of_stream=True)]
+        return [wire.body_answer("response", wire.common(body=edit.body))]
 
-    async def _replacement(self) -> bytes:
-        """The held reply as the decisions rewrite it (unchanged if they fail or take too long)."""
+    def _release_headers(self, edit: ResponseEdit) -> pb.ProcessingResponse:
+        """The reply headers' answer held back in FULL_DUPLEX_STREAMED mode, with the edit's changes added."""
+        set_headers, remove = self._held_headers or ({}, [])
+        self._held_headers = None
+        changes = wire.common({**set_headers, **edit.set_headers}, [*remove, *edit.remove_headers])
+        return wire.headers_answer("response", changes)
+
+    async def _replacement(self) -> ResponseEdit:
+        """The held reply as the decisions rewrite it (unchanged if they fail or take too long); body always set."""
         self._reply_complete = True
         started = time.perf_counter()
         held = bytes(self._reply)
         try:
-            body = await asyncio.wait_for(self.exchange.response_body(held), self.settings.deadline_s)
+            edit = await asyncio.wait_for(self.exchange.response_body(held), self.settings.deadline_s)
         except Exception:
             logger.exception("reply decisions failed; the reply goes through unchanged")
-            body = None
+            edit = ResponseEdit()
         self._timings["reply"] = (time.perf_counter() - started) * 1000
-        return held if body is None else body
+        return edit if edit.body is not None else replace(edit, body=held)
 
     def _stop_reading_reply(self, message: pb.HttpBody) -> list[pb.ProcessingResponse]:
         """A reply too long to hold: what was held goes out now and the rest passes through unread."""
@@ -283,8 +310,10 @@ class StreamProcessor:
         eos = message.end_of_stream
         self._reply_complete = eos
         if self.response_mode == wire.FULL_DUPLEX_STREAMED:
-            out = held if plan is ResponsePlan.HOLD else message.body  # OBSERVE: earlier chunks went out already
-            return wire.streamed_answers("response", out, end_of_stream=eos)
+            if plan is ResponsePlan.HOLD:
+                headers = self._release_headers(ResponseEdit())
+                return [headers, *wire.streamed_answers("response", held, end_of_stream=eos)]
+            return wire.streamed_answers("response", message.body, end_of_stream=eos)  # earlier chunks went out
         if plan is ResponsePlan.HOLD and self.response_mode == wire.STREAMED:
             return [wire.body_answer("response", wire.common(body=held))]  # earlier chunks were cleared
         return [wire.body_answer("response")]

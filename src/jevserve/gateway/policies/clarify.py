@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from jevserve.gateway.config import ClarifyConfig
-from jevserve.gateway.policies.base import Answers, Policy, RequestView, Verdict
+from jevserve.gateway.policies.base import Answers, Policy, RequestView
+from jevserve.gateway.types import Action, ClarifyDetail, Verdict
 
 
 class Clarify(Policy):
@@ -15,4 +16,4 @@ class Clarify(Policy):
 
     def act(self, view: RequestView, answers: Answers | None) -> Verdict:
         """clarify (with the configured message) or allow."""
-        return self.threshold_verdict(self.yes(answers), "clarify", message=self.config.message)
+        return self.threshold_verdict(self.yes(answers), Action.CLARIFY, detail=ClarifyDetail(self.config.message))

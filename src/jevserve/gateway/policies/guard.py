@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 from jevserve.gateway.config import GuardConfig, HarmConfig
 from jevserve.gateway.decider import Ask
-from jevserve.gateway.policies.base import Answers, Policy, RequestView, Verdict
+from jevserve.gateway.policies.base import Answers, Policy, RequestView
+from jevserve.gateway.types import Action, GuardDetail, Verdict
 
 _SOURCE_NAMES = {"user": "the user's message", "tool": "a tool result", "system": "the system prompt"}
 
@@ -35,14 +36,15 @@ class InjectionGuard(Policy):
 
     def act(self, view: RequestView, answers: Answers | None) -> Verdict:
         """block / strip_tools / flag, or allow; `source` in detail names the text that scored highest."""
+        action = Action(self.config.action)
         if answers is None:
-            return self.threshold_verdict(None, self.config.action)
+            return self.threshold_verdict(None, action)
         scores = {k: float(v[0]) for k, v in answers.items() if k.startswith(f"{self.name}:")}
         if not scores:
-            return Verdict(self.name, "allow", None, None, False, "no untrusted text to judge")
+            return self.verdict(Action.ALLOW, "no untrusted text to judge")
         where = max(scores, key=lambda k: (scores[k], -int(k.partition(":")[2])))
         source = view.inputs.guard_sources[int(where.partition(":")[2])]
-        return self.threshold_verdict(scores[where], self.config.action, source=_SOURCE_NAMES[source])
+        return self.threshold_verdict(scores[where], action, detail=GuardDetail(_SOURCE_NAMES[source]))
 
 
 class HarmGuard(Policy):
@@ -54,4 +56,4 @@ class HarmGuard(Policy):
 
     def act(self, view: RequestView, answers: Answers | None) -> Verdict:
         """block / flag, or allow."""
-        return self.threshold_verdict(self.yes(answers), self.config.action)
+        return self.threshold_verdict(self.yes(answers), Action(self.config.action))

@@ -2,13 +2,14 @@
 
 The expected reply tokens are Σ P(level) × tokens(level). A vLLM upstream gets them (rounded) as its `priority`
 (smaller is served first, as `plf` does); for other upstreams the gateway's own queue orders by the configured
-serving policy (see gateway/queueing.py).
+serving policy (see gateway/gate.py).
 """
 
 from __future__ import annotations
 
 from jevserve.gateway.config import PriorityConfig
-from jevserve.gateway.policies.base import Answers, Policy, RequestView, Verdict, frozen
+from jevserve.gateway.policies.base import Answers, Policy, RequestView
+from jevserve.gateway.types import Action, PriorityDetail, Verdict
 
 
 class LengthPriority(Policy):
@@ -23,17 +24,10 @@ class LengthPriority(Policy):
         probabilities = None if answers is None else answers.get(self.name)
         levels = self.config.level_tokens
         if probabilities is None or len(probabilities) != len(levels):
-            return Verdict(
-                self.name,
-                "skip",
-                None,
-                None,
-                True,
-                "decision unavailable: no prediction, arrival order",
-                frozen({"queue_policy": self.config.queue_policy}),
+            detail = PriorityDetail(self.config.queue_policy)
+            return self.verdict(
+                Action.SKIP, "decision unavailable: no prediction, arrival order", detail, fell_back=True
             )
         predicted = float(sum(p * t for p, t in zip(probabilities, levels, strict=True)))
-        detail = {"predicted_tokens": predicted, "priority": round(predicted), "queue_policy": self.config.queue_policy}
-        return Verdict(
-            self.name, "prioritise", None, None, False, f"predicted {predicted:.0f} reply tokens", frozen(detail)
-        )
+        detail = PriorityDetail(self.config.queue_policy, predicted, round(predicted))
+        return self.verdict(Action.PRIORITISE, f"predicted {predicted:.0f} reply tokens", detail)

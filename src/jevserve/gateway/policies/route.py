@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from jevserve.gateway.config import RouteDecisionConfig
+from jevserve.gateway.config import RouteDecisionConfig, TargetConfig
 from jevserve.gateway.decider import Ask, wire_to_decision
-from jevserve.gateway.policies.base import Answers, Policy, RequestView, Verdict, frozen
+from jevserve.gateway.policies.base import Answers, Policy, RequestView
 from jevserve.gateway.questions import DEFAULTS
+from jevserve.gateway.types import Action, RouteDetail, Verdict
 
 
 class CostRoute(Policy):
@@ -20,50 +21,56 @@ class CostRoute(Policy):
     def __init__(self, config: RouteDecisionConfig) -> None:
         super().__init__(config)
         thinking = config.thinking
-        self.thinking_wire = None
+        self.thinking_question = None
         if thinking is not None and thinking.enabled:
-            self.thinking_wire = dict(thinking.question) if thinking.question else dict(DEFAULTS["thinking"])
-            self.thinking_question = wire_to_decision(self.thinking_wire)
+            wire = dict(thinking.question) if thinking.question else dict(DEFAULTS["thinking"])
+            self.thinking_question = wire_to_decision(wire)
 
     def asks(self, view: RequestView) -> Sequence[Ask]:
         """cheap_ok when there are targets to choose from; thinking when configured."""
         out = []
         if len(self.config.targets) >= 2:
             out.append(self.ask(self.name, view.inputs.request_text))
-        if self.thinking_wire is not None:
+        if self.thinking_question is not None:
             out.append(self.ask("thinking", view.inputs.request_text, self.thinking_question))
         return out
 
     def act(self, view: RequestView, answers: Answers | None) -> Verdict:
-        """route (with the chosen model and thinking switch in detail) or skip when there is nothing to choose."""
+        """route (the chosen model and thinking switch in the detail), or skip when there is nothing to choose."""
         targets = self.config.targets
-        detail: dict = {}
-        verdict = None
-        if len(targets) >= 2:
-            cheap = min(targets, key=lambda t: t.cost)
-            strong = max(targets, key=lambda t: t.cost)
-            verdict = self.threshold_verdict(self.yes(answers), "route", "route")
-            # hit (or closed fallback) = cheap; fall back open = the strong model: never worse answers when blind
-            use_cheap = verdict.probability is not None and verdict.probability >= self.config.threshold
-            if verdict.fell_back:
-                use_cheap = self.config.fallback == "closed"
-            chosen = cheap if use_cheap else strong
-            detail.update(model=chosen.model, cost=chosen.cost, upstreams=chosen.upstreams)
-        elif len(targets) == 1:
-            detail.update(model=targets[0].model, cost=targets[0].cost, upstreams=targets[0].upstreams)
-        thinking = self.config.thinking
-        if self.thinking_wire is not None and thinking is not None:
-            p = self.yes(answers, "thinking")
-            on = (p >= thinking.threshold) if p is not None else thinking.fallback == "closed"
-            detail.update(thinking=on, thinking_probability=p, thinking_field=thinking.field)
-        if verdict is None:
-            return Verdict(self.name, "route" if detail else "skip", None, None, False, "no choice", frozen(detail))
-        return Verdict(
-            self.name,
-            "route",
-            verdict.probability,
-            verdict.threshold,
-            verdict.fell_back,
+        thinking = self._thinking(answers)
+        if len(targets) < 2:
+            target = targets[0] if targets else None
+            detail = _detail(target, thinking)
+            action = Action.ROUTE if target is not None or thinking else Action.SKIP
+            return self.verdict(action, "no choice", detail)
+        cheap = min(targets, key=lambda t: t.cost)
+        strong = max(targets, key=lambda t: t.cost)
+        verdict = self.threshold_verdict(self.yes(answers), Action.ROUTE, Action.ROUTE)
+        if verdict.fell_back:  # open: the strong model, never worse answers when blind; closed: the cheap one
+            use_cheap = self.config.fallback == "closed"
+        else:
+            use_cheap = verdict.probability is not None and verdict.probability >= self.threshold
+        return self.verdict(
+            Action.ROUTE,
             verdict.reason,
-            frozen(detail),
+            _detail(cheap if use_cheap else strong, thinking),
+            probability=verdict.probability,
+            threshold=verdict.threshold,
+            fell_back=verdict.fell_back,
         )
+
+    def _thinking(self, answers: Answers | None) -> dict:
+        thinking = self.config.thinking
+        if self.thinking_question is None or thinking is None:
+            return {}
+        p = self.yes(answers, "thinking")
+        on = (p >= thinking.effective_threshold) if p is not None else thinking.fallback == "closed"
+        return {"thinking": on, "thinking_probability": p, "thinking_field": thinking.field}
+
+
+def _detail(target: TargetConfig | None, thinking: dict) -> RouteDetail:
+    if target is None:
+        return RouteDetail(**thinking)
+    upstreams = tuple(target.upstreams) if target.upstreams else None
+    return RouteDetail(model=target.model, cost=target.cost, upstreams=upstreams, **thinking)

@@ -1,27 +1,15 @@
-"""Reading and checking OpenAI request bodies: size limit, JSON, and the fields the gateway relies on."""
+"""Stage 1, read: the request body as a checked JSON object (400 for anything the later stages cannot read)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from starlette.requests import Request
-
-from jevserve.gateway.errors import BadRequestError, PayloadTooLargeError
+from jevserve.gateway.errors import BadRequestError
 
 
-async def read_json(request: Request, max_bytes: int) -> dict[str, Any]:
-    """The body as a JSON object; 413 over `max_bytes`, 400 for anything that is not a JSON object."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-        raise PayloadTooLargeError(f"request body is {declared} bytes; the limit is {max_bytes}")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise PayloadTooLargeError(f"request body is over the limit of {max_bytes} bytes")
-        chunks.append(chunk)
-    raw = b"".join(chunks)
+def read_body(raw: bytes, endpoint: str) -> dict[str, Any]:
+    """The body of a chat (`endpoint="chat"`) or legacy completions request, checked; raises BadRequestError."""
     try:
         body = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -35,11 +23,12 @@ async def read_json(request: Request, max_bytes: int) -> dict[str, Any]:
             raise BadRequestError(
                 f"request body holds a lone UTF-16 surrogate ({exc.object[exc.start]!r}); send valid Unicode"
             ) from None
+    (check_chat if endpoint == "chat" else check_completion)(body)
     return body
 
 
 def check_chat(body: dict[str, Any]) -> None:
-    """The chat fields the gateway reads: `model` (string), `messages` (non-empty list of objects with a role)."""
+    """The chat fields the gateway reads: `model`, `messages` (objects with a role and text content), `tools`."""
     _check_model(body)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:

@@ -1,0 +1,96 @@
+"""One request's way through the gateway's stages: what each stage found, for the next stage, headers and the log.
+
+Nothing here knows HTTP: a front end (the OpenAI-compatible app, an Envoy ext_proc server) builds the context from
+what it received and turns the stages' results into its own kind of answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from jevserve.gateway.config import RouteConfig
+from jevserve.gateway.decisions import DecisionReport
+from jevserve.gateway.types import Verdict
+
+# Request ids: a random per-process prefix and a counter (32 hex digits, like a uuid4's hex). uuid4 reads the
+# OS's random source on every call, a syscall per request that a loaded host makes slow.
+_ID_PREFIX = os.urandom(8).hex()
+_ID_COUNTER = itertools.count()
+
+
+def _new_id_prefix() -> None:
+    global _ID_PREFIX, _ID_COUNTER
+    _ID_PREFIX, _ID_COUNTER = os.urandom(8).hex(), itertools.count()
+
+
+os.register_at_fork(after_in_child=_new_id_prefix)  # forked workers must not share a prefix
+
+
+def new_request_id() -> str:
+    """A request id unique within this process and, by its random prefix, across replicas."""
+    return f"{_ID_PREFIX}{next(_ID_COUNTER):016x}"
+
+
+def tenant_of(authorization: str | None) -> str:
+    """The tenant of an `Authorization` header: a digest of the bearer key (never the key itself), or `default`."""
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return hashlib.sha256(token.strip().encode()).hexdigest()[:16]
+    return "default"
+
+
+@dataclass
+class RequestContext:
+    """One request as the stages fill it in (read → route → limit → decide → act → forward → gate → store → record)."""
+
+    endpoint: str  # "chat" (/v1/chat/completions) or "completions" (/v1/completions)
+    tenant: str = "default"  # whose rate limits and cache entries apply
+    request_id: str = field(default_factory=new_request_id)
+    arrival: float = field(default_factory=time.monotonic)  # monotonic seconds
+    body: dict[str, Any] = field(default_factory=dict)  # the request body, once read
+    route: RouteConfig | None = None  # the virtual model's route, once resolved
+    report: DecisionReport | None = None  # the request-phase decisions
+    tool_verdicts: tuple[Verdict, ...] = ()  # the reply-phase decisions, one per tool call
+    upstream_ms: float = 0.0  # time spent waiting for the upstream (until its first byte when streaming)
+    outcome: dict[str, Any] = field(default_factory=dict)  # the upstream's name, status and attempts, for the log
+    flags: dict[str, str] = field(default_factory=dict)  # extra x-jevserve-* headers
+    stored: bool = False  # the reply went into the cache (replay rebuilds the cache from this)
+
+    @property
+    def is_chat(self) -> bool:
+        """True for a chat-completions request."""
+        return self.endpoint == "chat"
+
+    @property
+    def model(self) -> str:
+        """The resolved route's virtual model (never a client-chosen string, so metric labels stay bounded)."""
+        return self.route.model if self.route is not None else "(unknown)"
+
+    @property
+    def streams(self) -> bool:
+        """True when the client asked for a stream."""
+        return bool(self.body.get("stream"))
+
+    def total_ms(self) -> float:
+        """Milliseconds since arrival."""
+        return (time.monotonic() - self.arrival) * 1000
+
+    def headers(self) -> dict[str, str]:
+        """The x-jevserve-* headers of the answer."""
+        headers = {
+            "x-request-id": self.request_id,
+            "x-jevserve-overhead-ms": f"{max(0.0, self.total_ms() - self.upstream_ms):.2f}",
+        }
+        if self.report is not None:
+            decisions = self.report.header()
+            if self.tool_verdicts:
+                decisions += "," + ",".join(f"tool_gate={v.action}" for v in self.tool_verdicts)
+            headers["x-jevserve-decisions"] = decisions
+            headers["x-jevserve-decision-ms"] = f"{self.report.decision_ms:.2f}"
+        headers.update(self.flags)
+        return headers

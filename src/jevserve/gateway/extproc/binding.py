@@ -1,0 +1,185 @@
+"""The ext_proc seam bound to the gateway's stages: the same config, policies, decider, cache, store and log.
+
+    request   → read → route → limit → decide → act        (pipeline.plan_request, as the HTTP app runs it)
+                 error / Answer: an immediate reply, recorded at once
+                 Forward: the planned upstream body and headers handed to Envoy (which forwards it)
+    reply     → gate the reply (a held whole reply with tool calls) → store → record     (at the stream's end)
+
+What the HTTP gateway's forward stage does itself (pick an upstream, queue, retry) is Envoy's (and the endpoint
+picker's) job here; jevserve tells it the model (`x-gateway-model-name`, for route matching) and, for routes with an
+`inference` block, the llm-d / GIE headers.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from jevserve.gateway.context import RequestContext, tenant_of
+from jevserve.gateway.errors import GatewayError
+from jevserve.gateway.extproc.respond import JSON_TYPE
+from jevserve.gateway.extproc.seam import Exchange, Respond, ResponseEdit, ResponsePlan, StreamEnd
+from jevserve.gateway.extproc.seam import Forward as ForwardOutcome
+from jevserve.gateway.inference_headers import MODEL_NAME_HEADER
+from jevserve.gateway.pipeline import plan_request, refuse
+from jevserve.gateway.responses import GatewayResponse, completion_response
+from jevserve.gateway.runtime import Gateway
+from jevserve.gateway.stages import Answer, Forward, gate_reply, record
+from jevserve.gateway.stages.forward import streams_upstream, upstream_headers
+from jevserve.gateway.stages.store_reply import store_reply
+from jevserve.gateway.streaming import summarise
+
+# path suffix → the gateway's endpoint (chat first: "/chat/completions" also ends with "/completions")
+ENDPOINTS = (("/chat/completions", "chat"), ("/completions", "completions"))
+SSE_TYPE = "text/event-stream"
+
+
+def endpoint_of(headers: Mapping[str, str]) -> str | None:
+    """`chat` or `completions` for an inference request (a POST to one of them), else None (left alone)."""
+    if headers.get(":method", "").upper() != "POST":
+        return None
+    path = headers.get(":path", "").split("?", 1)[0].rstrip("/")
+    return next((endpoint for suffix, endpoint in ENDPOINTS if path.endswith(suffix)), None)
+
+
+async def rendered(response: GatewayResponse) -> Respond:
+    """A stage answer (JSON body or SSE events) as an immediate reply."""
+    headers = {k.lower(): v for k, v in response.headers.items()}
+    if response.events is not None:
+        body = b"".join([event async for event in response.events])
+        headers.update({"content-type": SSE_TYPE, "cache-control": "no-cache"})
+    else:
+        body = response.json_bytes()
+        headers["content-type"] = JSON_TYPE
+    return Respond(response.status, body, headers, details=f"jevserve_{response.status}")
+
+
+class GatewayDecisions:
+    """`jevserve extproc`'s decisions: one gateway (as `jevserve gateway` builds it), an exchange per request."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self.name = gateway.decider.name
+
+    def open(self) -> Exchange:
+        """A fresh exchange for one HTTP request."""
+        return GatewayExchange(self.gateway)
+
+    async def aclose(self) -> None:
+        """Close the decider, store, cache and log."""
+        await self.gateway.aclose()
+
+
+class GatewayExchange(Exchange):
+    """One HTTP request through the gateway's stages, with Envoy doing the forwarding."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self.ctx: RequestContext | None = None
+        self.plan: Forward | None = None
+        self.recorded = False
+        self.gated: dict[str, Any] | None = None  # the held reply after the tool gate
+        self.forwarded_at: float | None = None  # monotonic time the request went on to the data plane
+
+    async def request(self, headers: Mapping[str, str], body: bytes) -> ForwardOutcome | Respond:
+        """Run the request-phase stages; an error or a gateway answer becomes an immediate reply."""
+        endpoint = endpoint_of(headers)
+        if endpoint is None:
+            return ForwardOutcome(clear_route_cache=False)  # not an inference request: untouched
+        gateway = self.gateway
+        ctx = self.ctx = RequestContext(endpoint, tenant=tenant_of(headers.get("authorization")))
+        request_id = headers.get("x-request-id", "")
+        if 0 < len(request_id) <= 128 and request_id.isascii() and request_id.isprintable():
+            ctx.request_id = request_id  # the data plane's id, so its access log and jevserve's log line up
+        try:
+            plan = await plan_request(gateway, ctx, body)
+        except GatewayError as exc:
+            self.recorded = True
+            return await rendered(refuse(gateway, ctx, exc))
+        if isinstance(plan, Answer):
+            self.recorded = True
+            record(gateway, ctx, 200)
+            return await rendered(completion_response(ctx, plan.completion))
+        self.plan = plan
+        self.forwarded_at = time.monotonic()
+        return self._forward(plan)
+
+    def _forward(self, plan: Forward) -> ForwardOutcome:
+        ctx = self.ctx
+        sent = {**plan.body, "stream": streams_upstream(ctx, plan)}
+        upstreams = self.gateway.upstreams_for(ctx.route, list(plan.upstreams) if plan.upstreams else None)
+        if plan.predicted_tokens is not None and upstreams and all(u.takes_priority for u in upstreams):
+            sent["priority"] = round(plan.predicted_tokens)  # what dispatch() adds for vLLM upstreams
+        # the model always, so Envoy's routes can match it; then the route's llm-d / GIE headers
+        headers = {MODEL_NAME_HEADER: str(sent["model"]), **upstream_headers(ctx, plan)}
+        decisions = ctx.headers()
+        if "x-jevserve-decisions" in decisions:  # Envoy's routes (and the model server's logs) may read them
+            headers["x-jevserve-decisions"] = decisions["x-jevserve-decisions"]
+        if plan.needs_whole_reply:
+            response_plan = ResponsePlan.HOLD
+        elif self._may_store():
+            response_plan = ResponsePlan.OBSERVE
+        else:
+            response_plan = ResponsePlan.PASS
+        return ForwardOutcome(
+            set_headers=headers,
+            body=json.dumps(sent, ensure_ascii=False, separators=(",", ":")).encode(),
+            response=response_plan,
+            response_headers=decisions,
+        )
+
+    def _may_store(self) -> bool:
+        route = self.ctx.route
+        return self.gateway.cache is not None and route.cache is not None and route.cache.enabled and self.ctx.is_chat
+
+    async def response_headers(self, status: int, headers: Mapping[str, str]) -> ResponseEdit:
+        """A held reply the client asked to stream is replayed as events: say so in content-type."""
+        if self.forwarded_at is not None:  # the upstream's time to its first byte, as the HTTP gateway counts it
+            self.ctx.upstream_ms = (time.monotonic() - self.forwarded_at) * 1000
+        if self.plan is not None and self.plan.needs_whole_reply and self.ctx.streams and status < 300:
+            return ResponseEdit(set_headers={"content-type": SSE_TYPE, "cache-control": "no-cache"})
+        return ResponseEdit()
+
+    async def response_body(self, body: bytes) -> ResponseEdit:
+        """The tool gate on a held whole reply; the reply re-rendered (as events when the client streams)."""
+        try:
+            completion = json.loads(body)
+        except ValueError:
+            return ResponseEdit()
+        if not isinstance(completion, dict) or "choices" not in completion:
+            return ResponseEdit()  # an error body passes through as it is
+        ctx = self.ctx
+        if ctx.is_chat:
+            completion = await gate_reply(self.gateway, ctx, completion)
+        self.gated = completion
+        answer = await rendered(completion_response(ctx, completion))
+        return ResponseEdit(set_headers=answer.headers, body=answer.body)
+
+    async def close(self, end: StreamEnd) -> None:
+        """Store a complete, successful reply (the HTTP gateway's condition) and record the request."""
+        ctx = self.ctx
+        if ctx is None or self.recorded:
+            return
+        status = end.status if end.status is not None else 499  # the client went away before any reply
+        if end.error is not None:
+            ctx.outcome["stream_error"] = end.error
+        ctx.outcome.setdefault("status", status)
+        completion = self.gated if self.gated is not None else self._observed(end)
+        if completion is not None and end.complete and end.error is None:
+            await store_reply(self.gateway, ctx, status, completion, placeholder=False)
+        record(self.gateway, ctx, status)
+
+    def _observed(self, end: StreamEnd) -> dict[str, Any] | None:
+        if end.response_body is None:
+            return None
+        if self.plan is not None and self.ctx.streams and not self.plan.needs_whole_reply:
+            summary = summarise(end.response_body)
+            return summary.completion(self.ctx.body["model"]) if summary.status == 200 else None
+        try:
+            completion = json.loads(end.response_body)
+        except ValueError:
+            return None
+        return completion if isinstance(completion, dict) else None
+

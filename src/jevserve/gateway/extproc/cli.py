@@ -1,0 +1,187 @@
+"""`jevserve extproc`: the gateway's decisions as an Envoy External Processing (ext_proc) gRPC server."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from urllib.parse import urlsplit
+
+DESCRIPTION = """\
+Run the gateway's decisions (the same config file as `jevserve gateway`: its routes, policies, decider, cache,
+store and decision log) as an Envoy ext_proc server. Envoy sends each request to it over gRPC; a block, a
+clarifying question or a cached answer comes back as Envoy's reply to the client, anything else goes on upstream
+with the chosen model in `x-gateway-model-name` (for Envoy's routes), the body rewritten and, for routes with an
+`inference` block, the llm-d / Gateway API Inference Extension headers. Tool calls in the reply are gated and
+cacheable replies stored. See docs/deploy.md.
+
+  jevserve extproc --config gw.yaml --port 9002
+  jevserve extproc --config gw.yaml --print-envoy > envoy.yaml && envoy -c envoy.yaml
+"""
+
+MODES = ("BUFFERED", "FULL_DUPLEX_STREAMED")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `extproc` command."""
+    p = subparsers.add_parser(
+        "extproc",
+        help="run the gateway's decisions as an Envoy ext_proc (External Processing) gRPC server",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--config", metavar="YAML", help="gateway config file (default: the built-in offline config)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=9002, help="gRPC port (default: 9002)")
+    p.add_argument("--decider", metavar="SPEC", help="decision backend: embedded | causal:PATH | remote:URL")
+    p.add_argument("--store", metavar="URL", help="shared state: memory (default) or redis://host:port/db")
+    p.add_argument("--log", metavar="PATH", help="decision log file (JSONL, rotated); overrides the config's")
+    p.add_argument(
+        "--deadline-ms",
+        type=float,
+        help="longest wait for one request's decisions before --failure applies "
+        "(default: the config's decision_timeout_ms + 500; keep it under Envoy's message_timeout)",
+    )
+    p.add_argument(
+        "--failure",
+        choices=("open", "closed"),
+        default="open",
+        help="past the deadline or on an internal error: open = forward unchanged, closed = 503 (default: open)",
+    )
+    p.add_argument(
+        "--body-mode",
+        choices=MODES,
+        default="BUFFERED",
+        help="the body mode assumed when Envoy does not say (Envoy 1.3x+ does, in protocol_config)",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="also serve Prometheus /metrics and /healthz over HTTP on this port (default: off)",
+    )
+    p.add_argument("--print-envoy", action="store_true", help="print an Envoy bootstrap for this config and exit")
+    p.add_argument("--envoy-port", type=int, default=10000, help="the listener port of --print-envoy (default 10000)")
+    p.set_defaults(func=run_extproc)
+
+
+def _progress(message: str) -> None:
+    print(f"  {message} ...", file=sys.stderr, flush=True)
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def run_extproc(args: argparse.Namespace) -> int:
+    """Load the config and decider, print the banner and serve until interrupted (or print an Envoy config)."""
+    from jevserve.gateway.cli import load_with_overrides
+    from jevserve.gateway.errors import ConfigError
+
+    for flag, port in (("--port", args.port), ("--metrics-port", args.metrics_port)):
+        if port is not None and not 0 < port < 65536:
+            return _fail(f"{flag} {port}: expected 1-65535")
+    try:
+        config = load_with_overrides(args.config, decider=args.decider, store=args.store, log=args.log)
+    except ConfigError as exc:
+        return _fail(f"--config: {exc}")
+    if args.print_envoy:
+        return _print_envoy(config, args)
+    deadline_ms = args.deadline_ms if args.deadline_ms is not None else config.decision_timeout_ms + 500
+    if deadline_ms <= 0:
+        return _fail(f"--deadline-ms {deadline_ms}: expected a positive number")
+    return _serve(config, args, deadline_ms)
+
+
+def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
+    import asyncio
+
+    from jevserve.decide.registry import UnknownSpecError
+    from jevserve.gateway.decider import DecisionUnavailable, make_decider
+    from jevserve.gateway.extproc import wire
+    from jevserve.gateway.extproc.binding import GatewayDecisions
+    from jevserve.gateway.extproc.metrics_http import start_metrics
+    from jevserve.gateway.extproc.server import serve_until_stopped
+    from jevserve.gateway.extproc.stream import StreamSettings
+    from jevserve.gateway.runtime import build_gateway
+    from jevserve.protocol.errors import BackendError
+
+    try:
+        decider = make_decider(config.decider)
+    except UnknownSpecError as exc:
+        return _fail(f"--decider {config.decider}: {exc}")
+    try:
+        # rate-based operating points resolve to the same thresholds as in `jevserve gateway` (scored, then cached)
+        gateway = build_gateway(config, decider, progress=_progress)
+    except (DecisionUnavailable, BackendError) as exc:  # scoring a rate-based operating point needs answers
+        return _fail(f"--decider {config.decider}: it did not answer while resolving operating points ({exc})")
+    except ValueError as exc:
+        return _fail(str(exc))
+    mode = wire.BodyMode.Value(args.body_mode)
+    settings = StreamSettings(
+        request_body_mode=mode,
+        response_body_mode=mode,
+        failure=args.failure,
+        deadline_s=deadline_ms / 1000,
+        max_body_bytes=config.max_body_bytes,
+    )
+    banner = [
+        f"jevserve extproc listening on {args.host}:{args.port} (gRPC: envoy.service.ext_proc.v3, grpc.health.v1)",
+        f"  decider:   {decider.name} (decision timeout {config.decision_timeout_ms:.0f} ms, "
+        f"deadline {deadline_ms:.0f} ms, fails {args.failure})",
+        f"  models:    {', '.join(r.model for r in config.routes) or '(none)'}",
+        f"  store:     {config.store}   log: {config.log.path or 'off'}",
+        *(f"  {point.describe()}" for point in gateway.operating_points),
+    ]
+    started = None
+    if args.metrics_port is not None:
+        banner.append(f"  metrics:   http://{args.host}:{args.metrics_port}/metrics")
+
+        async def started(server):
+            runner = await start_metrics(gateway.metrics, lambda: server.ready, args.host, args.metrics_port)
+            return runner.cleanup
+
+    address = f"{args.host}:{args.port}"
+    try:
+        return asyncio.run(serve_until_stopped(GatewayDecisions(gateway), settings, address, banner, started=started))
+    except OSError as exc:
+        return _fail(f"--host {args.host} --port {args.port}: cannot bind ({exc})")
+
+
+def _address(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    return parts.hostname or "127.0.0.1", parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def _print_envoy(config, args: argparse.Namespace) -> int:
+    """An Envoy bootstrap routing each model the config names to its upstream, jevserve's filter first."""
+    import yaml
+
+    from jevserve.gateway.extproc.envoy_config import envoy_bootstrap
+
+    upstreams = {u.name: u for u in config.upstreams}
+    if not upstreams:
+        return _fail("--print-envoy: the config declares no upstreams (the model servers Envoy should route to)")
+    models: dict[str, tuple[str, int]] = {}
+    default = None
+    for route in config.routes:
+        names = route.upstreams or list(upstreams)
+        model = route.upstream_model or route.model
+        models.setdefault(model, _address(upstreams[names[0]].url))
+        default = default or model
+        for target in route.route.targets if route.route is not None else ():
+            target_names = target.upstreams or names
+            models.setdefault(target.model, _address(upstreams[target_names[0]].url))
+    if default is None:
+        return _fail("--print-envoy: the config declares no routes")
+    deadline_s = (args.deadline_ms or config.decision_timeout_ms + 500) / 1000
+    bootstrap = envoy_bootstrap(
+        models,
+        default,
+        listen=("0.0.0.0", args.envoy_port),
+        extproc=(args.host if args.host not in ("0.0.0.0", "::") else "127.0.0.1", args.port),
+        message_timeout_s=max(2.0, round(deadline_s + 0.5, 1)),
+        max_body_bytes=config.max_body_bytes,
+    )
+    print(yaml.safe_dump(bootstrap, sort_keys=False), end="")
+    return 0

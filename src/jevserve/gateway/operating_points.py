@@ -1,0 +1,241 @@
+"""Operating points: a decision's `max_false_action_rate` → the threshold that acts on at most that share of
+everyday requests.
+
+For each decision configured with a rate, every calibration request (calibration.py) is scored as the gateway would
+score it (the same decision inputs, the same question, the same aggregation over texts), once per decider: the scores
+are cached on disk ($JEVSERVE_CACHE/operating-points, else ~/.cache/jevserve/operating-points), keyed by the
+decider's identity, the calibration file's digest, the question and the input bounds, so changing the rate needs no
+rescoring. Scores for the embedded default on the packaged file ship with jevserve (data/operating-points.json,
+written by `jevserve gateway calibrate --package`), so the default config starts without scoring.
+
+The threshold is the highest of the per-shape thresholds: each shape of the calibration set (bare, behind a system
+prompt, with tools, second turn, pasted list, document) is acted on at most at the target rate. With n requests in a
+shape the rate can only be met in steps of 1/n (300 requests: 0.33 %).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from jevserve.gateway.calibration import CalibrationSet, load_calibration, score_requests
+from jevserve.gateway.config import GatewayConfig, PolicyConfig, RouteConfig
+from jevserve.gateway.decider import Decider
+from jevserve.gateway.errors import ConfigError
+from jevserve.gateway.policies.build import POLICIES
+from jevserve.gateway.questions import DEFAULTS
+
+SCORING_VERSION = 1  # bump when the way a calibration request is scored changes (the cache keys change with it)
+PACKAGED_SCORES = Path(__file__).parent / "data" / "operating-points.json"
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    """One decision's threshold in force, and where it came from."""
+
+    route: str
+    decision: str
+    threshold: float
+    mode: str  # enforce or shadow
+    max_false_action_rate: float | None = None  # the target; None: a threshold set by hand
+    calibration_rate: float | None = None  # the share of calibration requests at or above the threshold
+    rates_by_shape: tuple[tuple[str, float], ...] = ()  # the same, per shape
+    num_requests: int = 0  # calibration requests scored
+    calibration: str | None = None  # which file
+
+    def describe(self) -> str:
+        """One line: `route/guard  threshold 0.973  (max_false_action_rate 0.01: 0.98 % of 1,626 everyday ...)`."""
+        head = f"{self.route}/{self.decision:<8} threshold {self.threshold:.3f} [{self.mode}]"
+        if self.max_false_action_rate is None:
+            return f"{head}  (set by hand)"
+        if math.isnan(self.threshold):
+            return (
+                f"{self.route}/{self.decision:<8} max_false_action_rate {self.max_false_action_rate:g} [{self.mode}]: "
+                f"not scored yet for this decider ({self.num_requests:,} requests of {self.calibration} to score)"
+            )
+        worst = max((rate for _, rate in self.rates_by_shape), default=0.0)
+        return (
+            f"{head}  (max_false_action_rate {self.max_false_action_rate:g}: acts on {self.calibration_rate:.2%} of "
+            f"{self.num_requests:,} requests of {self.calibration}, at most {worst:.2%} in any shape)"
+        )
+
+    def to_dict(self) -> dict:
+        """A JSON-ready copy (for /v1/models and reports)."""
+        out = dataclasses.asdict(self)
+        out["rates_by_shape"] = dict(self.rates_by_shape)
+        return out
+
+
+def threshold_for_rate(scores: np.ndarray, shapes: np.ndarray, rate: float) -> float:
+    """The lowest threshold at which no shape has more than `rate` of its requests at or above it."""
+    threshold = 0.0
+    for shape in np.unique(shapes):
+        ranked = np.sort(scores[shapes == shape])[::-1]
+        allowed = math.floor(rate * len(ranked) + 1e-9)  # requests of this shape that may be acted on
+        if allowed < len(ranked):
+            # just above the first score that must not be acted on (a threshold above 1 never acts)
+            threshold = max(threshold, float(np.nextafter(ranked[allowed], np.inf)))
+    return threshold
+
+
+def cache_dir() -> Path:
+    """Where scores are cached: $JEVSERVE_CACHE/operating-points, else ~/.cache/jevserve/operating-points."""
+    root = os.environ.get("JEVSERVE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "jevserve")
+    return Path(root) / "operating-points"
+
+
+def score_key(decider: Decider, policy_key: str, config: PolicyConfig, route: RouteConfig, data: CalibrationSet) -> str:
+    """The cache key of one decision's calibration scores (None-free; see the module docstring)."""
+    wire = dict(config.question) if config.question else dict(DEFAULTS[POLICIES[policy_key].question_key])
+    parts = {
+        "version": SCORING_VERSION,
+        "decider": decider.identity,
+        "calibration": data.digest,
+        "decision": policy_key,
+        "question": wire,
+        "limits": dataclasses.asdict(route.input_limits()) if policy_key == "guard" else None,
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+
+
+class ScoreCache:
+    """Scores by key: the packaged file first, then the disk cache; writes go to the disk cache."""
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self.directory = directory or cache_dir()
+        self._packaged = json.loads(PACKAGED_SCORES.read_text()) if PACKAGED_SCORES.is_file() else {}
+
+    def get(self, key: str) -> np.ndarray | None:
+        """The cached scores, or None."""
+        if key in self._packaged:
+            return np.asarray(self._packaged[key], dtype=np.float64)
+        path = self.directory / f"{key}.json"
+        try:
+            return np.asarray(json.loads(path.read_text()), dtype=np.float64)
+        except (OSError, ValueError):
+            return None
+
+    def put(self, key: str, scores: np.ndarray) -> None:
+        """Keep scores on disk (best effort: an unwritable cache only costs rescoring next time)."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            tmp = self.directory / f"{key}.json.tmp"
+            tmp.write_text(json.dumps([round(float(s), 7) for s in scores]))
+            tmp.replace(self.directory / f"{key}.json")
+        except OSError:
+            return
+
+
+def resolve_operating_points(
+    config: GatewayConfig,
+    decider: Decider,
+    *,
+    scores: ScoreCache | None = None,
+    progress: Progress | None = None,
+    score_missing: bool = True,
+) -> tuple[GatewayConfig, tuple[OperatingPoint, ...]]:
+    """`config` with every rate turned into a threshold, and the operating point of every thresholded decision.
+
+    With `score_missing` off, a rate whose scores are in no cache is left unresolved (its point's threshold is NaN).
+    Raises ConfigError when the decider fails while scoring.
+    """
+    scores = scores if scores is not None else ScoreCache()
+    data: CalibrationSet | None = None
+    routes, points = [], []
+    for route in config.routes:
+        updates = {}
+        for key in POLICIES:
+            policy_config = getattr(route, key, None)
+            if policy_config is None or not policy_config.enabled or key == "priority":
+                continue
+            if not policy_config.needs_calibration:
+                threshold = policy_config.effective_threshold
+                points.append(OperatingPoint(route.model, key, threshold, policy_config.mode))
+                continue
+            data = data or load_calibration(config.calibration)
+            point = _calibrate(route, key, policy_config, decider, data, scores, progress, score_missing)
+            points.append(point)
+            if not math.isnan(point.threshold):
+                updates[key] = policy_config.model_copy(update={"threshold": point.threshold})
+        routes.append(route.model_copy(update=updates) if updates else route)
+    return config.model_copy(update={"routes": routes}), tuple(points)
+
+
+def _calibrate(
+    route: RouteConfig,
+    key: str,
+    policy_config: PolicyConfig,
+    decider: Decider,
+    data: CalibrationSet,
+    cache: ScoreCache,
+    progress: Progress | None,
+    score_missing: bool,
+) -> OperatingPoint:
+    negatives = data.negatives(key)
+    shapes = np.array([r.shape for r in negatives])
+    cache_key = score_key(decider, key, policy_config, route, data) if decider.identity is not None else None
+    found = cache.get(cache_key) if cache_key is not None else None
+    if (found is None or len(found) != len(negatives)) and not score_missing:
+        return OperatingPoint(
+            route.model, key, math.nan, policy_config.mode, policy_config.max_false_action_rate,
+            num_requests=len(negatives), calibration=data.name,
+        )  # fmt: skip
+    if found is None or len(found) != len(negatives):
+        if progress is not None:
+            progress(f"scoring {len(negatives):,} calibration requests for {route.model}/{key} with {decider.name}")
+        policy = POLICIES[key](policy_config.model_copy(update={"threshold": 0.5}))
+        try:
+            found = score_requests(decider, policy, negatives, route.input_limits())
+        except Exception as exc:  # a decider that cannot answer cannot place a threshold: say so, by name
+            raise ConfigError(
+                f"routes: {route.model}.{key}.max_false_action_rate: scoring the calibration requests with "
+                f"{decider.name} failed ({type(exc).__name__}: {exc}); start the decider or give a threshold"
+            ) from exc
+        if cache_key is not None:
+            cache.put(cache_key, found)
+    rate = policy_config.max_false_action_rate
+    threshold = threshold_for_rate(found, shapes, rate)
+    by_shape = tuple((s, float(np.mean(found[shapes == s] >= threshold))) for s in sorted(set(shapes.tolist())))
+    return OperatingPoint(
+        route=route.model,
+        decision=key,
+        threshold=threshold,
+        mode=policy_config.mode,
+        max_false_action_rate=rate,
+        calibration_rate=float(np.mean(found >= threshold)),
+        rates_by_shape=by_shape,
+        num_requests=len(negatives),
+        calibration=data.name,
+    )
+
+
+def write_packaged(
+    config: GatewayConfig, decider: Decider, cache: ScoreCache, path: Path = PACKAGED_SCORES
+) -> list[str]:
+    """Copy the cached scores of `config`'s rate-based decisions for `decider` into the packaged file; their keys."""
+    data = load_calibration(config.calibration)
+    packaged = json.loads(path.read_text()) if path.is_file() else {}
+    written = []
+    for route in config.routes:
+        for key in POLICIES:
+            policy_config = getattr(route, key, None)
+            if policy_config is None or not policy_config.enabled or not policy_config.needs_calibration:
+                continue
+            score_id = score_key(decider, key, policy_config, route, data)
+            found = cache.get(score_id)
+            if found is None:
+                raise ValueError(f"{route.model}/{key}: no scores cached for {decider.name}; score them first")
+            packaged[score_id] = [round(float(s), 7) for s in found]
+            written.append(score_id)
+    path.write_text(json.dumps(packaged, sort_keys=True, separators=(",", ":")) + "\n")
+    return written

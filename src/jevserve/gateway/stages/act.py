@@ -1,0 +1,122 @@
+"""Stage 5, act: the request-phase verdicts → refuse (400), answer here (clarify, cached reply), or a forward plan.
+
+Each final action has one handler; every other enforced verdict shapes the upstream body (tools stripped, model and
+thinking chosen) or the queue (priority). Verdicts in shadow mode change nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from jevserve.gateway.context import RequestContext
+from jevserve.gateway.decisions import DecisionReport, policies_for
+from jevserve.gateway.errors import BlockedError
+from jevserve.gateway.shapes import chat_completion, rough_tokens
+from jevserve.gateway.types import Action, ClarifyDetail, GuardDetail, Phase, PriorityDetail, RouteDetail, Verdict
+from jevserve.serving.decision_inputs import message_text
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The gateway answers the request itself with this chat completion; the upstream is not called."""
+
+    completion: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Forward:
+    """How to call the upstream."""
+
+    body: dict[str, Any]  # the body to send (the stream flag is the forward stage's)
+    upstreams: tuple[str, ...] | None  # upstream names chosen by the route decision; None: the route's
+    predicted_tokens: float | None  # the predicted reply length, which orders the queue; None: arrival order
+    needs_whole_reply: bool  # a reply-phase policy reads the reply, so the upstream is asked without streaming
+
+
+def act(ctx: RequestContext) -> Answer | Forward:
+    """What to do with the request; raises BlockedError for a block."""
+    report = ctx.report
+    flagged = [v.decision for v in report.verdicts if v.action is Action.FLAG and v.acts]
+    if flagged:
+        ctx.flags["x-jevserve-flagged"] = ",".join(flagged)
+    final = report.final
+    if final is not None:
+        return _FINAL[final.action](ctx, final)
+    return _forward_plan(ctx, report)
+
+
+def _block(ctx: RequestContext, verdict: Verdict) -> Answer:
+    where = f" on {verdict.detail.source}" if isinstance(verdict.detail, GuardDetail) else ""
+    raise BlockedError(
+        f"request blocked by the {verdict.decision} decision{where} ({verdict.reason})", param="messages"
+    )
+
+
+def _clarify(ctx: RequestContext, verdict: Verdict) -> Answer:
+    assert isinstance(verdict.detail, ClarifyDetail)
+    ctx.flags["x-jevserve-clarify"] = "1"
+    return Answer(chat_completion(ctx.model, verdict.detail.message, prompt_tokens=prompt_tokens(ctx.body)))
+
+
+def _serve_cached(ctx: RequestContext, verdict: Verdict) -> Answer:
+    ctx.flags["x-jevserve-cache"] = "hit"
+    return Answer(dict(ctx.report.cached_response or {}))
+
+
+_FINAL: dict[Action, Callable[[RequestContext, Verdict], Answer]] = {
+    Action.BLOCK: _block,
+    Action.CLARIFY: _clarify,
+    Action.SERVE_CACHED: _serve_cached,
+}
+
+
+def _forward_plan(ctx: RequestContext, report: DecisionReport) -> Forward:
+    route = ctx.route
+    body = dict(ctx.body)
+    body["model"] = route.upstream_model or route.model
+    upstreams = None
+    for verdict in report.verdicts:
+        if not verdict.acts:
+            continue
+        if verdict.action is Action.STRIP_TOOLS:
+            for key in ("tools", "tool_choice", "parallel_tool_calls"):
+                body.pop(key, None)
+        elif verdict.action is Action.ROUTE and isinstance(verdict.detail, RouteDetail):
+            detail = verdict.detail
+            body["model"] = detail.model or body["model"]
+            upstreams = detail.upstreams
+            if detail.thinking is not None and detail.thinking_field:
+                set_dotted(body, detail.thinking_field, detail.thinking)
+    priority = report.verdict("priority")
+    predicted = None
+    if priority is not None and priority.acts and isinstance(priority.detail, PriorityDetail):
+        predicted = priority.detail.predicted_tokens
+    if predicted is None and route.priority is not None and route.priority.enabled:
+        # no prediction (backend down): the middle level, so the request neither jumps nor starves the queue
+        levels = route.priority.level_tokens
+        predicted = levels[len(levels) // 2]
+    reply_phase = any(p.phase is Phase.REPLY for p in policies_for(route))
+    needs_whole_reply = ctx.is_chat and bool(body.get("tools")) and reply_phase
+    return Forward(body, upstreams, predicted, needs_whole_reply)
+
+
+def set_dotted(body: dict[str, Any], path: str, value: Any) -> None:
+    """Set `a.b.c` in nested dicts, creating them (copies the dicts it changes, never the caller's)."""
+    keys = path.split(".")
+    node = body
+    for key in keys[:-1]:
+        child = node.get(key)
+        child = dict(child) if isinstance(child, dict) else {}
+        node[key] = child
+        node = child
+    node[keys[-1]] = value
+
+
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """A rough prompt token count for answers the gateway writes (and for the queue's request size)."""
+    if "messages" in body:
+        return sum(rough_tokens(message_text(m)) for m in body["messages"])
+    prompt = body.get("prompt")
+    return rough_tokens(prompt if isinstance(prompt, str) else "\n".join(prompt or []))

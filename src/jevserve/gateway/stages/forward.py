@@ -1,0 +1,114 @@
+"""Stage 6, forward: send the planned body to the route's upstreams (gate, retries, fallback, breaker).
+
+The reply comes back as an `UpstreamReply`: a whole JSON reply, an open stream, or an error body. An upstream error
+that is JSON is passed to the client with its status; one that is not JSON becomes a 502 in the OpenAI shape, the
+same whether the client streams or not.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from jevserve.gateway.context import RequestContext
+from jevserve.gateway.inference_headers import inference_headers
+from jevserve.gateway.runtime import Gateway
+from jevserve.gateway.stages.act import Forward, prompt_tokens
+from jevserve.gateway.upstream import Dispatched, dispatch
+from jevserve.serving import Request as QueueRequest
+
+
+@dataclass
+class UpstreamReply:
+    """What the upstream answered."""
+
+    dispatched: Dispatched  # the upstream and its slot (held until a stream ends)
+    status: int  # the status the client gets
+    completion: dict[str, Any] | None = None  # a whole 2xx reply, parsed
+    error: dict[str, Any] | None = None  # the error body of a failed reply
+    streaming: bool = False  # True: a 2xx stream is open on `dispatched.response`
+
+    @property
+    def is_placeholder(self) -> bool:
+        """True when the built-in placeholder upstream wrote the reply (never cached: it is no answer)."""
+        return self.dispatched.upstream.is_placeholder
+
+
+async def forward(gateway: Gateway, ctx: RequestContext, plan: Forward) -> UpstreamReply:
+    """Call the upstream(s); raises UpstreamError (502) or RateLimitedError (429) when none can answer."""
+    route = ctx.route
+    stream = streams_upstream(ctx, plan)
+    priority = None if plan.predicted_tokens is None else round(plan.predicted_tokens)
+    queue_request = QueueRequest(
+        ctx.request_id, ctx.arrival, max(1, prompt_tokens(ctx.body)), predicted_output_tokens=plan.predicted_tokens
+    )
+    started = time.monotonic()
+    dispatched = await dispatch(
+        gateway.upstreams_for(route, list(plan.upstreams) if plan.upstreams else None),
+        "/chat/completions" if ctx.is_chat else "/completions",
+        {**plan.body, "stream": stream},
+        stream=stream,
+        request=queue_request,
+        admission=route.admission,
+        deadline_at=ctx.arrival + route.admission.deadline_s,
+        priority=priority,
+        headers=upstream_headers(ctx, plan),
+    )
+    ctx.upstream_ms = (time.monotonic() - started) * 1000  # until the first byte when streaming
+    response = dispatched.response
+    ctx.outcome = {
+        "upstream": dispatched.upstream.name,
+        "status": response.status_code,
+        "attempts": [a.describe() for a in dispatched.attempts],
+    }
+    ctx.flags["x-jevserve-upstream"] = dispatched.upstream.name
+    for attempt in dispatched.attempts:
+        gateway.metrics.upstream_attempts.labels(attempt.upstream, attempt.outcome).inc()
+    if stream and response.status_code < 400:
+        gateway.metrics.upstream_ms.labels(dispatched.upstream.name).observe(ctx.upstream_ms)
+        return UpstreamReply(dispatched, response.status_code, streaming=True)
+    if stream:  # an error answer to a stream request: read it whole, as a non-stream reply is
+        await response.aread()
+        await dispatched.close()
+        ctx.upstream_ms = (time.monotonic() - started) * 1000
+    gateway.metrics.upstream_ms.labels(dispatched.upstream.name).observe(ctx.upstream_ms)
+    return _whole_reply(dispatched, response)
+
+
+def streams_upstream(ctx: RequestContext, plan: Forward) -> bool:
+    """The upstream streams when the client asked for a stream and no reply-phase policy needs the whole reply."""
+    return ctx.streams and not plan.needs_whole_reply
+
+
+def upstream_headers(ctx: RequestContext, plan: Forward) -> dict[str, str]:
+    """Headers added to the upstream request: the llm-d / GIE headers of the route's `inference` block (both front
+    ends, this stage and the ext_proc server, send them)."""
+    return inference_headers(
+        ctx.route.inference, predicted_tokens=plan.predicted_tokens, tenant=ctx.tenant, model=plan.body.get("model")
+    )
+
+
+def _whole_reply(dispatched: Dispatched, response: httpx.Response) -> UpstreamReply:
+    try:
+        payload = response.json()
+    except ValueError:
+        return UpstreamReply(dispatched, 502, error=bad_upstream_answer(response.text))
+    if response.status_code >= 400 or not isinstance(payload, dict):
+        error = payload if isinstance(payload, dict) else bad_upstream_answer(response.text)
+        return UpstreamReply(dispatched, response.status_code if isinstance(payload, dict) else 502, error=error)
+    return UpstreamReply(dispatched, response.status_code, completion=payload)
+
+
+def bad_upstream_answer(text: str) -> dict[str, Any]:
+    """The error body for an upstream reply that is not a JSON object."""
+    return {
+        "error": {
+            "message": f"upstream sent a non-JSON answer: {text[:200]!r}",
+            "type": "upstream_error",
+            "param": None,
+            "code": "bad_upstream_answer",
+        }
+    }

@@ -1,0 +1,121 @@
+"""`jevserve extproc`: the command as a user runs it (a process, its health, one request, SIGTERM) and its errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+
+import grpc
+import httpx
+import yaml
+from envoy.config.bootstrap.v3 import bootstrap_pb2
+from google.protobuf import json_format
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+import tests.gateway.extproc.test_deploy_docs  # noqa: F401 (registers the Any types of the bootstrap)
+from jevserve.cli import main
+from tests.gateway.extproc.envoy import EnvoyStream, Forwarded
+from tests.gateway.extproc.live import free_port
+
+CONFIG = {
+    "decider": "remote:http://127.0.0.1:9",  # nothing answers there: every decision takes its fallback
+    "decision_timeout_ms": 200,
+    "upstreams": [
+        {"name": "large", "url": "http://10.0.0.5:8000/v1", "kind": "vllm"},
+        {"name": "small", "url": "http://vllm-small.default.svc:8001/v1"},
+    ],
+    "routes": [
+        {
+            "model": "qwen3",
+            "upstream_model": "qwen3-8b",
+            "upstreams": ["large"],
+            "guard": {"fallback": "open"},
+            "route": {"targets": [{"model": "qwen3-0.6b", "cost": 0.1, "upstreams": ["small"]}, {"model": "qwen3-8b"}]},
+        }
+    ],
+}
+
+
+def write_config(tmp_path, data=CONFIG):
+    path = tmp_path / "gw.yaml"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_print_envoy_gives_a_bootstrap_routing_each_model_to_its_upstream(tmp_path, capsys) -> None:
+    assert main(["extproc", "--config", str(write_config(tmp_path)), "--port", "9100", "--print-envoy"]) == 0
+    bootstrap = yaml.safe_load(capsys.readouterr().out)
+    json_format.ParseDict(bootstrap, bootstrap_pb2.Bootstrap())  # every field known to the descriptors
+    clusters = {c["name"]: c for c in bootstrap["static_resources"]["clusters"]}
+    address = clusters["qwen3-0.6b"]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]
+    assert address["socket_address"] == {"address": "vllm-small.default.svc", "port_value": 8001}
+    assert clusters["jevserve"]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"][
+        "socket_address"] == {"address": "127.0.0.1", "port_value": 9100}
+    routes = bootstrap["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"][
+        "route_config"]["virtual_hosts"][0]["routes"]
+    assert routes[-1]["route"]["cluster"] == "qwen3-8b"  # the route's own model takes the rest
+
+
+def test_print_envoy_without_upstreams_says_what_is_missing(tmp_path, capsys) -> None:
+    path = write_config(tmp_path, {"routes": [{"model": "m"}]})
+    assert main(["extproc", "--config", str(path), "--print-envoy"]) == 2
+    assert "declares no upstreams" in capsys.readouterr().err
+
+
+def test_bad_port_and_bad_config_are_refused(tmp_path, capsys) -> None:
+    assert main(["extproc", "--port", "70000"]) == 2
+    assert "--port 70000" in capsys.readouterr().err
+    path = write_config(tmp_path, {"routes": [{"model": "m", "guard": {"threshold": 3}}]})
+    assert main(["extproc", "--config", str(path)]) == 2
+    assert "routes[0].guard.threshold" in capsys.readouterr().err
+
+
+def test_the_command_serves_health_and_requests_then_stops_on_sigterm(tmp_path) -> None:
+    port, metrics_port = free_port(), free_port()
+    command = [sys.executable, "-m", "jevserve.cli", "extproc", "--config", str(write_config(tmp_path)),
+               "--port", str(port), "--metrics-port", str(metrics_port)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        banner = proc.stdout.readline()
+        assert f"jevserve extproc listening on 127.0.0.1:{port}" in banner, banner + proc.stdout.read()
+
+        async def scenario():
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                ready = await health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(service="readiness"), timeout=5
+                )
+                body = {"model": "qwen3", "messages": [{"role": "user", "content": "hello"}]}
+                stream = EnvoyStream(channel, "FULL_DUPLEX_STREAMED")
+                got = await stream.request(json.dumps(body).encode())
+                await stream.respond(200, {"content-type": "application/json"}, [b'{"choices": []}'])
+                await stream.finish()
+                await asyncio.sleep(0.2)
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{metrics_port}") as http:
+                metrics, health = await http.get("/metrics"), await http.get("/healthz")
+            return ready.status, got, metrics, health
+
+        status, got, metrics, health = asyncio.run(scenario())
+        assert health.status_code == 200 and health.json() == {"status": "ok"}
+        assert 'jevserve_gateway_requests_total{endpoint="chat",model="qwen3",status="200"} 1.0' in metrics.text
+        assert status == health_pb2.HealthCheckResponse.SERVING
+        # the decider is unreachable: guard falls back open, route falls back to the route's own model
+        assert isinstance(got, Forwarded) and json.loads(got.body)["model"] == "qwen3-8b"
+        decisions = got.headers["x-jevserve-decisions"]
+        assert "guard=allow" in decisions and "!fallback" in decisions
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+        assert "stopping" in proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_decider_that_cannot_resolve_operating_points_is_a_clear_error(capsys) -> None:
+    # the default config sets guard, harm and clarify by target rate: scoring them needs the decider
+    assert main(["extproc", "--decider", "remote:http://127.0.0.1:9", "--port", str(free_port())]) == 2
+    err = capsys.readouterr().err
+    assert "did not answer while resolving operating points" in err and "Traceback" not in err

@@ -1,0 +1,116 @@
+"""`jevserve gateway replay` and `check`: changed requests named, the cache rebuilt, loud failures, the sweep."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from jevserve.cli import main
+from jevserve.gateway.config import parse_config
+from jevserve.gateway.decider import FixedDecider
+from jevserve.gateway.replay import LogError, format_report, read_log_strict, replay_log
+from jevserve.gateway.sweep import format_sweep, plot_sweep, sweep
+from tests.gateway.upstreams import char_embed, client, make_app
+
+ROUTE = {"guard": {"threshold": 0.5}, "cache": {"min_similarity": 0.9}}
+TEXTS = ["hi there", "What is the capital of France?", "hi there", "What is the capital of France ?", "Tell me a joke"]
+
+
+def write_log(tmp_path, answers):
+    path = tmp_path / "log.jsonl"
+    app, _, _ = make_app(ROUTE, answers=answers, config={"log": {"path": str(path)}})
+
+    async def scenario():
+        async with client(app) as c:
+            for text in TEXTS:
+                body = {"model": "m", "messages": [{"role": "user", "content": text}]}
+                await c.post("/v1/chat/completions", json=body)
+        await app.state.gateway.aclose()
+
+    asyncio.run(scenario())
+    return path
+
+
+def replay(path, answers, route=ROUTE):
+    config = parse_config({"routes": [{"model": "m", **route}]})
+    return replay_log(path, config, decider=FixedDecider(answers), embed=char_embed)
+
+
+def test_replay_with_the_same_config_and_decider_reports_no_change_cache_hits_included(tmp_path):
+    answers = {"guard": 0.2, "cache": 0.9}
+    path = write_log(tmp_path, answers)
+    logged = [r["decisions"]["verdicts"] for r in read_log_strict(path)]
+    assert sum(v["action"] == "serve_cached" for vs in logged for v in vs) == 2  # an exact and a near repeat
+    result = replay(path, answers)
+    assert [r.changed() for r in result.requests] == [[]] * len(TEXTS)
+    assert "0 request(s) changed" in format_report(result)
+
+
+def test_replay_names_each_changed_request_with_old_and_new_action_and_probability(tmp_path):
+    path = write_log(tmp_path, {"guard": 0.2, "cache": 0.9})
+    result = replay(path, {"guard": 0.9, "cache": 0.9})
+    changed = [r for r in result.requests if r.changed()]
+    assert len(changed) == len(TEXTS)  # every request is now blocked, so nothing is stored and nothing served
+    assert changed[2].changed() == ["cache", "guard"]
+    report = format_report(result)
+    first = changed[0]
+    assert first.request_id in report and "'hi there'" in report
+    assert "guard allow (0.200) → block (0.900)" in report
+    assert result.to_dict()["changed"][0]["request_id"] == first.request_id
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("", "holds no records"), ('{"messages": []}\n{not json\n', "line 2: not JSON"), ('{"a": 1}\n', "line 1: not a")],
+)
+def test_replay_fails_loudly_on_an_empty_or_corrupt_log(tmp_path, capsys, content, message):
+    path = tmp_path / "log.jsonl"
+    path.write_text(content)
+    with pytest.raises(LogError, match=message):
+        read_log_strict(path)
+    assert main(["gateway", "replay", str(path)]) == 2
+    assert message in capsys.readouterr().err
+    assert main(["gateway", "replay", str(tmp_path / "missing.jsonl")]) == 2
+
+
+def test_the_sweep_counts_actions_per_threshold_with_recall_and_false_actions_from_labels(tmp_path):
+    path = tmp_path / "log.jsonl"
+    records = [
+        {"request_id": f"r{i}", "model": "m", "messages": [{"role": "user", "content": f"text {i}"}],
+         "labels": {"guard": i < 2}}
+        for i in range(4)
+    ]  # fmt: skip
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    config = parse_config({"routes": [{"model": "m", "guard": {"threshold": 0.5}}]})
+    answers = {"guard:0": 0.7}  # every request scores 0.7
+    result = replay_log(path, config, decider=FixedDecider(answers))
+    rows = sweep(result)
+    at = {r.threshold: r for r in rows if r.decision == "guard"}
+    assert at[0.65].num_acted == 4 and at[0.65].recall == 1.0 and at[0.65].false_action_rate == 1.0
+    assert at[0.75].num_acted == 0 and at[0.75].recall == 0.0
+    assert 0.5 in at  # the threshold in force is a row
+    assert "guard" in format_sweep(rows)
+    png = plot_sweep(rows, result, tmp_path / "sweep.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_check_names_a_misspelt_field_with_a_suggestion(tmp_path, capsys):
+    config = tmp_path / "gw.yaml"
+    config.write_text("routes:\n  - model: m\n    guard: {treshold: 0.5}\n")
+    assert main(["gateway", "check", str(config)]) == 2
+    assert "routes[0].guard.treshold: unknown field; did you mean 'threshold'?" in capsys.readouterr().err
+
+
+def test_check_prints_the_operating_points_of_a_valid_config(tmp_path, capsys):
+    config = tmp_path / "gw.yaml"
+    config.write_text(
+        "decider: remote:http://127.0.0.1:9\nroutes:\n  - model: m\n"
+        "    guard: {max_false_action_rate: 0.01}\n    harm: {threshold: 0.7, mode: shadow}\n"
+    )
+    assert main(["gateway", "check", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "valid (1 routes, 0 upstreams)" in out
+    assert "m/harm     threshold 0.700 [shadow]  (set by hand)" in out
+    assert "m/guard    max_false_action_rate 0.01 [enforce]: not scored yet" in out

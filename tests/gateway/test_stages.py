@@ -1,0 +1,167 @@
+"""The request path as stages: usable without HTTP, typed actions, shadow mode, and one path for streamed replies."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import openai
+import pytest
+
+from jevserve.gateway.context import RequestContext
+from jevserve.gateway.decider import FixedDecider
+from jevserve.gateway.errors import BlockedError
+from jevserve.gateway.policies import POLICIES, Policy, register_policy
+from jevserve.gateway.stages import Answer, Forward, act, decide, limit, read_body, select_route
+from jevserve.gateway.types import Action, ClarifyDetail, Phase
+from tests.gateway.upstreams import StubUpstream, client, completion, make_app, run, sse_events
+
+HI = {"model": "m", "messages": [{"role": "user", "content": "what is the capital of France?"}]}
+
+
+def post(app, body, path="/v1/chat/completions"):
+    async def go():
+        async with client(app) as c:
+            return await c.post(path, json=body)
+
+    return run(go())
+
+
+def run_request_stages(app, body: dict) -> tuple[RequestContext, Answer | Forward]:
+    """read → route → limit → decide → act, as another front end (an ext_proc server) calls them."""
+    gateway = app.state.gateway
+
+    async def go():
+        ctx = RequestContext("chat", tenant="t")
+        ctx.body = read_body(json.dumps(body).encode(), ctx.endpoint)
+        select_route(gateway, ctx)
+        await limit(gateway, ctx)
+        await decide(gateway, ctx)
+        return ctx, act(ctx)
+
+    return asyncio.run(go())
+
+
+def test_the_request_stages_run_without_http_and_return_a_typed_plan():
+    app, _, _ = make_app({"guard": {}, "route": {"targets": [{"model": "small", "cost": 0.1}, {"model": "big"}]}},
+                         answers={"guard": 0.1, "route": 0.9})  # fmt: skip
+    ctx, plan = run_request_stages(app, HI)
+    assert isinstance(plan, Forward) and plan.body["model"] == "small"
+    assert ctx.report.verdict("guard").action is Action.ALLOW
+    assert ctx.report.verdict("route").action is Action.ROUTE
+
+
+def test_the_act_stage_refuses_a_block_and_answers_a_clarification_itself():
+    app, _, _ = make_app({"guard": {}}, answers={"guard": 0.9})
+    with pytest.raises(BlockedError, match="guard decision on the user's message"):
+        run_request_stages(app, HI)
+    app, _, _ = make_app({"clarify": {"message": "Which city?"}}, answers={"clarify": 0.9})
+    ctx, plan = run_request_stages(app, HI)
+    assert isinstance(plan, Answer) and plan.completion["choices"][0]["message"]["content"] == "Which city?"
+    assert isinstance(ctx.report.final.detail, ClarifyDetail)
+
+
+def test_policies_are_registered_once_with_their_phase():
+    assert list(POLICIES) == ["guard", "harm", "clarify", "cache", "route", "priority", "tool_gate"]
+    assert [k for k, cls in POLICIES.items() if cls.phase is Phase.REPLY] == ["tool_gate"]
+
+    class Guard(Policy):
+        name = "guard"
+
+    with pytest.raises(ValueError, match="'guard' is already registered"):
+        register_policy(Guard)
+
+
+def test_a_decision_in_shadow_mode_is_reported_and_logged_but_does_not_act(tmp_path):
+    log = tmp_path / "log.jsonl"
+    app, _, upstreams = make_app({"guard": {"mode": "shadow"}}, answers={"guard": 0.97},
+                                 config={"log": {"path": str(log)}})  # fmt: skip
+    response = post(app, HI)
+    assert response.status_code == 200
+    assert response.headers["x-jevserve-decisions"] == "guard=block:0.970~shadow"
+    assert len(upstreams["u"].requests) == 1
+    verdict = json.loads(log.read_text().splitlines()[0])["decisions"]["verdicts"][0]
+    assert verdict["action"] == "block" and verdict["mode"] == "shadow"
+
+
+def _stream_or_whole(body: dict) -> httpx.Response:
+    # an upstream that answers a stream request with a stream, else with JSON; both cut short by max_tokens
+    if body.get("stream"):
+        events = sse_events(["Paris"]).replace(b'"finish_reason": "stop"', b'"finish_reason": "length"')
+        return httpx.Response(200, content=events, headers={"content-type": "text/event-stream"})
+    return httpx.Response(200, json=completion("Paris", finish_reason="length"))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_streamed_and_whole_replies_are_stored_on_the_same_condition(stream):
+    stub = StubUpstream(_stream_or_whole)
+    app, _, _ = make_app({"cache": {}}, upstreams={"u": stub})
+    for _ in range(2):
+        assert post(app, {**HI, "stream": stream}).status_code == 200
+    assert len(stub.requests) == 2  # a reply cut short by length is never stored, streamed or not
+    ok = StubUpstream()
+    app, _, _ = make_app({"cache": {}}, upstreams={"u": ok})
+    _, second = (post(app, {**HI, "stream": stream}) for _ in range(2))
+    assert len(ok.requests) == 1 and second.headers["x-jevserve-cache"] == "hit"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_upstream_error_gets_the_same_body_whether_the_client_streams_or_not(stream):
+    html = StubUpstream(lambda body: httpx.Response(400, text="<html>bad gateway config</html>"))
+    app, _, _ = make_app({}, upstreams={"u": html})
+    response = post(app, {**HI, "stream": stream})
+    assert response.status_code == 502 and response.json()["error"]["code"] == "bad_upstream_answer"
+    refused = StubUpstream(lambda body: httpx.Response(422, json={"error": {"message": "max_tokens too large"}}))
+    app, _, _ = make_app({}, upstreams={"u": refused})
+    response = post(app, {**HI, "stream": stream})
+    assert response.status_code == 422 and response.json() == {"error": {"message": "max_tokens too large"}}
+
+
+def test_an_exact_repeat_is_served_from_the_cache_without_the_reuse_question():
+    decider = FixedDecider({"cache": 0.0})  # the reuse question would say no
+    app, _, upstreams = make_app({"cache": {}}, decider=decider)
+    first = post(app, HI)
+    again = post(app, {**HI, "messages": [{"role": "user", "content": "what is the capital of France?  "}]})
+    assert first.headers.get("x-jevserve-cache") is None and again.headers["x-jevserve-cache"] == "hit"
+    assert "cache=serve_cached" in again.headers["x-jevserve-decisions"]
+    assert len(upstreams["u"].requests) == 1 and "cache" not in {q for call in decider.calls for q in call}
+    other = post(app, {**HI, "temperature": 1.5})  # other parameters: not the same request
+    assert other.headers.get("x-jevserve-cache") is None and len(upstreams["u"].requests) == 2
+
+
+def test_a_negated_question_is_not_served_when_the_reuse_decision_says_no():
+    decider = FixedDecider({"cache": 0.1})
+    app, _, upstreams = make_app({"cache": {"min_similarity": 0.5}}, decider=decider)
+    post(app, {**HI, "messages": [{"role": "user", "content": "Is Paris the capital of France?"}]})
+    negated = post(app, {**HI, "messages": [{"role": "user", "content": "Is Paris not the capital of France?"}]})
+    assert negated.headers.get("x-jevserve-cache") is None and len(upstreams["u"].requests) == 2
+    assert "cache" in decider.calls[-1]  # it was a candidate, and the decision refused it
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_completions_clients_get_text_completion_shapes_for_gateway_written_answers(stream):
+    app, _, _ = make_app({"clarify": {"message": "Which file?"}}, answers={"clarify": 0.9})
+    response = post(app, {"model": "m", "prompt": "delete it", "stream": stream}, path="/v1/completions")
+    if stream:
+        chunks = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
+        assert {c["object"] for c in chunks} == {"text_completion"}
+        assert "".join(c["choices"][0]["text"] for c in chunks) == "Which file?"
+        assert response.text.rstrip().endswith("data: [DONE]")
+    else:
+        assert response.json()["object"] == "text_completion"
+        assert response.json()["choices"][0]["text"] == "Which file?"
+
+
+def test_completions_through_the_placeholder_upstream_are_text_completions_for_the_openai_client():
+    from jevserve.gateway.app import create_app
+    from jevserve.gateway.config import parse_config
+    from tests.gateway.upstreams import LoopbackServer
+
+    app = create_app(parse_config({"routes": [{"model": "m"}]}), decider=FixedDecider())
+    with LoopbackServer(app) as server:
+        api = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        reply = api.completions.create(model="m", prompt="hello")
+        streamed = "".join(c.choices[0].text for c in api.completions.create(model="m", prompt="hi", stream=True))
+    assert reply.object == "text_completion" and "placeholder reply" in reply.choices[0].text
+    assert "placeholder reply" in streamed
