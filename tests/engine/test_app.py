@@ -88,13 +88,19 @@ def test_priority_scheduling_admits_the_lowest_priority_value_first():
     assert parse_completion({"prompt": "x", "priority": -5}, chat=False, model_name=MODEL).priority == -5
 
     async def scenario():
+        import time
+
+        frozen = [True]
+        start = time.monotonic()
         engine = LiveEngine(load_profile("qwen3-8b-h200"), EngineConfig(max_num_seqs=1),
-                            make_queue_policy("priority"), speedup=50.0)
+                            make_queue_policy("priority"), speedup=50.0,
+                            clock=lambda: start if frozen[0] else time.monotonic())
         finished = []
         engine.observers.append(lambda event, r: finished.append(r.spec.request_id) if event == "finish" else None)
-        # all three wait when the engine plans its first step; one runs at a time
+        # all three arrive at the same instant and wait when the engine plans its first step; one runs at a time
         for name, priority in (("background", 10), ("normal", 0), ("urgent", -5)):
             engine.submit(name, 5, 3, priority=priority)
+        frozen[0] = False
         task = asyncio.create_task(engine.run())
         while len(finished) < 3:
             await asyncio.sleep(0.005)

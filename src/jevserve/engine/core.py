@@ -1,12 +1,16 @@
 """The live engine: the one step planner (`jevserve.serving.vllm_planner`) driven by the wall clock.
 
-One asyncio task runs vLLM's busy loop: take in the requests that arrived and drop the ones whose clients left,
-plan a step, sleep for the profile's step time (divided by `speedup`), apply the step, wake the streams whose
-requests sampled a token. Engine time runs `speedup` times faster than the wall clock from the engine's start;
-every time the engine reports (metrics, timestamps) is engine time, as a real engine at speed 1 would report it.
+One asyncio task runs vLLM's busy loop: take in the requests that have arrived and drop the ones whose clients
+left, plan a step, wait until the step's end, apply the step, wake the streams whose requests sampled a token.
 
-When the host cannot keep up (a step's bookkeeping takes longer than the step's wall time), the next step starts
-late; the engine never runs ahead of its clock, so lag only slows it, and `lag_s` says by how much.
+Two clocks: the wall clock, which runs `speedup` times slower than engine time from the engine's start, and the
+engine's own, `free_at_s`, the end of the last step. Steps run back to back on the engine's clock with the
+profile's step times, exactly as in the simulator: a request that arrives while a step runs joins at the next step
+boundary, and an idle engine starts its next step at the arrival that woke it. The engine waits for the wall clock
+to reach each step's end before handing out its tokens; when the host falls behind (a wake-up or a step's
+bookkeeping took longer than the step), it does not wait and catches up, so timing errors do not add up, and
+`lag_s` says how far behind the wall clock the last step's tokens went out. Every time the engine reports (metrics,
+timestamps) is engine time, as a real engine at speed 1 would report it.
 """
 
 from __future__ import annotations
@@ -65,7 +69,8 @@ class LiveEngine:
         self._arrived: list[LiveRequest] = []
         self._left: list[LiveRequest] = []
         self._wake = asyncio.Event()
-        self.lag_s = 0.0  # engine time the last step started after it was due
+        self.free_at_s = 0.0  # engine time: the end of the last step, when the engine can start the next
+        self.lag_s = 0.0  # engine seconds the last step's tokens went out after their time
         self.num_steps = 0
         self.num_preemptions = 0
         self.observers: list[Callable[[str, LiveRequest], None]] = []  # ("finish" | "preempt", request)
@@ -115,7 +120,7 @@ class LiveEngine:
             if not self.planner.has_unfinished_requests():
                 await self._idle()
                 continue
-            started = self.now_s()
+            started = self.free_at_s
             plan = self.planner.plan_step(started)
             self.num_preemptions += len(plan.preempted)
             for request in plan.admitted:
@@ -124,25 +129,33 @@ class LiveEngine:
             for request in plan.preempted:
                 self._notify("preempt", request)
             if plan.is_empty:
-                await self._idle()  # nothing fits until a request finishes elsewhere or one arrives
+                await self._idle()  # nothing fits until a request arrives or leaves
                 continue
             end = started + self._step_s(plan)
             await self._sleep_until(end)
             self._apply(plan, end)
+            self.free_at_s = end
 
     def _take_in(self) -> None:
-        arrived, self._arrived = self._arrived, []
-        for request in arrived:
-            self.planner.add_request(request, request.arrival_s)
+        """Queue the requests that arrived by the engine's clock; drop those whose clients left."""
+        if self._arrived:
+            due = [r for r in self._arrived if r.arrival_s <= self.free_at_s]
+            if due:
+                self._arrived = [r for r in self._arrived if r.arrival_s > self.free_at_s]
+                for request in due:
+                    self.planner.add_request(request, request.arrival_s)
         left, self._left = self._left, []
         for request in left:
             if self.planner.abort(request):
                 request.aborted = True
 
     async def _idle(self) -> None:
+        """Wait for something to do, and move the engine's clock to when it came: the next arrival."""
         self._wake.clear()
         if not self._arrived and not self._left:
             await self._wake.wait()
+        if self._arrived:
+            self.free_at_s = max(self.free_at_s, min(r.arrival_s for r in self._arrived))
 
     def _step_s(self, plan: StepPlan) -> float:
         return self.profile.step_time.step_s(plan.num_prefill_tokens, plan.num_decode_tokens,
@@ -150,7 +163,7 @@ class LiveEngine:
 
     async def _sleep_until(self, end_s: float) -> None:
         wait_s = (end_s - self.now_s()) / self.speedup
-        # Always yield, so HTTP handlers run between steps even when the engine is behind its clock.
+        # Always yield, so HTTP handlers run between steps even when the engine is behind the wall clock.
         await asyncio.sleep(max(0.0, wait_s))
         self.lag_s = max(0.0, self.now_s() - end_s)
 
