@@ -28,9 +28,10 @@ def make_workload(seed: int, n: int = 40, *, rate: float = 50.0, predicted: bool
 EXACT_PROFILE = make_profile(constant_us=2000, prefill_us=5, decode_us=20, context_us=0.05, pairs_us=0.001)
 
 
-def estimate_and_realize_last(requests, config, policy):
-    """Run every request but the last, estimate the last one's TTFT from a snapshot, then send it and run."""
-    engine = Engine(EXACT_PROFILE, policy, config)
+def estimate_and_realize_last(requests, config, policy, profile=EXACT_PROFILE, *, observe=None):
+    """Run every request but the last, estimate the last one's TTFT from a snapshot, then send it and run;
+    `observe(snapshot)` sees the snapshot the estimate reads."""
+    engine = Engine(profile, policy, config)
     sim = Simulator([engine])
     entities = [SimRequest(r) for r in requests]
     for e in entities[:-1]:
@@ -40,7 +41,9 @@ def estimate_and_realize_last(requests, config, policy):
     sim.run(math.nextafter(t, -math.inf))
     in_transit = tuple(e.spec for e in entities[:-1] if e.enqueue_s is None)
     state = dataclasses.replace(engine.snapshot(t), in_transit=in_transit)
-    model = ReplicaSpec(EXACT_PROFILE, config).model(policy, 256.0)
+    if observe is not None:
+        observe(state)
+    model = ReplicaSpec(profile, config).model(policy, 256.0)
     estimate = estimate_ttft(last.spec, state, model)
     sim.push(Arrival(t, 0, last))
     sim.run()
@@ -173,23 +176,11 @@ def test_the_estimate_stays_exact_where_a_roofline_floor_sets_the_step_times():
                     kv_bytes_per_token=1e5, attention_flops_per_pair=1e6)
     profile = dataclasses.replace(EXACT_PROFILE, step_time=dataclasses.replace(EXACT_PROFILE.step_time, roofline=roof))
     policy = make_queue_policy("fcfs")
-    busiest = 0
+    running = []
     for seed in range(4):
-        requests = make_workload(seed, 120, rate=600)
-        engine = Engine(profile, policy, EngineConfig(max_num_seqs=48))
-        sim = Simulator([engine])
-        entities = [SimRequest(r) for r in requests]
-        for e in entities[:-1]:
-            sim.push(Arrival(e.spec.arrival_s, 0, e))
-        last = entities[-1]
-        t = last.spec.arrival_s
-        sim.run(math.nextafter(t, -math.inf))
-        in_transit = tuple(e.spec for e in entities[:-1] if e.enqueue_s is None)
-        state = dataclasses.replace(engine.snapshot(t), in_transit=in_transit)
-        busiest = max(busiest, len(state.running))
-        estimate = estimate_ttft(last.spec, state, ReplicaSpec(profile, EngineConfig(max_num_seqs=48)).model(policy,
-                                                                                                               256.0))
-        sim.push(Arrival(t, 0, last))
-        sim.run()
-        assert estimate == pytest.approx(last.first_token_s - t, rel=1e-9), f"seed {seed}"
+        estimate, realized = estimate_and_realize_last(
+            make_workload(seed, 120, rate=600), EngineConfig(max_num_seqs=48), policy, profile,
+            observe=lambda state: running.append(len(state.running)))
+        assert estimate == pytest.approx(realized, rel=1e-9), f"seed {seed}"
+    busiest = max(running)
     assert busiest > 12  # the floor set the step times of the replica the estimates replayed
