@@ -1,7 +1,7 @@
 """Cost of the cluster simulator when its replica preempts: one replica behind a round-robin router against
 `simulate` (what `jevserve sim run` does) on the same requests and arrivals.
 
-Target (issue 14): 1 replica, 3,000 requests of the queue-order experiment's `thinking` workload (vLLM defaults
+Target: 1 replica, 3,000 requests of the queue-order experiment's `thinking` workload (vLLM defaults
 with prefix caching, the `qwen3-8b-h200-attn` profile, ShareGPT replies x the calibrated multiplier), at a rate
 past the engine's capacity so it preempts all the time; the cluster run (which also runs the router's forward
 TTFT estimate for every request) takes <= 2x the single-replica run's CPU time.

@@ -1,6 +1,6 @@
 """Time per latency-aware routing decision, with 4 and 16 replicas under load.
 
-Target (issue 5): <= 0.2 ms per decision at 4 replicas on this machine. A decision is `LatencyAware.route`:
+Target: <= 0.2 ms per decision at 4 replicas on this machine. A decision is `LatencyAware.route`:
 one forward TTFT estimate per replica from its snapshot, then the smallest. Snapshots are taken by the caller
 (the gateway or the simulator) and timed separately; so is the cheap queued-prefill estimate.
 
@@ -136,7 +136,7 @@ def write_markdown(result: dict, path: Path) -> None:
         )
     lines += [
         "",
-        "Published reference for simulation-based TTFT estimates: about 0.14 ms per estimate (as quoted in issue 5).",
+        "Published reference for simulation-based TTFT estimates: about 0.14 ms per estimate.",
         "",
     ]
     path.write_text("\n".join(lines))

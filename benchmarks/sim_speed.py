@@ -1,6 +1,6 @@
 """Speed of the simulator: one 2,000-request ShareGPT run, and the full queue-order sweep on all cores.
 
-Targets (issue 3): 2,000 ShareGPT requests at 1.4 req/s through one replica in <= 2 s; the queue-order sweep
+Targets: 2,000 ShareGPT requests at 1.4 req/s through one replica in <= 2 s; the queue-order sweep
 (2 seeds x 8 policies x 10 rates = 160 simulations) of the default scenario in <= 5 min using both cores.
 
     .venv/bin/python benchmarks/sim_speed.py [--repeats 3] [--jobs 2] [--scenarios thinking,two-seqs]
@@ -49,7 +49,7 @@ def setup_for(name: str) -> QueueOrderSetup:
 
 def time_single_runs(names: list[str], repeats: int) -> list[dict]:
     """Median wall and CPU time of one 2,000-request run at 1.4 req/s: ShareGPT's replies with vLLM's defaults
-    (issue 3's target), then each scenario, for a few policies."""
+    (the target), then each scenario, for a few policies."""
     cases = [
         (
             "ShareGPT, vLLM defaults",
