@@ -42,3 +42,14 @@ def test_a_request_pushed_again_keeps_one_live_entry():
     queue.pop(0.0)
     queue.push(r, 1.0)  # preempted and back
     assert len(queue) == 1 and queue.pop(1.0) is r and queue.next_change_s() == math.inf
+
+
+def test_extending_at_once_gives_the_queue_pushing_one_by_one_gives():
+    policy = make_queue_policy("spf", aging_s=2.0)
+    requests = [make(f"r{i}", 0.1 * i, (7 * i) % 11 + 1) for i in range(30)]
+    pushed, extended = WaitingQueue(policy), WaitingQueue(policy)
+    for r in requests:
+        pushed.push(r, 1.0)
+    extended.extend(requests, 1.0)
+    assert extended.next_change_s() == pushed.next_change_s() == 2.0
+    assert [extended.pop(2.5) for _ in range(30)] == [pushed.pop(2.5) for _ in range(30)]

@@ -111,11 +111,9 @@ class ReplicaForward:
         capacity = len(state.running) + len(state.waiting) + len(state.in_transit) + 1
         self.planner = VllmStepPlanner(config, policy, state.num_total_kv_blocks, running=RunningBatch(capacity))
         load_running(self.planner, state, default_output_tokens)
-        for r in state.waiting:
-            waiting = EngineRequest(r.request, expected_total_tokens(r.request, r.num_generated_tokens,
-                                                                     default_output_tokens),
-                                    r.num_computed_tokens, r.num_generated_tokens)
-            self.planner.add_request(waiting, self.t)
+        self.planner.waiting.extend(
+            [EngineRequest(r.request, expected_total_tokens(r.request, r.num_generated_tokens, default_output_tokens),
+                           r.num_computed_tokens, r.num_generated_tokens) for r in state.waiting], self.t)
         self._new = EngineRequest(request, expected_total_tokens(request, 0, default_output_tokens))
         self._new_is_running = False
         # Requests not yet queued, by the time they reach the queue: those the snapshot lists as in transit

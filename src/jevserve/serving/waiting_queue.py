@@ -32,6 +32,23 @@ class WaitingQueue:
         """Add a request (new or preempted), ranked by its key at now_s."""
         self._rank(request, now_s)
 
+    def extend(self, requests: list[EngineRequest], now_s: float) -> None:
+        """Add many requests at once, ranked at now_s: the same queue as pushing them one by one, built in one
+        heapify (the TTFT estimate loads a whole snapshot's queue for every estimate)."""
+        key, valid_until = self._policy.sort_key, self._policy.key_valid_until_s
+        changes = []
+        for request in requests:
+            seq = next(self._seq)
+            self._version[id(request)] = seq
+            self._heap.append((key(request.spec, now_s), seq, seq, request))
+            until = valid_until(request.spec, now_s)
+            if until != math.inf:
+                changes.append((until, seq, seq, request))
+        heapq.heapify(self._heap)
+        if changes:
+            self._changes.extend(changes)
+            heapq.heapify(self._changes)
+
     def remove(self, request: EngineRequest) -> bool:
         """Take a request out of the queue (its heap entries are skipped from now on); False if not queued."""
         return self._version.pop(id(request), None) is not None
