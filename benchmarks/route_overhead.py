@@ -138,6 +138,11 @@ def write_markdown(result: dict, path: Path) -> None:
         "",
         "Published reference for simulation-based TTFT estimates: about 0.14 ms per estimate.",
         "",
+        "An estimate loads the snapshot into the step planner the simulator's engine runs (`serving/vllm_planner.py`) "
+        "and steps it to the new request's first token; each planned step is a few dozen numpy operations over the "
+        "running batch, which the machine's load inflates along with everything else (compare the queued-prefill "
+        "column, which is a handful of numpy operations).",
+        "",
     ]
     path.write_text("\n".join(lines))
 
