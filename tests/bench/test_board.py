@@ -33,7 +33,7 @@ def test_the_board_ranks_rows_on_paired_resamples(tmp_path):
     names = [r.model for r in board.rows]
     assert set(names[:2]) == {"fake-model", "tfidf-lr"}  # both reach the oracle on the toy task: tied first
     model = next(r for r in board.rows if r.model == "fake-model")
-    assert model.rank == {"rank": 1, "low": 1, "high": 1}
+    assert (model.rank["rank"], model.rank["low"], model.rank["high"], model.rank["first_share"]) == (1, 1, 1, 1.0)
     assert model.tasks["toy-keyword"].score == 100.0
     assert names[2] == "default-rules" and board.rows[2].rank["rank"] == 3
     assert board.ranking_tasks == ("toy-keyword",)

@@ -45,6 +45,8 @@ class TaskOutcome:
     predictions: dict[str, Prediction]
     # per test item, the keys that tie it to items of other tasks (its group, its text), for joint resampling
     cluster_keys: tuple[tuple[str, ...], ...] = ()
+    # the share of the chance-to-oracle range the default rule closes on the TRAIN side (bench.paired.near_oracle)
+    default_train_share: float | None = None
 
 
 def _thresholded(
@@ -110,6 +112,7 @@ def evaluate(
         ):  # the default's sign is chosen on train, as a thresholded default's direction is
             default_train, default_test = -default_train, -default_test
         predictions[DEFAULT] = Prediction(values=default_test)
+    default_train_share = train_share(task, train_labels, default_train, predictions[DEFAULT].rule)
 
     if train_answers is not None and test_answers is not None:
         model_train, model_test = task.model_scores(train, train_answers, test, test_answers)
@@ -145,7 +148,16 @@ def evaluate(
         num_train=len(train),
         predictions=predictions,
         cluster_keys=tuple(cluster_keys(i) for i in test),
+        default_train_share=default_train_share,
     )
+
+
+def train_share(task: Task, labels: np.ndarray, scores: np.ndarray, rule: ThresholdRule | None) -> float | None:
+    """(m − chance) / (oracle − chance) of the default rule on the train side (its tuned rule applied to train)."""
+    metric = task.metric
+    value = metric(labels, rule.apply(scores) if rule is not None else scores)
+    chance, oracle = metric.chance(labels), metric(labels, task.oracle(labels))
+    return float((value - chance) / (oracle - chance)) if oracle - chance > 1e-12 else None
 
 
 def cluster_keys(item: Item) -> tuple[str, ...]:

@@ -14,20 +14,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from jevserve import __version__
 from jevserve.bench.answers_cache import AnswersCache, request_key
 from jevserve.bench.data import BenchData
 from jevserve.bench.evaluate import DEFAULT, MAJORITY, MODEL, STYLE, TFIDF, evaluate
 from jevserve.bench.leaks import reference_index, without_near_duplicates
+from jevserve.bench.resolve import resolve_tasks
 from jevserve.bench.runner import AskStats, DecisionClient, ask_missing, keyed
-from jevserve.bench.scoring import joint_rescore, score_row
+from jevserve.bench.scoring import score_row
 from jevserve.bench.sources import SourceMissingError, active_salt
-from jevserve.bench.stats import BOOTSTRAP_SEED, ECE_BINS, ERROR_BUDGET, NUM_RESAMPLES, mean_with_interval
+from jevserve.bench.stats import BOOTSTRAP_SEED, ECE_BINS, ERROR_BUDGET, NUM_RESAMPLES
 from jevserve.bench.task import Answers, Item, Task, split_items
 
-BENCH_VERSION = "0.3"  # what the results files were computed under (docs/bench.md's changelog says what changed)
+BENCH_VERSION = "0.4"  # what the results files were computed under (docs/bench.md's changelog says what changed)
 
 # Rows that need no endpoint: their results folder name and the predictor they show.
 BASELINE_ROWS = {"default-rules": DEFAULT, TFIDF: TFIDF, "source-style": STYLE, "source-majority": MAJORITY}
@@ -105,29 +104,6 @@ def headline_tasks(tasks: Sequence[Task]) -> list[Task]:
     return [t for t in tasks if t.headline]
 
 
-def average_of(resampled: dict[str, np.ndarray], scores: dict[str, float]) -> dict[str, Any]:
-    """The mean of the tasks' scores with the 95% interval of the mean over (joint) draws."""
-    finite = [s for s in scores.values() if np.isfinite(s)]
-    _, (low, high) = mean_with_interval(list(resampled.values())) if resampled else (None, (np.nan, np.nan))
-    return {
-        "score": float(np.mean(finite)) if finite else float("nan"),
-        "interval": [low, high],
-        "num_tasks": len(finite),
-        "tasks": list(scores),
-    }
-
-
-def averages(task_results: dict[str, dict[str, Any]], tasks: dict[str, Task], num_resamples: int) -> dict[str, Any]:
-    """{"average": headline tasks, "average_all": every task}, both on joint draws across tasks."""
-    resampled = joint_rescore(task_results, num_resamples=num_resamples)
-    scores = {name: r["score"] for name, r in task_results.items()}
-    headline = [n for n in task_results if n not in tasks or tasks[n].headline]
-    return {
-        "average": average_of({n: resampled[n] for n in headline}, {n: scores[n] for n in headline}),
-        "average_all": average_of(resampled, scores),
-    }
-
-
 def result_document(
     model: str,
     command: str,
@@ -156,7 +132,7 @@ def result_document(
         },
         "skipped": [s.__dict__ for s in skipped],
         "split_salt": active_salt(),
-        **averages(task_results, tasks, num_resamples),
+        **resolve_tasks(task_results, tasks, num_resamples),
         "tasks": task_results,
     }
 

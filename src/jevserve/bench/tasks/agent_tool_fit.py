@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from jevserve.bench.data import cap_per_label
+from jevserve.bench.data import cap_train_side
 from jevserve.bench.metrics import BalancedAccuracy
 from jevserve.bench.sources import content_id, split_of
 from jevserve.bench.task import Item, Task, frozen, noul
@@ -94,7 +94,8 @@ class AgentToolFit(Task):
         "description; call when ≥ t, t tuned on train"
     )
     cap_text = (
-        f"{MAX_PER_LABEL} fitting and {MAX_PER_LABEL} non-fitting cases (seeded hash order); negatives are BFCL "
+        f"train side: the train cases among {MAX_PER_LABEL} fitting and {MAX_PER_LABEL} non-fitting ones (seeded "
+        "hash order); test side: every test case; negatives are BFCL "
         "irrelevance cases and fitting cases whose right functions were removed from the candidates; function "
         f"descriptions are cut at {MAX_DESCRIPTION_CHARS} characters"
     )
@@ -118,7 +119,7 @@ class AgentToolFit(Task):
                 derived = _wrong_candidates(case)
                 if derived is not None:
                     items.append(derived)
-        return tuple(cap_per_label(items, MAX_PER_LABEL))
+        return tuple(cap_train_side(items, MAX_PER_LABEL))
 
     def supervision(self, item: Item) -> dict[str, Any]:
         """The fits question's answer is the label."""
