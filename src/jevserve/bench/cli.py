@@ -67,6 +67,9 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
                      help="comma-separated task names (default: all; see `jevserve bench list`)")
     run.add_argument("--baselines", action="store_true",
                      help="write the default-rules, tfidf-lr, source-style and source-majority rows as well")
+    run.add_argument("--peers", action="store_true",
+                     help="write the offline peer detectors' rows on the guard tasks as well (securevector-guardian "
+                     "and its own verdict; needs `pip install 'jevserve[peers]'`)")
     run.add_argument("--results", type=Path, default=DEFAULT_RESULTS, metavar="DIR",
                      help="results folder (default: %(default)s)")
     run.add_argument("--data-cache", default=None, metavar="DIR",
@@ -75,8 +78,9 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
                      help="split every task with this salt instead of the bench's (for measuring split variance; "
                      "results go to RESULTS/split-salts/SALT/, never onto the board; a trained model's test side is "
                      "only held out under the salt it was trained with)")
-    run.add_argument("--resamples", type=_positive_int, default=1000,
-                     help="bootstrap resamples for intervals (default: %(default)s; at least 1000 for published rows)")
+    run.add_argument("--resamples", type=_positive_int, default=10_000,
+                     help="bootstrap resamples for intervals (default: %(default)s, what committed rows use; fewer "
+                     "for a quick look)")
     run.set_defaults(func=run_command)
 
 
@@ -171,8 +175,8 @@ def _run(args: argparse.Namespace) -> int:
     from jevserve.bench.tasks import UnknownTaskError, select_tasks
 
     started = time.perf_counter()  # wall time covers the whole command: data, server start, asking, scoring
-    if not args.endpoint and not args.baselines:
-        print("error: pass --endpoint URL|embedded (and --model for a URL), or --baselines", file=sys.stderr)
+    if not args.endpoint and not args.baselines and not args.peers:
+        print("error: pass --endpoint URL|embedded (and --model for a URL), --baselines or --peers", file=sys.stderr)
         return 2
     try:
         tasks = select_tasks(args.tasks)
@@ -191,6 +195,10 @@ def _run(args: argparse.Namespace) -> int:
         for document in score_baselines(loaded, data, command=command, skipped=skipped,
                                         num_resamples=args.resamples):
             print(f"{document['model']}: {_summary(document)} -> {write_result(args.results, document)}")
+    if args.peers:
+        code = _peer_rows(args, loaded, data)
+        if code:
+            return code
     if not args.endpoint:
         return 0
     try:
@@ -212,6 +220,25 @@ def _run(args: argparse.Namespace) -> int:
     path = write_result(args.results, document)
     print(f"{asked.model}: {_summary(document)}; {stats.num_sent} requests sent, {stats.num_cached} cached, "
           f"{stats.wall_s:.0f} s asking -> {path}")
+    return 0
+
+
+def _peer_rows(args: argparse.Namespace, loaded: list, data: object) -> int:
+    from jevserve.bench.peers import PEERS, score_peer
+    from jevserve.bench.results import write_result
+    from jevserve.bench.sources import SourceMissingError
+
+    tasks = ["--tasks", args.tasks] if args.tasks else []
+    command = shlex.join(["jevserve", "bench", "run", "--peers", *tasks])
+    for peer in PEERS.values():
+        try:
+            documents = score_peer(peer, loaded, data, command=command, num_resamples=args.resamples,
+                                   progress=not args.no_progress)
+        except SourceMissingError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        for document in documents:
+            print(f"{document['model']}: {_summary(document)} -> {write_result(args.results, document)}")
     return 0
 
 

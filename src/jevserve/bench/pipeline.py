@@ -11,18 +11,21 @@ import os
 import platform
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from jevserve import __version__
 from jevserve.bench.answers_cache import AnswersCache, request_key
 from jevserve.bench.data import BenchData
 from jevserve.bench.evaluate import DEFAULT, MAJORITY, MODEL, STYLE, TFIDF, evaluate
+from jevserve.bench.everyday import EverydayItems, calibration_requests, everyday_items
+from jevserve.bench.everyday_export import read_calibration
 from jevserve.bench.leaks import reference_index, without_near_duplicates
 from jevserve.bench.resolve import resolve_tasks
 from jevserve.bench.runner import AskStats, DecisionClient, ask_missing, keyed
 from jevserve.bench.scoring import score_row
 from jevserve.bench.sources import SourceMissingError, active_salt
+from jevserve.bench.sources.everyday import load_everyday
 from jevserve.bench.stats import BOOTSTRAP_SEED, ECE_BINS, ERROR_BUDGET, NUM_RESAMPLES
 from jevserve.bench.task import Answers, Item, Task, split_items
 
@@ -40,6 +43,7 @@ class LoadedTask:
     train: tuple[Item, ...]
     test: tuple[Item, ...]
     near_duplicates_dropped: int = 0  # test items dropped as near-duplicates of training texts (bench.leaks)
+    everyday: EverydayItems | None = None  # what the task reads on everyday traffic (bench.everyday), when measured
 
 
 @dataclass(frozen=True)
@@ -71,13 +75,29 @@ def load_tasks(
         for entry in loaded:
             test, dropped = without_near_duplicates(entry.test, index)
             filtered.append(LoadedTask(entry.task, entry.train, test, dropped))
-        loaded = filtered
+        loaded = with_everyday(filtered, data, log)
     return loaded, skipped
+
+
+def with_everyday(loaded: list[LoadedTask], data: BenchData, log: Callable[[str], None]) -> list[LoadedTask]:
+    """The tasks with their everyday items (test side and the packaged calibration file); unchanged, with a note,
+    when the everyday source's data is missing."""
+    if not any(e.task.everyday_reads for e in loaded):
+        return loaded
+    try:
+        test = load_everyday("test", data.cache)
+    except SourceMissingError as exc:
+        log(f"everyday false-action rates skipped: {exc}")
+        return loaded
+    calibration = calibration_requests(read_calibration())
+    return [replace(e, everyday=everyday_items(e.task, test, calibration)) if e.task.everyday_reads else e
+            for e in loaded]
 
 
 def needed_requests(model: str, loaded: Sequence[LoadedTask]) -> dict[str, dict[str, Any]]:
     """Every distinct request the tasks need, train and test, by cache key."""
-    return keyed(model, [entry.task.request(item) for entry in loaded for item in (*entry.train, *entry.test)])
+    return keyed(model, [entry.task.request(item) for entry in loaded
+                         for item in (*entry.train, *entry.test, *(entry.everyday.items if entry.everyday else ()))])
 
 
 def ask(
@@ -154,7 +174,9 @@ def score_model(
         train_answers = _answers(model, cache, entry.task, entry.train)
         test_answers = _answers(model, cache, entry.task, entry.test)
         refused += sum(a is None for a in (*train_answers, *test_answers))
-        outcome = evaluate(entry.task, entry.train, entry.test, data, train_answers, test_answers)
+        everyday_answers = _answers(model, cache, entry.task, entry.everyday.items) if entry.everyday else None
+        outcome = evaluate(entry.task, entry.train, entry.test, data, train_answers, test_answers,
+                           everyday=entry.everyday, everyday_answers=everyday_answers)
         results[entry.task.name] = score_row(outcome, MODEL, num_resamples=num_resamples)
         results[entry.task.name]["near_duplicates_dropped"] = entry.near_duplicates_dropped
         details = entry.task.details(entry.train, entry.test, train_answers, test_answers)
@@ -175,7 +197,7 @@ def score_baselines(
     num_resamples: int = NUM_RESAMPLES,
 ) -> list[dict[str, Any]]:
     """Result documents of the rows that need no endpoint: the default rules and the source-only baselines."""
-    outcomes = [evaluate(e.task, e.train, e.test, data) for e in loaded]
+    outcomes = [evaluate(e.task, e.train, e.test, data, everyday=e.everyday) for e in loaded]
     dropped = {e.task.name: e.near_duplicates_dropped for e in loaded}
     tasks = {e.task.name: e.task for e in loaded}
     documents = []

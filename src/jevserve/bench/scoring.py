@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from jevserve.bench.evaluate import DEFAULT, MAJORITY, MODEL, ORACLE, STYLE, TaskOutcome
+from jevserve.bench.everyday import everyday_result
 from jevserve.bench.metrics import Metric
 from jevserve.bench.paired import TaskScale
 from jevserve.bench.stats import (
@@ -83,6 +84,9 @@ def score_row(
                 "interval": list(interval(scale.score(draws - default_draws + scale.default))),
             }
     result["source_only"] = source_only or None
+    if outcome.everyday is not None and predicted.everyday_scores is not None and predicted.rule is not None:
+        positives = predicted.scores[outcome.targets.astype(bool)]
+        result["everyday"] = everyday_result(outcome.everyday, predicted.everyday_scores, predicted.rule, positives)
     if with_items:
         result["items"] = {
             "ids": list(outcome.item_ids),

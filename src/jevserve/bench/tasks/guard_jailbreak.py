@@ -36,6 +36,7 @@ class GuardJailbreak(Task):
     primary = "jailbreak"
     metric = BalancedAccuracy()
     pooled = True
+    everyday_reads = "guard"
     rule_text = "block when P(jailbreak) ≥ t; t tuned on train for balanced accuracy"
     default_text = "injection deny-list (tasks/keywords.py): block at ≥ k phrase matches, k tuned on train"
     cap_text = (
