@@ -7,7 +7,8 @@ import re
 
 from jevserve.bench.answers_cache import AnswersCache
 from jevserve.bench.board import build_board
-from jevserve.bench.board_html import render_html, render_markdown, write_board
+from jevserve.bench.board_html import render_html, write_board
+from jevserve.bench.board_markdown import render_markdown
 from jevserve.bench.pipeline import ask, load_tasks, score_baselines, score_model
 from jevserve.bench.results import write_result
 from tests.bench.builders import FakeClient, KeywordTask
@@ -46,20 +47,39 @@ def test_rows_that_miss_ranking_tasks_are_shown_but_not_ranked(tmp_path):
     assert style.rank is None and style.probe and "never ranked" in style.notes[0]
 
 
-def test_the_html_page_is_self_contained_and_sortable(tmp_path):
+def test_the_html_page_is_self_contained_with_its_sections(tmp_path):
     page = render_html(build_board(make_results(tmp_path)))
-    assert "fake-model" in page and "<svg" in page and "data-col" in page and "jevserve bench run --baselines" in page
+    assert "fake-model" in page and "jevserve bench run --baselines" in page
+    for section in ('id="headline"', 'id="category-guard"', 'id="reference"', 'id="rows"'):
+        assert section in page, section
     assert not re.search(r"(src|href)=\"https?://", page)
 
 
 def test_the_markdown_table_lists_each_row_with_its_command(tmp_path):
     text = render_markdown(build_board(make_results(tmp_path)))
     assert "| 1 | fake-model | 100.0" in text
-    assert text.index("## Leak probes") < text.index("| – | source-majority")
+    assert text.index("## Leak probes") < text.index("| source-majority |")
     assert "- fake-model: `jevserve bench run --endpoint x`" in text
 
 
 def test_write_board_writes_both_files(tmp_path):
     written = write_board(make_results(tmp_path), tmp_path / "board", tmp_path / "board.md")
-    assert [p.name for p in written] == ["index.html", "board.md"]
+    assert [p.name for p in written] == ["index.html", "board.md", "board.json", "headline.png", "headline.svg",
+                                         "task-deltas.png", "task-deltas.svg"]
     assert all(p.stat().st_size > 0 for p in written)
+
+
+def test_a_snapshot_gives_back_the_same_page_and_is_used_only_for_its_own_results(tmp_path):
+    from jevserve.bench.board_snapshot import cached_board, read_snapshot, results_key, write_snapshot
+
+    results = make_results(tmp_path)
+    board = build_board(results)
+    key = results_key(results)
+    path = write_snapshot(board, key, tmp_path / "board.json")
+    again = read_snapshot(path, key)
+    assert render_html(again) == render_html(board) and render_markdown(again) == render_markdown(board)
+    assert read_snapshot(path, "another-key") is None
+    assert cached_board(results, [path], None) is not board  # read from the file, not recomputed
+    (results / "fake-model" / "2099-01-01.json").write_text((results / "fake-model").glob("*.json").__next__()
+                                                            .read_text())
+    assert results_key(results) != key

@@ -27,6 +27,7 @@ from jevserve.bench.compare import (
     minimum_detectable_difference,
     paired_delta,
 )
+from jevserve.bench.everyday import union_rate
 from jevserve.bench.paired import StoredTask, near_oracle, resample
 from jevserve.bench.results import latest_results
 from jevserve.bench.stats import BOOTSTRAP_SEED
@@ -66,6 +67,9 @@ class Row:
     split_salt: str | None = None  # the split salt of the row's results (None: older files, the bench's salt)
     cells: dict[str, TaskCell] = field(default_factory=dict)  # every task the row has, near-oracle ones included
     metadata: dict[str, Any] = field(default_factory=dict)  # parameters, where it runs, latency, licence
+    everyday: dict[str, dict[str, Any]] = field(default_factory=dict)  # task → everyday false actions (bench.everyday)
+    # the share of everyday requests that any of the row's guard decisions acts on (bench.everyday.union_rate)
+    everyday_blocked: dict[str, Any] | None = None
 
     @property
     def probe(self) -> bool:
@@ -181,6 +185,10 @@ def build_board(results_dir: Path, num_resamples: int | None = None, seed: int =
             notes=tuple(_notes(document, probe, sum(n in cells for n in headline), len(headline), ranked)),
             average_all=_as_cell(everything), split_salt=document.get("split_salt"), cells=cells,
             metadata=dict(document.get("metadata") or {}),
+            everyday={n: _lean(r["everyday"]) for n, r in document["tasks"].items()
+                      if r.get("everyday") and n in cells},
+            everyday_blocked=union_rate([r["everyday"] for n, r in document["tasks"].items()
+                                         if r.get("everyday") and n in cells and categories.get(n) == "guard"]),
         ))
     ranks = _ranks(headline_of)
     rows = [Row(**{**r.__dict__, "rank": ranks.get(r.model)}) for r in rows]
@@ -199,6 +207,11 @@ def build_board(results_dir: Path, num_resamples: int | None = None, seed: int =
         task_deltas=_task_deltas(rows, comparison), comparison_row=comparison,
         **_mdd(ranked_rows, headline_of),
     )
+
+
+def _lean(everyday: dict[str, Any]) -> dict[str, Any]:
+    # The per-request list is only needed for the union; the board keeps the rates.
+    return {k: v for k, v in everyday.items() if k != "acted_requests"}
 
 
 def _reference(document: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -72,6 +72,16 @@ def _request_scores(scores: np.ndarray, request_of: Sequence[int], num_requests:
     return out
 
 
+def union_rate(results: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The share of everyday test requests on which ANY of these decisions acts (what a gateway running all of them
+    blocks), with its exact 95% interval; None without results."""
+    if not results:
+        return None
+    acted = set().union(*(r.get("acted_requests", ()) for r in results))
+    n = max(r["n"] for r in results)
+    return _rate(np.array([True] * len(acted) + [False] * (n - len(acted))))
+
+
 def _rate(acted: np.ndarray) -> dict[str, Any]:
     n, k = len(acted), int(np.sum(acted))
     ci = binomtest(k, n).proportion_ci(method="exact") if n else None
@@ -104,7 +114,9 @@ def everyday_result(
     shapes = [r.shape for r in batch.requests[: batch.num_test]]
     by_shape = {s: _rate(test[[k for k, x in enumerate(shapes) if x == s]] >= threshold)
                 for s in dict.fromkeys(shapes)}
-    result: dict[str, Any] = {**_rate(test >= threshold), "by_shape": by_shape}
+    acted = test >= threshold
+    acted_ids = [r.request_id for r, a in zip(batch.requests[: batch.num_test], acted, strict=True) if a]
+    result: dict[str, Any] = {**_rate(acted), "by_shape": by_shape, "acted_requests": acted_ids}
     if len(calibration):
         at = threshold_for(calibration)
         positives = rule.direction * np.asarray(positive_scores, dtype=np.float64)
