@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -140,10 +141,11 @@ def write_snapshot(board: Board, key: str, path: Path) -> Path:
     return path
 
 
-def cached_board(results_dir: Path, candidates: list[Path], cache_path: Path | None) -> Board:
-    """The board of `results_dir`: from the first snapshot among `candidates` (then `cache_path`) computed from
-    exactly these results, else computed now and written to `cache_path`."""
+def cached_board(results_dir: Path, candidates: Sequence[Path], cache_dir: Path | None) -> Board:
+    """The board of `results_dir`: from the first snapshot among `candidates` (then the cache) computed from exactly
+    these results, else computed now and written to `cache_dir/board-<key>.json`."""
     key = results_key(results_dir)
+    cache_path = cache_dir / f"board-{key[:20]}.json" if cache_dir is not None else None
     for path in [*candidates, *([cache_path] if cache_path else [])]:
         board = read_snapshot(path, key)
         if board is not None:

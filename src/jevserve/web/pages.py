@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse
 
 from jevserve.bench.board import Board, Cell, Row
 from jevserve.bench.task import CATEGORIES
-from jevserve.web.app import MAX_LIVE_CHARS, Context, PageError, read_form
+from jevserve.web.context import MAX_LIVE_CHARS, Context, PageError, read_form
 from jevserve.web.decisions import DECISIONS, TASK_DECISION
 from jevserve.web.humans import HumanCell, human_cells
 
@@ -89,8 +89,8 @@ def register(app: FastAPI, context: Context) -> None:
     def model_page(request: Request, name: str) -> HTMLResponse:
         board = context.site.board()
         row = _row(board, name)
-        document = context.site.get().documents[name]
-        curve = _reliability(context, name, document)
+        document = context.site.get().documents.get(name)
+        curve = _reliability(context, name, document) if document else None
         from jevserve.web.calibration import reliability_svg
 
         return context.render(
