@@ -20,6 +20,7 @@ from jevserve.bench.stats import (
     interval,
     task_seed,
 )
+from jevserve.bench.validate import items_digest
 
 SOURCE_ONLY = (STYLE, MAJORITY)
 METRIC_RESAMPLES = 1000
@@ -98,4 +99,5 @@ def score_row(
         }
         if outcome.cluster_keys:
             result["items"]["cluster_keys"] = [list(k) for k in outcome.cluster_keys]
+        result["items_sha256"] = items_digest(result["items"])
     return result
