@@ -83,6 +83,16 @@ def task_delta_forest(board: Board, out_dir: Path) -> list[Path]:
     return _save(figure, out_dir, DELTAS)
 
 
+def plot_png(board: Board, name: str) -> bytes:
+    """One plot ("headline" or "task-deltas") as PNG bytes, for pages that serve it."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        draw = headline_forest if name == HEADLINE else task_delta_forest
+        draw(board, Path(folder))
+        return (Path(folder) / f"{name}.png").read_bytes()
+
+
 def write_plots(board: Board, out_dir: Path) -> list[Path]:
     """Both forest plots, PNG and SVG, into `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)

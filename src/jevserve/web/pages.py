@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 
 from jevserve.bench.board import Board, Cell, Row
 from jevserve.bench.task import CATEGORIES
@@ -76,7 +76,8 @@ def register(app: FastAPI, context: Context) -> None:
         columns = {"average", *(f"category:{c}" for c in CATEGORIES), *(f"task:{t}" for t in board.tasks)}
         if sort and sort not in columns:
             raise PageError(400, f"unknown sort column {sort!r}; expected average, category:<name> or task:<name>")
-        tasks = [t for t in board.tasks if not category or board.task_categories[t] == category]
+        # Task columns only within one category: all 16 at once would not fit a screen (pick a category to see them).
+        tasks = [t for t in board.tasks if category and board.task_categories[t] == category]
         rows = [r for r in board_rows(board, _people(context), sort) if not kind or r["kind"] == kind]
         categories = [c for c in CATEGORIES if any(board.task_categories[t] == c for t in board.tasks)]
         return context.render(
@@ -84,6 +85,18 @@ def register(app: FastAPI, context: Context) -> None:
             shown_categories=[category] if category else categories, category=category, kind=kind, kinds=kinds,
             sort=sort, playground_tasks=TASK_DECISION,
         )
+
+    @app.get("/plots/{name}.png")
+    def plot(name: str) -> Response:
+        from jevserve.bench.board_plots import plot_png
+
+        if name not in ("headline", "task-deltas"):
+            raise PageError(404, f"no plot named {name!r}; plots: headline, task-deltas")
+        board = context.site.board()
+        key = f"plot:{name}"
+        if context.memo.get(key, (None,))[0] is not board:
+            context.memo[key] = (board, plot_png(board, name))
+        return Response(context.memo[key][1], media_type="image/png")
 
     @app.get("/models/{name}", response_class=HTMLResponse)
     def model_page(request: Request, name: str) -> HTMLResponse:
