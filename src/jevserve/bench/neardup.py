@@ -62,17 +62,17 @@ class ReferenceIndex:
         for start in range(0, len(texts), chunk):
             block = _matrix(list(texts[start : start + chunk]))
             sizes = np.asarray(block.sum(axis=1)).ravel()
-            shared = (block @ self._by_text).tocoo()
-            union = sizes[shared.row] + self._sizes[shared.col] - shared.data
-            rows = slice(start, start + len(sizes))
+            shared = (block @ self._by_text).tocsr()
+            # Per stored pair: shared runs / (runs of the text + runs of the reference text − shared runs).
+            rows = np.repeat(np.arange(shared.shape[0]), np.diff(shared.indptr))
+            jaccard = shared.copy()
+            jaccard.data = shared.data / np.maximum(sizes[rows] + self._sizes[shared.indices] - shared.data, 1)
+            best_shared = shared.max(axis=1).toarray().ravel()
+            best_jaccard = jaccard.max(axis=1).toarray().ravel()
             long_enough = sizes >= MIN_SHINGLES
-            best_shared = np.zeros(len(sizes))
-            best_jaccard = np.zeros(len(sizes))
-            np.maximum.at(best_shared, shared.row, shared.data)
-            np.maximum.at(best_jaccard, shared.row, shared.data / np.maximum(union, 1))
-            with np.errstate(invalid="ignore", divide="ignore"):
-                contained[rows] = np.where(long_enough, best_shared / np.maximum(sizes, 1), 0.0)
-            resembles[rows] = np.where(long_enough, best_jaccard, 0.0)
+            span = slice(start, start + len(sizes))
+            contained[span] = np.where(long_enough, best_shared / np.maximum(sizes, 1), 0.0)
+            resembles[span] = np.where(long_enough, best_jaccard, 0.0)
         return contained, resembles
 
     def containment(self, texts: Sequence[str]) -> np.ndarray:
