@@ -164,6 +164,7 @@ def build_board(results_dir: Path, num_resamples: int | None = None, seed: int =
     values = {d["model"]: _row_values(d, stored, warnings) for d in documents}
     resampled = resample(stored, values, num_resamples, seed)
 
+    guard_decisions = _distinct_decisions([n for n in tasks if categories.get(n) == "guard"])
     rows, headline_of = [], {}
     for document in documents:
         model = document["model"]
@@ -178,6 +179,9 @@ def build_board(results_dir: Path, num_resamples: int | None = None, seed: int =
         ranked = not probe and all(n in cells for n in headline)
         if ranked:
             headline_of[model] = head
+        complete = all(n in cells for n in headline)  # an average over some of the tasks is not the headline
+        if not complete:
+            head, everything = _missing(), _missing()
         rows.append(Row(
             model=model, kind=document.get("row_kind", "model"), date=document["date"], command=document["command"],
             wall_s=document.get("wall_s"), num_decisions=document.get("num_decisions"), average=_as_cell(head),
@@ -187,8 +191,8 @@ def build_board(results_dir: Path, num_resamples: int | None = None, seed: int =
             metadata=dict(document.get("metadata") or {}),
             everyday={n: _lean(r["everyday"]) for n, r in document["tasks"].items()
                       if r.get("everyday") and n in cells},
-            everyday_blocked=union_rate([r["everyday"] for n, r in document["tasks"].items()
-                                         if r.get("everyday") and n in cells and categories.get(n) == "guard"]),
+            everyday_blocked=union_rate([document["tasks"][n]["everyday"] for n in guard_decisions
+                                         if document["tasks"].get(n, {}).get("everyday") and n in cells]),
         ))
     ranks = _ranks(headline_of)
     rows = [Row(**{**r.__dict__, "rank": ranks.get(r.model)}) for r in rows]
@@ -207,6 +211,25 @@ def build_board(results_dir: Path, num_resamples: int | None = None, seed: int =
         task_deltas=_task_deltas(rows, comparison), comparison_row=comparison,
         **_mdd(ranked_rows, headline_of),
     )
+
+
+def _missing() -> Average:
+    return Average(float("nan"), float("nan"), float("nan"), (), np.array([np.nan]))
+
+
+def _distinct_decisions(names: Sequence[str]) -> list[str]:
+    # Tasks that ask the same question at two thresholds (guard-harmful, guard-overrefusal) are one gateway decision:
+    # the union of everyday false actions counts the first of them only.
+    from jevserve.bench.tasks import TASKS
+
+    seen, out = [], []
+    for name in names:
+        task = TASKS.get(name)
+        question = task.questions[task.primary] if task else name
+        if question not in seen:
+            seen.append(question)
+            out.append(name)
+    return out
 
 
 def _lean(everyday: dict[str, Any]) -> dict[str, Any]:
