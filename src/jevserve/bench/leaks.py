@@ -9,7 +9,7 @@ exactly as it was.
 
 What training may read, for this check: the state of every train item of every task, and every string of every
 train-side record of every source the tasks read (the synthetic families of `jevserve train`, e.g. BFCL tool choice,
-read only those) and the ShareGPT prompts of the train side.
+read only those), the ShareGPT prompts of the train side and the user texts of the everyday source's train side.
 """
 
 from __future__ import annotations
@@ -46,8 +46,20 @@ def training_texts(data: Any, tasks: Sequence[Task], log: Callable[[str], None] 
                 texts += [t for t in record_texts(record) if len(t.split()) >= MIN_WORDS]
     if "sharegpt" in sources:
         texts += [r.prompt for r in data.sharegpt().requests if bench_side(r) == "train"]
+        texts += _everyday_train_texts(data)
     log(f"near-duplicate check: {len(texts):,} texts training may read")
     return list(dict.fromkeys(texts))
+
+
+def _everyday_train_texts(data: Any) -> list[str]:
+    # Training may read the everyday source's train side (ordinary requests as negatives), so its user texts count.
+    from jevserve.bench.sources.everyday import load_everyday, user_texts
+
+    try:
+        train = load_everyday("train", data.cache)
+    except SourceMissingError:
+        return []
+    return [t for r in train for t in user_texts(r.body) if len(t.split()) >= MIN_WORDS]
 
 
 def reference_index(data: Any, log: Callable[[str], None] = print) -> ReferenceIndex:
