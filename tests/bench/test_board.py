@@ -83,3 +83,19 @@ def test_a_snapshot_gives_back_the_same_page_and_is_used_only_for_its_own_result
     (results / "fake-model" / "2099-01-01.json").write_text((results / "fake-model").glob("*.json").__next__()
                                                             .read_text())
     assert results_key(results) != key
+
+
+def test_an_older_row_is_shown_only_where_its_items_are_current_and_says_so(tmp_path):
+    import json
+
+    results = make_results(tmp_path)
+    path = next((results / "fake-model").glob("*.json"))
+    document = json.loads(path.read_text())
+    document["bench_version"] = "0.3"
+    document["tasks"]["toy-keyword"]["items"]["ids"][0] = "an-item-of-another-data-version"
+    path.write_text(json.dumps(document))
+    board = build_board(results)
+    row = next(r for r in board.rows if r.model == "fake-model")
+    assert "toy-keyword" not in row.cells and row.rank is None
+    assert any("bench 0.3 results" in n for n in row.notes)
+    assert any("fake-model: task toy-keyword was scored on other test items" in w for w in board.warnings)
