@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,44 +90,53 @@ def headline_table(board: Board, rows: Sequence[Row]) -> str:
     return f'{picker}<table id="headline"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
 
 
+def _grid(rows: Sequence[Row], tasks: Sequence[str], render: Callable[[Row, str], str], table_id: str) -> str:
+    """One row per board row, one column per task, each cell drawn by `render(row, task)`."""
+    head = "<tr><th class='txt'>row</th>" + "".join(f"<th>{_esc(t)}</th>" for t in tasks) + "</tr>"
+    body = "".join(f'<tr class="{_esc(r.kind)}">{_row_name(r)}{"".join(render(r, t) for t in tasks)}</tr>'
+                   for r in rows)
+    return f'<table id="{table_id}"><thead>{head}</thead><tbody>{body}</tbody></table>'
+
+
+def _score_and_gap(row: Row, task: str) -> str:
+    cell = row.cells.get(task)
+    gap = f'<span class="sub">gap {cell.gap_share:.0f}%</span>' if cell and math.isfinite(cell.gap_share) else ""
+    return _score_td(cell, gap)
+
+
+def _difference(row: Row, task: str) -> str:
+    c = row.cells.get(task)
+    if c is None:
+        return '<td class="na">–</td>'
+    return (f'<td><span class="v">{c.difference:+.3f}</span><span class="ci">[{c.difference_low:+.3f}, '
+            f'{c.difference_high:+.3f}]</span><span class="sub">beats the rule on {pct(c.p_beats_rule)} of draws'
+            "</span></td>")
+
+
+def _everyday_cell(row: Row, task: str) -> str:
+    e = row.everyday.get(task)
+    if not e:
+        return '<td class="na">–</td>'
+    recall = e.get("at_1pct", {}).get("recall")
+    extra = f'<span class="sub">recall at 1%: {pct(recall["rate"])}</span>' if recall else ""
+    return (f'<td><span class="v">{pct(e["rate"])}</span><span class="ci">[{pct(e["interval"][0])}, '
+            f'{pct(e["interval"][1])}]</span>{extra}</td>')
+
+
 def category_table(board: Board, category: str, rows: Sequence[Row]) -> str:
     """Every row's cells on one category's tasks: the score and, beneath, the share of the default's gap closed."""
     tasks = [t for t in board.tasks if board.task_categories.get(t) == category and t not in board.near_oracle_tasks]
     shown = [r for r in rows if any(t in r.cells for t in tasks)]
     if not tasks or not shown:
         return ""
-    head = "<tr><th class='txt'>row</th>" + "".join(f"<th>{_esc(t)}</th>" for t in tasks) + "</tr>"
-    body = []
-    for row in shown:
-        tds = []
-        for task in tasks:
-            cell = row.cells.get(task)
-            gap = (f'<span class="sub">gap {cell.gap_share:.0f}%</span>'
-                   if cell is not None and math.isfinite(cell.gap_share) else "")
-            tds.append(_score_td(cell, gap))
-        body.append(f'<tr class="{_esc(row.kind)}">{_row_name(row)}{"".join(tds)}</tr>')
-    return (f'<h3>{_esc(category)}</h3><table id="category-{_esc(category)}"><thead>{head}</thead>'
-            f'<tbody>{"".join(body)}</tbody></table>')
+    return f"<h3>{_esc(category)}</h3>" + _grid(shown, tasks, _score_and_gap, f"category-{_esc(category)}")
 
 
 def near_oracle_table(board: Board, rows: Sequence[Row]) -> str:
     """Tasks whose default rule is near the oracle on train: the raw difference from the rule and P(beats it)."""
     if not board.near_oracle_tasks:
         return ""
-    head = "<tr><th class='txt'>row</th>" + "".join(f"<th>{_esc(t)}</th>" for t in board.near_oracle_tasks) + "</tr>"
-    body = []
-    for row in rows:
-        tds = []
-        for task in board.near_oracle_tasks:
-            c = row.cells.get(task)
-            if c is None:
-                tds.append('<td class="na">–</td>')
-                continue
-            tds.append(f'<td><span class="v">{c.difference:+.3f}</span><span class="ci">[{c.difference_low:+.3f}, '
-                       f'{c.difference_high:+.3f}]</span><span class="sub">beats the rule on '
-                       f'{pct(c.p_beats_rule)} of draws</span></td>')
-        body.append(f'<tr class="{_esc(row.kind)}">{_row_name(row)}{"".join(tds)}</tr>')
-    return f'<table id="near-oracle"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
+    return _grid(rows, board.near_oracle_tasks, _difference, "near-oracle")
 
 
 def everyday_table(board: Board, rows: Sequence[Row]) -> str:
@@ -136,21 +145,7 @@ def everyday_table(board: Board, rows: Sequence[Row]) -> str:
     shown = [r for r in rows if r.everyday]
     if not tasks or not shown:
         return "<p>No row has everyday rates yet.</p>"
-    head = "<tr><th class='txt'>row</th>" + "".join(f"<th>{_esc(t)}</th>" for t in tasks) + "</tr>"
-    body = []
-    for row in shown:
-        tds = []
-        for task in tasks:
-            e = row.everyday.get(task)
-            if not e:
-                tds.append('<td class="na">–</td>')
-                continue
-            recall = e.get("at_1pct", {}).get("recall")
-            extra = f'<span class="sub">recall at 1%: {pct(recall["rate"])}</span>' if recall else ""
-            tds.append(f'<td><span class="v">{pct(e["rate"])}</span><span class="ci">[{pct(e["interval"][0])}, '
-                       f'{pct(e["interval"][1])}]</span>{extra}</td>')
-        body.append(f'<tr class="{_esc(row.kind)}">{_row_name(row)}{"".join(tds)}</tr>')
-    return f'<table id="everyday"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
+    return _grid(shown, tasks, _everyday_cell, "everyday")
 
 
 def pairs_table(board: Board) -> str:
