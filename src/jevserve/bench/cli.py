@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import time
@@ -79,6 +80,9 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
                      help="split every task with this salt instead of the bench's (for measuring split variance; "
                      "results go to RESULTS/split-salts/SALT/, never onto the board; a trained model's test side is "
                      "only held out under the salt it was trained with)")
+    run.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE", type=_key_value,
+                     help="what the board says about the row (repeatable): parameters, runs, latency, licence "
+                     "(the embedded models fill these in)")
     run.add_argument("--resamples", type=_positive_int, default=10_000,
                      help="bootstrap resamples for intervals (default: %(default)s, what committed rows use; fewer "
                      "for a quick look)")
@@ -222,11 +226,38 @@ def _run(args: argparse.Namespace) -> int:
         num_requests=stats.num_requests, num_sent=stats.num_sent, num_cached=stats.num_cached,
         num_refused=stats.num_refused,
     )
+    document["metadata"] = _metadata(args, asked.label, stats)
     document["wall_s"] = time.perf_counter() - started
     path = write_result(args.results, document)
     print(f"{asked.model}: {_summary(document)}; {stats.num_sent} requests sent, {stats.num_cached} cached, "
           f"{stats.wall_s:.0f} s asking -> {path}")
     return 0
+
+
+EMBEDDED_METADATA = {
+    "parameters": "all-MiniLM-L6-v2 encoder (22.7M, int8 ONNX) with the shipped readout",
+    "runs": "CPU, ONNX Runtime, in process (jevserve serve / gateway)",
+    "licence": "Apache-2.0 (jevserve and the MiniLM weights)",
+}
+
+
+def _metadata(args: argparse.Namespace, label: str, stats: object) -> dict[str, str]:
+    from jevserve.bench.endpoint import EMBEDDED
+
+    metadata = dict(EMBEDDED_METADATA) if label == EMBEDDED else {"runs": label}
+    sent, wall = getattr(stats, "num_sent", 0), getattr(stats, "wall_s", 0.0)
+    if sent and wall:
+        metadata["latency"] = (f"{sent / wall:.0f} requests/s in this bench run (concurrency {args.concurrency}, "
+                               f"{os.cpu_count()} CPUs)")
+    metadata.update(dict(args.metadata))
+    return metadata
+
+
+def _key_value(value: str) -> tuple[str, str]:
+    key, sep, text = value.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{value!r}: expected KEY=VALUE, e.g. licence=Apache-2.0")
+    return key.strip(), text.strip()
 
 
 def _peer_rows(args: argparse.Namespace, loaded: list, data: object) -> int:
