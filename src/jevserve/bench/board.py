@@ -145,13 +145,14 @@ def _row_values(document: dict[str, Any], stored: dict[str, StoredTask], warning
 
 def build_board(results_dir: Path, num_resamples: int | None = None, seed: int = BOOTSTRAP_SEED) -> Board:
     """Read the newest results of every row and compute the board on one set of draws (`num_resamples`: the
-    smallest count any file was written with, unless given)."""
+    reference row's count, unless given)."""
     latest = latest_results(results_dir)
     documents = list(latest.documents)
     if not documents:
         raise FileNotFoundError(f"no bench results under {results_dir}; run `jevserve bench run` first")
-    num_resamples = num_resamples or min(int(d.get("num_resamples", 1000)) for d in documents)
     reference = next((d for d in documents if d["model"] == REFERENCE_ROW), documents[0])
+    # Every row is rescored from its stored items on the reference row's draws, so its count decides.
+    num_resamples = num_resamples or int(reference.get("num_resamples", 1000))
     tasks = _task_order(documents)
     categories = {n: next(d["tasks"][n]["category"] for d in documents if n in d["tasks"]) for n in tasks}
     stored = {n: StoredTask.from_result(n, r) for n, r in reference["tasks"].items()}

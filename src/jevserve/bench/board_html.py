@@ -48,9 +48,7 @@ def _score_td(cell: Cell | TaskCell | None, extra: str = "", css: str = "") -> s
     return f'<td class="{css}"><span class="v">{cell.score:.1f}</span>{ci}{extra}</td>'
 
 
-def _row_name(row: Row) -> str:
-    notes = "".join(f'<span class="note">{_esc(n)}</span>' for n in row.notes)
-    return f'<td class="txt"><b>{_esc(row.model)}</b>{notes}</td>'
+XX
 
 
 def _rate_td(rate: dict[str, Any] | None) -> str:
@@ -93,8 +91,8 @@ def headline_table(board: Board, rows: Sequence[Row]) -> str:
 def _grid(rows: Sequence[Row], tasks: Sequence[str], render: Callable[[Row, str], str], table_id: str) -> str:
     """One row per board row, one column per task, each cell drawn by `render(row, task)`."""
     head = "<tr><th class='txt'>row</th>" + "".join(f"<th>{_esc(t)}</th>" for t in tasks) + "</tr>"
-    body = "".join(f'<tr class="{_esc(r.kind)}">{_row_name(r)}{"".join(render(r, t) for t in tasks)}</tr>'
-                   for r in rows)
+    body = "".join(f'<tr class="{_esc(r.kind)}">{_row_name(r, notes=False)}{"".join(render(r, t) for t in tasks)}'
+                   "</tr>" for r in rows)
     return f'<table id="{table_id}"><thead>{head}</thead><tbody>{body}</tbody></table>'
 
 
@@ -198,7 +196,7 @@ def rows_table(rows: Sequence[Row]) -> str:
                                                                               for k in keys)
             + "<th class='txt'>date</th><th class='txt'>reproduce</th></tr>")
     body = "".join(
-        f"<tr><td class='txt'><b>{_esc(r.model)}</b></td><td class='txt'>{_esc(r.kind)}</td>"
+        f"<tr>{_row_name(r)}<td class='txt'>{_esc(r.kind)}</td>"
         + "".join(f"<td class='txt'>{_esc(r.metadata.get(k, '–'))}</td>" for k in keys)
         + f"<td class='txt'>{_esc(r.date)}</td><td class='txt'><code>{_esc(r.command)}</code></td></tr>"
         for r in rows)
@@ -210,7 +208,9 @@ def render_html(board: Board, *, plots: bool = True) -> str:
     ranked = [r for r in board.rows if not r.probe and math.isfinite(r.average.score)]
     others = [r for r in board.rows if not r.probe and r not in ranked]
     probes = [r for r in board.rows if r.probe]
-    warnings = "".join(f'<p class="note">{_esc(w)}</p>' for w in board.warnings)
+    warnings = (f'<details class="legend"><summary>{len(board.warnings)} note(s) on cells left out</summary>'
+                + "".join(f'<p class="note">{_esc(w)}</p>' for w in board.warnings) + "</details>"
+                if board.warnings else "")
     sections = "".join(category_table(board, c, [*ranked, *others]) for c in CATEGORIES)
     images = ('<img class="plot" id="headline-plot" src="headline.png" alt="forest plot of headline averages">'
               if plots else "")
@@ -230,7 +230,6 @@ are reported apart. Rank: 1 + the rows whose interval lies wholly above (as LMAr
 ranks over draws. <b>Everyday blocked</b>: the share of ordinary user requests that the row's guard decisions, at
 their thresholds, would act on; <b>recall at 1%</b>: the share of attacks still caught when the threshold is set
 for 1% everyday false actions.</p>
-{warnings}
 <h2>Headline</h2>
 {headline_table(board, ranked)}
 {images}
@@ -251,6 +250,7 @@ beneath, recall on the task's test positives at the threshold set for 1% false a
 {"<h2>Leak probes (not ranked)</h2>" + headline_table(board, probes) if probes else ""}
 <h2>Rows</h2>
 {rows_table(board.rows)}
+{warnings}
 <script>{_SCRIPT}</script>
 </body></html>
 """
