@@ -48,7 +48,10 @@ def _score_td(cell: Cell | TaskCell | None, extra: str = "", css: str = "") -> s
     return f'<td class="{css}"><span class="v">{cell.score:.1f}</span>{ci}{extra}</td>'
 
 
-XX
+def _row_name(row: Row, notes: bool = True) -> str:
+    # Notes (why a row is unranked, where its results come from) once, in the headline and rows tables.
+    text = "".join(f'<span class="note">{_esc(n)}</span>' for n in row.notes) if notes else ""
+    return f'<td class="txt"><b>{_esc(row.model)}</b>{text}</td>'
 
 
 def _rate_td(rate: dict[str, Any] | None) -> str:
