@@ -97,5 +97,5 @@ def test_task_page_shows_decision_questions_rule_and_anchors(client):
 
 def test_methodology_page_explains_score_intervals_and_playground(client):
     page = client.get("/methodology").text
-    assert "score = 100 × (m − m_default) / (m_oracle − m_default)" in page
+    assert "score = 100 × (m − m_default) / (m_oracle − m_chance)" in page
     assert "paired" in page and "export-rounds" in page

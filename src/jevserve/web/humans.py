@@ -29,7 +29,7 @@ NUM_RESAMPLES = 1000  # per page view; people's cells are a live view, not a com
 class HumanCell:
     """People's score on one task with its interval and how much play it rests on."""
 
-    score: float  # 0 = default rule, 100 = oracle; NaN when undefined (e.g. every answer had one truth)
+    score: float  # the bench scale: 0 = default rule; NaN when undefined (e.g. every answer had one truth)
     low: float
     high: float
     num_answers: int

@@ -31,7 +31,8 @@ def board_rows(board: Board, people: dict[str, HumanCell], sort: str | None) -> 
         rows.append({
             "model": PEOPLE_ROW, "kind": "people", "rank": None, "average": None, "categories": {},
             "tasks": dict(people), "link": False,
-            "notes": (f"covers {len(people)} of {len(board.ranking_tasks)} tasks: not ranked",),
+            "notes": (f"covers {len(people)} of {len(board.ranking_tasks)} tasks: not ranked",
+                      _rounds_note(people)),
         })
     if sort:
         def key(row: dict[str, Any]) -> float:
@@ -42,6 +43,13 @@ def board_rows(board: Board, people: dict[str, HumanCell], sort: str | None) -> 
             return _sort_value(row["tasks"].get(sort.split(":", 1)[-1]))
         rows.sort(key=key, reverse=True)
     return rows
+
+
+def _rounds_note(people: dict[str, HumanCell]) -> str:
+    # Every round asks each decision, so the most-played task's count is the number of rounds.
+    rounds = max(c.num_rounds for c in people.values())
+    answers = sum(c.num_answers for c in people.values())
+    return f"{rounds} round{'s' if rounds != 1 else ''} · {answers} answer{'s' if answers != 1 else ''}"
 
 
 def _people(context: Context) -> dict[str, HumanCell]:
