@@ -182,7 +182,7 @@ def test_live_demo_by_keyboard_shows_the_gateway_verdicts(page, site, shots):
     page.screenshot(path=shots / "web-live.png", full_page=True)
 
 
-@pytest.mark.parametrize("path", ["/", "/?category=guard", "/?category=agent", "/models/jev-minilm-2"])
+@pytest.mark.parametrize("path", ["/", "/?category=guard", "/?category=agent", "/models/tfidf-lr"])
 def test_no_table_is_wider_than_a_1440_px_page_and_the_plot_loads(chromium, site, path):
     context = chromium.new_context(viewport={"width": 1440, "height": 900})
     page = context.new_page()

@@ -56,10 +56,12 @@ class Skipped:
 
 
 def load_tasks(
-    tasks: Sequence[Task], data: Any, log: Callable[[str], None] = print, *, near_duplicates: bool = True
+    tasks: Sequence[Task], data: Any, log: Callable[[str], None] = print, *, near_duplicates: bool = True,
+    everyday: bool = True,
 ) -> tuple[list[LoadedTask], list[Skipped]]:
     """Load every task's items; a task whose data is missing is skipped with the command that fetches it. With
-    real data, test items that are near-duplicates of a text training may read are dropped (bench.leaks)."""
+    real data, test items that are near-duplicates of a text training may read are dropped (bench.leaks), and
+    (with `everyday`) each task gets the items it reads on everyday traffic."""
     loaded, skipped = [], []
     for task in tasks:
         try:
@@ -75,7 +77,7 @@ def load_tasks(
         for entry in loaded:
             test, dropped = without_near_duplicates(entry.test, index)
             filtered.append(LoadedTask(entry.task, entry.train, test, dropped))
-        loaded = with_everyday(filtered, data, log)
+        loaded = with_everyday(filtered, data, log) if everyday else filtered
     return loaded, skipped
 
 

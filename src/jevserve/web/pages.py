@@ -178,6 +178,6 @@ def _reliability(context: Context, name: str, document: dict[str, Any]) -> Any:
             context.memo[key] = None
         else:
             tasks = [TASKS[t] for t, r in document["tasks"].items() if t in TASKS and r.get("brier") is not None]
-            loaded, _ = load_tasks(tasks, context.data(), log=lambda _: None)
+            loaded, _ = load_tasks(tasks, context.data(), log=lambda _: None, everyday=False)
             context.memo[key] = reliability(context.settings.answers_dir, name, loaded)
     return context.memo[key]

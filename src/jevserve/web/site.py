@@ -130,7 +130,7 @@ def describe_task(name: str, data: Any, baseline: dict[str, Any] | None) -> Task
     from jevserve.bench.describe import task_rows
     from jevserve.bench.pipeline import load_tasks
 
-    loaded, skipped = load_tasks([TASKS[name]], data, log=lambda _: None)
+    loaded, skipped = load_tasks([TASKS[name]], data, log=lambda _: None, everyday=False)
     if not loaded:
         raise FileNotFoundError(skipped[0].message)
     rows = tuple((label, inline_markdown(value)) for label, value in task_rows(loaded[0], baseline))
