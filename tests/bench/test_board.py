@@ -7,7 +7,8 @@ import re
 
 from jevserve.bench.answers_cache import AnswersCache
 from jevserve.bench.board import build_board
-from jevserve.bench.board_html import render_html, render_markdown, write_board
+from jevserve.bench.board_html import render_html, write_board
+from jevserve.bench.board_markdown import render_markdown
 from jevserve.bench.pipeline import ask, load_tasks, score_baselines, score_model
 from jevserve.bench.results import write_result
 from tests.bench.builders import FakeClient, KeywordTask
@@ -33,7 +34,7 @@ def test_the_board_ranks_rows_on_paired_resamples(tmp_path):
     names = [r.model for r in board.rows]
     assert set(names[:2]) == {"fake-model", "tfidf-lr"}  # both reach the oracle on the toy task: tied first
     model = next(r for r in board.rows if r.model == "fake-model")
-    assert model.rank == {"rank": 1, "low": 1, "high": 1}
+    assert (model.rank["rank"], model.rank["low"], model.rank["high"], model.rank["first_share"]) == (1, 1, 1, 1.0)
     assert model.tasks["toy-keyword"].score == 100.0
     assert names[2] == "default-rules" and board.rows[2].rank["rank"] == 3
     assert board.ranking_tasks == ("toy-keyword",)
@@ -46,20 +47,55 @@ def test_rows_that_miss_ranking_tasks_are_shown_but_not_ranked(tmp_path):
     assert style.rank is None and style.probe and "never ranked" in style.notes[0]
 
 
-def test_the_html_page_is_self_contained_and_sortable(tmp_path):
+def test_the_html_page_is_self_contained_with_its_sections(tmp_path):
     page = render_html(build_board(make_results(tmp_path)))
-    assert "fake-model" in page and "<svg" in page and "data-col" in page and "jevserve bench run --baselines" in page
+    assert "fake-model" in page and "jevserve bench run --baselines" in page
+    for section in ('id="headline"', 'id="category-guard"', 'id="reference"', 'id="rows"'):
+        assert section in page, section
     assert not re.search(r"(src|href)=\"https?://", page)
 
 
 def test_the_markdown_table_lists_each_row_with_its_command(tmp_path):
     text = render_markdown(build_board(make_results(tmp_path)))
     assert "| 1 | fake-model | 100.0" in text
-    assert text.index("## Leak probes") < text.index("| – | source-majority")
+    assert text.index("## Leak probes") < text.index("| source-majority |")
     assert "- fake-model: `jevserve bench run --endpoint x`" in text
 
 
 def test_write_board_writes_both_files(tmp_path):
     written = write_board(make_results(tmp_path), tmp_path / "board", tmp_path / "board.md")
-    assert [p.name for p in written] == ["index.html", "board.md"]
+    assert [p.name for p in written] == ["index.html", "board.md", "board.json", "headline.png", "headline.svg",
+                                         "task-deltas.png", "task-deltas.svg"]
     assert all(p.stat().st_size > 0 for p in written)
+
+
+def test_a_snapshot_gives_back_the_same_page_and_is_used_only_for_its_own_results(tmp_path):
+    from jevserve.bench.board_snapshot import cached_board, read_snapshot, results_key, write_snapshot
+
+    results = make_results(tmp_path)
+    board = build_board(results)
+    key = results_key(results)
+    path = write_snapshot(board, key, tmp_path / "board.json")
+    again = read_snapshot(path, key)
+    assert render_html(again) == render_html(board) and render_markdown(again) == render_markdown(board)
+    assert read_snapshot(path, "another-key") is None
+    assert cached_board(results, [path], None) is not board  # read from the file, not recomputed
+    (results / "fake-model" / "2099-01-01.json").write_text((results / "fake-model").glob("*.json").__next__()
+                                                            .read_text())
+    assert results_key(results) != key
+
+
+def test_an_older_row_is_shown_only_where_its_items_are_current_and_says_so(tmp_path):
+    import json
+
+    results = make_results(tmp_path)
+    path = next((results / "fake-model").glob("*.json"))
+    document = json.loads(path.read_text())
+    document["bench_version"] = "0.3"
+    document["tasks"]["toy-keyword"]["items"]["ids"][0] = "an-item-of-another-data-version"
+    path.write_text(json.dumps(document))
+    board = build_board(results)
+    row = next(r for r in board.rows if r.model == "fake-model")
+    assert "toy-keyword" not in row.cells and row.rank is None
+    assert any("bench 0.3 results" in n for n in row.notes)
+    assert any("fake-model: task toy-keyword was scored on other test items" in w for w in board.warnings)

@@ -1,63 +1,91 @@
-"""The board's static page in a real headless Chromium: intervals are printed under every score, and a bar cut at
-the ±100 axis shows its mark."""
+"""The board's static page in a real headless Chromium at 1,440 px: no table is wider than the page, and the
+forest plots load."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from jevserve.bench.board import Board, Cell, Row
 from jevserve.bench.board_html import render_html
+from jevserve.bench.board_plots import write_plots
+from jevserve.bench.cells import TaskCell
+from jevserve.bench.compare import PairedDelta
+from jevserve.bench.task import CATEGORIES
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "board" / "index.html"
+TASKS = tuple(f"{c}-task-number-{k}" for c in CATEGORIES for k in range(3))  # 18 tasks with long names
 
 
-def _board_with_a_clipped_cell() -> Board:
-    def row(model: str, score: float, low: float, high: float) -> Row:
-        cell = Cell(score, low, high)
-        return Row(model=model, kind="model", date="2026-11-30", command=f"jevserve bench run --model {model}",
-                   wall_s=1.0, num_decisions=1, average=cell, categories={"guard": cell}, tasks={"t": cell},
-                   rank={"rank": 1, "low": 1, "high": 1}, average_all=cell)
-
-    return Board(rows=(row("wide", -251.2, -1036.7, -67.3), row("narrow", 12.5, 3.0, 20.0)), tasks=("t",),
-                 task_categories={"t": "guard"}, ranking_tasks=("t",), num_resamples=1000, ignored=(),
-                 reference={"t": {"metric": "balanced_accuracy", "default": 0.896, "oracle": 1.0}},
-                 headline_tasks=("t",))
+def _cell(task: str, score: float) -> TaskCell:
+    return TaskCell(task, score, score - 9.5, score + 8.25, score * 0.8, -12.3, 55.5, 0.123, -0.05, 0.2, 0.87,
+                    task.endswith("0"), 0, np.empty(0))
 
 
-def test_a_cell_beyond_the_axis_shows_its_clip_mark_and_its_printed_interval(chromium, tmp_path):
-    page_path = tmp_path / "index.html"
-    page_path.write_text(render_html(_board_with_a_clipped_cell()), encoding="utf-8")
-    page = chromium.new_page()
-    page.goto(page_path.as_uri())
-    wide = page.locator("#rows tr", has_text="wide")
-    assert wide.locator(".clip").first.is_visible()
-    assert wide.locator("polygon.clip-mark").count() >= 1
-    assert "[-1036.7, -67.3]" in wide.locator(".ci").first.inner_text()
-    narrow = page.locator("#rows tr", has_text="narrow")
-    assert narrow.locator(".clip").count() == 0 and narrow.locator(".ci").first.is_visible()
-    page.close()
+def _wide_board(num_rows: int = 16) -> Board:
+    """Many rows with long names and every section filled: the widest page the board can draw."""
+    rows = []
+    for k in range(num_rows):
+        name = f"a-long-model-name-number-{k:02d}-heldout"
+        cells = {t: _cell(t, 10.0 + k) for t in TASKS}
+        average = Cell(10.0 + k, 1.0 + k, 19.0 + k)
+        everyday = {t: {"n": 1708, "rate": 0.031, "interval": [0.02, 0.04],
+                        "at_1pct": {"recall": {"n": 400, "rate": 0.42, "interval": [0.37, 0.47]}}}
+                    for t in TASKS if t.startswith(("guard", "agent"))}
+        rows.append(Row(model=name, kind="model", date="2026-12-02", command=f"jevserve bench run --model {name} "
+                        "--endpoint http://a-very-long-host-name.example.com:8795 --tasks " + ",".join(TASKS),
+                        wall_s=1.0, num_decisions=1, average=average, categories={c: average for c in CATEGORIES},
+                        tasks={t: average for t in TASKS}, rank={"rank": k + 1, "low": k + 1, "high": k + 3},
+                        average_all=average, cells=cells, everyday=everyday,
+                        metadata={"parameters": "22M encoder + readout", "runs": "CPU, in process",
+                                  "latency": "9.97 ms p50", "licence": "Apache-2.0"},
+                        everyday_blocked={"n": 1708, "rate": 0.05, "interval": [0.04, 0.06]}))
+    pairs = tuple(PairedDelta(a.model, b.model, 1.5, -3.25, 6.5, 0.66) for a in rows for b in rows if a is not b)
+    deltas = {r.model: {t: PairedDelta(r.model, "tfidf-lr", 2.0, -5.0, 9.0, 0.7) for t in TASKS} for r in rows}
+    return Board(rows=tuple(rows), tasks=TASKS, task_categories={t: t.split("-")[0] for t in TASKS},
+                 ranking_tasks=TASKS, num_resamples=10_000, ignored=(),
+                 reference={t: {"metric": "balanced_accuracy", "default": 0.6, "oracle": 1.0, "chance": 0.5,
+                                "default_train_share": 0.2, "n_test": 1234} for t in TASKS},
+                 headline_tasks=TASKS[1:], near_oracle_tasks=tuple(t for t in TASKS if t.endswith("0")),
+                 pairs=pairs, task_deltas=deltas, comparison_row="tfidf-lr", mdd={t: 12.3 for t in TASKS},
+                 mdd_rows=(rows[0].model, rows[1].model))
 
 
-def test_the_committed_board_prints_every_interval_and_marks_every_clipped_bar(chromium):
+def _check_page(chromium, url: str) -> None:
+    context = chromium.new_context(viewport={"width": 1440, "height": 900})
+    page = context.new_page()
+    page.goto(url)
+    page_width = page.evaluate("document.documentElement.clientWidth")
+    widths = page.evaluate("Array.from(document.querySelectorAll('table')).map(t => [t.id, "
+                           "t.getBoundingClientRect().right, t.scrollWidth, t.clientWidth])")
+    assert widths, "no table on the page"
+    for table_id, right, scroll, client in widths:
+        assert right <= page_width + 0.5, f"table #{table_id} ends at {right:.0f} px, past the {page_width} px page"
+        assert scroll <= client + 1, f"table #{table_id} overflows its box ({scroll} > {client} px)"
+    assert page.evaluate("document.documentElement.scrollWidth") <= page_width + 1
+    loaded = page.evaluate("Array.from(document.images).map(i => [i.id, i.complete && i.naturalWidth > 0])")
+    assert loaded and all(ok for _, ok in loaded), f"a plot did not load: {loaded}"
+    context.close()
+
+
+def test_the_widest_board_fits_a_1440_px_page_and_its_plots_load(chromium, tmp_path):
+    board = _wide_board()
+    (tmp_path / "index.html").write_text(render_html(board), encoding="utf-8")
+    write_plots(board, tmp_path)
+    _check_page(chromium, (tmp_path / "index.html").as_uri())
+
+
+def test_the_committed_board_fits_a_1440_px_page_and_its_plots_load(chromium):
     if not PAGE.exists():
         pytest.skip(f"{PAGE} is not there; run `jevserve bench board`")
-    page = chromium.new_page()
-    page.goto(PAGE.as_uri())
-    cells = page.locator("#rows td[data-v] .v")
-    assert cells.count() > 0
-    intervals = page.locator("#rows td .ci")
-    assert intervals.count() == cells.count() and intervals.first.is_visible()
-    # Every cell whose interval leaves the ±100 axis carries a visible mark, and no other cell does.
-    for cell in page.locator("#rows td[title]").all():
-        low, high = (float(x) for x in cell.locator(".ci").inner_text().strip("[]").split(","))
-        score = float(cell.get_attribute("data-v"))
-        if any(abs(abs(v) - 100) <= 0.05 for v in (low, high, score)):
-            continue  # printed to 0.1: too close to the edge to tell from the text
-        beyond = min(low, score) < -100 or max(high, score) > 100
-        assert (cell.locator(".clip").count() == 1) == beyond, cell.get_attribute("title")
-        if beyond:
-            assert cell.locator(".clip").is_visible()
-    assert page.locator("#probes").count() == 1 and page.locator("#reference").is_visible()
-    page.close()
+    _check_page(chromium, PAGE.as_uri())
+
+
+def test_the_width_check_fails_on_a_table_wider_than_the_page(chromium, tmp_path):
+    cells = "<td style='white-space:nowrap'>a wide cell of text</td>" * 40
+    wide = f"<table id='too-wide'><tr>{cells}</tr></table>"
+    (tmp_path / "index.html").write_text(f"<html><body>{wide}</body></html>", encoding="utf-8")
+    with pytest.raises(AssertionError, match="too-wide"):
+        _check_page(chromium, (tmp_path / "index.html").as_uri())

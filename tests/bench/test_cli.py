@@ -27,3 +27,12 @@ def test_a_run_with_no_data_here_says_to_fetch_it(capsys, tmp_path):
 def test_board_without_results_says_to_run_first(capsys, tmp_path):
     assert main(["bench", "board", "--results", str(tmp_path / "none")]) == 1
     assert "run `jevserve bench run` first" in capsys.readouterr().err
+
+
+def test_metadata_must_be_key_value(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "run", "--baselines", "--metadata", "no-equals-sign"])
+    assert exit_info.value.code == 2
+    assert "expected KEY=VALUE" in capsys.readouterr().err

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-
 import pytest
 
 from jevserve.bench.everyday_export import (
@@ -15,9 +13,10 @@ from jevserve.bench.everyday_export import (
     read_calibration,
     read_handcheck,
 )
-from jevserve.bench.neardup import MIN_SHINGLES, THRESHOLD, shingles
 from jevserve.bench.sources import SourceMissingError, normalise_text
 from jevserve.bench.sources.everyday import everyday_set, user_texts
+from jevserve.bench.task import Item
+from tests.bench.leak_check import crossing_items
 
 
 @pytest.fixture(scope="module")
@@ -44,26 +43,18 @@ def test_the_calibration_file_is_what_the_train_side_writes_and_holds_no_test_te
 
 @pytest.mark.slow
 def test_no_everyday_test_text_is_a_train_text_or_near_one(everyday, bench_tasks):
-    """Exact shingle sets: no everyday test user text equals, or has ≥ 80% of its 5-word runs in, a train state of
-    any task or a user text of the everyday train side."""
+    """Exact texts and exact shingle sets: no everyday test user text equals, or is a near-duplicate (containment
+    ≥ 0.8 or Jaccard ≥ 0.5) of, a train state of any task or a user text of the everyday train side."""
     _, loaded = bench_tasks
     train_texts = list(dict.fromkeys([i.state for e in loaded for i in e.train]
                                      + [t for r in everyday.train for t in user_texts(r.body)]))
     exact = {_key(t) for t in train_texts}
-    postings: dict[str, list[int]] = defaultdict(list)
-    for k, text in enumerate(train_texts):
-        for run in set(shingles(text)):
-            postings[run].append(k)
-    crossing = []
-    for request in everyday.test:
-        for text in user_texts(request.body):
-            runs = set(shingles(text))
-            shared = Counter(k for run in runs for k in postings.get(run, ()))
-            near = len(runs) >= MIN_SHINGLES and shared and max(shared.values()) >= THRESHOLD * len(runs)
-            if _key(text) in exact or near:
-                crossing.append(request.request_id)
+    texts = [(r.request_id, Item(item_id=r.request_id, state=t, label=False, split="test", source="everyday"))
+             for r in everyday.test for t in user_texts(r.body)]
+    crossing = {rid for rid, i in texts if _key(i.state) in exact}
+    crossing |= {rid for rid, _ in crossing_items(train_texts, texts)}
     assert len(everyday.test) > 1000
-    assert not crossing, f"{len(crossing)} everyday test requests reach training, e.g. {crossing[:3]}"
+    assert not crossing, f"{len(crossing)} everyday test requests reach training, e.g. {sorted(crossing)[:3]}"
 
 
 @pytest.mark.slow

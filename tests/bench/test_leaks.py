@@ -6,6 +6,7 @@ import pytest
 
 from jevserve.bench import TASKS, BenchData, split_items, state_key
 from jevserve.bench.sources import SourceMissingError
+from tests.bench.leak_check import crossing_items
 
 
 @pytest.mark.slow
@@ -26,25 +27,9 @@ def test_no_state_is_on_both_sides_across_all_tasks():
 @pytest.mark.slow
 def test_no_test_state_is_a_near_duplicate_of_a_train_state_across_all_tasks(bench_tasks):
     """Exact shingle sets (no hashing, an inverted index): no test item has ≥ 80% of its 5-word runs in one train
-    state of any task, after the bench's near-duplicate filter."""
-    from collections import Counter, defaultdict
-
-    from jevserve.bench.neardup import MIN_SHINGLES, THRESHOLD, shingles
-
+    state of any task, or a Jaccard similarity ≥ 0.5 with one, after the bench's near-duplicate filter."""
     _, loaded = bench_tasks
-    postings: dict[str, list[int]] = defaultdict(list)
     train_states = list(dict.fromkeys(i.state for e in loaded for i in e.train))
-    for k, state in enumerate(train_states):
-        for s in set(shingles(state)):
-            postings[s].append(k)
-    crossing = []
-    for entry in loaded:
-        for item in entry.test:
-            runs = set(shingles(item.state))
-            if len(runs) < MIN_SHINGLES:
-                continue
-            shared = Counter(k for s in runs for k in postings.get(s, ()))
-            if shared and max(shared.values()) >= THRESHOLD * len(runs):
-                crossing.append((entry.task.name, item.item_id))
+    crossing = crossing_items(train_states, [(e.task.name, i) for e in loaded for i in e.test])
     assert not crossing, f"{len(crossing)} test items are near-duplicates of train states, e.g. {crossing[:3]}"
     assert sum(e.near_duplicates_dropped for e in loaded) > 0  # the filter had something to do on this data

@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 from sklearn.metrics import balanced_accuracy_score
 
-from jevserve.bench.metrics import BalancedAccuracy, KendallTau, RouteUtility, metric_by_name
+from jevserve.bench.metrics import Auroc, BalancedAccuracy, KendallTau, RouteUtility, metric_by_name
 
 
 def test_balanced_accuracy_on_weights_equals_sklearn_on_repeated_items():
@@ -60,3 +60,26 @@ def test_auroc_is_one_for_a_perfect_ranking_and_a_half_for_a_constant_one():
     weights = np.array([[1, 1, 0, 0], [2, 0, 1, 1]])  # a draw without positives is undefined
     values = Auroc().weighted(labels, np.array([0.1, 0.2, 0.8, 0.9]), weights)
     assert np.isnan(values[0]) and values[1] == 1.0
+
+
+def test_vectorised_kendall_tau_b_equals_scipy_on_the_repeated_items():
+    rng = np.random.default_rng(4)
+    truth = rng.integers(1, 60, 300).astype(float)  # ties in both
+    predicted = np.round(truth * rng.lognormal(0, 0.8, 300) / 10)
+    weights = rng.multinomial(300, np.full(300, 1 / 300), size=15)
+    ours = KendallTau().weighted(truth, predicted, weights)
+    scipys = [stats.kendalltau(np.repeat(predicted, w), np.repeat(truth, w)).statistic for w in weights]
+    assert np.allclose(ours, scipys, atol=1e-12)
+    assert KendallTau().weighted(truth, np.ones(300), weights[:2]).tolist() == [0.0, 0.0]
+
+
+def test_vectorised_auroc_equals_scikit_learn_with_sample_weights():
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(5)
+    labels = rng.random(200) < 0.3
+    scores = np.round(rng.random(200), 1)  # many ties
+    weights = rng.multinomial(200, np.full(200, 1 / 200), size=10)
+    ours = Auroc().weighted(labels, scores, weights)
+    assert np.allclose(ours, [roc_auc_score(labels, scores, sample_weight=w) for w in weights], atol=1e-12)
+    assert np.isnan(Auroc().weighted(np.ones(5, dtype=bool), np.arange(5.0), np.ones((1, 5)))[0])

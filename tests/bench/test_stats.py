@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jevserve.bench.metrics import Accuracy, BalancedAccuracy
+from jevserve.bench.metrics import Accuracy
 from jevserve.bench.stats import (
     automation_share,
     bootstrap_weights,
@@ -13,25 +13,7 @@ from jevserve.bench.stats import (
     confidence_cutoff,
     expected_calibration_error,
     interval,
-    mean_with_interval,
-    normalised,
-    paired_ranks,
-    resampled_scores,
 )
-
-
-def test_normalised_score_is_zero_for_the_default_and_hundred_for_the_oracle():
-    assert normalised(0.6, 0.6, 1.0) == pytest.approx(0.0)
-    assert normalised(1.0, 0.6, 1.0) == pytest.approx(100.0)
-    assert normalised(0.8, 0.6, 1.0) == pytest.approx(50.0)
-
-
-def test_normalised_score_goes_below_zero_when_worse_than_the_default():
-    assert normalised(0.5, 0.6, 1.0) == pytest.approx(-25.0)
-
-
-def test_normalised_score_is_undefined_when_the_oracle_is_no_better_than_the_default():
-    assert np.isnan(normalised(0.7, 1.0, 1.0))
 
 
 def test_singleton_cluster_weights_draw_as_many_items_as_there_are():
@@ -70,55 +52,6 @@ def test_cluster_bootstrap_of_duplicated_items_is_as_wide_as_for_the_distinct_it
     weights = bootstrap_weights(clusters, num_resamples=4000, seed=5)
     low, high = interval(Accuracy().weighted(twice_labels, twice_values, weights))
     assert (high - low) / 2 == pytest.approx(1.96 * np.sqrt(0.25 / n), rel=0.1)
-
-
-def test_resampled_scores_keep_the_default_at_zero_and_the_oracle_at_hundred():
-    labels = np.arange(100) % 3 == 0
-    default = np.zeros(100, dtype=bool)
-    weights = bootstrap_weights(list(range(100)), 300, seed=2)
-    metric = BalancedAccuracy()
-    assert np.allclose(resampled_scores(metric, labels, default, default, labels, weights), 0.0)
-    assert np.allclose(resampled_scores(metric, labels, labels, default, labels, weights), 100.0)
-
-
-def test_mean_with_interval_averages_tasks_resample_by_resample():
-    a, b = np.array([10.0, 20.0, 30.0]), np.array([30.0, 40.0, np.nan])
-    means, _ = mean_with_interval([a, b])
-    assert np.allclose(means, [20.0, 30.0, 30.0])
-
-
-def test_paired_ranks_put_a_model_that_is_never_worse_first_on_every_resample():
-    # B is right wherever A is, and on 10 more of 200 items: on any paired draw B's accuracy is >= A's.
-    n = 200
-    labels = np.ones(n, dtype=bool)
-    a = np.arange(n) < 120
-    b = np.arange(n) < 130
-    weights = bootstrap_weights(list(range(n)), 1000, seed=11)
-    metric = Accuracy()
-    resampled = {"a": metric.weighted(labels, a, weights), "b": metric.weighted(labels, b, weights)}
-    ranks = paired_ranks(resampled, {"a": metric(labels, a), "b": metric(labels, b)})
-    assert ranks["b"] == {"rank": 1, "low": 1, "high": 1}
-    assert ranks["a"]["rank"] == 2
-
-
-def test_unpaired_resamples_would_not_separate_the_same_two_models():
-    # The same two models scored on independent draws overlap: pairing is what makes the difference visible.
-    n = 200
-    labels = np.ones(n, dtype=bool)
-    a, b = np.arange(n) < 120, np.arange(n) < 130
-    metric = Accuracy()
-    resampled = {
-        "a": metric.weighted(labels, a, bootstrap_weights(list(range(n)), 1000, seed=1)),
-        "b": metric.weighted(labels, b, bootstrap_weights(list(range(n)), 1000, seed=2)),
-    }
-    ranks = paired_ranks(resampled, {"a": 0.60, "b": 0.65})
-    assert ranks["b"]["high"] == 2
-
-
-def test_identical_models_tie_for_first_place():
-    values = np.array([0.5, 0.6, 0.7])
-    ranks = paired_ranks({"a": values, "b": values.copy()}, {"a": 0.6, "b": 0.6})
-    assert ranks["a"] == ranks["b"] == {"rank": 1, "low": 1, "high": 1}
 
 
 def test_brier_of_a_constant_half_is_a_quarter():
@@ -161,25 +94,3 @@ def test_automation_keeps_the_confident_right_block_and_defers_the_coin_flips():
 
 def test_confidence_cutoff_is_none_when_even_the_most_confident_item_is_wrong():
     assert confidence_cutoff(np.array([0.99, 0.6]), np.array([False, True]), 0.5) is None
-
-
-def test_joint_draws_give_items_that_share_a_key_across_tasks_the_same_weight():
-    from jevserve.bench.stats import joint_bootstrap_weights
-
-    keys = {
-        "route": [("g:p1", "t:a"), ("g:p2", "t:b"), ("g:p3", "t:c")],
-        "verify": [("g:p1", "t:x"), ("g:p1", "t:y"), ("g:p9", "t:z")],
-        "guard": [("t:b",), ("t:q",)],  # shares a text with route's second item
-    }
-    weights = joint_bootstrap_weights(keys, 300, seed=7)
-    assert weights["route"].shape == (300, 3) and weights["guard"].shape == (300, 2)
-    assert np.array_equal(weights["route"][:, 0], weights["verify"][:, 0])
-    assert np.array_equal(weights["verify"][:, 0], weights["verify"][:, 1])
-    assert np.array_equal(weights["route"][:, 1], weights["guard"][:, 0])
-    assert not np.array_equal(weights["route"][:, 2], weights["verify"][:, 2])
-    # six clusters in all (p1, p2 with b, p3, p9, q): each draw picks as many clusters as there are
-    clusters = [weights["route"][:, 0], weights["route"][:, 1], weights["route"][:, 2], weights["verify"][:, 2],
-                weights["guard"][:, 1]]
-    assert np.all(sum(clusters) == 5)
-    again = joint_bootstrap_weights(keys, 300, seed=7)
-    assert all(np.array_equal(weights[t], again[t]) for t in keys)

@@ -124,6 +124,7 @@ def _scores(page, task: str) -> list[float]:
 def test_header_sorts_in_place_with_javascript_and_keyboard(page, site, shots):
     page.goto(f"{site}/")
     page.screenshot(path=shots / "web-board.png", full_page=True)
+    page.goto(f"{site}/?category=guard")
     url = page.url
     page.locator("#board thead a", has_text="guard-injection").focus()
     page.keyboard.press("Enter")
@@ -136,7 +137,7 @@ def test_header_sorts_in_place_with_javascript_and_keyboard(page, site, shots):
 def test_board_reads_and_sorts_without_javascript(chromium, site):
     context = chromium.new_context(java_script_enabled=False)
     page = context.new_page()
-    page.goto(f"{site}/")
+    page.goto(f"{site}/?category=cache")
     assert len(_row_names(page)) >= 3
     page.locator("#board thead a", has_text="cache-pairs").click()
     page.wait_for_url("**sort=task:cache-pairs**")
@@ -179,3 +180,18 @@ def test_live_demo_by_keyboard_shows_the_gateway_verdicts(page, site, shots):
     guard = page.locator("#verdicts tbody tr", has_text="guard").inner_text()
     assert "block" in guard and "0.910" in guard
     page.screenshot(path=shots / "web-live.png", full_page=True)
+
+
+@pytest.mark.parametrize("path", ["/", "/?category=guard", "/?category=agent", "/models/tfidf-lr"])
+def test_no_table_is_wider_than_a_1440_px_page_and_the_plot_loads(chromium, site, path):
+    context = chromium.new_context(viewport={"width": 1440, "height": 900})
+    page = context.new_page()
+    page.goto(f"{site}{path}", timeout=120_000)
+    width = page.evaluate("document.documentElement.clientWidth")
+    for table_id, right in page.evaluate(
+            "Array.from(document.querySelectorAll('table')).map(t => [t.id, t.getBoundingClientRect().right])"):
+        assert right <= width + 0.5, f"{path}: table #{table_id} ends at {right:.0f} px, past the {width} px page"
+    if path == "/":
+        page.wait_for_function("document.getElementById('headline-plot').complete")
+        assert page.evaluate("document.getElementById('headline-plot').naturalWidth") > 0
+    context.close()

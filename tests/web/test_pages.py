@@ -25,12 +25,21 @@ def _body_rows(html: str) -> list[str]:
     return re.findall(r'<th scope="row" class="txt" data-v="([^"]+)"', html)
 
 
-def test_board_lists_every_results_row_and_every_task(client, documents):
+def test_board_lists_every_results_row_and_links_every_task(client, documents):
     page = client.get("/")
     assert page.status_code == 200
     assert sorted(_body_rows(page.text)) == sorted(d["model"] for d in documents)
     for task in {t for d in documents for t in d["tasks"]}:
-        assert f"?sort=task:{task}" in page.text
+        assert f'href="/tasks/{task}"' in page.text
+    assert "?sort=task:" not in page.text  # task columns appear within a category only
+
+
+def test_the_board_serves_its_forest_plot(client):
+    assert 'src="/plots/headline.png"' in client.get("/").text
+    image = client.get("/plots/headline.png")
+    assert image.status_code == 200 and image.headers["content-type"] == "image/png"
+    assert image.content[:8] == b"\x89PNG\r\n\x1a\n"
+    assert client.get("/plots/nope.png").status_code == 404
 
 
 def test_board_shows_rank_intervals_and_average_intervals(client):
@@ -51,9 +60,10 @@ def test_kind_filter_keeps_only_that_kind_of_row(client, documents):
     assert sorted(rows) == sorted(d["model"] for d in documents if d.get("row_kind") == "baseline")
 
 
-def test_server_side_sort_orders_rows_by_the_column_descending(client, documents):
-    rows = _body_rows(client.get("/?sort=task:guard-injection").text)
-    scores = {d["model"]: d["tasks"]["guard-injection"]["score"] for d in documents if "guard-injection" in d["tasks"]}
+def test_server_side_sort_orders_rows_by_the_column_descending(client):
+    rows = _body_rows(client.get("/?sort=task:guard-injection&category=guard").text)
+    board = client.app.state.context.site.board()
+    scores = {r.model: r.tasks["guard-injection"].score for r in board.rows if "guard-injection" in r.tasks}
     ranked = [r for r in rows if r in scores]
     assert ranked == sorted(scores, key=lambda m: -scores[m])
 
@@ -79,7 +89,7 @@ def test_task_page_shows_decision_questions_rule_and_anchors(client):
     if page.status_code == 404:
         pytest.skip(f"cache-pairs data is not on this machine: {page.text[:200]}")
     text = page.text
-    for label in ("decision", "data", "split", "rule (model)", "default (score 0)", "oracle (score 100)", "metric"):
+    for label in ("decision", "data", "split", "rule (model)", "default (score 0)", "oracle", "metric"):
         assert f"<dt>{label}</dt>" in text
     assert "Does the answer to the cached question also correctly answer the new question?" in text
     assert re.search(r"train [\d,]+ / test [\d,]+", text)
@@ -87,5 +97,5 @@ def test_task_page_shows_decision_questions_rule_and_anchors(client):
 
 def test_methodology_page_explains_score_intervals_and_playground(client):
     page = client.get("/methodology").text
-    assert "score = 100 × (m − m_default) / (m_oracle − m_default)" in page
+    assert "score = 100 × (m − m_default) / (m_oracle − m_chance)" in page
     assert "paired" in page and "export-rounds" in page

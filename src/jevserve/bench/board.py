@@ -1,11 +1,13 @@
-"""The leaderboard's numbers: per row, task and category scores with intervals, the average, and paired ranks.
+"""The leaderboard's numbers: per row, task and category scores with intervals, averages, paired differences,
+minimum detectable differences and ranks, all from ONE set of draws (bench.paired).
 
-Rows are the newest results file of each folder under `results/`. Ranks use paired resamples: on every bootstrap
-draw each row is scored on the same test items (one joint draw over all tasks, items sharing a group or a text
-drawn together), each row's headline average is taken, and rows are ranked; a row's rank interval is the
-2.5th–97.5th percentile of its ranks. The headline average covers the default-rules row's headline tasks (every
-task but schedule-return, which is reported beside it); a second average covers every task. Leak probes
-(source-style, source-majority) and rows that lack some ranking tasks are shown but not ranked.
+Rows are the newest results file of each folder under `results/`. The default-rules row is the reference: its
+test items and their clusters define the draws, its fixed reference points the scale, and its train-side default
+shares which tasks are near-oracle (reported apart, by raw difference and P(beats the rule)). Every other row is
+scored from its stored test predictions on the same draws, so cells, averages, Δs and ranks agree. A row whose
+items for a task differ from the reference's (an older data version) has no cell there, and the board warns.
+The headline average covers the reference's headline tasks that are not near-oracle; a second average covers every
+task that is not near-oracle. Leak probes and rows that lack some headline tasks are shown but not ranked.
 """
 
 from __future__ import annotations
@@ -17,14 +19,24 @@ from typing import Any
 
 import numpy as np
 
+from jevserve.bench.cells import Average, TaskCell, average, row_cells
+from jevserve.bench.compare import (
+    PairedDelta,
+    draw_ranks,
+    interval_ranks,
+    minimum_detectable_difference,
+    paired_delta,
+)
+from jevserve.bench.everyday import union_rate
+from jevserve.bench.paired import StoredTask, near_oracle, resample
 from jevserve.bench.results import latest_results
-from jevserve.bench.scoring import joint_rescore
-from jevserve.bench.stats import mean_with_interval, paired_ranks
+from jevserve.bench.stats import BOOTSTRAP_SEED
 from jevserve.bench.task import CATEGORIES
 
 REFERENCE_ROW = "default-rules"
 # Leak probes: rows that know where an item came from, not what it says; shown in their own table, never ranked.
 PROBE_ROWS = ("source-style", "source-majority")
+COMPARISON_ROW = "tfidf-lr"  # the learned baseline every model row's per-task Δ is drawn against
 
 
 @dataclass(frozen=True)
@@ -49,10 +61,15 @@ class Row:
     average: Cell
     categories: dict[str, Cell]
     tasks: dict[str, Cell]
-    rank: dict[str, int] | None = None  # {"rank", "low", "high"}; None when not ranked
+    rank: dict[str, Any] | None = None  # {"rank" (LMArena), "low", "high" (over draws), "first_share"}; None: unranked
     notes: tuple[str, ...] = field(default_factory=tuple)
     average_all: Cell | None = None  # over every task the row has, schedule-return included
     split_salt: str | None = None  # the split salt of the row's results (None: older files, the bench's salt)
+    cells: dict[str, TaskCell] = field(default_factory=dict)  # every task the row has, near-oracle ones included
+    metadata: dict[str, Any] = field(default_factory=dict)  # parameters, where it runs, latency, licence
+    everyday: dict[str, dict[str, Any]] = field(default_factory=dict)  # task → everyday false actions (bench.everyday)
+    # the share of everyday requests that any of the row's guard decisions acts on (bench.everyday.union_rate)
+    everyday_blocked: dict[str, Any] | None = None
 
     @property
     def probe(self) -> bool:
@@ -74,6 +91,12 @@ class Board:
     # per task, from the default-rules row: {"metric", "default", "oracle"} raw metric values on the test side
     reference: dict[str, dict[str, Any]] = field(default_factory=dict)
     headline_tasks: tuple[str, ...] = ()  # the ranking tasks that enter the headline average
+    near_oracle_tasks: tuple[str, ...] = ()  # reported apart: the default closes ≥ 2/3 of the range on train
+    pairs: tuple[PairedDelta, ...] = ()  # headline Δ for every ordered pair of ranked rows
+    task_deltas: dict[str, dict[str, PairedDelta]] = field(default_factory=dict)  # row → task → Δ vs comparison
+    comparison_row: str | None = None  # the row task_deltas are taken against
+    mdd: dict[str, float] = field(default_factory=dict)  # task (and "headline") → MDD of the top two rows
+    mdd_rows: tuple[str, ...] = ()  # the two rows the MDDs are for
 
 
 def _cell(score: float | None, low: float | None, high: float | None) -> Cell:
@@ -81,31 +104,8 @@ def _cell(score: float | None, low: float | None, high: float | None) -> Cell:
     return Cell(*as_float)
 
 
-def _resampled(document: dict[str, Any], num_resamples: int) -> dict[str, np.ndarray]:
-    return joint_rescore(document["tasks"], num_resamples=num_resamples)
-
-
-def _headline(document: dict[str, Any] | None, tasks: Sequence[str]) -> list[str]:
-    # The reference row's file names its headline tasks; older files (or none) count every task.
-    listed = (document or {}).get("average", {}).get("tasks")
-    return [n for n in tasks if n in listed] if listed else list(tasks)
-
-
-def _reference(document: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
-    if document is None:
-        return {}
-    return {
-        name: {"metric": r["metric"], "default": r["metrics"]["default"]["value"],
-               "oracle": r["metrics"]["oracle"]["value"]}
-        for name, r in document["tasks"].items()
-    }
-
-
-def _mean_cell(point: Sequence[float], resampled: Sequence[np.ndarray]) -> tuple[Cell, np.ndarray]:
-    if not point:
-        return Cell(float("nan"), float("nan"), float("nan")), np.array([np.nan])
-    means, (low, high) = mean_with_interval(resampled)
-    return Cell(float(np.nanmean(point)), low, high), means
+def _as_cell(value: TaskCell | Average) -> Cell:
+    return Cell(value.score, value.low, value.high)
 
 
 def _task_order(documents: Sequence[dict[str, Any]]) -> list[str]:
@@ -115,73 +115,164 @@ def _task_order(documents: Sequence[dict[str, Any]]) -> list[str]:
     return [n for n in TASKS if n in seen] + sorted(seen - set(TASKS))
 
 
-def build_board(results_dir: Path) -> Board:
-    """Read the newest results of every row and compute the board."""
+def _notes(document: dict[str, Any], probe: bool, covered: int, needed: int, ranked: bool) -> list[str]:
+    notes = []
+    if probe:
+        notes.append("leak probe: knows the source, not the decision; never ranked")
+    elif not ranked:
+        notes.append(f"covers {covered} of {needed} headline tasks on the current items: not ranked")
+    if document.get("rebased_from"):
+        rerun = document.get("rerun_tasks") or []
+        notes.append(f"bench {document.get('bench_version')}: stored test actions rescored on the current items "
+                     "and zero-points, not rerun" + (f" (rerun: {', '.join(rerun)})" if rerun else ""))
+    elif document.get("bench_version") not in (None, "0.4"):
+        notes.append(f"bench {document.get('bench_version')} results, rescored where their items are current")
+    if document.get("skipped"):
+        notes.append("skipped: " + ", ".join(s["task"] for s in document["skipped"]))
+    return notes
+
+
+def _row_values(document: dict[str, Any], stored: dict[str, StoredTask], warnings: list[str]) -> dict[str, Any]:
+    values = {}
+    for name, result in document["tasks"].items():
+        if name in stored and tuple(result["items"]["ids"]) == stored[name].ids:
+            values[name] = np.asarray(result["items"]["values"])
+        elif name in stored:
+            warnings.append(f"{document['model']}: task {name} was scored on other test items than the reference "
+                            "row (another data version); its cell is left out")
+    return values
+
+
+def build_board(results_dir: Path, num_resamples: int | None = None, seed: int = BOOTSTRAP_SEED) -> Board:
+    """Read the newest results of every row and compute the board on one set of draws (`num_resamples`: the
+    reference row's count, unless given)."""
     latest = latest_results(results_dir)
     documents = list(latest.documents)
     if not documents:
         raise FileNotFoundError(f"no bench results under {results_dir}; run `jevserve bench run` first")
-    num_resamples = min(int(d.get("num_resamples", 1000)) for d in documents)
+    reference = next((d for d in documents if d["model"] == REFERENCE_ROW), documents[0])
+    # Every row is rescored from its stored items on the reference row's draws, so its count decides.
+    num_resamples = num_resamples or int(reference.get("num_resamples", 1000))
     tasks = _task_order(documents)
     categories = {n: next(d["tasks"][n]["category"] for d in documents if n in d["tasks"]) for n in tasks}
-    reference = next((d for d in documents if d["model"] == REFERENCE_ROW), None)
-    ranking_tasks = [n for n in tasks if reference is None or n in reference["tasks"]]
-    headline = _headline(reference, ranking_tasks)
+    stored = {n: StoredTask.from_result(n, r) for n, r in reference["tasks"].items()}
+    near = {n: near_oracle(r.get("default_train_share")) for n, r in reference["tasks"].items()}
+    listed = reference.get("average", {}).get("tasks")
+    ranking_tasks = [n for n in tasks if n in stored]
+    headline = [n for n in ranking_tasks if (not listed or n in listed) and not near[n]]
+    every = [n for n in ranking_tasks if not near[n]]
+    warnings: list[str] = []
+    values = {d["model"]: _row_values(d, stored, warnings) for d in documents}
+    resampled = resample(stored, values, num_resamples, seed)
 
-    rows, averages = [], {}
+    guard_decisions = _distinct_decisions([n for n in tasks if categories.get(n) == "guard"])
+    rows, headline_of = [], {}
     for document in documents:
-        resampled = _resampled(document, num_resamples)
-        task_cells = {n: _cell(r["score"], *r["score_interval"]) for n, r in document["tasks"].items()}
+        model = document["model"]
+        cells = row_cells(stored, model, values[model], resampled, near)
+        head, everything = average(cells, headline), average(cells, every)
         category_cells = {}
         for category in CATEGORIES:
-            names = [n for n in document["tasks"] if categories[n] == category]
+            names = [n for n in every if categories.get(n) == category and n in cells]
             if names:
-                category_cells[category], _ = _mean_cell([task_cells[n].score for n in names],
-                                                         [resampled[n] for n in names])
-        names = list(document["tasks"])
-        average_all, _ = _mean_cell([task_cells[n].score for n in names], [resampled[n] for n in names])
-        in_headline = [n for n in names if n in headline]
-        average, _ = _mean_cell([task_cells[n].score for n in in_headline], [resampled[n] for n in in_headline])
-        notes = []
-        probe = document.get("row_kind") == "probe" or document["model"] in PROBE_ROWS
-        if probe:
-            notes.append("leak probe: knows the source, not the decision; never ranked")
-        elif all(n in document["tasks"] for n in ranking_tasks):
-            _, averages[document["model"]] = _mean_cell(
-                [task_cells[n].score for n in headline], [resampled[n] for n in headline]
-            )
-        else:
-            notes.append(f"covers {len(names)} of {len(ranking_tasks)} tasks: not ranked")
-        if document.get("rebased_from"):
-            rerun = document.get("rerun_tasks") or []
-            notes.append(f"bench {document.get('bench_version')}: stored test actions rescored on the current items "
-                         "and zero-points, not rerun" + (f" (rerun: {', '.join(rerun)})" if rerun else ""))
-        elif document.get("bench_version") is None:
-            notes.append("bench 0.2 results (before zero-points and near-duplicate checks changed): not comparable")
-        if document.get("skipped"):
-            notes.append("skipped: " + ", ".join(s["task"] for s in document["skipped"]))
+                category_cells[category] = _as_cell(average(cells, names))
+        probe = document.get("row_kind") == "probe" or model in PROBE_ROWS
+        ranked = not probe and all(n in cells for n in headline)
+        if ranked:
+            headline_of[model] = head
+        complete = all(n in cells for n in headline)  # an average over some of the tasks is not the headline
+        if not complete:
+            head, everything = _missing(), _missing()
         rows.append(Row(
-            model=document["model"], kind=document.get("row_kind", "model"), date=document["date"],
-            command=document["command"], wall_s=document.get("wall_s"), num_decisions=document.get("num_decisions"),
-            average=average, categories=category_cells, tasks=task_cells, notes=tuple(notes),
-            average_all=average_all, split_salt=document.get("split_salt"),
+            model=model, kind=document.get("row_kind", "model"), date=document["date"], command=document["command"],
+            wall_s=document.get("wall_s"), num_decisions=document.get("num_decisions"), average=_as_cell(head),
+            categories=category_cells, tasks={n: _as_cell(c) for n, c in cells.items()},
+            notes=tuple(_notes(document, probe, sum(n in cells for n in headline), len(headline), ranked)),
+            average_all=_as_cell(everything), split_salt=document.get("split_salt"), cells=cells,
+            metadata=dict(document.get("metadata") or {}),
+            everyday={n: _lean(r["everyday"]) for n, r in document["tasks"].items()
+                      if r.get("everyday") and n in cells},
+            everyday_blocked=union_rate([document["tasks"][n]["everyday"] for n in guard_decisions
+                                         if document["tasks"].get(n, {}).get("everyday") and n in cells]),
         ))
-    warnings = [
-        f"task {n}: rows were scored on different test items (different data versions?), so its resamples are not "
-        "paired across rows"
-        for n in tasks
-        if len({tuple(d["tasks"][n]["items"]["ids"]) for d in documents if n in d["tasks"]}) > 1
-    ]
-    ranks = _ranks(rows, averages, headline) if averages else {}
+    ranks = _ranks(headline_of)
     rows = [Row(**{**r.__dict__, "rank": ranks.get(r.model)}) for r in rows]
     rows.sort(key=lambda r: (r.probe, r.rank is None, r.rank["rank"] if r.rank else 0,
                              -np.nan_to_num(r.average.score, nan=-1e9)))
-    return Board(tuple(rows), tuple(tasks), categories, tuple(ranking_tasks), num_resamples, latest.ignored,
-                 tuple(warnings), _reference(reference), tuple(headline))
+    ranked_rows = [r for r in rows if r.model in headline_of]
+    comparison = COMPARISON_ROW if any(r.model == COMPARISON_ROW for r in rows) else REFERENCE_ROW
+    return Board(
+        rows=tuple(rows), tasks=tuple(tasks), task_categories=categories, ranking_tasks=tuple(ranking_tasks),
+        num_resamples=num_resamples, ignored=latest.ignored, warnings=tuple(warnings),
+        reference=_reference(reference), headline_tasks=tuple(headline),
+        near_oracle_tasks=tuple(n for n in ranking_tasks if near[n]),
+        pairs=tuple(paired_delta(a.model, b.model, headline_of[a.model].score, headline_of[b.model].score,
+                                 headline_of[a.model].draws, headline_of[b.model].draws)
+                    for a in ranked_rows for b in ranked_rows if a.model != b.model),
+        task_deltas=_task_deltas(rows, comparison), comparison_row=comparison,
+        **_mdd(ranked_rows, headline_of),
+    )
 
 
-def _ranks(rows: Sequence[Row], averages: dict[str, np.ndarray], ranking_tasks: Sequence[str]) -> dict[str, Any]:
-    point = {
-        r.model: float(np.nanmean([r.tasks[n].score for n in ranking_tasks])) for r in rows if r.model in averages
+def _missing() -> Average:
+    return Average(float("nan"), float("nan"), float("nan"), (), np.array([np.nan]))
+
+
+def _distinct_decisions(names: Sequence[str]) -> list[str]:
+    # Tasks that ask the same question at two thresholds (guard-harmful, guard-overrefusal) are one gateway decision:
+    # the union of everyday false actions counts the first of them only.
+    from jevserve.bench.tasks import TASKS
+
+    seen, out = [], []
+    for name in names:
+        task = TASKS.get(name)
+        question = task.questions[task.primary] if task else name
+        if question not in seen:
+            seen.append(question)
+            out.append(name)
+    return out
+
+
+def _lean(everyday: dict[str, Any]) -> dict[str, Any]:
+    # The per-request list is only needed for the union; the board keeps the rates.
+    return {k: v for k, v in everyday.items() if k != "acted_requests"}
+
+
+def _reference(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        name: {"metric": r["metric"], "default": r["metrics"]["default"]["value"],
+               "oracle": r["metrics"]["oracle"]["value"], "chance": r.get("chance"),
+               "default_train_share": r.get("default_train_share"), "n_test": r.get("n_test")}
+        for name, r in document["tasks"].items()
     }
-    return paired_ranks(averages, point)
+
+
+def _ranks(headline_of: dict[str, Average]) -> dict[str, dict[str, Any]]:
+    if not headline_of:
+        return {}
+    by_interval = interval_ranks({m: (a.low, a.high) for m, a in headline_of.items()})
+    by_draw = draw_ranks({m: a.draws for m, a in headline_of.items()}, {m: a.score for m, a in headline_of.items()})
+    return {m: {"rank": by_interval[m], "low": by_draw[m].low, "high": by_draw[m].high,
+                "point": by_draw[m].rank, "first_share": by_draw[m].first_share} for m in headline_of}
+
+
+def _task_deltas(rows: Sequence[Row], comparison: str) -> dict[str, dict[str, PairedDelta]]:
+    base = next((r for r in rows if r.model == comparison), None)
+    if base is None:
+        return {}
+    return {
+        r.model: {n: paired_delta(r.model, comparison, c.score, base.cells[n].score, c.draws, base.cells[n].draws)
+                  for n, c in r.cells.items() if n in base.cells}
+        for r in rows if not r.probe and r.model != comparison
+    }
+
+
+def _mdd(ranked: Sequence[Row], headline_of: dict[str, Average]) -> dict[str, Any]:
+    # The two best rows other than the reference: the comparison the board most needs to resolve.
+    top = [r for r in ranked if r.model != REFERENCE_ROW][:2]
+    if len(top) < 2:
+        return {"mdd": {}, "mdd_rows": ()}
+    a, b = top
+    mdd = {n: minimum_detectable_difference(a.cells[n].draws, b.cells[n].draws) for n in a.cells if n in b.cells}
+    mdd["headline"] = minimum_detectable_difference(headline_of[a.model].draws, headline_of[b.model].draws)
+    return {"mdd": mdd, "mdd_rows": (a.model, b.model)}

@@ -1,252 +1,278 @@
-"""Render a Board as one self-contained HTML page (inline CSS, SVG interval bars, a small sorting script) and as a
-markdown table. Nothing is fetched when the page is opened."""
+"""Render a Board as one self-contained HTML page that fits a 1,440-px screen: a headline table (with a column
+picker), one narrow table per category, the near-oracle tasks apart, everyday false actions, paired differences,
+each task's reference points and MDD, leak probes, and the forest plots written beside the page. Nothing is fetched
+when the page is opened."""
 
 from __future__ import annotations
 
 import html
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from jevserve.bench.board import Board, Cell, Row, build_board
+from jevserve.bench.board import Board, Cell, Row
+from jevserve.bench.board_markdown import fmt, pct, rank_text
+from jevserve.bench.cells import TaskCell
 from jevserve.bench.task import CATEGORIES
 
-AXIS_LOW, AXIS_HIGH = -100.0, 100.0  # the bars' scale; values beyond are drawn at the edge with an arrow mark
-BAR_WIDTH, BAR_HEIGHT = 96, 14
-CLIP_TOLERANCE = 1e-6  # an oracle-level score of 100.00000000000001 (float noise) is not cut
-
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5rem;color:#1b1f24}
-h1{font-size:1.4rem;margin:0 0 .3rem}p.lead{margin:.2rem 0 1rem;max-width:70rem;color:#444}
-table{border-collapse:collapse;font-size:.8rem}th,td{padding:.25rem .4rem;border-bottom:1px solid #e3e6ea;
-vertical-align:middle;text-align:right;white-space:nowrap}th{background:#f6f8fa;position:sticky;top:0;cursor:pointer;
-user-select:none}th.txt,td.txt{text-align:left}tr.baseline td{color:#555;background:#fbfbfb}
-td .v{display:block;font-variant-numeric:tabular-nums}td.na{color:#aaa;text-align:center}
-th.cat{background:#eef3f8}.note{color:#8a6d00;font-size:.75rem}code{font-size:.75rem}
-details summary{cursor:pointer;color:#0550ae}.legend{font-size:.8rem;color:#444;max-width:70rem}
-td .ci{display:block;font-size:.68rem;color:#57606a;font-variant-numeric:tabular-nums}
-.clip{color:#cf222e;font-weight:bold}
-td.txt .note{white-space:normal;min-width:16rem;max-width:20rem}
-h2{font-size:1.1rem;margin:1.4rem 0 .4rem}tr.probe td{color:#6e5600}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.2rem;color:#1b1f24;max-width:88rem}
+h1{font-size:1.4rem;margin:0 0 .3rem}h2{font-size:1.1rem;margin:1.5rem 0 .4rem}p{max-width:72rem}
+table{border-collapse:collapse;font-size:.8rem;max-width:100%;margin:.3rem 0}
+th,td{padding:.25rem .45rem;border-bottom:1px solid #e3e6ea;text-align:right;vertical-align:top}
+th{background:#f6f8fa;font-weight:600}.txt{text-align:left}td.na{color:#aaa;text-align:center}
+.ci{display:block;font-size:.7rem;color:#57606a;font-variant-numeric:tabular-nums;white-space:nowrap}
+.v{font-variant-numeric:tabular-nums;font-weight:600;white-space:nowrap}.sub{display:block;font-size:.7rem;color:#57606a}
+.note{display:block;color:#8a6d00;font-size:.72rem;font-weight:400;max-width:22rem}
+tr.baseline td{background:#fbfbfb}tr.peer td{background:#f7f3ff}.picker{font-size:.8rem;margin:.3rem 0}
+.picker label{margin-right:.8rem}.legend{font-size:.8rem;color:#444}code{font-size:.75rem;word-break:break-all}
+.hide-cat .cat,.hide-all .all{display:none}img.plot{max-width:100%;height:auto;border:1px solid #eee}
+.pos{color:#1a7f37}.neg{color:#cf222e}ul.cmd li{margin:.2rem 0}
 """
 
 _SCRIPT = """
-document.querySelectorAll('th[data-col]').forEach(function(th){th.addEventListener('click',function(){
-var t=th.closest('table'),b=t.tBodies[0],c=+th.dataset.col,asc=th.dataset.asc!=='1';
-var rows=Array.from(b.rows);rows.sort(function(x,y){
-var a=x.cells[c].dataset.v,z=y.cells[c].dataset.v,na=parseFloat(a),nz=parseFloat(z);
-if(!isNaN(na)&&!isNaN(nz))return asc?na-nz:nz-na;if(isNaN(na)&&!isNaN(nz))return 1;if(!isNaN(na)&&isNaN(nz))return -1;
-return asc?String(a).localeCompare(z):String(z).localeCompare(a);});
-rows.forEach(function(r){b.appendChild(r);});t.querySelectorAll('th').forEach(function(h){h.dataset.asc='';});
-th.dataset.asc=asc?'1':'0';});});
+document.querySelectorAll('.picker input').forEach(function(box){box.addEventListener('change',function(){
+document.getElementById(box.dataset.table).classList.toggle(box.dataset.hide,!box.checked);});});
 """
 
 
-def _x(value: float) -> float:
-    clamped = min(max(value, AXIS_LOW), AXIS_HIGH)
-    return 2 + (clamped - AXIS_LOW) / (AXIS_HIGH - AXIS_LOW) * (BAR_WIDTH - 4)
+def _esc(value: Any) -> str:
+    return html.escape(str(value))
 
 
-def _bar(cell: Cell) -> str:
-    """An SVG with the zero line, the interval as a bar and the point as a dot."""
-    zero, hundred = _x(0.0), _x(100.0)
-    parts = [
-        f'<svg width="{BAR_WIDTH}" height="{BAR_HEIGHT}" role="img" aria-label="{_fmt(cell)}">',
-        f'<line x1="{zero:.1f}" y1="1" x2="{zero:.1f}" y2="{BAR_HEIGHT - 1}" stroke="#999" stroke-width="1"/>',
-        f'<line x1="{hundred:.1f}" y1="1" x2="{hundred:.1f}" y2="{BAR_HEIGHT - 1}" stroke="#2da44e" '
-        'stroke-width="1" stroke-dasharray="2,2"/>',
-    ]
-    if math.isfinite(cell.low) and math.isfinite(cell.high):
-        parts.append(
-            f'<rect x="{_x(cell.low):.1f}" y="4" width="{max(_x(cell.high) - _x(cell.low), 1):.1f}" height="6" '
-            'fill="#9ecbff" rx="2"/>'
-        )
-    if math.isfinite(cell.score):
-        colour = "#0969da" if cell.score >= 0 else "#cf222e"
-        parts.append(f'<circle cx="{_x(cell.score):.1f}" cy="7" r="3" fill="{colour}"/>')
-    # A value beyond the axis is drawn at the edge; a red arrow at that edge says the bar is cut there.
-    low_edge, high_edge = _x(AXIS_LOW), _x(AXIS_HIGH)
-    if min(cell.low, cell.score) < AXIS_LOW - CLIP_TOLERANCE:
-        parts.append(f'<polygon class="clip-mark" points="{low_edge - 2:.1f},7 {low_edge + 4:.1f},1 '
-                     f'{low_edge + 4:.1f},13" fill="#cf222e"/>')
-    if max(cell.high, cell.score) > AXIS_HIGH + CLIP_TOLERANCE:
-        parts.append(f'<polygon class="clip-mark" points="{high_edge + 2:.1f},7 {high_edge - 4:.1f},1 '
-                     f'{high_edge - 4:.1f},13" fill="#cf222e"/>')
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def _clipped(cell: Cell) -> bool:
-    values = [v for v in (cell.low, cell.score, cell.high) if math.isfinite(v)]
-    return bool(values) and (min(values) < AXIS_LOW - CLIP_TOLERANCE or max(values) > AXIS_HIGH + CLIP_TOLERANCE)
-
-
-def _fmt(cell: Cell) -> str:
-    if not math.isfinite(cell.score):
-        return "–"
-    if math.isfinite(cell.low):
-        return f"{cell.score:.1f} [{cell.low:.1f}, {cell.high:.1f}]"
-    return f"{cell.score:.1f}"
-
-
-def _score_td(cell: Cell | None) -> str:
+def _score_td(cell: Cell | TaskCell | None, extra: str = "", css: str = "") -> str:
     if cell is None or not math.isfinite(cell.score):
-        return '<td class="na" data-v="">–</td>'
-    clip = '<span class="clip" title="beyond the ±100 axis: the bar is cut at the edge">✂</span> ' if _clipped(
-        cell) else ""
-    value = f'<span class="v">{clip}{cell.score:.1f}</span>'
+        return f'<td class="na {css}">–</td>'
     ci = f'<span class="ci">[{cell.low:.1f}, {cell.high:.1f}]</span>' if math.isfinite(cell.low) else ""
-    return f'<td data-v="{cell.score:.4f}" title="{_fmt(cell)}">{value}{ci}{_bar(cell)}</td>'
+    return f'<td class="{css}"><span class="v">{cell.score:.1f}</span>{ci}{extra}</td>'
 
 
-def _rank_text(row: Row) -> str:
-    if row.rank is None:
-        return "–"
-    r = row.rank
-    return f"{r['rank']}" if r["low"] == r["high"] else f"{r['rank']} ({r['low']}–{r['high']})"
+def _row_name(row: Row, notes: bool = True) -> str:
+    # Notes (why a row is unranked, where its results come from) once, in the headline and rows tables.
+    text = "".join(f'<span class="note">{_esc(n)}</span>' for n in row.notes) if notes else ""
+    return f'<td class="txt"><b>{_esc(row.model)}</b>{text}</td>'
 
 
-def _row_html(row: Row, board: Board) -> str:
-    rank_value = str(row.rank["rank"]) if row.rank else ""
-    notes = "".join(f'<div class="note">{html.escape(n)}</div>' for n in row.notes)
-    cells = [
-        f'<td data-v="{rank_value}">{_rank_text(row)}</td>',
-        f'<td class="txt" data-v="{html.escape(row.model)}"><b>{html.escape(row.model)}</b>{notes}</td>',
-        _score_td(row.average),
-        _score_td(row.average_all),
-        *(_score_td(row.categories.get(c)) for c in CATEGORIES),
-        *(_score_td(row.tasks.get(t)) for t in board.tasks),
-        f'<td class="txt" data-v="{row.date}">{row.date}</td>',
-        f'<td data-v="{row.wall_s if row.wall_s is not None else ""}">'
-        f'{"–" if row.wall_s is None else f"{row.wall_s:.0f} s"}</td>',
-        f'<td data-v="{row.num_decisions or ""}">{"–" if not row.num_decisions else f"{row.num_decisions:,}"}</td>',
-        f'<td class="txt" data-v="{html.escape(row.command)}"><code>{html.escape(row.command)}</code></td>',
-    ]
-    kind = "probe" if row.probe else row.kind
-    return f'<tr class="{html.escape(kind)}">' + "".join(cells) + "</tr>"
+def _rate_td(rate: dict[str, Any] | None) -> str:
+    if not rate or not rate.get("n"):
+        return '<td class="na">–</td>'
+    low, high = rate["interval"]
+    return f'<td><span class="v">{pct(rate["rate"])}</span><span class="ci">[{pct(low)}, {pct(high)}]</span></td>'
 
 
-def _table(rows: list[Row], board: Board, table_id: str) -> str:
-    headers = ["rank", "model", "headline average", "all tasks"] + list(CATEGORIES) + list(board.tasks) + [
-        "date", "wall time", "decisions", "reproduce"]
-    classes = ["", "txt", "", ""] + ["cat"] * len(CATEGORIES) + [""] * len(board.tasks) + ["txt", "", "", "txt"]
-    head = "".join(
-        f'<th class="{c}" data-col="{i}" title="click to sort">{html.escape(h)}</th>'
-        for i, (h, c) in enumerate(zip(headers, classes, strict=True))
-    )
-    body = "\n".join(_row_html(r, board) for r in rows)
-    return (f'<div style="overflow-x:auto"><table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>\n{body}\n'
-            "</tbody></table></div>")
+def _mean_recall(row: Row, tasks: Sequence[str]) -> dict[str, Any] | None:
+    recalls = [row.everyday[t]["at_1pct"]["recall"]["rate"] for t in tasks
+               if t in row.everyday and "at_1pct" in row.everyday[t]]
+    return {"n": len(recalls), "rate": sum(recalls) / len(recalls), "interval": [math.nan, math.nan]} if recalls \
+        else None
 
 
-def _reference_value(value: Any) -> str:
-    return "–" if value is None or not math.isfinite(float(value)) else f"{float(value):.3f}"
+def headline_table(board: Board, rows: Sequence[Row]) -> str:
+    """Ranked rows: rank, headline, all tasks, categories, and what the guard decisions cost on everyday traffic."""
+    guard = [t for t in board.tasks if board.task_categories.get(t) == "guard"]
+    cats = [c for c in CATEGORIES if any(board.task_categories.get(t) == c for t in board.tasks)]
+    head = ("<tr><th>rank</th><th class='txt'>row</th><th>headline</th><th class='all'>all tasks</th>"
+            + "".join(f"<th class='cat'>{c}</th>" for c in cats)
+            + "<th>everyday blocked</th><th>recall at 1%</th></tr>")
+    body = []
+    for row in rows:
+        recall = _mean_recall(row, guard)
+        recall_td = (f'<td><span class="v">{pct(recall["rate"])}</span><span class="sub">mean of '
+                     f'{recall["n"]}</span></td>') if recall else '<td class="na">–</td>'
+        body.append(
+            f'<tr class="{_esc(row.kind)}"><td>{rank_text(row)}</td>{_row_name(row)}{_score_td(row.average)}'
+            + _score_td(row.average_all, css="all") + "".join(_score_td(row.categories.get(c), css="cat")
+                                                              for c in cats)
+            + _rate_td(row.everyday_blocked) + recall_td + "</tr>")
+    picker = ('<div class="picker"><label><input type="checkbox" checked data-table="headline" data-hide="hide-cat">'
+              'category averages</label><label><input type="checkbox" checked data-table="headline" '
+              'data-hide="hide-all">all-task average</label></div>')
+    return f'{picker}<table id="headline"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def _reference_table(board: Board) -> str:
-    rows = "".join(
-        f'<tr><td class="txt">{html.escape(t)}</td><td class="txt">{html.escape(board.reference[t]["metric"])}</td>'
-        f'<td>{_reference_value(board.reference[t]["default"])}</td>'
-        f'<td>{_reference_value(board.reference[t]["oracle"])}</td>'
-        f'<td class="txt">{"yes" if t in board.headline_tasks else "no (reported beside it)"}</td></tr>'
-        for t in board.tasks if t in board.reference
-    )
-    return ('<table id="reference"><thead><tr><th class="txt">task</th><th class="txt">metric</th>'
-            "<th>default (score 0)</th><th>oracle (score 100)</th><th class=\"txt\">in headline average</th></tr>"
-            f"</thead><tbody>{rows}</tbody></table>")
+def _grid(rows: Sequence[Row], tasks: Sequence[str], render: Callable[[Row, str], str], table_id: str) -> str:
+    """One row per board row, one column per task, each cell drawn by `render(row, task)`."""
+    head = "<tr><th class='txt'>row</th>" + "".join(f"<th>{_esc(t)}</th>" for t in tasks) + "</tr>"
+    body = "".join(f'<tr class="{_esc(r.kind)}">{_row_name(r, notes=False)}{"".join(render(r, t) for t in tasks)}'
+                   "</tr>" for r in rows)
+    return f'<table id="{table_id}"><thead>{head}</thead><tbody>{body}</tbody></table>'
 
 
-def render_html(board: Board) -> str:
-    """The whole page: ranked rows, leak probes in their own table, and each task's raw reference points."""
-    ranked = [r for r in board.rows if not r.probe]
+def _score_and_gap(row: Row, task: str) -> str:
+    cell = row.cells.get(task)
+    gap = f'<span class="sub">gap {cell.gap_share:.0f}%</span>' if cell and math.isfinite(cell.gap_share) else ""
+    return _score_td(cell, gap)
+
+
+def _difference(row: Row, task: str) -> str:
+    c = row.cells.get(task)
+    if c is None:
+        return '<td class="na">–</td>'
+    return (f'<td><span class="v">{c.difference:+.3f}</span><span class="ci">[{c.difference_low:+.3f}, '
+            f'{c.difference_high:+.3f}]</span><span class="sub">beats the rule on {pct(c.p_beats_rule)} of draws'
+            "</span></td>")
+
+
+def _everyday_cell(row: Row, task: str) -> str:
+    e = row.everyday.get(task)
+    if not e:
+        return '<td class="na">–</td>'
+    recall = e.get("at_1pct", {}).get("recall")
+    extra = f'<span class="sub">recall at 1%: {pct(recall["rate"])}</span>' if recall else ""
+    return (f'<td><span class="v">{pct(e["rate"])}</span><span class="ci">[{pct(e["interval"][0])}, '
+            f'{pct(e["interval"][1])}]</span>{extra}</td>')
+
+
+def category_table(board: Board, category: str, rows: Sequence[Row]) -> str:
+    """Every row's cells on one category's tasks: the score and, beneath, the share of the default's gap closed."""
+    tasks = [t for t in board.tasks if board.task_categories.get(t) == category and t not in board.near_oracle_tasks]
+    shown = [r for r in rows if any(t in r.cells for t in tasks)]
+    if not tasks or not shown:
+        return ""
+    return f"<h3>{_esc(category)}</h3>" + _grid(shown, tasks, _score_and_gap, f"category-{_esc(category)}")
+
+
+def near_oracle_table(board: Board, rows: Sequence[Row]) -> str:
+    """Tasks whose default rule is near the oracle on train: the raw difference from the rule and P(beats it)."""
+    if not board.near_oracle_tasks:
+        return ""
+    return _grid(rows, board.near_oracle_tasks, _difference, "near-oracle")
+
+
+def everyday_table(board: Board, rows: Sequence[Row]) -> str:
+    """Per task: the false-action rate on everyday test requests at the task's threshold, and recall at 1%."""
+    tasks = [t for t in board.tasks if any(t in r.everyday for r in rows)]
+    shown = [r for r in rows if r.everyday]
+    if not tasks or not shown:
+        return "<p>No row has everyday rates yet.</p>"
+    return _grid(shown, tasks, _everyday_cell, "everyday")
+
+
+def pairs_table(board: Board) -> str:
+    """Headline Δ (row − column) with its interval and P(Δ > 0) for every pair of ranked rows; columns are numbered
+    by the rows' order so the matrix stays narrow."""
+    names = list(dict.fromkeys(p.a for p in board.pairs))
+    if len(names) < 2:
+        return ""
+    by_pair = {(p.a, p.b): p for p in board.pairs}
+    head = ("<tr><th class='txt'>row − column</th>"
+            + "".join(f"<th title='{_esc(n)}'>{k + 1}</th>" for k, n in enumerate(names)) + "</tr>")
+    body = []
+    for k, a in enumerate(names):
+        tds = []
+        for b in names:
+            p = by_pair.get((a, b))
+            if p is None:
+                tds.append('<td class="na">·</td>')
+                continue
+            tone = "pos" if p.low > 0 else "neg" if p.high < 0 else ""
+            tds.append(f'<td class="{tone}"><span class="v">{p.delta:+.1f}</span><span class="ci">[{p.low:+.1f}, '
+                       f'{p.high:+.1f}]</span><span class="sub">P {p.p_greater:.2f}</span></td>')
+        body.append(f'<tr><td class="txt">{k + 1}. <b>{_esc(a)}</b></td>{"".join(tds)}</tr>')
+    return f'<table id="pairs"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def reference_table(board: Board) -> str:
+    """Each task's test size, reference points, train-side default share, MDD and where it is reported."""
+    mdd_rows = " vs ".join(board.mdd_rows) if board.mdd_rows else "the top two rows"
+    head = ("<tr><th class='txt'>task</th><th>test items</th><th class='txt'>metric</th><th>chance</th>"
+            f"<th>default (0)</th><th>oracle</th><th>default's share on train</th><th>MDD ({_esc(mdd_rows)})</th>"
+            "<th class='txt'>reported</th></tr>")
+    body = []
+    for task in board.tasks:
+        ref = board.reference.get(task, {})
+        where = ("apart (near-oracle)" if task in board.near_oracle_tasks else "headline"
+                 if task in board.headline_tasks else "beside the headline")
+        body.append(
+            f"<tr><td class='txt'>{_esc(task)}</td><td>{ref.get('n_test') or '–'}</td>"
+            f"<td class='txt'>{_esc(ref.get('metric', '–'))}</td>"
+            + "".join(f"<td>{fmt(ref.get(k), 3)}</td>" for k in ("chance", "default", "oracle", "default_train_share"))
+            + f"<td>{fmt(board.mdd.get(task), 1)}</td><td class='txt'>{where}</td></tr>")
+    return f'<table id="reference"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def rows_table(rows: Sequence[Row]) -> str:
+    """What each row is: kind, parameters, where it runs, decision latency, licence, date and the command."""
+    keys = ("parameters", "runs", "latency", "licence")
+    head = ("<tr><th class='txt'>row</th><th class='txt'>kind</th>" + "".join(f"<th class='txt'>{k}</th>"
+                                                                              for k in keys)
+            + "<th class='txt'>date</th><th class='txt'>reproduce</th></tr>")
+    body = "".join(
+        f"<tr>{_row_name(r)}<td class='txt'>{_esc(r.kind)}</td>"
+        + "".join(f"<td class='txt'>{_esc(r.metadata.get(k, '–'))}</td>" for k in keys)
+        + f"<td class='txt'>{_esc(r.date)}</td><td class='txt'><code>{_esc(r.command)}</code></td></tr>"
+        for r in rows)
+    return f'<table id="rows"><thead>{head}</thead><tbody>{body}</tbody></table>'
+
+
+def render_html(board: Board, *, plots: bool = True) -> str:
+    """The whole page."""
+    ranked = [r for r in board.rows if not r.probe and math.isfinite(r.average.score)]
+    others = [r for r in board.rows if not r.probe and r not in ranked]
     probes = [r for r in board.rows if r.probe]
-    warnings = "".join(f'<p class="note">{html.escape(w)}</p>' for w in board.warnings)
-    task_list = ", ".join(f"{html.escape(t)} ({board.task_categories[t]})" for t in board.tasks)
-    probe_html = ("<h2>Leak probes (not ranked)</h2><p class=\"legend\">Rows that know where an item came from, "
-                  "not what it says. A probe near 100 means the task's sources give its labels away.</p>"
-                  + _table(probes, board, "probes")) if probes else ""
+    warnings = (f'<details class="legend"><summary>{len(board.warnings)} note(s) on cells left out</summary>'
+                + "".join(f'<p class="note">{_esc(w)}</p>' for w in board.warnings) + "</details>"
+                if board.warnings else "")
+    sections = "".join(category_table(board, c, [*ranked, *others]) for c in CATEGORIES)
+    images = ('<img class="plot" id="headline-plot" src="headline.png" alt="forest plot of headline averages">'
+              if plots else "")
+    deltas = ('<img class="plot" id="deltas-plot" src="task-deltas.png" alt="paired differences per task">'
+              if plots else "")
+    apart = near_oracle_table(board, [*ranked, *others])
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>JevServe-Bench leaderboard</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"><style>{_CSS}</style></head><body>
 <h1>JevServe-Bench leaderboard</h1>
-<p class="lead">Each task is one serving decision. Score = 100 × (m − m<sub>default</sub>) / (m<sub>oracle</sub> −
-m<sub>default</sub>): 0 is what a serving system does today without a decision model (its default rule, or chance),
-100 an oracle that knows the outcome; below 0 is worse than today's rule. Under each score: its 95% bootstrap
-interval over test items ({board.num_resamples} resamples); bars show it on an axis from −100 to 100 (green dashes
-at 100), and a red arrow and ✂ mark a bar cut at the axis. The headline average covers
-{len(board.headline_tasks)} tasks; "all tasks" adds the ones reported beside it. Ranks come from paired resamples of
-the headline average (the range is the 95% interval of the rank). <b>tfidf-lr</b> is the supervised specialist per
-task (TF-IDF + logistic regression on the task's train side): a general decision model should beat it. Click a
-column to sort.</p>
+<p>Each task is one serving decision. Score = 100 × (m − m<sub>default</sub>) / (m<sub>oracle</sub> −
+m<sub>chance</sub>): 0 is what a serving system does today without a decision model (its default rule, or chance);
+the denominator is fixed on the whole test side, the numerator paired on each of {board.num_resamples:,} bootstrap
+draws, and every cell, average, rank and difference below comes from those same draws (95% intervals in brackets).
+The headline average covers {len(board.headline_tasks)} tasks; tasks whose default rule is near the oracle on train
+are reported apart. Rank: 1 + the rows whose interval lies wholly above (as LMArena ranks); in brackets the range of
+ranks over draws. <b>Everyday blocked</b>: the share of ordinary user requests that the row's guard decisions, at
+their thresholds, would act on; <b>recall at 1%</b>: the share of attacks still caught when the threshold is set
+for 1% everyday false actions.</p>
+<h2>Headline</h2>
+{headline_table(board, ranked)}
+{images}
+<h2>Per task, by category</h2>
+<p class="legend">Score [95% interval]; beneath, the share of the gap between the default rule and the oracle
+closed.</p>
+{sections}
+{"<h2>Near-oracle tasks (reported apart)</h2>" + apart if apart else ""}
+<h2>Everyday traffic</h2>
+<p class="legend">False-action rate on everyday test requests at each task's threshold [exact 95% interval];
+beneath, recall on the task's test positives at the threshold set for 1% false actions on the calibration file.</p>
+{everyday_table(board, [*ranked, *others])}
+<h2>Paired differences of the headline</h2>
+{pairs_table(board)}
+{deltas}
+<h2>Tasks: test size, reference points and the minimum detectable difference (80% power)</h2>
+{reference_table(board)}
+{"<h2>Leak probes (not ranked)</h2>" + headline_table(board, probes) if probes else ""}
+<h2>Rows</h2>
+{rows_table(board.rows)}
 {warnings}
-{_table(ranked, board, "rows")}
-{probe_html}
-<h2>Reference points per task (raw metric on the test side)</h2>
-{_reference_table(board)}
-<details class="legend"><summary>tasks and rows</summary>
-<p>Tasks: {task_list}. Category columns average the row's tasks in that category. <b>default-rules</b> is 0 by
-definition. <b>source-style</b> (a logistic regression on surface features: length, punctuation, character classes)
-and <b>source-majority</b> (the majority label of the item's source package) exist only for tasks that pool
-positives and negatives from different sources. Every number is regenerated by the command in its row, then
-<code>jevserve bench board</code>; docs/bench.md describes each task.</p>
-</details>
 <script>{_SCRIPT}</script>
 </body></html>
 """
 
 
-def _md_row(row: Row) -> str:
-    cats = " | ".join(_fmt(row.categories[c]) if c in row.categories else "–" for c in CATEGORIES)
-    wall = "–" if row.wall_s is None else f"{row.wall_s:.0f} s"
-    decisions = "–" if not row.num_decisions else f"{row.num_decisions:,}"
-    overall = _fmt(row.average_all) if row.average_all else "–"
-    return (f"| {_rank_text(row)} | {row.model} | {_fmt(row.average)} | {overall} | {cats} | {row.date} | {wall} | "
-            f"{decisions} |")
-
-
-def render_markdown(board: Board) -> str:
-    """A markdown summary: ranks with averages and categories, leak probes apart, every task score per row."""
-    header = ["| rank | model | headline average | all tasks | " + " | ".join(CATEGORIES) + " | date | wall time | "
-              "decisions |", "|---|---|---|---|" + "---|" * len(CATEGORIES) + "---|---|---|"]
-    ranked = [r for r in board.rows if not r.probe]
-    probes = [r for r in board.rows if r.probe]
-    lines = [
-        "# JevServe-Bench leaderboard",
-        "",
-        "Score = 100 × (m − m_default) / (m_oracle − m_default): 0 = what a system does today without a decision "
-        "model (its default rule, or chance), 100 = oracle; 95% bootstrap intervals over test items "
-        f"({board.num_resamples} resamples). The headline average covers {len(board.headline_tasks)} tasks (every "
-        "task but those reported beside it); ranks: paired resamples of the headline average, drawn jointly across "
-        "tasks (rank interval in brackets). tfidf-lr is the supervised per-task specialist a general model should "
-        "beat. The HTML board is docs/board/index.html; docs/bench.md describes the tasks.",
-        "",
-        *header,
-        *(_md_row(r) for r in ranked),
-    ]
-    if probes:
-        lines += ["", "## Leak probes (not ranked)", "", "Rows that know an item's source, not its content.", "",
-                  *header, *(_md_row(r) for r in probes)]
-    shown = ranked + probes
-    lines += ["", "## Per task", "", "| task | category | metric | default | oracle | " + " | ".join(
-        r.model for r in shown) + " |", "|---|---|---|---|---|" + "---|" * len(shown)]
-    for task in board.tasks:
-        ref = board.reference.get(task, {})
-        cells = " | ".join(_fmt(r.tasks[task]) if task in r.tasks else "–" for r in shown)
-        name = task if task in board.headline_tasks else f"{task} (beside the headline)"
-        lines.append(f"| {name} | {board.task_categories[task]} | {ref.get('metric', '–')} | "
-                     f"{_reference_value(ref.get('default'))} | {_reference_value(ref.get('oracle'))} | {cells} |")
-    lines += ["", "## Reproduce", ""]
-    lines += [f"- {r.model}: `{r.command}`" + (f" ({'; '.join(r.notes)})" if r.notes else "") for r in shown]
-    lines += [f"- note: {w}" for w in board.warnings]
-    return "\n".join(lines) + "\n"
-
-
 def write_board(results_dir: Path, out_dir: Path, markdown_path: Path) -> list[Path]:
-    """Build the board from `results_dir`, write out_dir/index.html and the markdown file; returns both paths."""
+    """Build the board from `results_dir`; write out_dir/index.html, the forest plots, the snapshot (board.json)
+    and the markdown file; returns the paths."""
+    from jevserve.bench.board import build_board
+    from jevserve.bench.board_markdown import render_markdown
+    from jevserve.bench.board_plots import write_plots
+    from jevserve.bench.board_snapshot import results_key, write_snapshot
+
     board = build_board(results_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     page = out_dir / "index.html"
     page.write_text(render_html(board), encoding="utf-8")
+    plots = write_plots(board, out_dir)
+    snapshot = write_snapshot(board, results_key(results_dir), out_dir / "board.json")
     markdown_path.parent.mkdir(parents=True, exist_ok=True)
     markdown_path.write_text(render_markdown(board), encoding="utf-8")
-    return [page, markdown_path]
+    return [page, markdown_path, snapshot, *plots]

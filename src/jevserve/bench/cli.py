@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import time
@@ -27,12 +28,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_board(commands)
     _add_predict_lengths(commands)
     _add_list(commands)
-    from jevserve.bench.cli_everyday import add_export_everyday
+    from jevserve.bench.cli_everyday import add_export_everyday, add_validate
     from jevserve.bench.cli_more import add_rebase, add_spread
 
     add_spread(commands)
     add_rebase(commands)
     add_export_everyday(commands)
+    add_validate(commands)
 
 
 def _endpoint_arguments(parser: argparse.ArgumentParser, required: bool) -> None:
@@ -67,6 +69,9 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
                      help="comma-separated task names (default: all; see `jevserve bench list`)")
     run.add_argument("--baselines", action="store_true",
                      help="write the default-rules, tfidf-lr, source-style and source-majority rows as well")
+    run.add_argument("--peers", action="store_true",
+                     help="write the offline peer detectors' rows on the guard tasks as well (securevector-guardian "
+                     "and its own verdict; needs `pip install 'jevserve[peers]'`)")
     run.add_argument("--results", type=Path, default=DEFAULT_RESULTS, metavar="DIR",
                      help="results folder (default: %(default)s)")
     run.add_argument("--data-cache", default=None, metavar="DIR",
@@ -75,8 +80,12 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
                      help="split every task with this salt instead of the bench's (for measuring split variance; "
                      "results go to RESULTS/split-salts/SALT/, never onto the board; a trained model's test side is "
                      "only held out under the salt it was trained with)")
-    run.add_argument("--resamples", type=_positive_int, default=1000,
-                     help="bootstrap resamples for intervals (default: %(default)s; at least 1000 for published rows)")
+    run.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE", type=_key_value,
+                     help="what the board says about the row (repeatable): parameters, runs, latency, licence "
+                     "(the embedded models fill these in)")
+    run.add_argument("--resamples", type=_positive_int, default=10_000,
+                     help="bootstrap resamples for intervals (default: %(default)s, what committed rows use; fewer "
+                     "for a quick look)")
     run.set_defaults(func=run_command)
 
 
@@ -93,6 +102,11 @@ def _add_board(commands: argparse._SubParsersAction) -> None:
                        help="folder of the HTML page (default: %(default)s)")
     board.add_argument("--markdown", type=Path, default=None, metavar="FILE",
                        help="markdown table (default: board.md next to --out, e.g. docs/board.md)")
+    board.add_argument("--into", type=Path, default=None, metavar="FILE",
+                       help="also replace the generated 'glance' and 'tasks' blocks of this file (docs/bench.md)")
+    board.add_argument("--package", action="store_true",
+                       help="also copy the board snapshot into the package (jevserve/web/data/board.json), the board "
+                       "`jevserve web` serves outside a checkout")
     board.set_defaults(func=board_command)
 
 
@@ -171,8 +185,8 @@ def _run(args: argparse.Namespace) -> int:
     from jevserve.bench.tasks import UnknownTaskError, select_tasks
 
     started = time.perf_counter()  # wall time covers the whole command: data, server start, asking, scoring
-    if not args.endpoint and not args.baselines:
-        print("error: pass --endpoint URL|embedded (and --model for a URL), or --baselines", file=sys.stderr)
+    if not args.endpoint and not args.baselines and not args.peers:
+        print("error: pass --endpoint URL|embedded (and --model for a URL), --baselines or --peers", file=sys.stderr)
         return 2
     try:
         tasks = select_tasks(args.tasks)
@@ -191,6 +205,10 @@ def _run(args: argparse.Namespace) -> int:
         for document in score_baselines(loaded, data, command=command, skipped=skipped,
                                         num_resamples=args.resamples):
             print(f"{document['model']}: {_summary(document)} -> {write_result(args.results, document)}")
+    if args.peers:
+        code = _peer_rows(args, loaded, data)
+        if code:
+            return code
     if not args.endpoint:
         return 0
     try:
@@ -208,10 +226,56 @@ def _run(args: argparse.Namespace) -> int:
         num_requests=stats.num_requests, num_sent=stats.num_sent, num_cached=stats.num_cached,
         num_refused=stats.num_refused,
     )
+    document["metadata"] = _metadata(args, asked.label, stats)
     document["wall_s"] = time.perf_counter() - started
     path = write_result(args.results, document)
     print(f"{asked.model}: {_summary(document)}; {stats.num_sent} requests sent, {stats.num_cached} cached, "
           f"{stats.wall_s:.0f} s asking -> {path}")
+    return 0
+
+
+EMBEDDED_METADATA = {
+    "parameters": "all-MiniLM-L6-v2 encoder (22.7M, int8 ONNX) with the shipped readout",
+    "runs": "CPU, ONNX Runtime, in process (jevserve serve / gateway)",
+    "licence": "Apache-2.0 (jevserve and the MiniLM weights)",
+}
+
+
+def _metadata(args: argparse.Namespace, label: str, stats: object) -> dict[str, str]:
+    from jevserve.bench.endpoint import EMBEDDED
+
+    metadata = dict(EMBEDDED_METADATA) if label == EMBEDDED else {"runs": label}
+    sent, wall = getattr(stats, "num_sent", 0), getattr(stats, "wall_s", 0.0)
+    if sent and wall:
+        metadata["latency"] = (f"{sent / wall:.0f} requests/s in this bench run (concurrency {args.concurrency}, "
+                               f"{os.cpu_count()} CPUs)")
+    metadata.update(dict(args.metadata))
+    return metadata
+
+
+def _key_value(value: str) -> tuple[str, str]:
+    key, sep, text = value.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{value!r}: expected KEY=VALUE, e.g. licence=Apache-2.0")
+    return key.strip(), text.strip()
+
+
+def _peer_rows(args: argparse.Namespace, loaded: list, data: object) -> int:
+    from jevserve.bench.peers import PEERS, score_peer
+    from jevserve.bench.results import write_result
+    from jevserve.bench.sources import SourceMissingError
+
+    tasks = ["--tasks", args.tasks] if args.tasks else []
+    command = shlex.join(["jevserve", "bench", "run", "--peers", *tasks])
+    for peer in PEERS.values():
+        try:
+            documents = score_peer(peer, loaded, data, command=command, num_resamples=args.resamples,
+                                   progress=not args.no_progress)
+        except SourceMissingError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        for document in documents:
+            print(f"{document['model']}: {_summary(document)} -> {write_result(args.results, document)}")
     return 0
 
 
@@ -237,6 +301,40 @@ def board_command(args: argparse.Namespace) -> int:
     written = write_board(args.results, args.out, markdown)
     for path in written:
         print(f"wrote {path}")
+    if args.package:
+        import shutil
+
+        import jevserve
+
+        packaged = Path(jevserve.__file__).parent / "web" / "data" / "board.json"
+        packaged.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(args.out / "board.json", packaged)
+        print(f"wrote {packaged}")
+    if args.into is not None:
+        return _into(args.into, args.out / "board.json")
+    return 0
+
+
+def _into(path: Path, snapshot: Path) -> int:
+    from jevserve.bench import board_markdown as md
+    from jevserve.bench.board_snapshot import read_snapshot
+    from jevserve.sim.docsections import replace_block
+
+    board = read_snapshot(snapshot)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        print(f"error: --into {path}: {exc}", file=sys.stderr)
+        return 1
+    for begin, end, block in ((md.GLANCE_BEGIN, md.GLANCE_END, md.glance_markdown(board)),
+                              (md.TASKS_BEGIN, md.TASKS_END, md.tasks_table_markdown(board))):
+        replaced = replace_block(text, begin, end, f"{begin}\n{block}{end}")
+        if replaced is None:
+            print(f"error: --into {path}: no block between {begin!r} and {end!r}", file=sys.stderr)
+            return 1
+        text = replaced
+    path.write_text(text, encoding="utf-8")
+    print(f"wrote the glance and tasks tables into {path}")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""`jevserve bench export-everyday`: write the gateway's everyday calibration file from the train side."""
+"""`jevserve bench export-everyday` (the gateway's everyday calibration file from the train side) and `jevserve bench
+validate` (check a submitted results file)."""
 
 from __future__ import annotations
 
@@ -77,3 +78,43 @@ def export_everyday_command(args: argparse.Namespace) -> int:
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
         print(f"wrote the hand-check sample to {args.sample}", file=sys.stderr)
     return 0
+
+
+def add_validate(commands: argparse._SubParsersAction) -> None:
+    """Add the `validate` sub-command."""
+    validate = commands.add_parser(
+        "validate",
+        help="check a results file submitted for the board (items, hashes, version, scores)",
+        description="Check that a results file (as `jevserve bench run` writes it) was scored on the current bench: "
+        "its version, its tasks' test items, labels, default and oracle actions and their digest, one prediction "
+        "per item, and scores that follow from its predictions. Exit status 0 when it can go on the board.",
+    )
+    validate.add_argument("files", type=Path, nargs="+", metavar="FILE", help="results files to check")
+    validate.add_argument("--results", type=Path, default=Path("results"), metavar="DIR",
+                          help="the results folder holding the current default-rules row (default: %(default)s)")
+    validate.set_defaults(func=validate_command)
+
+
+def validate_command(args: argparse.Namespace) -> int:
+    """`jevserve bench validate`."""
+    from jevserve.bench.pipeline import BENCH_VERSION
+    from jevserve.bench.results import ResultsFormatError, latest_results, read_result
+    from jevserve.bench.validate import validate_document
+
+    reference = next((d for d in latest_results(args.results).documents if d["model"] == "default-rules"), None) \
+        if args.results.is_dir() else None
+    if reference is None:
+        print(f"error: no default-rules row under {args.results}; run `jevserve bench run --baselines` or pass "
+              "--results DIR", file=sys.stderr)
+        return 2
+    failed = 0
+    for path in args.files:
+        try:
+            problems = validate_document(read_result(path), reference, BENCH_VERSION)
+        except (OSError, ResultsFormatError) as exc:
+            problems = [str(exc)]
+        failed += bool(problems)
+        print(f"{path}: " + ("valid" if not problems else f"{len(problems)} problem(s)"))
+        for problem in problems:
+            print(f"  - {problem}")
+    return 1 if failed else 0

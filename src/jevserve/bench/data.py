@@ -84,3 +84,16 @@ def cap_per_label(
     for members in by_label.values():
         kept.update(index for _, index in sorted(members)[:per_label])
     return [item for index, item in enumerate(items) if index in kept]
+
+
+def cap_train_side(
+    items: Sequence[Any], per_label: int, *, label_of: Callable[[Any], Any] = lambda item: item.label
+) -> list[Any]:
+    """The train items `cap_per_label(items, per_label)` keeps, and EVERY test item, in their original order.
+
+    The train side stays exactly what the cap kept (so readouts trained on it stay valid), while the test side
+    uses all the data there is: a cap exists to bound training time and the bench's run time, and a test side
+    larger than the cap's share narrows every interval.
+    """
+    kept_train = {id(i) for i in cap_per_label(items, per_label, label_of=label_of) if i.split == "train"}
+    return [i for i in items if i.split == "test" or id(i) in kept_train]

@@ -79,10 +79,10 @@ def _source_only(result: dict[str, Any] | None) -> str:
     return "; ".join(parts)
 
 
-def task_markdown(entry: LoadedTask, baseline: dict[str, Any] | None, heading: str = "###") -> str:
-    """One task's reference section; `baseline` is its entry in the default-rules results (or None)."""
+def task_rows(entry: LoadedTask, baseline: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """One task's reference rows as (label, value) pairs; values are plain text with backtick code spans."""
     task = entry.task
-    rows = [
+    return [
         ("decision", task.summary),
         ("data", _data_line(task)),
         ("items", _label_counts(entry)),
@@ -91,12 +91,17 @@ def task_markdown(entry: LoadedTask, baseline: dict[str, Any] | None, heading: s
         ("rule (model)", task.rule_text),
         ("default (score 0)", task.default_text),
         ("why this default", task.default_why),
-        ("oracle (score 100)", task.oracle_text),
+        ("oracle", task.oracle_text),
         ("metric", task.metric.description),
         ("default / oracle on test", f"{_fmt(baseline, 'default')} / {_fmt(baseline, 'oracle')}"),
         ("source-only check", _source_only(baseline)),
     ]
-    table = "\n".join(f"| {k} | {v} |" for k, v in rows)
+
+
+def task_markdown(entry: LoadedTask, baseline: dict[str, Any] | None, heading: str = "###") -> str:
+    """One task's reference section; `baseline` is its entry in the default-rules results (or None)."""
+    task = entry.task
+    table = "\n".join(f"| {k} | {v} |" for k, v in task_rows(entry, baseline))
     questions = json.dumps(dict(task.questions), indent=2, ensure_ascii=False)
     return (
         f"{heading} {task.name} ({task.category})\n\n| | |\n|---|---|\n{table}\n\n"

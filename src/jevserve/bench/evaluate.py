@@ -7,12 +7,13 @@ baselines. Every threshold is tuned on the train side and then applied, unchange
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from jevserve.bench.baselines import SourceMajority, StyleBaseline
+from jevserve.bench.everyday import EverydayItems
 from jevserve.bench.rules import ThresholdRule, tune_threshold
 from jevserve.bench.stats import automation_share
 from jevserve.bench.supervised import TfidfClassifier, TfidfLengthRegressor
@@ -30,6 +31,8 @@ class Prediction:
     probabilities: np.ndarray | None = None  # P(positive) per test item, where the predictor has one
     rule: ThresholdRule | None = None  # the rule tuned on train, for thresholded tasks
     automation: dict[str, Any] | None = None  # automation share at the error budget (stats.automation_share)
+    scores: np.ndarray | None = None  # the score the rule thresholds, per test item (thresholded predictors)
+    everyday_scores: np.ndarray | None = None  # the same score per everyday item (bench.everyday)
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,9 @@ class TaskOutcome:
     predictions: dict[str, Prediction]
     # per test item, the keys that tie it to items of other tasks (its group, its text), for joint resampling
     cluster_keys: tuple[tuple[str, ...], ...] = ()
+    # the share of the chance-to-oracle range the default rule closes on the TRAIN side (bench.paired.near_oracle)
+    default_train_share: float | None = None
+    everyday: EverydayItems | None = None  # the task's everyday items, when measured
 
 
 def _thresholded(
@@ -63,12 +69,13 @@ def _thresholded(
         probabilities=test_scores if probabilities else None,
         rule=rule,
         automation=automation,
+        scores=test_scores,
     )
 
 
 def _supervised(
     task: Task, train: Sequence[Item], test: Sequence[Item], train_labels: np.ndarray, test_labels: np.ndarray,
-    default_train: np.ndarray, default_test: np.ndarray,
+    default_train: np.ndarray, default_test: np.ndarray, everyday: Sequence[Item] = (),
 ) -> Prediction:
     train_texts, test_texts = [i.state for i in train], [i.state for i in test]
     if not task.thresholded and train_labels.dtype == bool:
@@ -80,18 +87,23 @@ def _supervised(
         regressor = TfidfLengthRegressor().fit(train_texts, default_train, train_labels)
         return Prediction(values=regressor.predict(test_texts, default_test))
     classifier = TfidfClassifier().fit(train_texts, task.target(train_labels))
-    return _thresholded(
+    prediction = _thresholded(
         task, classifier.predict_proba(train_texts), train_labels, classifier.predict_proba(test_texts), test_labels,
         both_directions=False, probabilities=True,
     )
+    if everyday:
+        prediction = replace(prediction, everyday_scores=classifier.predict_proba([i.state for i in everyday]))
+    return prediction
 
 
 def evaluate(
     task: Task, train: Sequence[Item], test: Sequence[Item], data: Any,
     train_answers: Sequence[Answers | None] | None = None, test_answers: Sequence[Answers | None] | None = None,
+    *, everyday: EverydayItems | None = None, everyday_answers: Sequence[Answers | None] | None = None,
 ) -> TaskOutcome:
     """Predictions of the model (when answers are given), the default rule, the oracle, the supervised baseline
-    (tfidf-lr) and, for pooled tasks, the source-only baselines."""
+    (tfidf-lr) and, for pooled tasks, the source-only baselines; with `everyday`, the default's, the model's and
+    tfidf-lr's scores on the everyday items too."""
     if not train or not test:
         raise ValueError(f"task {task.name}: {len(train)} train and {len(test)} test items; both sides are needed")
     train_labels, test_labels = task.labels(train), task.labels(test)
@@ -110,6 +122,7 @@ def evaluate(
         ):  # the default's sign is chosen on train, as a thresholded default's direction is
             default_train, default_test = -default_train, -default_test
         predictions[DEFAULT] = Prediction(values=default_test)
+    default_train_share = train_share(task, train_labels, default_train, predictions[DEFAULT].rule)
 
     if train_answers is not None and test_answers is not None:
         model_train, model_test = task.model_scores(train, train_answers, test, test_answers)
@@ -120,7 +133,14 @@ def evaluate(
         else:
             predictions[MODEL] = Prediction(values=model_test)
 
-    predictions[TFIDF] = _supervised(task, train, test, train_labels, test_labels, default_train, default_test)
+    predictions[TFIDF] = _supervised(task, train, test, train_labels, test_labels, default_train, default_test,
+                                     everyday.items if everyday and task.thresholded else ())
+    if everyday is not None and task.thresholded and everyday.items:
+        predictions[DEFAULT] = replace(predictions[DEFAULT],
+                                       everyday_scores=task.default_scores(everyday.items, data))
+        if MODEL in predictions and everyday_answers is not None:
+            predictions[MODEL] = replace(predictions[MODEL], everyday_scores=task.model_scores(
+                [], [], everyday.items, everyday_answers)[1])
 
     if task.pooled and task.thresholded:
         target = task.target(train_labels)
@@ -145,7 +165,17 @@ def evaluate(
         num_train=len(train),
         predictions=predictions,
         cluster_keys=tuple(cluster_keys(i) for i in test),
+        default_train_share=default_train_share,
+        everyday=everyday if everyday is not None and everyday.items else None,
     )
+
+
+def train_share(task: Task, labels: np.ndarray, scores: np.ndarray, rule: ThresholdRule | None) -> float | None:
+    """(m − chance) / (oracle − chance) of the default rule on the train side (its tuned rule applied to train)."""
+    metric = task.metric
+    value = metric(labels, rule.apply(scores) if rule is not None else scores)
+    chance, oracle = metric.chance(labels), metric(labels, task.oracle(labels))
+    return float((value - chance) / (oracle - chance)) if oracle - chance > 1e-12 else None
 
 
 def cluster_keys(item: Item) -> tuple[str, ...]:

@@ -2,12 +2,14 @@
 
 Sides come from content hashes, so an exact text is on one side everywhere; a near-duplicate (a jailbreak with a
 word changed, a BFCL request inside another case) can still cross. A test item whose 5-word runs are at least 80%
-inside one text that training may read is dropped from the test side. Dropping the test copy, rather than moving
-it to train, leaves every train side, and so every trained readout, exactly as it was.
+inside one text that training may read, or whose runs have a Jaccard similarity of at least 0.5 with one such text,
+is dropped from the test side together with its matched partner (a pooled task's length-matched negative).
+Dropping the test copy, rather than moving it to train, leaves every train side, and so every trained readout,
+exactly as it was.
 
 What training may read, for this check: the state of every train item of every task, and every string of every
 train-side record of every source the tasks read (the synthetic families of `jevserve train`, e.g. BFCL tool choice,
-read only those) and the ShareGPT prompts of the train side.
+read only those), the ShareGPT prompts of the train side and the user texts of the everyday source's train side.
 """
 
 from __future__ import annotations
@@ -44,8 +46,20 @@ def training_texts(data: Any, tasks: Sequence[Task], log: Callable[[str], None] 
                 texts += [t for t in record_texts(record) if len(t.split()) >= MIN_WORDS]
     if "sharegpt" in sources:
         texts += [r.prompt for r in data.sharegpt().requests if bench_side(r) == "train"]
+        texts += _everyday_train_texts(data)
     log(f"near-duplicate check: {len(texts):,} texts training may read")
     return list(dict.fromkeys(texts))
+
+
+def _everyday_train_texts(data: Any) -> list[str]:
+    # Training may read the everyday source's train side (ordinary requests as negatives), so its user texts count.
+    from jevserve.bench.sources.everyday import load_everyday, user_texts
+
+    try:
+        train = load_everyday("train", data.cache)
+    except SourceMissingError:
+        return []
+    return [t for r in train for t in user_texts(r.body) if len(t.split()) >= MIN_WORDS]
 
 
 def reference_index(data: Any, log: Callable[[str], None] = print) -> ReferenceIndex:
@@ -60,7 +74,18 @@ def reference_index(data: Any, log: Callable[[str], None] = print) -> ReferenceI
 
 
 def without_near_duplicates(test: Sequence[Item], index: ReferenceIndex) -> tuple[tuple[Item, ...], int]:
-    """The test items that are not near-duplicates of a training text, and how many were dropped."""
+    """The test items that are not near-duplicates of a training text, and how many were dropped.
+
+    A matched pair (a pooled task's positive and the negative chosen for it, `extra["matched_to"]`) goes together:
+    dropping only the flagged half would remove positives far more often than negatives and shift the balance.
+    """
     flagged = index.near_duplicates([i.state for i in test])
-    kept = tuple(i for i, bad in zip(test, flagged, strict=True) if not bad)
+    dropped = {i.item_id for i, bad in zip(test, flagged, strict=True) if bad}
+    partner = {}
+    for item in test:
+        matched = item.extra.get("matched_to")
+        if matched:
+            partner[item.item_id], partner[matched] = matched, item.item_id
+    dropped |= {partner[i] for i in dropped if i in partner}
+    kept = tuple(i for i in test if i.item_id not in dropped)
     return kept, len(test) - len(kept)

@@ -10,7 +10,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import sparse
 from sklearn.metrics import roc_auc_score
 
 
@@ -27,6 +27,10 @@ class Metric(ABC):
     @abstractmethod
     def weighted(self, labels: np.ndarray, values: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """One metric value per row of `weights` (shape: resamples × items); NaN where it is undefined."""
+
+    def chance(self, labels: np.ndarray) -> float:
+        """The metric's expected value for decisions that ignore the item (a coin flip, a constant ranking)."""
+        return 0.5
 
 
 class BalancedAccuracy(Metric):
@@ -63,6 +67,10 @@ class Accuracy(Metric):
         with np.errstate(invalid="ignore", divide="ignore"):
             return (w @ (labels.astype(bool) == values.astype(bool))) / w.sum(axis=1)
 
+    def chance(self, labels: np.ndarray) -> float:
+        """A coin flip is right half the time."""
+        return 0.5
+
 
 @dataclass(frozen=True)
 class RouteUtility(Metric):
@@ -86,40 +94,87 @@ class RouteUtility(Metric):
         with np.errstate(invalid="ignore", divide="ignore"):
             return (w @ utility) / w.sum(axis=1)
 
+    def chance(self, labels: np.ndarray) -> float:
+        """A coin-flip router: each problem to either model with probability 1/2."""
+        right = labels.astype(np.float64)
+        return float(np.mean(0.5 * right[:, 0] + 0.5 * (right[:, 1] - self.strong_cost)))
+
+
+def _tie_groups(values: np.ndarray) -> sparse.csr_matrix:
+    """One-hot (items × distinct values, ascending) matrix: which items share a value."""
+    _, group = np.unique(values, return_inverse=True)
+    return sparse.csr_matrix((np.ones(len(values)), (np.arange(len(values)), group)),
+                             shape=(len(values), int(group.max()) + 1 if len(values) else 0))
+
+
+def _tied_pairs(weights: np.ndarray, groups: sparse.csr_matrix) -> np.ndarray:
+    """Per resample, the pairs of drawn copies that share a value: Σ over values of W(W − 1) / 2."""
+    per_value = np.asarray((groups.T @ weights.T).T)
+    return (per_value * (per_value - 1)).sum(axis=1) / 2.0
+
 
 class KendallTau(Metric):
-    """Kendall's τ-b between predicted and true values (scipy), the rank agreement a queue order needs."""
+    """Kendall's τ-b between predicted and true values (scipy's definition), the rank agreement a queue order needs."""
 
     name = "kendall_tau_b"
     description = "Kendall's τ-b between predicted and true reply lengths (scipy.stats.kendalltau), 1 = same order"
 
     def weighted(self, labels: np.ndarray, values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        """τ-b per resample, on the items repeated as often as drawn; a constant prediction has τ = 0."""
-        out = np.empty(len(weights))
-        index = np.arange(len(labels))
-        for row, w in enumerate(weights):
-            picked = np.repeat(index, w)
-            tau = stats.kendalltau(values[picked], labels[picked]).statistic
-            # A constant predictor ranks nothing: scipy returns NaN, which is τ = 0 for a ranking.
-            out[row] = 0.0 if np.isnan(tau) else tau
-        return out
+        """τ-b per resample, as scipy computes it on the items repeated as often as drawn; a constant prediction
+        has τ = 0.
+
+        Vectorised over resamples: with s_ij = sign(x_i − x_j)·sign(y_i − y_j), the concordant minus discordant
+        pairs of a draw are wᵀ S w / 2 (copies of one item tie in both and add nothing), and the ties of x and of y
+        are Σ W_v(W_v − 1)/2 over each distinct value's drawn weight W_v.
+        """
+        x = np.asarray(values, dtype=np.float64)
+        y = np.asarray(labels, dtype=np.float64)
+        w = np.asarray(weights, dtype=np.float64)
+        # Every partial sum is an integer below (Σw)²; below 2^24 float32 holds them exactly, at twice the speed.
+        exact32 = len(x) and float(w.sum(axis=1).max()) ** 2 < 2**24
+        kind = np.float32 if exact32 else np.float64
+        signs = (np.sign(x[:, None] - x[None, :]) * np.sign(y[:, None] - y[None, :])).astype(kind)
+        net = np.einsum("ri,ri->r", (w.astype(kind) @ signs).astype(np.float64), w) / 2.0
+        total = w.sum(axis=1)
+        pairs = total * (total - 1) / 2.0
+        denominator = (pairs - _tied_pairs(w, _tie_groups(x))) * (pairs - _tied_pairs(w, _tie_groups(y)))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tau = net / np.sqrt(denominator)
+        # A constant predictor ranks nothing: τ is undefined there, which is τ = 0 for a ranking.
+        return np.where(denominator > 0, tau, 0.0)
+
+    def chance(self, labels: np.ndarray) -> float:
+        """A prediction unrelated to the truth has τ = 0."""
+        return 0.0
 
 
 class Auroc(Metric):
-    """Area under the ROC curve of a score against a yes/no label (scikit-learn), for decisions whose operating
-    point belongs to the deployment (a cache's size), as published work reports prefix-cache retention."""
+    """Area under the ROC curve of a score against a yes/no label (scikit-learn's definition), for decisions whose
+    operating point belongs to the deployment (a cache's size), as published work reports prefix-cache retention."""
 
     name = "auroc"
     description = "AUROC: the chance that a random positive scores above a random negative (0.5 = chance, 1 = perfect)"
 
+    def __call__(self, labels: np.ndarray, values: np.ndarray) -> float:
+        """scikit-learn's AUROC on all items (NaN without both classes)."""
+        y = np.asarray(labels).astype(bool)
+        if y.all() or not y.any():
+            return float("nan")
+        return float(roc_auc_score(y, np.asarray(values, dtype=np.float64)))
+
     def weighted(self, labels: np.ndarray, values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        """AUROC per resample with the draw counts as sample weights; NaN for a resample without both classes."""
-        y = labels.astype(bool)
-        out = np.full(len(weights), np.nan)
-        for row, w in enumerate(weights):
-            if (w @ y) > 0 and (w @ ~y) > 0:
-                out[row] = roc_auc_score(y, values.astype(np.float64), sample_weight=w)
-        return out
+        """AUROC per resample with the draw counts as weights, vectorised over resamples: each positive counts the
+        negative weight below its score, and half the negative weight tied with it; NaN without both classes."""
+        y = np.asarray(labels).astype(bool)
+        groups = _tie_groups(np.asarray(values, dtype=np.float64))
+        w = np.asarray(weights, dtype=np.float64)
+        positive = np.asarray((groups.T @ (w * y).T).T)
+        negative = np.asarray((groups.T @ (w * ~y).T).T)
+        below = np.cumsum(negative, axis=1) - negative
+        area = (positive * (below + 0.5 * negative)).sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = area / (positive.sum(axis=1) * negative.sum(axis=1))
+        return np.where((positive.sum(axis=1) > 0) & (negative.sum(axis=1) > 0), out, np.nan)
 
 
 METRICS: dict[str, Metric] = {

@@ -1,9 +1,12 @@
 """Near-duplicate leak checks: 5-word runs (shingles) of every text training may read, against each test item.
 
 Exact content hashes miss a jailbreak with one word changed or a request wrapped in another template. A test item
-is a near-duplicate of the training side when at least `THRESHOLD` of its 5-word runs occur in ONE text training
-may read (containment, the measure of Broder 1997, "On the resemblance and containment of documents"). Texts with
-fewer than `MIN_SHINGLES` runs (under 8 words) are left to the exact check.
+is a near-duplicate of the training side when, for ONE text training may read, at least `THRESHOLD` of its 5-word
+runs occur in that text (containment) or the two texts' sets of runs have a Jaccard similarity of at least
+`JACCARD_THRESHOLD` (resemblance; both measures are Broder's, 1997, "On the resemblance and containment of
+documents"). Containment catches a test text wrapped inside a longer train text; resemblance catches two versions
+of one jailbreak that each add their own paragraphs. Texts with fewer than `MIN_SHINGLES` runs (under 8 words)
+are left to the exact check.
 
 Shingles are hashed by scikit-learn's HashingVectorizer (2^24 buckets) and compared by one sparse product, so
 every pair is counted exactly (no MinHash sampling) up to hash collisions.
@@ -21,6 +24,7 @@ from sklearn.feature_extraction.text import HashingVectorizer
 
 SHINGLE_WORDS = 5
 THRESHOLD = 0.8
+JACCARD_THRESHOLD = 0.5
 MIN_SHINGLES = 4
 _WORD = re.compile(r"\w+")
 
@@ -45,24 +49,40 @@ class ReferenceIndex:
 
     def __init__(self, reference_texts: Sequence[str]) -> None:
         self.size = len(reference_texts)
-        self._by_text = _matrix(list(reference_texts)).T.tocsc() if reference_texts else None
+        matrix = _matrix(list(reference_texts)) if reference_texts else None
+        self._by_text = matrix.T.tocsc() if matrix is not None else None
+        self._sizes = np.asarray(matrix.sum(axis=1)).ravel() if matrix is not None else np.zeros(0)
 
-    def containment(self, texts: Sequence[str], *, chunk: int = 512) -> np.ndarray:
-        """Per text, the largest share of its shingles found in one reference text (0 for texts too short)."""
-        out = np.zeros(len(texts))
+    def similarity(self, texts: Sequence[str], *, chunk: int = 512) -> tuple[np.ndarray, np.ndarray]:
+        """Per text, the largest containment (share of its shingles found in one reference text) and the largest
+        Jaccard similarity to one reference text (both 0 for texts too short)."""
+        contained, resembles = np.zeros(len(texts)), np.zeros(len(texts))
         if self._by_text is None:
-            return out
+            return contained, resembles
         for start in range(0, len(texts), chunk):
             block = _matrix(list(texts[start : start + chunk]))
             sizes = np.asarray(block.sum(axis=1)).ravel()
-            shared = (block @ self._by_text).max(axis=1).toarray().ravel()
-            with np.errstate(invalid="ignore", divide="ignore"):
-                out[start : start + len(sizes)] = np.where(sizes >= MIN_SHINGLES, shared / sizes, 0.0)
-        return out
+            shared = (block @ self._by_text).tocsr()
+            # Per stored pair: shared runs / (runs of the text + runs of the reference text − shared runs).
+            rows = np.repeat(np.arange(shared.shape[0]), np.diff(shared.indptr))
+            jaccard = shared.copy()
+            jaccard.data = shared.data / np.maximum(sizes[rows] + self._sizes[shared.indices] - shared.data, 1)
+            best_shared = shared.max(axis=1).toarray().ravel()
+            best_jaccard = jaccard.max(axis=1).toarray().ravel()
+            long_enough = sizes >= MIN_SHINGLES
+            span = slice(start, start + len(sizes))
+            contained[span] = np.where(long_enough, best_shared / np.maximum(sizes, 1), 0.0)
+            resembles[span] = np.where(long_enough, best_jaccard, 0.0)
+        return contained, resembles
+
+    def containment(self, texts: Sequence[str]) -> np.ndarray:
+        """Per text, the largest share of its shingles found in one reference text (0 for texts too short)."""
+        return self.similarity(texts)[0]
 
     def near_duplicates(self, texts: Sequence[str]) -> np.ndarray:
-        """True for each text that is a near-duplicate of some reference text."""
-        return self.containment(texts) >= THRESHOLD
+        """True for each text that is a near-duplicate of some reference text (containment or resemblance)."""
+        contained, resembles = self.similarity(texts)
+        return (contained >= THRESHOLD) | (resembles >= JACCARD_THRESHOLD)
 
 
 def record_texts(record: object) -> Iterable[str]:

@@ -11,23 +11,25 @@ import os
 import platform
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
-
-import numpy as np
 
 from jevserve import __version__
 from jevserve.bench.answers_cache import AnswersCache, request_key
 from jevserve.bench.data import BenchData
 from jevserve.bench.evaluate import DEFAULT, MAJORITY, MODEL, STYLE, TFIDF, evaluate
+from jevserve.bench.everyday import EverydayItems, calibration_requests, everyday_items
+from jevserve.bench.everyday_export import read_calibration
 from jevserve.bench.leaks import reference_index, without_near_duplicates
+from jevserve.bench.resolve import resolve_tasks
 from jevserve.bench.runner import AskStats, DecisionClient, ask_missing, keyed
-from jevserve.bench.scoring import joint_rescore, score_row
+from jevserve.bench.scoring import score_row
 from jevserve.bench.sources import SourceMissingError, active_salt
-from jevserve.bench.stats import BOOTSTRAP_SEED, ECE_BINS, ERROR_BUDGET, NUM_RESAMPLES, mean_with_interval
+from jevserve.bench.sources.everyday import load_everyday
+from jevserve.bench.stats import BOOTSTRAP_SEED, ECE_BINS, ERROR_BUDGET, NUM_RESAMPLES
 from jevserve.bench.task import Answers, Item, Task, split_items
 
-BENCH_VERSION = "0.3"  # what the results files were computed under (docs/bench.md's changelog says what changed)
+BENCH_VERSION = "0.4"  # what the results files were computed under (docs/bench.md's changelog says what changed)
 
 # Rows that need no endpoint: their results folder name and the predictor they show.
 BASELINE_ROWS = {"default-rules": DEFAULT, TFIDF: TFIDF, "source-style": STYLE, "source-majority": MAJORITY}
@@ -41,6 +43,7 @@ class LoadedTask:
     train: tuple[Item, ...]
     test: tuple[Item, ...]
     near_duplicates_dropped: int = 0  # test items dropped as near-duplicates of training texts (bench.leaks)
+    everyday: EverydayItems | None = None  # what the task reads on everyday traffic (bench.everyday), when measured
 
 
 @dataclass(frozen=True)
@@ -53,10 +56,12 @@ class Skipped:
 
 
 def load_tasks(
-    tasks: Sequence[Task], data: Any, log: Callable[[str], None] = print, *, near_duplicates: bool = True
+    tasks: Sequence[Task], data: Any, log: Callable[[str], None] = print, *, near_duplicates: bool = True,
+    everyday: bool = True,
 ) -> tuple[list[LoadedTask], list[Skipped]]:
     """Load every task's items; a task whose data is missing is skipped with the command that fetches it. With
-    real data, test items that are near-duplicates of a text training may read are dropped (bench.leaks)."""
+    real data, test items that are near-duplicates of a text training may read are dropped (bench.leaks), and
+    (with `everyday`) each task gets the items it reads on everyday traffic."""
     loaded, skipped = [], []
     for task in tasks:
         try:
@@ -72,13 +77,29 @@ def load_tasks(
         for entry in loaded:
             test, dropped = without_near_duplicates(entry.test, index)
             filtered.append(LoadedTask(entry.task, entry.train, test, dropped))
-        loaded = filtered
+        loaded = with_everyday(filtered, data, log) if everyday else filtered
     return loaded, skipped
+
+
+def with_everyday(loaded: list[LoadedTask], data: BenchData, log: Callable[[str], None]) -> list[LoadedTask]:
+    """The tasks with their everyday items (test side and the packaged calibration file); unchanged, with a note,
+    when the everyday source's data is missing."""
+    if not any(e.task.everyday_reads for e in loaded):
+        return loaded
+    try:
+        test = load_everyday("test", data.cache)
+    except SourceMissingError as exc:
+        log(f"everyday false-action rates skipped: {exc}")
+        return loaded
+    calibration = calibration_requests(read_calibration())
+    return [replace(e, everyday=everyday_items(e.task, test, calibration)) if e.task.everyday_reads else e
+            for e in loaded]
 
 
 def needed_requests(model: str, loaded: Sequence[LoadedTask]) -> dict[str, dict[str, Any]]:
     """Every distinct request the tasks need, train and test, by cache key."""
-    return keyed(model, [entry.task.request(item) for entry in loaded for item in (*entry.train, *entry.test)])
+    return keyed(model, [entry.task.request(item) for entry in loaded
+                         for item in (*entry.train, *entry.test, *(entry.everyday.items if entry.everyday else ()))])
 
 
 def ask(
@@ -103,29 +124,6 @@ def _answers(model: str, cache: AnswersCache, task: Task, items: Sequence[Item])
 def headline_tasks(tasks: Sequence[Task]) -> list[Task]:
     """The tasks of the headline average (every task but those reported beside it, e.g. schedule-return)."""
     return [t for t in tasks if t.headline]
-
-
-def average_of(resampled: dict[str, np.ndarray], scores: dict[str, float]) -> dict[str, Any]:
-    """The mean of the tasks' scores with the 95% interval of the mean over (joint) draws."""
-    finite = [s for s in scores.values() if np.isfinite(s)]
-    _, (low, high) = mean_with_interval(list(resampled.values())) if resampled else (None, (np.nan, np.nan))
-    return {
-        "score": float(np.mean(finite)) if finite else float("nan"),
-        "interval": [low, high],
-        "num_tasks": len(finite),
-        "tasks": list(scores),
-    }
-
-
-def averages(task_results: dict[str, dict[str, Any]], tasks: dict[str, Task], num_resamples: int) -> dict[str, Any]:
-    """{"average": headline tasks, "average_all": every task}, both on joint draws across tasks."""
-    resampled = joint_rescore(task_results, num_resamples=num_resamples)
-    scores = {name: r["score"] for name, r in task_results.items()}
-    headline = [n for n in task_results if n not in tasks or tasks[n].headline]
-    return {
-        "average": average_of({n: resampled[n] for n in headline}, {n: scores[n] for n in headline}),
-        "average_all": average_of(resampled, scores),
-    }
 
 
 def result_document(
@@ -156,7 +154,7 @@ def result_document(
         },
         "skipped": [s.__dict__ for s in skipped],
         "split_salt": active_salt(),
-        **averages(task_results, tasks, num_resamples),
+        **resolve_tasks(task_results, tasks, num_resamples),
         "tasks": task_results,
     }
 
@@ -178,7 +176,9 @@ def score_model(
         train_answers = _answers(model, cache, entry.task, entry.train)
         test_answers = _answers(model, cache, entry.task, entry.test)
         refused += sum(a is None for a in (*train_answers, *test_answers))
-        outcome = evaluate(entry.task, entry.train, entry.test, data, train_answers, test_answers)
+        everyday_answers = _answers(model, cache, entry.task, entry.everyday.items) if entry.everyday else None
+        outcome = evaluate(entry.task, entry.train, entry.test, data, train_answers, test_answers,
+                           everyday=entry.everyday, everyday_answers=everyday_answers)
         results[entry.task.name] = score_row(outcome, MODEL, num_resamples=num_resamples)
         results[entry.task.name]["near_duplicates_dropped"] = entry.near_duplicates_dropped
         details = entry.task.details(entry.train, entry.test, train_answers, test_answers)
@@ -199,7 +199,7 @@ def score_baselines(
     num_resamples: int = NUM_RESAMPLES,
 ) -> list[dict[str, Any]]:
     """Result documents of the rows that need no endpoint: the default rules and the source-only baselines."""
-    outcomes = [evaluate(e.task, e.train, e.test, data) for e in loaded]
+    outcomes = [evaluate(e.task, e.train, e.test, data, everyday=e.everyday) for e in loaded]
     dropped = {e.task.name: e.near_duplicates_dropped for e in loaded}
     tasks = {e.task.name: e.task for e in loaded}
     documents = []

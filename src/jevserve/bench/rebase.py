@@ -15,13 +15,12 @@ from typing import Any
 import numpy as np
 
 from jevserve.bench.metrics import metric_by_name
-from jevserve.bench.pipeline import averages
-from jevserve.bench.scoring import rescore
-from jevserve.bench.stats import interval, normalised
+from jevserve.bench.paired import StoredTask
+from jevserve.bench.resolve import resolve_tasks
 from jevserve.bench.tasks import TASKS
 
 
-def rebase_task(old: dict[str, Any], reference: dict[str, Any], num_resamples: int) -> dict[str, Any]:
+def rebase_task(old: dict[str, Any], reference: dict[str, Any]) -> dict[str, Any]:
     """One task of an old row on the reference row's test items (ids must be a subset of the old ones)."""
     position = {item_id: k for k, item_id in enumerate(old["items"]["ids"])}
     ids = reference["items"]["ids"]
@@ -38,12 +37,10 @@ def rebase_task(old: dict[str, Any], reference: dict[str, Any], num_resamples: i
     task = copy.deepcopy(reference)  # the current items, clusters, default, oracle, metric and reference metrics
     task["items"]["values"] = values.tolist()
     model_value = metric(labels, values)
-    scores = rescore(task, metric, num_resamples=num_resamples)
     task["metrics"] = {k: v for k, v in reference["metrics"].items() if k in ("default", "oracle")}
     task["metrics"]["model"] = {"value": model_value, "interval": [float("nan"), float("nan")]}
-    task["score"] = float(normalised(model_value, task["metrics"]["default"]["value"],
-                                     task["metrics"]["oracle"]["value"]))
-    task["score_interval"] = list(interval(scores))
+    task["predictor"] = "model"
+    task["score"] = float(StoredTask.from_result(old["task"], reference).scale().score(model_value))
     for key in ("rule", "brier", "ece", "automation", "details"):
         task[key] = old.get(key)
     task["source_only"] = None
@@ -56,14 +53,14 @@ def rebase_document(
     """An old model row carried onto the reference (default-rules) row's test items and zero-points; tasks that a
     `fresh` result of the same model (a current run over some tasks) has are taken from it instead."""
     num_resamples = int(reference.get("num_resamples", 1000))
-    tasks = {name: rebase_task(result, reference["tasks"][name], num_resamples)
+    tasks = {name: rebase_task(result, reference["tasks"][name])
              for name, result in old["tasks"].items() if name in reference["tasks"]}
     for name, result in (fresh or {}).get("tasks", {}).items():
         if result["items"]["ids"] != reference["tasks"][name]["items"]["ids"]:
             raise ValueError(f"task {name}: the fresh result was scored on other test items than the reference")
         tasks[name] = result
     document = {k: v for k, v in old.items() if k not in ("tasks", "average", "average_all")}
-    document.update(averages(tasks, dict(TASKS), num_resamples))
+    document.update(resolve_tasks(tasks, dict(TASKS), num_resamples))
     document.update(tasks=tasks, bench_version=f"{old.get('bench_version', '0.2')} rebased to "
                     f"{reference.get('bench_version')}", rebased_from=note, date=reference["date"],
                     split_salt=reference.get("split_salt"),

@@ -3,13 +3,14 @@ interval, calibration and automation, and the per-item arrays the board needs to
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from jevserve.bench.evaluate import DEFAULT, MAJORITY, MODEL, ORACLE, STYLE, TaskOutcome
-from jevserve.bench.metrics import Metric, metric_by_name
+from jevserve.bench.everyday import everyday_result
+from jevserve.bench.metrics import Metric
+from jevserve.bench.paired import TaskScale
 from jevserve.bench.stats import (
     ECE_BINS,
     NUM_RESAMPLES,
@@ -17,13 +18,12 @@ from jevserve.bench.stats import (
     brier,
     expected_calibration_error,
     interval,
-    joint_bootstrap_weights,
-    normalised,
-    resampled_scores,
     task_seed,
 )
+from jevserve.bench.validate import items_digest
 
 SOURCE_ONLY = (STYLE, MAJORITY)
+METRIC_RESAMPLES = 1000
 
 
 def cluster_codes(clusters: tuple[str, ...]) -> np.ndarray:
@@ -39,24 +39,32 @@ def _value(metric: Metric, labels: np.ndarray, values: np.ndarray, weights: np.n
 def score_row(
     outcome: TaskOutcome, row: str = MODEL, *, num_resamples: int = NUM_RESAMPLES, with_items: bool = True
 ) -> dict[str, Any]:
-    """Everything the results file says about one task for the predictor `row` (model, default, or a baseline)."""
+    """Everything the results file says about one task for the predictor `row` (model, default, or a baseline).
+
+    The score, its interval and the averages come from the document's shared draws (`pipeline.resolve`); here:
+    the point values, the raw metric of every predictor (intervals over this task's own `num_resamples` draws), and
+    the source-only rows (same fixed-denominator score, this task's own draws).
+    """
     task, metric, labels = outcome.task, outcome.task.metric, outcome.labels
     if row not in outcome.predictions:
         raise KeyError(f"task {task.name} has no predictor {row!r}; it has: {', '.join(outcome.predictions)}")
-    weights = bootstrap_weights(cluster_codes(outcome.clusters), num_resamples, task_seed(task.name))
+    # Raw-metric intervals of every predictor are informational: this task's own draws, at most METRIC_RESAMPLES.
+    weights = bootstrap_weights(cluster_codes(outcome.clusters), min(num_resamples, METRIC_RESAMPLES),
+                                task_seed(task.name))
     predicted = outcome.predictions[row]
     default, oracle = outcome.predictions[DEFAULT].values, outcome.predictions[ORACLE].values
     metrics = {name: _value(metric, labels, p.values, weights) for name, p in outcome.predictions.items()}
-    score = float(normalised(metrics[row]["value"], metrics[DEFAULT]["value"], metrics[ORACLE]["value"]))
-    resampled = resampled_scores(metric, labels, predicted.values, default, oracle, weights)
+    scale = TaskScale(metric.chance(labels), metrics[DEFAULT]["value"], metrics[ORACLE]["value"])
     result: dict[str, Any] = {
         "task": task.name,
         "category": task.category,
         "metric": metric.name,
+        "predictor": row,  # which of `metrics` this row is
         "n_train": outcome.num_train,
         "n_test": len(labels),
-        "score": score,
-        "score_interval": list(interval(resampled)),
+        "score": float(scale.score(metrics[row]["value"])),
+        "chance": scale.chance,
+        "default_train_share": outcome.default_train_share,
         "metrics": metrics,
         "rule": predicted.rule.as_dict() if predicted.rule else None,
         "brier": None,
@@ -68,14 +76,18 @@ def score_row(
         result["brier"] = brier(predicted.probabilities, outcome.targets)
         result["ece"] = expected_calibration_error(predicted.probabilities, outcome.targets)
     source_only = {}
+    default_draws = metric.weighted(labels, default, weights)
     for name in SOURCE_ONLY:
         if name in outcome.predictions:
-            values = outcome.predictions[name].values
+            draws = metric.weighted(labels, outcome.predictions[name].values, weights)
             source_only[name] = {
-                "score": float(normalised(metrics[name]["value"], metrics[DEFAULT]["value"], metrics[ORACLE]["value"])),
-                "interval": list(interval(resampled_scores(metric, labels, values, default, oracle, weights))),
+                "score": float(scale.score(metrics[name]["value"])),
+                "interval": list(interval(scale.score(draws - default_draws + scale.default))),
             }
     result["source_only"] = source_only or None
+    if outcome.everyday is not None and predicted.everyday_scores is not None and predicted.rule is not None:
+        positives = predicted.scores[outcome.targets.astype(bool)]
+        result["everyday"] = everyday_result(outcome.everyday, predicted.everyday_scores, predicted.rule, positives)
     if with_items:
         result["items"] = {
             "ids": list(outcome.item_ids),
@@ -87,38 +99,5 @@ def score_row(
         }
         if outcome.cluster_keys:
             result["items"]["cluster_keys"] = [list(k) for k in outcome.cluster_keys]
+        result["items_sha256"] = items_digest(result["items"])
     return result
-
-
-def rescore(task_result: dict[str, Any], metric: Metric, *, num_resamples: int = NUM_RESAMPLES) -> np.ndarray:
-    """The resampled scores of a stored task result (the same draws `score_row` used), for averages and ranks."""
-    items = task_result["items"]
-    labels = np.asarray(items["labels"])
-    weights = bootstrap_weights(items["clusters"], num_resamples, task_seed(task_result["task"]))
-    return resampled_scores(
-        metric, labels, np.asarray(items["values"]), np.asarray(items["default"]), np.asarray(items["oracle"]), weights
-    )
-
-
-def joint_rescore(
-    task_results: Mapping[str, dict[str, Any]], *, num_resamples: int = NUM_RESAMPLES
-) -> dict[str, np.ndarray]:
-    """Resampled scores of stored task results on JOINT draws (items sharing a group or a text are drawn together
-    across tasks), for averages and ranks; results without cluster keys (older files) fall back to per-task draws."""
-    if not task_results:
-        return {}
-    if not all("cluster_keys" in r.get("items", {}) for r in task_results.values()):
-        return {
-            n: rescore(r, metric_by_name(r["metric"]), num_resamples=num_resamples) for n, r in task_results.items()
-        }
-    weights = joint_bootstrap_weights(
-        {n: r["items"]["cluster_keys"] for n, r in task_results.items()}, num_resamples
-    )
-    out = {}
-    for name, result in task_results.items():
-        items = result["items"]
-        out[name] = resampled_scores(
-            metric_by_name(result["metric"]), np.asarray(items["labels"]), np.asarray(items["values"]),
-            np.asarray(items["default"]), np.asarray(items["oracle"]), weights[name],
-        )
-    return out

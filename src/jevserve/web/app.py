@@ -8,144 +8,21 @@ item pools, and every error is a small HTML page with a 4xx status and a sentenc
 from __future__ import annotations
 
 import secrets
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qs
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
-from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException
 
-from jevserve.web.answering import Decider
-from jevserve.web.decisions import Pools
-from jevserve.web.site import SiteCache
-from jevserve.web.store import Store
+from jevserve.web import pages, play
+from jevserve.web.context import HERE, SESSION_COOKIE, Context, WebSettings
 
-HERE = Path(__file__).parent
-SESSION_COOKIE = "jevserve_session"
-MAX_FORM_BYTES = 16_384  # the largest form the site needs is the live demo's request text (MAX_LIVE_CHARS)
-MAX_LIVE_CHARS = 4_000
-
-
-@dataclass
-class WebSettings:
-    """Where the site reads and writes, and who answers."""
-
-    results_dir: Path  # committed bench results (the board)
-    db_path: Path  # the playground's SQLite file
-    decider: Decider | None  # the served model; None: the playground shows stored answers only
-    answers_dir: Path | None = None  # bench answers caches (reliability plots); None: no plots
-    pools: Pools | None = None  # playground items; None: loaded from the bench data on first use
-    data_factory: Callable[[], Any] | None = None  # builds bench.BenchData (task pages, pools)
-    live: Any = None  # the live demo's decision function (web.live); None: the page says it is not configured
-    site: SiteCache | None = None  # share one results cache between apps (tests); None: a new one
-
-
-class PageError(HTTPException):
-    """An error shown as an HTML page with its status and a sentence naming what was wrong."""
-
-
-async def read_form(request: Request, max_bytes: int = MAX_FORM_BYTES) -> dict[str, str]:
-    """The url-encoded form body as single values; 413 over `max_bytes`, 400 when it is not a form."""
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > max_bytes:
-        raise PageError(413, f"the form is {int(declared):,} bytes; at most {max_bytes:,} are accepted")
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > max_bytes:
-            raise PageError(413, f"the form is over {max_bytes:,} bytes; at most {max_bytes:,} are accepted")
-    try:
-        parsed = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=32)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise PageError(400, f"the form could not be read ({exc}); send application/x-www-form-urlencoded") from exc
-    return {k: v[-1] for k, v in parsed.items()}
-
-
-class Context:
-    """What routes share: settings, store, results, templates and the lazily loaded data."""
-
-    def __init__(self, settings: WebSettings) -> None:
-        self.settings = settings
-        self.store = Store(settings.db_path)
-        self.site = settings.site or SiteCache(settings.results_dir)
-        self.templates = Jinja2Templates(directory=str(HERE / "templates"))
-        self.templates.env.filters["num"] = _num
-        self._pools = settings.pools
-        self._data: Any = None
-        self._lock = threading.Lock()
-        self.task_pages: dict[str, Any] = {}
-        self.memo: dict[str, Any] = {}  # computed pages' parts: reliability curves, the people row
-
-    def data(self) -> Any:
-        """The bench data (one BenchData for the app's lifetime, so each source is read once)."""
-        with self._lock:
-            if self._data is None:
-                if self.settings.data_factory is None:
-                    from jevserve.bench import BenchData
-
-                    self._data = BenchData()
-                else:
-                    self._data = self.settings.data_factory()
-            return self._data
-
-    def pools(self) -> Pools:
-        """The playground's item pools (loaded from the bench test sides on first use)."""
-        if self._pools is None:
-            from jevserve.web.decisions import load_pools
-
-            pools = load_pools(self.data())
-            with self._lock:
-                self._pools = self._pools or pools
-        return self._pools
-
-    def cached_answers(self, model: str) -> dict[str, Any] | None:
-        """The model's bench answers cache (request key → answers), read once per file version; None without one."""
-        if self.settings.answers_dir is None:
-            return None
-        from jevserve.web.calibration import cache_files, read_answers
-
-        files = cache_files(self.settings.answers_dir, model)
-        if not files:
-            return None
-        key = f"answers:{files[0]}:{files[0].stat().st_mtime}"
-        if key not in self.memo:
-            self.memo[key] = read_answers(files[0])
-        return self.memo[key]
-
-    def warm(self) -> None:
-        """Compute the board and load the item pools now, so the first visitor does not wait for them."""
-        self.site.board()
-        self.pools()
-
-    def render(self, request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-        """Render a template with the shared context."""
-        return self.templates.TemplateResponse(request, name, {"page": name.removesuffix(".html"), **context},
-                                               status_code=status_code)
-
-
-def _num(value: Any, digits: int = 1) -> str:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return "–"
-    return "–" if number != number else f"{number:.{digits}f}"  # NaN → dash
-
-
-def session_id(request: Request) -> str:
-    """The anonymous session id the middleware attached to the request."""
-    return request.state.session_id
+__all__ = ["WebSettings", "create_app"]
 
 
 def create_app(settings: WebSettings) -> FastAPI:
     """The whole site as one FastAPI app."""
-    from jevserve.web import pages, play
-
     app = FastAPI(title="jevserve web", docs_url=None, redoc_url=None, openapi_url=None)
     context = Context(settings)
     app.state.context = context

@@ -89,11 +89,18 @@ def serve_command(args: argparse.Namespace) -> int:
     from jevserve.web.answering import SystemOneDecider
     from jevserve.web.app import WebSettings, create_app
     from jevserve.web.live import live_demo
+    from jevserve.web.site import PACKAGED_BOARD, default_board_cache
 
+    results: Path | None = args.results
     if not args.results.is_dir():
-        print(f"jevserve web: --results {args.results}: no such folder; run from the repository root or pass "
-              "--results DIR", file=sys.stderr)
-        return 2
+        if args.results != DEFAULT_RESULTS or not PACKAGED_BOARD.exists():
+            print(f"jevserve web: --results {args.results}: no such folder; run from the repository root or pass "
+                  "--results DIR", file=sys.stderr)
+            return 2
+        results = None
+        print(f"jevserve web: no {DEFAULT_RESULTS}/ folder here, so the board is the one packaged with jevserve "
+              f"({PACKAGED_BOARD}); the playground's stored rows need a checkout's results (pass --results DIR)",
+              file=sys.stderr)
     try:
         gateway_config = load_config(args.gateway_config)  # checked before anything starts
         sock = _bind(args.host, args.port)
@@ -106,7 +113,8 @@ def serve_command(args: argparse.Namespace) -> int:
         ) as endpoint:
             decider = SystemOneDecider(endpoint.base_url, endpoint.model, endpoint.api_key)
             settings = WebSettings(
-                results_dir=args.results, db_path=args.db or default_db(), decider=decider,
+                results_dir=results, db_path=args.db or default_db(), decider=decider,
+                board_cache=default_board_cache(),
                 answers_dir=args.answers_cache or default_answers_dir(),
                 live=live_demo(endpoint, gateway_config),
                 data_factory=_bench_data_factory(getattr(args, "embed_texts", None)),

@@ -110,7 +110,8 @@ def load_pools(data: Any) -> Pools:
     from jevserve.bench.pipeline import load_tasks
     from jevserve.bench.sources import SourceMissingError
 
-    loaded, skipped = load_tasks([TASKS[d.task] for d in DECISIONS.values()], data, log=lambda message: None)
+    loaded, skipped = load_tasks([TASKS[d.task] for d in DECISIONS.values()], data, log=lambda message: None,
+                                 everyday=False)
     if skipped:
         raise SourceMissingError(skipped[0].task, f"bench task {skipped[0].task} has no data", skipped[0].command)
     test_sides = {entry.task.name: entry.test for entry in loaded}

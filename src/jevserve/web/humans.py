@@ -1,8 +1,9 @@
 """People's numbers from the stored rounds: a board row per decision, and people against the served model.
 
 The board row scores people exactly as the bench scores a model, on the test items they answered: the task's metric
-on their answers, normalised between the default rule's and the oracle's stored actions on the same items (0 =
-today's rule, 100 = oracle), with a 95% percentile-bootstrap interval from bench.stats. Resampling draws players
+on their answers against the default rule's and the oracle's stored actions on the same items, on the bench's scale
+(bench.paired.TaskScale: 100 × (m − default) / (oracle − chance), the denominator fixed on the items answered, the
+numerator paired on each draw), with a 95% percentile-bootstrap interval. Resampling draws players
 (anonymous sessions), not answers, since one person's answers are not independent of each other.
 """
 
@@ -17,15 +18,18 @@ import numpy as np
 
 from jevserve.bench.length import LENGTH_BIN_NAMES
 from jevserve.bench.metrics import metric_by_name
-from jevserve.bench.stats import NUM_RESAMPLES, bootstrap_weights, interval, normalised, resampled_scores, task_seed
+from jevserve.bench.paired import TaskScale
+from jevserve.bench.stats import bootstrap_weights, interval, task_seed
 from jevserve.web.decisions import DECISIONS
+
+NUM_RESAMPLES = 1000  # per page view; people's cells are a live view, not a committed row
 
 
 @dataclass(frozen=True)
 class HumanCell:
     """People's score on one task with its interval and how much play it rests on."""
 
-    score: float  # 0 = default rule, 100 = oracle; NaN when undefined (e.g. every answer had one truth)
+    score: float  # the bench scale: 0 = default rule; NaN when undefined (e.g. every answer had one truth)
     low: float
     high: float
     num_answers: int
@@ -93,8 +97,10 @@ def human_cells(
         weights = bootstrap_weights([a["session_id"] for a in rows], num_resamples, task_seed(decision.task))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # τ-b of a draw with one distinct value is undefined (NaN), not an error
-            point = float(normalised(metric(labels, values), metric(labels, default), metric(labels, oracle)))
-            low, high = interval(resampled_scores(metric, labels, values, default, oracle, weights))
+            scale = TaskScale(metric.chance(labels), metric(labels, default), metric(labels, oracle))
+            point = float(scale.score(metric(labels, values)))
+            paired = metric.weighted(labels, values, weights) - metric.weighted(labels, default, weights)
+            low, high = interval(scale.score(paired + scale.default))
         cells[decision.task] = HumanCell(point, low, high, len(rows), len({a["round_id"] for a in rows}),
                                          len({a["session_id"] for a in rows}))
     return cells

@@ -6,11 +6,11 @@ import math
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 
 from jevserve.bench.board import Board, Cell, Row
 from jevserve.bench.task import CATEGORIES
-from jevserve.web.app import MAX_LIVE_CHARS, Context, PageError, read_form
+from jevserve.web.context import MAX_LIVE_CHARS, Context, PageError, read_form
 from jevserve.web.decisions import DECISIONS, TASK_DECISION
 from jevserve.web.humans import HumanCell, human_cells
 
@@ -31,7 +31,8 @@ def board_rows(board: Board, people: dict[str, HumanCell], sort: str | None) -> 
         rows.append({
             "model": PEOPLE_ROW, "kind": "people", "rank": None, "average": None, "categories": {},
             "tasks": dict(people), "link": False,
-            "notes": (f"covers {len(people)} of {len(board.ranking_tasks)} tasks: not ranked",),
+            "notes": (f"covers {len(people)} of {len(board.ranking_tasks)} tasks: not ranked",
+                      _rounds_note(people)),
         })
     if sort:
         def key(row: dict[str, Any]) -> float:
@@ -42,6 +43,13 @@ def board_rows(board: Board, people: dict[str, HumanCell], sort: str | None) -> 
             return _sort_value(row["tasks"].get(sort.split(":", 1)[-1]))
         rows.sort(key=key, reverse=True)
     return rows
+
+
+def _rounds_note(people: dict[str, HumanCell]) -> str:
+    # Every round asks each decision, so the most-played task's count is the number of rounds.
+    rounds = max(c.num_rounds for c in people.values())
+    answers = sum(c.num_answers for c in people.values())
+    return f"{rounds} round{'s' if rounds != 1 else ''} · {answers} answer{'s' if answers != 1 else ''}"
 
 
 def _people(context: Context) -> dict[str, HumanCell]:
@@ -76,7 +84,8 @@ def register(app: FastAPI, context: Context) -> None:
         columns = {"average", *(f"category:{c}" for c in CATEGORIES), *(f"task:{t}" for t in board.tasks)}
         if sort and sort not in columns:
             raise PageError(400, f"unknown sort column {sort!r}; expected average, category:<name> or task:<name>")
-        tasks = [t for t in board.tasks if not category or board.task_categories[t] == category]
+        # Task columns only within one category: all 16 at once would not fit a screen (pick a category to see them).
+        tasks = [t for t in board.tasks if category and board.task_categories[t] == category]
         rows = [r for r in board_rows(board, _people(context), sort) if not kind or r["kind"] == kind]
         categories = [c for c in CATEGORIES if any(board.task_categories[t] == c for t in board.tasks)]
         return context.render(
@@ -85,12 +94,24 @@ def register(app: FastAPI, context: Context) -> None:
             sort=sort, playground_tasks=TASK_DECISION,
         )
 
+    @app.get("/plots/{name}.png")
+    def plot(name: str) -> Response:
+        from jevserve.bench.board_plots import plot_png
+
+        if name not in ("headline", "task-deltas"):
+            raise PageError(404, f"no plot named {name!r}; plots: headline, task-deltas")
+        board = context.site.board()
+        key = f"plot:{name}"
+        if context.memo.get(key, (None,))[0] is not board:
+            context.memo[key] = (board, plot_png(board, name))
+        return Response(context.memo[key][1], media_type="image/png")
+
     @app.get("/models/{name}", response_class=HTMLResponse)
     def model_page(request: Request, name: str) -> HTMLResponse:
         board = context.site.board()
         row = _row(board, name)
-        document = context.site.get().documents[name]
-        curve = _reliability(context, name, document)
+        document = context.site.get().documents.get(name)
+        curve = _reliability(context, name, document) if document else None
         from jevserve.web.calibration import reliability_svg
 
         return context.render(
@@ -157,6 +178,6 @@ def _reliability(context: Context, name: str, document: dict[str, Any]) -> Any:
             context.memo[key] = None
         else:
             tasks = [TASKS[t] for t, r in document["tasks"].items() if t in TASKS and r.get("brier") is not None]
-            loaded, _ = load_tasks(tasks, context.data(), log=lambda _: None)
+            loaded, _ = load_tasks(tasks, context.data(), log=lambda _: None, everyday=False)
             context.memo[key] = reliability(context.settings.answers_dir, name, loaded)
     return context.memo[key]

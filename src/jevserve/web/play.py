@@ -19,7 +19,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from jevserve.web.answering import ask_model, cached_probabilities, stored_choice
-from jevserve.web.app import Context, PageError, read_form, session_id
+from jevserve.web.context import Context, PageError, read_form, session_id
 from jevserve.web.decisions import DECISIONS, draw_round
 from jevserve.web.humans import expected_accuracy, versus
 from jevserve.web.store import ModelAnswer, Round

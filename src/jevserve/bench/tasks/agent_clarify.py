@@ -41,6 +41,7 @@ class AgentClarify(Task):
     questions = QUESTIONS
     primary = "ask"
     metric = BalancedAccuracy()
+    everyday_reads = "request"
     rule_text = "ask when P(ask) ≥ t; t tuned on train for balanced accuracy"
     default_text = "never ask: the agent always acts on the request (what tool-calling loops do today)"
 

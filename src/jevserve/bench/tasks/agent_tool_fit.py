@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from jevserve.bench.data import cap_per_label
+from jevserve.bench.data import cap_train_side
 from jevserve.bench.metrics import BalancedAccuracy
-from jevserve.bench.sources import content_id, split_of
+from jevserve.bench.sources import ChatMessage, FunctionDoc, content_id, split_of
 from jevserve.bench.task import Item, Task, frozen, noul
 from jevserve.bench.tasks.common import record_item
 
@@ -48,6 +48,15 @@ def tool_state(messages: Sequence[Any], functions: Sequence[Any]) -> str:
     else:
         conversation = "Conversation:\n" + "\n".join(f"{m.role}: {m.content}" for m in messages)
     return conversation + "\nFunctions:\n" + "\n".join(_signature(f) for f in functions)
+
+
+def offered_function(tool: Mapping[str, Any]) -> FunctionDoc | None:
+    """An OpenAI `tools` entry as the function document BFCL cases carry (None when it names no function)."""
+    function = tool.get("function") if tool.get("type") == "function" else None
+    if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+        return None
+    parameters = function.get("parameters") or {}
+    return FunctionDoc(function["name"], str(function.get("description") or ""), json.dumps(parameters, sort_keys=True))
 
 
 def _wrong_candidates(case: Any) -> Item | None:
@@ -88,13 +97,15 @@ class AgentToolFit(Task):
     primary = "fits"
     metric = BalancedAccuracy()
     pooled = True  # negatives come from other BFCL categories than positives, or are derived from positives
+    everyday_reads = "request"
     rule_text = "call a tool when P(fits) ≥ t; t tuned on train for balanced accuracy"
     default_text = (
         "lexical tool retrieval: the largest share of the request's content words found in one function's name and "
         "description; call when ≥ t, t tuned on train"
     )
     cap_text = (
-        f"{MAX_PER_LABEL} fitting and {MAX_PER_LABEL} non-fitting cases (seeded hash order); negatives are BFCL "
+        f"train side: the train cases among {MAX_PER_LABEL} fitting and {MAX_PER_LABEL} non-fitting ones (seeded "
+        "hash order); test side: every test case; negatives are BFCL "
         "irrelevance cases and fitting cases whose right functions were removed from the candidates; function "
         f"descriptions are cut at {MAX_DESCRIPTION_CHARS} characters"
     )
@@ -118,7 +129,19 @@ class AgentToolFit(Task):
                 derived = _wrong_candidates(case)
                 if derived is not None:
                     items.append(derived)
-        return tuple(cap_per_label(items, MAX_PER_LABEL))
+        return tuple(cap_train_side(items, MAX_PER_LABEL))
+
+    def everyday_items(self, request_id: str, texts: Sequence[str], body: Mapping[str, Any]) -> list[Item]:
+        """For an everyday request that offers tools: its request text with the offered functions, as the gate reads
+        a BFCL case (none for a request without tools)."""
+        functions = [offered_function(t) for t in body.get("tools") or () if isinstance(t, Mapping)]
+        functions = [f for f in functions if f is not None]
+        if not functions or not texts:
+            return []
+        state = tool_state([ChatMessage("user", texts[0])], functions)
+        extra = frozen({"request": texts[0], "functions": tuple(f"{f.name} {f.description}" for f in functions)})
+        return [Item(item_id=f"{request_id}#0", state=state, label=False, split="test", source="everyday",
+                     extra=extra)]
 
     def supervision(self, item: Item) -> dict[str, Any]:
         """The fits question's answer is the label."""

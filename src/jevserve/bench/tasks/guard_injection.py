@@ -33,6 +33,7 @@ class GuardInjection(Task):
     questions = MappingProxyType({"injection": INJECTION_QUESTION})
     primary = "injection"
     metric = BalancedAccuracy()
+    everyday_reads = "guard"
     rule_text = "block when P(injection) ≥ t; t tuned on train for balanced accuracy"
     default_text = "injection deny-list (tasks/keywords.py): block at ≥ k phrase matches, k tuned on train"
 

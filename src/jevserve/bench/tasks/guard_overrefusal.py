@@ -29,6 +29,7 @@ class GuardOverrefusal(Task):
     primary = "refuse"
     metric = BalancedAccuracy()
     pooled = True
+    everyday_reads = "request"
     rule_text = "refuse when P(refuse) ≥ t; t tuned on train for balanced accuracy"
     default_text = "moderation deny-list (tasks/keywords.py): refuse at ≥ k word matches, k tuned on train"
 

@@ -34,11 +34,10 @@ class RouteMath(Task):
     questions = QUESTIONS
     primary = "cheap_ok"
     metric = RouteUtility(strong_cost=0.2)
-    default_tunes_direction = True
     rule_text = f"send to {CHEAP} when P(cheap_ok) ≥ t, else to {STRONG}; t tuned on train for the utility"
     default_text = (
-        "route by problem length: the cheap model below a length, the strong one above (or one model for all), "
-        "the cut and its direction tuned on train"
+        f"route by problem length, long to {STRONG}: {CHEAP} below a length, the cut tuned on train; on this "
+        f"data the tuned cut sends every problem to {STRONG}, so the zero-point is 'always strong'"
     )
     oracle_text = f"sends a problem to {CHEAP} when it is right there (or when neither model is), else to {STRONG}"
     cap_text = (
@@ -48,7 +47,9 @@ class RouteMath(Task):
 
     default_why = (
         "Routers without a learned model route by a request feature, most often its length (long prompts to "
-        "the strong model); the cut and its direction are tuned on train."
+        "the strong model). Here the direction is fixed as routers use it and only the cut is tuned on train, "
+        "where no cut beats sending everything to the strong model: the rule a router would deploy is 'always "
+        "strong'."
     )
 
     def load_items(self, data: Any) -> tuple[Item, ...]:
@@ -91,5 +92,5 @@ class RouteMath(Task):
         return {"cheap_ok": bool(item.label[0])}
 
     def default_scores(self, items: Sequence[Item], data: Any) -> np.ndarray:
-        """Problem length in characters (the rule's direction is tuned)."""
-        return np.array([float(i.extra["chars"]) for i in items])
+        """Minus the problem length in characters: the shorter, the more the rule leans to the cheap model."""
+        return -np.array([float(i.extra["chars"]) for i in items])

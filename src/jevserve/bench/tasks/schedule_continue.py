@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from jevserve.bench.data import cap_per_label
+from jevserve.bench.data import cap_train_side
 from jevserve.bench.metrics import BalancedAccuracy
 from jevserve.bench.sharegpt_data import bench_side
 from jevserve.bench.sources import content_id
@@ -39,7 +39,8 @@ class ScheduleContinue(Task):
     default_text = "prompt length: keep (or evict) above k characters, k and direction tuned on train"
     cap_text = (
         f"the simulator's requests (valid ShareGPT requests) that open a conversation (ids ending in _0: their "
-        f"opening is the real one), {MAX_PER_LABEL} per label in seeded hash order; one item per distinct opening"
+        f"opening is the real one); train side: the train ones among {MAX_PER_LABEL} per label in seeded hash "
+        "order; test side: every test one; one item per distinct opening"
     )
 
     default_why = (
@@ -60,7 +61,7 @@ class ScheduleContinue(Task):
                 Item(item_id=item_id, state=request.prompt, label=request.follow_up, split=side, source="sharegpt",
                      extra=frozen({"chars": len(request.prompt)}))
             )
-        return tuple(cap_per_label(items, MAX_PER_LABEL))
+        return tuple(cap_train_side(items, MAX_PER_LABEL))
 
     def supervision(self, item: Item) -> dict[str, Any]:
         """The follow_up question's answer is the label."""

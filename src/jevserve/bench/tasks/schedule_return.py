@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from jevserve.bench.data import cap_per_label
+from jevserve.bench.data import cap_train_side
 from jevserve.bench.metrics import Auroc
 from jevserve.bench.sources import content_id, split_of
 from jevserve.bench.task import Item, Task, frozen, noul
@@ -73,7 +73,8 @@ class ScheduleReturn(Task):
     rule_text = "rank conversations by P(continue) (AUROC; a cache keeps the top of the ranking that fits)"
     default_text = "turn count: rank by the messages so far (or their negative, the sign chosen on train)"
     cap_text = (
-        f"one cut per conversation (see cut_index), then {MAX_PER_LABEL} cuts per label in seeded hash order; the "
+        f"one cut per conversation (see cut_index); train side: the train cuts among {MAX_PER_LABEL} per label "
+        "in seeded hash order; test side: every test cut; the "
         f"state is the last {CONTEXT_MESSAGES} messages; a train cut whose state is also a test cut's state (an "
         "opening 'Hi' in two conversations) is left out"
     )
@@ -100,7 +101,7 @@ class ScheduleReturn(Task):
         # Short openings repeat across conversations; a state seen on the test side stays off the train side.
         test_states = {i.state for i in items if i.split == "test"}
         items = [i for i in items if i.split == "test" or i.state not in test_states]
-        return tuple(cap_per_label(items, MAX_PER_LABEL))
+        return tuple(cap_train_side(items, MAX_PER_LABEL))
 
     def supervision(self, item: Item) -> dict[str, Any]:
         """The continue question's answer is the label."""

@@ -1,0 +1,53 @@
+"""`jevserve bench validate`: a results file as `bench run` writes it passes; tampered ones name their problem."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+from jevserve.bench.pipeline import BENCH_VERSION
+from jevserve.bench.results import latest_results
+from jevserve.bench.validate import validate_document
+from jevserve.cli import main
+from tests.bench.test_board import make_results
+
+
+def _rows(tmp_path):
+    results = make_results(tmp_path)
+    documents = {d["model"]: d for d in latest_results(results).documents}
+    return results, documents["fake-model"], documents["default-rules"]
+
+
+def test_a_row_written_by_bench_run_is_valid(tmp_path):
+    _, model, reference = _rows(tmp_path)
+    assert validate_document(model, reference, BENCH_VERSION) == []
+
+
+def test_tampered_rows_name_what_is_wrong(tmp_path):
+    _, model, reference = _rows(tmp_path)
+    cases = {
+        "labels differ": lambda d: d["tasks"]["toy-keyword"]["items"]["labels"].reverse(),
+        "predictions for": lambda d: d["tasks"]["toy-keyword"]["items"]["values"].pop(),
+        "stored score": lambda d: d["tasks"]["toy-keyword"].update(score=99.0),
+        "bench_version": lambda d: d.update(bench_version="0.3"),
+        "unknown task": lambda d: d["tasks"].update({"guard-nope": d["tasks"]["toy-keyword"]}),
+        "items_sha256": lambda d: d["tasks"]["toy-keyword"].update(items_sha256="0" * 64),
+    }
+    for expected, tamper in cases.items():
+        document = copy.deepcopy(model)
+        tamper(document)
+        problems = validate_document(document, reference, BENCH_VERSION)
+        assert any(expected in p for p in problems), (expected, problems)
+
+
+def test_the_command_exits_1_and_prints_each_problem(tmp_path, capsys):
+    results, model, _ = _rows(tmp_path)
+    bad = copy.deepcopy(model)
+    bad["tasks"]["toy-keyword"]["score"] = -5.0
+    path = tmp_path / "submission.json"
+    path.write_text(json.dumps(bad))
+    good = next((results / "fake-model").glob("*.json"))
+    assert main(["bench", "validate", str(good), "--results", str(results)]) == 0
+    assert main(["bench", "validate", str(path), "--results", str(results)]) == 1
+    out = capsys.readouterr().out
+    assert "valid" in out and "stored score -5.0" in out

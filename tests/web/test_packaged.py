@@ -1,0 +1,54 @@
+"""Outside a checkout there is no results folder: the site serves the board packaged with jevserve."""
+
+from __future__ import annotations
+
+import json
+
+from fastapi.testclient import TestClient
+
+from jevserve.bench.board_snapshot import results_key
+from jevserve.web import WebSettings, create_app
+from jevserve.web.cli import DEFAULT_RESULTS
+from jevserve.web.site import PACKAGED_BOARD, SiteCache
+from tests.web.builders import RESULTS, StubDecider, results_pools
+
+
+def test_the_packaged_board_is_the_committed_board():
+    packaged = json.loads(PACKAGED_BOARD.read_text(encoding="utf-8"))
+    assert packaged["results_key"] == results_key(RESULTS), "run `jevserve bench board --package`"
+
+
+def test_without_results_the_site_serves_the_packaged_board(tmp_path):
+    site = SiteCache(None)
+    app = create_app(WebSettings(results_dir=None, db_path=tmp_path / "db.sqlite", decider=StubDecider(),
+                                 pools=results_pools(), site=site))
+    client = TestClient(app, raise_server_exceptions=False)
+    board = client.get("/")
+    assert board.status_code == 200
+    for row in site.board().rows[:3]:
+        assert row.model in board.text
+        page = client.get(f"/models/{row.model}")
+        assert page.status_code == 200 and "the board packaged with jevserve" in page.text
+    assert site.get().documents == {}
+
+
+def test_jevserve_web_outside_a_checkout_starts_on_the_packaged_board(tmp_path, monkeypatch, capsys):
+    from jevserve.web import cli
+
+    started = {}
+    monkeypatch.chdir(tmp_path)  # no results/ here
+    monkeypatch.setattr(cli, "_bind", lambda host, port: (_ for _ in ()).throw(ValueError("stop before binding")))
+    monkeypatch.setattr("jevserve.gateway.config.load_config", lambda path: started.setdefault("config", path))
+    assert not (tmp_path / DEFAULT_RESULTS).exists()
+    code = cli.serve_command(cli_args(tmp_path))
+    err = capsys.readouterr().err
+    assert "the board is the one packaged with jevserve" in err and "no such folder" not in err
+    assert code == 2 and "stop before binding" in err  # it went past the results check to binding the port
+
+
+def cli_args(tmp_path):
+    import argparse
+
+    return argparse.Namespace(results=DEFAULT_RESULTS, gateway_config=None, host="127.0.0.1", port=0,
+                              db=tmp_path / "db.sqlite", endpoint="embedded", model=None, api_key_env=None,
+                              answers_cache=None)
