@@ -5,7 +5,25 @@ decision demo, served by `jevserve web`.
     app = create_app(WebSettings(results_dir=Path("results"), db_path=Path("web.sqlite"), decider=None))
 """
 
-from jevserve.web.app import WebSettings, create_app
-from jevserve.web.store import Store
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jevserve.web.app import WebSettings, create_app
+    from jevserve.web.store import Store
 
 __all__ = ["Store", "WebSettings", "create_app"]
+
+# The exports load on first use (PEP 562), so the command line can list `jevserve web` in an install without jinja2.
+_EXPORTS = {"Store": "store", "WebSettings": "app", "create_app": "app"}
+
+
+def __getattr__(name: str) -> Any:
+    """Load an export from its module on first use."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value
