@@ -80,8 +80,15 @@ def test_a_sharegpt_prompt_gets_its_recorded_reply_length_and_another_a_seeded_d
 
 
 def test_priority_scheduling_admits_the_lowest_priority_value_first():
+    async def until(condition) -> None:
+        for _ in range(2000):  # up to 20 s on a loaded machine
+            if condition():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("the engine never reached the expected state")
+
     async def scenario():
-        async with serve(speedup=20.0, policy="priority", max_num_seqs=1) as (url, _), \
+        async with serve(speedup=20.0, policy="priority", max_num_seqs=1) as (url, engine), \
                 httpx.AsyncClient(base_url=url, timeout=60) as client:
             done = []
 
@@ -90,9 +97,14 @@ def test_priority_scheduling_admits_the_lowest_priority_value_first():
                                                            "priority": priority})
                 done.append(name)
 
-            first = asyncio.create_task(send("running", 0, 30))
-            await asyncio.sleep(0.05)  # it is admitted; the next two wait behind it
-            later = [asyncio.create_task(send("background", 10, 2)), asyncio.create_task(send("urgent", -5, 2))]
+            # a long reply holds the one batch slot while the other two queue behind it (states polled, not timed)
+            first = asyncio.create_task(send("running", 0, 800))
+            await until(lambda: engine.num_running == 1)
+            later = [asyncio.create_task(send("background", 10, 2))]
+            await until(lambda: engine.num_waiting == 1)
+            later.append(asyncio.create_task(send("urgent", -5, 2)))
+            await until(lambda: engine.num_waiting == 2)
+            assert not first.done()
             await asyncio.gather(first, *later)
             return done
 

@@ -118,4 +118,4 @@ def test_a_decider_that_cannot_resolve_operating_points_is_a_clear_error(capsys)
     # the default config sets guard, harm and clarify by target rate: scoring them needs the decider
     assert main(["extproc", "--decider", "remote:http://127.0.0.1:9", "--port", str(free_port())]) == 2
     err = capsys.readouterr().err
-    assert "did not answer while resolving operating points" in err and "Traceback" not in err
+    assert "start the decider or give a threshold" in err and "Traceback" not in err
