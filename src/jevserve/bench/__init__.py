@@ -13,8 +13,9 @@ Decision training (issue 6) uses exactly this: train items, their requests and s
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from jevserve import lazy_exports
 
 if TYPE_CHECKING:
     from jevserve.bench.answers_cache import AnswersCache, request_key
@@ -53,10 +54,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Load an export from its module on first use."""
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -7,8 +7,9 @@ decision demo, served by `jevserve web`.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from jevserve import lazy_exports
 
 if TYPE_CHECKING:
     from jevserve.web.app import WebSettings, create_app
@@ -20,10 +21,4 @@ __all__ = ["Store", "WebSettings", "create_app"]
 _EXPORTS = {"Store": "store", "WebSettings": "app", "create_app": "app"}
 
 
-def __getattr__(name: str) -> Any:
-    """Load an export from its module on first use."""
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
