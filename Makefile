@@ -9,7 +9,7 @@ PIP_TORCH_ARGS ?=
 HOST ?= 127.0.0.1
 PORT ?= 8795
 
-.PHONY: install run test test-system-deps lint bench-latency clean
+.PHONY: install run test test-install test-system-deps lint bench-latency clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ test: install
 	$(VENV)/bin/jevserve data fetch || echo "warning: bench data not fetched; tests that need it will be skipped"
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/pytest -q
+
+# The base install (`pip install .`, no extras) in a fresh venv, running the gateway with a remote decider: a minute
+# or two, most of it pip. `make test` runs it too.
+test-install: install
+	$(VENV)/bin/pytest -q -m install
 
 # Outside programs some tests drive (as root, Debian): headless Chromium and redis-server. Without them those tests
 # skip with this command; .ci/run installs them.

@@ -3,14 +3,22 @@
 The table is copied here as data; change it together with ARCHITECTURE.md and say why in the commit. Imports
 inside functions count too (a lazy import is still a dependency). `import jevserve` / `from jevserve import
 __version__` (the root package) is allowed everywhere.
+
+Within a package, modules may not import each other in a circle (a → b → … → a). Lazy imports count here too: a
+function-level import keeps a circle from failing at import time but not from tying the modules together. Imports
+under `if TYPE_CHECKING:` do not count (they never run; they only name a type for annotations).
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "jevserve"
 
@@ -125,3 +133,101 @@ def test_an_upward_import_is_caught(tmp_path, source, expected):
     (fake / "gateway" / "good.py").write_text("from jevserve.serving import make_queue_policy\nfrom . import bad\n")
     found = violations(fake)
     assert [f"{package} imports {target}" for _, _, package, target in found] == [expected]
+
+
+# Circles that exist today and are tolerated until they are broken; a circle not listed here fails the test.
+KNOWN_CIRCLES = {
+    # web/pages.py and web/play.py import web/app.py for the site's settings and forms; app.py imports them to
+    # mount their routes.
+    frozenset({"jevserve.web.app", "jevserve.web.pages", "jevserve.web.play"}),
+}
+
+
+def module_name(path: Path, root: Path = SRC) -> str:
+    """`src/jevserve/sim/loop.py` → `jevserve.sim.loop`; a package's `__init__.py` → the package."""
+    parts = ["jevserve", *path.relative_to(root).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _executed_imports(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement under `node`, at any depth, except those under `if TYPE_CHECKING:`."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+            for branch in child.orelse:
+                yield from _executed_imports(branch)
+            continue
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            yield child
+        yield from _executed_imports(child)
+
+
+def imported_modules(path: Path, modules: set[str], root: Path = SRC) -> set[str]:
+    """The jevserve modules `path` imports: `from pkg import name` means module `pkg.name` when that is a module."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in _executed_imports(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join([*parts[: len(parts) - (node.level - 1)], *([node.module] if node.module else [])])
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+        for target in targets:
+            while target and target not in modules:  # `import jevserve.a.b.C`-style names: the module above
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def import_circles(root: Path = SRC) -> list[frozenset[str]]:
+    """Sets of modules that import each other in a circle: the strongly connected components with two or more."""
+    paths = {module_name(path, root): path for path in sorted(root.rglob("*.py"))}
+    names = sorted(paths)
+    index = {name: i for i, name in enumerate(names)}
+    modules = set(paths)
+    edges = [(index[name], index[target]) for name in names for target in imported_modules(paths[name], modules, root)]
+    rows, cols = zip(*edges, strict=True) if edges else ((), ())
+    graph = coo_matrix((np.ones(len(edges)), (rows, cols)), shape=(len(names), len(names)))
+    _, labels = connected_components(graph, directed=True, connection="strong")
+    components: dict[int, set[str]] = {}
+    for name, label in zip(names, labels, strict=True):
+        components.setdefault(int(label), set()).add(name)
+    return sorted((frozenset(c) for c in components.values() if len(c) > 1), key=sorted)
+
+
+def test_no_module_imports_itself_through_a_circle():
+    circles = [sorted(c) for c in import_circles() if c not in KNOWN_CIRCLES]
+    assert not circles, "modules that import each other in a circle:\n" + "\n".join(" ↔ ".join(c) for c in circles)
+
+
+def _fake_package(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "jevserve"
+    for name, source in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(source)
+    return root
+
+
+def test_a_circle_through_a_lazy_import_is_caught(tmp_path):
+    root = _fake_package(tmp_path, {
+        "gateway/__init__.py": "",
+        "gateway/a.py": "from jevserve.gateway import b\n",
+        "gateway/b.py": "def f():\n    from . import c\n",
+        "gateway/c.py": "import jevserve.gateway.a\n",
+        "gateway/d.py": "from jevserve.gateway.a import thing\n",  # imports into the circle, is not in it
+    })
+    assert import_circles(root) == [frozenset({"jevserve.gateway.a", "jevserve.gateway.b", "jevserve.gateway.c"})]
+
+
+def test_a_type_checking_import_makes_no_circle(tmp_path):
+    root = _fake_package(tmp_path, {
+        "sim/__init__.py": "",
+        "sim/loop.py": "from jevserve.sim.events import Event\n",
+        "sim/events.py": "from typing import TYPE_CHECKING\n"
+                         "if TYPE_CHECKING:\n    from jevserve.sim.loop import Loop\n",
+    })
+    assert import_circles(root) == []

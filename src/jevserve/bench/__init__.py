@@ -11,10 +11,33 @@ Decision training (issue 6) uses exactly this: train items, their requests and s
 `state_key(item)` is the content id of an item's state, for checking a training manifest against every test side.
 """
 
-from jevserve.bench.answers_cache import AnswersCache, request_key
-from jevserve.bench.data import BenchData
-from jevserve.bench.task import CATEGORIES, Item, Task, split_items, state_key
-from jevserve.bench.tasks import TASKS, UnknownTaskError, select_tasks
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from jevserve import lazy_exports
+
+if TYPE_CHECKING:
+    from jevserve.bench.answers_cache import AnswersCache, request_key
+    from jevserve.bench.data import BenchData
+    from jevserve.bench.task import CATEGORIES, Item, Task, split_items, state_key
+    from jevserve.bench.tasks import TASKS, UnknownTaskError, select_tasks
+
+# The exports load on first use (PEP 562): importing one bench module (the command line's, a data source) does not
+# import scipy and scikit-learn, so `jevserve --help` stays fast and the base install (no extras) can list the bench.
+_EXPORTS = {
+    "AnswersCache": "answers_cache",
+    "request_key": "answers_cache",
+    "BenchData": "data",
+    "CATEGORIES": "task",
+    "Item": "task",
+    "Task": "task",
+    "split_items": "task",
+    "state_key": "task",
+    "TASKS": "tasks",
+    "UnknownTaskError": "tasks",
+    "select_tasks": "tasks",
+}
 
 __all__ = [
     "CATEGORIES",
@@ -29,3 +52,6 @@ __all__ = [
     "split_items",
     "state_key",
 ]
+
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)

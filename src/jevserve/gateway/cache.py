@@ -138,4 +138,7 @@ def embedded_embed() -> Embed:
     """The embedded encoder's `embed` (all-MiniLM-L6-v2, int8): the default cache embedding."""
     from jevserve.decide.embedder import Embedder
 
-    return Embedder("int8").embed
+    try:
+        return Embedder("int8").embed
+    except ImportError as exc:  # a remote decider needs no local model, but the cache's matching does
+        raise ImportError(f"the semantic cache (a route's `cache:`) embeds with the embedded encoder: {exc}") from exc

@@ -1,0 +1,30 @@
+"""Every `jevserve …` command that README.md and docs/*.md quote exists: its sub-commands and its flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jevserve.cli import build_parser
+from tests.docs.commands import JEVSERVE, check, quoted_commands
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+@pytest.fixture(scope="module")
+def parser():
+    return build_parser()
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_jevserve_command_a_doc_quotes_exists(doc, parser):
+    quoted = [q for q in quoted_commands(doc) if JEVSERVE.match(q.text)]
+    wrong = [f"{q}\n    {problem}" for q in quoted if (problem := check(q, parser, ROOT))]
+    assert not wrong, "commands the CLI does not have:\n" + "\n".join(wrong)
+
+
+def test_the_docs_quote_commands_at_all():
+    # the check reads what the docs quote; if the reader stopped finding them, every test above would pass vacuously
+    assert sum(1 for doc in DOCS for q in quoted_commands(doc) if JEVSERVE.match(q.text)) > 100
