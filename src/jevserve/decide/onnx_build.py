@@ -64,24 +64,33 @@ def graph_key(model_dir: Path | None = None) -> str:
     return f"minilm-l6-{_weights_digest(model_dir)}-r{RECIPE_VERSION}-ort{onnxruntime.__version__}"
 
 
-def onnx_path(precision: Precision, model_dir: Path | None = None, *, output: Output = "pooled") -> Path:
+def layers_digest(layers: Path) -> str:
+    """A short digest of a file of fine-tuned layer weights (part of the key of a graph built with them)."""
+    return hashlib.sha256(layers.read_bytes()).hexdigest()[:16]
+
+
+def onnx_path(
+    precision: Precision, model_dir: Path | None = None, *, output: Output = "pooled", layers: Path | None = None
+) -> Path:
     """Return the path of the built graph for `precision`, building it first if the cache lacks it.
 
     `output="tokens"` is the same encoder without the pooling: it returns every token's last hidden state, which
     the reading model (decide/reader.py) attends over. Its graph is separate, so the pooled graph that the
-    committed readouts were fitted on stays exactly as it was.
+    committed readouts were fitted on stays exactly as it was. `layers` names an .npz of fine-tuned weights that
+    replace the shipped ones they name (`load_tuned_layers`), e.g. the tuned reader's top layers (decide/tuned.py).
     """
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; expected one of: {', '.join(PRECISIONS)}")
     model_dir = model_dir or shipped_model_dir()
     key = graph_key(model_dir) + ("" if output == "pooled" else f"-{output}")
+    key += f"-tuned{layers_digest(layers)}" if layers is not None else ""
     target = cache_dir() / "models" / f"{key}-{precision}.onnx"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     fp32 = cache_dir() / "models" / f"{key}-fp32.onnx"
     if not fp32.exists():
-        _atomic_build(fp32, lambda tmp: _export_fp32(model_dir, tmp, pooled=output == "pooled"))
+        _atomic_build(fp32, lambda tmp: _export_fp32(model_dir, tmp, pooled=output == "pooled", layers=layers))
     if precision == "int8":
         _atomic_build(target, lambda tmp: _quantise_int8(fp32, tmp))
     return target
@@ -98,13 +107,41 @@ def _atomic_build(target: Path, build) -> None:
             os.unlink(tmp_name)
 
 
-def _export_fp32(model_dir: Path, out: Path, *, pooled: bool = True) -> None:
-    import torch
-    from onnxruntime.transformers import optimizer
+def load_bert(model_dir: Path | None = None, layers: Path | None = None):
+    """The shipped all-MiniLM-L6-v2 as a torch module (eager attention, eval mode), with `layers`' weights in place
+    of the ones they name."""
     from transformers import AutoModel
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    model_dir = model_dir or shipped_model_dir()
     bert = AutoModel.from_pretrained(model_dir, attn_implementation="eager", local_files_only=True).eval()
+    if layers is not None:
+        load_tuned_layers(bert, layers)
+    return bert
+
+
+def load_tuned_layers(bert, layers: Path) -> None:
+    """Replace `bert`'s weights by those an .npz of fine-tuned layers names (keys as in `bert.state_dict()`);
+    ValueError when the file names a weight the model lacks or a shape differs."""
+    import numpy as np
+    import torch
+
+    own = bert.state_dict()
+    with np.load(layers) as data:
+        tuned = {name: torch.from_numpy(data[name].astype(np.float32)) for name in data.files}
+    unknown = sorted(name for name in tuned if name not in own or own[name].shape != tuned[name].shape)
+    if unknown:
+        raise ValueError(f"{layers}: weights that all-MiniLM-L6-v2 does not have in that shape: {', '.join(unknown)}")
+    with torch.no_grad():
+        for name, value in tuned.items():
+            own[name].copy_(value)
+
+
+def _export_fp32(model_dir: Path, out: Path, *, pooled: bool = True, layers: Path | None = None) -> None:
+    import torch
+    from onnxruntime.transformers import optimizer
+
+    bert = load_bert(model_dir, layers)
 
     class MeanPooled(torch.nn.Module):
         def __init__(self, encoder: torch.nn.Module) -> None:

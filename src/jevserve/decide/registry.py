@@ -1,10 +1,12 @@
 """Model specs on the command line → decision backends.
 
-embedded                 the embedded default (all-MiniLM-L6-v2 + its default readout)
-encoder[:PRECISION]      the trained readout alone (jev-minilm-1); PRECISION is int8 (default) or fp32
-encoder-zs[:PRECISION]   the zero-shot similarity readout; PRECISION is int8 (default) or fp32
-reader[:PRECISION]       the reading model alone (jev-minilm-2); PRECISION is int8 (default) or fp32
-reader-lexical[:PREC]    the reading model that also reads the state's hashed words (jev-minilm-3)
+embedded                 the embedded models, the default first (all-MiniLM-L6-v2 + trained readouts)
+encoder[:PRECISION]      the trained readout over the pooled vector alone (minilm-pooled-head, was jev-minilm-1);
+                         PRECISION is int8 (default) or fp32
+encoder-zs[:PRECISION]   the zero-shot similarity readout (minilm-zero-shot, was jev-minilm-zs)
+reader[:PRECISION]       the reading model alone (minilm-reader, was jev-minilm-2)
+reader-lexical[:PREC]    the reading model that also reads the state's hashed words (minilm-reader-words, was
+                         jev-minilm-3)
 causal:PATH_OR_ID        any Hugging Face causal LM (a local path; a hub id only with --allow-network)
 remote:URL               another System One endpoint (http or https); its key comes from --remote-key-env
 """

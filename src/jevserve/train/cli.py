@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import sys
 from pathlib import Path
 
-from jevserve.decide.encoder import LEXICAL_READER_WEIGHTS, READER_WEIGHTS, TRAINED_HEAD, ZERO_SHOT_PARAMS
+from jevserve.decide.encoder import (
+    LEXICAL_READER_WEIGHTS,
+    PARAMS_DIR,
+    READER_WEIGHTS,
+    TRAINED_HEAD,
+    ZERO_SHOT_PARAMS,
+)
 
 CHECK_TOLERANCE = 1e-5  # largest weight difference a reproduction may show (float32 sums in another order)
 # The temperatures come from a bounded scalar search whose end point moves with 1e-7 changes in the logits (numpy's
 # float32 products sum in an order that depends on the BLAS threads): the committed head's drift by up to 9e-5 on a
 # rerun whose weights are equal bit for bit. 1e-3 on a temperature near 1 scales every logit by about 0.1%.
 TEMPERATURE_TOLERANCE = 1e-3
+# Where a training run writes when no --out is given: a new file under ./trained/, never a file the package ships
+# (overwriting one would change what every user of this checkout is served, and every committed figure about it).
+DEFAULT_OUT_DIR = Path("trained")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,12 +37,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out",
         type=Path,
-        help=f"weights file (default: {TRAINED_HEAD}; with --reader, {READER_WEIGHTS})",
+        help=f"weights file to write (default: a new file under ./{DEFAULT_OUT_DIR}/ named after the model and the "
+        f"time); a file the package ships ({PARAMS_DIR.name}/*) is only overwritten with --force. With --check: the "
+        "weights file to compare with (default: the shipped one)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="allow --out to name a weights file the package ships (how the committed models are retrained)",
     )
     p.add_argument(
         "--reader",
         action="store_true",
-        help="train the reading model (jev-minilm-2: each option's queries attend over the state's token states) "
+        help="train the reading model (minilm-reader: each option's queries attend over the state's token states) "
         "instead of the trained readout",
     )
     p.add_argument(
@@ -51,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--lexical",
         action="store_true",
-        help="with --reader: train jev-minilm-3, the reading model that also reads the state's hashed words "
+        help="with --reader: train minilm-reader-words, the reading model that also reads the state's hashed words "
         f"(decide/lexical.py; default --out {LEXICAL_READER_WEIGHTS})",
     )
     p.add_argument("--epochs", type=int, help="training epochs (default: 12; with --reader, the ReaderConfig default)")
@@ -60,7 +77,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--zero-shot",
         action="store_true",
-        help=f"instead, refit the zero-shot readout's constants into {ZERO_SHOT_PARAMS}",
+        help="instead, refit the zero-shot readout's constants (shipped in "
+        f"{ZERO_SHOT_PARAMS.name}; written like any --out)",
     )
     p.add_argument(
         "--heldout",
@@ -138,15 +156,16 @@ def run_train(args: argparse.Namespace) -> int:
         raise SystemExit("--lexical trains a reading model: add --reader")
     if args.heldout:
         if args.lexical:  # its held-out rows would need names of their own, and ~55 min on 2 cores
-            raise SystemExit("--heldout --reader --lexical is not built yet: leave-one-task-out covers jev-minilm-2")
+            raise SystemExit("--heldout --reader --lexical is not built yet: leave-one-task-out covers minilm-reader")
         return _run_heldout(args, tasks)
     if args.zero_shot:
-        params = train_zero_shot(tasks, out=ZERO_SHOT_PARAMS, progress=not args.no_progress)
-        print(f"wrote {ZERO_SHOT_PARAMS}: {params}")
+        out = _out_path(args, ZERO_SHOT_PARAMS)
+        params = train_zero_shot(tasks, out=out, progress=not args.no_progress)
+        print(f"wrote {out}: {params}")
         return 0
     if args.check:
         return _run_check(args, tasks, leave_out)
-    out = args.out or _default_out(args)
+    out = _out_path(args, _shipped(args))
     manifest = _train_model(args, tasks, out, leave_out)
     print(
         f"wrote {out} ({manifest['num_examples']} examples, {manifest['train_seconds']} s); "
@@ -155,11 +174,33 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _default_out(args: argparse.Namespace) -> Path:
+def _shipped(args: argparse.Namespace) -> Path:
     """The committed weights file of the model the flags name."""
     if args.reader:
         return LEXICAL_READER_WEIGHTS if args.lexical else READER_WEIGHTS
     return TRAINED_HEAD
+
+
+def is_shipped(path: Path) -> bool:
+    """Whether `path` is one of the files the package ships its models in."""
+    return path.resolve().parent == PARAMS_DIR.resolve()
+
+
+def default_out(shipped: Path, now: dt.datetime | None = None) -> Path:
+    """A new file under DEFAULT_OUT_DIR for a model shipped as `shipped`: its name with the time appended."""
+    stamp = (now or dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
+    return DEFAULT_OUT_DIR / f"{shipped.stem}-{stamp}{shipped.suffix}"
+
+
+def _out_path(args: argparse.Namespace, shipped: Path) -> Path:
+    """Where this run writes: --out, or a new file; a shipped file only with --force (SystemExit otherwise)."""
+    out = args.out or default_out(shipped)
+    if is_shipped(out) and not args.force:
+        raise SystemExit(
+            f"--out {out} is a file the package ships; add --force to overwrite it (the committed figures about that "
+            "model would then need regenerating), or name another file"
+        )
+    return out
 
 
 def _config(args: argparse.Namespace):
@@ -194,7 +235,7 @@ def _run_check(args: argparse.Namespace, tasks: list, leave_out) -> int:
 
     from jevserve.train.run import compare_weights
 
-    committed = args.out or _default_out(args)
+    committed = args.out or _shipped(args)
     with tempfile.TemporaryDirectory() as tmp:
         fresh = Path(tmp) / committed.name
         _train_model(args, tasks, fresh, leave_out)
@@ -267,13 +308,13 @@ def _run_probe(tasks: list, encoder: str = "minilm") -> int:
     from jevserve.decide.e5 import E5Embedder, EncoderMissingError
     from jevserve.decide.embedded import embedded_fingerprint
     from jevserve.decide.embedder import Embedder
-    from jevserve.decide.encoder import TRAINED_NAME, ZERO_SHOT_NAME
+    from jevserve.decide.encoder import TRAINED_NAME, ZERO_SHOT_NAME, row_name
     from jevserve.train.probe import embedding_probe, probe_result_path, write_embedding_probe
 
     answers_dir, version = default_answers_dir(), embedded_fingerprint()
     readouts = {
         row: (name, AnswersCache(answers_dir, name, version))
-        for row, name in (("zero_shot", ZERO_SHOT_NAME), ("trained", TRAINED_NAME))
+        for row, name in (("zero_shot", row_name(ZERO_SHOT_NAME)), ("trained", row_name(TRAINED_NAME)))
     }
     try:
         other = None if encoder == "minilm" else E5Embedder()
