@@ -92,7 +92,7 @@ def guard_injection(data, decider) -> dict:
     """The guard with its default sentence scan, and without it (the whole message only)."""
     return {
         "default (whole message + each sentence)": _guard_injection(data, decider, {"action": "block"}),
-        "whole message only (max_sentences: 0)": _guard_injection(data, decider, {"max_sentences": 0}),
+        "whole message only (max_windows: 1)": _guard_injection(data, decider, {"max_windows": 1}),
     }
 
 

@@ -7,6 +7,7 @@ import json
 import socket
 import threading
 import time
+import zlib
 from collections.abc import Callable
 
 import httpx
@@ -15,7 +16,7 @@ import uvicorn
 
 from jevserve.gateway.app import create_app
 from jevserve.gateway.config import parse_config
-from jevserve.gateway.decider import FixedDecider
+from jevserve.gateway.decider import Decider, FixedDecider
 
 
 def completion(
@@ -186,3 +187,31 @@ class LoopbackServer:
     def __exit__(self, *exc) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+
+
+class TextDecider(Decider):
+    """A decider whose answers depend only on the text it is shown: `score(policy, state)` is P(first option).
+
+    With `hash_score` any change in what a decision reads can flip its verdict, as a real model's can; tests use it
+    to show that something (a system prompt, offered tools) does not reach a decision's text.
+    """
+
+    name = "text"
+
+    def __init__(self, score: Callable[[str, str], float]) -> None:
+        self.score = score
+        self.states: list[str] = []
+
+    async def decide(self, asks):
+        out = {}
+        for a in asks:
+            self.states.append(a.state)
+            p = float(self.score(a.question_id.partition(":")[0], a.state))
+            n = a.question.num_options
+            out[a.question_id] = np.array([p, 1.0 - p]) if n == 2 else np.full(n, 1.0 / n)
+        return out
+
+
+def hash_score(policy: str, state: str) -> float:
+    """A probability fixed by the text alone (crc32), spread over [0, 1)."""
+    return (zlib.crc32(f"{policy}\0{state}".encode()) % 1000) / 1000

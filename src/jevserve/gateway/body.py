@@ -28,6 +28,13 @@ async def read_json(request: Request, max_bytes: int) -> dict[str, Any]:
         raise BadRequestError(f"request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise BadRequestError(f"request body must be a JSON object, got {type(body).__name__}")
+    if b"\\ud" in raw.lower():  # an escaped UTF-16 half: valid JSON, but no UTF-8 upstream (or log) can carry it
+        try:
+            json.dumps(body, ensure_ascii=False).encode()
+        except UnicodeEncodeError as exc:
+            raise BadRequestError(
+                f"request body holds a lone UTF-16 surrogate ({exc.object[exc.start]!r}); send valid Unicode"
+            ) from None
     return body
 
 
@@ -40,6 +47,13 @@ def check_chat(body: dict[str, Any]) -> None:
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise BadRequestError(f"messages[{i}] must be an object with a string 'role'", param=f"messages[{i}]")
+        content = message.get("content")
+        if content is not None and not isinstance(content, str | list):
+            raise BadRequestError(
+                f"messages[{i}].content must be a string, an array of content parts or null, "
+                f"got {type(content).__name__}",
+                param=f"messages[{i}].content",
+            )
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
         raise BadRequestError("'tools' must be an array", param="tools")

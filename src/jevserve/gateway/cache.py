@@ -8,6 +8,7 @@ before calling `put`). Whether a neighbour may be served is the cache decision's
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections import OrderedDict
@@ -19,6 +20,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from jevserve.gateway.policies.base import CacheCandidate
+
+logger = logging.getLogger("jevserve.gateway")
 
 Embed = Callable[[Sequence[str]], np.ndarray]  # texts → (n, d) unit-length rows
 
@@ -93,9 +96,16 @@ class SemanticCache:
         rows = await loop.run_in_executor(self._executor, self.embed, [text])
         return np.asarray(rows[0], dtype=np.float32)
 
-    async def nearest(self, tenant: str, text: str, min_similarity: float) -> tuple[CacheCandidate | None, np.ndarray]:
-        """The most similar live entry at or above `min_similarity` (or None), and the text's embedding."""
-        vector = await self.vector(text)
+    async def nearest(
+        self, tenant: str, text: str, min_similarity: float
+    ) -> tuple[CacheCandidate | None, np.ndarray | None]:
+        """The most similar live entry at or above `min_similarity` (or None), and the text's embedding (None when
+        the embedder failed: a miss, never an error for the request)."""
+        try:
+            vector = await self.vector(text)
+        except Exception:  # the embedder must not turn a request into a 5xx: no candidate, nothing stored
+            logger.warning("cache embedder failed; treating the request as a miss", exc_info=True)
+            return None, None
         entries, matrix = await self.store.live(tenant, self.clock())
         if matrix is None:
             return None, vector
@@ -116,10 +126,14 @@ class SemanticCache:
         ttl_s: float,
         max_entries: int,
         vector: np.ndarray | None = None,
-    ) -> str:
-        """Store a complete answer for `text`; returns the new entry's id."""
+    ) -> str | None:
+        """Store a complete answer for `text`; returns the new entry's id (None when the embedder failed)."""
         if vector is None:
-            vector = await self.vector(text)
+            try:
+                vector = await self.vector(text)
+            except Exception:
+                logger.warning("cache embedder failed; the answer is not stored", exc_info=True)
+                return None
         entry = CacheEntry(uuid.uuid4().hex, text, vector, dict(response), self.clock() + ttl_s)
         await self.store.add(tenant, entry, max_entries)
         return entry.entry_id

@@ -51,10 +51,21 @@ class GuardConfig(PolicyConfig):
     """Prompt injection: block the request, strip its tools, or only flag it."""
 
     action: Literal["block", "strip_tools", "flag"] = "block"
-    scan_tool_results: bool = True  # also ask about tool results sent back (indirect injection)
-    # also ask about each of the first N sentences of the latest user message (0: off), so an injection cannot
-    # hide behind harmless text around it; see docs/gateway.md for the measured effect
-    max_sentences: int = Field(8, ge=0, le=64)
+    scan_tool_results: bool = True  # also judge each tool result sent back (indirect injection)
+    judge_system_prompt: bool = False  # the operator's system prompt is trusted unless this is on
+    # a text of several sentences is also judged in windows of whole sentences, each at least min_window_chars and
+    # at most window_chars long, at most max_windows of them (half from the start, half from the end); 1: off
+    min_window_chars: int = Field(40, ge=1)
+    window_chars: int = Field(400, ge=40)
+    max_windows: int = Field(8, ge=1, le=64)
+
+    @model_validator(mode="after")
+    def _window_bounds(self) -> GuardConfig:
+        if self.min_window_chars > self.window_chars:
+            raise ValueError(
+                f"min_window_chars ({self.min_window_chars}) must not exceed window_chars ({self.window_chars})"
+            )
+        return self
 
 
 class HarmConfig(PolicyConfig):

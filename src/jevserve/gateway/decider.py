@@ -154,7 +154,8 @@ class RemoteDecider(Decider):
 class FixedDecider(Decider):
     """Answers set by the caller, by question id: a probability of yes for a noul, or a full vector.
 
-    A question id it has no answer for gets "no" (a noul) or the uniform vector (choice, score). `delay_s` makes
+    An id like `guard:2` (one of several texts a policy asks about) takes the answer set for `guard:2`, else the one
+    set for `guard`. A question id it has no answer for gets "no" (a noul) or the uniform vector. `delay_s` makes
     it slow; `fail` makes it raise, as a backend that is down would. `calls` records the question ids of each call.
     """
 
@@ -182,7 +183,7 @@ class FixedDecider(Decider):
             raise DecisionUnavailable("fixed decider set to fail")
         out = {}
         for a in asks:
-            value = self.answers.get(a.question_id)
+            value = self.answers.get(a.question_id, self.answers.get(a.question_id.partition(":")[0]))
             n = a.question.num_options
             if value is None:
                 out[a.question_id] = np.array([0.0, 1.0]) if a.question.kind == "noul" else np.full(n, 1.0 / n)

@@ -20,12 +20,11 @@ from typing import Any
 
 from jevserve.gateway.cache import SemanticCache
 from jevserve.gateway.config import GatewayConfig, RouteConfig, default_config
-from jevserve.gateway.conversation import cache_key_text, decision_state
 from jevserve.gateway.decider import Decider, timed_decide
 from jevserve.gateway.errors import UnknownModelError
 from jevserve.gateway.policies.base import Policy, RequestView, Verdict
 from jevserve.gateway.policies.build import build_policies
-from jevserve.protocol import render_text
+from jevserve.serving.decision_inputs import DEFAULT_LIMITS, DecisionInputs, InputLimits, decision_inputs
 
 DEFAULT_TENANT = "default"
 
@@ -40,9 +39,10 @@ class DecisionReport:
     decision_ms: float  # wall time of the decision call (0 when no question was asked)
     num_questions: int  # questions in the decision call
     error: str | None = None  # why the decision backend gave no answer (then every verdict fell back)
-    state: str = ""  # the rendered state the request-level questions read
+    state: str = ""  # the request text the request-level questions read (DecisionInputs.request_text)
     cache_vector: Any = field(default=None, repr=False, compare=False)  # the request's embedding, for storing
     cached_response: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)  # served on a hit
+    inputs: DecisionInputs | None = field(default=None, repr=False, compare=False)  # the texts the decisions read
 
     def verdict(self, decision: str) -> Verdict | None:
         """The verdict of `decision` (guard, harm, clarify, cache, route, priority), or None when it did not run."""
@@ -90,6 +90,19 @@ def policies_for(route: RouteConfig) -> tuple[Policy, ...]:
     return hit[1]
 
 
+def input_limits(route: RouteConfig) -> InputLimits:
+    """The decision-input bounds of `route`: its guard's scan settings, the defaults for everything else."""
+    guard = route.guard
+    if guard is None:
+        return DEFAULT_LIMITS
+    return InputLimits(
+        min_window_chars=guard.min_window_chars,
+        window_chars=guard.window_chars,
+        max_windows=guard.max_windows,
+        judge_system=guard.judge_system_prompt,
+    )
+
+
 def resolve_route(config: GatewayConfig | RouteConfig, model: str | None) -> RouteConfig:
     """The route for `model` (None: the first route); raises UnknownModelError naming the declared models."""
     if isinstance(config, RouteConfig):
@@ -129,17 +142,12 @@ async def run_decisions(
     if timeout_ms is None:
         timeout_ms = config.decision_timeout_ms if isinstance(config, GatewayConfig) else 1000.0
     policies = policies_for(route)
-    tools_tuple = tuple(tools or ())
-    view = RequestView(
-        messages=tuple(messages),
-        tools=tools_tuple,
-        state=render_text(decision_state(messages, tools_tuple)),
-        key_text=cache_key_text(messages),
-    )
+    inputs = decision_inputs({"messages": list(messages), "tools": list(tools or ())}, limits=input_limits(route))
+    view = RequestView(inputs)
     vector = None
-    if cache is not None and route.cache is not None and route.cache.enabled:
-        candidate, vector = await cache.nearest(tenant, view.key_text, route.cache.min_similarity)
-        view = RequestView(view.messages, view.tools, view.state, view.key_text, candidate)
+    if cache is not None and route.cache is not None and route.cache.enabled and inputs.cache_complete:
+        candidate, vector = await cache.nearest(tenant, inputs.cache_text, route.cache.min_similarity)
+        view = RequestView(inputs, candidate)
     asks = [a for p in policies for a in p.asks(view)]
     answers, decision_ms, error = await timed_decide(decider, asks, timeout_ms / 1000.0)
     verdicts = tuple(p.act(view, answers) for p in policies)
@@ -155,9 +163,10 @@ async def run_decisions(
         decision_ms=decision_ms,
         num_questions=len(asks),
         error=error,
-        state=view.state,
+        state=inputs.request_text,
         cache_vector=vector,
         cached_response=cached_response,
+        inputs=inputs,
     )
 
 

@@ -25,7 +25,7 @@ from starlette.responses import Response, StreamingResponse
 from jevserve.gateway.actions import apply_tool_verdicts, cacheable, tool_calls_of, upstream_body
 from jevserve.gateway.body import check_chat, check_completion, read_json
 from jevserve.gateway.config import RouteConfig
-from jevserve.gateway.conversation import cache_key_text, content_text, last_user_text
+from jevserve.gateway.conversation import content_text
 from jevserve.gateway.decider import timed_decide
 from jevserve.gateway.decisions import DecisionReport, policies_for, resolve_route, run_decisions
 from jevserve.gateway.errors import BlockedError, GatewayError, RateLimitedError
@@ -174,7 +174,11 @@ async def _handle(flow: Flow, http: HttpRequest, body: dict[str, Any]) -> Respon
     )
     final = report.final
     if final is not None and final.action == "block":
-        raise BlockedError(f"request blocked by the {final.decision} decision ({final.reason})", param="messages")
+        source = final.detail.get("source")
+        where = f" on {source}" if source else ""
+        raise BlockedError(
+            f"request blocked by the {final.decision} decision{where} ({final.reason})", param="messages"
+        )
     if final is not None and final.action in ("clarify", "serve_cached"):
         if final.action == "clarify":
             completion = chat_completion(route.model, final.detail["message"], prompt_tokens=_prompt_tokens(messages))
@@ -283,7 +287,7 @@ async def _forward(
         store = gateway.cache is not None and route.cache is not None and route.cache.enabled
         # placeholder replies are not answers: never cached
         if store and not dispatched.upstream.is_placeholder and cacheable(200, payload):
-            await _cache_reply(gateway, tenant, messages, route, payload, report.cache_vector)
+            await _cache_reply(gateway, tenant, route, payload, report)
     flow.record(response.status_code, body, route.model)
     if body.get("stream"):  # the client streams but the reply was gated: replay it as chunks
         return _gateway_answer(payload, body, is_chat, flow)
@@ -297,7 +301,7 @@ async def _gate_tool_calls(
     calls = tool_calls_of(completion)
     if gate is None or not calls:
         return completion
-    asks = gate.asks_for_calls(last_user_text(messages), calls)
+    asks = gate.asks_for_calls(flow.report.inputs.user_text, calls)
     answers, ms, _error = await timed_decide(flow.gateway.decider, asks, flow.gateway.config.decision_timeout_ms / 1000)
     flow.tool_verdicts = gate.act_on_calls(calls, answers)
     flow.flags["x-jevserve-tool-gate-ms"] = f"{ms:.2f}"
@@ -330,7 +334,6 @@ async def _relay_stream(
     flow.upstream_ms = (time.monotonic() - started) * 1000  # until the first byte: the stream is the upstream's
     headers = flow.headers()
     summary = StreamSummary()
-    messages = body.get("messages") or []
 
     async def on_end(done: StreamSummary) -> None:
         await dispatched.close()
@@ -351,21 +354,23 @@ async def _relay_stream(
             completion = chat_completion(body["model"], "".join(done.text))
             if done.usage:
                 completion["usage"] = done.usage
-            await _cache_reply(gateway, tenant, messages, route, completion, report.cache_vector)
+            await _cache_reply(gateway, tenant, route, completion, report)
 
     return StreamingResponse(relay(response, summary, on_end), media_type="text/event-stream", headers=headers)
 
 
 async def _cache_reply(
-    gateway: Gateway,
-    tenant: str,
-    messages: list[dict[str, Any]],
-    route: RouteConfig,
-    reply: dict[str, Any],
-    vector: Any,
+    gateway: Gateway, tenant: str, route: RouteConfig, reply: dict[str, Any], report: DecisionReport
 ) -> None:
-    """Store a whole 200 reply under the conversation's key, with the route's cache settings."""
+    """Store a whole 200 reply under the conversation's text, with the route's cache settings; a conversation too
+    long to compare whole is not stored (it could only be compared by its cut text)."""
+    if report.inputs is None or not report.inputs.cache_complete:
+        return
     await gateway.cache.put(
-        tenant, cache_key_text(messages), reply, ttl_s=route.cache.ttl_s, max_entries=route.cache.max_entries,
-        vector=vector,
+        tenant,
+        report.inputs.cache_text,
+        reply,
+        ttl_s=route.cache.ttl_s,
+        max_entries=route.cache.max_entries,
+        vector=report.cache_vector,
     )

@@ -18,6 +18,7 @@ from jevserve.gateway.config import PolicyConfig
 from jevserve.gateway.decider import Ask, wire_to_decision
 from jevserve.gateway.questions import DEFAULTS
 from jevserve.protocol import DecisionQuestion, Text, render_text
+from jevserve.serving.decision_inputs import DecisionInputs
 
 Answers = Mapping[str, np.ndarray]
 
@@ -34,12 +35,9 @@ class CacheCandidate:
 
 @dataclass(frozen=True)
 class RequestView:
-    """One request as the policies see it."""
+    """One request as the policies see it: the texts each decision reads, and the cache's nearest entry."""
 
-    messages: tuple[Mapping[str, Any], ...]
-    tools: tuple[Mapping[str, Any], ...]
-    state: str  # the rendered decision state
-    key_text: str  # the whole conversation as one text (the cache's key)
+    inputs: DecisionInputs
     cache_candidate: CacheCandidate | None = None
 
 
@@ -95,8 +93,8 @@ class Policy:
         return Ask(question_id, render_text(state), question or self.question)
 
     def asks(self, view: RequestView) -> Sequence[Ask]:
-        """The questions this policy needs about `view` (by default its one question about the state)."""
-        return [self.ask(self.name, view.state)]
+        """The questions this policy needs about `view` (by default its one question about the request)."""
+        return [self.ask(self.name, view.inputs.request_text)]
 
     def act(self, view: RequestView, answers: Answers | None) -> Verdict:
         """The verdict from `answers` (None: the fallback)."""

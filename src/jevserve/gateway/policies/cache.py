@@ -27,7 +27,7 @@ class SemanticCacheDecision(Policy):
         candidate = view.cache_candidate
         if candidate is None:
             return []
-        return [self.ask(self.name, cache_pair_state(candidate.key_text, view.key_text))]
+        return [self.ask(self.name, cache_pair_state(candidate.key_text, view.inputs.cache_text))]
 
     def act(self, view: RequestView, answers: Answers | None) -> Verdict:
         """serve_cached or allow (miss)."""

@@ -1,9 +1,9 @@
 """Guard policies: prompt injection (block, strip tools or flag) and harmful requests (block or flag).
 
-The injection question is asked about the request, about each of the first `max_sentences` sentences of the latest
-user message (so harmless text around an injection cannot dilute it), and, when `scan_tool_results` is on, about
-each tool result sent back since the last assistant turn (where indirect injections ride in). All go in the same
-decision call; the highest probability counts.
+The injection question is asked about each untrusted text on its own (`DecisionInputs.guard_texts`: the latest user
+turn, each tool result sent back since the last assistant turn, long texts in windows of whole sentences); the
+operator's system prompt is trusted unless `judge_system_prompt` is on. All go in the same decision call; the
+highest probability counts, so harmless text elsewhere in the request cannot dilute an injection.
 """
 
 from __future__ import annotations
@@ -11,39 +11,38 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from jevserve.gateway.config import GuardConfig, HarmConfig
-from jevserve.gateway.conversation import last_user_text, sentences, trailing_tool_results
 from jevserve.gateway.decider import Ask
 from jevserve.gateway.policies.base import Answers, Policy, RequestView, Verdict
 
+_SOURCE_NAMES = {"user": "the user's message", "tool": "a tool result", "system": "the system prompt"}
+
 
 class InjectionGuard(Policy):
-    """Act on a prompt injection when P(injection) ≥ threshold."""
+    """Act on a prompt injection when P(injection) ≥ threshold for any untrusted text."""
 
     name = "guard"
     question_key = "injection"
     config: GuardConfig
 
     def asks(self, view: RequestView) -> Sequence[Ask]:
-        """The request, its sentences, then each trailing tool result."""
-        out = [self.ask(self.name, view.state)]
-        for i, sentence in enumerate(sentences(last_user_text(view.messages), self.config.max_sentences)):
-            out.append(self.ask(f"{self.name}:sentence{i}", sentence))
-        if self.config.scan_tool_results:
-            for i, text in enumerate(trailing_tool_results(view.messages)):
-                out.append(self.ask(f"{self.name}:tool{i}", text))
-        return out
+        """One question per untrusted text (tool results only when `scan_tool_results` is on)."""
+        inputs = view.inputs
+        return [
+            self.ask(f"{self.name}:{i}", text)
+            for i, (text, source) in enumerate(zip(inputs.guard_texts, inputs.guard_sources, strict=True))
+            if source != "tool" or self.config.scan_tool_results
+        ]
 
     def act(self, view: RequestView, answers: Answers | None) -> Verdict:
-        """block / strip_tools / flag, or allow."""
+        """block / strip_tools / flag, or allow; `source` in detail names the text that scored highest."""
         if answers is None:
             return self.threshold_verdict(None, self.config.action)
-        keys = [k for k in answers if k == self.name or k.startswith(f"{self.name}:")]
-        p = max((float(answers[k][0]) for k in keys), default=None)
-        where = max(keys, key=lambda k: float(answers[k][0])) if keys else self.name
-        source = {"tool": "a tool result", "sentence": "a sentence of the request"}.get(
-            where.partition(":")[2].rstrip("0123456789"), "the request"
-        )
-        return self.threshold_verdict(p, self.config.action, source=source)
+        scores = {k: float(v[0]) for k, v in answers.items() if k.startswith(f"{self.name}:")}
+        if not scores:
+            return Verdict(self.name, "allow", None, None, False, "no untrusted text to judge")
+        where = max(scores, key=lambda k: (scores[k], -int(k.partition(":")[2])))
+        source = view.inputs.guard_sources[int(where.partition(":")[2])]
+        return self.threshold_verdict(scores[where], self.config.action, source=_SOURCE_NAMES[source])
 
 
 class HarmGuard(Policy):

@@ -29,9 +29,9 @@ class CostRoute(Policy):
         """cheap_ok when there are targets to choose from; thinking when configured."""
         out = []
         if len(self.config.targets) >= 2:
-            out.append(self.ask(self.name, view.state))
+            out.append(self.ask(self.name, view.inputs.request_text))
         if self.thinking_wire is not None:
-            out.append(self.ask("thinking", view.state, self.thinking_question))
+            out.append(self.ask("thinking", view.inputs.request_text, self.thinking_question))
         return out
 
     def act(self, view: RequestView, answers: Answers | None) -> Verdict:

@@ -6,22 +6,13 @@ about as the bench's agent-action-risk state: the user's request and the propose
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jevserve.gateway.config import ToolGateConfig
 from jevserve.gateway.decider import Ask
 from jevserve.gateway.policies.base import Answers, Policy, RequestView, Verdict, frozen
-
-
-def call_state(request_text: str, call: Mapping[str, Any]) -> str:
-    """What the gate reads about one call: the user's request and the call's function and arguments."""
-    function = call.get("function") or {}
-    arguments = function.get("arguments", "")
-    if not isinstance(arguments, str):
-        arguments = json.dumps(arguments, ensure_ascii=False)
-    return f"User request: {request_text}\nAgent action: {function.get('name', '?')}({arguments})"
+from jevserve.serving.decision_inputs import tool_call_text
 
 
 class ToolGate(Policy):
@@ -31,9 +22,9 @@ class ToolGate(Policy):
     question_key = "unsafe_action"
     config: ToolGateConfig
 
-    def asks_for_calls(self, request_text: str, calls: Sequence[Mapping[str, Any]]) -> list[Ask]:
-        """One question per call."""
-        return [self.ask(f"{self.name}:{i}", call_state(request_text, c)) for i, c in enumerate(calls)]
+    def asks_for_calls(self, user_text: str, calls: Sequence[Mapping[str, Any]]) -> list[Ask]:
+        """One question per call, about the user's request and the call."""
+        return [self.ask(f"{self.name}:{i}", tool_call_text(user_text, c)) for i, c in enumerate(calls)]
 
     def asks(self, view: RequestView) -> Sequence[Ask]:
         """Nothing before the upstream answers."""

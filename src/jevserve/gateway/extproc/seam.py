@@ -1,0 +1,104 @@
+"""The seam between the ext_proc protocol and the gateway's decisions: what one HTTP request's decisions say.
+
+The protocol side (`stream.py`) knows body modes, chunks and protobuf messages and nothing of policies; the
+decision side implements `Exchange` (one per HTTP request) and `Decisions` (which opens them). The calls come in
+this order, each at most once:
+
+    request(headers, body)          → Forward (let it go upstream, changed) | Respond (answer it from here)
+    response_headers(status, hdrs)  → ResponseEdit of the reply's headers
+    response_body(body)             → the replacement body          (only when Forward.response is HOLD)
+    close(end)                      → always, once, however the stream ended (store, log, metrics)
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class ResponsePlan(enum.Enum):
+    """How much of the upstream's reply the decisions need to see."""
+
+    PASS = "pass"  # nothing: the reply goes to the client untouched and unread
+    OBSERVE = "observe"  # the reply streams through as it comes; its whole body reaches close() (cache, log)
+    HOLD = "hold"  # the whole reply is held and may be replaced (tool gate, a reply replayed as a stream)
+
+
+@dataclass(frozen=True)
+class Forward:
+    """Let the request go upstream, changed as the decisions say."""
+
+    # request headers added or replaced (decisions, the chosen model, llm-d's headers)
+    set_headers: Mapping[str, str] = field(default_factory=dict)
+    remove_headers: tuple[str, ...] = ()  # request headers removed
+    body: bytes | None = None  # the body sent upstream instead; None: unchanged
+    response: ResponsePlan = ResponsePlan.PASS
+    response_headers: Mapping[str, str] = field(default_factory=dict)  # added to the client's reply (x-jevserve-*)
+    clear_route_cache: bool = True  # headers the routes match on changed: ask the data plane to route again
+
+
+@dataclass(frozen=True)
+class Respond:
+    """Answer the client from here; the request never reaches an upstream."""
+
+    status: int  # HTTP status
+    body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)  # content-type included
+    details: str = "jevserve"  # why, for the data plane's access log (%RESPONSE_CODE_DETAILS%)
+
+
+@dataclass(frozen=True)
+class ResponseEdit:
+    """Changes to the reply's headers."""
+
+    set_headers: Mapping[str, str] = field(default_factory=dict)
+    remove_headers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StreamEnd:
+    """How one ext_proc stream ended, handed to `Exchange.close`."""
+
+    status: int | None  # the reply's HTTP status as the data plane reported it; None: no reply was seen
+    complete: bool  # the reply's body was seen to its end (or there was none)
+    error: str | None = None  # why the stream ended early (cancelled by the data plane, a protocol error)
+    response_body: bytes | None = None  # the whole reply body under OBSERVE and HOLD (as the upstream sent it)
+    immediate: bool = False  # the request was answered from here (Respond)
+    timings_ms: Mapping[str, float] = field(default_factory=dict)  # "decide": time inside request(), ...
+
+
+class Exchange(ABC):
+    """One HTTP request's decisions as the ext_proc stream sees them (see the module docstring for the order)."""
+
+    @abstractmethod
+    async def request(self, headers: Mapping[str, str], body: bytes) -> Forward | Respond:
+        """Decide on the request: its headers (lower-case names, pseudo-headers included) and whole body."""
+
+    async def response_headers(self, status: int, headers: Mapping[str, str]) -> ResponseEdit:
+        """Changes to the reply's headers (default: none)."""
+        return ResponseEdit()
+
+    async def response_body(self, body: bytes) -> bytes | None:
+        """The body the client gets instead of the held reply `body`; None: the reply unchanged."""
+        return None
+
+    async def close(self, end: StreamEnd) -> None:
+        """Finish the request's work after its stream ended (store, log); runs outside the stream's lifetime."""
+        return None
+
+
+class Decisions(Protocol):
+    """What the ext_proc server serves: a source of per-request exchanges."""
+
+    name: str  # shown in the banner and the health answer
+
+    def open(self) -> Exchange:
+        """A fresh exchange for one HTTP request."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what the decisions hold (decider, store, log)."""
+        ...

@@ -1,0 +1,126 @@
+"""The gRPC server: `envoy.service.ext_proc.v3.ExternalProcessor/Process` over grpc.aio, plus `grpc.health.v1`.
+
+Health answers, as llm-d's endpoint picker names them: `liveness` (the process answers), `readiness` and
+`envoy.service.ext_proc.v3.ExternalProcessor` (decisions loaded and not draining), and "" (the server overall).
+Work a request does after its stream ends (storing a reply, writing the log) runs in tasks the server owns, so
+a data plane that resets the stream right after the last answer cannot cut it short; `stop()` waits for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any
+
+import grpc
+from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
+from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+
+from jevserve.gateway.extproc.seam import Decisions
+from jevserve.gateway.extproc.stream import ProtocolError, StreamProcessor, StreamSettings
+
+logger = logging.getLogger("jevserve.extproc")
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["ExternalProcessor"].full_name
+READY_SERVICES = ("", "readiness", SERVICE_NAME)
+_MESSAGE_MARGIN_BYTES = 256 * 1024  # protobuf framing around a buffered body
+_CANCELLED = "the data plane cancelled the stream"
+_ENDED_EARLY = "the stream ended before the reply did (the client went away, or the data plane stopped sending)"
+
+
+class ExternalProcessorService(pb_grpc.ExternalProcessorServicer):
+    """One `Process` stream per HTTP request, each run by a StreamProcessor over a fresh Exchange."""
+
+    def __init__(self, decisions: Decisions, settings: StreamSettings) -> None:
+        self.decisions = decisions
+        self.settings = settings
+        self.num_streams = 0  # streams open now
+        self._closing: set[asyncio.Task] = set()
+
+    async def Process(
+        self, request_iterator: AsyncIterator[pb.ProcessingRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.ProcessingResponse]:
+        """Answer one HTTP request's messages as they come; close its exchange however the stream ends."""
+        processor = StreamProcessor(self.decisions.open(), self.settings)
+        error: str | None = None
+        self.num_streams += 1
+        try:
+            async for message in request_iterator:
+                for answer in await processor.feed(message):
+                    yield answer
+                if processor.finished:
+                    break  # an immediate response ends the request; the data plane needs nothing more
+            if not processor.settled:
+                # a reset by the data plane (its client went away) ends the messages like a clean close does
+                error = _ENDED_EARLY
+        except asyncio.CancelledError:
+            error = _CANCELLED
+            raise
+        except ProtocolError as exc:
+            error = f"protocol error: {exc}"
+            logger.warning("ext_proc %s", error)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        finally:
+            self.num_streams -= 1
+            self.spawn(processor.exchange.close(processor.end(error)))
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` to its end in a task the server owns (not cancelled with the stream)."""
+        task = asyncio.get_running_loop().create_task(_logged(work))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def drain(self) -> None:
+        """Wait for every request's closing work."""
+        while self._closing:
+            await asyncio.gather(*list(self._closing), return_exceptions=True)
+
+
+async def _logged(work: Coroutine[Any, Any, None]) -> None:
+    try:
+        await work
+    except Exception:
+        logger.exception("closing a request failed")
+
+
+class ExtProcServer:
+    """A started-or-not ext_proc server: `await start(address)`, `await stop()`."""
+
+    def __init__(self, decisions: Decisions, settings: StreamSettings | None = None) -> None:
+        self.decisions = decisions
+        self.settings = settings or StreamSettings()
+        self.service = ExternalProcessorService(decisions, self.settings)
+        self.health = HealthServicer()
+        limit = self.settings.max_body_bytes + _MESSAGE_MARGIN_BYTES
+        self._server = grpc.aio.server(
+            options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)]
+        )
+        pb_grpc.add_ExternalProcessorServicer_to_server(self.service, self._server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
+        self.port: int | None = None
+
+    async def start(self, address: str = "127.0.0.1:9002") -> int:
+        """Bind `address` (host:port; port 0 picks a free one), start serving and report ready; returns the port."""
+        self.port = self._server.add_insecure_port(address)
+        if self.port == 0:
+            raise OSError(f"cannot bind {address}")
+        await self._server.start()
+        await self.health.set("liveness", health_pb2.HealthCheckResponse.SERVING)
+        for service in READY_SERVICES:
+            await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        return self.port
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Report not ready, let open streams finish for `grace_s`, finish closing work, release the decisions."""
+        for service in READY_SERVICES:
+            await self.health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
+        await self._server.stop(grace_s)
+        await self.service.drain()
+        await self.decisions.aclose()
+
+    async def wait(self) -> None:
+        """Serve until the server stops."""
+        await self._server.wait_for_termination()

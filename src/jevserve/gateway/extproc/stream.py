@@ -1,0 +1,293 @@
+"""One ext_proc stream (one HTTP request) as a state machine: messages in, the answers Envoy expects out.
+
+    request_headers ─┬─ end_of_stream (no body) ───────────────▶ decide → headers answer | immediate
+                     └─ body follows: BUFFERED → CONTINUE now; FULL_DUPLEX_STREAMED → no answer yet
+    request_body     ─── BUFFERED: the whole body in one message → decide → body answer (headers, body, route cache)
+                         FULL_DUPLEX_STREAMED: chunks gathered until end_of_stream (or the trailers)
+                         → decide → headers answer, streamed body answers[, trailers answer]
+    response_headers ─── header changes (x-jevserve-*; content-length dropped when the body may be replaced)
+    response_body    ─── PASS / OBSERVE: every chunk answered unchanged as it comes (OBSERVE keeps a copy)
+                         HOLD: held to its end, then replaced by what the decisions say
+
+The rules come from envoy/service/ext_proc/v3/external_processor.proto and processing_mode.proto: outside
+FULL_DUPLEX_STREAMED each message gets exactly one answer of its own kind; in FULL_DUPLEX_STREAMED the server may
+hold messages and answers a body only with `streamed_response`s, headers before body before trailers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
+
+from jevserve.gateway.extproc import wire
+from jevserve.gateway.extproc.respond import error_reply
+from jevserve.gateway.extproc.seam import Exchange, Forward, Respond, ResponsePlan, StreamEnd
+
+logger = logging.getLogger("jevserve.extproc")
+
+_BUFFERED_MODES = (wire.BUFFERED, wire.BUFFERED_PARTIAL)
+_SUPPORTED_REQUEST_MODES = (wire.BUFFERED, wire.BUFFERED_PARTIAL, wire.FULL_DUPLEX_STREAMED)
+
+
+class ProtocolError(Exception):
+    """The data plane sent a message the protocol does not allow here (a data-plane bug, not a bad request)."""
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    """How the server treats every stream."""
+
+    request_body_mode: int = wire.BUFFERED  # assumed when the data plane sends no protocol_config
+    response_body_mode: int = wire.BUFFERED  # likewise
+    failure: Literal["open", "closed"] = "open"  # when the decisions raise or overrun `deadline_s`
+    deadline_s: float = 1.5  # longest wait for the decisions of one request (keep it under Envoy's message_timeout)
+    max_body_bytes: int = 4 * 1024 * 1024  # larger request bodies get a 413
+    max_reply_bytes: int = 16 * 1024 * 1024  # replies held or observed beyond this pass through unread
+
+
+class StreamProcessor:
+    """Feeds one stream's messages, in order, and returns the answers to send for each."""
+
+    def __init__(self, exchange: Exchange, settings: StreamSettings) -> None:
+        self.exchange = exchange
+        self.settings = settings
+        self.request_mode = settings.request_body_mode
+        self.response_mode = settings.response_body_mode
+        self.finished = False  # an immediate response went out: the data plane ignores anything further
+        self._headers: dict[str, str] | None = None
+        self._body = bytearray()
+        self._outcome: Forward | Respond | None = None
+        self._plan = ResponsePlan.PASS
+        self._reply = bytearray()
+        self._status: int | None = None
+        self._reply_complete = False
+        self._timings: dict[str, float] = {}
+
+    async def feed(self, message: pb.ProcessingRequest) -> list[pb.ProcessingResponse]:
+        """The answers to `message` (possibly none yet, possibly several in FULL_DUPLEX_STREAMED mode)."""
+        if message.HasField("protocol_config"):
+            self.request_mode = message.protocol_config.request_body_mode
+            self.response_mode = message.protocol_config.response_body_mode
+        kind = message.WhichOneof("request")
+        if kind is None:
+            raise ProtocolError("a ProcessingRequest without any of its request fields set")
+        if self.finished:
+            return []
+        answers = await getattr(self, f"_on_{kind}")(getattr(message, kind))
+        # in observability mode the data plane ignores answers; the decisions still ran and are logged
+        return [] if message.observability_mode else answers
+
+    @property
+    def settled(self) -> bool:
+        """The request was answered from here, or its reply was seen to the end."""
+        unread = self.response_mode == wire.NONE and self._status is not None  # a body the filter never sends
+        return self.finished or self._reply_complete or unread
+
+    def end(self, error: str | None = None) -> StreamEnd:
+        """What close() is told about the stream."""
+        kept = self._plan is not ResponsePlan.PASS and self._reply_complete
+        return StreamEnd(
+            status=self._status,
+            complete=self._reply_complete,
+            error=error,
+            response_body=bytes(self._reply) if kept else None,
+            immediate=isinstance(self._outcome, Respond),
+            timings_ms=dict(self._timings),
+        )
+
+    # request path
+
+    async def _on_request_headers(self, message: pb.HttpHeaders) -> list[pb.ProcessingResponse]:
+        if self._headers is not None:
+            raise ProtocolError("request_headers sent twice on one stream")
+        self._headers = wire.header_dict(message.headers)
+        if message.end_of_stream:
+            outcome = await self._decide()
+            if isinstance(outcome, Respond):
+                return [self._immediate(outcome)]
+            return [wire.headers_answer("request", self._request_changes(outcome, content_length=False))]
+        if self.request_mode in _BUFFERED_MODES:
+            return [wire.headers_answer("request")]
+        if self.request_mode == wire.FULL_DUPLEX_STREAMED:
+            return []  # answered with the body, once the decisions have read it
+        return [self._immediate(self._unsupported_mode())]
+
+    async def _on_request_body(self, message: pb.HttpBody) -> list[pb.ProcessingResponse]:
+        if self._headers is None:
+            raise ProtocolError("request_body before request_headers")
+        if self._outcome is not None:
+            return [wire.body_answer("request")]  # the body was already decided on
+        self._body += message.body
+        if len(self._body) > self.settings.max_body_bytes:
+            limit = self.settings.max_body_bytes
+            reply = error_reply(413, f"request body is over the limit of {limit} bytes", code="payload_too_large")
+            return [self._immediate(reply)]
+        if self.request_mode in _BUFFERED_MODES:
+            # the whole body in one message; end_of_stream is false only when trailers follow
+            outcome = await self._decide()
+            if isinstance(outcome, Respond):
+                return [self._immediate(outcome)]
+            return [wire.body_answer("request", self._request_changes(outcome, content_length=True))]
+        if message.end_of_stream:
+            return await self._duplex_request_end(trailers=False)
+        return []
+
+    async def _on_request_trailers(self, message: pb.HttpTrailers) -> list[pb.ProcessingResponse]:
+        if self.request_mode == wire.FULL_DUPLEX_STREAMED and self._outcome is None:
+            return await self._duplex_request_end(trailers=True)  # the trailers end the body
+        return [wire.trailers_answer("request")]
+
+    async def _duplex_request_end(self, *, trailers: bool) -> list[pb.ProcessingResponse]:
+        outcome = await self._decide()
+        if isinstance(outcome, Respond):
+            return [self._immediate(outcome)]
+        answers = [wire.headers_answer("request", self._request_changes(outcome, content_length=False))]
+        body = outcome.body if outcome.body is not None else bytes(self._body)
+        answers += wire.streamed_answers("request", body, end_of_stream=not trailers)
+        if trailers:
+            answers.append(wire.trailers_answer("request"))
+        return answers
+
+    def _request_changes(self, outcome: Forward, *, content_length: bool) -> pb.CommonResponse:
+        set_headers = dict(outcome.set_headers)
+        body = outcome.body if content_length else None
+        # a buffered body replaced with headers sent keeps content-length, which must then match the new body
+        if body is not None and "content-length" in (self._headers or {}):
+            set_headers["content-length"] = str(len(body))
+        changed = bool(set_headers or outcome.remove_headers)
+        return wire.common(
+            set_headers,
+            outcome.remove_headers,
+            body=body,
+            clear_route_cache=changed and outcome.clear_route_cache,
+        )
+
+    async def _decide(self) -> Forward | Respond:
+        started = time.perf_counter()
+        deadline_s = self.settings.deadline_s
+        try:
+            outcome = await asyncio.wait_for(self.exchange.request(self._headers or {}, bytes(self._body)), deadline_s)
+        except TimeoutError:
+            outcome = self._failed(f"the decisions took over {deadline_s * 1000:.0f} ms")
+        except Exception as exc:  # a broken decision side must not break the stream: fail open or closed
+            logger.exception("decisions failed")
+            outcome = self._failed(f"{type(exc).__name__}: {exc}")
+        self._timings["decide"] = (time.perf_counter() - started) * 1000
+        self._outcome = outcome
+        if isinstance(outcome, Forward):
+            self._plan = outcome.response
+        return outcome
+
+    def _failed(self, reason: str) -> Forward | Respond:
+        if self.settings.failure == "open":
+            return Forward(response_headers={"x-jevserve-decisions": "failed-open"}, clear_route_cache=False)
+        message = f"decisions unavailable: {reason}"
+        return error_reply(503, message, code="decisions_unavailable", error_type="api_error")
+
+    def _unsupported_mode(self) -> Respond:
+        mode = wire.mode_name(self.request_mode)
+        message = (
+            f"jevserve extproc reads the request body: set the ext_proc filter's processing_mode.request_body_mode "
+            f"to BUFFERED or FULL_DUPLEX_STREAMED (this filter sends {mode})"
+        )
+        return error_reply(500, message, code="extproc_misconfigured", error_type="api_error")
+
+    def _immediate(self, reply: Respond) -> pb.ProcessingResponse:
+        self.finished = True
+        self._outcome = reply
+        return wire.immediate(reply.status, reply.body, reply.headers, reply.details)
+
+    # response path
+
+    async def _on_response_headers(self, message: pb.HttpHeaders) -> list[pb.ProcessingResponse]:
+        headers = wire.header_dict(message.headers)
+        status = headers.get(":status", "")
+        self._status = int(status) if status.isdigit() else None
+        forward = self._outcome if isinstance(self._outcome, Forward) else Forward()
+        set_headers = dict(forward.response_headers)
+        remove = []
+        try:
+            edit = await asyncio.wait_for(
+                self.exchange.response_headers(self._status or 0, headers), self.settings.deadline_s
+            )
+            set_headers.update(edit.set_headers)
+            remove += edit.remove_headers
+        except Exception:  # the reply goes on unchanged rather than broken
+            logger.exception("response header decisions failed")
+        if message.end_of_stream:
+            self._reply_complete = True
+        elif self._plan is ResponsePlan.HOLD:
+            remove.append("content-length")  # the body may be replaced by one of another length
+        return [wire.headers_answer("response", wire.common(set_headers, remove))]
+
+    async def _on_response_body(self, message: pb.HttpBody) -> list[pb.ProcessingResponse]:
+        if self._plan is not ResponsePlan.PASS:
+            self._reply += message.body
+            if len(self._reply) > self.settings.max_reply_bytes:
+                return self._stop_reading_reply(message)
+        if self._plan is ResponsePlan.HOLD:
+            return await self._hold(message)
+        if message.end_of_stream:
+            self._reply_complete = True
+        if self.response_mode == wire.FULL_DUPLEX_STREAMED:
+            return wire.streamed_answers("response", message.body, end_of_stream=message.end_of_stream)
+        return [wire.body_answer("response")]
+
+    async def _on_response_trailers(self, message: pb.HttpTrailers) -> list[pb.ProcessingResponse]:
+        answers = []
+        if self._plan is ResponsePlan.HOLD and not self._reply_complete:
+            if self.response_mode == wire.FULL_DUPLEX_STREAMED:
+                answers = wire.streamed_answers("response", await self._replacement(), end_of_stream=False)
+            else:
+                # STREAMED: every chunk was answered already, so a replacement has nowhere to go
+                logger.error("a held reply ended with trailers in %s mode; it was not replaced", self._mode_name())
+        self._reply_complete = True
+        return [*answers, wire.trailers_answer("response")]
+
+    async def _hold(self, message: pb.HttpBody) -> list[pb.ProcessingResponse]:
+        mode = self.response_mode
+        if mode in _BUFFERED_MODES:  # the whole reply in this one message
+            return [wire.body_answer("response", wire.common(body=await self._replacement()))]
+        if not message.end_of_stream:
+            if mode == wire.FULL_DUPLEX_STREAMED:
+                return []
+            return [wire.body_answer("response", wire.common(clear_body=True))]  # STREAMED: held here instead
+        body = await self._replacement()
+        if mode == wire.FULL_DUPLEX_STREAMED:
+            return wire.streamed_answers("response", body, end_of_stream=True)
+        return [wire.body_answer("response", wire.common(body=body))]
+
+    async def _replacement(self) -> bytes:
+        """The held reply as the decisions rewrite it (unchanged if they fail or take too long)."""
+        self._reply_complete = True
+        started = time.perf_counter()
+        held = bytes(self._reply)
+        try:
+            body = await asyncio.wait_for(self.exchange.response_body(held), self.settings.deadline_s)
+        except Exception:
+            logger.exception("reply decisions failed; the reply goes through unchanged")
+            body = None
+        self._timings["reply"] = (time.perf_counter() - started) * 1000
+        return held if body is None else body
+
+    def _stop_reading_reply(self, message: pb.HttpBody) -> list[pb.ProcessingResponse]:
+        """A reply too long to hold: what was held goes out now and the rest passes through unread."""
+        held, plan = bytes(self._reply), self._plan
+        self._plan, self._reply = ResponsePlan.PASS, bytearray()
+        logger.warning("a reply passed %d bytes; it goes through unread", self.settings.max_reply_bytes)
+        eos = message.end_of_stream
+        self._reply_complete = eos
+        if self.response_mode == wire.FULL_DUPLEX_STREAMED:
+            out = held if plan is ResponsePlan.HOLD else message.body  # OBSERVE: earlier chunks went out already
+            return wire.streamed_answers("response", out, end_of_stream=eos)
+        if plan is ResponsePlan.HOLD and self.response_mode == wire.STREAMED:
+            return [wire.body_answer("response", wire.common(body=held))]  # earlier chunks were cleared
+        return [wire.body_answer("response")]
+
+    def _mode_name(self) -> str:
+        return wire.mode_name(self.response_mode)

@@ -1,0 +1,308 @@
+"""What each gateway decision reads about a request, as plain text: the one place these texts are built.
+
+The gateway asks its questions about these texts; the bench (everyday false-action rates) and training (everyday
+negatives) build their states with the same function, so what is measured and trained on is what is served.
+
+    inputs = decision_inputs({"messages": [...], "tools": [...]})
+    inputs.guard_texts    # each untrusted text, judged alone by the injection/jailbreak guard
+    inputs.request_text   # what harm, clarify, route and the length prediction read
+    inputs.cache_text     # what the semantic cache compares
+
+- **guard_texts**: the latest user turn and each tool result sent back since the last assistant turn, each judged
+  on its own. The operator's system prompt is trusted and not among them (`InputLimits.judge_system` adds it). A
+  text of several sentences is judged whole and also in windows of whole sentences (at least `min_window_chars`
+  each, so a short sentence joins its neighbour), so harmless sentences around an injection cannot dilute it. A line
+  break ends a window only after a sentence end or at a blank line, so a pasted list is judged as a list and never
+  item by item.
+- **request_text**: the latest user request. When earlier user or assistant turns exist it is preceded by a short
+  labelled context ("Earlier turns:" … "Current request: …"). The system prompt and the offered tools are not part
+  of it, so they cannot change what harm, clarify, route or priority decide about an ordinary request.
+- **cache_text**: the user, assistant and tool turns with whitespace collapsed: the request's text alone for a
+  single user message. The system prompt and tools belong to the cache's partition key, not to this text.
+
+Bounds (`InputLimits`, defaults in brackets): a text over `max_text_chars` (2,000) keeps its first `head_chars`
+(1,200) and its end, joined by " … ". A text is cut into at most `max_windows` (8) windows: each at least
+`min_window_chars` (40) and, as the text grows, up to about `window_chars` (400), so a text of up to about 3,200
+characters is covered whole; beyond that half the windows come from its start and half from its end, and the middle
+of a very long document is not judged. Each earlier turn in the context is cut to `context_chars` (240) and at most
+`context_turns` (2) are shown. Nothing here raises on a body a client may send: a missing or odd field gives empty
+texts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+ELLIPSIS = " … "
+# A sentence ends at . ! ? (or their CJK forms), possibly followed by a closing quote or bracket, before whitespace,
+# or at a blank line. A single line break is no end: the lines of a list or of code stay together.
+_SENTENCE_END = re.compile(r"[.!?…。！？]+[\"'”’)\]]*\s+|\n\s*\n\s*")
+_SPACES = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class InputLimits:
+    """How long the texts handed to decisions may be, and how long untrusted texts are cut into windows."""
+
+    max_text_chars: int = 2000  # a longer text keeps its head and its tail
+    head_chars: int = 1200  # how much of the head a cut text keeps (the rest of max_text_chars is its tail)
+    min_window_chars: int = 40  # a window holds whole sentences until it is at least this long
+    window_chars: int = 400  # windows grow up to this with the text; a longer sentence is cut at a line break or space
+    max_windows: int = 8  # windows judged per text: the first half and the last half of them
+    context_turns: int = 2  # earlier turns shown before the current request
+    context_chars: int = 240  # each earlier turn's excerpt
+    judge_system: bool = False  # also judge the system and developer prompts as untrusted
+
+    def __post_init__(self) -> None:
+        for name in ("max_text_chars", "min_window_chars", "window_chars", "max_windows", "context_chars"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"InputLimits.{name} must be at least 1, got {getattr(self, name)}")
+        if self.min_window_chars > self.window_chars:
+            raise ValueError(
+                f"InputLimits.min_window_chars ({self.min_window_chars}) must not exceed window_chars "
+                f"({self.window_chars})"
+            )
+        if self.context_turns < 0:
+            raise ValueError(f"InputLimits.context_turns must be at least 0, got {self.context_turns}")
+        if not 0 < self.head_chars < self.max_text_chars - len(ELLIPSIS):
+            raise ValueError(
+                f"InputLimits.head_chars must be between 1 and max_text_chars - {len(ELLIPSIS) + 1}, "
+                f"got {self.head_chars} with max_text_chars {self.max_text_chars}"
+            )
+
+
+DEFAULT_LIMITS = InputLimits()
+
+
+@dataclass(frozen=True)
+class DecisionInputs:
+    """The texts a request's decisions read (see the module docstring)."""
+
+    guard_texts: tuple[str, ...]  # untrusted texts (and windows of the longer ones), each judged alone by the guard
+    guard_sources: tuple[str, ...]  # where each guard text comes from: "user", "tool" or "system"
+    request_text: str  # the latest user request with a short labelled context of earlier turns
+    user_text: str  # the latest user request alone (bounded): what the tool gate pairs with a call
+    cache_text: str  # the normalised conversation the semantic cache compares
+    cache_complete: bool  # False when cache_text was cut: then only an exact repeat may be served
+
+
+def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LIMITS) -> DecisionInputs:
+    """The decision texts of an OpenAI chat request body (`messages`, optional `tools`) or a completions body."""
+    messages = _messages_of(body)
+    latest = _latest_user_index(messages)
+    guard_texts: list[str] = []
+    guard_sources: list[str] = []
+
+    def judge(text: str, source: str) -> None:
+        for window in scan_windows(text, limits):
+            guard_texts.append(window)
+            guard_sources.append(source)
+
+    if limits.judge_system:
+        for message in messages:
+            if _role(message) in ("system", "developer"):
+                judge(message_text(message), "system")
+    if latest is not None:
+        judge(message_text(messages[latest]), "user")
+    for message in _trailing_tool_results(messages):
+        judge(message_text(message), "tool")
+    current = _current_request(messages, latest)
+    user_text = bounded(current, limits)
+    context = _context_lines(messages, latest, limits)
+    request_text = "\n".join(["Earlier turns:", *context, f"Current request: {user_text}"]) if context else user_text
+    cache_full = _conversation_text(messages)
+    cache_text = bounded(cache_full, limits)
+    return DecisionInputs(
+        guard_texts=tuple(guard_texts),
+        guard_sources=tuple(guard_sources),
+        request_text=request_text,
+        user_text=user_text,
+        cache_text=cache_text,
+        cache_complete=cache_text == cache_full,
+    )
+
+
+def tool_call_text(user_text: str, call: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LIMITS) -> str:
+    """What the tool gate reads about one proposed call: the user's request and the call (bench agent-action-risk)."""
+    function = call.get("function") if isinstance(call, Mapping) else None
+    function = function if isinstance(function, Mapping) else {}
+    arguments = function.get("arguments", "")
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    name = function.get("name") if isinstance(function.get("name"), str) else "?"
+    return f"User request: {user_text}\nAgent action: {name}({bounded(arguments, limits)})"
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """The text of a message's `content` (a string, or the text parts of a list), "" for anything else."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, Mapping) and part.get("type") == "text" and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+        return "\n".join(parts)
+    return ""
+
+
+def bounded(text: str, limits: InputLimits = DEFAULT_LIMITS) -> str:
+    """`text` when it fits `max_text_chars`, else its head and tail joined by an ellipsis."""
+    if len(text) <= limits.max_text_chars:
+        return text
+    tail = limits.max_text_chars - limits.head_chars - len(ELLIPSIS)
+    return text[: limits.head_chars].rstrip() + ELLIPSIS + text[len(text) - tail :].lstrip()
+
+
+def scan_windows(text: str, limits: InputLimits = DEFAULT_LIMITS) -> list[str]:
+    """What the guard judges of one untrusted text: the text (bounded), then its windows when it has several."""
+    text = text.strip()
+    if not text:
+        return []
+    whole = bounded(text, limits)
+    half = math.ceil(limits.max_windows / 2)
+    # Windows grow with the text so that max_windows of them cover it, from single sentences in a short message to
+    # window_chars in a long one; past that only the first and the last windows are judged.
+    min_chars = min(max(limits.min_window_chars, math.ceil(len(text) / limits.max_windows)), limits.window_chars)
+    reach = 2 * half * limits.window_chars
+    if len(text) <= 2 * reach:
+        windows = _windows(text, min_chars, limits.window_chars)
+        if len(windows) > limits.max_windows:
+            windows = windows[:half] + windows[len(windows) - (limits.max_windows - half) :]
+    else:
+        tail = _windows(text[-reach:], min_chars, limits.window_chars)[1:]  # the first may start mid-sentence
+        head = _windows(text[:reach], min_chars, limits.window_chars)[:half]
+        windows = head + tail[len(tail) - (limits.max_windows - half) :]
+    return [whole] if len(windows) < 2 else [whole, *windows]
+
+
+def _windows(text: str, min_chars: int, max_piece_chars: int) -> list[str]:
+    """Consecutive sentences packed into windows of at least `min_chars` (a short remainder joins the last)."""
+    windows: list[str] = []
+    start = end = 0
+    for piece_start, piece_end in _pieces(text, max_piece_chars):
+        if end > start and len(text[start:end].strip()) >= min_chars:
+            windows.append(text[start:end])
+            start = piece_start
+        end = piece_end
+    if end > start:
+        if windows and len(text[start:end].strip()) < min_chars:
+            windows[-1] += text[start:end]
+        else:
+            windows.append(text[start:end])
+    return [w.strip() for w in windows if w.strip()]
+
+
+def _pieces(text: str, window_chars: int) -> Iterator[tuple[int, int]]:
+    """Spans of sentences; one longer than `window_chars` is cut at its last line break (else space) that fits."""
+    start = 0
+    for end in [*(m.end() for m in _SENTENCE_END.finditer(text)), len(text)]:
+        while end - start > window_chars:
+            limit = start + window_chars
+            cut = text.rfind("\n", start + 1, limit)
+            if cut <= start:
+                cut = text.rfind(" ", start + 1, limit)
+            cut = cut + 1 if cut > start else limit
+            yield start, cut
+            start = cut
+        if end > start:
+            yield start, end
+            start = end
+
+
+def _messages_of(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The chat messages, or a completions body's `prompt` as one user turn."""
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        return [m for m in messages if isinstance(m, Mapping)]
+    prompt = body.get("prompt")
+    if isinstance(prompt, list):
+        prompt = "\n".join(p for p in prompt if isinstance(p, str))
+    return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else []
+
+
+def _role(message: Mapping[str, Any]) -> str:
+    role = message.get("role")
+    return role if isinstance(role, str) else ""
+
+
+def _latest_user_index(messages: Sequence[Mapping[str, Any]]) -> int | None:
+    for i in range(len(messages) - 1, -1, -1):
+        if _role(messages[i]) == "user":
+            return i
+    return None
+
+
+def _current_request(messages: Sequence[Mapping[str, Any]], latest: int | None) -> str:
+    """The latest user turn's text; without a user turn, the last message that has text."""
+    if latest is not None:
+        return message_text(messages[latest]).strip()
+    for message in reversed(messages):
+        text = message_text(message).strip()
+        if text:
+            return text
+    return ""
+
+
+def _trailing_tool_results(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The tool results sent back since the last assistant turn (where indirect injections ride in)."""
+    out = []
+    for message in reversed(messages):
+        if _role(message) != "tool":
+            break
+        out.append(message)
+    return out[::-1]
+
+
+def _turn_text(message: Mapping[str, Any]) -> str:
+    """A turn's text with whitespace collapsed; an assistant turn that only calls tools names the calls."""
+    text = _SPACES.sub(" ", message_text(message)).strip()
+    calls = message.get("tool_calls")
+    if isinstance(calls, list) and calls:
+        names = []
+        for call in calls:
+            function = call.get("function") if isinstance(call, Mapping) else None
+            if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+                names.append(function["name"])
+        called = f"(called {', '.join(names) or 'a tool'})"
+        text = f"{text} {called}".strip()
+    return text
+
+
+_LABELS = {"user": "User", "assistant": "Assistant", "tool": "Tool"}
+
+
+def _context_lines(messages: Sequence[Mapping[str, Any]], latest: int | None, limits: InputLimits) -> list[str]:
+    """The last `context_turns` user/assistant turns before the current request, labelled and cut short."""
+    if latest is None or limits.context_turns == 0:
+        return []
+    lines = []
+    for message in messages[:latest]:
+        role = _role(message)
+        if role not in ("user", "assistant"):
+            continue
+        text = _turn_text(message)
+        if not text:
+            continue
+        if len(text) > limits.context_chars:
+            head = text[: limits.context_chars]
+            text = (head.rsplit(" ", 1)[0] if " " in head else head).rstrip() + "…"  # cut at a word boundary
+        lines.append(f"{_LABELS[role]}: {text}")
+    return lines[-limits.context_turns :]
+
+
+def _conversation_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    """User, assistant and tool turns, normalised: the request's own text when it is one user message."""
+    turns = [(r, _turn_text(m)) for m in messages if (r := _role(m)) in _LABELS]
+    turns = [(r, t) for r, t in turns if t]
+    if len(turns) == 1 and turns[0][0] == "user":
+        return turns[0][1]
+    return "\n".join(f"{_LABELS[r]}: {t}" for r, t in turns)
