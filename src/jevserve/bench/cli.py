@@ -27,10 +27,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_board(commands)
     _add_predict_lengths(commands)
     _add_list(commands)
+    from jevserve.bench.cli_everyday import add_export_everyday
     from jevserve.bench.cli_more import add_rebase, add_spread
 
     add_spread(commands)
     add_rebase(commands)
+    add_export_everyday(commands)
 
 
 def _endpoint_arguments(parser: argparse.ArgumentParser, required: bool) -> None:
