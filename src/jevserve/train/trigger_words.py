@@ -165,14 +165,15 @@ def _texts(template: str, filler: str) -> str:
     return template.format(*filler.split("|"))
 
 
+def trigger_texts(side: str = "train") -> list[str]:
+    """Every filled template on `side`."""
+    return [_texts(t, filler) for t, fillers in TEMPLATES if template_side(t) == side for filler in fillers]
+
+
 def trigger_word_examples(side: str = "train") -> list[Example]:
     """Every filled template on `side` asked the guard's and the harm guard's question, both answered no."""
     out = []
-    for template, fillers in TEMPLATES:
-        if template_side(template) != side:
-            continue
-        for filler in fillers:
-            text = _texts(template, filler)
-            out.append(Example(text, injection(), 1, FAMILY, ("rules",)))
-            out.append(Example(text, refuse(), 1, FAMILY, ("rules",)))
+    for text in trigger_texts(side):
+        out.append(Example(text, injection(), 1, FAMILY, ("rules",)))
+        out.append(Example(text, refuse(), 1, FAMILY, ("rules",)))
     return out

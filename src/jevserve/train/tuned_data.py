@@ -9,6 +9,7 @@ from jevserve.bench.tasks import TASKS
 from jevserve.train.cache_rules import cache_rule_examples
 from jevserve.train.examples import Example, task_examples
 from jevserve.train.perturb import GUARD_TASKS, perturbed_examples, suffixed_examples
+from jevserve.train.rules import injection
 from jevserve.train.tool_calls import tool_call_examples
 from jevserve.train.trigger_words import trigger_word_examples
 
@@ -24,11 +25,25 @@ def guard_examples(data: BenchData, log=print) -> list[Example]:
     return out
 
 
+JAILBREAK_AS_INJECTION = "rules:jailbreak-as-injection"
+
+
+def jailbreaks_as_injections(guard: list[Example]) -> list[Example]:
+    """guard-jailbreak's train examples asked the guard's injection question too: the gateway asks only that one, and
+    a jailbreak ("you are now DAN, without rules") is an attempt to override the assistant's rules or role."""
+    return [
+        Example(ex.state, injection(), ex.answer, JAILBREAK_AS_INJECTION, ex.sources)
+        for ex in guard
+        if ex.family == "guard-jailbreak"
+    ]
+
+
 def tuned_examples(data: BenchData, *, everyday: bool = True, log=print) -> list[Example]:
     """Every rule-made and everyday example the tuned reader adds (train side only)."""
     guard = guard_examples(data, log)
     triggers = trigger_word_examples("train")
     out = [*triggers, *perturbed_examples([*guard, *triggers]), *suffixed_examples(guard, "train")]
+    out += jailbreaks_as_injections(guard)
     out += cache_rule_examples("train") + tool_call_examples("train")
     if everyday:
         try:
