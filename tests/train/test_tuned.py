@@ -155,3 +155,34 @@ def test_tuned_layers_with_unknown_names_are_refused(bert, tmp_path):
     with pytest.raises(ValueError, match=r"encoder\.layer\.9"):
         load_tuned_layers(bert, path)
     assert layers_file(tmp_path / "m.npz") == tmp_path / "m.layers.npz"
+
+
+def test_train_tuned_model_writes_readout_layers_manifest_and_served_temperatures(tmp_path, monkeypatch):
+    import json
+
+    from jevserve.decide.base import DecisionItem
+    from jevserve.decide.tuned import tuned_backend
+    from jevserve.train import tuned_run
+
+    examples = fruit_examples()
+    monkeypatch.setattr(tuned_run, "collect_examples", lambda *a, **k: list(examples[:40]))
+    monkeypatch.setattr(tuned_run, "layer_inputs", _store_in(tmp_path / "store"))
+    monkeypatch.setattr(tuned_run, "cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(tuned_run, "is_validation", lambda state: len(state) % 2 == 0)  # enough to fit temperatures
+    out = tmp_path / "model" / "toy.npz"
+    extra = examples[40:]
+    weights, manifest = tuned_run.train_tuned_model([], out=out, config=tiny_config(), data=object(), extra=extra,
+                                                    progress=False, log=lambda _m: None)
+    assert manifest["num_examples"] == len(examples) and manifest["layers_file"] == "toy.layers.npz"
+    assert json.loads(out.with_suffix(".json").read_text())["config"]["layers"] == 1
+    assert set(weights.temperatures) == {"noul", "choice", "score"} and weights.temperatures["noul"] != 1.0
+    served = tuned_backend(weights=out)
+    probabilities = served.decide([DecisionItem("I bought a mango at the market today.", FRUIT)])[0]
+    assert probabilities.shape == (2,) and abs(probabilities.sum() - 1) < 1e-9
+
+
+def _store_in(directory):
+    def call(texts, tokenizer, bert, first_layer, *, progress=True):
+        return layer_inputs(texts, tokenizer, bert, first_layer, directory=directory, progress=False)
+
+    return call

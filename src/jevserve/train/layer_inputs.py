@@ -58,6 +58,8 @@ def _load_shards(directory: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Every stored text: digest → (its rows, its windows' lengths)."""
     found: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for path in sorted(directory.glob("*.npz")):
+        if path.name.endswith(".tmp.npz"):  # a shard still being written by another run
+            continue
         with np.load(path) as shard:
             rows, lengths, counts = shard["rows"], shard["window_lengths"], shard["window_counts"]
             window_ends = np.concatenate([[0], np.cumsum(lengths)])
