@@ -106,7 +106,7 @@ def main() -> None:
     inputs = tuned_inputs(examples, texts)
     bert = load_bert()
     base = TunedConfig(layers=args.layers)
-    lower = layer_inputs(inputs.states, texts.tokenizer, bert, base.first_layer)
+    lower = layer_inputs(inputs.states, texts.tokenizer, base.first_layer)
     attribute = np.array([f.startswith("attribute:") for f in inputs.embedded.families])
     fit_rows = np.flatnonzero(~inputs.held)
     validation_rows = np.flatnonzero(inputs.held & ~attribute)

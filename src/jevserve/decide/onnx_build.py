@@ -25,7 +25,9 @@ from typing import Literal
 
 Precision = Literal["fp32", "int8"]
 PRECISIONS: tuple[Precision, ...] = ("fp32", "int8")
-Output = Literal["pooled", "tokens"]  # the mean-pooled sentence vector, or every token's last hidden state
+# the mean-pooled sentence vector, every token's last hidden state, or (`"into4"`) the hidden states entering layer 4
+# (0-based: what the first four layers give), which the tuned reader's training reads (train/layer_inputs.py)
+Output = str
 RECIPE_VERSION = "2"  # 2: every MatMul quantised (1 kept the feed-forward down projections fp32)
 NUM_HEADS = 12
 HIDDEN_SIZE = 384
@@ -90,7 +92,7 @@ def onnx_path(
     target.parent.mkdir(parents=True, exist_ok=True)
     fp32 = cache_dir() / "models" / f"{key}-fp32.onnx"
     if not fp32.exists():
-        _atomic_build(fp32, lambda tmp: _export_fp32(model_dir, tmp, pooled=output == "pooled", layers=layers))
+        _atomic_build(fp32, lambda tmp: _export_fp32(model_dir, tmp, output=output, layers=layers))
     if precision == "int8":
         _atomic_build(target, lambda tmp: _quantise_int8(fp32, tmp))
     return target
@@ -137,11 +139,15 @@ def load_tuned_layers(bert, layers: Path) -> None:
             own[name].copy_(value)
 
 
-def _export_fp32(model_dir: Path, out: Path, *, pooled: bool = True, layers: Path | None = None) -> None:
+def _export_fp32(model_dir: Path, out: Path, *, output: Output = "pooled", layers: Path | None = None) -> None:
     import torch
     from onnxruntime.transformers import optimizer
 
     bert = load_bert(model_dir, layers)
+    pooled = output == "pooled"
+    into = int(output.removeprefix("into")) if output.startswith("into") else None
+    if output not in ("pooled", "tokens") and into is None:
+        raise ValueError(f"unknown graph output {output!r}; expected pooled, tokens or intoN")
 
     class MeanPooled(torch.nn.Module):
         def __init__(self, encoder: torch.nn.Module) -> None:
@@ -149,9 +155,13 @@ def _export_fp32(model_dir: Path, out: Path, *, pooled: bool = True, layers: Pat
             self.encoder = encoder
 
         def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-            hidden = self.encoder(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=torch.zeros_like(input_ids)
-            ).last_hidden_state
+            kwargs = {"token_type_ids": torch.zeros_like(input_ids)}
+            if into is not None:  # the layers above `into` do not reach the output, and the export leaves them out
+                found = self.encoder(
+                    input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, **kwargs
+                )
+                return found.hidden_states[into]
+            hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask, **kwargs).last_hidden_state
             if not pooled:
                 return hidden
             mask = attention_mask.unsqueeze(-1).to(hidden.dtype)

@@ -2,8 +2,11 @@
 
 Fine-tuning only the top layers (train/tuned.py) needs, for every training state, the hidden states the frozen lower
 layers give each of its encoder windows (the windows the tuned reader reads, decide/tuned.py `read_windows`). They
-depend only on the text, the shipped weights and the layer, so they are stored per text: a shard of float16 rows per
-run, found again by the text's digest, so adding states to the training data encodes only the new ones.
+are computed by the lower layers of the served int8 graph (decide/onnx_build.py, output "intoN": the same quantised
+weights and kernels the served tuned graph runs below its tuned layers, one window at a time as served), so the
+tuned layers train on the very inputs they get when served. They depend only on the text, the shipped weights and
+the layer, so they are stored per text: a shard of float16 rows per run, found again by the text's digest, so adding
+states to the training data encodes only the new ones.
 """
 
 from __future__ import annotations
@@ -14,14 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
-from jevserve.decide.onnx_build import cache_dir, graph_key
+from jevserve.decide.onnx_build import cache_dir, graph_key, onnx_path
 from jevserve.decide.token_embedder import READ_TOKENS
 from jevserve.decide.tuned import read_windows
-
-ENCODE_BATCH = 32  # windows per forward pass of the lower layers
 
 
 def text_digest(text: str) -> str:
@@ -51,7 +51,7 @@ class LayerInputs:
 
 
 def _shard_dir(first_layer: int) -> Path:
-    return cache_dir() / "layer-inputs" / f"{graph_key()}-into{first_layer}-read{READ_TOKENS}"
+    return cache_dir() / "layer-inputs" / f"{graph_key()}-into{first_layer}-int8-read{READ_TOKENS}"
 
 
 def _load_shards(directory: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -70,33 +70,31 @@ def _load_shards(directory: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return found
 
 
-def _encode(windows: list[list[int]], bert, first_layer: int, progress: bool) -> list[np.ndarray]:
-    """The hidden states entering layer `first_layer` of each window (fp32 torch, run in batches of similar length;
-    padding never reaches a real position: the attention mask keeps it out)."""
-    out: list[np.ndarray | None] = [None] * len(windows)
-    order = np.argsort([len(w) for w in windows], kind="stable")
-    chunks = [order[i : i + ENCODE_BATCH] for i in range(0, len(order), ENCODE_BATCH)]
-    with torch.no_grad():
-        for chunk in tqdm(chunks, desc=f"hidden states entering layer {first_layer + 1}", disable=not progress):
-            width = max(len(windows[w]) for w in chunk)
-            ids = torch.zeros((len(chunk), width), dtype=torch.int64)
-            mask = torch.zeros((len(chunk), width), dtype=torch.int64)
-            for row, w in enumerate(chunk):
-                ids[row, : len(windows[w])] = torch.tensor(windows[w])
-                mask[row, : len(windows[w])] = 1
-            hidden = bert(
-                input_ids=ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids), output_hidden_states=True
-            ).hidden_states[first_layer]
-            for row, w in enumerate(chunk):
-                out[w] = hidden[row, : len(windows[w])].numpy().astype(np.float16)
-    return out  # type: ignore[return-value]
+def _encode(windows: list[list[int]], first_layer: int, progress: bool) -> list[np.ndarray]:
+    """The hidden states entering layer `first_layer` of each window, by the int8 graph of the lower layers."""
+    import onnxruntime as ort
+
+    from jevserve.decide.embedder import default_num_threads
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = default_num_threads()
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(
+        str(onnx_path("int8", output=f"into{first_layer}")), options, providers=["CPUExecutionProvider"]
+    )
+    out = []
+    for window in tqdm(windows, desc=f"hidden states entering layer {first_layer + 1}", disable=not progress):
+        ids = np.asarray([window], dtype=np.int64)
+        hidden = session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})[0][0]
+        out.append(hidden.astype(np.float16))
+    return out
 
 
 def layer_inputs(
-    texts: Sequence[str], tokenizer, bert, first_layer: int, *, directory: Path | None = None, progress: bool = True
+    texts: Sequence[str], tokenizer, first_layer: int, *, directory: Path | None = None, progress: bool = True
 ) -> LayerInputs:
     """The hidden states entering layer `first_layer` (0-based) for each text's read windows, from the store when
-    there, else computed by `bert` (the shipped weights) and stored. `tokenizer` is the encoder's (tokenizers)."""
+    there, else computed and stored. `tokenizer` is the encoder's (tokenizers)."""
     directory = directory or _shard_dir(first_layer)
     directory.mkdir(parents=True, exist_ok=True)
     stored = _load_shards(directory)
@@ -108,7 +106,7 @@ def layer_inputs(
         encodings = tokenizer.encode_batch([by_digest[d] for d in missing], add_special_tokens=False)
         per_text = [read_windows(e.ids, cls_id, sep_id) for e in encodings]
         flat = [w for windows in per_text for w in windows]
-        hidden = _encode(flat, bert, first_layer, progress)
+        hidden = _encode(flat, first_layer, progress)
         counts = np.array([len(w) for w in per_text], np.int64)
         shard = {
             "digests": np.array(missing),

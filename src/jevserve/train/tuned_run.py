@@ -114,7 +114,7 @@ def train_tuned_model(
     texts = TokenEmbedder("int8")
     inputs = tuned_inputs(examples, texts, progress=progress)
     bert = load_bert()
-    lower = layer_inputs(inputs.states, texts.tokenizer, bert, config.first_layer, progress=progress)
+    lower = layer_inputs(inputs.states, texts.tokenizer, config.first_layer, progress=progress)
     top = TopLayers(bert, config.first_layer)
     fit_rows = np.flatnonzero(~inputs.held)
     net = train_tuned(
