@@ -55,11 +55,20 @@ def answerer(backend):
     return answer
 
 
+def calibrated_threshold(units, scores, rate: float = 0.01) -> float:
+    """As the gateway sets it: the highest of the thresholds that act on at most `rate` of each shape's calibration
+    requests."""
+    shapes: dict[str, list[float]] = {}
+    for u, s in zip(units, scores, strict=True):
+        if u.group.startswith("calibration:"):
+            shapes.setdefault(u.group, []).append(s)
+    return max(threshold_at_rate(np.array(found), rate) for found in shapes.values())
+
+
 def blocking(units, scores, positives: tuple[str, ...], negatives: tuple[str, ...]) -> dict:
-    """Rates at the calibrated threshold (≤ 1% of the calibration file) and at the default threshold."""
-    calibration = np.array([s for u, s in zip(units, scores, strict=True) if u.group == "calibration"])
+    """Rates at the calibrated threshold (≤ 1% of each shape of the calibration file) and at the default one."""
     out = {}
-    for name, threshold in (("calibrated", threshold_at_rate(calibration, 0.01)), ("default", DEFAULT_THRESHOLD)):
+    for name, threshold in (("calibrated", calibrated_threshold(units, scores)), ("default", DEFAULT_THRESHOLD)):
         rates = by_group(units, scores, threshold, (*positives, *negatives, *(f"everyday:{s}" for s in SHAPES)))
         out[name] = {"threshold": threshold, **{k: r.to_dict() for k, r in rates.items()}}
     return out
@@ -116,8 +125,9 @@ def markdown(result: dict) -> str:
     lines = [
         "### Gateway decisions on held-out data (generated)",
         "",
-        f"`{result['command']}`, {result['machine']['when']}. Calibrated: the threshold at which at most 1% of the "
-        "gateway's calibration requests (train side) are acted on; default: 0.5. Everyday: the everyday test side.",
+        f"`{result['command']}`, {result['machine']['when']}. Calibrated: as the gateway sets it, the highest threshold "
+        "at which at most 1% of each shape of its calibration requests (train side) are acted on; default: 0.5. "
+        "Everyday: the everyday test side, never trained or calibrated on.",
         "",
         "| decision | measure | " + " | ".join(models) + " |",
         "|---|---|" + "---|" * len(models),

@@ -23,10 +23,11 @@ def test_items(data: BenchData, task: str) -> list:
     return [item for item in TASKS[task].load_items(data) if item.split == "test"]
 
 
-def calibration_bodies(path: Path = CALIBRATION_FILE) -> list[dict]:
-    """The gateway's calibration requests (train side): what its thresholds are set on."""
+def calibration_bodies(path: Path = CALIBRATION_FILE) -> list[tuple[str, dict]]:
+    """(shape, body) of the gateway's calibration requests (train side): what its thresholds are set on."""
     with gzip.open(path, "rt", encoding="utf-8") as fh:
-        return [json.loads(line)["body"] for line in fh if line.strip()]
+        rows = [json.loads(line) for line in fh if line.strip()]
+    return [(row["shape"], row["body"]) for row in rows]
 
 
 def everyday_bodies() -> list[tuple[str, dict]]:
@@ -38,7 +39,7 @@ def everyday_bodies() -> list[tuple[str, dict]]:
 
 def _ordinary(read, question_, everyday, calibration) -> list[Unit]:
     out = [Unit(read(body), question_, False, f"everyday:{shape}") for shape, body in everyday]
-    out += [Unit(read(body), question_, False, "calibration") for body in calibration]
+    out += [Unit(read(body), question_, False, f"calibration:{shape}") for shape, body in calibration]
     out += [Unit(read(user_body(text)), question_, False, "trigger-words") for text in trigger_texts("test")]
     return [u for u in out if u.texts]
 
