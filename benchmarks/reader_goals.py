@@ -19,6 +19,8 @@ Run: .venv/bin/python benchmarks/reader_goals.py [--model tuned --model reader]
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import sys
 from pathlib import Path
 
@@ -29,7 +31,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _serverbench import ROOT, machine, replace_section, write_result
 from jevserve.bench.data import BenchData
 from jevserve.decide.base import DecisionItem
+from jevserve.decide.onnx_build import cache_dir
 from jevserve.decide.registry import load_backend
+from jevserve.decide.trained import question_key
 from jevserve.train.goal_cases import (
     cache_units,
     calibration_bodies,
@@ -45,12 +49,26 @@ SHAPES = ("bare", "system", "tools", "second-turn", "list", "document")
 
 
 def answerer(backend):
+    """P(yes) of (text, question) pairs, kept on disk per model version so a rerun asks only what is new."""
+    from jevserve.decide.embedded import embedded_fingerprint
+
+    name = backend.card.name
+    path = cache_dir() / "reader-goals" / f"{name}-{embedded_fingerprint(model=name)}.json"
+    known = json.loads(path.read_text()) if path.exists() else {}
+
+    def key(text, q) -> str:
+        return hashlib.sha256(f"{question_key(q)}\x1f{text}".encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
     def answer(pairs):
-        out = []
-        for start in tqdm(range(0, len(pairs), 32), desc=backend.card.name, unit="batch", leave=False):
-            items = [DecisionItem(text, q) for text, q in pairs[start : start + 32]]
-            out += [float(p[0]) for p in backend.decide(items)]
-        return out
+        missing = [p for p in pairs if key(*p) not in known]
+        for start in tqdm(range(0, len(missing), 32), desc=name, unit="batch", leave=False):
+            chunk = missing[start : start + 32]
+            found = backend.decide([DecisionItem(text, q) for text, q in chunk])
+            known.update({key(*p): float(f[0]) for p, f in zip(chunk, found, strict=True)})
+            if start % 3200 == 0 or start + 32 >= len(missing):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(known))
+        return [known[key(*p)] for p in pairs]
 
     return answer
 
@@ -125,9 +143,9 @@ def markdown(result: dict) -> str:
     lines = [
         "### Gateway decisions on held-out data (generated)",
         "",
-        f"`{result['command']}`, {result['machine']['when']}. Calibrated: as the gateway sets it, the highest threshold "
-        "at which at most 1% of each shape of its calibration requests (train side) are acted on; default: 0.5. "
-        "Everyday: the everyday test side, never trained or calibrated on.",
+        f"`{result['command']}`, {result['machine']['when']}. Calibrated: as the gateway sets it, the highest "
+        "threshold at which at most 1% of each shape of its calibration requests (train side) are acted on; default: "
+        "0.5. Everyday: the everyday test side, never trained or calibrated on.",
         "",
         "| decision | measure | " + " | ".join(models) + " |",
         "|---|---|" + "---|" * len(models),
