@@ -53,3 +53,25 @@ def test_zero_shot_refit_does_not_overwrite_the_shipped_constants_by_default():
     assert not is_shipped(_out_path(args, ZERO_SHOT_PARAMS))
     with pytest.raises(SystemExit):
         _out_path(parse("--zero-shot", "--out", str(ZERO_SHOT_PARAMS)), ZERO_SHOT_PARAMS)
+
+
+def test_tuned_trains_its_own_file_with_its_own_settings():
+    from jevserve.decide.tuned import TUNED_WEIGHTS
+    from jevserve.train.cli import _config
+    from jevserve.train.reader import ReaderConfig
+    from jevserve.train.tuned import TunedConfig
+
+    args = parse("--tuned")
+    assert _shipped(args) == TUNED_WEIGHTS and is_shipped(TUNED_WEIGHTS)
+    assert _config(args) == TunedConfig(reader=ReaderConfig())
+    assert _config(parse("--tuned", "--layers", "3", "--epochs", "2")) == TunedConfig(
+        reader=ReaderConfig(epochs=2), layers=3
+    )
+
+
+@pytest.mark.parametrize("flags", [("--tuned", "--reader"), ("--tuned", "--heldout"), ("--layers", "3")])
+def test_flags_that_do_not_go_together_say_so(flags):
+    from jevserve.train.cli import run_train
+
+    with pytest.raises(SystemExit, match=r"--tuned|--layers"):
+        run_train(parse(*flags))
