@@ -133,7 +133,7 @@ def test_an_interrupted_run_resumes_to_the_same_weights(bert, texts, tmp_path, m
         calls.append(1)
         return real_step(*args, **kwargs)
 
-    checkpoint = tmp_path / "run.pt"
+    checkpoint = tmp_path / "checkpoints" / "run.pt"  # a folder that does not exist yet
     monkeypatch.setattr(tuned_module, "_train_step", step_then_stop)
     with pytest.raises(KeyboardInterrupt):
         train_tuned(inputs.embedded, inputs.token_index, TopLayers(bert, 5), lower, config, checkpoint=checkpoint,
@@ -187,3 +187,16 @@ def _store_in(directory):
         return layer_inputs(texts, tokenizer, first_layer, directory=directory, progress=False)
 
     return call
+
+
+def test_a_capped_family_keeps_its_first_states_by_hash_whatever_else_is_there():
+    from jevserve.train.tuned import capped
+
+    families = ["length", "length~bare", "length", "guard", "length"]
+    states = ["a", "a", "b", "c", "d"]
+    keep = capped(families, states, (("length", 2),))
+    kept_states = {s for s, f, k in zip(states, families, keep, strict=True) if k and f.startswith("length")}
+    assert keep[3] and len(kept_states) == 2  # one of the three length states dropped, the other family untouched
+    assert keep[0] == keep[1]  # a state's examples go together
+    alone = capped(families[:3] + families[4:], states[:3] + states[4:], (("length", 2),))
+    assert list(alone) == [k for i, k in enumerate(keep) if i != 3]  # the guard example changes nothing

@@ -18,6 +18,9 @@ from jevserve.train.rules import stable_pick
 FAMILY = "rules:perturbed"
 SUFFIX_FAMILY = "rules:suffix"
 GUARD_TASKS = ("guard-injection", "guard-jailbreak", "guard-harmful", "guard-overrefusal")
+# Only texts up to this long are rewritten or suffixed: the short ones are where one character or sentence weighs
+# most, and the long (pasted jailbreak) ones would double the most expensive states of training.
+MAX_REWRITE_CHARS = 600
 _PUNCTUATION = re.compile(r"[.,;:!?¿¡'\"]")
 _SPACES = re.compile(r"\s+")
 
@@ -71,6 +74,8 @@ def perturbed_examples(examples: Sequence[Example]) -> list[Example]:
     """One rewritten copy of each example (same question, same answer)."""
     out = []
     for ex in examples:
+        if len(ex.state) > MAX_REWRITE_CHARS:
+            continue
         changed = rewrite(ex.state)
         if changed:
             out.append(Example(changed, ex.question, ex.answer, FAMILY, ex.sources))
@@ -83,7 +88,7 @@ def suffixed_examples(examples: Sequence[Example], side: str = "train") -> list[
     out = []
     pool = suffixes(side)
     for ex in examples:
-        if ex.family not in ("guard-injection", "guard-jailbreak"):
+        if ex.family not in ("guard-injection", "guard-jailbreak") or len(ex.state) > MAX_REWRITE_CHARS:
             continue
         sentence = pool[stable_pick("suffix\x1f" + ex.state, len(pool))]
         out.append(Example(f"{ex.state.rstrip()} {sentence}", ex.question, ex.answer, SUFFIX_FAMILY, ex.sources))

@@ -30,6 +30,7 @@ from jevserve.train.layer_inputs import LayerInputs
 from jevserve.train.reader import ReaderConfig, ReaderNet, question_inputs
 
 NUM_LAYERS = 6  # all-MiniLM-L6-v2
+TUNED_EPOCHS = 3  # one fewer than the reading model's: the layers are most of the cost, on 2 shared cores
 # φ's layout (decide/trained.py `features`): [s⊙o, s⊙q, o⊙q, s, q, o, kind, position], 384 numbers each
 _S_O, _S_Q, _O_Q, _S, _Q, _O = (slice(k * EMBEDDING_DIM, (k + 1) * EMBEDDING_DIM) for k in range(6))
 
@@ -38,8 +39,11 @@ _S_O, _S_Q, _O_Q, _S, _Q, _O = (slice(k * EMBEDDING_DIM, (k + 1) * EMBEDDING_DIM
 class TunedConfig:
     """Training settings, recorded in the manifest."""
 
-    reader: ReaderConfig = field(default_factory=ReaderConfig)
+    reader: ReaderConfig = field(default_factory=lambda: ReaderConfig(epochs=TUNED_EPOCHS))
     layers: int = 2  # top layers fine-tuned (the rest stay the shipped ones)
+    # At most this many states of a family are trained on (picked by hash): the reply-length family is a quarter of
+    # the positions the layers run over, and the layers did not move its answers (docs/training.md)
+    state_caps: tuple[tuple[str, int], ...] = (("schedule-reply-length", 3000),)
     layer_lr: float = 3e-5  # peak learning rate of the layers (one-cycle, like the reader's)
     layer_weight_decay: float = 0.01
     states_per_batch: int = 34  # ~128 examples a step at 3.7 examples per state
@@ -120,6 +124,7 @@ def data_digest(data: EmbeddedExamples, token_index: np.ndarray, extra: str = ""
 
 
 def _save_checkpoint(path: Path, payload: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     torch.save(payload, tmp)
     tmp.replace(path)
@@ -178,8 +183,11 @@ def train_tuned(
         else:
             log(f"{checkpoint} is another run's checkpoint (data or settings differ): starting afresh")
     bar = tqdm(
-        total=reader.epochs * per_epoch, initial=start_epoch * per_epoch + done_in_epoch, desc="tuned reader",
-        unit="step", disable=not progress,
+        total=reader.epochs * per_epoch,
+        initial=start_epoch * per_epoch + done_in_epoch,
+        desc="tuned reader",
+        unit="step",
+        disable=not progress,
     )
     last_saved = time.monotonic()
     for epoch in range(start_epoch, reader.epochs):
@@ -188,23 +196,58 @@ def train_tuned(
         for step, batch in enumerate(batches):
             if epoch == start_epoch and step < done_in_epoch:
                 continue
-            _train_step(model, top, optimiser, data, token_index, inputs, states[batch], examples_of, answers,
-                        is_score, weights, reader, grad=bool(config.layer_lr))
+            _train_step(
+                model,
+                top,
+                optimiser,
+                data,
+                token_index,
+                inputs,
+                states[batch],
+                examples_of,
+                answers,
+                is_score,
+                weights,
+                reader,
+                grad=bool(config.layer_lr),
+            )
             schedule.step()
             bar.update(1)
             if checkpoint is not None and time.monotonic() - last_saved > config.checkpoint_s:
-                _save_checkpoint(checkpoint, {
-                    "run": run_key, "model": model.state_dict(), "top": top.state_dict(),
-                    "optimiser": optimiser.state_dict(), "schedule": schedule.state_dict(), "rng": epoch_rng,
-                    "epoch": epoch, "done_in_epoch": step + 1,
-                })
+                _save_checkpoint(
+                    checkpoint,
+                    {
+                        "run": run_key,
+                        "model": model.state_dict(),
+                        "top": top.state_dict(),
+                        "optimiser": optimiser.state_dict(),
+                        "schedule": schedule.state_dict(),
+                        "rng": epoch_rng,
+                        "epoch": epoch,
+                        "done_in_epoch": step + 1,
+                    },
+                )
                 last_saved = time.monotonic()
     bar.close()
     return model
 
 
-def _train_step(model, top, optimiser, data, token_index, inputs, batch_states, examples_of, answers, is_score,
-                weights, reader: ReaderConfig, *, grad: bool) -> None:
+def _train_step(
+    model,
+    top,
+    optimiser,
+    data,
+    token_index,
+    inputs,
+    batch_states,
+    examples_of,
+    answers,
+    is_score,
+    weights,
+    reader: ReaderConfig,
+    *,
+    grad: bool,
+) -> None:
     idx = np.concatenate([examples_of[int(s)] for s in batch_states])
     phi, queries_in, options, option_mask = question_inputs(data, idx)
     with torch.set_grad_enabled(grad):
@@ -218,3 +261,20 @@ def _train_step(model, top, optimiser, data, token_index, inputs, batch_states, 
     optimiser.zero_grad()
     loss.backward()
     optimiser.step()
+
+
+def capped(families: list[str], states: list[str], caps: tuple[tuple[str, int], ...]) -> np.ndarray:
+    """Which examples to keep: all but those about the states of a capped family past its cap (the states kept are
+    the ones whose hash sorts first, so the choice never depends on the others)."""
+    limit = dict(caps)
+    keep = np.ones(len(families), bool)
+    for family, cap in limit.items():
+        rows = [i for i, f in enumerate(families) if f.split("~")[0] == family]
+        distinct = sorted(
+            {states[i] for i in rows}, key=lambda t: hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest()
+        )
+        dropped = set(distinct[cap:])
+        for i in rows:
+            if states[i] in dropped:
+                keep[i] = False
+    return keep

@@ -26,7 +26,7 @@ from jevserve.train.layer_inputs import layer_inputs
 from jevserve.train.reader import fit_reader_temperatures, group_temperatures
 from jevserve.train.run import collect_examples, command_line, is_validation, write_model
 from jevserve.train.token_states import TokenStates
-from jevserve.train.tuned import TopLayers, TunedConfig, train_tuned
+from jevserve.train.tuned import TopLayers, TunedConfig, capped, train_tuned
 
 
 @dataclass
@@ -108,6 +108,8 @@ def train_tuned_model(
         data, tasks, leave_out=leave_out, variants=True, attributes=config.reader.attribute_questions, log=log
     )
     examples += [ex for ex in extra if not (leave_out and set(ex.sources) & set(leave_out.sources))]
+    keep = capped([ex.family for ex in examples], [ex.state for ex in examples], config.state_caps)
+    examples = [ex for ex, kept in zip(examples, keep, strict=True) if kept]
     if not examples:
         raise SystemExit("no training examples: fetch the bench data first (jevserve data fetch)")
     log(f"{len(examples)} examples from {len(families(examples))} families")
