@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from tqdm import tqdm
 
 from jevserve.bench.data import BenchData
@@ -139,6 +140,7 @@ def train_tuned_model(
         "model": "tuned reader (decide/tuned.py)",
         "leave_out": leave_out.name if leave_out else None,
         "config": asdict(config),
+        "torch_threads": torch.get_num_threads(),  # float sums run in another order with another count
         "layers_file": layers.name,
         "layers_bytes": layers.stat().st_size,
     }
