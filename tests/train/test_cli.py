@@ -63,7 +63,7 @@ def test_tuned_trains_its_own_file_with_its_own_settings():
 
     args = parse("--tuned")
     assert _shipped(args) == TUNED_WEIGHTS and is_shipped(TUNED_WEIGHTS)
-    assert _config(args) == TunedConfig() and TunedConfig().reader == ReaderConfig(epochs=3)
+    assert _config(args) == TunedConfig() and TunedConfig().reader == ReaderConfig()
     assert _config(parse("--tuned", "--layers", "3", "--epochs", "2")) == TunedConfig(
         reader=ReaderConfig(epochs=2), layers=3
     )

@@ -79,13 +79,9 @@ def test_manifest_hashes_are_exactly_the_examples_training_reads(weights):
         data = BenchData()
         examples = collect_examples(data, list(TASKS.values()), attributes=attributes, log=lambda message: None)
         if "reader" in config:
-            from jevserve.train.tuned import capped
             from jevserve.train.tuned_data import tuned_examples
 
             examples += tuned_examples(data, log=lambda message: None)
-            caps = tuple((family, cap) for family, cap in config["state_caps"])
-            keep = capped([ex.family for ex in examples], [ex.state for ex in examples], caps)
-            examples = [ex for ex, kept in zip(examples, keep, strict=True) if kept]
     except SourceMissingError as exc:
         pytest.skip(f"needs the bench data ({exc})")
     if len(examples) < 20_000:

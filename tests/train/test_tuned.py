@@ -172,10 +172,15 @@ def test_train_tuned_model_writes_readout_layers_manifest_and_served_temperature
     monkeypatch.setattr(tuned_run, "is_validation", lambda state: len(state) % 2 == 0)  # enough to fit temperatures
     out = tmp_path / "model" / "toy.npz"
     extra = examples[40:]
-    weights, manifest = tuned_run.train_tuned_model([], out=out, config=tiny_config(), data=object(), extra=extra,
+    config = replace(tiny_config(), layer_families=("fruit",), layer_epochs=2)
+    weights, manifest = tuned_run.train_tuned_model([], out=out, config=config, data=object(), extra=extra,
                                                     progress=False, log=lambda _m: None)
     assert manifest["num_examples"] == len(examples) and manifest["layers_file"] == "toy.layers.npz"
     assert json.loads(out.with_suffix(".json").read_text())["config"]["layers"] == 1
+    assert not np.array_equal(  # the first phase moved the layer it tunes
+        np.load(layers_file(out))["encoder.layer.5.output.dense.weight"],
+        TopLayers(load_bert(), 5).tuned_weights()["encoder.layer.5.output.dense.weight"],
+    )
     assert set(weights.temperatures) == {"noul", "choice", "score"} and weights.temperatures["noul"] != 1.0
     served = tuned_backend(weights=out)
     probabilities = served.decide([DecisionItem("I bought a mango at the market today.", FRUIT)])[0]

@@ -232,16 +232,16 @@ def _config(args: argparse.Namespace):
         from dataclasses import replace
 
         from jevserve.train.reader import LEXICAL_READER, ReaderConfig
-        from jevserve.train.tuned import TUNED_EPOCHS, TunedConfig
-
         reader = replace(
             LEXICAL_READER if args.lexical else ReaderConfig(),
             seed=args.seed,
             attribute_questions=not args.no_attribute_questions,
-            **({"epochs": args.epochs or TUNED_EPOCHS} if args.epochs or args.tuned else {}),
+            **({"epochs": args.epochs} if args.epochs else {}),
         )
         if not args.tuned:
             return reader
+        from jevserve.train.tuned import TunedConfig
+
         return TunedConfig(reader=reader, **({"layers": args.layers} if args.layers else {}))
     from jevserve.train.head import HeadConfig
 

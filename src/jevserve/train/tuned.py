@@ -1,4 +1,4 @@
-"""Train the tuned reader: the reading model together with copies of the encoder's top layers (torch, CPU).
+"""Train the encoder's top layers together with a reading model (torch, CPU): the first phase of the tuned reader.
 
 Each step takes a batch of whole states (every example about a state in the same step), runs the copied top layers
 over the hidden states entering them (train/layer_inputs.py), and reads the result as the served encoder gives it
@@ -6,6 +6,7 @@ over the hidden states entering them (train/layer_inputs.py), and reads the resu
 that the trained readout's features use. The loss, the family balance and the reader are train/reader.py's; the
 layers get their own learning rate and weight decay. Training saves a checkpoint every few minutes and resumes from
 it when run again with the same data and settings, ending with exactly the weights an uninterrupted run gives.
+The second phase (train/tuned_run.py) trains the served reader on every example over the tuned graph's states.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import hashlib
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,6 @@ from jevserve.train.layer_inputs import LayerInputs
 from jevserve.train.reader import ReaderConfig, ReaderNet, question_inputs
 
 NUM_LAYERS = 6  # all-MiniLM-L6-v2
-TUNED_EPOCHS = 3  # one fewer than the reading model's: the layers are most of the cost, on 2 shared cores
 # φ's layout (decide/trained.py `features`): [s⊙o, s⊙q, o⊙q, s, q, o, kind, position], 384 numbers each
 _S_O, _S_Q, _O_Q, _S, _Q, _O = (slice(k * EMBEDDING_DIM, (k + 1) * EMBEDDING_DIM) for k in range(6))
 
@@ -39,15 +39,29 @@ _S_O, _S_Q, _O_Q, _S, _Q, _O = (slice(k * EMBEDDING_DIM, (k + 1) * EMBEDDING_DIM
 class TunedConfig:
     """Training settings, recorded in the manifest."""
 
-    reader: ReaderConfig = field(default_factory=lambda: ReaderConfig(epochs=TUNED_EPOCHS))
+    reader: ReaderConfig = field(default_factory=ReaderConfig)  # the served reader's, trained in the second phase
     layers: int = 2  # top layers fine-tuned (the rest stay the shipped ones)
-    # At most this many states of a family are trained on (picked by hash): the reply-length family is a quarter of
-    # the positions the layers run over, and the layers did not move its answers (docs/training.md)
-    state_caps: tuple[tuple[str, int], ...] = (("schedule-reply-length", 3000),)
+    # The first phase trains the layers (with a scaffold reader) on the families of the decisions a gateway acts on,
+    # where the train-side study measured that tuned layers help; its examples of a capped family are the states
+    # whose hash sorts first. Every state is in the second phase.
+    layer_families: tuple[str, ...] = (
+        "guard-", "agent-action-risk", "cache-", "everyday:", "rules:",
+        "synthetic:cache-relation", "synthetic:agent-verdict", "synthetic:risk-area",
+    )  # fmt: skip
+    layer_state_caps: tuple[tuple[str, int], ...] = (("everyday:guard", 2000), ("everyday:harm", 800))
+    layer_epochs: int = 2
     layer_lr: float = 3e-5  # peak learning rate of the layers (one-cycle, like the reader's)
     layer_weight_decay: float = 0.01
     states_per_batch: int = 34  # ~128 examples a step at 3.7 examples per state
     checkpoint_s: float = 300.0  # wall time between checkpoints
+
+    def layer_phase(self) -> TunedConfig:
+        """The settings of the first phase: the scaffold reader runs `layer_epochs`."""
+        return replace(self, reader=replace(self.reader, epochs=self.layer_epochs))
+
+    def in_layer_phase(self, family: str) -> bool:
+        """Whether the first phase trains on examples of `family` (a question variant counts as its family)."""
+        return family.split("~")[0].startswith(self.layer_families)
 
     @property
     def first_layer(self) -> int:

@@ -1,8 +1,16 @@
-"""`jevserve train --tuned`: assemble the tuned reader's examples, train it, fit its temperatures on the served graph,
-and write the readout, the fine-tuned layers, the manifest and the training-state hashes."""
+"""`jevserve train --tuned`: assemble the tuned reader's examples, train it in two phases, fit its temperatures on
+the served graph, and write the readout, the fine-tuned layers, the manifest and the training-state hashes.
+
+1. The layers: the encoder's top layers with a scaffold reader, on the families of the gateway's decisions
+   (train/tuned.py; the costly phase: it runs the layers forward and backward).
+2. The reader: a reading model trained from scratch on every example, over the token states the served int8 graph
+   with those layers gives (as the reading model is trained over the shipped graph's), so it reads exactly what it
+   is served.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -16,7 +24,7 @@ from tqdm import tqdm
 from jevserve.bench.data import BenchData
 from jevserve.bench.task import Task
 from jevserve.decide.embedder import embed_texts
-from jevserve.decide.onnx_build import Precision, cache_dir, load_bert
+from jevserve.decide.onnx_build import Precision, cache_dir, layers_digest, load_bert
 from jevserve.decide.reader import ReaderWeights
 from jevserve.decide.token_embedder import TokenEmbedder
 from jevserve.decide.trained import KINDS, question_texts
@@ -24,7 +32,7 @@ from jevserve.decide.tuned import StateEncoder, layers_file
 from jevserve.train.dataset import EmbeddedExamples, subset
 from jevserve.train.examples import Example, families
 from jevserve.train.layer_inputs import layer_inputs
-from jevserve.train.reader import fit_reader_temperatures, group_temperatures
+from jevserve.train.reader import fit_reader_temperatures, group_temperatures, train_reader
 from jevserve.train.run import collect_examples, command_line, is_validation, write_model
 from jevserve.train.token_states import TokenStates
 from jevserve.train.tuned import TopLayers, TunedConfig, capped, train_tuned
@@ -67,14 +75,27 @@ def tuned_inputs(examples: Sequence[Example], embedder: TokenEmbedder, *, progre
 
 
 def served_states(texts: Sequence[str], layers: Path, precision: Precision = "int8", *, progress: bool = True):
-    """What the served tuned encoder reads of each text: (TokenStates of unit rows, (n, 384) sentence vectors)."""
+    """What the served tuned encoder reads of each text: (TokenStates of unit rows in float16, (n, 384) sentence
+    vectors); kept on disk under the cache directory, keyed by the layers and the texts."""
+    digest = hashlib.sha256(f"{layers_digest(layers)}-{precision}".encode())
+    for text in texts:
+        digest.update(text.encode("utf-8", "surrogatepass") + b"\x1e")
+    path = cache_dir() / "tuned-token-states" / f"{digest.hexdigest()[:16]}.npz"
+    if path.exists():
+        with np.load(path) as stored:
+            return TokenStates(stored["rows"], stored["offsets"]), stored["vectors"]
     encoder = StateEncoder(precision, layers=layers, state_cache_size=0)
     rows, vectors = [], np.empty((len(texts), 384), np.float32)
     for i, text in enumerate(tqdm(texts, desc="served states", unit="state", disable=not progress)):
         tokens, vectors[i] = encoder.read(text)
-        rows.append(tokens)
+        rows.append(tokens.astype(np.float16))
     offsets = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
-    return TokenStates(np.concatenate(rows), offsets), vectors
+    result = TokenStates(np.concatenate(rows), offsets)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(tmp, rows=result.rows, offsets=offsets, vectors=vectors)
+    tmp.replace(path)
+    return result, vectors
 
 
 def with_state_vectors(data: EmbeddedExamples, vectors: np.ndarray, token_index: np.ndarray) -> EmbeddedExamples:
@@ -109,32 +130,25 @@ def train_tuned_model(
         data, tasks, leave_out=leave_out, variants=True, attributes=config.reader.attribute_questions, log=log
     )
     examples += [ex for ex in extra if not (leave_out and set(ex.sources) & set(leave_out.sources))]
-    keep = capped([ex.family for ex in examples], [ex.state for ex in examples], config.state_caps)
-    examples = [ex for ex, kept in zip(examples, keep, strict=True) if kept]
     if not examples:
         raise SystemExit("no training examples: fetch the bench data first (jevserve data fetch)")
     log(f"{len(examples)} examples from {len(families(examples))} families")
     texts = TokenEmbedder("int8")
     inputs = tuned_inputs(examples, texts, progress=progress)
-    bert = load_bert()
-    lower = layer_inputs(inputs.states, texts.tokenizer, config.first_layer, progress=progress)
-    top = TopLayers(bert, config.first_layer)
     fit_rows = np.flatnonzero(~inputs.held)
-    net = train_tuned(
-        subset(inputs.embedded, fit_rows),
-        inputs.token_index[fit_rows],
-        top,
-        lower,
-        config,
-        checkpoint=cache_dir() / "tuned-checkpoints" / f"{out.stem}.pt",
-        progress=progress,
-        log=log,
-    )
+    layer_rows = layer_phase_rows(examples, fit_rows, config)
+    log(f"layers: {len(layer_rows)} examples on {len(np.unique(inputs.token_index[layer_rows]))} states")
     layers = layers_file(out)
-    layers.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(layers, **top.tuned_weights())
-    weights = fit_served_temperatures(net.weights(dict.fromkeys(KINDS, 1.0)), inputs, layers, config, progress)
+    train_layers(inputs, layer_rows, config, layers, checkpoint=cache_dir() / "tuned-checkpoints" / f"{out.stem}.pt",
+                 progress=progress, log=log)
+    tokens, vectors = served_states(inputs.states, layers, progress=progress)
+    served = with_state_vectors(inputs.embedded, vectors, inputs.token_index)
+    net = train_reader(subset(served, fit_rows), tokens, inputs.token_index[fit_rows], config.reader, progress=progress)
     held = np.flatnonzero(inputs.held)
+    weights = fit_reader_temperatures(
+        net.weights(dict.fromkeys(KINDS, 1.0)), subset(served, held), tokens, inputs.token_index[held],
+        per_question=config.reader.question_temperatures,
+    )
     recipe = {
         "command": command_line("jevserve train --tuned"),
         "model": "tuned reader (decide/tuned.py)",
@@ -161,17 +175,23 @@ def train_tuned_model(
     return weights, manifest
 
 
-def fit_served_temperatures(
-    weights: ReaderWeights, inputs: TunedInputs, layers: Path, config: TunedConfig, progress: bool
-) -> ReaderWeights:
-    """Temperatures fitted on the validation states as the served int8 graph reads them (so what is calibrated is
-    what is served, quantisation included)."""
-    held = np.flatnonzero(inputs.held)
-    states = np.unique(inputs.token_index[held])
-    tokens, vectors = served_states([inputs.states[s] for s in states], layers, progress=progress)
-    place = {int(s): k for k, s in enumerate(states)}
-    index = np.array([place[int(s)] for s in inputs.token_index[held]], np.int64)
-    validation = with_state_vectors(subset(inputs.embedded, held), vectors, index)
-    return fit_reader_temperatures(
-        weights, validation, tokens, index, per_question=config.reader.question_temperatures
-    )
+def layer_phase_rows(examples: Sequence[Example], fit_rows: np.ndarray, config: TunedConfig) -> np.ndarray:
+    """The training rows the first phase trains the layers on: its families, capped."""
+    rows = np.array([i for i in fit_rows if config.in_layer_phase(examples[i].family)], np.int64)
+    keep = capped([examples[i].family for i in rows], [examples[i].state for i in rows], config.layer_state_caps)
+    return rows[keep]
+
+
+def train_layers(
+    inputs: TunedInputs, rows: np.ndarray, config: TunedConfig, out: Path, *, checkpoint: Path, progress: bool, log
+) -> None:
+    """The first phase: the top layers with a scaffold reader on examples `rows`; writes the layers to `out`."""
+    bert = load_bert()
+    lower = layer_inputs(inputs.states, TokenEmbedder("int8").tokenizer, config.first_layer, progress=progress)
+    top = TopLayers(bert, config.first_layer)
+    train_tuned(
+        subset(inputs.embedded, rows), inputs.token_index[rows], top, lower, config.layer_phase(),
+        checkpoint=checkpoint, progress=progress, log=log,
+    )  # fmt: skip
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(out, **top.tuned_weights())
