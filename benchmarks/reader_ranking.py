@@ -41,7 +41,7 @@ from jevserve.decide.token_embedder import TokenEmbedder
 from jevserve.train.dataset import subset
 from jevserve.train.reader import ReaderConfig, reader_logits, train_reader
 from jevserve.train.run import collect_examples, reader_inputs
-from reader_validation import family_scores, summary
+from jevserve.train.validation import family_scores, summary
 
 TASK = "schedule-reply-length"
 NUM_RESAMPLES = 1000

@@ -17,7 +17,6 @@ import argparse
 import json
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -34,54 +33,7 @@ from jevserve.train.dataset import subset
 from jevserve.train.head import HeadConfig, train_head
 from jevserve.train.reader import ReaderConfig, reader_logits, train_reader
 from jevserve.train.run import collect_examples, reader_inputs
-
-
-def family_scores(logits: list[np.ndarray], answers: np.ndarray, families: list[str]) -> dict[str, dict[str, float]]:
-    """Per family (variants folded into their family): mean NLL and top-option accuracy at temperature 1."""
-    found: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for z, a, family in zip(logits, answers, families, strict=True):
-        log_p = z - np.logaddexp.reduce(z)
-        found[family.split("~")[0]].append((float(-log_p[a]), float(np.argmax(z) == a)))
-    return {
-        f: {
-            "nll": float(np.mean([v[0] for v in rows])),
-            "accuracy": float(np.mean([v[1] for v in rows])),
-            "n": len(rows),
-        }
-        for f, rows in sorted(found.items())
-    }
-
-
-def summary(scores: dict[str, dict[str, float]]) -> dict[str, float]:
-    return {
-        "mean_nll": float(np.mean([s["nll"] for s in scores.values()])),
-        "mean_accuracy": float(np.mean([s["accuracy"] for s in scores.values()])),
-    }
-
-
-def per_example(logits: list[np.ndarray], answers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each example's negative log-likelihood and whether its top option is right, at temperature 1."""
-    nll = np.array([float(np.logaddexp.reduce(z) - z[a]) for z, a in zip(logits, answers, strict=True)])
-    right = np.array([float(np.argmax(z) == a) for z, a in zip(logits, answers, strict=True)])
-    return nll, right
-
-
-def resampled_family_means(values: np.ndarray, families: list[str], weights: np.ndarray) -> np.ndarray:
-    """The mean over families of each family's weighted mean (question variants folded into their family), per
-    resample (rows of `weights`); a family no resample drew is left out of that resample's mean."""
-    names = sorted({f.split("~")[0] for f in families})
-    onehot = np.zeros((len(families), len(names)))
-    onehot[np.arange(len(families)), [names.index(f.split("~")[0]) for f in families]] = 1.0
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.nanmean((weights * values) @ onehot / (weights @ onehot), axis=1)
-
-
-def paired_difference(found: dict | None, measure: str) -> str:
-    """A row's paired difference in `measure` ("nll" or "accuracy") with its interval, or a dash."""
-    if not found:
-        return "–"
-    low, high = found[measure + "_interval"]
-    return f"{found[measure]:+.3f} [{low:+.3f}, {high:+.3f}]"
+from jevserve.train.validation import family_scores, paired_difference, per_example, resampled_family_means, summary
 
 
 def markdown(result: dict, name: str = "reader_validation") -> str:
@@ -173,9 +125,9 @@ def main() -> None:
             }
         )
     # One set of resampling weights (held-out states drawn with replacement) for every row: paired differences.
-    resampling = bootstrap_weights(
-        inputs.token_index[validation_rows].tolist(), NUM_RESAMPLES, BOOTSTRAP_SEED
-    ).astype(np.float64)
+    resampling = bootstrap_weights(inputs.token_index[validation_rows].tolist(), NUM_RESAMPLES, BOOTSTRAP_SEED).astype(
+        np.float64
+    )
     first_reader: tuple[dict, np.ndarray, np.ndarray] | None = None
     for settings in [json.loads(s) for s in args.reader or ["{}"]]:
         config = ReaderConfig(**settings)

@@ -35,7 +35,8 @@ def test_embedded_without_a_server_to_serve_it_says_what_to_pass():
 
 
 def test_an_unknown_embedded_model_is_an_endpoint_error_listing_the_served_ones():
-    served = "expected one of: jev-minilm-2, jev-minilm-3, jev-minilm-1, jev-minilm-zs"
+    served = (r"expected one of: minilm-reader \(or jev-minilm-2\), minilm-reader-words \(or jev-minilm-3\), "
+              r"minilm-pooled-head \(or jev-minilm-1\), minilm-zero-shot \(or jev-minilm-zs\)")
     with pytest.raises(EndpointError, match=served), \
             open_endpoint("embedded", "jev-nope", serve_embedded=serve_embedded):
         pass
@@ -44,7 +45,7 @@ def test_an_unknown_embedded_model_is_an_endpoint_error_listing_the_served_ones(
 def test_the_embedded_model_answers_every_request_of_a_task(tmp_path):
     loaded, _ = load_tasks([KeywordTask(num_items=12)], data=None)
     with open_endpoint("embedded", None, serve_embedded=serve_embedded) as endpoint:
-        assert endpoint.model == "jev-minilm-2"  # the embedded default: the reading model
+        assert endpoint.model == "jev-minilm-2"  # the embedded default (the reading model), under its results row
         cache = AnswersCache(tmp_path, endpoint.model)
         client = AsyncSystemOne(endpoint.base_url, timeout_s=60)
         stats = ask(client, endpoint.model, loaded, cache, concurrency=4, progress=False)

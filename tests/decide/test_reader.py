@@ -81,6 +81,8 @@ def test_the_lexical_reader_is_served_beside_the_default_and_by_its_own_spec():
     if not LEXICAL_READER_WEIGHTS.exists():
         pytest.skip("no committed lexical reader: run `jevserve train --reader --lexical`")
     names = [backend.card.name for backend in embedded_backends()]
-    assert names == ["jev-minilm-2", "jev-minilm-3", "jev-minilm-1", "jev-minilm-zs"]  # the default stays first
+    # the default stays first
+    assert names == ["minilm-reader", "minilm-reader-words", "minilm-pooled-head", "minilm-zero-shot"]
     backend = load_backends("reader-lexical")[0]
-    assert backend.card.name == "jev-minilm-3" and backend.readout.weights.lexical_dim == 32
+    assert backend.card.name == "minilm-reader-words" and backend.readout.weights.lexical_dim == 32
+    assert backend.card.aliases == ("jev-minilm-3",)

@@ -40,6 +40,30 @@ def test_models_lists_alias_first_then_concrete_names():
     assert all(isinstance(m[k], str) for m in models for k in ("name", "description", "release_date"))
 
 
+def test_a_model_answers_to_its_aliases_under_its_own_name_and_lists_them():
+    from dataclasses import replace
+
+    backend = FakeBackend("fake-reader")
+    backend.card = replace(backend.card, aliases=("fake-1",))
+    with client_for(backend) as c:
+        by_alias = c.post("/v1/systemone", json=ticket_body(model="fake-1"))
+        by_name = c.post("/v1/systemone", json=ticket_body(model="fake-reader"))
+        models = c.get("/v1/models").json()["models"]
+    assert by_alias.status_code == 200 and by_alias.json()["model"] == "fake-reader"
+    assert by_alias.json()["answers"] == by_name.json()["answers"]
+    assert [m["name"] for m in models] == ["jev-latest", "fake-reader", "fake-1"]
+    assert models[2]["description"] == "alias of fake-reader"
+
+
+def test_an_alias_that_collides_with_a_served_name_is_refused():
+    from dataclasses import replace
+
+    second = FakeBackend("fake-2")
+    second.card = replace(second.card, aliases=("fake-1",))
+    with pytest.raises(ValueError, match="fake-1"):
+        create_app([FakeBackend(), second])
+
+
 def test_unknown_model_is_404_with_error_shape_listing_known_models():
     with client_for() as c:
         r = c.post("/v1/systemone", json=ticket_body(model="gpt-9"))

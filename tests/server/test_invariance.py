@@ -83,10 +83,15 @@ def probs_of(answer) -> np.ndarray:
 
 
 def served_models() -> list[str]:
-    """The default and, when their weights ship, both reading models by name."""
+    """The default and, when their weights ship, the reading models and the tuned reader by name."""
     from jevserve.decide.encoder import LEXICAL_READER_NAME, LEXICAL_READER_WEIGHTS, READER_NAME, READER_WEIGHTS
+    from jevserve.decide.tuned import TUNED_NAME, TUNED_WEIGHTS
 
-    shipped = [(READER_NAME, READER_WEIGHTS), (LEXICAL_READER_NAME, LEXICAL_READER_WEIGHTS)]
+    shipped = [
+        (READER_NAME, READER_WEIGHTS),
+        (LEXICAL_READER_NAME, LEXICAL_READER_WEIGHTS),
+        (TUNED_NAME, TUNED_WEIGHTS),
+    ]
     return ["jev-latest"] + [name for name, weights in shipped if weights.exists()]
 
 

@@ -136,18 +136,18 @@ def test_the_lexical_flag_trains_jev_minilm_3s_recipe_into_its_own_file():
     import argparse
 
     from jevserve.decide.encoder import LEXICAL_READER_WEIGHTS, READER_WEIGHTS
-    from jevserve.train.cli import _config, _default_out, register
+    from jevserve.train.cli import _config, _shipped, register
     from jevserve.train.reader import LEXICAL_READER
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
     lexical = parser.parse_args(["train", "--reader", "--lexical"])
-    assert _config(lexical) == LEXICAL_READER and _default_out(lexical) == LEXICAL_READER_WEIGHTS
+    assert _config(lexical) == LEXICAL_READER and _shipped(lexical) == LEXICAL_READER_WEIGHTS
     assert LEXICAL_READER.lexical_dim == 32 and LEXICAL_READER.lexical_weight_decay == 5.0
     plain = parser.parse_args(["train", "--reader"])
     # jev-minilm-2's recipe: the defaults every committed table's settings are relative to
     assert _config(plain) == ReaderConfig() and ReaderConfig().lexical_dim == 0
-    assert _default_out(plain) == READER_WEIGHTS
+    assert _shipped(plain) == READER_WEIGHTS
 
 
 def test_compare_weights_compares_the_lexical_mode_as_text(tmp_path):

@@ -6,9 +6,11 @@ import json
 import pytest
 
 from jevserve.decide.encoder import LEXICAL_READER_WEIGHTS, READER_WEIGHTS, TRAINED_HEAD, ZERO_SHOT_PARAMS
+from jevserve.decide.tuned import TUNED_WEIGHTS, layers_file
 from jevserve.train.run import read_state_hashes
 
-COMMITTED = [TRAINED_HEAD, READER_WEIGHTS, LEXICAL_READER_WEIGHTS]  # every committed model trained on train sides
+# every committed model trained on train sides (the tuned reader once its weights are committed)
+COMMITTED = [TRAINED_HEAD, READER_WEIGHTS, LEXICAL_READER_WEIGHTS] + ([TUNED_WEIGHTS] if TUNED_WEIGHTS.exists() else [])
 
 
 def test_weights_are_small_and_the_manifest_names_data_seeds_and_versions():
@@ -69,12 +71,29 @@ def test_manifest_hashes_are_exactly_the_examples_training_reads(weights):
     from jevserve.train.examples import content_hash
     from jevserve.train.run import collect_examples
 
-    # the reading model also reads the attribute questions (train/attributes.py) when its recipe says so
-    attributes = json.loads(weights.with_suffix(".json").read_text())["config"].get("attribute_questions", False)
+    # the reading model also reads the attribute questions (train/attributes.py) when its recipe says so; the tuned
+    # reader (its config nests the reader's) also its everyday and rule-made examples (train/tuned_data.py)
+    config = json.loads(weights.with_suffix(".json").read_text())["config"]
+    attributes = config.get("reader", config).get("attribute_questions", False)
     try:
-        examples = collect_examples(BenchData(), list(TASKS.values()), attributes=attributes, log=lambda message: None)
+        data = BenchData()
+        examples = collect_examples(data, list(TASKS.values()), attributes=attributes, log=lambda message: None)
+        if "reader" in config:
+            from jevserve.train.tuned_data import tuned_examples
+
+            examples += tuned_examples(data, log=lambda message: None)
     except SourceMissingError as exc:
         pytest.skip(f"needs the bench data ({exc})")
     if len(examples) < 20_000:
         pytest.skip("some bench data is missing: run `jevserve data fetch`")
     assert {content_hash(ex.state) for ex in examples} == read_state_hashes(weights.with_suffix(".states.gz"))
+
+
+@pytest.mark.skipif(not TUNED_WEIGHTS.exists(), reason="no committed tuned reader")
+def test_the_tuned_reader_ships_its_layers_small_with_a_manifest_naming_them():
+    manifest = json.loads(TUNED_WEIGHTS.with_suffix(".json").read_text())
+    layers = layers_file(TUNED_WEIGHTS)
+    assert manifest["layers_file"] == layers.name and manifest["layers_bytes"] == layers.stat().st_size
+    assert layers.stat().st_size < 12 * 1024 * 1024 and TUNED_WEIGHTS.stat().st_size < 8 * 1024 * 1024
+    assert manifest["config"]["reader"]["seed"] == 0 and manifest["leave_out"] is None
+    assert any(f.startswith("everyday:") for f in manifest["families"]), "trained without everyday negatives"

@@ -32,6 +32,7 @@ class ModelCard:
     name: str  # the concrete model name answers carry in `model`
     description: str
     release_date: str  # YYYY-MM-DD
+    aliases: tuple[str, ...] = ()  # other names a request may ask this model by (earlier names of the same weights)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from jevserve.decide.encoder import (
     zero_shot_backend,
 )
 from jevserve.decide.onnx_build import Precision, graph_key
+from jevserve.decide.tuned import TUNED_NAME, TUNED_WEIGHTS, layers_file, tuned_backend
 
 
 def embedded_backends(precision: Precision = "int8") -> list[DecisionBackend]:
@@ -34,8 +35,11 @@ def embedded_backends(precision: Precision = "int8") -> list[DecisionBackend]:
     backends: list[DecisionBackend] = []
     if READER_WEIGHTS.exists():
         backends.append(reader_backend(precision))
+    shared_tokens = backends[0].embedder if backends else None
     if LEXICAL_READER_WEIGHTS.exists():  # the two reading models share one token-state session (same answers)
-        backends.append(lexical_reader_backend(precision, embedder=backends[0].embedder if backends else None))
+        backends.append(lexical_reader_backend(precision, embedder=shared_tokens))
+    if TUNED_WEIGHTS.exists():  # its question texts come from the same shipped token graph
+        backends.append(tuned_backend(precision, texts=shared_tokens))
     if TRAINED_HEAD.exists():
         backends.append(trained_backend(precision, embedder=embedder))
     backends.append(zero_shot_backend(precision, embedder=embedder))
@@ -62,6 +66,11 @@ def embedded_fingerprint(precision: Precision = "int8", model: str | None = None
     files. Caches of answers keyed by it are never reused across a change of either. The reading model
     (`model=READER_NAME`, or `LEXICAL_READER_NAME`) has its own, so retraining it leaves the others' caches valid."""
     reading = {READER_NAME: READER_WEIGHTS, LEXICAL_READER_NAME: LEXICAL_READER_WEIGHTS}
+    if model == TUNED_NAME:  # its own graph (the tuned layers) and its readout
+        digest = hashlib.sha256(f"{graph_key()}-tuned-{precision}".encode())
+        for path in (TUNED_WEIGHTS, layers_file(TUNED_WEIGHTS)):
+            digest.update(path.read_bytes() if path.exists() else b"-")
+        return digest.hexdigest()[:12]
     if model in reading:
         digest = hashlib.sha256(f"{graph_key()}-tokens-{precision}".encode())
         digest.update(reading[model].read_bytes() if reading[model].exists() else b"-")

@@ -94,6 +94,7 @@ class Embedder:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         max_batch: int = 64,
         output: Output = "pooled",
+        layers: Path | None = None,
     ) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -118,7 +119,9 @@ class Embedder:
         )
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = ort.InferenceSession(
-            str(onnx_path(precision, model_dir, output=output)), options, providers=["CPUExecutionProvider"]
+            str(onnx_path(precision, model_dir, output=output, layers=layers)),
+            options,
+            providers=["CPUExecutionProvider"],
         )
         self.cache = LRUCache(cache_size)
         self._token_counts: dict[str, int] = {}

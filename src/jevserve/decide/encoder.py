@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 
@@ -18,18 +19,28 @@ from jevserve.decide.onnx_build import Precision
 from jevserve.decide.readout import Readout, ZeroShotParams, ZeroShotReadout
 
 PARAMS_DIR = Path(__file__).parent / "params"
+# Each embedded model is served under a name that says what it is, and answers to its earlier name too (the
+# committed results, answers caches and board rows are filed under the earlier names).
 ZERO_SHOT_PARAMS = PARAMS_DIR / "zeroshot-minilm.json"
-ZERO_SHOT_NAME = "jev-minilm-zs"
+ZERO_SHOT_NAME = "minilm-zero-shot"
 TRAINED_HEAD = PARAMS_DIR / "minilm-head.npz"
-TRAINED_NAME = "jev-minilm-1"
+TRAINED_NAME = "minilm-pooled-head"
 RELEASE_DATE = "2026-11-29"
 READER_WEIGHTS = PARAMS_DIR / "minilm-reader.npz"
-READER_NAME = "jev-minilm-2"
+READER_NAME = "minilm-reader"
 READER_RELEASE_DATE = "2026-12-01"
 # the reading model with the lexical channel over the state's hashed words (decide/lexical.py), served beside the
 # default: docs/training.md says why it is not the default
 LEXICAL_READER_WEIGHTS = PARAMS_DIR / "minilm-reader-lexical.npz"
-LEXICAL_READER_NAME = "jev-minilm-3"
+LEXICAL_READER_NAME = "minilm-reader-words"
+EARLIER_NAMES = MappingProxyType(
+    {
+        ZERO_SHOT_NAME: "jev-minilm-zs",
+        TRAINED_NAME: "jev-minilm-1",
+        READER_NAME: "jev-minilm-2",
+        LEXICAL_READER_NAME: "jev-minilm-3",
+    }
+)
 
 
 def zero_shot_params() -> ZeroShotParams:
@@ -83,20 +94,41 @@ class EncoderBackend(DecisionBackend):
 
 def zero_shot_backend(precision: Precision = "int8", *, embedder: Embedder | None = None) -> EncoderBackend:
     """The zero-shot readout over the embedded encoder, under its own model name."""
-    suffix = "" if precision == "int8" else f"-{precision}"
     card = ModelCard(
-        name=f"{ZERO_SHOT_NAME}{suffix}",
+        name=served_name(ZERO_SHOT_NAME, precision),
         description=f"all-MiniLM-L6-v2 ({precision}, onnxruntime) with a calibrated zero-shot similarity readout",
         release_date=RELEASE_DATE,
+        aliases=aliases_of(ZERO_SHOT_NAME, precision),
     )
     return EncoderBackend(ZeroShotReadout(zero_shot_params()), card=card, embedder=embedder, precision=precision)
 
 
-def _card(name: str, precision: Precision, what: str, release_date: str) -> ModelCard:
+def row_name(name: str) -> str:
+    """The name a model's committed results, answers caches and board rows are filed under: its earlier name when it
+    has one, so renaming a served model leaves every committed result where it is."""
+    return EARLIER_NAMES.get(name, name)
+
+
+def served_name(name: str, precision: Precision) -> str:
+    """The name a model is served under at `precision`: int8 has no suffix, fp32 adds `-fp32`."""
+    return name if precision == "int8" else f"{name}-{precision}"
+
+
+def aliases_of(name: str, precision: Precision) -> tuple[str, ...]:
+    """The model's earlier name at `precision` (none for a model that never had one)."""
+    earlier = EARLIER_NAMES.get(name)
+    return (served_name(earlier, precision),) if earlier else ()
+
+
+def model_card(name: str, precision: Precision, what: str, release_date: str) -> ModelCard:
     """A trained embedded model's card: the precision suffixes the name (int8 has none) and heads the description."""
-    suffix = "" if precision == "int8" else f"-{precision}"
     description = f"all-MiniLM-L6-v2 ({precision}, onnxruntime) {what} (docs/training.md)"
-    return ModelCard(name=f"{name}{suffix}", description=description, release_date=release_date)
+    return ModelCard(
+        name=served_name(name, precision),
+        description=description,
+        release_date=release_date,
+        aliases=aliases_of(name, precision),
+    )
 
 
 def trained_backend(
@@ -111,7 +143,7 @@ def trained_backend(
 
     if not weights.exists():
         raise FileNotFoundError(f"no trained readout at {weights}; run `jevserve train` to create it")
-    card = _card(name, precision, "with a readout trained on JevServe-Bench train splits", RELEASE_DATE)
+    card = model_card(name, precision, "with a readout trained on JevServe-Bench train splits", RELEASE_DATE)
     return EncoderBackend(TrainedReadout(HeadWeights.load(weights)), card=card, embedder=embedder, precision=precision)
 
 
@@ -162,7 +194,7 @@ def reader_backend(
 
     if not weights.exists():
         raise FileNotFoundError(f"no reading model at {weights}; run `{train_command}` to create it")
-    card = _card(name, precision, what, READER_RELEASE_DATE)
+    card = model_card(name, precision, what, READER_RELEASE_DATE)
     return ReadingBackend(ReaderReadout(ReaderWeights.load(weights)), card=card, embedder=embedder, precision=precision)
 
 

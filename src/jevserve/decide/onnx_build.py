@@ -25,7 +25,9 @@ from typing import Literal
 
 Precision = Literal["fp32", "int8"]
 PRECISIONS: tuple[Precision, ...] = ("fp32", "int8")
-Output = Literal["pooled", "tokens"]  # the mean-pooled sentence vector, or every token's last hidden state
+# the mean-pooled sentence vector, every token's last hidden state, or (`"into4"`) the hidden states entering layer 4
+# (0-based: what the first four layers give), which the tuned reader's training reads (train/layer_inputs.py)
+Output = str
 RECIPE_VERSION = "2"  # 2: every MatMul quantised (1 kept the feed-forward down projections fp32)
 NUM_HEADS = 12
 HIDDEN_SIZE = 384
@@ -64,24 +66,33 @@ def graph_key(model_dir: Path | None = None) -> str:
     return f"minilm-l6-{_weights_digest(model_dir)}-r{RECIPE_VERSION}-ort{onnxruntime.__version__}"
 
 
-def onnx_path(precision: Precision, model_dir: Path | None = None, *, output: Output = "pooled") -> Path:
+def layers_digest(layers: Path) -> str:
+    """A short digest of a file of fine-tuned layer weights (part of the key of a graph built with them)."""
+    return hashlib.sha256(layers.read_bytes()).hexdigest()[:16]
+
+
+def onnx_path(
+    precision: Precision, model_dir: Path | None = None, *, output: Output = "pooled", layers: Path | None = None
+) -> Path:
     """Return the path of the built graph for `precision`, building it first if the cache lacks it.
 
     `output="tokens"` is the same encoder without the pooling: it returns every token's last hidden state, which
     the reading model (decide/reader.py) attends over. Its graph is separate, so the pooled graph that the
-    committed readouts were fitted on stays exactly as it was.
+    committed readouts were fitted on stays exactly as it was. `layers` names an .npz of fine-tuned weights that
+    replace the shipped ones they name (`load_tuned_layers`), e.g. the tuned reader's top layers (decide/tuned.py).
     """
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; expected one of: {', '.join(PRECISIONS)}")
     model_dir = model_dir or shipped_model_dir()
     key = graph_key(model_dir) + ("" if output == "pooled" else f"-{output}")
+    key += f"-tuned{layers_digest(layers)}" if layers is not None else ""
     target = cache_dir() / "models" / f"{key}-{precision}.onnx"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     fp32 = cache_dir() / "models" / f"{key}-fp32.onnx"
     if not fp32.exists():
-        _atomic_build(fp32, lambda tmp: _export_fp32(model_dir, tmp, pooled=output == "pooled"))
+        _atomic_build(fp32, lambda tmp: _export_fp32(model_dir, tmp, output=output, layers=layers))
     if precision == "int8":
         _atomic_build(target, lambda tmp: _quantise_int8(fp32, tmp))
     return target
@@ -98,13 +109,45 @@ def _atomic_build(target: Path, build) -> None:
             os.unlink(tmp_name)
 
 
-def _export_fp32(model_dir: Path, out: Path, *, pooled: bool = True) -> None:
-    import torch
-    from onnxruntime.transformers import optimizer
+def load_bert(model_dir: Path | None = None, layers: Path | None = None):
+    """The shipped all-MiniLM-L6-v2 as a torch module (eager attention, eval mode), with `layers`' weights in place
+    of the ones they name."""
     from transformers import AutoModel
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    model_dir = model_dir or shipped_model_dir()
     bert = AutoModel.from_pretrained(model_dir, attn_implementation="eager", local_files_only=True).eval()
+    if layers is not None:
+        load_tuned_layers(bert, layers)
+    return bert
+
+
+def load_tuned_layers(bert, layers: Path) -> None:
+    """Replace `bert`'s weights by those an .npz of fine-tuned layers names (keys as in `bert.state_dict()`);
+    ValueError when the file names a weight the model lacks or a shape differs."""
+    import numpy as np
+    import torch
+
+    own = bert.state_dict()
+    with np.load(layers) as data:
+        tuned = {name: torch.from_numpy(data[name].astype(np.float32)) for name in data.files}
+    unknown = sorted(name for name in tuned if name not in own or own[name].shape != tuned[name].shape)
+    if unknown:
+        raise ValueError(f"{layers}: weights that all-MiniLM-L6-v2 does not have in that shape: {', '.join(unknown)}")
+    with torch.no_grad():
+        for name, value in tuned.items():
+            own[name].copy_(value)
+
+
+def _export_fp32(model_dir: Path, out: Path, *, output: Output = "pooled", layers: Path | None = None) -> None:
+    import torch
+    from onnxruntime.transformers import optimizer
+
+    bert = load_bert(model_dir, layers)
+    pooled = output == "pooled"
+    into = int(output.removeprefix("into")) if output.startswith("into") else None
+    if output not in ("pooled", "tokens") and into is None:
+        raise ValueError(f"unknown graph output {output!r}; expected pooled, tokens or intoN")
 
     class MeanPooled(torch.nn.Module):
         def __init__(self, encoder: torch.nn.Module) -> None:
@@ -112,9 +155,13 @@ def _export_fp32(model_dir: Path, out: Path, *, pooled: bool = True) -> None:
             self.encoder = encoder
 
         def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-            hidden = self.encoder(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=torch.zeros_like(input_ids)
-            ).last_hidden_state
+            kwargs = {"token_type_ids": torch.zeros_like(input_ids)}
+            if into is not None:  # the layers above `into` do not reach the output, and the export leaves them out
+                found = self.encoder(
+                    input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, **kwargs
+                )
+                return found.hidden_states[into]
+            hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask, **kwargs).last_hidden_state
             if not pooled:
                 return hidden
             mask = attention_mask.unsqueeze(-1).to(hidden.dtype)

@@ -1,10 +1,14 @@
 """Model specs on the command line → decision backends.
 
-embedded                 the embedded default (all-MiniLM-L6-v2 + its default readout)
-encoder[:PRECISION]      the trained readout alone (jev-minilm-1); PRECISION is int8 (default) or fp32
-encoder-zs[:PRECISION]   the zero-shot similarity readout; PRECISION is int8 (default) or fp32
-reader[:PRECISION]       the reading model alone (jev-minilm-2); PRECISION is int8 (default) or fp32
-reader-lexical[:PREC]    the reading model that also reads the state's hashed words (jev-minilm-3)
+embedded                 the embedded models, the default first (all-MiniLM-L6-v2 + trained readouts)
+encoder[:PRECISION]      the trained readout over the pooled vector alone (minilm-pooled-head, was jev-minilm-1);
+                         PRECISION is int8 (default) or fp32
+encoder-zs[:PRECISION]   the zero-shot similarity readout (minilm-zero-shot, was jev-minilm-zs)
+reader[:PRECISION]       the reading model alone (minilm-reader, was jev-minilm-2)
+reader-lexical[:PREC]    the reading model that also reads the state's hashed words (minilm-reader-words, was
+                         jev-minilm-3)
+tuned[:PRECISION]        the reading model over an encoder whose top layers were fine-tuned with it
+                         (minilm-tuned-reader)
 causal:PATH_OR_ID        any Hugging Face causal LM (a local path; a hub id only with --allow-network)
 remote:URL               another System One endpoint (http or https); its key comes from --remote-key-env
 """
@@ -66,6 +70,13 @@ def load_backends(spec: str, options: BackendOptions | None = None) -> list[Deci
         build = lexical_reader_backend if kind == "reader-lexical" else reader_backend
         try:
             return [build(arg or "int8")]
+        except FileNotFoundError as exc:
+            raise UnknownSpecError(str(exc)) from exc
+    if kind == "tuned":
+        from jevserve.decide.tuned import tuned_backend
+
+        try:
+            return [tuned_backend(arg or "int8")]
         except FileNotFoundError as exc:
             raise UnknownSpecError(str(exc)) from exc
     if kind == "encoder-zs":

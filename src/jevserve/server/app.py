@@ -92,13 +92,14 @@ class ServerState:
     default_name: str
     metrics: ServerMetrics = field(default_factory=ServerMetrics)
     num_arriving: int = 0
+    aliases: dict[str, str] = field(default_factory=dict)  # a model's other name → its concrete name
 
     def resolve(self, name: str) -> tuple[str, ServedModel]:
-        """Map a requested model name (or the alias) to the served model, or raise UnknownModelError."""
-        concrete = self.default_name if name == LATEST_ALIAS else name
+        """Map a requested model name (or an alias) to the served model, or raise UnknownModelError."""
+        concrete = self.default_name if name == LATEST_ALIAS else self.aliases.get(name, name)
         served = self.models.get(concrete)
         if served is None:
-            known = ", ".join([LATEST_ALIAS, *self.models])
+            known = ", ".join([LATEST_ALIAS, *self.models, *self.aliases])
             raise UnknownModelError(f"unknown model {name!r}; this server serves: {known}")
         return concrete, served
 
@@ -180,8 +181,12 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
     state = ServerState(settings=settings, models={}, default_name=backends[0].card.name, metrics=metrics)
     for backend in backends:
         name = backend.card.name
-        if name in state.models or name == LATEST_ALIAS:
-            raise ValueError(f"model name {name!r} is served twice or collides with the alias")
+        if name in state.models or name in state.aliases or name == LATEST_ALIAS:
+            raise ValueError(f"model name {name!r} is served twice or collides with an alias")
+        for alias in backend.card.aliases:
+            if alias in state.models or alias in state.aliases or alias == LATEST_ALIAS:
+                raise ValueError(f"alias {alias!r} of {name!r} is served twice or collides with a model name")
+            state.aliases[alias] = name
         batcher = Batcher(
             backend,
             max_batch=settings.max_batch,
@@ -324,6 +329,10 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
         for served in state.models.values():
             card = served.backend.card
             entries.append({"name": card.name, "description": card.description, "release_date": card.release_date})
+            entries += [
+                {"name": alias, "description": f"alias of {card.name}", "release_date": card.release_date}
+                for alias in card.aliases
+            ]
         metrics.requests.labels(route="/v1/models", status="200").inc()
         return _json({"models": entries, "x_limits": settings.limits()})
 

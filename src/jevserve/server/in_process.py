@@ -40,13 +40,18 @@ def serve_backends(backends: Sequence[DecisionBackend]) -> Iterator[str]:
 def serve_embedded(model: str | None) -> Iterator[ServedModel]:
     """Serve the embedded models; `model` (default: the embedded default) must be one of them."""
     from jevserve.decide.embedded import embedded_backends, embedded_fingerprint
+    from jevserve.decide.encoder import row_name
 
     backends = embedded_backends()
-    names = [backend.card.name for backend in backends]
-    chosen = model or names[0]
-    if chosen not in names:
+    # a model answers to its name and its aliases; the name asked for names the results row
+    concrete = {name: b.card.name for b in backends for name in (b.card.name, *b.card.aliases)}
+    chosen = model or row_name(backends[0].card.name)  # by default, the default's results row
+    if chosen not in concrete:
+        known = ", ".join(
+            b.card.name + (f" (or {', '.join(b.card.aliases)})" if b.card.aliases else "") for b in backends
+        )
         raise UnknownEmbeddedModelError(
-            f"--model {chosen!r} is not served by the embedded endpoint; expected one of: {', '.join(names)}"
+            f"--model {chosen!r} is not served by the embedded endpoint; expected one of: {known}"
         )
     with serve_backends(backends) as url:
-        yield ServedModel(url, chosen, embedded_fingerprint(model=chosen))
+        yield ServedModel(url, chosen, embedded_fingerprint(model=concrete[chosen]))

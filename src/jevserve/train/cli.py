@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import datetime as dt
 from pathlib import Path
 
-from jevserve.decide.encoder import LEXICAL_READER_WEIGHTS, READER_WEIGHTS, TRAINED_HEAD, ZERO_SHOT_PARAMS
+from jevserve.decide.encoder import (
+    LEXICAL_READER_WEIGHTS,
+    PARAMS_DIR,
+    READER_WEIGHTS,
+    TRAINED_HEAD,
+    ZERO_SHOT_PARAMS,
+)
 
 CHECK_TOLERANCE = 1e-5  # largest weight difference a reproduction may show (float32 sums in another order)
 # The temperatures come from a bounded scalar search whose end point moves with 1e-7 changes in the logits (numpy's
 # float32 products sum in an order that depends on the BLAS threads): the committed head's drift by up to 9e-5 on a
 # rerun whose weights are equal bit for bit. 1e-3 on a temperature near 1 scales every logit by about 0.1%.
 TEMPERATURE_TOLERANCE = 1e-3
+# Where a training run writes when no --out is given: a new file under ./trained/, never a file the package ships
+# (overwriting one would change what every user of this checkout is served, and every committed figure about it).
+DEFAULT_OUT_DIR = Path("trained")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,13 +36,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out",
         type=Path,
-        help=f"weights file (default: {TRAINED_HEAD}; with --reader, {READER_WEIGHTS})",
+        help=f"weights file to write (default: a new file under ./{DEFAULT_OUT_DIR}/ named after the model and the "
+        f"time); a file the package ships ({PARAMS_DIR.name}/*) is only overwritten with --force. With --check: the "
+        "weights file to compare with (default: the shipped one)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="allow --out to name a weights file the package ships (how the committed models are retrained)",
     )
     p.add_argument(
         "--reader",
         action="store_true",
-        help="train the reading model (jev-minilm-2: each option's queries attend over the state's token states) "
+        help="train the reading model (minilm-reader: each option's queries attend over the state's token states) "
         "instead of the trained readout",
+    )
+    p.add_argument(
+        "--tuned",
+        action="store_true",
+        help="train the tuned reader (minilm-tuned-reader: the reading model with the encoder's top layers "
+        "fine-tuned, also on everyday requests and rule-made examples; about an hour on 2 cores, resumable)",
+    )
+    p.add_argument(
+        "--layers", type=int, help="with --tuned: how many of the encoder's top layers to fine-tune (default: 2)"
     )
     p.add_argument(
         "--check",
@@ -51,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--lexical",
         action="store_true",
-        help="with --reader: train jev-minilm-3, the reading model that also reads the state's hashed words "
+        help="with --reader: train minilm-reader-words, the reading model that also reads the state's hashed words "
         f"(decide/lexical.py; default --out {LEXICAL_READER_WEIGHTS})",
     )
     p.add_argument("--epochs", type=int, help="training epochs (default: 12; with --reader, the ReaderConfig default)")
@@ -60,7 +85,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--zero-shot",
         action="store_true",
-        help=f"instead, refit the zero-shot readout's constants into {ZERO_SHOT_PARAMS}",
+        help="instead, refit the zero-shot readout's constants (shipped in "
+        f"{ZERO_SHOT_PARAMS.name}; written like any --out)",
     )
     p.add_argument(
         "--heldout",
@@ -130,23 +156,34 @@ def run_train(args: argparse.Namespace) -> int:
         return 0
     tasks = list(TASKS.values())
     if args.probe:
-        return _run_probe(tasks, args.probe_encoder)
+        from jevserve.train.cli_studies import run_probe
+
+        return run_probe(tasks, args.probe_encoder)
     if args.open_questions:
-        return _run_open_questions()
+        from jevserve.train.cli_studies import run_open_questions
+
+        return run_open_questions()
     leave_out = select_tasks(args.leave_out)[0] if args.leave_out else None
     if args.lexical and not args.reader:
         raise SystemExit("--lexical trains a reading model: add --reader")
+    if args.tuned and (args.reader or args.heldout):
+        raise SystemExit("--tuned trains its own model: leave out --reader (and --heldout, not built for it)")
+    if args.layers is not None and not args.tuned:
+        raise SystemExit("--layers sets how many encoder layers --tuned fine-tunes: add --tuned")
     if args.heldout:
         if args.lexical:  # its held-out rows would need names of their own, and ~55 min on 2 cores
-            raise SystemExit("--heldout --reader --lexical is not built yet: leave-one-task-out covers jev-minilm-2")
-        return _run_heldout(args, tasks)
+            raise SystemExit("--heldout --reader --lexical is not built yet: leave-one-task-out covers minilm-reader")
+        from jevserve.train.cli_studies import run_heldout
+
+        return run_heldout(args, tasks, _config(args))
     if args.zero_shot:
-        params = train_zero_shot(tasks, out=ZERO_SHOT_PARAMS, progress=not args.no_progress)
-        print(f"wrote {ZERO_SHOT_PARAMS}: {params}")
+        out = _out_path(args, ZERO_SHOT_PARAMS)
+        params = train_zero_shot(tasks, out=out, progress=not args.no_progress)
+        print(f"wrote {out}: {params}")
         return 0
     if args.check:
         return _run_check(args, tasks, leave_out)
-    out = args.out or _default_out(args)
+    out = _out_path(args, _shipped(args))
     manifest = _train_model(args, tasks, out, leave_out)
     print(
         f"wrote {out} ({manifest['num_examples']} examples, {manifest['train_seconds']} s); "
@@ -155,26 +192,57 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _default_out(args: argparse.Namespace) -> Path:
+def _shipped(args: argparse.Namespace) -> Path:
     """The committed weights file of the model the flags name."""
+    if args.tuned:
+        from jevserve.decide.tuned import TUNED_WEIGHTS
+
+        return TUNED_WEIGHTS
     if args.reader:
         return LEXICAL_READER_WEIGHTS if args.lexical else READER_WEIGHTS
     return TRAINED_HEAD
 
 
+def is_shipped(path: Path) -> bool:
+    """Whether `path` is one of the files the package ships its models in."""
+    return path.resolve().parent == PARAMS_DIR.resolve()
+
+
+def default_out(shipped: Path, now: dt.datetime | None = None) -> Path:
+    """A new file under DEFAULT_OUT_DIR for a model shipped as `shipped`: its name with the time appended."""
+    stamp = (now or dt.datetime.now()).strftime("%Y%m%d-%H%M%S")
+    return DEFAULT_OUT_DIR / f"{shipped.stem}-{stamp}{shipped.suffix}"
+
+
+def _out_path(args: argparse.Namespace, shipped: Path) -> Path:
+    """Where this run writes: --out, or a new file; a shipped file only with --force (SystemExit otherwise)."""
+    out = args.out or default_out(shipped)
+    if is_shipped(out) and not args.force:
+        raise SystemExit(
+            f"--out {out} is a file the package ships; add --force to overwrite it (the committed figures about that "
+            "model would then need regenerating), or name another file"
+        )
+    return out
+
+
 def _config(args: argparse.Namespace):
-    """The training settings the flags name: the reading model's (--reader) or the trained readout's."""
-    if args.reader:
+    """The training settings the flags name: the tuned reader's, the reading model's (--reader) or the trained
+    readout's."""
+    if args.reader or args.tuned:
         from dataclasses import replace
 
         from jevserve.train.reader import LEXICAL_READER, ReaderConfig
-
-        return replace(
+        reader = replace(
             LEXICAL_READER if args.lexical else ReaderConfig(),
             seed=args.seed,
             attribute_questions=not args.no_attribute_questions,
             **({"epochs": args.epochs} if args.epochs else {}),
         )
+        if not args.tuned:
+            return reader
+        from jevserve.train.tuned import TunedConfig
+
+        return TunedConfig(reader=reader, **({"layers": args.layers} if args.layers else {}))
     from jevserve.train.head import HeadConfig
 
     return HeadConfig(epochs=args.epochs or 12, seed=args.seed)
@@ -184,8 +252,21 @@ def _train_model(args: argparse.Namespace, tasks: list, out: Path, leave_out) ->
     """Train the model the flags name into `out`; returns its manifest."""
     from jevserve.train.run import train, train_reading_model
 
+    progress = not args.no_progress
+    if args.tuned:
+        from jevserve.bench.data import BenchData
+        from jevserve.decide.embedder import embed_texts
+        from jevserve.train.tuned_data import tuned_examples
+        from jevserve.train.tuned_run import train_tuned_model
+
+        data = BenchData(embed=embed_texts)
+        extra = tuned_examples(data)
+        config = _config(args)
+        _, manifest = train_tuned_model(tasks, out=out, config=config, data=data, extra=extra, leave_out=leave_out,
+                                        progress=progress)
+        return manifest
     trainer = train_reading_model if args.reader else train
-    _, manifest = trainer(tasks, out=out, config=_config(args), leave_out=leave_out, progress=not args.no_progress)
+    _, manifest = trainer(tasks, out=out, config=_config(args), leave_out=leave_out, progress=progress)
     return manifest
 
 
@@ -194,11 +275,15 @@ def _run_check(args: argparse.Namespace, tasks: list, leave_out) -> int:
 
     from jevserve.train.run import compare_weights
 
-    committed = args.out or _default_out(args)
+    committed = args.out or _shipped(args)
     with tempfile.TemporaryDirectory() as tmp:
         fresh = Path(tmp) / committed.name
         _train_model(args, tasks, fresh, leave_out)
         differences = compare_weights(committed, fresh)
+        if args.tuned:  # the fine-tuned layers are weights too
+            from jevserve.decide.tuned import layers_file
+
+            differences |= compare_weights(layers_file(committed), layers_file(fresh))
     for name, value in differences.items():
         print(f"{name}: largest difference {value:.3g}")
     temperatures = max(differences.pop("temperatures"), differences.pop("question_temperatures", 0.0))
@@ -210,114 +295,3 @@ def _run_check(args: argparse.Namespace, tasks: list, leave_out) -> int:
         f"(tolerance {TEMPERATURE_TOLERANCE:g})"
     )
     return 0 if worst <= CHECK_TOLERANCE and temperatures <= TEMPERATURE_TOLERANCE else 1
-
-
-def _run_heldout(args: argparse.Namespace, tasks: list) -> int:
-    from jevserve.bench.answers_cache import default_answers_dir
-    from jevserve.bench.data import BenchData
-    from jevserve.bench.results import write_result
-    from jevserve.decide.embedder import Embedder
-    from jevserve.decide.onnx_build import cache_dir
-    from jevserve.train.heldout import READER_HELDOUT_ROW, head_backends, score_heldout, train_heldout_heads
-
-    embedder = Embedder("int8")
-    data = BenchData(embed=embedder.embed)
-    if args.reader:
-        from jevserve.decide.token_embedder import TokenEmbedder
-        from jevserve.train.heldout import train_heldout_readers
-
-        models = train_heldout_readers(
-            tasks,
-            data=data,
-            embedder=TokenEmbedder("int8"),
-            config=_config(args),
-            weights_dir=cache_dir() / "heldout-readers",
-            progress=not args.no_progress,
-        )
-        row = {"row": READER_HELDOUT_ROW, "command": "jevserve train --heldout --reader && jevserve bench board"}
-    else:
-        heads = train_heldout_heads(
-            tasks,
-            data=data,
-            embedder=embedder,
-            config=_config(args),
-            weights_dir=cache_dir() / "heldout-heads",
-            progress=not args.no_progress,
-        )
-        models, row = head_backends(tasks, heads, embedder), {}
-    document = score_heldout(
-        tasks,
-        models,
-        data=data,
-        answers_dir=default_answers_dir(),
-        serve_backends=args.serve_backends,
-        progress=not args.no_progress,
-        **row,
-    )
-    path = write_result(args.results, document)
-    print(
-        f"held-out average {document['average']['score']:.1f} over {document['average']['num_tasks']} tasks -> {path}"
-    )
-    return 0
-
-
-def _run_probe(tasks: list, encoder: str = "minilm") -> int:
-    from jevserve.bench.answers_cache import AnswersCache, default_answers_dir
-    from jevserve.bench.data import BenchData
-    from jevserve.decide.e5 import E5Embedder, EncoderMissingError
-    from jevserve.decide.embedded import embedded_fingerprint
-    from jevserve.decide.embedder import Embedder
-    from jevserve.decide.encoder import TRAINED_NAME, ZERO_SHOT_NAME
-    from jevserve.train.probe import embedding_probe, probe_result_path, write_embedding_probe
-
-    answers_dir, version = default_answers_dir(), embedded_fingerprint()
-    readouts = {
-        row: (name, AnswersCache(answers_dir, name, version))
-        for row, name in (("zero_shot", ZERO_SHOT_NAME), ("trained", TRAINED_NAME))
-    }
-    try:
-        other = None if encoder == "minilm" else E5Embedder()
-    except EncoderMissingError as exc:
-        print(f"jevserve train: {exc}", file=sys.stderr)
-        return 2
-    minilm = Embedder("int8")  # the cosine default rules read MiniLM whichever encoder is probed
-    embedder = other or minilm
-    command = "jevserve train --probe" + ("" if encoder == "minilm" else f" --probe-encoder {encoder}")
-    result = embedding_probe(tasks, BenchData(embed=minilm.embed), embedder, readouts, command=command)
-    result_path = probe_result_path(encoder)
-    write_embedding_probe(result, result_path)
-    missing = sorted(
-        {
-            f"{name} on {task}"
-            for task, row in result["tasks"].items()
-            for name in readouts
-            if row[f"{name}_auroc_test"] is None
-        }
-    )
-    if missing:
-        print(
-            f"no AUROC for {', '.join(missing)} (answers not cached, or one class only): run the bench "
-            "commands in docs/training.md, then this again"
-        )
-    print(f"wrote {result_path}")
-    return 0
-
-
-def _run_open_questions() -> int:
-    from jevserve.decide.embedded import embedded_backends
-    from jevserve.train.open_questions import RESULT, open_questions_result, write_open_questions
-
-    backends = embedded_backends()
-    try:
-        result = open_questions_result(backends)
-    finally:
-        for backend in backends:
-            backend.close()
-    write_open_questions(result)
-    for name, row in result["models"].items():
-        print(
-            f"{name}: pairs ordered right {row['pairs_ordered_right']:.2f}, AUROC {row['auroc']:.2f}, "
-            f"mean P(yes) {row['mean_p_yes_when_yes']:.2f} (yes) vs {row['mean_p_yes_when_no']:.2f} (no)"
-        )
-    print(f"wrote {RESULT}")
-    return 0

@@ -35,6 +35,7 @@ from jevserve.decide.encoder import (
     TRAINED_NAME,
     EncoderBackend,
     ReadingBackend,
+    row_name,
 )
 from jevserve.decide.reader import ReaderReadout, ReaderWeights
 from jevserve.decide.token_embedder import TokenEmbedder
@@ -45,13 +46,14 @@ from jevserve.train.head import HeadConfig, fit_temperatures, train_head
 from jevserve.train.reader import ReaderConfig
 from jevserve.train.run import collect_examples, fit_reading_model, reader_inputs, split_validation
 
-HELDOUT_ROW = f"{TRAINED_NAME}-heldout"
-READER_HELDOUT_ROW = f"{READER_NAME}-heldout"
+HELDOUT_ROW = f"{row_name(TRAINED_NAME)}-heldout"
+READER_HELDOUT_ROW = f"{row_name(READER_NAME)}-heldout"
 
 
 def heldout_name(task: Task, model: str = TRAINED_NAME) -> str:
-    """The model name of the head (or reader, `model=READER_NAME`) trained without `task`."""
-    return f"{model}-without-{task.name}"
+    """The model name of the head (or reader, `model=READER_NAME`) trained without `task` (after the model's row name,
+    which its answers caches are filed under)."""
+    return f"{row_name(model)}-without-{task.name}"
 
 
 def training_digest(examples: Sequence[Example], config: HeadConfig, encoder: str) -> str:

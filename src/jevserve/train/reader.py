@@ -215,14 +215,23 @@ def batch_inputs(
 ) -> tuple[torch.Tensor, ...]:
     """(phi, queries_in, options, tokens, token_mask, option_mask) for examples `idx`; `token_index[i]` is example
     i's state in `tokens`, whose rows are already unit length."""
+    phi, queries_in, options, option_mask = question_inputs(data, idx)
+    lengths = [int(tokens.offsets[token_index[i] + 1] - tokens.offsets[token_index[i]]) for i in idx]
+    token_rows = np.zeros((len(idx), max(lengths), EMBEDDING_DIM), np.float32)
+    token_mask = np.zeros((len(idx), max(lengths)), bool)
+    for row, i in enumerate(idx):
+        token_rows[row, : lengths[row]] = tokens.of(token_index[i])
+        token_mask[row, : lengths[row]] = True
+    return phi, queries_in, options, torch.from_numpy(token_rows), torch.from_numpy(token_mask), option_mask
+
+
+def question_inputs(data: EmbeddedExamples, idx: np.ndarray) -> tuple[torch.Tensor, ...]:
+    """(phi, queries_in, options, option_mask) for examples `idx`: everything of a batch but the token states."""
     phi, option_mask = batch_features(data, idx)
     width = phi.shape[1]
     vectors = torch.from_numpy(data.vectors)
     queries_in = torch.zeros((len(idx), width, QUERY_FEATURES))
     options = torch.zeros((len(idx), width, EMBEDDING_DIM))
-    lengths = [int(tokens.offsets[token_index[i] + 1] - tokens.offsets[token_index[i]]) for i in idx]
-    token_rows = np.zeros((len(idx), max(lengths), EMBEDDING_DIM), np.float32)
-    token_mask = np.zeros((len(idx), max(lengths)), bool)
     for row, i in enumerate(idx):
         rows, question = data.text_rows[i], data.questions[i]
         n = len(rows) - 1
@@ -235,9 +244,7 @@ def batch_inputs(
         queries_in[row, :n, 3 * EMBEDDING_DIM + KINDS.index(question.kind)] = 1.0
         if question.kind == "score" and n > 1:
             queries_in[row, :n, -1] = torch.arange(n) / (n - 1)
-        token_rows[row, : lengths[row]] = tokens.of(token_index[i])
-        token_mask[row, : lengths[row]] = True
-    return phi, queries_in, options, torch.from_numpy(token_rows), torch.from_numpy(token_mask), option_mask
+    return phi, queries_in, options, option_mask
 
 
 def train_reader(

@@ -115,7 +115,7 @@ def sources_of(examples: Sequence[Example]) -> dict[str, str]:
     return found
 
 
-def _command(default: str) -> str:
+def command_line(default: str) -> str:
     return "jevserve train " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["train"] else default
 
 
@@ -154,7 +154,7 @@ def train(
     fit_part, validation = split_validation(embedded, [ex.state for ex in examples])
     weights = train_head(fit_part, config, progress=progress)
     weights = fit_temperatures(weights, validation)
-    recipe = {"command": _command("jevserve train"), "leave_out": leave_out.name if leave_out else None}
+    recipe = {"command": command_line("jevserve train"), "leave_out": leave_out.name if leave_out else None}
     manifest = write_model(
         out,
         weights,
@@ -301,7 +301,7 @@ def train_reading_model(
     weights = fit_reading_model(inputs, np.ones(len(examples), bool), config, progress=progress)
     held = np.flatnonzero(inputs.held)
     recipe = {
-        "command": _command("jevserve train --reader"),
+        "command": command_line("jevserve train --reader"),
         "model": "reading model (decide/reader.py)",
         "leave_out": leave_out.name if leave_out else None,
         "config": asdict(config),

@@ -1,0 +1,149 @@
+"""The tuned reader: the reading model over an encoder whose top layers were fine-tuned with it.
+
+The reading model (decide/reader.py) reads the frozen encoder's token states. Here the state is encoded by
+all-MiniLM-L6-v2 with its top layers replaced by fine-tuned copies (`jevserve train --tuned`, train/tuned.py; the
+weights file holds only those layers, the rest comes from the shipped package), built into its own int8 graph like
+every embedded graph (decide/onnx_build.py). The question and option texts are still embedded by the shipped encoder
+(the reading model's token graph, so they are cached and shared with it), exactly as in training.
+
+One encoder pass per distinct state gives both what the options read and the sentence vector: the state's first
+`READ_TOKENS` positions (the windows of the shipped encoder, [CLS]/[SEP] counted), their unit rows, and their mean
+as the sentence vector. Positions past the first 512 are not read at all, so a long text costs at most two windows;
+the gateway bounds what it asks about (head and tail of long texts) before it gets here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from jevserve.decide.base import DecisionItem, ModelCard
+from jevserve.decide.embedder import WINDOW_TOKENS
+from jevserve.decide.encoder import PARAMS_DIR, EncoderBackend, model_card
+from jevserve.decide.onnx_build import Precision
+from jevserve.decide.reader import ReaderReadout, ReaderWeights, unit_rows
+from jevserve.decide.token_embedder import READ_TOKENS, TokenEmbedder
+
+TUNED_WEIGHTS = PARAMS_DIR / "minilm-tuned.npz"  # the readout (ReaderWeights)
+TUNED_NAME = "minilm-tuned-reader"
+TUNED_RELEASE_DATE = "2026-12-02"
+
+
+def layers_file(weights: Path) -> Path:
+    """The fine-tuned encoder layers that go with a tuned reader's readout file (`X.npz` → `X.layers.npz`)."""
+    return weights.with_suffix(".layers.npz")
+
+
+def read_windows(ids: Sequence[int], cls_id: int, sep_id: int, read_tokens: int = READ_TOKENS) -> list[list[int]]:
+    """The encoder windows whose positions the reader reads: [CLS] + up to 254 word pieces + [SEP] each, until
+    `read_tokens` positions are covered (the last window is run whole and its states cut afterwards)."""
+    windows: list[list[int]] = []
+    read = 0
+    for start in range(0, max(len(ids), 1), WINDOW_TOKENS):
+        if read >= read_tokens:
+            break
+        window = [cls_id, *ids[start : start + WINDOW_TOKENS], sep_id]
+        windows.append(window)
+        read += len(window)
+    return windows
+
+
+class StateEncoder(TokenEmbedder):
+    """The tuned encoder: a state's first `read_tokens` token states and their mean, one window at a time (int8
+    activations are quantised per tensor, so a window never shares a run with another)."""
+
+    def __init__(self, precision: Precision = "int8", *, layers: Path, state_cache_size: int = 64, **kwargs) -> None:
+        super().__init__(precision, layers=layers, state_cache_size=state_cache_size, **kwargs)
+
+    def read(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """(unit token rows (positions × 384), unit sentence vector (384,)) of `text` (cached, read-only)."""
+        cached = self.state_cache.get(text)
+        if cached is not None:
+            return cached[:-1], cached[-1]
+        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+        hidden = []
+        for window in read_windows(ids, self._cls_id, self._sep_id, self.read_tokens):
+            arr = np.asarray([window], dtype=np.int64)
+            hidden.append(self.session.run(None, {"input_ids": arr, "attention_mask": np.ones_like(arr)})[0][0])
+        states = np.concatenate(hidden)[: self.read_tokens]
+        mean = states.mean(0)
+        vector = (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32)
+        both = np.concatenate([unit_rows(states), vector[None, :]])
+        self.state_cache.put(text, both)
+        return both[:-1], both[-1]
+
+
+class TunedReadingBackend(EncoderBackend):
+    """The reading model over the tuned encoder's states; question and option texts from the shipped encoder."""
+
+    def __init__(
+        self,
+        readout: ReaderReadout,
+        *,
+        card: ModelCard,
+        states: StateEncoder,
+        texts: TokenEmbedder,
+    ) -> None:
+        super().__init__(readout, card=card, embedder=texts)
+        self.states = states
+
+    def check(self, items: Sequence[DecisionItem]) -> None:
+        """Refuse states over the token limit before they are queued."""
+        for state in {item.state for item in items}:
+            self.states.check(state)
+
+    def decide(self, items: Sequence[DecisionItem]) -> list[np.ndarray]:
+        """Encode each distinct state once, embed question texts (cached), then read every item on its own."""
+        read = {state: self.states.read(state) for state in {item.state for item in items}}
+        item_texts = [self.readout.texts(item.question) for item in items]
+        distinct: dict[str, int] = {}
+        for texts in item_texts:
+            for text in texts:
+                distinct.setdefault(text, len(distinct))
+        vectors = self.embedder.embed(list(distinct))
+        results = []
+        for item, texts in zip(items, item_texts, strict=True):
+            tokens, state_vector = read[item.state]
+            text_vectors = vectors[[distinct[t] for t in texts]]
+            probabilities = self.readout.probabilities(tokens, state_vector, text_vectors, item.question)
+            results.append(np.asarray(probabilities, np.float64))
+        return results
+
+    def count_tokens(self, items: Sequence[DecisionItem]) -> int:
+        """Word pieces the encoders read: each distinct state (up to the positions read) and every question text."""
+        texts = {text for item in items for text in self.readout.texts(item.question)}
+        states = {item.state for item in items}
+        return sum(min(self.states.num_tokens(s), self.states.read_tokens) for s in states) + sum(
+            self.embedder.num_tokens(t) for t in texts
+        )
+
+
+def tuned_backend(
+    precision: Precision = "int8",
+    *,
+    texts: TokenEmbedder | None = None,
+    weights: Path = TUNED_WEIGHTS,
+    name: str = TUNED_NAME,
+) -> TunedReadingBackend:
+    """The tuned reader (`jevserve train --tuned`); `texts`: the shipped token-graph embedder to share, if any."""
+    layers = layers_file(weights)
+    if not weights.exists() or not layers.exists():
+        raise FileNotFoundError(
+            f"no tuned reader at {weights} (with {layers.name}); run `jevserve train --tuned` to create it"
+        )
+    card = model_card(
+        name,
+        precision,
+        "with its top layers fine-tuned together with a reading model on JevServe-Bench train splits and everyday "
+        "requests",
+        TUNED_RELEASE_DATE,
+    )
+    return TunedReadingBackend(
+        ReaderReadout(ReaderWeights.load(weights)),
+        card=card,
+        states=StateEncoder(precision, layers=layers),
+        texts=texts or TokenEmbedder(precision),
+    )
+

@@ -1,0 +1,94 @@
+"""The held-out cases of each gateway decision (train/goals.py says how they are judged): bench test sides, the
+everyday test side, the calibration file, and the rule families' held-out templates."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from jevserve.bench.data import BenchData
+from jevserve.bench.tasks import TASKS
+from jevserve.train.cache_rules import cache_rule_pairs
+from jevserve.train.everyday_negatives import CALIBRATION_FILE
+from jevserve.train.goals import Unit, guard_texts, request_texts, user_body
+from jevserve.train.perturb import suffixes
+from jevserve.train.rules import injection, question, refuse, reuse, stable_pick, unsafe_action
+from jevserve.train.tool_calls import tool_call_cases
+from jevserve.train.trigger_words import trigger_texts
+
+
+def test_items(data: BenchData, task: str) -> list:
+    """A bench task's test items."""
+    return [item for item in TASKS[task].load_items(data) if item.split == "test"]
+
+
+def calibration_bodies(path: Path = CALIBRATION_FILE) -> list[tuple[str, dict]]:
+    """(shape, body) of the gateway's calibration requests (train side): what its thresholds are set on."""
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    return [(row["shape"], row["body"]) for row in rows]
+
+
+def everyday_bodies() -> list[tuple[str, dict]]:
+    """(shape, body) of every everyday test request."""
+    from jevserve.bench.sources.everyday import load_everyday
+
+    return [(r.shape, r.body) for r in load_everyday("test")]
+
+
+def _ordinary(read, question_, everyday, calibration) -> list[Unit]:
+    out = [Unit(read(body), question_, False, f"everyday:{shape}") for shape, body in everyday]
+    out += [Unit(read(body), question_, False, f"calibration:{shape}") for shape, body in calibration]
+    out += [Unit(read(user_body(text)), question_, False, "trigger-words") for text in trigger_texts("test")]
+    return [u for u in out if u.texts]
+
+
+def guard_units(data: BenchData, everyday, calibration) -> list[Unit]:
+    """Injections and jailbreaks (alone and with a held-out harmless sentence after them), the injection set's
+    benign traps, trigger-word requests, everyday requests: the guard's question, judged per request."""
+    q = injection()
+    out = []
+    added = suffixes("test")
+    for task, name in (("guard-injection", "injection"), ("guard-jailbreak", "jailbreak")):
+        for item in test_items(data, task):
+            if item.label:
+                sentence = added[stable_pick("suffix\x1f" + item.state, len(added))]
+                out.append(Unit(guard_texts(user_body(item.state)), q, True, name))
+                suffixed = guard_texts(user_body(f"{item.state.rstrip()} {sentence}"))
+                out.append(Unit(suffixed, q, True, f"suffixed:{name}"))
+            elif task == "guard-injection":
+                out.append(Unit(guard_texts(user_body(item.state)), q, False, "traps"))
+    return out + _ordinary(guard_texts, q, everyday, calibration)
+
+
+def harm_units(data: BenchData, everyday, calibration) -> list[Unit]:
+    """Harmful requests, borderline-harmless ones (over-refusal), trigger-word and everyday requests: the harm
+    guard's question about what it reads of each request."""
+    q = refuse()
+    harmful = [i for i in test_items(data, "guard-harmful") if i.label]
+    out = [Unit(request_texts(user_body(i.state)), q, True, "harmful") for i in harmful]
+    out += [
+        Unit(request_texts(user_body(i.state)), q, False, "borderline")
+        for i in test_items(data, "guard-overrefusal")
+        if not i.label
+    ]
+    return out + _ordinary(request_texts, q, everyday, calibration)
+
+
+def cache_units(data: BenchData) -> list[Unit]:
+    """The bench's cache test pairs and the held-out rule-made pairs: serve from cache (yes) when the answer is the
+    same."""
+    out = [Unit((i.state,), reuse(), bool(i.label), "cache-pairs") for i in test_items(data, "cache-pairs")]
+    chats = question("cache-chats", "reuse")
+    out += [Unit((i.state,), chats, bool(i.label), "cache-chats") for i in test_items(data, "cache-chats")]
+    out += [Unit((state,), reuse(), same, f"rule:{rule}") for state, same, rule in cache_rule_pairs("test")]
+    return out
+
+
+def tool_units(data: BenchData) -> list[Unit]:
+    """agent-action-risk's test calls and the held-out rule-made calls: block (yes) a harmful or destructive call."""
+    q = unsafe_action()
+    out = [Unit((i.state,), q, bool(i.label), "agent-action-risk") for i in test_items(data, "agent-action-risk")]
+    out += [Unit((s,), q, bad, "rule:destructive" if bad else "rule:scoped") for s, bad in tool_call_cases("test")]
+    return out

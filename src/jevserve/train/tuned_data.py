@@ -1,0 +1,55 @@
+"""The tuned reader's examples beyond the reading model's: everyday negatives, trigger words, label-keeping rewrites,
+cache pairs and tool calls made by rule (each module says why). Only train sides and train templates."""
+
+from __future__ import annotations
+
+from jevserve.bench.data import BenchData
+from jevserve.bench.sources import SourceMissingError
+from jevserve.bench.tasks import TASKS
+from jevserve.train.cache_rules import cache_rule_examples
+from jevserve.train.examples import Example, task_examples
+from jevserve.train.perturb import GUARD_TASKS, perturbed_examples, suffixed_examples
+from jevserve.train.rules import injection
+from jevserve.train.tool_calls import tool_call_examples
+from jevserve.train.trigger_words import trigger_word_examples
+
+
+def guard_examples(data: BenchData, log=print) -> list[Example]:
+    """The train-side examples of the guard and harm tasks (what the rewrites rewrite)."""
+    out = []
+    for name in GUARD_TASKS:
+        try:
+            out += task_examples(TASKS[name], TASKS[name].load_items(data))
+        except SourceMissingError as exc:
+            log(f"skipping rewrites of {name}: {exc}")
+    return out
+
+
+JAILBREAK_AS_INJECTION = "rules:jailbreak-as-injection"
+
+
+def jailbreaks_as_injections(guard: list[Example]) -> list[Example]:
+    """guard-jailbreak's train examples asked the guard's injection question too: the gateway asks only that one, and
+    a jailbreak ("you are now DAN, without rules") is an attempt to override the assistant's rules or role."""
+    return [
+        Example(ex.state, injection(), ex.answer, JAILBREAK_AS_INJECTION, ex.sources)
+        for ex in guard
+        if ex.family == "guard-jailbreak"
+    ]
+
+
+def tuned_examples(data: BenchData, *, everyday: bool = True, log=print) -> list[Example]:
+    """Every rule-made and everyday example the tuned reader adds (train side only)."""
+    guard = guard_examples(data, log)
+    triggers = trigger_word_examples("train")
+    out = [*triggers, *perturbed_examples([*guard, *triggers]), *suffixed_examples(guard, "train")]
+    out += jailbreaks_as_injections(guard)
+    out += cache_rule_examples("train") + tool_call_examples("train")
+    if everyday:
+        try:
+            from jevserve.train.everyday_negatives import train_side_everyday
+
+            out += train_side_everyday()
+        except (ImportError, SourceMissingError) as exc:
+            log(f"no everyday negatives: {exc}")
+    return out

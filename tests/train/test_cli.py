@@ -1,0 +1,77 @@
+"""`jevserve train`'s safe defaults: a run writes a new file, and a shipped weights file only with --out and --force."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from jevserve.decide.encoder import LEXICAL_READER_WEIGHTS, READER_WEIGHTS, TRAINED_HEAD, ZERO_SHOT_PARAMS
+from jevserve.train.cli import DEFAULT_OUT_DIR, _out_path, _shipped, default_out, is_shipped, register
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    return parser.parse_args(["train", *argv])
+
+
+@pytest.mark.parametrize(
+    ("flags", "shipped"),
+    [((), TRAINED_HEAD), (("--reader",), READER_WEIGHTS), (("--reader", "--lexical"), LEXICAL_READER_WEIGHTS)],
+)
+def test_without_out_a_run_writes_a_new_file_outside_the_package(flags, shipped):
+    args = parse(*flags)
+    assert _shipped(args) == shipped and is_shipped(shipped)
+    out = _out_path(args, _shipped(args))
+    assert out.parent == DEFAULT_OUT_DIR and not is_shipped(out)
+    assert out.stem.startswith(shipped.stem + "-") and out.suffix == shipped.suffix
+
+
+def test_default_out_names_the_model_and_the_time():
+    when = dt.datetime(2026, 12, 2, 4, 5, 6)
+    assert default_out(READER_WEIGHTS, when) == DEFAULT_OUT_DIR / "minilm-reader-20261202-040506.npz"
+    assert default_out(ZERO_SHOT_PARAMS, when).suffix == ".json"
+
+
+def test_out_naming_a_shipped_file_needs_force():
+    with pytest.raises(SystemExit, match="--force"):
+        _out_path(parse("--reader", "--out", str(READER_WEIGHTS)), READER_WEIGHTS)
+    forced = parse("--reader", "--out", str(READER_WEIGHTS), "--force")
+    assert _out_path(forced, READER_WEIGHTS) == READER_WEIGHTS
+
+
+def test_out_naming_any_other_file_is_written_as_given(tmp_path: Path):
+    target = tmp_path / "mine.npz"
+    assert _out_path(parse("--out", str(target)), TRAINED_HEAD) == target
+
+
+def test_zero_shot_refit_does_not_overwrite_the_shipped_constants_by_default():
+    args = parse("--zero-shot")
+    assert not is_shipped(_out_path(args, ZERO_SHOT_PARAMS))
+    with pytest.raises(SystemExit):
+        _out_path(parse("--zero-shot", "--out", str(ZERO_SHOT_PARAMS)), ZERO_SHOT_PARAMS)
+
+
+def test_tuned_trains_its_own_file_with_its_own_settings():
+    from jevserve.decide.tuned import TUNED_WEIGHTS
+    from jevserve.train.cli import _config
+    from jevserve.train.reader import ReaderConfig
+    from jevserve.train.tuned import TunedConfig
+
+    args = parse("--tuned")
+    assert _shipped(args) == TUNED_WEIGHTS and is_shipped(TUNED_WEIGHTS)
+    assert _config(args) == TunedConfig() and TunedConfig().reader == ReaderConfig()
+    assert _config(parse("--tuned", "--layers", "3", "--epochs", "2")) == TunedConfig(
+        reader=ReaderConfig(epochs=2), layers=3
+    )
+
+
+@pytest.mark.parametrize("flags", [("--tuned", "--reader"), ("--tuned", "--heldout"), ("--layers", "3")])
+def test_flags_that_do_not_go_together_say_so(flags):
+    from jevserve.train.cli import run_train
+
+    with pytest.raises(SystemExit, match=r"--tuned|--layers"):
+        run_train(parse(*flags))
