@@ -318,7 +318,7 @@ def board_command(args: argparse.Namespace) -> int:
 def _into(path: Path, snapshot: Path) -> int:
     from jevserve.bench import board_markdown as md
     from jevserve.bench.board_snapshot import read_snapshot
-    from jevserve.sim.docsections import replace_block
+    from jevserve.docsections import replace_block
 
     board = read_snapshot(snapshot)
     try:
