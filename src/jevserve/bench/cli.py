@@ -303,7 +303,7 @@ def _markdown(args: argparse.Namespace) -> int:
     from jevserve.bench.tasks import TASKS
 
     loaded, skipped = load_tasks(list(TASKS.values()), BenchData(args.data_cache, embed=args.embed_texts),
-                                 log=lambda m: print(m, file=sys.stderr))
+                                 log=lambda m: print(m, file=sys.stderr), everyday=False)
     baseline = None
     if (args.results / "default-rules").is_dir():
         try:
