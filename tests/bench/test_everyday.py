@@ -70,3 +70,13 @@ def test_a_low_acting_rule_counts_the_lowest_score_of_a_request():
     batch = everyday_items(TASKS["guard-harmful"], [request(1, "a"), request(2, "b")], [])
     result = everyday_result(batch, np.array([0.2, 0.8]), ThresholdRule(0.5, direction=-1), np.array([0.1]))
     assert result["acted"] == 1
+
+
+def test_the_union_counts_a_request_once_whichever_decisions_act_on_it():
+    from jevserve.bench.everyday import union_rate
+
+    a = {"n": 10, "acted_requests": ["r1", "r2"]}
+    b = {"n": 10, "acted_requests": ["r2", "r3"]}
+    union = union_rate([a, b])
+    assert (union["n"], union["acted"], union["rate"]) == (10, 3, 0.3)
+    assert union_rate([]) is None

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
-from scipy import stats
 
 from jevserve.bench.stats import interval
 
 POWER = 0.80
 ALPHA = 0.05
-MDD_FACTOR = float(stats.norm.ppf(1 - ALPHA / 2) + stats.norm.ppf(POWER))  # 1.96 + 0.84 = 2.80
+MDD_FACTOR = NormalDist().inv_cdf(1 - ALPHA / 2) + NormalDist().inv_cdf(POWER)  # 1.96 + 0.84 = 2.80
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,7 @@ class DrawRanks:
 
 def draw_ranks(draws: Mapping[str, np.ndarray], point: Mapping[str, float]) -> dict[str, DrawRanks]:
     """Rank rows on every draw (ties share the better rank) and on the point estimates."""
+    from scipy import stats  # here: scipy.stats costs a second at start-up, and only building a board ranks
     names = list(draws)
     matrix = np.vstack([np.where(np.isfinite(draws[n]), draws[n], -np.inf) for n in names])
     ranks = stats.rankdata(-matrix, axis=0, method="min")

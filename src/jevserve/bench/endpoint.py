@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 EMBEDDED = "embedded"
-DEFAULT_TIMEOUT_S = 120.0  # a bench request may wait behind a full batch queue; the SDK's 10 s would retry it
+DEFAULT_TIMEOUT_S = 600.0  # a request may wait behind a full batch queue, minutes on two shared cores
 
 
 # Serves the embedded models for the block's length and yields what is served (`url`, `model`, `version`): the

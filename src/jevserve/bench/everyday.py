@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.stats import binomtest
 
 from jevserve.bench.rules import ThresholdRule
 from jevserve.bench.sources.everyday import EverydayRequest
@@ -83,6 +82,7 @@ def union_rate(results: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def _rate(acted: np.ndarray) -> dict[str, Any]:
+    from scipy.stats import binomtest  # here: scipy.stats costs a second at start-up
     n, k = len(acted), int(np.sum(acted))
     ci = binomtest(k, n).proportion_ci(method="exact") if n else None
     return {"n": n, "acted": k, "rate": k / n if n else float("nan"),

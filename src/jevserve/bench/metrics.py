@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
-from sklearn.metrics import roc_auc_score
 
 
 class Metric(ABC):
@@ -157,6 +156,8 @@ class Auroc(Metric):
 
     def __call__(self, labels: np.ndarray, values: np.ndarray) -> float:
         """scikit-learn's AUROC on all items (NaN without both classes)."""
+        from sklearn.metrics import roc_auc_score  # here: importing scikit-learn costs seconds at start-up
+
         y = np.asarray(labels).astype(bool)
         if y.all() or not y.any():
             return float("nan")

@@ -41,7 +41,7 @@ def score_row(
 ) -> dict[str, Any]:
     """Everything the results file says about one task for the predictor `row` (model, default, or a baseline).
 
-    The score, its interval and the averages come from the document's shared draws (`pipeline.resolve`); here:
+    The score, its interval and the averages come from the document's shared draws (`bench.resolve`); here:
     the point values, the raw metric of every predictor (intervals over this task's own `num_resamples` draws), and
     the source-only rows (same fixed-denominator score, this task's own draws).
     """

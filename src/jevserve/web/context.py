@@ -4,6 +4,7 @@ reading and the error type pages raise. `app.py` builds the app from these; the 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,9 +114,12 @@ class Context:
             self.memo[key] = read_answers(files[0])
         return self.memo[key]
 
-    def warm(self) -> None:
-        """Compute the board and load the item pools now, so the first visitor does not wait for them."""
+    def warm(self, pools_after_s: float = 10.0) -> None:
+        """Load the board now and the playground's item pools a little later, so neither the first visitor of the
+        board nor the first player waits for them. The pools come from the bench data (tens of seconds of
+        Python-heavy work) and would hold the interpreter while the first pages are served, hence the delay."""
         self.site.board()
+        time.sleep(pools_after_s)
         self.pools()
 
     def render(self, request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
