@@ -134,8 +134,6 @@ class VllmStepPlanner(StepPlanner):
             want = run.prompt[index:n] + run.generated[index:n] - computed
             if long_prefill:  # vLLM caps a long prompt's chunk before sharing out the budget
                 np.minimum(want, long_prefill, out=want)
-            if long_prefill:
-                np.minimum(want, long_prefill, out=want)
             num_reached, new, cum = rules.budget_split(want, budget)  # the last row reached may be cut
             need = rules.new_blocks_array(computed[:num_reached], new, run.blocks[index : index + num_reached],
                                           block_size)
