@@ -8,7 +8,7 @@ TTFT estimate for every request) takes <= 2x the single-replica run's CPU time.
 
     .venv/bin/python benchmarks/cluster_preemption.py [--rounds 2] [--rate 1.3] [--num-requests 3000]
 
-Writes benchmarks/results/cluster_preemption.json and a section of docs/benchmarks-sim.md. CPU time of this
+Writes benchmarks/results/cluster_preemption.json and a section of docs/sim.md. CPU time of this
 process (time.process_time) is the measure, so other work on the shared machine slows the wall time more than
 it; the load average is recorded before and after, and the median of the rounds is reported.
 """
@@ -66,14 +66,14 @@ def one_round(requests: list, rate: float) -> dict:
 
 
 def write_markdown(result: dict, path: Path, command: str) -> None:
-    """The benchmark's section of docs/benchmarks-sim.md."""
+    """The benchmark's section of docs/sim.md."""
     rows = "\n".join(
         f"| {i} | {r['single_cpu_s']:.2f} | {r['cluster_cpu_s']:.2f} | {r['cluster_cpu_s'] / r['single_cpu_s']:.2f} | "
         f"{r['num_preemptions']:,} | {'yes' if r['same_ttfts'] else 'no'} |" for i, r in enumerate(result["rounds"]))
     ratio = result["median_ratio"]
     text = "\n".join([
         START, "",
-        "## Cluster simulator under preemption (target: cluster <= 2x `sim run`)", "",
+        "### Cluster simulator under preemption (target: cluster <= 2x `sim run`)", "",
         f"Regenerate: `{command}` (writes `benchmarks/results/cluster_preemption.json`).", "",
         f"One replica behind `rr`, {result['num_requests']:,} requests of the `thinking` workload (replies x "
         f"{result['output_scale']}, `{result['profile']}`, vLLM defaults with prefix caching), Poisson "
@@ -85,7 +85,7 @@ def write_markdown(result: dict, path: Path, command: str) -> None:
         "|---|---|---|---|---|---|", rows, "",
         f"Median ratio {ratio:.2f} (target <= {TARGET_RATIO:g}: {'met' if ratio <= TARGET_RATIO else 'not met'}).",
         "", END])
-    write_block(path, START, END, text, "# Simulator speed")
+    write_block(path, START, END, text, "# The serving simulator")
 
 
 def main() -> None:
@@ -95,7 +95,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=1.3)
     parser.add_argument("--num-requests", type=int, default=3000)
     parser.add_argument("--output-scale", type=float, default=19.2971, help="the `thinking` reply multiplier")
-    parser.add_argument("--doc", type=Path, default=ROOT / "docs" / "benchmarks-sim.md")
+    parser.add_argument("--doc", type=Path, default=ROOT / "docs" / "sim.md")
     args = parser.parse_args()
     requests = workload(args.num_requests, args.output_scale)
     load_before = os.getloadavg()[0]
