@@ -43,7 +43,7 @@ def scores(logits: list[np.ndarray], answers: np.ndarray) -> dict[str, float]:
 
 def markdown(result: dict) -> str:
     lines = [
-        "## Attribute questions of groups never trained on (issue 13)",
+        "## Attribute questions of groups never trained on",
         "",
         f"`{result['command']}`, {result['machine']['when']}: the groups {', '.join(result['held_groups'])} "
         "asked in held-out phrasings about all their states; each reader fitted on the training states outside the "

@@ -44,7 +44,7 @@ def score(backend: DecisionBackend, examples: list[Example]) -> dict[str, float]
 
 def markdown(result: dict) -> str:
     lines = [
-        "## Attribute questions in held-out phrasings (issue 13)",
+        "## Attribute questions in held-out phrasings",
         "",
         "Attribute questions about states no model fits on (train/attributes.py), asked in phrasings the "
         "attribute-trained reader saw in training and in held-out ones no model trains on "

@@ -1,6 +1,6 @@
 """Time budget of JevServe-Bench: `jevserve bench run --endpoint embedded` end to end with an empty answers cache.
 
-Target (issue 4): every task end to end in <= 10 minutes on 2 CPU cores (data already fetched).
+Target: every task end to end in <= 10 minutes on 2 CPU cores (data already fetched).
 
     .venv/bin/python benchmarks/bench_run_time.py [--results /tmp/bench-time-results]
 

@@ -5,7 +5,7 @@ keep-alive connections (`_httpload.py`), at concurrency 1 and 32. Each round mea
 machine as it is) and then "busy": while this script runs one extra process that spins a core
 (`python -c "while True: pass"`). Three thread settings are compared: the defaults (2 intra-op threads, spinning
 off), one intra-op thread (`JEVSERVE_INTRA_OP_THREADS=1`) and onnxruntime's own default of spinning workers
-(`JEVSERVE_SPINNING=1`). Targets (issue #16): busy c=1 p50
+(`JEVSERVE_SPINNING=1`). Targets: busy c=1 p50
 within 2 × quiet, busy c=32 throughput at least 0.6 × quiet.
 
 Writes benchmarks/results/competing_load.json and a section of docs/benchmarks.md.

@@ -45,7 +45,7 @@ def calibrated_floor(p: np.ndarray, draws: int, rng: np.random.Generator) -> np.
 
 def markdown(result: dict) -> str:
     lines = [
-        "## The ECE a perfectly calibrated model would show at the bench's test sizes (issue 13)",
+        "## The ECE a perfectly calibrated model would show at the bench's test sizes",
         "",
         f"Per task: the measured test-side ECE ({ECE_BINS} equal-width bins), and the ECE the same probabilities "
         "would show if they were exactly right (labels drawn from them, mean and 95th percentile over "

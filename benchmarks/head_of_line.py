@@ -132,7 +132,7 @@ Command: `{result["command"]}` (results: `benchmarks/results/head_of_line.json`)
 
 A large request is admitted only when no other large one is queued (the work ahead of it would exceed
 `--max-queue`), so most get 429 with Retry-After; before this change a 1-question request waited for the whole
-3,000-question batch (27.7 s on a loaded machine, issue #16).
+3,000-question batch (27.7 s on a loaded machine).
 """,
     )
     print({k: result[k] for k in ("chunk_ms_median", "small_alone", "small_under_load", "big_status")})

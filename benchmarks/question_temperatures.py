@@ -2,7 +2,7 @@
 
 The reading model's logits on the states held out for its temperatures (train/run.py `is_validation`; no weight is
 fitted on them) are split in two by state hash. Each half's temperatures are fitted on the other half, two ways:
-one per question type (the recipe until 2026-12-01), and one per question group on top (train/reader.py
+one per question type, and one per question group on top (train/reader.py
 `fit_question_temperatures`: a bench task's questions with its variants'), and applied the way the served model
 applies them (`ReaderWeights.temperature`). Scored per bench task on its own question: ECE of the top option's
 probability (10 equal-width bins) and mean NLL, then the mean over tasks. Nothing here reads a bench test side.
@@ -57,7 +57,7 @@ def fitted(weights: ReaderWeights, logits, questions, families, answers, rows, r
 
 def markdown(result: dict) -> str:
     lines = [
-        "## Per-type or per-question temperatures, cross-fitted on the train side (issue 13)",
+        "## Per-type or per-question temperatures, cross-fitted on the train side",
         "",
         f"The reading model's logits on the {result['num_examples']} held-out train examples (states no weight is "
         "fitted on), split in two by state hash; each half's temperatures fitted on the other half. Per bench task "

@@ -1,6 +1,6 @@
 """Decision latency of the reading models (jev-minilm-2; jev-minilm-3 with words) next to the trained readout, c=1.
 
-The issue-13 targets: p50 ≤ 10 ms for one question and ≤ 15 ms for four questions about one ~100-token state, one
+The targets: p50 ≤ 10 ms for one question and ≤ 15 ms for four questions about one ~100-token state, one
 request at a time, on this machine. Workload: ShareGPT prompts cut to their first 100 MiniLM tokens (decide_latency's
 states), each state new to the server, so only question texts come from the cache. For each model and each round:
 `jevserve serve reader` / `serve encoder` in a subprocess, one keep-alive client, N requests with one question and N
@@ -49,7 +49,7 @@ def one_round(spec: str, states: list[str]) -> dict:
 
 def markdown(result: dict) -> str:
     lines = [
-        "## Reading model latency (issue 13)",
+        "## Reading model latency",
         "",
         f"`{result['command']}`, {result['machine']['when']}, load before {result['machine']['loadavg_before']:.2f}; "
         f"{result['requests']} requests per row and round, 100-token ShareGPT states, c=1, median of "

@@ -1,6 +1,6 @@
 """Train the reader to rank reply lengths: a pairwise loss on the length question, measured on the train side.
 
-Issue 13's second direction: where the decision is a ranking (schedule-reply-length: order requests by how long
+Where the decision is a ranking (schedule-reply-length: order requests by how long
 their replies will be), train for the ranking. The reader's length question is a 5-level score trained with
 cross-entropy and the ranked probability score on the level the reply's token count falls in; that says nothing
 about two replies in one level. Here each batch also pays a pairwise logistic (RankNet) loss on the question's
@@ -88,7 +88,7 @@ def expected_level(logits: list[np.ndarray]) -> np.ndarray:
 
 def markdown(result: dict) -> str:
     lines = [
-        "## Training the reader to rank reply lengths (issue 13, train side)",
+        "## Training the reader to rank reply lengths (train side)",
         "",
         f"The committed reader recipe plus a pairwise (RankNet) loss of weight λ on the length question's expected "
         f"level (scale s = {result['scale']}), fitted on {result['num_fit']} train examples outside the temperature "

@@ -39,7 +39,7 @@ from jevserve.train.validation import family_scores, paired_difference, per_exam
 def markdown(result: dict, name: str = "reader_validation") -> str:
     title = "Reading model recipe" if name == "reader_validation" else f"Reading model recipes ({name})"
     lines = [
-        f"## {title}, train-side validation (issue 13)",
+        f"## {title}, train-side validation",
         "",
         f"`{result['command']}`, {result['machine']['when']}: {result['num_fit']} training examples fitted "
         f"({result['num_fit_with_attributes']} with the attribute questions), {result['num_validation']} held out by "

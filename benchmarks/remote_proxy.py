@@ -149,7 +149,7 @@ Command: `{result["command"]}` (results: `benchmarks/results/remote_proxy.json`)
 
 16 concurrent requests with distinct states: median total {med:.2f} s over {args.rounds} rounds (all:
 {", ".join(f"{t:.2f}" for t in totals)} s; target ≤ 1 s: {"met" if med <= 1 else "not met"}); the upstream saw
-up to {peak} requests at once (before: 1, and 6.4 s each, issue #16).
+up to {peak} requests at once.
 
 | scenario | the request to the hung upstream | an unrelated request sent 0.2 s later |
 |---|---|---|

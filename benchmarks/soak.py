@@ -7,7 +7,7 @@ fixed cycle of 20: 12 valid 1-question requests (new state each), 2 invalid JSON
 mid-upload (the script records these as "499" itself; the server's own count is read from /metrics at the end);
 plus a 3,000-question request every `--big-every-s`. The server's RSS is read every 5 s.
 
-Checked: no 5xx; every malformed request gets its 4xx; small requests' p99 within 5 × unloaded p99 (issue #16);
+Checked: no 5xx; every malformed request gets its 4xx; small requests' p99 within 5 × unloaded p99;
 RSS bounded (first, max and last sample, and the growth over the second half).
 
 Writes benchmarks/results/soak.json and a section of docs/benchmarks.md.

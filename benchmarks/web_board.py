@@ -1,6 +1,6 @@
 """Board page weight and time to serve: `jevserve web`'s leaderboard over real HTTP on this machine.
 
-Targets (issue 15): the board page under 200 KB (HTML plus the CSS and script it loads) and served in under 50 ms at
+Targets: the board page under 200 KB (HTML plus the CSS and script it loads) and served in under 50 ms at
 p50. The site runs as `jevserve web` runs it (uvicorn, one process) on a loopback port, on the committed results,
 with a playground database holding --rounds finished rounds, so the page carries its people row. The first request
 (which computes the board's resamples, once per results change) is reported apart as the cold time; then

@@ -1,8 +1,8 @@
 """Bare yes/no questions about what a text is, from the metadata the shipped data carries, in many phrasings.
 
 The bench asks a few dozen fixed questions; a model trained on them (and on their re-wordings, train/variants.py)
-learns those questions' answers rather than how to read a new one (issue 13: leave-one-task-out and the open
-questions barely moved with the reading model). Here every train-side record whose source labels it with a
+learns those questions' answers rather than how to read a new one (leave-one-task-out and the open questions
+barely move with the reading model alone). Here every train-side record whose source labels it with a
 category, a language or a kind of text is asked, in plain words, whether it has its own attribute (yes) and one
 it does not have from the same exclusive set (no): "Does this text concern chemistry?" of a chemistry question,
 "Was this written in Russian?" of an English request, "Would you call this a math problem?" of a chat.
