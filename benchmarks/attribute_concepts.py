@@ -8,7 +8,7 @@ groups: the states themselves were read in training under other questions (their
 groups' subjects ("number theory", "shopping", "the law", "poison") never. Reported per group: accuracy, AUROC of
 P(yes) at temperature 1, and the share of (yes, no) pairs ordered right. Nothing here reads a bench test side.
 
-Writes benchmarks/results/attribute_concepts.json and a section of docs/benchmarks.md.
+Writes benchmarks/results/attribute_concepts.json and a section of docs/training.md.
 Run: .venv/bin/python benchmarks/attribute_concepts.py [--hold GROUP ...]
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _serverbench import machine, replace_section, write_result
+from _serverbench import TRAINING_DOC, machine, replace_section, write_result
 from jevserve.bench.data import BenchData
 from jevserve.bench.tasks import TASKS
 from jevserve.decide.embedder import embed_texts
@@ -101,7 +101,7 @@ def main() -> None:
         result["models"][name] = per_group
         print(name, per_group, file=sys.stderr)
     path = write_result("attribute_concepts", result)
-    replace_section("attribute_concepts", markdown(result))
+    replace_section("attribute_concepts", markdown(result), TRAINING_DOC)
     print(markdown(result))
     print(f"wrote {path}")
 

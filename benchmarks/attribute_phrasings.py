@@ -8,7 +8,7 @@ the held-out phrasings. Reported per model and phrasing set: accuracy (P(yes) > 
 of P(yes), and the share of (yes, no) question pairs about one text and one attribute group ordered right.
 
 Nothing here reads a bench test side. Writes benchmarks/results/attribute_phrasings.json and a section of
-docs/benchmarks.md.
+docs/training.md.
 Run: .venv/bin/python benchmarks/attribute_phrasings.py [--weights NAME=PATH ...]
 """
 
@@ -22,7 +22,7 @@ import numpy as np
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _serverbench import machine, replace_section, write_result
+from _serverbench import TRAINING_DOC, machine, replace_section, write_result
 from jevserve.bench.data import BenchData
 from jevserve.decide.base import DecisionBackend, DecisionItem
 from jevserve.decide.embedded import embedded_backends
@@ -90,7 +90,7 @@ def main() -> None:
         "models": {b.card.name: {which: score(b, examples) for which, examples in sets.items()} for b in backends},
     }
     path = write_result("attribute_phrasings", result)
-    replace_section("attribute_phrasings", markdown(result))
+    replace_section("attribute_phrasings", markdown(result), TRAINING_DOC)
     print(markdown(result))
     print(f"wrote {path}")
 

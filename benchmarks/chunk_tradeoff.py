@@ -5,7 +5,7 @@ but cuts batches at concurrency 32 to fewer questions, which could cost throughp
 serve embedded --max-chunk-ms X` for every X in turn (interleaved, so the machine's drift hits all alike) and runs
 the workload of `competing_load.py`: 1-question requests about new ~140-token states at concurrency 1 and 32.
 
-Writes benchmarks/results/chunk_tradeoff.json and a section of docs/benchmarks.md.
+Writes benchmarks/results/chunk_tradeoff.json and a section of docs/server.md.
 Run: .venv/bin/python benchmarks/chunk_tradeoff.py [--chunks 25,8] [--requests 150] [--rounds 3]
 """
 

@@ -8,7 +8,7 @@ off), one intra-op thread (`JEVSERVE_INTRA_OP_THREADS=1`) and onnxruntime's own 
 (`JEVSERVE_SPINNING=1`). Targets: busy c=1 p50
 within 2 × quiet, busy c=32 throughput at least 0.6 × quiet.
 
-Writes benchmarks/results/competing_load.json and a section of docs/benchmarks.md.
+Writes benchmarks/results/competing_load.json and a section of docs/server.md.
 Run: nice -n 10 .venv/bin/python benchmarks/competing_load.py [--requests 150] [--rounds 2]
 """
 

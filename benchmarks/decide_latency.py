@@ -7,7 +7,7 @@ MiniLM tokens; every request has a state never seen before, so the state cache n
 - server: `jevserve serve` in a subprocess, a light keep-alive HTTP client at concurrency 1, 8 and 32;
 - quantisation: int8 versus fp32 on the same states (embedding cosine, top-choice agreement, probability change).
 
-Writes benchmarks/results/decide_latency.json and docs/benchmarks.md.
+Writes benchmarks/results/decide_latency.json and its section of docs/server.md.
 Run: .venv/bin/python benchmarks/decide_latency.py [--requests 300]
 """
 
@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _httpload import run_load
-from _serverbench import serve
+from _serverbench import replace_section, serve
 from jevserve.decide.base import DecisionItem
 from jevserve.decide.encoder import trained_backend, zero_shot_backend
 from jevserve.decide.onnx_build import RECIPE_VERSION
@@ -223,7 +223,7 @@ def write_markdown(result: dict, path: Path) -> None:
     overhead = server["c1"]["p50_ms"] - bare["batch1"]["p50_ms"]
     ratio = server["c32"]["decisions_per_s"] / bare["batch32"]["decisions_per_s"]
     lines = [
-        "# Benchmarks: the embedded decision model",
+        "## Measured: the embedded model's latency and throughput",
         "",
         f"Measured {result['date']} on {result['machine']} ({result['cpus']} CPUs), onnxruntime, `{result['model']}`.",
         f"Command: `{result['command']}` (results: `benchmarks/results/decide_latency.json`).",
@@ -267,7 +267,7 @@ def write_markdown(result: dict, path: Path) -> None:
             "",
         ]
     lines += [
-        "## int8 versus fp32",
+        "### int8 versus fp32",
         "",
         "The served graph is int8 (dynamic, per-channel weights, every matrix multiply; `decide/onnx_build.py` "
         "says why the feed-forward down projections are no longer kept fp32). "
@@ -285,7 +285,7 @@ def write_markdown(result: dict, path: Path) -> None:
     readout = result["readout_ms"]
     lines += [
         "",
-        "## The readout's own cost",
+        "### The readout's own cost",
         "",
         "Median ms per decision for the readout alone (embeddings given), by option count:",
         "",
@@ -298,7 +298,7 @@ def write_markdown(result: dict, path: Path) -> None:
     if history:
         lines += [
             "",
-            "## Every run",
+            "### Every run",
             "",
             "The tables above are the latest run. Each run appends its headline numbers to "
             "`benchmarks/results/decide_latency_runs.jsonl`; on this shared 2-core VM a single measurement moves "
@@ -317,10 +317,7 @@ def write_markdown(result: dict, path: Path) -> None:
                 f"{run['bare_p50_ms']:.2f} | {run['server_c1_p50_ms']:.2f} | {run['overhead_ms']:.2f} | "
                 f"{run['c32_ratio']:.2f} |"
             )
-    from _serverbench import kept_sections  # the server benchmarks' sections live in the same file
-
-    kept = kept_sections(path)
-    path.write_text("\n".join(lines) + "\n" + ("\n" + kept + "\n" if kept else ""))
+    replace_section("decide_latency", "\n".join(lines), path)
 
 
 def main() -> None:
@@ -362,7 +359,7 @@ def main() -> None:
     out.write_text(json.dumps(result, indent=2) + "\n")
     with HISTORY.open("a", encoding="utf-8") as f:
         f.write(json.dumps(run_summary(result)) + "\n")
-    write_markdown(result, ROOT / "docs" / "benchmarks.md")
+    write_markdown(result, ROOT / "docs" / "server.md")
     print(json.dumps({k: result[k] for k in ("bare", "server")}, indent=1))
 
 

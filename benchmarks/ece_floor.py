@@ -7,7 +7,7 @@ own probabilities, and reports the mean ECE over the draws (and its 95th percent
 per task and averaged like the board's mean ECE. Reads the model's bench answers cache (the test-side
 probabilities `jevserve bench run` stored) and the test labels; changes nothing.
 
-Writes benchmarks/results/ece_floor.json and a section of docs/benchmarks.md.
+Writes benchmarks/results/ece_floor.json and a section of docs/training.md.
 Run: .venv/bin/python benchmarks/ece_floor.py [--model jev-minilm-2 --model jev-minilm-2@DIGEST] [--draws 2000]
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _serverbench import machine, replace_section, write_result
+from _serverbench import TRAINING_DOC, machine, replace_section, write_result
 from jevserve.bench import TASKS, BenchData
 from jevserve.bench.answers_cache import default_answers_dir
 from jevserve.bench.pipeline import load_tasks
@@ -113,7 +113,7 @@ def main() -> None:
             "mean_floor_p95": float(np.percentile(mean_floor, 95)),
         }
     path = write_result("ece_floor", result)
-    replace_section("ece_floor", markdown(result))
+    replace_section("ece_floor", markdown(result), TRAINING_DOC)
     print(markdown(result))
     print(f"wrote {path}")
 

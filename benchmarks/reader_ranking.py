@@ -15,7 +15,7 @@ row's difference from λ = 0, resampling those prompts), and mean NLL / accuracy
 temperature 1, to see what the loss costs elsewhere. Reply tokens come from the task's train-side items only;
 nothing here reads a bench test side.
 
-Writes benchmarks/results/reader_ranking.json and a section of docs/benchmarks.md.
+Writes benchmarks/results/reader_ranking.json and a section of docs/training.md.
 Run: .venv/bin/python benchmarks/reader_ranking.py [--weight 0 --weight 1 --weight 4] [--scale 2]
 """
 
@@ -32,7 +32,7 @@ import torch
 from scipy.stats import kendalltau
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _serverbench import machine, replace_section, write_result
+from _serverbench import TRAINING_DOC, machine, replace_section, write_result
 from jevserve.bench.data import BenchData
 from jevserve.bench.stats import BOOTSTRAP_SEED, bootstrap_weights, interval
 from jevserve.bench.tasks import TASKS
@@ -184,7 +184,7 @@ def main() -> None:
         "rows": rows,
     }
     path = write_result("reader_ranking", result)
-    replace_section("reader_ranking", markdown(result))
+    replace_section("reader_ranking", markdown(result), TRAINING_DOC)
     print(markdown(result))
     print(f"wrote {path}")
 

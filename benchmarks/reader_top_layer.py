@@ -9,7 +9,7 @@ held-out states. Scoring reads the states through the trained layers in torch (f
 `--tuned-data` adds the tuned reader's everyday and rule-made examples to training (train/tuned_data.py). Nothing
 here reads a bench test side.
 
-Writes benchmarks/results/reader_top_layer[_N][_lr…].json and a section of docs/benchmarks.md.
+Writes benchmarks/results/reader_top_layer[_N][_lr…].json and a section of docs/training.md.
 Run: .venv/bin/python benchmarks/reader_top_layer.py [--layers 1] [--layer-lr 3e-5 ...] [--tuned-data]
 """
 
@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _serverbench import machine, replace_section, write_result
+from _serverbench import TRAINING_DOC, machine, replace_section, write_result
 from jevserve.bench.data import BenchData
 from jevserve.bench.stats import BOOTSTRAP_SEED, NUM_RESAMPLES, bootstrap_weights, interval
 from jevserve.bench.tasks import TASKS
@@ -171,7 +171,7 @@ def main() -> None:
     name += "" if rates == [0.0, 3e-5] else "_lr" + "_".join(f"{v:g}" for v in rates if v)
     name += "_tuned_data" if args.tuned_data else ""
     path = write_result(name, result)
-    replace_section(name, markdown(result))
+    replace_section(name, markdown(result), TRAINING_DOC)
     print(markdown(result))
     print(f"wrote {path}")
 

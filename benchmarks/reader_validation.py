@@ -7,7 +7,7 @@ families. The attribute questions (train/attributes.py) are left out of that mea
 "attribute_questions" fit them) and reported as their own accuracy. Nothing here reads a bench test side; this is
 how the reader's settings were chosen (docs/training.md).
 
-Writes benchmarks/results/reader_validation.json and a section of docs/benchmarks.md.
+Writes benchmarks/results/reader_validation.json and a section of docs/training.md.
 Run: .venv/bin/python benchmarks/reader_validation.py [--reader '{"epochs": 3}' ...]
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _serverbench import machine, replace_section, write_result
+from _serverbench import TRAINING_DOC, machine, replace_section, write_result
 from jevserve.bench.data import BenchData
 from jevserve.bench.stats import BOOTSTRAP_SEED, NUM_RESAMPLES, bootstrap_weights, interval
 from jevserve.bench.tasks import TASKS
@@ -81,7 +81,7 @@ def main() -> None:
     parser.add_argument(
         "--name",
         default="reader_validation",
-        help="results file benchmarks/results/NAME.json and its docs/benchmarks.md section (default: "
+        help="results file benchmarks/results/NAME.json and its docs/training.md section (default: "
         "reader_validation, the recipe table docs/training.md cites); another name keeps that table",
     )
     args = parser.parse_args()
@@ -176,7 +176,7 @@ def main() -> None:
         "rows": rows,
     }
     path = write_result(args.name, result)
-    replace_section(args.name, markdown(result, args.name))
+    replace_section(args.name, markdown(result, args.name), TRAINING_DOC)
     print(markdown(result))
     print(f"wrote {path}")
 

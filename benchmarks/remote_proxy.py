@@ -9,7 +9,7 @@ never for a state starting with `hung`. `jevserve serve remote:URL` runs in a su
 - hung upstream: a request whose upstream never answers, and an unrelated request sent 0.2 s later; how long each
   takes (target: the unrelated one is not delayed; the hung one gets 504 after one timeout, not three).
 
-Writes benchmarks/results/remote_proxy.json and a section of docs/benchmarks.md.
+Writes benchmarks/results/remote_proxy.json and a section of docs/server.md.
 Run: .venv/bin/python benchmarks/remote_proxy.py [--rounds 5]
 """
 

@@ -10,7 +10,7 @@ plus a 3,000-question request every `--big-every-s`. The server's RSS is read ev
 Checked: no 5xx; every malformed request gets its 4xx; small requests' p99 within 5 × unloaded p99;
 RSS bounded (first, max and last sample, and the growth over the second half).
 
-Writes benchmarks/results/soak.json and a section of docs/benchmarks.md.
+Writes benchmarks/results/soak.json and a section of docs/server.md.
 Run: nice -n 10 .venv/bin/python benchmarks/soak.py --duration-s 600
 """
 

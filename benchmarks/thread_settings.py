@@ -4,7 +4,7 @@ For each setting (intra-op threads 1 or 2; spinning on or off) the bare int8 for
 (cache off) is timed, first on the machine as it is, then while this script runs one extra process that spins a
 core (`python -c "while True: pass"`). Settings and loads are interleaved over rounds; medians are reported.
 
-Writes benchmarks/results/thread_settings.json and a section of docs/benchmarks.md.
+Writes benchmarks/results/thread_settings.json and a section of docs/server.md.
 Run: nice -n 10 .venv/bin/python benchmarks/thread_settings.py [--forwards 150] [--rounds 3]
 """
 
