@@ -270,7 +270,7 @@ def write_markdown(result: dict, path: Path) -> None:
         "### int8 versus fp32",
         "",
         "The served graph is int8 (dynamic, per-channel weights, every matrix multiply; `decide/onnx_build.py` "
-        "says why the feed-forward down projections are no longer kept fp32). "
+        "says why the feed-forward down projections are quantised too). "
         "Each sequence runs on its own, so activation scales never mix companions (batch invariance). "
         f"Agreement with the fp32 graph on {quant['n_states']} of the same states:",
         "",

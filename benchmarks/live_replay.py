@@ -12,7 +12,7 @@ can explain a gap: the decision time per request, and the engine's lag behind it
 
     .venv/bin/python benchmarks/live_replay.py [--num-prompts 600] [--speedup 10] [--rates 0.8,1.0,1.2]
 
-Writes benchmarks/results/live_replay.json and docs/live-replay.md (its generated section).
+Writes benchmarks/results/live_replay.json and its generated section of docs/engine.md.
 """
 
 from __future__ import annotations
@@ -226,8 +226,8 @@ routes:
                      f"{sim['ttft_p90_ms']:.0f} | {diff_p90:+.0f}% | {1000 * r['decision_delay_engine_s']:.0f} | "
                      f"{r['ttft_gain_median_ms']:+.0f} | {live['failed']} |")
     lines += ["", END]
-    write_block(ROOT / "docs" / "live-replay.md", START, END, "\n".join(lines), "# Live replay")
-    print(f"results: benchmarks/results/live_replay.json; docs/live-replay.md; logs in {workdir}")
+    write_block(ROOT / "docs" / "engine.md", START, END, "\n".join(lines), "# jevserve engine and jevserve loadgen")
+    print(f"results: benchmarks/results/live_replay.json; docs/engine.md; logs in {workdir}")
     return 0
 
 
