@@ -113,7 +113,7 @@ class Embedder:
         options.intra_op_num_threads = num_threads or default_num_threads()
         options.inter_op_num_threads = 1
         # Spinning workers busy-wait for the next op: a little faster on idle cores, much slower when another
-        # process wants them (benchmarks/thread_settings.py, docs/server.md), so it is off by default.
+        # process wants them (benchmarks/decide/thread_settings.py, docs/server.md), so it is off by default.
         options.add_session_config_entry(
             "session.intra_op.allow_spinning", "1" if (default_spinning() if spinning is None else spinning) else "0"
         )
