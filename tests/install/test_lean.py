@@ -12,15 +12,14 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from jevserve.cli import build_parser
 from jevserve.decide.encoder import READER_WEIGHTS
-from tests.install.processes import free_port, wait_ready
 from tests.install.stubs import STUB_REPLY, stub_server
+from tests.processes import free_port, wait_ready
 
 pytestmark = pytest.mark.install
 
@@ -73,19 +72,6 @@ def _run_python(bin_dir: Path, code: str) -> str:
                           env=_env(bin_dir.parent))
     assert done.returncode == 0, done.stderr
     return done.stdout
-
-
-@pytest.fixture
-def started(lean_venv: Path, tmp_path: Path) -> Iterator[list[subprocess.Popen]]:
-    """Processes a test starts from the lean venv; stopped after it."""
-    processes: list[subprocess.Popen] = []
-    yield processes
-    for process in processes:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def test_base_install_holds_no_torch_nor_the_lab_libraries(lean_venv):

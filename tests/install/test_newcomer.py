@@ -16,13 +16,12 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.install.processes import free_port, wait_ready
 from tests.install.stubs import STUB_REPLY, stub_server
+from tests.processes import free_port, wait_ready
 
 pytestmark = pytest.mark.install
 
@@ -57,19 +56,6 @@ def test_the_quick_start_is_three_commands_and_the_first_is_the_install_make_tes
     assert len(steps) <= 3 and steps[0] == INSTALL, steps
     makefile = (REPO / "Makefile").read_text()
     assert re.search(r"^test: install\b", makefile, re.M), "`make test` installs exactly as `make install` does"
-
-
-@pytest.fixture
-def started() -> Iterator[list[subprocess.Popen]]:
-    """Processes the test starts; stopped after it."""
-    processes: list[subprocess.Popen] = []
-    yield processes
-    for process in processes:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def test_following_the_readme_a_gateway_answers_the_openai_client(tmp_path, started):

@@ -1,4 +1,4 @@
-"""Starting a command-line server in a test: a free port, and waiting until it answers."""
+"""Starting servers in tests: a free loopback port, and waiting until a started server answers."""
 
 from __future__ import annotations
 
