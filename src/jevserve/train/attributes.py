@@ -10,7 +10,8 @@ it does not have from the same exclusive set (no): "Does this text concern chemi
 Phrasings are split in two: the model trains on `TRAIN_PHRASINGS` only; `HELDOUT_PHRASINGS` (which include every
 pattern the open-questions set uses: "Is this about …?", "Is the user asking for …?", "Is the message written in
 …?", "Is this …?") are never trained on, so asking the validation states in them measures reading, not recognition
-(`benchmarks/decide/attribute_phrasings.py`). No generated question equals an open question (tests/train).
+(`benchmarks/decide/attribute_phrasings.py`, commit 828ecf92a7). No generated question equals an open question
+(tests/train).
 
 Every family draws only on the TRAIN side of its source (the bench's content-hash split) and names that source, so
 leave-one-task-out drops it with any task that uses the source. Choices between phrasings and negatives are fixed

@@ -259,7 +259,8 @@ def train_reader(
     """Fit the reader on `data` (token states already unit rows); temperatures are fitted afterwards.
 
     `extra_loss(logits, option_mask, idx)`, when given, is added to each batch's loss (`idx`: the batch's example
-    rows in `data`): how a benchmark tries another objective (benchmarks/decide/reader_ranking.py) in the same loop."""
+    rows in `data`): how a benchmark tries another objective (benchmarks/decide/reader_ranking.py, commit
+    828ecf92a7) in the same loop."""
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     weights = family_weights(data.families)
