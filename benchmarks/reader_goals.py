@@ -122,6 +122,9 @@ def measure(backend, data: BenchData, everyday, calibration) -> dict:
         cache[f"auroc:{group}"] = auroc([p[0] for p in picked], [p[1] for p in picked])
     different = np.array([s for u, s in zip(units, scores, strict=True) if u.group.startswith("rule:") and not u.label])
     cache["rule different-answer served"] = rate_at(different, CACHE_THRESHOLD).to_dict()
+    # beside it, so that zero false serves is not read as a cache that works: the same-answer pairs it serves
+    same = np.array([s for u, s in zip(units, scores, strict=True) if u.group.startswith("rule:") and u.label])
+    cache["rule same-answer served"] = rate_at(same, CACHE_THRESHOLD).to_dict()
     rules = sorted({u.group for u in units if u.group.startswith("rule:")})
     cache["by rule"] = {k: r.to_dict() for k, r in by_group(units, scores, CACHE_THRESHOLD, rules).items()}
     result["cache"] = cache
@@ -177,6 +180,8 @@ def markdown(result: dict) -> str:
         row("cache", f"AUROC {group}", lambda r, g=group: f"{r['cache'][f'auroc:{g}']:.3f}")
     served = f"different-answer rule pairs served ({CACHE_THRESHOLD})"
     row("cache", served, lambda r: pct(r["cache"]["rule different-answer served"]))
+    reused = f"same-answer rule pairs served ({CACHE_THRESHOLD})"
+    row("cache", reused, lambda r: pct(r["cache"]["rule same-answer served"]))
     for point in ("at 5% benign (test curve)", "gateway default"):
         row("tool gate", f"recall ({point})", lambda r, p=point: pct(r["tool gate"][p]["recall"]))
         row("tool gate", f"benign blocked ({point})", lambda r, p=point: pct(r["tool gate"][p]["benign blocked"]))
@@ -230,7 +235,8 @@ def goal_values(r: dict) -> dict[str, tuple[str, bool]]:
         GOALS[4][0]: (f"{100 * harm_fp:.1f}%", harm_fp <= 0.01),
         GOALS[5][0]: (pct(harm["borderline"]), harm["borderline"]["rate"] <= 0.10),
         GOALS[6][0]: (f"{cache:.3f}", cache >= 0.85),
-        GOALS[7][0]: (pct(served), served["acted"] == 0),
+        GOALS[7][0]: (f"{pct(served)}; same-answer served {pct(r['cache']['rule same-answer served'])}",
+                      served["acted"] == 0),
         GOALS[8][0]: (pct(tool["recall"]), tool["recall"]["rate"] >= 0.90),
     }
 
