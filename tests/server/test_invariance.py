@@ -111,8 +111,8 @@ def test_answers_are_invariant_to_ids_order_companions_and_concurrency(model: st
         return dict(items), new_id
 
     async def scenario(url: str):
-        # at concurrency 32 a request waits behind 31 others of 21 questions each: on a loaded 2-core machine that
-        # took a median 125 s (measured), so the limit is on invariance, not on latency
+        # The test is about answers, not latency: 32 requests of 21 questions each queue on two cores that CI or
+        # other jobs may share, so a late one can wait minutes; a timeout here would say nothing about invariance.
         async with AsyncSystemOne(url, timeout_s=600) as client:
             alone = []
             for state, q in base:  # concurrency 1

@@ -7,7 +7,7 @@
     body = task.request(train[0])                             # the fixed questions about the item's state
     targets = task.supervision(train[0])                      # per question, the answer the label implies
 
-Decision training (issue 6) uses exactly this: train items, their requests and supervision; never a test item.
+Decision training uses exactly this: train items, their requests and supervision; never a test item.
 `state_key(item)` is the content id of an item's state, for checking a training manifest against every test side.
 """
 

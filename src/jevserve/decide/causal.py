@@ -3,7 +3,7 @@
 Each unique state in a batch is packed with all its questions (and their options' answer tokens) into one tree-shaped
 row (`causal_tree`): the state's keys and values are computed once and read by every question and option, and all
 rows of a batch go through the model together, usually in one forward pass. The prompt and the readout rule live in
-`causal_prompt`; docs/backends.md describes both. Answers do not depend on companions, their order or the batch
+`causal_prompt`; docs/server.md describes both. Answers do not depend on companions, their order or the batch
 size: masked padding, explicit position ids and per-item readout leave only float rounding (well under 1e-4).
 """
 

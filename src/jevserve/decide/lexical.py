@@ -1,6 +1,6 @@
 """Hashed word bags of a state: what the reading model's lexical channel reads (decide/reader.py).
 
-A TF-IDF logistic regression fitted per task wins many of the bench's tasks against the frozen encoder (issue 13):
+A TF-IDF logistic regression fitted per task wins many of the bench's tasks against the frozen encoder:
 where the answer sits in exact words (an injection phrase, a function's name, a number), MiniLM's pooled vector and
 its token states blur them. So the reading model may also read the state's word unigrams and bigrams. They are
 hashed into a fixed number of buckets with crc32 (stable across processes and machines, unlike Python's `hash`),

@@ -6,8 +6,8 @@ weight matrix dynamically (int8, per channel). Recipe 1 kept the feed-forward do
 carry GELU outliers; that kept the embedding closer to fp32 (cosine 0.9967 mean against 0.9930 with everything
 quantised, 300 ShareGPT states of 100 tokens) but made the forward pass slower: bare p50 per state on 2 cores
 9.5-9.7 ms in two runs, against 6.8-7.1 ms in four of five runs of recipe 2 (9.0 in one started right after
-another), which put the 10 ms serving target out of reach. Both figures come from `benchmarks/decide_latency.py`;
-every run is listed in docs/benchmarks.md. The readouts are fitted on the int8 embeddings they serve, so what
+another), which put the 10 ms serving target out of reach. Both figures come from `benchmarks/decide/latency.py`;
+every run is listed in docs/server.md. The readouts are fitted on the int8 embeddings they serve, so what
 matters is their bench score, reported with each release.
 
 Builds are keyed by the weights' hash, the recipe version and the onnxruntime version, written to a temporary file

@@ -1,8 +1,8 @@
 """Bare yes/no questions about what a text is, from the metadata the shipped data carries, in many phrasings.
 
 The bench asks a few dozen fixed questions; a model trained on them (and on their re-wordings, train/variants.py)
-learns those questions' answers rather than how to read a new one (issue 13: leave-one-task-out and the open
-questions barely moved with the reading model). Here every train-side record whose source labels it with a
+learns those questions' answers rather than how to read a new one (leave-one-task-out and the open questions
+barely move with the reading model alone). Here every train-side record whose source labels it with a
 category, a language or a kind of text is asked, in plain words, whether it has its own attribute (yes) and one
 it does not have from the same exclusive set (no): "Does this text concern chemistry?" of a chemistry question,
 "Was this written in Russian?" of an English request, "Would you call this a math problem?" of a chat.
@@ -10,7 +10,8 @@ it does not have from the same exclusive set (no): "Does this text concern chemi
 Phrasings are split in two: the model trains on `TRAIN_PHRASINGS` only; `HELDOUT_PHRASINGS` (which include every
 pattern the open-questions set uses: "Is this about …?", "Is the user asking for …?", "Is the message written in
 …?", "Is this …?") are never trained on, so asking the validation states in them measures reading, not recognition
-(`benchmarks/attribute_phrasings.py`). No generated question equals an open question (tests/train).
+(`benchmarks/decide/attribute_phrasings.py`, commit 828ecf92a7). No generated question equals an open question
+(tests/train).
 
 Every family draws only on the TRAIN side of its source (the bench's content-hash split) and names that source, so
 leave-one-task-out drops it with any task that uses the source. Choices between phrasings and negatives are fixed

@@ -1,5 +1,5 @@
 """What an embedded model's gateway decisions are worth on held-out data: the cases, and the rates at the operating
-points a gateway would use (benchmarks/reader_goals.py runs them and writes the table).
+points a gateway would use (benchmarks/decide/reader_goals.py runs them and writes the table).
 
 Every case is what the gateway's decision would read, built by `serving.decision_inputs` from an OpenAI chat body:
 an injection or a harmful request from a bench test side is sent as one user turn; an everyday request is its own

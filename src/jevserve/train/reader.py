@@ -66,7 +66,7 @@ class ReaderConfig:
 
 
 # The recipe of jev-minilm-3 (`jevserve train --reader --lexical`): the defaults with the lexical channel on, its
-# settings chosen on the train side (python benchmarks/reader_validation.py --name reader_validation_lexical;
+# settings chosen on the train side (python benchmarks/decide/reader_validation.py --name reader_validation_lexical;
 # docs/training.md). The defaults themselves are jev-minilm-2's, which every committed table's settings are relative to.
 LEXICAL_READER = ReaderConfig(lexical_dim=32, lexical_lr_scale=3.0, lexical_dropout=0.5, lexical_weight_decay=5.0)
 
@@ -259,7 +259,8 @@ def train_reader(
     """Fit the reader on `data` (token states already unit rows); temperatures are fitted afterwards.
 
     `extra_loss(logits, option_mask, idx)`, when given, is added to each batch's loss (`idx`: the batch's example
-    rows in `data`): how a benchmark tries another objective (benchmarks/reader_ranking.py) in the same loop."""
+    rows in `data`): how a benchmark tries another objective (benchmarks/decide/reader_ranking.py, commit
+    828ecf92a7) in the same loop."""
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     weights = family_weights(data.families)

@@ -1,6 +1,13 @@
 from pathlib import Path
 
-from jevserve.lab.queue_order.report import GENERATED_END, GENERATED_START, generated_section, plot, write_doc
+from jevserve.lab.queue_order.report import (
+    GENERATED_END,
+    GENERATED_START,
+    generated_section,
+    markers,
+    plot,
+    write_doc,
+)
 from tests.lab.queue_order.test_tables import make_agg
 
 
@@ -39,3 +46,19 @@ def test_write_doc_replaces_only_the_generated_section(tmp_path):
     write_doc(doc, f"{GENERATED_START}\nnew\n{GENERATED_END}")
     text = doc.read_text()
     assert "hand-written intro" in text and "hand-written end" in text and "new" in text and "old" not in text
+
+
+def test_a_variant_has_its_own_block_with_headings_one_level_down(tmp_path):
+    results = {"two-seqs": make_result("two-seqs", "step_scale")}
+    images = {"two-seqs": [tmp_path / "img" / "a.png", tmp_path / "img" / "t.png"]}
+    common = {"command": "jevserve sim queue-order --section long", "num_requests": 2000, "slo": "ttft_ms <= 1000",
+              "decision_delay_ms": 92.0, "aging_s": 10.0, "wall_s": 30.0, "jobs": 2}
+    start, end = markers("long")
+    text = generated_section(results, common, images, tmp_path / "q.md", section="long")
+    assert text.startswith(start) and text.endswith(end) and start != GENERATED_START
+    assert "\n### Setup\n" in text and "\n### Scenario `two-seqs` (the default)" in text
+    doc = tmp_path / "q.md"
+    doc.write_text(f"# Q\n\n{GENERATED_START}\nmain\n{GENERATED_END}\n\n## Variant\n\n{start}\nold\n{end}\n")
+    write_doc(doc, text, section="long")
+    written = doc.read_text()
+    assert f"{GENERATED_START}\nmain\n{GENERATED_END}" in written and "old" not in written and "### Setup" in written

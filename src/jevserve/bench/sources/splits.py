@@ -4,7 +4,7 @@ A record's side depends only on its split key (content id or group) and a salt, 
 records loaded, so adding a source or a row never moves an existing record from test to train.
 
 Use DEFAULT_SALT unless there is a reason not to: with one salt, a record is on the same side in every task that
-uses it, so training on the train sides of all tasks (issue 6) never touches any task's test side. Two tasks with
+uses it, so training on the train sides of all tasks never touches any task's test side. Two tasks with
 different salts over one source would put some records in one task's train side and the other's test side.
 """
 

@@ -20,7 +20,7 @@ from jevserve.bench.sharegpt_data import bench_side
 from jevserve.bench.task import Answers, Item, Task, choice, frozen, noul, score
 from jevserve.predict import ReplyLengthRegressor, answer_features
 
-# Reply tokens at which the "length" question's levels change: the supervision issue 6 trains the score on.
+# Reply tokens at which the "length" question's levels change: the supervision training fits the score on.
 LENGTH_LEVEL_EDGES = (30, 120, 350, 800)
 MAX_TRAIN = 8000  # of 12,321 train requests: enough for the regression (the issue asks ≥ 8,000), within 10 minutes
 

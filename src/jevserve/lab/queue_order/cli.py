@@ -85,6 +85,9 @@ def add_arguments(
     qo.add_argument("--out", type=Path, default=Path("results/cache/queue-order"),
                     help="folder for the calibration, runs (resumable) and summaries (default: %(default)s)")
     qo.add_argument("--doc", type=Path, default=Path("docs/queue-order.md"), help="markdown report to write")
+    qo.add_argument("--section", metavar="NAME", default=None,
+                    help="write the report as the variant NAME's block of --doc (its own markers, headings one "
+                    "level down) instead of the main run's")
     qo.add_argument("--img-dir", type=Path, default=Path("docs/img"), help="folder for the plots")
     qo.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
 
@@ -199,7 +202,7 @@ def run_queue_order(args: argparse.Namespace) -> int:
         "jobs": args.jobs or os.cpu_count() or 1,
         "kv_table": _kv_table(thinking, results[thinking.name]["meta"]["knob_value"], args) if thinking else None,
     }
-    write_doc(args.doc, generated_section(results, common, images, args.doc))
+    write_doc(args.doc, generated_section(results, common, images, args.doc, args.section), section=args.section)
     print(f"report: {args.doc}; results under {args.out}")
     for name, result in results.items():
         meta = result["meta"]

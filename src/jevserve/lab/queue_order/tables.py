@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-# Published (Qwen3-8B, vLLM priority scheduler, one H200, 2,000 ShareGPT requests), as quoted in issue 3.
+# Published (Qwen3-8B, vLLM priority scheduler, one H200, 2,000 ShareGPT requests): the reference figures
+# docs/queue-order.md compares against.
 # Keys: (metric, rate or None) -> {policy: value}; a tuple value is a published range.
 PUBLISHED: dict[tuple[str, float | None], dict[str, float | tuple[float, float]]] = {
     ("slo_attainment", 1.30): {"fcfs": 0.75},

@@ -1,0 +1,347 @@
+"""The gateway's default config on everyday traffic and, at the same operating points, on what it should catch.
+
+    .venv/bin/python benchmarks/gateway/everyday.py [--decider SPEC] [--fresh]
+
+1. Everyday table: every request of the bench's everyday TEST side (never used for calibration; the operating points
+   are computed on the train side's packaged file) goes through `run_decisions` with the default route, in its shape
+   (bare, behind a system prompt, with tools, second turn, pasted list, document). Per shape and decision: the share
+   acted on, with a 95 % Wilson interval; "overall" is any enforced decision acting (a refused request).
+2. At the same operating points: injection and jailbreak recall on the bench's test sides (guard-injection,
+   guard-jailbreak), plain and with a harmless suffix; harmful requests blocked (guard-harmful) and over-refusal
+   (guard-overrefusal's benign side); the tool gate on agent-action-risk's test side (unsafe calls blocked, safe
+   calls blocked).
+3. Cache: false serves on different-answer pairs (benchmarks/gateway/cache_pairs.jsonl: negation, swapped
+   direction, other entity, other number, written by hand; and the bench's cache-pairs test traps), reuse of exact
+   repeats and of paraphrases, through the gateway's cache with the default settings.
+
+Each section's probabilities are kept in benchmarks/results/gateway_everyday.json as it finishes, so a run that is
+stopped resumes where it was (--fresh starts over). Writes the tables into docs/gateway.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
+from _serverbench import machine, replace_section
+from jevserve.bench.data import BenchData
+from jevserve.bench.sources.everyday import load_everyday
+from jevserve.bench.task import split_items
+from jevserve.bench.tasks import TASKS
+from jevserve.decide.embedder import embed_texts
+from jevserve.gateway import default_config, make_decider, run_decisions
+from jevserve.gateway.cache import SemanticCache, embedded_embed
+from jevserve.gateway.operating_points import resolve_operating_points
+from jevserve.gateway.questions import UNSAFE_ACTION
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULT = ROOT / "benchmarks" / "results" / "gateway_everyday.json"
+DOC = ROOT / "docs" / "gateway.md"
+PAIRS = ROOT / "benchmarks" / "gateway" / "cache_pairs.jsonl"
+HARMLESS_SUFFIX = " Thanks a lot! By the way, what is a good name for a golden retriever puppy?"
+SHAPES = ("bare", "system", "tools", "second-turn", "list", "document")
+DECISIONS = ("guard", "harm", "clarify")
+COMMAND = "python benchmarks/gateway/everyday.py"
+
+
+def rate(k: int, n: int) -> dict:
+    """A proportion with its 95 % Wilson interval (scipy)."""
+    if n == 0:
+        return {"k": 0, "n": 0, "rate": None, "ci95": None}
+    ci = stats.binomtest(int(k), int(n)).proportion_ci(0.95, method="wilson")
+    return {"k": int(k), "n": int(n), "rate": k / n, "ci95": [float(ci.low), float(ci.high)]}
+
+
+def show(r: dict) -> str:
+    """`1.2 % [0.4, 3.5] (3/250)`."""
+    if not r["n"]:
+        return "–"
+    low, high = r["ci95"]
+    return f"{100 * r['rate']:.1f} % [{100 * low:.1f}, {100 * high:.1f}] ({r['k']}/{r['n']})"
+
+
+async def verdict_probabilities(decider, route, bodies: Sequence[dict], decisions=DECISIONS) -> dict[str, list]:
+    """Each decision's probability per request body, through run_decisions (16 in flight so the batcher batches)."""
+    sem = asyncio.Semaphore(16)
+
+    async def one(body: dict) -> dict:
+        async with sem:
+            report = await run_decisions(body["messages"], config=route, decider=decider, tools=body.get("tools"))
+        return {d: (report.verdict(d).probability if report.verdict(d) else None) for d in decisions}
+
+    rows = await asyncio.gather(*(one(b) for b in bodies))
+    return {d: [r[d] for r in rows] for d in decisions}
+
+
+def user(text: str) -> dict:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def everyday(decider, route) -> dict:
+    requests = load_everyday("test")
+    probabilities = asyncio.run(verdict_probabilities(decider, route, [r.body for r in requests]))
+    return {"shapes": [r.shape for r in requests], "probabilities": probabilities}
+
+
+def catches(decider, route, data) -> dict:
+    out = {}
+    for task in ("guard-injection", "guard-jailbreak", "guard-harmful", "guard-overrefusal"):
+        _, test = split_items(TASKS[task].load_items(data))
+        texts = [i.state for i in test]
+        labels = [bool(i.label) for i in test]
+        plain = asyncio.run(verdict_probabilities(decider, route, [user(t) for t in texts], ("guard", "harm")))
+        attacked = [t + HARMLESS_SUFFIX for t, y in zip(texts, labels, strict=True) if y]
+        suffixed = asyncio.run(verdict_probabilities(decider, route, [user(t) for t in attacked], ("guard", "harm")))
+        out[task] = {"labels": labels, "plain": plain, "suffixed": suffixed}
+    _, test = split_items(TASKS["agent-action-risk"].load_items(data))
+    out["agent-action-risk"] = {
+        "labels": [bool(i.label) for i in test],
+        "unsafe": tool_gate_probabilities(decider, [i.state for i in test]),
+    }
+    return out
+
+
+def tool_gate_probabilities(decider, states: Sequence[str]) -> list[float]:
+    """P(unsafe) of each agent-action state (the tool gate's question about `User request: …\\nAgent action: …`)."""
+    from jevserve.gateway.decider import ask
+
+    answers = {}
+    for start in range(0, len(states), 64):
+        chunk = states[start : start + 64]
+        answers.update(decider.decide_blocking([ask(str(start + i), s, UNSAFE_ACTION) for i, s in enumerate(chunk)]))
+    return [float(answers[str(i)][0]) for i in range(len(states))]
+
+
+def cache_pairs(decider, route, data) -> dict:
+    pairs = [json.loads(line) for line in PAIRS.read_text().splitlines() if line.strip()]
+    rows = [(p["kind"], p["cached"], p["new"]) for p in pairs]
+    _, test = split_items(TASKS["cache-pairs"].load_items(data))
+    category = {(r.a, r.b): r.category for r in data.source("fow-cache-pairs")}
+    for item in test:
+        pair = (item.extra["cached"], item.extra["new"])
+        kind = "bench paraphrase" if item.label else f"bench trap: {category[pair]}"
+        rows.append((kind, *pair))
+    served = asyncio.run(_serve_pairs(decider, route, [(a, b) for _, a, b in rows]))
+    exact = asyncio.run(_serve_pairs(decider, route, [(a, a) for _, a, _ in rows]))
+    return {"kinds": [k for k, _, _ in rows], "served": served, "exact_served": exact}
+
+
+async def _serve_pairs(decider, route, pairs: Sequence[tuple[str, str]]) -> list[dict]:
+    """For each (cached, new): store `cached` as a reply, ask `new` through the gateway's cache; what happened."""
+    cache = SemanticCache(embedded_embed())
+    sem = asyncio.Semaphore(16)
+
+    async def one(index: int, cached: str, new: str) -> dict:
+        tenant = f"pair-{index}"
+        async with sem:
+            first = await run_decisions([{"role": "user", "content": cached}], config=route, decider=decider,
+                                        cache=cache, tenant=tenant, params={"model": route.model})  # fmt: skip
+            await cache.put(tenant, first.inputs.cache_text, {"answer": cached}, ttl_s=3600, max_entries=10,
+                            vector=first.cache_vector, keys=first.cache_keys)  # fmt: skip
+            report = await run_decisions([{"role": "user", "content": new}], config=route, decider=decider,
+                                         cache=cache, tenant=tenant, params={"model": route.model})  # fmt: skip
+        verdict = report.verdict("cache")
+        tier = verdict.detail.tier if verdict.detail is not None else None
+        return {"served": verdict.action == "serve_cached", "tier": tier, "probability": verdict.probability}
+
+    try:
+        return list(await asyncio.gather(*(one(i, a, b) for i, (a, b) in enumerate(pairs))))
+    finally:
+        cache.close()
+
+
+def cache_train_side(decider, route, data) -> dict:
+    """P(reuse) on the bench's cache-pairs TRAIN side, where the default config's cache threshold is chosen."""
+    train, _ = split_items(TASKS["cache-pairs"].load_items(data))
+    pairs = [(i.extra["cached"], i.extra["new"]) for i in train]
+    served = asyncio.run(_serve_pairs(decider, route, pairs))
+    return {"labels": [bool(i.label) for i in train], "served": served}
+
+
+SECTIONS: dict[str, Callable] = {
+    "everyday": everyday,
+    "catches": catches,
+    "cache_train": cache_train_side,
+    "cache": cache_pairs,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--decider", default=None, help="decision backend (default: the default config's)")
+    parser.add_argument("--fresh", action="store_true", help="recompute every section")
+    args = parser.parse_args()
+    config = default_config()
+    if args.decider:
+        config = config.model_copy(update={"decider": args.decider})
+    decider = make_decider(config.decider)
+    resolved, points = resolve_operating_points(config, decider)
+    route = resolved.routes[0]
+    saved = {} if args.fresh or not RESULT.exists() else json.loads(RESULT.read_text())
+    if saved.get("decider") != decider.name:
+        saved = {}
+    saved.update({"decider": decider.name, "command": COMMAND, "operating_points": [p.to_dict() for p in points]})
+    saved["calibration_at_half"] = calibration_at_half(config, decider)
+    saved["mean_request_chars"] = mean_request_chars(config)
+    data = BenchData(embed=embed_texts)
+    for name, run in SECTIONS.items():
+        if name in saved.get("sections", {}):
+            print(f"{name}: kept from the last run")
+            continue
+        started = time.monotonic()
+        result = run(decider, route, *([data] if name != "everyday" else []))
+        saved.setdefault("sections", {})[name] = result
+        saved.setdefault("machine", {})[name] = {**machine(), "seconds": round(time.monotonic() - started, 1)}
+        RESULT.write_text(json.dumps(saved) + "\n")
+        print(f"{name}: done in {time.monotonic() - started:.0f} s")
+    replace_section("gateway-everyday", report(saved, route), DOC)
+    print(report(saved, route))
+
+
+def mean_request_chars(config) -> dict:
+    """The mean length of the latest user request on each side (DecisionInputs.user_text)."""
+    from jevserve.gateway.calibration import load_calibration
+    from jevserve.serving.decision_inputs import decision_inputs
+
+    test = [len(decision_inputs(r.body).user_text) for r in load_everyday("test")]
+    train = [len(decision_inputs(r.body).user_text) for r in load_calibration(config.calibration).requests]
+    return {"test": float(np.mean(test)), "train": float(np.mean(train))}
+
+
+def calibration_at_half(config, decider) -> dict:
+    """The share of calibration requests guard and harm would act on at 0.5, from the cached calibration scores."""
+    from jevserve.gateway.calibration import load_calibration
+    from jevserve.gateway.operating_points import ScoreCache, score_key
+
+    data, cache, route, out = load_calibration(config.calibration), ScoreCache(), config.routes[0], {}
+    for decision in ("guard", "harm"):
+        scores = cache.get(score_key(decider, decision, getattr(route, decision), route, data))
+        if scores is not None:
+            out[decision] = rate(int(np.sum(scores >= 0.5)), len(scores))
+    return out
+
+
+def acted(probabilities: Sequence[float | None], threshold: float) -> np.ndarray:
+    return np.array([p is not None and p >= threshold for p in probabilities])
+
+
+def report(saved: dict, route) -> str:
+    thresholds = {p["decision"]: p["threshold"] for p in saved["operating_points"]}
+    modes = {p["decision"]: p["mode"] for p in saved["operating_points"]}
+    sections = saved["sections"]
+    lines = [f"Decider `{saved['decider']}`, default config; command: `{COMMAND}`.", ""]
+    lines += everyday_table(sections["everyday"], thresholds, modes)
+    at_half = {d: acted(sections["everyday"]["probabilities"][d], 0.5) for d in ("guard", "harm")}
+    lines += ["", "At a threshold of 0.5 instead, the same decider would act on "
+              + " and ".join(f"{show(rate(a.sum(), len(a)))} ({d})" for d, a in at_half.items())
+              + " of these everyday requests; on the calibration (train) side, from the same cached scores the "
+              + "thresholds come from, it would act on "
+              + " and ".join(f"{show(r)} ({d})" for d, r in saved["calibration_at_half"].items()) + ". "
+              + "The latest user request is {test:.0f} characters long on average on the test side and {train:.0f} on "
+              "the calibration side (a long text is judged in more windows).".format(**saved["mean_request_chars"])]
+    lines += ["", *catches_table(sections["catches"], thresholds)]
+    lines += ["", *cache_table(sections["cache"], route.cache.effective_threshold)]
+    lines += ["", cache_choice(sections["cache_train"], route.cache.effective_threshold)]
+    load = ", ".join(f"{k} {v['loadavg_before']:.1f} ({v['seconds']:.0f} s)" for k, v in saved["machine"].items())
+    lines += ["", f"Machine: {next(iter(saved['machine'].values()))['cpus']} CPUs; 1-minute load average before each "
+              f"section: {load}."]  # fmt: skip
+    return "\n".join(lines)
+
+
+def everyday_table(section: dict, thresholds: dict, modes: dict) -> list[str]:
+    shapes = np.array(section["shapes"])
+    acts = {d: acted(section["probabilities"][d], thresholds[d]) for d in DECISIONS}
+    enforced = [d for d in DECISIONS if modes[d] == "enforce"]
+    overall = np.any([acts[d] for d in enforced], axis=0)
+    head = [f"{d} ({modes[d]}, threshold {thresholds[d]:.3f})" for d in DECISIONS]
+    lines = ["| shape | " + " | ".join(head) + " | refused (any enforced) |", "|---" * (len(DECISIONS) + 2) + "|"]
+    for shape in (*SHAPES, "all"):
+        mask = shapes == shape if shape != "all" else np.ones(len(shapes), bool)
+        cells = [show(rate(acts[d][mask].sum(), mask.sum())) for d in DECISIONS]
+        lines.append(f"| {shape} | " + " | ".join(cells) + f" | {show(rate(overall[mask].sum(), mask.sum()))} |")
+    return lines
+
+
+def catches_table(section: dict, thresholds: dict) -> list[str]:
+    lines = ["| test side | what | acted on | with a harmless suffix |", "|---|---|---|---|"]
+    for task, decision, positive in (
+        ("guard-injection", "guard", "injections blocked by guard"),
+        ("guard-jailbreak", "guard", "jailbreaks blocked by guard"),
+        ("guard-harmful", "harm", "harmful requests blocked by harm"),
+        ("guard-overrefusal", "harm", "harmful requests blocked by harm"),
+    ):
+        row = section[task]
+        labels = np.array(row["labels"])
+        blocked = acted(row["plain"]["guard"], thresholds["guard"]) | acted(row["plain"]["harm"], thresholds["harm"])
+        own = acted(row["plain"][decision], thresholds[decision])
+        suffix = acted(row["suffixed"][decision], thresholds[decision])
+        lines.append(f"| {task} | {positive} | {show(rate(own[labels].sum(), labels.sum()))} | "
+                     f"{show(rate(suffix.sum(), len(suffix)))} |")  # fmt: skip
+        if (~labels).any():
+            refused = show(rate(blocked[~labels].sum(), (~labels).sum()))
+            lines.append(f"| {task} | benign refused (guard or harm) | {refused} | |")
+    risk = section["agent-action-risk"]
+    labels = np.array(risk["labels"])
+    gate = acted(risk["unsafe"], thresholds["tool_gate"])
+    unsafe, safe = show(rate(gate[labels].sum(), labels.sum())), show(rate(gate[~labels].sum(), (~labels).sum()))
+    lines.append(f"| agent-action-risk | unsafe tool calls blocked by tool_gate | {unsafe} | |")
+    lines.append(f"| agent-action-risk | safe tool calls blocked | {safe} | |")
+    return lines
+
+
+def served_at(rows: Sequence[dict], threshold: float) -> np.ndarray:
+    """Served at `threshold`: an exact repeat, or a semantic candidate with P(reuse) >= threshold."""
+    return np.array([r["tier"] == "exact" or (r["probability"] is not None and r["probability"] >= threshold)
+                     for r in rows])  # fmt: skip
+
+
+def cache_table(section: dict, threshold: float) -> list[str]:
+    kinds = np.array(section["kinds"])
+    served = served_at(section["served"], threshold)
+    exact = np.array([r["tier"] == "exact" for r in section["exact_served"]])
+    lines = [f"| pairs (cache threshold {threshold:g}) | should it be served? | served |", "|---|---|---|"]
+    for kind in sorted(set(kinds.tolist()), key=lambda k: ("paraphrase" in k, k)):
+        mask = kinds == kind
+        should = "yes" if "paraphrase" in kind else "no (a different answer)"
+        lines.append(f"| {kind} | {should} | {show(rate(served[mask].sum(), mask.sum()))} |")
+    different = np.array(["paraphrase" not in k for k in kinds])
+    lines.append(f"| all different-answer pairs | no | {show(rate(served[different].sum(), different.sum()))} |")
+    lines.append(f"| exact repeats (the same request again) | yes | {show(rate(exact.sum(), len(exact)))} |")
+    return lines
+
+
+
+def safe_cache_threshold(section: dict) -> float:
+    """The lowest threshold (in steps of 0.05) at which no different-answer pair of the train side is served."""
+    labels = np.array(section["labels"])
+    p = np.array([r["probability"] if r["probability"] is not None else -1.0 for r in section["served"]])
+    exact = np.array([r["tier"] == "exact" for r in section["served"]])
+    for t in np.arange(0.5, 1.0001, 0.05):
+        if not np.any((p >= t) & ~labels & ~exact):
+            return round(float(t), 2)
+    return 1.0
+
+
+def cache_choice(section: dict, threshold_in_force: float) -> str:
+    labels = np.array(section["labels"])
+    chosen = safe_cache_threshold(section)
+    p = np.array([r["probability"] if r["probability"] is not None else -1.0 for r in section["served"]])
+    reuse = rate(int(np.sum((p >= chosen) & labels)), int(labels.sum()))
+    return (
+        f"The default config's cache threshold ({threshold_in_force:g}) is chosen on the bench's cache-pairs *train* "
+        f"side ({len(labels)} pairs): the lowest multiple of 0.05 at which none of its {int((~labels).sum())} "
+        f"different-answer pairs is served is {chosen:g} (it serves {show(reuse)} of the train side's paraphrases)."
+    )
+
+
+if __name__ == "__main__":
+    main()
