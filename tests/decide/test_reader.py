@@ -81,8 +81,9 @@ def test_the_lexical_reader_is_served_beside_the_default_and_by_its_own_spec():
     if not LEXICAL_READER_WEIGHTS.exists():
         pytest.skip("no committed lexical reader: run `jevserve train --reader --lexical`")
     names = [backend.card.name for backend in embedded_backends()]
-    # the default stays first
-    assert names == ["minilm-reader", "minilm-reader-words", "minilm-pooled-head", "minilm-zero-shot"]
+    # the default stays first; the tuned reader (committed too) is served beside it
+    expected = ["minilm-reader", "minilm-reader-words", "minilm-tuned-reader", "minilm-pooled-head", "minilm-zero-shot"]
+    assert names == expected
     backend = load_backends("reader-lexical")[0]
     assert backend.card.name == "minilm-reader-words" and backend.readout.weights.lexical_dim == 32
     assert backend.card.aliases == ("jev-minilm-3",)

@@ -8,6 +8,7 @@ from typing import Any
 
 from jevserve.bench.results import latest_results
 from jevserve.decide.encoder import LEXICAL_READER_NAME, READER_NAME, TRAINED_NAME, ZERO_SHOT_NAME, row_name
+from jevserve.decide.tuned import TUNED_NAME
 from jevserve.docsections import write_block
 from jevserve.train.heldout import HELDOUT_ROW, READER_HELDOUT_ROW
 from jevserve.train.open_questions import RESULT as OPEN_RESULT
@@ -24,6 +25,7 @@ READER_ROWS = {
     "reading (in-task)": row_name(READER_NAME),
     "reading (held-out task)": READER_HELDOUT_ROW,
     "reading + words (in-task)": row_name(LEXICAL_READER_NAME),
+    "reading, tuned layers (in-task)": row_name(TUNED_NAME),
 }
 # The task whose rule checker (balanced accuracy 0.896) stretches its score to −200…−400 for every learned row, so the
 # headline average moves mostly with it (docs/bench.md); each average is also shown without it.
