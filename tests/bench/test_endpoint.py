@@ -36,7 +36,7 @@ def test_embedded_without_a_server_to_serve_it_says_what_to_pass():
 
 def test_an_unknown_embedded_model_is_an_endpoint_error_listing_the_served_ones():
     served = (r"expected one of: minilm-reader \(or jev-minilm-2\), minilm-reader-words \(or jev-minilm-3\), "
-              r"minilm-pooled-head \(or jev-minilm-1\), minilm-zero-shot \(or jev-minilm-zs\)")
+              r"minilm-tuned-reader, minilm-pooled-head \(or jev-minilm-1\), minilm-zero-shot \(or jev-minilm-zs\)")
     with pytest.raises(EndpointError, match=served), \
             open_endpoint("embedded", "jev-nope", serve_embedded=serve_embedded):
         pass
