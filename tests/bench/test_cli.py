@@ -36,3 +36,16 @@ def test_metadata_must_be_key_value(capsys):
         main(["bench", "run", "--baselines", "--metadata", "no-equals-sign"])
     assert exit_info.value.code == 2
     assert "expected KEY=VALUE" in capsys.readouterr().err
+
+
+def test_embedded_rows_name_their_own_weights():
+    """A tuned model's row must not claim the shipped readout on a frozen encoder."""
+    import argparse
+
+    from jevserve.bench.cli import _metadata
+
+    args = argparse.Namespace(concurrency=32, metadata=[])
+    tuned = _metadata(args, "embedded", "minilm-tuned-reader", object())
+    default = _metadata(args, "embedded", "jev-minilm-2", object())
+    assert "fine-tuned" in tuned["parameters"] and "fine-tuned" not in default["parameters"]
+    assert _metadata(args, "http://host:1", "x", object()) == {"runs": "http://host:1"}

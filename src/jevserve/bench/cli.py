@@ -206,7 +206,7 @@ def _run(args: argparse.Namespace) -> int:
         num_requests=stats.num_requests, num_sent=stats.num_sent, num_cached=stats.num_cached,
         num_refused=stats.num_refused,
     )
-    document["metadata"] = _metadata(args, asked.label, stats)
+    document["metadata"] = _metadata(args, asked.label, asked.model, stats)
     document["wall_s"] = time.perf_counter() - started
     path = write_result(args.results, document)
     print(f"{asked.model}: {_summary(document)}; {stats.num_sent} requests sent, {stats.num_cached} cached, "
@@ -219,12 +219,19 @@ EMBEDDED_METADATA = {
     "runs": "CPU, ONNX Runtime, in process (jevserve serve / gateway)",
     "licence": "Apache-2.0 (jevserve and the MiniLM weights)",
 }
+# Embedded models whose weights are not the shipped encoder's with a readout on top.
+EMBEDDED_PARAMETERS = {
+    "minilm-tuned-reader": "all-MiniLM-L6-v2 (22.7M) with its top two layers fine-tuned (`jevserve train --tuned`), "
+                           "int8 ONNX, and the tuned reader's readout",
+}
 
 
-def _metadata(args: argparse.Namespace, label: str, stats: object) -> dict[str, str]:
+def _metadata(args: argparse.Namespace, label: str, model: str, stats: object) -> dict[str, str]:
     from jevserve.bench.endpoint import EMBEDDED
 
-    metadata = dict(EMBEDDED_METADATA) if label == EMBEDDED else {"runs": label}
+    metadata = {"runs": label}
+    if label == EMBEDDED:
+        metadata = {**EMBEDDED_METADATA, "parameters": EMBEDDED_PARAMETERS.get(model, EMBEDDED_METADATA["parameters"])}
     sent, wall = getattr(stats, "num_sent", 0), getattr(stats, "wall_s", 0.0)
     if sent and wall:
         metadata["latency"] = (f"{sent / wall:.0f} requests/s in this bench run (concurrency {args.concurrency}, "
