@@ -144,6 +144,7 @@ def test_an_interrupted_run_resumes_to_the_same_weights(bert, texts, tmp_path, m
     resumed = train_tuned(inputs.embedded, inputs.token_index, resumed_top, lower, config, checkpoint=checkpoint,
                           progress=False, log=said.append)
     assert said and said[0].startswith("resuming")
+    assert not checkpoint.exists()  # a finished run leaves nothing for the next one to resume
     for (name, a), b in zip(whole.state_dict().items(), resumed.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
     for k, v in whole_top.tuned_weights().items():
@@ -205,3 +206,12 @@ def test_a_capped_family_keeps_its_first_states_by_hash_whatever_else_is_there()
     assert keep[0] == keep[1]  # a state's examples go together
     alone = capped(families[:3] + families[4:], states[:3] + states[4:], (("length", 2),))
     assert list(alone) == [k for i, k in enumerate(keep) if i != 3]  # the guard example changes nothing
+
+
+def test_a_run_into_another_path_never_resumes_this_ones_checkpoint(tmp_path):
+    from jevserve.train.tuned_run import checkpoint_path
+
+    committed = tmp_path / "params" / "minilm-tuned.npz"
+    check = tmp_path / "tmp123" / "minilm-tuned.npz"  # what `jevserve train --check` trains into
+    assert checkpoint_path(committed) == checkpoint_path(tmp_path / "params" / ".." / "params" / "minilm-tuned.npz")
+    assert checkpoint_path(committed) != checkpoint_path(check)

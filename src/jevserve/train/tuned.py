@@ -243,6 +243,10 @@ def train_tuned(
                 )
                 last_saved = time.monotonic()
     bar.close()
+    if checkpoint is not None:
+        # A finished run leaves nothing to resume: a later run with the same data and settings (a reproduction
+        # check among them) must train from the start, not pick up this run's last saved state.
+        checkpoint.unlink(missing_ok=True)
     return model
 
 

@@ -139,8 +139,7 @@ def train_tuned_model(
     layer_rows = layer_phase_rows(examples, fit_rows, config)
     log(f"layers: {len(layer_rows)} examples on {len(np.unique(inputs.token_index[layer_rows]))} states")
     layers = layers_file(out)
-    train_layers(inputs, layer_rows, config, layers, checkpoint=cache_dir() / "tuned-checkpoints" / f"{out.stem}.pt",
-                 progress=progress, log=log)
+    train_layers(inputs, layer_rows, config, layers, checkpoint=checkpoint_path(out), progress=progress, log=log)
     tokens, vectors = served_states(inputs.states, layers, progress=progress)
     served = with_state_vectors(inputs.embedded, vectors, inputs.token_index)
     net = train_reader(subset(served, fit_rows), tokens, inputs.token_index[fit_rows], config.reader, progress=progress)
@@ -180,6 +179,14 @@ def layer_phase_rows(examples: Sequence[Example], fit_rows: np.ndarray, config: 
     rows = np.array([i for i in fit_rows if config.in_layer_phase(examples[i].family)], np.int64)
     keep = capped([examples[i].family for i in rows], [examples[i].state for i in rows], config.layer_state_caps)
     return rows[keep]
+
+
+def checkpoint_path(out: Path) -> Path:
+    """Where a run writing `out` saves its layer phase: one file per output path, so rerunning the same command
+    resumes it, and a run into another path (`jevserve train --check` trains into a temporary folder) never picks up
+    a checkpoint it did not write."""
+    where = hashlib.sha256(str(out.resolve()).encode("utf-8")).hexdigest()[:12]
+    return cache_dir() / "tuned-checkpoints" / f"{out.stem}-{where}.pt"
 
 
 def train_layers(
