@@ -186,6 +186,15 @@ def test_train_tuned_model_writes_readout_layers_manifest_and_served_temperature
     served = tuned_backend(weights=out)
     probabilities = served.decide([DecisionItem("I bought a mango at the market today.", FRUIT)])[0]
     assert probabilities.shape == (2,) and abs(probabilities.sum() - 1) < 1e-9
+    # what was trained can be served by its path, under a name of its own
+    from jevserve.decide.registry import UnknownSpecError, load_backends
+
+    by_spec = load_backends(f"tuned:{out}")[0]
+    assert by_spec.card.name.startswith("minilm-tuned-reader-") and by_spec.card.name != served.card.name
+    again = by_spec.decide([DecisionItem("I bought a mango at the market today.", FRUIT)])[0]
+    assert np.array_equal(again, probabilities)
+    with pytest.raises(UnknownSpecError, match="jevserve train --tuned --out"):
+        load_backends(f"tuned:{tmp_path / 'missing.npz'}")
 
 
 def _store_in(directory):

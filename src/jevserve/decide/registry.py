@@ -9,6 +9,8 @@ reader-lexical[:PREC]    the reading model that also reads the state's hashed wo
                          jev-minilm-3)
 tuned[:PRECISION]        the reading model over an encoder whose top layers were fine-tuned with it
                          (minilm-tuned-reader)
+tuned:PATH.npz           a tuned reader you trained (`jevserve train --tuned --out PATH.npz`), int8, served as
+                         minilm-tuned-reader-<digest of its files>
 causal:PATH_OR_ID        any Hugging Face causal LM (a local path; a hub id only with --allow-network)
 remote:URL               another System One endpoint (http or https); its key comes from --remote-key-env
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from jevserve.decide.base import DecisionBackend
 
@@ -73,9 +76,11 @@ def load_backends(spec: str, options: BackendOptions | None = None) -> list[Deci
         except FileNotFoundError as exc:
             raise UnknownSpecError(str(exc)) from exc
     if kind == "tuned":
-        from jevserve.decide.tuned import tuned_backend
+        from jevserve.decide.tuned import trained_tuned_backend, tuned_backend
 
         try:
+            if arg.endswith(".npz"):
+                return [trained_tuned_backend(Path(arg))]
             return [tuned_backend(arg or "int8")]
         except FileNotFoundError as exc:
             raise UnknownSpecError(str(exc)) from exc

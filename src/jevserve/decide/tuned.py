@@ -120,6 +120,19 @@ class TunedReadingBackend(EncoderBackend):
         )
 
 
+def trained_tuned_backend(weights: Path) -> TunedReadingBackend:
+    """A tuned reader trained into `weights` (with its `.layers.npz`), named by a digest of both files, so it is
+    never mistaken for the shipped one (answer caches and results are keyed by model name)."""
+    import hashlib
+
+    layers = layers_file(weights)
+    if not weights.exists() or not layers.exists():
+        raise FileNotFoundError(f"no tuned reader at {weights} (with {layers.name}); train one with "
+                                f"`jevserve train --tuned --out {weights}`")
+    digest = hashlib.sha256(weights.read_bytes() + layers.read_bytes()).hexdigest()[:8]
+    return tuned_backend("int8", weights=weights, name=f"{TUNED_NAME}-{digest}")
+
+
 def tuned_backend(
     precision: Precision = "int8",
     *,
