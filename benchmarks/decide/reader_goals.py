@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -153,7 +154,7 @@ def pct(rate: dict) -> str:
 def markdown(result: dict) -> str:
     models = list(result["models"])
     lines = [
-        "### Gateway decisions on held-out data (generated)",
+        f"### {result.get('title') or 'Gateway decisions on held-out data'} (generated)",
         "",
         f"`{result['command']}`, {result['machine']['when']}. Calibrated: as the gateway sets it, the highest "
         "threshold at which at most 1% of each shape of its calibration requests (train side) are acted on (the "
@@ -251,14 +252,22 @@ def goal_values(r: dict) -> dict[str, tuple[str, bool]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", action="append", help="a model spec (repeatable; default: tuned and reader)")
+    parser.add_argument("--section", default="reader_goals",
+                        help="name of the results file and of the docs/training.md section it writes (default: "
+                        "%(default)s; another name keeps a side study, e.g. a retrain, apart from the goals table)")
+    parser.add_argument("--title", default=None, help="heading of the section (default: the goals table's)")
     args = parser.parse_args()
     specs = args.model or ["tuned", "reader"]
     data = BenchData()
     everyday, calibration = everyday_bodies(), calibration_bodies()
     result = {
         "machine": machine(),
-        "command": "python benchmarks/decide/reader_goals.py" + "".join(f" --model {s}" for s in args.model or []),
+        "command": "python benchmarks/decide/reader_goals.py" + "".join(f" --model {s}" for s in args.model or [])
+        + (f" --section {args.section}" if args.section != "reader_goals" else "")
+        + (f" --title {shlex.quote(args.title)}" if args.title else ""),
         "models": {},
+        "section": args.section,
+        "title": args.title,
     }
     for spec in specs:
         backend = load_backend(spec)
@@ -266,8 +275,8 @@ def main() -> None:
             result["models"][backend.card.name] = measure(backend, data, everyday, calibration)
         finally:
             backend.close()
-    path = write_result("reader_goals", result)
-    replace_section("reader_goals", markdown(result), path=ROOT / "docs" / "training.md")
+    path = write_result(args.section, result)
+    replace_section(args.section, markdown(result), path=ROOT / "docs" / "training.md")
     print(markdown(result))
     print(f"wrote {path}")
 

@@ -65,7 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="reproduction check: train again into a temporary file and compare it with the committed weights "
         f"(exit 1 when any weight differs by more than {CHECK_TOLERANCE:g}, a temperature by more than "
-        f"{TEMPERATURE_TOLERANCE:g})",
+        f"{TEMPERATURE_TOLERANCE:g}); with --tuned it exits 1: that recipe is not bit-deterministic on CPU, "
+        "and its decisions are compared instead by benchmarks/decide/reader_goals.py (docs/training.md)",
     )
     p.add_argument(
         "--no-attribute-questions",
