@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -186,10 +187,14 @@ def main() -> None:
     decider = make_decider(config.decider)
     resolved, points = resolve_operating_points(config, decider)
     route = resolved.routes[0]
-    saved = {} if args.fresh or not RESULT.exists() else json.loads(RESULT.read_text())
+    # Another decider's run is kept apart (its own results file and section), so it never replaces the default's.
+    slug = re.sub(r"[^a-z0-9]+", "-", args.decider.lower()).strip("-") if args.decider else ""
+    result_path = RESULT.with_name(f"gateway_everyday_{slug}.json") if slug else RESULT
+    command = COMMAND + (f" --decider {args.decider}" if args.decider else "")
+    saved = {} if args.fresh or not result_path.exists() else json.loads(result_path.read_text())
     if saved.get("decider") != decider.name:
         saved = {}
-    saved.update({"decider": decider.name, "command": COMMAND, "operating_points": [p.to_dict() for p in points]})
+    saved.update({"decider": decider.name, "command": command, "operating_points": [p.to_dict() for p in points]})
     saved["calibration_at_half"] = calibration_at_half(config, decider)
     saved["mean_request_chars"] = mean_request_chars(config)
     data = BenchData(embed=embed_texts)
@@ -201,9 +206,9 @@ def main() -> None:
         result = run(decider, route, *([data] if name != "everyday" else []))
         saved.setdefault("sections", {})[name] = result
         saved.setdefault("machine", {})[name] = {**machine(), "seconds": round(time.monotonic() - started, 1)}
-        RESULT.write_text(json.dumps(saved) + "\n")
+        result_path.write_text(json.dumps(saved) + "\n")
         print(f"{name}: done in {time.monotonic() - started:.0f} s")
-    replace_section("gateway-everyday", report(saved, route), DOC)
+    replace_section("gateway-everyday" + (f"-{slug}" if slug else ""), report(saved, route), DOC)
     print(report(saved, route))
 
 
@@ -238,7 +243,7 @@ def report(saved: dict, route) -> str:
     thresholds = {p["decision"]: p["threshold"] for p in saved["operating_points"]}
     modes = {p["decision"]: p["mode"] for p in saved["operating_points"]}
     sections = saved["sections"]
-    lines = [f"Decider `{saved['decider']}`, default config; command: `{COMMAND}`.", ""]
+    lines = [f"Decider `{saved['decider']}`, default config; command: `{saved.get('command', COMMAND)}`.", ""]
     lines += everyday_table(sections["everyday"], thresholds, modes)
     at_half = {d: acted(sections["everyday"]["probabilities"][d], 0.5) for d in ("guard", "harm")}
     lines += ["", "At a threshold of 0.5 instead, the same decider would act on "
