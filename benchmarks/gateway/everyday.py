@@ -70,7 +70,9 @@ def show(r: dict) -> str:
     return f"{100 * r['rate']:.1f} % [{100 * low:.1f}, {100 * high:.1f}] ({r['k']}/{r['n']})"
 
 
-TIMEOUT_MS = {"value": 1000.0}  # the decision timeout every call here waits (--decision-timeout-ms)
+# The decision timeout every run_decisions call here waits: the config's, or --decision-timeout-ms (set by main;
+# run_decisions reads a route's timeout only from a whole GatewayConfig, and the sections pass the route).
+TIMEOUT_MS = {"value": 1000.0}
 
 
 async def verdict_probabilities(decider, route, bodies: Sequence[dict], decisions=DECISIONS) -> dict[str, list]:
@@ -150,11 +152,13 @@ async def _serve_pairs(decider, route, pairs: Sequence[tuple[str, str]]) -> list
         tenant = f"pair-{index}"
         async with sem:
             first = await run_decisions([{"role": "user", "content": cached}], config=route, decider=decider,
-                                        cache=cache, tenant=tenant, params={"model": route.model})  # fmt: skip
+                                        cache=cache, tenant=tenant, params={"model": route.model},
+                                        timeout_ms=TIMEOUT_MS["value"])  # fmt: skip
             await cache.put(tenant, first.inputs.cache_text, {"answer": cached}, ttl_s=3600, max_entries=10,
                             vector=first.cache_vector, keys=first.cache_keys)  # fmt: skip
             report = await run_decisions([{"role": "user", "content": new}], config=route, decider=decider,
-                                         cache=cache, tenant=tenant, params={"model": route.model})  # fmt: skip
+                                         cache=cache, tenant=tenant, params={"model": route.model},
+                                         timeout_ms=TIMEOUT_MS["value"])  # fmt: skip
         verdict = report.verdict("cache")
         tier = verdict.detail.tier if verdict.detail is not None else None
         return {"served": verdict.action == "serve_cached", "tier": tier, "probability": verdict.probability}
