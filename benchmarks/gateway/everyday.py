@@ -208,10 +208,12 @@ def main() -> None:
     command = COMMAND + (f" --decider {args.decider}" if args.decider else "") + (
         f" --decision-timeout-ms {args.decision_timeout_ms:g}" if args.decision_timeout_ms else "")
     saved = {} if args.fresh or not result_path.exists() else json.loads(result_path.read_text())
-    if saved.get("decider") != decider.name or saved.get("decision_timeout_ms") != TIMEOUT_MS["value"]:
+    # A run is resumed only for the same weights: the identity changes when a model is retrained under its name.
+    if saved.get("decider_identity") != decider.identity or saved.get("decision_timeout_ms") != TIMEOUT_MS["value"]:
         saved = {}
     saved["decision_timeout_ms"] = TIMEOUT_MS["value"]
-    saved.update({"decider": decider.name, "command": command, "operating_points": [p.to_dict() for p in points]})
+    saved.update({"decider": decider.name, "decider_identity": decider.identity, "command": command,
+                  "operating_points": [p.to_dict() for p in points]})  # fmt: skip
     saved["calibration_at_half"] = calibration_at_half(config, decider)
     saved["mean_request_chars"] = mean_request_chars(config)
     data = BenchData(embed=embed_texts)

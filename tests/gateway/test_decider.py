@@ -52,3 +52,14 @@ def test_fixed_decider_answers_no_to_unset_yes_no_questions():
     answers = asyncio.run(FixedDecider({}).decide(asks()))
     assert list(answers["guard"]) == [0.0, 1.0]
     assert np.allclose(answers["priority"], 0.2)
+
+
+def test_a_local_model_retrained_under_the_same_name_gets_another_identity():
+    class Retrained(FakeBackend):
+        def decide(self, items):  # the same card, other weights: every answer moves
+            return [np.roll(p, 1) for p in super().decide(items)]
+
+    first, again, retrained = LocalDecider(FakeBackend()), LocalDecider(FakeBackend()), LocalDecider(Retrained())
+    assert first.identity == again.identity  # a cache key: stable for the same weights
+    assert first.identity != retrained.identity  # scores cached for the old weights are never reused
+    assert first.identity.startswith("fake-1|2026-01-01|")

@@ -111,6 +111,31 @@ def test_the_default_config_uses_rates_for_guard_harm_and_clarify_and_ships_thei
     assert {r.shape for r in data.requests} == {"bare", "system", "tools", "second-turn", "list", "document"}
 
 
+def test_the_packaged_scores_are_the_default_deciders_so_a_fresh_install_starts_without_scoring():
+    pytest.importorskip("onnxruntime")
+    from jevserve.gateway.calibration import score_requests
+    from jevserve.gateway.decider import make_decider
+    from jevserve.gateway.operating_points import score_key
+    from jevserve.gateway.policies.build import POLICIES
+
+    config = default_config()
+    route = config.routes[0]
+    decider = make_decider(config.decider)
+    data = load_calibration()
+    packaged = ScoreCache()._packaged
+    for key in ("guard", "harm", "clarify"):
+        policy_config = getattr(route, key)
+        stored = packaged.get(score_key(decider, key, policy_config, route, data))
+        hint = "jevserve gateway calibrate --package"
+        assert stored is not None, f"{key}: no scores packaged for {decider.identity} ({hint})"
+        negatives = data.negatives(key)
+        assert len(stored) == len(negatives)
+        # and they are this model's scores: a few requests scored afresh agree
+        policy = POLICIES[key](policy_config.model_copy(update={"threshold": 0.5}))
+        fresh = score_requests(decider, policy, negatives[:6], route.input_limits())
+        np.testing.assert_allclose(fresh, stored[:6], atol=1e-4)
+
+
 def test_rates_and_thresholds_are_checked_where_they_are_written():
     with pytest.raises(ConfigError, match=r"routes\[0\].guard: give threshold or max_false_action_rate, not both"):
         parse_config({"routes": [{"model": "m", "guard": {"threshold": 0.5, "max_false_action_rate": 0.01}}]})
