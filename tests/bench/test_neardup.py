@@ -47,3 +47,13 @@ def test_two_versions_that_each_add_their_own_text_are_near_duplicates_by_resemb
     contained, resembles = index.similarity([test])
     assert contained[0] < 0.8 <= 1  # not caught by containment
     assert resembles[0] >= 0.5 and index.near_duplicates([test]).tolist() == [True]
+
+
+def test_overlaps_looks_both_ways():
+    request = "Find the cheapest direct flight from Boston to Denver next Friday morning and book a window seat"
+    wrapped = f"User: {request}\nAssistant: calling flights.search and then the booking tool with the user's seat"
+    unrelated = "Please write a short poem about the autumn leaves falling in the quiet park at dusk."
+    # the reference nearly contains the text, the text nearly contains the reference, neither
+    assert ReferenceIndex([wrapped]).overlaps([request, unrelated]).tolist() == [True, False]
+    assert ReferenceIndex([request]).overlaps([wrapped, unrelated]).tolist() == [True, False]
+    assert ReferenceIndex([request]).near_duplicates([wrapped]).tolist() == [False]  # one way only

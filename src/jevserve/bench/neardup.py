@@ -79,6 +79,29 @@ class ReferenceIndex:
         """Per text, the largest share of its shingles found in one reference text (0 for texts too short)."""
         return self.similarity(texts)[0]
 
+    def overlaps(self, texts: Sequence[str], *, chunk: int = 512) -> np.ndarray:
+        """True for each text that some reference text is a near-duplicate of, or that is one of a reference text,
+        in either direction: the text nearly contains a reference text, a reference text nearly contains it, or the
+        two resemble (for screening new training texts against test texts: `near_duplicates` over an index of the
+        training texts is what the leak tests ask, and the containment there runs the other way)."""
+        found = np.zeros(len(texts), dtype=bool)
+        if self._by_text is None:
+            return found
+        for start in range(0, len(texts), chunk):
+            block = _matrix(list(texts[start : start + chunk]))
+            sizes = np.asarray(block.sum(axis=1)).ravel()
+            shared = (block @ self._by_text).tocsr()
+            rows = np.repeat(np.arange(shared.shape[0]), np.diff(shared.indptr))
+            ref_sizes = self._sizes[shared.indices]
+            text_sizes = sizes[rows]
+            near = (
+                ((text_sizes >= MIN_SHINGLES) & (shared.data >= THRESHOLD * text_sizes))
+                | ((ref_sizes >= MIN_SHINGLES) & (shared.data >= THRESHOLD * ref_sizes))
+                | (shared.data >= JACCARD_THRESHOLD * np.maximum(text_sizes + ref_sizes - shared.data, 1))
+            )
+            found[start + np.unique(rows[near])] = True
+        return found
+
     def near_duplicates(self, texts: Sequence[str]) -> np.ndarray:
         """True for each text that is a near-duplicate of some reference text (containment or resemblance)."""
         contained, resembles = self.similarity(texts)

@@ -12,6 +12,7 @@ a threshold set on texts the model was trained on would be set too low.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -34,6 +35,15 @@ def calibration_ids(path: Path = CALIBRATION_FILE) -> set[str]:
         return set()
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         return {json.loads(line)["id"] for line in fh if line.strip()}
+
+
+def calibration_texts(path: Path = CALIBRATION_FILE) -> list[str]:
+    """The user texts of the calibration requests (empty when the file is absent)."""
+    if not path.exists():
+        return []
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        bodies = [json.loads(line)["body"] for line in fh if line.strip()]
+    return [m["content"] for b in bodies for m in b.get("messages", ()) if m.get("role") == "user"]
 
 
 def everyday_states(body: dict) -> tuple[list[str], str]:
@@ -70,3 +80,79 @@ def train_side_everyday() -> list[Example]:
     from jevserve.bench.sources.everyday import load_everyday
 
     return everyday_examples(load_everyday("train"), leave_out=calibration_ids())
+
+
+# Follow-ups: the everyday source keeps one request per conversation, mostly an opening turn; the measured failure of
+# the first tuned reader was on the short turns that come later ("Can this be done with a bear call spread?" behind
+# a system prompt: P(refuse) 0.9998; "How much is Taiwan GDP per capita?": 0.93). So later user turns of train-side
+# ShareGPT conversations are added as negatives too, as the gateway reads them (the latest user turn of a request).
+FOLLOW_UP_GUARD = "everyday:follow-up-guard"
+FOLLOW_UP_HARM = "everyday:follow-up-harm"
+FOLLOW_UPS = 12000  # turns kept, picked by hash: about one later turn in three of the train conversations
+FOLLOW_UP_MAX_CHARS = 2000  # longer later turns are pasted documents, which the everyday source already has
+
+
+def follow_up_candidates(items, side_of) -> list[str]:
+    """Every later user turn (not a conversation's first) of the train-side conversations, up to
+    FOLLOW_UP_MAX_CHARS, in file order, each text once."""
+    out: dict[str, None] = {}
+    for item in items:
+        conversation_id = str(item.get("id"))
+        if side_of(conversation_id) != "train":
+            continue
+        turns = [t for t in item.get("conversations") or [] if isinstance(t.get("value"), str)]
+        human = [t["value"].strip() for t in turns if t.get("from") == "human"]
+        first = 1 if turns and turns[0].get("from") == "human" else 0  # the opening turn is the everyday source's
+        for text in human[first:]:
+            if text and len(text) <= FOLLOW_UP_MAX_CHARS:
+                out.setdefault(text, None)
+    return list(out)
+
+
+def screen_follow_ups(candidates: list[str], screen, test_texts: list[str], limit: int = FOLLOW_UPS) -> list[str]:
+    """The candidates the screen passes (no text of an injection, jailbreak or harmful source), none equal to, or a
+    near-duplicate either way of, a test text; then `limit` of them picked by hash (independent of order)."""
+    from jevserve.bench.neardup import ReferenceIndex
+    from jevserve.bench.sources.everyday import _key
+
+    exact = {_key(t) for t in test_texts}
+    kept = [t for t in candidates if _key(t) not in exact and not screen.flags(t)]
+    near = ReferenceIndex(sorted(set(test_texts))).overlaps(kept) if kept else []
+    kept = [t for t, bad in zip(kept, near, strict=True) if not bad]
+    return sorted(kept, key=lambda t: hashlib.sha256(f"follow-up\x1f{t}".encode("utf-8", "surrogatepass")).digest())[
+        :limit
+    ]
+
+
+def follow_up_examples(texts: Iterable[str]) -> list[Example]:
+    """Guard and harm negatives of follow-up turns, read as the gateway reads a request whose latest turn it is."""
+    out = []
+    for text in texts:
+        guard_texts, request_text = everyday_states({"messages": [{"role": "user", "content": text}]})
+        out += [Example(t, injection(), 1, FOLLOW_UP_GUARD, SOURCES) for t in guard_texts]
+        if request_text.strip():
+            out.append(Example(request_text, refuse(), 1, FOLLOW_UP_HARM, SOURCES))
+    return out
+
+
+def train_side_follow_ups(test_texts: Iterable[str] = (), limit: int = FOLLOW_UPS) -> list[Example]:
+    """FOLLOW_UPS later turns of train-side ShareGPT conversations as guard and harm negatives, screened like the
+    everyday source and kept away from every test-side ShareGPT turn, every everyday test request and `test_texts`
+    (the bench's test items)."""
+    from jevserve.bench.sharegpt_data import sharegpt_side, sharegpt_text
+    from jevserve.bench.sources.everyday import Screen, load_everyday, screen_texts, user_texts
+    from jevserve.sim.workloads.sharegpt import iter_whole_items, sharegpt_split
+
+    items = list(iter_whole_items(sharegpt_text()))
+
+    def side_of(conversation_id: str) -> str:
+        return sharegpt_side(conversation_id, sharegpt_split)
+
+    held = list(test_texts) + [t for r in load_everyday("test") for t in user_texts(r.body)]
+    held += calibration_texts()  # the gateway's thresholds are set on these: never trained on
+    for item in items:
+        if side_of(str(item.get("id"))) == "test":
+            held += [t["value"] for t in item.get("conversations") or [] if t.get("from") == "human"
+                     and isinstance(t.get("value"), str)]  # fmt: skip
+    texts = screen_follow_ups(follow_up_candidates(items, side_of), Screen(screen_texts()), held, limit)
+    return follow_up_examples(texts)

@@ -38,6 +38,17 @@ def jailbreaks_as_injections(guard: list[Example]) -> list[Example]:
     ]
 
 
+def test_states(data: BenchData) -> list[str]:
+    """Every bench task's test-item texts (what no added training text may be a near-duplicate of)."""
+    out = []
+    for task in TASKS.values():
+        try:
+            out += [item.state for item in task.load_items(data) if item.split == "test"]
+        except SourceMissingError:
+            continue
+    return out
+
+
 def tuned_examples(data: BenchData, *, everyday: bool = True, log=print) -> list[Example]:
     """Every rule-made and everyday example the tuned reader adds (train side only)."""
     guard = guard_examples(data, log)
@@ -47,9 +58,10 @@ def tuned_examples(data: BenchData, *, everyday: bool = True, log=print) -> list
     out += cache_rule_examples("train") + tool_call_examples("train")
     if everyday:
         try:
-            from jevserve.train.everyday_negatives import train_side_everyday
+            from jevserve.train.everyday_negatives import train_side_everyday, train_side_follow_ups
 
             out += train_side_everyday()
+            out += train_side_follow_ups(test_states(data))
         except (ImportError, SourceMissingError) as exc:
             log(f"no everyday negatives: {exc}")
     return out
