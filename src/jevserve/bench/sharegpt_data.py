@@ -122,6 +122,20 @@ def sharegpt_side(request_id: str, simulator_split: Callable[[str], str]) -> str
     return split_of(request_id, test_fraction=SHAREGPT_TEST_FRACTION)
 
 
+def conversations() -> list[dict]:
+    """Every ShareGPT conversation part of the file, as decoded JSON objects, in file order."""
+    from jevserve.sim.workloads.sharegpt import iter_whole_items
+
+    return list(iter_whole_items(sharegpt_text()))
+
+
+def conversation_side(conversation_id: str) -> str:
+    """The side ("train" or "test") of a ShareGPT conversation part, as every bench task that reads it puts it."""
+    from jevserve.sim.workloads.sharegpt import sharegpt_split
+
+    return sharegpt_side(conversation_id, sharegpt_split)
+
+
 def bench_side(request: SharegptRequest) -> str | None:
     """The side a ShareGPT text takes in a bench task: its split, except that a train conversation whose text is
     also a test text is left out (None)."""

@@ -139,15 +139,11 @@ def train_side_follow_ups(test_texts: Iterable[str] = (), limit: int = FOLLOW_UP
     """FOLLOW_UPS later turns of train-side ShareGPT conversations as guard and harm negatives, screened like the
     everyday source and kept away from every test-side ShareGPT turn, every everyday test request and `test_texts`
     (the bench's test items)."""
-    from jevserve.bench.sharegpt_data import sharegpt_side, sharegpt_text
+    from jevserve.bench.sharegpt_data import conversation_side as side_of
+    from jevserve.bench.sharegpt_data import conversations
     from jevserve.bench.sources.everyday import Screen, load_everyday, screen_texts, user_texts
-    from jevserve.sim.workloads.sharegpt import iter_whole_items, sharegpt_split
 
-    items = list(iter_whole_items(sharegpt_text()))
-
-    def side_of(conversation_id: str) -> str:
-        return sharegpt_side(conversation_id, sharegpt_split)
-
+    items = conversations()
     held = list(test_texts) + [t for r in load_everyday("test") for t in user_texts(r.body)]
     held += calibration_texts()  # the gateway's thresholds are set on these: never trained on
     for item in items:
