@@ -53,18 +53,24 @@ class ReferenceIndex:
         self._by_text = matrix.T.tocsc() if matrix is not None else None
         self._sizes = np.asarray(matrix.sum(axis=1)).ravel() if matrix is not None else np.zeros(0)
 
+    def _shared(self, texts: Sequence[str], chunk: int):
+        """Per chunk of texts: (first index, the texts' shingle counts, a sparse matrix of shingles shared with each
+        reference text, the text row of each stored pair)."""
+        for start in range(0, len(texts), chunk):
+            block = _matrix(list(texts[start : start + chunk]))
+            sizes = np.asarray(block.sum(axis=1)).ravel()
+            shared = (block @ self._by_text).tocsr()
+            rows = np.repeat(np.arange(shared.shape[0]), np.diff(shared.indptr))
+            yield start, sizes, shared, rows
+
     def similarity(self, texts: Sequence[str], *, chunk: int = 512) -> tuple[np.ndarray, np.ndarray]:
         """Per text, the largest containment (share of its shingles found in one reference text) and the largest
         Jaccard similarity to one reference text (both 0 for texts too short)."""
         contained, resembles = np.zeros(len(texts)), np.zeros(len(texts))
         if self._by_text is None:
             return contained, resembles
-        for start in range(0, len(texts), chunk):
-            block = _matrix(list(texts[start : start + chunk]))
-            sizes = np.asarray(block.sum(axis=1)).ravel()
-            shared = (block @ self._by_text).tocsr()
+        for start, sizes, shared, rows in self._shared(texts, chunk):
             # Per stored pair: shared runs / (runs of the text + runs of the reference text − shared runs).
-            rows = np.repeat(np.arange(shared.shape[0]), np.diff(shared.indptr))
             jaccard = shared.copy()
             jaccard.data = shared.data / np.maximum(sizes[rows] + self._sizes[shared.indices] - shared.data, 1)
             best_shared = shared.max(axis=1).toarray().ravel()
@@ -87,11 +93,7 @@ class ReferenceIndex:
         found = np.zeros(len(texts), dtype=bool)
         if self._by_text is None:
             return found
-        for start in range(0, len(texts), chunk):
-            block = _matrix(list(texts[start : start + chunk]))
-            sizes = np.asarray(block.sum(axis=1)).ravel()
-            shared = (block @ self._by_text).tocsr()
-            rows = np.repeat(np.arange(shared.shape[0]), np.diff(shared.indptr))
+        for start, sizes, shared, rows in self._shared(texts, chunk):
             ref_sizes = self._sizes[shared.indices]
             text_sizes = sizes[rows]
             near = (

@@ -29,21 +29,23 @@ WINDOWS_PER_REQUEST = 1  # besides the whole text: one window of a long text, pi
 CALIBRATION_FILE = Path(jevserve.__file__).parent / "gateway" / "data" / "everyday-calibration.jsonl.gz"
 
 
+def _calibration_rows(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
 def calibration_ids(path: Path = CALIBRATION_FILE) -> set[str]:
     """The ids of the requests the gateway's thresholds are calibrated on (empty when the file is absent)."""
-    if not path.exists():
-        return set()
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        return {json.loads(line)["id"] for line in fh if line.strip()}
+    return {row["id"] for row in _calibration_rows(path)}
 
 
 def calibration_texts(path: Path = CALIBRATION_FILE) -> list[str]:
     """The user texts of the calibration requests (empty when the file is absent)."""
-    if not path.exists():
-        return []
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        bodies = [json.loads(line)["body"] for line in fh if line.strip()]
-    return [m["content"] for b in bodies for m in b.get("messages", ()) if m.get("role") == "user"]
+    from jevserve.bench.sources.everyday import user_texts
+
+    return [text for row in _calibration_rows(path) for text in user_texts(row["body"])]
 
 
 def everyday_states(body: dict) -> tuple[list[str], str]:
@@ -113,15 +115,17 @@ def screen_follow_ups(candidates: list[str], screen, test_texts: list[str], limi
     """The candidates the screen passes (no text of an injection, jailbreak or harmful source), none equal to, or a
     near-duplicate either way of, a test text; then `limit` of them picked by hash (independent of order)."""
     from jevserve.bench.neardup import ReferenceIndex
-    from jevserve.bench.sources.everyday import _key
+    from jevserve.bench.sources.everyday import text_key
 
-    exact = {_key(t) for t in test_texts}
-    kept = [t for t in candidates if _key(t) not in exact and not screen.flags(t)]
+    exact = {text_key(t) for t in test_texts}
+    kept = [t for t in candidates if text_key(t) not in exact and not screen.flags(t)]
     near = ReferenceIndex(sorted(set(test_texts))).overlaps(kept) if kept else []
     kept = [t for t, bad in zip(kept, near, strict=True) if not bad]
-    return sorted(kept, key=lambda t: hashlib.sha256(f"follow-up\x1f{t}".encode("utf-8", "surrogatepass")).digest())[
-        :limit
-    ]
+    return sorted(kept, key=_pick_order)[:limit]
+
+
+def _pick_order(text: str) -> bytes:
+    return hashlib.sha256(f"follow-up\x1f{text}".encode("utf-8", "surrogatepass")).digest()
 
 
 def follow_up_examples(texts: Iterable[str]) -> list[Example]:

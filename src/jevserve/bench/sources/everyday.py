@@ -83,7 +83,8 @@ def _runs(text: str) -> Iterator[tuple[str, ...]]:
     return (tuple(words[i : i + SCREEN_WORDS]) for i in range(len(words) - SCREEN_WORDS + 1))
 
 
-def _key(text: str) -> str:
+def text_key(text: str) -> str:
+    """What two texts share when they are the same text: normalised, case folded (the exact screens' key)."""
     return normalise_text(text).casefold()
 
 
@@ -92,12 +93,12 @@ class Screen:
 
     def __init__(self, texts: Iterable[str]) -> None:
         texts = list(texts)
-        self.exact = {_key(t) for t in texts}
+        self.exact = {text_key(t) for t in texts}
         self.runs = {run for t in texts for run in _runs(t)}
 
     def flags(self, text: str) -> bool:
         """True when the text equals, or shares an 8-word run with, a screened text."""
-        return _key(text) in self.exact or any(run in self.runs for run in _runs(text))
+        return text_key(text) in self.exact or any(run in self.runs for run in _runs(text))
 
 
 def screen_texts(cache: str | Path | None = None) -> list[str]:
@@ -136,18 +137,18 @@ def split_everyday(
     test_texts = set()
     for item in items:
         if side_of(str(item.get("id"))) == "test":
-            test_texts |= {_key(t["value"]) for t in item.get("conversations") or [] if t.get("from") == "human"}
+            test_texts |= {text_key(t["value"]) for t in item.get("conversations") or [] if t.get("from") == "human"}
     found = list(candidates(items))
     kept = [r for r in found if not any(screen.flags(t) for t in user_texts(r.body))]
     train = [r for r in kept if side_of(r.conversation_id) == "train"]
-    train_kept = [r for r in train if not any(_key(t) in test_texts for t in user_texts(r.body))]
+    train_kept = [r for r in train if not any(text_key(t) in test_texts for t in user_texts(r.body))]
     test = [r for r in kept if side_of(r.conversation_id) == "test"]
     readable = list(training_prompts) + [t for r in train_kept for t in user_texts(r.body)]
-    readable_keys = {_key(t) for t in readable}
+    readable_keys = {text_key(t) for t in readable}
     # One batched check over every user text of the test side, then per request.
     flat = [(k, t) for k, r in enumerate(test) for t in user_texts(r.body)]
     near = ReferenceIndex(readable).near_duplicates([t for _, t in flat])
-    leaking = {k for (k, t), is_near in zip(flat, near, strict=True) if is_near or _key(t) in readable_keys}
+    leaking = {k for (k, t), is_near in zip(flat, near, strict=True) if is_near or text_key(t) in readable_keys}
     test_kept = [r for k, r in enumerate(test) if k not in leaking]
     return EverydaySet(
         train=tuple(train_kept), test=tuple(test_kept), num_candidates=len(found),
