@@ -8,8 +8,12 @@ only question texts come from its caches). c=1: one request at a time, `decision
 in flight until all are answered, requests per second of wall time after a warm-up (steady state). Median of rounds.
 
 Writes benchmarks/results/reader_gateway_latency.json and a section of docs/training.md.
+Each model is timed as the default config asks and again with the guard judging texts up to 1,000 characters
+(about one encoder window of 254 word pieces) whole only (`guard.whole_up_to_chars`), which saves the windows'
+encoder runs on short messages.
+
 Run: .venv/bin/python benchmarks/decide/reader_gateway_latency.py [--model tuned --model reader] [--requests 120]
-     [--rounds 3]
+     [--rounds 3] [--whole-up-to-chars 1000]
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 from _serverbench import ROOT, machine, pct_ms, replace_section, write_result
 from jevserve.decide.token_embedder import TokenEmbedder
-from jevserve.gateway.config import default_config
+from jevserve.gateway.config import GatewayConfig, default_config
 from jevserve.gateway.decider import make_decider
 from jevserve.gateway.decisions import run_decisions
 
@@ -102,32 +106,53 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
+def guard_whole_up_to(config: GatewayConfig, chars: int) -> GatewayConfig:
+    """`config` with every route's guard judging texts up to `chars` long whole only (0: as configured)."""
+    if not chars:
+        return config
+    routes = [
+        route.model_copy(update={"guard": route.guard.model_copy(update={"whole_up_to_chars": chars})})
+        if route.guard is not None
+        else route
+        for route in config.routes
+    ]
+    return config.model_copy(update={"routes": routes})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", action="append", help="a model spec (repeatable; default: tuned and reader)")
     parser.add_argument("--requests", type=int, default=120, help="requests per round (default 120)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per model (default 3)")
+    parser.add_argument("--whole-up-to-chars", type=int, action="append",
+                        help="also time each model with the guard judging texts up to this long whole only "
+                        "(guard.whole_up_to_chars; repeatable; default: 1000)")
     args = parser.parse_args()
     specs = args.model or ["tuned", "reader"]
-    prompts = load_prompts(args.requests * args.rounds * len(specs) + 20)
+    settings = [0, *(args.whole_up_to_chars or [1000])]
+    runs = [(spec, whole) for spec in specs for whole in settings]
+    prompts = load_prompts(args.requests * args.rounds * len(runs) + 20)
     warm, prompts = prompts[:20], prompts[20:]
-    config = default_config()
     result = {
         "machine": machine(),
         "requests": args.requests,
         "rounds": args.rounds,
         "models": {},
         "command": "python benchmarks/decide/reader_gateway_latency.py"
-        + "".join(f" --model {s}" for s in args.model or []),
+        + "".join(f" --model {s}" for s in args.model or [])
+        + "".join(f" --whole-up-to-chars {n}" for n in args.whole_up_to_chars or []),
     }
-    for k, spec in enumerate(specs):
+    for k, (spec, whole) in enumerate(runs):
+        config = guard_whole_up_to(default_config(), whole)
         decider = make_decider(spec)
         rounds = []
         for r in range(args.rounds):
             start = (k * args.rounds + r) * args.requests
             rounds.append(asyncio.run(one_round(decider, config, prompts[start : start + args.requests], warm)))
         asyncio.run(decider.aclose())
-        result["models"][decider.name] = {
+        name = decider.name if not whole else f"{decider.name}, guard whole up to {whole} chars"
+        result["models"][name] = {
+            "whole_up_to_chars": whole,
             "p50_ms": float(np.median([x["c1"]["p50_ms"] for x in rounds])),
             "p99_ms": float(np.median([x["c1"]["p99_ms"] for x in rounds])),
             "c32_requests_per_s": float(np.median([x["c32_requests_per_s"] for x in rounds])),

