@@ -13,8 +13,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from jevserve.gateway.config import GatewayConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -129,3 +133,16 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def guard_whole_up_to(config: GatewayConfig, chars: int) -> GatewayConfig:
+    """`config` with every route's guard judging texts up to `chars` long whole only (0: as configured)."""
+    if not chars:
+        return config
+    routes = [
+        route.model_copy(update={"guard": route.guard.model_copy(update={"whole_up_to_chars": chars})})
+        if route.guard is not None
+        else route
+        for route in config.routes
+    ]
+    return config.model_copy(update={"routes": routes})

@@ -72,16 +72,17 @@ def markdown(result: dict) -> str:
         "shape (bare, system, tools, second-turn) and in pasted lists and documents; texts the guard reads per "
         "everyday request.",
         "",
-        "| model | whole up to (chars) | threshold | recall | with suffix | injections | everyday, worst goal shape "
-        "| lists | documents | texts per request |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| model | whole up to (chars) | threshold | recall | with suffix | injections | injections with suffix "
+        "| everyday, worst goal shape | lists | documents | texts per request |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, rows in result["models"].items():
         for r in rows:
-            inj = r["injection"]
+            inj, suffixed = r["injection"], r["suffixed:injection"]
             lines.append(
                 f"| {name} | {r['whole_up_to_chars']} | {r['threshold']:.3f} | {100 * r['recall']:.1f}% | "
                 f"{100 * r['suffixed_recall']:.1f}% | {inj['acted']}/{inj['total']} | "
+                f"{suffixed['acted']}/{suffixed['total']} | "
                 f"{100 * r['everyday_worst_goal_shape']:.1f}% | {100 * r['everyday:list']['rate']:.1f}% | "
                 f"{100 * r['everyday:document']['rate']:.1f}% | {r['texts_per_everyday_request']:.2f} |"
             )

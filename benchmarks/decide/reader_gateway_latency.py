@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
-from _serverbench import ROOT, machine, pct_ms, replace_section, write_result
+from _serverbench import ROOT, guard_whole_up_to, machine, pct_ms, replace_section, write_result
 from jevserve.decide.token_embedder import TokenEmbedder
-from jevserve.gateway.config import GatewayConfig, default_config
+from jevserve.gateway.config import default_config
 from jevserve.gateway.decider import make_decider
 from jevserve.gateway.decisions import run_decisions
 
@@ -104,19 +104,6 @@ def markdown(result: dict) -> str:
             f"{row['c32_requests_per_s']:.1f} |"
         )
     return "\n".join(lines)
-
-
-def guard_whole_up_to(config: GatewayConfig, chars: int) -> GatewayConfig:
-    """`config` with every route's guard judging texts up to `chars` long whole only (0: as configured)."""
-    if not chars:
-        return config
-    routes = [
-        route.model_copy(update={"guard": route.guard.model_copy(update={"whole_up_to_chars": chars})})
-        if route.guard is not None
-        else route
-        for route in config.routes
-    ]
-    return config.model_copy(update={"routes": routes})
 
 
 def main() -> None:

@@ -33,7 +33,7 @@ import numpy as np
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
-from _serverbench import machine, replace_section
+from _serverbench import guard_whole_up_to, machine, replace_section
 from jevserve.bench.data import BenchData
 from jevserve.bench.sources.everyday import load_everyday
 from jevserve.bench.task import split_items
@@ -70,20 +70,15 @@ def show(r: dict) -> str:
     return f"{100 * r['rate']:.1f} % [{100 * low:.1f}, {100 * high:.1f}] ({r['k']}/{r['n']})"
 
 
-# The decision timeout every run_decisions call here waits: the config's, or --decision-timeout-ms (set by main;
-# run_decisions reads a route's timeout only from a whole GatewayConfig, and the sections pass the route).
-TIMEOUT_MS = {"value": 1000.0}
-
-
-async def verdict_probabilities(decider, route, bodies: Sequence[dict], decisions=DECISIONS) -> dict[str, list]:
-    """Each decision's probability per request body, through run_decisions (16 in flight so the batcher batches).
-    None where the decision fell back: no answer within the decision timeout."""
+async def verdict_probabilities(decider, config, bodies: Sequence[dict], decisions=DECISIONS) -> dict[str, list]:
+    """Each decision's probability per request body, through run_decisions with `config` (its first route and its
+    decision timeout; 16 in flight so the batcher batches). None where the decision fell back: no answer within
+    the decision timeout."""
     sem = asyncio.Semaphore(16)
 
     async def one(body: dict) -> dict:
         async with sem:
-            report = await run_decisions(body["messages"], config=route, decider=decider, tools=body.get("tools"),
-                                         timeout_ms=TIMEOUT_MS["value"])
+            report = await run_decisions(body["messages"], config=config, decider=decider, tools=body.get("tools"))
         return {d: (report.verdict(d).probability if report.verdict(d) else None) for d in decisions}
 
     rows = await asyncio.gather(*(one(b) for b in bodies))
@@ -94,21 +89,21 @@ def user(text: str) -> dict:
     return {"messages": [{"role": "user", "content": text}]}
 
 
-def everyday(decider, route) -> dict:
+def everyday(decider, config) -> dict:
     requests = load_everyday("test")
-    probabilities = asyncio.run(verdict_probabilities(decider, route, [r.body for r in requests]))
+    probabilities = asyncio.run(verdict_probabilities(decider, config, [r.body for r in requests]))
     return {"shapes": [r.shape for r in requests], "probabilities": probabilities}
 
 
-def catches(decider, route, data) -> dict:
+def catches(decider, config, data) -> dict:
     out = {}
     for task in ("guard-injection", "guard-jailbreak", "guard-harmful", "guard-overrefusal"):
         _, test = split_items(TASKS[task].load_items(data))
         texts = [i.state for i in test]
         labels = [bool(i.label) for i in test]
-        plain = asyncio.run(verdict_probabilities(decider, route, [user(t) for t in texts], ("guard", "harm")))
+        plain = asyncio.run(verdict_probabilities(decider, config, [user(t) for t in texts], ("guard", "harm")))
         attacked = [t + HARMLESS_SUFFIX for t, y in zip(texts, labels, strict=True) if y]
-        suffixed = asyncio.run(verdict_probabilities(decider, route, [user(t) for t in attacked], ("guard", "harm")))
+        suffixed = asyncio.run(verdict_probabilities(decider, config, [user(t) for t in attacked], ("guard", "harm")))
         out[task] = {"labels": labels, "plain": plain, "suffixed": suffixed}
     _, test = split_items(TASKS["agent-action-risk"].load_items(data))
     out["agent-action-risk"] = {
@@ -129,7 +124,7 @@ def tool_gate_probabilities(decider, states: Sequence[str]) -> list[float]:
     return [float(answers[str(i)][0]) for i in range(len(states))]
 
 
-def cache_pairs(decider, route, data) -> dict:
+def cache_pairs(decider, config, data) -> dict:
     pairs = [json.loads(line) for line in PAIRS.read_text().splitlines() if line.strip()]
     rows = [(p["kind"], p["cached"], p["new"]) for p in pairs]
     _, test = split_items(TASKS["cache-pairs"].load_items(data))
@@ -138,27 +133,26 @@ def cache_pairs(decider, route, data) -> dict:
         pair = (item.extra["cached"], item.extra["new"])
         kind = "bench paraphrase" if item.label else f"bench trap: {category[pair]}"
         rows.append((kind, *pair))
-    served = asyncio.run(_serve_pairs(decider, route, [(a, b) for _, a, b in rows]))
-    exact = asyncio.run(_serve_pairs(decider, route, [(a, a) for _, a, _ in rows]))
+    served = asyncio.run(_serve_pairs(decider, config, [(a, b) for _, a, b in rows]))
+    exact = asyncio.run(_serve_pairs(decider, config, [(a, a) for _, a, _ in rows]))
     return {"kinds": [k for k, _, _ in rows], "served": served, "exact_served": exact}
 
 
-async def _serve_pairs(decider, route, pairs: Sequence[tuple[str, str]]) -> list[dict]:
+async def _serve_pairs(decider, config, pairs: Sequence[tuple[str, str]]) -> list[dict]:
     """For each (cached, new): store `cached` as a reply, ask `new` through the gateway's cache; what happened."""
     cache = SemanticCache(embedded_embed())
+    params = {"model": config.routes[0].model}
     sem = asyncio.Semaphore(16)
 
     async def one(index: int, cached: str, new: str) -> dict:
         tenant = f"pair-{index}"
         async with sem:
-            first = await run_decisions([{"role": "user", "content": cached}], config=route, decider=decider,
-                                        cache=cache, tenant=tenant, params={"model": route.model},
-                                        timeout_ms=TIMEOUT_MS["value"])  # fmt: skip
+            first = await run_decisions([{"role": "user", "content": cached}], config=config, decider=decider,
+                                        cache=cache, tenant=tenant, params=params)  # fmt: skip
             await cache.put(tenant, first.inputs.cache_text, {"answer": cached}, ttl_s=3600, max_entries=10,
                             vector=first.cache_vector, keys=first.cache_keys)  # fmt: skip
-            report = await run_decisions([{"role": "user", "content": new}], config=route, decider=decider,
-                                         cache=cache, tenant=tenant, params={"model": route.model},
-                                         timeout_ms=TIMEOUT_MS["value"])  # fmt: skip
+            report = await run_decisions([{"role": "user", "content": new}], config=config, decider=decider,
+                                         cache=cache, tenant=tenant, params=params)  # fmt: skip
         verdict = report.verdict("cache")
         tier = verdict.detail.tier if verdict.detail is not None else None
         return {"served": verdict.action == "serve_cached", "tier": tier, "probability": verdict.probability}
@@ -169,11 +163,11 @@ async def _serve_pairs(decider, route, pairs: Sequence[tuple[str, str]]) -> list
         cache.close()
 
 
-def cache_train_side(decider, route, data) -> dict:
+def cache_train_side(decider, config, data) -> dict:
     """P(reuse) on the bench's cache-pairs TRAIN side, where the default config's cache threshold is chosen."""
     train, _ = split_items(TASKS["cache-pairs"].load_items(data))
     pairs = [(i.extra["cached"], i.extra["new"]) for i in train]
-    served = asyncio.run(_serve_pairs(decider, route, pairs))
+    served = asyncio.run(_serve_pairs(decider, config, pairs))
     return {"labels": [bool(i.label) for i in train], "served": served}
 
 
@@ -192,26 +186,38 @@ def main() -> None:
     parser.add_argument("--decision-timeout-ms", type=float, default=None,
                         help="how long each request's decisions may take before they fall back (default: the config's, "
                         "1000); a decision that falls back is counted as not acting, and the tables count them")
+    parser.add_argument("--whole-up-to-chars", type=int, default=None,
+                        help="the guard judges texts up to this long whole only (guard.whole_up_to_chars; default: "
+                        "the config's, 0: every text of several sentences also in windows)")
     args = parser.parse_args()
     config = default_config()
     if args.decider:
         config = config.model_copy(update={"decider": args.decider})
+    if args.whole_up_to_chars:
+        config = guard_whole_up_to(config, args.whole_up_to_chars)
+    if args.decision_timeout_ms:
+        config = config.model_copy(update={"decision_timeout_ms": args.decision_timeout_ms})
     decider = make_decider(config.decider)
     resolved, points = resolve_operating_points(config, decider)
-    route = resolved.routes[0]
-    # Another decider's run is kept apart (its own results file and section), so it never replaces the default's.
-    slug = re.sub(r"[^a-z0-9]+", "-", args.decider.lower()).strip("-") if args.decider else ""
-    if args.decision_timeout_ms:
-        slug = "-".join(filter(None, [slug, f"timeout-{args.decision_timeout_ms:g}ms"]))
+    # Another decider's or setting's run is kept apart (its own results file and section), so it never replaces
+    # the default's.
+    parts = [
+        re.sub(r"[^a-z0-9]+", "-", args.decider.lower()).strip("-") if args.decider else "",
+        f"timeout-{args.decision_timeout_ms:g}ms" if args.decision_timeout_ms else "",
+        f"whole-{args.whole_up_to_chars}" if args.whole_up_to_chars else "",
+    ]
+    slug = "-".join(part for part in parts if part)
     result_path = RESULT.with_name(f"gateway_everyday_{slug}.json") if slug else RESULT
-    TIMEOUT_MS["value"] = args.decision_timeout_ms or config.decision_timeout_ms
     command = COMMAND + (f" --decider {args.decider}" if args.decider else "") + (
-        f" --decision-timeout-ms {args.decision_timeout_ms:g}" if args.decision_timeout_ms else "")
+        f" --decision-timeout-ms {args.decision_timeout_ms:g}" if args.decision_timeout_ms else "") + (
+        f" --whole-up-to-chars {args.whole_up_to_chars}" if args.whole_up_to_chars else "")
     saved = {} if args.fresh or not result_path.exists() else json.loads(result_path.read_text())
     # A run is resumed only for the same weights: the identity changes when a model is retrained under its name.
-    if saved.get("decider_identity") != decider.identity or saved.get("decision_timeout_ms") != TIMEOUT_MS["value"]:
+    same_run = (saved.get("decider_identity"), saved.get("decision_timeout_ms")) == (
+        decider.identity, config.decision_timeout_ms)  # fmt: skip
+    if not same_run:
         saved = {}
-    saved["decision_timeout_ms"] = TIMEOUT_MS["value"]
+    saved["decision_timeout_ms"] = config.decision_timeout_ms
     saved.update({"decider": decider.name, "decider_identity": decider.identity, "command": command,
                   "operating_points": [p.to_dict() for p in points]})  # fmt: skip
     saved["calibration_at_half"] = calibration_at_half(config, decider)
@@ -222,11 +228,12 @@ def main() -> None:
             print(f"{name}: kept from the last run")
             continue
         started = time.monotonic()
-        result = run(decider, route, *([data] if name != "everyday" else []))
+        result = run(decider, resolved, *([data] if name != "everyday" else []))
         saved.setdefault("sections", {})[name] = result
         saved.setdefault("machine", {})[name] = {**machine(), "seconds": round(time.monotonic() - started, 1)}
         result_path.write_text(json.dumps(saved) + "\n")
         print(f"{name}: done in {time.monotonic() - started:.0f} s")
+    route = resolved.routes[0]
     replace_section("gateway-everyday" + (f"-{slug}" if slug else ""), report(saved, route), DOC)
     print(report(saved, route))
 
@@ -263,7 +270,9 @@ def report(saved: dict, route) -> str:
     modes = {p["decision"]: p["mode"] for p in saved["operating_points"]}
     sections = saved["sections"]
     timeout = saved.get("decision_timeout_ms", 1000.0)
-    lines = [f"Decider `{saved['decider']}`, default config, decision timeout {timeout:g} ms; command: "
+    whole = route.guard.whole_up_to_chars if route.guard is not None else 0
+    setting = f", guard judging texts up to {whole} characters whole only" if whole else ""
+    lines = [f"Decider `{saved['decider']}`, default config{setting}, decision timeout {timeout:g} ms; command: "
              f"`{saved.get('command', COMMAND)}`.", ""]
     lines += everyday_table(sections["everyday"], thresholds, modes)
     fell_back = np.array([p is None for p in sections["everyday"]["probabilities"]["guard"]])

@@ -104,7 +104,7 @@ class GuardConfig(PolicyConfig):
     window_chars: int = Field(400, ge=40)
     max_windows: int = Field(8, ge=1, le=64)
     # a text up to this many characters is judged whole only, never in windows (0: every text of several sentences
-    # is); what it changes for each embedded model is measured in docs/training.md
+    # is): fewer encoder runs, but harmless text padded around an injection dilutes it again (docs/training.md)
     whole_up_to_chars: int = Field(0, ge=0)
 
     @model_validator(mode="after")

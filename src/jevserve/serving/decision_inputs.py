@@ -21,9 +21,9 @@ negatives) build their states with the same function, so what is measured and tr
   single user message. The system prompt and tools belong to the cache's partition key, not to this text.
 
 Bounds (`InputLimits`, defaults in brackets): a text over `max_text_chars` (2,000) keeps its first `head_chars`
-(1,200) and its end, joined by " … ". A text up to `whole_up_to_chars` (0: none) is judged whole only: a model that
-reads a short text whole as well as in pieces needs no windows there, and each window is one more encoder run and
-one more chance of a false block. A longer text is cut into at most `max_windows` (8) windows: each at least
+(1,200) and its end, joined by " … ". A text up to `whole_up_to_chars` (0: none) is judged whole only: fewer encoder
+runs and fewer chances of a false block, but harmless text padded around an injection dilutes it again
+(docs/training.md measures both). A longer text is cut into at most `max_windows` (8) windows: each at least
 `min_window_chars` (40) and, as the text grows, up to about `window_chars` (400), so a text of up to about 3,200
 characters is covered whole; beyond that half the windows come from its start and half from its end, and the middle
 of a very long document is not judged. Each earlier turn in the context is cut to `context_chars` (240) and at most
