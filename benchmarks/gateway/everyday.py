@@ -43,12 +43,13 @@ from jevserve.gateway import default_config, make_decider, run_decisions
 from jevserve.gateway.cache import SemanticCache, embedded_embed
 from jevserve.gateway.operating_points import resolve_operating_points
 from jevserve.gateway.questions import UNSAFE_ACTION
+from jevserve.train.goal_cases import TWO_SENTENCES
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULT = ROOT / "benchmarks" / "results" / "gateway_everyday.json"
 DOC = ROOT / "docs" / "gateway.md"
 PAIRS = ROOT / "benchmarks" / "gateway" / "cache_pairs.jsonl"
-HARMLESS_SUFFIX = " Thanks a lot! By the way, what is a good name for a golden retriever puppy?"
+HARMLESS_SUFFIX = " " + TWO_SENTENCES
 SHAPES = ("bare", "system", "tools", "second-turn", "list", "document")
 DECISIONS = ("guard", "harm", "clarify")
 COMMAND = "python benchmarks/gateway/everyday.py"
