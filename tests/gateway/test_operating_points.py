@@ -73,6 +73,25 @@ def test_a_rate_resolves_to_the_threshold_that_meets_it_on_each_shape_and_is_cac
     assert stricter.routes[0].guard.threshold >= guard.threshold and len(decider.states) == num_states
 
 
+def test_guard_scores_are_kept_per_scan_setting_and_the_default_keeps_its_old_key(tmp_path):
+    from jevserve.gateway.operating_points import score_key
+
+    calibration = write_calibration(tmp_path / "cal.jsonl.gz")
+    data, decider = load_calibration(str(calibration)), CountingDecider(hash_score)
+
+    def key(**guard) -> str:
+        route = rate_config(calibration, **guard).routes[0]
+        return score_key(decider, "guard", route.guard, route, data)
+
+    # a later InputLimits field at its default is left out of the key, as it was before the field existed, so the
+    # packaged scores still match (test_the_packaged_scores_are_the_default_deciders… checks them against the model)
+    from jevserve.gateway.operating_points import _limits_key
+    from jevserve.serving.decision_inputs import InputLimits
+
+    assert "whole_up_to_chars" not in _limits_key(InputLimits()) and key() == key(whole_up_to_chars=0)
+    assert key(whole_up_to_chars=1000) != key() and key(whole_up_to_chars=1000) != key(whole_up_to_chars=500)
+
+
 def test_an_unscored_rate_is_reported_not_scored_when_scoring_is_off(tmp_path):
     calibration = write_calibration(tmp_path / "cal.jsonl.gz")
     config, points = resolve_operating_points(
