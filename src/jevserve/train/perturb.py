@@ -63,6 +63,13 @@ def suffixes(side: str) -> tuple[str, ...]:
     return _SUFFIXES[side]
 
 
+def with_suffix(text: str, side: str = "train") -> str:
+    """`text` with one of `side`'s harmless sentences after it, picked by the text's hash."""
+    pool = suffixes(side)
+    sentence = pool[stable_pick("suffix\x1f" + text, len(pool))]
+    return f"{text.rstrip()} {sentence}"
+
+
 def rewrite(text: str) -> str:
     """`text` rewritten by one of REWRITES, picked by its hash ("" when the rewrite changes nothing)."""
     names = sorted(REWRITES)
@@ -86,10 +93,8 @@ def suffixed_examples(examples: Sequence[Example], side: str = "train") -> list[
     """Each injection, jailbreak and ordinary guard example once more with a harmless sentence appended (picked by
     hash from `side`'s list), same answer."""
     out = []
-    pool = suffixes(side)
     for ex in examples:
         if ex.family not in ("guard-injection", "guard-jailbreak") or len(ex.state) > MAX_REWRITE_CHARS:
             continue
-        sentence = pool[stable_pick("suffix\x1f" + ex.state, len(pool))]
-        out.append(Example(f"{ex.state.rstrip()} {sentence}", ex.question, ex.answer, SUFFIX_FAMILY, ex.sources))
+        out.append(Example(with_suffix(ex.state, side), ex.question, ex.answer, SUFFIX_FAMILY, ex.sources))
     return out
