@@ -1,7 +1,8 @@
 """The gateway decisions of embedded models on held-out data, at the operating points a gateway would use.
 
-Per model (a spec of `jevserve serve`, e.g. `tuned` or `reader`), in process, for the four decisions a gateway acts
-on (train/goal_cases.py builds the cases, train/goals.py judges them):
+Per model (a spec of `jevserve serve`, e.g. `tuned` or `reader`, or `mean:SPEC,SPEC,...`: the mean of several
+models' probabilities, an ensemble measured without building one), in process, for the four decisions a gateway
+acts on (train/goal_cases.py builds the cases, train/goals.py judges them):
 
 - guard: recall on the injection and jailbreak test sides, alone and with a held-out harmless sentence appended, and
   false blocks on everyday test requests per shape, with the threshold set for at most 1% false blocks on the
@@ -34,7 +35,7 @@ from _serverbench import ROOT, machine, replace_section, write_result
 from jevserve.bench.data import BenchData
 from jevserve.decide.base import DecisionItem
 from jevserve.decide.encoder import LEXICAL_READER_NAME, READER_NAME
-from jevserve.decide.onnx_build import cache_dir
+from jevserve.decide.onnx_build import cache_dir, graph_key
 from jevserve.decide.registry import load_backend
 from jevserve.decide.trained import question_key
 from jevserve.decide.tuned import TUNED_NAME
@@ -68,9 +69,15 @@ def answerer(backend):
     from jevserve.decide.embedded import embedded_fingerprint
 
     name = backend.card.name
-    # the int8 embedded models have a fingerprint of everything their answers depend on; others are not kept
-    versioned = name in (READER_NAME, LEXICAL_READER_NAME, TUNED_NAME)
-    path = cache_dir() / "reader-goals" / f"{name}-{embedded_fingerprint(model=name)}.json" if versioned else None
+    # the int8 embedded models have a fingerprint of everything their answers depend on; a retrained tuned reader
+    # (`tuned:PATH`) is named by a digest of its two files, so with the tuned graph's key it is versioned too (the
+    # seed study asks about several of them); others are not kept
+    path = None
+    if name in (READER_NAME, LEXICAL_READER_NAME, TUNED_NAME):
+        path = cache_dir() / "reader-goals" / f"{name}-{embedded_fingerprint(model=name)}.json"
+    elif name.startswith(f"{TUNED_NAME}-"):
+        graph = hashlib.sha256(f"{graph_key()}-tuned-int8".encode()).hexdigest()[:12]
+        path = cache_dir() / "reader-goals" / f"{name}-{graph}.json"
     known = json.loads(path.read_text()) if path is not None and path.exists() else {}
 
     def key(text, q) -> str:
@@ -109,8 +116,31 @@ def blocking(units, scores, positives: tuple[str, ...], negatives: tuple[str, ..
     return out
 
 
+class Ensemble:
+    """`mean:SPEC,SPEC,...`: each text's P(yes) is the mean of the models' (each answered from its own cache)."""
+
+    def __init__(self, specs: list[str]) -> None:
+        self.parts = [load_backend(spec) for spec in specs]
+        self.card = argparse.Namespace(name="mean(" + ", ".join(b.card.name for b in self.parts) + ")")
+
+    def answerer(self):
+        answers = [answerer(b) for b in self.parts]
+        return lambda pairs: list(np.mean([answer(pairs) for answer in answers], axis=0))
+
+    def close(self) -> None:
+        for backend in self.parts:
+            backend.close()
+
+
+def load_model(spec: str):
+    """A backend, or an Ensemble for `mean:SPEC,SPEC,...`."""
+    if spec.startswith("mean:"):
+        return Ensemble(spec.removeprefix("mean:").split(","))
+    return load_backend(spec)
+
+
 def measure(backend, data: BenchData, everyday, calibration, limits: InputLimits = DEFAULT_LIMITS) -> dict:
-    answer = answerer(backend)
+    answer = backend.answerer() if isinstance(backend, Ensemble) else answerer(backend)
     result = {}
     units = guard_units(data, everyday, calibration, limits)
     scores = scores_of(units, answer)
@@ -278,7 +308,8 @@ def goal_values(r: dict) -> dict[str, tuple[str, bool]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", action="append", help="a model spec (repeatable; default: tuned and reader)")
+    parser.add_argument("--model", action="append", help="a model spec (repeatable; default: tuned and reader), or "
+                        "mean:SPEC,SPEC,... for the mean of several models' probabilities")
     parser.add_argument("--section", default="reader_goals",
                         help="name of the results file and of the docs/training.md section it writes (default: "
                         "%(default)s; another name keeps a side study, e.g. a retrain, apart from the goals table)")
@@ -302,7 +333,7 @@ def main() -> None:
         "title": args.title,
     }
     for spec in specs:
-        backend = load_backend(spec)
+        backend = load_model(spec)
         try:
             result["models"][backend.card.name] = measure(backend, data, everyday, calibration, limits)
         finally:

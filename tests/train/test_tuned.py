@@ -197,6 +197,36 @@ def test_train_tuned_model_writes_readout_layers_manifest_and_served_temperature
         load_backends(f"tuned:{tmp_path / 'missing.npz'}")
 
 
+def test_a_soup_trains_the_reader_over_the_mean_of_given_layers_without_a_first_phase(tmp_path, monkeypatch):
+    from jevserve.train import tuned_run
+
+    shipped = TopLayers(load_bert(), 5).tuned_weights()
+    a, b = tmp_path / "a.layers.npz", tmp_path / "b.layers.npz"
+    np.savez(a, **{k: (v + 0.01).astype(np.float16) for k, v in shipped.items()})
+    np.savez(b, **{k: (v - 0.03).astype(np.float16) for k, v in shipped.items()})
+    examples = fruit_examples()
+    monkeypatch.setattr(tuned_run, "collect_examples", lambda *a, **k: list(examples))
+    monkeypatch.setattr(tuned_run, "cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(tuned_run, "is_validation", lambda state: len(state) % 2 == 0)
+
+    def no_first_phase(*args, **kwargs):
+        raise AssertionError("a soup must not train the layers")
+
+    monkeypatch.setattr(tuned_run, "train_layers", no_first_phase)
+    out = tmp_path / "soup" / "toy.npz"
+    config = replace(tiny_config(), layer_families=("fruit",))
+    _, manifest = tuned_run.train_tuned_model([], out=out, config=config, data=object(), average_layers=[a, b],
+                                              progress=False, log=lambda _m: None)
+    written = np.load(layers_file(out))
+    name = "encoder.layer.5.output.dense.weight"
+    expected = ((np.load(a)[name].astype(np.float32) + np.load(b)[name].astype(np.float32)) / 2).astype(np.float16)
+    assert written[name].dtype == np.float16 and np.array_equal(written[name], expected)
+    assert manifest["layers_averaged_from"] == [str(a), str(b)]
+    np.savez(b, **{k: v for k, v in list(np.load(b).items())[1:]})  # one layer missing: not the same recipe
+    with pytest.raises(ValueError, match="different layers"):
+        tuned_run.write_mean_layers([a, b], tmp_path / "bad.layers.npz")
+
+
 def _store_in(directory):
     def call(texts, tokenizer, first_layer, *, progress=True):
         return layer_inputs(texts, tokenizer, first_layer, directory=directory, progress=False)

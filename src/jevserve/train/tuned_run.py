@@ -118,11 +118,14 @@ def train_tuned_model(
     data: BenchData | None = None,
     extra: Sequence[Example] = (),
     leave_out: Task | None = None,
+    average_layers: Sequence[Path] = (),
     progress: bool = True,
     log=print,
 ) -> tuple[ReaderWeights, dict[str, Any]]:
     """Train the tuned reader on the reading model's examples plus `extra` and write `out` (the readout),
-    `out`.layers.npz (the fine-tuned layers, float16), `out`.json and `out`.states.gz."""
+    `out`.layers.npz (the fine-tuned layers, float16), `out`.json and `out`.states.gz. With `average_layers`
+    (layer files of earlier runs) the first phase is not run: its layers are their mean (a "soup"), and the reader
+    is trained over them (benchmarks/decide/layer_soup.py)."""
     started = time.perf_counter()
     config = config or TunedConfig()
     data = data or BenchData(embed=embed_texts)
@@ -139,7 +142,11 @@ def train_tuned_model(
     layer_rows = layer_phase_rows(examples, fit_rows, config)
     log(f"layers: {len(layer_rows)} examples on {len(np.unique(inputs.token_index[layer_rows]))} states")
     layers = layers_file(out)
-    train_layers(inputs, layer_rows, config, layers, checkpoint=checkpoint_path(out), progress=progress, log=log)
+    if average_layers:
+        log(f"layers: the mean of {len(average_layers)} trained layer files, no first phase")
+        write_mean_layers(average_layers, layers)
+    else:
+        train_layers(inputs, layer_rows, config, layers, checkpoint=checkpoint_path(out), progress=progress, log=log)
     tokens, vectors = served_states(inputs.states, layers, progress=progress)
     served = with_state_vectors(inputs.embedded, vectors, inputs.token_index)
     net = train_reader(subset(served, fit_rows), tokens, inputs.token_index[fit_rows], config.reader, progress=progress)
@@ -155,6 +162,7 @@ def train_tuned_model(
         "config": asdict(config),
         "torch_threads": torch.get_num_threads(),  # float sums run in another order with another count
         "layers_file": layers.name,
+        "layers_averaged_from": [str(p) for p in average_layers] or None,
         "layers_bytes": layers.stat().st_size,
     }
     manifest = write_model(
@@ -202,3 +210,14 @@ def train_layers(
     )  # fmt: skip
     out.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(out, **top.tuned_weights())
+
+
+def write_mean_layers(paths: Sequence[Path], out: Path) -> None:
+    """The element-wise mean of layer files of one shape (float32 sums, stored float16 like trained layers)."""
+    stored = [np.load(p) for p in paths]
+    names = stored[0].files
+    if any(sorted(s.files) != sorted(names) for s in stored):
+        raise ValueError(f"layer files {[str(p) for p in paths]} hold different layers: train them with one --layers")
+    mean = {k: np.mean([s[k].astype(np.float32) for s in stored], axis=0).astype(np.float16) for k in names}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(out, **mean)

@@ -1,0 +1,48 @@
+"""A tuned reader over the mean of several runs' fine-tuned layers (a "layer soup"), for the seed study.
+
+Retrains of the tuned recipe with another seed move its goals by as much as recipe changes did (docs/training.md,
+"Seed spread"). Averaging the weights of runs fine-tuned from one start (Wortsman et al., 2022, "Model soups") is one
+way to take the spread out without serving several models: this script writes the mean of the given runs' layers and
+trains the reader phase over it (`jevserve train --tuned`'s second phase, same examples and settings); measure it
+with `python benchmarks/decide/reader_goals.py --model tuned:OUT.npz`.
+
+Run: .venv/bin/python benchmarks/decide/layer_soup.py --layers A.layers.npz,B.layers.npz \
+         --out .cache/soup/minilm-tuned.npz
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+
+from jevserve.bench.data import BenchData
+from jevserve.bench.tasks import TASKS
+from jevserve.decide.embedder import embed_texts
+from jevserve.train.reader import ReaderConfig
+from jevserve.train.tuned import TunedConfig
+from jevserve.train.tuned_data import tuned_examples
+from jevserve.train.tuned_run import train_tuned_model
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--layers", required=True, help="comma-separated .layers.npz files of tuned runs")
+    parser.add_argument("--out", type=Path, required=True, help="the readout to write (its layers go beside it)")
+    parser.add_argument("--seed", type=int, default=0, help="the reader phase's seed (default: %(default)s)")
+    args = parser.parse_args()
+    layers = [Path(p) for p in args.layers.split(",")]
+    missing = [str(p) for p in layers if not p.is_file()]
+    if missing:
+        raise SystemExit(f"no layer file at {', '.join(missing)}: train them with `jevserve train --tuned --out ...`")
+    data = BenchData(embed=embed_texts)
+    config = TunedConfig(reader=replace(ReaderConfig(), seed=args.seed))
+    _, manifest = train_tuned_model(
+        list(TASKS.values()), out=args.out, config=config, data=data, extra=tuned_examples(data),
+        average_layers=layers,
+    )  # fmt: skip
+    print(f"wrote {args.out} ({manifest['num_examples']} examples, {manifest['train_seconds']} s)")
+
+
+if __name__ == "__main__":
+    main()
