@@ -26,6 +26,7 @@ import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 from tqdm import tqdm
@@ -135,7 +136,7 @@ class Ensemble:
 
     def __init__(self, specs: list[str]) -> None:
         self.parts = [load_backend(spec) for spec in specs]
-        self.card = argparse.Namespace(name="mean(" + ", ".join(b.card.name for b in self.parts) + ")")
+        self.card = SimpleNamespace(name="mean(" + ", ".join(b.card.name for b in self.parts) + ")")
 
     def answerer(self):
         answers = [answerer(b) for b in self.parts]

@@ -139,13 +139,13 @@ def train_tuned_model(
     texts = TokenEmbedder("int8")
     inputs = tuned_inputs(examples, texts, progress=progress)
     fit_rows = np.flatnonzero(~inputs.held)
-    layer_rows = layer_phase_rows(examples, fit_rows, config)
-    log(f"layers: {len(layer_rows)} examples on {len(np.unique(inputs.token_index[layer_rows]))} states")
     layers = layers_file(out)
     if average_layers:
         log(f"layers: the mean of {len(average_layers)} trained layer files, no first phase")
         write_mean_layers(average_layers, layers)
     else:
+        layer_rows = layer_phase_rows(examples, fit_rows, config)
+        log(f"layers: {len(layer_rows)} examples on {len(np.unique(inputs.token_index[layer_rows]))} states")
         train_layers(inputs, layer_rows, config, layers, checkpoint=checkpoint_path(out), progress=progress, log=log)
     tokens, vectors = served_states(inputs.states, layers, progress=progress)
     served = with_state_vectors(inputs.embedded, vectors, inputs.token_index)
@@ -214,9 +214,12 @@ def train_layers(
 
 def write_mean_layers(paths: Sequence[Path], out: Path) -> None:
     """The element-wise mean of layer files of one shape (float32 sums, stored float16 like trained layers)."""
-    stored = [np.load(p) for p in paths]
-    names = stored[0].files
-    if any(sorted(s.files) != sorted(names) for s in stored):
+    stored = []
+    for path in paths:
+        with np.load(path) as layer_file:
+            stored.append(dict(layer_file))
+    names = list(stored[0])  # the first file's order, so the written file is laid out as a trained one
+    if any(sorted(s) != sorted(names) for s in stored):
         raise ValueError(f"layer files {[str(p) for p in paths]} hold different layers: train them with one --layers")
     mean = {k: np.mean([s[k].astype(np.float32) for s in stored], axis=0).astype(np.float16) for k in names}
     out.parent.mkdir(parents=True, exist_ok=True)
