@@ -90,11 +90,12 @@ def perturbed_examples(examples: Sequence[Example]) -> list[Example]:
 
 
 def suffixed_examples(examples: Sequence[Example], side: str = "train") -> list[Example]:
-    """Each injection, jailbreak and ordinary guard example once more with a harmless sentence appended (picked by
-    hash from `side`'s list), same answer."""
+    """Each example of the four guard tasks (injection, jailbreak, harmful, over-refusal) once more with a harmless
+    sentence appended (picked by hash from `side`'s list), same answer: a harmless question after a harmful request
+    took harm's recall from 74.8% to 30.7% when only the injection and jailbreak examples were suffixed."""
     out = []
     for ex in examples:
-        if ex.family not in ("guard-injection", "guard-jailbreak") or len(ex.state) > MAX_REWRITE_CHARS:
+        if ex.family not in GUARD_TASKS or len(ex.state) > MAX_REWRITE_CHARS:
             continue
         out.append(Example(with_suffix(ex.state, side), ex.question, ex.answer, SUFFIX_FAMILY, ex.sources))
     return out

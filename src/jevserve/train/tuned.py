@@ -49,8 +49,8 @@ class TunedConfig:
         "synthetic:cache-relation", "synthetic:agent-verdict", "synthetic:risk-area",
     )  # fmt: skip
     layer_state_caps: tuple[tuple[str, int], ...] = (
-        ("everyday:guard", 2000), ("everyday:harm", 800),
-        ("everyday:follow-up-guard", 2500), ("everyday:follow-up-harm", 3000),
+        ("everyday:guard", 2000), ("everyday:harm", 2400),
+        ("everyday:follow-up-guard", 2500), ("everyday:follow-up-harm", 6000),
     )  # fmt: skip
     layer_epochs: int = 2
     layer_lr: float = 3e-5  # peak learning rate of the layers (one-cycle, like the reader's)
