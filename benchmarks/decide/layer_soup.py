@@ -6,8 +6,13 @@ way to take the spread out without serving several models: this script writes th
 trains the reader phase over it (`jevserve train --tuned`'s second phase, same examples and settings); measure it
 with `python benchmarks/decide/reader_goals.py --model tuned:OUT.npz`.
 
+Given one layer file, it trains the reader phase alone over those layers, which is how a change to the reader phase
+is studied apart from the layer phase: `--family-scale agent-action-risk=8,rules:tool-calls=8` weights the tool
+gate's families eight times more in the reader's loss (`ReaderConfig.family_scale`; docs/training.md, "Weighting
+the tool gate in the reader phase").
+
 Run: .venv/bin/python benchmarks/decide/layer_soup.py --layers A.layers.npz,B.layers.npz \
-         --out .cache/soup/minilm-tuned.npz
+         --out .cache/soup/minilm-tuned.npz [--seed N] [--family-scale PREFIX=FACTOR,...]
 """
 
 from __future__ import annotations
@@ -25,18 +30,32 @@ from jevserve.train.tuned_data import tuned_examples
 from jevserve.train.tuned_run import train_tuned_model
 
 
+def family_scale(text: str) -> tuple[tuple[str, float], ...]:
+    """"a=8,b:c=2" -> (("a", 8.0), ("b:c", 2.0))."""
+    pairs = []
+    for part in text.split(","):
+        prefix, sep, factor = part.rpartition("=")
+        if not sep or not prefix:
+            raise argparse.ArgumentTypeError(f"expected PREFIX=FACTOR, got {part!r}")
+        pairs.append((prefix, float(factor)))
+    return tuple(pairs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--layers", required=True, help="comma-separated .layers.npz files of tuned runs")
     parser.add_argument("--out", type=Path, required=True, help="the readout to write (its layers go beside it)")
     parser.add_argument("--seed", type=int, default=0, help="the reader phase's seed (default: %(default)s)")
+    parser.add_argument("--family-scale", type=family_scale, default=(), metavar="PREFIX=FACTOR,...",
+                        help="weight the examples of families starting with PREFIX FACTOR times more in the reader "
+                        "phase (default: none)")
     args = parser.parse_args()
     layers = [Path(p) for p in args.layers.split(",")]
     missing = [str(p) for p in layers if not p.is_file()]
     if missing:
         raise SystemExit(f"no layer file at {', '.join(missing)}: train them with `jevserve train --tuned --out ...`")
     data = BenchData(embed=embed_texts)
-    config = TunedConfig(reader=replace(ReaderConfig(), seed=args.seed))
+    config = TunedConfig(reader=replace(ReaderConfig(), seed=args.seed, family_scale=args.family_scale))
     _, manifest = train_tuned_model(
         list(TASKS.values()), out=args.out, config=config, data=data, extra=tuned_examples(data),
         average_layers=layers,

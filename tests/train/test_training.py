@@ -123,3 +123,19 @@ def test_batched_training_features_equal_the_served_features():
         n = served.shape[0]
         assert mask[row].sum() == n
         assert np.allclose(x[row, :n].numpy(), served, atol=1e-6)
+
+
+def test_family_weights_balance_families_and_scale_the_ones_named():
+    from jevserve.train.head import family_weights
+
+    families = ["big"] * 16 + ["small"] * 4 + ["tool"] * 4 + ["tool~bare"] * 4
+    plain = family_weights(families)
+    assert np.isclose(float(plain.mean()), 1.0)
+    # 1/√size: a small family's example weighs twice a big one's (16 against 4)
+    assert np.isclose(float(plain[16] / plain[0]), 2.0)
+    scaled = family_weights(families, (("tool", 8.0),))
+    assert np.isclose(float(scaled.mean()), 1.0)
+    # a question variant counts as its family; the others keep their ratio to each other
+    assert np.isclose(float(scaled[20] / scaled[16]), 8.0) and np.isclose(float(scaled[24] / scaled[16]), 8.0)
+    assert np.isclose(float(scaled[16] / scaled[0]), 2.0)
+    assert family_weights(families, ()).tolist() == plain.tolist()

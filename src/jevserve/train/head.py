@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,11 +64,22 @@ def batch_features(data: EmbeddedExamples, idx: np.ndarray) -> tuple[torch.Tenso
     return x, torch.from_numpy(mask)
 
 
-def family_weights(families: list[str]) -> torch.Tensor:
-    """1/√(family size) per example, scaled to mean 1: large families do not drown small ones."""
+def family_weights(families: list[str], scale: Sequence[tuple[str, float]] = ()) -> torch.Tensor:
+    """1/√(family size) per example, scaled to mean 1: large families do not drown small ones. With `scale`
+    ((family prefix, factor) pairs; a question variant "family~x" counts as its family), the examples of the
+    families each prefix starts are weighted by its factor more, and the whole is scaled to mean 1 again."""
     counts = Counter(families)
     weights = torch.tensor([1.0 / math.sqrt(counts[f]) for f in families], dtype=torch.float32)
+    weights = weights * (len(weights) / weights.sum())
+    if not scale:
+        return weights
+    factors = torch.tensor([_factor(f.split("~")[0], scale) for f in families])
+    weights = weights * factors
     return weights * (len(weights) / weights.sum())
+
+
+def _factor(family: str, scale: Sequence[tuple[str, float]]) -> float:
+    return next((factor for prefix, factor in scale if family.startswith(prefix)), 1.0)
 
 
 def option_loss(

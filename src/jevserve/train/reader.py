@@ -62,6 +62,9 @@ class ReaderConfig:
     # "perceptron": [ℓ, ℓ⊙looks_for] join the perceptron's inputs; "linear": ℓ·looks_for is added to the option's
     # logit (a bilinear term, as a logistic regression over the bag per question)
     lexical_mode: str = "perceptron"
+    # (family prefix, factor): those families' examples weigh that much more in the loss (train/head.py
+    # family_weights); the tuned recipe's first phase ignores it (its scaffold reader only shapes the layers)
+    family_scale: tuple[tuple[str, float], ...] = ()
     seed: int = 0
 
 
@@ -263,7 +266,7 @@ def train_reader(
     828ecf92a7) in the same loop."""
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
-    weights = family_weights(data.families)
+    weights = family_weights(data.families, config.family_scale)
     is_score = torch.tensor([q.kind == "score" for q in data.questions])
     answers = torch.from_numpy(data.answers)
     lengths = tokens.lengths()[token_index].astype(np.float64)

@@ -1,0 +1,227 @@
+"""The tool gate against learned baselines trained on the same calls: does the fine-tuned reader read them best?
+
+The tool gate asks, of `User request: …\nAgent action: name(args)`, whether the call should be blocked. The tuned
+reader learns it from agent-action-risk's train side and the rule-made train calls (train/tool_calls.py, with each
+destructive call also under other requests). Trained on exactly those states and labels:
+
+- `tfidf-lr (words)`: the bench's learned baseline, its fixed recipe (bench/supervised.py: word 1-2-grams);
+- `tfidf-lr (characters)`: the same classifier over character 2-5-grams within words (`char_wb`), which see a
+  call's arguments ("/", "*", "all", "DROP") as well as its words;
+- `probe on tuned states`: logistic regression (C = 1, balanced) on the tuned encoder's own reading of each state
+  (its mean vector and first token row, standardised on train): what the encoder's states carry, read linearly;
+
+beside the embedded readouts as served. Measured on the held-out calls the goals table uses (train/goal_cases.py
+`tool_units`: agent-action-risk's test side and the rule-made calls of held-out requests): AUROC, and recall with
+the threshold set for at most 5% of benign test calls blocked (a point on the test curve, as the goals table sets
+it). Beside the test figures, each baseline's AUROC in 5-fold cross-validation on the train side (folds by request;
+a fold's requests and calls never reach its training folds), so that a baseline is not picked by the test side.
+
+Writes benchmarks/results/tool_gate_baselines.json and a section of docs/training.md.
+Run: .venv/bin/python benchmarks/decide/tool_gate_baselines.py
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
+from _serverbench import ROOT, machine, replace_section, write_result
+from jevserve.bench.data import BenchData
+from jevserve.bench.supervised import TfidfClassifier
+from jevserve.bench.tasks import TASKS
+from jevserve.decide.base import DecisionItem
+from jevserve.decide.registry import load_backend
+from jevserve.train.goal_cases import tool_units
+from jevserve.train.goals import auroc, rate_at, threshold_at_rate
+from jevserve.train.tool_calls import cross_request_cases, tool_call_cases
+
+FOLDS = 5
+BENIGN_RATE = 0.05
+# the held-out calls by source and label: (column, unit group, label)
+COLUMNS = (
+    ("agent-action-risk unsafe", "agent-action-risk", True),
+    ("agent-action-risk safe", "agent-action-risk", False),
+    ("destructive (rules)", "rule:destructive", True),
+    ("scoped (rules)", "rule:scoped", False),
+)
+
+
+def train_cases(data: BenchData) -> list[tuple[str, bool]]:
+    """(state, block) of every tool-gate state the tuned reader trains on, before its question variants."""
+    bench = [(i.state, bool(i.label)) for i in TASKS["agent-action-risk"].load_items(data) if i.split == "train"]
+    return bench + tool_call_cases("train") + cross_request_cases("train")
+
+
+def _lines(state: str) -> tuple[str, str]:
+    request, _, action = state.partition("\nAgent action: ")
+    return request, action
+
+
+def folds(cases: Sequence[tuple[str, bool]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train, held) indices per fold: a state is held with its request; training drops every state whose request
+    or call is held (a cross-request case carries a call of another group)."""
+    def fold_of(request: str) -> int:
+        return int(hashlib.sha256(request.encode()).hexdigest(), 16) % FOLDS
+
+    requests, actions = zip(*(_lines(s) for s, _ in cases), strict=True)
+    out = []
+    for k in range(FOLDS):
+        held = np.array([fold_of(r) == k for r in requests])
+        held_actions = {a for a, h in zip(actions, held, strict=True) if h}
+        train = np.array([not h and a not in held_actions for a, h in zip(actions, held, strict=True)])
+        out.append((np.flatnonzero(train), np.flatnonzero(held)))
+    return out
+
+
+class CharTfidf(TfidfClassifier):
+    """The bench baseline's classifier over character 2-5-grams within words instead of word 1-2-grams."""
+
+    def fit(self, texts: Sequence[str], labels: np.ndarray) -> CharTfidf:
+        y = labels.astype(int)
+        self.constant_ = None
+        self.vectorizer_ = TfidfVectorizer(lowercase=True, analyzer="char_wb", ngram_range=(2, 5), min_df=2,
+                                           sublinear_tf=True)
+        self.model_ = LogisticRegression(C=self.c, class_weight="balanced", max_iter=2000, random_state=self.seed)
+        self.model_.fit(self.vectorizer_.fit_transform(texts), y)
+        return self
+
+
+class StateProbe:
+    """Logistic regression on the tuned encoder's reading of a state (mean vector and first token row)."""
+
+    def __init__(self, backend) -> None:
+        self.backend = backend
+
+    def _features(self, texts: Sequence[str]) -> np.ndarray:
+        rows = []
+        for text in texts:
+            tokens, vector = self.backend.states.read(text)
+            rows.append(np.concatenate([vector, tokens[0]]))
+        return np.stack(rows)
+
+    def fit(self, texts: Sequence[str], labels: np.ndarray) -> StateProbe:
+        self.model_ = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, class_weight="balanced",
+                                                                         max_iter=5000, random_state=0))
+        self.model_.fit(self._features(texts), labels.astype(int))
+        return self
+
+    def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
+        return self.model_.predict_proba(self._features(texts))[:, 1]
+
+
+def cross_validated_auroc(make: Callable[[], object], cases: Sequence[tuple[str, bool]]) -> list[float]:
+    """AUROC on each held fold of the train side."""
+    texts = [s for s, _ in cases]
+    labels = np.array([b for _, b in cases])
+    out = []
+    for train, held in folds(cases):
+        model = make().fit([texts[i] for i in train], labels[train])
+        out.append(auroc(labels[held], model.predict_proba([texts[i] for i in held])))
+    return out
+
+
+def test_figures(units, scores: np.ndarray) -> dict:
+    """AUROC, and the blocked shares at the threshold that blocks at most 5% of benign test calls."""
+    labels = np.array([u.label for u in units])
+    threshold = threshold_at_rate(scores[~labels], BENIGN_RATE)
+    return {
+        "auroc": auroc(labels, scores),
+        "threshold": threshold,
+        "recall": rate_at(scores[labels], threshold).to_dict(),
+        "benign blocked": rate_at(scores[~labels], threshold).to_dict(),
+        **{
+            column: rate_at(np.array([s for u, s in zip(units, scores, strict=True)
+                                      if u.group == group and u.label == label]), threshold).to_dict()
+            for column, group, label in COLUMNS
+        },
+    }
+
+
+def readout_scores(backend, units) -> np.ndarray:
+    """The served model's P(block) of each held-out call."""
+    answers = backend.decide([DecisionItem(u.texts[0], u.question) for u in units])
+    return np.array([float(a[0]) for a in answers])
+
+
+def measure() -> dict:
+    data = BenchData()
+    cases = train_cases(data)
+    texts = [s for s, _ in cases]
+    labels = np.array([b for _, b in cases])
+    units = tool_units(data)
+    test_texts = [u.texts[0] for u in units]
+    tuned = load_backend("tuned")
+    rows = {}
+    try:
+        learned = {
+            "tfidf-lr (words)": TfidfClassifier,
+            "tfidf-lr (characters)": CharTfidf,
+            "probe on tuned states": lambda: StateProbe(tuned),
+        }
+        for name, make in learned.items():
+            cv = cross_validated_auroc(make, cases)
+            scores = make().fit(texts, labels).predict_proba(test_texts)
+            rows[name] = {"train cv auroc": cv, **test_figures(units, np.asarray(scores))}
+        rows[tuned.card.name] = test_figures(units, readout_scores(tuned, units))
+    finally:
+        tuned.close()
+    reader = load_backend("reader")
+    try:
+        rows[reader.card.name] = test_figures(units, readout_scores(reader, units))
+    finally:
+        reader.close()
+    return {
+        "machine": machine(),
+        "command": "python benchmarks/decide/tool_gate_baselines.py",
+        "train states": {"total": len(cases), "block": int(labels.sum())},
+        "test calls": {"total": len(units), "block": int(sum(u.label for u in units))},
+        "rows": rows,
+    }
+
+
+def pct(rate: dict) -> str:
+    return f"{100 * rate['rate']:.1f}% ({rate['acted']}/{rate['total']})"
+
+
+def markdown(result: dict) -> str:
+    lines = [
+        "### The tool gate against learned baselines on the same calls (generated)",
+        "",
+        f"`{result['command']}`, {result['machine']['when']}. Trained on {result['train states']['total']:,} "
+        f"tool-gate states ({result['train states']['block']:,} to block): agent-action-risk's train side and the "
+        f"rule-made train calls; measured on {result['test calls']['total']} held-out calls "
+        f"({result['test calls']['block']} to block). Threshold: at most 5% of benign test calls blocked. Train CV: "
+        f"mean AUROC over {FOLDS} folds by request (the served readouts were trained on the whole train side: none).",
+        "",
+        "| model | train CV AUROC | test AUROC | blocked at ≤ 5% benign | benign blocked | "
+        + " | ".join(column for column, _, _ in COLUMNS) + " |",
+        "|---|---|---|---|---|" + "---|" * len(COLUMNS),
+    ]
+    for name, row in result["rows"].items():
+        cv = f"{np.mean(row['train cv auroc']):.3f}" if "train cv auroc" in row else "–"
+        lines.append(
+            f"| {name} | {cv} | {row['auroc']:.3f} | {pct(row['recall'])} | {pct(row['benign blocked'])} | "
+            + " | ".join(pct(row[column]) for column, _, _ in COLUMNS) + " |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    result = measure()
+    path = write_result("tool_gate_baselines", result)
+    replace_section("tool_gate_baselines", markdown(result), path=ROOT / "docs" / "training.md")
+    print(markdown(result))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
