@@ -51,6 +51,22 @@ def test_openai_client_streams_with_usage():
     assert upstreams["u"].requests[0]["stream"] is True
 
 
+def test_an_upstream_that_answers_a_stream_with_plain_json_gets_an_error_that_says_so():
+    # some OpenAI-compatible servers ignore `stream: true`; the client must hear why its stream is empty
+    from tests.gateway.upstreams import completion
+
+    app, _, _ = make_app(upstreams={"u": StubUpstream(lambda body: httpx.Response(200, json=completion()))})
+
+    async def scenario():
+        stream = await async_openai(app).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        return [chunk async for chunk in stream]
+
+    with pytest.raises(openai.APIError, match=r"without any event .*application/json.*stream: true"):
+        run(scenario())
+
+
 def test_openai_client_lists_the_configured_virtual_models():
     app, _, _ = make_app()
 

@@ -99,10 +99,12 @@ async def relay(
     on_end: Callable[[StreamSummary], Awaitable[None]],
 ) -> AsyncIterator[bytes]:
     """Yield the upstream's events as they come; `on_end` runs once, however the stream ends."""
+    events = 0
     try:
         async for line in response.aiter_lines():
             if not line.startswith("data:"):
                 continue  # comments, blank separators and event names are re-framed below
+            events += 1
             payload = summary.read(line[5:].strip())
             if summary.done:
                 yield sse("[DONE]")
@@ -113,7 +115,10 @@ async def relay(
             yield sse(payload)
         else:
             if not summary.done and summary.error is None:
-                summary.error = "upstream closed the stream before [DONE]"
+                summary.error = "upstream closed the stream before [DONE]" if events else (
+                    "upstream answered a streaming request without any event (content-type "
+                    f"{response.headers.get('content-type', 'none')}): check that it supports stream: true"
+                )
                 yield error_event(summary.error)
     except httpx.HTTPError as exc:
         summary.error = f"upstream stream failed: {type(exc).__name__} {exc}".strip()
