@@ -66,8 +66,9 @@ def batch_features(data: EmbeddedExamples, idx: np.ndarray) -> tuple[torch.Tenso
 
 def family_weights(families: list[str], scale: Sequence[tuple[str, float]] = ()) -> torch.Tensor:
     """1/√(family size) per example, scaled to mean 1: large families do not drown small ones. With `scale`
-    ((family prefix, factor) pairs; a question variant "family~x" counts as its family), the examples of the
-    families each prefix starts are weighted by its factor more, and the whole is scaled to mean 1 again."""
+    ((family prefix, factor) pairs; a question variant "family~x" counts as its family), an example of a family
+    that starts with a prefix weighs that factor more (the first prefix that matches), and the whole is scaled to
+    mean 1 again."""
     counts = Counter(families)
     weights = torch.tensor([1.0 / math.sqrt(counts[f]) for f in families], dtype=torch.float32)
     weights = weights * (len(weights) / weights.sum())
