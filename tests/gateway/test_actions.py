@@ -134,7 +134,7 @@ def test_tool_gate_blocks_an_unsafe_tool_call_in_the_reply():
     assert "tool_calls" not in message
     assert "blocked tool call(s) delete_files" in message["content"]
     assert response.json()["choices"][0]["finish_reason"] == "stop"
-    assert "tool_gate=block" in response.headers["x-jevserve-decisions"]
+    assert "tool_gate=block:0.900" in response.headers["x-jevserve-decisions"]  # with its probability
     assert "Agent action: delete_files" in decider.states[-1]
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jevserve.gateway.config import RouteConfig
-from jevserve.gateway.decisions import DecisionReport
+from jevserve.gateway.decisions import DecisionReport, header_part
 from jevserve.gateway.types import Verdict
 
 # Request ids: a random per-process prefix and a counter (32 hex digits, like a uuid4's hex). uuid4 reads the
@@ -89,7 +89,7 @@ class RequestContext:
         if self.report is not None:
             decisions = self.report.header()
             if self.tool_verdicts:
-                decisions += "," + ",".join(f"tool_gate={v.action}" for v in self.tool_verdicts)
+                decisions += "," + ",".join(header_part(v) for v in self.tool_verdicts)
             headers["x-jevserve-decisions"] = decisions
             headers["x-jevserve-decision-ms"] = f"{self.report.decision_ms:.2f}"
         headers.update(self.flags)

@@ -66,12 +66,7 @@ class DecisionReport:
     def header(self) -> str:
         """The `x-jevserve-decisions` header: `decision=action[:probability]` joined by commas (`~shadow` marks a
         verdict in shadow mode, `!fallback` one the fallback decided)."""
-        parts = []
-        for v in self.verdicts:
-            p = "" if v.probability is None else f":{v.probability:.3f}"
-            shadow = "~shadow" if v.mode == "shadow" else ""
-            parts.append(f"{v.decision}={v.action}{p}{shadow}{'!fallback' if v.fell_back else ''}")
-        return ",".join(parts) or "none"
+        return ",".join(header_part(v) for v in self.verdicts) or "none"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy, for logs and demo pages."""
@@ -83,6 +78,13 @@ class DecisionReport:
             "num_questions": self.num_questions,
             "error": self.error,
         }
+
+
+def header_part(verdict: Verdict) -> str:
+    """One verdict in the `x-jevserve-decisions` header: `decision=action[:probability][~shadow][!fallback]`."""
+    p = "" if verdict.probability is None else f":{verdict.probability:.3f}"
+    shadow = "~shadow" if verdict.mode == "shadow" else ""
+    return f"{verdict.decision}={verdict.action}{p}{shadow}{'!fallback' if verdict.fell_back else ''}"
 
 
 _POLICY_CACHE: dict[int, tuple[RouteConfig, tuple[Policy, ...]]] = {}
