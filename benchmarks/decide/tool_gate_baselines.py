@@ -22,6 +22,7 @@ Run: .venv/bin/python benchmarks/decide/tool_gate_baselines.py
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import sys
 from collections.abc import Callable, Sequence
@@ -34,14 +35,16 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reader_goals import answerer  # the models' answers, kept on disk per model version
+
 from _serverbench import ROOT, machine, replace_section, write_result
 from jevserve.bench.data import BenchData
 from jevserve.bench.supervised import TfidfClassifier
 from jevserve.bench.tasks import TASKS
-from jevserve.decide.base import DecisionItem
 from jevserve.decide.registry import load_backend
 from jevserve.train.goal_cases import tool_units
-from jevserve.train.goals import auroc, rate_at, threshold_at_rate
+from jevserve.train.goals import auroc, rate_at, scores_of, threshold_at_rate
 from jevserve.train.tool_calls import cross_request_cases, tool_call_cases
 
 FOLDS = 5
@@ -82,31 +85,23 @@ def folds(cases: Sequence[tuple[str, bool]]) -> list[tuple[np.ndarray, np.ndarra
     return out
 
 
-class CharTfidf(TfidfClassifier):
+def char_tfidf() -> TfidfClassifier:
     """The bench baseline's classifier over character 2-5-grams within words instead of word 1-2-grams."""
-
-    def fit(self, texts: Sequence[str], labels: np.ndarray) -> CharTfidf:
-        y = labels.astype(int)
-        self.constant_ = None
-        self.vectorizer_ = TfidfVectorizer(lowercase=True, analyzer="char_wb", ngram_range=(2, 5), min_df=2,
+    return TfidfClassifier(
+        vectorizer=lambda: TfidfVectorizer(lowercase=True, analyzer="char_wb", ngram_range=(2, 5), min_df=2,
                                            sublinear_tf=True)
-        self.model_ = LogisticRegression(C=self.c, class_weight="balanced", max_iter=2000, random_state=self.seed)
-        self.model_.fit(self.vectorizer_.fit_transform(texts), y)
-        return self
+    )
 
 
 class StateProbe:
-    """Logistic regression on the tuned encoder's reading of a state (mean vector and first token row)."""
+    """Logistic regression on the tuned encoder's reading of a state (mean vector and first token row); `read` is
+    shared by every fold's probe, so each state is encoded once."""
 
-    def __init__(self, backend) -> None:
-        self.backend = backend
+    def __init__(self, read: Callable[[str], np.ndarray]) -> None:
+        self.read = read
 
     def _features(self, texts: Sequence[str]) -> np.ndarray:
-        rows = []
-        for text in texts:
-            tokens, vector = self.backend.states.read(text)
-            rows.append(np.concatenate([vector, tokens[0]]))
-        return np.stack(rows)
+        return np.stack([self.read(text) for text in texts])
 
     def fit(self, texts: Sequence[str], labels: np.ndarray) -> StateProbe:
         self.model_ = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, class_weight="balanced",
@@ -146,10 +141,15 @@ def test_figures(units, scores: np.ndarray) -> dict:
     }
 
 
-def readout_scores(backend, units) -> np.ndarray:
-    """The served model's P(block) of each held-out call."""
-    answers = backend.decide([DecisionItem(u.texts[0], u.question) for u in units])
-    return np.array([float(a[0]) for a in answers])
+def state_reader(backend) -> Callable[[str], np.ndarray]:
+    """A state's probe features from the tuned encoder, each text encoded once."""
+
+    @functools.cache
+    def read(text: str) -> np.ndarray:
+        tokens, vector = backend.states.read(text)
+        return np.concatenate([vector, tokens[0]])
+
+    return read
 
 
 def measure() -> dict:
@@ -164,19 +164,19 @@ def measure() -> dict:
     try:
         learned = {
             "tfidf-lr (words)": TfidfClassifier,
-            "tfidf-lr (characters)": CharTfidf,
-            "probe on tuned states": lambda: StateProbe(tuned),
+            "tfidf-lr (characters)": char_tfidf,
+            "probe on tuned states": functools.partial(StateProbe, state_reader(tuned)),
         }
         for name, make in learned.items():
             cv = cross_validated_auroc(make, cases)
             scores = make().fit(texts, labels).predict_proba(test_texts)
             rows[name] = {"train cv auroc": cv, **test_figures(units, np.asarray(scores))}
-        rows[tuned.card.name] = test_figures(units, readout_scores(tuned, units))
+        rows[tuned.card.name] = test_figures(units, scores_of(units, answerer(tuned)))
     finally:
         tuned.close()
     reader = load_backend("reader")
     try:
-        rows[reader.card.name] = test_figures(units, readout_scores(reader, units))
+        rows[reader.card.name] = test_figures(units, scores_of(units, answerer(reader)))
     finally:
         reader.close()
     return {

@@ -15,7 +15,7 @@ It is scored by the bench's own `evaluate`/`score_row` on the same test items an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy import sparse
@@ -33,11 +33,15 @@ def _vectorizer() -> TfidfVectorizer:
 
 
 class TfidfClassifier:
-    """TF-IDF + logistic regression on the state text (estimator convention: fit returns self)."""
+    """TF-IDF + logistic regression on the state text (estimator convention: fit returns self); `vectorizer` makes
+    the TF-IDF step (default: the recipe's word 1-2-grams)."""
 
-    def __init__(self, *, c: float = 1.0, seed: int = 0) -> None:
+    def __init__(
+        self, *, c: float = 1.0, seed: int = 0, vectorizer: Callable[[], TfidfVectorizer] = _vectorizer
+    ) -> None:
         self.c = c
         self.seed = seed
+        self.vectorizer = vectorizer
 
     def fit(self, texts: Sequence[str], labels: np.ndarray) -> TfidfClassifier:
         """Fit the vocabulary and the regression on train texts and their 0/1 labels."""
@@ -46,7 +50,7 @@ class TfidfClassifier:
             self.constant_ = float(y.mean()) if len(y) else 0.5
             return self
         self.constant_ = None
-        self.vectorizer_ = _vectorizer()
+        self.vectorizer_ = self.vectorizer()
         features = self.vectorizer_.fit_transform(texts)
         self.model_ = LogisticRegression(
             C=self.c, class_weight="balanced", max_iter=2000, random_state=self.seed
