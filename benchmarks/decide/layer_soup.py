@@ -12,7 +12,7 @@ gate's families eight times more in the reader's loss (`ReaderConfig.family_scal
 the tool gate in the reader phase").
 
 Run: .venv/bin/python benchmarks/decide/layer_soup.py --layers A.layers.npz,B.layers.npz \
-         --out .cache/soup/minilm-tuned.npz [--seed N] [--family-scale PREFIX=FACTOR,...]
+         --out .cache/soup/minilm-tuned.npz [--seed N] [--family-scale PREFIX=FACTOR,...] [--composed-tool-calls]
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ def main() -> None:
     parser.add_argument("--family-scale", type=family_scale, default=(), metavar="PREFIX=FACTOR,...",
                         help="weight the examples of families starting with PREFIX FACTOR times more in the reader "
                         "phase (default: none)")
+    parser.add_argument("--composed-tool-calls", action="store_true",
+                        help="add the tool calls composed from templates (train/tool_calls_composed.py)")
     args = parser.parse_args()
     layers = [Path(p) for p in args.layers.split(",")]
     missing = [str(p) for p in layers if not p.is_file()]
@@ -56,8 +58,9 @@ def main() -> None:
         raise SystemExit(f"no layer file at {', '.join(missing)}: train them with `jevserve train --tuned --out ...`")
     data = BenchData(embed=embed_texts)
     config = TunedConfig(reader=replace(ReaderConfig(), seed=args.seed, family_scale=args.family_scale))
+    extra = tuned_examples(data, composed_calls=args.composed_tool_calls)
     _, manifest = train_tuned_model(
-        list(TASKS.values()), out=args.out, config=config, data=data, extra=tuned_examples(data),
+        list(TASKS.values()), out=args.out, config=config, data=data, extra=extra,
         average_layers=layers,
     )  # fmt: skip
     print(f"wrote {args.out} ({manifest['num_examples']} examples, {manifest['train_seconds']} s)")

@@ -69,9 +69,11 @@ def test_tuned_trains_its_own_file_with_its_own_settings():
     )
 
 
-@pytest.mark.parametrize("flags", [("--tuned", "--reader"), ("--tuned", "--heldout"), ("--layers", "3")])
+@pytest.mark.parametrize(
+    "flags", [("--tuned", "--reader"), ("--tuned", "--heldout"), ("--layers", "3"), ("--composed-tool-calls",)]
+)
 def test_flags_that_do_not_go_together_say_so(flags):
     from jevserve.train.cli import run_train
 
-    with pytest.raises(SystemExit, match=r"--tuned|--layers"):
+    with pytest.raises(SystemExit, match=r"add --tuned|leave out --reader"):
         run_train(parse(*flags))

@@ -11,6 +11,7 @@ from jevserve.train.examples import Example, task_examples
 from jevserve.train.perturb import GUARD_TASKS, perturbed_examples, suffixed_examples
 from jevserve.train.rules import injection
 from jevserve.train.tool_calls import tool_call_examples
+from jevserve.train.tool_calls_composed import composed_tool_call_examples
 from jevserve.train.trigger_words import trigger_word_examples
 
 
@@ -49,13 +50,17 @@ def test_states(data: BenchData) -> list[str]:
     return out
 
 
-def tuned_examples(data: BenchData, *, everyday: bool = True, log=print) -> list[Example]:
-    """Every rule-made and everyday example the tuned reader adds (train side only)."""
+def tuned_examples(data: BenchData, *, everyday: bool = True, composed_calls: bool = False, log=print) -> list[Example]:
+    """Every rule-made and everyday example the tuned reader adds (train side only); with `composed_calls`, the tool
+    calls composed from templates too (studied, not in the committed recipe: docs/training.md, "Tool calls composed
+    from templates")."""
     guard = guard_examples(data, log)
     triggers = trigger_word_examples("train")
     out = [*triggers, *perturbed_examples([*guard, *triggers]), *suffixed_examples(guard, "train")]
     out += jailbreaks_as_injections(guard)
     out += cache_rule_examples("train") + tool_call_examples("train")
+    if composed_calls:
+        out += composed_tool_call_examples()
     if everyday:
         try:
             from jevserve.train.everyday_negatives import train_side_everyday, train_side_follow_ups
