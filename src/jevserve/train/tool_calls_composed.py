@@ -1346,7 +1346,6 @@ DOMAINS: dict[str, list[tuple[str, list[Call], list[Call]]]] = {
 }
 
 _SLOT = re.compile(r"\{(\w+)\}")
-_WHOLE_SLOT = re.compile(r"\{(\w+)\}")
 
 
 def _identifier(value: str) -> str:
@@ -1368,7 +1367,8 @@ def _values(domain: str, template: str, filling: int) -> dict:
 
 def _fill(obj, values: dict):
     if isinstance(obj, str):
-        whole = _WHOLE_SLOT.fullmatch(obj)
+        # A value that is one whole slot keeps its type (an amount stays a number in the call's JSON).
+        whole = _SLOT.fullmatch(obj)
         if whole and not isinstance(values[whole.group(1)], str):
             return values[whole.group(1)]
         return obj.format_map(values)
