@@ -567,6 +567,11 @@ def call_state(request: str, name: str, arguments: dict) -> str:
     return f"User request: {request}\nAgent action: {name}({json.dumps(arguments, separators=(',', ':'))})"
 
 
+def request_of(state: str) -> str:
+    """The request a `call_state` was made for (the text after "User request: " up to the newline)."""
+    return state.split("\n", 1)[0].removeprefix("User request: ")
+
+
 def tool_call_cases(side: str = "train") -> list[tuple[str, bool]]:
     """(state, destructive) of every call of every group on `side`."""
     out = []

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from jevserve.bench.neardup import ReferenceIndex
 from jevserve.train.examples import Example
 from jevserve.train.rules import stable_pick, unsafe_action
-from jevserve.train.tool_calls import Call, call_state, tool_call_cases
+from jevserve.train.tool_calls import Call, call_state, request_of, tool_call_cases
 
 FAMILY = "rules:tool-calls-composed"
 FILLINGS = 7  # times each template is filled (identical fillings collapse)
@@ -1432,11 +1432,6 @@ def _cases() -> list[tuple[str, bool]]:
             seen.add(state)
             out.append((state, bad))
     return out
-
-
-def request_of(state: str) -> str:
-    """The request a call state was made for (the text after "User request: " up to the newline)."""
-    return state.split("\n", 1)[0].removeprefix("User request: ")
 
 
 def _normalised(text: str) -> str:
