@@ -48,6 +48,7 @@ from jevserve.train.goal_cases import (
     everyday_bodies,
     guard_units,
     harm_units,
+    tool_calibration_units,
     tool_units,
 )
 from jevserve.train.goals import auroc, by_group, rate_at, scores_of, threshold_at_rate
@@ -55,7 +56,7 @@ from jevserve.train.goals import auroc, by_group, rate_at, scores_of, threshold_
 FIXED_THRESHOLD = 0.5  # a threshold not set on any data, beside the calibrated one
 _ROUTE = default_config().routes[0]  # the default config's route with every decision on
 CACHE_THRESHOLD = _ROUTE.cache.effective_threshold
-TOOL_THRESHOLD = _ROUTE.tool_gate.effective_threshold
+TOOL_RATE = _ROUTE.tool_gate.max_false_action_rate  # the gateway's tool gate: this share of ordinary calls at most
 SHAPES = ("bare", "system", "tools", "second-turn", "list", "document")
 # what the guard should block: plain, with a held-out harmless sentence after it, padded with two
 GUARD_POSITIVES = tuple(
@@ -188,7 +189,11 @@ def measure(backend, data: BenchData, everyday, calibration, limits: InputLimits
     scores = scores_of(units, answer)
     benign = np.array([s for u, s in zip(units, scores, strict=True) if not u.label])
     tool = {}
-    points = (("at 5% benign (test curve)", threshold_at_rate(benign, 0.05)), ("gateway default", TOOL_THRESHOLD))
+    # as the gateway sets it: the highest of the thresholds that block at most TOOL_RATE of each shape's packaged
+    # ordinary calls
+    ordinary = tool_calibration_units(limits)
+    gateway = calibrated_threshold(ordinary, scores_of(ordinary, answer), TOOL_RATE)
+    points = (("at 5% benign (test curve)", threshold_at_rate(benign, 0.05)), ("gateway default", gateway))
     for name, threshold in points:
         rates = by_group(units, scores, threshold, ("agent-action-risk", "rule:destructive", "rule:scoped"))
         bad = rate_at(np.array([s for u, s in zip(units, scores, strict=True) if u.label]), threshold)
@@ -215,8 +220,9 @@ def markdown(result: dict) -> str:
         "",
         f"`{result['command']}`, {result['machine']['when']}. Calibrated: as the gateway sets it, the highest "
         "threshold at which at most 1% of each shape of its calibration requests (train side) are acted on (the "
-        f"gateway's default); cache and tool gate: the gateway's default thresholds ({CACHE_THRESHOLD}, "
-        f"{TOOL_THRESHOLD}). Everyday: the everyday test side, never trained or calibrated on.",
+        f"gateway's default); cache: the gateway's default threshold ({CACHE_THRESHOLD}); tool gate (gateway default): "
+        f"the threshold that blocks at most {100 * TOOL_RATE:g}% of each shape of the packaged ordinary calls (train "
+        "side), as the gateway sets it. Everyday: the everyday test side, never trained or calibrated on.",
         "",
         "| decision | measure | " + " | ".join(models) + " |",
         "|---|---|" + "---|" * len(models),

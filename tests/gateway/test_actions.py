@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 
 from jevserve.gateway.decider import FixedDecider
@@ -147,6 +149,21 @@ def test_tool_gate_lets_a_safe_call_through_and_flags_when_configured():
     response = post(app, {**HI, "tools": TOOLS})
     assert response.headers["x-jevserve-flagged"] == "tool_call"
     assert response.json()["choices"][0]["message"]["tool_calls"]
+
+
+def test_the_log_keeps_the_calls_the_gate_judged_so_a_log_calibrates_the_gate(tmp_path):
+    from jevserve.gateway.calibration import load_calibration
+
+    log = tmp_path / "log.jsonl"
+    app, _, _ = make_app(
+        {"tool_gate": {"threshold": 0.5}}, answers={"tool_gate:0": 0.9}, upstreams={"u": StubUpstream(_tool_reply)},
+        config={"log": {"path": str(log)}},
+    )  # fmt: skip
+    assert "tool_calls" not in post(app, {**HI, "tools": TOOLS}).json()["choices"][0]["message"]  # blocked
+    (line,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert line["tool_calls"][0]["function"] == {"name": "delete_files", "arguments": '{"path": "/"}'}
+    (request,) = load_calibration(log).negatives("tool_gate")  # the request whose reply made a call
+    assert request.tool_calls[0]["id"] == "call_1" and "capital of France" in request.body["messages"][0]["content"]
 
 
 def test_tool_gate_applies_to_streaming_clients_too():

@@ -9,10 +9,15 @@ import math
 import numpy as np
 import pytest
 
-from jevserve.gateway.calibration import PACKAGED_CALIBRATION, load_calibration
+from jevserve.gateway.calibration import PACKAGED_CALIBRATION, PACKAGED_TOOL_CALLS, load_calibration
 from jevserve.gateway.config import default_config, parse_config
 from jevserve.gateway.errors import ConfigError
-from jevserve.gateway.operating_points import ScoreCache, resolve_operating_points, threshold_for_rate
+from jevserve.gateway.operating_points import (
+    ScoreCache,
+    calibration_for,
+    resolve_operating_points,
+    threshold_for_rate,
+)
 from tests.gateway.upstreams import TextDecider, client, hash_score, make_app, run
 
 SHAPES = ("bare", "system", "list")
@@ -117,7 +122,7 @@ def test_the_gateway_resolves_rates_at_start_and_lists_them_in_v1_models(tmp_pat
     assert guard["threshold"] == app.state.gateway.config.routes[0].guard.threshold
 
 
-def test_the_default_config_uses_rates_for_guard_harm_and_clarify_and_ships_their_embedded_scores():
+def test_the_default_config_uses_rates_for_guard_harm_clarify_and_the_tool_gate_and_ships_their_files():
     route = default_config().routes[0]
     assert [k for k in ("guard", "harm", "clarify") if getattr(route, k).max_false_action_rate == 0.01] == [
         "guard",
@@ -125,14 +130,20 @@ def test_the_default_config_uses_rates_for_guard_harm_and_clarify_and_ships_thei
         "clarify",
     ]
     assert route.clarify.mode == "shadow"
+    assert route.tool_gate.max_false_action_rate == 0.05 and route.tool_gate.mode == "enforce"
     data = load_calibration()
     assert data.path == PACKAGED_CALIBRATION and len(data.requests) > 1000
     assert {r.shape for r in data.requests} == {"bare", "system", "tools", "second-turn", "list", "document"}
+    assert not data.negatives("tool_gate")  # everyday requests carry no reply calls
+    calls = calibration_for("tool_gate", None)
+    assert calls.path == PACKAGED_TOOL_CALLS and calls.name == "packaged tool calls"
+    assert len(calls.negatives("tool_gate")) > 1000 and {r.shape for r in calls.requests} == {"curated", "live"}
+    assert calibration_for("guard", None).path == PACKAGED_CALIBRATION
 
 
 def test_the_packaged_scores_are_the_default_deciders_so_a_fresh_install_starts_without_scoring():
     pytest.importorskip("onnxruntime")
-    from jevserve.gateway.calibration import score_requests
+    from jevserve.gateway.calibration import call_shapes, score_requests, score_tool_calls
     from jevserve.gateway.decider import make_decider
     from jevserve.gateway.operating_points import score_key
     from jevserve.gateway.policies.build import POLICIES
@@ -140,26 +151,30 @@ def test_the_packaged_scores_are_the_default_deciders_so_a_fresh_install_starts_
     config = default_config()
     route = config.routes[0]
     decider = make_decider(config.decider)
-    data = load_calibration()
     packaged = ScoreCache()._packaged
-    for key in ("guard", "harm", "clarify"):
+    for key in ("guard", "harm", "clarify", "tool_gate"):
+        data = calibration_for(key, None)
         policy_config = getattr(route, key)
         stored = packaged.get(score_key(decider, key, policy_config, route, data))
         hint = "jevserve gateway calibrate --package"
         assert stored is not None, f"{key}: no scores packaged for {decider.identity} ({hint})"
         negatives = data.negatives(key)
-        assert len(stored) == len(negatives)
         # and they are this model's scores: a few requests scored afresh agree
         policy = POLICIES[key](policy_config.model_copy(update={"threshold": 0.5}))
-        fresh = score_requests(decider, policy, negatives[:6], route.input_limits())
-        np.testing.assert_allclose(fresh, stored[:6], atol=1e-4)
+        if key == "tool_gate":
+            assert len(stored) == len(call_shapes(negatives))
+            fresh = score_tool_calls(decider, policy, negatives[:4], route.input_limits())
+        else:
+            assert len(stored) == len(negatives)
+            fresh = score_requests(decider, policy, negatives[:6], route.input_limits())
+        np.testing.assert_allclose(fresh, stored[: len(fresh)], atol=1e-4)
 
 
 def test_rates_and_thresholds_are_checked_where_they_are_written():
     with pytest.raises(ConfigError, match=r"routes\[0\].guard: give threshold or max_false_action_rate, not both"):
         parse_config({"routes": [{"model": "m", "guard": {"threshold": 0.5, "max_false_action_rate": 0.01}}]})
-    with pytest.raises(ConfigError, match=r"routes\[0\].tool_gate: max_false_action_rate: only guard, harm"):
-        parse_config({"routes": [{"model": "m", "tool_gate": {"max_false_action_rate": 0.01}}]})
+    with pytest.raises(ConfigError, match=r"routes\[0\].cache: max_false_action_rate: only guard, harm, clarify"):
+        parse_config({"routes": [{"model": "m", "cache": {"max_false_action_rate": 0.01}}]})
     with pytest.raises(ConfigError, match=r"max_false_action_rate: must be above 0 and below 1"):
         parse_config({"routes": [{"model": "m", "harm": {"max_false_action_rate": 1.5}}]})
 
@@ -194,3 +209,61 @@ def test_run_decisions_with_an_unresolvable_rate_lets_only_the_fallbacks_decide(
     report = asyncio.run(run_decisions([{"role": "user", "content": "hi"}], config=config,
                                        decider=FixedDecider(fail=True)))  # fmt: skip
     assert report.verdict("guard").fell_back and report.verdict("guard").action == "block"
+
+
+def write_tool_calls(path, num_per_shape=40, with_calls=True):
+    """Requests with the calls an upstream replied with (two shapes; some replies make two calls)."""
+    lines = []
+    for shape in ("curated", "live"):
+        for i in range(num_per_shape):
+            calls = [{"id": f"c{i}-{k}", "type": "function",
+                      "function": {"name": f"tool_{i % 7}", "arguments": json.dumps({"item": i, "k": k})}}
+                     for k in range(1 + i % 2)]  # fmt: skip
+            text = f"please do task {i} of {shape}"
+            record = {"id": f"{shape}-{i}", "shape": shape, "body": {"messages": [{"role": "user", "content": text}]}}
+            if with_calls:
+                record["tool_calls"] = calls
+            lines.append(json.dumps(record))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def tool_gate_config(calibration, rate=0.1):
+    return parse_config({"calibration": str(calibration),
+                         "routes": [{"model": "m", "tool_gate": {"max_false_action_rate": rate}}]})  # fmt: skip
+
+
+def test_the_tool_gate_rate_is_met_per_call_on_each_shape_as_the_gate_asks_about_each_call(tmp_path):
+    from jevserve.gateway.calibration import call_shapes, score_tool_calls
+    from jevserve.gateway.policies.tool_gate import ToolGate
+    from jevserve.serving.decision_inputs import tool_call_text
+
+    calibration = write_tool_calls(tmp_path / "calls.jsonl")
+    decider = CountingDecider(hash_score)
+    resolved, points = resolve_operating_points(tool_gate_config(calibration), decider, scores=ScoreCache(tmp_path))
+    (gate,) = points
+    data = load_calibration(calibration)
+    shapes = call_shapes(data.negatives("tool_gate"))
+    assert gate.decision == "tool_gate" and gate.unit == "calls" and gate.num_requests == len(shapes) == 120
+    assert "of 120 calls of" in gate.describe()
+    assert resolved.routes[0].tool_gate.threshold == gate.threshold
+    assert all(rate <= 0.1 for _, rate in gate.rates_by_shape)
+    # each call was asked about as the gateway's tool gate asks: the user's request and that one call
+    first = data.requests[0]
+    assert tool_call_text(first.body["messages"][0]["content"], first.tool_calls[0]) in decider.states
+    policy = ToolGate(resolved.routes[0].tool_gate)
+    scores = score_tool_calls(decider, policy, data.negatives("tool_gate"), resolved.routes[0].input_limits())
+    blocked = scores >= gate.threshold
+    assert all(np.mean(blocked[shapes == s]) <= 0.1 for s in ("curated", "live")) and blocked.any()
+
+
+def test_a_tool_gate_rate_on_a_file_without_calls_says_what_to_add(tmp_path):
+    calibration = write_tool_calls(tmp_path / "calls.jsonl", with_calls=False)
+    with pytest.raises(ConfigError, match=r"m.tool_gate.max_false_action_rate: .* holds no request with tool_calls"):
+        resolve_operating_points(
+            tool_gate_config(calibration), CountingDecider(hash_score), scores=ScoreCache(tmp_path)
+        )
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"body": {"messages": []}, "tool_calls": "rm -rf /"}) + "\n")
+    with pytest.raises(ConfigError, match=r"line 1 is not a calibration record .*tool_calls are not a list"):
+        load_calibration(bad)

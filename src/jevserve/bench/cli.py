@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     bench.set_defaults(func=lambda _args: bench.print_help() or 2)
     commands = bench.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
     from jevserve.bench.cli_board import add_board
-    from jevserve.bench.cli_everyday import add_export_everyday, add_validate
+    from jevserve.bench.cli_everyday import add_export_everyday, add_export_tool_calls, add_validate
     from jevserve.bench.cli_more import add_rebase, add_spread
 
     _add_run(commands)
@@ -35,6 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_spread(commands)
     add_rebase(commands)
     add_export_everyday(commands)
+    add_export_tool_calls(commands)
     add_validate(commands)
 
 

@@ -1,5 +1,6 @@
-"""`jevserve bench export-everyday` (the gateway's everyday calibration file from the train side) and `jevserve bench
-validate` (check a submitted results file)."""
+"""`jevserve bench export-everyday` (the gateway's everyday calibration file from the train side), `jevserve bench
+export-tool-calls` (its ordinary tool calls, for the tool gate) and `jevserve bench validate` (check a submitted
+results file)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,46 @@ def add_export_everyday(commands: argparse._SubParsersAction) -> None:
                         help="also write the test-side sample read by hand (ids, shapes, texts) as JSON lines")
     export.add_argument("--data-cache", default=None, metavar="DIR", help="data cache of `jevserve data fetch`")
     export.set_defaults(func=export_everyday_command)
+
+
+def add_export_tool_calls(commands: argparse._SubParsersAction) -> None:
+    """Add the `export-tool-calls` sub-command."""
+    from jevserve.bench.tool_call_export import TOOL_CALL_CALIBRATION_PATH
+
+    export = commands.add_parser(
+        "export-tool-calls",
+        help="write the packaged ordinary tool calls the tool gate's operating point is computed on (train side only)",
+        description="Write BFCL's train-side requests with the calls that answer them (bfcl-eval's possible answers, "
+        "each parameter's first acceptable value), less the cases agent-tool-fit trains on, as gateway calibration "
+        "requests with `tool_calls` (gzip-compressed JSON lines, at most 1 MB). The test side is never written.",
+    )
+    export.add_argument("--out", type=Path, default=TOOL_CALL_CALIBRATION_PATH, metavar="FILE",
+                        help="where to write (default: the gateway's packaged file)")
+    export.add_argument("--data-cache", default=None, metavar="DIR", help="data cache of `jevserve data fetch`")
+    export.set_defaults(func=export_tool_calls_command)
+
+
+def export_tool_calls_command(args: argparse.Namespace) -> int:
+    """`jevserve bench export-tool-calls`."""
+    from jevserve.bench.data import BenchData
+    from jevserve.bench.sources import SourceMissingError
+    from jevserve.bench.tool_call_export import calibration_records_from, write_tool_calls
+
+    try:
+        records = calibration_records_from(BenchData(args.data_cache))
+    except SourceMissingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        size = write_tool_calls(args.out, records)
+    except (ValueError, OSError) as exc:
+        print(f"error: --out {args.out}: {exc}", file=sys.stderr)
+        return 1
+    shapes = Counter(r["shape"] for r in records)
+    calls = sum(len(r["tool_calls"]) for r in records)
+    print(f"wrote {args.out}: {len(records):,} train requests with {calls:,} calls "
+          f"({', '.join(f'{k} {v}' for k, v in sorted(shapes.items()))}), {size:,} bytes")
+    return 0
 
 
 def export_everyday_command(args: argparse.Namespace) -> int:

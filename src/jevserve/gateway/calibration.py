@@ -5,6 +5,11 @@ ordinary user turns from the bench's train side in six shapes, written by `jevse
 operator's own traffic in the same form (`{"id", "shape", "body": {"messages", "tools"}}`) or as a gateway decision
 log (`{"request_id", "messages", "tools"}`). Every request counts as one on which acting is a false action, unless its
 `labels` mark it positive for a decision (`"labels": {"guard": true}`): then it is left out of that decision's set.
+
+The tool gate acts on the calls an upstream replied with, so its calibration requests carry them: `"tool_calls"`, an
+OpenAI reply's list (`[{"function": {"name", "arguments"}}]`), each call one on which blocking is a false action. Its
+packaged file (`data/tool-call-calibration.jsonl.gz`, written by `jevserve bench export-tool-calls`) holds ordinary
+requests with the calls that answer them (BFCL's train side).
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ import numpy as np
 from jevserve.gateway.decider import Ask, Decider
 from jevserve.gateway.errors import ConfigError
 from jevserve.gateway.policies.base import Policy, RequestView
+from jevserve.gateway.policies.tool_gate import ToolGate
 from jevserve.serving.decision_inputs import InputLimits, decision_inputs
 
 PACKAGED_CALIBRATION = Path(__file__).parent / "data" / "everyday-calibration.jsonl.gz"
+PACKAGED_TOOL_CALLS = Path(__file__).parent / "data" / "tool-call-calibration.jsonl.gz"
 BATCH = 64  # requests scored per decision call
 
 
@@ -36,6 +43,7 @@ class CalibrationRequest:
     shape: str  # the everyday shape ("bare", "system", ...), or "all" for a file without shapes
     body: Mapping[str, Any] = field(compare=False)
     labels: Mapping[str, bool] = field(default_factory=dict, compare=False)  # decision → True: not a negative
+    tool_calls: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)  # the calls the upstream replied with
 
 
 @dataclass(frozen=True)
@@ -48,12 +56,14 @@ class CalibrationSet:
 
     @property
     def name(self) -> str:
-        """How reports name it: "packaged everyday" or the file's path."""
-        return "packaged everyday" if self.path == PACKAGED_CALIBRATION else str(self.path)
+        """How reports name it: "packaged everyday", "packaged tool calls" or the file's path."""
+        packaged = {PACKAGED_CALIBRATION: "packaged everyday", PACKAGED_TOOL_CALLS: "packaged tool calls"}
+        return packaged.get(self.path, str(self.path))
 
     def negatives(self, decision: str) -> list[CalibrationRequest]:
-        """The requests acting on which is a false action for `decision`."""
-        return [r for r in self.requests if not r.labels.get(decision, False)]
+        """The requests acting on which is a false action for `decision` (for the tool gate: those with calls)."""
+        kept = [r for r in self.requests if not r.labels.get(decision, False)]
+        return [r for r in kept if r.tool_calls] if decision == "tool_gate" else kept
 
 
 def load_calibration(path: str | Path | None = None) -> CalibrationSet:
@@ -88,8 +98,11 @@ def _request(record: Mapping[str, Any], number: int) -> CalibrationRequest:
     if not isinstance(body, Mapping) or not isinstance(body.get("messages"), list):
         raise TypeError("its messages are not a list")
     labels = record.get("labels") or {}
+    calls = record.get("tool_calls") or []
+    if not isinstance(calls, list) or not all(isinstance(c, Mapping) for c in calls):
+        raise TypeError("its tool_calls are not a list of calls")
     request_id = str(record.get("id") or record.get("request_id") or f"line-{number}")
-    return CalibrationRequest(request_id, str(record.get("shape") or "all"), body, dict(labels))
+    return CalibrationRequest(request_id, str(record.get("shape") or "all"), body, dict(labels), tuple(calls))
 
 
 def score_requests(
@@ -107,3 +120,26 @@ def score_requests(
             probability = policy.act(view, own).probability
             scores[start + i] = 0.0 if probability is None else probability
     return scores
+
+
+def score_tool_calls(
+    decider: Decider, gate: ToolGate, requests: Sequence[CalibrationRequest], limits: InputLimits
+) -> np.ndarray:
+    """P(unsafe) of each call of each request, in order (as the gateway's tool gate would ask about it)."""
+    asks, owners = [], []
+    for r, request in enumerate(requests):
+        user_text = decision_inputs(request.body, limits=limits).user_text
+        for c, ask in enumerate(gate.asks_for_calls(user_text, request.tool_calls)):
+            asks.append(Ask(f"{r}|{c}|{ask.question_id}", ask.state, ask.question))
+            owners.append(r)
+    scores = np.zeros(len(asks))
+    for start in range(0, len(asks), BATCH):
+        answers = decider.decide_blocking(asks[start : start + BATCH])
+        for offset, ask in enumerate(asks[start : start + BATCH]):
+            scores[start + offset] = float(answers[ask.question_id][0])
+    return scores
+
+
+def call_shapes(requests: Sequence[CalibrationRequest]) -> np.ndarray:
+    """The shape of each call of each request (the order of score_tool_calls)."""
+    return np.array([r.shape for r in requests for _ in r.tool_calls])

@@ -38,14 +38,15 @@ class PolicyConfig(_Strict):
     """What every decision policy has: on/off, its operating point, a fallback, a mode and an optional question.
 
     The operating point is either `threshold` (act when the decision's probability is at least this) or, for the
-    decisions whose false actions are measured on everyday traffic (guard, harm, clarify), `max_false_action_rate`:
-    the threshold is then computed at start-up so that at most this share of the calibration requests would be acted
-    on (operating_points.py). Neither given: threshold 0.5.
+    decisions whose false actions are measured on ordinary traffic (guard, harm, clarify on everyday requests; the
+    tool gate on ordinary tool calls), `max_false_action_rate`: the threshold is then computed at start-up so that at
+    most this share of the calibration requests (or calls) would be acted on (operating_points.py). Neither given:
+    threshold 0.5.
     """
 
     enabled: bool = True
     threshold: float | None = None  # act when the decision's probability is at least this (default 0.5)
-    max_false_action_rate: float | None = None  # or: the share of everyday requests it may act on, e.g. 0.01
+    max_false_action_rate: float | None = None  # or: the share of ordinary requests it may act on, e.g. 0.01
     fallback: Fallback = "open"  # when the decision backend fails or is slow: open = allow, closed = act
     mode: Literal["enforce", "shadow"] = "enforce"  # shadow: decide, log and report, but never act
     question: dict[str, Any] | None = None  # a wire question replacing the default one (SYSTEMONE_API.md §3)
@@ -72,7 +73,7 @@ class PolicyConfig(_Strict):
             raise ValueError("give threshold or max_false_action_rate, not both")
         if self.max_false_action_rate is not None and not self.calibrated:
             raise ValueError(
-                "max_false_action_rate: only guard, harm and clarify are calibrated on everyday traffic; "
+                "max_false_action_rate: only guard, harm, clarify and tool_gate are calibrated on ordinary traffic; "
                 "give this decision a threshold"
             )
         return self
@@ -174,6 +175,8 @@ class ClarifyConfig(PolicyConfig):
 class ToolGateConfig(PolicyConfig):
     """Risky tool calls in an upstream reply: block (the call is removed and explained) or flag."""
 
+    calibrated: ClassVar[bool] = True  # on ordinary calls: the packaged tool-call file, or the operator's
+
     action: Literal["block", "flag"] = "block"
 
 
@@ -274,8 +277,9 @@ class GatewayConfig(_Strict):
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     log: LogConfig = Field(default_factory=LogConfig)
     store: str = "memory"  # memory | redis://host:port/db
-    # the requests rate-based operating points are computed on: None = the packaged everyday file, or a path to the
-    # operator's own traffic (calibration.py describes the format)
+    # the requests rate-based operating points are computed on: None = the packaged files (everyday requests for
+    # guard, harm and clarify; ordinary tool calls for the tool gate), or a path to the operator's own traffic, with
+    # the calls its upstream made when the tool gate is rate-based (calibration.py describes the format)
     calibration: str | None = None
 
     @model_validator(mode="after")
@@ -385,7 +389,8 @@ DEFAULT_CONFIG_YAML = """\
 # jevserve gateway default config: runs offline. The embedded decision model answers in process and, with no
 # upstream declared, the built-in placeholder upstream answers (its replies say they are placeholders).
 # Operating points are target rates: each guard/harm/clarify threshold is the one that acts on at most 1 % of the
-# packaged everyday requests in every shape (docs/gateway.md lists the thresholds and what they catch).
+# packaged everyday requests in every shape, the tool gate's the one that blocks at most 5 % of the packaged ordinary
+# tool calls (docs/gateway.md lists the thresholds and what they catch).
 decider: embedded
 decision_timeout_ms: 1000
 routes:
@@ -395,7 +400,7 @@ routes:
     harm: {max_false_action_rate: 0.01, action: block, mode: enforce}
     clarify: {max_false_action_rate: 0.01, mode: shadow}      # a clarifying question instead of an answer: shadow
     cache: {threshold: 0.75, min_similarity: 0.75, ttl_s: 3600, max_entries: 10000}    # chosen on bench train pairs
-    tool_gate: {threshold: 0.5, action: block, mode: enforce}
+    tool_gate: {max_false_action_rate: 0.05, action: block, mode: enforce}   # of ordinary calls (BFCL, train side)
     priority: {queue_policy: plf, aging_s: 30}
   - model: jev-gateway-plain
     description: no decisions (a plain proxy), for comparison

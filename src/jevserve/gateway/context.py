@@ -56,6 +56,8 @@ class RequestContext:
     route: RouteConfig | None = None  # the virtual model's route, once resolved
     report: DecisionReport | None = None  # the request-phase decisions
     tool_verdicts: tuple[Verdict, ...] = ()  # the reply-phase decisions, one per tool call
+    # the calls the upstream replied with, before the gate removed any: logged, so a decision log calibrates the gate
+    reply_tool_calls: tuple[dict[str, Any], ...] = ()
     upstream_ms: float = 0.0  # time spent waiting for the upstream (until its first byte when streaming)
     outcome: dict[str, Any] = field(default_factory=dict)  # the upstream's name, status and attempts, for the log
     flags: dict[str, str] = field(default_factory=dict)  # extra x-jevserve-* headers

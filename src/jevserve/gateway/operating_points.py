@@ -1,12 +1,15 @@
 """Operating points: a decision's `max_false_action_rate` → the threshold that acts on at most that share of
-everyday requests.
+ordinary requests (for the tool gate: of ordinary tool calls).
 
 For each decision configured with a rate, every calibration request (calibration.py) is scored as the gateway would
 score it (the same decision inputs, the same question, the same aggregation over texts), once per decider: the scores
 are cached on disk ($JEVSERVE_CACHE/operating-points, else ~/.cache/jevserve/operating-points), keyed by the
 decider's identity, the calibration file's digest, the question and the input bounds, so changing the rate needs no
-rescoring. Scores for the embedded default on the packaged file ship with jevserve (data/operating-points.json,
-written by `jevserve gateway calibrate --package`), so the default config starts without scoring.
+rescoring. Scores for the embedded default on the packaged files ship with jevserve (data/operating-points.json,
+written by `jevserve gateway calibrate --package`), so the default config starts without scoring. Guard, harm and
+clarify are calibrated on the packaged everyday requests, the tool gate on the packaged ordinary tool calls (each call
+of a request's reply scored as the gateway's tool gate would ask about it); a config's own `calibration` file serves
+every decision.
 
 The threshold is the highest of the per-shape thresholds: each shape of the calibration set (bare, behind a system
 prompt, with tools, second turn, pasted list, document) is acted on at most at the target rate. With n requests in a
@@ -26,7 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
-from jevserve.gateway.calibration import CalibrationSet, load_calibration, score_requests
+from jevserve.gateway.calibration import (
+    PACKAGED_TOOL_CALLS,
+    CalibrationSet,
+    call_shapes,
+    load_calibration,
+    score_requests,
+    score_tool_calls,
+)
 from jevserve.gateway.config import GatewayConfig, PolicyConfig, RouteConfig
 from jevserve.gateway.decider import Decider
 from jevserve.gateway.errors import ConfigError
@@ -51,8 +61,9 @@ class OperatingPoint:
     max_false_action_rate: float | None = None  # the target; None: a threshold set by hand
     calibration_rate: float | None = None  # the share of calibration requests at or above the threshold
     rates_by_shape: tuple[tuple[str, float], ...] = ()  # the same, per shape
-    num_requests: int = 0  # calibration requests scored
+    num_requests: int = 0  # calibration requests (for the tool gate: calls) scored
     calibration: str | None = None  # which file
+    unit: str = "requests"  # what num_requests counts: "requests", or "calls" for the tool gate
 
     def describe(self) -> str:
         """One line: `route/guard  threshold 0.973  (max_false_action_rate 0.01: 0.98 % of 1,626 everyday ...)`."""
@@ -62,12 +73,12 @@ class OperatingPoint:
         if math.isnan(self.threshold):
             return (
                 f"{self.route}/{self.decision:<8} max_false_action_rate {self.max_false_action_rate:g} [{self.mode}]: "
-                f"not scored yet for this decider ({self.num_requests:,} requests of {self.calibration} to score)"
+                f"not scored yet for this decider ({self.num_requests:,} {self.unit} of {self.calibration} to score)"
             )
         worst = max((rate for _, rate in self.rates_by_shape), default=0.0)
         return (
             f"{head}  (max_false_action_rate {self.max_false_action_rate:g}: acts on {self.calibration_rate:.2%} of "
-            f"{self.num_requests:,} requests of {self.calibration}, at most {worst:.2%} in any shape)"
+            f"{self.num_requests:,} {self.unit} of {self.calibration}, at most {worst:.2%} in any shape)"
         )
 
     def to_dict(self) -> dict:
@@ -104,7 +115,7 @@ def score_key(decider: Decider, policy_key: str, config: PolicyConfig, route: Ro
         "calibration": data.digest,
         "decision": policy_key,
         "question": wire,
-        "limits": _limits_key(route.input_limits()) if policy_key == "guard" else None,
+        "limits": _limits_key(route.input_limits()) if policy_key in ("guard", "tool_gate") else None,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
@@ -164,7 +175,7 @@ def resolve_operating_points(
     Raises ConfigError when the decider fails while scoring.
     """
     scores = scores if scores is not None else ScoreCache()
-    data: CalibrationSet | None = None
+    files: dict[str, CalibrationSet] = {}
     routes, points = [], []
     for route in config.routes:
         updates = {}
@@ -176,13 +187,24 @@ def resolve_operating_points(
                 threshold = policy_config.effective_threshold
                 points.append(OperatingPoint(route.model, key, threshold, policy_config.mode))
                 continue
-            data = data or load_calibration(config.calibration)
+            data = calibration_for(key, config.calibration, files)
             point = _calibrate(route, key, policy_config, decider, data, scores, progress, score_missing)
             points.append(point)
             if not math.isnan(point.threshold):
                 updates[key] = policy_config.model_copy(update={"threshold": point.threshold})
         routes.append(route.model_copy(update=updates) if updates else route)
     return config.model_copy(update={"routes": routes}), tuple(points)
+
+
+def calibration_for(decision: str, path: str | None, loaded: dict[str, CalibrationSet] | None = None) -> CalibrationSet:
+    """The calibration file `decision`'s rate is computed on: the config's own, else the packaged one for it."""
+    if path is None and decision == "tool_gate":
+        path = str(PACKAGED_TOOL_CALLS)
+    loaded = {} if loaded is None else loaded
+    key = path or ""
+    if key not in loaded:
+        loaded[key] = load_calibration(path)
+    return loaded[key]
 
 
 def _calibrate(
@@ -196,20 +218,29 @@ def _calibrate(
     score_missing: bool,
 ) -> OperatingPoint:
     negatives = data.negatives(key)
-    shapes = np.array([r.shape for r in negatives])
+    calls = key == "tool_gate"  # the tool gate acts on each call of a reply, not on the request
+    if calls and not negatives:
+        raise ConfigError(
+            f"routes: {route.model}.tool_gate.max_false_action_rate: the calibration file {data.name} holds no request "
+            "with tool_calls (the calls your upstream replied with, calibration.py); add them or give the tool gate a "
+            "threshold"
+        )
+    shapes = call_shapes(negatives) if calls else np.array([r.shape for r in negatives])
+    unit = "calls" if calls else "requests"
     cache_key = score_key(decider, key, policy_config, route, data) if decider.identity is not None else None
     found = cache.get(cache_key) if cache_key is not None else None
-    if (found is None or len(found) != len(negatives)) and not score_missing:
+    if (found is None or len(found) != len(shapes)) and not score_missing:
         return OperatingPoint(
             route.model, key, math.nan, policy_config.mode, policy_config.max_false_action_rate,
-            num_requests=len(negatives), calibration=data.name,
+            num_requests=len(shapes), calibration=data.name, unit=unit,
         )  # fmt: skip
-    if found is None or len(found) != len(negatives):
+    if found is None or len(found) != len(shapes):
         if progress is not None:
-            progress(f"scoring {len(negatives):,} calibration requests for {route.model}/{key} with {decider.name}")
+            progress(f"scoring {len(shapes):,} calibration {unit} for {route.model}/{key} with {decider.name}")
         policy = POLICIES[key](policy_config.model_copy(update={"threshold": 0.5}))
+        score = score_tool_calls if calls else score_requests
         try:
-            found = score_requests(decider, policy, negatives, route.input_limits())
+            found = score(decider, policy, negatives, route.input_limits())
         except Exception as exc:  # a decider that cannot answer cannot place a threshold: say so, by name
             raise ConfigError(
                 f"routes: {route.model}.{key}.max_false_action_rate: scoring the calibration requests with "
@@ -228,8 +259,9 @@ def _calibrate(
         max_false_action_rate=rate,
         calibration_rate=float(np.mean(found >= threshold)),
         rates_by_shape=by_shape,
-        num_requests=len(negatives),
+        num_requests=len(shapes),
         calibration=data.name,
+        unit=unit,
     )
 
 
@@ -237,7 +269,7 @@ def write_packaged(
     config: GatewayConfig, decider: Decider, cache: ScoreCache, path: Path = PACKAGED_SCORES
 ) -> list[str]:
     """Copy the cached scores of `config`'s rate-based decisions for `decider` into the packaged file; their keys."""
-    data = load_calibration(config.calibration)
+    files: dict[str, CalibrationSet] = {}
     packaged = json.loads(path.read_text()) if path.is_file() else {}
     written = []
     for route in config.routes:
@@ -245,6 +277,7 @@ def write_packaged(
             policy_config = getattr(route, key, None)
             if policy_config is None or not policy_config.enabled or not policy_config.needs_calibration:
                 continue
+            data = calibration_for(key, config.calibration, files)
             score_id = score_key(decider, key, policy_config, route, data)
             found = cache.get(score_id)
             if found is None:

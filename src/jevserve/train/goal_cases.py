@@ -18,6 +18,10 @@ from jevserve.train.rules import injection, question, refuse, reuse, unsafe_acti
 from jevserve.train.tool_calls import tool_call_cases
 from jevserve.train.trigger_words import trigger_texts
 
+# the gateway's packaged ordinary tool calls (jevserve bench export-tool-calls), read here as data: train does not
+# import the gateway
+TOOL_CALL_FILE = CALIBRATION_FILE.with_name("tool-call-calibration.jsonl.gz")
+
 
 def test_items(data: BenchData, task: str) -> list:
     """A bench task's test items."""
@@ -106,4 +110,20 @@ def tool_units(data: BenchData) -> list[Unit]:
     q = unsafe_action()
     out = [Unit((i.state,), q, bool(i.label), "agent-action-risk") for i in test_items(data, "agent-action-risk")]
     out += [Unit((s,), q, bad, "rule:destructive" if bad else "rule:scoped") for s, bad in tool_call_cases("test")]
+    return out
+
+
+def tool_calibration_units(limits: InputLimits = DEFAULT_LIMITS, path: Path = TOOL_CALL_FILE) -> list[Unit]:
+    """Each call of the gateway's packaged ordinary tool calls (train side), read as its tool gate reads a call in a
+    reply; group `calibration:<shape>`. What the tool gate's rate-based threshold is set on."""
+    from jevserve.serving.decision_inputs import decision_inputs, tool_call_text
+
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    q = unsafe_action()
+    out = []
+    for row in rows:
+        user_text = decision_inputs(row["body"], limits=limits).user_text
+        group = f"calibration:{row['shape']}"
+        out += [Unit((tool_call_text(user_text, call),), q, False, group) for call in row.get("tool_calls") or ()]
     return out

@@ -34,6 +34,8 @@ def record(gateway: Gateway, ctx: RequestContext, status: int) -> None:
             "params": {k: v for k, v in body.items() if k not in ("messages", "prompt", "tools")},
             "decisions": report.to_dict() if report is not None else None,
             "tool_gate": [v.to_dict() for v in ctx.tool_verdicts],
+            # the calls the gate judged, as the upstream made them (a log is then a tool-gate calibration file)
+            "tool_calls": list(ctx.reply_tool_calls),
             "status": status,
             "stored": ctx.stored,
             "upstream": ctx.outcome,
