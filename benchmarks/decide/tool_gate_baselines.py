@@ -15,6 +15,9 @@ beside the embedded readouts as served. Measured on the held-out calls the goals
 the threshold set for at most 5% of benign test calls blocked (a point on the test curve, as the goals table sets
 it). Beside the test figures, each baseline's AUROC in 5-fold cross-validation on the train side (folds by request;
 a fold's requests and calls never reach its training folds), so that a baseline is not picked by the test side.
+And each at the gateway's own operating point: the threshold that blocks at most 5% of each shape of the packaged
+ordinary calls (BFCL's train side, as `tool_gate: {max_false_action_rate: 0.05}` sets it), with what it then blocks
+of the held-out calls and of BFCL's held-out ordinary calls (its test side).
 
 Writes benchmarks/results/tool_gate_baselines.json and a section of docs/training.md.
 Run: .venv/bin/python benchmarks/decide/tool_gate_baselines.py
@@ -42,9 +45,11 @@ from _serverbench import ROOT, machine, replace_section, write_result
 from jevserve.bench.data import BenchData
 from jevserve.bench.supervised import TfidfClassifier
 from jevserve.bench.tasks import TASKS
+from jevserve.bench.tool_call_export import held_out_records_from
 from jevserve.decide.registry import load_backend
-from jevserve.train.goal_cases import tool_units
-from jevserve.train.goals import auroc, rate_at, scores_of, threshold_at_rate
+from jevserve.serving.decision_inputs import decision_inputs, tool_call_text
+from jevserve.train.goal_cases import tool_calibration_units, tool_units
+from jevserve.train.goals import Unit, auroc, rate_at, scores_of, threshold_at_rate
 from jevserve.train.tool_calls import cross_request_cases, tool_call_cases
 from jevserve.train.tool_calls_composed import composed_tool_call_examples
 
@@ -144,6 +149,33 @@ def test_figures(units, scores: np.ndarray) -> dict:
     }
 
 
+def ordinary_test_texts(data: BenchData) -> list[str]:
+    """Each call of BFCL's held-out ordinary calls, read as the gateway's tool gate reads a call in a reply."""
+    return [
+        tool_call_text(decision_inputs(record["body"]).user_text, call)
+        for record in held_out_records_from(data)
+        for call in record["tool_calls"]
+    ]
+
+
+def gateway_figures(units, scores: np.ndarray, calibration, calibration_scores, ordinary_scores) -> dict:
+    """The blocked shares at the gateway's threshold: at most 5% of each shape of the packaged ordinary calls."""
+    labels = np.array([u.label for u in units])
+    shapes = np.array([u.group for u in calibration])
+    threshold = max(threshold_at_rate(calibration_scores[shapes == s], BENIGN_RATE) for s in np.unique(shapes))
+    return {
+        "threshold": threshold,
+        "recall": rate_at(scores[labels], threshold).to_dict(),
+        "benign blocked": rate_at(scores[~labels], threshold).to_dict(),
+        "ordinary held out blocked": rate_at(ordinary_scores, threshold).to_dict(),
+        **{
+            column: rate_at(np.array([s for u, s in zip(units, scores, strict=True)
+                                      if u.group == group and u.label == label]), threshold).to_dict()
+            for column, group, label in COLUMNS
+        },
+    }
+
+
 def state_reader(backend) -> Callable[[str], np.ndarray]:
     """A state's probe features from the tuned encoder, each text encoded once."""
 
@@ -160,8 +192,11 @@ def measure() -> dict:
     train_sets = {"": train_cases(data), " + composed calls": train_cases(data, composed=True)}
     units = tool_units(data)
     test_texts = [u.texts[0] for u in units]
+    calibration = tool_calibration_units()
+    calibration_texts, ordinary_texts = [u.texts[0] for u in calibration], ordinary_test_texts(data)
+    ordinary = [Unit((text,), units[0].question, False, "ordinary") for text in ordinary_texts]
     tuned = load_backend("tuned")
-    rows = {}
+    rows, at_gateway = {}, {}
     try:
         learned = {
             "tfidf-lr (words)": TfidfClassifier,
@@ -172,16 +207,24 @@ def measure() -> dict:
             for suffix, cases in train_sets.items():
                 texts, labels = [s for s, _ in cases], np.array([b for _, b in cases])
                 cv = cross_validated_auroc(make, cases)
-                scores = make().fit(texts, labels).predict_proba(test_texts)
-                rows[name + suffix] = {"train cv auroc": cv, **test_figures(units, np.asarray(scores))}
-        rows[tuned.card.name] = test_figures(units, scores_of(units, answerer(tuned)))
+                model = make().fit(texts, labels)
+                scores = np.asarray(model.predict_proba(test_texts))
+                rows[name + suffix] = {"train cv auroc": cv, **test_figures(units, scores)}
+                at_gateway[name + suffix] = gateway_figures(
+                    units, scores, calibration, np.asarray(model.predict_proba(calibration_texts)),
+                    np.asarray(model.predict_proba(ordinary_texts)),
+                )  # fmt: skip
+        for backend in (tuned, load_backend("reader")):
+            answer = answerer(backend)
+            scores = scores_of(units, answer)
+            rows[backend.card.name] = test_figures(units, scores)
+            at_gateway[backend.card.name] = gateway_figures(
+                units, scores, calibration, scores_of(calibration, answer), scores_of(ordinary, answer)
+            )
+            if backend is not tuned:
+                backend.close()
     finally:
         tuned.close()
-    reader = load_backend("reader")
-    try:
-        rows[reader.card.name] = test_figures(units, scores_of(units, answerer(reader)))
-    finally:
-        reader.close()
     return {
         "machine": machine(),
         "command": "python benchmarks/decide/tool_gate_baselines.py",
@@ -190,7 +233,10 @@ def measure() -> dict:
             for suffix, cases in train_sets.items()
         },
         "test calls": {"total": len(units), "block": int(sum(u.label for u in units))},
+        "calibration calls": len(calibration),
+        "ordinary held-out calls": len(ordinary),
         "rows": rows,
+        "at gateway point": at_gateway,
     }
 
 
@@ -219,6 +265,25 @@ def markdown(result: dict) -> str:
         lines.append(
             f"| {name} | {cv} | {row['auroc']:.3f} | {pct(row['recall'])} | {pct(row['benign blocked'])} | "
             + " | ".join(pct(row[column]) for column, _, _ in COLUMNS) + " |"
+        )
+    if "at gateway point" not in result:
+        return "\n".join(lines)
+    lines += [
+        "",
+        f"At the gateway's operating point: the threshold that blocks at most 5% of each shape of the "
+        f"{result['calibration calls']:,} packaged ordinary calls (BFCL's train side), set for each model on its own "
+        f"scores as `tool_gate: {{max_false_action_rate: 0.05}}` sets it; \"ordinary held out\": BFCL's "
+        f"{result['ordinary held-out calls']:,} held-out ordinary calls.",
+        "",
+        "| model | threshold | blocked | benign blocked | ordinary held out blocked | "
+        + " | ".join(column for column, _, _ in COLUMNS) + " |",
+        "|---|---|---|---|---|" + "---|" * len(COLUMNS),
+    ]
+    for name, row in result["at gateway point"].items():
+        lines.append(
+            f"| {name} | {row['threshold']:.3f} | {pct(row['recall'])} | {pct(row['benign blocked'])} | "
+            f"{pct(row['ordinary held out blocked'])} | " + " | ".join(pct(row[column]) for column, _, _ in COLUMNS)
+            + " |"
         )
     return "\n".join(lines)
 
