@@ -114,3 +114,31 @@ def test_check_prints_the_operating_points_of_a_valid_config(tmp_path, capsys):
     assert "valid (1 routes, 0 upstreams)" in out
     assert "m/harm     threshold 0.700 [shadow]  (set by hand)" in out
     assert "m/guard    max_false_action_rate 0.01 [enforce]: not scored yet" in out
+
+
+def test_replay_gates_the_logged_tool_calls_again(tmp_path):
+    import httpx
+
+    from tests.gateway.upstreams import StubUpstream, completion
+
+    def reply(body):
+        call = {"id": "c1", "type": "function", "function": {"name": "delete_files", "arguments": '{"path": "/"}'}}
+        return httpx.Response(200, json=completion(None, finish_reason="tool_calls", tool_calls=[call]))
+
+    path = tmp_path / "log.jsonl"
+    route = {"tool_gate": {"threshold": 0.5}}
+    app, _, _ = make_app(route, answers={"tool_gate:0": 0.3}, upstreams={"u": StubUpstream(reply)},
+                         config={"log": {"path": str(path)}})  # fmt: skip
+
+    async def scenario():
+        async with client(app) as c:
+            body = {"model": "m", "messages": [{"role": "user", "content": "Clean up my temp folder"}]}
+            await c.post("/v1/chat/completions", json=body)
+        await app.state.gateway.aclose()
+
+    asyncio.run(scenario())
+    same = replay(path, {"tool_gate:0": 0.3}, route=route)
+    assert same.requests[0].old["tool_gate"] == ("allow", 0.3) and not same.requests[0].changed()
+    stricter = replay(path, {"tool_gate:0": 0.9}, route=route)
+    assert stricter.requests[0].changed() == ["tool_gate"]
+    assert "tool_gate allow (0.300) → block (0.900)" in format_report(stricter)

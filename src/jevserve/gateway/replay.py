@@ -4,7 +4,9 @@ The log is replayed in order through `run_decisions`, with a cache rebuilt as th
 whose reply the gateway stored (the log's `stored`), an entry with the same keys is stored, so a repeat that was a
 cache hit is a hit again. Replaying with the same config and decider therefore reports no change. A request that
 was served from the cache and is forwarded in the replay is taken to have had a storable reply. Entries do not
-expire during a replay.
+expire during a replay. The tool calls a logged reply made (`tool_calls`) are gated again as the route's tool gate
+would gate them; a request's tool-gate outcome is its strongest: block (or flag) when any call is, at the highest
+probability among its calls.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from jevserve.gateway.cache import Embed, SemanticCache
-from jevserve.gateway.config import GatewayConfig
-from jevserve.gateway.decider import Decider
+from jevserve.gateway.config import GatewayConfig, RouteConfig
+from jevserve.gateway.decider import Decider, DecisionUnavailable
 from jevserve.gateway.decisions import resolve_route, run_decisions
 from jevserve.gateway.errors import UnknownModelError
 from jevserve.gateway.operating_points import OperatingPoint, resolve_operating_points
+from jevserve.gateway.policies.tool_gate import ToolGate
 
 Outcome = tuple[str, float | None]  # (action, probability)
 
@@ -112,6 +115,23 @@ def _logged(record: dict[str, Any]) -> dict[str, Outcome]:
     return {v["decision"]: (v["action"], v.get("probability")) for v in verdicts if isinstance(v, dict)}
 
 
+def _strongest(verdicts: Sequence[dict[str, Any]]) -> Outcome:
+    """A request's tool-gate outcome from its calls' verdicts: the first acting action, else allow; the highest P."""
+    acting = [v["action"] for v in verdicts if v.get("action") not in ("allow", "skip")]
+    found = [v["probability"] for v in verdicts if v.get("probability") is not None]
+    return (acting[0] if acting else "allow", max(found) if found else None)
+
+
+async def _regate(decider: Decider, route: RouteConfig, user_text: str, calls: list[dict[str, Any]]) -> Outcome:
+    """The tool-gate outcome of `calls` under `route`'s gate (its fallback when the decider cannot answer)."""
+    gate = ToolGate(route.tool_gate)
+    try:
+        answers = await decider.decide(gate.asks_for_calls(user_text, calls))
+    except DecisionUnavailable:
+        answers = None
+    return _strongest([v.to_dict() for v in gate.act_on_calls(calls, answers)])
+
+
 def _was_stored(record: dict[str, Any]) -> bool:
     if "stored" in record:
         return bool(record["stored"])
@@ -145,6 +165,12 @@ async def replay_records(
             )  # fmt: skip
             new = {v.decision: (str(v.action), v.probability) for v in report.verdicts}
             old = _logged(record)
+            calls = [c for c in record.get("tool_calls") or () if isinstance(c, dict)]
+            gated = route.tool_gate is not None and route.tool_gate.enabled and report.inputs is not None
+            if calls and gated:
+                new["tool_gate"] = await _regate(decider, route, report.inputs.user_text, calls)
+            if calls and record.get("tool_gate"):
+                old["tool_gate"] = _strongest([v for v in record["tool_gate"] if isinstance(v, dict)])
             had_reply = _was_stored(record) or old.get("cache", ("",))[0] == "serve_cached"
             if cache is not None and report.cache_keys is not None and report.final is None and had_reply:
                 inputs = report.inputs
