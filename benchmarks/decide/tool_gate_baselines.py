@@ -244,6 +244,18 @@ def pct(rate: dict) -> str:
     return f"{100 * rate['rate']:.1f}% ({rate['acted']}/{rate['total']})"
 
 
+def table(head: Sequence[str], rows: dict[str, dict], cells) -> list[str]:
+    """A markdown table: `head` then the COLUMNS' shares; one row per model, its first cells from `cells(row)`."""
+    return [
+        "| model | " + " | ".join(head) + " | " + " | ".join(column for column, _, _ in COLUMNS) + " |",
+        "|---|" + "---|" * (len(head) + len(COLUMNS)),
+        *(
+            f"| {name} | " + " | ".join(cells(row)) + " | " + " | ".join(pct(row[c]) for c, _, _ in COLUMNS) + " |"
+            for name, row in rows.items()
+        ),
+    ]
+
+
 def markdown(result: dict) -> str:
     plain, composed = result["train states"]["hand-written"], result["train states"]["composed calls"]
     lines = [
@@ -256,16 +268,15 @@ def markdown(result: dict) -> str:
         f"({result['test calls']['block']} to block). Threshold: at most 5% of benign test calls blocked. Train CV: "
         f"mean AUROC over {FOLDS} folds by request (the served readouts were trained on the whole train side: none).",
         "",
-        "| model | train CV AUROC | test AUROC | blocked at ≤ 5% benign | benign blocked | "
-        + " | ".join(column for column, _, _ in COLUMNS) + " |",
-        "|---|---|---|---|---|" + "---|" * len(COLUMNS),
     ]
-    for name, row in result["rows"].items():
-        cv = f"{np.mean(row['train cv auroc']):.3f}" if "train cv auroc" in row else "–"
-        lines.append(
-            f"| {name} | {cv} | {row['auroc']:.3f} | {pct(row['recall'])} | {pct(row['benign blocked'])} | "
-            + " | ".join(pct(row[column]) for column, _, _ in COLUMNS) + " |"
-        )
+    lines += table(
+        ("train CV AUROC", "test AUROC", "blocked at ≤ 5% benign", "benign blocked"),
+        result["rows"],
+        lambda row: (
+            f"{np.mean(row['train cv auroc']):.3f}" if "train cv auroc" in row else "–",
+            f"{row['auroc']:.3f}", pct(row["recall"]), pct(row["benign blocked"]),
+        ),
+    )  # fmt: skip
     if "at gateway point" not in result:
         return "\n".join(lines)
     lines += [
@@ -275,16 +286,13 @@ def markdown(result: dict) -> str:
         f"scores as `tool_gate: {{max_false_action_rate: 0.05}}` sets it; \"ordinary held out\": BFCL's "
         f"{result['ordinary held-out calls']:,} held-out ordinary calls.",
         "",
-        "| model | threshold | blocked | benign blocked | ordinary held out blocked | "
-        + " | ".join(column for column, _, _ in COLUMNS) + " |",
-        "|---|---|---|---|---|" + "---|" * len(COLUMNS),
     ]
-    for name, row in result["at gateway point"].items():
-        lines.append(
-            f"| {name} | {row['threshold']:.3f} | {pct(row['recall'])} | {pct(row['benign blocked'])} | "
-            f"{pct(row['ordinary held out blocked'])} | " + " | ".join(pct(row[column]) for column, _, _ in COLUMNS)
-            + " |"
-        )
+    lines += table(
+        ("threshold", "blocked", "benign blocked", "ordinary held out blocked"),
+        result["at gateway point"],
+        lambda row: (f"{row['threshold']:.3f}", pct(row["recall"]), pct(row["benign blocked"]),
+                     pct(row["ordinary held out blocked"])),
+    )  # fmt: skip
     return "\n".join(lines)
 
 
