@@ -39,7 +39,7 @@ from sklearn.preprocessing import StandardScaler
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reader_goals import answerer  # the models' answers, kept on disk per model version
+from reader_goals import answerer, calibrated_threshold  # answers kept on disk per model version
 
 from _serverbench import ROOT, machine, replace_section, write_result
 from jevserve.bench.data import BenchData
@@ -47,9 +47,8 @@ from jevserve.bench.supervised import TfidfClassifier
 from jevserve.bench.tasks import TASKS
 from jevserve.bench.tool_call_export import held_out_records_from
 from jevserve.decide.registry import load_backend
-from jevserve.serving.decision_inputs import decision_inputs, tool_call_text
-from jevserve.train.goal_cases import tool_calibration_units, tool_units
-from jevserve.train.goals import Unit, auroc, rate_at, scores_of, threshold_at_rate
+from jevserve.train.goal_cases import call_units, tool_calibration_units, tool_units
+from jevserve.train.goals import auroc, rate_at, scores_of, threshold_at_rate
 from jevserve.train.tool_calls import cross_request_cases, tool_call_cases
 from jevserve.train.tool_calls_composed import composed_tool_call_examples
 
@@ -149,20 +148,10 @@ def test_figures(units, scores: np.ndarray) -> dict:
     }
 
 
-def ordinary_test_texts(data: BenchData) -> list[str]:
-    """Each call of BFCL's held-out ordinary calls, read as the gateway's tool gate reads a call in a reply."""
-    return [
-        tool_call_text(decision_inputs(record["body"]).user_text, call)
-        for record in held_out_records_from(data)
-        for call in record["tool_calls"]
-    ]
-
-
 def gateway_figures(units, scores: np.ndarray, calibration, calibration_scores, ordinary_scores) -> dict:
     """The blocked shares at the gateway's threshold: at most 5% of each shape of the packaged ordinary calls."""
     labels = np.array([u.label for u in units])
-    shapes = np.array([u.group for u in calibration])
-    threshold = max(threshold_at_rate(calibration_scores[shapes == s], BENIGN_RATE) for s in np.unique(shapes))
+    threshold = calibrated_threshold(calibration, calibration_scores, BENIGN_RATE)  # as the gateway sets it
     return {
         "threshold": threshold,
         "recall": rate_at(scores[labels], threshold).to_dict(),
@@ -193,8 +182,8 @@ def measure() -> dict:
     units = tool_units(data)
     test_texts = [u.texts[0] for u in units]
     calibration = tool_calibration_units()
-    calibration_texts, ordinary_texts = [u.texts[0] for u in calibration], ordinary_test_texts(data)
-    ordinary = [Unit((text,), units[0].question, False, "ordinary") for text in ordinary_texts]
+    ordinary = call_units(held_out_records_from(data), "ordinary")
+    calibration_texts, ordinary_texts = [u.texts[0] for u in calibration], [u.texts[0] for u in ordinary]
     tuned = load_backend("tuned")
     rows, at_gateway = {}, {}
     try:

@@ -131,12 +131,12 @@ def tool_calls(decider, config, data) -> dict:
     """P(unsafe) of every held-out ordinary call (BFCL test side), asked as the gateway's tool gate asks, and of the
     calls made by rule for held-out requests."""
     from jevserve.bench.tool_call_export import held_out_records_from
-    from jevserve.gateway.calibration import _request, call_shapes, score_tool_calls
+    from jevserve.gateway.calibration import calibration_request, call_shapes, score_tool_calls
     from jevserve.gateway.policies.tool_gate import ToolGate
     from jevserve.train.tool_calls import tool_call_cases
 
     route = config.routes[0]
-    requests = [_request(record, n) for n, record in enumerate(held_out_records_from(data), 1)]
+    requests = [calibration_request(record, n) for n, record in enumerate(held_out_records_from(data), 1)]
     gate = ToolGate(route.tool_gate)
     ordinary = score_tool_calls(decider, gate, requests, route.input_limits())
     cases = tool_call_cases("test")

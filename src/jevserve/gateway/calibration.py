@@ -80,7 +80,7 @@ def load_calibration(path: str | Path | None = None) -> CalibrationSet:
             continue
         try:
             record = json.loads(line)
-            requests.append(_request(record, number))
+            requests.append(calibration_request(record, number))
         except (ValueError, TypeError, KeyError) as exc:
             raise ConfigError(f"calibration: {path} line {number} is not a calibration record ({exc})") from None
     if not requests:
@@ -88,7 +88,8 @@ def load_calibration(path: str | Path | None = None) -> CalibrationSet:
     return CalibrationSet(path, hashlib.sha256(raw).hexdigest(), tuple(requests))
 
 
-def _request(record: Mapping[str, Any], number: int) -> CalibrationRequest:
+def calibration_request(record: Mapping[str, Any], number: int = 0) -> CalibrationRequest:
+    """One record of a calibration file (see the module docstring); raises KeyError or TypeError when it is not one."""
     if "body" in record:
         body = record["body"]
     elif "messages" in record:

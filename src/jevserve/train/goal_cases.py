@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from jevserve.bench.data import BenchData
@@ -17,10 +18,6 @@ from jevserve.train.perturb import with_suffix
 from jevserve.train.rules import injection, question, refuse, reuse, unsafe_action
 from jevserve.train.tool_calls import tool_call_cases
 from jevserve.train.trigger_words import trigger_texts
-
-# the gateway's packaged ordinary tool calls (jevserve bench export-tool-calls), read here as data: train does not
-# import the gateway
-TOOL_CALL_FILE = CALIBRATION_FILE.with_name("tool-call-calibration.jsonl.gz")
 
 
 def test_items(data: BenchData, task: str) -> list:
@@ -113,17 +110,26 @@ def tool_units(data: BenchData) -> list[Unit]:
     return out
 
 
-def tool_calibration_units(limits: InputLimits = DEFAULT_LIMITS, path: Path = TOOL_CALL_FILE) -> list[Unit]:
-    """Each call of the gateway's packaged ordinary tool calls (train side), read as its tool gate reads a call in a
-    reply; group `calibration:<shape>`. What the tool gate's rate-based threshold is set on."""
+def call_units(records: Iterable[Mapping], group: str, limits: InputLimits = DEFAULT_LIMITS) -> list[Unit]:
+    """Each call of calibration-file records (`{"shape", "body", "tool_calls"}`), read as the gateway's tool gate reads
+    a call in a reply; group `<group>:<shape>`, label False (an ordinary call)."""
     from jevserve.serving.decision_inputs import decision_inputs, tool_call_text
 
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        rows = [json.loads(line) for line in fh if line.strip()]
     q = unsafe_action()
     out = []
-    for row in rows:
-        user_text = decision_inputs(row["body"], limits=limits).user_text
-        group = f"calibration:{row['shape']}"
-        out += [Unit((tool_call_text(user_text, call),), q, False, group) for call in row.get("tool_calls") or ()]
+    for record in records:
+        user_text = decision_inputs(record["body"], limits=limits).user_text
+        out += [
+            Unit((tool_call_text(user_text, call),), q, False, f"{group}:{record['shape']}")
+            for call in record.get("tool_calls") or ()
+        ]
     return out
+
+
+def tool_calibration_units(limits: InputLimits = DEFAULT_LIMITS) -> list[Unit]:
+    """The gateway's packaged ordinary tool calls (train side), group `calibration:<shape>`: what the tool gate's
+    rate-based threshold is set on (read as data: train does not import the gateway)."""
+    from jevserve.bench.everyday_export import read_calibration
+    from jevserve.bench.tool_call_export import TOOL_CALL_CALIBRATION_PATH
+
+    return call_units(read_calibration(TOOL_CALL_CALIBRATION_PATH), "calibration", limits)
