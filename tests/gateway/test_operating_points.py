@@ -78,23 +78,40 @@ def test_a_rate_resolves_to_the_threshold_that_meets_it_on_each_shape_and_is_cac
     assert stricter.routes[0].guard.threshold >= guard.threshold and len(decider.states) == num_states
 
 
-def test_guard_scores_are_kept_per_scan_setting_and_the_default_keeps_its_old_key(tmp_path):
-    from jevserve.gateway.operating_points import score_key
+def test_scores_are_kept_per_bound_the_decision_reads_and_no_other(tmp_path):
+    from jevserve.gateway.operating_points import limits_read, score_key
+    from jevserve.serving.decision_inputs import InputLimits
 
     calibration = write_calibration(tmp_path / "cal.jsonl.gz")
     data, decider = load_calibration(str(calibration)), CountingDecider(hash_score)
 
-    def key(**guard) -> str:
+    def key(decision: str, **guard) -> str:
         route = rate_config(calibration, **guard).routes[0]
-        return score_key(decider, "guard", route.guard, route, data)
+        return score_key(decider, decision, route.guard, route, data)
 
-    # a later InputLimits field at its default is left out of the key, as it was before the field existed, so the
-    # packaged scores still match (test_the_packaged_scores_are_the_default_deciders… checks them against the model)
-    from jevserve.gateway.operating_points import _limits_key
+    # the guard's scan settings rescore the guard ...
+    assert key("guard", whole_up_to_chars=1000) != key("guard") != key("guard", window_chars=300)
+    assert key("guard", whole_up_to_chars=1000) != key("guard", whole_up_to_chars=500)
+    # ... and nothing that does not read them: the tool gate and harm keep their scores
+    for decision in ("tool_gate", "harm"):
+        assert key(decision, whole_up_to_chars=1000) == key(decision) == key(decision, window_chars=300)
+    # what each reads of the bounds: the tool gate the cut of the request and the call; harm the earlier turns too
+    cut = InputLimits(max_text_chars=900, head_chars=500)
+    assert limits_read("tool_gate", cut) == {"max_text_chars": 900, "head_chars": 500}
+    assert limits_read("harm", InputLimits(context_turns=0))["context_turns"] == 0
+    assert limits_read("tool_gate", InputLimits(context_turns=0)) == limits_read("tool_gate", InputLimits())
+
+
+def test_the_tool_gate_bounds_a_calls_arguments_by_the_routes_limits():
+    from jevserve.gateway.config import ToolGateConfig
+    from jevserve.gateway.policies.tool_gate import ToolGate
     from jevserve.serving.decision_inputs import InputLimits
 
-    assert "whole_up_to_chars" not in _limits_key(InputLimits()) and key() == key(whole_up_to_chars=0)
-    assert key(whole_up_to_chars=1000) != key() and key(whole_up_to_chars=1000) != key(whole_up_to_chars=500)
+    call = {"function": {"name": "write_file", "arguments": json.dumps({"text": "x" * 5000})}}
+    gate = ToolGate(ToolGateConfig(threshold=0.5))
+    default = gate.asks_for_calls("save it", [call])[0].state
+    short = gate.asks_for_calls("save it", [call], InputLimits(max_text_chars=900, head_chars=500))[0].state
+    assert len(short) < 1000 < len(default) < 2100
 
 
 def test_an_unscored_rate_is_reported_not_scored_when_scoring_is_off(tmp_path):

@@ -130,7 +130,7 @@ def score_tool_calls(
     asks, owners = [], []
     for r, request in enumerate(requests):
         user_text = decision_inputs(request.body, limits=limits).user_text
-        for c, ask in enumerate(gate.asks_for_calls(user_text, request.tool_calls)):
+        for c, ask in enumerate(gate.asks_for_calls(user_text, request.tool_calls, limits)):
             asks.append(Ask(f"{r}|{c}|{ask.question_id}", ask.state, ask.question))
             owners.append(r)
     scores = np.zeros(len(asks))

@@ -4,9 +4,10 @@ ordinary requests (for the tool gate: of ordinary tool calls).
 For each decision configured with a rate, every calibration request (calibration.py) is scored as the gateway would
 score it (the same decision inputs, the same question, the same aggregation over texts), once per decider: the scores
 are cached on disk ($JEVSERVE_CACHE/operating-points, else ~/.cache/jevserve/operating-points), keyed by the
-decider's identity, the calibration file's digest, the question and the input bounds, so changing the rate needs no
-rescoring. Scores for the embedded default on the packaged files ship with jevserve (data/operating-points.json,
-written by `jevserve gateway calibrate --package`), so the default config starts without scoring. Guard, harm and
+decider's identity, the calibration file's digest, the question and the input bounds that decision reads, so changing
+the rate, or a bound another decision reads, needs no rescoring. Scores for the embedded default on the packaged
+files ship with jevserve (data/operating-points.json, written by `jevserve gateway calibrate --package`), so the
+default config starts without scoring. Guard, harm and
 clarify are calibrated on the packaged everyday requests, the tool gate on the packaged ordinary tool calls (each call
 of a request's reply scored as the gateway's tool gate would ask about it); a config's own `calibration` file serves
 every decision.
@@ -44,7 +45,7 @@ from jevserve.gateway.policies.build import POLICIES
 from jevserve.gateway.questions import DEFAULTS
 from jevserve.serving.decision_inputs import InputLimits
 
-SCORING_VERSION = 1  # bump when the way a calibration request is scored changes (the cache keys change with it)
+SCORING_VERSION = 2  # bump when the way a calibration request is scored changes (the cache keys change with it)
 PACKAGED_SCORES = Path(__file__).parent / "data" / "operating-points.json"
 
 Progress = Callable[[str], None]
@@ -106,6 +107,22 @@ def cache_dir() -> Path:
     return Path(root) / "operating-points"
 
 
+# The InputLimits fields each decision's scores depend on: the guard judges windows of the untrusted texts; the tool
+# gate reads the current request and the call's arguments, both bounded; the others read the request text with its
+# earlier turns. A key holds only these, so a setting a decision does not read does not rescore it.
+_BOUNDS = ("max_text_chars", "head_chars")
+LIMITS_READ = {
+    "guard": (*_BOUNDS, "min_window_chars", "window_chars", "max_windows", "whole_up_to_chars", "judge_system"),
+    "tool_gate": _BOUNDS,
+}
+REQUEST_TEXT_LIMITS = (*_BOUNDS, "context_turns", "context_chars")
+
+
+def limits_read(policy_key: str, limits: InputLimits) -> dict[str, int | bool]:
+    """The fields of `limits` that the decision's calibration scores depend on."""
+    return {name: getattr(limits, name) for name in LIMITS_READ.get(policy_key, REQUEST_TEXT_LIMITS)}
+
+
 def score_key(decider: Decider, policy_key: str, config: PolicyConfig, route: RouteConfig, data: CalibrationSet) -> str:
     """The cache key of one decision's calibration scores (None-free; see the module docstring)."""
     wire = dict(config.question) if config.question else dict(DEFAULTS[POLICIES[policy_key].question_key])
@@ -115,22 +132,9 @@ def score_key(decider: Decider, policy_key: str, config: PolicyConfig, route: Ro
         "calibration": data.digest,
         "decision": policy_key,
         "question": wire,
-        "limits": _limits_key(route.input_limits()) if policy_key in ("guard", "tool_gate") else None,
+        "limits": limits_read(policy_key, route.input_limits()),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
-
-
-# InputLimits fields added after scores were filed (the packaged ones among them): left out of the key at their
-# default, so those scores stay valid; any other value is a new key
-_LATER_FIELDS = {"whole_up_to_chars": 0}
-
-
-def _limits_key(limits: InputLimits) -> dict:
-    fields = dataclasses.asdict(limits)
-    for name, default in _LATER_FIELDS.items():
-        if fields[name] == default:
-            del fields[name]
-    return fields
 
 
 class ScoreCache:

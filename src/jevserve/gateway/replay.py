@@ -126,7 +126,7 @@ async def _regate(decider: Decider, route: RouteConfig, user_text: str, calls: l
     """The tool-gate outcome of `calls` under `route`'s gate (its fallback when the decider cannot answer)."""
     gate = ToolGate(route.tool_gate)
     try:
-        answers = await decider.decide(gate.asks_for_calls(user_text, calls))
+        answers = await decider.decide(gate.asks_for_calls(user_text, calls, route.input_limits()))
     except DecisionUnavailable:
         answers = None
     return _strongest([v.to_dict() for v in gate.act_on_calls(calls, answers)])

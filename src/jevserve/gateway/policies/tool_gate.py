@@ -13,7 +13,7 @@ from jevserve.gateway.config import ToolGateConfig
 from jevserve.gateway.decider import Ask
 from jevserve.gateway.policies.base import Answers, Policy, RequestView
 from jevserve.gateway.types import Action, Phase, ToolCallDetail, Verdict
-from jevserve.serving.decision_inputs import tool_call_text
+from jevserve.serving.decision_inputs import DEFAULT_LIMITS, InputLimits, tool_call_text
 
 
 class ToolGate(Policy):
@@ -32,9 +32,11 @@ class ToolGate(Policy):
         """Nothing to gate before the reply."""
         return self.verdict(Action.SKIP, "no tool call yet")
 
-    def asks_for_calls(self, user_text: str, calls: Sequence[Mapping[str, Any]]) -> list[Ask]:
-        """One question per call, about the user's request and the call."""
-        return [self.ask(f"{self.name}:{i}", tool_call_text(user_text, c)) for i, c in enumerate(calls)]
+    def asks_for_calls(
+        self, user_text: str, calls: Sequence[Mapping[str, Any]], limits: InputLimits = DEFAULT_LIMITS
+    ) -> list[Ask]:
+        """One question per call, about the user's request and the call (its arguments bounded by `limits`)."""
+        return [self.ask(f"{self.name}:{i}", tool_call_text(user_text, c, limits=limits)) for i, c in enumerate(calls)]
 
     def act_on_calls(self, calls: Sequence[Mapping[str, Any]], answers: Answers | None) -> list[Verdict]:
         """One verdict per call: block / flag / allow, with the call's id and function name in the detail."""

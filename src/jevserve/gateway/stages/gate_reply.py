@@ -20,7 +20,7 @@ async def gate_reply(gateway: Gateway, ctx: RequestContext, completion: dict[str
     if gate is None or not calls or ctx.report is None or ctx.report.inputs is None:
         return completion
     ctx.reply_tool_calls = tuple(calls)  # remove_blocked_calls copies before it edits
-    asks = gate.asks_for_calls(ctx.report.inputs.user_text, calls)
+    asks = gate.asks_for_calls(ctx.report.inputs.user_text, calls, ctx.route.input_limits())
     answers, ms, _error = await timed_decide(gateway.decider, asks, gateway.config.decision_timeout_ms / 1000)
     ctx.tool_verdicts = tuple(gate.act_on_calls(calls, answers))
     ctx.flags["x-jevserve-tool-gate-ms"] = f"{ms:.2f}"
