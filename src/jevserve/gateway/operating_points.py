@@ -7,10 +7,9 @@ are cached on disk ($JEVSERVE_CACHE/operating-points, else ~/.cache/jevserve/ope
 decider's identity, the calibration file's digest, the question and the input bounds that decision reads, so changing
 the rate, or a bound another decision reads, needs no rescoring. Scores for the embedded default on the packaged
 files ship with jevserve (data/operating-points.json, written by `jevserve gateway calibrate --package`), so the
-default config starts without scoring. Guard, harm and
-clarify are calibrated on the packaged everyday requests, the tool gate on the packaged ordinary tool calls (each call
-of a request's reply scored as the gateway's tool gate would ask about it); a config's own `calibration` file serves
-every decision.
+default config starts without scoring. Guard, harm and clarify are calibrated on the packaged everyday requests, the
+tool gate on the packaged ordinary tool calls (each call of a request's reply scored as the gateway's tool gate would
+ask about it); a config's own `calibration` file serves every decision.
 
 The threshold is the highest of the per-shape thresholds: each shape of the calibration set (bare, behind a system
 prompt, with tools, second turn, pasted list, document) is acted on at most at the target rate. With n requests in a
