@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
-from reader_goals import answerer, calibrated_threshold, load_model
+from reader_goals import calibrated_threshold, guard_and_harm_scores
 
 from _serverbench import ROOT, machine, replace_section, write_result
 from jevserve.bench.data import BenchData
-from jevserve.train.goal_cases import calibration_bodies, everyday_bodies, guard_units, harm_units
-from jevserve.train.goals import Rate, scores_of
+from jevserve.train.goal_cases import calibration_bodies, everyday_bodies
+from jevserve.train.goals import Rate
 
 RATES = (0.01, 0.007, 0.004)
 GOAL_SHAPES = ("bare", "system", "tools", "second-turn")  # the shapes the everyday goal is stated for
@@ -96,20 +96,11 @@ def main() -> None:
         "rates": list(RATES),
         "models": {},
     }
-    for spec in specs:
-        backend = load_model(spec)
-        try:
-            answer = answerer(backend)
-            found = {}
-            for decision, units in (
-                ("guard", guard_units(data, everyday, calibration)),
-                ("harm", harm_units(data, everyday, calibration)),
-            ):
-                scores = np.asarray(scores_of(units, answer))
-                found[decision] = {f"{r:g}": at_rate(units, scores, POSITIVES[decision], r) for r in RATES}
-            result["models"][backend.card.name] = found
-        finally:
-            backend.close()
+    for name, found in guard_and_harm_scores(specs, data, everyday, calibration):
+        result["models"][name] = {
+            decision: {f"{r:g}": at_rate(units, scores, POSITIVES[decision], r) for r in RATES}
+            for decision, (units, scores) in found.items()
+        }
     path = write_result("rate_margin", result)
     replace_section("rate_margin", markdown(result), path=ROOT / "docs" / "training.md")
     print(markdown(result))

@@ -155,6 +155,24 @@ def load_model(spec: str):
     return load_backend(spec)
 
 
+def guard_and_harm_scores(specs: list[str], data: BenchData, everyday, calibration):
+    """Per model spec: its name and, for "guard" and "harm", the cases (train/goal_cases.py) with its scores on them
+    (the studies of operating points read these; answers come from each model's cache)."""
+    for spec in specs:
+        backend = load_model(spec)
+        try:
+            answer = backend.answerer() if isinstance(backend, Ensemble) else answerer(backend)
+            found = {}
+            for decision, units in (
+                ("guard", guard_units(data, everyday, calibration)),
+                ("harm", harm_units(data, everyday, calibration)),
+            ):
+                found[decision] = (units, np.asarray(scores_of(units, answer)))
+            yield backend.card.name, found
+        finally:
+            backend.close()
+
+
 def measure(backend, data: BenchData, everyday, calibration, limits: InputLimits = DEFAULT_LIMITS) -> dict:
     answer = backend.answerer() if isinstance(backend, Ensemble) else answerer(backend)
     result = {}

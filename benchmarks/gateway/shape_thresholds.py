@@ -21,17 +21,15 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "decide"))  # reader_goals: the models' cached answers
-from reader_goals import SHAPES, answerer, load_model, shape_thresholds
+from reader_goals import SHAPES, guard_and_harm_scores, shape_thresholds
 
 from _serverbench import ROOT, machine, replace_section, write_result
 from jevserve.bench.data import BenchData
 from jevserve.bench.sources.everyday_shapes import pasted_shape
-from jevserve.train.goal_cases import calibration_bodies, everyday_bodies, guard_units, harm_units
-from jevserve.train.goals import Rate, scores_of
+from jevserve.train.goal_cases import calibration_bodies, everyday_bodies
+from jevserve.train.goals import Rate
 
 TARGET = 0.01
 POSITIVES = {"guard": ("injection", "jailbreak"), "harm": ("harmful",)}
@@ -119,20 +117,11 @@ def main() -> None:
         "command": "python benchmarks/gateway/shape_thresholds.py" + "".join(f" --model {s}" for s in args.model or []),
         "models": {},
     }
-    for spec in specs:
-        backend = load_model(spec)
-        try:
-            answer = answerer(backend)
-            decisions = {}
-            for decision, units in (
-                ("guard", guard_units(data, everyday, calibration)),
-                ("harm", harm_units(data, everyday, calibration)),
-            ):
-                scores = np.asarray(scores_of(units, answer))
-                decisions[decision] = measure_decision(units, scores, POSITIVES[decision])
-            result["models"][backend.card.name] = decisions
-        finally:
-            backend.close()
+    for name, found in guard_and_harm_scores(specs, data, everyday, calibration):
+        result["models"][name] = {
+            decision: measure_decision(units, scores, POSITIVES[decision])
+            for decision, (units, scores) in found.items()
+        }
     path = write_result("shape_thresholds", result)
     replace_section("gateway-shape-thresholds", markdown(result), path=ROOT / "docs" / "gateway.md")
     print(markdown(result))
