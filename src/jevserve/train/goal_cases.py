@@ -120,7 +120,7 @@ def call_units(records: Iterable[Mapping], group: str, limits: InputLimits = DEF
     for record in records:
         user_text = decision_inputs(record["body"], limits=limits).user_text
         out += [
-            Unit((tool_call_text(user_text, call),), q, False, f"{group}:{record['shape']}")
+            Unit((tool_call_text(user_text, call, limits=limits),), q, False, f"{group}:{record['shape']}")
             for call in record.get("tool_calls") or ()
         ]
     return out
