@@ -12,7 +12,8 @@ gate's families eight times more in the reader's loss (`ReaderConfig.family_scal
 the tool gate in the reader phase").
 
 Run: .venv/bin/python benchmarks/decide/layer_soup.py --layers A.layers.npz,B.layers.npz \
-         --out .cache/soup/minilm-tuned.npz [--seed N] [--family-scale PREFIX=FACTOR,...] [--composed-tool-calls]
+         --out .cache/soup/minilm-tuned.npz [--seed N] [--family-scale PREFIX=FACTOR,...] [--composed-tool-calls] \
+         [--composed-injections]
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ def main() -> None:
                         "phase (default: none)")
     parser.add_argument("--composed-tool-calls", action="store_true",
                         help="add the tool calls composed from templates (train/tool_calls_composed.py)")
+    parser.add_argument("--composed-injections", action="store_true",
+                        help="add the injections composed from parts (train/injections_composed.py)")
     args = parser.parse_args()
     layers = [Path(p) for p in args.layers.split(",")]
     missing = [str(p) for p in layers if not p.is_file()]
@@ -58,7 +61,8 @@ def main() -> None:
         raise SystemExit(f"no layer file at {', '.join(missing)}: train them with `jevserve train --tuned --out ...`")
     data = BenchData(embed=embed_texts)
     config = TunedConfig(reader=replace(ReaderConfig(), seed=args.seed, family_scale=args.family_scale))
-    extra = tuned_examples(data, composed_calls=args.composed_tool_calls)
+    extra = tuned_examples(data, composed_calls=args.composed_tool_calls,
+                           composed_injections=args.composed_injections)
     _, manifest = train_tuned_model(
         list(TASKS.values()), out=args.out, config=config, data=data, extra=extra,
         average_layers=layers,

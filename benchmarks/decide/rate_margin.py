@@ -49,9 +49,12 @@ def at_rate(units, scores: np.ndarray, positives: tuple[str, ...], rate: float) 
     return out
 
 
+TITLE = "Guard and harm at lower target rates"
+
+
 def markdown(result: dict) -> str:
     lines = [
-        "### Guard and harm at lower target rates (generated)",
+        f"### {result.get('title', TITLE)} (generated)",
         "",
         f"`{result['command']}`, {result['machine']['when']}. Each cell: recall on the bench's test side at the "
         "gateway's threshold for that target (the highest of the per-shape thresholds acting on at most that share "
@@ -86,13 +89,20 @@ def markdown(result: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", action="append", help="a model spec (repeatable; default: tuned)")
+    parser.add_argument("--section", default="rate_margin",
+                        help="name of the results file and of the docs/training.md section it writes "
+                             "(default: rate_margin; another name keeps a side study apart)")
+    parser.add_argument("--title", default=TITLE, help="heading of the section")
     args = parser.parse_args()
     specs = args.model or ["tuned"]
     data = BenchData()
     everyday, calibration = everyday_bodies(), calibration_bodies()
     result = {
         "machine": machine(),
-        "command": "python benchmarks/decide/rate_margin.py" + "".join(f" --model {s}" for s in args.model or []),
+        "command": "python benchmarks/decide/rate_margin.py" + "".join(f" --model {s}" for s in args.model or [])
+        + (f" --section {args.section}" if args.section != "rate_margin" else "")
+        + (f" --title '{args.title}'" if args.title != TITLE else ""),
+        "title": args.title,
         "rates": list(RATES),
         "models": {},
     }
@@ -101,8 +111,8 @@ def main() -> None:
             decision: {f"{r:g}": at_rate(units, scores, POSITIVES[decision], r) for r in RATES}
             for decision, (units, scores) in found.items()
         }
-    path = write_result("rate_margin", result)
-    replace_section("rate_margin", markdown(result), path=ROOT / "docs" / "training.md")
+    path = write_result(args.section, result)
+    replace_section(args.section, markdown(result), path=ROOT / "docs" / "training.md")
     print(markdown(result))
     print(f"wrote {path}")
 

@@ -178,7 +178,10 @@ def test_no_added_text_is_a_near_duplicate_of_a_test_item_or_an_everyday_test_re
 
     data, loaded = bench_tasks
     index = ReferenceIndex(
-        sorted({ex.state for ex in tuned_examples(data, composed_calls=True, log=lambda _m: None)})
+        sorted({
+            ex.state
+            for ex in tuned_examples(data, composed_calls=True, composed_injections=True, log=lambda _m: None)
+        })
     )
     leaks = [
         (e.task.name, i.item_id)

@@ -67,6 +67,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "measured, not in the committed recipe (docs/training.md, 'Tool calls composed from templates')",
     )
     p.add_argument(
+        "--composed-injections",
+        action="store_true",
+        help="with --tuned: also train on the injections composed from parts (train/injections_composed.py); "
+        "measured, not in the committed recipe (docs/training.md, 'Injections composed from parts')",
+    )
+    p.add_argument(
         "--check",
         action="store_true",
         help="reproduction check: train again into a temporary file and compare it with the committed weights "
@@ -179,6 +185,8 @@ def run_train(args: argparse.Namespace) -> int:
         raise SystemExit("--layers sets how many encoder layers --tuned fine-tunes: add --tuned")
     if args.composed_tool_calls and not args.tuned:
         raise SystemExit("--composed-tool-calls adds examples to the tuned reader's training: add --tuned")
+    if args.composed_injections and not args.tuned:
+        raise SystemExit("--composed-injections adds examples to the tuned reader's training: add --tuned")
     if args.heldout:
         if args.lexical:  # its held-out rows would need names of their own, and ~55 min on 2 cores
             raise SystemExit("--heldout --reader --lexical is not built yet: leave-one-task-out covers minilm-reader")
@@ -269,7 +277,9 @@ def _train_model(args: argparse.Namespace, tasks: list, out: Path, leave_out) ->
         from jevserve.train.tuned_run import train_tuned_model
 
         data = BenchData(embed=embed_texts)
-        extra = tuned_examples(data, composed_calls=args.composed_tool_calls)
+        extra = tuned_examples(
+            data, composed_calls=args.composed_tool_calls, composed_injections=args.composed_injections
+        )
         config = _config(args)
         _, manifest = train_tuned_model(tasks, out=out, config=config, data=data, extra=extra, leave_out=leave_out,
                                         progress=progress)

@@ -8,6 +8,7 @@ from jevserve.bench.sources import SourceMissingError
 from jevserve.bench.tasks import TASKS
 from jevserve.train.cache_rules import cache_rule_examples
 from jevserve.train.examples import Example, task_examples
+from jevserve.train.injections_composed import composed_injection_examples
 from jevserve.train.perturb import GUARD_TASKS, perturbed_examples, suffixed_examples
 from jevserve.train.rules import injection
 from jevserve.train.tool_calls import tool_call_examples
@@ -50,10 +51,18 @@ def test_states(data: BenchData) -> list[str]:
     return out
 
 
-def tuned_examples(data: BenchData, *, everyday: bool = True, composed_calls: bool = False, log=print) -> list[Example]:
+def tuned_examples(
+    data: BenchData,
+    *,
+    everyday: bool = True,
+    composed_calls: bool = False,
+    composed_injections: bool = False,
+    log=print,
+) -> list[Example]:
     """Every rule-made and everyday example the tuned reader adds (train side only); with `composed_calls`, the tool
-    calls composed from templates too (studied, not in the committed recipe: docs/training.md, "Tool calls composed
-    from templates")."""
+    calls composed from templates too, with `composed_injections` the injections composed from parts (each studied,
+    not in the committed recipe: docs/training.md, "Tool calls composed from templates", "Injections composed from
+    parts")."""
     guard = guard_examples(data, log)
     triggers = trigger_word_examples("train")
     out = [*triggers, *perturbed_examples([*guard, *triggers]), *suffixed_examples(guard, "train")]
@@ -61,6 +70,8 @@ def tuned_examples(data: BenchData, *, everyday: bool = True, composed_calls: bo
     out += cache_rule_examples("train") + tool_call_examples("train")
     if composed_calls:
         out += composed_tool_call_examples()
+    if composed_injections:
+        out += composed_injection_examples(test_states(data))
     if everyday:
         try:
             from jevserve.train.everyday_negatives import train_side_everyday, train_side_follow_ups
