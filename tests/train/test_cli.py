@@ -78,3 +78,18 @@ def test_flags_that_do_not_go_together_say_so(flags):
 
     with pytest.raises(SystemExit, match=r"add --tuned|leave out --reader"):
         run_train(parse(*flags))
+
+
+def test_a_manifest_names_the_command_that_trained_it(monkeypatch):
+    from jevserve.train.run import command_line
+
+    monkeypatch.setattr("sys.argv", ["/usr/bin/jevserve", "train", "--tuned", "--seed", "3"])
+    assert command_line("jevserve train --tuned") == "jevserve train --tuned --seed 3"
+    # a benchmark script that trains names itself, not the CLI it did not run
+    script = "/work/repo/benchmarks/decide/layer_soup.py"
+    monkeypatch.setattr("sys.argv", [script, "--layers", "a.layers.npz", "--composed-tool-calls"])
+    assert command_line("jevserve train --tuned") == (
+        "python benchmarks/decide/layer_soup.py --layers a.layers.npz --composed-tool-calls"
+    )
+    monkeypatch.setattr("sys.argv", ["/venv/lib/python3.11/site-packages/pytest/__main__.py", "-q"])
+    assert command_line("jevserve train --tuned") == "jevserve train --tuned"

@@ -116,7 +116,15 @@ def sources_of(examples: Sequence[Example]) -> dict[str, str]:
 
 
 def command_line(default: str) -> str:
-    return "jevserve train " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["train"] else default
+    """The command that is running, for a manifest: `jevserve train ...`, a benchmark script that trains
+    (benchmarks/decide/layer_soup.py ...), or `default` when neither (a test, a notebook)."""
+    if sys.argv[1:2] == ["train"]:
+        return "jevserve train " + " ".join(sys.argv[2:])
+    script = Path(sys.argv[0]) if sys.argv else None
+    if script is not None and script.suffix == ".py" and "benchmarks" in script.parts:
+        where = script.parts[script.parts.index("benchmarks") :]
+        return " ".join(["python", "/".join(where), *sys.argv[1:]])
+    return default
 
 
 def _versions() -> dict[str, str]:
