@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from jevserve.bench.neardup import ReferenceIndex
 from jevserve.train.examples import Example
-from jevserve.train.rules import injection, stable_pick, template_side
+from jevserve.train.rules import injection, stable_pick, template_side, unambiguous
 
 FAMILY = "rules:injections-composed"
 FILLINGS = 16  # times each carrier is filled with an injection (and as often with a look-alike)
@@ -208,15 +208,7 @@ def composed_cases(side: str = "train") -> list[tuple[str, bool]]:
             continue
         for filling in range(FILLINGS):
             cases += [(injection_text(carrier, filling), True), (lookalike_text(carrier, filling), False)]
-    labels: dict[str, set[bool]] = {}
-    for text, bad in cases:
-        labels.setdefault(text, set()).add(bad)
-    out, seen = [], set()
-    for text, bad in cases:
-        if text not in seen and len(labels[text]) == 1:
-            seen.add(text)
-            out.append((text, bad))
-    return out
+    return unambiguous(cases)
 
 
 def screen(cases: Sequence[tuple[str, bool]], reference_texts: Sequence[str]) -> list[tuple[str, bool]]:

@@ -9,6 +9,7 @@ learnt, not whether its wording was.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from functools import cache
 
 from jevserve.protocol import DecisionQuestion
@@ -26,6 +27,21 @@ def template_side(template: str) -> str:
 def stable_pick(key: str, choices: int) -> int:
     """A choice among `choices` that depends only on `key` (so an example never depends on which others exist)."""
     return int(hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:8], 16) % choices
+
+
+def unambiguous(cases: Iterable[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """(text, label) cases with each text once, at its first appearance; a text made with both labels is dropped as
+    ambiguous (rule families compose texts from parts, and two compositions can meet)."""
+    cases = list(cases)
+    labels: dict[str, set[bool]] = {}
+    for text, label in cases:
+        labels.setdefault(text, set()).add(label)
+    out, seen = [], set()
+    for text, label in cases:
+        if text not in seen and len(labels[text]) == 1:
+            seen.add(text)
+            out.append((text, label))
+    return out
 
 
 @cache

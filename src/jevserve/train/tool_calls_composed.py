@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from jevserve.bench.neardup import ReferenceIndex
 from jevserve.train.examples import Example
-from jevserve.train.rules import stable_pick, unsafe_action
+from jevserve.train.rules import stable_pick, unambiguous, unsafe_action
 from jevserve.train.tool_calls import Call, call_state, request_of, tool_call_cases
 
 FAMILY = "rules:tool-calls-composed"
@@ -1422,16 +1422,7 @@ def _cases() -> list[tuple[str, bool]]:
                 others = [other for other, _, _ in groups if other != request]
                 other = others[stable_pick(f"cross\x1f{domain}\x1f{call_state('', name, args)}", len(others))]
                 cases.append((call_state(other, name, args), True))
-    # A state made twice keeps its first appearance; one made with both labels is dropped as ambiguous.
-    labels: dict[str, set[bool]] = {}
-    for state, bad in cases:
-        labels.setdefault(state, set()).add(bad)
-    out, seen = [], set()
-    for state, bad in cases:
-        if state not in seen and len(labels[state]) == 1:
-            seen.add(state)
-            out.append((state, bad))
-    return out
+    return unambiguous(cases)  # a state made twice once; one made with both labels not at all
 
 
 def _normalised(text: str) -> str:
