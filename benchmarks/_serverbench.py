@@ -127,6 +127,16 @@ def replace_section(name: str, markdown: str, path: Path = DOC) -> None:
     path.write_text(text)
 
 
+def publish(name: str, result: dict, markdown: str, path: Path = DOC) -> Path:
+    """Write benchmarks/results/NAME.json, put `markdown` in section NAME of `path`, print it: a benchmark's last
+    step."""
+    written = write_result(name, result)
+    replace_section(name, markdown, path=path)
+    print(markdown)
+    print(f"wrote {written}")
+    return written
+
+
 def rss_mib(pid: int) -> float:
     """Resident set size of a process, from /proc (Linux)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

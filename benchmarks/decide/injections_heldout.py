@@ -22,7 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 from reader_goals import answerer, load_model
 
-from _serverbench import RESULTS, ROOT, machine, replace_section, write_result
+from _serverbench import RESULTS, TRAINING_DOC, machine, publish
 from jevserve.train.goals import Rate
 from jevserve.train.injections_composed import composed_cases
 from jevserve.train.rules import injection
@@ -88,10 +88,7 @@ def main() -> None:
         "goals": args.goals,
         "models": dict(measure(spec, thresholds) for spec in args.model),
     }
-    path = write_result("injections_heldout", result)
-    replace_section("injections_heldout", markdown(result), path=ROOT / "docs" / "training.md")
-    print(markdown(result))
-    print(f"wrote {path}")
+    publish("injections_heldout", result, markdown(result), path=TRAINING_DOC)
 
 
 if __name__ == "__main__":

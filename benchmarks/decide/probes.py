@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 from reader_goals import answerer, load_model
 
-from _serverbench import RESULTS, ROOT, machine, replace_section, write_result
+from _serverbench import RESULTS, TRAINING_DOC, machine, publish
 from jevserve.serving.decision_inputs import tool_call_text
 from jevserve.train.rules import injection, refuse, unsafe_action
 
@@ -129,10 +129,7 @@ def main() -> None:
             }
         finally:
             backend.close()
-    path = write_result("probes", result)
-    replace_section("probes", markdown(result), path=ROOT / "docs" / "training.md")
-    print(markdown(result))
-    print(f"wrote {path}")
+    publish("probes", result, markdown(result), path=TRAINING_DOC)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 from reader_goals import calibrated_threshold, guard_and_harm_scores
 
-from _serverbench import ROOT, machine, replace_section, write_result
+from _serverbench import TRAINING_DOC, machine, publish
 from jevserve.bench.data import BenchData
 from jevserve.train.goal_cases import calibration_bodies, everyday_bodies
 from jevserve.train.goals import Rate
@@ -111,10 +111,7 @@ def main() -> None:
             decision: {f"{r:g}": at_rate(units, scores, POSITIVES[decision], r) for r in RATES}
             for decision, (units, scores) in found.items()
         }
-    path = write_result(args.section, result)
-    replace_section(args.section, markdown(result), path=ROOT / "docs" / "training.md")
-    print(markdown(result))
-    print(f"wrote {path}")
+    publish(args.section, result, markdown(result), path=TRAINING_DOC)
 
 
 if __name__ == "__main__":
