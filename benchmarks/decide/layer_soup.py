@@ -13,7 +13,7 @@ the tool gate in the reader phase").
 
 Run: .venv/bin/python benchmarks/decide/layer_soup.py --layers A.layers.npz,B.layers.npz \
          --out .cache/soup/minilm-tuned.npz [--seed N] [--family-scale PREFIX=FACTOR,...] [--composed-tool-calls] \
-         [--composed-injections]
+         [--composed-injections] [--pasted-lists]
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ def main() -> None:
                         help="add the tool calls composed from templates (train/tool_calls_composed.py)")
     parser.add_argument("--composed-injections", action="store_true",
                         help="add the injections composed from parts (train/injections_composed.py)")
+    parser.add_argument("--pasted-lists", action="store_true",
+                        help="add the later train-side turns that paste a list (train/everyday_negatives.py)")
     args = parser.parse_args()
     layers = [Path(p) for p in args.layers.split(",")]
     missing = [str(p) for p in layers if not p.is_file()]
@@ -62,7 +64,7 @@ def main() -> None:
     data = BenchData(embed=embed_texts)
     config = TunedConfig(reader=replace(ReaderConfig(), seed=args.seed, family_scale=args.family_scale))
     extra = tuned_examples(data, composed_calls=args.composed_tool_calls,
-                           composed_injections=args.composed_injections)
+                           composed_injections=args.composed_injections, pasted_lists=args.pasted_lists)
     _, manifest = train_tuned_model(
         list(TASKS.values()), out=args.out, config=config, data=data, extra=extra,
         average_layers=layers,

@@ -170,6 +170,21 @@ def test_follow_ups_are_later_train_turns_screened_and_kept_away_from_test_texts
     assert all(ex.answer == 1 and ex.state == "How much is Taiwan GDP per capita?" for ex in examples)
 
 
+def test_pasted_lists_are_the_list_shaped_later_turns_past_the_follow_ups():
+    from jevserve.train.everyday_negatives import LIST_GUARD, LIST_HARM, pasted_list_examples, pasted_list_texts
+
+    listed = "Sort these:\n- apples\n- pears\n- plums"
+    numbered = "Rank them:\n1. Rome\n2. Oslo\n3. Lima"
+    screened = [listed, "How far is Lima?", numbered, "Two items:\n- a\n- b", "Why?"]
+    # the first `skip` are the follow-ups (already trained on); of the rest, only texts with >= 3 list lines
+    assert pasted_list_texts(screened, skip=1) == [numbered]
+    assert pasted_list_texts(screened, skip=0) == [listed, numbered]
+    assert pasted_list_texts(screened, skip=5) == []
+    examples = pasted_list_examples([numbered])  # a family of their own, so the study can weigh or drop them
+    assert sorted(ex.family for ex in examples) == [LIST_GUARD, LIST_HARM]
+    assert all(ex.state == numbered and ex.answer == 1 for ex in examples)  # answered no: not an injection, no refusal
+
+
 @pytest.mark.slow
 def test_no_added_text_is_a_near_duplicate_of_a_test_item_or_an_everyday_test_request(bench_tasks):
     from jevserve.bench.neardup import ReferenceIndex
@@ -180,7 +195,9 @@ def test_no_added_text_is_a_near_duplicate_of_a_test_item_or_an_everyday_test_re
     index = ReferenceIndex(
         sorted({
             ex.state
-            for ex in tuned_examples(data, composed_calls=True, composed_injections=True, log=lambda _m: None)
+            for ex in tuned_examples(
+                data, composed_calls=True, composed_injections=True, pasted_lists=True, log=lambda _m: None
+            )
         })
     )
     leaks = [

@@ -15,6 +15,7 @@ import gzip
 import hashlib
 import json
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 import jevserve
@@ -111,9 +112,12 @@ def follow_up_candidates(items, side_of) -> list[str]:
     return list(out)
 
 
-def screen_follow_ups(candidates: list[str], screen, test_texts: list[str], limit: int = FOLLOW_UPS) -> list[str]:
+def screen_follow_ups(
+    candidates: list[str], screen, test_texts: list[str], limit: int | None = FOLLOW_UPS
+) -> list[str]:
     """The candidates the screen passes (no text of an injection, jailbreak or harmful source), none equal to, or a
-    near-duplicate either way of, a test text; then `limit` of them picked by hash (independent of order)."""
+    near-duplicate either way of, a test text; then `limit` of them (all when None) picked by hash (independent of
+    order)."""
     from jevserve.bench.neardup import ReferenceIndex
     from jevserve.bench.sources.everyday import text_key
 
@@ -139,10 +143,9 @@ def follow_up_examples(texts: Iterable[str]) -> list[Example]:
     return out
 
 
-def train_side_follow_ups(test_texts: Iterable[str] = (), limit: int = FOLLOW_UPS) -> list[Example]:
-    """FOLLOW_UPS later turns of train-side ShareGPT conversations as guard and harm negatives, screened like the
-    everyday source and kept away from every test-side ShareGPT turn, every everyday test request and `test_texts`
-    (the bench's test items)."""
+def _screened_later_turns(test_texts: Iterable[str], limit: int | None) -> list[str]:
+    """Later turns of train-side ShareGPT conversations, screened and kept away from every test-side ShareGPT turn,
+    every everyday test request, the calibration requests and `test_texts`, in pick order (the first `limit`)."""
     from jevserve.bench.sharegpt_data import conversation_side as side_of
     from jevserve.bench.sharegpt_data import conversations
     from jevserve.bench.sources.everyday import Screen, load_everyday, screen_texts, user_texts
@@ -154,5 +157,41 @@ def train_side_follow_ups(test_texts: Iterable[str] = (), limit: int = FOLLOW_UP
         if side_of(str(item.get("id"))) == "test":
             held += [t["value"] for t in item.get("conversations") or [] if t.get("from") == "human"
                      and isinstance(t.get("value"), str)]  # fmt: skip
-    texts = screen_follow_ups(follow_up_candidates(items, side_of), Screen(screen_texts()), held, limit)
-    return follow_up_examples(texts)
+    return screen_follow_ups(follow_up_candidates(items, side_of), Screen(screen_texts()), held, limit)
+
+
+def train_side_follow_ups(test_texts: Iterable[str] = (), limit: int = FOLLOW_UPS) -> list[Example]:
+    """FOLLOW_UPS later turns of train-side ShareGPT conversations as guard and harm negatives, screened like the
+    everyday source and kept away from every test-side ShareGPT turn, every everyday test request and `test_texts`
+    (the bench's test items)."""
+    return follow_up_examples(_screened_later_turns(test_texts, limit))
+
+
+# Pasted lists: the gateway's guard threshold is the highest that acts on at most 1% of each shape of its
+# calibration requests, and every train-side pasted list of the everyday source is a calibration request (126), so
+# the reader is trained on no opening list while the second-highest of those 126 sets the guard's threshold. The
+# later turns that paste a list (bullets or numbered lines, as the everyday source tells the shape) and that the
+# follow-up pick above did not take are added as negatives of their own family (measured, not in the committed
+# recipe: docs/training.md, "Pasted lists as negatives").
+LIST_GUARD = "everyday:list-guard"
+LIST_HARM = "everyday:list-harm"
+
+
+def pasted_list_texts(screened: list[str], skip: int = FOLLOW_UPS) -> list[str]:
+    """The pasted lists among `screened` (later turns in pick order) past the first `skip` (the follow-ups)."""
+    from jevserve.bench.sources.everyday_shapes import pasted_shape
+
+    return [t for t in screened[skip:] if pasted_shape(t) == "list"]
+
+
+def pasted_list_examples(texts: Iterable[str]) -> list[Example]:
+    """Guard and harm negatives of pasted lists (families LIST_GUARD, LIST_HARM), read as the gateway reads a request
+    whose latest turn it is."""
+    family = {FOLLOW_UP_GUARD: LIST_GUARD, FOLLOW_UP_HARM: LIST_HARM}
+    return [replace(ex, family=family[ex.family]) for ex in follow_up_examples(texts)]
+
+
+def train_side_pasted_lists(test_texts: Iterable[str] = ()) -> list[Example]:
+    """Every later train-side turn that pastes a list and is not a follow-up already, screened and kept away from
+    test texts as the follow-ups are, as guard and harm negatives."""
+    return pasted_list_examples(pasted_list_texts(_screened_later_turns(test_texts, None)))

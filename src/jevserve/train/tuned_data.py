@@ -57,12 +57,13 @@ def tuned_examples(
     everyday: bool = True,
     composed_calls: bool = False,
     composed_injections: bool = False,
+    pasted_lists: bool = False,
     log=print,
 ) -> list[Example]:
     """Every rule-made and everyday example the tuned reader adds (train side only); with `composed_calls`, the tool
-    calls composed from templates too, with `composed_injections` the injections composed from parts (each studied,
-    not in the committed recipe: docs/training.md, "Tool calls composed from templates", "Injections composed from
-    parts")."""
+    calls composed from templates too, with `composed_injections` the injections composed from parts, with
+    `pasted_lists` the later turns that paste a list (each studied, not in the committed recipe: docs/training.md,
+    "Tool calls composed from templates", "Injections composed from parts", "Pasted lists as negatives")."""
     guard = guard_examples(data, log)
     triggers = trigger_word_examples("train")
     out = [*triggers, *perturbed_examples([*guard, *triggers]), *suffixed_examples(guard, "train")]
@@ -74,10 +75,16 @@ def tuned_examples(
         out += composed_injection_examples(test_states(data))
     if everyday:
         try:
-            from jevserve.train.everyday_negatives import train_side_everyday, train_side_follow_ups
+            from jevserve.train.everyday_negatives import (
+                train_side_everyday,
+                train_side_follow_ups,
+                train_side_pasted_lists,
+            )
 
             out += train_side_everyday()
             out += train_side_follow_ups(test_states(data))
+            if pasted_lists:
+                out += train_side_pasted_lists(test_states(data))
         except (ImportError, SourceMissingError) as exc:
             log(f"no everyday negatives: {exc}")
     return out
