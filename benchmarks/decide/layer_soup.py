@@ -13,7 +13,7 @@ the tool gate in the reader phase").
 
 Run: .venv/bin/python benchmarks/decide/layer_soup.py --layers A.layers.npz,B.layers.npz \
          --out .cache/soup/minilm-tuned.npz [--seed N] [--family-scale PREFIX=FACTOR,...] [--composed-tool-calls] \
-         [--composed-injections] [--pasted-lists]
+         [--composed-injections] [--pasted-lists] [--composed-personas]
 """
 
 from __future__ import annotations
@@ -56,6 +56,8 @@ def main() -> None:
                         help="add the injections composed from parts (train/injections_composed.py)")
     parser.add_argument("--pasted-lists", action="store_true",
                         help="add the later train-side turns that paste a list (train/everyday_negatives.py)")
+    parser.add_argument("--composed-personas", action="store_true",
+                        help="add the persona prompts composed from parts (train/personas_composed.py)")
     args = parser.parse_args()
     layers = [Path(p) for p in args.layers.split(",")]
     missing = [str(p) for p in layers if not p.is_file()]
@@ -64,7 +66,8 @@ def main() -> None:
     data = BenchData(embed=embed_texts)
     config = TunedConfig(reader=replace(ReaderConfig(), seed=args.seed, family_scale=args.family_scale))
     extra = tuned_examples(data, composed_calls=args.composed_tool_calls,
-                           composed_injections=args.composed_injections, pasted_lists=args.pasted_lists)
+                           composed_injections=args.composed_injections, pasted_lists=args.pasted_lists,
+                           composed_personas=args.composed_personas)
     _, manifest = train_tuned_model(
         list(TASKS.values()), out=args.out, config=config, data=data, extra=extra,
         average_layers=layers,

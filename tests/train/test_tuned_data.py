@@ -196,7 +196,12 @@ def test_no_added_text_is_a_near_duplicate_of_a_test_item_or_an_everyday_test_re
         sorted({
             ex.state
             for ex in tuned_examples(
-                data, composed_calls=True, composed_injections=True, pasted_lists=True, log=lambda _m: None
+                data,
+                composed_calls=True,
+                composed_injections=True,
+                pasted_lists=True,
+                composed_personas=True,
+                log=lambda _m: None,
             )
         })
     )

@@ -9,6 +9,7 @@ from jevserve.bench.tasks import TASKS
 from jevserve.train.cache_rules import cache_rule_examples
 from jevserve.train.examples import Example, task_examples
 from jevserve.train.injections_composed import composed_injection_examples
+from jevserve.train.personas_composed import composed_persona_examples
 from jevserve.train.perturb import GUARD_TASKS, perturbed_examples, suffixed_examples
 from jevserve.train.rules import injection
 from jevserve.train.tool_calls import tool_call_examples
@@ -58,12 +59,15 @@ def tuned_examples(
     composed_calls: bool = False,
     composed_injections: bool = False,
     pasted_lists: bool = False,
+    composed_personas: bool = False,
     log=print,
 ) -> list[Example]:
     """Every rule-made and everyday example the tuned reader adds (train side only); with `composed_calls`, the tool
     calls composed from templates too, with `composed_injections` the injections composed from parts, with
-    `pasted_lists` the later turns that paste a list (each studied, not in the committed recipe: docs/training.md,
-    "Tool calls composed from templates", "Injections composed from parts", "Pasted lists as negatives")."""
+    `pasted_lists` the later turns that paste a list, with `composed_personas` persona prompts with and without a
+    rule-breaking clause (each studied, not in the committed recipe: docs/training.md, "Tool calls composed from
+    templates", "Injections composed from parts", "Pasted lists as negatives", "Persona prompts composed from
+    parts")."""
     guard = guard_examples(data, log)
     triggers = trigger_word_examples("train")
     out = [*triggers, *perturbed_examples([*guard, *triggers]), *suffixed_examples(guard, "train")]
@@ -73,6 +77,10 @@ def tuned_examples(
         out += composed_tool_call_examples()
     if composed_injections:
         out += composed_injection_examples(test_states(data))
+    if composed_personas:
+        from jevserve.train.everyday_negatives import calibration_texts
+
+        out += composed_persona_examples(test_states(data), calibration_texts())
     if everyday:
         try:
             from jevserve.train.everyday_negatives import (
