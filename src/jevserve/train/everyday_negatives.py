@@ -143,7 +143,7 @@ def follow_up_examples(texts: Iterable[str]) -> list[Example]:
     return out
 
 
-def _screened_later_turns(test_texts: Iterable[str], limit: int | None) -> list[str]:
+def screened_later_turns(test_texts: Iterable[str], limit: int | None = None) -> list[str]:
     """Later turns of train-side ShareGPT conversations, screened and kept away from every test-side ShareGPT turn,
     every everyday test request, the calibration requests and `test_texts`, in pick order (the first `limit`)."""
     from jevserve.bench.sharegpt_data import conversation_side as side_of
@@ -164,7 +164,7 @@ def train_side_follow_ups(test_texts: Iterable[str] = (), limit: int = FOLLOW_UP
     """FOLLOW_UPS later turns of train-side ShareGPT conversations as guard and harm negatives, screened like the
     everyday source and kept away from every test-side ShareGPT turn, every everyday test request and `test_texts`
     (the bench's test items)."""
-    return follow_up_examples(_screened_later_turns(test_texts, limit))
+    return follow_up_examples(screened_later_turns(test_texts, limit))
 
 
 # Pasted lists: the gateway's guard threshold is the highest that acts on at most 1% of each shape of its
@@ -194,4 +194,4 @@ def pasted_list_examples(texts: Iterable[str]) -> list[Example]:
 def train_side_pasted_lists(test_texts: Iterable[str] = ()) -> list[Example]:
     """Every later train-side turn that pastes a list and is not a follow-up already, screened and kept away from
     test texts as the follow-ups are, as guard and harm negatives."""
-    return pasted_list_examples(pasted_list_texts(_screened_later_turns(test_texts, None)))
+    return pasted_list_examples(pasted_list_texts(screened_later_turns(test_texts, None)))

@@ -75,24 +75,29 @@ def tuned_examples(
     out += cache_rule_examples("train") + tool_call_examples("train")
     if composed_calls:
         out += composed_tool_call_examples()
+    held_out = test_states(data) if composed_injections or composed_personas or everyday else []
     if composed_injections:
-        out += composed_injection_examples(test_states(data))
+        out += composed_injection_examples(held_out)
     if composed_personas:
         from jevserve.train.everyday_negatives import calibration_texts
 
-        out += composed_persona_examples(test_states(data), calibration_texts())
+        out += composed_persona_examples(held_out, calibration_texts())
     if everyday:
         try:
             from jevserve.train.everyday_negatives import (
+                FOLLOW_UPS,
+                follow_up_examples,
+                pasted_list_examples,
+                pasted_list_texts,
+                screened_later_turns,
                 train_side_everyday,
-                train_side_follow_ups,
-                train_side_pasted_lists,
             )
 
             out += train_side_everyday()
-            out += train_side_follow_ups(test_states(data))
+            later = screened_later_turns(held_out)  # screened once: the follow-ups and the lists both read it
+            out += follow_up_examples(later[:FOLLOW_UPS])
             if pasted_lists:
-                out += train_side_pasted_lists(test_states(data))
+                out += pasted_list_examples(pasted_list_texts(later))
         except (ImportError, SourceMissingError) as exc:
             log(f"no everyday negatives: {exc}")
     return out
