@@ -1,6 +1,7 @@
 """The committed trained readout and reading model: small files with complete manifests, trained on no test item (by
 content hash)."""
 
+import functools
 import json
 
 import pytest
@@ -43,50 +44,70 @@ def test_the_reading_model_ships_with_a_manifest_of_the_same_examples_and_the_at
     assert reader_states >= head_states and (reader_states > head_states) == attributes
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("weights", COMMITTED, ids=lambda p: p.stem)
-def test_no_training_state_is_on_any_task_test_side(weights):
+@functools.cache
+def _test_states_by_task() -> dict[str, dict[str, str]]:
+    """Each task's test side as {state key: item id}, read once for every committed model (the bench data is the
+    same for all of them)."""
     from jevserve.bench import TASKS, BenchData, split_items, state_key
     from jevserve.bench.sources import SourceMissingError
 
-    trained_on = read_state_hashes(weights.with_suffix(".states.gz"))
     data = BenchData()
-    checked = 0
+    by_task = {}
     for task in TASKS.values():
         try:
             _, test = split_items(task.load_items(data))
         except SourceMissingError as exc:
             pytest.skip(f"needs the bench data ({exc})")
-        leaked = [item.item_id for item in test if state_key(item) in trained_on]
-        assert not leaked, f"{task.name}: {len(leaked)} test states were trained on, e.g. {leaked[:3]}"
-        checked += len(test)
-    assert checked > 3000
+        by_task[task.name] = {state_key(item): item.item_id for item in test}
+    return by_task
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("weights", COMMITTED, ids=lambda p: p.stem)
-def test_manifest_hashes_are_exactly_the_examples_training_reads(weights):
+def test_no_training_state_is_on_any_task_test_side(weights):
+    trained_on = read_state_hashes(weights.with_suffix(".states.gz"))
+    checked = 0
+    for task_name, test_states in _test_states_by_task().items():
+        leaked = [item_id for key, item_id in test_states.items() if key in trained_on]
+        assert not leaked, f"{task_name}: {len(leaked)} test states were trained on, e.g. {leaked[:3]}"
+        checked += len(test_states)
+    assert checked > 3000
+
+
+@functools.cache
+def _example_hashes(attributes: bool, tuned: bool) -> frozenset[str]:
+    """The content hashes of the examples a recipe reads, built once per kind of recipe: three of the committed
+    models read the attribute questions, and building the examples is most of this module's time."""
     from jevserve.bench import TASKS, BenchData
     from jevserve.bench.sources import SourceMissingError
     from jevserve.train.examples import content_hash
     from jevserve.train.run import collect_examples
 
-    # the reading model also reads the attribute questions (train/attributes.py) when its recipe says so; the tuned
-    # reader (its config nests the reader's) also its everyday and rule-made examples (train/tuned_data.py)
-    config = json.loads(weights.with_suffix(".json").read_text())["config"]
-    attributes = config.get("reader", config).get("attribute_questions", False)
     try:
         data = BenchData()
-        examples = collect_examples(data, list(TASKS.values()), attributes=attributes, log=lambda message: None)
-        if "reader" in config:
+        if tuned:
             from jevserve.train.tuned_data import tuned_examples
 
-            examples += tuned_examples(data, log=lambda message: None)
+            return _example_hashes(attributes, False) | {
+                content_hash(ex.state) for ex in tuned_examples(data, log=lambda message: None)
+            }
+        examples = collect_examples(data, list(TASKS.values()), attributes=attributes, log=lambda message: None)
     except SourceMissingError as exc:
         pytest.skip(f"needs the bench data ({exc})")
     if len(examples) < 20_000:
         pytest.skip("some bench data is missing: run `jevserve data fetch`")
-    assert {content_hash(ex.state) for ex in examples} == read_state_hashes(weights.with_suffix(".states.gz"))
+    return frozenset(content_hash(ex.state) for ex in examples)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("weights", COMMITTED, ids=lambda p: p.stem)
+def test_manifest_hashes_are_exactly_the_examples_training_reads(weights):
+    # the reading model also reads the attribute questions (train/attributes.py) when its recipe says so; the tuned
+    # reader (its config nests the reader's) also its everyday and rule-made examples (train/tuned_data.py)
+    config = json.loads(weights.with_suffix(".json").read_text())["config"]
+    attributes = bool(config.get("reader", config).get("attribute_questions", False))
+    hashes = _example_hashes(attributes, "reader" in config)
+    assert hashes == read_state_hashes(weights.with_suffix(".states.gz"))
 
 
 @pytest.mark.skipif(not TUNED_WEIGHTS.exists(), reason="no committed tuned reader")
