@@ -10,7 +10,7 @@ answers come from its per-model cache.
 
 Writes benchmarks/results/injections_heldout.json (personas_heldout.json) and a section of docs/training.md.
 Run: .venv/bin/python benchmarks/decide/injections_heldout.py --goals composed_injections --model tuned:PATH ...
-     [--family personas]
+     [--family personas] [--section NAME]
 """
 
 from __future__ import annotations
@@ -66,8 +66,10 @@ def markdown(result: dict) -> str:
     family = result.get("family", "injections")
     _, positives, negatives = FAMILIES[family]
     held = "carriers" if family == "injections" else "roles"
+    # A study with its own section says which readouts' thresholds it reads, to tell its heading from the default's.
+    scope = f", at the thresholds of {result['goals']}" if result.get("section") else ""
     lines = [
-        f"### Composed {family} of held-out {held} (generated)",
+        f"### Composed {family} of held-out {held}{scope} (generated)",
         "",
         f"`{result['command']}`, {result['machine']['when']}. At each model's calibrated guard threshold (from "
         f"`benchmarks/results/{result['goals']}.json`): the {positives} and {negatives} of the {held} never "
@@ -92,6 +94,9 @@ def main() -> None:
     parser.add_argument("--model", action="append", required=True, help="a model spec (repeatable)")
     parser.add_argument("--family", choices=sorted(FAMILIES), default="injections",
                         help="the composed family to read on its held-out side (default: %(default)s)")
+    parser.add_argument("--section", default=None,
+                        help="section of docs/training.md and results file name (default: FAMILY_heldout, "
+                        "injections_heldout for the injections)")
     args = parser.parse_args()
     goals = json.loads((RESULTS / f"{args.goals}.json").read_text())
     thresholds = {name: found["guard"]["calibrated"]["threshold"] for name, found in goals["models"].items()}
@@ -99,12 +104,15 @@ def main() -> None:
         "machine": machine(),
         "command": f"python benchmarks/decide/injections_heldout.py --goals {args.goals}"
         + "".join(f" --model {s}" for s in args.model)
-        + (f" --family {args.family}" if args.family != "injections" else ""),
+        + (f" --family {args.family}" if args.family != "injections" else "")
+        + (f" --section {args.section}" if args.section else ""),
         "goals": args.goals,
         "family": args.family,
+        "section": args.section,
         "models": dict(measure(spec, thresholds, args.family) for spec in args.model),
     }
-    section = "injections_heldout" if args.family == "injections" else f"{args.family}_heldout"
+    default_section = "injections_heldout" if args.family == "injections" else f"{args.family}_heldout"
+    section = args.section or default_section
     publish(section, result, markdown(result), path=TRAINING_DOC)
 
 

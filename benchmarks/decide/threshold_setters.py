@@ -9,7 +9,7 @@ benchmarks/decide/reader_goals.py builds them (train/goal_cases.py); answers com
 cache.
 
 Writes benchmarks/results/threshold_setters.json and a section of docs/training.md.
-Run: .venv/bin/python benchmarks/decide/threshold_setters.py [--model tuned --model tuned:PATH ...]
+Run: .venv/bin/python benchmarks/decide/threshold_setters.py [--model tuned --model tuned:PATH ...] [--section NAME]
 """
 
 from __future__ import annotations
@@ -66,8 +66,11 @@ def setters(units, scores: np.ndarray) -> dict:
 
 
 def markdown(result: dict) -> str:
+    # A study's own section is titled by its models, to tell it from the default section's heading.
+    scope = "" if result.get("section", "threshold_setters") == "threshold_setters" else (
+        ": " + ", ".join(result["models"]))
     lines = [
-        "### Which requests set the guard's and harm's thresholds (generated)",
+        f"### Which requests set the guard's and harm's thresholds{scope} (generated)",
         "",
         f"`{result['command']}`, {result['machine']['when']}. Per model and decision: the gateway's threshold for "
         f"{100 * RATE:g}% (the highest of the per-shape thresholds), the calibration shape that sets it, and the "
@@ -93,18 +96,22 @@ def markdown(result: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", action="append", help="a model spec (repeatable; default: tuned)")
+    parser.add_argument("--section", default="threshold_setters",
+                        help="section of docs/training.md and results file name (default: %(default)s)")
     args = parser.parse_args()
     specs = args.model or ["tuned"]
     everyday, calibration = everyday_bodies(), calibration_bodies()
     result = {
         "machine": machine(),
-        "command": "python benchmarks/decide/threshold_setters.py" + "".join(f" --model {s}" for s in args.model or []),
+        "command": "python benchmarks/decide/threshold_setters.py" + "".join(f" --model {s}" for s in args.model or [])
+        + (f" --section {args.section}" if args.section != "threshold_setters" else ""),
         "rate": RATE,
+        "section": args.section,
         "models": {},
     }
     for name, found in guard_and_harm_scores(specs, BenchData(), everyday, calibration):
         result["models"][name] = {decision: setters(units, scores) for decision, (units, scores) in found.items()}
-    publish("threshold_setters", result, markdown(result), path=TRAINING_DOC)
+    publish(args.section, result, markdown(result), path=TRAINING_DOC)
 
 
 if __name__ == "__main__":
