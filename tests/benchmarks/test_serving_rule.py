@@ -80,3 +80,43 @@ def test_the_served_seed_must_keep_every_goal_the_committed_readout_meets():
     assert held == [True, True, True, False, True]
     # a goal the committed readout misses too is not one the served seed can lose
     assert verdicts(pairs, committed=row(everyday_harm=5))[3]
+
+
+def harm_verdicts(pairs, served=None, committed=None) -> list[bool]:
+    conditions = serving_rule.judge(pairs, served=served or pairs[0][1], committed=committed or row(), aim="harm")
+    return [c["holds"] for c in conditions]
+
+
+def test_a_change_aimed_at_harm_is_judged_by_harm_recall_first():
+    pairs = [(row(), row(harm_acted=415)), (row(), row(harm_acted=412))]
+    assert harm_verdicts(pairs) == [True] * 5
+    # the same rows under the guard's rule fail its first condition: the guard did not rise
+    assert verdicts(pairs)[0] is False
+
+
+@pytest.mark.parametrize(
+    ("change", "failing"),
+    [
+        ({"harm_acted": 400}, 0),  # no rise on one seed
+        ({"everyday_harm": 5}, 1),  # the everyday harm goal missed where it was met
+        ({"everyday_guard": 5}, 2),  # the everyday guard goal missed where it was met
+        ({"recall_acted": 230}, 4),  # guard recall down 6.3 points on one of two seeds: mean -3.1
+        ({"cache": 0.60}, 4),
+        ({"tool": 0.30}, 4),
+    ],
+)
+def test_each_condition_of_the_harm_rule_fails_on_its_own_measure(change, failing):
+    lifted = {"harm_acted": 415} | change
+    pairs = [(row(), row(harm_acted=415)), (row(), row(**lifted))]
+    held = harm_verdicts(pairs)
+    assert held == [i != failing for i in range(5)], held
+
+
+def test_the_harm_rule_allows_one_more_borderline_refusal_per_seed_not_two():
+    def with_borderline(acted: int) -> dict:
+        lifted = row(harm_acted=415)
+        lifted["harm"]["calibrated"]["borderline"] = point(acted, 99)
+        return lifted
+
+    assert harm_verdicts([(row(), with_borderline(2)), (row(), row(harm_acted=415))])[1]
+    assert not harm_verdicts([(row(), with_borderline(3)), (row(), row(harm_acted=415))])[1]

@@ -71,7 +71,7 @@ def test_tuned_trains_its_own_file_with_its_own_settings():
 
 @pytest.mark.parametrize(
     "flags", [("--tuned", "--reader"), ("--tuned", "--heldout"), ("--layers", "3"), ("--composed-tool-calls",),
-              ("--composed-injections",)]
+              ("--composed-injections",), ("--pasted-lists",), ("--composed-personas",), ("--composed-harm",)]
 )
 def test_flags_that_do_not_go_together_say_so(flags):
     from jevserve.train.cli import run_train

@@ -201,6 +201,7 @@ def test_no_added_text_is_a_near_duplicate_of_a_test_item_or_an_everyday_test_re
                 composed_injections=True,
                 pasted_lists=True,
                 composed_personas=True,
+                composed_harm=True,
                 log=lambda _m: None,
             )
         })

@@ -87,6 +87,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "prompts composed from parts')",
     )
     p.add_argument(
+        "--composed-harm",
+        action="store_true",
+        help="with --tuned: also train on harmful and harmless technical requests of the same form "
+        "(train/harm_composed.py); measured, not in the committed recipe (docs/training.md, 'Harmful technical "
+        "requests composed from parts')",
+    )
+    p.add_argument(
         "--check",
         action="store_true",
         help="reproduction check: train again into a temporary file and compare it with the committed weights "
@@ -201,7 +208,7 @@ def run_train(args: argparse.Namespace) -> int:
         raise SystemExit("--composed-tool-calls adds examples to the tuned reader's training: add --tuned")
     if args.composed_injections and not args.tuned:
         raise SystemExit("--composed-injections adds examples to the tuned reader's training: add --tuned")
-    for flag in ("pasted_lists", "composed_personas"):
+    for flag in ("pasted_lists", "composed_personas", "composed_harm"):
         if getattr(args, flag) and not args.tuned:
             raise SystemExit(f"--{flag.replace('_', '-')} adds examples to the tuned reader's training: add --tuned")
     if args.heldout:
@@ -300,6 +307,7 @@ def _train_model(args: argparse.Namespace, tasks: list, out: Path, leave_out) ->
             composed_injections=args.composed_injections,
             pasted_lists=args.pasted_lists,
             composed_personas=args.composed_personas,
+            composed_harm=args.composed_harm,
         )
         config = _config(args)
         _, manifest = train_tuned_model(tasks, out=out, config=config, data=data, extra=extra, leave_out=leave_out,

@@ -60,14 +60,16 @@ def tuned_examples(
     composed_injections: bool = False,
     pasted_lists: bool = False,
     composed_personas: bool = False,
+    composed_harm: bool = False,
     log=print,
 ) -> list[Example]:
     """Every rule-made and everyday example the tuned reader adds (train side only); with `composed_calls`, the tool
     calls composed from templates too, with `composed_injections` the injections composed from parts, with
     `pasted_lists` the later turns that paste a list, with `composed_personas` persona prompts with and without a
-    rule-breaking clause (each studied, not in the committed recipe: docs/training.md, "Tool calls composed from
-    templates", "Injections composed from parts", "Pasted lists as negatives", "Persona prompts composed from
-    parts")."""
+    rule-breaking clause, with `composed_harm` harmful and harmless technical requests of the same form (each
+    studied, not in the committed recipe: docs/training.md, "Tool calls composed from templates", "Injections
+    composed from parts", "Pasted lists as negatives", "Persona prompts composed from parts", "Harmful technical
+    requests composed from parts")."""
     guard = guard_examples(data, log)
     triggers = trigger_word_examples("train")
     out = [*triggers, *perturbed_examples([*guard, *triggers]), *suffixed_examples(guard, "train")]
@@ -75,13 +77,18 @@ def tuned_examples(
     out += cache_rule_examples("train") + tool_call_examples("train")
     if composed_calls:
         out += composed_tool_call_examples()
-    held_out = test_states(data) if composed_injections or composed_personas or everyday else []
+    held_out = test_states(data) if composed_injections or composed_personas or composed_harm or everyday else []
     if composed_injections:
         out += composed_injection_examples(held_out)
     if composed_personas:
         from jevserve.train.everyday_negatives import calibration_texts
 
         out += composed_persona_examples(held_out, calibration_texts())
+    if composed_harm:
+        from jevserve.train.everyday_negatives import calibration_texts
+        from jevserve.train.harm_composed import composed_harm_examples
+
+        out += composed_harm_examples(held_out, calibration_texts())
     if everyday:
         try:
             from jevserve.train.everyday_negatives import (
