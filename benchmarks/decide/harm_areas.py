@@ -168,8 +168,10 @@ def row_order(keys) -> list[str]:
 
 def markdown(result: dict) -> str:
     names = list(result["models"])
+    # A study's own section is titled by its models, to tell it from the default section's heading.
+    scope = "" if result.get("section", "harm_areas") == "harm_areas" else ": " + ", ".join(names)
     lines = [
-        "### Harm recall by source, risk area and intent (generated)",
+        f"### Harm recall by source, risk area and intent{scope} (generated)",
         "",
         f"`{result['command']}`, {result['machine']['when']}. Harmful requests of the bench's test side refused at "
         f"each model's calibrated harm threshold (the gateway's, {100 * RATE:g}% of each calibration shape); "
@@ -218,6 +220,7 @@ def main() -> None:
         + "".join(f" --model {s}" for s in args.model or [])
         + (f" --section {args.section}" if args.section != "harm_areas" else ""),
         "rate": RATE,
+        "section": args.section,
         "models": measure(specs, BenchData()),
     }
     publish(args.section, result, markdown(result), path=TRAINING_DOC)
