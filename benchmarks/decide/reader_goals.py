@@ -62,6 +62,15 @@ SHAPES = ("bare", "system", "tools", "second-turn", "list", "document")
 GUARD_POSITIVES = tuple(
     f"{how}{what}" for how in ("", "suffixed:", "padded:") for what in ("injection", "jailbreak")
 )
+# the groups the goals' recall counts, per decision ("harmful:" takes every harmful source, not the suffixed ones)
+RECALL_GROUPS = {"guard": ("injection", "jailbreak"), "harm": ("harmful:",)}
+
+
+def counts_in_recall(group: str, decision: str) -> bool:
+    """Whether a case of `group` is one the decision's recall counts."""
+    return any(group == g or (g.endswith(":") and group.startswith(g)) for g in RECALL_GROUPS[decision])
+
+
 # what a results file written before a group was measured shows for it
 NOT_MEASURED = {"acted": 0, "total": 0, "rate": float("nan")}
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
-from reader_goals import calibrated_threshold, guard_and_harm_scores
+from reader_goals import calibrated_threshold, counts_in_recall, guard_and_harm_scores
 
 from _serverbench import TRAINING_DOC, machine, publish
 from jevserve.bench.data import BenchData
@@ -33,18 +33,13 @@ from jevserve.train.goal_cases import calibration_bodies, everyday_bodies
 from jevserve.train.goals import auroc, threshold_at_rate
 
 RATE = 0.01
-POSITIVES = {"guard": ("injection", "jailbreak"), "harm": ("harmful:",)}  # what recall counts (as reader_goals)
-
-
-def is_positive(group: str, decision: str) -> bool:
-    return any(group == p or (p.endswith(":") and group.startswith(p)) for p in POSITIVES[decision])
 
 
 def separation(units, scores: np.ndarray, decision: str) -> dict[str, float]:
     """AUROC against the everyday test side, recall at 1% of the pooled calibration requests and at the gateway's
     threshold."""
     scores = np.asarray(scores, dtype=float)
-    positive = np.array([is_positive(u.group, decision) for u in units])
+    positive = np.array([counts_in_recall(u.group, decision) for u in units])
     everyday = np.array([u.group.startswith("everyday:") for u in units])
     calibration = np.array([u.group.startswith("calibration:") for u in units])
     pooled = threshold_at_rate(scores[calibration], RATE)

@@ -32,10 +32,10 @@ TOP = 3  # requests shown per side
 EXCERPT_CHARS = 90
 
 
-def excerpt(text: str) -> str:
+def excerpt(text: str, chars: int = EXCERPT_CHARS) -> str:
     """The start of a text on one line, safe in a markdown table cell."""
     flat = " ".join(text.split())
-    cut = flat[:EXCERPT_CHARS] + ("…" if len(flat) > EXCERPT_CHARS else "")
+    cut = flat[:chars] + ("…" if len(flat) > chars else "")
     return cut.replace("|", "\\|").replace("`", "'")
 
 
@@ -52,11 +52,17 @@ def highest(units, scores: np.ndarray, group: str, threshold: float) -> dict:
     }
 
 
-def setters(units, scores: np.ndarray) -> dict:
-    """The threshold, the shape that sets it, and the highest requests of that shape on both sides."""
+def setting_shape(units, scores: np.ndarray) -> tuple[str, float]:
+    """The calibration shape whose threshold is the gateway's (the highest of the per-shape ones), and that
+    threshold."""
     by_shape = shape_thresholds(units, scores, RATE)
     shape = max(by_shape, key=by_shape.get)
-    threshold = by_shape[shape]
+    return shape, by_shape[shape]
+
+
+def setters(units, scores: np.ndarray) -> dict:
+    """The threshold, the shape that sets it, and the highest requests of that shape on both sides."""
+    shape, threshold = setting_shape(units, scores)
     return {
         "threshold": threshold,
         "shape": shape,

