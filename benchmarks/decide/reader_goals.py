@@ -37,7 +37,7 @@ from jevserve.bench.data import BenchData
 from jevserve.decide.base import DecisionItem
 from jevserve.decide.encoder import LEXICAL_READER_NAME, READER_NAME
 from jevserve.decide.onnx_build import cache_dir, graph_key
-from jevserve.decide.registry import load_backend
+from jevserve.decide.registry import UnknownSpecError, load_backend
 from jevserve.decide.trained import question_key
 from jevserve.decide.tuned import TUNED_NAME
 from jevserve.gateway.config import default_config
@@ -145,7 +145,7 @@ class Ensemble:
     """`mean:SPEC,SPEC,...`: each text's P(yes) is the mean of the models' (each answered from its own cache)."""
 
     def __init__(self, specs: list[str]) -> None:
-        self.parts = [load_backend(spec) for spec in specs]
+        self.parts = [load_model(spec) for spec in specs]
         self.card = SimpleNamespace(name="mean(" + ", ".join(b.card.name for b in self.parts) + ")")
 
     def answerer(self):
@@ -161,7 +161,10 @@ def load_model(spec: str):
     """A backend, or an Ensemble for `mean:SPEC,SPEC,...`."""
     if spec.startswith("mean:"):
         return Ensemble(spec.removeprefix("mean:").split(","))
-    return load_backend(spec)
+    try:
+        return load_backend(spec)
+    except UnknownSpecError as exc:  # a mistyped --model: the spec list, not a traceback
+        raise SystemExit(str(exc)) from exc
 
 
 def guard_and_harm_scores(specs: list[str], data: BenchData, everyday, calibration):
