@@ -6,6 +6,7 @@ import asyncio
 
 import httpx
 import numpy as np
+import pytest
 
 from jevserve.gateway.decider import FixedDecider, LocalDecider, RemoteDecider, ask, timed_decide
 from jevserve.gateway.questions import INJECTION, LENGTH, REUSE
@@ -63,3 +64,30 @@ def test_a_local_model_retrained_under_the_same_name_gets_another_identity():
     assert first.identity == again.identity  # a cache key: stable for the same weights
     assert first.identity != retrained.identity  # scores cached for the old weights are never reused
     assert first.identity.startswith("fake-1|2026-01-01|")
+
+
+def test_what_the_identity_probes_cannot_show_still_changes_the_identity():
+    class WithHead(FakeBackend):  # answers the probes as before; a head answers only its own question
+        identity_parts = ("lexical heads 0123abcd",)
+
+    class OtherHead(FakeBackend):
+        identity_parts = ("lexical heads 4567ef01",)
+
+    plain, head, other = LocalDecider(FakeBackend()), LocalDecider(WithHead()), LocalDecider(OtherHead())
+    assert head.identity == plain.identity + "|lexical heads 0123abcd"
+    assert len({plain.identity, head.identity, other.identity}) == 3
+
+
+def test_the_tuned_readers_identity_names_its_lexical_heads():
+    from jevserve.decide.tuned import TUNED_WEIGHTS, lexical_file, tuned_backend
+
+    if not lexical_file(TUNED_WEIGHTS).exists():
+        pytest.skip("the committed tuned reader has no lexical heads")
+    backend = tuned_backend()
+    try:
+        parts = backend.identity_parts
+        assert len(parts) == 1 and parts[0].startswith("lexical heads ")
+        backend.heads = {}
+        assert backend.identity_parts == ()
+    finally:
+        backend.close()

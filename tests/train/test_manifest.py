@@ -7,7 +7,7 @@ import json
 import pytest
 
 from jevserve.decide.encoder import LEXICAL_READER_WEIGHTS, READER_WEIGHTS, TRAINED_HEAD, ZERO_SHOT_PARAMS
-from jevserve.decide.tuned import TUNED_WEIGHTS, layers_file
+from jevserve.decide.tuned import TUNED_WEIGHTS, layers_file, lexical_file
 from jevserve.train.run import read_state_hashes
 
 # every committed model trained on train sides (the tuned reader once its weights are committed)
@@ -118,3 +118,7 @@ def test_the_tuned_reader_ships_its_layers_small_with_a_manifest_naming_them():
     assert layers.stat().st_size < 12 * 1024 * 1024 and TUNED_WEIGHTS.stat().st_size < 8 * 1024 * 1024
     assert manifest["config"]["reader"]["seed"] == 0 and manifest["leave_out"] is None
     assert any(f.startswith("everyday:") for f in manifest["families"]), "trained without everyday negatives"
+    # the guard's lexical head goes with it, fitted on the same examples (whose state hashes are the ones above)
+    lexical = lexical_file(TUNED_WEIGHTS)
+    assert manifest["lexical_heads_file"] == lexical.name and manifest["lexical_heads_bytes"] == lexical.stat().st_size
+    assert lexical.stat().st_size < 2 * 1024 * 1024

@@ -177,6 +177,8 @@ def test_train_tuned_model_writes_readout_layers_manifest_and_served_temperature
     weights, manifest = tuned_run.train_tuned_model([], out=out, config=config, data=object(), extra=extra,
                                                     progress=False, log=lambda _m: None)
     assert manifest["num_examples"] == len(examples) and manifest["layers_file"] == "toy.layers.npz"
+    # no example asks the guard's question, so the lexical heads file holds none and nothing is averaged
+    assert manifest["lexical_heads_file"] == "toy.lexical.npz"
     assert json.loads(out.with_suffix(".json").read_text())["config"]["layers"] == 1
     assert not np.array_equal(  # the first phase moved the layer it tunes
         np.load(layers_file(out))["encoder.layer.5.output.dense.weight"],
@@ -186,6 +188,7 @@ def test_train_tuned_model_writes_readout_layers_manifest_and_served_temperature
     served = tuned_backend(weights=out)
     probabilities = served.decide([DecisionItem("I bought a mango at the market today.", FRUIT)])[0]
     assert probabilities.shape == (2,) and abs(probabilities.sum() - 1) < 1e-9
+    assert served.heads == {}
     # what was trained can be served by its path, under a name of its own
     from jevserve.decide.registry import UnknownSpecError, load_backends
 

@@ -14,6 +14,7 @@ the gateway bounds what it asks about (head and tail of long texts) before it ge
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,18 +23,25 @@ import numpy as np
 from jevserve.decide.base import DecisionItem, ModelCard
 from jevserve.decide.embedder import WINDOW_TOKENS
 from jevserve.decide.encoder import PARAMS_DIR, EncoderBackend, model_card
+from jevserve.decide.lexical_head import LexicalHead, load_heads
 from jevserve.decide.onnx_build import Precision
 from jevserve.decide.reader import ReaderReadout, ReaderWeights, unit_rows
 from jevserve.decide.token_embedder import READ_TOKENS, TokenEmbedder
+from jevserve.decide.trained import question_key
 
 TUNED_WEIGHTS = PARAMS_DIR / "minilm-tuned.npz"  # the readout (ReaderWeights)
 TUNED_NAME = "minilm-tuned-reader"
-TUNED_RELEASE_DATE = "2026-12-02"
+TUNED_RELEASE_DATE = "2026-12-04"  # the weights whose guard question also reads a lexical head
 
 
 def layers_file(weights: Path) -> Path:
     """The fine-tuned encoder layers that go with a tuned reader's readout file (`X.npz` → `X.layers.npz`)."""
     return weights.with_suffix(".layers.npz")
+
+
+def lexical_file(weights: Path) -> Path:
+    """The lexical heads that go with a tuned reader's readout file (`X.npz` → `X.lexical.npz`; optional)."""
+    return weights.with_suffix(".lexical.npz")
 
 
 def read_windows(ids: Sequence[int], cls_id: int, sep_id: int, read_tokens: int = READ_TOKENS) -> list[list[int]]:
@@ -85,9 +93,27 @@ class TunedReadingBackend(EncoderBackend):
         card: ModelCard,
         states: StateEncoder,
         texts: TokenEmbedder,
+        heads: dict[str, LexicalHead] | None = None,
+        weights: Path | None = None,
     ) -> None:
         super().__init__(readout, card=card, embedder=texts)
         self.states = states
+        # question key → lexical head: for those questions (the gateway's guard question) P(yes) is the mean of the
+        # readout's and the head's (decide/lexical_head.py says why)
+        self.heads = heads or {}
+        self.weights = weights  # the readout file it was loaded from (its layers and heads sit beside it)
+
+    @property
+    def identity_parts(self) -> tuple[str, ...]:
+        """What its answers depend on that fixed probe questions may not show (gateway.decider.LocalDecider.identity):
+        the lexical heads, which answer only their own questions."""
+        if not self.heads:
+            return ()
+        digest = hashlib.sha256()
+        for key in sorted(self.heads):
+            head = self.heads[key]
+            digest.update(key.encode() + head.coef.tobytes() + head.idf.tobytes() + repr(head.intercept).encode())
+        return (f"lexical heads {digest.hexdigest()[:12]}",)
 
     def check(self, items: Sequence[DecisionItem]) -> None:
         """Refuse states over the token limit before they are queued."""
@@ -103,12 +129,19 @@ class TunedReadingBackend(EncoderBackend):
             for text in texts:
                 distinct.setdefault(text, len(distinct))
         vectors = self.embedder.embed(list(distinct))
+        keys = {q: question_key(q) for q in {item.question for item in items}} if self.heads else {}
         results = []
         for item, texts in zip(items, item_texts, strict=True):
             tokens, state_vector = read[item.state]
             text_vectors = vectors[[distinct[t] for t in texts]]
-            probabilities = self.readout.probabilities(tokens, state_vector, text_vectors, item.question)
-            results.append(np.asarray(probabilities, np.float64))
+            probabilities = np.asarray(
+                self.readout.probabilities(tokens, state_vector, text_vectors, item.question), np.float64
+            )
+            head = self.heads.get(keys.get(item.question, ""))
+            if head is not None and len(probabilities) == 2:
+                yes = 0.5 * (float(probabilities[0]) + head.probability(item.state))
+                probabilities = np.array([yes, 1.0 - yes])
+            results.append(probabilities)
         return results
 
     def count_tokens(self, items: Sequence[DecisionItem]) -> int:
@@ -123,13 +156,14 @@ class TunedReadingBackend(EncoderBackend):
 def trained_tuned_backend(weights: Path) -> TunedReadingBackend:
     """A tuned reader trained into `weights` (with its `.layers.npz`), named by a digest of both files, so it is
     never mistaken for the shipped one (answer caches and results are keyed by model name)."""
-    import hashlib
-
     layers = layers_file(weights)
     if not weights.exists() or not layers.exists():
         raise FileNotFoundError(f"no tuned reader at {weights} (with {layers.name}); train one with "
                                 f"`jevserve train --tuned --out {weights}`")
-    digest = hashlib.sha256(weights.read_bytes() + layers.read_bytes()).hexdigest()[:8]
+    lexical = lexical_file(weights)  # part of the name only where there is one: older runs keep theirs
+    digest = hashlib.sha256(
+        weights.read_bytes() + layers.read_bytes() + (lexical.read_bytes() if lexical.exists() else b"")
+    ).hexdigest()[:8]
     return tuned_backend("int8", weights=weights, name=f"{TUNED_NAME}-{digest}")
 
 
@@ -140,7 +174,8 @@ def tuned_backend(
     weights: Path = TUNED_WEIGHTS,
     name: str = TUNED_NAME,
 ) -> TunedReadingBackend:
-    """The tuned reader (`jevserve train --tuned`); `texts`: the shipped token-graph embedder to share, if any."""
+    """The tuned reader (`jevserve train --tuned`), with its lexical heads where `weights` has them; `texts`: the
+    shipped token-graph embedder to share, if any."""
     layers = layers_file(weights)
     if not weights.exists() or not layers.exists():
         raise FileNotFoundError(
@@ -158,5 +193,7 @@ def tuned_backend(
         card=card,
         states=StateEncoder(precision, layers=layers),
         texts=texts or TokenEmbedder(precision),
+        heads=load_heads(lexical_file(weights)),
+        weights=weights,
     )
 

@@ -142,7 +142,9 @@ class LocalDecider(Decider):
             answers = self.backend.decide(list(IDENTITY_PROBES))
             rounded = [[round(float(p), IDENTITY_DIGITS) for p in a] for a in answers]
             digest = hashlib.sha256(json.dumps(rounded).encode()).hexdigest()[:12]
-            self._identity = f"{card.name}|{card.release_date}|jevserve {__version__}|answers {digest}"
+            # and what the probes cannot show (the tuned reader's lexical heads answer only their own questions)
+            extra = "".join(f"|{part}" for part in getattr(self.backend, "identity_parts", ()))
+            self._identity = f"{card.name}|{card.release_date}|jevserve {__version__}|answers {digest}{extra}"
         return self._identity
 
     def decide_blocking(self, asks: Sequence[Ask]) -> dict[str, np.ndarray]:

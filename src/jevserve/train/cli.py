@@ -94,6 +94,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "requests composed from parts')",
     )
     p.add_argument(
+        "--lexical-heads-only",
+        action="store_true",
+        help="with --tuned: fit only the lexical heads (train/lexical_head.py: the guard question's TF-IDF head, "
+        "whose P(yes) is averaged with the readout's) for the readout at --out (default: the committed one), on the "
+        "recipe's examples; the readout and layers stay as they are (a full --tuned run fits them too)",
+    )
+    p.add_argument(
         "--check",
         action="store_true",
         help="reproduction check: train again into a temporary file and compare it with the committed weights "
@@ -208,6 +215,8 @@ def run_train(args: argparse.Namespace) -> int:
         raise SystemExit("--composed-tool-calls adds examples to the tuned reader's training: add --tuned")
     if args.composed_injections and not args.tuned:
         raise SystemExit("--composed-injections adds examples to the tuned reader's training: add --tuned")
+    if args.lexical_heads_only and not args.tuned:
+        raise SystemExit("--lexical-heads-only fits the tuned reader's heads: add --tuned")
     for flag in ("pasted_lists", "composed_personas", "composed_harm"):
         if getattr(args, flag) and not args.tuned:
             raise SystemExit(f"--{flag.replace('_', '-')} adds examples to the tuned reader's training: add --tuned")
@@ -224,8 +233,12 @@ def run_train(args: argparse.Namespace) -> int:
         return 0
     if args.check:
         return _run_check(args, tasks, leave_out)
-    out = _out_path(args, _shipped(args))
+    # the heads go with an existing readout: by default the committed one, not a new dated path
+    out = (args.out or _shipped(args)) if args.lexical_heads_only else _out_path(args, _shipped(args))
     manifest = _train_model(args, tasks, out, leave_out)
+    if "lexical_heads" in manifest:  # --lexical-heads-only: nothing else written
+        print(f"wrote {manifest['lexical_heads']} (the lexical heads of {out})")
+        return 0
     print(
         f"wrote {out} ({manifest['num_examples']} examples, {manifest['train_seconds']} s); "
         f"manifest {out.with_suffix('.json')}"
@@ -309,6 +322,10 @@ def _train_model(args: argparse.Namespace, tasks: list, out: Path, leave_out) ->
             composed_personas=args.composed_personas,
             composed_harm=args.composed_harm,
         )
+        if args.lexical_heads_only:
+            from jevserve.train.tuned_run import train_lexical_heads_only
+
+            return {"lexical_heads": train_lexical_heads_only(tasks, out=out, data=data, extra=extra)}
         config = _config(args)
         _, manifest = train_tuned_model(tasks, out=out, config=config, data=data, extra=extra, leave_out=leave_out,
                                         progress=progress)

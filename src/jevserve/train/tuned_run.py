@@ -11,6 +11,7 @@ the served graph, and write the readout, the fine-tuned layers, the manifest and
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -32,6 +33,7 @@ from jevserve.decide.tuned import StateEncoder, layers_file
 from jevserve.train.dataset import EmbeddedExamples, subset
 from jevserve.train.examples import Example, families
 from jevserve.train.layer_inputs import layer_inputs
+from jevserve.train.lexical_head import write_lexical_heads
 from jevserve.train.reader import fit_reader_temperatures, group_temperatures, train_reader
 from jevserve.train.run import collect_examples, command_line, is_validation, write_model
 from jevserve.train.token_states import TokenStates
@@ -110,6 +112,47 @@ def with_state_vectors(data: EmbeddedExamples, vectors: np.ndarray, token_index:
     )
 
 
+def recipe_examples(
+    tasks: Sequence[Task],
+    *,
+    data: BenchData,
+    extra: Sequence[Example] = (),
+    leave_out: Task | None = None,
+    config: TunedConfig | None = None,
+    log=print,
+) -> list[Example]:
+    """Every example the tuned recipe trains on (its fit and validation rows), in its order."""
+    config = config or TunedConfig()
+    examples = collect_examples(
+        data, tasks, leave_out=leave_out, variants=True, attributes=config.reader.attribute_questions, log=log
+    )
+    examples += [ex for ex in extra if not (leave_out and set(ex.sources) & set(leave_out.sources))]
+    if not examples:
+        raise SystemExit("no training examples: fetch the bench data first (jevserve data fetch)")
+    return examples
+
+
+def train_lexical_heads_only(
+    tasks: Sequence[Task], *, out: Path, data: BenchData, extra: Sequence[Example] = (), log=print
+) -> Path:
+    """Fit only the lexical heads of the tuned reader whose readout is `out`, on the recipe's fit rows (what
+    train_tuned_model's last step fits), leaving the readout and layers as they are."""
+    if not out.exists():
+        raise SystemExit(f"no tuned readout at {out}: train it with `jevserve train --tuned --out {out}`")
+    examples = recipe_examples(tasks, data=data, extra=extra, log=log)
+    heads = write_lexical_heads(out, [ex for ex in examples if not is_validation(ex.state)], log=log)
+    manifest = out.with_suffix(".json")
+    if manifest.exists():  # the readout's manifest names what now goes with it, and how it was made
+        recorded = json.loads(manifest.read_text())
+        recorded.update(
+            lexical_heads_file=heads.name,
+            lexical_heads_bytes=heads.stat().st_size,
+            lexical_heads_command=command_line("jevserve train --tuned --lexical-heads-only"),
+        )
+        manifest.write_text(json.dumps(recorded, indent=2) + "\n")  # as train.run.write_model writes it
+    return heads
+
+
 def train_tuned_model(
     tasks: Sequence[Task],
     *,
@@ -129,12 +172,7 @@ def train_tuned_model(
     started = time.perf_counter()
     config = config or TunedConfig()
     data = data or BenchData(embed=embed_texts)
-    examples = collect_examples(
-        data, tasks, leave_out=leave_out, variants=True, attributes=config.reader.attribute_questions, log=log
-    )
-    examples += [ex for ex in extra if not (leave_out and set(ex.sources) & set(leave_out.sources))]
-    if not examples:
-        raise SystemExit("no training examples: fetch the bench data first (jevserve data fetch)")
+    examples = recipe_examples(tasks, data=data, extra=extra, leave_out=leave_out, config=config, log=log)
     log(f"{len(examples)} examples from {len(families(examples))} families")
     texts = TokenEmbedder("int8")
     inputs = tuned_inputs(examples, texts, progress=progress)
@@ -155,6 +193,7 @@ def train_tuned_model(
         net.weights(dict.fromkeys(KINDS, 1.0)), subset(served, held), tokens, inputs.token_index[held],
         per_question=config.reader.question_temperatures,
     )
+    heads = write_lexical_heads(out, [examples[i] for i in fit_rows], log=log)
     recipe = {
         "command": command_line("jevserve train --tuned"),
         "model": "tuned reader (decide/tuned.py)",
@@ -164,6 +203,8 @@ def train_tuned_model(
         "layers_file": layers.name,
         "layers_averaged_from": [str(p) for p in average_layers] or None,
         "layers_bytes": layers.stat().st_size,
+        "lexical_heads_file": heads.name,
+        "lexical_heads_bytes": heads.stat().st_size,
     }
     manifest = write_model(
         out,
