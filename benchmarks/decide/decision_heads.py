@@ -49,20 +49,19 @@ from separation import separation
 
 from _serverbench import TRAINING_DOC, machine, publish
 from jevserve.bench.data import BenchData
-from jevserve.bench.supervised import TfidfClassifier
 from jevserve.bench.tasks import TASKS
 from jevserve.decide.embedder import embed_texts
+from jevserve.decide.lexical_head import LexicalHead
 from jevserve.decide.registry import load_backend
-from jevserve.decide.trained import question_key
 from jevserve.decide.tuned import TUNED_NAME, layers_file
 from jevserve.train import harm_composed, injections_composed, personas_composed
 from jevserve.train.goal_cases import calibration_bodies, everyday_bodies, guard_units, harm_units
 from jevserve.train.goals import by_group, rate_at, scores_of
-from jevserve.train.reader import ReaderConfig
+from jevserve.train.lexical_head import examples_asking, fit_head
 from jevserve.train.rules import injection, refuse
-from jevserve.train.run import collect_examples, is_validation
+from jevserve.train.run import is_validation
 from jevserve.train.tuned_data import tuned_examples
-from jevserve.train.tuned_run import served_states
+from jevserve.train.tuned_run import recipe_examples, served_states
 
 LAYERS = Path(__file__).resolve().parents[2] / "src" / "jevserve" / "decide" / "params" / "minilm-tuned.layers.npz"
 QUESTIONS = {"guard": injection(), "harm": refuse()}
@@ -94,27 +93,22 @@ def features(tokens: np.ndarray, vector: np.ndarray) -> np.ndarray:
     return np.concatenate([vector, tokens[0]]).astype(np.float16).astype(np.float32)
 
 
-def training_sets(log=print) -> dict[str, tuple[list[str], np.ndarray, np.ndarray]]:
+def training_sets(log=print) -> dict[str, tuple[list[str], np.ndarray, np.ndarray, LexicalHead]]:
     """Per decision: the texts, labels (True: yes) and head features of the recipe's fit examples asking its
-    question."""
+    question, and the lexical head fitted on them as the served one is (train/lexical_head.py)."""
     data = BenchData(embed=embed_texts)
-    examples = collect_examples(
-        data, list(TASKS.values()), variants=True, attributes=ReaderConfig().attribute_questions, log=log
-    )
-    examples += tuned_examples(data, log=log)
+    examples = recipe_examples(list(TASKS.values()), data=data, extra=tuned_examples(data, log=log), log=log)
     states = list(dict.fromkeys(ex.state for ex in examples))  # the reader phase's order: its cache key
     log(f"{len(examples)} examples on {len(states)} states; reading their served states")
     tokens, vectors = served_states(states, LAYERS)
     row = {state: i for i, state in enumerate(states)}
+    fit = [ex for ex in examples if not is_validation(ex.state)]
     out = {}
     for decision, q in QUESTIONS.items():
-        key = question_key(q)
-        picked = [ex for ex in examples if question_key(ex.question) == key and not is_validation(ex.state)]
-        texts = [ex.state for ex in picked]
-        labels = np.array([ex.answer == 0 for ex in picked])  # noul: option 0 is yes
+        texts, labels = examples_asking(q, fit)
         rows = [row[t] for t in texts]
         x = np.stack([features(tokens.rows[tokens.offsets[i] : tokens.offsets[i] + 1], vectors[i]) for i in rows])
-        out[decision] = (texts, labels, x)
+        out[decision] = (texts, labels, x, fit_head(q, fit))
         log(f"{decision}: {len(texts)} examples, {int(labels.sum())} yes")
     return out
 
@@ -173,7 +167,7 @@ def measure(specs: Sequence[str] = ("tuned",), *, with_head: bool = True, log=pr
     data = BenchData()
     everyday, calibration = everyday_bodies(), calibration_bodies()
     cases = {"guard": guard_units(data, everyday, calibration), "harm": harm_units(data, everyday, calibration)}
-    tuned = load_backend("tuned")
+    tuned = load_backend("tuned") if with_head else None  # whose states the head reads
     readouts = [readout_only(load_model(spec)) for spec in specs]
     try:
 
@@ -183,9 +177,8 @@ def measure(specs: Sequence[str] = ("tuned",), *, with_head: bool = True, log=pr
             return features(tokens, vector)
 
         models: dict[str, dict[str, Callable[[Sequence[str]], np.ndarray]]] = {}
-        for decision, (texts, labels, x) in train.items():
-            fitted_tfidf = TfidfClassifier().fit(texts, labels)
-            tfidf = functools.partial(lambda pairs, m: m.predict_proba([t for t, _ in pairs]), m=fitted_tfidf)
+        for decision, (_, labels, x, lexical) in train.items():
+            tfidf = functools.partial(lambda pairs, m: np.array([m.probability(t) for t, _ in pairs]), m=lexical)
             found: dict[str, Callable] = {}
             for backend in readouts:
                 readout = answerer(backend)
@@ -212,7 +205,8 @@ def measure(specs: Sequence[str] = ("tuned",), *, with_head: bool = True, log=pr
                 }
     finally:
         for backend in (tuned, *readouts):
-            backend.close()
+            if backend is not None:
+                backend.close()
     return {
         "machine": machine(),
         "train examples": {d: {"total": len(t[1]), "yes": int(t[1].sum())} for d, t in train.items()},

@@ -160,3 +160,9 @@ def test_the_guard_answer_with_its_head_does_not_depend_on_companions_or_order()
             assert np.array_equal(found[batch.index(guard)], alone)
     finally:
         backend.close()
+
+
+def test_a_head_answers_at_any_logit_without_overflow():
+    sure = LexicalHead("q", {"ignore": 0}, np.array([1.0]), np.array([5000.0]), 0.0)
+    assert sure.probability("ignore") == 1.0 and sure.probability("nothing") == 0.5
+    assert LexicalHead("q", {"ignore": 0}, np.array([1.0]), np.array([-5000.0]), 0.0).probability("ignore") == 0.0

@@ -81,6 +81,12 @@ class DecisionBackend(ABC):
         """Raise `InputTooLongError` for an item the backend cannot read whole; called before queueing."""
         return None
 
+    @property
+    def identity_parts(self) -> tuple[str, ...]:
+        """What its answers depend on beyond its card that a few fixed probe questions may not show (a part that
+        answers only some questions); part of the gateway's cache key for scores (`LocalDecider.identity`)."""
+        return ()
+
     def close(self) -> None:
         """Release threads, sessions or connections the backend holds."""
         return None

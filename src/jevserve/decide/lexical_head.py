@@ -1,10 +1,11 @@
 """A lexical head for one question: TF-IDF of the state's words and word pairs, read by a logistic regression.
 
 The tuned reader answers the gateway's guard question with the mean of its readout's P(yes) and this head's
-(decide/tuned.py; docs/training.md, "The readout and the lexical baseline together"): the readout reads MiniLM's
-token states, which blur exact phrasings ("ignore all previous instructions", "developer mode"), and the bench's
-TF-IDF + logistic regression baseline trained on the same examples catches many of the injections the readout ranks
-below everyday requests; their mean separates the two better than either (measured, not assumed: that section).
+(decide/tuned.py; docs/training.md, "One head per gateway question, and the lexical baseline beside the readout"):
+the readout reads MiniLM's token states, which blur exact phrasings ("ignore all previous instructions",
+"developer mode"), and the bench's TF-IDF + logistic regression baseline trained on the same examples catches many
+of the injections the readout ranks below everyday requests; their mean separates the two better than either
+(measured, not assumed: that section).
 
 The transform is scikit-learn's `TfidfVectorizer` as the bench's baseline configures it (lower case, tokens of two
 or more word characters, unigrams and bigrams, sublinear term frequency, smoothed idf, unit length), re-done here
@@ -52,7 +53,9 @@ class LexicalHead:
             columns = np.array(sorted(counts), np.int64)  # sorted: the sum runs in one order everywhere
             values = np.array([1.0 + math.log(counts[c]) for c in columns]) * self.idf[columns]
             logit += float(values @ self.coef[columns]) / float(np.linalg.norm(values))
-        return 1.0 / (1.0 + math.exp(-logit))
+        if logit >= 0:  # the logistic in the form that cannot overflow for either sign
+            return 1.0 / (1.0 + math.exp(-logit))
+        return math.exp(logit) / (1.0 + math.exp(logit))
 
 
 def save_heads(path: Path, heads: Sequence[LexicalHead]) -> None:

@@ -105,8 +105,7 @@ class TunedReadingBackend(EncoderBackend):
 
     @property
     def identity_parts(self) -> tuple[str, ...]:
-        """What its answers depend on that fixed probe questions may not show (gateway.decider.LocalDecider.identity):
-        the lexical heads, which answer only their own questions."""
+        """The lexical heads' digest: they answer only their own questions, which the probes do not ask."""
         if not self.heads:
             return ()
         digest = hashlib.sha256()

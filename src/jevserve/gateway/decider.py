@@ -143,7 +143,7 @@ class LocalDecider(Decider):
             rounded = [[round(float(p), IDENTITY_DIGITS) for p in a] for a in answers]
             digest = hashlib.sha256(json.dumps(rounded).encode()).hexdigest()[:12]
             # and what the probes cannot show (the tuned reader's lexical heads answer only their own questions)
-            extra = "".join(f"|{part}" for part in getattr(self.backend, "identity_parts", ()))
+            extra = "".join(f"|{part}" for part in self.backend.identity_parts)
             self._identity = f"{card.name}|{card.release_date}|jevserve {__version__}|answers {digest}{extra}"
         return self._identity
 

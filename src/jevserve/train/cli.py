@@ -233,12 +233,15 @@ def run_train(args: argparse.Namespace) -> int:
         return 0
     if args.check:
         return _run_check(args, tasks, leave_out)
-    # the heads go with an existing readout: by default the committed one, not a new dated path
-    out = (args.out or _shipped(args)) if args.lexical_heads_only else _out_path(args, _shipped(args))
-    manifest = _train_model(args, tasks, out, leave_out)
-    if "lexical_heads" in manifest:  # --lexical-heads-only: nothing else written
-        print(f"wrote {manifest['lexical_heads']} (the lexical heads of {out})")
+    if args.lexical_heads_only:  # the heads go with an existing readout: by default the committed one
+        from jevserve.train.tuned_run import train_lexical_heads_only
+
+        out = args.out or _shipped(args)
+        data, extra = _tuned_data(args)
+        print(f"wrote {train_lexical_heads_only(tasks, out=out, data=data, extra=extra)} (the lexical heads of {out})")
         return 0
+    out = _out_path(args, _shipped(args))
+    manifest = _train_model(args, tasks, out, leave_out)
     print(
         f"wrote {out} ({manifest['num_examples']} examples, {manifest['train_seconds']} s); "
         f"manifest {out.with_suffix('.json')}"
@@ -308,24 +311,9 @@ def _train_model(args: argparse.Namespace, tasks: list, out: Path, leave_out) ->
 
     progress = not args.no_progress
     if args.tuned:
-        from jevserve.bench.data import BenchData
-        from jevserve.decide.embedder import embed_texts
-        from jevserve.train.tuned_data import tuned_examples
         from jevserve.train.tuned_run import train_tuned_model
 
-        data = BenchData(embed=embed_texts)
-        extra = tuned_examples(
-            data,
-            composed_calls=args.composed_tool_calls,
-            composed_injections=args.composed_injections,
-            pasted_lists=args.pasted_lists,
-            composed_personas=args.composed_personas,
-            composed_harm=args.composed_harm,
-        )
-        if args.lexical_heads_only:
-            from jevserve.train.tuned_run import train_lexical_heads_only
-
-            return {"lexical_heads": train_lexical_heads_only(tasks, out=out, data=data, extra=extra)}
+        data, extra = _tuned_data(args)
         config = _config(args)
         _, manifest = train_tuned_model(tasks, out=out, config=config, data=data, extra=extra, leave_out=leave_out,
                                         progress=progress)
@@ -333,6 +321,24 @@ def _train_model(args: argparse.Namespace, tasks: list, out: Path, leave_out) ->
     trainer = train_reading_model if args.reader else train
     _, manifest = trainer(tasks, out=out, config=_config(args), leave_out=leave_out, progress=progress)
     return manifest
+
+
+def _tuned_data(args: argparse.Namespace) -> tuple:
+    """The bench data and the tuned recipe's added examples the flags name."""
+    from jevserve.bench.data import BenchData
+    from jevserve.decide.embedder import embed_texts
+    from jevserve.train.tuned_data import tuned_examples
+
+    data = BenchData(embed=embed_texts)
+    extra = tuned_examples(
+        data,
+        composed_calls=args.composed_tool_calls,
+        composed_injections=args.composed_injections,
+        pasted_lists=args.pasted_lists,
+        composed_personas=args.composed_personas,
+        composed_harm=args.composed_harm,
+    )
+    return data, extra
 
 
 def _run_check(args: argparse.Namespace, tasks: list, leave_out) -> int:

@@ -28,15 +28,19 @@ def head_questions() -> tuple[DecisionQuestion, ...]:
     return (injection(),)
 
 
+def examples_asking(question: DecisionQuestion, examples: Sequence[Example]) -> tuple[list[str], np.ndarray]:
+    """The states of the examples that ask exactly `question`, and their answers (True: yes)."""
+    key = question_key(question)
+    picked = [ex for ex in examples if question_key(ex.question) == key]
+    return [ex.state for ex in picked], np.array([ex.answer == 0 for ex in picked], dtype=bool)  # noul: 0 is yes
+
+
 def fit_head(question: DecisionQuestion, examples: Sequence[Example]) -> LexicalHead | None:
     """The head of `question` fitted on the examples that ask it (None when they hold one answer or too few words
     to learn from, as a tiny test recipe may)."""
     from jevserve.bench.supervised import TfidfClassifier
 
-    key = question_key(question)
-    picked = [ex for ex in examples if question_key(ex.question) == key]
-    texts = [ex.state for ex in picked]
-    labels = np.array([ex.answer == 0 for ex in picked])  # noul: option 0 is yes
+    texts, labels = examples_asking(question, examples)
     try:
         model = TfidfClassifier().fit(texts, labels)
     except ValueError:  # no term in at least two texts: scikit-learn's "empty vocabulary"
@@ -44,7 +48,7 @@ def fit_head(question: DecisionQuestion, examples: Sequence[Example]) -> Lexical
     if model.constant_ is not None:
         return None
     return LexicalHead(
-        question=key,
+        question=question_key(question),
         vocabulary={term: int(column) for term, column in model.vectorizer_.vocabulary_.items()},
         idf=np.asarray(model.vectorizer_.idf_, np.float64),
         coef=np.asarray(model.model_.coef_[0], np.float64),
