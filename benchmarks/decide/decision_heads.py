@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reader_goals import GOAL_SHAPES, answerer, calibrated_threshold, counts_in_recall, load_model
 from separation import separation
+from tool_gate_baselines import probe_features as features
 
 from _serverbench import TRAINING_DOC, machine, publish
 from jevserve.bench.data import BenchData
@@ -53,7 +54,7 @@ from jevserve.bench.tasks import TASKS
 from jevserve.decide.embedder import embed_texts
 from jevserve.decide.lexical_head import LexicalHead
 from jevserve.decide.registry import load_backend
-from jevserve.decide.tuned import TUNED_NAME, layers_file
+from jevserve.decide.tuned import TUNED_NAME, tuned_files
 from jevserve.train import harm_composed, injections_composed, personas_composed
 from jevserve.train.goal_cases import calibration_bodies, everyday_bodies, guard_units, harm_units
 from jevserve.train.goals import by_group, rate_at, scores_of
@@ -87,12 +88,6 @@ HELD_OUT = {
 }  # fmt: skip
 
 
-def features(tokens: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    """A state's head features: its mean vector and first token row, in float16 as the reader phase keeps states
-    (so the training states read from its cache and the held-out ones read now are rounded alike)."""
-    return np.concatenate([vector, tokens[0]]).astype(np.float16).astype(np.float32)
-
-
 def training_sets(log=print) -> dict[str, tuple[list[str], np.ndarray, np.ndarray, LexicalHead]]:
     """Per decision: the texts, labels (True: yes) and head features of the recipe's fit examples asking its
     question, and the lexical head fitted on them as the served one is (train/lexical_head.py)."""
@@ -119,7 +114,8 @@ def readout_only(backend):
     apart from the served model's (reader_goals.py caches answers per model name)."""
     if not getattr(backend, "heads", None):
         return backend
-    digest = hashlib.sha256(backend.weights.read_bytes() + layers_file(backend.weights).read_bytes()).hexdigest()[:8]
+    readout, layers, _heads = tuned_files(backend.weights)
+    digest = hashlib.sha256(readout.read_bytes() + layers.read_bytes()).hexdigest()[:8]
     backend.heads = {}
     backend.card = replace(backend.card, name=f"{TUNED_NAME}-readout-{digest}")
     return backend

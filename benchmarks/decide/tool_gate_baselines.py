@@ -32,7 +32,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
-from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -43,7 +42,7 @@ from reader_goals import answerer, calibrated_threshold  # answers kept on disk 
 
 from _serverbench import ROOT, machine, replace_section, write_result
 from jevserve.bench.data import BenchData
-from jevserve.bench.supervised import TfidfClassifier
+from jevserve.bench.supervised import TfidfClassifier, char_vectorizer
 from jevserve.bench.tasks import TASKS
 from jevserve.bench.tool_call_export import held_out_records_from
 from jevserve.decide.registry import load_backend
@@ -94,10 +93,7 @@ def folds(cases: Sequence[tuple[str, bool]]) -> list[tuple[np.ndarray, np.ndarra
 
 def char_tfidf() -> TfidfClassifier:
     """The bench baseline's classifier over character 2-5-grams within words instead of word 1-2-grams."""
-    return TfidfClassifier(
-        vectorizer=lambda: TfidfVectorizer(lowercase=True, analyzer="char_wb", ngram_range=(2, 5), min_df=2,
-                                           sublinear_tf=True)
-    )
+    return TfidfClassifier(vectorizer=char_vectorizer)
 
 
 class StateProbe:
@@ -165,13 +161,18 @@ def gateway_figures(units, scores: np.ndarray, calibration, calibration_scores, 
     }
 
 
+def probe_features(tokens: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """A state's probe features: its mean vector and first token row, in float16 as the reader phase keeps states
+    (so states read from its cache and states read now are rounded alike; decision_heads.py reads both)."""
+    return np.concatenate([vector, tokens[0]]).astype(np.float16).astype(np.float32)
+
+
 def state_reader(backend) -> Callable[[str], np.ndarray]:
     """A state's probe features from the tuned encoder, each text encoded once."""
 
     @functools.cache
     def read(text: str) -> np.ndarray:
-        tokens, vector = backend.states.read(text)
-        return np.concatenate([vector, tokens[0]])
+        return probe_features(*backend.states.read(text))
 
     return read
 

@@ -306,13 +306,16 @@ def test_cache_text_is_the_normalised_conversation_without_system_prompt_or_tool
     assert chat.cache_text == "User: hi\nAssistant: hello\nUser: and you?"
 
 
-def test_tool_call_text_is_the_bench_agent_action_risk_state():
+def test_tool_call_text_is_the_bench_agent_action_risk_state_with_compact_arguments():
     call = {"id": "c", "function": {"name": "delete_files", "arguments": '{"path": "/"}'}}
-    assert tool_call_text("clean up my disk", call) == action_state("clean up my disk", "delete_files", '{"path": "/"}')
-    assert (
-        tool_call_text("x", {"function": {"name": "f", "arguments": {"a": 1}}})
-        == 'User request: x\nAgent action: f({"a": 1})'
+    assert tool_call_text("clean up my disk", call) == action_state("clean up my disk", "delete_files", '{"path":"/"}')
+    spaced = {"function": {"name": "f", "arguments": '{ "a" : 1,\n  "b": ["x", "é"] }'}}
+    assert tool_call_text("x", spaced) == 'User request: x\nAgent action: f({"a":1,"b":["x","é"]})'
+    assert tool_call_text("x", {"function": {"name": "f", "arguments": {"a": 1}}}) == (
+        'User request: x\nAgent action: f({"a":1})'
     )
+    broken = {"function": {"name": "f", "arguments": '{"a": 1'}}  # a malformed call is judged as sent
+    assert tool_call_text("x", broken) == 'User request: x\nAgent action: f({"a": 1)'
 
 
 def test_limits_reject_impossible_bounds_with_the_field_named():

@@ -32,6 +32,12 @@ def _vectorizer() -> TfidfVectorizer:
     return TfidfVectorizer(lowercase=True, ngram_range=(1, 2), min_df=2, max_features=50_000, sublinear_tf=True)
 
 
+def char_vectorizer() -> TfidfVectorizer:
+    """The same TF-IDF over character 2-5-grams within words (`char_wb`), which see a tool call's arguments ("/",
+    "*", "all", "DROP") as well as its words."""
+    return TfidfVectorizer(lowercase=True, analyzer="char_wb", ngram_range=(2, 5), min_df=2, sublinear_tf=True)
+
+
 class TfidfClassifier:
     """TF-IDF + logistic regression on the state text (estimator convention: fit returns self); `vectorizer` makes
     the TF-IDF step (default: the recipe's word 1-2-grams)."""

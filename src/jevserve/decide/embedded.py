@@ -19,7 +19,7 @@ from jevserve.decide.encoder import (
     zero_shot_backend,
 )
 from jevserve.decide.onnx_build import Precision, graph_key
-from jevserve.decide.tuned import TUNED_NAME, TUNED_WEIGHTS, layers_file, lexical_file, tuned_backend
+from jevserve.decide.tuned import TUNED_NAME, TUNED_WEIGHTS, tuned_backend, tuned_files
 
 
 def embedded_backends(precision: Precision = "int8") -> list[DecisionBackend]:
@@ -68,7 +68,7 @@ def embedded_fingerprint(precision: Precision = "int8", model: str | None = None
     reading = {READER_NAME: READER_WEIGHTS, LEXICAL_READER_NAME: LEXICAL_READER_WEIGHTS}
     if model == TUNED_NAME:  # its own graph (the tuned layers) and its readout
         digest = hashlib.sha256(f"{graph_key()}-tuned-{precision}".encode())
-        for path in (TUNED_WEIGHTS, layers_file(TUNED_WEIGHTS), lexical_file(TUNED_WEIGHTS)):
+        for path in tuned_files(TUNED_WEIGHTS):
             digest.update(path.read_bytes() if path.exists() else b"-")
         return digest.hexdigest()[:12]
     if model in reading:

@@ -1,17 +1,18 @@
-"""A lexical head for one question: TF-IDF of the state's words and word pairs, read by a logistic regression.
+"""A lexical head for one question: TF-IDF of the state's words (or characters), read by a logistic regression.
 
-The tuned reader answers the gateway's guard question with the mean of its readout's P(yes) and this head's
-(decide/tuned.py; docs/training.md, "One head per gateway question, and the lexical baseline beside the readout"):
-the readout reads MiniLM's token states, which blur exact phrasings ("ignore all previous instructions",
-"developer mode"), and the bench's TF-IDF + logistic regression baseline trained on the same examples catches many
-of the injections the readout ranks below everyday requests; their mean separates the two better than either
-(measured, not assumed: that section).
+The tuned reader answers the gateway's guard question with the mean of its readout's P(yes) and a head over words
+and word pairs (decide/tuned.py; docs/training.md, "One head per gateway question, and the lexical baseline beside
+the readout"): the readout reads MiniLM's token states, which blur exact phrasings ("ignore all previous
+instructions", "developer mode"), and the two together separate injections from everyday requests better than
+either. A head may instead read character 2–5-grams (`analyzer="chars"`, which see a tool call's arguments: "/",
+"*", `recursive`) and answer alone (`combine="alone"`, no encoder run for its question); the tool gate was measured
+that way and not served ("The tool gate read by a lexical head alone").
 
-The transform is scikit-learn's `TfidfVectorizer` as the bench's baseline configures it (lower case, tokens of two
-or more word characters, unigrams and bigrams, sublinear term frequency, smoothed idf, unit length), re-done here
-in numpy from the fitted vocabulary and idf, so that serving needs no scikit-learn; train/lexical_head.py fits it
-with scikit-learn, and the tests check the two agree. A file holds one head per question, keyed by
-`decide.trained.question_key`.
+The transform is scikit-learn's `TfidfVectorizer` as the bench's baselines configure it (lower case; words: tokens
+of two or more word characters, unigrams and bigrams; characters: `char_wb` 2–5-grams inside space-padded words;
+sublinear term frequency, smoothed idf, unit length), re-done here in numpy from the fitted vocabulary and idf, so
+that serving needs no scikit-learn; train/lexical_head.py fits it with scikit-learn, and the tests check the two
+agree. A file holds one head per question, keyed by `decide.trained.question_key`.
 """
 
 from __future__ import annotations
@@ -29,25 +30,48 @@ import numpy as np
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token_pattern
 
 
-def terms(text: str) -> list[str]:
-    """The unigrams and bigrams of `text`, as scikit-learn's word analyzer with ngram_range=(1, 2) makes them."""
-    tokens = _TOKEN.findall(text.lower())
-    return tokens + [f"{a} {b}" for a, b in itertools.pairwise(tokens)]
+ANALYZERS = ("words", "chars")
+COMBINES = ("mean", "alone")
+
+
+def terms(text: str, analyzer: str = "words") -> list[str]:
+    """The terms of `text` as scikit-learn's analyzers make them: "words", unigrams and bigrams of the word
+    analyzer with ngram_range=(1, 2); "chars", the `char_wb` analyzer's 2–5-grams of each space-padded word (a
+    padded word no longer than n gives itself once, and no longer grams)."""
+    lowered = text.lower()
+    if analyzer == "words":
+        tokens = _TOKEN.findall(lowered)
+        return tokens + [f"{a} {b}" for a, b in itertools.pairwise(tokens)]
+    grams = []
+    for word in lowered.split():
+        padded = f" {word} "
+        for n in range(2, 6):
+            if len(padded) <= n:
+                grams.append(padded)
+                break
+            grams.extend(padded[i : i + n] for i in range(len(padded) - n + 1))
+    return grams
 
 
 @dataclass(frozen=True)
 class LexicalHead:
-    """P(yes) of one question from the state's words: sigmoid(tfidf(state) · coef + intercept)."""
+    """P(yes) of one question from the state's terms: sigmoid(tfidf(state) · coef + intercept)."""
 
     question: str  # decide.trained.question_key of the question it answers
     vocabulary: Mapping[str, int]  # term → column
     idf: np.ndarray  # (columns,) float64
     coef: np.ndarray  # (columns,) float64
     intercept: float
+    analyzer: str = "words"  # one of ANALYZERS
+    combine: str = "mean"  # one of COMBINES: how the reader joins the head's P(yes) with its readout's
+
+    def __post_init__(self) -> None:
+        if self.analyzer not in ANALYZERS or self.combine not in COMBINES:
+            raise ValueError(f"analyzer must be one of {ANALYZERS} and combine one of {COMBINES}")
 
     def probability(self, text: str) -> float:
         """P(yes) for `text` (a text with no known term reads as the intercept alone)."""
-        counts = Counter(self.vocabulary[t] for t in terms(text) if t in self.vocabulary)
+        counts = Counter(self.vocabulary[t] for t in terms(text, self.analyzer) if t in self.vocabulary)
         logit = self.intercept
         if counts:
             columns = np.array(sorted(counts), np.int64)  # sorted: the sum runs in one order everywhere
@@ -67,6 +91,7 @@ def save_heads(path: Path, heads: Sequence[LexicalHead]) -> None:
         arrays[f"{i}.idf"] = np.asarray(head.idf, np.float32)
         arrays[f"{i}.coef"] = np.asarray(head.coef, np.float32)
         arrays[f"{i}.intercept"] = np.array([head.intercept], np.float64)
+        arrays[f"{i}.kind"] = np.array([head.analyzer, head.combine])
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(path, **arrays)
 
@@ -85,5 +110,14 @@ def load_heads(path: Path) -> dict[str, LexicalHead]:
                 idf=stored[f"{i}.idf"].astype(np.float64),
                 coef=stored[f"{i}.coef"].astype(np.float64),
                 intercept=float(stored[f"{i}.intercept"][0]),
+                **_kind(stored, i),
             )
     return heads
+
+
+def _kind(stored, i: int) -> dict[str, str]:
+    """A head's analyzer and combine (a file written before heads had kinds holds word heads read as a mean)."""
+    if f"{i}.kind" not in stored.files:
+        return {}
+    analyzer, combine = stored[f"{i}.kind"].tolist()
+    return {"analyzer": analyzer, "combine": combine}

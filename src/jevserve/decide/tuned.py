@@ -44,6 +44,12 @@ def lexical_file(weights: Path) -> Path:
     return weights.with_suffix(".lexical.npz")
 
 
+def tuned_files(weights: Path) -> tuple[Path, Path, Path]:
+    """Every file a tuned reader's answers depend on, the one list of them: its readout (`weights`), its fine-tuned
+    layers and its lexical heads (the last optional). Names and answer caches are digests of these."""
+    return weights, layers_file(weights), lexical_file(weights)
+
+
 def read_windows(ids: Sequence[int], cls_id: int, sep_id: int, read_tokens: int = READ_TOKENS) -> list[list[int]]:
     """The encoder windows whose positions the reader reads: [CLS] + up to 254 word pieces + [SEP] each, until
     `read_tokens` positions are covered (the last window is run whole and its states cut afterwards)."""
@@ -98,8 +104,8 @@ class TunedReadingBackend(EncoderBackend):
     ) -> None:
         super().__init__(readout, card=card, embedder=texts)
         self.states = states
-        # question key → lexical head: for those questions (the gateway's guard question) P(yes) is the mean of the
-        # readout's and the head's (decide/lexical_head.py says why)
+        # question key → lexical head: for those questions P(yes) is the mean of the readout's and the head's (the
+        # gateway's guard question) or, for a head that answers alone, the head's; decide/lexical_head.py says why
         self.heads = heads or {}
         self.weights = weights  # the readout file it was loaded from (its layers and heads sit beside it)
 
@@ -112,6 +118,7 @@ class TunedReadingBackend(EncoderBackend):
         for key in sorted(self.heads):
             head = self.heads[key]
             digest.update(key.encode() + head.coef.tobytes() + head.idf.tobytes() + repr(head.intercept).encode())
+            digest.update(f"{head.analyzer} {head.combine}".encode())
         return (f"lexical heads {digest.hexdigest()[:12]}",)
 
     def check(self, items: Sequence[DecisionItem]) -> None:
@@ -120,23 +127,30 @@ class TunedReadingBackend(EncoderBackend):
             self.states.check(state)
 
     def decide(self, items: Sequence[DecisionItem]) -> list[np.ndarray]:
-        """Encode each distinct state once, embed question texts (cached), then read every item on its own."""
-        read = {state: self.states.read(state) for state in {item.state for item in items}}
-        item_texts = [self.readout.texts(item.question) for item in items]
+        """Encode each distinct state once, embed question texts (cached), then read every item on its own; a question
+        whose lexical head answers alone is read by that head only, with no encoder run."""
+        keys = {q: question_key(q) for q in {item.question for item in items}} if self.heads else {}
+        heads = [self.heads.get(keys.get(item.question, "")) for item in items]
+        alone = [head is not None and head.combine == "alone" for head in heads]
+        read = {it.state: None for it, a in zip(items, alone, strict=True) if not a}
+        read = {state: self.states.read(state) for state in read}
+        item_texts = [() if a else self.readout.texts(it.question) for it, a in zip(items, alone, strict=True)]
         distinct: dict[str, int] = {}
         for texts in item_texts:
             for text in texts:
                 distinct.setdefault(text, len(distinct))
-        vectors = self.embedder.embed(list(distinct))
-        keys = {q: question_key(q) for q in {item.question for item in items}} if self.heads else {}
+        vectors = self.embedder.embed(list(distinct)) if distinct else None
         results = []
-        for item, texts in zip(items, item_texts, strict=True):
+        for item, texts, head, by_head in zip(items, item_texts, heads, alone, strict=True):
+            if by_head:
+                yes = head.probability(item.state)
+                results.append(np.array([yes, 1.0 - yes]))
+                continue
             tokens, state_vector = read[item.state]
             text_vectors = vectors[[distinct[t] for t in texts]]
             probabilities = np.asarray(
                 self.readout.probabilities(tokens, state_vector, text_vectors, item.question), np.float64
             )
-            head = self.heads.get(keys.get(item.question, ""))
             if head is not None and len(probabilities) == 2:
                 yes = 0.5 * (float(probabilities[0]) + head.probability(item.state))
                 probabilities = np.array([yes, 1.0 - yes])
@@ -159,10 +173,8 @@ def trained_tuned_backend(weights: Path) -> TunedReadingBackend:
     if not weights.exists() or not layers.exists():
         raise FileNotFoundError(f"no tuned reader at {weights} (with {layers.name}); train one with "
                                 f"`jevserve train --tuned --out {weights}`")
-    lexical = lexical_file(weights)  # part of the name only where there is one: older runs keep theirs
-    digest = hashlib.sha256(
-        weights.read_bytes() + layers.read_bytes() + (lexical.read_bytes() if lexical.exists() else b"")
-    ).hexdigest()[:8]
+    # the heads are part of the name only where there are some: a run without them keeps its name
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in tuned_files(weights) if p.exists())).hexdigest()[:8]
     return tuned_backend("int8", weights=weights, name=f"{TUNED_NAME}-{digest}")
 
 

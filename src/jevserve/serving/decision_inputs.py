@@ -33,6 +33,7 @@ texts.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -133,14 +134,24 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
 
 
 def tool_call_text(user_text: str, call: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LIMITS) -> str:
-    """What the tool gate reads about one proposed call: the user's request and the call (bench agent-action-risk)."""
+    """What the tool gate reads about one proposed call: the user's request and the call (bench agent-action-risk).
+    Arguments that parse as JSON are rewritten compact (`{"path":"/"}`), the form every tool-gate state the models
+    are trained and measured on takes, so the spacing a client or model happens to emit cannot move the answer;
+    arguments that do not parse are read as sent."""
     function = call.get("function") if isinstance(call, Mapping) else None
     function = function if isinstance(function, Mapping) else {}
     arguments = function.get("arguments", "")
-    if not isinstance(arguments, str):
-        arguments = json.dumps(arguments, ensure_ascii=False)
+    if isinstance(arguments, str):
+        with contextlib.suppress(ValueError):  # not JSON: a model's malformed call is still judged, as sent
+            arguments = _compact_json(json.loads(arguments))
+    else:
+        arguments = _compact_json(arguments)
     name = function.get("name") if isinstance(function.get("name"), str) else "?"
     return f"User request: {user_text}\nAgent action: {name}({bounded(arguments, limits)})"
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def message_text(message: Mapping[str, Any]) -> str:
