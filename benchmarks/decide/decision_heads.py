@@ -56,12 +56,15 @@ from jevserve.decide.lexical_head import LexicalHead
 from jevserve.decide.registry import load_backend
 from jevserve.decide.tuned import TUNED_NAME, tuned_files
 from jevserve.train import harm_composed, injections_composed, personas_composed
+from jevserve.train.examples import Example
 from jevserve.train.goal_cases import calibration_bodies, everyday_bodies, guard_units, harm_units
 from jevserve.train.goals import by_group, rate_at, scores_of
+from jevserve.train.injections_composed import composed_injection_examples
 from jevserve.train.lexical_head import examples_asking, fit_head
+from jevserve.train.personas_composed import composed_persona_examples
 from jevserve.train.rules import injection, refuse
 from jevserve.train.run import is_validation
-from jevserve.train.tuned_data import tuned_examples
+from jevserve.train.tuned_data import test_states, tuned_examples
 from jevserve.train.tuned_run import recipe_examples, served_states
 
 LAYERS = Path(__file__).resolve().parents[2] / "src" / "jevserve" / "decide" / "params" / "minilm-tuned.layers.npz"
@@ -88,23 +91,48 @@ HELD_OUT = {
 }  # fmt: skip
 
 
-def training_sets(log=print) -> dict[str, tuple[list[str], np.ndarray, np.ndarray, LexicalHead]]:
-    """Per decision: the texts, labels (True: yes) and head features of the recipe's fit examples asking its
-    question, and the lexical head fitted on them as the served one is (train/lexical_head.py)."""
+def head_extra_examples(names: Sequence[str], data: BenchData) -> list[Example]:
+    """The composed families' train sides (`HEAD_EXTRA`), as the recipe's flags would add them, for the lexical head."""
+    if not names:
+        return []
+    from jevserve.train.everyday_negatives import calibration_texts
+
+    held_out = test_states(data)
+    makers = {
+        "composed-injections": lambda: composed_injection_examples(held_out),
+        "composed-personas": lambda: composed_persona_examples(held_out, calibration_texts()),
+    }
+    return [ex for name in names for ex in makers[name]()]
+
+
+def training_sets(
+    log=print, *, with_states: bool = True, head_extra: Sequence[str] = ()
+) -> dict[str, tuple[list[str], np.ndarray, np.ndarray | None, LexicalHead]]:
+    """Per decision: the texts, labels (True: yes) and head features (None without `with_states`) of the recipe's
+    fit examples asking its question, and the lexical head fitted on them as the served one is
+    (train/lexical_head.py), with the `head_extra` families' examples as well."""
     data = BenchData(embed=embed_texts)
     examples = recipe_examples(list(TASKS.values()), data=data, extra=tuned_examples(data, log=log), log=log)
-    states = list(dict.fromkeys(ex.state for ex in examples))  # the reader phase's order: its cache key
-    log(f"{len(examples)} examples on {len(states)} states; reading their served states")
-    tokens, vectors = served_states(states, LAYERS)
-    row = {state: i for i, state in enumerate(states)}
     fit = [ex for ex in examples if not is_validation(ex.state)]
+    extra = head_extra_examples(head_extra, data)
+    tokens = vectors = row = None
+    if with_states:
+        states = list(dict.fromkeys(ex.state for ex in examples))  # the reader phase's order: its cache key
+        log(f"{len(examples)} examples on {len(states)} states; reading their served states")
+        tokens, vectors = served_states(states, LAYERS)
+        row = {state: i for i, state in enumerate(states)}
     out = {}
     for decision, q in QUESTIONS.items():
         texts, labels = examples_asking(q, fit)
-        rows = [row[t] for t in texts]
-        x = np.stack([features(tokens.rows[tokens.offsets[i] : tokens.offsets[i] + 1], vectors[i]) for i in rows])
-        out[decision] = (texts, labels, x, fit_head(q, fit))
-        log(f"{decision}: {len(texts)} examples, {int(labels.sum())} yes")
+        x = None
+        if with_states:
+            rows = [row[t] for t in texts]
+            x = np.stack(
+                [features(tokens.rows[tokens.offsets[i] : tokens.offsets[i] + 1], vectors[i]) for i in rows]
+            )
+        out[decision] = (texts, labels, x, fit_head(q, [*fit, *extra]))
+        added = len(examples_asking(q, extra)[0])
+        log(f"{decision}: {len(texts)} examples, {int(labels.sum())} yes; the lexical head {added} more")
     return out
 
 
@@ -155,11 +183,13 @@ def gateway_point(units, scores: np.ndarray, decision: str, answer) -> dict:
     }
 
 
-def measure(specs: Sequence[str] = ("tuned",), *, with_head: bool = True, log=print) -> dict:
+def measure(
+    specs: Sequence[str] = ("tuned",), *, with_head: bool = True, head_extra: Sequence[str] = (), log=print
+) -> dict:
     """Per decision and model: separation and the gateway point. `specs`: the readouts (reader_goals.py's specs) each
     read alone and in the mean with tfidf-lr; the head reads the committed layers' states (every readout of `specs`
     must be over them: the reader phase's seeds over the committed layers are)."""
-    train = training_sets(log)
+    train = training_sets(log, with_states=with_head, head_extra=head_extra)
     data = BenchData()
     everyday, calibration = everyday_bodies(), calibration_bodies()
     cases = {"guard": guard_units(data, everyday, calibration), "harm": harm_units(data, everyday, calibration)}
@@ -206,6 +236,7 @@ def measure(specs: Sequence[str] = ("tuned",), *, with_head: bool = True, log=pr
     return {
         "machine": machine(),
         "train examples": {d: {"total": len(t[1]), "yes": int(t[1].sum())} for d, t in train.items()},
+        "head extra": list(head_extra),
         "rows": rows,
     }
 
@@ -221,7 +252,10 @@ def markdown(result: dict) -> str:
         "",
         f"`{result['command']}`, {result['machine']['when']}. Heads trained on the committed recipe's fit examples "
         f"that ask the gateway's question (guard: {train['guard']['total']:,}, {train['guard']['yes']:,} yes; harm: "
-        f"{train['harm']['total']:,}, {train['harm']['yes']:,} yes). AUROC: the test positives against every "
+        f"{train['harm']['total']:,}, {train['harm']['yes']:,} yes)"
+        + (f"; tfidf-lr also on the train sides of {' and '.join(extra)}" if (extra := result.get("head extra"))
+           else "")
+        + ". AUROC: the test positives against every "
         "everyday test request; pooled 1%: recall at the threshold acting on 1% of all calibration requests "
         "together; gateway: at the highest of the per-shape 1% thresholds, with the everyday test rate of the "
         "worst goal shape (bare, system, tools, second turn).",
@@ -268,6 +302,13 @@ def main() -> None:
     )
     parser.add_argument("--no-head", dest="head", action="store_false", help="leave out the head on tuned states")
     parser.add_argument(
+        "--head-extra",
+        action="append",
+        choices=["composed-injections", "composed-personas"],
+        default=[],
+        help="a composed family whose train side the lexical head (tfidf-lr) is fitted on as well (repeatable)",
+    )
+    parser.add_argument(
         "--section", default="decision_heads", help="results file and docs section (default: %(default)s)"
     )
     parser.add_argument(
@@ -276,11 +317,12 @@ def main() -> None:
         help="the section's heading (default: %(default)s)",
     )
     args = parser.parse_args()
-    result = measure(args.model or ["tuned"], with_head=args.head)
+    result = measure(args.model or ["tuned"], with_head=args.head, head_extra=args.head_extra)
     result["command"] = (
         "python benchmarks/decide/decision_heads.py"
         + "".join(f" --model {spec}" for spec in args.model or [])
         + ("" if args.head else " --no-head")
+        + "".join(f" --head-extra {name}" for name in args.head_extra)
         + (f" --section {args.section}" if args.section != "decision_heads" else "")
         + (f" --title {shlex.quote(args.title)}" if args.section != "decision_heads" else "")
     )
