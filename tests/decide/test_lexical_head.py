@@ -75,6 +75,17 @@ def test_the_numpy_char_head_answers_as_the_fitted_scikit_learn_pipeline(tmp_pat
     assert loaded[question_key(ASK)].probability("rm -rf /") == pytest.approx(head.probability("rm -rf /"), abs=1e-6)
 
 
+def test_a_file_that_names_no_kind_holds_word_heads_read_as_a_mean(tmp_path):
+    head = fit_head(ASK, examples())
+    save_heads(tmp_path / "k.npz", [head])
+    with np.load(tmp_path / "k.npz") as stored:
+        arrays = {k: stored[k] for k in stored.files if not k.endswith(".kind")}
+    np.savez_compressed(tmp_path / "plain.npz", **arrays)
+    loaded = load_heads(tmp_path / "plain.npz")[question_key(ASK)]
+    assert (loaded.analyzer, loaded.combine) == ("words", "mean")
+    assert loaded.probability(ATTACKS[0]) == pytest.approx(head.probability(ATTACKS[0]), abs=1e-6)
+
+
 def test_a_head_of_an_unknown_kind_is_refused():
     with pytest.raises(ValueError, match="analyzer"):
         LexicalHead("q", {}, np.zeros(0), np.zeros(0), 0.0, analyzer="bytes")

@@ -116,7 +116,8 @@ def load_heads(path: Path) -> dict[str, LexicalHead]:
 
 
 def _kind(stored, i: int) -> dict[str, str]:
-    """A head's analyzer and combine (a file written before heads had kinds holds word heads read as a mean)."""
+    """A head's analyzer and combine; a file that names none holds word heads read as a mean (the committed
+    guard head's file is one)."""
     if f"{i}.kind" not in stored.files:
         return {}
     analyzer, combine = stored[f"{i}.kind"].tolist()

@@ -132,8 +132,8 @@ class TunedReadingBackend(EncoderBackend):
         keys = {q: question_key(q) for q in {item.question for item in items}} if self.heads else {}
         heads = [self.heads.get(keys.get(item.question, "")) for item in items]
         alone = [head is not None and head.combine == "alone" for head in heads]
-        read = {it.state: None for it, a in zip(items, alone, strict=True) if not a}
-        read = {state: self.states.read(state) for state in read}
+        encoded = dict.fromkeys(it.state for it, a in zip(items, alone, strict=True) if not a)
+        read = {state: self.states.read(state) for state in encoded}
         item_texts = [() if a else self.readout.texts(it.question) for it, a in zip(items, alone, strict=True)]
         distinct: dict[str, int] = {}
         for texts in item_texts:
