@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args
 
@@ -123,6 +124,10 @@ class HarmConfig(PolicyConfig):
     calibrated: ClassVar[bool] = True
 
     action: Literal["block", "flag"] = "block"
+    # also judge the latest user turn in the guard's windows of whole sentences, the highest counting, so that a
+    # harmful sentence cannot hide behind a persona or a harmless paragraph (docs/training.md, "Harm judged in
+    # windows": more encoder runs, and the threshold is set on them)
+    windows: bool = False
 
 
 class TargetConfig(_Strict):
@@ -240,15 +245,16 @@ class RouteConfig(_Strict):
 
     def input_limits(self) -> InputLimits:
         """The bounds of the texts its decisions read: the guard's scan settings, the defaults for the rest."""
-        guard = self.guard
+        guard, harm_windows = self.guard, self.harm is not None and self.harm.windows
         if guard is None:
-            return DEFAULT_LIMITS
+            return replace(DEFAULT_LIMITS, harm_windows=harm_windows)
         return InputLimits(
             min_window_chars=guard.min_window_chars,
             window_chars=guard.window_chars,
             max_windows=guard.max_windows,
             whole_up_to_chars=guard.whole_up_to_chars,
             judge_system=guard.judge_system_prompt,
+            harm_windows=harm_windows,
         )
 
 

@@ -17,6 +17,9 @@ negatives) build their states with the same function, so what is measured and tr
 - **request_text**: the latest user request. When earlier user or assistant turns exist it is preceded by a short
   labelled context ("Earlier turns:" … "Current request: …"). The system prompt and the offered tools are not part
   of it, so they cannot change what harm, clarify, route or priority decide about an ordinary request.
+- **harm_texts**: what the harm guard judges: request_text, and with `InputLimits.harm_windows` also the windows
+  of the latest user turn that the guard judges, so that a harmful sentence cannot hide behind a persona or a
+  harmless paragraph (the highest probability counts; off by default: docs/training.md, "Harm judged in windows").
 - **cache_text**: the user, assistant and tool turns with whitespace collapsed: the request's text alone for a
   single user message. The system prompt and tools belong to the cache's partition key, not to this text.
 
@@ -61,6 +64,7 @@ class InputLimits:
     context_turns: int = 2  # earlier turns shown before the current request
     context_chars: int = 240  # each earlier turn's excerpt
     judge_system: bool = False  # also judge the system and developer prompts as untrusted
+    harm_windows: bool = False  # harm also reads the latest user turn's windows (the guard's), the highest counting
 
     def __post_init__(self) -> None:
         for name in ("max_text_chars", "min_window_chars", "window_chars", "max_windows", "context_chars"):
@@ -92,6 +96,7 @@ class DecisionInputs:
     guard_texts: tuple[str, ...]  # untrusted texts (and windows of the longer ones), each judged alone by the guard
     guard_sources: tuple[str, ...]  # where each guard text comes from: "user", "tool" or "system"
     request_text: str  # the latest user request with a short labelled context of earlier turns
+    harm_texts: tuple[str, ...]  # request_text, then (with InputLimits.harm_windows) the latest user turn's windows
     user_text: str  # the latest user request alone (bounded): what the tool gate pairs with a call
     cache_text: str  # the normalised conversation the semantic cache compares
     cache_complete: bool  # False when cache_text was cut: then only an exact repeat may be served
@@ -121,12 +126,14 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
     user_text = bounded(current, limits)
     context = _context_lines(messages, latest, limits)
     request_text = "\n".join(["Earlier turns:", *context, f"Current request: {user_text}"]) if context else user_text
+    harm_texts = (request_text, *(scan_windows(current, limits)[1:] if limits.harm_windows else ()))
     cache_full = _conversation_text(messages)
     cache_text = bounded(cache_full, limits)
     return DecisionInputs(
         guard_texts=tuple(guard_texts),
         guard_sources=tuple(guard_sources),
         request_text=request_text,
+        harm_texts=harm_texts,
         user_text=user_text,
         cache_text=cache_text,
         cache_complete=cache_text == cache_full,

@@ -42,10 +42,9 @@ def guard_texts(body: dict, limits: InputLimits = DEFAULT_LIMITS) -> tuple[str, 
     return tuple(t for t in decision_inputs(body, limits=limits).guard_texts if t.strip())
 
 
-def request_texts(body: dict) -> tuple[str, ...]:
-    """What the harm guard reads of a request."""
-    text = decision_inputs(body).request_text
-    return (text,) if text.strip() else ()
+def request_texts(body: dict, limits: InputLimits = DEFAULT_LIMITS) -> tuple[str, ...]:
+    """What the harm guard reads of a request (the request text; with `limits.harm_windows` its windows too)."""
+    return tuple(t for t in decision_inputs(body, limits=limits).harm_texts if t.strip())
 
 
 def scores_of(units: Sequence[Unit], answer: Callable[[list[tuple[str, DecisionQuestion]]], list[float]]) -> np.ndarray:

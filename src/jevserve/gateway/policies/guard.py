@@ -54,6 +54,16 @@ class HarmGuard(Policy):
     question_key = "refuse"
     config: HarmConfig
 
+    def asks(self, view: RequestView) -> Sequence[Ask]:
+        """The request text, and the latest user turn's windows where the route judges harm in windows."""
+        texts = view.inputs.harm_texts
+        if len(texts) == 1:
+            return [self.ask(self.name, texts[0])]
+        return [self.ask(f"{self.name}:{i}", text) for i, text in enumerate(texts)]
+
     def act(self, view: RequestView, answers: Answers | None) -> Verdict:
-        """block / flag, or allow."""
-        return self.threshold_verdict(self.yes(answers), Action(self.config.action))
+        """block / flag, or allow; in windows, the highest P(refuse) counts."""
+        if answers is None or self.name in answers:
+            return self.threshold_verdict(self.yes(answers), Action(self.config.action))
+        scores = [float(v[0]) for k, v in answers.items() if k.startswith(f"{self.name}:")]
+        return self.threshold_verdict(max(scores) if scores else None, Action(self.config.action))
