@@ -48,6 +48,7 @@ from jevserve.train.goal_cases import (
     everyday_bodies,
     guard_units,
     harm_units,
+    prefixed_harm_units,
     tool_calibration_units,
     tool_units,
 )
@@ -201,6 +202,10 @@ def measure(backend, data: BenchData, everyday, calibration, limits: InputLimits
     sources = tuple(sorted({u.group for u in units if u.group.startswith("harmful:")}))
     negatives = ("borderline", "trigger-words", "everyday", "calibration")
     result["harm"] = blocking(units, scores, ("harmful", *sources, "suffixed:harmful"), negatives)
+    # beside the goal, not in it: the harmful requests with a persona or override line before them
+    prefixed = scores_of(prefixed_harm_units(data), answer)
+    for point in ("calibrated", "0.5"):
+        result["harm"][point]["prefixed:harmful"] = rate_at(prefixed, result["harm"][point]["threshold"]).to_dict()
     units = cache_units(data)
     scores = scores_of(units, answer)
     cache = {}
@@ -283,7 +288,8 @@ def markdown(result: dict) -> str:
         row("harm", f"threshold ({point})", lambda r, p=point: f"{r['harm'][p]['threshold']:.3f}")
         if point == "calibrated":
             row("harm", "threshold set by shape", lambda r: setting_shapes(r["harm"]["calibrated"].get("by shape")))
-        for group in ("harmful", *harm_sources, "suffixed:harmful", "borderline", "trigger-words", "everyday"):
+        for group in ("harmful", *harm_sources, "suffixed:harmful", "prefixed:harmful", "borderline", "trigger-words",
+                      "everyday"):
             row(
                 "harm",
                 f"{group} refused ({point})",
