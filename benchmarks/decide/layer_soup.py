@@ -13,7 +13,7 @@ the tool gate in the reader phase").
 
 Run: .venv/bin/python benchmarks/decide/layer_soup.py --layers A.layers.npz,B.layers.npz \
          --out .cache/soup/minilm-tuned.npz [--seed N] [--family-scale PREFIX=FACTOR,...] [--composed-tool-calls] \
-         [--composed-injections] [--pasted-lists] [--composed-personas] [--composed-harm]
+         [--composed-injections] [--pasted-lists] [--composed-personas] [--composed-harm] [--prefixed-harm]
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ def main() -> None:
     parser.add_argument("--composed-harm", action="store_true",
                         help="add the harmful and harmless technical requests composed from parts "
                         "(train/harm_composed.py)")
+    parser.add_argument("--prefixed-harm", action="store_true",
+                        help="add the harm tasks' examples behind a persona or override line (train/perturb.py)")
     args = parser.parse_args()
     layers = [Path(p) for p in args.layers.split(",")]
     missing = [str(p) for p in layers if not p.is_file()]
@@ -70,7 +72,8 @@ def main() -> None:
     config = TunedConfig(reader=replace(ReaderConfig(), seed=args.seed, family_scale=args.family_scale))
     extra = tuned_examples(data, composed_calls=args.composed_tool_calls,
                            composed_injections=args.composed_injections, pasted_lists=args.pasted_lists,
-                           composed_personas=args.composed_personas, composed_harm=args.composed_harm)
+                           composed_personas=args.composed_personas, composed_harm=args.composed_harm,
+                           prefixed_harm=args.prefixed_harm)
     _, manifest = train_tuned_model(
         list(TASKS.values()), out=args.out, config=config, data=data, extra=extra,
         average_layers=layers,

@@ -94,6 +94,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "requests composed from parts')",
     )
     p.add_argument(
+        "--prefixed-harm",
+        action="store_true",
+        help="with --tuned: also train on the harm tasks' examples behind a persona or override line "
+        "(train/perturb.py); measured, not in the committed recipe (docs/training.md, 'Harm behind a persona line "
+        "in training')",
+    )
+    p.add_argument(
         "--lexical-heads-only",
         action="store_true",
         help="with --tuned: fit only the lexical heads (train/lexical_head.py: the guard question's TF-IDF head, "
@@ -217,7 +224,7 @@ def run_train(args: argparse.Namespace) -> int:
         raise SystemExit("--composed-injections adds examples to the tuned reader's training: add --tuned")
     if args.lexical_heads_only and not args.tuned:
         raise SystemExit("--lexical-heads-only fits the tuned reader's heads: add --tuned")
-    for flag in ("pasted_lists", "composed_personas", "composed_harm"):
+    for flag in ("pasted_lists", "composed_personas", "composed_harm", "prefixed_harm"):
         if getattr(args, flag) and not args.tuned:
             raise SystemExit(f"--{flag.replace('_', '-')} adds examples to the tuned reader's training: add --tuned")
     if args.heldout:
@@ -337,6 +344,7 @@ def _tuned_data(args: argparse.Namespace) -> tuple:
         pasted_lists=args.pasted_lists,
         composed_personas=args.composed_personas,
         composed_harm=args.composed_harm,
+        prefixed_harm=args.prefixed_harm,
     )
     return data, extra
 

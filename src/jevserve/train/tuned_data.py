@@ -10,7 +10,7 @@ from jevserve.train.cache_rules import cache_rule_examples
 from jevserve.train.examples import Example, task_examples
 from jevserve.train.injections_composed import composed_injection_examples
 from jevserve.train.personas_composed import composed_persona_examples
-from jevserve.train.perturb import GUARD_TASKS, perturbed_examples, suffixed_examples
+from jevserve.train.perturb import GUARD_TASKS, perturbed_examples, prefixed_examples, suffixed_examples
 from jevserve.train.rules import injection
 from jevserve.train.tool_calls import tool_call_examples
 from jevserve.train.tool_calls_composed import composed_tool_call_examples
@@ -61,12 +61,14 @@ def tuned_examples(
     pasted_lists: bool = False,
     composed_personas: bool = False,
     composed_harm: bool = False,
+    prefixed_harm: bool = False,
     log=print,
 ) -> list[Example]:
     """Every rule-made and everyday example the tuned reader adds (train side only); with `composed_calls`, the tool
     calls composed from templates too, with `composed_injections` the injections composed from parts, with
     `pasted_lists` the later turns that paste a list, with `composed_personas` persona prompts with and without a
-    rule-breaking clause, with `composed_harm` harmful and harmless technical requests of the same form (each
+    rule-breaking clause, with `composed_harm` harmful and harmless technical requests of the same form, with
+    `prefixed_harm` the harm tasks' examples behind a persona or override line (each
     studied, not in the committed recipe: docs/training.md, "Tool calls composed from templates", "Injections
     composed from parts", "Pasted lists as negatives", "Persona prompts composed from parts", "Harmful technical
     requests composed from parts")."""
@@ -74,6 +76,8 @@ def tuned_examples(
     triggers = trigger_word_examples("train")
     out = [*triggers, *perturbed_examples([*guard, *triggers]), *suffixed_examples(guard, "train")]
     out += jailbreaks_as_injections(guard)
+    if prefixed_harm:
+        out += prefixed_examples(guard)
     out += cache_rule_examples("train") + tool_call_examples("train")
     if composed_calls:
         out += composed_tool_call_examples()
