@@ -316,6 +316,8 @@ def test_tool_call_text_is_the_bench_agent_action_risk_state_with_compact_argume
     )
     broken = {"function": {"name": "f", "arguments": '{"a": 1'}}  # a malformed call is judged as sent
     assert tool_call_text("x", broken) == 'User request: x\nAgent action: f({"a": 1)'
+    deep = "[" * 100_000 + "]" * 100_000  # past the JSON parser's depth: read as sent (bounded), never an error
+    assert tool_call_text("x", {"function": {"name": "f", "arguments": deep}}).startswith("User request: x\n")
 
 
 def test_limits_reject_impossible_bounds_with_the_field_named():

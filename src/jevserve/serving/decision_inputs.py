@@ -149,7 +149,8 @@ def tool_call_text(user_text: str, call: Mapping[str, Any], *, limits: InputLimi
     function = function if isinstance(function, Mapping) else {}
     arguments = function.get("arguments", "")
     if isinstance(arguments, str):
-        with contextlib.suppress(ValueError):  # not JSON: a model's malformed call is still judged, as sent
+        # not JSON (or nested past the parser's depth): a model's malformed call is still judged, as sent
+        with contextlib.suppress(ValueError, RecursionError):
             arguments = _compact_json(json.loads(arguments))
     else:
         arguments = _compact_json(arguments)
