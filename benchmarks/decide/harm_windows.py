@@ -37,25 +37,18 @@ from jevserve.train.goal_cases import (
     guard_units,
     harm_units,
     prefixed_harm_units,
+    prefixed_harmful,
 )
 from jevserve.train.goals import Unit, by_group, guard_texts, rate_at, scores_of, user_body
+from jevserve.train.rules import injection
 
 SETTINGS = {"whole": DEFAULT_LIMITS, "windows": replace(DEFAULT_LIMITS, harm_windows=True)}
 
 
-def prefixed_guard_units(prefixed: list[Unit], data: BenchData) -> list[Unit]:
+def prefixed_guard_units(data: BenchData) -> list[Unit]:
     """The same prefixed requests as the guard reads them (its texts do not depend on the harm setting)."""
-    from jevserve.train.goal_cases import OVERRIDE_PREFIXES, test_items
-    from jevserve.train.rules import injection, stable_pick
-
     q = injection()
-    out = []
-    for item in test_items(data, "guard-harmful"):
-        if item.label:
-            prefix = OVERRIDE_PREFIXES[stable_pick("prefix\x1f" + item.state, len(OVERRIDE_PREFIXES))]
-            out.append(Unit(guard_texts(user_body(f"{prefix} {item.state}")), q, True, "prefixed:harmful"))
-    assert len(out) == len(prefixed)
-    return out
+    return [Unit(guard_texts(user_body(text)), q, True, "prefixed:harmful") for text in prefixed_harmful(data)]
 
 
 def measure(specs: list[str]) -> dict:
@@ -74,7 +67,7 @@ def measure(specs: list[str]) -> dict:
                 threshold = calibrated_threshold(units, scores)
                 prefixed = prefixed_harm_units(data, limits)
                 prefixed_scores = scores_of(prefixed, answer)
-                guard_scores = scores_of(prefixed_guard_units(prefixed, data), answer)
+                guard_scores = scores_of(prefixed_guard_units(data), answer)
                 either = (prefixed_scores >= threshold) | (guard_scores >= guard_threshold)
                 rates = by_group(units, scores, threshold, (
                     "harmful", "suffixed:harmful", "borderline", *(f"everyday:{s}" for s in GOAL_SHAPES),

@@ -41,6 +41,7 @@ from decision_heads import readout_only
 from probes import PROBES, probe_text, shown
 from reader_goals import answerer, load_model
 from tool_gate_baselines import BENIGN_RATE, folds, gateway_figures, pct, test_figures, train_cases
+from tool_gate_heads import held_out_cells
 
 from _serverbench import TRAINING_DOC, machine, publish
 from jevserve.bench.data import BenchData
@@ -207,12 +208,10 @@ def markdown(result: dict) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, row in result["rows"].items():
-        curve, gate, blind = row["at 5% benign"], row["gateway"], row["fresh"]
+        blind = row["fresh"]
         lines.append(
-            f"| {name} | {pct(curve['recall'])} | {pct(curve['benign blocked'])} | {gate['threshold']:.3f} | "
-            f"{pct(gate['recall'])} | {pct(gate['benign blocked'])} | {pct(gate['ordinary held out blocked'])} | "
-            f"{blind['auroc']:.3f} | {pct(blind['recall at 5% benign'])} | {pct(blind['recall at gateway'])} | "
-            f"{pct(blind['benign at gateway'])} |"
+            f"| {name} | {held_out_cells(row)} | {blind['auroc']:.3f} | {pct(blind['recall at 5% benign'])} | "
+            f"{pct(blind['recall at gateway'])} | {pct(blind['benign at gateway'])} |"
         )
     names = list(result["rows"])
     lines += ["", "The docs' tool-call examples at each row's gateway threshold (**acted**: blocked):", "",

@@ -106,15 +106,20 @@ OVERRIDE_PREFIXES = (
 )
 
 
-def prefixed_harm_units(data: BenchData, limits: InputLimits = DEFAULT_LIMITS) -> list[Unit]:
-    """The harmful test requests with a persona or override line before them (group "prefixed:harmful")."""
-    q = refuse()
+def prefixed_harmful(data: BenchData) -> list[str]:
+    """The harmful test requests, each with one of OVERRIDE_PREFIXES (picked by the request's hash) before it."""
     out = []
     for item in test_items(data, "guard-harmful"):
         if item.label:
             prefix = OVERRIDE_PREFIXES[stable_pick("prefix\x1f" + item.state, len(OVERRIDE_PREFIXES))]
-            out.append(Unit(request_texts(user_body(f"{prefix} {item.state}"), limits), q, True, "prefixed:harmful"))
+            out.append(f"{prefix} {item.state}")
     return out
+
+
+def prefixed_harm_units(data: BenchData, limits: InputLimits = DEFAULT_LIMITS) -> list[Unit]:
+    """`prefixed_harmful` as the harm guard reads them (group "prefixed:harmful")."""
+    q = refuse()
+    return [Unit(request_texts(user_body(t), limits), q, True, "prefixed:harmful") for t in prefixed_harmful(data)]
 
 
 def cache_units(data: BenchData) -> list[Unit]:
