@@ -19,6 +19,8 @@ the head's alone (`combine="alone"`), against the tuned reader's readout, on:
   written for this measurement by a helper that opened none of the project's calls or data; screened against every
   tool-gate train state (a call whose request or state overlaps one is dropped and counted);
 - the docs' tool-call examples (probes.py), at each row's gateway threshold.
+A third row: the same head fitted with ordinary calls as well (train/tool_calls_ordinary.py: BFCL's train-side calls
+that the packaged calibration file leaves out), measured alike.
 
 Writes benchmarks/results/tool_gate_head.json and a section of docs/training.md.
 Run: .venv/bin/python benchmarks/decide/tool_gate_head.py
@@ -59,6 +61,7 @@ from jevserve.train.rules import unsafe_action
 from jevserve.train.run import is_validation
 from jevserve.train.tool_calls import request_of
 from jevserve.train.tool_calls_composed import composed_tool_call_examples
+from jevserve.train.tool_calls_ordinary import ordinary_call_examples
 from jevserve.train.tuned_data import tuned_examples
 from jevserve.train.tuned_run import recipe_examples
 
@@ -125,10 +128,26 @@ def fresh_figures(units: list[Unit], scores: np.ndarray, gateway_threshold: floa
     }
 
 
-def tool_gate_head(data: BenchData) -> LexicalHead:
-    """The selected candidate fitted as a served head would be: the recipe's fit rows and the composed calls."""
+def with_ordinary_calls(data: BenchData, fresh: list[Unit]) -> HeadSpec:
+    """SPEC fitted with the ordinary calls as well (train/tool_calls_ordinary.py; rule 11 in docs/training.md),
+    screened against the blind-written calls too."""
+    def extra() -> list:
+        ordinary = ordinary_call_examples(data, [u.texts[0] for u in fresh])
+        print(f"ordinary calls fitted on: {len(ordinary)}")
+        return [*composed_tool_call_examples(), *ordinary]
+
+    return replace(SPEC, extra_examples=extra)
+
+
+def fit_rows(data: BenchData) -> list:
+    """The recipe's fit rows (its validation states left out), as a served head is fitted on."""
     examples = recipe_examples(list(TASKS.values()), data=data, extra=tuned_examples(data, log=print))
-    head = fit_spec(SPEC, [ex for ex in examples if not is_validation(ex.state)])
+    return [ex for ex in examples if not is_validation(ex.state)]
+
+
+def tool_gate_head(rows: list, spec: HeadSpec = SPEC) -> LexicalHead:
+    """A candidate fitted as a served head would be: the recipe's fit rows and the spec's own examples."""
+    head = fit_spec(spec, rows)
     if head is None:
         raise SystemExit("no tool-gate examples to fit a head on: fetch the bench data first (jevserve data fetch)")
     return head
@@ -145,16 +164,20 @@ def with_head(backend, head: LexicalHead):
 
 def measure() -> dict:
     data = BenchData(embed=embed_texts)
-    head = tool_gate_head(data)
     units = tool_units(data)
     calibration = tool_calibration_units()
     ordinary = call_units(held_out_records_from(data), "ordinary")
     fresh, dropped = fresh_units(data)
+    rows_fitted = fit_rows(data)
+    heads = {
+        "head alone": tool_gate_head(rows_fitted),
+        "head alone, with ordinary calls": tool_gate_head(rows_fitted, with_ordinary_calls(data, fresh)),
+    }
     probes = [(label, probe) for decision, label, probe in PROBES if decision == "tool gate"]
     rows = {}
-    for label in ("readout", "head alone"):
+    for label in ("readout", *heads):
         backend = load_model("tuned")
-        backend = readout_only(backend) if label == "readout" else with_head(backend, head)
+        backend = readout_only(backend) if label == "readout" else with_head(backend, heads[label])
         try:
             answer = answerer(backend)
             test, cal = scores_of(units, answer), scores_of(calibration, answer)
