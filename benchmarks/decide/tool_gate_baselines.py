@@ -16,7 +16,8 @@ the threshold set for at most 5% of benign test calls blocked (a point on the te
 it). Beside the test figures, each baseline's AUROC in 5-fold cross-validation on the train side (folds by request;
 a fold's requests and calls never reach its training folds), so that a baseline is not picked by the test side.
 And each at the gateway's own operating point: the threshold that blocks at most 5% of each shape of the packaged
-ordinary calls (BFCL's train side, as `tool_gate: {max_false_action_rate: 0.05}` sets it), with what it then blocks
+ordinary calls (BFCL's train side and the composed templates' scoped calibration calls, as
+`tool_gate: {max_false_action_rate: 0.05}` sets it), with what it then blocks
 of the held-out calls and of BFCL's held-out ordinary calls (its test side).
 
 Writes benchmarks/results/tool_gate_baselines.json and a section of docs/training.md.
@@ -49,7 +50,7 @@ from jevserve.decide.registry import load_backend
 from jevserve.train.goal_cases import call_units, tool_calibration_units, tool_units
 from jevserve.train.goals import auroc, rate_at, scores_of, threshold_at_rate
 from jevserve.train.tool_calls import cross_request_cases, tool_call_cases
-from jevserve.train.tool_calls_composed import composed_tool_call_examples
+from jevserve.train.tool_calls_composed import fit_examples
 
 FOLDS = 5
 BENIGN_RATE = 0.05
@@ -64,9 +65,10 @@ COLUMNS = (
 
 def train_cases(data: BenchData, *, composed: bool = False) -> list[tuple[str, bool]]:
     """(state, block) of the tool-gate states the tuned reader trains on, before its question variants; with
-    `composed`, the calls composed from templates too (train/tool_calls_composed.py; answer 0 is block)."""
+    `composed`, the calls composed from templates too (train/tool_calls_composed.py; answer 0 is block), those of the
+    templates held out for the gateway's calibration left out (their scoped calls set the gateway's threshold)."""
     bench = [(i.state, bool(i.label)) for i in TASKS["agent-action-risk"].load_items(data) if i.split == "train"]
-    extra = [(ex.state, ex.answer == 0) for ex in composed_tool_call_examples()] if composed else []
+    extra = [(ex.state, ex.answer == 0) for ex in fit_examples()] if composed else []
     return bench + tool_call_cases("train") + cross_request_cases("train") + extra
 
 
@@ -254,7 +256,8 @@ def markdown(result: dict) -> str:
         f"`{result['command']}`, {result['machine']['when']}. Trained on {plain['total']:,} tool-gate states "
         f"({plain['block']:,} to block): agent-action-risk's train side and the rule-made train calls, or (rows "
         f"\"+ composed calls\") on {composed['total']:,} ({composed['block']:,} to block) with the calls composed from "
-        f"templates (train/tool_calls_composed.py); measured on {result['test calls']['total']} held-out calls "
+        "templates (train/tool_calls_composed.py; not those of the templates held out for the gateway's calibration); "
+        f"measured on {result['test calls']['total']} held-out calls "
         f"({result['test calls']['block']} to block). Threshold: at most 5% of benign test calls blocked. Train CV: "
         f"mean AUROC over {FOLDS} folds by request (the served readouts were trained on the whole train side: none).",
         "",
@@ -272,7 +275,8 @@ def markdown(result: dict) -> str:
     lines += [
         "",
         f"At the gateway's operating point: the threshold that blocks at most 5% of each shape of the "
-        f"{result['calibration calls']:,} packaged ordinary calls (BFCL's train side), set for each model on its own "
+        f"{result['calibration calls']:,} packaged ordinary calls (BFCL's train side, and the scoped calls of held-out "
+        "composed templates), set for each model on its own "
         f"scores as `tool_gate: {{max_false_action_rate: 0.05}}` sets it; \"ordinary held out\": BFCL's "
         f"{result['ordinary held-out calls']:,} held-out ordinary calls.",
         "",

@@ -9,18 +9,19 @@ held); the out-of-fold scores pooled; the candidate with the highest recall at <
 blocked is the one served (ties by AUROC).
 
 Then the chosen head, fitted as a served head would be (train/lexical_head.py `fit_spec`: the recipe's fit rows that
-ask the tool gate's question, and the composed calls) and set on the tuned reader so that its tool-gate answer is
-the head's alone (`combine="alone"`), against the tuned reader's readout, on:
+ask the tool gate's question, and the composed calls of the templates not held out for the gateway's calibration)
+and set on the tuned reader so that its tool-gate answer is the head's alone (`combine="alone"`); the same fitted
+with ordinary calls as well (train/lexical_head.py `tool_gate_head_spec`, train/tool_calls_ordinary.py); and the
+tuned reader's readout (what is served), on:
 - the held-out calls of the goals table (149: agent-action-risk's test side and the rule-made calls of held-out
   requests), at <= 5% of their benign calls blocked (a point on the test curve, as the goal reads it);
 - the gateway's point: the threshold blocking at most 5% of each shape of the packaged ordinary calls (BFCL's train
-  side), with BFCL's held-out ordinary calls;
+  side, and the composed templates' scoped calibration calls), with BFCL's held-out ordinary calls;
 - `tool_calls_fresh.json` (beside this script): 60 requests, each with calls that do what was asked and one to block,
   written for this measurement by a helper that opened none of the project's calls or data; screened against every
   tool-gate train state (a call whose request or state overlaps one is dropped and counted);
+- `tool_calls_fresh2.json`: 80 more requests written alike by another helper, after the rest had been measured;
 - the docs' tool-call examples (probes.py), at each row's gateway threshold.
-A third row: the same head fitted with ordinary calls as well (train/tool_calls_ordinary.py: BFCL's train-side calls
-that the packaged calibration file leaves out), measured alike.
 
 Writes benchmarks/results/tool_gate_head.json and a section of docs/training.md.
 Run: .venv/bin/python benchmarks/decide/tool_gate_head.py
@@ -53,21 +54,25 @@ from jevserve.bench.tasks import TASKS
 from jevserve.bench.tool_call_export import held_out_records_from
 from jevserve.decide.embedder import embed_texts
 from jevserve.decide.lexical_head import LexicalHead
+from jevserve.decide.trained import question_key
 from jevserve.serving.decision_inputs import tool_call_text
 from jevserve.train.goal_cases import Unit, call_units, tool_calibration_units, tool_units
 from jevserve.train.goals import auroc, rate_at, scores_of, threshold_at_rate
-from jevserve.train.lexical_head import HeadSpec, fit_spec
+from jevserve.train.lexical_head import HeadSpec, fit_spec, tool_gate_head_spec
 from jevserve.train.rules import unsafe_action
 from jevserve.train.run import is_validation
 from jevserve.train.tool_calls import request_of
-from jevserve.train.tool_calls_composed import composed_tool_call_examples
+from jevserve.train.tool_calls_composed import composed_tool_call_examples, fit_examples
 from jevserve.train.tool_calls_ordinary import ordinary_call_examples
 from jevserve.train.tuned_data import tuned_examples
 from jevserve.train.tuned_run import recipe_examples
 
 FRESH = Path(__file__).resolve().parent / "tool_calls_fresh.json"
-# the candidate the selection picked (its table below): characters, with the composed calls, answering alone
-SPEC = HeadSpec(unsafe_action(), "chars", "alone", composed_tool_call_examples)
+# a second blind set (80 requests), written by another helper after the rest had been measured: the second head's test
+FRESH2 = Path(__file__).resolve().parent / "tool_calls_fresh2.json"
+# the candidate the selection picked (its table below): characters, with the composed calls, answering alone; fitted
+# on the composed calls of the templates not held out for the gateway's calibration (its `scoped` shape)
+SPEC = HeadSpec(unsafe_action(), "chars", "alone", lambda data: fit_examples())
 CANDIDATES = {
     "words": lambda: TfidfClassifier(),
     "characters": lambda: TfidfClassifier(vectorizer=char_vectorizer),
@@ -98,12 +103,12 @@ def selection(data: BenchData) -> dict[str, dict]:
     return rows
 
 
-def fresh_units(data: BenchData) -> tuple[list[Unit], int]:
-    """The blind-written calls as the gateway reads them (compact arguments), less any that overlap a train state;
-    and how many were dropped."""
+def fresh_units(data: BenchData, path: Path | None = None) -> tuple[list[Unit], int]:
+    """The blind-written calls of `path` (default FRESH) as the gateway reads them (compact arguments), less any that
+    overlap a train state; and how many were dropped."""
     question = unsafe_action()
     units = []
-    for group in json.loads(FRESH.read_text()):
+    for group in json.loads((path or FRESH).read_text()):
         for key, block in (("allow", False), ("block", True)):
             for call in group[key]:
                 wire = {"function": {"name": call["name"], "arguments": json.dumps(call["arguments"])}}
@@ -128,26 +133,32 @@ def fresh_figures(units: list[Unit], scores: np.ndarray, gateway_threshold: floa
     }
 
 
-def with_ordinary_calls(data: BenchData, fresh: list[Unit]) -> HeadSpec:
-    """SPEC fitted with the ordinary calls as well (train/tool_calls_ordinary.py; rule 11 in docs/training.md),
-    screened against the blind-written calls too."""
-    def extra() -> list:
-        ordinary = ordinary_call_examples(data, [u.texts[0] for u in fresh])
-        print(f"ordinary calls fitted on: {len(ordinary)}")
-        return [*composed_tool_call_examples(), *ordinary]
+def platt_of(head: LexicalHead, raw: LexicalHead, validation: list) -> dict:
+    """The Platt map (a, b) between a calibrated head and the same head uncalibrated, and the validation rows it was
+    fitted on."""
+    column = int(np.argmax(np.abs(raw.coef)))
+    a = float(head.coef[column] / raw.coef[column])
+    rows = [ex for ex in validation if question_key(ex.question) == head.question]
+    return {"a": a, "b": float(head.intercept - a * raw.intercept), "validation rows": len(rows),
+            "validation to block": sum(ex.answer == 0 for ex in rows)}  # fmt: skip
 
-    return replace(SPEC, extra_examples=extra)
+
+def ordinary_near_blind(data: BenchData, fresh: list[Unit]) -> int:
+    """How many of the second head's ordinary calls are near a blind-written call (its screening does not read the
+    blind sets, which live here)."""
+    return len(ordinary_call_examples(data)) - len(ordinary_call_examples(data, [u.texts[0] for u in fresh]))
 
 
-def fit_rows(data: BenchData) -> list:
-    """The recipe's fit rows (its validation states left out), as a served head is fitted on."""
+def recipe_rows(data: BenchData) -> tuple[list, list]:
+    """The recipe's fit rows and its validation rows, as a served head is fitted and calibrated on."""
     examples = recipe_examples(list(TASKS.values()), data=data, extra=tuned_examples(data, log=print))
-    return [ex for ex in examples if not is_validation(ex.state)]
+    return [ex for ex in examples if not is_validation(ex.state)], [ex for ex in examples if is_validation(ex.state)]
 
 
-def tool_gate_head(rows: list, spec: HeadSpec = SPEC) -> LexicalHead:
-    """A candidate fitted as a served head would be: the recipe's fit rows and the spec's own examples."""
-    head = fit_spec(spec, rows)
+def tool_gate_head(rows: tuple[list, list], data: BenchData, spec: HeadSpec = SPEC) -> LexicalHead:
+    """A candidate fitted as a served head would be: the recipe's fit rows and the spec's own examples (calibrated
+    on the validation rows where the spec asks)."""
+    head = fit_spec(spec, rows[0], data, rows[1])
     if head is None:
         raise SystemExit("no tool-gate examples to fit a head on: fetch the bench data first (jevserve data fetch)")
     return head
@@ -168,12 +179,15 @@ def measure() -> dict:
     calibration = tool_calibration_units()
     ordinary = call_units(held_out_records_from(data), "ordinary")
     fresh, dropped = fresh_units(data)
-    rows_fitted = fit_rows(data)
+    fresh2, dropped2 = fresh_units(data, FRESH2)
+    rows_fitted = recipe_rows(data)
     heads = {
-        "head alone": tool_gate_head(rows_fitted),
-        "head alone, with ordinary calls": tool_gate_head(rows_fitted, with_ordinary_calls(data, fresh)),
+        "head, composed calls": tool_gate_head(rows_fitted, data),
+        "head, composed and ordinary calls": tool_gate_head(rows_fitted, data, tool_gate_head_spec()),
     }
     probes = [(label, probe) for decision, label, probe in PROBES if decision == "tool gate"]
+    platt = platt_of(heads["head, composed and ordinary calls"], tool_gate_head(
+        rows_fitted, data, replace(tool_gate_head_spec(), calibrate=False)), rows_fitted[1])
     rows = {}
     for label in ("readout", *heads):
         backend = load_model("tuned")
@@ -186,6 +200,7 @@ def measure() -> dict:
                 "at 5% benign": test_figures(units, test),
                 "gateway": gate,
                 "fresh": fresh_figures(fresh, scores_of(fresh, answer), gate["threshold"]),
+                "fresh2": fresh_figures(fresh2, scores_of(fresh2, answer), gate["threshold"]),
                 "probes": [
                     {"probe": shown(probe), "label": kind, "p": float(p), "acted": bool(p >= gate["threshold"])}
                     for (kind, probe), p in zip(probes, answer([(probe_text(q), unsafe_action()) for _, q in probes]),
@@ -199,6 +214,9 @@ def measure() -> dict:
         "selection": selection(data),
         "test calls": {"total": len(units), "block": int(sum(u.label for u in units))},
         "fresh calls": {"total": len(fresh), "block": int(sum(u.label for u in fresh)), "dropped": dropped},
+        "fresh2 calls": {"total": len(fresh2), "block": int(sum(u.label for u in fresh2)), "dropped": dropped2},
+        "ordinary calls near a blind call": ordinary_near_blind(data, fresh + fresh2),
+        "platt": platt,
         "rows": rows,
     }
 
@@ -219,7 +237,9 @@ def markdown(result: dict) -> str:
         lines.append(f"| {name} | {row['auroc']:.3f} | {pct(row['recall'])} | {pct(row['benign blocked'])} |")
     lines += [
         "",
-        f"The served tool gate against its readout alone: {test['total']} held-out calls ({test['block']} to block) at "
+        "The tool gate's readout alone (served), the selected head (its composed calls those of the templates not "
+        "held out for the gateway's calibration) and the same head fitted with ordinary calls as well: "
+        f"{test['total']} held-out calls ({test['block']} to block) at "
         "≤ 5% of their benign calls blocked; at the gateway's threshold (≤ 5% of each shape of the packaged ordinary "
         f"calls) with BFCL's held-out ordinary calls; and {fresh['total']} calls written blind ({fresh['block']} to "
         f"block; {fresh['dropped']} dropped as near a train state), at ≤ 5% of their benign calls and at the "
@@ -235,6 +255,28 @@ def markdown(result: dict) -> str:
         lines.append(
             f"| {name} | {held_out_cells(row)} | {blind['auroc']:.3f} | {pct(blind['recall at 5% benign'])} | "
             f"{pct(blind['recall at gateway'])} | {pct(blind['benign at gateway'])} |"
+        )
+    fresh2 = result["fresh2 calls"]
+    lines += [
+        "",
+        f"A second blind set, written by another helper after the rows above had been measured: {fresh2['total']} "
+        f"calls ({fresh2['block']} to block; {fresh2['dropped']} dropped as near a train state; of the second head's "
+        f"ordinary calls, {result['ordinary calls near a blind call']} near a call of either blind set). The "
+        f"second head's answers are Platt-scaled on the recipe's validation rows that ask the tool gate's question "
+        f"({result['platt']['validation rows']}, {result['platt']['validation to block']} to block): P = sigmoid("
+        f"{result['platt']['a']:.3f} × logit + {result['platt']['b']:.3f}), a monotone map that leaves every "
+        "threshold set by a rate where it was.",
+        "",
+        "| model | blind 2: AUROC | blocked at ≤ 5% of its benign | benign there | blocked at the gateway's | benign "
+        "there |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, row in result["rows"].items():
+        blind = row["fresh2"]
+        lines.append(
+            f"| {name} | {blind['auroc']:.3f} | {pct(blind['recall at 5% benign'])} | "
+            f"{pct(blind['benign blocked at 5% benign'])} | {pct(blind['recall at gateway'])} | "
+            f"{pct(blind['benign at gateway'])} |"
         )
     names = list(result["rows"])
     lines += ["", "The docs' tool-call examples at each row's gateway threshold (**acted**: blocked):", "",

@@ -1,4 +1,5 @@
-"""The tool gate's packaged ordinary calls: BFCL's train side, none a readout trained on, reproducible from the data."""
+"""The tool gate's packaged ordinary calls: BFCL's train side, none a readout trained on, and the composed templates'
+scoped calibration calls; reproducible from the data."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from jevserve.bench.sources.records_agent import ExpectedCall
 from jevserve.bench.tool_call_export import (
     TOOL_CALL_CALIBRATION_PATH,
     calibration_bytes,
+    calibration_records_from,
     first_acceptable,
     held_out_records_from,
     openai_calls,
@@ -21,6 +23,7 @@ from jevserve.bench.tool_call_export import (
     trained_tool_fit_ids,
 )
 from jevserve.gateway.calibration import load_calibration
+from jevserve.train.tool_calls_composed import scoped_calibration_records
 
 
 def test_a_possible_answer_becomes_one_concrete_call():
@@ -52,13 +55,17 @@ def test_the_packaged_file_is_the_train_sides_untrained_calls_byte_for_byte(benc
     cases = {c.record_id: c for c in data.source("bfcl-relevance")}
     packaged = load_calibration(TOOL_CALL_CALIBRATION_PATH)
     assert len(packaged.requests) > 1000
+    scoped = scoped_calibration_records()
+    assert {r.request_id for r in packaged.requests if r.shape == "scoped"} == {r["id"] for r in scoped}
     for request in packaged.requests:
+        if request.shape == "scoped":
+            continue
         case = cases[request.request_id]
         assert split_of(case.split_key) == "train" and case.relevant and request.request_id not in trained
         assert len(request.tool_calls) == len(case.expected_calls)
     test_ids = {r["id"] for r in held_out_records_from(data)}
     assert test_ids and not test_ids & {r.request_id for r in packaged.requests}
-    rebuilt = tool_call_records(ordinary_call_cases(data.source("bfcl-relevance"), "train", trained))
+    rebuilt = calibration_records_from(data, scoped)
     assert calibration_bytes(rebuilt) == TOOL_CALL_CALIBRATION_PATH.read_bytes(), "jevserve bench export-tool-calls"
 
 

@@ -13,9 +13,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "dec
 import tool_gate_head as tgh
 
 
-def test_the_blind_calls_are_well_formed_groups():
-    groups = json.loads(tgh.FRESH.read_text())
-    assert len(groups) == 60 and len({g["request"] for g in groups}) == 60
+@pytest.mark.parametrize("path, size", [(tgh.FRESH, 60), (tgh.FRESH2, 80)], ids=["set 1", "set 2"])
+def test_the_blind_calls_are_well_formed_groups(path, size):
+    groups = json.loads(path.read_text())
+    assert len(groups) == size and len({g["request"] for g in groups}) == size
     for group in groups:
         assert group["allow"] and len(group["block"]) == 1
         for call in group["allow"] + group["block"]:

@@ -241,3 +241,20 @@ def test_a_head_answers_at_any_logit_without_overflow():
     sure = LexicalHead("q", {"ignore": 0}, np.array([1.0]), np.array([5000.0]), 0.0)
     assert sure.probability("ignore") == 1.0 and sure.probability("nothing") == 0.5
     assert LexicalHead("q", {"ignore": 0}, np.array([1.0]), np.array([-5000.0]), 0.0).probability("ignore") == 0.0
+
+
+def test_a_spec_joins_only_a_question_the_recipe_asks_and_makes_its_extras_from_the_data():
+    from jevserve.train.lexical_head import HeadSpec, fit_spec
+
+    asked = []
+
+    def extras(data):
+        asked.append(data)
+        return examples()[1:]
+
+    spec = HeadSpec(ASK, "chars", "alone", extras)
+    assert fit_spec(spec, examples(OTHER), data="bench data") is None and asked == []  # never asked: no head
+    head = fit_spec(spec, examples()[:1], data="bench data")
+    assert asked == ["bench data"] and (head.analyzer, head.combine) == ("chars", "alone")
+    expected = fit_head(ASK, examples(), analyzer="chars", combine="alone")
+    assert head.probability(ATTACKS[0]) == pytest.approx(expected.probability(ATTACKS[0]), abs=1e-12)

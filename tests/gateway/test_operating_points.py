@@ -154,7 +154,8 @@ def test_the_default_config_uses_rates_for_guard_harm_clarify_and_the_tool_gate_
     assert not data.negatives("tool_gate")  # everyday requests carry no reply calls
     calls = calibration_for("tool_gate", None)
     assert calls.path == PACKAGED_TOOL_CALLS and calls.name == "packaged tool calls"
-    assert len(calls.negatives("tool_gate")) > 1000 and {r.shape for r in calls.requests} == {"curated", "live"}
+    assert len(calls.negatives("tool_gate")) > 1000
+    assert {r.shape for r in calls.requests} == {"curated", "live", "scoped"}
     assert calibration_for("guard", None).path == PACKAGED_CALIBRATION
 
 

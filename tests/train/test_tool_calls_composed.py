@@ -72,3 +72,32 @@ def test_screen_drops_planted_near_duplicate(examples):
     assert planted not in {composed.request_of(ex.state) for ex in kept}
     assert len(kept) < len(examples)
     assert composed.screen(examples, []) == list(examples)
+
+
+def test_calibration_templates_are_a_third_of_every_domains_share_and_never_fitted_on():
+    templates = [(domain, t[0]) for domain, groups in composed.DOMAINS.items() for t in groups]
+    held = [t for t in templates if composed.is_calibration_template(t[1])]
+    assert 0.2 <= len(held) / len(templates) <= 0.45
+    assert len({domain for domain, _ in held}) >= 20  # held out by template: most domains keep both kinds
+    requests = composed.calibration_requests()
+    fitted = composed.fit_examples()
+    assert fitted and not {composed.request_of(ex.state) for ex in fitted} & requests
+    assert {ex.answer for ex in fitted} == {0, 1}
+
+
+def test_scoped_calibration_records_are_the_held_templates_scoped_calls_as_a_reply_carries_them():
+    from jevserve.train.goal_cases import call_units
+
+    records = composed.scoped_calibration_records()
+    assert records == composed.scoped_calibration_records() and len(records) >= 150
+    assert [r["id"] for r in records] == sorted(r["id"] for r in records)
+    assert {r["shape"] for r in records} == {"scoped"}
+    requests = composed.calibration_requests()
+    assert all(r["body"]["messages"][-1]["content"] in requests for r in records)
+    scoped = {composed.call_state(request, name, args) for request, calls, _ in composed.composed_groups()
+              for name, args in calls}  # fmt: skip
+    destructive = {composed.call_state(request, name, args) for request, _, calls in composed.composed_groups()
+                   for name, args in calls}  # fmt: skip
+    states = [u.texts[0] for u in call_units(records, "calibration")]  # read as the gateway's tool gate reads them
+    assert len(states) == sum(len(r["tool_calls"]) for r in records)
+    assert set(states) <= scoped and not set(states) & destructive

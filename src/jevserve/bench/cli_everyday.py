@@ -46,7 +46,8 @@ def add_export_tool_calls(commands: argparse._SubParsersAction) -> None:
         "export-tool-calls",
         help="write the packaged ordinary tool calls the tool gate's operating point is computed on (train side only)",
         description="Write BFCL's train-side requests with the calls that answer them (bfcl-eval's possible answers, "
-        "each parameter's first acceptable value), less the cases agent-tool-fit trains on, as gateway calibration "
+        "each parameter's first acceptable value), less the cases agent-tool-fit trains on, and the scoped calls of "
+        "the composed tool-call templates held out for calibration (shape `scoped`), as gateway calibration "
         "requests with `tool_calls` (gzip-compressed JSON lines, at most 1 MB). The test side is never written.",
     )
     export.add_argument("--out", type=Path, default=TOOL_CALL_CALIBRATION_PATH, metavar="FILE",
@@ -60,9 +61,10 @@ def export_tool_calls_command(args: argparse.Namespace) -> int:
     from jevserve.bench.data import BenchData
     from jevserve.bench.sources import SourceMissingError
     from jevserve.bench.tool_call_export import calibration_records_from, write_tool_calls
+    from jevserve.train.tool_calls_composed import scoped_calibration_records
 
     try:
-        records = calibration_records_from(BenchData(args.data_cache))
+        records = calibration_records_from(BenchData(args.data_cache), scoped_calibration_records())
     except SourceMissingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

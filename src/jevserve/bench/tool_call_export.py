@@ -7,8 +7,11 @@ with the calls that answer them (its possible answers): "Find the area of a tria
 `calculate_triangle_area(base=10, height=5)`. Those are the ordinary calls. The file holds the train-side cases that
 no readout was trained on (agent-tool-fit trains on at most 300 fitting cases, asked another question about another
 state); the test side stays for measuring. Each record is a gateway calibration request with the calls the upstream
-replied with: `{"id", "shape", "body": {"messages"}, "tool_calls": [OpenAI tool calls]}`; two shapes: `curated`
-(BFCL's written categories) and `live` (its user-contributed ones).
+replied with: `{"id", "shape", "body": {"messages"}, "tool_calls": [OpenAI tool calls]}`; shapes `curated` (BFCL's
+written categories) and `live` (its user-contributed ones), and `scoped`: BFCL's calls compute and look things up,
+while the tool gate's false actions fall on calls that change something as asked (`read_file("report.txt")`,
+deleting the `.log` files of `~/tmp`), so the file also holds the scoped calls of a third of the composed templates
+(train/tool_calls_composed.py `scoped_calibration_records`, which no served head is fitted on).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from jevserve.bench.sources import split_of
 
 TOOL_CALL_CALIBRATION_PATH = Path(__file__).resolve().parents[1] / "gateway" / "data" / "tool-call-calibration.jsonl.gz"
 MAX_BYTES = 1_000_000
-SHAPES = ("curated", "live")
+SHAPES = ("curated", "live", "scoped")
 
 
 def shape_of(category: str) -> str:
@@ -87,9 +90,12 @@ def trained_tool_fit_ids(data: Any) -> set[str]:
     return {item.item_id for item in TASKS["agent-tool-fit"].load_items(data) if item.split == "train"}
 
 
-def calibration_records_from(data: Any) -> list[dict]:
-    """The packaged file's records: train-side ordinary calls no readout was trained on."""
-    return tool_call_records(ordinary_call_cases(data.source("bfcl-relevance"), "train", trained_tool_fit_ids(data)))
+def calibration_records_from(data: Any, scoped: Sequence[Mapping[str, Any]] = ()) -> list[dict]:
+    """The packaged file's records: train-side ordinary calls no readout was trained on, and the `scoped` records
+    (the composed templates' calibration calls, handed in: the bench does not import the training package), in id
+    order."""
+    bfcl = tool_call_records(ordinary_call_cases(data.source("bfcl-relevance"), "train", trained_tool_fit_ids(data)))
+    return sorted([*bfcl, *scoped], key=lambda r: r["id"])
 
 
 def held_out_records_from(data: Any) -> list[dict]:

@@ -9,7 +9,8 @@ log (`{"request_id", "messages", "tools"}`). Every request counts as one on whic
 The tool gate acts on the calls an upstream replied with, so its calibration requests carry them: `"tool_calls"`, an
 OpenAI reply's list (`[{"function": {"name", "arguments"}}]`), each call one on which blocking is a false action. Its
 packaged file (`data/tool-call-calibration.jsonl.gz`, written by `jevserve bench export-tool-calls`) holds ordinary
-requests with the calls that answer them (BFCL's train side).
+requests with the calls that answer them: BFCL's train side (shapes `curated` and `live`), and the scoped calls of the
+composed tool-call templates held out for calibration (shape `scoped`: calls that change something, as asked).
 """
 
 from __future__ import annotations

@@ -5,16 +5,19 @@ fit rows: its validation states are left out, as for the readout), with the benc
 (bench/supervised.py: TF-IDF + balanced logistic regression, C = 1), and stored as the numpy head serving reads.
 Which questions get one (`head_specs`) is decided by rules written before measuring (docs/training.md): the
 gateway's guard question (words, joined with the readout by their mean: "One head per gateway question, and the
-lexical baseline beside the readout"). The harm guard's did not earn one, nor did the tool gate's (a character head
-answering alone, fitted with the composed calls as well: "The tool gate read by a lexical head alone"), which
-benchmarks/decide/tool_gate_head.py measures through the same `HeadSpec`.
+lexical baseline beside the readout"). The harm guard's did not earn one, nor did the tool gate's: a character head
+answering alone (`tool_gate_head_spec`, fitted with the composed calls of the templates not held out for calibration
+and with ordinary calls) failed its serving rule on the bench's headline ("The tool gate's head with ordinary calls,
+judged on a second blind set"); benchmarks/decide/tool_gate_head.py measures it through the same `HeadSpec`. A head
+joins only a question the recipe's own rows ask: a recipe that never asks it (a tiny test recipe) gets none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +35,27 @@ class HeadSpec:
     question: DecisionQuestion
     analyzer: str  # decide.lexical_head.ANALYZERS
     combine: str  # decide.lexical_head.COMBINES
-    extra_examples: Callable[[], Sequence[Example]] = tuple  # train-side examples fitted on besides the recipe's
+    # train-side examples fitted on besides the recipe's, made from the bench data (a BenchData)
+    extra_examples: Callable[[Any], Sequence[Example]] = lambda data: ()
+    # whether its answers are calibrated on the recipe's validation rows (`calibrated`), as the readout's are
+    calibrate: bool = False
+
+
+def tool_gate_examples(data: Any) -> list[Example]:
+    """What the studied tool-gate head is fitted on besides the recipe's rows: the composed calls of the templates not
+    held out for the gateway's calibration, and ordinary calls (BFCL's, none in the calibration file)."""
+    from jevserve.train.tool_calls_composed import fit_examples
+    from jevserve.train.tool_calls_ordinary import ordinary_call_examples
+
+    return [*fit_examples(), *ordinary_call_examples(data)]
+
+
+def tool_gate_head_spec() -> HeadSpec:
+    """The tool gate's head as studied (not served): over characters, answering alone, fitted with
+    `tool_gate_examples` as well."""
+    from jevserve.train.rules import unsafe_action
+
+    return HeadSpec(unsafe_action(), "chars", "alone", tool_gate_examples, calibrate=True)
 
 
 def head_specs() -> tuple[HeadSpec, ...]:
@@ -80,16 +103,50 @@ def fit_head(
     )
 
 
-def fit_spec(spec: HeadSpec, examples: Sequence[Example]) -> LexicalHead | None:
-    """The head `spec` describes, fitted on `examples` (the recipe's fit rows) and its own extra examples."""
-    return fit_head(
-        spec.question, [*examples, *spec.extra_examples()], analyzer=spec.analyzer, combine=spec.combine
+def head_logit(head: LexicalHead, text: str) -> float:
+    """The head's logit for `text` (what its P(yes) is the logistic of)."""
+    p = min(max(head.probability(text), 1e-12), 1 - 1e-12)
+    return float(np.log(p / (1 - p)))
+
+
+def calibrated(head: LexicalHead, examples: Sequence[Example]) -> LexicalHead:
+    """`head` with its answers Platt-scaled, P' = sigmoid(a * logit + b), (a, b) fitted by (nearly unregularised)
+    logistic regression on the examples that ask its question (held-out rows: the recipe's validation rows). A
+    monotone map: every threshold set by a rate moves with it, so only answers read at a fixed threshold (0.5) change.
+    Stored in the head's own form (coef scaled by a, intercept a * intercept + b). Unchanged when the rows hold one
+    answer."""
+    from sklearn.linear_model import LogisticRegression
+
+    picked = [ex for ex in examples if question_key(ex.question) == head.question]
+    labels = np.array([ex.answer == 0 for ex in picked], dtype=bool)  # noul: 0 is yes
+    if labels.all() or not labels.any():
+        return head
+    logits = np.array([[head_logit(head, ex.state)] for ex in picked])
+    platt = LogisticRegression(C=1e6).fit(logits, labels)
+    a, b = float(platt.coef_[0][0]), float(platt.intercept_[0])
+    return replace(head, coef=head.coef * a, intercept=a * head.intercept + b)
+
+
+def fit_spec(
+    spec: HeadSpec, examples: Sequence[Example], data: Any = None, validation: Sequence[Example] = ()
+) -> LexicalHead | None:
+    """The head `spec` describes, fitted on `examples` (the recipe's fit rows) and its own extra examples (made from
+    `data`), calibrated on `validation` where the spec asks; None when no row asks its question."""
+    key = question_key(spec.question)
+    if not any(question_key(ex.question) == key for ex in examples):
+        return None
+    head = fit_head(
+        spec.question, [*examples, *spec.extra_examples(data)], analyzer=spec.analyzer, combine=spec.combine
     )
+    return calibrated(head, validation) if head is not None and spec.calibrate else head
 
 
-def write_lexical_heads(weights: Path, examples: Sequence[Example], log=print) -> Path:
-    """Fit a head for each of `head_specs()` on `examples` (the fit rows) and write them beside `weights`."""
-    heads = [h for h in (fit_spec(spec, examples) for spec in head_specs()) if h is not None]
+def write_lexical_heads(
+    weights: Path, examples: Sequence[Example], data: Any = None, log=print, validation: Sequence[Example] = ()
+) -> Path:
+    """Fit a head for each of `head_specs()` on `examples` (the fit rows) and `data`'s extras, calibrated on
+    `validation` (the recipe's validation rows) where its spec asks; write them beside `weights`."""
+    heads = [h for h in (fit_spec(spec, examples, data, validation) for spec in head_specs()) if h is not None]
     path = lexical_file(weights)
     save_heads(path, heads)
     log(f"lexical heads: {len(heads)} ({path.name}, {path.stat().st_size / 1e6:.2f} MB)")

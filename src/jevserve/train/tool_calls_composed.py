@@ -9,10 +9,16 @@ that does exactly what was asked; a broad request with its matching broad call) 
 look mild by name and do their damage in the arguments. Each destructive call is shown under one other request of its
 domain too, so it is not learnt as a property of one request. Everything is screened against the test side of the
 hand-written calls, which measure whether the distinction was learnt.
+
+A third of the templates (by hash) are calibration templates: the scoped calls of their fillings are the ordinary
+side-effecting calls the gateway's tool-gate threshold is set on besides BFCL's (shape `scoped` of the packaged
+calibration file, bench/tool_call_export.py), so what is fitted for serving (`fit_examples`) leaves their requests out.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import string
 from collections.abc import Sequence
@@ -1386,9 +1392,17 @@ def _template_text(request: str, scoped: list[Call], destructive: list[Call]) ->
     return request + repr(scoped) + repr(destructive)
 
 
-def _domain_groups(domain: str) -> list[tuple[str, list[Call], list[Call]]]:
+def is_calibration_template(request: str) -> bool:
+    """Whether a request template (unfilled) is held out for the gateway's calibration: a third of them, by hash."""
+    return int(hashlib.sha256(request.encode()).hexdigest(), 16) % 3 == 0
+
+
+def _domain_groups(domain: str, *, calibration: bool | None = None) -> list[tuple[str, list[Call], list[Call]]]:
+    """The filled groups of `domain`'s templates (only calibration templates', or only the others', when asked)."""
     groups, seen = [], set()
     for request, scoped, destructive in DOMAINS[domain]:
+        if calibration is not None and is_calibration_template(request) != calibration:
+            continue
         slots = _template_text(request, scoped, destructive)
         for filling in range(FILLINGS):
             values = _values(domain, slots, filling)
@@ -1462,3 +1476,54 @@ def unscreened_examples() -> list[Example]:
 def composed_tool_call_examples() -> list[Example]:
     """The composed calls, screened against the test side of the hand-written ones."""
     return screen(unscreened_examples(), test_side_references())
+
+
+def calibration_requests() -> set[str]:
+    """The filled requests of the calibration templates."""
+    return {request for domain in DOMAINS for request, _, _ in _domain_groups(domain, calibration=True)}
+
+
+def fit_examples() -> list[Example]:
+    """The composed calls a served head may be fitted on: none under a calibration template's request."""
+    held = calibration_requests()
+    return [ex for ex in composed_tool_call_examples() if request_of(ex.state) not in held]
+
+
+def scoped_calibration_records() -> list[dict]:
+    """The calibration templates' fillings with their scoped calls, as gateway calibration requests of shape `scoped`
+    (`{"id", "shape", "body": {"messages"}, "tool_calls"}`, sorted by id); a call whose state the screening drops
+    (near a measured hand-written call) is left out, and a request left with none is too."""
+    question = unsafe_action()
+    kept = {
+        ex.state
+        for ex in screen(
+            [
+                Example(call_state(request, name, args), question, 1, FAMILY, ("rules",))
+                for domain in DOMAINS
+                for request, scoped, _ in _domain_groups(domain, calibration=True)
+                for name, args in scoped
+            ],
+            test_side_references(),
+        )
+    }
+    records = []
+    for domain in DOMAINS:
+        for request, scoped, _ in _domain_groups(domain, calibration=True):
+            calls = [(name, args) for name, args in scoped if call_state(request, name, args) in kept]
+            if not calls:
+                continue
+            record_id = hashlib.sha256(f"scoped\x1f{request}".encode()).hexdigest()[:40]
+            records.append({
+                "id": record_id,
+                "shape": "scoped",
+                "body": {"messages": [{"role": "user", "content": request}]},
+                "tool_calls": [
+                    {
+                        "id": f"call_{hashlib.sha256(f'{record_id}{k}'.encode()).hexdigest()[:12]}",
+                        "type": "function",
+                        "function": {"name": name, "arguments": json.dumps(args)},
+                    }
+                    for k, (name, args) in enumerate(calls)
+                ],
+            })
+    return sorted(records, key=lambda r: r["id"])

@@ -1,13 +1,14 @@
 """Ordinary tool calls as the tool gate's negatives: the calls that answer ordinary requests, read as the gateway reads
 them, each answered "allow".
 
-The gateway sets the tool gate's threshold on ordinary calls (BFCL's train side, the packaged calibration file:
-bench/tool_call_export.py), so a head that never saw an ordinary call puts its threshold wherever such calls happen to
-score (docs/training.md, "The tool gate read by a lexical head alone"). The calls here are the ones that file leaves
-out on purpose: the bfcl-relevance cases agent-tool-fit's train side holds (about 300; every readout is trained on
-them, asked another question), so the calibration requests stay unseen by whatever is fitted on these. BFCL repeats
-a request under several ids, so the calls are screened against the calibration calls as well as against every
-held-out call the tool gate is measured on (BFCL's test-side calls and the tool-gate test states).
+The gateway sets the tool gate's threshold on ordinary calls (BFCL's train side and scoped composed calls, the
+packaged calibration file: bench/tool_call_export.py), so a head that never saw an ordinary call puts its threshold
+wherever such calls happen to score (docs/training.md, "The tool gate read by a lexical head alone"). The calls here
+are the ones that file leaves out on purpose: the bfcl-relevance cases agent-tool-fit's train side holds (about 300;
+every readout is trained on them, asked another question), so the calibration requests stay unseen by whatever is
+fitted on these. BFCL repeats a request under several ids, so the calls are screened against the calibration calls
+as well as against every held-out call the tool gate is measured on (BFCL's test-side calls and the tool-gate test
+states).
 """
 
 from __future__ import annotations

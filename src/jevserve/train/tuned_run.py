@@ -140,7 +140,9 @@ def train_lexical_heads_only(
     if not out.exists():
         raise SystemExit(f"no tuned readout at {out}: train it with `jevserve train --tuned --out {out}`")
     examples = recipe_examples(tasks, data=data, extra=extra, log=log)
-    heads = write_lexical_heads(out, [ex for ex in examples if not is_validation(ex.state)], log=log)
+    held = [ex for ex in examples if is_validation(ex.state)]
+    fit = [ex for ex in examples if not is_validation(ex.state)]
+    heads = write_lexical_heads(out, fit, data, log=log, validation=held)
     manifest = out.with_suffix(".json")
     if manifest.exists():  # the readout's manifest names what now goes with it, and how it was made
         recorded = json.loads(manifest.read_text())
@@ -193,7 +195,9 @@ def train_tuned_model(
         net.weights(dict.fromkeys(KINDS, 1.0)), subset(served, held), tokens, inputs.token_index[held],
         per_question=config.reader.question_temperatures,
     )
-    heads = write_lexical_heads(out, [examples[i] for i in fit_rows], log=log)
+    heads = write_lexical_heads(
+        out, [examples[i] for i in fit_rows], data, log=log, validation=[examples[i] for i in held]
+    )
     recipe = {
         "command": command_line("jevserve train --tuned"),
         "model": "tuned reader (decide/tuned.py)",
