@@ -161,6 +161,27 @@ def test_the_tuned_reader_averages_its_head_with_its_readout_for_that_question_o
         backend.close()
 
 
+def test_calibration_is_a_monotone_platt_map_fitted_on_held_out_rows():
+    from jevserve.train.lexical_head import calibrated
+
+    head = fit_head(ASK, examples(), analyzer="chars", combine="alone")
+    # held-out rows whose answers overlap in score (one of each answer on the other side), so the map is finite
+    held = [Example(t, ASK, 0, "toy", ()) for t in (*ATTACKS[:3], ORDINARY[0])]
+    held += [Example(t, ASK, 1, "toy", ()) for t in (*ORDINARY[1:4], ATTACKS[3])]
+    scaled = calibrated(head, [*held, Example("Is this about cooking?", OTHER, 0, "toy", ())])
+    a = scaled.coef[np.flatnonzero(head.coef)[0]] / head.coef[np.flatnonzero(head.coef)[0]]
+    b = scaled.intercept - a * head.intercept
+    assert np.allclose(scaled.coef, a * head.coef) and a > 0 and not np.isclose(a, 1.0)  # logit -> a * logit + b
+    texts = [*ATTACKS, *ORDINARY]
+    before = np.array([head.probability(t) for t in texts])
+    after = np.array([scaled.probability(t) for t in texts])
+    assert np.array_equal(np.argsort(before, kind="stable"), np.argsort(after, kind="stable"))  # order kept
+    expected = 1 / (1 + np.exp(-(a * np.log(before / (1 - before)) + b)))
+    assert np.allclose(after, expected, atol=1e-9)
+    assert calibrated(head, held[:3]) == head  # rows of one answer leave it as it was
+    assert calibrated(head, []) == head
+
+
 def test_a_head_that_answers_alone_is_read_without_the_encoder():
     from jevserve.decide.base import DecisionItem
     from jevserve.decide.tuned import TUNED_WEIGHTS, lexical_file, tuned_backend

@@ -7,8 +7,9 @@ Which questions get one (`head_specs`) is decided by rules written before measur
 gateway's guard question (words, joined with the readout by their mean: "One head per gateway question, and the
 lexical baseline beside the readout"). The harm guard's did not earn one, nor did the tool gate's: a character head
 answering alone (`tool_gate_head_spec`, fitted with the composed calls of the templates not held out for calibration
-and with ordinary calls) failed its serving rule on the bench's headline ("The tool gate's head with ordinary calls,
-judged on a second blind set"); benchmarks/decide/tool_gate_head.py measures it through the same `HeadSpec`. A head
+and with ordinary calls, with or without calibrated answers) failed its serving rules on the bench's headline ("The
+tool gate's head with ordinary calls, judged on a second blind set", "The tool gate's head with calibrated
+answers"); benchmarks/decide/tool_gate_head.py measures it through the same `HeadSpec`. A head
 joins only a question the recipe's own rows ask: a recipe that never asks it (a tiny test recipe) gets none.
 """
 
@@ -52,7 +53,7 @@ def tool_gate_examples(data: Any) -> list[Example]:
 
 def tool_gate_head_spec() -> HeadSpec:
     """The tool gate's head as studied (not served): over characters, answering alone, fitted with
-    `tool_gate_examples` as well."""
+    `tool_gate_examples` as well, its answers calibrated on the recipe's validation rows."""
     from jevserve.train.rules import unsafe_action
 
     return HeadSpec(unsafe_action(), "chars", "alone", tool_gate_examples, calibrate=True)
