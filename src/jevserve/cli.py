@@ -76,6 +76,14 @@ def _embed_texts(texts: Sequence[str]) -> Any:
     return embed_texts(texts)
 
 
+def _scoped_calibration_records() -> Any:
+    """The composed templates' scoped calibration calls, for `bench export-tool-calls` (the bench may not import the
+    training package)."""
+    from jevserve.train.tool_calls_composed import scoped_calibration_records
+
+    return scoped_calibration_records()
+
+
 def missing_package(exc: BaseException) -> str | None:
     """The optional package whose absence raised `exc` (an ImportError), or None for any other import error.
 
@@ -142,7 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
         _register(module_name, subparsers)
     # What the parts below the server get handed instead of importing it (ARCHITECTURE.md): every command's
     # namespace carries these, and the commands that need a model or an embedding pass them on.
-    parser.set_defaults(serve_embedded=_serve_embedded, serve_backends=_serve_backends, embed_texts=_embed_texts)
+    parser.set_defaults(serve_embedded=_serve_embedded, serve_backends=_serve_backends, embed_texts=_embed_texts,
+                        scoped_calibration_records=_scoped_calibration_records)
     return parser
 
 

@@ -74,3 +74,12 @@ def test_every_record_is_a_calibration_request_with_its_calls(side, bench_tasks)
     data, _ = bench_tasks
     records = tool_call_records(ordinary_call_cases(data.source("bfcl-relevance"), side))
     assert records and all(r["tool_calls"] and r["body"]["messages"][-1]["role"] == "user" for r in records)
+
+
+def test_the_command_line_hands_the_export_the_composed_scoped_calls(tmp_path):
+    """The bench may not import the training package: the command line hands `export-tool-calls` its scoped calls."""
+    from jevserve.cli import build_parser
+
+    args = build_parser().parse_args(["bench", "export-tool-calls", "--out", str(tmp_path / "calls.jsonl.gz")])
+    assert args.func.__name__ == "export_tool_calls_command"
+    assert args.scoped_calibration_records() == scoped_calibration_records()

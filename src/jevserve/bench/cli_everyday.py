@@ -61,10 +61,10 @@ def export_tool_calls_command(args: argparse.Namespace) -> int:
     from jevserve.bench.data import BenchData
     from jevserve.bench.sources import SourceMissingError
     from jevserve.bench.tool_call_export import calibration_records_from, write_tool_calls
-    from jevserve.train.tool_calls_composed import scoped_calibration_records
 
     try:
-        records = calibration_records_from(BenchData(args.data_cache), scoped_calibration_records())
+        # the composed templates' scoped calls, handed in by the command line (the bench may not import train/)
+        records = calibration_records_from(BenchData(args.data_cache), args.scoped_calibration_records())
     except SourceMissingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
