@@ -184,6 +184,8 @@ def measure() -> dict:
     heads = {
         "head, composed calls": tool_gate_head(rows_fitted, data),
         "head, composed and ordinary calls": tool_gate_head(rows_fitted, data, tool_gate_head_spec()),
+        "the same, without agent-action-risk's calls": tool_gate_head(rows_fitted, data, replace(
+            tool_gate_head_spec(), leave_out_sources=TASKS["agent-action-risk"].sources)),
     }
     probes = [(label, probe) for decision, label, probe in PROBES if decision == "tool gate"]
     platt = platt_of(heads["head, composed and ordinary calls"], tool_gate_head(

@@ -265,6 +265,8 @@ def test_a_head_answers_at_any_logit_without_overflow():
 
 
 def test_a_spec_joins_only_a_question_the_recipe_asks_and_makes_its_extras_from_the_data():
+    from dataclasses import replace
+
     from jevserve.train.lexical_head import HeadSpec, fit_spec
 
     asked = []
@@ -279,3 +281,7 @@ def test_a_spec_joins_only_a_question_the_recipe_asks_and_makes_its_extras_from_
     assert asked == ["bench data"] and (head.analyzer, head.combine) == ("chars", "alone")
     expected = fit_head(ASK, examples(), analyzer="chars", combine="alone")
     assert head.probability(ATTACKS[0]) == pytest.approx(expected.probability(ATTACKS[0]), abs=1e-12)
+    # rows of a left-out source are not fitted on (here: the recipe row; the extras, sourced ("toy",) too, stay)
+    left_out = fit_spec(replace(spec, leave_out_sources=("toy",)), [Example(ATTACKS[0], ASK, 0, "x", ("toy",))])
+    alone = fit_head(ASK, examples()[1:], analyzer="chars", combine="alone")
+    assert left_out.probability(ATTACKS[1]) == pytest.approx(alone.probability(ATTACKS[1]), abs=1e-12)

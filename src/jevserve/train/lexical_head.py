@@ -7,10 +7,11 @@ Which questions get one (`head_specs`) is decided by rules written before measur
 gateway's guard question (words, joined with the readout by their mean: "One head per gateway question, and the
 lexical baseline beside the readout"). The harm guard's did not earn one, nor did the tool gate's: a character head
 answering alone (`tool_gate_head_spec`, fitted with the composed calls of the templates not held out for calibration
-and with ordinary calls, with or without calibrated answers) failed its serving rules on the bench's headline ("The
-tool gate's head with ordinary calls, judged on a second blind set", "The tool gate's head with calibrated
-answers"); benchmarks/decide/tool_gate_head.py measures it through the same `HeadSpec`. A head
-joins only a question the recipe's own rows ask: a recipe that never asks it (a tiny test recipe) gets none.
+and with ordinary calls; with or without calibrated answers, with or without agent-action-risk's rows) failed its
+serving rules on the bench's headline (docs/training.md, "The tool gate's head with ordinary calls, judged on a
+second blind set" and the two sections after it); benchmarks/decide/tool_gate_head.py measures it through the same
+`HeadSpec`. A head joins only a question the recipe's own rows ask: a recipe that never asks it (a tiny test recipe)
+gets none.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ class HeadSpec:
     extra_examples: Callable[[Any], Sequence[Example]] = lambda data: ()
     # whether its answers are calibrated on the recipe's validation rows (`calibrated`), as the readout's are
     calibrate: bool = False
+    # sources whose recipe rows the head is not fitted on (a bench task whose threshold is tuned on its train side
+    # reads a head out of sample there only if the head never saw those rows)
+    leave_out_sources: tuple[str, ...] = ()
 
 
 def tool_gate_examples(data: Any) -> list[Example]:
@@ -131,14 +135,14 @@ def calibrated(head: LexicalHead, examples: Sequence[Example]) -> LexicalHead:
 def fit_spec(
     spec: HeadSpec, examples: Sequence[Example], data: Any = None, validation: Sequence[Example] = ()
 ) -> LexicalHead | None:
-    """The head `spec` describes, fitted on `examples` (the recipe's fit rows) and its own extra examples (made from
-    `data`), calibrated on `validation` where the spec asks; None when no row asks its question."""
+    """The head `spec` describes, fitted on `examples` (the recipe's fit rows, less those of its left-out sources) and
+    its own extra examples (made from `data`), calibrated on `validation` where the spec asks; None when no row asks
+    its question."""
     key = question_key(spec.question)
     if not any(question_key(ex.question) == key for ex in examples):
         return None
-    head = fit_head(
-        spec.question, [*examples, *spec.extra_examples(data)], analyzer=spec.analyzer, combine=spec.combine
-    )
+    rows = [ex for ex in examples if not set(ex.sources) & set(spec.leave_out_sources)]
+    head = fit_head(spec.question, [*rows, *spec.extra_examples(data)], analyzer=spec.analyzer, combine=spec.combine)
     return calibrated(head, validation) if head is not None and spec.calibrate else head
 
 
