@@ -58,7 +58,7 @@ from jevserve.decide.trained import question_key
 from jevserve.serving.decision_inputs import tool_call_text
 from jevserve.train.goal_cases import Unit, call_units, tool_calibration_units, tool_units
 from jevserve.train.goals import auroc, rate_at, scores_of, threshold_at_rate
-from jevserve.train.lexical_head import HeadSpec, fit_spec, tool_gate_head_spec
+from jevserve.train.lexical_head import HeadSpec, calibrated, fit_spec, platt_map, tool_gate_head_spec
 from jevserve.train.rules import unsafe_action
 from jevserve.train.run import is_validation
 from jevserve.train.tool_calls import request_of
@@ -133,14 +133,11 @@ def fresh_figures(units: list[Unit], scores: np.ndarray, gateway_threshold: floa
     }
 
 
-def platt_of(head: LexicalHead, raw: LexicalHead, validation: list) -> dict:
-    """The Platt map (a, b) between a calibrated head and the same head uncalibrated, and the validation rows it was
-    fitted on."""
-    column = int(np.argmax(np.abs(raw.coef)))
-    a = float(head.coef[column] / raw.coef[column])
-    rows = [ex for ex in validation if question_key(ex.question) == head.question]
-    return {"a": a, "b": float(head.intercept - a * raw.intercept), "validation rows": len(rows),
-            "validation to block": sum(ex.answer == 0 for ex in rows)}  # fmt: skip
+def platt_of(raw: LexicalHead, validation: list) -> dict:
+    """The Platt map (a, b) the uncalibrated head gets on the validation rows, and how many rows it was fitted on."""
+    a, b = platt_map(raw, validation)
+    rows = [ex for ex in validation if question_key(ex.question) == raw.question]
+    return {"a": a, "b": b, "validation rows": len(rows), "validation to block": sum(ex.answer == 0 for ex in rows)}
 
 
 def ordinary_near_blind(data: BenchData, fresh: list[Unit]) -> int:
@@ -181,15 +178,15 @@ def measure() -> dict:
     fresh, dropped = fresh_units(data)
     fresh2, dropped2 = fresh_units(data, FRESH2)
     rows_fitted = recipe_rows(data)
+    raw = tool_gate_head(rows_fitted, data, replace(tool_gate_head_spec(), calibrate=False))
     heads = {
         "head, composed calls": tool_gate_head(rows_fitted, data),
-        "head, composed and ordinary calls": tool_gate_head(rows_fitted, data, tool_gate_head_spec()),
+        "head, composed and ordinary calls": calibrated(raw, rows_fitted[1]),  # what fit_spec makes of the spec
         "the same, without agent-action-risk's calls": tool_gate_head(rows_fitted, data, replace(
             tool_gate_head_spec(), leave_out_sources=TASKS["agent-action-risk"].sources)),
     }
     probes = [(label, probe) for decision, label, probe in PROBES if decision == "tool gate"]
-    platt = platt_of(heads["head, composed and ordinary calls"], tool_gate_head(
-        rows_fitted, data, replace(tool_gate_head_spec(), calibrate=False)), rows_fitted[1])
+    platt = platt_of(raw, rows_fitted[1])
     rows = {}
     for label in ("readout", *heads):
         backend = load_model("tuned")

@@ -27,7 +27,6 @@ from jevserve.bench.sources import split_of
 
 TOOL_CALL_CALIBRATION_PATH = Path(__file__).resolve().parents[1] / "gateway" / "data" / "tool-call-calibration.jsonl.gz"
 MAX_BYTES = 1_000_000
-SHAPES = ("curated", "live", "scoped")
 
 
 def shape_of(category: str) -> str:
@@ -50,15 +49,19 @@ def first_acceptable(arguments_json: str) -> dict[str, Any]:
     return out
 
 
+def openai_call(key: str, name: str, arguments: Mapping[str, Any], *, sort_keys: bool = False) -> dict:
+    """One call of an OpenAI reply's `tool_calls`, its id fixed by `key`."""
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    function = {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False, sort_keys=sort_keys)}
+    return {"id": f"call_{digest}", "type": "function", "function": function}
+
+
 def openai_calls(case: Any) -> list[dict]:
     """A BFCL case's expected calls as an OpenAI reply's `tool_calls` (ids fixed by the case and position)."""
-    calls = []
-    for position, call in enumerate(case.expected_calls):
-        digest = hashlib.sha256(f"{case.record_id}\x1f{position}".encode()).hexdigest()[:12]
-        arguments = json.dumps(first_acceptable(call.arguments_json), ensure_ascii=False, sort_keys=True)
-        function = {"name": call.name, "arguments": arguments}
-        calls.append({"id": f"call_{digest}", "type": "function", "function": function})
-    return calls
+    return [
+        openai_call(f"{case.record_id}\x1f{position}", call.name, first_acceptable(call.arguments_json), sort_keys=True)
+        for position, call in enumerate(case.expected_calls)
+    ]
 
 
 def ordinary_call_cases(cases: Iterable[Any], side: str, trained_ids: set[str] = frozenset()) -> list[Any]:

@@ -69,14 +69,19 @@ class LexicalHead:
         if self.analyzer not in ANALYZERS or self.combine not in COMBINES:
             raise ValueError(f"analyzer must be one of {ANALYZERS} and combine one of {COMBINES}")
 
-    def probability(self, text: str) -> float:
-        """P(yes) for `text` (a text with no known term reads as the intercept alone)."""
+    def logit(self, text: str) -> float:
+        """The logit of P(yes) for `text` (a text with no known term reads as the intercept alone)."""
         counts = Counter(self.vocabulary[t] for t in terms(text, self.analyzer) if t in self.vocabulary)
         logit = self.intercept
         if counts:
             columns = np.array(sorted(counts), np.int64)  # sorted: the sum runs in one order everywhere
             values = np.array([1.0 + math.log(counts[c]) for c in columns]) * self.idf[columns]
             logit += float(values @ self.coef[columns]) / float(np.linalg.norm(values))
+        return logit
+
+    def probability(self, text: str) -> float:
+        """P(yes) for `text`: the logistic of `logit`."""
+        logit = self.logit(text)
         if logit >= 0:  # the logistic in the form that cannot overflow for either sign
             return 1.0 / (1.0 + math.exp(-logit))
         return math.exp(logit) / (1.0 + math.exp(logit))

@@ -108,27 +108,28 @@ def fit_head(
     )
 
 
-def head_logit(head: LexicalHead, text: str) -> float:
-    """The head's logit for `text` (what its P(yes) is the logistic of)."""
-    p = min(max(head.probability(text), 1e-12), 1 - 1e-12)
-    return float(np.log(p / (1 - p)))
-
-
-def calibrated(head: LexicalHead, examples: Sequence[Example]) -> LexicalHead:
-    """`head` with its answers Platt-scaled, P' = sigmoid(a * logit + b), (a, b) fitted by (nearly unregularised)
-    logistic regression on the examples that ask its question (held-out rows: the recipe's validation rows). A
-    monotone map: every threshold set by a rate moves with it, so only answers read at a fixed threshold (0.5) change.
-    Stored in the head's own form (coef scaled by a, intercept a * intercept + b). Unchanged when the rows hold one
-    answer."""
+def platt_map(head: LexicalHead, examples: Sequence[Example]) -> tuple[float, float] | None:
+    """(a, b) of the Platt map P' = sigmoid(a * logit + b) for `head`, fitted by (nearly unregularised) logistic
+    regression on the examples that ask its question (held-out rows: the recipe's validation rows); None when they
+    hold one answer."""
     from sklearn.linear_model import LogisticRegression
 
     picked = [ex for ex in examples if question_key(ex.question) == head.question]
     labels = np.array([ex.answer == 0 for ex in picked], dtype=bool)  # noul: 0 is yes
     if labels.all() or not labels.any():
+        return None
+    platt = LogisticRegression(C=1e6).fit(np.array([[head.logit(ex.state)] for ex in picked]), labels)
+    return float(platt.coef_[0][0]), float(platt.intercept_[0])
+
+
+def calibrated(head: LexicalHead, examples: Sequence[Example]) -> LexicalHead:
+    """`head` with its answers Platt-scaled on `examples` (`platt_map`). A monotone map: every threshold set by a
+    rate moves with it. Stored in the head's own form (coef scaled by a, intercept a * intercept + b); unchanged when
+    the rows hold one answer."""
+    found = platt_map(head, examples)
+    if found is None:
         return head
-    logits = np.array([[head_logit(head, ex.state)] for ex in picked])
-    platt = LogisticRegression(C=1e6).fit(logits, labels)
-    a, b = float(platt.coef_[0][0]), float(platt.intercept_[0])
+    a, b = found
     return replace(head, coef=head.coef * a, intercept=a * head.intercept + b)
 
 

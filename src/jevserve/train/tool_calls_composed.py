@@ -18,7 +18,6 @@ calibration file, bench/tool_call_export.py), so what is fitted for serving (`fi
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import string
 from collections.abc import Sequence
@@ -1493,37 +1492,19 @@ def scoped_calibration_records() -> list[dict]:
     """The calibration templates' fillings with their scoped calls, as gateway calibration requests of shape `scoped`
     (`{"id", "shape", "body": {"messages"}, "tool_calls"}`, sorted by id); a call whose state the screening drops
     (near a measured hand-written call) is left out, and a request left with none is too."""
+    from jevserve.bench.tool_call_export import openai_call
+
+    groups = [(r, scoped) for domain in DOMAINS for r, scoped, _ in _domain_groups(domain, calibration=True)]
     question = unsafe_action()
-    kept = {
-        ex.state
-        for ex in screen(
-            [
-                Example(call_state(request, name, args), question, 1, FAMILY, ("rules",))
-                for domain in DOMAINS
-                for request, scoped, _ in _domain_groups(domain, calibration=True)
-                for name, args in scoped
-            ],
-            test_side_references(),
-        )
-    }
+    candidates = [Example(call_state(r, name, args), question, 1, FAMILY, ("rules",)) for r, calls in groups
+                  for name, args in calls]  # fmt: skip
+    kept = {ex.state for ex in screen(candidates, test_side_references())}
     records = []
-    for domain in DOMAINS:
-        for request, scoped, _ in _domain_groups(domain, calibration=True):
-            calls = [(name, args) for name, args in scoped if call_state(request, name, args) in kept]
-            if not calls:
-                continue
+    for request, scoped in groups:
+        calls = [(name, args) for name, args in scoped if call_state(request, name, args) in kept]
+        if calls:
             record_id = hashlib.sha256(f"scoped\x1f{request}".encode()).hexdigest()[:40]
-            records.append({
-                "id": record_id,
-                "shape": "scoped",
-                "body": {"messages": [{"role": "user", "content": request}]},
-                "tool_calls": [
-                    {
-                        "id": f"call_{hashlib.sha256(f'{record_id}{k}'.encode()).hexdigest()[:12]}",
-                        "type": "function",
-                        "function": {"name": name, "arguments": json.dumps(args)},
-                    }
-                    for k, (name, args) in enumerate(calls)
-                ],
-            })
+            tool_calls = [openai_call(f"{record_id}{k}", name, args) for k, (name, args) in enumerate(calls)]
+            body = {"messages": [{"role": "user", "content": request}]}
+            records.append({"id": record_id, "shape": "scoped", "body": body, "tool_calls": tool_calls})
     return sorted(records, key=lambda r: r["id"])
