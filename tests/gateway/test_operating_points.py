@@ -100,6 +100,13 @@ def test_scores_are_kept_per_bound_the_decision_reads_and_no_other(tmp_path):
     assert limits_read("tool_gate", cut) == {"max_text_chars": 900, "head_chars": 500}
     assert limits_read("harm", InputLimits(context_turns=0))["context_turns"] == 0
     assert limits_read("tool_gate", InputLimits(context_turns=0)) == limits_read("tool_gate", InputLimits())
+    # harm judged in windows is scored apart from harm judged whole, and then reads the window settings; judged
+    # whole, its key is what it always was (the packaged scores are found by it)
+    whole, windowed = InputLimits(), InputLimits(harm_windows=True)
+    assert limits_read("harm", windowed) != limits_read("harm", whole)
+    assert limits_read("harm", whole) == limits_read("harm", InputLimits(window_chars=300))
+    assert limits_read("harm", windowed) != limits_read("harm", InputLimits(harm_windows=True, window_chars=300))
+    assert "harm_windows" not in limits_read("harm", whole)
 
 
 def test_the_tool_gate_bounds_a_calls_arguments_by_the_routes_limits():

@@ -406,7 +406,7 @@ routes:
     harm: {max_false_action_rate: 0.01, action: block, mode: enforce}
     clarify: {max_false_action_rate: 0.01, mode: shadow}      # a clarifying question instead of an answer: shadow
     cache: {threshold: 0.75, min_similarity: 0.75, ttl_s: 3600, max_entries: 10000}    # chosen on bench train pairs
-    tool_gate: {max_false_action_rate: 0.05, action: block, mode: enforce}   # of ordinary calls (BFCL, train side)
+    tool_gate: {max_false_action_rate: 0.05, action: block, mode: enforce}   # of ordinary calls (BFCL, scoped)
     priority: {queue_policy: plf, aging_s: 30}
   - model: jev-gateway-plain
     description: no decisions (a plain proxy), for comparison

@@ -115,11 +115,17 @@ LIMITS_READ = {
     "tool_gate": _BOUNDS,
 }
 REQUEST_TEXT_LIMITS = (*_BOUNDS, "context_turns", "context_chars")
+# harm with `windows: true` also judges the guard's windows of the latest user turn; those fields join its key only
+# then, so the keys of harm judged whole (the packaged scores among them) stay what they were
+HARM_WINDOW_LIMITS = ("harm_windows", "min_window_chars", "window_chars", "max_windows", "whole_up_to_chars")
 
 
 def limits_read(policy_key: str, limits: InputLimits) -> dict[str, int | bool]:
     """The fields of `limits` that the decision's calibration scores depend on."""
-    return {name: getattr(limits, name) for name in LIMITS_READ.get(policy_key, REQUEST_TEXT_LIMITS)}
+    names = LIMITS_READ.get(policy_key, REQUEST_TEXT_LIMITS)
+    if policy_key == "harm" and limits.harm_windows:
+        names = (*names, *HARM_WINDOW_LIMITS)
+    return {name: getattr(limits, name) for name in names}
 
 
 def score_key(decider: Decider, policy_key: str, config: PolicyConfig, route: RouteConfig, data: CalibrationSet) -> str:
