@@ -4,10 +4,12 @@ Reads the newest results file of every row (the stored test actions: no model is
 train-side default share from the data (what decides near-oracle tasks; results files written before v0.4 lack
 it), and computes the board on shared draws with several bootstrap seeds. Reports, for the chosen row: its headline
 with the 95% interval, the interval's width, and how much the bounds move with the seed; the share of draws on
-which default-rules ranks first; and the old (stored) headline beside the new one.
+which default-rules ranks first; the paired headline difference against another row (`--against`, default
+tfidf-lr) with its P(Δ > 0) on each seed's draws; and the old (stored) headline beside the new one.
 
 Writes benchmarks/results/bench_rescore.json and prints a markdown table.
-Run: python benchmarks/bench/rescore.py [--results results] [--row jev-minilm-2] [--seeds 5] [--resamples 10000]
+Run: python benchmarks/bench/rescore.py [--results results] [--row jev-minilm-2] [--against tfidf-lr] [--seeds 5]
+     [--resamples 10000] [--out FILE]
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=Path("results"))
     parser.add_argument("--row", default="jev-minilm-2")
+    parser.add_argument("--against", default="tfidf-lr", help="the row the paired difference is taken against")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--resamples", type=int, default=10_000)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/bench_rescore.json"))
@@ -61,16 +64,20 @@ def main() -> int:
               "stored_headline": stored["average"], "stored_version": stored.get("bench_version"), "seeds": []}
     with tempfile.TemporaryDirectory() as tmp:
         every = with_shares(args.results, shares, Path(tmp) / "all", None)
-        pair = with_shares(args.results, shares, Path(tmp) / "pair", {args.row})
+        pair = with_shares(args.results, shares, Path(tmp) / "pair", {args.row, args.against})
         for k in range(args.seeds):
             started = time.perf_counter()
             board = build_board(every if k == 0 else pair, num_resamples=args.resamples, seed=BOOTSTRAP_SEED + k)
             row = next(r for r in board.rows if r.model == args.row)
             default = next(r for r in board.rows if r.model == REFERENCE_ROW)
+            against = next((d for d in board.pairs if (d.a, d.b) == (args.row, args.against)), None)
             entry = {"seed": BOOTSTRAP_SEED + k, "score": row.average.score, "low": row.average.low,
                      "high": row.average.high, "width": row.average.high - row.average.low,
                      "default_first_share": default.rank["first_share"] if default.rank else None,
                      "near_oracle_tasks": list(board.near_oracle_tasks), "seconds": time.perf_counter() - started}
+            if against is not None:
+                entry["against"] = {"row": args.against, "delta": against.delta, "low": against.low,
+                                    "high": against.high, "p_greater": against.p_greater}
             if k == 0:
                 entry["rows"] = {r.model: {"score": r.average.score, "low": r.average.low, "high": r.average.high,
                                            "rank": r.rank} for r in board.rows}
@@ -90,6 +97,10 @@ def main() -> int:
           f"{old['interval'][1]:.1f}] | v0.4: {report['seeds'][0]['score']:.1f} [{lows[0]:.1f}, {highs[0]:.1f}] "
           f"(width {highs[0] - lows[0]:.1f}) | bounds over {args.seeds} seeds: "
           f"low ±{report['bound_spread']['low'] / 2:.2f}, high ±{report['bound_spread']['high'] / 2:.2f} |")
+    p_greater = [s["against"]["p_greater"] for s in report["seeds"] if "against" in s]
+    if p_greater:
+        print(f"P(Δ > 0) of {args.row} against {args.against} over {len(p_greater)} seeds: "
+              f"{min(p_greater):.4f} to {max(p_greater):.4f}")
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 

@@ -4,9 +4,10 @@ The tuned reader answers the gateway's guard question with the mean of its reado
 and word pairs (decide/tuned.py; docs/training.md, "One head per gateway question, and the lexical baseline beside
 the readout"): the readout reads MiniLM's token states, which blur exact phrasings ("ignore all previous
 instructions", "developer mode"), and the two together separate injections from everyday requests better than
-either. A head may instead read character 2–5-grams (`analyzer="chars"`, which see a tool call's arguments: "/",
-"*", `recursive`) and answer alone (`combine="alone"`, no encoder run for its question); the tool gate was measured
-that way and not served ("The tool gate read by a lexical head alone").
+either. The bench's own yes/no questions that no gateway default asks are answered the same way ("Heads on the
+bench's own questions"). A head may instead read character 2–5-grams (`analyzer="chars"`, which see a tool
+call's arguments: "/", "*", `recursive`) and answer alone (`combine="alone"`, no encoder run for its question);
+the tool gate was measured that way and not served ("The tool gate read by a lexical head alone").
 
 The transform is scikit-learn's `TfidfVectorizer` as the bench's baselines configure it (lower case; words: tokens
 of two or more word characters, unigrams and bigrams; characters: `char_wb` 2–5-grams inside space-padded words;

@@ -5,7 +5,8 @@ fit rows: its validation states are left out, as for the readout), with the benc
 (bench/supervised.py: TF-IDF + balanced logistic regression, C = 1), and stored as the numpy head serving reads.
 Which questions get one (`head_specs`) is decided by rules written before measuring (docs/training.md): the
 gateway's guard question (words, joined with the readout by their mean: "One head per gateway question, and the
-lexical baseline beside the readout"). The harm guard's did not earn one, nor did the tool gate's: a character head
+lexical baseline beside the readout") and, the same way, every bench yes/no question no gateway default asks ("Heads
+on the bench's own questions"). The harm guard's did not earn one, nor did the tool gate's: a character head
 answering alone (`tool_gate_head_spec`, fitted with the composed calls of the templates not held out for calibration
 and with ordinary calls; with or without calibrated answers, with or without agent-action-risk's rows) failed its
 serving rules on the bench's headline (docs/training.md, "The tool gate's head with ordinary calls, judged on a
@@ -63,11 +64,30 @@ def tool_gate_head_spec() -> HeadSpec:
     return HeadSpec(unsafe_action(), "chars", "alone", tool_gate_examples, calibrate=True)
 
 
-def head_specs() -> tuple[HeadSpec, ...]:
-    """The heads the tuned reader serves: the gateway's guard question, over words, averaged with the readout."""
-    from jevserve.train.rules import injection
+# The bench's own yes/no questions that no gateway default asks (each task's primary question; cache-chats and
+# route-math word theirs apart from the gateway's cache and routing questions): (task, question id).
+# tests/train/test_lexical_heads.py keeps this equal to every bench noul primary the gateway does not ask.
+BENCH_ONLY_QUESTIONS = (
+    ("guard-jailbreak", "jailbreak"),
+    ("agent-web-policy", "deny"),
+    ("agent-tool-fit", "fits"),
+    ("verify-math-steps", "flawed"),
+    ("verify-answer", "wrong"),
+    ("route-math", "cheap_ok"),
+    ("cache-chats", "reuse"),
+    ("schedule-return", "continue"),
+    ("schedule-continue", "follow_up"),
+)
 
-    return (HeadSpec(injection(), "words", "mean"),)
+
+def head_specs() -> tuple[HeadSpec, ...]:
+    """The heads the tuned reader serves, over words and averaged with the readout: the gateway's guard question and
+    the bench's own yes/no questions no gateway default asks (`BENCH_ONLY_QUESTIONS`), so no other gateway answer
+    moves."""
+    from jevserve.train.rules import injection, question
+
+    bench_only = [HeadSpec(question(task, qid), "words", "mean") for task, qid in BENCH_ONLY_QUESTIONS]
+    return (HeadSpec(injection(), "words", "mean"), *bench_only)
 
 
 def head_questions() -> tuple[DecisionQuestion, ...]:
