@@ -81,12 +81,14 @@ def answerer(backend):
     from jevserve.decide.embedded import embedded_fingerprint
 
     name = backend.card.name
-    # the int8 embedded models have a fingerprint of everything their answers depend on; a retrained tuned reader
+    # the embedded models have a fingerprint of everything their answers depend on; a retrained tuned reader
     # (`tuned:PATH`) is named by a digest of its two files, so with the tuned graph's key it is versioned too (the
     # seed study asks about several of them); others are not kept
     path = None
     if name in (READER_NAME, LEXICAL_READER_NAME, TUNED_NAME):
         path = cache_dir() / "reader-goals" / f"{name}-{embedded_fingerprint(model=name)}.json"
+    elif name == f"{TUNED_NAME}-fp32":  # the committed tuned reader's fp32 build (`tuned:fp32`)
+        path = cache_dir() / "reader-goals" / f"{name}-{embedded_fingerprint('fp32', model=TUNED_NAME)}.json"
     elif name.startswith(f"{TUNED_NAME}-"):
         graph = hashlib.sha256(f"{graph_key()}-tuned-int8".encode()).hexdigest()[:12]
         path = cache_dir() / "reader-goals" / f"{name}-{graph}.json"
