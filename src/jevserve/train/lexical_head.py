@@ -167,12 +167,24 @@ def fit_spec(
     return calibrated(head, validation) if head is not None and spec.calibrate else head
 
 
+def _by_question(examples: Sequence[Example]) -> dict[str, list[Example]]:
+    """The examples grouped by the key of the question they ask, in their order."""
+    grouped: dict[str, list[Example]] = {}
+    for ex in examples:
+        grouped.setdefault(question_key(ex.question), []).append(ex)
+    return grouped
+
+
 def write_lexical_heads(
     weights: Path, examples: Sequence[Example], data: Any = None, log=print, validation: Sequence[Example] = ()
 ) -> Path:
     """Fit a head for each of `head_specs()` on `examples` (the fit rows) and `data`'s extras, calibrated on
     `validation` (the recipe's validation rows) where its spec asks; write them beside `weights`."""
-    heads = [h for h in (fit_spec(spec, examples, data, validation) for spec in head_specs()) if h is not None]
+    # each spec reads only the rows that ask its question: group them by key once, not once per spec
+    asking, held = _by_question(examples), _by_question(validation)
+    specs = [(spec, question_key(spec.question)) for spec in head_specs()]
+    fitted = (fit_spec(spec, asking.get(key, []), data, held.get(key, [])) for spec, key in specs)
+    heads = [h for h in fitted if h is not None]
     path = lexical_file(weights)
     save_heads(path, heads)
     log(f"lexical heads: {len(heads)} ({path.name}, {path.stat().st_size / 1e6:.2f} MB)")
