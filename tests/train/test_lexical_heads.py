@@ -1,5 +1,5 @@
-"""Which questions the tuned reader answers with a lexical head: the guard's, and every bench yes/no question that no
-gateway default asks, so that a head never moves another gateway answer."""
+"""Which questions the tuned reader answers with a lexical head: the guard's and the cache's, and every bench yes/no
+question that no gateway default asks, so that a head never moves another gateway answer."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from jevserve.bench.tasks import TASKS
 from jevserve.decide.trained import question_key
 from jevserve.gateway.decider import wire_to_decision
 from jevserve.gateway.questions import DEFAULTS
-from jevserve.train.lexical_head import BENCH_ONLY_QUESTIONS, head_specs
-from jevserve.train.rules import injection, question
+from jevserve.train.lexical_head import BENCH_ONLY_QUESTIONS, PAIR_ANALYZER, PAIR_C, head_specs
+from jevserve.train.rules import injection, question, reuse
 
 
 def _gateway_keys() -> set[str]:
@@ -28,7 +28,11 @@ def test_bench_only_questions_are_every_bench_yes_no_primary_the_gateway_does_no
         assert TASKS[task].primary == qid
 
 
-def test_of_the_gateways_questions_only_the_guards_has_a_head():
+def test_of_the_gateways_questions_only_the_guards_and_the_caches_have_heads():
     keys = {question_key(spec.question) for spec in head_specs()}
-    assert keys & _gateway_keys() == {question_key(injection())}
-    assert all((spec.analyzer, spec.combine) == ("words", "mean") for spec in head_specs())
+    assert keys & _gateway_keys() == {question_key(injection()), question_key(reuse())}
+    cache_questions = {question_key(reuse()), question_key(question("cache-chats", "reuse"))}
+    for spec in head_specs():
+        pair = question_key(spec.question) in cache_questions
+        assert (spec.analyzer, spec.combine) == ((PAIR_ANALYZER, "mean") if pair else ("words", "mean"))
+        assert spec.c == (PAIR_C if pair else 1.0)

@@ -1,4 +1,5 @@
-"""A lexical head for one question: TF-IDF of the state's words (or characters), read by a logistic regression.
+"""A lexical head for one question: TF-IDF of the state's words (or characters, or what its two texts do not
+share), read by a logistic regression.
 
 The tuned reader answers the gateway's guard question with the mean of its readout's P(yes) and a head over words
 and word pairs (decide/tuned.py; docs/training.md, "One head per gateway question, and the lexical baseline beside
@@ -7,7 +8,12 @@ instructions", "developer mode"), and the two together separate injections from 
 either. The bench's own yes/no questions that no gateway default asks are answered the same way ("Heads on the
 bench's own questions"). A head may instead read character 2–5-grams (`analyzer="chars"`, which see a tool
 call's arguments: "/", "*", `recursive`) and answer alone (`combine="alone"`, no encoder run for its question);
-the tool gate was measured that way and not served ("The tool gate read by a lexical head alone").
+the tool gate was measured that way and not served ("The tool gate read by a lexical head alone"). A cache question's
+state holds two texts (the cached question or conversation and the new one), and what decides reuse is how they
+differ, which a bag of the state's words cannot see: "Is the clinic open on Sundays?" against "… closed …" shares
+every word but one. The pair analyzers read the difference instead (`pair_terms`; "The cache questions read by what
+the two texts do not share"); the tuned reader answers both cache questions with a `pair+order+same` head and its
+readout.
 
 The transform is scikit-learn's `TfidfVectorizer` as the bench's baselines configure it (lower case; words: tokens
 of two or more word characters, unigrams and bigrams; characters: `char_wb` 2–5-grams inside space-padded words;
@@ -31,7 +37,8 @@ import numpy as np
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token_pattern
 
 
-ANALYZERS = ("words", "chars")
+PAIR_ANALYZERS = ("pair", "pair+order", "pair+order+same")  # the cache studies' pair terms, in the order built
+ANALYZERS = ("words", "chars", *PAIR_ANALYZERS)
 COMBINES = ("mean", "alone")
 
 
@@ -39,6 +46,8 @@ def terms(text: str, analyzer: str = "words") -> list[str]:
     """The terms of `text` as scikit-learn's analyzers make them: "words", unigrams and bigrams of the word
     analyzer with ngram_range=(1, 2); "chars", the `char_wb` analyzer's 2–5-grams of each space-padded word (a
     padded word no longer than n gives itself once, and no longer grams)."""
+    if analyzer in PAIR_ANALYZERS:
+        return pair_terms(text, order=analyzer != "pair", same_words=analyzer == "pair+order+same")
     lowered = text.lower()
     if analyzer == "words":
         tokens = _TOKEN.findall(lowered)
@@ -52,6 +61,65 @@ def terms(text: str, analyzer: str = "words") -> list[str]:
                 break
             grams.extend(padded[i : i + n] for i in range(len(padded) - n + 1))
     return grams
+
+
+# The two-text states the cache questions ask about: gateway.questions.cache_pair_state and the bench's
+# cache-pairs pair_state ("Cached question: …\nNew question: …"), and cache-chats' chats_state ("Cached
+# conversation:\n…\n\nNew conversation:\n…"). A state in neither form reads as a first text with an empty second.
+_PAIR_FORMS = (
+    re.compile(r"Cached question:(.*?)\nNew question:(.*)", re.S),
+    re.compile(r"Cached conversation:\n(.*?)\n\nNew conversation:\n(.*)", re.S),
+)
+_PAIR_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")  # keeps "don't" whole: a negation is one term
+_NEGATIONS = frozenset({"not", "no", "never", "none", "nor", "cannot", "without"})
+
+
+def pair_texts(state: str) -> tuple[str, str]:
+    """The cached text and the new one of a cache question's state."""
+    for form in _PAIR_FORMS:
+        found = form.match(state)
+        if found:
+            return found.group(1), found.group(2)
+    return state, ""
+
+
+def pair_terms(state: str, *, order: bool = False, same_words: bool = False) -> list[str]:
+    """What tells two texts' answers apart, as terms: each word in one text only (`d:` word), each word pair in one
+    only (`b:`; `o:` when both hold the same words in another order, "from Paris to Rome" against "from Rome to
+    Paris"), `swap` when exactly one word was replaced, the number of words in one only (`n:0` … `n:6`, 6 for six or
+    more), `digits` when the words holding a digit differ and `negation` when one text negates and the other does
+    not; with `order` also `reordered` when the words both hold come in another order (by first occurrence), which
+    no word-specific term says for words never seen in training; with `same_words` also `reordered:same-words` when
+    in addition both hold the same words ("from Paris to Rome" against "from Rome to Paris"), the conjunction a linear
+    head cannot make of `n:0` (mostly casing and punctuation, one answer) and `reordered` (mostly rewordings, one
+    answer). Sorted, each once: a pair's terms do not depend on which text is the cached one."""
+    first, second = (_PAIR_TOKEN.findall(text.lower()) for text in pair_texts(state))
+    words_a, words_b = set(first), set(second)
+    changed = words_a ^ words_b
+    pairs_changed = set(itertools.pairwise(first)) ^ set(itertools.pairwise(second))
+    marker = "b" if changed else "o"
+    found = [f"d:{w}" for w in sorted(changed)] + [f"{marker}:{a} {b}" for a, b in sorted(pairs_changed)]
+    if len(words_a - words_b) == 1 and len(words_b - words_a) == 1:
+        found.append("swap")
+    found.append(f"n:{min(len(changed), 6)}")
+    if {w for w in words_a if any(c.isdigit() for c in w)} != {w for w in words_b if any(c.isdigit() for c in w)}:
+        found.append("digits")
+    if _negates(first) != _negates(second):
+        found.append("negation")
+    if order and _shared_order(first, words_b) != _shared_order(second, words_a):
+        found.append("reordered")
+        if same_words and not changed:
+            found.append("reordered:same-words")
+    return found
+
+
+def _shared_order(words: Sequence[str], other: set[str]) -> list[str]:
+    """The words of `words` that `other` holds too, each at its first occurrence."""
+    return list(dict.fromkeys(w for w in words if w in other))
+
+
+def _negates(words: Sequence[str]) -> bool:
+    return any(w in _NEGATIONS or w.endswith("n't") for w in words)
 
 
 @dataclass(frozen=True)

@@ -105,8 +105,8 @@ class TunedReadingBackend(EncoderBackend):
         super().__init__(readout, card=card, embedder=texts)
         self.states = states
         # question key → lexical head: for those questions P(yes) is the mean of the readout's and the head's (the
-        # gateway's guard question, the bench's own yes/no questions) or, for a head that answers alone, the head's;
-        # decide/lexical_head.py says why
+        # gateway's guard and cache questions, the bench's own yes/no questions) or, for a head that answers alone,
+        # the head's; decide/lexical_head.py says why
         self.heads = heads or {}
         self.weights = weights  # the readout file it was loaded from (its layers and heads sit beside it)
 

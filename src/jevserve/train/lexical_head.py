@@ -5,8 +5,10 @@ fit rows: its validation states are left out, as for the readout), with the benc
 (bench/supervised.py: TF-IDF + balanced logistic regression, C = 1), and stored as the numpy head serving reads.
 Which questions get one (`head_specs`) is decided by rules written before measuring (docs/training.md): the
 gateway's guard question (words, joined with the readout by their mean: "One head per gateway question, and the
-lexical baseline beside the readout") and, the same way, every bench yes/no question no gateway default asks ("Heads
-on the bench's own questions"). The harm guard's did not earn one, nor did the tool gate's: a character head
+lexical baseline beside the readout"), the same way every bench yes/no question no gateway default asks ("Heads on
+the bench's own questions"), and the two cache questions, whose heads read what the state's two texts do not share
+instead of its words (`PAIR_ANALYZER`: "The cache questions read by what the two texts do not share"). The harm
+guard's did not earn one, nor did the tool gate's: a character head
 answering alone (`tool_gate_head_spec`, fitted with the composed calls of the templates not held out for calibration
 and with ordinary calls; with or without calibrated answers, with or without agent-action-risk's rows) failed its
 serving rules on the bench's headline (docs/training.md, "The tool gate's head with ordinary calls, judged on a
@@ -19,13 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from jevserve.decide.base import DecisionQuestion
-from jevserve.decide.lexical_head import LexicalHead, save_heads
+from jevserve.decide.lexical_head import PAIR_ANALYZERS, LexicalHead, save_heads, terms
 from jevserve.decide.trained import question_key
 from jevserve.decide.tuned import lexical_file
 from jevserve.train.examples import Example
@@ -45,6 +48,10 @@ class HeadSpec:
     # sources whose recipe rows the head is not fitted on (a bench task whose threshold is tuned on its train side
     # reads a head out of sample there only if the head never saw those rows)
     leave_out_sources: tuple[str, ...] = ()
+    # the logistic regression's inverse regularisation (the bench baseline's 1; the pair heads' 10, chosen by
+    # cross-validation on the train side: docs/training.md, "The cache questions read by what the two texts do not
+    # share")
+    c: float = 1.0
 
 
 def tool_gate_examples(data: Any) -> list[Example]:
@@ -80,14 +87,28 @@ BENCH_ONLY_QUESTIONS = (
 )
 
 
-def head_specs() -> tuple[HeadSpec, ...]:
-    """The heads the tuned reader serves, over words and averaged with the readout: the gateway's guard question and
-    the bench's own yes/no questions no gateway default asks (`BENCH_ONLY_QUESTIONS`), so no other gateway answer
-    moves."""
-    from jevserve.train.rules import injection, question
+# The cache questions' heads read what the two texts do not share, not the state's words (docs/training.md, "The
+# cache questions read by what the two texts do not share"); C = 10 was chosen by cross-validation on the train side.
+PAIR_ANALYZER, PAIR_C = "pair+order+same", 10.0
 
-    bench_only = [HeadSpec(question(task, qid), "words", "mean") for task, qid in BENCH_ONLY_QUESTIONS]
-    return (HeadSpec(injection(), "words", "mean"), *bench_only)
+
+def head_specs() -> tuple[HeadSpec, ...]:
+    """The heads the tuned reader serves, each averaged with the readout: the gateway's guard question (words), its
+    cache question (the pair terms), and the bench's own yes/no questions no gateway default asks
+    (`BENCH_ONLY_QUESTIONS`; words, but the pair terms for cache-chats' question), so no other gateway answer
+    moves."""
+    from jevserve.train.rules import injection, question, reuse
+
+    def bench_only(task: str, qid: str) -> HeadSpec:
+        if task == "cache-chats":
+            return HeadSpec(question(task, qid), PAIR_ANALYZER, "mean", c=PAIR_C)
+        return HeadSpec(question(task, qid), "words", "mean")
+
+    return (
+        HeadSpec(injection(), "words", "mean"),
+        HeadSpec(reuse(), PAIR_ANALYZER, "mean", c=PAIR_C),
+        *(bench_only(task, qid) for task, qid in BENCH_ONLY_QUESTIONS),
+    )
 
 
 def head_questions() -> tuple[DecisionQuestion, ...]:
@@ -102,15 +123,32 @@ def examples_asking(question: DecisionQuestion, examples: Sequence[Example]) -> 
     return [ex.state for ex in picked], np.array([ex.answer == 0 for ex in picked], dtype=bool)  # noul: 0 is yes
 
 
+def pair_vectorizer(analyzer: str = "pair"):
+    """TF-IDF over the terms of what a cache state's two texts do not share (`decide.lexical_head.terms` of a pair
+    `analyzer`), every term kept (min_df 1: a word that tells one pair's answers apart may occur in no
+    other pair)."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    return TfidfVectorizer(analyzer=partial(terms, analyzer=analyzer), min_df=1, sublinear_tf=True)
+
+
 def fit_head(
-    question: DecisionQuestion, examples: Sequence[Example], *, analyzer: str = "words", combine: str = "mean"
+    question: DecisionQuestion,
+    examples: Sequence[Example],
+    *,
+    analyzer: str = "words",
+    combine: str = "mean",
+    c: float = 1.0,
 ) -> LexicalHead | None:
     """The head of `question` fitted on the examples that ask it (None when they hold one answer or too few terms
     to learn from, as a tiny test recipe may)."""
     from jevserve.bench.supervised import TfidfClassifier, char_vectorizer
 
     texts, labels = examples_asking(question, examples)
-    classifier = TfidfClassifier(vectorizer=char_vectorizer) if analyzer == "chars" else TfidfClassifier()
+    vectorizers = {"chars": char_vectorizer, **{a: partial(pair_vectorizer, a) for a in PAIR_ANALYZERS}}
+    classifier = (
+        TfidfClassifier(c=c, vectorizer=vectorizers[analyzer]) if analyzer in vectorizers else TfidfClassifier(c=c)
+    )
     try:
         model = classifier.fit(texts, labels)
     except ValueError:  # no term in at least two texts: scikit-learn's "empty vocabulary"
@@ -163,7 +201,9 @@ def fit_spec(
     if not any(question_key(ex.question) == key for ex in examples):
         return None
     rows = [ex for ex in examples if not set(ex.sources) & set(spec.leave_out_sources)]
-    head = fit_head(spec.question, [*rows, *spec.extra_examples(data)], analyzer=spec.analyzer, combine=spec.combine)
+    head = fit_head(
+        spec.question, [*rows, *spec.extra_examples(data)], analyzer=spec.analyzer, combine=spec.combine, c=spec.c
+    )
     return calibrated(head, validation) if head is not None and spec.calibrate else head
 
 

@@ -1,0 +1,141 @@
+"""The pair analyzer: a cache state's two texts are found in every form the gateway and the bench write, its terms
+are what the two texts do not share (whichever is the cached one), and a pair head answers as scikit-learn's fitted
+pipeline does and survives its file."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jevserve.decide.lexical_head import load_heads, pair_terms, pair_texts, save_heads, terms
+from jevserve.decide.trained import question_key
+from jevserve.train.examples import Example, decision_of
+from jevserve.train.lexical_head import fit_head, pair_vectorizer
+
+REUSE = decision_of({"type": "noul", "instructions": "Does the cached answer also answer the new question?"})
+SAME = [
+    ("How do I reset my password?", "how do i reset my password"),
+    ("What time does the pharmacy open?", "When does the pharmacy open?"),
+    ("Can I bring my dog on the train?", "Are dogs allowed on the train?"),
+    ("How much is 10 euros in dollars?", "10 euros in dollars, how much is that?"),
+    ("Is the museum free on Sundays?", "Is the museum free on Sundays??"),
+    ("Where do I find my invoices?", "Where can I find my invoices?"),
+]
+DIFFERENT = [
+    ("Is the clinic open on Sundays?", "Is the clinic closed on Sundays?"),
+    ("How do I turn on dark mode?", "How do I turn off dark mode?"),
+    ("How much is 10 euros in dollars?", "How much is 20 euros in dollars?"),
+    ("Fly from Paris to Rome", "Fly from Rome to Paris"),
+    ("Can cats eat grapes?", "Can dogs eat grapes?"),
+    ("Should I water the plant daily?", "Should I not water the plant daily?"),
+]
+
+
+def state(cached: str, new: str) -> str:
+    from jevserve.gateway.questions import cache_pair_state
+
+    return cache_pair_state(cached, new)
+
+
+def test_the_two_texts_are_found_in_every_form_a_cache_state_is_written_in():
+    from types import SimpleNamespace
+
+    from jevserve.bench.tasks.cache_chats import chats_state
+    from jevserve.bench.tasks.cache_pairs import pair_state
+
+    assert pair_texts(state("Is it open?", "Is it shut?")) == (" Is it open?", " Is it shut?")
+    assert pair_texts(pair_state("A line\nand another", "B")) == (" A line\nand another", " B")
+    cached = [SimpleNamespace(role="user", content="hi"), SimpleNamespace(role="assistant", content="Hello!")]
+    new = [SimpleNamespace(role="user", content="hi\n\nthere")]
+    assert pair_texts(chats_state(cached, new)) == ("user: hi\nassistant: Hello!", "user: hi\n\nthere")
+    assert pair_texts("not a cache state") == ("not a cache state", "")
+
+
+def test_the_terms_are_what_the_two_texts_do_not_share_in_either_order():
+    found = pair_terms(state("Is the clinic open on Sundays?", "Is the clinic closed on Sundays?"))
+    assert found == [
+        "d:closed", "d:open", "b:clinic closed", "b:clinic open", "b:closed on", "b:open on", "swap", "n:2",
+    ]  # fmt: skip
+    for cached, new in SAME + DIFFERENT:
+        for order, same_words in ((False, False), (True, False), (True, True)):
+            found = pair_terms(state(cached, new), order=order, same_words=same_words)
+            assert found == pair_terms(state(new, cached), order=order, same_words=same_words)
+    assert pair_terms(state("Fly from Paris to Rome", "fly from rome to paris")) == [
+        "o:from paris", "o:from rome", "o:paris to", "o:rome to", "o:to paris", "o:to rome", "n:0",
+    ]  # fmt: skip
+    assert pair_terms(state("Same words.", "same WORDS")) == ["n:0"]
+    assert "digits" in pair_terms(state("10 euros", "20 euros")) and "digits" not in pair_terms(state("a 10", "b 10"))
+    assert "negation" in pair_terms(state("I can go", "I can't go"))
+    assert "negation" not in pair_terms(state("I can't go", "I cannot go"))
+    assert pair_terms(state("a b c d e f g", "h i j k l m n"))[-1] == "n:6"
+    assert terms(state("x", "y"), "pair") == pair_terms(state("x", "y"))
+
+
+def test_the_order_terms_say_when_the_shared_words_come_in_another_order():
+    swapped = state("Fly from Paris to Rome", "fly from Rome to Paris")
+    assert "reordered" not in pair_terms(swapped)  # the first pair terms had no order term
+    assert pair_terms(swapped, order=True)[-2:] == ["n:0", "reordered"]
+    assert pair_terms(swapped, order=True, same_words=True)[-2:] == ["reordered", "reordered:same-words"]
+    assert terms(swapped, "pair+order+same") == pair_terms(swapped, order=True, same_words=True)
+    reworded = state("Fly from Paris to Rome", "Fly to Rome, from Paris, please")
+    assert pair_terms(reworded, order=True, same_words=True)[-1] == "reordered"  # other words too: no conjunction
+    kept = state("Is the gym open on Sundays?", "is the gym open on sundays")
+    assert "reordered" not in pair_terms(kept, order=True, same_words=True)
+    repeated = state("from A to B, leaving from A", "from A to B leaving from A!")  # a repeat reads at its first place
+    assert "reordered" not in pair_terms(repeated, order=True)
+
+
+def examples() -> list[Example]:
+    return [Example(state(a, b), REUSE, 0, "toy", ("toy",)) for a, b in SAME] + [
+        Example(state(a, b), REUSE, 1, "toy", ("toy",)) for a, b in DIFFERENT
+    ]
+
+
+def test_the_numpy_pair_head_answers_as_the_fitted_scikit_learn_pipeline(tmp_path):
+    from jevserve.bench.supervised import TfidfClassifier
+
+    train = examples()
+    head = fit_head(REUSE, train, analyzer="pair", c=10.0)
+    assert (head.analyzer, head.combine) == ("pair", "mean")
+    model = TfidfClassifier(c=10.0, vectorizer=pair_vectorizer).fit(
+        [e.state for e in train], np.array([e.answer == 0 for e in train])
+    )
+    probes = [e.state for e in train] + [state("Is the shop open today?", "Is the shop closed today?"), "", "x"]
+    found = np.array([head.probability(t) for t in probes])
+    np.testing.assert_allclose(found, model.predict_proba(probes), atol=1e-9)
+    assert found[: len(SAME)].min() > found[len(SAME) : len(train)].max()  # it learnt its own examples
+    save_heads(tmp_path / "p.npz", [head])
+    loaded = load_heads(tmp_path / "p.npz")[question_key(REUSE)]
+    assert loaded.analyzer == "pair"
+    assert loaded.probability(probes[-3]) == pytest.approx(head.probability(probes[-3]), abs=1e-6)
+
+
+def test_a_larger_c_is_a_weaker_penalty():
+    weak, strong = (fit_head(REUSE, examples(), analyzer="pair", c=c) for c in (10.0, 1.0))
+    assert np.abs(weak.coef).sum() > np.abs(strong.coef).sum()
+
+
+def test_the_tuned_reader_answers_the_cache_question_with_its_pair_head_and_readout():
+    from jevserve.decide.base import DecisionItem
+    from jevserve.decide.tuned import TUNED_WEIGHTS, lexical_file, tuned_backend
+    from jevserve.train.lexical_head import PAIR_ANALYZER
+    from jevserve.train.rules import reuse
+
+    if not lexical_file(TUNED_WEIGHTS).exists():
+        pytest.skip("the committed tuned reader has no lexical heads")
+    backend = tuned_backend()
+    try:
+        head = backend.heads[question_key(reuse())]
+        assert (head.analyzer, head.combine) == (PAIR_ANALYZER, "mean")
+        items = [DecisionItem(state(a, b), reuse()) for a, b in (*SAME[:2], *DIFFERENT[:3])]
+        served = backend.decide(items)
+        heads, backend.heads = backend.heads, {}
+        readout = backend.decide(items)
+        backend.heads = heads
+        for item, mixed, alone in zip(items, served, readout, strict=True):
+            assert mixed[0] == pytest.approx(0.5 * (alone[0] + head.probability(item.state)), abs=1e-12)
+        # the same pair the other way round reads the same head answer (its terms do not depend on the order)
+        swapped = DecisionItem(state(DIFFERENT[0][1], DIFFERENT[0][0]), reuse())
+        assert head.probability(swapped.state) == pytest.approx(head.probability(items[2].state), abs=1e-12)
+    finally:
+        backend.close()
