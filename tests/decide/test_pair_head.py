@@ -85,6 +85,17 @@ def test_the_order_terms_say_when_the_shared_words_come_in_another_order():
     assert "reordered" not in pair_terms(repeated, order=True)
 
 
+def test_words_of_any_script_are_words():
+    # an ASCII-only pattern read these as no words at all, the same pair as two identical texts ("n:0")
+    chinese = pair_terms(state("如何重置我的密码？", "如何删除我的账户？"))
+    assert chinese[:2] == ["d:如何删除我的账户", "d:如何重置我的密码"] and "n:0" not in chinese
+    russian = pair_terms(state("Клиника открыта в воскресенье?", "Клиника закрыта в воскресенье?"))
+    assert russian[:2] == ["d:закрыта", "d:открыта"] and "swap" in russian
+    assert pair_terms(state("Ist es geöffnet?", "Ist es geschlossen?"))[:2] == ["d:geschlossen", "d:geöffnet"]
+    assert "negation" in pair_terms(state("I don\u2019t like it", "I do like it"))  # a typographic apostrophe
+    assert pair_terms(state("如何重置我的密码？", "如何重置我的密码?")) == ["n:0"]  # only the punctuation differs
+
+
 def examples() -> list[Example]:
     return [Example(state(a, b), REUSE, 0, "toy", ("toy",)) for a, b in SAME] + [
         Example(state(a, b), REUSE, 1, "toy", ("toy",)) for a, b in DIFFERENT

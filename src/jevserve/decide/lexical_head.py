@@ -70,7 +70,11 @@ _PAIR_FORMS = (
     re.compile(r"Cached question:(.*?)\nNew question:(.*)", re.S),
     re.compile(r"Cached conversation:\n(.*?)\n\nNew conversation:\n(.*)", re.S),
 )
-_PAIR_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")  # keeps "don't" whole: a negation is one term
+# A word of any script (letters and digits, no underscore), keeping "don't" whole so that a negation is one term: a
+# pattern of ASCII letters alone read two questions in Chinese or Russian as no words at all, the same pair ("n:0").
+# A script written without spaces reads a run of its characters as one word, so two such questions that differ
+# anywhere differ in their words.
+_PAIR_TOKEN = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
 _NEGATIONS = frozenset({"not", "no", "never", "none", "nor", "cannot", "without"})
 
 
@@ -93,7 +97,7 @@ def pair_terms(state: str, *, order: bool = False, same_words: bool = False) -> 
     in addition both hold the same words ("from Paris to Rome" against "from Rome to Paris"), the conjunction a linear
     head cannot make of `n:0` (mostly casing and punctuation, one answer) and `reordered` (mostly rewordings, one
     answer). Sorted, each once: a pair's terms do not depend on which text is the cached one."""
-    first, second = (_PAIR_TOKEN.findall(text.lower()) for text in pair_texts(state))
+    first, second = (_PAIR_TOKEN.findall(text.lower().replace("\u2019", "'")) for text in pair_texts(state))
     words_a, words_b = set(first), set(second)
     changed = words_a ^ words_b
     pairs_changed = set(itertools.pairwise(first)) ^ set(itertools.pairwise(second))
