@@ -58,6 +58,7 @@ PROBES: tuple[tuple[str, str, object], ...] = (
     ("cache", "another question, in Chinese", ("如何重置我的密码？", "如何删除我的账户？")),
     ("cache", "repeat with other punctuation, in Chinese", ("如何重置我的密码？", "如何重置我的密码?")),
     ("cache", "negation, in Russian", ("Клиника открыта в воскресенье?", "Клиника закрыта в воскресенье?")),
+    ("cache", "another operator", ("What is 3+3?", "What is 3*3?")),
 )
 QUESTIONS = {"guard": injection, "harm": refuse, "tool gate": unsafe_action, "cache": reuse}
 

@@ -96,6 +96,20 @@ def test_words_of_any_script_are_words():
     assert pair_terms(state("如何重置我的密码？", "如何重置我的密码?")) == ["n:0"]  # only the punctuation differs
 
 
+def test_a_pair_that_differs_only_in_its_symbols_is_two_questions():
+    from jevserve.decide.lexical_head import only_symbols_differ
+
+    for cached, new in (("3+3=?", "3*3=?"), ("😀", "😢"), ("Fee: $5", "Fee: €5"), ("x < y", "x > y")):
+        assert pair_terms(state(cached, new)) == ["n:0"]  # the terms alone read one text repeated
+        assert only_symbols_differ(state(cached, new))
+    for cached, new in (("ok", "OK!"), ("?", "!"), ("50%", "50 %"), ("3+3", "4+4"), ("same", "same")):
+        assert not only_symbols_differ(state(cached, new))
+    head = fit_head(REUSE, examples(), analyzer="pair", c=10.0)
+    assert head.probability(state("Same words.", "same WORDS")) > 0.5  # one text repeated, as it learnt
+    assert head.probability(state("3+3=?", "3*3=?")) == 0.0
+    assert fit_head(REUSE, examples()).probability(state("3+3=?", "3*3=?")) > 0.0  # a words head reads it as before
+
+
 def examples() -> list[Example]:
     return [Example(state(a, b), REUSE, 0, "toy", ("toy",)) for a, b in SAME] + [
         Example(state(a, b), REUSE, 1, "toy", ("toy",)) for a, b in DIFFERENT
@@ -150,3 +164,27 @@ def test_the_tuned_reader_answers_the_cache_question_with_its_pair_head_and_read
         assert head.probability(swapped.state) == pytest.approx(head.probability(items[2].state), abs=1e-12)
     finally:
         backend.close()
+
+
+def test_the_symbols_rule_fires_on_none_of_the_measured_cache_pairs():
+    """The docs say the rule moves no measured figure: it fires on no pair the cache's figures are read on."""
+    import json
+    from pathlib import Path
+
+    from jevserve.bench.data import BenchData
+    from jevserve.bench.sources.errors import SourceMissingError
+    from jevserve.bench.tasks import TASKS
+    from jevserve.decide.lexical_head import only_symbols_differ
+    from jevserve.train.cache_rules import cache_rule_pairs
+
+    root = Path(__file__).resolve().parents[2]
+    try:
+        data = BenchData()
+        states = [i.state for task in ("cache-pairs", "cache-chats") for i in TASKS[task].load_items(data)]
+    except SourceMissingError as exc:
+        pytest.skip(f"needs the bench data ({exc}): run `jevserve data fetch`")
+    states += [s for side in ("train", "test") for s, _, _ in cache_rule_pairs(side)]
+    written = [root / "benchmarks" / "decide" / f"cache_pairs_blind{n}.jsonl" for n in ("", "2", "3")]
+    for path in [*written, root / "benchmarks" / "gateway" / "cache_pairs.jsonl"]:
+        states += [state(r["cached"], r["new"]) for r in map(json.loads, path.read_text().splitlines())]
+    assert len(states) > 2_000 and not [s for s in states if only_symbols_differ(s)]

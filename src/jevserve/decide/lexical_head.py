@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -97,7 +98,7 @@ def pair_terms(state: str, *, order: bool = False, same_words: bool = False) -> 
     in addition both hold the same words ("from Paris to Rome" against "from Rome to Paris"), the conjunction a linear
     head cannot make of `n:0` (mostly casing and punctuation, one answer) and `reordered` (mostly rewordings, one
     answer). Sorted, each once: a pair's terms do not depend on which text is the cached one."""
-    first, second = (_PAIR_TOKEN.findall(text.lower().replace("\u2019", "'")) for text in pair_texts(state))
+    first, second = (_words(text) for text in pair_texts(state))
     words_a, words_b = set(first), set(second)
     changed = words_a ^ words_b
     pairs_changed = set(itertools.pairwise(first)) ^ set(itertools.pairwise(second))
@@ -115,6 +116,26 @@ def pair_terms(state: str, *, order: bool = False, same_words: bool = False) -> 
         if same_words and not changed:
             found.append("reordered:same-words")
     return found
+
+
+def only_symbols_differ(state: str) -> bool:
+    """Whether a cache state's two texts hold the same words in the same order and differ in their symbols (math
+    operators, currency signs, emoji: Unicode's symbol categories, not punctuation): "3+3=?" against "3*3=?", "👍"
+    against "👎". The terms read words only, so such a pair reads as one text repeated (`n:0`), which training taught
+    means one answer; a pair head answers it as two questions (P(yes) 0), which can only keep a cached answer from
+    being served."""
+    first, second = pair_texts(state)
+    if _words(first) != _words(second):
+        return False
+    return _symbols(first) != _symbols(second)
+
+
+def _words(text: str) -> list[str]:
+    return _PAIR_TOKEN.findall(text.lower().replace("\u2019", "'"))
+
+
+def _symbols(text: str) -> list[str]:
+    return [c for c in text if not c.isalnum() and not c.isspace() and unicodedata.category(c).startswith("S")]
 
 
 def _shared_order(words: Sequence[str], other: set[str]) -> list[str]:
@@ -153,7 +174,10 @@ class LexicalHead:
         return logit
 
     def probability(self, text: str) -> float:
-        """P(yes) for `text`: the logistic of `logit`."""
+        """P(yes) for `text`: the logistic of `logit`; 0 from a pair head when the two texts hold the same words and
+        differ in their symbols (`only_symbols_differ`)."""
+        if self.analyzer in PAIR_ANALYZERS and only_symbols_differ(text):
+            return 0.0
         logit = self.logit(text)
         if logit >= 0:  # the logistic in the form that cannot overflow for either sign
             return 1.0 / (1.0 + math.exp(-logit))
