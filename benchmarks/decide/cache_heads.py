@@ -40,7 +40,7 @@ import re
 import shutil
 import sys
 from dataclasses import replace
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -144,6 +144,7 @@ def rows_of(label: str, heads: dict[str, LexicalHead] | None):
     return with_heads(readout_only(backend), {**served_other_heads(), **heads}, f"cache-{label}")
 
 
+@cache
 def served_other_heads() -> dict[str, LexicalHead]:
     """The committed heads of the questions that are not cache questions (they stay as served)."""
     committed = load_heads(lexical_file(TUNED_WEIGHTS))
@@ -151,24 +152,39 @@ def served_other_heads() -> dict[str, LexicalHead]:
     return {k: h for k, h in committed.items() if k not in cache_keys}
 
 
+def measured_rows(heads: dict[str, LexicalHead], *, served: bool = True) -> dict[str, dict[str, LexicalHead] | None]:
+    """The rows a table reads (label → the heads set in place, None for the model as it is): the served tuned reader
+    (unless `served` is False), its readout alone, and the pair heads alone and as the readout's mean."""
+    rows: dict[str, dict[str, LexicalHead] | None] = {"served": None} if served else {}
+    return rows | {"readout": None, **{f"pair head, {c}": v for c, v in variants(heads).items()}}
+
+
+def scores_by_row(rows: dict[str, dict[str, LexicalHead] | None], units: list[Unit]) -> dict[str, tuple]:
+    """label → (the row's model name, its P(yes) on `units`), one backend at a time."""
+    out = {}
+    for label, heads in rows.items():
+        backend = rows_of(label, heads)
+        try:
+            out[label] = (backend.card.name, np.asarray(scores_of(units, answerer(backend))))
+        finally:
+            backend.close()
+    return out
+
+
 def validation_choice(validation: list, heads: dict[str, LexicalHead]) -> dict:
     """Per cache question, AUROC on the recipe's validation rows asking it: readout, head alone, mean; the choice."""
     out = {}
-    rows = {"readout": None, **{f"pair head, {c}": v for c, v in variants(heads).items()}}
-    answers = {}
-    for label, chosen in rows.items():
-        backend = rows_of(label, chosen)
-        try:
-            answer = answerer(backend)
-            for name, make_question in QUESTIONS.items():
-                q = make_question()
-                texts, labels = examples_asking(q, validation)
-                answers[(label, name)] = (labels, np.asarray(answer([(t, q) for t in texts])))
-        finally:
-            backend.close()
+    units = []
+    for name, make_question in QUESTIONS.items():
+        q = make_question()
+        texts, labels = examples_asking(q, validation)
+        units += [Unit((t,), q, bool(y), name) for t, y in zip(texts, labels, strict=True)]
+    rows = measured_rows(heads, served=False)
+    scores = {label: found for label, (_, found) in scores_by_row(rows, units).items()}
     for name in QUESTIONS:
-        figures = {label: auroc(*answers[(label, name)]) for label in rows}
-        labels = answers[("readout", name)][0]
+        asked = np.array([u.group == name for u in units])
+        labels = np.array([u.label for u in units])[asked]
+        figures = {label: auroc(labels, scores[label][asked]) for label in rows}
         mean, alone = figures["pair head, mean"], figures["pair head, alone"]
         out[name] = {"rows": len(labels), "yes": int(labels.sum()), "auroc": figures,
                      "combine": "alone" if alone > mean else "mean"}  # fmt: skip
@@ -179,16 +195,8 @@ def test_figures(data: BenchData, heads: dict[str, LexicalHead], choice: dict) -
     """The cache goal's figures on the test side for each row."""
     units = cache_units(data)
     chosen = {heads[n].question: replace(heads[n], combine=choice[n]["combine"]) for n in QUESTIONS}
-    rows = {"served": None, "readout": None, **{f"pair head, {c}": v for c, v in variants(heads).items()},
-            "chosen": chosen}  # fmt: skip
     out = {}
-    for label, chosen_heads in rows.items():
-        backend = rows_of(label, chosen_heads)
-        try:
-            scores = np.asarray(scores_of(units, answerer(backend)))
-            name = backend.card.name
-        finally:
-            backend.close()
+    for label, (name, scores) in scores_by_row(measured_rows(heads) | {"chosen": chosen}, units).items():
         figures: dict = {"model": name}
         for group in ("cache-pairs", "cache-chats", "rule"):
             picked = [(u.label, s) for u, s in zip(units, scores, strict=True) if u.group.split(":")[0] == group]
@@ -220,16 +228,9 @@ def blind_figures(fit_rows: list, heads: dict[str, LexicalHead], path: Path) -> 
     """Per row, on the blind pairs: AUROC, and the pairs served at the gateway's cache threshold by kind."""
     units, dropped = blind_units(fit_rows, path)
     kinds = sorted({u.group for u in units})
-    rows = {"served": None, "readout": None, **{f"pair head, {c}": v for c, v in variants(heads).items()}}
     out = {"pairs": len(units), "same answer": int(sum(u.label for u in units)), "dropped": dropped, "rows": {}}
-    for label, chosen_heads in rows.items():
-        backend = rows_of(label, chosen_heads)
-        try:
-            scores = np.asarray(scores_of(units, answerer(backend)))
-            name = backend.card.name
-        finally:
-            backend.close()
-        labels = np.array([u.label for u in units])
+    labels = np.array([u.label for u in units])
+    for label, (name, scores) in scores_by_row(measured_rows(heads), units).items():
         figures: dict = {"model": name, "auroc": auroc(labels, scores)}
         for same, key in ((False, "different-answer served"), (True, "same-answer served")):
             figures[key] = rate_at(scores[labels == same], CACHE_THRESHOLD).to_dict()
