@@ -99,17 +99,25 @@ def body(model: str, text: str) -> bytes:
     return json.dumps({"model": model, "messages": [{"role": "user", "content": text}]}).encode()
 
 
-def wait_port(port: int, process: subprocess.Popen, timeout_s: float = 120) -> None:
+def wait_port(port: int, process: subprocess.Popen, timeout_s: float = 120, *, ready_path: str | None = None) -> None:
+    """Return once `port` accepts connections and, with `ready_path` (a gateway's "/healthz", which answers 503
+    while the gateway is still being built), once that path answers 200."""
+    import httpx
+
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"process exited with {process.returncode}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            if ready_path is None:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    return
+            elif httpx.get(f"http://127.0.0.1:{port}{ready_path}", timeout=1.0).status_code == 200:
                 return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on {port}")
+        except (OSError, httpx.HTTPError):
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing {'ready' if ready_path else 'listens'} on {port}")
 
 
 def uptime() -> str:

@@ -69,7 +69,7 @@ def main() -> int:
         gateway = subprocess.Popen([sys.executable, *launch], stdout=subprocess.DEVNULL)
         try:
             wait_port(stub_port, stub)
-            wait_port(gw_port, gateway)
+            wait_port(gw_port, gateway, ready_path="/healthz")
             asyncio.run(load(gw_port, "/v1/chat/completions", [body("decide", t) for t in prompts(50, -100)], 4))
             results = measure_cpu(stub.pid, stub_port, gateway.pid, gw_port, args.requests, args.rounds)
         finally:

@@ -66,12 +66,12 @@ def envoy_path() -> str:
 
 
 @contextmanager
-def process(command: list[str], port: int, log: Path):
-    """A subprocess that listens on `port`, stopped on exit."""
+def process(command: list[str], port: int, log: Path, ready_path: str | None = None):
+    """A subprocess that listens on `port` (and answers 200 on `ready_path`, where given), stopped on exit."""
     with open(log, "w") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
         try:
-            wait_port(port, proc)
+            wait_port(port, proc, ready_path=ready_path)
             yield proc
         finally:
             proc.terminate()
@@ -274,8 +274,12 @@ def main() -> int:
         for name in ("envoy-bare", "envoy-extproc"):
             commands[name] = [envoy_path(), "-c", str(folder / f"{name}.yaml"), "--concurrency", "1",
                               "--use-dynamic-base-id", "-l", "error"]
-        pids = {name: stack.enter_context(process(command, ports[name], folder / f"{name}.log")).pid
-                for name, command in commands.items()}
+        pids = {
+            name: stack.enter_context(
+                process(command, ports[name], folder / f"{name}.log", "/healthz" if name == "gateway" else None)
+            ).pid
+            for name, command in commands.items()
+        }
         warm = [body(m, t) for m in ("plain", "decide") for t in prompts(20, -1000)]
         asyncio.run(http_load(ports["envoy-extproc"], warm, 4))
         asyncio.run(http_load(ports["gateway"], warm, 4))

@@ -144,7 +144,7 @@ def main() -> int:
         )
         try:
             wait_port(stub_port, stub)
-            wait_port(gw_port, gateway)
+            wait_port(gw_port, gateway, ready_path="/healthz")
             asyncio.run(load(gw_port, "/v1/chat/completions", [body("decide", t) for t in prompts(20, -100)], 4))
             results = measure(args, stub_port, gw_port)
             # CPU seconds per request of the gateway process: barely moved by other jobs, unlike wall time

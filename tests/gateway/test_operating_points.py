@@ -166,22 +166,25 @@ def test_the_default_config_uses_rates_for_guard_harm_clarify_and_the_tool_gate_
     assert calibration_for("guard", None).path == PACKAGED_CALIBRATION
 
 
-def test_the_packaged_scores_are_the_default_deciders_so_a_fresh_install_starts_without_scoring():
+@pytest.mark.parametrize("spec", ["embedded", "tuned"])
+def test_the_packaged_scores_are_the_shipped_deciders_so_a_fresh_install_starts_without_scoring(spec):
     pytest.importorskip("onnxruntime")
     from jevserve.gateway.calibration import call_shapes, score_requests, score_tool_calls
     from jevserve.gateway.decider import make_decider
-    from jevserve.gateway.operating_points import score_key
+    from jevserve.gateway.operating_points import read_packaged, score_key
     from jevserve.gateway.policies.build import POLICIES
 
     config = default_config()
     route = config.routes[0]
-    decider = make_decider(config.decider)
+    decider = make_decider(spec)
     packaged = ScoreCache()._packaged
+    hint = f"jevserve gateway calibrate --decider {spec} --package"
+    asked = set()
     for key in ("guard", "harm", "clarify", "tool_gate"):
         data = calibration_for(key, None)
         policy_config = getattr(route, key)
+        asked.add(score_key(decider, key, policy_config, route, data))
         stored = packaged.get(score_key(decider, key, policy_config, route, data))
-        hint = "jevserve gateway calibrate --package"
         assert stored is not None, f"{key}: no scores packaged for {decider.identity} ({hint})"
         negatives = data.negatives(key)
         # and they are this model's scores: a few requests scored afresh agree
@@ -193,6 +196,27 @@ def test_the_packaged_scores_are_the_default_deciders_so_a_fresh_install_starts_
             assert len(stored) == len(negatives)
             fresh = score_requests(decider, policy, negatives[:6], route.input_limits())
         np.testing.assert_allclose(fresh, stored[: len(fresh)], atol=1e-4)
+    # and nothing else is packaged under its name: no scores of an earlier fit ride along unused
+    assert set(read_packaged()[decider.name]) == asked, hint
+    run(decider.aclose())
+
+
+def test_packaging_a_model_replaces_its_earlier_scores_and_keeps_the_others(tmp_path):
+    from jevserve.gateway.operating_points import read_packaged, write_packaged
+
+    path = tmp_path / "points.json"
+    path.write_text(json.dumps({"models": {"other": {"k": [0.5]}, "text": {"stale": [0.1]}}}))
+    config = rate_config(write_calibration(tmp_path / "cal.jsonl.gz", num_per_shape=5))
+    decider = CountingDecider(hash_score)
+    cache = ScoreCache(tmp_path / "cache")
+    with pytest.raises(ValueError, match="no scores cached for text"):
+        write_packaged(config, decider, cache, path)
+    resolve_operating_points(config, decider, scores=cache)
+    keys = write_packaged(config, decider, cache, path)
+    packaged = read_packaged(path)
+    assert packaged["other"] == {"k": [0.5]} and set(packaged) == {"other", "text"}
+    assert set(packaged["text"]) == set(keys) and len(keys) == 1  # the guard's rate; harm has a threshold
+    assert len(packaged["text"][keys[0]]) == 5 * len(SHAPES)  # the ordinary requests; the labelled attack is none
 
 
 def test_rates_and_thresholds_are_checked_where_they_are_written():

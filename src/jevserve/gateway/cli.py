@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
 from typing import TYPE_CHECKING
@@ -137,28 +138,55 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
     from jevserve.decide.registry import UnknownSpecError
     from jevserve.gateway.app import create_app
     from jevserve.gateway.decider import make_decider
+    from jevserve.gateway.starting import StartingApp
 
     try:
         decider = make_decider(config.decider)
     except UnknownSpecError as exc:
         return _fail(f"--decider {config.decider}: {exc}")
-    try:
-        app = create_app(config, decider=decider, progress=_progress)
-    except ValueError as exc:
-        return _fail(str(exc))
-    gateway = app.state.gateway
     host, port = sock.getsockname()[:2]
-    upstreams = ", ".join(f"{n} ({u.config.url})" for n, u in gateway.upstreams.items())
-    print(f"jevserve gateway listening on http://{host}:{port}/v1", flush=True)
-    print(f"  decider:   {decider.name} (decision timeout {config.decision_timeout_ms:.0f} ms)", flush=True)
-    print(f"  models:    {', '.join(r.model for r in config.routes) or '(none)'}", flush=True)
-    print(f"  upstreams: {upstreams}", flush=True)
-    print(f"  store:     {config.store}   log: {config.log.path or 'off'}", flush=True)
-    for point in gateway.operating_points:
-        print(f"  {point.describe()}", flush=True)
+    failed: list[Exception] = []
+
+    def build(progress) -> object:
+        def both(message: str) -> None:
+            progress(message)
+            _progress(message)
+
+        return create_app(config, decider=decider, progress=both)
+
+    def ready(app) -> None:
+        gateway = app.state.gateway
+        upstreams = ", ".join(f"{n} ({u.config.url})" for n, u in gateway.upstreams.items())
+        print(f"  decider:   {decider.name} (decision timeout {config.decision_timeout_ms:.0f} ms)", flush=True)
+        print(f"  models:    {', '.join(r.model for r in config.routes) or '(none)'}", flush=True)
+        print(f"  upstreams: {upstreams}", flush=True)
+        print(f"  store:     {config.store}   log: {config.log.path or 'off'}", flush=True)
+        for point in gateway.operating_points:
+            print(f"  {point.describe()}", flush=True)
+        print("  ready", flush=True)
+
+    def failure(exc: Exception) -> None:
+        failed.append(exc)
+        _fail(str(exc))
+        server.should_exit = True
+
+    # the port answers from the first moment: 503 with Retry-After (and /healthz "starting") until the gateway is
+    # built, which can take minutes for a decider whose calibration scores are not cached (starting.py)
+    app = StartingApp(build, on_ready=ready, on_failure=failure)
     server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level, lifespan="on"))
-    server.run(sockets=[sock])
-    return 0
+    print(f"jevserve gateway listening on http://{host}:{port}/v1 (503 until ready: GET /healthz)", flush=True)
+    try:
+        server.run(sockets=[sock])  # uvicorn raises the interrupt again once it has shut down
+    except KeyboardInterrupt:
+        if app.app is None and not failed:
+            # interrupted while the build thread still scores: nothing was built, so nothing needs closing, and
+            # leaving at once spares the wait for the scoring (and the encoder runtime's abort when it is torn
+            # down mid-run)
+            print("error: interrupted before the gateway was ready", file=sys.stderr, flush=True)
+            sys.stdout.flush()
+            os._exit(130)
+        raise
+    return 2 if failed else 0
 
 
 def run_replay(args: argparse.Namespace) -> int:

@@ -32,7 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     k.add_argument("--config", metavar="YAML", help="config (default: the built-in one)")
     k.add_argument("--decider", metavar="SPEC", help="decision backend (default: the config's)")
     k.add_argument(
-        "--package", action="store_true", help="also write the scores into jevserve's packaged operating points"
+        "--package",
+        action="store_true",
+        help="also write the scores into jevserve's packaged operating points, in place of those packaged for the "
+        "same model name",
     )
     k.set_defaults(func=run_calibrate)
 

@@ -5,11 +5,13 @@ For each decision configured with a rate, every calibration request (calibration
 score it (the same decision inputs, the same question, the same aggregation over texts), once per decider: the scores
 are cached on disk ($JEVSERVE_CACHE/operating-points, else ~/.cache/jevserve/operating-points), keyed by the
 decider's identity, the calibration file's digest, the question and the input bounds that decision reads, so changing
-the rate, or a bound another decision reads, needs no rescoring. Scores for the embedded default on the packaged
-files ship with jevserve (data/operating-points.json, written by `jevserve gateway calibrate --package`), so the
-default config starts without scoring. Guard, harm and clarify are calibrated on the packaged everyday requests, the
-tool gate on the packaged ordinary tool calls (each call of a request's reply scored as the gateway's tool gate would
-ask about it); a config's own `calibration` file serves every decision.
+the rate, or a bound another decision reads, needs no rescoring. Scores of the shipped models (the embedded default
+and the tuned reader) on the packaged files ship with jevserve (data/operating-points.json, by model name, written by
+`jevserve gateway calibrate --decider SPEC --package`, which replaces that model's scores, so a model refitted under
+the same name leaves none of its old ones behind): the default config starts without scoring for either. Guard,
+harm and clarify are calibrated on the packaged everyday requests, the tool gate on the packaged ordinary tool calls
+(each call of a request's reply scored as the gateway's tool gate would ask about it); a config's own `calibration`
+file serves every decision.
 
 The threshold is the highest of the per-shape thresholds: each shape of the calibration set (bare, behind a system
 prompt, with tools, second turn, pasted list, document) is acted on at most at the target rate. With n requests in a
@@ -147,7 +149,7 @@ class ScoreCache:
 
     def __init__(self, directory: Path | None = None) -> None:
         self.directory = directory or cache_dir()
-        self._packaged = json.loads(PACKAGED_SCORES.read_text()) if PACKAGED_SCORES.is_file() else {}
+        self._packaged = {key: scores for by_key in read_packaged().values() for key, scores in by_key.items()}
 
     def get(self, key: str) -> np.ndarray | None:
         """The cached scores, or None."""
@@ -274,13 +276,20 @@ def _calibrate(
     )
 
 
+def read_packaged(path: Path = PACKAGED_SCORES) -> dict[str, dict[str, list[float]]]:
+    """The packaged scores: model name → score key → one score per calibration request (or call)."""
+    if not path.is_file():
+        return {}
+    return json.loads(path.read_text())["models"]
+
+
 def write_packaged(
     config: GatewayConfig, decider: Decider, cache: ScoreCache, path: Path = PACKAGED_SCORES
 ) -> list[str]:
-    """Copy the cached scores of `config`'s rate-based decisions for `decider` into the packaged file; their keys."""
+    """Put the cached scores of `config`'s rate-based decisions for `decider` into the packaged file in place of any
+    scores packaged under its name before; their keys."""
     files: dict[str, CalibrationSet] = {}
-    packaged = json.loads(path.read_text()) if path.is_file() else {}
-    written = []
+    scores: dict[str, list[float]] = {}
     for route in config.routes:
         for key in POLICIES:
             policy_config = getattr(route, key, None)
@@ -291,7 +300,7 @@ def write_packaged(
             found = cache.get(score_id)
             if found is None:
                 raise ValueError(f"{route.model}/{key}: no scores cached for {decider.name}; score them first")
-            packaged[score_id] = [round(float(s), 7) for s in found]
-            written.append(score_id)
-    path.write_text(json.dumps(packaged, sort_keys=True, separators=(",", ":")) + "\n")
-    return written
+            scores[score_id] = [round(float(s), 7) for s in found]
+    models = read_packaged(path) | {decider.name: scores}
+    path.write_text(json.dumps({"models": models}, sort_keys=True, separators=(",", ":")) + "\n")
+    return list(scores)
