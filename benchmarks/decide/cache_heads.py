@@ -6,7 +6,9 @@ A cache state holds two texts, and whether one answer serves both turns on the w
 "closed", "10" against "20", "from Paris to Rome" against "from Rome to Paris"), which the readout's pooled token
 states and a bag of the state's words both blur. `--analyzer` names the pair terms, in the order they were built:
 `pair`, `pair+order` (a term for the shared words in another order), `pair+order+same` (and one for the same words in
-another order: what is served).
+another order: what is served), `pair+order+same+cos` (and the two texts' cosine by the shipped encoder, one term per
+cut it reaches) and `pair+order+same+cos:differ` (the cosine terms only where the two texts' words differ); with a
+cosine analyzer cache-chats' head keeps the served terms (its cosine reads the other way round on its train side).
 
 1. Selection, on the train side only: 5 folds by cached text over the recipe's fit rows that ask each question
    (cache-pairs' train side and the rule-made pairs of train-side templates; cache-chats' train side), out-of-fold
@@ -18,9 +20,9 @@ another order: what is served).
    mean; AUROC, and at the gateway's cache threshold the different- and same-answer rule pairs served.
 
 With `--blind [FILE]` the same rows (less the chosen one) are read on blind-written pairs instead: `cache_pairs_blind
-.jsonl`, `cache_pairs_blind2.jsonl` and `cache_pairs_blind3.jsonl` beside this script (220, 240 and 240 pairs, half
-of them pairs one answer serves), each written by a helper that opened none of the project's files or data, each for
-the next candidate after the last had been measured; a pair whose state or either question is near a train state of
+.jsonl` and `cache_pairs_blind2.jsonl` to `cache_pairs_blind5.jsonl` beside this script (220 pairs, then 240 each,
+half of them pairs one answer serves), each written by a helper that opened none of the project's files or data, each
+for the next candidate after the last had been measured; a pair whose state or either question is near a train state of
 the reuse question is dropped and counted.
 
 With `--write PATH` a candidate is written to PATH's directory (the committed readout, layers and manifest copied,
@@ -56,12 +58,19 @@ from jevserve.bench.data import BenchData
 from jevserve.bench.neardup import ReferenceIndex
 from jevserve.bench.supervised import TfidfClassifier
 from jevserve.decide.embedder import embed_texts
-from jevserve.decide.lexical_head import PAIR_ANALYZERS, LexicalHead, load_heads, pair_texts, save_heads
+from jevserve.decide.lexical_head import (
+    PAIR_ANALYZERS,
+    LexicalHead,
+    load_heads,
+    needs_cosine,
+    pair_texts,
+    save_heads,
+)
 from jevserve.decide.trained import question_key
 from jevserve.decide.tuned import TUNED_WEIGHTS, lexical_file, tuned_files
 from jevserve.train.goal_cases import Unit, cache_units
 from jevserve.train.goals import auroc, rate_at, scores_of
-from jevserve.train.lexical_head import PAIR_C, examples_asking, fit_head, pair_vectorizer
+from jevserve.train.lexical_head import PAIR_ANALYZER, PAIR_C, examples_asking, fit_head, pair_cosines, pair_vectorizer
 from jevserve.train.rules import question, reuse
 
 BLIND = Path(__file__).resolve().parent / "cache_pairs_blind.jsonl"
@@ -70,11 +79,14 @@ FOLDS = 5
 QUESTIONS = {"cache-pairs": reuse, "cache-chats": lambda: question("cache-chats", "reuse")}
 BLIND2 = BLIND.with_name("cache_pairs_blind2.jsonl")  # a second blind set, for the head with the order term
 BLIND3 = BLIND.with_name("cache_pairs_blind3.jsonl")  # a third, for the head with the same-words term
+BLIND4 = BLIND.with_name("cache_pairs_blind4.jsonl")  # a fourth, for the head with the cosine terms
+BLIND5 = BLIND.with_name("cache_pairs_blind5.jsonl")  # a fifth, for the cosine terms where the words differ
 
 
-def candidates(analyzer: str) -> dict:
-    """The selection's candidates: the words head and the pair head of `analyzer` at C = 1 and C = 10."""
-    vectorizer = partial(pair_vectorizer, analyzer)
+def candidates(analyzer: str, cosines: dict[str, float] | None = None) -> dict:
+    """The selection's candidates: the words head and the pair head of `analyzer` at C = 1 and C = 10 (a "+cos"
+    analyzer reads each state's cosine from `cosines`)."""
+    vectorizer = partial(pair_vectorizer, analyzer, cosines)
     return {
         "words (C = 1)": lambda: TfidfClassifier(),
         f"{analyzer} (C = 1)": lambda: TfidfClassifier(vectorizer=vectorizer),
@@ -99,7 +111,8 @@ def selection(fit_rows: list, analyzer: str) -> dict:
         folds = np.array([fold_of(t) for t in texts])
         bench = np.array([ex.family == name for ex in picked])
         row = {"rows": len(texts), "yes": int(labels.sum()), "bench rows": int(bench.sum())}
-        for label, make in candidates(analyzer).items():
+        cosines = pair_cosines(texts) if needs_cosine(analyzer) else None
+        for label, make in candidates(analyzer, cosines).items():
             scores = np.zeros(len(texts))
             for fold in range(FOLDS):
                 held = folds == fold
@@ -112,10 +125,16 @@ def selection(fit_rows: list, analyzer: str) -> dict:
     return out
 
 
+def analyzer_for(name: str, analyzer: str) -> str:
+    """The analyzer a task's head is fitted with: `analyzer`, but for a "+cos" one cache-chats keeps the served
+    terms (the cosine of two conversations reads the other way round on its train side: AUROC 0.302 alone)."""
+    return PAIR_ANALYZER if needs_cosine(analyzer) and name == "cache-chats" else analyzer
+
+
 def pair_heads(fit_rows: list, analyzer: str) -> dict[str, LexicalHead]:
     """task → the pair head of its cache question, fitted as a served head is (the recipe's fit rows asking it)."""
     return {
-        name: fit_head(make_question(), fit_rows, analyzer=analyzer, c=PAIR_C)
+        name: fit_head(make_question(), fit_rows, analyzer=analyzer_for(name, analyzer), c=PAIR_C)
         for name, make_question in QUESTIONS.items()
     }
 
@@ -354,8 +373,11 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-TERMS = {"pair": "", "pair+order": " with the order term", "pair+order+same": " with the same-words term"}
-BLIND_NAMES = {BLIND.name: "first", BLIND2.name: "second", BLIND3.name: "third"}
+TERMS = {"pair": "", "pair+order": " with the order term", "pair+order+same": " with the same-words term",
+         "pair+order+same+cos": " with the cosine terms",
+         "pair+order+same+cos:differ": " with the cosine terms where the words differ"}  # fmt: skip
+BLIND_NAMES = {BLIND.name: "first", BLIND2.name: "second", BLIND3.name: "third", BLIND4.name: "fourth",
+               BLIND5.name: "fifth"}  # fmt: skip
 
 
 def title(analyzer: str, blind: Path | None) -> str:
@@ -378,12 +400,15 @@ def main() -> None:
     args = parser.parse_args()
     command = "python benchmarks/decide/cache_heads.py" + (
         f" --analyzer {args.analyzer}" if args.analyzer != "pair" else "")  # fmt: skip
-    suffix = {"pair": "", "pair+order": "_order", "pair+order+same": "_same"}[args.analyzer]
+    suffix = {"pair": "", "pair+order": "_order", "pair+order+same": "_same", "pair+order+same+cos": "_cos",
+              "pair+order+same+cos:differ": "_cosdiffer"}[args.analyzer]  # fmt: skip
     if args.blind:
         result = measure_blind(args.write, args.analyzer, args.blind)
         named = "" if args.blind == BLIND else f" benchmarks/decide/{args.blind.name}"
         result["command"] = command + f" --blind{named}" + (f" --write {args.write}" if args.write else "")
-        number = {BLIND.name: "", BLIND2.name: "2", BLIND3.name: "3"}.get(args.blind.name, "_" + args.blind.stem)
+        number = {BLIND.name: "", BLIND2.name: "2", BLIND3.name: "3", BLIND4.name: "4", BLIND5.name: "5"}.get(
+            args.blind.name, "_" + args.blind.stem
+        )
         name = "cache_heads_blind" + number + suffix
         publish(name, result, title(args.analyzer, args.blind) + "\n\n" + blind_markdown(result), path=TRAINING_DOC)
         return

@@ -188,3 +188,79 @@ def test_the_symbols_rule_fires_on_none_of_the_measured_cache_pairs():
     for path in [*written, root / "benchmarks" / "gateway" / "cache_pairs.jsonl"]:
         states += [state(r["cached"], r["new"]) for r in map(json.loads, path.read_text().splitlines())]
     assert len(states) > 2_000 and not [s for s in states if only_symbols_differ(s)]
+
+
+COS = "pair+order+same+cos:differ"
+
+
+def test_the_cosine_enters_as_one_term_per_cut_reached_and_a_cos_analyzer_needs_it():
+    from jevserve.decide.lexical_head import COSINE_CUTS, cosine_terms
+
+    assert cosine_terms(0.1) == [] and cosine_terms(0.99) == [f"cos>={c}" for c in COSINE_CUTS]
+    assert cosine_terms(0.86) == ["cos>=0.5", "cos>=0.6", "cos>=0.7", "cos>=0.8", "cos>=0.85"]
+    pair = state(*SAME[1])
+    with pytest.raises(ValueError, match="cosine"):
+        terms(pair, COS)
+    assert terms(pair, COS, 0.86) == terms(pair, "pair+order+same") + cosine_terms(0.86)
+    assert terms(pair, "pair+order+same+cos", 0.86) == terms(pair, COS, 0.86)
+
+
+def test_where_the_two_texts_hold_the_same_words_the_differ_analyzer_leaves_the_cosine_out():
+    # a swapped direction's cosine is near 1, and only the order terms tell it from a repeat
+    swapped = state("Fly from Paris to Rome", "Fly from Rome to Paris")
+    assert not any(t.startswith("cos>=") for t in terms(swapped, COS, 0.99))
+    assert "cos>=0.98" in terms(swapped, "pair+order+same+cos", 0.99)
+    assert "cos>=0.98" in terms(state(*SAME[1]), COS, 0.99)  # "What time" against "When": the words differ
+
+
+def test_a_cosine_head_is_fitted_and_served_on_the_cosines_of_the_readers_text_embedder(tmp_path):
+    pytest.importorskip("onnxruntime")
+    from functools import partial
+
+    from jevserve.bench.supervised import TfidfClassifier
+    from jevserve.decide.lexical_head import pair_cosine
+    from jevserve.decide.token_embedder import TokenEmbedder
+    from jevserve.train.lexical_head import pair_cosines
+
+    train = examples()
+    head = fit_head(REUSE, train, analyzer=COS, c=10.0)
+    assert head.needs_cosine and any(t.startswith("cos>=") for t in head.vocabulary)
+    probes = [e.state for e in train] + [state("Is the shop open today?", "Is the shop closed today?")]
+    embed = TokenEmbedder("int8").embed
+    cosines = {p: pair_cosine(p, embed) for p in probes}
+    assert cosines == pytest.approx(pair_cosines(probes))  # what fitting read is what serving reads
+    assert cosines[state(*SAME[0])] > 0.95 > cosines[state(*DIFFERENT[4])]  # a repeat; another animal
+    model = TfidfClassifier(c=10.0, vectorizer=partial(pair_vectorizer, COS, cosines)).fit(
+        [e.state for e in train], np.array([e.answer == 0 for e in train])
+    )
+    found = np.array([head.probability(p, cosines[p]) for p in probes])
+    np.testing.assert_allclose(found, model.predict_proba(probes), atol=1e-9)
+    with pytest.raises(ValueError, match="cosine"):
+        head.probability(probes[0])
+    save_heads(tmp_path / "p.npz", [head])
+    assert load_heads(tmp_path / "p.npz")[question_key(REUSE)].analyzer == COS
+
+
+def test_the_tuned_reader_gives_a_cosine_head_the_cosine_of_its_text_embedder():
+    from dataclasses import replace
+
+    from jevserve.decide.base import DecisionItem
+    from jevserve.decide.lexical_head import pair_cosine
+    from jevserve.decide.tuned import TUNED_WEIGHTS, lexical_file, tuned_backend
+    from jevserve.train.rules import reuse
+
+    if not lexical_file(TUNED_WEIGHTS).exists():
+        pytest.skip("the committed tuned reader has no lexical heads")
+    head = replace(fit_head(REUSE, examples(), analyzer=COS, c=10.0), question=question_key(reuse()))
+    backend = tuned_backend()
+    try:
+        backend.heads = {head.question: head}
+        items = [DecisionItem(state(a, b), reuse()) for a, b in (SAME[1], DIFFERENT[3], DIFFERENT[4])]
+        served = backend.decide(items)
+        backend.heads = {}
+        readout = backend.decide(items)
+        for item, mixed, alone in zip(items, served, readout, strict=True):
+            cosine = pair_cosine(item.state, backend.embedder.embed)
+            assert mixed[0] == pytest.approx(0.5 * (alone[0] + head.probability(item.state, cosine)), abs=1e-12)
+    finally:
+        backend.close()

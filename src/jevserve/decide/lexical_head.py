@@ -29,7 +29,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,17 +38,48 @@ import numpy as np
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token_pattern
 
 
-PAIR_ANALYZERS = ("pair", "pair+order", "pair+order+same")  # the cache studies' pair terms, in the order built
+# the cache studies' pair terms, in the order built; "+cos" adds the two texts' cosine (`cosine_terms`), and
+# "+cos:differ" only for texts whose words differ
+PAIR_ANALYZERS = ("pair", "pair+order", "pair+order+same", "pair+order+same+cos", "pair+order+same+cos:differ")
 ANALYZERS = ("words", "chars", *PAIR_ANALYZERS)
 COMBINES = ("mean", "alone")
+# The cosine of the two texts' sentence vectors (the shipped encoder's, as the reader's text embedder gives them)
+# enters a "+cos" head as one term per cut it reaches, so the regression weighs each step of similarity on its own;
+# the cuts were fixed before any fit
+COSINE_CUTS = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98)
 
 
-def terms(text: str, analyzer: str = "words") -> list[str]:
+def needs_cosine(analyzer: str) -> bool:
+    """Whether an analyzer's terms include the two texts' cosine (`terms` then needs it)."""
+    return "+cos" in analyzer
+
+
+def cosine_terms(cosine: float) -> list[str]:
+    """One term per cut of COSINE_CUTS that `cosine` reaches ("cos>=0.9")."""
+    return [f"cos>={cut}" for cut in COSINE_CUTS if cosine >= cut]
+
+
+def pair_cosine(state: str, embed: Callable[[list[str]], np.ndarray]) -> float:
+    """The cosine of the unit sentence vectors `embed` gives the state's two texts (`pair_texts`, stripped)."""
+    vectors = embed([part.strip() for part in pair_texts(state)])
+    return float(np.dot(vectors[0], vectors[1]))
+
+
+def terms(text: str, analyzer: str = "words", cosine: float | None = None) -> list[str]:
     """The terms of `text` as scikit-learn's analyzers make them: "words", unigrams and bigrams of the word
     analyzer with ngram_range=(1, 2); "chars", the `char_wb` analyzer's 2–5-grams of each space-padded word (a
-    padded word no longer than n gives itself once, and no longer grams)."""
+    padded word no longer than n gives itself once, and no longer grams); a pair analyzer's, `pair_terms` (and
+    `cosine_terms(cosine)` for a "+cos" one, which needs `cosine`)."""
     if analyzer in PAIR_ANALYZERS:
-        return pair_terms(text, order=analyzer != "pair", same_words=analyzer == "pair+order+same")
+        found = pair_terms(text, order=analyzer != "pair", same_words=analyzer.startswith("pair+order+same"))
+        if needs_cosine(analyzer):
+            if cosine is None:
+                raise ValueError(f"a {analyzer!r} head reads the two texts' cosine: pass it")
+            # two texts of the same words differ only in order or symbols, which the pair terms say; there a high
+            # cosine (a swapped direction's is near 1) would only argue for one answer
+            if not analyzer.endswith(":differ") or not _same_words(text):
+                found += cosine_terms(cosine)
+        return found
     lowered = text.lower()
     if analyzer == "words":
         tokens = _TOKEN.findall(lowered)
@@ -130,6 +161,12 @@ def only_symbols_differ(state: str) -> bool:
     return _symbols(first) != _symbols(second)
 
 
+def _same_words(state: str) -> bool:
+    """Whether a cache state's two texts hold the same set of words."""
+    first, second = pair_texts(state)
+    return set(_words(first)) == set(_words(second))
+
+
 def _words(text: str) -> list[str]:
     return _PAIR_TOKEN.findall(text.lower().replace("\u2019", "'"))
 
@@ -163,9 +200,16 @@ class LexicalHead:
         if self.analyzer not in ANALYZERS or self.combine not in COMBINES:
             raise ValueError(f"analyzer must be one of {ANALYZERS} and combine one of {COMBINES}")
 
-    def logit(self, text: str) -> float:
-        """The logit of P(yes) for `text` (a text with no known term reads as the intercept alone)."""
-        counts = Counter(self.vocabulary[t] for t in terms(text, self.analyzer) if t in self.vocabulary)
+    @property
+    def needs_cosine(self) -> bool:
+        """Whether its answer reads the state's two texts' cosine (pass it to `logit` and `probability`)."""
+        return needs_cosine(self.analyzer)
+
+    def logit(self, text: str, cosine: float | None = None) -> float:
+        """The logit of P(yes) for `text` (a text with no known term reads as the intercept alone); `cosine`: the
+        two texts' (`pair_cosine`), for a head that `needs_cosine`."""
+        found = terms(text, self.analyzer, cosine)
+        counts = Counter(self.vocabulary[t] for t in found if t in self.vocabulary)
         logit = self.intercept
         if counts:
             columns = np.array(sorted(counts), np.int64)  # sorted: the sum runs in one order everywhere
@@ -173,12 +217,12 @@ class LexicalHead:
             logit += float(values @ self.coef[columns]) / float(np.linalg.norm(values))
         return logit
 
-    def probability(self, text: str) -> float:
+    def probability(self, text: str, cosine: float | None = None) -> float:
         """P(yes) for `text`: the logistic of `logit`; 0 from a pair head when the two texts hold the same words and
         differ in their symbols (`only_symbols_differ`)."""
         if self.analyzer in PAIR_ANALYZERS and only_symbols_differ(text):
             return 0.0
-        logit = self.logit(text)
+        logit = self.logit(text, cosine)
         if logit >= 0:  # the logistic in the form that cannot overflow for either sign
             return 1.0 / (1.0 + math.exp(-logit))
         return math.exp(logit) / (1.0 + math.exp(logit))

@@ -23,7 +23,7 @@ import numpy as np
 from jevserve.decide.base import DecisionItem, ModelCard
 from jevserve.decide.embedder import WINDOW_TOKENS
 from jevserve.decide.encoder import PARAMS_DIR, EncoderBackend, model_card
-from jevserve.decide.lexical_head import LexicalHead, load_heads
+from jevserve.decide.lexical_head import LexicalHead, load_heads, pair_cosine
 from jevserve.decide.onnx_build import Precision
 from jevserve.decide.reader import ReaderReadout, ReaderWeights, unit_rows
 from jevserve.decide.token_embedder import READ_TOKENS, TokenEmbedder
@@ -143,8 +143,10 @@ class TunedReadingBackend(EncoderBackend):
         vectors = self.embedder.embed(list(distinct)) if distinct else None
         results = []
         for item, texts, head, by_head in zip(items, item_texts, heads, alone, strict=True):
+            # a head reading the two texts' cosine gets it from the text embedder (cached per text), as it was fitted
+            cosine = pair_cosine(item.state, self.embedder.embed) if head is not None and head.needs_cosine else None
             if by_head:
-                yes = head.probability(item.state)
+                yes = head.probability(item.state, cosine)
                 results.append(np.array([yes, 1.0 - yes]))
                 continue
             tokens, state_vector = read[item.state]
@@ -153,7 +155,7 @@ class TunedReadingBackend(EncoderBackend):
                 self.readout.probabilities(tokens, state_vector, text_vectors, item.question), np.float64
             )
             if head is not None and len(probabilities) == 2:
-                yes = 0.5 * (float(probabilities[0]) + head.probability(item.state))
+                yes = 0.5 * (float(probabilities[0]) + head.probability(item.state, cosine))
                 probabilities = np.array([yes, 1.0 - yes])
             results.append(probabilities)
         return results

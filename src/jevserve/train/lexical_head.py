@@ -19,16 +19,16 @@ gets none.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from jevserve.decide.base import DecisionQuestion
-from jevserve.decide.lexical_head import PAIR_ANALYZERS, LexicalHead, save_heads, terms
+from jevserve.decide.lexical_head import PAIR_ANALYZERS, LexicalHead, needs_cosine, pair_cosine, save_heads, terms
 from jevserve.decide.trained import question_key
 from jevserve.decide.tuned import lexical_file
 from jevserve.train.examples import Example
@@ -123,13 +123,34 @@ def examples_asking(question: DecisionQuestion, examples: Sequence[Example]) -> 
     return [ex.state for ex in picked], np.array([ex.answer == 0 for ex in picked], dtype=bool)  # noul: 0 is yes
 
 
-def pair_vectorizer(analyzer: str = "pair"):
+def pair_vectorizer(analyzer: str = "pair", cosines: Mapping[str, float] | None = None):
     """TF-IDF over the terms of what a cache state's two texts do not share (`decide.lexical_head.terms` of a pair
     `analyzer`), every term kept (min_df 1: a word that tells one pair's answers apart may occur in no
-    other pair)."""
+    other pair); a "+cos" analyzer reads each state's cosine from `cosines` (`pair_cosines`)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
 
+    if needs_cosine(analyzer):
+        if cosines is None:
+            raise ValueError(f"a {analyzer!r} vectorizer needs the states' cosines")
+        return TfidfVectorizer(
+            analyzer=lambda text: terms(text, analyzer, cosines[text]), min_df=1, sublinear_tf=True
+        )
     return TfidfVectorizer(analyzer=partial(terms, analyzer=analyzer), min_df=1, sublinear_tf=True)
+
+
+@cache
+def _text_embedder():
+    """The shipped encoder's token-graph embedder, as the tuned reader embeds question texts (decide/tuned.py)."""
+    from jevserve.decide.token_embedder import TokenEmbedder
+
+    return TokenEmbedder("int8")
+
+
+def pair_cosines(states: Sequence[str], embed: Callable[[list[str]], np.ndarray] | None = None) -> dict[str, float]:
+    """state → the cosine of its two texts' sentence vectors (`decide.lexical_head.pair_cosine`), by `embed` (the
+    reader's text embedder by default, which serving reads them with)."""
+    embed = embed or _text_embedder().embed
+    return {state: pair_cosine(state, embed) for state in dict.fromkeys(states)}
 
 
 def fit_head(
@@ -145,7 +166,8 @@ def fit_head(
     from jevserve.bench.supervised import TfidfClassifier, char_vectorizer
 
     texts, labels = examples_asking(question, examples)
-    vectorizers = {"chars": char_vectorizer, **{a: partial(pair_vectorizer, a) for a in PAIR_ANALYZERS}}
+    cosines = pair_cosines(texts) if needs_cosine(analyzer) else None
+    vectorizers = {"chars": char_vectorizer, **{a: partial(pair_vectorizer, a, cosines) for a in PAIR_ANALYZERS}}
     classifier = (
         TfidfClassifier(c=c, vectorizer=vectorizers[analyzer]) if analyzer in vectorizers else TfidfClassifier(c=c)
     )
