@@ -7,8 +7,9 @@ A cache state holds two texts, and whether one answer serves both turns on the w
 states and a bag of the state's words both blur. `--analyzer` names the pair terms, in the order they were built:
 `pair`, `pair+order` (a term for the shared words in another order), `pair+order+same` (and one for the same words in
 another order: what is served), `pair+order+same+cos` (and the two texts' cosine by the shipped encoder, one term per
-cut it reaches) and `pair+order+same+cos:differ` (the cosine terms only where the two texts' words differ); with a
-cosine analyzer cache-chats' head keeps the served terms (its cosine reads the other way round on its train side).
+cut it reaches), `pair+order+same+cos:differ` (the cosine terms only where the two texts' words differ) and
+`pair+order+same+block+cos:differ` (and a term for one run of words moved); with a cosine analyzer cache-chats' head
+keeps the served terms (its cosine reads the other way round on its train side).
 
 1. Selection, on the train side only: 5 folds by cached text over the recipe's fit rows that ask each question
    (cache-pairs' train side and the rule-made pairs of train-side templates; cache-chats' train side), out-of-fold
@@ -20,7 +21,7 @@ cosine analyzer cache-chats' head keeps the served terms (its cosine reads the o
    mean; AUROC, and at the gateway's cache threshold the different- and same-answer rule pairs served.
 
 With `--blind [FILE]` the same rows (less the chosen one) are read on blind-written pairs instead: `cache_pairs_blind
-.jsonl` and `cache_pairs_blind2.jsonl` to `cache_pairs_blind5.jsonl` beside this script (220 pairs, then 240 each,
+.jsonl` and `cache_pairs_blind2.jsonl` to `cache_pairs_blind6.jsonl` beside this script (220 pairs, then 240 each,
 half of them pairs one answer serves), each written by a helper that opened none of the project's files or data, each
 for the next candidate after the last had been measured; a pair whose state or either question is near a train state of
 the reuse question is dropped and counted.
@@ -81,6 +82,7 @@ BLIND2 = BLIND.with_name("cache_pairs_blind2.jsonl")  # a second blind set, for 
 BLIND3 = BLIND.with_name("cache_pairs_blind3.jsonl")  # a third, for the head with the same-words term
 BLIND4 = BLIND.with_name("cache_pairs_blind4.jsonl")  # a fourth, for the head with the cosine terms
 BLIND5 = BLIND.with_name("cache_pairs_blind5.jsonl")  # a fifth, for the cosine terms where the words differ
+BLIND6 = BLIND.with_name("cache_pairs_blind6.jsonl")  # a sixth, for those with the moved-block term
 
 
 def candidates(analyzer: str, cosines: dict[str, float] | None = None) -> dict:
@@ -375,9 +377,11 @@ def markdown(result: dict) -> str:
 
 TERMS = {"pair": "", "pair+order": " with the order term", "pair+order+same": " with the same-words term",
          "pair+order+same+cos": " with the cosine terms",
-         "pair+order+same+cos:differ": " with the cosine terms where the words differ"}  # fmt: skip
+         "pair+order+same+cos:differ": " with the cosine terms where the words differ",
+         "pair+order+same+block+cos:differ":
+             " with the moved-block term and the cosine terms where the words differ"}  # fmt: skip
 BLIND_NAMES = {BLIND.name: "first", BLIND2.name: "second", BLIND3.name: "third", BLIND4.name: "fourth",
-               BLIND5.name: "fifth"}  # fmt: skip
+               BLIND5.name: "fifth", BLIND6.name: "sixth"}  # fmt: skip
 
 
 def title(analyzer: str, blind: Path | None) -> str:
@@ -401,14 +405,16 @@ def main() -> None:
     command = "python benchmarks/decide/cache_heads.py" + (
         f" --analyzer {args.analyzer}" if args.analyzer != "pair" else "")  # fmt: skip
     suffix = {"pair": "", "pair+order": "_order", "pair+order+same": "_same", "pair+order+same+cos": "_cos",
-              "pair+order+same+cos:differ": "_cosdiffer"}[args.analyzer]  # fmt: skip
+              "pair+order+same+cos:differ": "_cosdiffer", "pair+order+same+block+cos:differ": "_block"}[
+        args.analyzer
+    ]  # fmt: skip
     if args.blind:
         result = measure_blind(args.write, args.analyzer, args.blind)
         named = "" if args.blind == BLIND else f" benchmarks/decide/{args.blind.name}"
         result["command"] = command + f" --blind{named}" + (f" --write {args.write}" if args.write else "")
-        number = {BLIND.name: "", BLIND2.name: "2", BLIND3.name: "3", BLIND4.name: "4", BLIND5.name: "5"}.get(
-            args.blind.name, "_" + args.blind.stem
-        )
+        numbers = {BLIND.name: "", BLIND2.name: "2", BLIND3.name: "3", BLIND4.name: "4", BLIND5.name: "5",
+                   BLIND6.name: "6"}  # fmt: skip
+        number = numbers.get(args.blind.name, "_" + args.blind.stem)
         name = "cache_heads_blind" + number + suffix
         publish(name, result, title(args.analyzer, args.blind) + "\n\n" + blind_markdown(result), path=TRAINING_DOC)
         return

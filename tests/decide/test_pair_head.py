@@ -264,3 +264,17 @@ def test_the_tuned_reader_gives_a_cosine_head_the_cosine_of_its_text_embedder():
             assert mixed[0] == pytest.approx(0.5 * (alone[0] + head.probability(item.state, cosine)), abs=1e-12)
     finally:
         backend.close()
+
+
+def test_a_run_of_words_moved_elsewhere_is_told_from_two_words_swapped():
+    block = "pair+order+same+block+cos:differ"
+    moved = state("How do I set up voicemail on my phone?", "On my phone, how do I set up voicemail?")
+    swapped = state("Fly from Paris to Rome", "Fly from Rome to Paris")
+    assert "moved-block" in terms(moved, block, 0.99) and "moved-block" not in terms(moved, COS, 0.99)
+    assert "moved-block" not in terms(swapped, block, 0.99) and "reordered:same-words" in terms(swapped, block, 0.99)
+    # either text may be the cached one; a text repeated, or other words, moved no block
+    assert terms(state(*reversed(pair_texts(moved))), block, 0.99) == terms(moved, block, 0.99)
+    for same in (state("a b c", "A b c!"), state(*DIFFERENT[0])):
+        assert "moved-block" not in terms(same, block, 0.99)
+    # one word moved next to its neighbour is a run of one word moved (a limit of the term: "usd eur" / "eur usd")
+    assert "moved-block" in terms(state("convert usd eur now", "convert eur usd now"), block, 0.5)

@@ -39,8 +39,15 @@ _TOKEN = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token_pattern
 
 
 # the cache studies' pair terms, in the order built; "+cos" adds the two texts' cosine (`cosine_terms`), and
-# "+cos:differ" only for texts whose words differ
-PAIR_ANALYZERS = ("pair", "pair+order", "pair+order+same", "pair+order+same+cos", "pair+order+same+cos:differ")
+# "+cos:differ" only for texts whose words differ; "+block" the `moved-block` term (`pair_terms`)
+PAIR_ANALYZERS = (
+    "pair",
+    "pair+order",
+    "pair+order+same",
+    "pair+order+same+cos",
+    "pair+order+same+cos:differ",
+    "pair+order+same+block+cos:differ",
+)
 ANALYZERS = ("words", "chars", *PAIR_ANALYZERS)
 COMBINES = ("mean", "alone")
 # The cosine of the two texts' sentence vectors (the shipped encoder's, as the reader's text embedder gives them)
@@ -71,7 +78,12 @@ def terms(text: str, analyzer: str = "words", cosine: float | None = None) -> li
     padded word no longer than n gives itself once, and no longer grams); a pair analyzer's, `pair_terms` (and
     `cosine_terms(cosine)` for a "+cos" one, which needs `cosine`)."""
     if analyzer in PAIR_ANALYZERS:
-        found = pair_terms(text, order=analyzer != "pair", same_words=analyzer.startswith("pair+order+same"))
+        found = pair_terms(
+            text,
+            order=analyzer != "pair",
+            same_words=analyzer.startswith("pair+order+same"),
+            moved_block="+block" in analyzer,
+        )
         if needs_cosine(analyzer):
             if cosine is None:
                 raise ValueError(f"a {analyzer!r} head reads the two texts' cosine: pass it")
@@ -119,7 +131,7 @@ def pair_texts(state: str) -> tuple[str, str]:
     return state, ""
 
 
-def pair_terms(state: str, *, order: bool = False, same_words: bool = False) -> list[str]:
+def pair_terms(state: str, *, order: bool = False, same_words: bool = False, moved_block: bool = False) -> list[str]:
     """What tells two texts' answers apart, as terms: each word in one text only (`d:` word), each word pair in one
     only (`b:`; `o:` when both hold the same words in another order, "from Paris to Rome" against "from Rome to
     Paris"), `swap` when exactly one word was replaced, the number of words in one only (`n:0` … `n:6`, 6 for six or
@@ -128,7 +140,11 @@ def pair_terms(state: str, *, order: bool = False, same_words: bool = False) -> 
     no word-specific term says for words never seen in training; with `same_words` also `reordered:same-words` when
     in addition both hold the same words ("from Paris to Rome" against "from Rome to Paris"), the conjunction a linear
     head cannot make of `n:0` (mostly casing and punctuation, one answer) and `reordered` (mostly rewordings, one
-    answer). Sorted, each once: a pair's terms do not depend on which text is the cached one."""
+    answer); with `moved_block` also `moved-block` when the one text's words are the other's with one run of words
+    moved elsewhere ("On my phone, how do I set up voicemail?" against "How do I set up voicemail on my phone?"), which
+    on the train side tells every same-answer reorder from every swapped direction ("from Paris to Rome" against
+    "from Rome to Paris" exchanges two words around the ones between them). Sorted, each once: a pair's terms do not
+    depend on which text is the cached one."""
     first, second = (_words(text) for text in pair_texts(state))
     words_a, words_b = set(first), set(second)
     changed = words_a ^ words_b
@@ -146,7 +162,25 @@ def pair_terms(state: str, *, order: bool = False, same_words: bool = False) -> 
         found.append("reordered")
         if same_words and not changed:
             found.append("reordered:same-words")
+            if moved_block and _moved_block(first, second):
+                found.append("moved-block")
     return found
+
+
+def _moved_block(first: Sequence[str], second: Sequence[str]) -> bool:
+    """Whether `second` is `first` with one contiguous run of words moved elsewhere: with the common start and end
+    stripped, what is left of the one is a rotation of what is left of the other (P B Q R against P Q B R)."""
+    if len(first) != len(second) or list(first) == list(second):
+        return False
+    start = 0
+    while first[start] == second[start]:
+        start += 1
+    end = len(first)
+    while first[end - 1] == second[end - 1]:
+        end -= 1
+    a, b = list(first[start:end]), list(second[start:end])
+    doubled = a + a
+    return any(doubled[i : i + len(b)] == b for i in range(1, len(a)))
 
 
 def only_symbols_differ(state: str) -> bool:
