@@ -40,6 +40,15 @@ def test_a_gateway_that_cannot_be_built_exits_2_with_the_reason(capsys, tmp_path
     assert "tool_gate.max_false_action_rate: the calibration file" in captured.err, captured.err
 
 
+def test_a_port_another_process_listens_on_exits_2_naming_the_flags(capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        assert main(["gateway", "--port", str(port)]) == 2
+    assert f"--host 127.0.0.1 --port {port}: cannot bind" in capsys.readouterr().err
+
+
 def test_print_config_is_the_default_config(capsys):
     assert main(["gateway", "--print-config"]) == 0
     assert "model: jev-gateway" in capsys.readouterr().out

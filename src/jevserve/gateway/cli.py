@@ -125,8 +125,9 @@ def run_gateway(args: argparse.Namespace) -> int:
     try:
         sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((args.host, args.port))
-        sock.listen(2048)
+        sock.bind((args.host, args.port))  # a taken port fails here, at once
+        # not listened on yet: until uvicorn listens (after the decider is loaded) a client is refused at once
+        # rather than held in the backlog; from then on it answers, 503 until the gateway is built (starting.py)
     except OSError as exc:
         return _fail(f"--host {args.host} --port {args.port}: cannot bind ({exc.strerror})")
     return _serve(config, sock, args)
@@ -175,18 +176,20 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
     app = StartingApp(build, on_ready=ready, on_failure=failure)
     server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level, lifespan="on"))
     print(f"jevserve gateway listening on http://{host}:{port}/v1 (503 until ready: GET /healthz)", flush=True)
+    interrupted = False
     try:
-        server.run(sockets=[sock])  # uvicorn raises the interrupt again once it has shut down
+        server.run(sockets=[sock])  # uvicorn raises an interrupt again once it has shut down
     except KeyboardInterrupt:
-        if app.app is None and not failed:
-            # interrupted while the build thread still scores: nothing was built, so nothing needs closing, and
-            # leaving at once spares the wait for the scoring (and the encoder runtime's abort when it is torn
-            # down mid-run)
-            print("error: interrupted before the gateway was ready", file=sys.stderr, flush=True)
-            sys.stdout.flush()
-            os._exit(130)
-        raise
-    return 2 if failed else 0
+        interrupted = True
+    if app.app is None and not failed:
+        # stopped while the build thread still scores: nothing was built, so nothing needs closing, and leaving at
+        # once spares the wait for the scoring (and the encoder runtime's abort when it is torn down mid-run)
+        print("error: stopped before the gateway was ready", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(130)
+    if failed:
+        return 2
+    return 130 if interrupted else 0  # an interrupt after a graceful shutdown (the log flushed): no traceback
 
 
 def run_replay(args: argparse.Namespace) -> int:
