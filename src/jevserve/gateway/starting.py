@@ -49,7 +49,6 @@ class StartingApp:
         self.failed: Exception | None = None
         self.doing = "loading"  # the latest progress message of the build
         self.started = time.monotonic()
-        self._built = asyncio.Event()
         self._lifespans = contextlib.AsyncExitStack()
 
     def progress(self, message: str) -> None:
@@ -64,10 +63,6 @@ class StartingApp:
         elif scope["type"] == "http":
             await self._starting(scope, receive, send)
         # a websocket before the app is built: nothing in the gateway speaks it, so it is simply not accepted
-
-    async def wait_built(self) -> None:
-        """Return once the build has finished, built or failed (tests)."""
-        await self._built.wait()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -90,7 +85,8 @@ class StartingApp:
                 app = self.build(self.progress)
             except Exception as exc:  # any failure is reported, and ends the start
                 failed = exc
-            loop.call_soon_threadsafe(lambda: loop.create_task(self._finish(app, failed)))
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: the server stopped, no one to tell
+                loop.call_soon_threadsafe(lambda: loop.create_task(self._finish(app, failed)))
 
         # a daemon thread: an interrupt during the build stops the process without waiting for the scoring to end
         threading.Thread(target=run, name="gateway-build", daemon=True).start()
@@ -109,7 +105,6 @@ class StartingApp:
             self.failed = failed
             if self.on_failure is not None and failed is not None:
                 self.on_failure(failed)
-        self._built.set()
 
     async def _starting(self, scope: Scope, receive: Receive, send: Send) -> None:
         elapsed = time.monotonic() - self.started
