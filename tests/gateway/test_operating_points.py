@@ -316,3 +316,16 @@ def test_a_tool_gate_rate_on_a_file_without_calls_says_what_to_add(tmp_path):
     bad.write_text(json.dumps({"body": {"messages": []}, "tool_calls": "rm -rf /"}) + "\n")
     with pytest.raises(ConfigError, match=r"line 1 is not a calibration record .*tool_calls are not a list"):
         load_calibration(bad)
+
+
+def test_scoring_tells_its_progress_in_tenths(tmp_path):
+    calibration = write_calibration(tmp_path / "cal.jsonl.gz", num_per_shape=100)  # 300 requests: 5 calls of 64
+    told: list[str] = []
+    resolve_operating_points(
+        rate_config(calibration), CountingDecider(hash_score), scores=ScoreCache(tmp_path / "c"), progress=told.append
+    )
+    assert told[0] == "scoring 300 calibration requests for m/guard with text"
+    # after each decision call of 64 requests, the tenths reached since the last line (one line per call)
+    assert [t.removeprefix(told[0] + ": ") for t in told[1:]] == [
+        "20% (64/300)", "40% (128/300)", "60% (192/300)", "80% (256/300)", "100% (300/300)",
+    ]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,9 +108,14 @@ def calibration_request(record: Mapping[str, Any], number: int = 0) -> Calibrati
 
 
 def score_requests(
-    decider: Decider, policy: Policy, requests: Sequence[CalibrationRequest], limits: InputLimits
+    decider: Decider,
+    policy: Policy,
+    requests: Sequence[CalibrationRequest],
+    limits: InputLimits,
+    done: Callable[[int], None] | None = None,
 ) -> np.ndarray:
-    """The probability `policy` compares with its threshold, for each request (as the gateway would compute it)."""
+    """The probability `policy` compares with its threshold, for each request (as the gateway would compute it);
+    `done(n)` is told how many are scored after each decision call."""
     scores = np.zeros(len(requests))
     for start in range(0, len(requests), BATCH):
         chunk = requests[start : start + BATCH]
@@ -121,13 +126,20 @@ def score_requests(
             own = {k.partition("|")[2]: v for k, v in answers.items() if k.partition("|")[0] == str(i)}
             probability = policy.act(view, own).probability
             scores[start + i] = 0.0 if probability is None else probability
+        if done is not None:
+            done(start + len(chunk))
     return scores
 
 
 def score_tool_calls(
-    decider: Decider, gate: ToolGate, requests: Sequence[CalibrationRequest], limits: InputLimits
+    decider: Decider,
+    gate: ToolGate,
+    requests: Sequence[CalibrationRequest],
+    limits: InputLimits,
+    done: Callable[[int], None] | None = None,
 ) -> np.ndarray:
-    """P(unsafe) of each call of each request, in order (as the gateway's tool gate would ask about it)."""
+    """P(unsafe) of each call of each request, in order (as the gateway's tool gate would ask about it); `done(n)`
+    is told how many calls are scored after each decision call."""
     asks, owners = [], []
     for r, request in enumerate(requests):
         user_text = decision_inputs(request.body, limits=limits).user_text
@@ -139,6 +151,8 @@ def score_tool_calls(
         answers = decider.decide_blocking(asks[start : start + BATCH])
         for offset, ask in enumerate(asks[start : start + BATCH]):
             scores[start + offset] = float(answers[ask.question_id][0])
+        if done is not None:
+            done(min(start + BATCH, len(asks)))
     return scores
 
 

@@ -246,12 +246,13 @@ def _calibrate(
             num_requests=len(shapes), calibration=data.name, unit=unit,
         )  # fmt: skip
     if found is None or len(found) != len(shapes):
+        doing = f"scoring {len(shapes):,} calibration {unit} for {route.model}/{key} with {decider.name}"
         if progress is not None:
-            progress(f"scoring {len(shapes):,} calibration {unit} for {route.model}/{key} with {decider.name}")
+            progress(doing)
         policy = POLICIES[key](policy_config.model_copy(update={"threshold": 0.5}))
         score = score_tool_calls if calls else score_requests
         try:
-            found = score(decider, policy, negatives, route.input_limits())
+            found = score(decider, policy, negatives, route.input_limits(), tenths(doing, len(shapes), progress))
         except Exception as exc:  # a decider that cannot answer cannot place a threshold: say so, by name
             raise ConfigError(
                 f"routes: {route.model}.{key}.max_false_action_rate: scoring the calibration requests with "
@@ -274,6 +275,23 @@ def _calibrate(
         calibration=data.name,
         unit=unit,
     )
+
+
+def tenths(doing: str, total: int, progress: Progress | None) -> Callable[[int], None] | None:
+    """A `done(n)` callback that tells `progress` "DOING: 30% (488/1,626)" each time another tenth is scored (a
+    minute-long scoring says how far it is, in at most ten lines)."""
+    if progress is None or total <= 0:
+        return None
+    told = 0
+
+    def done(count: int) -> None:
+        nonlocal told
+        tenth = 10 * count // total
+        if tenth > told:
+            told = tenth
+            progress(f"{doing}: {10 * tenth}% ({count:,}/{total:,})")
+
+    return done
 
 
 def read_packaged(path: Path = PACKAGED_SCORES) -> dict[str, dict[str, list[float]]]:
