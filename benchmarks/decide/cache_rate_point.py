@@ -85,8 +85,9 @@ def markdown(result: dict) -> str:
     ]
     for row in result["rows"]:
         r, h = row["rate"], row["hand"]
-        lines.append(f"| {row['model']} (`{row['spec']}`) | {row['threshold']:.3f} | {pct(r['different-answer served'])} | "
-                     f"{pct(r['same-answer served'])} | {pct(h['different-answer served'])} | "
+        lines.append(f"| {row['model']} (`{row['spec']}`) | {row['threshold']:.3f} | "
+                     f"{pct(r['different-answer served'])} | {pct(r['same-answer served'])} | "
+                     f"{pct(h['different-answer served'])} | "
                      f"{pct(h['same-answer served'])} |")  # fmt: skip
     return "\n".join(lines)
 
