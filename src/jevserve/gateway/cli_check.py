@@ -25,9 +25,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "calibrate",
         help="score the calibration requests for a config's rate-based decisions (cached for later starts)",
         description="Score every calibration request for each decision configured with max_false_action_rate, "
-        "cache the scores on disk ($JEVSERVE_CACHE/operating-points) and print the resolved thresholds. The "
-        "embedded model took 596 s for guard, harm and clarify on 2 loaded cores; a run scoring only the tool gate's "
-        "2,382 ordinary calls took 19 s, loading included.",
+        "cache the scores on disk ($JEVSERVE_CACHE/operating-points) and print the resolved thresholds. The shipped "
+        "models' scores for the default config come with jevserve; another decider, question, bound or calibration "
+        "file is scored once: the embedded model took 596 s for guard, harm and clarify on 2 loaded cores; a run "
+        "scoring only the tool gate's 2,382 ordinary calls took 19 s, loading included.",
     )
     k.add_argument("--config", metavar="YAML", help="config (default: the built-in one)")
     k.add_argument("--decider", metavar="SPEC", help="decision backend (default: the config's)")
