@@ -1,13 +1,12 @@
 """The gateway while it starts: every request answered at once, none left waiting on an open port.
 
 Building the gateway can take minutes: a decider whose calibration scores are neither packaged nor cached scores
-every calibration request for each rate-based decision first (operating_points.py; about 2.5 minutes per decision
-for the tuned reader on 2 cores). The port is bound before that, so that a taken port fails at once, and a bound,
-listening port that nothing reads from holds a client's request until the client gives up. `StartingApp` serves the
-port from the first moment instead: until the build is done, `GET /healthz` answers 503 with `"status": "starting"`
-and what is being done, and any other request 503 in OpenAI's error shape with `Retry-After` (OpenAI's clients
-retry 503s and honour the header); then every request goes to the gateway's app, whose lifespan it runs. A build that
-fails calls `on_failure` (the CLI prints the error and stops the server with exit status 2).
+every calibration request for each rate-based decision first (operating_points.py). A listening port that nothing
+reads from holds a client's request until the client gives up, so `StartingApp` serves the port while the gateway is
+built: until the build is done, `GET /healthz` answers 503 with `"status": "starting"` and what is being done (how
+far, in tenths), and any other request 503 in OpenAI's error shape with `Retry-After` (OpenAI's clients retry 503s
+and honour the header); then every request goes to the gateway's app, whose lifespan it runs. A build that fails
+calls `on_failure` (the CLI prints the error and stops the server with exit status 2).
 """
 
 from __future__ import annotations
