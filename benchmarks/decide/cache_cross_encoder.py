@@ -42,9 +42,16 @@ BATCH, LEARNING_RATE, MAX_TOKENS = 16, 4e-5, 128
 
 
 def cross_encoder_scores(
-    pairs: list[tuple[str, str]], labels: np.ndarray, folds: np.ndarray, epochs: int
+    pairs: list[tuple[str, str]],
+    labels: np.ndarray,
+    folds: np.ndarray,
+    epochs: int,
+    layers: int | None = None,
+    segments: bool = True,
 ) -> np.ndarray:
-    """P(same answer) of each pair from a cross-encoder fine-tuned on the other folds."""
+    """P(same answer) of each pair from a cross-encoder fine-tuned on the other folds: every layer, or the top
+    `layers` (the rest frozen, as the tuned reader's are); with `segments` False every token reads segment 0, as the
+    embedded graphs are exported (onnx_build passes zeros)."""
     import torch
     from transformers import AutoTokenizer
 
@@ -56,6 +63,8 @@ def cross_encoder_scores(
     def read(bert, head, idx):
         x = tokenizer([pairs[i][0] for i in idx], [pairs[i][1] for i in idx], padding=True, truncation=True,
                       max_length=MAX_TOKENS, return_tensors="pt")  # fmt: skip
+        if not segments:
+            x["token_type_ids"] = torch.zeros_like(x["token_type_ids"])
         states = bert(**x).last_hidden_state
         mask = x["attention_mask"].unsqueeze(-1).float()
         return head((states * mask).sum(1) / mask.sum(1)).squeeze(-1)
@@ -64,7 +73,11 @@ def cross_encoder_scores(
     for fold in range(FOLDS):
         torch.manual_seed(fold)
         bert, head = load_bert(), torch.nn.Linear(384, 1)
-        optimiser = torch.optim.AdamW([*bert.parameters(), *head.parameters()], lr=LEARNING_RATE, weight_decay=0.01)
+        if layers is not None:
+            for name, weight in bert.named_parameters():
+                weight.requires_grad = any(f"encoder.layer.{i}." in name for i in range(6 - layers, 6))
+        tuned = [w for w in bert.parameters() if w.requires_grad]
+        optimiser = torch.optim.AdamW([*tuned, *head.parameters()], lr=LEARNING_RATE, weight_decay=0.01)
         train, held = np.where(folds != fold)[0], np.where(folds == fold)[0]
         rng = np.random.default_rng(fold)
         bert.train()
@@ -103,7 +116,7 @@ def top(scores: np.ndarray, labels: np.ndarray, folds: np.ndarray) -> float:
     return above / int(labels.sum())
 
 
-def measure(epochs: int) -> dict:
+def measure(epochs: int, layers: int | None = None, segments: bool = True) -> dict:
     fit_rows, _ = recipe_rows(BenchData(embed=embed_texts))
     question = reuse()
     picked = [ex for ex in fit_rows if question_key(ex.question) == question_key(question)]
@@ -112,25 +125,30 @@ def measure(epochs: int) -> dict:
     bench = np.array([ex.family == "cache-pairs" for ex in picked])
     pairs = [(a.strip(), b.strip()) for a, b in (pair_texts(t) for t in texts)]
     head = pair_head_scores(texts, labels, folds)
-    cross = cross_encoder_scores(pairs, labels, folds, epochs)
+    cross = cross_encoder_scores(pairs, labels, folds, epochs, layers, segments)
     rows = {}
     for name, scores in (("pair head (served terms)", head), ("cross-encoder", cross),
                          ("mean of the two", 0.5 * (head + cross))):  # fmt: skip
         rows[name] = {"all": auroc(labels, scores), "bench": auroc(labels[bench], scores[bench]),
                       "rule-made": auroc(labels[~bench], scores[~bench]),
                       "top": top(scores, labels, folds)}  # fmt: skip
-    return {"machine": machine(), "epochs": epochs, "rows": len(texts), "yes": int(labels.sum()),
+    return {"machine": machine(), "epochs": epochs, "layers": layers or 6, "segments": segments,
+            "rows": len(texts), "yes": int(labels.sum()),
             "bench rows": int(bench.sum()), "figures": rows}  # fmt: skip
 
 
 def markdown(result: dict) -> str:
+    variant = (f", its top {result['layers']} layers tuned" if result.get("layers", 6) != 6 else "") + (
+        ", one segment" if not result.get("segments", True) else "")  # fmt: skip
     lines = [
-        "### A cross-encoder for the cache question, out of fold on the train side (generated)",
+        f"### A cross-encoder for the cache question{variant}, out of fold on the train side (generated)",
         "",
         f"`{result['command']}`, {result['machine']['when']}. The recipe's {result['rows']} fit rows asking the "
         f"gateway's reuse question ({result['yes']} one answer serves; {result['bench rows']} of them cache-pairs' "
-        f"own), {FOLDS} folds by cached text; the cross-encoder fine-tuned {result['epochs']} epochs per fold. Not "
-        "served: a measurement for the next study.",
+        f"own), {FOLDS} folds by cached text; the cross-encoder's top {result.get('layers', 6)} of 6 layers "
+        f"fine-tuned {result['epochs']} epochs per fold, "
+        + ("the second text in segment 1" if result.get("segments", True) else "both texts in segment 0")
+        + ". Not served: a measurement for the next study.",
         "",
         "| reader | AUROC, all rows | cache-pairs' rows | rule-made rows | same-answer above every different-answer |",
         "|---|---|---|---|---|",
@@ -143,11 +161,15 @@ def markdown(result: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--epochs", type=int, default=3, help="fine-tuning epochs per fold (default 3)")
+    parser.add_argument("--layers", type=int, choices=range(1, 7), help="fine-tune only the top N layers")
+    parser.add_argument("--no-segments", action="store_true", help="both texts in segment 0 (as the graphs are run)")
     args = parser.parse_args()
-    result = measure(args.epochs)
-    result["command"] = "python benchmarks/decide/cache_cross_encoder.py" + (
-        f" --epochs {args.epochs}" if args.epochs != 3 else "")  # fmt: skip
-    publish("cache_cross_encoder", result, markdown(result), path=TRAINING_DOC)
+    result = measure(args.epochs, args.layers, not args.no_segments)
+    flags = (f" --epochs {args.epochs}" if args.epochs != 3 else "") + (f" --layers {args.layers}" if args.layers
+             else "") + (" --no-segments" if args.no_segments else "")  # fmt: skip
+    result["command"] = "python benchmarks/decide/cache_cross_encoder.py" + flags
+    name = "cache_cross_encoder" + flags.replace(" --", "_").replace(" ", "").replace("-", "_")
+    publish(name, result, markdown(result), path=TRAINING_DOC)
 
 
 if __name__ == "__main__":
