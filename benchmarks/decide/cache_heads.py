@@ -51,7 +51,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from decision_heads import readout_only
-from reader_goals import CACHE_THRESHOLD, answerer, load_model
+from reader_goals import CACHE_THRESHOLD, answerer, load_model, pct
 from tool_gate_head import recipe_rows
 
 from _serverbench import TRAINING_DOC, machine, publish
@@ -326,10 +326,6 @@ def measure(write: Path | None, analyzer: str) -> dict:
     if write is not None:
         result["written"] = str(write_candidate(write, heads, choice))
     return result
-
-
-def pct(rate: dict) -> str:
-    return f"{100 * rate['rate']:.1f}% ({rate['acted']}/{rate['total']})" if rate["total"] else "–"
 
 
 def markdown(result: dict) -> str:

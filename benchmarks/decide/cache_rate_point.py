@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cache_heads import BLIND, BLIND2, BLIND3, BLIND4, BLIND5, BLIND6, blind_units
-from reader_goals import CACHE_THRESHOLD, answerer, load_model
+from reader_goals import CACHE_THRESHOLD, answerer, load_model, pct
 from tool_gate_head import recipe_rows
 
 from _serverbench import TRAINING_DOC, machine, publish
@@ -67,10 +67,6 @@ def measure(models: list[str], rate: float) -> dict:
     return {"machine": machine(), "rate": rate, "calibration pairs": len(calibration),
             "calibration different-answer": int(sum(not u.label for u in calibration)), "held-out pairs": len(held),
             "held-out same-answer": int(sum(u.label for u in held)), "rows": rows}  # fmt: skip
-
-
-def pct(rate: dict) -> str:
-    return f"{100 * rate['rate']:.1f}% ({rate['acted']}/{rate['total']})"
 
 
 def markdown(result: dict) -> str:
