@@ -87,9 +87,9 @@ def terms(text: str, analyzer: str = "words", cosine: float | None = None) -> li
         if needs_cosine(analyzer):
             if cosine is None:
                 raise ValueError(f"a {analyzer!r} head reads the two texts' cosine: pass it")
-            # two texts of the same words differ only in order or symbols, which the pair terms say; there a high
-            # cosine (a swapped direction's is near 1) would only argue for one answer
-            if not analyzer.endswith(":differ") or not _same_words(text):
+            # two texts of the same words (`n:0`: no word in one only) differ only in order or symbols, which the
+            # pair terms say; there a high cosine (a swapped direction's is near 1) would only argue for one answer
+            if not analyzer.endswith(":differ") or "n:0" not in found:
                 found += cosine_terms(cosine)
         return found
     lowered = text.lower()
@@ -193,12 +193,6 @@ def only_symbols_differ(state: str) -> bool:
     if _words(first) != _words(second):
         return False
     return _symbols(first) != _symbols(second)
-
-
-def _same_words(state: str) -> bool:
-    """Whether a cache state's two texts hold the same set of words."""
-    first, second = pair_texts(state)
-    return set(_words(first)) == set(_words(second))
 
 
 def _words(text: str) -> list[str]:
