@@ -171,7 +171,7 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
         _fail(str(exc))
         server.should_exit = True
 
-    # the port answers from the first moment: 503 with Retry-After (and /healthz "starting") until the gateway is
+    # once uvicorn listens the port answers: 503 with Retry-After (and /healthz "starting") until the gateway is
     # built, which can take minutes for a decider whose calibration scores are not cached (starting.py)
     app = StartingApp(build, on_ready=ready, on_failure=failure)
     server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level, lifespan="on"))
