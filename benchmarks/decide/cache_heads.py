@@ -21,7 +21,7 @@ keeps the served terms (its cosine reads the other way round on its train side).
    mean; AUROC, and at the gateway's cache threshold the different- and same-answer rule pairs served.
 
 With `--blind [FILE]` the same rows (less the chosen one) are read on blind-written pairs instead: `cache_pairs_blind
-.jsonl` and `cache_pairs_blind2.jsonl` to `cache_pairs_blind6.jsonl` beside this script (220 pairs, then 240 each,
+.jsonl` and `cache_pairs_blind2.jsonl` to `cache_pairs_blind7.jsonl` beside this script (220 pairs, then 240 each,
 half of them pairs one answer serves), each written by a helper that opened none of the project's files or data, each
 for the next candidate after the last had been measured; a pair whose state or either question is near a train state of
 the reuse question is dropped and counted.
@@ -83,6 +83,7 @@ BLIND3 = BLIND.with_name("cache_pairs_blind3.jsonl")  # a third, for the head wi
 BLIND4 = BLIND.with_name("cache_pairs_blind4.jsonl")  # a fourth, for the head with the cosine terms
 BLIND5 = BLIND.with_name("cache_pairs_blind5.jsonl")  # a fifth, for the cosine terms where the words differ
 BLIND6 = BLIND.with_name("cache_pairs_blind6.jsonl")  # a sixth, for those with the moved-block term
+BLIND7 = BLIND.with_name("cache_pairs_blind7.jsonl")  # a seventh: the pair head alone (cache_rate_point.py)
 
 
 def candidates(analyzer: str, cosines: dict[str, float] | None = None) -> dict:

@@ -5,16 +5,21 @@ the gateway's hand-set 0.75 (docs/training.md, "The two texts' cosine as pair te
 threshold as the gateway sets the guard's: the lowest that serves at most `--rate` (0 by default, the goal's) of the
 calibration pairs' different-answer pairs in each kind, the calibration pairs being the different-answer pairs of the
 first three blind-written sets (never fitted on; `cache_heads.py`'s BLIND, BLIND2, BLIND3); then it reads the pairs of
-the other blind sets at that threshold (held out from the calibration), and at 0.75 for reference. Pairs near a
-train state are dropped, as everywhere.
+the other blind sets at that threshold (held out from the calibration; `--held-out blind7` reads the seventh set
+instead, written for the pair head answering alone), and at 0.75 for reference, with the held-out rule-made
+different-answer pairs served. Pairs near a train state are dropped, as everywhere.
 
-Writes benchmarks/results/cache_rate_point.json and a section of docs/training.md.
-Run: .venv/bin/python benchmarks/decide/cache_rate_point.py [--model tuned:PATH ...] [--rate 0]
+Writes benchmarks/results/cache_rate_point[_blindN].json and a section of docs/training.md.
+Run: .venv/bin/python benchmarks/decide/cache_rate_point.py [--model tuned:PATH ...] [--rate 0] [--held-out blind7]
+The pair head alone (`--model tuned:.cache/alone/minilm-tuned.npz`) is the committed tuned reader with its reuse
+head answering alone, written by `--write-alone .cache/alone/minilm-tuned.npz`.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import shutil
 import sys
 from pathlib import Path
 
@@ -22,15 +27,21 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cache_heads import BLIND, BLIND2, BLIND3, BLIND4, BLIND5, BLIND6, blind_units
+from cache_heads import BLIND, BLIND2, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, blind_units
 from reader_goals import CACHE_THRESHOLD, answerer, load_model, pct
 from tool_gate_head import recipe_rows
 
 from _serverbench import TRAINING_DOC, machine, publish
 from jevserve.bench.data import BenchData
 from jevserve.decide.embedder import embed_texts
+from jevserve.decide.lexical_head import load_heads, save_heads
+from jevserve.decide.trained import question_key
+from jevserve.decide.tuned import TUNED_WEIGHTS, lexical_file, tuned_files
 from jevserve.gateway.operating_points import threshold_for_rate
+from jevserve.train.cache_rules import cache_rule_pairs
+from jevserve.train.goal_cases import Unit
 from jevserve.train.goals import rate_at, scores_of
+from jevserve.train.rules import reuse
 
 CALIBRATION = (BLIND, BLIND2, BLIND3)
 # the last cache candidate, as the run that judged it on the sixth blind set wrote it
@@ -38,18 +49,38 @@ CANDIDATE = ".cache/pblock6/minilm-tuned.npz"
 WRITES_CANDIDATE = ("python benchmarks/decide/cache_heads.py --analyzer pair+order+same+block+cos:differ --blind "
                     f"benchmarks/decide/cache_pairs_blind6.jsonl --write {CANDIDATE}")
 HELD_OUT = (BLIND4, BLIND5, BLIND6)
+SETS = {p.stem.removeprefix("cache_pairs_"): p for p in (BLIND4, BLIND5, BLIND6, BLIND7)}
 
 
-def measure(models: list[str], rate: float) -> dict:
+def write_alone(out: Path) -> Path:
+    """The committed tuned reader with the reuse question's pair head answering alone (no readout) in `out`'s
+    directory."""
+    readout, layers, lexical = tuned_files(TUNED_WEIGHTS)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(readout, out)
+    shutil.copyfile(layers, tuned_files(out)[1])
+    if readout.with_suffix(".json").exists():
+        shutil.copyfile(readout.with_suffix(".json"), out.with_suffix(".json"))
+    heads = load_heads(lexical)
+    key = question_key(reuse())
+    heads[key] = dataclasses.replace(heads[key], combine="alone")
+    save_heads(lexical_file(out), list(heads.values()))
+    return lexical_file(out)
+
+
+def measure(models: list[str], rate: float, held_out: tuple[Path, ...] = HELD_OUT) -> dict:
     fit_rows, _ = recipe_rows(BenchData(embed=embed_texts))
     calibration = [u for path in CALIBRATION for u in blind_units(fit_rows, path)[0]]
-    held = [u for path in HELD_OUT for u in blind_units(fit_rows, path)[0]]
+    held = [u for path in held_out for u in blind_units(fit_rows, path)[0]]
+    # the held-out rule-made different-answer pairs (negation, swapped direction, other entity or number): the goal's
+    rule_made = [Unit((state,), reuse(), False, rule) for state, same, rule in cache_rule_pairs("test") if not same]
     rows = []
     for spec in models:
         backend = load_model(spec)
         try:
             answer = answerer(backend)
             cal, out = np.asarray(scores_of(calibration, answer)), np.asarray(scores_of(held, answer))
+            made = np.asarray(scores_of(rule_made, answer))
             name = backend.card.name
         finally:
             backend.close()
@@ -62,32 +93,40 @@ def measure(models: list[str], rate: float) -> dict:
                 "calibration different-answer served": rate_at(cal[differ], t).to_dict(),
                 "different-answer served": rate_at(out[~labels], t).to_dict(),
                 "same-answer served": rate_at(out[labels], t).to_dict(),
+                "rule-made different-answer served": rate_at(made, t).to_dict(),
             }
         rows.append(row)
-    return {"machine": machine(), "rate": rate, "calibration pairs": len(calibration),
+    return {"machine": machine(), "rate": rate, "held-out sets": [p.name for p in held_out],
+            "rule-made different-answer": len(rule_made), "calibration pairs": len(calibration),
             "calibration different-answer": int(sum(not u.label for u in calibration)), "held-out pairs": len(held),
             "held-out same-answer": int(sum(u.label for u in held)), "rows": rows}  # fmt: skip
 
 
 def markdown(result: dict) -> str:
+    sets = result.get("held-out sets", [p.name for p in HELD_OUT])
+    which = "the other three sets'" if len(sets) == 3 else "the " + ", ".join(sets) + " set's"
     lines = [
-        "### The cache's threshold set by a rate (generated)",
+        "### The cache's threshold set by a rate" + ("" if len(sets) == 3 else ", read on the seventh set")
+        + " (generated)",
         "",
         f"`{result['command']}`, {result['machine']['when']}. Threshold: the lowest serving at most "
         f"{100 * result['rate']:.0f}% of each kind of the {result['calibration different-answer']} different-answer "
-        f"pairs among the first three blind-written sets' {result['calibration pairs']}; read on the other three "
-        f"sets' {result['held-out pairs']} pairs ({result['held-out same-answer']} one answer serves), and at the "
+        f"pairs among the first three blind-written sets' {result['calibration pairs']}; read on {which} "
+        f"{result['held-out pairs']} pairs ({result['held-out same-answer']} one answer serves) and on the "
+        f"{result.get('rule-made different-answer', 0)} held-out rule-made different-answer pairs, and at the "
         f"hand-set {CACHE_THRESHOLD:.2f} for reference.",
         "",
         "| model | threshold set by the rate | held-out different-answer served | held-out same-answer served | "
-        f"at {CACHE_THRESHOLD:.2f}: different-answer | at {CACHE_THRESHOLD:.2f}: same-answer |",
-        "|---|---|---|---|---|---|",
+        f"rule-made different-answer served | at {CACHE_THRESHOLD:.2f}: different-answer | "
+        f"at {CACHE_THRESHOLD:.2f}: same-answer |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in result["rows"]:
         r, h = row["rate"], row["hand"]
+        made = r.get("rule-made different-answer served")
         lines.append(f"| {row['model']} (`{row['spec']}`) | {row['threshold']:.3f} | "
                      f"{pct(r['different-answer served'])} | {pct(r['same-answer served'])} | "
-                     f"{pct(h['different-answer served'])} | "
+                     f"{pct(made) if made else '–'} | {pct(h['different-answer served'])} | "
                      f"{pct(h['same-answer served'])} |")  # fmt: skip
     return "\n".join(lines)
 
@@ -97,14 +136,24 @@ def main() -> None:
     parser.add_argument("--model", action="append", help="model specs (default: tuned and the moved-block candidate "
                         f"at {CANDIDATE}, which `{WRITES_CANDIDATE}` writes)")  # fmt: skip
     parser.add_argument("--rate", type=float, default=0.0, help="share of calibration pairs served (default 0)")
+    parser.add_argument("--held-out", action="append", choices=sorted(SETS),
+                        help="the blind sets read at the threshold (default: blind4, blind5 and blind6)")  # fmt: skip
+    parser.add_argument("--write-alone", type=Path, metavar="PATH",
+                        help="write the pair head answering alone to PATH's directory, and stop")  # fmt: skip
     args = parser.parse_args()
+    if args.write_alone is not None:
+        print(f"wrote {write_alone(args.write_alone)}")
+        return
     models = args.model or ["tuned", f"tuned:{CANDIDATE}"]
     if args.model is None and not Path(CANDIDATE).exists():
         raise SystemExit(f"no candidate at {CANDIDATE}: write it first with `{WRITES_CANDIDATE}`")
-    result = measure(models, args.rate)
+    held_out = tuple(SETS[name] for name in args.held_out) if args.held_out else HELD_OUT
+    result = measure(models, args.rate, held_out)
     result["command"] = "python benchmarks/decide/cache_rate_point.py" + "".join(
-        f" --model {m}" for m in args.model or []) + (f" --rate {args.rate}" if args.rate else "")  # fmt: skip
-    publish("cache_rate_point", result, markdown(result), path=TRAINING_DOC)
+        f" --model {m}" for m in args.model or []) + (f" --rate {args.rate}" if args.rate else "") + "".join(
+        f" --held-out {name}" for name in args.held_out or [])  # fmt: skip
+    name = "cache_rate_point" + "".join(f"_{n}" for n in args.held_out or [])
+    publish(name, result, markdown(result), path=TRAINING_DOC)
 
 
 if __name__ == "__main__":
