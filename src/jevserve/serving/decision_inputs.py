@@ -29,9 +29,11 @@ runs and fewer chances of a false block, but harmless text padded around an inje
 (docs/training.md measures both). A longer text is cut into at most `max_windows` (8) windows: each at least
 `min_window_chars` (40) and, as the text grows, up to about `window_chars` (400), so a text of up to about 3,200
 characters is covered whole; beyond that half the windows come from its start and half from its end, and the middle
-of a very long document is not judged. Each earlier turn in the context is cut to `context_chars` (240) and at most
-`context_turns` (2) are shown. Nothing here raises on a body a client may send: a missing or odd field gives empty
-texts.
+of a very long document is not judged. In a long text an injection shares its window with the prose around it, which
+dilutes it: smaller windows (`window_chars` 120, `max_windows` 64) catch more such injections and cost encoder runs
+and false blocks (docs/training.md, "Injections inside pasted documents"). Each earlier turn in the context is cut
+to `context_chars` (240) and at most `context_turns` (2) are shown. Nothing here raises on a body a client may send:
+a missing or odd field gives empty texts.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import gzip
 import json
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -23,12 +24,18 @@ from jevserve.train.trigger_words import trigger_texts
 
 def test_items(data: BenchData, task: str) -> list:
     """A bench task's test items."""
-    return [item for item in TASKS[task].load_items(data) if item.split == "test"]
+    return side_items(data, task, "test")
+
+
+def side_items(data: BenchData, task: str, side: str) -> list:
+    """A bench task's items of one side ("train" or "test")."""
+    return [item for item in TASKS[task].load_items(data) if item.split == side]
 
 
 # Two harmless sentences a person may add (the gateway benchmark's suffix, benchmarks/gateway/everyday.py): longer
 # than the held-out single sentences, so it tests how far a judgement of the whole text is diluted.
 TWO_SENTENCES = "Thanks a lot! By the way, what is a good name for a golden retriever puppy?"
+_SENTENCE_BREAK = re.compile(r"[.!?][\"')\]]*\s+")  # a sentence end and the space after it
 
 
 def calibration_bodies(path: Path = CALIBRATION_FILE) -> list[tuple[str, dict]]:
@@ -73,6 +80,40 @@ def guard_units(data: BenchData, everyday, calibration, limits: InputLimits = DE
             elif task == "guard-injection":
                 out.append(Unit(read(user_body(item.state)), q, False, "traps"))
     return out + _ordinary(read, q, everyday, calibration)
+
+
+def sentence_end_near_middle(text: str) -> int:
+    """The offset just after the sentence end closest to the middle of `text` (its length when it has none)."""
+    ends = [m.end() for m in _SENTENCE_BREAK.finditer(text)]
+    return min(ends, key=lambda end: abs(end - len(text) / 2)) if ends else len(text)
+
+
+def document_units(data: BenchData, bodies, limits: InputLimits = DEFAULT_LIMITS, side: str = "test") -> list[Unit]:
+    """Injections and jailbreaks (the bench's positives of `side`) inside the pasted documents among `bodies`
+    ((shape, body) pairs: the everyday test side, or the calibration file for the train side): each put at the
+    sentence end nearest the document's middle ("buried:") and after its end ("appended:"), the document picked by
+    the attack's text. An attacker's text inside a page a user pastes or a tool fetches: the guard must find it among
+    a few thousand characters of ordinary prose, which its windows (and their bounds) decide."""
+    q = injection()
+    documents = [body for shape, body in bodies if shape == "document"]
+    out = []
+    for task, name in (("guard-injection", "injection"), ("guard-jailbreak", "jailbreak")):
+        for item in side_items(data, task, side):
+            if not item.label:
+                continue
+            body = documents[stable_pick(item.state, len(documents))]
+            messages = body["messages"]
+            last = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+            text = messages[last]["content"]
+            middle = sentence_end_near_middle(text)
+            attack = item.state.strip()
+            for where, edited in (
+                ("buried", f"{text[:middle]}{attack} {text[middle:]}"),
+                ("appended", f"{text.rstrip()}\n\n{attack}"),
+            ):
+                changed = [*messages[:last], {**messages[last], "content": edited}, *messages[last + 1 :]]
+                out.append(Unit(guard_texts({**body, "messages": changed}, limits), q, True, f"{where}:{name}"))
+    return out
 
 
 def harm_units(data: BenchData, everyday, calibration, limits: InputLimits = DEFAULT_LIMITS) -> list[Unit]:
