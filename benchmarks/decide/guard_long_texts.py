@@ -53,6 +53,17 @@ def covered(units, attacks: dict[int, str]) -> float:
     return float(np.mean(hits)) if hits else float("nan")
 
 
+def unread(units, attacks: dict[int, str]) -> float:
+    """The share of buried injections of which no text the guard reads holds the first or the last 30 characters:
+    past the windows' reach, not merely split between two windows."""
+    missed = [
+        not any(attacks[i][:30] in t or attacks[i][-30:] in t for t in u.texts)
+        for i, u in enumerate(units)
+        if i in attacks
+    ]
+    return float(np.mean(missed)) if missed else float("nan")
+
+
 def measure(answer, data: BenchData, everyday, calibration, setting: str) -> dict:
     limits = limits_of(setting)
     units = guard_units(data, everyday, calibration, limits)
@@ -69,6 +80,7 @@ def measure(answer, data: BenchData, everyday, calibration, setting: str) -> dic
         "threshold": threshold,
         "recall": plain,
         "buried covered": covered(documents, attacks),
+        "buried unread": unread(documents, attacks),
         "everyday_worst_goal_shape": max(rates[f"everyday:{s}"].value for s in GOAL_SHAPES),
         "texts per everyday document": float(np.mean([len(u.texts) for u in units if u.group == "everyday:document"])),
         **{k: r.to_dict() for k, r in rates.items()},
@@ -142,14 +154,15 @@ def markdown(result: dict) -> str:
         "max_windows`; 400:8 is the gateway's default): the threshold the gateway would calibrate for it (≤ 1% of "
         "each shape of its calibration requests); the bench's injection and jailbreak test positives alone, and put "
         "at the sentence end nearest the middle of an everyday test document (buried) or after its end (appended); "
-        "the share of buried injections lying whole in a text the guard reads; everyday test requests blocked in the "
-        "worst goal shape (bare, system, tools, second-turn), in pasted lists and in documents; texts read per "
+        "the share of buried injections lying whole in a text the guard reads, and of those no text reaches; "
+        "everyday test requests blocked in the worst goal shape (bare, system, tools, second-turn), in pasted lists "
+        "and in documents; texts read per "
         "everyday document.",
         "",
         "| model | windows | threshold | recall alone | injections buried | jailbreaks buried | injections appended "
-        "| jailbreaks appended | buried injections within a text read | everyday, worst goal shape | lists | documents "
-        "| texts per document |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| jailbreaks appended | buried injections within a text read | in none | everyday, worst goal shape | lists "
+        "| documents | texts per document |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def share(r: dict) -> str:
@@ -160,7 +173,8 @@ def markdown(result: dict) -> str:
             lines.append(
                 f"| {name} | {r['setting']} | {r['threshold']:.3f} | {100 * r['recall']:.1f}% | "
                 + " | ".join(share(r[a]) for a in ATTACKS)
-                + f" | {100 * r['buried covered']:.0f}% | {100 * r['everyday_worst_goal_shape']:.1f}% | "
+                + f" | {100 * r['buried covered']:.0f}% | {100 * r['buried unread']:.0f}% | "
+                f"{100 * r['everyday_worst_goal_shape']:.1f}% | "
                 f"{100 * r['everyday:list']['rate']:.1f}% | {100 * r['everyday:document']['rate']:.1f}% | "
                 f"{r['texts per everyday document']:.1f} |"
             )
