@@ -32,6 +32,14 @@ def test_guard_blocks_an_injection_with_an_openai_error_and_a_reason():
     assert upstreams["u"].requests == []  # the model was never called
 
 
+def test_a_blocked_error_names_the_field_the_client_sent_its_text_in():
+    app, _, _ = make_app({"guard": {"threshold": 0.5}}, answers={"guard": 0.97})
+    chat = post(app, HI)
+    legacy = post(app, {"model": "m", "prompt": "what is the capital of France?"}, path="/v1/completions")
+    assert chat.status_code == legacy.status_code == 400
+    assert chat.json()["error"]["param"] == "messages" and legacy.json()["error"]["param"] == "prompt"
+
+
 def test_guard_strip_tools_forwards_without_tools():
     app, _, upstreams = make_app({"guard": {"action": "strip_tools"}}, answers={"guard": 0.9})
     response = post(app, {**HI, "tools": TOOLS, "tool_choice": "auto"})

@@ -363,3 +363,52 @@ def test_harm_windows_refuse_a_request_a_persona_line_dilutes_and_keep_one_quest
     config = parse_config({"routes": [{"model": "m", "harm": {"windows": True}}]})
     assert config.routes[0].input_limits().harm_windows
     assert not parse_config({"routes": [{"model": "m", "harm": {}}]}).routes[0].input_limits().harm_windows
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        ("[" * 5000 + "]" * 5000, 400),  # past what the JSON parser can follow
+        ('{"model": "m", "messages": [{"role": "user", "content": "hi"}], "metadata": ' + "[" * 5000 + "]" * 5000 + "}",
+         400),
+        ('{"model": "m", "messages": [{"role": "user", "content": "hi"}], "metadata": ' + "[" * 300 + "]" * 300 + "}",
+         400),  # parses, but deeper than the gateway reads
+        ('{"model": "m", "messages": [{"role": "user", "content": "hi"}], "metadata": ' + "[" * 100 + "]" * 100 + "}",
+         200),
+    ],
+)
+def test_a_deeply_nested_body_is_a_400_not_a_recursion_error(raw, status):
+    app, _, _ = make_app({"guard": {}, "harm": {}})
+
+    async def go():
+        async with client(app) as c:
+            return await c.post("/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
+
+    response = run(go())
+    assert response.status_code == status, response.text
+    if status == 400:
+        assert "levels deep" in response.json()["error"]["message"]
+
+
+def test_a_body_that_stalls_gets_408_and_the_gateway_keeps_serving():
+    import socket
+    import time
+
+    import httpx
+
+    from tests.gateway.upstreams import LoopbackServer
+
+    app, _, _ = make_app(config={"body_timeout_s": 0.3})
+    with LoopbackServer(app) as server:
+        sock = socket.create_connection(("127.0.0.1", server.port))
+        sock.settimeout(10)
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 1000\r\n\r\n" + b'{"model": "m", "mess')  # fmt: skip
+        started = time.monotonic()
+        reply = sock.recv(4096)
+        waited = time.monotonic() - started
+        sock.close()
+        after = httpx.post(server.base_url + "/chat/completions", json={"model": "m", "messages": [user("hi")]})
+    assert reply.startswith(b"HTTP/1.1 408") and b"request_timeout" in reply, reply[:300]
+    assert waited < 5
+    assert after.status_code == 200

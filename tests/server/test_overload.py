@@ -122,3 +122,48 @@ def test_client_that_disconnects_mid_upload_is_a_counted_499_without_an_error_or
     assert "internal_error" not in text
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
     assert sum("499" in r.getMessage() for r in caplog.records) == 3
+
+
+def test_question_text_over_the_token_limit_is_413_before_it_is_queued():
+    import copy
+
+    from fastapi.testclient import TestClient
+
+    from tests.helpers import embedded_backends
+
+    shared = embedded_backends()[0]
+    embedder = copy.copy(shared.embedder)  # the same loaded graph, a lower limit
+    embedder.max_tokens = 50
+    small = copy.copy(shared)
+    small.embedder = embedder
+    long = "word " * 200
+    bodies = [
+        {"state": "x", "questions": {"a": {"type": "noul", "instructions": long}}},
+        {"state": "x", "questions": {"a": {"type": "choice", "instructions": "?", "criteria": {"A": long, "B": None}}}},
+        {"state": "x", "questions": {"a": {"type": "score", "instructions": "which?", "criteria": [long, "high"]}}},
+    ]
+    with TestClient(create_app([small])) as c:
+        answers = [c.post("/v1/systemone", json=body) for body in bodies]
+        ok = c.post("/v1/systemone", json=ticket_body(state="short text"))
+    for answer in answers:
+        assert answer.status_code == 413, answer.text
+        assert "question's instructions or option text" in answer.json()["detail"]["message"]
+    assert ok.status_code == 200
+
+
+def test_a_body_that_stalls_gets_408_and_the_server_keeps_serving():
+    app = create_app([FakeBackend()], ServerSettings(body_timeout_s=0.3))
+    with running_server(app) as url:
+        host, port = url.removeprefix("http://").split(":")
+        sock = socket.create_connection((host, int(port)))
+        sock.settimeout(10)
+        sock.sendall(b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 1000\r\n\r\n" + b'{"state": "half')  # fmt: skip
+        started = time.monotonic()
+        reply = sock.recv(4096)
+        waited = time.monotonic() - started
+        sock.close()
+        after = httpx.post(url + "/v1/systemone", json=ticket_body(), timeout=30)
+    assert reply.startswith(b"HTTP/1.1 408") and b"did not arrive within" in reply, reply[:300]
+    assert waited < 5
+    assert after.status_code == 200

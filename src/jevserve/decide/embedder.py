@@ -44,6 +44,9 @@ def default_spinning() -> bool:
     return os.environ.get("JEVSERVE_SPINNING", "0").strip() == "1"
 
 
+QUESTION_TEXT = "a question's instructions or option text"  # what `Embedder.check` names when it is not a state
+
+
 class LRUCache:
     """A thread-safe bounded mapping from text to a read-only embedding."""
 
@@ -133,11 +136,11 @@ class Embedder:
             count = len(self.tokenizer.encode(text, add_special_tokens=False).ids)
         return count
 
-    def check(self, text: str) -> None:
-        """Raise InputTooLongError when `text` is over the token limit."""
+    def check(self, text: str, what: str = "state") -> None:
+        """Raise InputTooLongError when `text` (a state, or `what` it is) is over the token limit."""
         if len(text) > self.max_tokens and self.num_tokens(text) > self.max_tokens:
             raise InputTooLongError(
-                f"state has more than {self.max_tokens} tokens, this model's limit; shorten or split it"
+                f"{what} has more than {self.max_tokens} tokens, this model's limit; shorten or split it"
             )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

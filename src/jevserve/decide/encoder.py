@@ -14,7 +14,7 @@ from types import MappingProxyType
 import numpy as np
 
 from jevserve.decide.base import DecisionBackend, DecisionItem, ModelCard
-from jevserve.decide.embedder import DEFAULT_MAX_TOKENS, Embedder
+from jevserve.decide.embedder import DEFAULT_MAX_TOKENS, QUESTION_TEXT, Embedder
 from jevserve.decide.onnx_build import Precision
 from jevserve.decide.readout import Readout, ZeroShotParams, ZeroShotReadout
 
@@ -65,9 +65,12 @@ class EncoderBackend(DecisionBackend):
         self.embedder = embedder or Embedder(precision, max_tokens=max_state_tokens)
 
     def check(self, items: Sequence[DecisionItem]) -> None:
-        """Refuse states over the token limit before they are queued."""
+        """Refuse states and question texts over the token limit before they are queued (refused inside a batch,
+        one request's text would fail every request batched with it)."""
         for state in {item.state for item in items}:
             self.embedder.check(state)
+        for text in {text for item in items for text in self.readout.texts(item.question)}:
+            self.embedder.check(text, QUESTION_TEXT)
 
     def decide(self, items: Sequence[DecisionItem]) -> list[np.ndarray]:
         """Embed each distinct text of the batch once, then read every item independently."""

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from jevserve.decide.base import DecisionItem, ModelCard
-from jevserve.decide.embedder import WINDOW_TOKENS
+from jevserve.decide.embedder import QUESTION_TEXT, WINDOW_TOKENS
 from jevserve.decide.encoder import PARAMS_DIR, EncoderBackend, model_card
 from jevserve.decide.lexical_head import LexicalHead, load_heads, pair_cosine
 from jevserve.decide.onnx_build import Precision
@@ -123,9 +123,11 @@ class TunedReadingBackend(EncoderBackend):
         return (f"lexical heads {digest.hexdigest()[:12]}",)
 
     def check(self, items: Sequence[DecisionItem]) -> None:
-        """Refuse states over the token limit before they are queued."""
+        """Refuse states and question texts over the token limit before they are queued."""
         for state in {item.state for item in items}:
             self.states.check(state)
+        for text in {text for item in items for text in self.readout.texts(item.question)}:
+            self.embedder.check(text, QUESTION_TEXT)
 
     def decide(self, items: Sequence[DecisionItem]) -> list[np.ndarray]:
         """Encode each distinct state once, embed question texts (cached), then read every item on its own; a question

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from jevserve.gateway.errors import ConfigError
 from jevserve.gateway.inference_headers import InferenceHeadersConfig
 from jevserve.gateway.questions import LENGTH_LEVEL_TOKENS
+from jevserve.protocol.body import BODY_TIMEOUT_S
 from jevserve.serving.decision_inputs import DEFAULT_LIMITS, InputLimits
 
 PLACEHOLDER_URL = "builtin:placeholder"
@@ -281,6 +282,7 @@ class GatewayConfig(_Strict):
     upstreams: list[UpstreamConfig] = Field(default_factory=list)
     routes: list[RouteConfig] = Field(default_factory=list)
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    body_timeout_s: float = Field(BODY_TIMEOUT_S, gt=0)  # the whole request body must arrive within this (408 after)
     log: LogConfig = Field(default_factory=LogConfig)
     store: str = "memory"  # memory | redis://host:port/db
     # the requests rate-based operating points are computed on: None = the packaged files (everyday requests for

@@ -3,6 +3,7 @@
 GatewayError                  an HTTP answer other than 2xx: status, OpenAI `type`, `code`, message
 ├── BadRequestError           400 invalid_request_error (malformed JSON, wrong field types)
 ├── PayloadTooLargeError      413 invalid_request_error
+├── RequestTimeoutError       408 invalid_request_error: the body stalled past `body_timeout_s`
 ├── UnknownModelError         404 model_not_found
 ├── BlockedError              400 content_policy_violation: a decision blocked the request
 ├── RateLimitedError          429 rate_limit_exceeded, with Retry-After
@@ -48,6 +49,14 @@ class PayloadTooLargeError(GatewayError):
     status_code = 413
     error_type = "invalid_request_error"
     code = "payload_too_large"
+
+
+class RequestTimeoutError(GatewayError):
+    """The request body did not arrive within `body_timeout_s` (a client that stalls mid-body)."""
+
+    status_code = 408
+    error_type = "invalid_request_error"
+    code = "request_timeout"
 
 
 class UnknownModelError(GatewayError):

@@ -3,6 +3,7 @@
     SystemOneError                 an error with a status and a contract body
     ├── AuthenticationError        401/403, error_type "authentication_error"
     ├── UnknownModelError          404, error_type "not_found"
+    ├── RequestTimeoutError        408, error_type "api_usage_error" (the body stalled past its deadline)
     ├── PayloadTooLargeError       413, error_type "api_usage_error"
     ├── UnsupportedMediaError      415, error_type "api_usage_error"
     ├── OverloadedError            429 + Retry-After, error_type "overloaded_error"
@@ -45,6 +46,12 @@ class UnknownModelError(SystemOneError):
 
     status_code = 404
     error_type = "not_found"
+
+
+class RequestTimeoutError(SystemOneError):
+    """The request body did not arrive within the server's deadline (a client that stalls mid-body)."""
+
+    status_code = 408
 
 
 class PayloadTooLargeError(SystemOneError):

@@ -42,6 +42,7 @@ from jevserve.protocol import (
     to_decision,
     validation_body,
 )
+from jevserve.protocol.body import BODY_TIMEOUT_S
 from jevserve.server.body import DEFAULT_MAX_BODY_BYTES, read_body
 from jevserve.server.defaults import DEFAULT_MAX_OPTIONS, DEFAULT_MAX_QUESTIONS
 from jevserve.server.metrics import ServerMetrics
@@ -62,6 +63,7 @@ class ServerSettings:
     max_wait_ms: float = 2.0  # longest wait for requests already arriving before a batch starts
     max_chunk_ms: float | None = 25.0  # a batch holds what the backend answers in about this time (None: max_batch)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    body_timeout_s: float = BODY_TIMEOUT_S  # the whole request body must arrive within this (408 after)
     max_questions: int = DEFAULT_MAX_QUESTIONS  # questions per request (413 above)
     max_options: int = DEFAULT_MAX_OPTIONS  # options per request, all questions together (413 above)
 
@@ -272,7 +274,7 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
         try:
             _check_auth(state, request)
             try:
-                body = await read_body(request, settings.max_body_bytes)
+                body = await read_body(request, settings.max_body_bytes, settings.body_timeout_s)
             except ClientDisconnect:
                 return client_left("while sending its body")
             # A large body is parsed, and its answer built, in a worker thread: the event loop keeps reading and

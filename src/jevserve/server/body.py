@@ -1,7 +1,8 @@
-"""Reading a request body safely: a size limit, and gzip/deflate/zstd request encodings.
+"""Reading a request body safely: a size limit, a deadline, and gzip/deflate/zstd request encodings.
 
 The limit applies to the body as sent and again after decompression, so a small compressed body cannot expand
-without bound. Unsupported encodings and media types get 415, oversized bodies 413; never a 5xx.
+without bound. Unsupported encodings and media types get 415, oversized bodies 413, a body that stalls past its
+deadline 408 (protocol/body.py); never a 5xx.
 """
 
 from __future__ import annotations
@@ -11,23 +12,29 @@ import zlib
 from starlette.requests import Request
 
 from jevserve.protocol import PayloadTooLargeError, UnsupportedMediaError
+from jevserve.protocol.body import BODY_TIMEOUT_S, BodyTimeoutError, body_chunks
+from jevserve.protocol.errors import RequestTimeoutError
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
-async def read_body(request: Request, max_bytes: int) -> bytes:
-    """Return the decoded body, or raise PayloadTooLargeError / UnsupportedMediaError."""
+async def read_body(request: Request, max_bytes: int, timeout_s: float = BODY_TIMEOUT_S) -> bytes:
+    """Return the decoded body, or raise PayloadTooLargeError / UnsupportedMediaError / RequestTimeoutError (the
+    whole body must arrive within `timeout_s`)."""
     _check_media_type(request.headers.get("content-type", ""))
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise PayloadTooLargeError(f"request body is {declared} bytes; the limit is {max_bytes} bytes")
     chunks = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise PayloadTooLargeError(f"request body is over the limit of {max_bytes} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in body_chunks(request.stream(), timeout_s):
+            size += len(chunk)
+            if size > max_bytes:
+                raise PayloadTooLargeError(f"request body is over the limit of {max_bytes} bytes")
+            chunks.append(chunk)
+    except BodyTimeoutError as exc:
+        raise RequestTimeoutError(str(exc), headers={"Connection": "close"}) from None
     body = b"".join(chunks)
     encoding = request.headers.get("content-encoding", "identity").strip().lower()
     return _decode(body, encoding, max_bytes)

@@ -9,6 +9,7 @@ import socket
 import sys
 
 from jevserve.decide.registry import SPEC_HELP
+from jevserve.protocol.body import BODY_TIMEOUT_S
 from jevserve.server.defaults import DEFAULT_MAX_OPTIONS, DEFAULT_MAX_QUESTIONS
 
 
@@ -41,6 +42,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "quickly; 0 turns it off (default: 25)",
     )
     p.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024, help="request size limit (413 above)")
+    p.add_argument(
+        "--body-timeout-s",
+        type=float,
+        default=BODY_TIMEOUT_S,
+        help=f"the whole request body must arrive within this many seconds (408 after; default {BODY_TIMEOUT_S:g})",
+    )
     p.add_argument(
         "--max-questions",
         type=int,
@@ -106,6 +113,7 @@ def run_serve(args: argparse.Namespace) -> int:
         max_wait_ms=args.max_wait_ms,
         max_chunk_ms=args.max_chunk_ms or None,
         max_body_bytes=args.max_body_bytes,
+        body_timeout_s=args.body_timeout_s,
         max_questions=args.max_questions,
         max_options=args.max_options,
     )

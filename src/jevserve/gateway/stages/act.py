@@ -50,7 +50,8 @@ def act(ctx: RequestContext) -> Answer | Forward:
 def _block(ctx: RequestContext, verdict: Verdict) -> Answer:
     where = f" on {verdict.detail.source}" if isinstance(verdict.detail, GuardDetail) else ""
     raise BlockedError(
-        f"request blocked by the {verdict.decision} decision{where} ({verdict.reason})", param="messages"
+        f"request blocked by the {verdict.decision} decision{where} ({verdict.reason})",
+        param="messages" if ctx.endpoint == "chat" else "prompt",  # the field the client sent the text in
     )
 
 

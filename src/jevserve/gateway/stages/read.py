@@ -7,13 +7,22 @@ from typing import Any
 
 from jevserve.gateway.errors import BadRequestError
 
+# Deeper bodies are refused: every later step (the decision texts, the log, the upstream call) serialises the body
+# with recursive code, and no OpenAI request nests nearly this far (a tool's JSON schema: a dozen levels).
+MAX_JSON_DEPTH = 128
+
 
 def read_body(raw: bytes, endpoint: str) -> dict[str, Any]:
     """The body of a chat (`endpoint="chat"`) or legacy completions request, checked; raises BadRequestError."""
+    too_deep = BadRequestError(f"request body nests arrays or objects more than {MAX_JSON_DEPTH} levels deep")
     try:
         body = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BadRequestError(f"request body is not valid JSON: {exc}") from None
+    except RecursionError:  # nested past what the parser can follow
+        raise too_deep from None
+    if _deeper_than(body, MAX_JSON_DEPTH):
+        raise too_deep
     if not isinstance(body, dict):
         raise BadRequestError(f"request body must be a JSON object, got {type(body).__name__}")
     if b"\\ud" in raw.lower():  # an escaped UTF-16 half: valid JSON, but no UTF-8 upstream (or log) can carry it
@@ -25,6 +34,18 @@ def read_body(raw: bytes, endpoint: str) -> dict[str, Any]:
             ) from None
     (check_chat if endpoint == "chat" else check_completion)(body)
     return body
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether `value` nests lists or objects more than `limit` levels deep (iterative: no recursion to exhaust)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
 def check_chat(body: dict[str, Any]) -> None:
