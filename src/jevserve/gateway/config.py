@@ -101,6 +101,9 @@ class GuardConfig(PolicyConfig):
     action: Literal["block", "strip_tools", "flag"] = "block"
     scan_tool_results: bool = True  # also judge each tool result sent back (indirect injection)
     judge_system_prompt: bool = False  # the operator's system prompt is trusted unless this is on
+    # earlier turns were judged when they were the latest; where clients write their own history, also judge the
+    # last this many earlier user and tool turns (0: none)
+    judge_history_turns: int = Field(0, ge=0, le=64)
     # a text of several sentences is also judged in windows of whole sentences, each at least min_window_chars and
     # at most window_chars long, at most max_windows of them (half from the start, half from the end); 1: off
     min_window_chars: int = Field(40, ge=1)
@@ -255,6 +258,7 @@ class RouteConfig(_Strict):
             max_windows=guard.max_windows,
             whole_up_to_chars=guard.whole_up_to_chars,
             judge_system=guard.judge_system_prompt,
+            judge_history=guard.judge_history_turns,
             harm_windows=harm_windows,
         )
 

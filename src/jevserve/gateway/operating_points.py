@@ -127,6 +127,8 @@ def limits_read(policy_key: str, limits: InputLimits) -> dict[str, int | bool]:
     names = LIMITS_READ.get(policy_key, REQUEST_TEXT_LIMITS)
     if policy_key == "harm" and limits.harm_windows:
         names = (*names, *HARM_WINDOW_LIMITS)
+    if policy_key == "guard" and limits.judge_history:  # only then: the packaged (default) keys stay as they were
+        names = (*names, "judge_history")
     return {name: getattr(limits, name) for name in names}
 
 

@@ -9,7 +9,9 @@ negatives) build their states with the same function, so what is measured and tr
     inputs.cache_text     # what the semantic cache compares
 
 - **guard_texts**: the latest user turn and each tool result sent back since the last assistant turn, each judged
-  on its own. The operator's system prompt is trusted and not among them (`InputLimits.judge_system` adds it). A
+  on its own. The operator's system prompt is trusted and not among them (`InputLimits.judge_system` adds it).
+  Earlier turns were judged when they were the latest; a client that writes its own history can put an injection
+  there, and `InputLimits.judge_history` (N) also judges the last N earlier user and tool turns. A
   text of several sentences is judged whole and also in windows of whole sentences (at least `min_window_chars`
   each, so a short sentence joins its neighbour), so harmless sentences around an injection cannot dilute it. A line
   break ends a window only after a sentence end or at a blank line, so a pasted list is judged as a list and never
@@ -66,6 +68,7 @@ class InputLimits:
     context_turns: int = 2  # earlier turns shown before the current request
     context_chars: int = 240  # each earlier turn's excerpt
     judge_system: bool = False  # also judge the system and developer prompts as untrusted
+    judge_history: int = 0  # also judge this many earlier user and tool turns (0: none; see the module docstring)
     harm_windows: bool = False  # harm also reads the latest user turn's windows (the guard's), the highest counting
 
     def __post_init__(self) -> None:
@@ -79,6 +82,8 @@ class InputLimits:
             )
         if self.whole_up_to_chars < 0:
             raise ValueError(f"InputLimits.whole_up_to_chars must be at least 0, got {self.whole_up_to_chars}")
+        if self.judge_history < 0:
+            raise ValueError(f"InputLimits.judge_history must be at least 0, got {self.judge_history}")
         if self.context_turns < 0:
             raise ValueError(f"InputLimits.context_turns must be at least 0, got {self.context_turns}")
         if not 0 < self.head_chars < self.max_text_chars - len(ELLIPSIS):
@@ -122,8 +127,12 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
                 judge(message_text(message), "system")
     if latest is not None:
         judge(message_text(messages[latest]), "user")
-    for message in _trailing_tool_results(messages):
+    trailing = _trailing_tool_results(messages)
+    for message in trailing:
         judge(message_text(message), "tool")
+    if limits.judge_history:
+        for message in _earlier_turns(messages, latest, len(trailing))[-limits.judge_history :]:
+            judge(message_text(message), "history")
     current = _current_request(messages, latest)
     user_text = bounded(current, limits)
     context = _context_lines(messages, latest, limits)
@@ -288,6 +297,16 @@ def _trailing_tool_results(messages: Sequence[Mapping[str, Any]]) -> list[Mappin
             break
         out.append(message)
     return out[::-1]
+
+
+def _earlier_turns(
+    messages: Sequence[Mapping[str, Any]], latest: int | None, trailing: int
+) -> list[Mapping[str, Any]]:
+    """The user and tool turns other than the latest user turn and the trailing tool results (those are judged
+    anyway), oldest first. Assistant turns are not among them: the guard's question is about text a user or a tool
+    sends, and replies are long (judging them made a second turn cost five times the texts)."""
+    kept = messages[: len(messages) - trailing]
+    return [m for i, m in enumerate(kept) if i != latest and _role(m) in ("user", "tool")]
 
 
 def _turn_text(message: Mapping[str, Any]) -> str:

@@ -15,7 +15,12 @@ from jevserve.gateway.decider import Ask
 from jevserve.gateway.policies.base import Answers, Policy, RequestView
 from jevserve.gateway.types import Action, GuardDetail, Verdict
 
-_SOURCE_NAMES = {"user": "the user's message", "tool": "a tool result", "system": "the system prompt"}
+_SOURCE_NAMES = {
+    "user": "the user's message",
+    "tool": "a tool result",
+    "system": "the system prompt",
+    "history": "an earlier turn",
+}
 
 
 class InjectionGuard(Policy):
