@@ -171,6 +171,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A message of the command's own (which part needed the package) comes first.
         context = "" if isinstance(exc, ModuleNotFoundError) else f"{exc}\n"
         return _fail(context + install_hint(package, args.command))
+    except OSError as exc:
+        if exc.filename is None:  # not about a path the user gave: a defect, shown with its traceback
+            raise
+        return _fail(f"{exc.filename}: {exc.strerror or exc}")
     return int(result or 0)
 
 

@@ -241,3 +241,12 @@ def test_slow_decider_times_out_into_the_fallback():
     response = post(app, HI)
     assert response.status_code == 200
     assert float(response.headers["x-jevserve-decision-ms"]) < 1000
+
+
+def test_the_reason_shows_probability_and_threshold_at_a_precision_that_tells_them_apart():
+    from jevserve.gateway.policies.base import comparison
+
+    assert comparison(0.98546, 0.9854) == "0.9855 ≥ 0.9854"  # at 3 decimals both read 0.985
+    assert comparison(0.97, 0.5) == "0.970 ≥ 0.500"
+    assert comparison(0.2, 0.25) == "0.200 < 0.250"
+    assert comparison(0.5, 0.5) == "0.500000 ≥ 0.500000"

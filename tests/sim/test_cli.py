@@ -104,3 +104,17 @@ def test_sim_run_reports_a_request_that_can_never_fit_as_rejected(tmp_path, caps
                  "--json", str(out)]) == 0
     summary = json.loads(out.read_text())
     assert (summary["num_requests"], summary["num_rejected"]) == (1, 1)
+
+
+def test_outputs_get_their_folders_before_the_run_and_an_unwritable_one_is_one_line(tmp_path, capsys):
+    out = tmp_path / "new" / "folder"
+    assert main(["sim", "run", "--workload", "synthetic", "--num-requests", "20", "--rate", "5",
+                 "--json", str(out / "s.json"), "--step-log", str(out / "steps.csv")]) == 0  # fmt: skip
+    assert (out / "s.json").exists() and (out / "steps.csv").exists()
+    assert "engine work" in capsys.readouterr().out
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert main(["sim", "run", "--num-requests", "20", "--json", str(blocker / "x" / "s.json")]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("error:") and str(blocker) in captured.err and "Traceback" not in captured.err
+    assert "engine work" not in captured.out  # refused before the simulation ran

@@ -58,3 +58,15 @@ def test_web_with_a_bad_gateway_config_exits_2(tmp_path, capsys):
     bad.write_text("routes: [1, 2\n")
     assert main(["web", "--results", str(tmp_path), "--port", "0", "--gateway-config", str(bad)]) == 2
     assert "gateway.yaml" in capsys.readouterr().err
+
+
+def test_a_file_that_is_not_a_database_exits_2_and_export_makes_its_folder(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2")
+    assert main(["web", "export-rounds", "-", "--db", str(bad)]) == 2
+    assert "not a playground database" in capsys.readouterr().err
+    db = tmp_path / "db.sqlite"
+    client = TestClient(make_app(db))
+    play_item(client, start_round(client), 0)
+    out = tmp_path / "new" / "folder" / "rounds.jsonl"
+    assert main(["web", "export-rounds", str(out), "--db", str(db)]) == 0 and out.exists()

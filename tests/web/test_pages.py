@@ -99,3 +99,12 @@ def test_methodology_page_explains_score_intervals_and_playground(client):
     page = client.get("/methodology").text
     assert "score = 100 × (m − m_default) / (m_oracle − m_chance)" in page
     assert "paired" in page and "export-rounds" in page
+
+
+def test_head_answers_like_get_without_a_body(client):
+    for path in ("/", "/healthz", "/methodology", "/static/site.css"):
+        got, head = client.get(path), client.head(path)
+        assert head.status_code == got.status_code == 200, path
+        assert head.content == b"" and head.headers["content-type"] == got.headers["content-type"]
+    assert client.head("/no-such-page").status_code == 404
+    assert client.post("/healthz").status_code == 405  # only HEAD is read as GET

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 
 from jevserve.sim.argtypes import positive_float, positive_int
@@ -65,15 +66,29 @@ def _cmd_engine(args: argparse.Namespace) -> int:
     except (SimError, ServingError) as exc:
         print(f"jevserve engine: error: {exc}", file=sys.stderr)
         return 2
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:  # bound before anything is printed or built: a port in use is one line and exit 2, not uvicorn's error
+        sock.bind((args.host, args.port))
+    except (OSError, OverflowError) as exc:
+        sock.close()
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        print(f"jevserve engine: error: cannot listen on {args.host}:{args.port} ({reason})", file=sys.stderr)
+        return 2
     lengths = ReplyLengths(max_model_len=args.max_model_len, seed=args.seed,
                            sharegpt_prompts=not args.no_sharegpt_lengths)
     engine = LiveEngine(profile, config, policy, speedup=args.speedup, stream_interval=args.stream_interval)
     name = args.served_model_name or profile.model
     app = create_app(engine, lengths, model_name=name, max_num_waiting=args.max_num_waiting)
     print(f"jevserve engine: {name} on {profile.name} ({engine.num_total_blocks} KV blocks, speedup "
-          f"{args.speedup:g}, {args.scheduling_policy}); http://{args.host}:{args.port}/v1", flush=True)
+          f"{args.speedup:g}, {args.scheduling_policy}); http://{args.host}:{sock.getsockname()[1]}/v1", flush=True)
     _quiet_garbage_collector()
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=1)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=1))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
     return 0
 
 

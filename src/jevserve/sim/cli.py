@@ -119,8 +119,18 @@ def _load_requests(args: argparse.Namespace):
     return requests
 
 
+def _outputs_writable(*paths: Path | None) -> None:
+    """Create the folders of the files a command will write, before its work: a path that cannot be written fails
+    at once (an OSError naming it, which the CLI reports in one line) instead of after the work is done."""
+    for path in paths:
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     import json
+
+    _outputs_writable(args.step_log, args.json)
 
     from jevserve.serving import make_queue_policy
     from jevserve.sim.arrivals import make_arrivals
@@ -182,6 +192,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from jevserve.sim.steplog import read_steplog
     from jevserve.sim.workloads.tokens import file_sha256
 
+    _outputs_writable(args.out)
     rows = read_steplog(args.steplog)
     result = fit_step_time(rows)
     for name, value in result.model.as_dict().items():

@@ -57,4 +57,25 @@ def create_app(settings: WebSettings) -> FastAPI:
 
     pages.register(app, context)
     play.register(app, context)
+    app.add_middleware(HeadAsGet)
     return app
+
+
+class HeadAsGet:
+    """Answer HEAD as GET without the body (RFC 9110: the same headers), so that uptime monitors and link checkers,
+    which send HEAD, see 200 rather than 405 on every page."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)

@@ -90,6 +90,7 @@ def serve_command(args: argparse.Namespace) -> int:
     from jevserve.web.app import WebSettings, create_app
     from jevserve.web.live import live_demo
     from jevserve.web.site import PACKAGED_BOARD, default_board_cache
+    from jevserve.web.store import StoreError
 
     results: Path | None = args.results
     if not args.results.is_dir():
@@ -127,7 +128,7 @@ def serve_command(args: argparse.Namespace) -> int:
                   f"{endpoint.label}; rounds in {settings.db_path})", flush=True)
             server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
             server.run(sockets=[sock])
-    except EndpointError as exc:
+    except (EndpointError, StoreError) as exc:
         print(f"jevserve web: {exc}", file=sys.stderr)
         return 2
     finally:
@@ -137,14 +138,20 @@ def serve_command(args: argparse.Namespace) -> int:
 
 def export_command(args: argparse.Namespace) -> int:
     """Write the stored answers as JSON lines."""
-    from jevserve.web.store import Store
+    from jevserve.web.store import Store, StoreError
 
     db = args.db or default_db()
     if not db.exists():
         print(f"jevserve web export-rounds: --db {db}: no such file; play a round first or pass --db FILE",
               file=sys.stderr)
         return 2
-    rows = Store(db).answer_rows()
+    try:
+        rows = Store(db).answer_rows()
+    except StoreError as exc:
+        print(f"jevserve web export-rounds: {exc}", file=sys.stderr)
+        return 2
+    if str(args.out) != "-":
+        args.out.parent.mkdir(parents=True, exist_ok=True)
     out = sys.stdout if str(args.out) == "-" else args.out.open("w", encoding="utf-8")
     try:
         for row in rows:

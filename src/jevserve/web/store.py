@@ -107,15 +107,25 @@ class ModelAnswer:
     decision_ms: float  # wall time of the decision call, measured by the web process
 
 
+class StoreError(Exception):
+    """The file given as the database is not one (the command line reports it in one line)."""
+
+
 class Store:
     """Open (and migrate) the database at `path`; every method is one transaction on its own connection."""
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as conn:
-            conn.execute("PRAGMA journal_mode=WAL")
-            self._migrate(conn)
+        try:
+            with self._connect() as conn:
+                conn.execute("PRAGMA journal_mode=WAL")
+                self._migrate(conn)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"--db {self.path}: not a playground database (SQLite: {exc}); pass the file `jevserve web` created, "
+                "or a new path"
+            ) from None
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:

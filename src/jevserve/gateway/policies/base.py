@@ -91,5 +91,15 @@ class Policy:
             reason = f"decision unavailable: fallback {self.config.fallback}"
             return self.verdict(on if closed else off, reason, detail, threshold=t, fell_back=True)
         hit = p >= t
-        reason = f"P={p:.3f} {'≥' if hit else '<'} {t:.4g}"
+        reason = f"P={comparison(p, t)}"
         return self.verdict(on if hit else off, reason, detail, probability=p, threshold=t)
+
+
+def comparison(p: float, threshold: float) -> str:
+    """`0.985 < 0.990`, both at the same precision, with as many decimals (3 to 6) as it takes for the two to read
+    differently: "0.985 ≥ 0.9854" looked false although 0.98546 ≥ 0.9854 holds."""
+    for decimals in range(3, 7):
+        shown_p, shown_t = f"{p:.{decimals}f}", f"{threshold:.{decimals}f}"
+        if shown_p != shown_t:
+            break
+    return f"{shown_p} {'≥' if p >= threshold else '<'} {shown_t}"
