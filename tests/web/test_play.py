@@ -212,3 +212,34 @@ def test_reveal_shows_a_board_row_probabilities_from_its_answers_cache(tmp_path)
     url = start_round(client)
     texts = [client.get(play_item(client, url, p).headers["location"]).text for p in range(5)]
     assert any("yes 0.12 · no 0.88" in t for t in texts)
+
+
+def test_the_people_page_does_not_wait_for_the_item_pools(tmp_path, monkeypatch):
+    import threading
+
+    from fastapi.testclient import TestClient
+
+    from jevserve.web import decisions
+    from jevserve.web.app import WebSettings, create_app
+    from tests.web.builders import RESULTS, StubDecider, results_pools, shared_site
+
+    release = threading.Event()
+
+    def slow_pools(data):
+        release.wait(30)  # as the bench data takes tens of seconds on a fresh start
+        return results_pools()
+
+    monkeypatch.setattr(decisions, "load_pools", slow_pools)
+    app = create_app(WebSettings(results_dir=RESULTS, db_path=tmp_path / "db.sqlite", decider=StubDecider(),
+                                 site=shared_site(), data_factory=lambda: None))  # fmt: skip
+    client = TestClient(app)
+    first = client.get("/people")
+    assert first.status_code == 200 and 'id="expected-loading"' in first.text
+    release.set()
+    context = app.state.context
+    for _ in range(300):
+        if context.pools_if_ready() is not None:
+            break
+        threading.Event().wait(0.01)
+    later = client.get("/people")
+    assert 'id="expected"' in later.text and 'id="expected-loading"' not in later.text

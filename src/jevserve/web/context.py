@@ -73,6 +73,7 @@ class Context:
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         self.templates.env.filters["num"] = _num
         self._pools = settings.pools
+        self._pools_loading = False  # pools_if_ready started loading them
         self._data: Any = None
         self._lock = threading.Lock()
         self.task_pages: dict[str, Any] = {}
@@ -99,6 +100,17 @@ class Context:
             with self._lock:
                 self._pools = self._pools or pools
         return self._pools
+
+    def pools_if_ready(self) -> Pools | None:
+        """The item pools when they are loaded; otherwise None, with their loading started in the background (once),
+        so a page that only shows something extra with them answers at once instead of waiting tens of seconds."""
+        if self._pools is not None:
+            return self._pools
+        with self._lock:
+            if not self._pools_loading:
+                self._pools_loading = True
+                threading.Thread(target=self.pools, name="pools", daemon=True).start()
+        return None
 
     def cached_answers(self, model: str) -> dict[str, Any] | None:
         """The model's bench answers cache (request key → answers), read once per file version; None without one."""

@@ -152,6 +152,7 @@ def register(app: FastAPI, context: Context) -> None:
     def people_page(request: Request) -> HTMLResponse:
         rows = versus(context.store.answer_rows())
         decider = context.settings.decider
-        expected = expected_accuracy(context.pools(), context.site.get().stored)
+        pools = context.pools_if_ready()  # loading them takes tens of seconds: the page does not wait for it
+        expected = None if pools is None else expected_accuracy(pools, context.site.get().stored)
         return context.render(request, "people.html", rows=rows, decisions=DECISIONS,
                               model=decider.name if decider else None, expected=expected)
