@@ -103,6 +103,21 @@ def test_check_names_a_misspelt_field_with_a_suggestion(tmp_path, capsys):
     assert "routes[0].guard.treshold: unknown field; did you mean 'threshold'?" in capsys.readouterr().err
 
 
+def test_check_reads_a_broken_file_in_one_line_naming_it_and_warns_of_no_routes(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("routes:\n  - model: m\n   oops: [\n")
+    assert main(["gateway", "check", str(bad)]) == 2
+    assert f'in "{bad}", line 3' in capsys.readouterr().err  # the file, not "<unicode string>"
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes(b"routes: []\n# caf\xe9\n")
+    assert main(["gateway", "check", str(latin)]) == 2
+    assert "not UTF-8 text" in capsys.readouterr().err
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("decider: remote:http://127.0.0.1:9\n")
+    assert main(["gateway", "check", str(empty)]) == 0
+    assert "warning: no routes" in capsys.readouterr().err
+
+
 def test_check_prints_the_operating_points_of_a_valid_config(tmp_path, capsys):
     config = tmp_path / "gw.yaml"
     config.write_text(

@@ -72,6 +72,9 @@ def run_check(args: argparse.Namespace) -> int:
     try:
         config, decider = _config_and_decider(args.config, args.decider)
         print(f"{args.config}: valid ({len(config.routes)} routes, {len(config.upstreams)} upstreams)")
+        if not config.routes:
+            print("warning: no routes, so every request gets 404 (model not found); add one under `routes:` "
+                  "(docs/gateway.md, Config reference)", file=sys.stderr)
         _, points = resolve_operating_points(config, decider, progress=_progress, score_missing=args.score)
     except ConfigError as exc:
         return _fail(str(exc))

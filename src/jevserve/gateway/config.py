@@ -387,11 +387,14 @@ def load_config(path: str | Path | None) -> GatewayConfig:
         return default_config()
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        with path.open(encoding="utf-8") as fh:  # a stream with a name: YAML errors point at the file, line and column
+            data = yaml.safe_load(fh)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the config: {exc.strerror}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save the config as UTF-8") from None
     if data is not None and not isinstance(data, dict):
         raise ConfigError(f"{path}: the config must be a YAML mapping, got {type(data).__name__}")
     return parse_config(data, source=str(path))

@@ -27,8 +27,10 @@ def _common(p: argparse.ArgumentParser, *, num_requests: int) -> None:
     from jevserve.sim.engine_args import add_replica_arguments
 
     _workload_args(p, num_requests=num_requests)
-    p.add_argument("--attainment", type=float, default=0.9, help="share of requests that must meet the SLO")
-    p.add_argument("--gpus-per-replica", type=int, default=1, help="GPUs one replica uses (tensor parallel)")
+    p.add_argument("--attainment", type=float, default=0.9,
+                   help="share of requests that must meet the SLO (default: %(default)s)")
+    p.add_argument("--gpus-per-replica", type=int, default=1,
+                   help="GPUs one replica uses (tensor parallel; default: %(default)s)")
     add_replica_arguments(p)
 
 
@@ -64,7 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="total request rate to serve, req/s (required)")
     _common(plan, num_requests=5000)
     plan.add_argument("--decision-delay-ms", type=nonnegative_float("--decision-delay-ms"), default=0.0,
-                      help="wait before a request is queued")
+                      help="wait before a request is queued (default: %(default)s)")
     plan.set_defaults(func=_guarded(_cmd_plan))
     sub = plan.add_subparsers(dest="plan_command", metavar="SUBCOMMAND")
 
@@ -76,10 +78,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="comma-separated profiles (names or calibrated .toml files) (default: %(default)s)")
     table.add_argument("--policies", default="fcfs,plf+aging", help="queue policies (default: %(default)s)")
     table.add_argument("--aging-s", type=positive_float("--aging-s"), default=10.0,
-                       help="aging threshold of '+aging' policies")
+                       help="aging threshold of '+aging' policies (default: %(default)s)")
     table.add_argument("--decision-delay-ms", type=nonnegative_float("--decision-delay-ms"), default=92.0,
-                       help="delay of 'plf' for its prediction")
-    table.add_argument("--oracle-tau", type=float, default=0.6, help="Kendall tau of plf's noisy-oracle predictions")
+                       help="delay of 'plf' for its prediction (default: %(default)s)")
+    table.add_argument("--oracle-tau", type=float, default=0.6,
+                       help="Kendall tau of plf's noisy-oracle predictions (default: %(default)s)")
     table.add_argument("--router", default="jsq", help="router of the simulated clusters (default: jsq)")
     table.add_argument("--seeds", type=parse_ints, default=(0, 1), help="arrival seeds per probe (default: 0,1)")
     table.add_argument("--no-simulate", action="store_true", help="analytic column only (fast)")

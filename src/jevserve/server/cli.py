@@ -41,7 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="cut batches to what the model answers in about this time, so a large request yields to new ones "
         "quickly; 0 turns it off (default: 25)",
     )
-    p.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024, help="request size limit (413 above)")
+    p.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024,
+                   help="request size limit, bytes (413 above; default: %(default)s)")
     p.add_argument(
         "--body-timeout-s",
         type=float,

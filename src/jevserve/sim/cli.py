@@ -46,7 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          description="Simulate one replica under one queue policy and print vLLM-style metrics.")
     run.add_argument("--workload", default="sharegpt",
                      help="'sharegpt', 'synthetic' or a trace file (.jsonl/.csv) (default: %(default)s)")
-    run.add_argument("--split", choices=("all", "train", "test"), default="all", help="ShareGPT split")
+    run.add_argument("--split", choices=("all", "train", "test"), default="all",
+                     help="ShareGPT split (default: %(default)s)")
     run.add_argument("--num-requests", type=positive_int("--num-requests"), default=2000,
                      help="requests to send (default: %(default)s)")
     run.add_argument("--prompt-dist", default="lognormal:90:1.0:1024", help="synthetic prompt lengths")
