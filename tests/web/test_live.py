@@ -80,3 +80,13 @@ def test_a_paraphrase_of_an_earlier_request_is_asked_the_reuse_question(tmp_path
     assert next(v for v in first.verdicts if v["decision"] == "cache")["action"] == "allow"
     assert next(v for v in again.verdicts if v["decision"] == "cache")["action"] == "serve_cached"
     assert "cache" in decider.calls[-1] and "cache" not in decider.calls[0]
+
+
+def test_a_json_body_is_told_to_send_a_form(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from tests.web.builders import make_app
+
+    client = TestClient(make_app(tmp_path / "db.sqlite"), raise_server_exceptions=False)
+    answer = client.post("/live", json={"text": "hello"})
+    assert answer.status_code == 415 and "application/x-www-form-urlencoded" in answer.text

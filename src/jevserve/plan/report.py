@@ -23,7 +23,8 @@ def plan_text(plan: Plan, *, workload: str, slo_ms: float) -> str:
         f"{1000 * b.step_s:.1f} ms at the bound)",
         f"SLO TTFT <= {slo_ms:g} ms for {100 * c.attainment_target:g}% of requests: up to {c.slo_rate_rps:.3g} "
         f"req/s per replica (FCFS waiting-time model, {c.servers} requests held at once)",
-        f"answer: {plan.replicas} replicas ({plan.gpus} GPUs) for {plan.rate_rps:g} req/s, "
+        f"answer: {plan.replicas} replica{'s' if plan.replicas != 1 else ''} ({plan.gpus} GPU"
+        f"{'s' if plan.gpus != 1 else ''}) for {plan.rate_rps:g} req/s, "
         f"{plan.per_replica_rate_rps:.3g} req/s each = {100 * plan.utilisation:.0f}% of the stability bound; "
         f"limited by the {plan.limited_by}",
     ])

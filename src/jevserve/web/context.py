@@ -48,6 +48,9 @@ class PageError(HTTPException):
 
 async def read_form(request: Request, max_bytes: int = MAX_FORM_BYTES) -> dict[str, str]:
     """The url-encoded form body as single values; 413 over `max_bytes`, 400 when it is not a form."""
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media and media != "application/x-www-form-urlencoded":  # a JSON or multipart body parses as an empty form
+        raise PageError(415, f"the body is {media}; send the form as application/x-www-form-urlencoded")
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > max_bytes:
         raise PageError(413, f"the form is {int(declared):,} bytes; at most {max_bytes:,} are accepted")
