@@ -70,3 +70,9 @@ def test_a_file_that_is_not_a_database_exits_2_and_export_makes_its_folder(tmp_p
     play_item(client, start_round(client), 0)
     out = tmp_path / "new" / "folder" / "rounds.jsonl"
     assert main(["web", "export-rounds", str(out), "--db", str(db)]) == 0 and out.exists()
+
+
+def test_a_host_that_does_not_resolve_points_at_the_host(tmp_path, capsys):
+    assert main(["web", "--results", str(tmp_path), "--host", "256.1.1.1", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "check --host" in err and "try --port 0" not in err

@@ -63,7 +63,9 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise ValueError(f"--host {host} --port {port}: cannot listen there ({exc.strerror}); try --port 0") from exc
+        # an address that does not resolve is the host's fault, a port in use the port's
+        hint = "check --host" if isinstance(exc, socket.gaierror) else "try --port 0"
+        raise ValueError(f"--host {host} --port {port}: cannot listen there ({exc.strerror}); {hint}") from exc
     return sock
 
 
