@@ -87,3 +87,32 @@ def test_the_lexical_reader_is_served_beside_the_default_and_by_its_own_spec():
     backend = load_backends("reader-lexical")[0]
     assert backend.card.name == "minilm-reader-words" and backend.readout.weights.lexical_dim == 32
     assert backend.card.aliases == ("jev-minilm-3",)
+
+
+def test_one_token_embedder_serves_two_threads_without_mixing_their_states():
+    # The server's models share one embedder and answer in their own batcher threads: each thread's token states
+    # must be its own text's, whatever the other thread encodes meanwhile.
+    import threading
+
+    shared = TokenEmbedder("int8", state_cache_size=1)
+    texts = [f"Ticket {i}: my order {i} arrived late and the box was damaged." for i in range(40)]
+    others = [" ".join(f"word{j}" for j in range(i % 7 + 2)) for i in range(400)]
+    alone = TokenEmbedder("int8", state_cache_size=1)
+    expected = [alone.token_states(t).copy() for t in texts]
+    got: list[np.ndarray] = []
+    stop = threading.Event()
+
+    def meanwhile() -> None:
+        for text in others:
+            if stop.is_set():
+                return
+            shared.embed([text])  # runs windows of its own on the shared embedder
+
+    thread = threading.Thread(target=meanwhile)
+    thread.start()
+    try:
+        got = [shared.token_states(t).copy() for t in texts]
+    finally:
+        stop.set()
+        thread.join()
+    assert all(g.shape == e.shape and np.array_equal(g, e) for g, e in zip(got, expected, strict=True))

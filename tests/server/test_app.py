@@ -184,3 +184,27 @@ def test_under_auth_healthz_and_metrics_stay_open_while_models_and_answers_need_
         assert c.get("/metrics").status_code == 200
         assert c.get("/v1/models").status_code == 401
         assert c.post("/v1/systemone", json=ticket_body()).status_code == 401
+
+
+def test_gzip_members_are_all_read_and_a_cut_or_padded_stream_is_refused():
+    import zlib
+
+    raw = json.dumps(ticket_body()).encode()
+    half = len(raw) // 2
+    two_members = gzip.compress(raw[:half]) + gzip.compress(raw[half:])
+    whole = gzip.compress(raw)
+    deflated = zlib.compress(raw)
+    cases = [
+        ("gzip", two_members, 200),  # RFC 1952: a file may hold several members
+        ("gzip", whole[:-8], 415),  # its trailer (CRC and length) cut off
+        ("gzip", whole + b"garbage", 415),
+        ("deflate", deflated[:-4], 415),  # its checksum cut off
+        ("deflate", deflated + b"x", 415),
+    ]
+    with client_for() as c:
+        for encoding, data, status in cases:
+            r = c.post("/v1/systemone", content=data,
+                       headers={"Content-Encoding": encoding, "Content-Type": "application/json"})  # fmt: skip
+            assert r.status_code == status, (encoding, len(data), r.text)
+            if status == 415:
+                assert encoding in r.json()["detail"]["message"]

@@ -8,6 +8,8 @@ per tensor, so a padded companion would change a text's states), which costs not
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from jevserve.decide.embedder import EMBEDDING_DIM, Embedder, LRUCache
@@ -30,7 +32,10 @@ class TokenEmbedder(Embedder):
         super().__init__(precision, output="tokens", **kwargs)
         self.read_tokens = read_tokens
         self.state_cache = LRUCache(state_cache_size)
-        self._window_states: list[np.ndarray] = []
+        # The windows' token states of the text `_embed_uncached` is encoding, per thread: one embedder serves several
+        # models (each answering in its own batcher thread), and an instance attribute was overwritten by another
+        # model's run between this thread's encoding and its read (wrong answers, and 500s on an empty list).
+        self._runs = threading.local()
 
     def token_states(self, text: str) -> np.ndarray:
         """(min(positions, read_tokens), 384) float32 token states of `text`'s windows in order (read-only)."""
@@ -38,18 +43,19 @@ class TokenEmbedder(Embedder):
         if cached is not None:
             return cached
         pooled = self._embed_uncached([text])[0]
-        states = np.concatenate(self._window_states)[: self.read_tokens].copy()
+        states = np.concatenate(self._runs.window_states)[: self.read_tokens].copy()
         self.cache.put(text, pooled)
         self.state_cache.put(text, states)
         return states
 
     def _run_windows(self, windows: list[list[int]]) -> np.ndarray:
         pooled = np.empty((len(windows), EMBEDDING_DIM), dtype=np.float32)
-        self._window_states = []
+        window_states = []
         for i, ids in enumerate(windows):
             arr = np.asarray([ids], dtype=np.int64)
             hidden = self.session.run(None, {"input_ids": arr, "attention_mask": np.ones_like(arr)})[0][0]
             pooled[i] = hidden.mean(0)
-            self._window_states.append(hidden)
+            window_states.append(hidden)
+        self._runs.window_states = window_states
         return pooled
 

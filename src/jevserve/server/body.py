@@ -56,15 +56,7 @@ def _decode(body: bytes, encoding: str, max_bytes: int) -> bytes:
     if encoding in ("", "identity"):
         return body
     if encoding in ("gzip", "x-gzip", "deflate"):
-        wbits = 47 if encoding != "deflate" else 15  # 47: gzip or zlib header, auto-detected
-        try:
-            decoder = zlib.decompressobj(wbits)
-            out = decoder.decompress(body, max_bytes + 1)
-        except zlib.error as exc:
-            raise UnsupportedMediaError(f"body is not valid {encoding} data: {exc}") from exc
-        if len(out) > max_bytes or decoder.unconsumed_tail:
-            raise PayloadTooLargeError(f"decompressed body is over the limit of {max_bytes} bytes")
-        return out
+        return _inflate(body, encoding, max_bytes)
     if encoding == "zstd":
         import zstandard
 
@@ -84,3 +76,25 @@ def _decode(body: bytes, encoding: str, max_bytes: int) -> bytes:
             raise PayloadTooLargeError(f"decompressed body is over the limit of {max_bytes} bytes")
         return out
     raise UnsupportedMediaError(f"content-encoding {encoding!r} is not supported; use identity, gzip, deflate or zstd")
+
+
+def _inflate(body: bytes, encoding: str, max_bytes: int) -> bytes:
+    """A gzip (every member of a multi-member file, as RFC 1952 allows) or deflate body; a stream that stops before
+    its end, or bytes after a deflate stream, are refused rather than read as whatever arrived."""
+    wbits = 47 if encoding != "deflate" else 15  # 47: gzip or zlib header, auto-detected
+    out, rest = bytearray(), body
+    try:
+        while True:
+            decoder = zlib.decompressobj(wbits)
+            out += decoder.decompress(rest, max_bytes + 1 - len(out))
+            if len(out) > max_bytes or decoder.unconsumed_tail:
+                raise PayloadTooLargeError(f"decompressed body is over the limit of {max_bytes} bytes")
+            if not decoder.eof:
+                raise UnsupportedMediaError(f"body is incomplete {encoding} data: the stream ends before its end")
+            rest = decoder.unused_data
+            if not rest:
+                return bytes(out)
+            if encoding == "deflate":
+                raise UnsupportedMediaError(f"body has {len(rest)} bytes after its deflate stream")
+    except zlib.error as exc:
+        raise UnsupportedMediaError(f"body is not valid {encoding} data: {exc}") from exc
