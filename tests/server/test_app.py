@@ -186,7 +186,7 @@ def test_under_auth_healthz_and_metrics_stay_open_while_models_and_answers_need_
         assert c.post("/v1/systemone", json=ticket_body()).status_code == 401
 
 
-def test_gzip_members_are_all_read_and_a_cut_or_padded_stream_is_refused():
+def test_every_gzip_member_and_zstd_frame_is_read_and_a_cut_or_padded_stream_is_refused():
     import zlib
 
     raw = json.dumps(ticket_body()).encode()
@@ -200,6 +200,9 @@ def test_gzip_members_are_all_read_and_a_cut_or_padded_stream_is_refused():
         ("gzip", whole + b"garbage", 415),
         ("deflate", deflated[:-4], 415),  # its checksum cut off
         ("deflate", deflated + b"x", 415),
+        ("zstd", zstandard.ZstdCompressor().compress(raw[:half]) + zstandard.ZstdCompressor().compress(raw[half:]),
+         200),  # two frames
+        ("zstd", zstandard.ZstdCompressor().compress(raw)[:-5], 415),
     ]
     with client_for() as c:
         for encoding, data, status in cases:

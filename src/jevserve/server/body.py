@@ -61,7 +61,7 @@ def _decode(body: bytes, encoding: str, max_bytes: int) -> bytes:
         import zstandard
 
         try:
-            reader = zstandard.ZstdDecompressor().stream_reader(body)
+            reader = zstandard.ZstdDecompressor().stream_reader(body, read_across_frames=True)  # every frame
             parts, total = [], 0
             while total <= max_bytes:
                 part = reader.read(min(1 << 20, max_bytes + 1 - total))
@@ -70,10 +70,19 @@ def _decode(body: bytes, encoding: str, max_bytes: int) -> bytes:
                 parts.append(part)
                 total += len(part)
             out = b"".join(parts)
+            if len(out) > max_bytes:
+                raise PayloadTooLargeError(f"decompressed body is over the limit of {max_bytes} bytes")
+            # The reader stops quietly at a frame cut short: walk the frames to see each one end (their output is
+            # bounded by the read above).
+            rest = body
+            while rest:
+                frame = zstandard.ZstdDecompressor().decompressobj()
+                frame.decompress(rest)
+                if not frame.eof:
+                    raise UnsupportedMediaError("body is incomplete zstd data: a frame ends before its end")
+                rest = frame.unused_data
         except zstandard.ZstdError as exc:
             raise UnsupportedMediaError(f"body is not valid zstd data: {exc}") from exc
-        if len(out) > max_bytes:
-            raise PayloadTooLargeError(f"decompressed body is over the limit of {max_bytes} bytes")
         return out
     raise UnsupportedMediaError(f"content-encoding {encoding!r} is not supported; use identity, gzip, deflate or zstd")
 
