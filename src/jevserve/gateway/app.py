@@ -25,7 +25,7 @@ from jevserve.gateway.pipeline import refuse, serve
 from jevserve.gateway.responses import GatewayResponse
 from jevserve.gateway.runtime import Gateway, build_gateway
 from jevserve.gateway.store import Store
-from jevserve.protocol.body import BODY_TIMEOUT_S, BodyTimeoutError, body_chunks
+from jevserve.protocol.body import BODY_TIMEOUT_S, BodyTimeoutError, BodyTooLargeError, read_capped
 
 logger = logging.getLogger("jevserve.gateway")
 
@@ -150,28 +150,21 @@ async def handle(gateway: Gateway, request: Request, endpoint: str) -> Response:
     """Serve one chat or legacy completions request through the stages."""
     ctx = RequestContext(endpoint, tenant=tenant_of(request.headers.get("authorization")))
     try:
-        raw = await read_capped(request, gateway.config.max_body_bytes, gateway.config.body_timeout_s)
+        raw = await read_body(request, gateway.config.max_body_bytes, gateway.config.body_timeout_s)
     except (PayloadTooLargeError, RequestTimeoutError) as exc:
         return to_http(refuse(gateway, ctx, exc))
     return to_http(await serve(gateway, ctx, raw))
 
 
-async def read_capped(request: Request, max_bytes: int, timeout_s: float = BODY_TIMEOUT_S) -> bytes:
+async def read_body(request: Request, max_bytes: int, timeout_s: float = BODY_TIMEOUT_S) -> bytes:
     """The request body; raises PayloadTooLargeError (413) as soon as it is over `max_bytes`, RequestTimeoutError
     (408) when it has not all arrived within `timeout_s`."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-        raise PayloadTooLargeError(f"request body is {declared} bytes; the limit is {max_bytes}")
-    chunks, size = [], 0
     try:
-        async for chunk in body_chunks(request.stream(), timeout_s):
-            size += len(chunk)
-            if size > max_bytes:
-                raise PayloadTooLargeError(f"request body is over the limit of {max_bytes} bytes")
-            chunks.append(chunk)
+        return await read_capped(request.headers.get("content-length"), request.stream(), max_bytes, timeout_s)
+    except BodyTooLargeError as exc:
+        raise PayloadTooLargeError(str(exc)) from None
     except BodyTimeoutError as exc:
         raise RequestTimeoutError(str(exc), headers={"Connection": "close"}) from None
-    return b"".join(chunks)
 
 
 def to_http(response: GatewayResponse) -> Response:

@@ -12,7 +12,7 @@ import zlib
 from starlette.requests import Request
 
 from jevserve.protocol import PayloadTooLargeError, UnsupportedMediaError
-from jevserve.protocol.body import BODY_TIMEOUT_S, BodyTimeoutError, body_chunks
+from jevserve.protocol.body import BODY_TIMEOUT_S, BodyTimeoutError, BodyTooLargeError, read_capped
 from jevserve.protocol.errors import RequestTimeoutError
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -22,20 +22,12 @@ async def read_body(request: Request, max_bytes: int, timeout_s: float = BODY_TI
     """Return the decoded body, or raise PayloadTooLargeError / UnsupportedMediaError / RequestTimeoutError (the
     whole body must arrive within `timeout_s`)."""
     _check_media_type(request.headers.get("content-type", ""))
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-        raise PayloadTooLargeError(f"request body is {declared} bytes; the limit is {max_bytes} bytes")
-    chunks = []
-    size = 0
     try:
-        async for chunk in body_chunks(request.stream(), timeout_s):
-            size += len(chunk)
-            if size > max_bytes:
-                raise PayloadTooLargeError(f"request body is over the limit of {max_bytes} bytes")
-            chunks.append(chunk)
+        body = await read_capped(request.headers.get("content-length"), request.stream(), max_bytes, timeout_s)
+    except BodyTooLargeError as exc:
+        raise PayloadTooLargeError(str(exc)) from None
     except BodyTimeoutError as exc:
         raise RequestTimeoutError(str(exc), headers={"Connection": "close"}) from None
-    body = b"".join(chunks)
     encoding = request.headers.get("content-encoding", "identity").strip().lower()
     return _decode(body, encoding, max_bytes)
 
