@@ -266,15 +266,21 @@ def blind_figures(fit_rows: list, heads: dict[str, LexicalHead], path: Path) -> 
     return out
 
 
-def write_candidate(out: Path, heads: dict[str, LexicalHead], choice: dict) -> Path:
-    """The committed tuned reader with the pair heads (each joined as `choice` says: {task: {"combine": ...}}) in
-    `out`'s directory."""
+def copy_committed_reader(out: Path) -> None:
+    """The committed tuned reader's readout, layers and manifest copied to `out` (its lexical heads are the
+    caller's to write)."""
     readout, layers, _ = tuned_files(TUNED_WEIGHTS)
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(readout, out)
     shutil.copyfile(layers, tuned_files(out)[1])
     if readout.with_suffix(".json").exists():
         shutil.copyfile(readout.with_suffix(".json"), out.with_suffix(".json"))
+
+
+def write_candidate(out: Path, heads: dict[str, LexicalHead], choice: dict) -> Path:
+    """The committed tuned reader with the pair heads (each joined as `choice` says: {task: {"combine": ...}}) in
+    `out`'s directory."""
+    copy_committed_reader(out)
     chosen = [replace(heads[n], combine=choice[n]["combine"]) for n in QUESTIONS]
     save_heads(lexical_file(out), [*served_other_heads().values(), *chosen])
     return lexical_file(out)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import shutil
 import sys
 from pathlib import Path
 
@@ -27,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cache_heads import BLIND, BLIND2, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, blind_units
+from cache_heads import BLIND, BLIND2, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, blind_units, copy_committed_reader
 from reader_goals import CACHE_THRESHOLD, answerer, load_model, pct
 from tool_gate_head import recipe_rows
 
@@ -55,13 +54,8 @@ SETS = {p.stem.removeprefix("cache_pairs_"): p for p in (BLIND4, BLIND5, BLIND6,
 def write_alone(out: Path) -> Path:
     """The committed tuned reader with the reuse question's pair head answering alone (no readout) in `out`'s
     directory."""
-    readout, layers, lexical = tuned_files(TUNED_WEIGHTS)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(readout, out)
-    shutil.copyfile(layers, tuned_files(out)[1])
-    if readout.with_suffix(".json").exists():
-        shutil.copyfile(readout.with_suffix(".json"), out.with_suffix(".json"))
-    heads = load_heads(lexical)
+    copy_committed_reader(out)
+    heads = load_heads(tuned_files(TUNED_WEIGHTS)[2])
     key = question_key(reuse())
     heads[key] = dataclasses.replace(heads[key], combine="alone")
     save_heads(lexical_file(out), list(heads.values()))
