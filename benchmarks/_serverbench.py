@@ -145,14 +145,15 @@ def rss_mib(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-def guard_whole_up_to(config: GatewayConfig, chars: int) -> GatewayConfig:
-    """`config` with every route's guard judging texts up to `chars` long whole only (0: as configured)."""
-    if not chars:
-        return config
+def with_guard(config: GatewayConfig, **fields) -> GatewayConfig:
+    """`config` with these fields set on every route's guard."""
     routes = [
-        route.model_copy(update={"guard": route.guard.model_copy(update={"whole_up_to_chars": chars})})
-        if route.guard is not None
-        else route
+        route.model_copy(update={"guard": route.guard.model_copy(update=fields)}) if route.guard is not None else route
         for route in config.routes
     ]
     return config.model_copy(update={"routes": routes})
+
+
+def guard_whole_up_to(config: GatewayConfig, chars: int) -> GatewayConfig:
+    """`config` with every route's guard judging texts up to `chars` long whole only (0: as configured)."""
+    return with_guard(config, whole_up_to_chars=chars) if chars else config

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from guard_long_texts import limits_of
 
-from _serverbench import TRAINING_DOC, machine, pct_ms, publish
+from _serverbench import TRAINING_DOC, machine, pct_ms, publish, with_guard
 from jevserve.gateway.config import GatewayConfig, default_config
 from jevserve.gateway.decider import make_decider
 from jevserve.gateway.decisions import run_decisions
@@ -40,12 +40,7 @@ PER_SHAPE = 100
 def with_windows(config: GatewayConfig, setting: str) -> GatewayConfig:
     """`config` with every route's guard reading `window_chars:max_windows`."""
     limits = limits_of(setting)
-    update = {"window_chars": limits.window_chars, "max_windows": limits.max_windows}
-    routes = [
-        route.model_copy(update={"guard": route.guard.model_copy(update=update)}) if route.guard is not None else route
-        for route in config.routes
-    ]
-    return config.model_copy(update={"routes": routes})
+    return with_guard(config, window_chars=limits.window_chars, max_windows=limits.max_windows)
 
 
 async def one_round(decider, config: GatewayConfig, requests: list[dict], warm: list[dict]) -> dict:
