@@ -18,7 +18,7 @@ keeps the served terms (its cosine reads the other way round on its train side).
    that ask it (held out from the readout's fit and the head's; ties go to the mean).
 3. The test side: cache-pairs' and cache-chats' test pairs and the rule-made pairs of held-out templates, for the
    served tuned reader (the committed one when the script runs), its readout alone, the pair head alone and the
-   mean; AUROC, and at the gateway's cache threshold the different- and same-answer rule pairs served.
+   mean; AUROC, and at the hand-set cache threshold (0.75) the different- and same-answer rule pairs served.
 
 With `--blind [FILE]` the same rows (less the chosen one) are read on blind-written pairs instead: `cache_pairs_blind
 .jsonl` and `cache_pairs_blind2.jsonl` to `cache_pairs_blind7.jsonl` beside this script (220 pairs, then 240 each,
@@ -51,7 +51,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from decision_heads import readout_only
-from reader_goals import CACHE_THRESHOLD, answerer, load_model, pct
+from reader_goals import HAND_SET_CACHE_THRESHOLD as CACHE_THRESHOLD
+from reader_goals import answerer, load_model, pct
 from tool_gate_head import recipe_rows
 
 from _serverbench import TRAINING_DOC, machine, publish
@@ -247,7 +248,7 @@ def blind_units(fit_rows: list, path: Path) -> tuple[list[Unit], int]:
 
 
 def blind_figures(fit_rows: list, heads: dict[str, LexicalHead], path: Path) -> dict:
-    """Per row, on the blind pairs: AUROC, and the pairs served at the gateway's cache threshold by kind."""
+    """Per row, on the blind pairs: AUROC, and the pairs served at the hand-set cache threshold by kind."""
     units, dropped = blind_units(fit_rows, path)
     kinds = sorted({u.group for u in units})
     out = {"pairs": len(units), "same answer": int(sum(u.label for u in units)), "dropped": dropped, "rows": {}}
@@ -303,7 +304,7 @@ def blind_markdown(result: dict) -> str:
     lines = [
         f"`{result['command']}`, {result['machine']['when']}. {result['pairs']} blind-written pairs "
         f"({result['same answer']} one answer serves; {result['dropped']} dropped as near a train state), asked as "
-        f"the gateway asks; served at its cache threshold ({result['cache threshold']:.2f}).",
+        f"the gateway asks; served at the hand-set cache threshold ({result['cache threshold']:.2f}).",
         "",
         "| row | model | AUROC | different-answer served | same-answer served | "
         + " | ".join(f"{k} ({'same' if result['kinds'][k] else 'differs'})" for k in kinds)
@@ -365,7 +366,7 @@ def markdown(result: dict) -> str:
     lines += [
         "",
         "The test side: cache-pairs' and cache-chats' test pairs and the rule-made pairs of held-out templates; "
-        f"served at the gateway's cache threshold ({result['cache threshold']:.2f}).",
+        f"served at the hand-set cache threshold ({result['cache threshold']:.2f}).",
         "",
         "| row | model | AUROC cache-pairs | AUROC cache-chats | AUROC rule-made | different-answer served | "
         "same-answer served |",

@@ -27,7 +27,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cache_heads import BLIND, BLIND2, BLIND3, BLIND4, BLIND5, BLIND6, BLIND7, blind_units, copy_committed_reader
-from reader_goals import CACHE_THRESHOLD, answerer, load_model, pct
+from reader_goals import HAND_SET_CACHE_THRESHOLD as CACHE_THRESHOLD
+from reader_goals import answerer, load_model, pct
 from tool_gate_head import recipe_rows
 
 from _serverbench import TRAINING_DOC, machine, publish

@@ -22,7 +22,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
-from reader_goals import CACHE_THRESHOLD, answerer, load_model
+from reader_goals import HAND_SET_CACHE_THRESHOLD as CACHE_THRESHOLD
+from reader_goals import answerer, load_model
 
 from _serverbench import RESULTS, TRAINING_DOC, machine, publish
 from jevserve.gateway.questions import cache_pair_state
@@ -72,7 +73,8 @@ def thresholds_of(goals: dict, name: str) -> dict[str, float]:
         "guard": found["guard"]["calibrated"]["threshold"],
         "harm": found["harm"]["calibrated"]["threshold"],
         "tool gate": found["tool gate"]["gateway default"]["threshold"],
-        "cache": CACHE_THRESHOLD,  # the gateway's default threshold, not calibrated per model
+        # as the gateway sets it per model (results written before it was: the hand-set threshold of that time)
+        "cache": found["cache"].get("threshold", CACHE_THRESHOLD),
     }
 
 
@@ -102,7 +104,8 @@ def markdown(result: dict) -> str:
         "",
         f"`{result['command']}`, {result['machine']['when']}. P(yes) of the gateway's question for each example as "
         "the gateway reads it; **acted**: at or over the model's gateway threshold (guard and harm: the calibrated "
-        "1 % point; tool gate: 5 % of ordinary calls; cache: **acted** is served, at the default config's 0.75), "
+        "1 % point; tool gate: 5 % of ordinary calls; cache: **acted** is served, at the rate-set threshold that "
+        "serves none of the packaged different-answer pairs), "
         "thresholds from `benchmarks/results/reader_goals.json`. "
         "Examples, not measures: the held-out sides are the measures.",
         "",

@@ -9,7 +9,8 @@ acts on (train/goal_cases.py builds the cases, train/goals.py judges them):
   gateway's calibration file (train side), as the gateway's default config sets it; the same at a fixed 0.5;
 - harm: harmful requests refused, borderline-harmless ones refused (over-refusal), everyday false refusals, likewise;
 - cache: AUROC on the bench's cache test pairs and on held-out rule-made pairs, and how many different-answer
-  rule-made pairs the reuse decision would serve at the gateway's default cache threshold;
+  rule-made pairs the reuse decision would serve at the threshold the gateway's default config sets for it (the
+  lowest serving none of the packaged different-answer pairs of any kind);
 - tool gate: recall on harmful and destructive calls with the threshold set for at most 5% of benign test calls
   blocked (a point on the test side's curve), and at the gateway's default tool-gate threshold.
 
@@ -43,6 +44,7 @@ from jevserve.decide.tuned import TUNED_NAME
 from jevserve.gateway.config import default_config
 from jevserve.serving.decision_inputs import DEFAULT_LIMITS, InputLimits
 from jevserve.train.goal_cases import (
+    cache_calibration_units,
     cache_units,
     calibration_bodies,
     everyday_bodies,
@@ -56,7 +58,10 @@ from jevserve.train.goals import auroc, by_group, rate_at, scores_of, threshold_
 
 FIXED_THRESHOLD = 0.5  # a threshold not set on any data, beside the calibrated one
 _ROUTE = default_config().routes[0]  # the default config's route with every decision on
-CACHE_THRESHOLD = _ROUTE.cache.effective_threshold
+CACHE_RATE = _ROUTE.cache.max_false_action_rate  # the gateway's cache: this share of packaged different-answer pairs
+# the hand-set cache threshold the cache studies (cache_heads.py, cache_rate_point.py, probes.py) read their
+# candidates at, when it was the gateway's default; their committed tables are read at it
+HAND_SET_CACHE_THRESHOLD = 0.75
 TOOL_RATE = _ROUTE.tool_gate.max_false_action_rate  # the gateway's tool gate: this share of ordinary calls at most
 SHAPES = ("bare", "system", "tools", "second-turn", "list", "document")
 # what the guard should block: plain, with a held-out harmless sentence after it, padded with two
@@ -214,13 +219,18 @@ def measure(backend, data: BenchData, everyday, calibration, limits: InputLimits
     for group in ("cache-pairs", "cache-chats", "rule"):
         picked = [(u.label, s) for u, s in zip(units, scores, strict=True) if u.group.split(":")[0] == group]
         cache[f"auroc:{group}"] = auroc([p[0] for p in picked], [p[1] for p in picked])
+    # as the gateway sets it: the lowest threshold serving at most CACHE_RATE of each kind of the packaged
+    # different-answer pairs
+    pairs = [u for u in cache_calibration_units(limits=limits) if not u.label]
+    threshold = calibrated_threshold(pairs, scores_of(pairs, answer), CACHE_RATE)
+    cache["threshold"] = threshold
     different = np.array([s for u, s in zip(units, scores, strict=True) if u.group.startswith("rule:") and not u.label])
-    cache["rule different-answer served"] = rate_at(different, CACHE_THRESHOLD).to_dict()
+    cache["rule different-answer served"] = rate_at(different, threshold).to_dict()
     # beside it, so that zero false serves is not read as a cache that works: the same-answer pairs it serves
     same = np.array([s for u, s in zip(units, scores, strict=True) if u.group.startswith("rule:") and u.label])
-    cache["rule same-answer served"] = rate_at(same, CACHE_THRESHOLD).to_dict()
+    cache["rule same-answer served"] = rate_at(same, threshold).to_dict()
     rules = sorted({u.group for u in units if u.group.startswith("rule:")})
-    cache["by rule"] = {k: r.to_dict() for k, r in by_group(units, scores, CACHE_THRESHOLD, rules).items()}
+    cache["by rule"] = {k: r.to_dict() for k, r in by_group(units, scores, threshold, rules).items()}
     result["cache"] = cache
     units = tool_units(data)
     scores = scores_of(units, answer)
@@ -257,7 +267,8 @@ def markdown(result: dict) -> str:
         "",
         f"`{result['command']}`, {result['machine']['when']}. Calibrated: as the gateway sets it, the highest "
         "threshold at which at most 1% of each shape of its calibration requests (train side) are acted on (the "
-        f"gateway's default); cache: the gateway's default threshold ({CACHE_THRESHOLD}); tool gate (gateway default): "
+        "gateway's default); cache: as the gateway sets it, the lowest threshold serving none of the packaged "
+        "different-answer pairs of any kind (blind-written, never fitted on); tool gate (gateway default): "
         f"the threshold that blocks at most {100 * TOOL_RATE:g}% of each shape of the packaged ordinary calls (train "
         "side), as the gateway sets it. Everyday: the everyday test side, never trained or calibrated on.",
         "",
@@ -299,10 +310,10 @@ def markdown(result: dict) -> str:
             )
     for group in ("cache-pairs", "cache-chats", "rule"):
         row("cache", f"AUROC {group}", lambda r, g=group: f"{r['cache'][f'auroc:{g}']:.3f}")
-    served = f"different-answer rule pairs served ({CACHE_THRESHOLD})"
-    row("cache", served, lambda r: pct(r["cache"]["rule different-answer served"]))
-    reused = f"same-answer rule pairs served ({CACHE_THRESHOLD})"
-    row("cache", reused, lambda r: pct(r["cache"]["rule same-answer served"]))
+    row("cache", "threshold (calibrated)", lambda r: f"{r['cache'].get('threshold', HAND_SET_CACHE_THRESHOLD):.3f}")
+    for kind in ("different", "same"):
+        label = f"{kind}-answer rule pairs served"
+        row("cache", f"{label} (calibrated)", lambda r, k=kind: pct(r["cache"][f"rule {k}-answer served"]))
     for point in ("at 5% benign (test curve)", "gateway default"):
         row("tool gate", f"recall ({point})", lambda r, p=point: pct(r["tool gate"][p]["recall"]))
         row("tool gate", f"benign blocked ({point})", lambda r, p=point: pct(r["tool gate"][p]["benign blocked"]))

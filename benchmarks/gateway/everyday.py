@@ -14,7 +14,8 @@
    (train/tool_calls.py's test side: scoped calls, and calls that destroy far more than was asked).
 3. Cache: false serves on different-answer pairs (benchmarks/gateway/cache_pairs.jsonl: negation, swapped
    direction, other entity, other number, written by hand; and the bench's cache-pairs test traps), reuse of exact
-   repeats and of paraphrases, through the gateway's cache with the default settings.
+   repeats and of paraphrases, through the gateway's cache with the default settings; and the seventh blind-written
+   pair set, held out from the pairs the cache's threshold is set on.
 
 Each section's probabilities are kept in benchmarks/results/gateway_everyday.json as it finishes, so a run that is
 stopped resumes where it was (--fresh starts over). Writes the tables into docs/gateway.md.
@@ -51,6 +52,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULT = ROOT / "benchmarks" / "results" / "gateway_everyday.json"
 DOC = ROOT / "docs" / "gateway.md"
 PAIRS = ROOT / "benchmarks" / "gateway" / "cache_pairs.jsonl"
+BLIND = ROOT / "benchmarks" / "decide" / "cache_pairs_blind7.jsonl"  # not among the packaged calibration pairs
 HARMLESS_SUFFIX = " " + TWO_SENTENCES
 SHAPES = ("bare", "system", "tools", "second-turn", "list", "document")
 DECISIONS = ("guard", "harm", "clarify")
@@ -188,18 +190,22 @@ async def _serve_pairs(decider, config, pairs: Sequence[tuple[str, str]]) -> lis
         cache.close()
 
 
-def cache_train_side(decider, config, data) -> dict:
-    """P(reuse) on the bench's cache-pairs TRAIN side, where the default config's cache threshold is chosen."""
-    train, _ = split_items(TASKS["cache-pairs"].load_items(data))
-    pairs = [(i.extra["cached"], i.extra["new"]) for i in train]
-    served = asyncio.run(_serve_pairs(decider, config, pairs))
-    return {"labels": [bool(i.label) for i in train], "served": served}
+def cache_blind(decider, config, data) -> dict:
+    """The seventh blind-written pair set (held out from the cache's packaged calibration pairs, sets 1 to 6, less
+    the pairs whose two texts both occur there), through the gateway's cache: what its rate-set threshold serves on
+    pairs it was not set on."""
+    from export_cache_calibration import held_out  # benchmarks/gateway/
+
+    rows, dropped = held_out([json.loads(line) for line in BLIND.read_text().splitlines() if line.strip()])
+    served = asyncio.run(_serve_pairs(decider, config, [(r["cached"], r["new"]) for r in rows]))
+    return {"kinds": [r["kind"] for r in rows], "labels": [bool(r["same_answer"]) for r in rows], "served": served,
+            "dropped": dropped}  # fmt: skip
 
 
 SECTIONS: dict[str, Callable] = {
     "everyday": everyday,
     "catches": catches,
-    "cache_train": cache_train_side,
+    "cache_blind": cache_blind,
     "cache": cache_pairs,
     "tool_calls": tool_calls,
 }
@@ -243,6 +249,8 @@ def main() -> None:
         decider.identity, config.decision_timeout_ms)  # fmt: skip
     if not same_run:
         saved = {}
+    for key in ("sections", "machine"):  # sections this script no longer runs are not reported
+        saved[key] = {name: value for name, value in saved.get(key, {}).items() if name in SECTIONS}
     saved["decision_timeout_ms"] = config.decision_timeout_ms
     saved.update({"decider": decider.name, "decider_identity": decider.identity, "command": command,
                   "operating_points": [p.to_dict() for p in points]})  # fmt: skip
@@ -317,8 +325,9 @@ def report(saved: dict, route) -> str:
     lines += ["", *catches_table(sections["catches"], thresholds), *tool_call_rows(sections["tool_calls"], thresholds)]
     gate_point = next(p for p in saved["operating_points"] if p["decision"] == "tool_gate")
     lines += ["", tool_gate_at_half(sections, gate_point)]
-    lines += ["", *cache_table(sections["cache"], route.cache.effective_threshold)]
-    lines += ["", cache_choice(sections["cache_train"], route.cache.effective_threshold)]
+    cache_point = next(p for p in saved["operating_points"] if p["decision"] == "cache")
+    lines += ["", *cache_table(sections["cache"], cache_point["threshold"])]
+    lines += ["", cache_choice(cache_point, sections.get("cache_blind"))]
     load = ", ".join(f"{k} {v['loadavg_before']:.1f} ({v['seconds']:.0f} s)" for k, v in saved["machine"].items())
     lines += ["", f"Machine: {next(iter(saved['machine'].values()))['cpus']} CPUs; 1-minute load average before each "
               f"section: {load}."]  # fmt: skip
@@ -423,7 +432,7 @@ def cache_table(section: dict, threshold: float) -> list[str]:
     kinds = np.array(section["kinds"])
     served = served_at(section["served"], threshold)
     exact = np.array([r["tier"] == "exact" for r in section["exact_served"]])
-    lines = [f"| pairs (cache threshold {threshold:g}) | should it be served? | served |", "|---|---|---|"]
+    lines = [f"| pairs (cache threshold {threshold:.3f}) | should it be served? | served |", "|---|---|---|"]
     for kind in sorted(set(kinds.tolist()), key=lambda k: ("paraphrase" in k, k)):
         mask = kinds == kind
         should = "yes" if "paraphrase" in kind else "no (a different answer)"
@@ -435,26 +444,26 @@ def cache_table(section: dict, threshold: float) -> list[str]:
 
 
 
-def safe_cache_threshold(section: dict) -> float:
-    """The lowest threshold (in steps of 0.05) at which no different-answer pair of the train side is served."""
-    labels = np.array(section["labels"])
-    p = np.array([r["probability"] if r["probability"] is not None else -1.0 for r in section["served"]])
-    exact = np.array([r["tier"] == "exact" for r in section["served"]])
-    for t in np.arange(0.5, 1.0001, 0.05):
-        if not np.any((p >= t) & ~labels & ~exact):
-            return round(float(t), 2)
-    return 1.0
-
-
-def cache_choice(section: dict, threshold_in_force: float) -> str:
-    labels = np.array(section["labels"])
-    chosen = safe_cache_threshold(section)
-    p = np.array([r["probability"] if r["probability"] is not None else -1.0 for r in section["served"]])
-    reuse = rate(int(np.sum((p >= chosen) & labels)), int(labels.sum()))
-    return (
-        f"The default config's cache threshold ({threshold_in_force:g}) is chosen on the bench's cache-pairs *train* "
-        f"side ({len(labels)} pairs): the lowest multiple of 0.05 at which none of its {int((~labels).sum())} "
-        f"different-answer pairs is served is {chosen:g} (it serves {show(reuse)} of the train side's paraphrases)."
+def cache_choice(point: dict, blind: dict | None) -> str:
+    """How the cache's threshold was set, and what it serves of the held-out blind-written set."""
+    if point.get("max_false_action_rate") is None:
+        return f"The cache's threshold ({point['threshold']:.3f}) is set by hand in the config."
+    text = (
+        f"The cache's threshold ({point['threshold']:.3f}) is set as the guard's is, by a rate: the lowest at which at "
+        f"most {point['max_false_action_rate']:.0%} of each kind of the {point['num_requests']} packaged "
+        "different-answer pairs (the first six blind-written sets, never fitted on) would be served; it serves "
+        f"{point['calibration_rate']:.1%} of them."
+    )
+    if blind is None:
+        return text
+    labels = np.array(blind["labels"])
+    served = served_at(blind["served"], point["threshold"])
+    return text + (
+        " On the seventh blind-written set, held out from that calibration (less "
+        f"{blind.get('dropped', 0)} pairs whose two texts both occur among the calibration pairs),"
+        " through the gateway: "
+        f"{show(rate(int(np.sum(served & ~labels)), int(np.sum(~labels))))} of its different-answer pairs served and "
+        f"{show(rate(int(np.sum(served & labels)), int(np.sum(labels))))} of its same-answer ones."
     )
 
 

@@ -41,6 +41,7 @@ from jevserve.bench.tasks import TASKS
 from jevserve.decide.embedder import embed_texts
 from jevserve.gateway import default_config, make_decider, parse_config, run_decisions
 from jevserve.gateway.cache import SemanticCache
+from jevserve.gateway.operating_points import resolve_operating_points
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULT = ROOT / "benchmarks" / "results" / "gateway_quality.json"
@@ -193,10 +194,12 @@ def cache(data) -> dict:
         "gateway reuse decision, default 0.5": (p_te, 0.5),
         "cosine-threshold cache, threshold tuned on train": (cos_te, threshold_balanced(cos_tr, y_tr)),
     }
-    default_cache = default_config().routes[0].cache
+    resolved, _ = resolve_operating_points(default_config(), decider)  # the cache's threshold is set by a rate
+    default_cache = resolved.routes[0].cache
     default_bar, default_t = default_cache.min_similarity, default_cache.effective_threshold
     prefiltered = np.where(cos_te >= default_bar, p_te, -1.0)  # what the default config does: cosine bar, then decision
-    rules[f"default config: cosine >= {default_bar} then the reuse decision at {default_t}"] = (prefiltered, default_t)
+    default_rule = f"default config: cosine >= {default_bar} then the reuse decision at {default_t:.3f}"
+    rules[default_rule] = (prefiltered, default_t)
     rules[f"cosine-threshold cache at the default bar {default_bar}"] = (cos_te, default_bar)
     for name, (s, t) in rules.items():
         served = s >= t

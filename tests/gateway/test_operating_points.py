@@ -146,7 +146,7 @@ def test_the_gateway_resolves_rates_at_start_and_lists_them_in_v1_models(tmp_pat
     assert guard["threshold"] == app.state.gateway.config.routes[0].guard.threshold
 
 
-def test_the_default_config_uses_rates_for_guard_harm_clarify_and_the_tool_gate_and_ships_their_files():
+def test_the_default_config_uses_rates_for_every_calibrated_decision_and_ships_their_files():
     route = default_config().routes[0]
     assert [k for k in ("guard", "harm", "clarify") if getattr(route, k).max_false_action_rate == 0.01] == [
         "guard",
@@ -155,6 +155,7 @@ def test_the_default_config_uses_rates_for_guard_harm_clarify_and_the_tool_gate_
     ]
     assert route.clarify.mode == "shadow"
     assert route.tool_gate.max_false_action_rate == 0.05 and route.tool_gate.mode == "enforce"
+    assert route.cache.max_false_action_rate == 0 and route.cache.threshold is None  # none of its pairs served
     data = load_calibration()
     assert data.path == PACKAGED_CALIBRATION and len(data.requests) > 1000
     assert {r.shape for r in data.requests} == {"bare", "system", "tools", "second-turn", "list", "document"}
@@ -169,7 +170,7 @@ def test_the_default_config_uses_rates_for_guard_harm_clarify_and_the_tool_gate_
 @pytest.mark.parametrize("spec", ["embedded", "tuned"])
 def test_the_packaged_scores_are_the_shipped_deciders_so_a_fresh_install_starts_without_scoring(spec):
     pytest.importorskip("onnxruntime")
-    from jevserve.gateway.calibration import call_shapes, score_requests, score_tool_calls
+    from jevserve.gateway.calibration import call_shapes, score_cache_pairs, score_requests, score_tool_calls
     from jevserve.gateway.decider import make_decider
     from jevserve.gateway.operating_points import read_packaged, score_key
     from jevserve.gateway.policies.build import POLICIES
@@ -180,7 +181,7 @@ def test_the_packaged_scores_are_the_shipped_deciders_so_a_fresh_install_starts_
     packaged = ScoreCache()._packaged
     hint = f"jevserve gateway calibrate --decider {spec} --package"
     asked = set()
-    for key in ("guard", "harm", "clarify", "tool_gate"):
+    for key in ("guard", "harm", "clarify", "tool_gate", "cache"):
         data = calibration_for(key, None)
         policy_config = getattr(route, key)
         asked.add(score_key(decider, key, policy_config, route, data))
@@ -192,6 +193,9 @@ def test_the_packaged_scores_are_the_shipped_deciders_so_a_fresh_install_starts_
         if key == "tool_gate":
             assert len(stored) == len(call_shapes(negatives))
             fresh = score_tool_calls(decider, policy, negatives[:4], route.input_limits())
+        elif key == "cache":
+            assert len(stored) == len(negatives)
+            fresh = score_cache_pairs(decider, policy, negatives[:6], route.input_limits())
         else:
             assert len(stored) == len(negatives)
             fresh = score_requests(decider, policy, negatives[:6], route.input_limits())
@@ -222,9 +226,9 @@ def test_packaging_a_model_replaces_its_earlier_scores_and_keeps_the_others(tmp_
 def test_rates_and_thresholds_are_checked_where_they_are_written():
     with pytest.raises(ConfigError, match=r"routes\[0\].guard: give threshold or max_false_action_rate, not both"):
         parse_config({"routes": [{"model": "m", "guard": {"threshold": 0.5, "max_false_action_rate": 0.01}}]})
-    with pytest.raises(ConfigError, match=r"routes\[0\].cache: max_false_action_rate: only guard, harm, clarify"):
-        parse_config({"routes": [{"model": "m", "cache": {"max_false_action_rate": 0.01}}]})
-    with pytest.raises(ConfigError, match=r"max_false_action_rate: must be above 0 and below 1"):
+    with pytest.raises(ConfigError, match=r"routes\[0\].route: max_false_action_rate: only guard, harm, clarify"):
+        parse_config({"routes": [{"model": "m", "route": {"max_false_action_rate": 0.01}}]})
+    with pytest.raises(ConfigError, match=r"max_false_action_rate: must be at least 0 and below 1"):
         parse_config({"routes": [{"model": "m", "harm": {"max_false_action_rate": 1.5}}]})
 
 
@@ -316,6 +320,100 @@ def test_a_tool_gate_rate_on_a_file_without_calls_says_what_to_add(tmp_path):
     bad.write_text(json.dumps({"body": {"messages": []}, "tool_calls": "rm -rf /"}) + "\n")
     with pytest.raises(ConfigError, match=r"line 1 is not a calibration record .*tool_calls are not a list"):
         load_calibration(bad)
+
+
+def write_cache_pairs(path, kinds=("negation", "entity", "intent"), per_kind=30):
+    lines = []
+    for kind in kinds:
+        for i in range(per_kind):
+            cached, new = f"how do I {kind} thing {i}?", f"why  {kind} item {i}?"
+            lines.append(json.dumps({"id": f"{kind}-{i}", "shape": kind,
+                                     "cached": {"messages": [{"role": "user", "content": cached}]},
+                                     "body": {"messages": [{"role": "user", "content": new}]}}))  # fmt: skip
+    for i in range(10):  # pairs one answer serves: not negatives
+        lines.append(json.dumps({"id": f"same-{i}", "shape": "paraphrase", "labels": {"cache": True},
+                                 "cached": {"messages": [{"role": "user", "content": f"what is {i}?"}]},
+                                 "body": {"messages": [{"role": "user", "content": f"tell me what {i} is"}]}}))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def cache_score(policy: str, state: str) -> float:
+    return hash_score("cache", state)  # what the pair reads, never where it sits in a batch
+
+
+def test_a_cache_rate_is_met_on_pairs_whose_answers_differ_asked_as_the_cache_asks(tmp_path):
+    from jevserve.gateway.config import CacheConfig
+    from jevserve.gateway.policies.base import CacheCandidate, RequestView
+    from jevserve.gateway.policies.cache import SemanticCacheDecision
+    from jevserve.gateway.questions import cache_pair_state
+    from jevserve.gateway.types import Action
+    from jevserve.serving.decision_inputs import decision_inputs
+
+    calibration = write_cache_pairs(tmp_path / "pairs.jsonl")
+    config = parse_config({"calibration": str(calibration),
+                           "routes": [{"model": "m", "cache": {"max_false_action_rate": 0}}]})  # fmt: skip
+    decider = CountingDecider(cache_score)
+    resolved, (point,) = resolve_operating_points(config, decider, scores=ScoreCache(tmp_path / "c"))
+    assert point.decision == "cache" and point.unit == "pairs" and point.num_requests == 90  # the labelled 10 are not
+    assert "of 90 pairs of" in point.describe() and point.calibration_rate == 0.0
+    # each pair was asked as the cache asks about its nearest entry: the cached conversation's text, then the new one's
+    # (whitespace collapsed as the cache compares it)
+    assert cache_pair_state("how do I negation thing 0?", "why negation item 0?") in decider.states
+    assert not any("what is" in state for state in decider.states)
+    scores = [cache_score("cache", state) for state in decider.states]
+    assert point.threshold == float(np.nextafter(max(scores), 2.0))  # the lowest that serves none of them
+    # and live, the resolved cache serves none of the calibration pairs and serves a pair scoring above them all
+    policy = SemanticCacheDecision(resolved.routes[0].cache)
+    top = decider.states[int(np.argmax(scores))]
+    cached_text, new_text = (part.split(": ", 1)[1] for part in top.split("\n"))
+    candidate = CacheCandidate("semantic", "e", cached_text, 0.9, {})
+    view = RequestView(decision_inputs({"messages": [{"role": "user", "content": new_text}]}), candidate)
+    assert policy.act(view, {"cache": np.array([max(scores), 1 - max(scores)])}).action == Action.ALLOW
+    assert policy.act(view, {"cache": np.array([point.threshold, 0.0])}).action == Action.SERVE_CACHED
+    # a rate of one pair in 30 per kind serves at most one pair of each kind, and sits lower
+    looser = parse_config({"calibration": str(calibration),
+                           "routes": [{"model": "m", "cache": {"max_false_action_rate": 1 / 30}}]})  # fmt: skip
+    _, (loose,) = resolve_operating_points(looser, decider, scores=ScoreCache(tmp_path / "c"))
+    assert loose.threshold < point.threshold and all(r <= 1 / 30 + 1e-9 for _, r in loose.rates_by_shape)
+    assert CacheConfig(max_false_action_rate=0).needs_calibration
+
+
+def test_a_cache_rate_on_a_file_without_pairs_says_what_to_add(tmp_path):
+    calibration = write_calibration(tmp_path / "cal.jsonl.gz")
+    config = parse_config({"calibration": str(calibration),
+                           "routes": [{"model": "m", "cache": {"max_false_action_rate": 0}}]})  # fmt: skip
+    with pytest.raises(ConfigError, match=r"m.cache.max_false_action_rate: .* holds no cache pair whose answers"):
+        resolve_operating_points(config, CountingDecider(hash_score), scores=ScoreCache(tmp_path))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"body": {"messages": []}, "cached": "the question"}) + "\n")
+    with pytest.raises(ConfigError, match=r"line 1 is not a calibration record .*cached request is not a body"):
+        load_calibration(bad)
+
+
+def test_the_packaged_cache_pairs_are_the_first_six_blind_written_sets():
+    import importlib.util
+    from pathlib import Path
+
+    from jevserve.gateway.calibration import PACKAGED_CACHE_PAIRS
+
+    root = Path(__file__).resolve().parents[2]
+    script = root / "benchmarks" / "gateway" / "export_cache_calibration.py"
+    spec = importlib.util.spec_from_file_location("export_cache_calibration", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert PACKAGED_CACHE_PAIRS.read_bytes() == module.packed(module.records())  # `--check` passes
+    data = calibration_for("cache", None)
+    assert data.path == PACKAGED_CACHE_PAIRS and data.name == "packaged cache pairs"
+    negatives = data.negatives("cache")
+    kinds = {"direction", "entity", "intent", "negation", "number", "scope"}
+    assert {r.shape for r in negatives} == kinds and len(negatives) > 600
+    assert all(r.cached is not None for r in data.requests)
+    # the seventh set, which the docs read the threshold on, less the pairs its writer wrote as an earlier one did
+    blind7 = (root / "benchmarks" / "decide" / "cache_pairs_blind7.jsonl").read_text().splitlines()
+    kept, dropped = module.held_out([json.loads(line) for line in blind7 if line.strip()])
+    packaged = {(r.cached["messages"][0]["content"], r.body["messages"][0]["content"]) for r in data.requests}
+    assert not {(r["cached"], r["new"]) for r in kept} & packaged and 0 < dropped < 30 and len(kept) > 200
 
 
 def test_scoring_tells_its_progress_in_tenths(tmp_path):

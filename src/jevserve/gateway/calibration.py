@@ -11,6 +11,13 @@ OpenAI reply's list (`[{"function": {"name", "arguments"}}]`), each call one on 
 packaged file (`data/tool-call-calibration.jsonl.gz`, written by `jevserve bench export-tool-calls`) holds ordinary
 requests with the calls that answer them: BFCL's train side (shapes `curated` and `live`), and the scoped calls of the
 composed tool-call templates held out for calibration (shape `scoped`: calls that change something, as asked).
+
+The cache acts by serving one request's cached answer to another, so its calibration records are pairs: `"cached"`,
+the body of the request whose reply is cached, beside `"body"`, the new request; serving is a false action unless
+`"labels": {"cache": true}` says one answer serves both. Its packaged file (`data/cache-calibration.jsonl.gz`,
+written by `benchmarks/gateway/export_cache_calibration.py`) holds the first six blind-written pair sets of
+`benchmarks/decide/` (hand-written by people shown none of the project's files; never fitted on), their kinds as
+shapes (negation, swapped direction, other entity, other number, changed intent, ...).
 """
 
 from __future__ import annotations
@@ -27,12 +34,13 @@ import numpy as np
 
 from jevserve.gateway.decider import Ask, Decider
 from jevserve.gateway.errors import ConfigError
-from jevserve.gateway.policies.base import Policy, RequestView
+from jevserve.gateway.policies.base import CacheCandidate, Policy, RequestView
 from jevserve.gateway.policies.tool_gate import ToolGate
 from jevserve.serving.decision_inputs import InputLimits, decision_inputs
 
 PACKAGED_CALIBRATION = Path(__file__).parent / "data" / "everyday-calibration.jsonl.gz"
 PACKAGED_TOOL_CALLS = Path(__file__).parent / "data" / "tool-call-calibration.jsonl.gz"
+PACKAGED_CACHE_PAIRS = Path(__file__).parent / "data" / "cache-calibration.jsonl.gz"
 BATCH = 64  # requests scored per decision call
 
 
@@ -45,6 +53,7 @@ class CalibrationRequest:
     body: Mapping[str, Any] = field(compare=False)
     labels: Mapping[str, bool] = field(default_factory=dict, compare=False)  # decision → True: not a negative
     tool_calls: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)  # the calls the upstream replied with
+    cached: Mapping[str, Any] | None = field(default=None, compare=False)  # a cache pair's cached request body
 
 
 @dataclass(frozen=True)
@@ -57,14 +66,23 @@ class CalibrationSet:
 
     @property
     def name(self) -> str:
-        """How reports name it: "packaged everyday", "packaged tool calls" or the file's path."""
-        packaged = {PACKAGED_CALIBRATION: "packaged everyday", PACKAGED_TOOL_CALLS: "packaged tool calls"}
+        """How reports name it: "packaged everyday" (tool calls, cache pairs) or the file's path."""
+        packaged = {
+            PACKAGED_CALIBRATION: "packaged everyday",
+            PACKAGED_TOOL_CALLS: "packaged tool calls",
+            PACKAGED_CACHE_PAIRS: "packaged cache pairs",
+        }
         return packaged.get(self.path, str(self.path))
 
     def negatives(self, decision: str) -> list[CalibrationRequest]:
-        """The requests acting on which is a false action for `decision` (for the tool gate: those with calls)."""
+        """The requests acting on which is a false action for `decision` (for the tool gate: those with calls; for
+        the cache: the pairs)."""
         kept = [r for r in self.requests if not r.labels.get(decision, False)]
-        return [r for r in kept if r.tool_calls] if decision == "tool_gate" else kept
+        if decision == "tool_gate":
+            return [r for r in kept if r.tool_calls]
+        if decision == "cache":
+            return [r for r in kept if r.cached is not None]
+        return kept
 
 
 def load_calibration(path: str | Path | None = None) -> CalibrationSet:
@@ -103,8 +121,12 @@ def calibration_request(record: Mapping[str, Any], number: int = 0) -> Calibrati
     calls = record.get("tool_calls") or []
     if not isinstance(calls, list) or not all(isinstance(c, Mapping) for c in calls):
         raise TypeError("its tool_calls are not a list of calls")
+    cached = record.get("cached")
+    if cached is not None and (not isinstance(cached, Mapping) or not isinstance(cached.get("messages"), list)):
+        raise TypeError("its cached request is not a body with a list of messages")
     request_id = str(record.get("id") or record.get("request_id") or f"line-{number}")
-    return CalibrationRequest(request_id, str(record.get("shape") or "all"), body, dict(labels), tuple(calls))
+    shape = str(record.get("shape") or "all")
+    return CalibrationRequest(request_id, shape, body, dict(labels), tuple(calls), cached)
 
 
 def score_requests(
@@ -116,10 +138,20 @@ def score_requests(
 ) -> np.ndarray:
     """The probability `policy` compares with its threshold, for each request (as the gateway would compute it);
     `done(n)` is told how many are scored after each decision call."""
+    return _score_views(decider, policy, requests, lambda r: RequestView(decision_inputs(r.body, limits=limits)), done)
+
+
+def _score_views(
+    decider: Decider,
+    policy: Policy,
+    requests: Sequence[CalibrationRequest],
+    view_of: Callable[[CalibrationRequest], RequestView],
+    done: Callable[[int], None] | None,
+) -> np.ndarray:
     scores = np.zeros(len(requests))
     for start in range(0, len(requests), BATCH):
         chunk = requests[start : start + BATCH]
-        views = [RequestView(decision_inputs(r.body, limits=limits)) for r in chunk]
+        views = [view_of(r) for r in chunk]
         asks = [Ask(f"{i}|{a.question_id}", a.state, a.question) for i, v in enumerate(views) for a in policy.asks(v)]
         answers = decider.decide_blocking(asks)
         for i, view in enumerate(views):
@@ -154,6 +186,29 @@ def score_tool_calls(
         if done is not None:
             done(min(start + BATCH, len(asks)))
     return scores
+
+
+def score_cache_pairs(
+    decider: Decider,
+    policy: Policy,
+    requests: Sequence[CalibrationRequest],
+    limits: InputLimits,
+    done: Callable[[int], None] | None = None,
+) -> np.ndarray:
+    """P(reuse) of each pair, asked as the gateway's cache asks about its nearest entry (the cached conversation's
+    text beside the new one's); `done(n)` is told how many are scored after each decision call.
+
+    Every pair is asked about whatever the two texts' cosine (live, a pair under `min_similarity` is never asked), so
+    a threshold read off every pair holds for any `min_similarity`."""
+
+    def view_of(request: CalibrationRequest) -> RequestView:
+        if request.cached is None:
+            raise ValueError(f"calibration request {request.request_id} is not a cache pair (no 'cached')")
+        cached_text = decision_inputs(request.cached, limits=limits).cache_text
+        candidate = CacheCandidate("semantic", request.request_id, cached_text, 1.0, {})
+        return RequestView(decision_inputs(request.body, limits=limits), cache_candidate=candidate)
+
+    return _score_views(decider, policy, requests, view_of, done)
 
 
 def call_shapes(requests: Sequence[CalibrationRequest]) -> np.ndarray:

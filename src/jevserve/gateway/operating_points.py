@@ -10,7 +10,8 @@ and the tuned reader) on the packaged files ship with jevserve (data/operating-p
 `jevserve gateway calibrate --decider SPEC --package`, which replaces that model's scores, so a model refitted under
 the same name leaves none of its old ones behind): the default config starts without scoring for either. Guard,
 harm and clarify are calibrated on the packaged everyday requests, the tool gate on the packaged ordinary tool calls
-(each call of a request's reply scored as the gateway's tool gate would ask about it); a config's own `calibration`
+(each call of a request's reply scored as the gateway's tool gate would ask about it), the cache on the packaged
+different-answer pairs (each asked about as the cache asks about its nearest entry); a config's own `calibration`
 file serves every decision.
 
 The threshold is the highest of the per-shape thresholds: each shape of the calibration set (bare, behind a system
@@ -32,10 +33,12 @@ from pathlib import Path
 import numpy as np
 
 from jevserve.gateway.calibration import (
+    PACKAGED_CACHE_PAIRS,
     PACKAGED_TOOL_CALLS,
     CalibrationSet,
     call_shapes,
     load_calibration,
+    score_cache_pairs,
     score_requests,
     score_tool_calls,
 )
@@ -65,7 +68,7 @@ class OperatingPoint:
     rates_by_shape: tuple[tuple[str, float], ...] = ()  # the same, per shape
     num_requests: int = 0  # calibration requests (for the tool gate: calls) scored
     calibration: str | None = None  # which file
-    unit: str = "requests"  # what num_requests counts: "requests", or "calls" for the tool gate
+    unit: str = "requests"  # what num_requests counts: "requests", "calls" for the tool gate, "pairs" for the cache
 
     def describe(self) -> str:
         """One line: `route/guard  threshold 0.973  (max_false_action_rate 0.01: 0.98 % of 1,626 everyday ...)`."""
@@ -115,6 +118,7 @@ _BOUNDS = ("max_text_chars", "head_chars")
 LIMITS_READ = {
     "guard": (*_BOUNDS, "min_window_chars", "window_chars", "max_windows", "whole_up_to_chars", "judge_system"),
     "tool_gate": _BOUNDS,
+    "cache": _BOUNDS,  # the two conversations' texts, bounded
 }
 REQUEST_TEXT_LIMITS = (*_BOUNDS, "context_turns", "context_chars")
 # harm with `windows: true` also judges the guard's windows of the latest user turn; those fields join its key only
@@ -209,10 +213,13 @@ def resolve_operating_points(
     return config.model_copy(update={"routes": routes}), tuple(points)
 
 
+PACKAGED_FOR = {"tool_gate": PACKAGED_TOOL_CALLS, "cache": PACKAGED_CACHE_PAIRS}  # else the packaged everyday file
+
+
 def calibration_for(decision: str, path: str | None, loaded: dict[str, CalibrationSet] | None = None) -> CalibrationSet:
     """The calibration file `decision`'s rate is computed on: the config's own, else the packaged one for it."""
-    if path is None and decision == "tool_gate":
-        path = str(PACKAGED_TOOL_CALLS)
+    if path is None and decision in PACKAGED_FOR:
+        path = str(PACKAGED_FOR[decision])
     loaded = {} if loaded is None else loaded
     key = path or ""
     if key not in loaded:
@@ -238,8 +245,14 @@ def _calibrate(
             "with tool_calls (the calls your upstream replied with, calibration.py); add them or give the tool gate a "
             "threshold"
         )
+    if key == "cache" and not negatives:
+        raise ConfigError(
+            f"routes: {route.model}.cache.max_false_action_rate: the calibration file {data.name} holds no cache pair "
+            "whose answers differ (records with 'cached' beside 'body', calibration.py); add them or give the cache a "
+            "threshold"
+        )
     shapes = call_shapes(negatives) if calls else np.array([r.shape for r in negatives])
-    unit = "calls" if calls else "requests"
+    unit = {"tool_gate": "calls", "cache": "pairs"}.get(key, "requests")
     cache_key = score_key(decider, key, policy_config, route, data) if decider.identity is not None else None
     found = cache.get(cache_key) if cache_key is not None else None
     if (found is None or len(found) != len(shapes)) and not score_missing:
@@ -252,7 +265,7 @@ def _calibrate(
         if progress is not None:
             progress(doing)
         policy = POLICIES[key](policy_config.model_copy(update={"threshold": 0.5}))
-        score = score_tool_calls if calls else score_requests
+        score = {"tool_gate": score_tool_calls, "cache": score_cache_pairs}.get(key, score_requests)
         try:
             found = score(decider, policy, negatives, route.input_limits(), tenths(doing, len(shapes), progress))
         except Exception as exc:  # a decider that cannot answer cannot place a threshold: say so, by name

@@ -13,7 +13,7 @@ from pathlib import Path
 from jevserve.bench.data import BenchData
 from jevserve.bench.tasks import TASKS
 from jevserve.serving.decision_inputs import DEFAULT_LIMITS, InputLimits
-from jevserve.train.cache_rules import cache_rule_pairs
+from jevserve.train.cache_rules import cache_rule_pairs, pair_state
 from jevserve.train.everyday_negatives import CALIBRATION_FILE
 from jevserve.train.goals import Unit, guard_texts, request_texts, user_body
 from jevserve.train.perturb import with_suffix
@@ -171,6 +171,29 @@ def cache_units(data: BenchData) -> list[Unit]:
     out += [Unit((i.state,), chats, bool(i.label), "cache-chats") for i in test_items(data, "cache-chats")]
     out += [Unit((state,), reuse(), same, f"rule:{rule}") for state, same, rule in cache_rule_pairs("test")]
     return out
+
+
+CACHE_CALIBRATION_FILE = CALIBRATION_FILE.with_name("cache-calibration.jsonl.gz")
+
+
+def cache_calibration_units(path: Path = CACHE_CALIBRATION_FILE, limits: InputLimits = DEFAULT_LIMITS) -> list[Unit]:
+    """The gateway's packaged cache pairs (blind-written, never fitted on), read as the gateway's cache asks about its
+    nearest entry; group `calibration:<kind>`, label True where one answer serves both: what the cache's rate-based
+    threshold is set on (read as data: train does not import the gateway)."""
+    from jevserve.serving.decision_inputs import decision_inputs
+
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        records = [json.loads(line) for line in handle if line.strip()]
+    return [
+        Unit(
+            (pair_state(decision_inputs(r["cached"], limits=limits).cache_text,
+                        decision_inputs(r["body"], limits=limits).cache_text),),
+            reuse(),
+            bool((r.get("labels") or {}).get("cache", False)),
+            f"calibration:{r['shape']}",
+        )
+        for r in records
+    ]  # fmt: skip
 
 
 def tool_units(data: BenchData) -> list[Unit]:
