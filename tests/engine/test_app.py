@@ -147,6 +147,23 @@ def test_bad_requests_get_a_4xx_naming_the_field(path, body, status, param):
     assert response.status_code == status and response.json()["error"]["param"] == param
 
 
+@pytest.mark.parametrize(("raw", "said"), [
+    (json.dumps(chat("lone SURROGATE half")).replace("SURROGATE", "\\ud800"), "surrogate"),
+    ("[" * 5000 + "]" * 5000, "too deep"),  # past what the JSON parser can follow
+    (json.dumps({**chat("hi"), "user": "BIG"}).replace('"BIG"', "1" + "0" * 5000), "not valid JSON"),
+])
+def test_a_body_the_engine_cannot_read_is_a_400_not_a_500(raw, said):
+    async def scenario():
+        async with serve() as (url, _), httpx.AsyncClient(base_url=url) as client:
+            bad = await client.post("/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
+            fine = await client.post("/v1/chat/completions", json=chat("hi", max_tokens=2))
+            return bad, fine
+
+    bad, fine = asyncio.run(scenario())
+    assert bad.status_code == 400 and said in bad.json()["error"]["message"], bad.text
+    assert fine.status_code == 200  # and the engine goes on serving
+
+
 def test_a_request_too_large_for_the_kv_cache_and_a_full_queue_are_refused():
     async def scenario():
         async with serve(speedup=1.0, num_kv_blocks=8, max_num_seqs=1, max_num_waiting=1) as (url, _), \

@@ -100,3 +100,16 @@ def test_the_in_flight_limit_is_shared_across_replicas(redis_clean):
 
     done, busy, after = asyncio.run(scenario())
     assert (done.status_code, busy.status_code, after.status_code) == (200, 429, 200)
+
+
+def test_a_store_nobody_answers_at_is_refused_at_start_not_on_each_request(redis_clean):
+    import socket
+
+    from jevserve.gateway.runtime import open_store
+
+    with socket.socket() as free:  # a port nothing listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    with pytest.raises(ValueError, match=rf"store redis://127.0.0.1:{port}/0: no Redis answers there"):
+        open_store(f"redis://127.0.0.1:{port}/0")
+    assert isinstance(open_store(redis_clean), RedisStore)  # one that answers is opened

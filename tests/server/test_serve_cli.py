@@ -32,3 +32,23 @@ def test_help_lists_every_model_spec_and_the_new_limits(capsys):
         assert spec in out
     for flag in ("--max-questions", "--max-options", "--remote-timeout-s", "--remote-max-in-flight"):
         assert flag in out
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        ("--max-wait-ms", "nan", "finite number >= 0"),  # NaN compares false everywhere: a wait never ends or starts
+        ("--max-chunk-ms", "-1", "finite number >= 0"),
+        ("--body-timeout-s", "inf", "finite number > 0"),
+        ("--body-timeout-s", "0", "finite number > 0"),
+        ("--remote-timeout-s", "nan", "finite number > 0"),
+        ("--max-batch", "0", "integer >= 1"),
+        ("--max-queue", "many", "integer >= 1"),
+        ("--max-body-bytes", "-5", "integer >= 1"),
+    ],
+)
+def test_a_bound_that_is_no_number_is_refused_before_anything_loads(flag, value, said, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "remote:http://127.0.0.1:9", flag, value])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"argument {flag}" in err and said in err and "loading model" not in err

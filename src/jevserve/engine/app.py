@@ -23,7 +23,7 @@ from jevserve.engine.core import LiveEngine
 from jevserve.engine.filler import filler_text
 from jevserve.engine.lengths import ReplyLengths
 from jevserve.engine.metrics import EngineMetrics
-from jevserve.engine.openai import Completion, RequestError, ResponseWriter, parse_completion
+from jevserve.engine.openai import Completion, RequestError, ResponseWriter, parse_body, parse_completion
 from jevserve.engine.requests import LiveRequest
 
 RETRY_AFTER_S = 1
@@ -103,10 +103,7 @@ def create_app(engine: LiveEngine, lengths: ReplyLengths, *, model_name: str, ma
         return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     async def complete(request: Request, *, chat: bool) -> Response:
-        try:
-            body = await request.json()
-        except ValueError:
-            raise RequestError("the request body is not valid JSON") from None
+        body = parse_body(await request.body())
         completion = parse_completion(body, chat=chat, model_name=model_name)
         # Counting runs in a worker thread (the tokenizer releases the GIL), so a burst of arrivals does not hold up
         # the event loop, the engine's steps or /health.

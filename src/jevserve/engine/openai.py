@@ -58,6 +58,23 @@ def _int_field(body: Mapping[str, Any], name: str, *, minimum: int | None = None
     return value
 
 
+def parse_body(raw: bytes) -> Any:
+    """The JSON of a request body; raises RequestError (400) for anything a tokenizer or a reply could not carry."""
+    try:
+        body = json.loads(raw)
+    except ValueError:  # not JSON, not UTF-8, or a number past what Python converts
+        raise RequestError("the request body is not valid JSON") from None
+    except RecursionError:  # nested past what the parser can follow
+        raise RequestError("the request body nests arrays or objects too deep") from None
+    if b"\\ud" in raw.lower():  # an escaped UTF-16 half: valid JSON, but no tokenizer can encode it
+        try:
+            json.dumps(body, ensure_ascii=False).encode()
+        except UnicodeEncodeError as exc:
+            raise RequestError(f"the request body holds a lone UTF-16 surrogate ({exc.object[exc.start]!r}); "
+                               "send valid Unicode") from None
+    return body
+
+
 def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
     """Check a request body and say what it asks for."""
     if not isinstance(body, Mapping):

@@ -54,8 +54,10 @@ def open_store(spec: str) -> Store:
     if spec in ("", "memory"):
         return MemoryStore()
     if spec.startswith(("redis://", "rediss://", "unix://")):
-        from jevserve.gateway.store_redis import RedisStore
+        from jevserve.gateway.store_redis import RedisStore, check_reachable
 
+        # at start, not on the first request: a store that is down would fail every request's decisions (open)
+        check_reachable(spec)
         return RedisStore(spec)
     raise ValueError(f"unknown store {spec!r}; expected 'memory' or a redis://host:port/db URL")
 

@@ -18,6 +18,7 @@ import base64
 import json
 
 import numpy as np
+import redis
 import redis.asyncio as aioredis
 
 from jevserve.gateway.cache_index import CacheEntry, EntryIndex
@@ -135,6 +136,17 @@ class RedisCacheStore:
             cached = (version, EntryIndex(entries))
             self._local[tenant] = cached
         return cached[1]
+
+
+def check_reachable(url: str, timeout_s: float = 3.0) -> None:
+    """Raise ValueError saying so when no Redis answers PING at `url` within `timeout_s`."""
+    client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise ValueError(f"store {url}: no Redis answers there ({exc}); start it or use store: memory") from None
+    finally:
+        client.close()
 
 
 class RedisStore:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
 import subprocess
 import sys
 
@@ -68,6 +69,16 @@ def test_print_envoy_without_upstreams_says_what_is_missing(tmp_path, capsys) ->
 def test_bad_port_and_bad_config_are_refused(tmp_path, capsys) -> None:
     assert main(["extproc", "--port", "70000"]) == 2
     assert "--port 70000" in capsys.readouterr().err
+    with socket.socket() as taken:  # the metrics port, not the gRPC one, is named when it is the one taken
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        metrics_port = taken.getsockname()[1]
+        assert main(["extproc", "--port", str(free_port()), "--metrics-port", str(metrics_port)]) == 2
+    err = capsys.readouterr().err
+    assert f"--metrics-port {metrics_port}: cannot bind" in err and "Traceback" not in err
+    for deadline in ("nan", "inf", "0", "-5"):  # NaN would let every request past its decisions
+        assert main(["extproc", "--deadline-ms", deadline]) == 2
+        assert f"--deadline-ms {float(deadline)}: expected a finite number > 0" in capsys.readouterr().err
     path = write_config(tmp_path, {"routes": [{"model": "m", "guard": {"threshold": 3}}]})
     assert main(["extproc", "--config", str(path)]) == 2
     assert "routes[0].guard.threshold" in capsys.readouterr().err
@@ -106,6 +117,16 @@ def test_the_command_serves_health_and_requests_then_stops_on_sigterm(tmp_path) 
         decisions = got.headers["x-jevserve-decisions"]
         assert "guard=allow" in decisions and "!fallback" in decisions
         proc.send_signal(signal.SIGTERM)
+
+        async def readiness_while_stopping():
+            await asyncio.sleep(0.5)  # inside the announced window: still answering, no longer ready
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                answer = await health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(service="readiness"), timeout=5
+                )
+            return answer.status
+
+        assert asyncio.run(readiness_while_stopping()) == health_pb2.HealthCheckResponse.NOT_SERVING
         assert proc.wait(20) == 0
         assert "stopping" in proc.stdout.read()
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from urllib.parse import urlsplit
 
@@ -88,9 +89,13 @@ def run_extproc(args: argparse.Namespace) -> int:
     if args.print_envoy:
         return _print_envoy(config, args)
     deadline_ms = args.deadline_ms if args.deadline_ms is not None else config.decision_timeout_ms + 500
-    if deadline_ms <= 0:
-        return _fail(f"--deadline-ms {deadline_ms}: expected a positive number")
+    if not (math.isfinite(deadline_ms) and deadline_ms > 0):  # NaN would let every request past the decisions
+        return _fail(f"--deadline-ms {deadline_ms}: expected a finite number > 0")
     return _serve(config, args, deadline_ms)
+
+
+class MetricsPortError(Exception):
+    """The metrics port could not be bound (the cause says why)."""
 
 
 def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
@@ -138,12 +143,17 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
         banner.append(f"  metrics:   http://{args.host}:{args.metrics_port}/metrics")
 
         async def started(server):
-            runner = await start_metrics(gateway.metrics, lambda: server.ready, args.host, args.metrics_port)
+            try:
+                runner = await start_metrics(gateway.metrics, lambda: server.ready, args.host, args.metrics_port)
+            except OSError as exc:
+                raise MetricsPortError() from exc
             return runner.cleanup
 
     address = f"{args.host}:{args.port}"
     try:
         return asyncio.run(serve_until_stopped(GatewayDecisions(gateway), settings, address, banner, started=started))
+    except MetricsPortError as exc:
+        return _fail(f"--host {args.host} --metrics-port {args.metrics_port}: cannot bind ({exc.__cause__})")
     except OSError as exc:
         return _fail(f"--host {args.host} --port {args.port}: cannot bind ({exc})")
 

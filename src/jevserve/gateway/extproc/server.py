@@ -28,6 +28,9 @@ logger = logging.getLogger("jevserve.extproc")
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["ExternalProcessor"].full_name
 READY_SERVICES = ("", "readiness", SERVICE_NAME)
 _MESSAGE_MARGIN_BYTES = 256 * 1024  # protobuf framing around a buffered body
+# on SIGTERM, readiness reads NOT_SERVING this long while requests are still served: Envoy's health checker and a
+# Kubernetes readiness probe take the replica out of rotation before it refuses new streams
+NOT_READY_ANNOUNCE_S = 2.0
 _CANCELLED = "the data plane cancelled the stream"
 _ENDED_EARLY = "the stream ended before the reply did (the client went away, or the data plane stopped sending)"
 
@@ -114,11 +117,14 @@ class ExtProcServer:
         self.ready = True
         return self.port
 
-    async def stop(self, grace_s: float = 5.0) -> None:
-        """Report not ready, let open streams finish for `grace_s`, finish closing work, release the decisions."""
+    async def stop(self, grace_s: float = 5.0, announce_s: float = 0.0) -> None:
+        """Report not ready and keep serving for `announce_s` (so that health checks can see it), then let open
+        streams finish for `grace_s`, finish closing work and release the decisions."""
         self.ready = False
         for service in READY_SERVICES:
             await self.health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
+        if announce_s > 0:  # gRPC refuses every new call once it stops, health checks included
+            await asyncio.sleep(announce_s)
         await self._server.stop(grace_s)
         await self.service.drain()
         await self.decisions.aclose()
@@ -148,12 +154,17 @@ async def serve_until_stopped(
     except Exception:
         await decisions.aclose()
         raise
-    stop_beside = await started(server) if started is not None else None
+    try:
+        stop_beside = await started(server) if started is not None else None
+    except Exception:
+        await server.stop(grace_s=0)
+        raise
     for line in banner or ():
         print(line, flush=True)
     await stop.wait()
-    print("jevserve extproc: stopping (not ready; open streams get 5 s)", flush=True)
-    await server.stop(grace_s=5.0)
+    announce = NOT_READY_ANNOUNCE_S
+    print(f"jevserve extproc: stopping (not ready for {announce:g} s, then open streams get 5 s)", flush=True)
+    await server.stop(grace_s=5.0, announce_s=announce)
     if stop_beside is not None:
         await stop_beside()
     return 0

@@ -10,14 +10,17 @@ from jevserve.gateway.errors import BadRequestError
 # Deeper bodies are refused: every later step (the decision texts, the log, the upstream call) serialises the body
 # with recursive code, and no OpenAI request nests nearly this far (a tool's JSON schema: a dozen levels).
 MAX_JSON_DEPTH = 128
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")  # OpenAI's chat roles, as it spells them
 
 
 def read_body(raw: bytes, endpoint: str) -> dict[str, Any]:
     """The body of a chat (`endpoint="chat"`) or legacy completions request, checked; raises BadRequestError."""
     too_deep = BadRequestError(f"request body nests arrays or objects more than {MAX_JSON_DEPTH} levels deep")
+    if not raw.strip():
+        raise BadRequestError("request body is empty: send a JSON object")
     try:
         body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # not JSON, not UTF-8, or a number past what Python converts (4,300 digits)
         raise BadRequestError(f"request body is not valid JSON: {exc}") from None
     except RecursionError:  # nested past what the parser can follow
         raise too_deep from None
@@ -57,6 +60,11 @@ def check_chat(body: dict[str, Any]) -> None:
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise BadRequestError(f"messages[{i}] must be an object with a string 'role'", param=f"messages[{i}]")
+        if message["role"] not in ROLES:  # the decisions read text by role: one they do not know would go unjudged
+            raise BadRequestError(
+                f"messages[{i}].role must be one of {', '.join(ROLES)}; got {message['role']!r}",
+                param=f"messages[{i}].role",
+            )
         content = message.get("content")
         if content is not None and not isinstance(content, str | list):
             raise BadRequestError(
