@@ -1,6 +1,7 @@
 """The load generator against stub servers: failures counted by reason, timeouts, interruption, the report."""
 
 import asyncio
+import gc
 import itertools
 import json
 import math
@@ -13,24 +14,30 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from jevserve.cli import main
-from jevserve.loadgen.report import build_report
+from jevserve.loadgen.report import build_report, markdown
 from jevserve.loadgen.run import replay
 from jevserve.loadgen.workload import PlannedRequest
 from jevserve.sim.metrics import Slo
 
 
-def stub_app(*, fail_every: int = 0, hang: bool = False) -> FastAPI:
-    """Streams `max_tokens` one-word chunks, 1 ms apart; every `fail_every`-th request gets a 500."""
+def stub_app(*, fail_every: int = 0, hang: bool = False, error_event: dict | None = None,
+             models_status: int = 200) -> FastAPI:
+    """Streams `max_tokens` one-word chunks, 1 ms apart; every `fail_every`-th request gets a 500; with
+    `error_event`, one chunk and then that event. `app.state.posts` counts the requests received."""
     app = FastAPI()
+    app.state.posts = 0
     counter = itertools.count(1)
 
     @app.get("/v1/models")
     async def models():
+        if models_status != 200:
+            return JSONResponse({"error": "down"}, status_code=models_status)
         return {"data": [{"id": "stub"}]}
 
     @app.post("/v1/completions")
     async def completions(request: Request):
         body = await request.json()
+        app.state.posts += 1
         if fail_every and next(counter) % fail_every == 0:
             return JSONResponse({"error": {"message": "boom"}}, status_code=500)
 
@@ -40,6 +47,8 @@ def stub_app(*, fail_every: int = 0, hang: bool = False) -> FastAPI:
             for _ in range(body["max_tokens"]):
                 await asyncio.sleep(0.001)
                 yield "data: " + json.dumps({"choices": [{"index": 0, "text": "w "}]}) + "\n\n"
+                if error_event is not None:
+                    yield "data: " + json.dumps(error_event) + "\n\n"
             usage = {"prompt_tokens": 3, "completion_tokens": body["max_tokens"]}
             yield "data: " + json.dumps({"choices": [], "usage": usage}) + "\n\n"
             yield "data: [DONE]\n\n"
@@ -101,7 +110,45 @@ def test_a_stopped_replay_marks_the_unfinished_requests_interrupted():
         results, interrupted = asyncio.run(scenario(url))
     report = build_report(results, slo=Slo(), interrupted=interrupted)
     assert interrupted and 0 < report.num_completed < 40
-    assert report.failures == {"interrupted": 40 - report.num_completed}
+    assert report.num_sent + report.num_not_sent == 40 and report.num_not_sent > 0
+    assert report.num_failed == report.num_sent - report.num_completed
+    assert set(report.failures) <= {"interrupted"}
+
+
+def test_requests_an_interrupt_stopped_before_sending_are_not_counted_as_sent_or_failed():
+    """Three requests hang in flight, the other seven were due later: an interrupt makes the three failures and
+    the seven "not sent", outside every sent figure; and asyncio reports no unretrieved CancelledError."""
+
+    async def scenario(url):
+        loop = asyncio.get_running_loop()
+        unretrieved = []
+        loop.set_exception_handler(lambda _loop, context: unretrieved.append(context["message"]))
+        stop = asyncio.Event()
+        loop.call_later(0.5, stop.set)
+        out = await replay(planned(10, gap_s=0.2), url=url + "/v1/completions", model="stub", chat=False,
+                           stop=stop)
+        gc.collect()  # a future's never-retrieved exception is reported when the future is collected
+        return out, unretrieved
+
+    with Served(stub_app(hang=True)) as url:
+        (results, interrupted), unretrieved = asyncio.run(scenario(url))
+    report = build_report(results, slo=Slo(ttft_ms=1000), interrupted=interrupted)
+    assert interrupted and unretrieved == []
+    assert 1 <= report.num_sent <= 3 and report.num_not_sent == 10 - report.num_sent
+    assert report.failures == {"interrupted": report.num_sent} and report.attainment_all == 0.0
+    assert [r.error for r in results[report.num_sent:]] == ["not sent"] * report.num_not_sent
+    table = markdown(report, {})
+    assert f"| completed / failed | 0 / {report.num_sent} |" in table
+    assert f"| not sent (interrupted first; in no figure here) | {report.num_not_sent} |" in table
+
+
+@pytest.mark.parametrize("event", [{"error": {"message": "engine died", "code": 500}},
+                                   {"object": "error", "message": "engine died", "type": "InternalError"}])
+def test_an_error_event_in_the_stream_fails_the_request_with_its_message(event):
+    with Served(stub_app(error_event=event)) as url:
+        results, _ = asyncio.run(replay(planned(3), url=url + "/v1/completions", model="stub", chat=False))
+    report = build_report(results, slo=Slo())
+    assert report.num_completed == 0 and report.failures == {"server error: engine died": 3}
 
 
 def test_speedup_reports_latencies_in_the_servers_seconds():
@@ -129,3 +176,54 @@ def test_the_command_line_writes_json_and_markdown_with_vllm_named_flags(tmp_pat
     assert len(data["requests"]) == 40
     assert "| failed: http 500 | 2 |" in (tmp_path / "run.md").read_text()
     assert "SLO attainment" in capsys.readouterr().out
+
+
+def _exit_code(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse refuses a bad value before the command runs
+        return exc.code if isinstance(exc.code, int) else 1
+
+
+def _loadgen(url: str, *extra: str) -> list[str]:
+    return ["loadgen", "--base-url", url, "--dataset-name", "random", "--random-input-len", "4",
+            "--random-output-len", "3", "--num-prompts", "3", "--disable-tqdm", *extra]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--metric-percentiles", "abc"], "--metric-percentiles 'abc': expected comma-separated percentiles in [0, 100]"),
+    (["--metric-percentiles", "95,150"], "--metric-percentiles '95,150'"),
+    (["--metric-percentiles", "-5"], "--metric-percentiles '-5'"),
+    (["--metric-percentiles", "nan"], "--metric-percentiles 'nan'"),
+    (["--base-url", "not-a-url"], "--base-url 'not-a-url': expected http://HOST[:PORT]"),
+    (["--base-url", "ftp://127.0.0.1:21"], "--base-url 'ftp://127.0.0.1:21'"),
+])
+def test_a_bad_flag_value_exits_2_before_any_request(argv, message, capsys):
+    assert _exit_code(["loadgen", "--model", "m", "--num-prompts", "3", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_a_run_in_which_no_request_completed_exits_1(capsys):
+    with Served(stub_app(fail_every=1)) as url:
+        assert main(_loadgen(url)) == 1
+    captured = capsys.readouterr()
+    assert "| failed: http 500 | 3 |" in captured.out
+    assert "error: none of the 3 requests completed" in captured.err
+
+
+def test_a_models_endpoint_answering_an_error_status_is_named_by_its_status(capsys):
+    with Served(stub_app(models_status=500)) as url, pytest.raises(SystemExit) as exc:
+        main(_loadgen(url))
+    assert "/v1/models (HTTP 500); give --model" in str(exc.value.code)
+
+
+def test_an_unwritable_result_dir_is_refused_before_the_run(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    app = stub_app()
+    with Served(app) as url:
+        assert main(_loadgen(url, "--save-result", "--result-dir", str(blocker / "out"))) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("error:") and str(blocker) in captured.err
+    assert app.state.posts == 0 and "completed / failed" not in captured.out  # refused before the run

@@ -1,4 +1,16 @@
+import os
+import signal
+
+import pytest
+
 from jevserve.cli import main
+
+
+def _exit_code(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse refuses a bad value before the command runs
+        return int(exc.code)
 
 
 def test_plan_answers_replicas_and_binding_resource(capsys):
@@ -23,6 +35,43 @@ def test_plan_table_analytic_only_prints_a_row_per_profile_and_policy(tmp_path, 
 
 
 def test_plan_table_rejects_a_bad_policy_spec(tmp_path, capsys):
-    assert main(["plan", "table", "--rate", "10", "--num-requests", "50", "--no-simulate", "--policies", "fcfs+x",
-                 "--out", str(tmp_path)]) == 2
+    assert _exit_code(["plan", "table", "--rate", "10", "--num-requests", "50", "--no-simulate", "--policies",
+                       "fcfs+x", "--out", str(tmp_path)]) == 2
     assert "expected NAME or NAME+aging" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--policies", "fcfs,bogus", "--policies 'fcfs,bogus': unknown queue policy 'bogus'; expected NAME or NAME+aging "
+                                 "with NAME one of: fcfs, plf,"),
+    ("--router", "bogus", "--router 'bogus': expected one of: jsq,"),
+])
+def test_plan_table_refuses_an_unknown_policy_or_router_before_building_the_table(flag, value, message, tmp_path,
+                                                                                  capsys):
+    assert _exit_code(["plan", "table", "--rate", "5", "--no-simulate", flag, value, "--out", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and captured.out == ""
+
+
+@pytest.mark.parametrize("argv", [
+    ["table", "--rate", "5", "--num-requests", "50", "--profiles", "qwen3-8b-h200", "--policies", "fcfs",
+     "--seeds", "0", "--jobs", "1"],
+    ["validate", "--cases", "long-prompt", "--seeds", "0", "--jobs", "1"],
+])
+def test_a_kv_cache_no_request_fits_in_is_one_error_line(argv, tmp_path, capsys):
+    assert main(["plan", *argv, "--num-kv-blocks", "1", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "jevserve plan: error: no request finished: all " in err and "need more KV blocks" in err
+    assert "Traceback" not in err
+
+
+def test_ctrl_c_during_plan_validate_is_one_line_saying_how_to_resume(tmp_path, capsys, monkeypatch):
+    def ctrl_c(cell, cases):
+        os.kill(os.getpid(), signal.SIGINT)  # --jobs 1 runs the cells in this process
+        raise AssertionError("the interrupt comes first")
+
+    monkeypatch.setattr("jevserve.plan.validate.run_validation_cell", ctrl_c)
+    assert main(["plan", "validate", "--cases", "long-prompt", "--seeds", "0", "--jobs", "1",
+                 "--out", str(tmp_path)]) == 130
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith(f"jevserve plan: interrupted; finished runs are kept in {tmp_path}")
+    assert err[-1].endswith("run the same command again to resume from them")

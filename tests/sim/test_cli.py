@@ -118,3 +118,19 @@ def test_outputs_get_their_folders_before_the_run_and_an_unwritable_one_is_one_l
     captured = capsys.readouterr()
     assert captured.err.startswith("error:") and str(blocker) in captured.err and "Traceback" not in captured.err
     assert "engine work" not in captured.out  # refused before the simulation ran
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--num-requests", "10"],
+    ["cluster", "--num-requests", "20", "--replicas", "2", "--router", "rr,jsq", "--rates", "5", "--seeds", "0",
+     "--jobs", "2"],
+    ["queue-order", "--scenarios", "two-seqs", "--num-requests", "20", "--rates", "1.2", "--seeds", "0",
+     "--no-run-length-check", "--jobs", "1"],
+])
+def test_a_kv_cache_no_request_fits_in_is_one_error_line_not_a_summary_of_nothing(argv, tmp_path, capsys):
+    outputs = [] if argv[0] == "run" else ["--out", str(tmp_path), "--doc", str(tmp_path / "doc.md"),
+                                          "--img-dir", str(tmp_path / "img")]
+    assert main(["sim", *argv, "--num-kv-blocks", "1", *outputs]) == 2
+    err = capsys.readouterr().err
+    assert "jevserve sim: error: no request finished: all " in err and "need more KV blocks than the cache" in err
+    assert "Traceback" not in err

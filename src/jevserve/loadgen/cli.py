@@ -9,12 +9,33 @@ import argparse
 import json
 import math
 import sys
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
-from jevserve.sim.argtypes import arrivals_arg, positive_float, positive_int
+from jevserve.sim.argtypes import arrivals_arg, percentile_list, positive_float, positive_int
+
+if TYPE_CHECKING:  # imported where used, so `jevserve --help` stays fast
+    from jevserve.loadgen.client import RequestResult
+    from jevserve.loadgen.workload import PlannedRequest
 
 BACKENDS = {"openai": "/v1/completions", "openai-chat": "/v1/chat/completions"}
+NOTHING_COMPLETED = 1  # exit status when the server completed no request (down, every request refused or failed)
+INTERRUPTED = 130  # exit status after Ctrl-C (the partial result is written)
+
+
+def _base_url(text: str) -> str:
+    """Refused here rather than failing every request of the run with an "invalid URL" reason."""
+    try:
+        parts = urlsplit(text.strip())
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a port that is not a number in 0-65535
+        ok = False
+    if not ok:
+        raise argparse.ArgumentTypeError(f"--base-url {text!r}: expected http://HOST[:PORT] or https://HOST[:PORT]")
+    return text.strip().rstrip("/")
 
 
 def _rate(text: str) -> float:
@@ -38,8 +59,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Send ShareGPT (or random) requests on a Poisson, Gamma or on-off schedule to any "
         "OpenAI-compatible server, stream the replies, and report TTFT, TPOT, ITL and E2E latency percentiles, SLO "
         "attainment and goodput with the simulator's definitions. Failed requests are counted by reason; Ctrl-C "
-        "writes the partial result.")
-    p.add_argument("--base-url", default=None, help="server URL, e.g. http://127.0.0.1:8000 (default: --host/--port)")
+        "writes the partial result, with the requests not yet sent counted apart.",
+        epilog=f"exit status: 0 when at least one request completed; {NOTHING_COMPLETED} when none did (the server "
+        f"is down, or refused or failed every request); 2 for bad arguments or an unwritable --result-dir; "
+        f"{INTERRUPTED} after Ctrl-C.")
+    p.add_argument("--base-url", type=_base_url, default=None,
+                   help="server URL, e.g. http://127.0.0.1:8000 (default: --host/--port)")
     p.add_argument("--host", default="127.0.0.1", help="server host (default: %(default)s)")
     p.add_argument("--port", type=int, default=8000, help="server port (default: %(default)s)")
     p.add_argument("--backend", choices=tuple(BACKENDS), default="openai",
@@ -68,7 +93,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the sample and the arrivals (default: 0)")
     p.add_argument("--goodput", type=_goodput, nargs="+", default=None, metavar="KEY:MS",
                    help="SLO for attainment and goodput, e.g. ttft:1000 tpot:50 (default: ttft:1000)")
-    p.add_argument("--metric-percentiles", default="", help="extra percentiles to report, e.g. 95,99.9")
+    p.add_argument("--metric-percentiles", type=percentile_list("--metric-percentiles"), default=(),
+                   help="extra percentiles to report, in [0, 100], e.g. 95,99.9")
     p.add_argument("--ignore-eos", action="store_true", help="send ignore_eos (vLLM's, for exact reply lengths)")
     p.add_argument("--timeout", type=positive_float("--timeout"), default=600.0,
                    help="seconds before a request counts as failed (wall time; default: %(default)s)")
@@ -85,11 +111,60 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _model(url: str) -> str:
     import httpx
 
+    def fail(reason: str) -> SystemExit:
+        return SystemExit(f"jevserve loadgen: error: cannot read the model from {url}/v1/models ({reason}); "
+                          "give --model")
+
     try:
-        return httpx.get(f"{url}/v1/models", timeout=10).json()["data"][0]["id"]
-    except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
-        raise SystemExit(f"jevserve loadgen: error: cannot read the model from {url}/v1/models ({exc}); "
-                         "give --model") from None
+        response = httpx.get(f"{url}/v1/models", timeout=10)
+    except httpx.HTTPError as exc:
+        raise fail(str(exc) or type(exc).__name__) from None
+    if response.status_code != 200:
+        raise fail(f"HTTP {response.status_code}")  # its body (an HTML error page, say) is not the reason
+    try:
+        return response.json()["data"][0]["id"]
+    except ValueError:
+        raise fail("the answer is not JSON") from None
+    except (KeyError, IndexError, TypeError):
+        raise fail("no model listed under data[0].id") from None
+
+
+def _result_path(args: argparse.Namespace, date: str) -> Path:
+    """Where the result goes, its folder created and tried with a file now: a folder that cannot be written fails
+    before the run (an OSError naming it, which the CLI reports in one line) instead of losing the result after."""
+    path = args.result_dir / (args.result_filename or f"loadgen-{date}.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(path.parent)) from None
+    return path
+
+
+def _requests(args: argparse.Namespace) -> tuple[list[PlannedRequest], str]:
+    """The planned requests and the name of their arrival process."""
+    from jevserve.loadgen.workload import plan_requests, random_requests, send_times, sharegpt_requests
+
+    if args.dataset_name == "sharegpt":
+        items = sharegpt_requests(args.num_prompts, seed=args.seed, split=args.sharegpt_split)
+    else:
+        items = random_requests(args.num_prompts, input_len=args.random_input_len,
+                                output_len=args.random_output_len, seed=args.seed)
+    process = args.arrival_process or ("poisson" if args.burstiness == 1.0 else "gamma")
+    cv = 1.0 / math.sqrt(args.burstiness)
+    return plan_requests(items, send_times(len(items), request_rate=args.request_rate, process=process,
+                                           seed=args.seed, cv=cv)), process
+
+
+def _write_result(path: Path, data: dict, results: list[RequestResult], table: str, interrupted: bool) -> None:
+    data["requests"] = [{"request_id": r.request_id, "ok": r.ok, "error": r.error, "send_s": r.send_s,
+                         "ttft_s": r.ttft_s, "e2el_s": r.e2el_s, "num_output_tokens": r.num_output_tokens}
+                        for r in results]
+    path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    path.with_suffix(".md").write_text(table)
+    print(f"result: {path} and {path.with_suffix('.md')}" + (" (interrupted: partial)" if interrupted else ""),
+          file=sys.stderr)
 
 
 def _cmd_loadgen(args: argparse.Namespace) -> int:
@@ -99,20 +174,13 @@ def _cmd_loadgen(args: argparse.Namespace) -> int:
 
     from jevserve.loadgen.report import build_report, markdown, report_dict
     from jevserve.loadgen.run import replay
-    from jevserve.loadgen.workload import plan_requests, random_requests, send_times, sharegpt_requests
     from jevserve.sim.metrics import Slo
 
-    url = (args.base_url or f"http://{args.host}:{args.port}").rstrip("/")
+    date = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    path = _result_path(args, date) if args.save_result else None
+    url = args.base_url or f"http://{args.host}:{args.port}"
     model = args.model or _model(url)
-    if args.dataset_name == "sharegpt":
-        items = sharegpt_requests(args.num_prompts, seed=args.seed, split=args.sharegpt_split)
-    else:
-        items = random_requests(args.num_prompts, input_len=args.random_input_len,
-                                output_len=args.random_output_len, seed=args.seed)
-    process = args.arrival_process or ("poisson" if args.burstiness == 1.0 else "gamma")
-    cv = 1.0 / math.sqrt(args.burstiness)
-    requests = plan_requests(items, send_times(len(items), request_rate=args.request_rate, process=process,
-                                               seed=args.seed, cv=cv))
+    requests, process = _requests(args)
     goals = dict(args.goodput or [("ttft", 1000.0)])
     slo = Slo(goals.get("ttft"), goals.get("tpot"), goals.get("e2el"))
     endpoint = args.endpoint or BACKENDS[args.backend]
@@ -122,9 +190,9 @@ def _cmd_loadgen(args: argparse.Namespace) -> int:
         max_concurrency=args.max_concurrency, speedup=args.speedup, timeout_s=args.timeout,
         ignore_eos=args.ignore_eos, on_done=lambda _: bar.update()))
     bar.close()
-    percentiles = [float(x) for x in args.metric_percentiles.split(",") if x.strip()]
-    report = build_report(results, slo=slo, speedup=args.speedup, interrupted=interrupted, percentiles=percentiles)
-    settings = {"date": datetime.now(UTC).strftime("%Y%m%d-%H%M%S"), "base_url": url, "endpoint": endpoint,
+    report = build_report(results, slo=slo, speedup=args.speedup, interrupted=interrupted,
+                          percentiles=args.metric_percentiles)
+    settings = {"date": date, "base_url": url, "endpoint": endpoint,
                 "backend": args.backend, "model": model, "dataset_name": args.dataset_name,
                 "request_rate": args.request_rate if math.isfinite(args.request_rate) else "inf",
                 "arrival_process": process if math.isfinite(args.request_rate) else "all at once",
@@ -132,15 +200,12 @@ def _cmd_loadgen(args: argparse.Namespace) -> int:
                 "speedup": args.speedup, "slo": goals}
     table = markdown(report, settings)
     print(table, end="")
-    if args.save_result or interrupted:
-        args.result_dir.mkdir(parents=True, exist_ok=True)
-        path = args.result_dir / (args.result_filename or f"loadgen-{settings['date']}.json")
-        data = report_dict(report, settings)
-        data["requests"] = [{"request_id": r.request_id, "ok": r.ok, "error": r.error, "send_s": r.send_s,
-                             "ttft_s": r.ttft_s, "e2el_s": r.e2el_s, "num_output_tokens": r.num_output_tokens}
-                            for r in results]
-        path.write_text(json.dumps(data, indent=1, default=str) + "\n")
-        path.with_suffix(".md").write_text(table)
-        print(f"result: {path} and {path.with_suffix('.md')}" + (" (interrupted: partial)" if interrupted else ""),
+    if path is not None or interrupted:
+        _write_result(path or _result_path(args, date), report_dict(report, settings), results, table, interrupted)
+    if interrupted:
+        return INTERRUPTED
+    if report.num_completed == 0:
+        print(f"jevserve loadgen: error: none of the {report.num_sent} requests completed (see the failures above)",
               file=sys.stderr)
-    return 130 if interrupted else 0
+        return NOTHING_COMPLETED
+    return 0

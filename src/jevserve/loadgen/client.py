@@ -2,8 +2,9 @@
 
 Definitions follow `vllm bench serve`: TTFT is the first chunk with content after the request was sent; ITL the
 gaps between successive content chunks; end-to-end latency until the stream ends; output tokens from the usage the
-server reports (`stream_options.include_usage`), else the number of content chunks. Any HTTP error status, a broken
-or malformed stream, or a timeout makes the request a failure with its reason; nothing is dropped.
+server reports (`stream_options.include_usage`), else the number of content chunks. Any HTTP error status, an error
+event in the stream, a broken or malformed stream, or a timeout makes the request a failure with its reason; nothing
+is dropped.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import aiohttp
 
 from jevserve.loadgen.workload import PlannedRequest
 
+NOT_SENT = "not sent"  # the error of a request the replay was interrupted before sending; not a failure
+
 
 @dataclass(slots=True)
 class RequestResult:
@@ -24,8 +27,10 @@ class RequestResult:
 
     request_id: str
     send_s: float  # wall seconds after the start of the replay
+    sent: bool = False  # False: the replay was interrupted before its send time (or before a concurrency slot)
     ok: bool = False
-    error: str | None = None  # why it failed: "http 500", "timeout", "stream: ...", "interrupted"
+    # why it did not complete: "http 500", "timeout", "server error: ...", "stream: ...", "interrupted", NOT_SENT
+    error: str | None = None
     ttft_s: float | None = None
     e2el_s: float | None = None
     itls_s: list[float] = field(default_factory=list)
@@ -55,11 +60,22 @@ def _content(chunk: dict) -> str:
     return (delta.get("content") or "") if isinstance(delta, dict) else (choice.get("text") or "")
 
 
+def _stream_error(chunk: dict) -> str | None:
+    """The message of an error event (`{"error": {"message": ...}}`, or vLLM's older `{"object": "error",
+    "message": ...}`), None for a data chunk."""
+    error = chunk if chunk.get("object") == "error" else chunk.get("error")
+    if error is None:
+        return None
+    message = error.get("message") if isinstance(error, dict) else error
+    return str(message or "error event without a message")[:200]  # a reason, not a dump: failures group by it
+
+
 async def send(session: aiohttp.ClientSession, url: str, body: dict, result: RequestResult, *,
                timeout_s: float, started: float) -> RequestResult:
     """Send `body`, read its stream into `result` and return it; failures are recorded, never raised."""
     sent = time.perf_counter()
     result.send_s = sent - started
+    result.sent = True
     last = None
     chunks = 0
     try:
@@ -77,6 +93,12 @@ async def send(session: aiohttp.ClientSession, url: str, body: dict, result: Req
                     if data == "[DONE]":
                         break
                     chunk = json.loads(data)
+                    if not isinstance(chunk, dict):
+                        result.error = "stream: not a JSON object"
+                        return result
+                    if (message := _stream_error(chunk)) is not None:
+                        result.error = f"server error: {message}"  # the server gave up on the request mid-stream
+                        return result
                     if chunk.get("usage"):
                         result.num_output_tokens = chunk["usage"].get("completion_tokens", 0)
                         result.num_prompt_tokens = chunk["usage"].get("prompt_tokens")

@@ -22,18 +22,24 @@ from jevserve.sim.metrics import RequestRecord, RunSummary, Slo, is_good, summar
 class LoadgenReport:
     """A replay's outcome."""
 
-    num_sent: int  # requests the replay planned to send
+    num_sent: int  # requests sent to the server
     num_completed: int
-    failures: dict[str, int]  # failed requests by reason ("http 500", "timeout", "interrupted", ...)
+    failures: dict[str, int]  # sent requests that failed, by reason ("http 500", "timeout", "interrupted", ...)
     summary: RunSummary | None  # over the completed requests; None when none completed
-    attainment_all: float  # requests meeting the SLO over all requests, failures counted as misses
+    attainment_all: float  # requests meeting the SLO over all sent requests, failures counted as misses
     interrupted: bool
     percentiles: dict[str, dict[str, float]]  # extra percentiles asked for, by metric, in milliseconds
+    num_not_sent: int = 0  # planned requests an interrupt stopped before they were sent: in no figure above
 
     @property
     def num_failed(self) -> int:
-        """Requests that did not complete."""
+        """Sent requests that did not complete."""
         return sum(self.failures.values())
+
+    @property
+    def num_planned(self) -> int:
+        """Requests the replay planned to send."""
+        return self.num_sent + self.num_not_sent
 
 
 def records(results: Sequence[RequestResult], speedup: float) -> tuple[list[RequestRecord], list[np.ndarray]]:
@@ -53,9 +59,11 @@ def records(results: Sequence[RequestResult], speedup: float) -> tuple[list[Requ
 
 def build_report(results: Sequence[RequestResult], *, slo: Slo, speedup: float = 1.0, interrupted: bool = False,
                  percentiles: Sequence[float] = ()) -> LoadgenReport:
-    """Summarise a replay."""
-    done, itls = records(results, speedup)
-    failures = dict(collections.Counter(r.error for r in results if not r.ok))
+    """Summarise a replay; requests never sent (the replay was interrupted first) are counted apart, since they
+    say nothing about the server."""
+    sent = [r for r in results if r.sent]
+    done, itls = records(sent, speedup)
+    failures = dict(collections.Counter(r.error for r in sent if not r.ok))
     summary = summarize(done, itls, slo) if done else None
     good = sum(is_good(r, slo) for r in done)
     extra: dict[str, dict[str, float]] = {}
@@ -65,15 +73,16 @@ def build_report(results: Sequence[RequestResult], *, slo: Slo, speedup: float =
         for name, xs in values.items():
             arr = np.asarray(xs, dtype=np.float64) * 1000
             extra[name] = {f"p{p:g}": float(np.percentile(arr, p)) if arr.size else math.nan for p in percentiles}
-    return LoadgenReport(len(results), len(done), failures, summary, good / len(results) if results else math.nan,
-                         interrupted, extra)
+    return LoadgenReport(len(sent), len(done), failures, summary, good / len(sent) if sent else math.nan,
+                         interrupted, extra, len(results) - len(sent))
 
 
 def report_dict(report: LoadgenReport, settings: dict) -> dict:
     """The JSON result: the settings, counts, failures and the summary's fields."""
-    out = {**settings, "num_prompts": report.num_sent, "completed": report.num_completed,
-           "failed": report.num_failed, "failures": report.failures, "interrupted": report.interrupted,
-           "slo_attainment_all": report.attainment_all, "percentiles_ms": report.percentiles}
+    out = {**settings, "num_prompts": report.num_planned, "sent": report.num_sent, "not_sent": report.num_not_sent,
+           "completed": report.num_completed, "failed": report.num_failed, "failures": report.failures,
+           "interrupted": report.interrupted, "slo_attainment_all": report.attainment_all,
+           "percentiles_ms": report.percentiles}
     if report.summary is not None:
         out.update(report.summary.as_dict())
     return out
@@ -81,7 +90,7 @@ def report_dict(report: LoadgenReport, settings: dict) -> dict:
 
 def markdown(report: LoadgenReport, settings: dict) -> str:
     """A markdown table of the replay's results."""
-    lines = [f"Load generator: {settings.get('num_prompts_planned', report.num_sent)} requests to "
+    lines = [f"Load generator: {report.num_planned} requests to "
              f"{settings.get('base_url', '?')} ({settings.get('dataset_name', '?')}, rate "
              f"{settings.get('request_rate', '?')} req/s, speedup {settings.get('speedup', 1)})", "",
              "| metric | value |", "|---|---|",
@@ -90,6 +99,8 @@ def markdown(report: LoadgenReport, settings: dict) -> str:
         lines.append(f"| failed: {reason} | {count} |")
     if report.interrupted:
         lines.append("| interrupted | yes (partial result) |")
+    if report.num_not_sent:
+        lines.append(f"| not sent (interrupted first; in no figure here) | {report.num_not_sent} |")
     s = report.summary
     if s is not None:
         lines += [f"| duration (s) | {s.duration_s:.2f} |",

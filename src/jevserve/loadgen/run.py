@@ -1,5 +1,6 @@
 """Replay planned requests against a server on their schedule, at most `max_concurrency` at once, until all are
-done or the replay is interrupted (Ctrl-C): requests not finished then are recorded as "interrupted"."""
+done or the replay is interrupted (Ctrl-C): requests in flight then are recorded as "interrupted", and those not yet
+sent (their send time not reached, or waiting for a concurrency slot) as "not sent", apart from every sent figure."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import aiohttp
 
-from jevserve.loadgen.client import RequestResult, request_body, send
+from jevserve.loadgen.client import NOT_SENT, RequestResult, request_body, send
 from jevserve.loadgen.workload import PlannedRequest
 
 
@@ -58,10 +59,14 @@ async def replay(
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            # a gather ends with a CancelledError once one of its tasks is cancelled: retrieve it, or asyncio
+            # prints "Future exception was never retrieved" with its traceback
+            with contextlib.suppress(asyncio.CancelledError):
+                await everything
         stopped.cancel()
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.remove_signal_handler(signal.SIGINT)
     for result in results:
         if not result.ok and result.error is None:
-            result.error = "interrupted"
+            result.error = "interrupted" if result.sent else NOT_SENT
     return results, interrupted

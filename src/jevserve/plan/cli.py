@@ -34,12 +34,41 @@ def _common(p: argparse.ArgumentParser, *, num_requests: int) -> None:
     add_replica_arguments(p)
 
 
+def _policies(text: str) -> tuple[str, ...]:
+    """Comma-separated queue policies of `plan table`, each NAME or NAME+aging with NAME a registered policy: checked
+    here, so a typo is refused before the table is built or any simulation starts."""
+    from jevserve.serving.registry import queue_policy_names
+
+    known = queue_policy_names()
+    names = tuple(t.strip() for t in text.split(",") if t.strip())
+    if not names:
+        raise argparse.ArgumentTypeError(f"--policies {text!r}: expected queue policies, e.g. fcfs,plf+aging")
+    for name in names:
+        base, plus, suffix = name.partition("+")
+        if base not in known or (plus and suffix != "aging"):
+            raise argparse.ArgumentTypeError(
+                f"--policies {text!r}: unknown queue policy {name!r}; expected NAME or NAME+aging with NAME one of: "
+                f"{', '.join(known)}")
+    return names
+
+
+def _router(text: str) -> str:
+    """A registered router, checked here rather than when the first simulation starts."""
+    from jevserve.serving.registry import router_names
+
+    if text not in router_names():
+        raise argparse.ArgumentTypeError(f"--router {text!r}: expected one of: {', '.join(router_names())}")
+    return text
+
+
 def _guarded(command):
-    """Run a command; turn input errors into one line on stderr and exit status 2."""
+    """Run a command; turn input errors into one line on stderr and exit status 2, and Ctrl-C into one line and
+    exit status 130."""
 
     def wrapper(args: argparse.Namespace) -> int:
         from jevserve.plan.planner import PlanError
         from jevserve.serving.errors import ServingError
+        from jevserve.sim.cli import INTERRUPTED, interrupted_line
         from jevserve.sim.errors import SimError
 
         try:
@@ -47,6 +76,9 @@ def _guarded(command):
         except (PlanError, SimError, ServingError) as exc:
             print(f"jevserve plan: error: {exc}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt as exc:
+            print(interrupted_line("jevserve plan", exc), file=sys.stderr)
+            return INTERRUPTED
 
     return wrapper
 
@@ -76,14 +108,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     table.add_argument("--rate", type=positive_float("--rate"), required=True, help="total request rate, req/s")
     table.add_argument("--profiles", default="qwen3-8b-h100,qwen3-8b-h200",
                        help="comma-separated profiles (names or calibrated .toml files) (default: %(default)s)")
-    table.add_argument("--policies", default="fcfs,plf+aging", help="queue policies (default: %(default)s)")
+    table.add_argument("--policies", type=_policies, default="fcfs,plf+aging",
+                       help="comma-separated queue policies, each NAME or NAME+aging (default: %(default)s)")
     table.add_argument("--aging-s", type=positive_float("--aging-s"), default=10.0,
                        help="aging threshold of '+aging' policies (default: %(default)s)")
     table.add_argument("--decision-delay-ms", type=nonnegative_float("--decision-delay-ms"), default=92.0,
                        help="delay of 'plf' for its prediction (default: %(default)s)")
     table.add_argument("--oracle-tau", type=float, default=0.6,
                        help="Kendall tau of plf's noisy-oracle predictions (default: %(default)s)")
-    table.add_argument("--router", default="jsq", help="router of the simulated clusters (default: jsq)")
+    table.add_argument("--router", type=_router, default="jsq", help="router of the simulated clusters (default: jsq)")
     table.add_argument("--seeds", type=parse_ints, default=(0, 1), help="arrival seeds per probe (default: 0,1)")
     table.add_argument("--no-simulate", action="store_true", help="analytic column only (fast)")
     table.add_argument("--out", type=Path, default=Path("results/cache/plan"), help="cache folder (resumable)")

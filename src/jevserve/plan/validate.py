@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from jevserve.plan.planner import CapacityModel
+from jevserve.plan.planner import CapacityModel, PlanError
 from jevserve.serving.registry import make_queue_policy
 from jevserve.serving.types import Request
 from jevserve.sim.arrivals import poisson_arrivals
 from jevserve.sim.engine import EngineConfig
-from jevserve.sim.metrics import Slo, is_good
+from jevserve.sim.metrics import Slo, is_good, require_finished
 from jevserve.sim.profile import Profile
 from jevserve.sim.run import simulate, with_arrivals
 from jevserve.sim.stats import max_rate_meeting, mean_interval
@@ -62,7 +62,7 @@ def windowed_throughput(finish_s: np.ndarray) -> float:
     times = np.sort(finish_s)
     lo, hi = len(times) // 4, (3 * len(times)) // 4
     if hi - lo < 2 or times[hi] <= times[lo]:
-        raise ValueError("windowed_throughput: too few finishes to measure a rate; send more requests")
+        raise PlanError(f"too few requests finished ({len(times)}) to measure a throughput")
     return float((hi - lo) / (times[hi] - times[lo]))
 
 
@@ -71,12 +71,19 @@ def run_validation_cell(cell: ValidationCell, cases: dict[str, ValidationCase]) 
     case = cases[cell.case]
     requests = with_arrivals(case.requests, poisson_arrivals(len(case.requests), cell.rate_rps, cell.seed))
     _, recorder = simulate(requests, case.profile, make_queue_policy("fcfs"), case.config)
+    require_finished(recorder)
     records = recorder.records
-    finish = np.array([r.arrival_s + r.e2el_s for r in records])
+    try:
+        throughput = windowed_throughput(np.array([r.arrival_s + r.e2el_s for r in records]))
+    except PlanError as exc:
+        if not recorder.num_rejected:
+            raise
+        raise PlanError(f"case {case.name!r}: {exc}; the other {recorder.num_rejected} need more KV blocks than "
+                        f"the cache holds (e.g. {recorder.first_rejection}); give more --num-kv-blocks") from None
     return {
         "key": cell.key, "case": cell.case, "kind": cell.kind, "rate_rps": cell.rate_rps, "seed": cell.seed,
         "slo_attainment": float(np.mean([is_good(r, case.slo) for r in records])),
-        "throughput_rps": windowed_throughput(finish), "num_preemptions": recorder.num_preemptions,
+        "throughput_rps": throughput, "num_preemptions": recorder.num_preemptions,
     }
 
 

@@ -100,3 +100,20 @@ def int_list(text: str) -> tuple[int, ...]:
     if not values:
         raise argparse.ArgumentTypeError(f"{text!r}: expected at least one integer")
     return values
+
+
+def percentile_list(flag: str) -> Callable[[str], tuple[float, ...]]:
+    """Comma-separated percentiles in [0, 100], e.g. `95,99.9`; empty for none."""
+
+    def parse(text: str) -> tuple[float, ...]:
+        expected = f"{flag} {text!r}: expected comma-separated percentiles in [0, 100], e.g. 95,99.9"
+        try:
+            values = tuple(float(x) for x in text.split(",") if x.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(expected) from None
+        if not all(0 <= v <= 100 for v in values):  # nan fails every comparison, so it is refused too
+            raise argparse.ArgumentTypeError(expected)
+        return values
+
+    parse.__name__ = "percentiles"
+    return parse

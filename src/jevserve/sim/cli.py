@@ -18,9 +18,17 @@ def sim_subcommands(subparsers: argparse._SubParsersAction) -> argparse._SubPars
     return next(a for a in sim._actions if isinstance(a, argparse._SubParsersAction))
 
 
+INTERRUPTED = 130  # exit status after Ctrl-C, as a shell reports a command ended by SIGINT
+
+
+def interrupted_line(command: str, exc: KeyboardInterrupt) -> str:
+    """One line for Ctrl-C, with how to resume when the interrupted step says (`jevserve.sim.resumable`)."""
+    return f"{command}: interrupted" + (f"; {exc}" if str(exc) else "")
+
+
 def guarded(command):
     """Run a command; turn input errors (unknown policy, bad profile, trace or workload) into one line on stderr
-    and exit status 2 instead of a traceback."""
+    and exit status 2, and Ctrl-C into one line and exit status 130, instead of a traceback."""
 
     def wrapper(args: argparse.Namespace) -> int:
         from jevserve.serving.errors import ServingError
@@ -31,6 +39,9 @@ def guarded(command):
         except (SimError, ServingError) as exc:
             print(f"jevserve sim: error: {exc}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt as exc:
+            print(interrupted_line("jevserve sim", exc), file=sys.stderr)
+            return INTERRUPTED
 
     return wrapper
 
@@ -135,7 +146,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     from jevserve.serving import make_queue_policy
     from jevserve.sim.arrivals import make_arrivals
-    from jevserve.sim.metrics import summarize
+    from jevserve.sim.metrics import summarize_recorded
     from jevserve.sim.profile import load_profile
     from jevserve.sim.run import SimulationSummary, simulate, with_arrivals
     from jevserve.sim.steady import keep_up
@@ -163,8 +174,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     work = WorkCounter(profile.step_time)
     _, recorder = simulate(requests, profile, policy, engine_config_from_args(args),
                            observers=(work, logger) if logger else (work,))
-    summary = SimulationSummary(summarize(recorder.records, recorder.itls_s, slo_from_args(args)),
-                                recorder.num_steps, recorder.num_rejected, keep_up(recorder.records)).as_dict()
+    summary = SimulationSummary(summarize_recorded(recorder, slo_from_args(args)), recorder.num_steps,
+                                recorder.num_rejected, keep_up(recorder.records)).as_dict()
     for key, value in summary.items():
         if isinstance(value, dict):
             print(f"{key:>20}: " + "  ".join(f"{k} {v:.1f}" for k, v in value.items()))

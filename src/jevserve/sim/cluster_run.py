@@ -13,7 +13,7 @@ from jevserve.serving.registry import make_queue_policy, make_router
 from jevserve.serving.types import Request
 from jevserve.sim.arrivals import make_arrivals
 from jevserve.sim.cluster import Cluster, ClusterResult, ReplicaSpec
-from jevserve.sim.metrics import RunSummary, Slo, is_good, summarize
+from jevserve.sim.metrics import RunSummary, Slo, is_good, summarize_recorded
 from jevserve.sim.run import with_arrivals
 
 
@@ -143,5 +143,5 @@ def summarize_cluster(result: ClusterResult, slo: Slo) -> ClusterSummary:
         per_replica.append(ReplicaLoad(
             replica_id, len(mine), float(np.mean([is_good(r, slo) for r in mine])) if mine else float("nan"),
             float(np.percentile(ttft, 90)), float(np.percentile(ttft, 99))))
-    return ClusterSummary(summarize(records, result.metrics.itls_s, slo), tuple(per_replica),
-                          result.metrics.num_rejected, estimator_quality(result))
+    return ClusterSummary(summarize_recorded(result.metrics, slo), tuple(per_replica), result.metrics.num_rejected,
+                          estimator_quality(result))

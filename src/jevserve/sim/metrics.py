@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from jevserve.sim.entities import Batch, SimRequest
+from jevserve.sim.errors import EngineConfigError
 from jevserve.sim.observer import Observer
 
 PERCENTILES = (50, 90, 99)
@@ -81,6 +82,7 @@ class MetricsRecorder(Observer):
         self.num_preemptions = 0
         self.num_steps = 0
         self.num_rejected = 0  # refused because they can never fit (vLLM's benchmark counts them as failed)
+        self.first_rejection: str | None = None  # the first refusal's reason, to say why when nothing finished
 
     def on_preempt(self, request: SimRequest, now_s: float) -> None:
         """Count a preemption."""
@@ -89,6 +91,7 @@ class MetricsRecorder(Observer):
     def on_reject(self, request: SimRequest, now_s: float) -> None:
         """Count a refused request."""
         self.num_rejected += 1
+        self.first_rejection = self.first_rejection or request.rejected
 
     def on_step(self, replica_id: int, batch: Batch, num_steps: int) -> None:
         """Count engine steps."""
@@ -214,3 +217,21 @@ def summarize(records: list[RequestRecord], itls_s: list[np.ndarray], slo: Slo) 
         long_wait_p999_s=long_reply_wait(records, 99.9),
         num_preemptions=sum(r.num_preemptions for r in records),
     )
+
+
+def summarize_recorded(recorder: MetricsRecorder, slo: Slo) -> RunSummary:
+    """`summarize` over what a run's recorder collected (`require_finished` first)."""
+    require_finished(recorder)
+    return summarize(recorder.records, recorder.itls_s, slo)
+
+
+def require_finished(recorder: MetricsRecorder) -> None:
+    """Refuse, in words, a run in which no request finished: an input error (every request larger than the KV cache,
+    the only requests the simulator refuses), not a run to summarize."""
+    if recorder.records:
+        return
+    if recorder.num_rejected == 0:
+        raise EngineConfigError("no request finished: the workload has no requests")
+    raise EngineConfigError(
+        f"no request finished: all {recorder.num_rejected} requests need more KV blocks than the cache holds (e.g. "
+        f"{recorder.first_rejection}); give more --num-kv-blocks, a profile with more memory or shorter requests")

@@ -1,11 +1,15 @@
 """Resumable parallel runs: every finished cell is appended to a JSONL file at once, so a killed sweep loses
-only the cells in flight and a rerun computes just the missing ones. Used by every sweep of the simulator."""
+only the cells in flight and a rerun computes just the missing ones. Used by every sweep of the simulator.
+
+Ctrl-C reaches the whole process group; the workers ignore it, so only the parent stops (an `Interrupted` saying
+where the finished cells are) and ends the pool, instead of every worker printing a KeyboardInterrupt traceback."""
 
 from __future__ import annotations
 
 import json
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -13,9 +17,14 @@ from typing import Any
 _WORKER: tuple[Callable[[Any, Any], dict], Any] | None = None  # (worker, context), set by _init_worker
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during `run_keyed`; the message says where the finished cells are kept."""
+
+
 def _init_worker(worker: Callable[[Any, Any], dict], context: Any) -> None:
     global _WORKER
     _WORKER = (worker, context)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and terminates the pool
 
 
 def _call(cell: Any) -> dict:
@@ -68,6 +77,11 @@ def run_keyed(
                 sink.flush()  # a finished cell is on disk before the next one is taken
             if on_done is not None:
                 on_done(row)
+    except KeyboardInterrupt:
+        if results_path is None:
+            raise
+        raise Interrupted(f"finished runs are kept in {results_path}; run the same command again to resume "
+                          "from them") from None
     finally:
         if pool is not None:
             pool.terminate()

@@ -14,7 +14,7 @@ from jevserve.sim.entities import SimRequest
 from jevserve.sim.errors import WorkloadError
 from jevserve.sim.events import Arrival
 from jevserve.sim.loop import Simulator
-from jevserve.sim.metrics import MetricsRecorder, RunSummary, Slo, summarize
+from jevserve.sim.metrics import MetricsRecorder, RunSummary, Slo, summarize_recorded
 from jevserve.sim.observer import Observer
 from jevserve.sim.profile import Profile
 from jevserve.sim.steady import KeepUp, keep_up
@@ -74,5 +74,5 @@ def simulate_summary(
 ) -> SimulationSummary:
     """`simulate` and `summarize` in one call, with the steady-state verdict (`jevserve.sim.steady`)."""
     _, recorder = simulate(requests, profile, policy, config)
-    return SimulationSummary(summarize(recorder.records, recorder.itls_s, slo), recorder.num_steps,
-                             recorder.num_rejected, keep_up(recorder.records))
+    return SimulationSummary(summarize_recorded(recorder, slo), recorder.num_steps, recorder.num_rejected,
+                             keep_up(recorder.records))

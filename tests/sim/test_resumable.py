@@ -1,0 +1,62 @@
+"""Resumable sweeps under Ctrl-C: the parent stops with where the finished cells are, the workers stay quiet."""
+
+import argparse
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from jevserve.sim.cli import guarded
+from jevserve.sim.resumable import Interrupted, run_keyed
+
+
+@dataclass(frozen=True)
+class Cell:
+    key: str
+
+
+def ctrl_c_at_b(cell: Cell, _context: None) -> dict:
+    """Cell "b" plays a terminal's Ctrl-C, which reaches every process of the group: the parent and this worker."""
+    if cell.key == "b":
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # both get it before either acts on it
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getppid(), signal.SIGINT)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        time.sleep(5)  # still running when the parent ends the pool
+    return {"key": cell.key}
+
+
+def test_ctrl_c_stops_the_sweep_saying_how_to_resume_and_no_worker_prints_a_traceback(tmp_path, capfd):
+    path = tmp_path / "runs.jsonl"
+    path.write_text(json.dumps({"key": "a"}) + "\n")  # finished by an earlier run
+    with pytest.raises(Interrupted, match=f"finished runs are kept in {path}; run the same command again"):
+        run_keyed([Cell("a"), Cell("b"), Cell("c")], ctrl_c_at_b, None, results_path=path, jobs=2)
+    time.sleep(0.2)  # a worker's traceback, if any, reaches stderr after the pool is ended
+    assert "KeyboardInterrupt" not in capfd.readouterr().err
+    assert json.loads(path.read_text().splitlines()[0]) == {"key": "a"}
+
+
+def sigint_handler(cell: Cell, _context: None) -> dict:
+    return {"key": cell.key, "ignores_ctrl_c": signal.getsignal(signal.SIGINT) == signal.SIG_IGN}
+
+
+def test_pool_workers_ignore_ctrl_c_and_leave_it_to_the_parent():
+    rows = run_keyed([Cell("a"), Cell("b")], sigint_handler, None, jobs=2)
+    assert [r["ignores_ctrl_c"] for r in rows] == [True, True]
+
+
+@pytest.mark.parametrize("raised, line", [
+    (Interrupted("finished runs are kept in runs.jsonl; run the same command again to resume from them"),
+     "jevserve sim: interrupted; finished runs are kept in runs.jsonl; run the same command again to resume"),
+    (KeyboardInterrupt(), "jevserve sim: interrupted\n"),
+])
+def test_a_guarded_command_turns_ctrl_c_into_one_line_and_status_130(raised, line, capsys):
+    def command(_args: argparse.Namespace) -> int:
+        raise raised
+
+    assert guarded(command)(argparse.Namespace()) == 130
+    err = capsys.readouterr().err
+    assert line in err and err.count("\n") == 1
