@@ -202,6 +202,17 @@ def test_body_over_the_limit_gets_a_413(mode: str) -> None:
     assert script.seen == []  # never handed to the decisions
 
 
+def test_a_buffered_body_far_over_the_limit_in_one_message_gets_a_413_not_a_grpc_error() -> None:
+    settings = StreamSettings(max_body_bytes=1024)  # gRPC took messages of this plus framing, and refused larger ones
+
+    async def scenario():
+        async with serving(Scripted(), settings) as channel:
+            return await EnvoyStream(channel, "BUFFERED").request(b'{"pad": "' + b"x" * 2_000_000 + b'"}')
+
+    got = run(scenario())
+    assert isinstance(got, Immediate) and got.status == 413
+
+
 @pytest.mark.parametrize(
     ("mode", "response_mode", "lockstep"),
     [

@@ -28,6 +28,7 @@ logger = logging.getLogger("jevserve.extproc")
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["ExternalProcessor"].full_name
 READY_SERVICES = ("", "readiness", SERVICE_NAME)
 _MESSAGE_MARGIN_BYTES = 256 * 1024  # protobuf framing around a buffered body
+_MIN_RECEIVE_BYTES = 64 * 1024 * 1024  # the largest message taken only to be refused with 413
 # on SIGTERM, readiness reads NOT_SERVING this long while requests are still served: Envoy's health checker and a
 # Kubernetes readiness probe take the replica out of rotation before it refuses new streams
 NOT_READY_ANNOUNCE_S = 2.0
@@ -96,7 +97,9 @@ class ExtProcServer:
         self.settings = settings or StreamSettings()
         self.service = ExternalProcessorService(decisions, self.settings)
         self.health = HealthServicer()
-        limit = self.settings.max_body_bytes + _MESSAGE_MARGIN_BYTES
+        # gRPC refuses a larger message with RESOURCE_EXHAUSTED, which the data plane reads as a failure, not as the
+        # client's error: take messages well past max_body_bytes so that the stream answers them 413 itself
+        limit = max(4 * self.settings.max_body_bytes, _MIN_RECEIVE_BYTES) + _MESSAGE_MARGIN_BYTES
         self._server = grpc.aio.server(
             options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)]
         )
