@@ -100,9 +100,15 @@ def measure(models: list[str], rate: float, held_out: tuple[Path, ...] = HELD_OU
 def markdown(result: dict) -> str:
     sets = result.get("held-out sets", [p.name for p in HELD_OUT])
     which = "the other three sets'" if len(sets) == 3 else "the " + ", ".join(sets) + " set's"
+    if len(sets) == 3:
+        read_on = ""
+    elif sets == [BLIND7.name]:
+        read_on = ", read on the seventh set"
+    else:
+        read_on = ", read on blind sets " + ", ".join(name.removeprefix("cache_pairs_blind").removesuffix(".jsonl")
+                                                      for name in sets)
     lines = [
-        "### The cache's threshold set by a rate" + ("" if len(sets) == 3 else ", read on the seventh set")
-        + " (generated)",
+        "### The cache's threshold set by a rate" + read_on + " (generated)",
         "",
         f"`{result['command']}`, {result['machine']['when']}. Threshold: the lowest serving at most "
         f"{100 * result['rate']:.0f}% of each kind of the {result['calibration different-answer']} different-answer "
