@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 
 import pytest
 from fastapi.testclient import TestClient
@@ -84,8 +85,18 @@ def test_model_page_shows_per_task_scores_and_calibration(client, documents):
     assert document["command"] in page
 
 
+def task_page_when_read(client, name: str):
+    """The task page once its data is read (the first visits answer at once, saying it is being read)."""
+    for _ in range(600):
+        page = client.get(f"/tasks/{name}")
+        if page.status_code != 200 or "is being read and screened" not in page.text:
+            return page
+        threading.Event().wait(0.2)
+    raise AssertionError(f"task {name}'s data was not read within two minutes")
+
+
 def test_task_page_shows_decision_questions_rule_and_anchors(client):
-    page = client.get("/tasks/cache-pairs")
+    page = task_page_when_read(client, "cache-pairs")
     if page.status_code == 404:
         pytest.skip(f"cache-pairs data is not on this machine: {page.text[:200]}")
     text = page.text
@@ -108,3 +119,25 @@ def test_head_answers_like_get_without_a_body(client):
         assert head.content == b"" and head.headers["content-type"] == got.headers["content-type"]
     assert client.head("/no-such-page").status_code == 404
     assert client.post("/healthz").status_code == 405  # only HEAD is read as GET
+
+
+def test_a_task_page_answers_at_once_while_its_data_is_read(tmp_path):
+    from jevserve.web import site
+
+    release, reading = threading.Event(), threading.Event()
+
+    def slow_describe(name, data, baseline):
+        reading.set()
+        release.wait(30)  # as reading and screening a task's data takes up to a minute on a fresh start
+        return site.TaskDescription(name, "guard", (("data", "read"),), site.task_questions_json(name))
+
+    app = make_app(tmp_path / "db.sqlite", data_factory=lambda: None)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(site, "describe_task", slow_describe)
+        client = TestClient(app)
+        first = client.get("/tasks/guard-injection")  # answered while the reading is still blocked
+        assert first.status_code == 200 and "is being read and screened" in first.text
+        assert "The questions asked" in first.text and reading.wait(5)
+        release.set()
+        later = task_page_when_read(client, "guard-injection")
+    assert later.status_code == 200 and "<dt>data</dt><dd>read</dd>" in later.text

@@ -79,7 +79,8 @@ class Context:
         self._pools_loading = False  # pools_if_ready started loading them
         self._data: Any = None
         self._lock = threading.Lock()
-        self.task_pages: dict[str, Any] = {}
+        self.task_pages: dict[str, Any] = {}  # name → TaskDescription, or the exception reading its data raised
+        self._task_pages_loading: set[str] = set()
         self.memo: dict[str, Any] = {}  # computed pages' parts: reliability curves, the people row
 
     def data(self) -> Any:
@@ -114,6 +115,28 @@ class Context:
                 self._pools_loading = True
                 threading.Thread(target=self.pools, name="pools", daemon=True).start()
         return None
+
+    def task_page_if_ready(self, name: str, baseline: dict[str, Any] | None) -> Any:
+        """The task page's description (site.describe_task) when it is read; otherwise None, with its reading started
+        in the background (once): reading a task's data and screening it takes up to a minute on a fresh start, and
+        the page shows its questions and scores at once. An error reading it is returned (the page says it)."""
+        if name in self.task_pages:
+            return self.task_pages[name]
+        with self._lock:
+            if name not in self._task_pages_loading:
+                self._task_pages_loading.add(name)
+                args = (name, baseline)
+                threading.Thread(target=self._read_task, args=args, name=f"task-{name}", daemon=True).start()
+        return None
+
+    def _read_task(self, name: str, baseline: dict[str, Any] | None) -> None:
+        from jevserve.web.site import describe_task
+
+        try:
+            self.task_pages[name] = describe_task(name, self.data(), baseline)
+        except Exception as exc:  # kept for the page to report; the next visit reads it again
+            self.task_pages[name] = exc
+            self._task_pages_loading.discard(name)
 
     def cached_answers(self, model: str) -> dict[str, Any] | None:
         """The model's bench answers cache (request key → answers), read once per file version; None without one."""

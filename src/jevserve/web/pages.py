@@ -125,17 +125,21 @@ def register(app: FastAPI, context: Context) -> None:
 
         if name not in TASKS:
             raise PageError(404, f"no task named {name!r}; tasks: {', '.join(TASKS)}")
-        site = context.site.get()
-        if name not in context.task_pages:
-            from jevserve.web.site import describe_task
+        from jevserve.web.site import TaskDescription, task_questions_json
 
-            baseline = site.documents.get("default-rules", {}).get("tasks", {}).get(name)
-            try:
-                context.task_pages[name] = describe_task(name, context.data(), baseline)
-            except FileNotFoundError as exc:
-                raise PageError(404, f"task {name}'s data is not on this machine: {exc}") from exc
+        site = context.site.get()
+        baseline = site.documents.get("default-rules", {}).get("tasks", {}).get(name)
+        task = context.task_page_if_ready(name, baseline)
+        if isinstance(task, FileNotFoundError):
+            context.task_pages.pop(name, None)
+            raise PageError(404, f"task {name}'s data is not on this machine: {task}")
+        if isinstance(task, Exception):
+            context.task_pages.pop(name, None)
+            raise task
+        if task is None:  # its reference rows are still being read: the rest of the page does not wait for them
+            task = TaskDescription(name, TASKS[name].category, None, task_questions_json(name))
         rows = [(r.model, r.tasks[name]) for r in context.site.board().rows if name in r.tasks]
-        return context.render(request, "task.html", task=context.task_pages[name], rows=rows,
+        return context.render(request, "task.html", task=task, rows=rows,
                               decision=DECISIONS.get(TASK_DECISION.get(name, "")))
 
     @app.get("/live", response_class=HTMLResponse)

@@ -120,7 +120,7 @@ class TaskDescription:
 
     name: str
     category: str
-    rows: tuple[tuple[str, str], ...]  # (label, HTML)
+    rows: tuple[tuple[str, str], ...] | None  # (label, HTML); None while they are still being read from the data
     questions_json: str
 
 
@@ -134,8 +134,14 @@ def describe_task(name: str, data: Any, baseline: dict[str, Any] | None) -> Task
     if not loaded:
         raise FileNotFoundError(skipped[0].message)
     rows = tuple((label, inline_markdown(value)) for label, value in task_rows(loaded[0], baseline))
-    questions = json.dumps(dict(TASKS[name].questions), indent=2, ensure_ascii=False)
-    return TaskDescription(name, TASKS[name].category, rows, questions)
+    return TaskDescription(name, TASKS[name].category, rows, task_questions_json(name))
+
+
+def task_questions_json(name: str) -> str:
+    """The task's questions as JSON (known without its data)."""
+    from jevserve.bench import TASKS
+
+    return json.dumps(dict(TASKS[name].questions), indent=2, ensure_ascii=False)
 
 
 def board_models(board: Board) -> Sequence[str]:
