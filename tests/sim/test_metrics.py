@@ -54,6 +54,13 @@ def test_summary_attainment_goodput_and_percentiles():
                                         "p99": out.ttft_ms.p99}
 
 
+def test_requests_refused_as_too_large_count_as_misses_in_attainment():
+    records = [record(0.1, 1.0, arrival=float(i)) for i in range(6)]  # all six finished ones meet the SLO
+    out = summarize(records, [], Slo(ttft_ms=500), num_refused=2)
+    assert out.slo_attainment == pytest.approx(6 / 8)  # not 1.0: refusing what cannot fit meets no SLO
+    assert out.num_requests == 6 and out.goodput_rps == summarize(records, [], Slo(ttft_ms=500)).goodput_rps
+
+
 def test_slo_needs_at_least_one_target():
     with pytest.raises(ValueError, match="set at least one"):
         Slo(ttft_ms=None)

@@ -194,8 +194,10 @@ def long_reply_wait(records: list[RequestRecord], percentile: float, share: floa
     return float(np.percentile(waits, percentile))
 
 
-def summarize(records: list[RequestRecord], itls_s: list[np.ndarray], slo: Slo) -> RunSummary:
-    """Aggregate metrics of one run: latency statistics (ms), throughput, SLO attainment, goodput, longest wait."""
+def summarize(records: list[RequestRecord], itls_s: list[np.ndarray], slo: Slo, num_refused: int = 0) -> RunSummary:
+    """Aggregate metrics of one run: latency statistics (ms), throughput, SLO attainment, goodput, longest wait.
+    `num_refused` requests that could never run count in SLO attainment as misses (vLLM's benchmark counts them as
+    failed): a configuration does not meet an SLO by refusing the requests it cannot serve."""
     if not records:
         raise ValueError("summarize: no finished requests")
     start = min(r.arrival_s for r in records)
@@ -211,7 +213,7 @@ def summarize(records: list[RequestRecord], itls_s: list[np.ndarray], slo: Slo) 
         tpot_ms=LatencyStats.of(tpots),
         itl_ms=LatencyStats.of(np.concatenate(itls_s) if itls_s else np.empty(0)),
         e2el_ms=LatencyStats.of(np.array([r.e2el_s for r in records])),
-        slo_attainment=num_good / len(records),
+        slo_attainment=num_good / (len(records) + num_refused),
         goodput_rps=num_good / duration,
         max_wait_s=float(np.max([r.wait_s for r in records])),
         long_wait_p999_s=long_reply_wait(records, 99.9),
@@ -222,7 +224,7 @@ def summarize(records: list[RequestRecord], itls_s: list[np.ndarray], slo: Slo) 
 def summarize_recorded(recorder: MetricsRecorder, slo: Slo) -> RunSummary:
     """`summarize` over what a run's recorder collected (`require_finished` first)."""
     require_finished(recorder)
-    return summarize(recorder.records, recorder.itls_s, slo)
+    return summarize(recorder.records, recorder.itls_s, slo, num_refused=recorder.num_rejected)
 
 
 def require_finished(recorder: MetricsRecorder) -> None:
