@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from jevserve.cli import main
 
 
@@ -30,8 +32,6 @@ def test_board_without_results_says_to_run_first(capsys, tmp_path):
 
 
 def test_metadata_must_be_key_value(capsys):
-    import pytest
-
     with pytest.raises(SystemExit) as exit_info:
         main(["bench", "run", "--baselines", "--metadata", "no-equals-sign"])
     assert exit_info.value.code == 2
@@ -49,3 +49,92 @@ def test_embedded_rows_name_their_own_weights():
     default = _metadata(args, "embedded", "jev-minilm-2", object())
     assert "fine-tuned" in tuned["parameters"] and "fine-tuned" not in default["parameters"]
     assert _metadata(args, "http://host:1", "x", object()) == {"runs": "http://host:1"}
+
+
+def test_a_task_list_that_names_no_task_is_an_error_not_the_full_bench(capsys):
+    for tasks in ("", ",,", " "):
+        assert main(["bench", "run", "--baselines", "--tasks", tasks]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: no task named in") and "cache-pairs" in err
+
+
+def test_an_unwritable_results_folder_is_refused_before_anything_is_asked(capsys, tmp_path):
+    a_file = tmp_path / "afile.txt"
+    a_file.write_text("")
+    # The endpoint is unreachable and the data missing: either would answer 1, so 2 means the check came first.
+    for results, expected in ((a_file, "is a file; expected a folder"), (a_file / "sub", "Not a directory")):
+        code = main(["bench", "run", "--endpoint", "http://127.0.0.1:9", "--model", "m", "--tasks", "cache-pairs",
+                     "--data-cache", str(tmp_path / "data"), "--results", str(results)])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and err.startswith(f"error: --results {results}: ")
+        assert expected in err
+
+
+def test_predict_lengths_refuses_an_unwritable_out_before_asking(capsys, tmp_path):
+    a_file = tmp_path / "afile.txt"
+    a_file.write_text("")
+    for out in (a_file / "x.jsonl", tmp_path):
+        assert main(["bench", "predict-lengths", "--endpoint", "http://127.0.0.1:9", "--model", "m",
+                     "--out", str(out)]) == 2
+        assert capsys.readouterr().err.startswith(f"error: --out {out}: ")
+
+
+def test_ctrl_c_before_the_asking_is_one_line_and_exit_130(capsys, monkeypatch, tmp_path):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("jevserve.bench.pipeline.load_tasks", interrupted)
+    try:
+        code = main(["bench", "run", "--baselines", "--tasks", "cache-pairs", "--results", str(tmp_path)])
+    except KeyboardInterrupt:  # not the test session's own Ctrl-C
+        pytest.fail("bench run let KeyboardInterrupt through")
+    assert code == 130
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: interrupted;") and "same command again resumes" in err
+
+
+def test_board_over_results_it_cannot_read_names_them(capsys, tmp_path):
+    (tmp_path / "row").mkdir()
+    (tmp_path / "row" / "2026-01-01.json").write_text('{"kind": "x"')
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "2026-01-01.json").write_bytes(b"\xff\xfe")
+    assert main(["bench", "board", "--results", str(tmp_path), "--out", str(tmp_path / "board")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: no readable bench results under {tmp_path}: ")
+    assert "row/2026-01-01.json is not valid JSON" in err and "other/2026-01-01.json is not UTF-8 text" in err
+
+
+def test_validate_of_a_file_that_is_not_utf8_names_the_problem(capsys, tmp_path):
+    from tests.bench.test_board import make_results
+
+    results = make_results(tmp_path)
+    binary = tmp_path / "bin.json"
+    binary.write_bytes(b"\xff\xfe")
+    assert main(["bench", "validate", str(binary), "--results", str(results)]) == 1
+    assert f"{binary} is not UTF-8 text" in capsys.readouterr().out
+
+
+def test_a_rerun_served_from_the_cache_keeps_the_measured_latency(tmp_path):
+    import argparse
+
+    from jevserve.bench.cli import _metadata
+    from jevserve.bench.results import write_result
+
+    args = argparse.Namespace(concurrency=32, metadata=[], results=tmp_path)
+    measured = _metadata(args, "http://host:1", "m", argparse.Namespace(num_sent=100, wall_s=4.0))
+    assert measured["latency"].startswith("25 requests/s")
+    write_result(tmp_path, {"model": "m", "date": "2026-01-01", "metadata": measured})
+    assert _metadata(args, "http://host:1", "m", argparse.Namespace(num_sent=0, wall_s=0.0)) == measured
+    assert "latency" not in _metadata(args, "http://host:1", "other", argparse.Namespace(num_sent=0, wall_s=0.0))
+
+
+def test_a_damaged_data_cache_is_one_error_line(capsys, monkeypatch, tmp_path):
+    from jevserve.bench.sources import SourceFormatError
+
+    def damaged(*args, **kwargs):
+        raise SourceFormatError("data source 'x': a file is damaged; run `jevserve data fetch --source x --force`")
+
+    monkeypatch.setattr("jevserve.bench.pipeline.load_tasks", damaged)
+    assert main(["bench", "run", "--baselines", "--tasks", "cache-pairs", "--results", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == "error: data source 'x': a file is damaged; run `jevserve data fetch " \
+                                      "--source x --force`\n"

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import signal
 
+import httpx
 import pytest
 
 from jevserve.bench.answers_cache import AnswersCache
 from jevserve.bench.runner import ask_missing, keyed
 from jevserve.client import SystemOneAPIError
-from tests.bench.builders import FakeClient
+from tests.bench.builders import FakeClient, fake_answer
 
 
 def make_requests(n: int) -> dict:
@@ -83,3 +87,166 @@ def test_ask_endpoint_names_the_cache_and_exit_1_when_the_endpoint_is_unreachabl
         ask_endpoint("http://127.0.0.1:9", "fake-model", None, tmp_path, lambda model: make_requests(2), concurrency=1,
                      progress=False)
     assert info.value.exit_code == 1 and str(tmp_path) in str(info.value)
+
+
+class ScriptedClient(FakeClient):
+    """A FakeClient whose first replies are given (a dict, or an exception to raise); fake answers after them."""
+
+    def __init__(self, replies: list) -> None:
+        super().__init__()
+        self.replies = list(replies)
+
+    async def decide_raw(self, body):
+        if not self.replies:
+            return await super().decide_raw(body)
+        self.sent.append(dict(body))
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+
+@pytest.fixture
+def no_backoff(monkeypatch):
+    monkeypatch.setattr("jevserve.bench.runner.INVALID_BACKOFF_S", 0.0)
+
+
+INVALID_REPLIES = {
+    "missing answer": {"answers": {}},
+    "no answers": {"model": "m"},
+    "out of range": {"answers": {"bad": {"type": "noul", "noul": 7.5}}},
+    "negative": {"answers": {"bad": {"type": "noul", "noul": -0.1}}},
+    "nan": {"answers": {"bad": {"type": "noul", "noul": float("nan")}}},
+    "wrong type": {"answers": {"bad": {"type": "noul", "noul": "banana"}}},
+    "boolean": {"answers": {"bad": {"type": "noul", "noul": True}}},
+    "other question type": {"answers": {"bad": {"type": "choice", "probabilities": {"a": 1.0}}}},
+}
+
+
+@pytest.mark.parametrize("reply", INVALID_REPLIES.values(), ids=INVALID_REPLIES)
+def test_an_invalid_reply_is_asked_again_never_cached_and_then_stops_the_run(tmp_path, no_backoff, reply):
+    from jevserve.bench.runner import INVALID_RETRIES, InvalidReply
+
+    stubborn = ScriptedClient([reply] * (INVALID_RETRIES + 1))
+    with pytest.raises(InvalidReply, match="invalid replies"):
+        run(stubborn, make_requests(1), AnswersCache(tmp_path, "fake-model"), concurrency=1)
+    assert len(stubborn.sent) == INVALID_RETRIES + 1
+    assert AnswersCache(tmp_path, "fake-model").answers == {}  # nothing of it was written
+
+    once = ScriptedClient([reply])  # a passing fault: the next try answers, and only that answer is cached
+    stats = run(once, make_requests(1), AnswersCache(tmp_path, "fake-model"), concurrency=1)
+    cached = AnswersCache(tmp_path, "fake-model").answers
+    assert stats.num_sent == 1 and len(once.sent) == 2
+    assert list(cached.values()) == [fake_answer(once.sent[1])["answers"]]
+
+
+def test_a_reply_that_is_not_json_is_an_invalid_reply(tmp_path, no_backoff):
+    from jevserve.bench.runner import InvalidReply
+
+    not_json = json.JSONDecodeError("Expecting value", "{not json", 1)  # what the client raises for such a body
+    with pytest.raises(InvalidReply, match="not JSON"):
+        run(ScriptedClient([not_json] * 3), make_requests(1), AnswersCache(tmp_path, "fake-model"), concurrency=1)
+
+
+def test_a_cached_reply_that_lacks_an_asked_answer_is_asked_again(tmp_path):
+    requests = make_requests(3)
+    old = AnswersCache(tmp_path, "fake-model")
+    for key in requests:
+        old.record(key, {})  # what an older run cached for `{"answers": {}}`
+    old.close()
+    again = FakeClient()
+    stats = run(again, requests, AnswersCache(tmp_path, "fake-model"))
+    assert stats.num_sent == 3 and stats.num_cached == 0
+    assert all("bad" in a for a in AnswersCache(tmp_path, "fake-model").answers.values())
+
+
+@pytest.mark.parametrize("status", [401, 403, 404, 429, 408])
+def test_a_status_about_the_endpoint_stops_the_run_and_is_never_cached_as_a_refusal(tmp_path, status):
+    failing = FakeClient(fail_after=0, error=SystemOneAPIError(status, "some_error", "not this request's fault"))
+    with pytest.raises(SystemOneAPIError):
+        run(failing, make_requests(2), AnswersCache(tmp_path, "fake-model"))
+    assert AnswersCache(tmp_path, "fake-model").errors == {}
+
+
+# ---- ask_endpoint against an HTTP endpoint simulated in process (httpx.MockTransport)
+
+
+def mock_endpoint(monkeypatch, fault):
+    """Route ask_endpoint's client to an in-process endpoint: GET /v1/models, and POST /v1/systemone answered by
+    `fault(number)` (the n-th POST, from 1; the three version probes come first) or, when it returns None, by
+    fake_answer."""
+    from jevserve.bench import runner
+
+    posts = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.001)  # the network: other tasks (and a Ctrl-C) get their turn
+        if request.method == "GET":
+            return httpx.Response(200, json={"models": [{"name": "fake-model", "description": "d",
+                                                         "release_date": "2026-01-01"}]})
+        posts.append(request)
+        response = fault(len(posts))
+        return response or httpx.Response(200, json=fake_answer(json.loads(request.content)))
+
+    real = runner.PatientSystemOne
+    monkeypatch.setattr(runner, "PatientSystemOne", lambda base_url, api_key, timeout_s: real(
+        base_url, api_key, timeout_s=timeout_s, transport=httpx.MockTransport(handler)))
+    return posts
+
+
+def ask_mock(tmp_path, n=6):
+    from jevserve.bench.runner import ask_endpoint
+
+    return ask_endpoint("http://bench.test", "fake-model", None, tmp_path, lambda model: make_requests(n),
+                        concurrency=1, progress=False)
+
+
+def test_a_reply_that_is_not_json_stops_the_run_with_the_resume_message(tmp_path, monkeypatch, no_backoff):
+    from jevserve.bench.runner import AskFailed
+
+    mock_endpoint(monkeypatch, lambda n: httpx.Response(200, content=b"{not json") if n >= 6 else None)
+    with pytest.raises(AskFailed, match=r"the endpoint failed .*not JSON.* running the same command again resumes") \
+            as info:
+        ask_mock(tmp_path)
+    assert info.value.exit_code == 1 and "(2 answers)" in str(info.value)
+
+
+def test_a_429_is_asked_again_after_its_retry_after_past_the_sdk_retries(tmp_path, monkeypatch):
+    def overloaded(n: int) -> httpx.Response | None:  # five 429s in a row: the SDK's rules give up after three
+        return httpx.Response(429, headers={"Retry-After": "0"}, json={"detail": {"error_type": "overloaded_error",
+                                                                                  "message": "busy"}}) \
+            if 5 <= n < 10 else None
+
+    posts = mock_endpoint(monkeypatch, overloaded)
+    asked = ask_mock(tmp_path)
+    assert asked.stats.num_sent == 6 and len(asked.cache.answers) == 6 and asked.stats.num_refused == 0
+    assert len(posts) == 3 + 6 + 5
+
+
+def test_a_429_whose_retry_after_is_past_the_budget_stops_the_run(tmp_path, monkeypatch):
+    from jevserve.bench.runner import OVERLOAD_BUDGET_S, AskFailed
+
+    wait = str(int(OVERLOAD_BUDGET_S) + 1)
+    mock_endpoint(monkeypatch, lambda n: httpx.Response(429, headers={"Retry-After": wait}, json={}) if n >= 4
+                  else None)
+    with pytest.raises(AskFailed, match="429") as info:
+        ask_mock(tmp_path)
+    assert info.value.exit_code == 1
+
+
+def test_ctrl_c_while_asking_says_how_many_answers_are_cached_and_exits_130(tmp_path, monkeypatch):
+    from jevserve.bench.runner import AskFailed
+
+    def interrupt(n: int) -> None:
+        if n == 6:  # a Ctrl-C while the third request is in flight
+            os.kill(os.getpid(), signal.SIGINT)
+
+    mock_endpoint(monkeypatch, interrupt)
+    try:
+        with pytest.raises(AskFailed, match=r"^interrupted; .* running the same command again resumes$") as info:
+            ask_mock(tmp_path, n=20)
+    except KeyboardInterrupt:  # not the test session's own Ctrl-C
+        pytest.fail("ask_endpoint let KeyboardInterrupt through")
+    assert info.value.exit_code == 130 and "\n" not in str(info.value)
+    num_cached = len(next(tmp_path.glob("*.jsonl")).read_text().splitlines())
+    assert 2 <= num_cached < 20 and f"({num_cached} answers)" in str(info.value)

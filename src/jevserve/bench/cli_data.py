@@ -84,25 +84,30 @@ def run_list(args: argparse.Namespace) -> int:
     cache_dir = resolve_cache_dir(args.cache)
     entries, problems = [], []
     for name in SOURCES:
-        status = source_status(name, cache_dir)
-        rows: int | None = None
-        if status.location is not None and not args.no_rows:
-            try:
-                rows = len(load_source(name, cache_dir))
-            except DataSourceError as exc:
-                problems.append(f"{name}: {exc}")
-        spec = status.spec
+        spec, rows = SOURCES[name], None
+        try:
+            status = source_status(name, cache_dir)
+        except DataSourceError as exc:  # a damaged release (its manifest): listed, and its message says what to run
+            problems.append(f"{name}: {exc}")
+            state, fetch = "damaged", f"jevserve data fetch --source {name} --force"
+        else:
+            state, fetch = status.state, None if status.location else status.fetch_command
+            if status.location is not None and not args.no_rows:
+                try:
+                    rows = len(load_source(name, cache_dir))
+                except DataSourceError as exc:
+                    problems.append(f"{name}: {exc}")
         entries.append(
             {
                 "source": name,
-                "status": status.state,
+                "status": state,
                 "package": spec.archive.package,
                 "version": spec.archive.version,
                 "license": spec.archive.license,
                 "records": rows,
                 "kind": spec.record_kind,
                 "family": spec.family,
-                "fetch": None if status.location else status.fetch_command,
+                "fetch": fetch,
                 "description": spec.description,
             }
         )

@@ -60,6 +60,8 @@ def read_result(path: Path) -> dict[str, Any]:
     """Read one result document, checking its kind and version."""
     try:
         document = json.loads(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ResultsFormatError(f"{path} is not UTF-8 text ({exc})") from exc
     except json.JSONDecodeError as exc:
         raise ResultsFormatError(f"{path} is not valid JSON ({exc})") from exc
     if not isinstance(document, dict) or document.get("kind") != KIND:

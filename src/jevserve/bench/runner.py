@@ -2,13 +2,17 @@
 
 Requests already in the answers cache are not sent. Each answer is appended to the cache as it arrives, so a run
 that is killed (or whose endpoint goes away) resumes where it stopped and a finished run is free to repeat. A
-request the endpoint refuses with a 4xx is recorded as refused and scored as "no information" (P = 0.5); any
-other failure (connection lost, 5xx after the client's retries) stops the run, keeping what was answered.
+request the endpoint refuses as one it can never answer (400, 413, 422: answers_cache.REFUSAL_STATUSES) is recorded
+as refused and scored as "no information" (P = 0.5). A 429 (overloaded) is asked again after its Retry-After for
+up to OVERLOAD_BUDGET_S. A 200 reply that is not JSON, or lacks a valid answer to a question asked, is asked again
+INVALID_RETRIES times and is never cached. Any other failure (connection lost, 401/403/404, 5xx after the client's
+retries, a reply still invalid) stops the run, keeping what was answered.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -17,11 +21,41 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tqdm import tqdm
 
-from jevserve.bench.answers_cache import AnswersCache, request_key
-from jevserve.client import SystemOneAPIError
+from jevserve.bench.answers_cache import REFUSAL_STATUSES, AnswersCache, answers_problem, request_key
+from jevserve.client import AsyncSystemOne, RetryPolicy, SystemOneAPIError
 
 if TYPE_CHECKING:
+    import httpx
+
     from jevserve.bench.endpoint import ServeEmbedded
+
+
+INVALID_RETRIES = 2  # an invalid 200 reply is asked again this often before the run stops (as the client does 5xx)
+INVALID_BACKOFF_S = 0.5  # doubled on each retry
+# A 429 is asked again after its Retry-After (else a backoff of 1 s doubling to 30 s) for up to 5 minutes per
+# request: the SDK's rules (2 retries within 30 s) give up too soon for a run of thousands of requests.
+OVERLOAD_RETRY = RetryPolicy(max_retries=30, initial_backoff_s=1.0, max_backoff_s=30.0, budget_s=300.0)
+OVERLOAD_BUDGET_S = OVERLOAD_RETRY.budget_s
+_JITTER = random.Random()  # spreads the retries of workers that were refused at the same moment
+
+
+class InvalidReply(Exception):
+    """A 200 reply the bench cannot use (not JSON, or not a valid answer to every question asked), after retries."""
+
+
+class PatientSystemOne(AsyncSystemOne):
+    """AsyncSystemOne that waits out an overloaded endpoint: a 429 is retried by OVERLOAD_RETRY, honouring its
+    Retry-After (or retry-after-ms) up to the budget; every other answer keeps the client's (the SDK's) rules."""
+
+    def after_attempt(
+        self, retry_index: int, started: float, response: httpx.Response | None, error: Exception | None, what: str
+    ) -> float | None:
+        """A delay before asking a 429 again while the overload budget lasts; else the client's decision."""
+        if response is not None and response.status_code == 429 and retry_index < OVERLOAD_RETRY.max_retries:
+            delay = OVERLOAD_RETRY.delay_s(retry_index, response.headers, _JITTER)
+            if time.monotonic() - started + delay <= OVERLOAD_RETRY.budget_s:
+                return delay
+        return super().after_attempt(retry_index, started, response, error, what)
 
 
 class DecisionClient(Protocol):
@@ -44,6 +78,25 @@ class AskStats:
     wall_s: float  # seconds spent asking
 
 
+async def ask_valid(client: DecisionClient, body: Mapping[str, Any]) -> dict[str, Any]:
+    """The answers of one request, one valid answer per question asked (only those: nothing else is cached). A
+    reply that is not JSON or not valid is asked again INVALID_RETRIES times, then raises InvalidReply."""
+    questions = body["questions"]
+    for attempt in range(INVALID_RETRIES + 1):
+        if attempt:
+            await asyncio.sleep(INVALID_BACKOFF_S * 2 ** (attempt - 1))
+        try:
+            response = await client.decide_raw(body)
+        except ValueError as exc:  # the client's JSON decoding of a body that is not JSON (or not UTF-8)
+            problem = f"the reply is not JSON ({exc})"
+            continue
+        answers = response.get("answers") if isinstance(response, Mapping) else None
+        problem = answers_problem(questions, answers)
+        if problem is None:
+            return {qid: answers[qid] for qid in questions}
+    raise InvalidReply(f"{INVALID_RETRIES + 1} invalid replies to one request, the last: {problem}")
+
+
 def keyed(model: str, bodies: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Distinct request bodies by cache key (the same state and questions asked twice are asked once)."""
     return {request_key(model, body): body for body in bodies}
@@ -57,7 +110,7 @@ async def ask_missing(
     if concurrency < 1:
         raise ValueError(f"concurrency={concurrency}; expected an integer >= 1")
     started = time.perf_counter()
-    missing = [key for key in requests if key not in cache]
+    missing = [key for key, body in requests.items() if not cache.answered(key, body["questions"])]
     num_decisions = sum(len(body["questions"]) for body in requests.values())
     queue: asyncio.Queue[str] = asyncio.Queue()
     for key in missing:
@@ -74,14 +127,14 @@ async def ask_missing(
             body = {**requests[key], "model": model}
             counts["sent"] += 1
             try:
-                response = await client.decide_raw(body)
+                answers = await ask_valid(client, body)
             except SystemOneAPIError as exc:
-                if not 400 <= exc.status_code < 500 or exc.status_code in (408, 429):
+                if exc.status_code not in REFUSAL_STATUSES:
                     raise
                 cache.record_error(key, exc.status_code, exc.message)
                 counts["refused"] += 1
             else:
-                cache.record(key, response["answers"])
+                cache.record(key, answers)
             bar.update(1)
 
     try:
@@ -139,14 +192,14 @@ def ask_endpoint(
     from jevserve.bench.answers_cache import default_answers_dir
     from jevserve.bench.endpoint import DEFAULT_TIMEOUT_S, EndpointError, open_endpoint
     from jevserve.bench.versioning import probe_version
-    from jevserve.client import AsyncSystemOne, SystemOneConnectionError
+    from jevserve.client import SystemOneConnectionError
 
     cache: AnswersCache | None = None
 
     async def versioned_ask(opened: Any) -> AskStats:
         # One event loop for the probe and the run: the HTTP client's connections belong to it.
         nonlocal cache
-        client = AsyncSystemOne(opened.base_url, opened.api_key, timeout_s=DEFAULT_TIMEOUT_S)
+        client = PatientSystemOne(opened.base_url, opened.api_key, timeout_s=DEFAULT_TIMEOUT_S)
         # A URL's version: what /v1/models says of the model and its answers to the probe set (embedded: weights).
         version = opened.version or await probe_version(client, opened.model)
         cache = AnswersCache(answers_dir or default_answers_dir(), opened.model, version)
@@ -156,14 +209,21 @@ def ask_endpoint(
         finally:
             cache.close()
 
+    def where() -> str:
+        if cache is None:
+            return f" (none yet) under {answers_dir or default_answers_dir()}"
+        return f" ({len(cache.answers)} answers) in {cache.path}"
+
     try:
         with open_endpoint(endpoint, model, api_key_env, serve_embedded=serve_embedded) as opened:
             stats = asyncio.run(versioned_ask(opened))
     except EndpointError as exc:
         raise AskFailed(str(exc), 2) from exc
-    except (SystemOneAPIError, SystemOneConnectionError) as exc:
-        folder = answers_dir or default_answers_dir()
-        where = f" in {cache.path}" if cache is not None else f" (none yet) under {folder}"
-        raise AskFailed(f"the endpoint failed ({exc}); every answer received so far is cached{where}, so running "
+    except (SystemOneAPIError, SystemOneConnectionError, InvalidReply) as exc:
+        raise AskFailed(f"the endpoint failed ({exc}); every answer received so far is cached{where()}, so running "
                         "the same command again resumes", 1) from exc
+    except KeyboardInterrupt:
+        # Ctrl-C: asyncio.run has cancelled the workers and the cache is closed; one line, not their tracebacks.
+        raise AskFailed(f"interrupted; every answer received so far is cached{where()}, so running the same "
+                        "command again resumes", 130) from None
     return Asked(opened.model, opened.label, cache, stats)

@@ -43,10 +43,15 @@ def endpoint_version(model_entry: Mapping[str, Any] | None, probe_answers: list[
 
 async def probe_version(client: Any, model: str) -> str:
     """Ask the endpoint for its models and the probe set, and return `endpoint_version` of what it said."""
-    entries = await client.models()
-    entry = next((e for e in entries if e.get("name") == model), None)
+    from jevserve.bench.runner import InvalidReply, ask_valid
+
+    try:
+        entries = list(await client.models())
+    except (ValueError, KeyError, TypeError) as exc:  # a reply that is not JSON, or has no list of models
+        raise InvalidReply(f"GET /v1/models: the reply is not a list of models ({exc!r})") from exc
+    entry = next((e for e in entries if isinstance(e, Mapping) and e.get("name") == model), None)
     answers = []
     for probe in PROBES:
-        response = await client.decide_raw({**json.loads(canonical_json(probe)), "model": model})
-        answers.append(response.get("answers", response))
+        # Validated as every bench request is: a version must never be a digest of broken replies.
+        answers.append(await ask_valid(client, {**json.loads(canonical_json(probe)), "model": model}))
     return endpoint_version(entry, answers)

@@ -11,6 +11,7 @@ is complete, and an interrupted fetch leaves nothing that looks finished.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -74,7 +75,8 @@ class Manifest:
                 fetched_at=str(data["fetched_at"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise SourceFormatError(f"{where} is not a valid manifest ({exc}); delete it and fetch again") from exc
+            raise SourceFormatError(f"{where} is not a valid manifest ({exc}); run `jevserve data fetch --force` to "
+                                    "fetch its release again") from exc
 
 
 def release_dir(cache_dir: Path, archive: Archive) -> Path:
@@ -89,8 +91,12 @@ def read_manifest(directory: Path) -> Manifest | None:
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SourceFormatError(f"{path} is not valid JSON ({exc}); delete it and fetch again") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SourceFormatError(f"{path} is damaged, not JSON ({exc}); run `jevserve data fetch --force` to fetch "
+                                "its release again") from exc
+    if not isinstance(data, dict):
+        raise SourceFormatError(f"{path} is damaged, not a JSON object; run `jevserve data fetch --force` to fetch "
+                                "its release again")
     return Manifest.from_json(data, path)
 
 
@@ -121,6 +127,21 @@ def cached_location(spec: SourceSpec, cache_dir: Path) -> Location | None:
     if len(present) != len(manifest.files) or not covers(spec.files, present):
         return None
     return Location(kind="cache", root=directory, manifest=manifest)
+
+
+def intact_location(spec: SourceSpec, cache_dir: Path) -> Location | None:
+    """The cache location of a source when its release is there and every file still has the sha256 its manifest
+    recorded; None when it is missing or damaged (a damaged manifest included), so that a fetch replaces it."""
+    try:
+        location = cached_location(spec, cache_dir)
+    except SourceFormatError:
+        return None
+    if location is None or location.manifest is None:
+        return location
+    for path, digest in location.manifest.files:
+        if hashlib.sha256((location.root / path).read_bytes()).hexdigest() != digest:
+            return None
+    return location
 
 
 def installed_location(spec: SourceSpec) -> Location | None:

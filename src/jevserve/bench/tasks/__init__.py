@@ -52,10 +52,13 @@ TASKS = build_tasks(
 
 
 def select_tasks(names: str | None, tasks: Mapping[str, Task] = TASKS) -> list[Task]:
-    """The tasks named in a comma-separated list (all when None or empty); unknown names list the known ones."""
-    if not names:
+    """The tasks named in a comma-separated list (all when None); unknown names list the known ones, and a list
+    that names no task (`--tasks ""`) is an error, never a silent run of every task."""
+    if names is None:
         return list(tasks.values())
     wanted = [n.strip() for n in names.split(",") if n.strip()]
+    if not wanted:
+        raise UnknownTaskError(f"no task named in {names!r}; expected a comma-separated list of: {', '.join(tasks)}")
     unknown = [n for n in wanted if n not in tasks]
     if unknown:
         raise UnknownTaskError(f"unknown task(s) {', '.join(map(repr, unknown))}; expected one of: {', '.join(tasks)}")
