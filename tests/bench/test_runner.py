@@ -108,7 +108,7 @@ class ScriptedClient(FakeClient):
 
 @pytest.fixture
 def no_backoff(monkeypatch):
-    monkeypatch.setattr("jevserve.bench.runner.INVALID_BACKOFF_S", 0.0)
+    monkeypatch.setattr("jevserve.bench.replies.INVALID_BACKOFF_S", 0.0)
 
 
 INVALID_REPLIES = {
@@ -125,7 +125,7 @@ INVALID_REPLIES = {
 
 @pytest.mark.parametrize("reply", INVALID_REPLIES.values(), ids=INVALID_REPLIES)
 def test_an_invalid_reply_is_asked_again_never_cached_and_then_stops_the_run(tmp_path, no_backoff, reply):
-    from jevserve.bench.runner import INVALID_RETRIES, InvalidReply
+    from jevserve.bench.replies import INVALID_RETRIES, InvalidReply
 
     stubborn = ScriptedClient([reply] * (INVALID_RETRIES + 1))
     with pytest.raises(InvalidReply, match="invalid replies"):
@@ -141,7 +141,7 @@ def test_an_invalid_reply_is_asked_again_never_cached_and_then_stops_the_run(tmp
 
 
 def test_a_reply_that_is_not_json_is_an_invalid_reply(tmp_path, no_backoff):
-    from jevserve.bench.runner import InvalidReply
+    from jevserve.bench.replies import InvalidReply
 
     not_json = json.JSONDecodeError("Expecting value", "{not json", 1)  # what the client raises for such a body
     with pytest.raises(InvalidReply, match="not JSON"):

@@ -55,9 +55,9 @@ def test_float_noise_below_the_rounding_keeps_the_version():
 def test_a_probe_reply_that_is_not_valid_stops_before_a_version_is_made(monkeypatch):
     import pytest
 
-    from jevserve.bench.runner import InvalidReply
+    from jevserve.bench.replies import InvalidReply
 
-    monkeypatch.setattr("jevserve.bench.runner.INVALID_BACKOFF_S", 0.0)
+    monkeypatch.setattr("jevserve.bench.replies.INVALID_BACKOFF_S", 0.0)
 
     class Broken(ProbedClient):
         async def decide_raw(self, body: Mapping[str, Any]) -> dict:

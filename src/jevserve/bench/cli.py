@@ -6,7 +6,6 @@ import argparse
 import os
 import shlex
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -165,23 +164,6 @@ def run_command(args: argparse.Namespace) -> int:
         return 130
 
 
-def output_problem(path: Path, *, folder: bool) -> str | None:
-    """Why `path` (a folder, or a file to write) cannot be written, or None. Checked before any asking, which can
-    take hours; creates the folder (the file's folder) as writing would, and a scratch file in it."""
-    directory = path if folder else path.parent
-    if not folder and path.is_dir():
-        return f"{path} is a folder; expected a file to write"
-    if directory.exists() and not directory.is_dir():
-        return f"{directory} is a file; expected a folder"
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=directory):
-            pass
-    except OSError as exc:
-        return f"cannot write into {directory} ({exc.strerror or exc})"
-    return None
-
-
 def _run(args: argparse.Namespace) -> int:
     from jevserve.bench.data import BenchData
     from jevserve.bench.pipeline import load_tasks, needed_requests, score_baselines, score_model
@@ -199,6 +181,8 @@ def _run(args: argparse.Namespace) -> int:
     except UnknownTaskError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from jevserve.bench.outputs import output_problem
+
     problem = output_problem(args.results, folder=True)
     if problem:
         print(f"error: --results {args.results}: {problem}", file=sys.stderr)

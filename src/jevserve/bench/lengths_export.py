@@ -43,8 +43,8 @@ def write_predictions(path: Path, items: list[Item], predicted: np.ndarray) -> N
 def export_lengths(args: argparse.Namespace) -> int:
     """Ask, fit, predict and write; prints the held-out metrics. Returns the exit status."""
     from jevserve.bench.answers_cache import request_key
-    from jevserve.bench.cli import output_problem
     from jevserve.bench.length import length_report
+    from jevserve.bench.outputs import output_problem
     from jevserve.bench.runner import AskFailed, ask_endpoint, keyed
     from jevserve.bench.sharegpt_data import load_sharegpt
     from jevserve.bench.tasks.schedule_reply_length import ScheduleReplyLength

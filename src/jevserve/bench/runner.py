@@ -5,8 +5,8 @@ that is killed (or whose endpoint goes away) resumes where it stopped and a fini
 request the endpoint refuses as one it can never answer (400, 413, 422: answers_cache.REFUSAL_STATUSES) is recorded
 as refused and scored as "no information" (P = 0.5). A 429 (overloaded) is asked again after its Retry-After for
 up to OVERLOAD_BUDGET_S. A 200 reply that is not JSON, or lacks a valid answer to a question asked, is asked again
-INVALID_RETRIES times and is never cached. Any other failure (connection lost, 401/403/404, 5xx after the client's
-retries, a reply still invalid) stops the run, keeping what was answered.
+and never cached (replies.py). Any other failure (connection lost, 401/403/404, 5xx after the client's retries, a
+reply still invalid) stops the run, keeping what was answered.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
-from jevserve.bench.answers_cache import REFUSAL_STATUSES, AnswersCache, answers_problem, request_key
+from jevserve.bench.answers_cache import REFUSAL_STATUSES, AnswersCache, request_key
+from jevserve.bench.replies import DecisionClient, InvalidReply, ask_valid
 from jevserve.client import AsyncSystemOne, RetryPolicy, SystemOneAPIError
 
 if TYPE_CHECKING:
@@ -30,17 +31,11 @@ if TYPE_CHECKING:
     from jevserve.bench.endpoint import ServeEmbedded
 
 
-INVALID_RETRIES = 2  # an invalid 200 reply is asked again this often before the run stops (as the client does 5xx)
-INVALID_BACKOFF_S = 0.5  # doubled on each retry
 # A 429 is asked again after its Retry-After (else a backoff of 1 s doubling to 30 s) for up to 5 minutes per
 # request: the SDK's rules (2 retries within 30 s) give up too soon for a run of thousands of requests.
 OVERLOAD_RETRY = RetryPolicy(max_retries=30, initial_backoff_s=1.0, max_backoff_s=30.0, budget_s=300.0)
 OVERLOAD_BUDGET_S = OVERLOAD_RETRY.budget_s
 _JITTER = random.Random()  # spreads the retries of workers that were refused at the same moment
-
-
-class InvalidReply(Exception):
-    """A 200 reply the bench cannot use (not JSON, or not a valid answer to every question asked), after retries."""
 
 
 class PatientSystemOne(AsyncSystemOne):
@@ -58,14 +53,6 @@ class PatientSystemOne(AsyncSystemOne):
         return super().after_attempt(retry_index, started, response, error, what)
 
 
-class DecisionClient(Protocol):
-    """What the runner needs of a client: `AsyncSystemOne` has it."""
-
-    async def decide_raw(self, body: Mapping[str, Any]) -> dict:
-        """POST one request body and return the JSON answer."""
-        ...
-
-
 @dataclass(frozen=True)
 class AskStats:
     """What one round of asking did."""
@@ -76,25 +63,6 @@ class AskStats:
     num_refused: int  # of those, refused with a 4xx
     num_decisions: int  # questions in all needed requests (one decision each)
     wall_s: float  # seconds spent asking
-
-
-async def ask_valid(client: DecisionClient, body: Mapping[str, Any]) -> dict[str, Any]:
-    """The answers of one request, one valid answer per question asked (only those: nothing else is cached). A
-    reply that is not JSON or not valid is asked again INVALID_RETRIES times, then raises InvalidReply."""
-    questions = body["questions"]
-    for attempt in range(INVALID_RETRIES + 1):
-        if attempt:
-            await asyncio.sleep(INVALID_BACKOFF_S * 2 ** (attempt - 1))
-        try:
-            response = await client.decide_raw(body)
-        except ValueError as exc:  # the client's JSON decoding of a body that is not JSON (or not UTF-8)
-            problem = f"the reply is not JSON ({exc})"
-            continue
-        answers = response.get("answers") if isinstance(response, Mapping) else None
-        problem = answers_problem(questions, answers)
-        if problem is None:
-            return {qid: answers[qid] for qid in questions}
-    raise InvalidReply(f"{INVALID_RETRIES + 1} invalid replies to one request, the last: {problem}")
 
 
 def keyed(model: str, bodies: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

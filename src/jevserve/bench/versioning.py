@@ -43,7 +43,7 @@ def endpoint_version(model_entry: Mapping[str, Any] | None, probe_answers: list[
 
 async def probe_version(client: Any, model: str) -> str:
     """Ask the endpoint for its models and the probe set, and return `endpoint_version` of what it said."""
-    from jevserve.bench.runner import InvalidReply, ask_valid
+    from jevserve.bench.replies import InvalidReply, ask_valid
 
     try:
         entries = list(await client.models())

@@ -1,0 +1,23 @@
+"""Where the bench writes: checked before any asking, which can take hours."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+
+def output_problem(path: Path, *, folder: bool) -> str | None:
+    """Why `path` (a folder, or a file to write) cannot be written, or None. Checked before any asking, which can
+    take hours; creates the folder (the file's folder) as writing would, and a scratch file in it."""
+    directory = path if folder else path.parent
+    if not folder and path.is_dir():
+        return f"{path} is a folder; expected a file to write"
+    if directory.exists() and not directory.is_dir():
+        return f"{directory} is a file; expected a folder"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        return f"cannot write into {directory} ({exc.strerror or exc})"
+    return None
