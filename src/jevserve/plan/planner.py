@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from jevserve.plan.bound import StabilityBound, stability_bound
 from jevserve.plan.demand import request_demand
 from jevserve.plan.waiting import effective_servers, max_rate_meeting_slo, slo_attainment
+from jevserve.serving.scheduling_rules import blocks_for
 from jevserve.serving.types import Request
 from jevserve.sim.engine import EngineConfig
 from jevserve.sim.profile import Profile
@@ -67,6 +68,21 @@ class CapacityModel:
         self.demand = request_demand(requests, profile.step_time, max_num_batched_tokens=config.max_num_batched_tokens,
                                      block_size=config.block_size)
         self.num_kv_blocks = config.num_kv_blocks or profile.num_kv_blocks(config.block_size)
+        self._check_fits(requests, config.block_size)
+
+    def _check_fits(self, requests: Sequence[Request], block_size: int) -> None:
+        """Refuse a workload with requests no replica can hold: the engine refuses them (as vLLM does), so no
+        replica count serves them, and the analytic bound would plan for them as if they ran."""
+        need = [blocks_for(r.num_prompt_tokens + (r.num_output_tokens or 0), block_size) for r in requests]
+        too_big = [(n, r) for n, r in zip(need, requests, strict=True) if n > self.num_kv_blocks]
+        if too_big:
+            blocks, example = max(too_big, key=lambda pair: pair[0])
+            raise PlanError(
+                f"{len(too_big)} of {len(requests)} requests need more KV blocks than a replica holds (e.g. "
+                f"request {example.request_id!r}: {blocks} > {self.num_kv_blocks}); the engine refuses them, so no "
+                "number of replicas serves them: give more --num-kv-blocks, a profile with more memory or a workload "
+                "of shorter requests"
+            )
 
     @property
     def constant_s(self) -> float:
