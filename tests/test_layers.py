@@ -28,22 +28,22 @@ ALLOWED: dict[str, frozenset[str] | str] = {
     # The lab (experiments, sweeps, reports) sits above every runtime part and may use any of them; nothing
     # imports it but the command line.
     "lab": frozenset({"web", "train", "bench", "gateway", "server", "engine", "loadgen", "plan", "sim", "predict",
-                      "decide", "client", "serving", "protocol", "docsections"}),
+                      "decide", "client", "serving", "protocol", "docsections", "argtypes"}),
     "web": frozenset({"gateway", "bench", "client", "protocol"}),
     # train also reaches serving, for serving/decision_inputs.py: everyday negatives are built as the gateway
     # builds its decision texts, so what is trained on is what is served.
     "train": frozenset({"bench", "predict", "decide", "client", "protocol", "serving", "docsections"}),
-    "bench": frozenset({"client", "predict", "serving", "sim", "protocol", "docsections"}),
-    "gateway": frozenset({"serving", "predict", "client", "decide", "protocol"}),
-    "server": frozenset({"decide", "protocol"}),
+    "bench": frozenset({"argtypes", "client", "predict", "serving", "sim", "protocol", "docsections"}),
+    "gateway": frozenset({"argtypes", "serving", "predict", "client", "decide", "protocol"}),
+    "server": frozenset({"argtypes", "decide", "protocol"}),
     # The live engine (`jevserve engine`) is the HTTP shell around the simulator's engine: the one step planner of
     # serving/ run on the wall clock, with sim/'s profiles, workloads and engine options; sim/ itself knows no HTTP.
-    "engine": frozenset({"sim", "serving"}),
+    "engine": frozenset({"argtypes", "sim", "serving"}),
     # `jevserve loadgen` replays the simulator's workloads and arrivals and reports with its metrics (sim/metrics.py),
     # so a live run and a simulated one are measured alike; it speaks HTTP to any server, not to jevserve's.
-    "loadgen": frozenset({"sim", "serving"}),
-    "plan": frozenset({"sim", "serving", "docsections"}),
-    "sim": frozenset({"serving"}),
+    "loadgen": frozenset({"argtypes", "sim", "serving"}),
+    "plan": frozenset({"argtypes", "sim", "serving", "docsections"}),
+    "sim": frozenset({"argtypes", "serving"}),
     "predict": frozenset({"client", "protocol"}),
     "decide": frozenset({"client", "protocol"}),
     "client": frozenset({"protocol"}),
@@ -52,6 +52,9 @@ ALLOWED: dict[str, frozenset[str] | str] = {
     # docsections.py, the writer of generated doc sections, is a leaf module every reporting part (plan, bench,
     # train, the lab) uses; it imports nothing of jevserve, so it sits below them all.
     "docsections": frozenset(),
+    # argtypes.py, the number types of every command line, is a leaf for the same reason: the decision server's
+    # command line parses its limits as the simulator's does without reaching into sim/.
+    "argtypes": frozenset(),
 }
 
 

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from jevserve.argtypes import positive_int
+
 DEFAULT_RESULTS = Path("results")
 
 
@@ -48,7 +50,7 @@ def _endpoint_arguments(parser: argparse.ArgumentParser, required: bool) -> None
                         "embedded: its default model, jev-minilm-2; required with a URL)")
     parser.add_argument("--api-key-env", default=None, metavar="VAR",
                         help="environment variable holding the endpoint's API key (sent as a bearer token)")
-    parser.add_argument("--concurrency", type=_positive_int, default=32,
+    parser.add_argument("--concurrency", type=positive_int("--concurrency"), default=32,
                         help="requests in flight at once (default: %(default)s)")
     parser.add_argument("--answers-cache", type=Path, default=None, metavar="DIR",
                         help="where answers are cached, one JSONL file per model (default: "
@@ -85,7 +87,7 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE", type=_key_value,
                      help="what the board says about the row (repeatable): parameters, runs, latency, licence "
                      "(the embedded models fill these in)")
-    run.add_argument("--resamples", type=_positive_int, default=10_000,
+    run.add_argument("--resamples", type=positive_int("--resamples"), default=10_000,
                      help="bootstrap resamples for intervals (default: %(default)s, what committed rows use; fewer "
                      "for a quick look)")
     run.set_defaults(func=run_command)
@@ -119,13 +121,6 @@ def _add_list(commands: argparse._SubParsersAction) -> None:
     listing.add_argument("--results", type=Path, default=DEFAULT_RESULTS, metavar="DIR",
                          help="with --markdown: read default and source-only numbers from DIR/default-rules")
     listing.set_defaults(func=list_command)
-
-
-def _positive_int(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value!r}: expected an integer >= 1")
-    return number
 
 
 def _command(args: argparse.Namespace, model: str | None = None) -> str:

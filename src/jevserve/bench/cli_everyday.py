@@ -10,11 +10,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-
-def _per_shape(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"{value!r}: expected a positive integer")
-    return int(value)
+from jevserve.argtypes import positive_int
 
 
 def add_export_everyday(commands: argparse._SubParsersAction) -> None:
@@ -30,7 +26,7 @@ def add_export_everyday(commands: argparse._SubParsersAction) -> None:
     )
     export.add_argument("--out", type=Path, default=CALIBRATION_PATH, metavar="FILE",
                         help="where to write (default: the gateway's packaged file)")
-    export.add_argument("--per-shape", type=_per_shape, default=PER_SHAPE,
+    export.add_argument("--per-shape", type=positive_int("--per-shape"), default=PER_SHAPE,
                         help="train requests per shape (default: %(default)s)")
     export.add_argument("--sample", type=Path, default=None, metavar="FILE",
                         help="also write the test-side sample read by hand (ids, shapes, texts) as JSON lines")

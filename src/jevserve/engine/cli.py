@@ -6,7 +6,7 @@ import argparse
 import socket
 import sys
 
-from jevserve.sim.argtypes import positive_float, positive_int
+from jevserve.argtypes import positive_float, positive_int
 from jevserve.sim.engine_args import add_engine_arguments, add_profile_argument
 
 DEFAULT_MAX_MODEL_LEN = 40960  # Qwen3-8B's

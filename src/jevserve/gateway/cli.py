@@ -8,6 +8,8 @@ import socket
 import sys
 from typing import TYPE_CHECKING
 
+from jevserve.argtypes import positive_int
+
 if TYPE_CHECKING:
     from jevserve.gateway.config import GatewayConfig
 
@@ -63,7 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("log", metavar="LOG", help="a decision log written by `jevserve gateway --log`")
     r.add_argument("--config", metavar="YAML", help="config to re-decide with (default: the built-in one)")
     r.add_argument("--decider", "--model", dest="decider", metavar="SPEC", help="decision backend to re-decide with")
-    r.add_argument("--limit", type=int, help="replay only the first N records")
+    r.add_argument("--limit", type=positive_int("--limit"), help="replay only the first N records")
     r.add_argument("--json", metavar="PATH", help="also write the report (every changed request) as JSON")
     r.add_argument("--sweep", action="store_true", help="also sweep each decision's threshold")
     r.add_argument("--png", metavar="PATH", default="replay-sweep.png", help="the sweep's plot (default: %(default)s)")
@@ -199,8 +201,6 @@ def run_replay(args: argparse.Namespace) -> int:
     from jevserve.gateway.errors import ConfigError
     from jevserve.gateway.replay import LogError, format_report, replay_log
 
-    if args.limit is not None and args.limit < 1:
-        return _fail(f"--limit {args.limit}: expected an integer >= 1")
     try:
         config = _load(args)
         replay = replay_log(args.log, config, limit=args.limit)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from jevserve.sim.argtypes import float_list, int_list
+from jevserve.argtypes import float_list, int_list
 from jevserve.sim.cli import guarded, sim_subcommands
 from jevserve.sim.engine_args import (
     add_engine_arguments,

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from jevserve.sim.argtypes import arrivals_arg, percentile_list, positive_float, positive_int
+from jevserve.argtypes import percentile_list, positive_float, positive_int
+from jevserve.sim.argtypes import arrivals_arg
 
 if TYPE_CHECKING:  # imported where used, so `jevserve --help` stays fast
     from jevserve.loadgen.client import RequestResult

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from jevserve.sim.argtypes import nonnegative_float, positive_float
+from jevserve.argtypes import nonnegative_float, positive_float
 
 
 def _workload_args(p: argparse.ArgumentParser, *, num_requests: int) -> None:
@@ -85,7 +85,7 @@ def _guarded(command):
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `jevserve plan` and its sub-commands."""
-    from jevserve.sim.argtypes import int_list as parse_ints
+    from jevserve.argtypes import int_list as parse_ints
     from jevserve.sim.engine_args import add_replica_arguments
 
     # allow_abbrev=False: `plan` has options of its own, and argparse would read a sub-command's --out as an

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 import socket
 import sys
-from collections.abc import Callable
 
+from jevserve.argtypes import nonnegative_float, positive_float, positive_int
 from jevserve.decide.registry import SPEC_HELP
 from jevserve.protocol.body import BODY_TIMEOUT_S
 from jevserve.server.defaults import DEFAULT_MAX_OPTIONS, DEFAULT_MAX_QUESTIONS
@@ -28,38 +27,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8795, help="port (default: 8795)")
     p.add_argument("--api-key-env", metavar="VAR", help="require 'Authorization: Bearer <key>', the key read from VAR")
-    p.add_argument("--max-batch", type=_count, default=64, help="questions per forward batch (default: 64)")
-    p.add_argument("--max-queue", type=_count, default=2048, help="queued questions before 429 (default: 2048)")
+    p.add_argument("--max-batch", type=positive_int("--max-batch"), default=64,
+                   help="questions per forward batch (default: 64)")
+    p.add_argument("--max-queue", type=positive_int("--max-queue"), default=2048,
+                   help="queued questions before 429 (default: 2048)")
     p.add_argument(
         "--max-wait-ms",
-        type=_seconds(zero=True),
+        type=nonnegative_float("--max-wait-ms"),
         default=2.0,
         help="longest wait for already-arriving requests before a batch starts (default: 2)",
     )
     p.add_argument(
         "--max-chunk-ms",
-        type=_seconds(zero=True),
+        type=nonnegative_float("--max-chunk-ms"),
         default=25.0,
         help="cut batches to what the model answers in about this time, so a large request yields to new ones "
         "quickly; 0 turns it off (default: 25)",
     )
-    p.add_argument("--max-body-bytes", type=_count, default=4 * 1024 * 1024,
+    p.add_argument("--max-body-bytes", type=positive_int("--max-body-bytes"), default=4 * 1024 * 1024,
                    help="request size limit, bytes (413 above; default: %(default)s)")
     p.add_argument(
         "--body-timeout-s",
-        type=_seconds(zero=False),
+        type=positive_float("--body-timeout-s"),
         default=BODY_TIMEOUT_S,
         help=f"the whole request body must arrive within this many seconds (408 after; default {BODY_TIMEOUT_S:g})",
     )
     p.add_argument(
         "--max-questions",
-        type=_count,
+        type=positive_int("--max-questions"),
         default=DEFAULT_MAX_QUESTIONS,
         help="questions per request (413 above; default: %(default)s)",
     )
     p.add_argument(
         "--max-options",
-        type=_count,
+        type=positive_int("--max-options"),
         default=DEFAULT_MAX_OPTIONS,
         help="options per request, summed over its questions (413 above; default: %(default)s)",
     )
@@ -67,44 +68,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--remote-model", default="jev-latest", help="remote backend: model name to ask upstream for")
     p.add_argument(
         "--remote-timeout-s",
-        type=_seconds(zero=False),
+        type=positive_float("--remote-timeout-s"),
         default=8.0,
         help="remote backend: one deadline per request, below the SDK's 10 s (default: 8)",
     )
     p.add_argument(
-        "--remote-max-in-flight", type=_count, default=32,
+        "--remote-max-in-flight", type=positive_int("--remote-max-in-flight"), default=32,
         help="remote backend: upstream requests at once (default: 32)",
     )
     p.add_argument("--allow-network", action="store_true", help="causal backend: allow fetching a hub id")
     p.add_argument("--device", default="cpu", help="causal backend: torch device (default: cpu)")
     p.add_argument("--log-level", default="warning", help="uvicorn log level (default: warning)")
     p.set_defaults(func=run_serve)
-
-
-def _count(text: str) -> int:
-    """An integer >= 1 (a batch, a queue, a limit)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 1") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 1")
-    return value
-
-
-def _seconds(*, zero: bool) -> Callable[[str], float]:
-    """A finite number > 0 (>= 0 with `zero`): NaN or infinity would switch a wait or a deadline off unseen."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
-            raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number {'>=' if zero else '>'} 0")
-        return value
-
-    return parse
 
 
 def run_serve(args: argparse.Namespace) -> int:

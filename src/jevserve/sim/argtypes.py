@@ -1,62 +1,12 @@
-"""Argument types for the command lines: each rejects a bad value with a message that shows it and what is
-accepted, so argparse exits with status 2 and names the flag (`argument --rate: ...`) instead of a traceback."""
+"""The simulator's own argument type: an arrival process (`ArrivalSpec`), refused with the parser's message.
+The number types every command line shares are in jevserve/argtypes.py."""
 
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Callable
 
 from jevserve.sim.errors import WorkloadError
-
-
-def _number(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-
-
-def positive_float(flag: str) -> Callable[[str], float]:
-    """A finite number > 0 (a rate, a latency target, a threshold)."""
-
-    def parse(text: str) -> float:
-        value = _number(text)
-        if not (math.isfinite(value) and value > 0):
-            raise argparse.ArgumentTypeError(f"{flag} {text!r}: expected a finite number > 0")
-        return value
-
-    parse.__name__ = "positive number"
-    return parse
-
-
-def nonnegative_float(flag: str) -> Callable[[str], float]:
-    """A finite number >= 0 (a delay)."""
-
-    def parse(text: str) -> float:
-        value = _number(text)
-        if not (math.isfinite(value) and value >= 0):
-            raise argparse.ArgumentTypeError(f"{flag} {text!r}: expected a finite number >= 0")
-        return value
-
-    parse.__name__ = "non-negative number"
-    return parse
-
-
-def positive_int(flag: str) -> Callable[[str], int]:
-    """An integer >= 1 (a count of requests or replicas)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} {text!r}: expected an integer >= 1") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{flag} {text!r}: expected an integer >= 1")
-        return value
-
-    parse.__name__ = "positive integer"
-    return parse
 
 
 def arrivals_arg(*, allow_trace: bool) -> Callable[[str], str]:
@@ -75,45 +25,4 @@ def arrivals_arg(*, allow_trace: bool) -> Callable[[str], str]:
         return text.strip()
 
     parse.__name__ = "arrival process"
-    return parse
-
-
-def float_list(text: str) -> tuple[float, ...]:
-    """Comma-separated finite numbers > 0 (rates), e.g. `1.05,1.2,1.54`."""
-    try:
-        values = tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated numbers, e.g. 1.05,1.2,1.54") from None
-    if not values:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected at least one number")
-    if not all(math.isfinite(v) and v > 0 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected finite numbers > 0")
-    return values
-
-
-def int_list(text: str) -> tuple[int, ...]:
-    """Comma-separated integers (seeds), e.g. `0,1`."""
-    try:
-        values = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers, e.g. 0,1") from None
-    if not values:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected at least one integer")
-    return values
-
-
-def percentile_list(flag: str) -> Callable[[str], tuple[float, ...]]:
-    """Comma-separated percentiles in [0, 100], e.g. `95,99.9`; empty for none."""
-
-    def parse(text: str) -> tuple[float, ...]:
-        expected = f"{flag} {text!r}: expected comma-separated percentiles in [0, 100], e.g. 95,99.9"
-        try:
-            values = tuple(float(x) for x in text.split(",") if x.strip())
-        except ValueError:
-            raise argparse.ArgumentTypeError(expected) from None
-        if not all(0 <= v <= 100 for v in values):  # nan fails every comparison, so it is refused too
-            raise argparse.ArgumentTypeError(expected)
-        return values
-
-    parse.__name__ = "percentiles"
     return parse

@@ -7,7 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from jevserve.sim.argtypes import arrivals_arg, nonnegative_float, positive_float, positive_int
+from jevserve.argtypes import nonnegative_float, positive_float, positive_int
+from jevserve.sim.argtypes import arrivals_arg
 from jevserve.sim.engine_args import add_replica_arguments, engine_config_from_args, slo_from_args
 
 

@@ -12,7 +12,7 @@ import argparse
 import dataclasses
 from typing import TYPE_CHECKING
 
-from jevserve.sim.argtypes import positive_float
+from jevserve.argtypes import positive_float
 
 if TYPE_CHECKING:  # imported where used, so `import jevserve.sim.cli` stays free of numpy
     from jevserve.serving.engine_config import EngineConfig

@@ -11,6 +11,7 @@ import sys
 
 import grpc
 import httpx
+import pytest
 import yaml
 from envoy.config.bootstrap.v3 import bootstrap_pb2
 from google.protobuf import json_format
@@ -77,8 +78,10 @@ def test_bad_port_and_bad_config_are_refused(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert f"--metrics-port {metrics_port}: cannot bind" in err and "Traceback" not in err
     for deadline in ("nan", "inf", "0", "-5"):  # NaN would let every request past its decisions
-        assert main(["extproc", "--deadline-ms", deadline]) == 2
-        assert f"--deadline-ms {float(deadline)}: expected a finite number > 0" in capsys.readouterr().err
+        with pytest.raises(SystemExit) as exited:
+            main(["extproc", "--deadline-ms", deadline])
+        assert exited.value.code == 2
+        assert f"--deadline-ms {deadline!r}: expected a finite number > 0" in capsys.readouterr().err
     path = write_config(tmp_path, {"routes": [{"model": "m", "guard": {"threshold": 3}}]})
     assert main(["extproc", "--config", str(path)]) == 2
     assert "routes[0].guard.threshold" in capsys.readouterr().err

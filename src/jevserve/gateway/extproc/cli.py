@@ -7,6 +7,8 @@ import math
 import sys
 from urllib.parse import urlsplit
 
+from jevserve.argtypes import positive_float
+
 DESCRIPTION = """\
 Run the gateway's decisions (the same config file as `jevserve gateway`: its routes, policies, decider, cache,
 store and decision log) as an Envoy ext_proc server. Envoy sends each request to it over gRPC; a block, a
@@ -38,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--log", metavar="PATH", help="decision log file (JSONL, rotated); overrides the config's")
     p.add_argument(
         "--deadline-ms",
-        type=float,
+        type=positive_float("--deadline-ms"),
         help="longest wait for one request's decisions before --failure applies "
         "(default: the config's decision_timeout_ms + 500; keep it under Envoy's message_timeout)",
     )

@@ -14,7 +14,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from jevserve.sim.argtypes import arrivals_arg, nonnegative_float, positive_float, positive_int
+from jevserve.argtypes import nonnegative_float, positive_float, positive_int
+from jevserve.sim.argtypes import arrivals_arg
 from jevserve.sim.workload_args import add_length_scaling_arguments, load_workload
 
 CLUSTER_RESULTS_VERSION = 3  # bump when a change alters cluster results, so cached runs are not reused (3: MMPP)

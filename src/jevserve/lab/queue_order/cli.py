@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from jevserve.argtypes import nonnegative_float, positive_float, positive_int
 from jevserve.lab.queue_order.experiment import (
     DEFAULT_RATES,
     QueueOrderSetup,
@@ -33,7 +34,7 @@ from jevserve.lab.queue_order.kv_arithmetic import arithmetic_table
 from jevserve.lab.queue_order.report import generated_section, plot, write_doc
 from jevserve.lab.queue_order.scenarios import DEFAULT_SCENARIOS, KNOBS, Scenario, get_scenario
 from jevserve.lab.queue_order.sweep import Cell, run_cells
-from jevserve.sim.argtypes import arrivals_arg, nonnegative_float, positive_float, positive_int
+from jevserve.sim.argtypes import arrivals_arg
 from jevserve.sim.engine import SIM_MODEL_VERSION, EngineConfig
 from jevserve.sim.engine_args import engine_config_from_args
 from jevserve.sim.metrics import Slo

@@ -1,0 +1,101 @@
+"""Argument types for every command line: each rejects a bad value with a message that shows it and what is
+accepted, so argparse exits with status 2 and names the flag (`argument --rate: ...`) instead of a traceback.
+
+A leaf module (it imports nothing of jevserve), so that every part's command line, the decision server's included,
+parses numbers the same way; what only the simulator's commands parse (arrival processes) is in sim/argtypes.py."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def positive_float(flag: str) -> Callable[[str], float]:
+    """A finite number > 0 (a rate, a latency target, a threshold)."""
+
+    def parse(text: str) -> float:
+        value = _number(text)
+        if not (math.isfinite(value) and value > 0):
+            raise argparse.ArgumentTypeError(f"{flag} {text!r}: expected a finite number > 0")
+        return value
+
+    parse.__name__ = "positive number"
+    return parse
+
+
+def nonnegative_float(flag: str) -> Callable[[str], float]:
+    """A finite number >= 0 (a delay)."""
+
+    def parse(text: str) -> float:
+        value = _number(text)
+        if not (math.isfinite(value) and value >= 0):
+            raise argparse.ArgumentTypeError(f"{flag} {text!r}: expected a finite number >= 0")
+        return value
+
+    parse.__name__ = "non-negative number"
+    return parse
+
+
+def positive_int(flag: str) -> Callable[[str], int]:
+    """An integer >= 1 (a count of requests or replicas)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} {text!r}: expected an integer >= 1") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{flag} {text!r}: expected an integer >= 1")
+        return value
+
+    parse.__name__ = "positive integer"
+    return parse
+
+
+def float_list(text: str) -> tuple[float, ...]:
+    """Comma-separated finite numbers > 0 (rates), e.g. `1.05,1.2,1.54`."""
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated numbers, e.g. 1.05,1.2,1.54") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected at least one number")
+    if not all(math.isfinite(v) and v > 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected finite numbers > 0")
+    return values
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """Comma-separated integers (seeds), e.g. `0,1`."""
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers, e.g. 0,1") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected at least one integer")
+    return values
+
+
+def percentile_list(flag: str) -> Callable[[str], tuple[float, ...]]:
+    """Comma-separated percentiles in [0, 100], e.g. `95,99.9`; empty for none."""
+
+    def parse(text: str) -> tuple[float, ...]:
+        expected = f"{flag} {text!r}: expected comma-separated percentiles in [0, 100], e.g. 95,99.9"
+        try:
+            values = tuple(float(x) for x in text.split(",") if x.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(expected) from None
+        if not all(0 <= v <= 100 for v in values):  # nan fails every comparison, so it is refused too
+            raise argparse.ArgumentTypeError(expected)
+        return values
+
+    parse.__name__ = "percentiles"
+    return parse
