@@ -151,6 +151,7 @@ def test_bad_requests_get_a_4xx_naming_the_field(path, body, status, param):
     (json.dumps(chat("lone SURROGATE half")).replace("SURROGATE", "\\ud800"), "surrogate"),
     ("[" * 5000 + "]" * 5000, "too deep"),  # past what the JSON parser can follow
     (json.dumps({**chat("hi"), "user": "BIG"}).replace('"BIG"', "1" + "0" * 5000), "not valid JSON"),
+    (json.dumps({**chat("hi"), "temperature": "NAN"}).replace('"NAN"', "NaN"), "NaN is not a JSON number"),
 ])
 def test_a_body_the_engine_cannot_read_is_a_400_not_a_500(raw, said):
     async def scenario():

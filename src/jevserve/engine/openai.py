@@ -58,12 +58,18 @@ def _int_field(body: Mapping[str, Any], name: str, *, minimum: int | None = None
     return value
 
 
+def _refuse_constant(name: str) -> Any:
+    # NaN, Infinity and -Infinity are Python's, not JSON's (RFC 8259): a sampling parameter of NaN would reach the
+    # scheduler as a number that compares false with everything
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def parse_body(raw: bytes) -> Any:
     """The JSON of a request body; raises RequestError (400) for anything a tokenizer or a reply could not carry."""
     try:
-        body = json.loads(raw)
-    except ValueError:  # not JSON, not UTF-8, or a number past what Python converts
-        raise RequestError("the request body is not valid JSON") from None
+        body = json.loads(raw, parse_constant=_refuse_constant)
+    except ValueError as exc:  # not JSON, not UTF-8, NaN or Infinity, or a number past what Python converts
+        raise RequestError(f"the request body is not valid JSON: {exc}") from None
     except RecursionError:  # nested past what the parser can follow
         raise RequestError("the request body nests arrays or objects too deep") from None
     if b"\\ud" in raw.lower():  # an escaped UTF-16 half: valid JSON, but no tokenizer can encode it

@@ -13,14 +13,20 @@ MAX_JSON_DEPTH = 128
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")  # OpenAI's chat roles, as it spells them
 
 
+def _refuse_constant(name: str) -> Any:
+    # Python's parser takes NaN, Infinity and -Infinity, which are not JSON (RFC 8259): no upstream or log could be
+    # sent the body again, so they are refused here with the rest of what is not JSON
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def read_body(raw: bytes, endpoint: str) -> dict[str, Any]:
     """The body of a chat (`endpoint="chat"`) or legacy completions request, checked; raises BadRequestError."""
     too_deep = BadRequestError(f"request body nests arrays or objects more than {MAX_JSON_DEPTH} levels deep")
     if not raw.strip():
         raise BadRequestError("request body is empty: send a JSON object")
     try:
-        body = json.loads(raw)
-    except ValueError as exc:  # not JSON, not UTF-8, or a number past what Python converts (4,300 digits)
+        body = json.loads(raw, parse_constant=_refuse_constant)
+    except ValueError as exc:  # not JSON, not UTF-8, NaN, or a number past what Python converts (4,300 digits)
         raise BadRequestError(f"request body is not valid JSON: {exc}") from None
     except RecursionError:  # nested past what the parser can follow
         raise too_deep from None
