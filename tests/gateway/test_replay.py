@@ -157,3 +157,66 @@ def test_replay_gates_the_logged_tool_calls_again(tmp_path):
     stricter = replay(path, {"tool_gate:0": 0.9}, route=route)
     assert stricter.requests[0].changed() == ["tool_gate"]
     assert "tool_gate allow (0.300) → block (0.900)" in format_report(stricter)
+
+
+class InterruptingDecider(FixedDecider):
+    """Sends this process SIGINT (what Ctrl-C sends) during its `after`-th decision call."""
+
+    def __init__(self, after: int) -> None:
+        super().__init__({"guard": 0.9})
+        self.after = after
+
+    async def decide(self, asks):
+        if len(self.calls) + 1 == self.after:
+            import os
+            import signal
+
+            os.kill(os.getpid(), signal.SIGINT)
+            await asyncio.sleep(1)  # the interrupt cancels this wait
+        return await super().decide(asks)
+
+
+def write_records(tmp_path, models):
+    path = tmp_path / "log.jsonl"
+    records = [
+        {"request_id": f"r{i}", "model": model, "messages": [{"role": "user", "content": f"text {i}"}]}
+        for i, model in enumerate(models)
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    return path
+
+
+def test_an_interrupted_replay_exits_130_and_reports_and_writes_what_it_replayed_as_partial(
+    tmp_path, capsys, monkeypatch
+):
+    import jevserve.gateway.decider as decider_module
+
+    path = write_records(tmp_path, ["m"] * 6)
+    config = tmp_path / "gw.yaml"
+    config.write_text("routes:\n  - {model: m, guard: {threshold: 0.5}}\n")
+    monkeypatch.setattr(decider_module, "make_decider", lambda spec: InterruptingDecider(after=4))
+    out = tmp_path / "replay.json"
+    assert main(["gateway", "replay", str(path), "--config", str(config), "--json", str(out)]) == 130
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    assert "interrupted: replayed 3 of the first 3 of 6 logged requests" in captured.out
+    assert "interrupted: 3 request(s) replayed of 6" in captured.err
+    written = json.loads(out.read_text())
+    assert written["partial"] is True and written["num_records"] == 3 and written["num_logged"] == 6
+    assert [r["request_id"] for r in written["changed"]] == ["r0", "r1", "r2"]  # guard allow → block, kept
+
+
+def test_replay_without_the_gateways_config_is_an_error_naming_the_missing_routes(tmp_path, capsys):
+    path = write_records(tmp_path, ["my-model", "my-model", "(unknown)"])
+    assert main(["gateway", "replay", str(path)]) == 2  # the built-in config has no route `my-model`
+    err = capsys.readouterr().err
+    assert "no record of" in err and "'my-model' ×2" in err and "Pass the --config the gateway ran with" in err
+    config = tmp_path / "gw.yaml"
+    config.write_text("routes:\n  - {model: my-model}\n")
+    other = write_records(tmp_path, ["my-model", "other", "(unknown)"])
+    assert main(["gateway", "replay", str(other), "--config", str(config)]) == 0
+    captured = capsys.readouterr()
+    assert "warning: 1 of 3 records skipped: no route of the config serves 'other'" in captured.err
+    assert "(2 skipped: no route of the config serves their model: 'other' ×1; 1 refused before routing" in (
+        captured.out
+    )

@@ -195,28 +195,57 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
 
 
 def run_replay(args: argparse.Namespace) -> int:
-    """Re-decide a log; print the changed requests (and the sweep); exit 2 on a log that cannot be replayed."""
-    from pathlib import Path
+    """Re-decide a log; print the changed requests (and the sweep); exit 2 on a log that cannot be replayed or when
+    no record's model is a route of the config, 130 when interrupted (the part replayed is still reported)."""
+    try:  # the imports too: they take a second or two, in which Ctrl-C must not end in a traceback either
+        from jevserve.gateway.errors import ConfigError
+        from jevserve.gateway.replay import LogError, describe_skipped, format_report, replay_log
 
-    from jevserve.gateway.errors import ConfigError
-    from jevserve.gateway.replay import LogError, format_report, replay_log
-
-    try:
-        config = _load(args)
-        replay = replay_log(args.log, config, limit=args.limit)
-    except LogError as exc:
-        return _fail(f"LOG {exc}")
-    except ConfigError as exc:
-        return _fail(f"--config: {exc}")
+        try:
+            config = _load(args)
+            replay = replay_log(args.log, config, limit=args.limit)
+        except LogError as exc:
+            return _fail(f"LOG {exc}")
+        except ConfigError as exc:
+            return _fail(f"--config: {exc}")
+    except KeyboardInterrupt:
+        print("interrupted before any request was replayed; nothing reported or written", file=sys.stderr)
+        return 130
+    if replay.skipped_models and not replay.requests and not replay.interrupted:
+        source = f"--config {args.config}" if args.config else "the built-in config (no --config given)"
+        return _fail(
+            f"no record of {args.log} could be replayed: {describe_skipped(replay)}; {source} has the routes "
+            f"{[r.model for r in config.routes]}. Pass the --config the gateway ran with"
+        )
+    if replay.skipped_models:
+        models = ", ".join(repr(m) for m in replay.skipped_models)
+        print(
+            f"warning: {sum(replay.skipped_models.values())} of {replay.num_seen} records skipped: no route of the "
+            f"config serves {models} (is this the --config the gateway ran with?)",
+            file=sys.stderr,
+        )
     print(format_report(replay, max_listed=args.max_listed))
-    if args.sweep:
+    if args.sweep and not replay.interrupted:
         from jevserve.gateway.sweep import format_sweep, plot_sweep, sweep
 
         rows = sweep(replay)
         print(format_sweep(rows))
         print(f"plot: {plot_sweep(rows, replay, args.png)}")
     if args.json:
-        import json
-
-        Path(args.json).write_text(json.dumps(replay.to_dict(), indent=2) + "\n")
+        _write_json(args.json, replay)
+    if replay.interrupted:
+        written = f'; the partial report is in {args.json} ("partial": true)' if args.json else ""
+        print(
+            f"interrupted: {len(replay.requests)} request(s) replayed of {replay.num_logged}, the rest not"
+            f"{' (no sweep)' if args.sweep else ''}{written}",
+            file=sys.stderr,
+        )
+        return 130
     return 0
+
+
+def _write_json(path: str, replay) -> None:
+    import json
+    from pathlib import Path
+
+    Path(path).write_text(json.dumps(replay.to_dict(), indent=2) + "\n")

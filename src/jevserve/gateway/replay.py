@@ -7,6 +7,9 @@ was served from the cache and is forwarded in the replay is taken to have had a 
 expire during a replay. The tool calls a logged reply made (`tool_calls`) are gated again as the route's tool gate
 would gate them; a request's tool-gate outcome is its strongest: block (or flag) when any call is, at the highest
 probability among its calls.
+
+An interrupt (Ctrl-C) stops the replay between two requests: what was replayed so far comes back as a partial
+`Replay` (`interrupted`), so a long replay's finished part is reported and written, never lost.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from jevserve.gateway.operating_points import OperatingPoint, resolve_operating_
 from jevserve.gateway.policies.tool_gate import ToolGate
 
 Outcome = tuple[str, float | None]  # (action, probability)
+REFUSED_MODEL = "(unknown)"  # a logged request's model when it was refused before a route was found (context.py)
 
 
 class LogError(ValueError):
@@ -62,6 +66,15 @@ class Replay:
     requests: tuple[ReplayedRequest, ...]
     num_skipped: int  # records whose model the config does not serve
     points: tuple[OperatingPoint, ...]
+    skipped_models: dict[str, int] = field(default_factory=dict)  # a skipped record's model → records (not 404s)
+    num_refused: int = 0  # skipped records the gateway refused before routing (logged as model "(unknown)")
+    interrupted: bool = False  # stopped early (Ctrl-C): only the first records were replayed
+    num_logged: int = 0  # the records the replay was given (the log's, or the first --limit)
+
+    @property
+    def num_seen(self) -> int:
+        """The records gone through: replayed or skipped (all of them unless interrupted)."""
+        return len(self.requests) + self.num_skipped
 
     def transitions(self) -> dict[str, Counter]:
         """decision → Counter of "old→new" actions."""
@@ -75,8 +88,11 @@ class Replay:
         """A JSON-ready summary with every changed request."""
         return {
             "decider": self.decider,
-            "num_records": len(self.requests) + self.num_skipped,
+            "partial": self.interrupted,  # interrupted: only the first num_records of num_logged gone through
+            "num_records": self.num_seen,
+            "num_logged": max(self.num_logged, self.num_seen),
             "num_skipped": self.num_skipped,
+            "skipped_models": dict(self.skipped_models),
             "operating_points": [p.to_dict() for p in self.points],
             "transitions": {d: dict(c.most_common()) for d, c in self.transitions().items()},
             "changed": [
@@ -150,7 +166,9 @@ async def replay_records(
         from jevserve.gateway.cache import embedded_embed
 
         cache = SemanticCache(embed or embedded_embed())
-    replayed, num_skipped = [], 0
+    replayed, num_skipped, num_refused = [], 0, 0
+    skipped_models: Counter = Counter()
+    interrupted = False
     try:
         for record in records:
             tenant = str(record.get("tenant") or "default")
@@ -158,6 +176,10 @@ async def replay_records(
                 route = resolve_route(config, record.get("model"))
             except UnknownModelError:
                 num_skipped += 1
+                if record.get("model") == REFUSED_MODEL:
+                    num_refused += 1  # refused before routing (an unknown model, a bad body): nothing was decided
+                else:
+                    skipped_models[str(record.get("model"))] += 1
                 continue
             report = await run_decisions(
                 record["messages"], config=route, decider=decider, tools=record.get("tools"), cache=cache,
@@ -182,10 +204,17 @@ async def replay_records(
             replayed.append(
                 ReplayedRequest(str(record.get("request_id", "?")), excerpt, old, new, labels, report.decision_ms)
             )
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        # Ctrl-C: asyncio.run cancels this task; what was replayed is returned as a partial replay (the request being
+        # re-decided when the interrupt came is left out)
+        interrupted = True
     finally:
         if cache is not None:
             cache.close()
-    return Replay(decider.name, tuple(replayed), num_skipped, points)
+    return Replay(
+        decider.name, tuple(replayed), num_skipped, points, skipped_models=dict(skipped_models.most_common()),
+        num_refused=num_refused, interrupted=interrupted, num_logged=len(records),
+    )  # fmt: skip
 
 
 def replay_log(
@@ -210,9 +239,15 @@ def replay_log(
 def format_report(replay: Replay, *, max_listed: int = 50) -> str:
     """A plain-text report: operating points, transitions per decision, and each changed request."""
     num = len(replay.requests)
+    if replay.interrupted:
+        head = (
+            f"interrupted: replayed {num} of the first {replay.num_seen} of {replay.num_logged} logged requests with "
+            f"{replay.decider} (a partial replay"
+        )
+    else:
+        head = f"replayed {num} of {replay.num_seen} logged requests with {replay.decider} ("
     lines = [
-        f"replayed {num} of {num + replay.num_skipped} logged requests with {replay.decider} "
-        f"({replay.num_skipped} skipped: no route serves their model, or they were refused before routing)",
+        head + f"{'; ' if replay.interrupted else ''}{replay.num_skipped} skipped: {describe_skipped(replay)})",
         *(f"  {p.describe()}" for p in replay.points),
         f"{'decision':<10} {'changed':>8} {'of':>6}   transitions (logged→replayed)",
     ]
@@ -228,6 +263,17 @@ def format_report(replay: Replay, *, max_listed: int = 50) -> str:
     if len(changed) > max_listed:
         lines.append(f"  ... and {len(changed) - max_listed} more (--json lists them all)")
     return "\n".join(lines)
+
+
+def describe_skipped(replay: Replay) -> str:
+    """Why records were skipped: the models no route of the config serves, and the requests refused before routing."""
+    parts = []
+    if replay.skipped_models:
+        models = ", ".join(f"{m!r} ×{n}" for m, n in replay.skipped_models.items())
+        parts.append(f"no route of the config serves their model: {models}")
+    if replay.num_refused:
+        parts.append(f"{replay.num_refused} refused before routing, as logged")
+    return "; ".join(parts) or "none"
 
 
 def _show(outcomes: dict[str, Outcome], decision: str) -> str:
