@@ -28,8 +28,7 @@ from _serverbench import ROOT, machine, replace_section, write_result
 from jevserve.decide.base import DecisionItem
 from jevserve.decide.onnx_build import Precision
 from jevserve.decide.tuned import tuned_backend
-from jevserve.gateway.decider import wire_to_decision
-from jevserve.gateway.questions import DEFAULTS
+from jevserve.gateway.questions import DEFAULTS, wire_to_decision
 
 WARM = 10
 QUESTIONS = ("injection", "refuse", "ask", "length")

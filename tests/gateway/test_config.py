@@ -47,3 +47,35 @@ def test_bad_yaml_file_is_a_config_error(tmp_path):
         load_config(path)
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "missing.yaml")
+
+
+# What the gateway cannot run with is refused when the config is read, so `jevserve gateway check` says so too:
+# each of these once passed the check, then failed every request on its route (a question missing a field), stopped
+# the start (a queue policy or store nobody knows), or left every request without its decision (level_tokens).
+@pytest.mark.parametrize(
+    ("raw", "said"),
+    [
+        ({"routes": [{"model": "m", "guard": {"question": {"type": "choice", "instructions": "x"}}}]},
+         r"routes\[0\]\.guard\.question: not a System One question: criteria: Field required"),
+        ({"routes": [{"model": "m", "harm": {"question": {"type": "essay"}}}]},
+         r"routes\[0\]\.harm\.question: not a System One question: question type 'essay'"),
+        ({"routes": [{"model": "m", "priority": {"queue_policy": "lifo_magic"}}]},
+         r"routes\[0\]\.priority\.queue_policy: unknown queue policy 'lifo_magic'; expected one of: .*plf"),
+        ({"routes": [{"model": "m", "priority": {"level_tokens": [1, 2]}}]},
+         r"routes\[0\]\.priority: level_tokens has 2 values; the length question has 5 levels"),
+        ({"routes": [{"model": "m", "priority": {"level_tokens": [1, 2, 3, 4, float("nan")]}}]},
+         r"level_tokens must be finite numbers >= 0"),
+        ({"store": "postgres://x"}, r"store: unknown store 'postgres://x'; expected 'memory' or a redis://"),
+    ],
+)
+def test_what_the_gateway_cannot_run_with_is_refused_at_reading(raw, said):
+    with pytest.raises(ConfigError, match=said):
+        parse_config(raw)
+
+
+def test_a_custom_question_and_level_tokens_that_agree_are_taken():
+    levels = ["short", "long"]
+    question = {"type": "score", "instructions": "How long will the reply be?", "criteria": levels}
+    config = parse_config({"store": "redis://127.0.0.1:6379/0", "routes": [
+        {"model": "m", "priority": {"question": question, "level_tokens": [50, 800], "queue_policy": "fcfs"}}]})
+    assert config.routes[0].priority.level_tokens == [50, 800]

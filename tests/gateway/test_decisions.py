@@ -100,8 +100,8 @@ def test_route_picks_cheap_model_when_small_model_suffices_else_strong():
 
 
 def test_priority_is_the_expected_reply_length():
-    config = make_config(priority={"level_tokens": [10, 100, 1000]})
-    report = decide(config, FixedDecider({"priority": [0.5, 0.5, 0.0]}), messages=USER)
+    config = make_config(priority={"level_tokens": [10, 100, 1000, 2000, 4000]})  # one per level of the question
+    report = decide(config, FixedDecider({"priority": [0.5, 0.5, 0.0, 0.0, 0.0]}), messages=USER)
     verdict = report.verdict("priority")
     assert verdict.action == "prioritise"
     assert verdict.detail.predicted_tokens == pytest.approx(55.0)

@@ -427,3 +427,14 @@ def test_scoring_tells_its_progress_in_tenths(tmp_path):
     assert [t.removeprefix(told[0] + ": ") for t in told[1:]] == [
         "20% (64/300)", "40% (128/300)", "60% (192/300)", "80% (256/300)", "100% (300/300)",
     ]
+
+
+def test_a_threshold_nobody_set_is_reported_as_the_default_not_as_set_by_hand(tmp_path):
+    config = parse_config({"routes": [{"model": "m", "guard": {"action": "strip_tools"}, "harm": {"threshold": 0.7},
+                                       "route": {"targets": [{"model": "a"}, {"model": "b", "cost": 2}]}}]})
+    _, points = resolve_operating_points(config, CountingDecider(hash_score), scores=ScoreCache(tmp_path / "c"))
+    described = {p.decision: p.describe() for p in points}
+    bounded = "(the default: no threshold given; max_false_action_rate bounds its false actions)"
+    assert described["guard"].endswith(bounded)
+    assert described["harm"].endswith("(set by hand)")
+    assert described["route"].endswith("(the default: no threshold given)")  # a decision no rate can bound

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from jevserve.bench.tasks import TASKS
 from jevserve.decide.trained import question_key
-from jevserve.gateway.decider import wire_to_decision
-from jevserve.gateway.questions import DEFAULTS
+from jevserve.gateway.questions import DEFAULTS, wire_to_decision
 from jevserve.train.lexical_head import BENCH_ONLY_QUESTIONS, PAIR_ANALYZER, PAIR_C, head_specs
 from jevserve.train.rules import injection, question, reuse
 

@@ -57,7 +57,8 @@ def _config_and_decider(path: str | None, spec: str | None):
     try:
         return config, make_decider(config.decider)
     except (UnknownSpecError, ValueError) as exc:
-        raise SystemExit(_fail(f"--decider {config.decider}: {exc}")) from None
+        where = f"--decider {spec}" if spec else f"{path or 'the built-in config'}: decider: {config.decider}"
+        raise SystemExit(_fail(f"{where}: {exc}")) from None
 
 
 def _progress(message: str) -> None:

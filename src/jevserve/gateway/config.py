@@ -12,6 +12,7 @@ act as if the decision said no, "closed": act as if it said yes) for when the de
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -22,9 +23,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from jevserve.gateway.errors import ConfigError
 from jevserve.gateway.inference_headers import InferenceHeadersConfig
-from jevserve.gateway.questions import LENGTH_LEVEL_TOKENS
+from jevserve.gateway.questions import DEFAULTS, LENGTH_LEVEL_TOKENS, wire_to_decision
 from jevserve.protocol.body import BODY_TIMEOUT_S
 from jevserve.serving.decision_inputs import DEFAULT_LIMITS, InputLimits
+
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")  # the URLs of a shared store (store_redis.py)
 
 PLACEHOLDER_URL = "builtin:placeholder"
 DEFAULT_MODEL = "jev-gateway"
@@ -67,6 +70,21 @@ class PolicyConfig(_Strict):
     def _rate(cls, value: float | None) -> float | None:
         if value is not None and not 0.0 <= value < 1.0:
             raise ValueError(f"must be at least 0 and below 1 (0.01 is 1 %; 0 acts on none of them), got {value}")
+        return value
+
+    @field_validator("question")
+    @classmethod
+    def _wire_question(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        # checked here, so that `gateway check` and the start refuse it, not every request on the route
+        if value is not None:
+            try:
+                wire_to_decision(value)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(part) for part in first["loc"])
+                raise ValueError(f"not a System One question: {where + ': ' if where else ''}{first['msg']}") from None
+            except ValueError as exc:
+                raise ValueError(f"not a System One question: {exc}") from None
         return value
 
     @model_validator(mode="after")
@@ -198,6 +216,29 @@ class PriorityConfig(PolicyConfig):
     aging_s: float | None = 30.0
     level_tokens: list[float] = Field(default_factory=lambda: list(LENGTH_LEVEL_TOKENS))
 
+    @field_validator("queue_policy")
+    @classmethod
+    def _known_policy(cls, value: str) -> str:
+        from jevserve.serving import queue_policy_names
+
+        if value not in queue_policy_names():
+            raise ValueError(f"unknown queue policy {value!r}; expected one of: {', '.join(queue_policy_names())}")
+        return value
+
+    @model_validator(mode="after")
+    def _a_length_per_level(self) -> PriorityConfig:
+        # the predicted length is Σ P(level) × level_tokens[level]: a list of another length than the question's
+        # levels would leave every request without a prediction
+        levels = wire_to_decision(self.question or DEFAULTS["length"]).num_options
+        if len(self.level_tokens) != levels:
+            raise ValueError(
+                f"level_tokens has {len(self.level_tokens)} values; the length question has {levels} levels "
+                "(one reply length in tokens per level, shortest first)"
+            )
+        if not all(math.isfinite(t) and t >= 0 for t in self.level_tokens):
+            raise ValueError(f"level_tokens must be finite numbers >= 0, got {self.level_tokens}")
+        return self
+
 
 class AdmissionConfig(_Strict):
     """What to do when every upstream of the route is at its concurrency limit and its queue is full."""
@@ -295,6 +336,13 @@ class GatewayConfig(_Strict):
     # guard, harm and clarify; ordinary tool calls for the tool gate), or a path to the operator's own traffic, with
     # the calls its upstream made when the tool gate is rate-based (calibration.py describes the format)
     calibration: str | None = None
+
+    @field_validator("store")
+    @classmethod
+    def _store_url(cls, value: str) -> str:
+        if value not in ("", "memory") and not value.startswith(REDIS_SCHEMES):
+            raise ValueError(f"unknown store {value!r}; expected 'memory' or a redis://host:port/db URL")
+        return value
 
     @model_validator(mode="after")
     def _references(self) -> GatewayConfig:

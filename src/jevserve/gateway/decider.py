@@ -28,8 +28,8 @@ from jevserve import __version__
 from jevserve.decide.base import DecisionBackend, DecisionItem
 from jevserve.decide.batcher import Batcher
 from jevserve.decide.remote import RemoteBackend
-from jevserve.protocol import DecisionOption, DecisionQuestion, NoulQuestion, Text, render_text, to_decision
-from jevserve.protocol.request import ChoiceQuestion, ScoreQuestion
+from jevserve.gateway.questions import wire_to_decision
+from jevserve.protocol import DecisionOption, DecisionQuestion, Text, render_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,15 +43,6 @@ class Ask:
 
 class DecisionUnavailable(Exception):
     """The decision backend failed or did not answer in time; policies take their fallbacks."""
-
-
-def wire_to_decision(wire: Mapping) -> DecisionQuestion:
-    """A wire question dict → its model-facing form (validated by the protocol's models)."""
-    kind = wire.get("type")
-    model = {"noul": NoulQuestion, "choice": ChoiceQuestion, "score": ScoreQuestion}.get(kind)
-    if model is None:
-        raise ValueError(f"question type {kind!r}; expected one of: noul, choice, score")
-    return to_decision(model.model_validate(dict(wire)))
 
 
 def ask(question_id: str, state: Text, wire: Mapping) -> Ask:

@@ -69,10 +69,16 @@ class OperatingPoint:
     num_requests: int = 0  # calibration requests (for the tool gate: calls) scored
     calibration: str | None = None  # which file
     unit: str = "requests"  # what num_requests counts: "requests", "calls" for the tool gate, "pairs" for the cache
+    by_default: bool = False  # no operating point was given: the threshold is the default 0.5
+    rate_allowed: bool = False  # the decision takes max_false_action_rate (its false actions can be measured)
 
     def describe(self) -> str:
         """One line: `route/guard  threshold 0.973  (max_false_action_rate 0.01: 0.98 % of 1,626 everyday ...)`."""
         head = f"{self.route}/{self.decision:<8} threshold {self.threshold:.3f} [{self.mode}]"
+        if self.max_false_action_rate is None and self.by_default:
+            if self.rate_allowed:
+                return f"{head}  (the default: no threshold given; max_false_action_rate bounds its false actions)"
+            return f"{head}  (the default: no threshold given)"
         if self.max_false_action_rate is None:
             return f"{head}  (set by hand)"
         if math.isnan(self.threshold):
@@ -202,7 +208,10 @@ def resolve_operating_points(
                 continue
             if not policy_config.needs_calibration:
                 threshold = policy_config.effective_threshold
-                points.append(OperatingPoint(route.model, key, threshold, policy_config.mode))
+                points.append(OperatingPoint(
+                    route.model, key, threshold, policy_config.mode,
+                    by_default=policy_config.threshold is None, rate_allowed=policy_config.calibrated,
+                ))
                 continue
             data = calibration_for(key, config.calibration, files)
             point = _calibrate(route, key, policy_config, decider, data, scores, progress, score_missing)

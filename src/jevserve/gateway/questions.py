@@ -7,8 +7,12 @@ question (SYSTEMONE_API.md §3). tests/gateway/test_questions.py keeps them equa
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
+
+from jevserve.protocol import DecisionQuestion, NoulQuestion, to_decision
+from jevserve.protocol.request import ChoiceQuestion, ScoreQuestion
 
 
 def _noul(instructions: str, true: str | None = None, false: str | None = None) -> dict[str, Any]:
@@ -94,3 +98,12 @@ DEFAULTS: MappingProxyType[str, dict[str, Any]] = MappingProxyType(
 def cache_pair_state(cached: str, new: str) -> str:
     """What the reuse question reads: the request whose answer is cached and the new one (as bench cache-pairs)."""
     return f"Cached question: {cached}\nNew question: {new}"
+
+
+def wire_to_decision(wire: Mapping) -> DecisionQuestion:
+    """A wire question dict → its model-facing form (validated by the protocol's models)."""
+    kind = wire.get("type")
+    model = {"noul": NoulQuestion, "choice": ChoiceQuestion, "score": ScoreQuestion}.get(kind)
+    if model is None:
+        raise ValueError(f"question type {kind!r}; expected one of: noul, choice, score")
+    return to_decision(model.model_validate(dict(wire)))

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from jevserve.gateway.cache import Embed, SemanticCache, embedded_embed
-from jevserve.gateway.config import PLACEHOLDER_URL, GatewayConfig, RouteConfig, UpstreamConfig
+from jevserve.gateway.config import PLACEHOLDER_URL, REDIS_SCHEMES, GatewayConfig, RouteConfig, UpstreamConfig
 from jevserve.gateway.decider import Decider
 from jevserve.gateway.log import DecisionLog
 from jevserve.gateway.metrics import GatewayMetrics
@@ -53,7 +53,7 @@ def open_store(spec: str) -> Store:
     """`memory` (default) or `redis://host:port/db`."""
     if spec in ("", "memory"):
         return MemoryStore()
-    if spec.startswith(("redis://", "rediss://", "unix://")):
+    if spec.startswith(REDIS_SCHEMES):
         from jevserve.gateway.store_redis import RedisStore, check_reachable
 
         # at start, not on the first request: a store that is down would fail every request's decisions (open)

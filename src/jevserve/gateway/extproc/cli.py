@@ -96,6 +96,13 @@ def run_extproc(args: argparse.Namespace) -> int:
     return _serve(config, args, deadline_ms)
 
 
+def _decider_source(args: argparse.Namespace, config) -> str:
+    """Where the decider spec came from, for an error about it: the flag, or the config file."""
+    if args.decider:
+        return f"--decider {args.decider}"
+    return f"{args.config or 'the built-in config'}: decider: {config.decider}"
+
+
 class MetricsPortError(Exception):
     """The metrics port could not be bound (the cause says why)."""
 
@@ -116,12 +123,12 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
     try:
         decider = make_decider(config.decider)
     except UnknownSpecError as exc:
-        return _fail(f"--decider {config.decider}: {exc}")
+        return _fail(f"{_decider_source(args, config)}: {exc}")
     try:
         # rate-based operating points resolve to the same thresholds as in `jevserve gateway` (scored, then cached)
         gateway = build_gateway(config, decider, progress=_progress)
     except (DecisionUnavailable, BackendError) as exc:  # scoring a rate-based operating point needs answers
-        return _fail(f"--decider {config.decider}: it did not answer while resolving operating points ({exc})")
+        return _fail(f"{_decider_source(args, config)}: it did not answer while resolving operating points ({exc})")
     except ValueError as exc:
         return _fail(str(exc))
     mode = wire.BodyMode.Value(args.body_mode)

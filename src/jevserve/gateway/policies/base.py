@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from jevserve.gateway.config import PolicyConfig
-from jevserve.gateway.decider import Ask, wire_to_decision
-from jevserve.gateway.questions import DEFAULTS
+from jevserve.gateway.decider import Ask
+from jevserve.gateway.questions import DEFAULTS, wire_to_decision
 from jevserve.gateway.types import Action, Detail, Mode, Phase, Verdict
 from jevserve.protocol import DecisionQuestion, Text, render_text
 from jevserve.serving.decision_inputs import DecisionInputs

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from jevserve.gateway.config import RouteDecisionConfig, TargetConfig
-from jevserve.gateway.decider import Ask, wire_to_decision
+from jevserve.gateway.decider import Ask
 from jevserve.gateway.policies.base import Answers, Policy, RequestView
-from jevserve.gateway.questions import DEFAULTS
+from jevserve.gateway.questions import DEFAULTS, wire_to_decision
 from jevserve.gateway.types import Action, RouteDetail, Verdict
 
 
