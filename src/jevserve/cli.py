@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -171,6 +173,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A message of the command's own (which part needed the package) comes first.
         context = "" if isinstance(exc, ModuleNotFoundError) else f"{exc}\n"
         return _fail(context + install_hint(package, args.command))
+    except BrokenPipeError:
+        # whoever read the output went away (`jevserve gateway check gw.yaml | head -3`): stop quietly, as a Unix
+        # tool killed by SIGPIPE does; stdout goes to /dev/null so that the flush at exit cannot fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except OSError as exc:
         if exc.filename is None:  # not about a path the user gave: a defect, shown with its traceback
             raise

@@ -146,7 +146,8 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
     try:
         decider = make_decider(config.decider)
     except UnknownSpecError as exc:
-        return _fail(f"--decider {config.decider}: {exc}")
+        where = f"--decider {args.decider}" if args.decider else f"{args.config or 'the built-in config'}: decider"
+        return _fail(f"{where}: {exc}")
     host, port = sock.getsockname()[:2]
     failed: list[Exception] = []
 
