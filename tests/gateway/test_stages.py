@@ -118,6 +118,38 @@ def test_an_upstream_error_gets_the_same_body_whether_the_client_streams_or_not(
     assert response.status_code == 422 and response.json() == {"error": {"message": "max_tokens too large"}}
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_2xx_page_that_is_not_json_is_a_502_whether_the_client_streams_or_not(stream):
+    # a proxy's HTML page with 200: the gateway has its status and headers before it answers, so it can say 502
+    page = StubUpstream(
+        lambda body: httpx.Response(200, text="<html>login</html>", headers={"content-type": "text/html"})
+    )
+    app, _, _ = make_app({}, upstreams={"u": page})
+    response = post(app, {**HI, "stream": stream})
+    assert response.status_code == 502 and response.headers["content-type"] == "application/json"
+    assert response.json()["error"]["code"] == "bad_upstream_answer" and "<html>login" in response.text
+
+
+@pytest.mark.parametrize("usage", [False, True])
+def test_a_hit_on_a_streamed_reply_carries_the_upstreams_id_and_model_and_only_its_usage(usage):
+    def streams(body):
+        events = sse_events(["Paris"], model="Qwen/Qwen3-8B", usage=usage)
+        return httpx.Response(200, content=events, headers={"content-type": "text/event-stream"})
+
+    app, _, _ = make_app({"cache": {}}, upstreams={"u": StubUpstream(streams)})
+    assert post(app, {**HI, "stream": True}).status_code == 200
+    hit = post(app, HI)
+    assert hit.headers["x-jevserve-cache"] == "hit"
+    reply = hit.json()
+    assert reply["model"] == "Qwen/Qwen3-8B" and reply["id"] == "c"  # as the upstream's chunks named them
+    assert reply["choices"][0]["message"]["content"] == "Paris"
+    # the upstream's usage chunk when it sent one; none invented (no prompt count of 0) when it did not
+    assert reply["usage"] == ({"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4} if usage else None)
+    streamed = post(app, {**HI, "stream": True, "stream_options": {"include_usage": True}})
+    chunks = [json.loads(line[6:]) for line in streamed.text.splitlines() if line.startswith("data: {")]
+    assert {c["model"] for c in chunks} == {"Qwen/Qwen3-8B"} and chunks[-1]["usage"] == reply["usage"]
+
+
 def test_an_exact_repeat_is_served_from_the_cache_without_the_reuse_question():
     decider = FixedDecider({"cache": 0.0})  # the reuse question would say no
     app, _, upstreams = make_app({"cache": {}}, decider=decider)

@@ -26,6 +26,7 @@ class StreamSummary:
     tool_call_deltas: list[Any] = field(default_factory=list)  # tool-call deltas of choice 0, as sent
     error: str | None = None
     done: bool = False  # the upstream sent [DONE]
+    header: dict[str, Any] = field(default_factory=dict)  # the chunks' `id`, `created` and `model`, as first sent
 
     @property
     def status(self) -> int:
@@ -33,19 +34,25 @@ class StreamSummary:
         return 200 if self.done and self.error is None else 502
 
     def completion(self, model: str) -> dict[str, Any]:
-        """What the stream carried as one chat completion (finish_reason None unless it ended cleanly)."""
+        """What the stream carried as one chat completion (finish_reason None unless it ended cleanly), as the
+        upstream named it: its chunks' id, created and model (`model` only when they named none). `usage` is the
+        upstream's usage chunk, or None when it sent none (no `stream_options.include_usage`): never invented."""
         completion = chat_completion(model, "".join(self.text), finish_reason=self.finish_reason)
+        completion.update(self.header)
         choice = completion["choices"][0]
         if self.status != 200:
             choice["finish_reason"] = None
         if self.tool_call_deltas:
             choice["message"]["tool_calls"] = list(self.tool_call_deltas)
-        if self.usage:
-            completion["usage"] = self.usage
+        completion["usage"] = self.usage
         return completion
 
     def observe(self, payload: dict[str, Any]) -> None:
         """Fold one chunk into the summary."""
+        for key in ("id", "created", "model"):
+            value = payload.get(key)
+            if key not in self.header and type(value) is (int if key == "created" else str):
+                self.header[key] = value
         if payload.get("usage"):
             self.usage = payload["usage"]
         for choice in payload.get("choices") or ():

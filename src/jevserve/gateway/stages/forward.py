@@ -2,7 +2,9 @@
 
 The reply comes back as an `UpstreamReply`: a whole JSON reply, an open stream, or an error body. An upstream error
 that is JSON is passed to the client with its status; one that is not JSON becomes a 502 in the OpenAI shape, the
-same whether the client streams or not.
+same whether the client streams or not. The upstream's status and headers arrive before the gateway sends its own,
+so a 2xx answer to a stream request that is neither events nor JSON (an HTML page from a proxy) is read whole and
+becomes the same 502; only what goes wrong after the events began ends the client's stream with an error event.
 """
 
 from __future__ import annotations
@@ -67,15 +69,25 @@ async def forward(gateway: Gateway, ctx: RequestContext, plan: Forward) -> Upstr
     ctx.flags["x-jevserve-upstream"] = dispatched.upstream.name
     for attempt in dispatched.attempts:
         gateway.metrics.upstream_attempts.labels(attempt.upstream, attempt.outcome).inc()
-    if stream and response.status_code < 400:
+    if stream and response.status_code < 400 and is_event_stream(response):
         gateway.metrics.upstream_ms.labels(dispatched.upstream.name).observe(ctx.upstream_ms)
         return UpstreamReply(dispatched, response.status_code, streaming=True)
-    if stream:  # an error answer to a stream request: read it whole, as a non-stream reply is
+    if stream:  # an error, or an answer that is no stream, to a stream request: read whole, as without stream
         await response.aread()
         await dispatched.close()
         ctx.upstream_ms = (time.monotonic() - started) * 1000
     gateway.metrics.upstream_ms.labels(dispatched.upstream.name).observe(ctx.upstream_ms)
+    if stream and response.status_code < 400:
+        return UpstreamReply(dispatched, 502, error=not_a_stream(response))
     return _whole_reply(dispatched, response)
+
+
+def is_event_stream(response: httpx.Response) -> bool:
+    """Whether a 2xx answer to a stream request is relayed as a stream: server-sent events (or no content type,
+    leniently). Anything else, JSON included (an upstream that ignores `stream: true`), is read whole and answered
+    with a 502 before the client's stream starts."""
+    kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    return kind in ("", "text/event-stream")
 
 
 def streams_upstream(ctx: RequestContext, plan: Forward) -> bool:
@@ -100,6 +112,19 @@ def _whole_reply(dispatched: Dispatched, response: httpx.Response) -> UpstreamRe
         error = payload if isinstance(payload, dict) else bad_upstream_answer(response.text)
         return UpstreamReply(dispatched, response.status_code if isinstance(payload, dict) else 502, error=error)
     return UpstreamReply(dispatched, response.status_code, completion=payload)
+
+
+def not_a_stream(response: httpx.Response) -> dict[str, Any]:
+    """The error body for a 2xx answer to a stream request that is not a stream of events."""
+    kind = response.headers.get("content-type", "none")
+    if "json" not in kind:
+        return bad_upstream_answer(response.text)
+    error = bad_upstream_answer(response.text)
+    error["error"]["message"] = (
+        f"upstream answered a streaming request without any event (content-type {kind}): check that it supports "
+        f"stream: true; it sent {response.text[:200]!r}"
+    )
+    return error
 
 
 def bad_upstream_answer(text: str) -> dict[str, Any]:
