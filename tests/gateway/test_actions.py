@@ -130,6 +130,23 @@ def test_cache_is_per_tenant():
     assert post(app, HI, headers={"Authorization": "Bearer alice"}).headers["x-jevserve-cache"] == "hit"
 
 
+def test_cache_control_no_cache_asks_the_upstream_and_no_store_keeps_the_reply_out(tmp_path):
+    # a client that samples (temperature > 0) and wants a new sample each time says so per request
+    log = tmp_path / "log.jsonl"
+    sampled = {**HI, "temperature": 1.0}
+    app, _, upstreams = make_app({"cache": {}}, config={"log": {"path": str(log)}})
+    post(app, sampled)
+    assert post(app, sampled).headers["x-jevserve-cache"] == "hit"  # a repeat is served, sampled or not
+    fresh = post(app, sampled, headers={"Cache-Control": "no-cache"})
+    assert fresh.headers.get("x-jevserve-cache") is None and len(upstreams["u"].requests) == 2
+    kept = post(app, {**HI, "temperature": 0.9}, headers={"Cache-Control": "no-store"})
+    assert kept.status_code == 200 and post(app, {**HI, "temperature": 0.9}).headers.get("x-jevserve-cache") is None
+    assert len(upstreams["u"].requests) == 4
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["cache_control"] for r in records] == [[], [], ["no-cache"], ["no-store"], []]
+    assert [r["stored"] for r in records] == [True, False, True, False, True]
+
+
 def _tool_reply(body):
     call = {"id": "call_1", "type": "function", "function": {"name": "delete_files", "arguments": '{"path": "/"}'}}
     return httpx.Response(200, json=completion(None, finish_reason="tool_calls", tool_calls=[call]))

@@ -84,6 +84,24 @@ def test_the_exact_tier_keys_on_conversation_system_prompt_and_parameters(other)
     assert hit is None
 
 
+def test_text_sent_as_text_parts_is_the_same_exact_key_as_the_joined_string_and_other_parts_still_differ():
+    def user(content):
+        return request_keys([{"role": "user", "content": content}]).exact
+
+    text = [{"type": "text", "text": "Translate this:"}, {"type": "text", "text": "Guten Morgen "}]
+    assert (
+        user(text)
+        == user("Translate this:\nGuten Morgen")
+        == user([{"type": "text", "text": "Translate this:"}, {"type": "text", "text": "Guten Morgen"}])
+    )
+    assert user(text[:1]) == user("Translate this:")
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
+    other = {"type": "image_url", "image_url": {"url": "https://example.com/b.png"}}
+    assert user([text[0], image]) != user("Translate this:")  # an image is part of the request
+    assert user([text[0], image]) != user([text[0], other])
+    assert user([{**text[0], "cache_control": {"type": "ephemeral"}}]) != user("Translate this:")  # another field
+
+
 def test_a_near_repeat_is_only_compared_within_the_same_context():
     async def scenario():
         cache = SemanticCache(char_embed)

@@ -220,3 +220,21 @@ def test_replay_without_the_gateways_config_is_an_error_naming_the_missing_route
     assert "(2 skipped: no route of the config serves their model: 'other' ×1; 1 refused before routing" in (
         captured.out
     )
+
+
+def test_a_request_the_client_sent_with_no_cache_is_not_a_hit_in_the_replay_either(tmp_path):
+    path = tmp_path / "log.jsonl"
+    answers = {"cache": 0.9}
+    app, _, _ = make_app(ROUTE, answers=answers, config={"log": {"path": str(path)}})
+
+    async def scenario():
+        async with client(app) as c:
+            body = {"model": "m", "messages": [{"role": "user", "content": "hi there"}]}
+            await c.post("/v1/chat/completions", json=body)
+            await c.post("/v1/chat/completions", json=body, headers={"Cache-Control": "no-cache"})
+        await app.state.gateway.aclose()
+
+    asyncio.run(scenario())
+    assert [r["cache_control"] for r in read_log_strict(path)] == [[], ["no-cache"]]
+    result = replay(path, answers)
+    assert [r.changed() for r in result.requests] == [[], []]

@@ -17,7 +17,7 @@ from starlette.responses import Response, StreamingResponse
 
 from jevserve.gateway.cache import Embed
 from jevserve.gateway.config import GatewayConfig
-from jevserve.gateway.context import RequestContext, tenant_of
+from jevserve.gateway.context import RequestContext, cache_directives, tenant_of
 from jevserve.gateway.decider import Decider, make_decider
 from jevserve.gateway.errors import GatewayError, PayloadTooLargeError, RequestTimeoutError
 from jevserve.gateway.operating_points import Progress
@@ -149,6 +149,7 @@ def json_response(payload: object, status: int = 200, headers: dict[str, str] | 
 async def handle(gateway: Gateway, request: Request, endpoint: str) -> Response:
     """Serve one chat or legacy completions request through the stages."""
     ctx = RequestContext(endpoint, tenant=tenant_of(request.headers.get("authorization")))
+    ctx.cache_control = cache_directives(request.headers.get("cache-control"))
     try:
         raw = await read_body(request, gateway.config.max_body_bytes, gateway.config.body_timeout_s)
     except (PayloadTooLargeError, RequestTimeoutError) as exc:

@@ -134,6 +134,17 @@ class SemanticCache:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
+class NoLookup:
+    """A cache that finds nothing, for a request sent with `Cache-Control: no-cache`: the decisions still compute
+    its keys, so its reply can be stored, but it is never served from the cache."""
+
+    async def lookup(
+        self, tenant: str, keys: CacheKeys, text: str | None, min_similarity: float
+    ) -> tuple[CacheCandidate | None, np.ndarray | None]:
+        """A miss, with nothing embedded (the reply's store embeds it)."""
+        return None, None
+
+
 def embedded_embed() -> Embed:
     """The embedded encoder's `embed` (all-MiniLM-L6-v2, int8): the default cache embedding."""
     from jevserve.decide.embedder import Embedder

@@ -55,9 +55,15 @@ def _params(params: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _normal(message: Mapping[str, Any]) -> dict[str, Any]:
-    """A message with its text NFC-normalised and stripped at both ends (inner whitespace kept: code needs it)."""
+    """A message with its text NFC-normalised and stripped at both ends (inner whitespace kept: code needs it).
+
+    Content made only of text parts (`[{"type": "text", "text": …}, …]`) is keyed as the string of its texts joined
+    by line breaks, as the decisions read it and as vLLM's chat templates receive it, so it repeats the same text
+    sent as a string; a list holding any other part (an image, a part with more fields) is keyed part by part."""
     out = {k: v for k, v in message.items() if k != "content"}
     content = message.get("content")
+    if isinstance(content, list) and content and all(_is_text_part(p) for p in content):
+        content = "\n".join(p["text"] for p in content)
     if isinstance(content, str):
         out["content"] = _text(content)
     elif isinstance(content, list):
@@ -68,6 +74,12 @@ def _normal(message: Mapping[str, Any]) -> dict[str, Any]:
     else:
         out["content"] = content
     return out
+
+
+def _is_text_part(part: Any) -> bool:
+    return (
+        isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str) and len(part) == 2
+    )
 
 
 def _text(text: str) -> str:

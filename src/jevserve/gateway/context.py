@@ -36,6 +36,13 @@ def new_request_id() -> str:
     return f"{_ID_PREFIX}{next(_ID_COUNTER):016x}"
 
 
+def cache_directives(cache_control: str | None) -> frozenset[str]:
+    """The directives of a request's `Cache-Control` header the gateway's cache honours: `no-cache` (do not serve
+    this request from the cache) and `no-store` (do not store its reply); others are ignored."""
+    found = {d.split("=")[0].strip().lower() for d in (cache_control or "").split(",")}
+    return frozenset(found & {"no-cache", "no-store"})
+
+
 def tenant_of(authorization: str | None) -> str:
     """The tenant of an `Authorization` header: a digest of the bearer key (never the key itself), or `default`."""
     scheme, _, token = (authorization or "").partition(" ")
@@ -62,6 +69,7 @@ class RequestContext:
     outcome: dict[str, Any] = field(default_factory=dict)  # the upstream's name, status and attempts, for the log
     flags: dict[str, str] = field(default_factory=dict)  # extra x-jevserve-* headers
     stored: bool = False  # the reply went into the cache (replay rebuilds the cache from this)
+    cache_control: frozenset[str] = frozenset()  # the client's `no-cache` / `no-store` (cache_directives)
 
     @property
     def is_chat(self) -> bool:

@@ -3,7 +3,8 @@
 The log is replayed in order through `run_decisions`, with a cache rebuilt as the gateway built it: after a request
 whose reply the gateway stored (the log's `stored`), an entry with the same keys is stored, so a repeat that was a
 cache hit is a hit again. Replaying with the same config and decider therefore reports no change. A request that
-was served from the cache and is forwarded in the replay is taken to have had a storable reply. Entries do not
+was served from the cache and is forwarded in the replay is taken to have had a storable reply; one the client
+sent with `Cache-Control: no-cache` (the log's `cache_control`) is not looked up, as the gateway did not. Entries do not
 expire during a replay. The tool calls a logged reply made (`tool_calls`) are gated again as the route's tool gate
 would gate them; a request's tool-gate outcome is its strongest: block (or flag) when any call is, at the highest
 probability among its calls.
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jevserve.gateway.cache import Embed, SemanticCache
+from jevserve.gateway.cache import Embed, NoLookup, SemanticCache
 from jevserve.gateway.config import GatewayConfig, RouteConfig
 from jevserve.gateway.decider import Decider, DecisionUnavailable
 from jevserve.gateway.decisions import resolve_route, run_decisions
@@ -181,8 +182,9 @@ async def replay_records(
                 else:
                     skipped_models[str(record.get("model"))] += 1
                 continue
+            lookup = NoLookup() if cache is not None and "no-cache" in (record.get("cache_control") or ()) else cache
             report = await run_decisions(
-                record["messages"], config=route, decider=decider, tools=record.get("tools"), cache=cache,
+                record["messages"], config=route, decider=decider, tools=record.get("tools"), cache=lookup,
                 tenant=tenant, params=record.get("params") or {"model": record.get("model")},
             )  # fmt: skip
             new = {v.decision: (str(v.action), v.probability) for v in report.verdicts}

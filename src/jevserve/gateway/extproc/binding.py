@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from jevserve.gateway.context import RequestContext, tenant_of
+from jevserve.gateway.context import RequestContext, cache_directives, tenant_of
 from jevserve.gateway.errors import GatewayError
 from jevserve.gateway.extproc.respond import JSON_TYPE
 from jevserve.gateway.extproc.seam import Exchange, Respond, ResponseEdit, ResponsePlan, StreamEnd
@@ -90,6 +90,7 @@ class GatewayExchange(Exchange):
             return ForwardOutcome(clear_route_cache=False)  # not an inference request: untouched
         gateway = self.gateway
         ctx = self.ctx = RequestContext(endpoint, tenant=tenant_of(headers.get("authorization")))
+        ctx.cache_control = cache_directives(headers.get("cache-control"))
         request_id = headers.get("x-request-id", "")
         if 0 < len(request_id) <= 128 and request_id.isascii() and request_id.isprintable():
             ctx.request_id = request_id  # the data plane's id, so its access log and jevserve's log line up
@@ -132,7 +133,8 @@ class GatewayExchange(Exchange):
 
     def _may_store(self) -> bool:
         route = self.ctx.route
-        return self.gateway.cache is not None and route.cache is not None and route.cache.enabled and self.ctx.is_chat
+        enabled = self.gateway.cache is not None and route.cache is not None and route.cache.enabled
+        return enabled and self.ctx.is_chat and "no-store" not in self.ctx.cache_control
 
     async def response_headers(self, status: int, headers: Mapping[str, str]) -> ResponseEdit:
         """A held reply the client asked to stream is replayed as events: say so in content-type."""

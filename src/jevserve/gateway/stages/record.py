@@ -38,6 +38,7 @@ def record(gateway: Gateway, ctx: RequestContext, status: int) -> None:
             "tool_calls": list(ctx.reply_tool_calls),
             "status": status,
             "stored": ctx.stored,
+            "cache_control": sorted(ctx.cache_control),  # the client's no-cache / no-store (replay honours them)
             "upstream": ctx.outcome,
             "upstream_ms": ctx.upstream_ms,
             "total_ms": total_ms,

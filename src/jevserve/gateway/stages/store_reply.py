@@ -1,8 +1,8 @@
 """Stage 8, store: a complete, successful reply goes into the cache under the request's conversation.
 
 The one condition for both streamed and whole replies: a 2xx whose every choice finished with `stop` and carries no
-tool call, from a real upstream (placeholder replies are no answers). A conversation too long to compare whole is
-stored for exact repeats only.
+tool call, from a real upstream (placeholder replies are no answers), to a request not sent with
+`Cache-Control: no-store`. A conversation too long to compare whole is stored for exact repeats only.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ async def store_reply(
     route = ctx.route
     report = ctx.report
     if gateway.cache is None or route.cache is None or not route.cache.enabled or not ctx.is_chat or placeholder:
+        return False
+    if "no-store" in ctx.cache_control:
         return False
     if report is None or report.cache_keys is None or not cacheable(status, completion):
         return False
