@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import signal
 import subprocess
 import sys
@@ -17,3 +18,23 @@ def test_a_closed_pipe_ends_the_command_quietly_with_the_sigpipe_status():
     stderr = process.stderr.read().decode()
     assert process.wait(timeout=120) == 128 + signal.SIGPIPE
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+
+
+def test_ctrl_c_while_the_commands_load_or_run_is_one_line_and_exit_130(monkeypatch, capsys):
+    import jevserve.cli as cli
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    real_build_parser = cli.build_parser
+    monkeypatch.setattr(cli, "build_parser", interrupted)  # Ctrl-C while the commands' modules are imported
+    assert cli.main(["data", "list"]) == 128 + signal.SIGINT
+    assert capsys.readouterr().err == "jevserve: interrupted\n"
+
+    class Parser:  # a command that leaves Ctrl-C to the entry point
+        def parse_args(self, argv):
+            return argparse.Namespace(**{**vars(real_build_parser().parse_args(argv)), "func": interrupted})
+
+    monkeypatch.setattr(cli, "build_parser", Parser)
+    assert cli.main(["data", "list"]) == 128 + signal.SIGINT
+    assert capsys.readouterr().err == "jevserve data: interrupted\n"

@@ -157,10 +157,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupted(what: str) -> int:
+    print(f"{what}: interrupted", file=sys.stderr)
+    return 128 + signal.SIGINT
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `jevserve` script; returns the exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        parser = build_parser()  # imports every command's module: a second or two in which Ctrl-C may land
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        return _interrupted("jevserve")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -173,6 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A message of the command's own (which part needed the package) comes first.
         context = "" if isinstance(exc, ModuleNotFoundError) else f"{exc}\n"
         return _fail(context + install_hint(package, args.command))
+    except KeyboardInterrupt:  # a command with work to save says more itself; the rest stop with one line
+        return _interrupted(f"jevserve {args.command}")
     except BrokenPipeError:
         # whoever read the output went away (`jevserve gateway check gw.yaml | head -3`): stop quietly, as a Unix
         # tool killed by SIGPIPE does; stdout goes to /dev/null so that the flush at exit cannot fail again

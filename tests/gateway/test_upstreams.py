@@ -6,6 +6,7 @@ import asyncio
 import json
 
 import httpx
+import pytest
 
 from jevserve.gateway.log import read_log
 from tests.gateway.upstreams import StubUpstream, client, completion, make_app, run
@@ -216,6 +217,20 @@ def test_bad_input_gets_clear_4xx():
     assert responses[3].json()["error"]["param"] == "messages[0]"
     for r in responses:
         assert set(r.json()["error"]) == {"message", "type", "param", "code"}
+
+
+@pytest.mark.parametrize("prompt", [[1, 2, 3], [[1, 2], [3]]])
+def test_a_prompt_of_token_ids_is_refused_saying_the_decisions_read_text(prompt):
+    app, _, _ = make_app({"guard": {}}, answers={"guard": 0.1})
+
+    async def scenario():
+        async with client(app) as c:
+            return await c.post("/v1/completions", json={"model": "m", "prompt": prompt})
+
+    response = run(scenario())
+    assert response.status_code == 400 and response.json()["error"]["param"] == "prompt"
+    message = response.json()["error"]["message"]
+    assert "token ids" in message and "send the prompt as text" in message
 
 
 def test_decision_log_has_every_request_after_shutdown(tmp_path):

@@ -88,9 +88,19 @@ def check_completion(body: dict[str, Any]) -> None:
     """The legacy completion fields: `model` and a string (or list of strings) `prompt`."""
     _check_model(body)
     prompt = body.get("prompt")
+    if (isinstance(prompt, list) and prompt and all(_token_ids(p) for p in prompt)) or _token_ids(prompt):
+        # valid for vLLM and OpenAI, but no decision can read token ids: passed on, they would go undecided
+        raise BadRequestError(
+            "'prompt' as token ids is refused: the gateway's decisions (guard, harm, ...) read text, not token ids; "
+            "send the prompt as text (a string or an array of strings)", param="prompt")
     if not (isinstance(prompt, str) or (isinstance(prompt, list) and all(isinstance(p, str) for p in prompt))):
         raise BadRequestError("'prompt' must be a string or an array of strings", param="prompt")
     _check_stream(body)
+
+
+def _token_ids(value: Any) -> bool:
+    """A non-empty list of integers (a prompt as token ids)."""
+    return isinstance(value, list) and bool(value) and all(type(t) is int for t in value)
 
 
 def _check_model(body: dict[str, Any]) -> None:
