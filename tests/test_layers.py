@@ -32,7 +32,7 @@ ALLOWED: dict[str, frozenset[str] | str] = {
     "web": frozenset({"gateway", "bench", "client", "protocol"}),
     # train also reaches serving, for serving/decision_inputs.py: everyday negatives are built as the gateway
     # builds its decision texts, so what is trained on is what is served.
-    "train": frozenset({"bench", "predict", "decide", "client", "protocol", "serving", "docsections"}),
+    "train": frozenset({"argtypes", "bench", "predict", "decide", "client", "protocol", "serving", "docsections"}),
     "bench": frozenset({"argtypes", "client", "predict", "serving", "sim", "protocol", "docsections"}),
     "gateway": frozenset({"argtypes", "serving", "predict", "client", "decide", "protocol"}),
     "server": frozenset({"argtypes", "decide", "protocol"}),

@@ -80,6 +80,53 @@ def test_flags_that_do_not_go_together_say_so(flags):
         run_train(parse(*flags))
 
 
+# Each of these once started training (up to an hour for --tuned) and was ignored or failed only at the end.
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (("--tuned", "--layers", "7"), "--layers 7: the encoder has 6 layers; expected 1-6"),
+        (("--zero-shot", "--tuned"), "--zero-shot refits"),
+        (("--zero-shot", "--check"), "--zero-shot refits"),
+        (("--no-attribute-questions",), "add --reader"),
+        (("--force",), "--force lets --out name a file the package ships: add --out"),
+        (("--probe-encoder", "e5-small"), "add --probe"),
+        (("--leave-out", "NOSUCHTASK"), "--leave-out: unknown task(s) 'NOSUCHTASK'"),
+    ],
+)
+def test_flags_that_would_be_ignored_or_fail_late_are_refused_before_any_work(flags, said, monkeypatch):
+    import jevserve.train.cli as cli
+
+    def no_training(*_args, **_kwargs):
+        raise AssertionError("training started")
+
+    monkeypatch.setattr(cli, "_train_model", no_training)
+    with pytest.raises(SystemExit) as refused:
+        cli.run_train(parse(*flags))
+    assert said in str(refused.value)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc"])
+@pytest.mark.parametrize("flag", ["--layers", "--epochs"])
+def test_a_count_that_is_no_positive_integer_is_refused_by_the_parser(flag, value, capsys):
+    with pytest.raises(SystemExit) as refused:
+        parse("--tuned", flag, value)
+    assert refused.value.code == 2 and f"{flag} {value!r}: expected an integer >= 1" in capsys.readouterr().err
+
+
+def test_an_out_that_cannot_be_written_is_refused_before_training(tmp_path: Path, monkeypatch):
+    import jevserve.train.cli as cli
+
+    monkeypatch.setattr(cli, "_train_model", lambda *a, **k: pytest.fail("training started"))
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for out, said in ((tmp_path, "is a folder"), (a_file / "x.npz", "cannot write there")):
+        with pytest.raises(SystemExit, match=said):
+            cli.run_train(parse("--out", str(out)))
+    writable = tmp_path / "new" / "folder" / "x.npz"  # a folder that does not exist yet is made
+    cli._check_writable(writable)
+    assert writable.parent.is_dir() and list(writable.parent.iterdir()) == []
+
+
 def test_a_manifest_names_the_command_that_trained_it(monkeypatch):
     from jevserve.train.run import command_line
 
