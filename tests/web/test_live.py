@@ -90,3 +90,26 @@ def test_a_json_body_is_told_to_send_a_form(tmp_path):
     client = TestClient(make_app(tmp_path / "db.sqlite"), raise_server_exceptions=False)
     answer = client.post("/live", json={"text": "hello"})
     assert answer.status_code == 415 and "application/x-www-form-urlencoded" in answer.text
+
+
+@pytest.mark.parametrize("unit", ["我", "😀", "é", "x"])  # 3, 4, 2 and 1 UTF-8 bytes: up to 12 URL-encoded
+def test_the_text_limit_is_4000_characters_of_any_script(tmp_path, unit):
+    from jevserve.web.context import MAX_LIVE_CHARS
+
+    client = _client(tmp_path, FixedDecider())
+    page = client.post("/live", data={"text": unit * MAX_LIVE_CHARS, "route": "jev-gateway"})
+    assert page.status_code == 200, page.text[-400:]
+    over = client.post("/live", data={"text": unit * (MAX_LIVE_CHARS + 1), "route": "jev-gateway"})
+    assert over.status_code == 413 and "4,001 characters" in over.text and "4,000" in over.text
+    assert "bytes" not in over.text
+
+
+def test_a_form_too_large_for_any_4000_characters_is_refused_in_characters(tmp_path):
+    over = _client(tmp_path, FixedDecider()).post("/live", data={"text": "😀" * 6000})
+    assert over.status_code == 413 and "more than 4,000 characters" in over.text
+
+
+def test_line_breaks_count_as_one_character_as_in_the_textarea(tmp_path):
+    # A browser sends each line break of a textarea as CRLF, while maxlength counts it as one character.
+    text = "\r\n".join(["abc"] * 1000)  # 3,999 characters in the textarea, 4,998 as sent
+    assert _client(tmp_path, FixedDecider()).post("/live", data={"text": text}).status_code == 200

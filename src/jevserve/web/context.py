@@ -23,8 +23,11 @@ from jevserve.web.store import Store
 
 HERE = Path(__file__).parent
 SESSION_COOKIE = "jevserve_session"
-MAX_FORM_BYTES = 16_384  # the largest form the site needs is the live demo's request text (MAX_LIVE_CHARS)
-MAX_LIVE_CHARS = 4_000
+MAX_FORM_BYTES = 16_384  # the playground's forms (a position and a choice)
+MAX_LIVE_CHARS = 4_000  # the live demo's request text, in characters (the textarea's maxlength)
+# The live demo's form: 4,000 characters of any script URL-encoded (a 4-byte UTF-8 character is 12 bytes as %XX),
+# plus the field names and the route.
+MAX_LIVE_FORM_BYTES = 12 * MAX_LIVE_CHARS + 4_096
 
 
 @dataclass
@@ -46,19 +49,21 @@ class PageError(HTTPException):
     """An error shown as an HTML page with its status and a sentence naming what was wrong."""
 
 
-async def read_form(request: Request, max_bytes: int = MAX_FORM_BYTES) -> dict[str, str]:
-    """The url-encoded form body as single values; 413 over `max_bytes`, 400 when it is not a form."""
+async def read_form(request: Request, max_bytes: int = MAX_FORM_BYTES, too_large: str = "") -> dict[str, str]:
+    """The url-encoded form body as single values; 413 over `max_bytes` (saying `too_large` when given), 400 when it
+    is not a form."""
     media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media and media != "application/x-www-form-urlencoded":  # a JSON or multipart body parses as an empty form
         raise PageError(415, f"the body is {media}; send the form as application/x-www-form-urlencoded")
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > max_bytes:
-        raise PageError(413, f"the form is {int(declared):,} bytes; at most {max_bytes:,} are accepted")
+        raise PageError(413, too_large or f"the form is {int(declared):,} bytes; at most {max_bytes:,} are accepted")
     body = b""
     async for chunk in request.stream():
         body += chunk
         if len(body) > max_bytes:
-            raise PageError(413, f"the form is over {max_bytes:,} bytes; at most {max_bytes:,} are accepted")
+            raise PageError(413, too_large or f"the form is over {max_bytes:,} bytes; at most {max_bytes:,} are "
+                                              "accepted")
     try:
         parsed = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=32)
     except (UnicodeDecodeError, ValueError) as exc:

@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from jevserve.bench.board import Board, Cell, Row
 from jevserve.bench.task import CATEGORIES
-from jevserve.web.context import MAX_LIVE_CHARS, Context, PageError, read_form
+from jevserve.web.context import MAX_LIVE_CHARS, MAX_LIVE_FORM_BYTES, Context, PageError, read_form
 from jevserve.web.decisions import DECISIONS, TASK_DECISION
 from jevserve.web.humans import HumanCell, human_cells
 
@@ -145,23 +145,29 @@ def register(app: FastAPI, context: Context) -> None:
     @app.get("/live", response_class=HTMLResponse)
     def live_page(request: Request) -> HTMLResponse:
         live = context.settings.live
-        return context.render(request, "live.html", live=live, result=None, text="", route="")
+        return context.render(request, "live.html", live=live, result=None, text="", route="",
+                              max_chars=MAX_LIVE_CHARS)
 
     @app.post("/live", response_class=HTMLResponse)
     async def live_decide(request: Request) -> HTMLResponse:
-        form = await read_form(request)
+        form = await read_form(request, MAX_LIVE_FORM_BYTES, too_large=f"the request text is more than "
+                               f"{MAX_LIVE_CHARS:,} characters (the form is over {MAX_LIVE_FORM_BYTES:,} bytes); at "
+                               f"most {MAX_LIVE_CHARS:,} characters here")
         live = context.settings.live
         if live is None:
             raise PageError(503, "the live demo is not configured here (start the site with `jevserve web`)")
         text, route = form.get("text", "").strip(), form.get("route", "")
         if not text:
             raise PageError(400, "the request text is empty; type the request to decide on")
-        if len(text) > MAX_LIVE_CHARS:
-            raise PageError(413, f"the request text is {len(text):,} characters; at most {MAX_LIVE_CHARS:,} here")
+        # Characters as the textarea's maxlength counts them: a line break, sent as CRLF, is one.
+        length = len(text.replace("\r\n", "\n"))
+        if length > MAX_LIVE_CHARS:
+            raise PageError(413, f"the request text is {length:,} characters; at most {MAX_LIVE_CHARS:,} here")
         if route and route not in live.routes:
             raise PageError(400, f"unknown route {route[:60]!r}; expected one of: {', '.join(live.routes)}")
         result = await live.run(text, route or None)
-        return context.render(request, "live.html", live=live, result=result, text=text, route=route)
+        return context.render(request, "live.html", live=live, result=result, text=text, route=route,
+                              max_chars=MAX_LIVE_CHARS)
 
     @app.get("/methodology", response_class=HTMLResponse)
     def methodology_page(request: Request) -> HTMLResponse:
