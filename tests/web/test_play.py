@@ -28,7 +28,7 @@ def test_full_round_reveals_truth_model_and_time_then_summarises(app, tmp_path):
         assert answered.headers["location"] == f"{url}/reveal/{position}"
         reveal = client.get(answered.headers["location"])
         assert reveal.status_code == 200
-        assert "The answer is" in reveal.text and "jev-minilm-1 (served, asked now)" in reveal.text
+        assert "The answer is" in reveal.text and "jev-minilm-1 (served, asked live)" in reveal.text
         assert "default-rules" in reveal.text  # a board row's stored answer
     summary = client.get(url)
     assert "Round done" in summary.text
@@ -184,9 +184,44 @@ def test_model_that_fails_gives_a_503_page_and_the_answer_is_kept(tmp_path):
     client = _client(make_app(tmp_path / "db.sqlite", decider=Down()))
     url = start_round(client)
     answered = play_item(client, url, 0)
-    reveal = client.get(answered.headers["location"])
+    assert answered.status_code == 503 and "did not answer" in answered.text and f"{url}/reveal/0" in answered.text
+    reveal = client.get(f"{url}/reveal/0")
     assert reveal.status_code == 503 and "did not answer" in reveal.text
     assert Store(tmp_path / "db.sqlite").counts()["answers"] == 1
+
+
+def test_the_model_is_asked_when_the_answer_is_stored_not_when_the_reveal_is_read(tmp_path):
+    client = _client(make_app(tmp_path / "db.sqlite"))
+    url = start_round(client)
+    for position in range(5):  # the 303 to each reveal page is never followed
+        assert play_item(client, url, position).status_code == 303
+    rows = Store(tmp_path / "db.sqlite").answer_rows()
+    assert len(rows) == 5
+    assert all(r["model_choice"] is not None and r["model_probabilities"] for r in rows if r["decision"] != "length")
+    assert all(r["model_probabilities"] and r["model_decision_ms"] is not None for r in rows)
+
+
+def test_a_model_down_when_the_answer_is_stored_is_asked_again_by_the_reveal(tmp_path):
+    from tests.web.builders import StubDecider
+
+    class Flaky(StubDecider):
+        down = True
+
+        def decide(self, body):
+            if self.down:
+                raise ConnectionError("connection refused")
+            return super().decide(body)
+
+    decider = Flaky()
+    client = _client(make_app(tmp_path / "db.sqlite", decider=decider))
+    url = start_round(client)
+    assert play_item(client, url, 0).status_code == 503
+    store = Store(tmp_path / "db.sqlite")
+    assert store.counts()["answers"] == 1 and store.counts()["model_answers"] == 0
+    decider.down = False
+    reveal = client.get(f"{url}/reveal/0")
+    assert reveal.status_code == 200 and "(served, asked live)" in reveal.text
+    assert store.counts()["model_answers"] == 1
 
 
 def test_reveal_shows_a_board_row_probabilities_from_its_answers_cache(tmp_path):

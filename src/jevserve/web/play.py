@@ -2,7 +2,8 @@
 
     POST /play/rounds                      → 303 to the round (a new round for this session)
     GET  /play/rounds/{id}                 the current item, or the round's summary once all five are answered
-    POST /play/rounds/{id}/answer          position + choice → stored once (a repeat changes nothing) → 303 reveal
+    POST /play/rounds/{id}/answer          position + choice → stored once (a repeat changes nothing), the served
+                                           model asked and its answer stored → 303 reveal
     GET  /play/rounds/{id}/reveal/{pos}    the truth, the served model's and the board rows' answers, the times
 
 A round belongs to the session that started it; any other id (unknown, tampered, someone else's) is a 404.
@@ -17,6 +18,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
+from starlette.concurrency import run_in_threadpool
 
 from jevserve.web.answering import ask_model, cached_probabilities, stored_choice
 from jevserve.web.context import Context, PageError, read_form, session_id
@@ -41,8 +43,11 @@ def _position(value: str, round_: Round) -> int:
     return int(value)
 
 
-def _served_answer(context: Context, round_: Round, position: int) -> ModelAnswer | None:
-    """The served model's stored answer, asking it first when not yet stored (503 when it cannot be reached)."""
+def _served_answer(
+    context: Context, round_: Round, position: int, retry: str = "reload to retry"
+) -> ModelAnswer | None:
+    """The served model's stored answer, asking it first when not yet stored (503 when it cannot be reached, saying
+    `retry`)."""
     decider = context.settings.decider
     if decider is None:
         return None
@@ -54,7 +59,7 @@ def _served_answer(context: Context, round_: Round, position: int) -> ModelAnswe
     try:
         answer = ask_model(decider, DECISIONS[item.decision], pool_item, context.site.get().stored)
     except Exception as exc:  # a remote endpoint that is down or refuses: the page says so, the round goes on
-        raise PageError(503, f"the decision model {decider.name!r} did not answer ({exc}); reload to retry") from exc
+        raise PageError(503, f"the decision model {decider.name!r} did not answer ({exc}); {retry}") from exc
     context.store.record_model_answer(round_.round_id, position, answer)
     return context.store.model_answer(round_.round_id, position, round_.model)
 
@@ -126,7 +131,12 @@ def register(app: FastAPI, context: Context) -> None:
             time_ms = max(0.0, (time.time() - item.shown_at) * 1000.0)
             context.store.record_answer(round_id, position, choice, pool_item.truth, choice == pool_item.truth,
                                         time_ms)
-        return RedirectResponse(f"/play/rounds/{round_id}/reveal/{position}", status_code=303)
+        reveal_url = f"/play/rounds/{round_id}/reveal/{position}"
+        # The served model is asked as soon as the answer is stored, so its answer is there whether or not the
+        # redirect is followed; when it cannot be reached, the reveal page asks again.
+        await run_in_threadpool(_served_answer, context, round_, position,
+                                f"your answer is stored; open {reveal_url} to ask it again")
+        return RedirectResponse(reveal_url, status_code=303)
 
     @app.get("/play/rounds/{round_id}/reveal/{position}", response_class=HTMLResponse)
     def reveal(request: Request, round_id: str, position: str) -> HTMLResponse:
