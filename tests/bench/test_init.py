@@ -12,7 +12,8 @@ def test_public_exports_are_pinned():
 
 
 def test_bench_never_imports_packages_above_it():
-    allowed = {"bench", "client", "predict", "serving", "sim", "protocol", "decide", "server", "docsections", "argtypes"}
+    allowed = {"bench", "client", "predict", "serving", "sim", "protocol", "decide", "server", "docsections",
+               "argtypes"}
     root = Path(bench.__file__).parent
     for path in root.rglob("*.py"):
         if "sources" in path.relative_to(root).parts:
