@@ -141,3 +141,76 @@ def test_a_task_page_answers_at_once_while_its_data_is_read(tmp_path):
         release.set()
         later = task_page_when_read(client, "guard-injection")
     assert later.status_code == 200 and "<dt>data</dt><dd>read</dd>" in later.text
+
+
+def test_a_model_page_answers_at_once_while_its_reliability_plot_is_prepared(tmp_path):
+    import time
+
+    from jevserve.bench import pipeline
+    from jevserve.web import calibration
+
+    answers = tmp_path / "answers"
+    answers.mkdir()
+    (answers / "jev-minilm-1@abc.jsonl").write_text("")  # the page reads it only in the background
+    release, reading = threading.Event(), threading.Event()
+
+    def slow_load_tasks(tasks, data, log, everyday):
+        reading.set()
+        release.wait(30)  # as reading the tasks' data for the plot takes up to a minute on a fresh start
+        return [], {}
+
+    curve = calibration.Reliability((0.2, 0.8), (0.1, 0.9), (5, 7), ("guard-injection",), 12, "jev-minilm-1@abc.jsonl")
+    app = make_app(tmp_path / "db.sqlite", data_factory=lambda: None, answers_dir=answers)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pipeline, "load_tasks", slow_load_tasks)
+        patch.setattr(calibration, "reliability", lambda answers_dir, name, loaded: curve)
+        client = TestClient(app)
+        threading.Timer(5, release.set).start()  # so that a page that waits fails rather than hangs
+        started = time.monotonic()
+        first = client.get("/models/jev-minilm-1")  # answered while the reading is still blocked
+        assert time.monotonic() - started < 2 and not release.is_set()
+        assert first.status_code == 200 and "is being prepared" in first.text
+        assert "Per task" in first.text and reading.wait(5)
+        release.set()
+        for _ in range(100):
+            later = client.get("/models/jev-minilm-1")
+            if "is being prepared" not in later.text:
+                break
+            threading.Event().wait(0.1)
+    assert later.status_code == 200 and later.text.count("<circle") == 2 and "12 test items" in later.text
+
+
+def test_a_model_page_says_when_its_reliability_plot_could_not_be_drawn(tmp_path):
+    from jevserve.bench import pipeline
+
+    answers = tmp_path / "answers"
+    answers.mkdir()
+    (answers / "jev-minilm-1@abc.jsonl").write_text("")
+
+    def missing(tasks, data, log, everyday):
+        raise FileNotFoundError("no bench data here")
+
+    app = make_app(tmp_path / "db.sqlite", data_factory=lambda: None, answers_dir=answers)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pipeline, "load_tasks", missing)
+        client = TestClient(app, raise_server_exceptions=False)
+        for _ in range(100):
+            page = client.get("/models/jev-minilm-1")
+            if "is being prepared" not in page.text:
+                break
+            threading.Event().wait(0.1)
+    assert page.status_code == 200 and "could not be drawn" in page.text and "no bench data here" in page.text
+
+
+def test_warming_up_draws_the_headline_plot_before_the_first_visitor_asks(tmp_path):
+    from jevserve.bench import board_plots
+
+    drawn = []
+    real = board_plots.plot_png
+    app = make_app(tmp_path / "db.sqlite")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(board_plots, "plot_png", lambda board, name: drawn.append(name) or real(board, name))
+        app.state.context.warm(pools_after_s=0)
+        assert drawn == ["headline"]
+        image = TestClient(app).get("/plots/headline.png")
+    assert image.status_code == 200 and image.content[:4] == b"\x89PNG" and drawn == ["headline"]

@@ -49,6 +49,13 @@ class PageError(HTTPException):
     """An error shown as an HTML page with its status and a sentence naming what was wrong."""
 
 
+class Pending:
+    """What `Context.when_ready` answers while a page's part is still computed in the background."""
+
+
+PENDING = Pending()
+
+
 async def read_form(request: Request, max_bytes: int = MAX_FORM_BYTES, too_large: str = "") -> dict[str, str]:
     """The url-encoded form body as single values; 413 over `max_bytes` (saying `too_large` when given), 400 when it
     is not a form."""
@@ -86,7 +93,10 @@ class Context:
         self._lock = threading.Lock()
         self.task_pages: dict[str, Any] = {}  # name → TaskDescription, or the exception reading its data raised
         self._task_pages_loading: set[str] = set()
-        self.memo: dict[str, Any] = {}  # computed pages' parts: reliability curves, the people row
+        self.memo: dict[str, Any] = {}  # computed pages' parts: reliability curves, the people row, plots
+        self._background: set[str] = set()  # memo keys when_ready is computing
+        self._background_lock = threading.Lock()  # not self._lock, which data() holds while the data is set up
+        self._plot_lock = threading.Lock()
 
     def data(self) -> Any:
         """The bench data (one BenchData for the app's lifetime, so each source is read once)."""
@@ -143,6 +153,43 @@ class Context:
             self.task_pages[name] = exc
             self._task_pages_loading.discard(name)
 
+    def when_ready(self, key: str, compute: Callable[[], Any]) -> Any:
+        """`compute()`'s result, kept in the memo under `key`, once it has run; until then PENDING, with it started
+        in a background thread (once), so that a page whose part reads the bench data (up to a minute on a fresh
+        start) answers at once. An exception it raised is answered once (the page says it); the next visit computes
+        again."""
+        if key in self.memo:
+            value = self.memo[key]
+            if isinstance(value, Exception):
+                with self._background_lock:
+                    self.memo.pop(key, None)
+                    self._background.discard(key)
+            return value
+        with self._background_lock:
+            if key not in self._background:
+                self._background.add(key)
+                threading.Thread(target=self._compute, args=(key, compute), name=f"prepare-{key}",
+                                 daemon=True).start()
+        return PENDING
+
+    def _compute(self, key: str, compute: Callable[[], Any]) -> None:
+        try:
+            value = compute()
+        except Exception as exc:  # kept for the page to report
+            value = exc
+        self.memo[key] = value
+
+    def plot(self, name: str) -> bytes:
+        """A board plot as PNG bytes, drawn once per board (one at a time: a second asker waits for the first)."""
+        from jevserve.bench.board_plots import plot_png
+
+        board = self.site.board()
+        key = f"plot:{name}"
+        with self._plot_lock:
+            if self.memo.get(key, (None,))[0] is not board:
+                self.memo[key] = (board, plot_png(board, name))
+            return self.memo[key][1]
+
     def cached_answers(self, model: str) -> dict[str, Any] | None:
         """The model's bench answers cache (request key → answers), read once per file version; None without one."""
         if self.settings.answers_dir is None:
@@ -158,10 +205,12 @@ class Context:
         return self.memo[key]
 
     def warm(self, pools_after_s: float = 10.0) -> None:
-        """Load the board now and the playground's item pools a little later, so neither the first visitor of the
-        board nor the first player waits for them. The pools come from the bench data (tens of seconds of
-        Python-heavy work) and would hold the interpreter while the first pages are served, hence the delay."""
+        """Load the board and draw its headline plot now, and the playground's item pools a little later, so neither
+        the first visitor of the board nor the first player waits for them. The pools come from the bench data (tens
+        of seconds of Python-heavy work) and would hold the interpreter while the first pages are served, hence the
+        delay; a plot drawn while they load took ten times as long (seconds), hence drawing it first."""
         self.site.board()
+        self.plot("headline")
         time.sleep(pools_after_s)
         self.pools()
 

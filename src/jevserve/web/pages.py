@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from jevserve.bench.board import Board, Cell, Row
 from jevserve.bench.task import CATEGORIES
-from jevserve.web.context import MAX_LIVE_CHARS, MAX_LIVE_FORM_BYTES, Context, PageError, read_form
+from jevserve.web.context import MAX_LIVE_CHARS, MAX_LIVE_FORM_BYTES, PENDING, Context, PageError, read_form
 from jevserve.web.decisions import DECISIONS, TASK_DECISION
 from jevserve.web.humans import HumanCell, human_cells
 
@@ -96,15 +96,9 @@ def register(app: FastAPI, context: Context) -> None:
 
     @app.get("/plots/{name}.png")
     def plot(name: str) -> Response:
-        from jevserve.bench.board_plots import plot_png
-
         if name not in ("headline", "task-deltas"):
             raise PageError(404, f"no plot named {name!r}; plots: headline, task-deltas")
-        board = context.site.board()
-        key = f"plot:{name}"
-        if context.memo.get(key, (None,))[0] is not board:
-            context.memo[key] = (board, plot_png(board, name))
-        return Response(context.memo[key][1], media_type="image/png")
+        return Response(context.plot(name), media_type="image/png")
 
     @app.get("/models/{name}", response_class=HTMLResponse)
     def model_page(request: Request, name: str) -> HTMLResponse:
@@ -112,11 +106,15 @@ def register(app: FastAPI, context: Context) -> None:
         row = _row(board, name)
         document = context.site.get().documents.get(name)
         curve = _reliability(context, name, document) if document else None
+        preparing, failed = curve is PENDING, curve if isinstance(curve, Exception) else None
+        if preparing or failed is not None:
+            curve = None
         from jevserve.web.calibration import reliability_svg
 
         return context.render(
             request, "model.html", row=row, document=document, board=board,
-            curve=curve, svg=reliability_svg(curve) if curve else None,
+            curve=curve, svg=reliability_svg(curve) if curve else None, preparing=preparing,
+            failed=f"{type(failed).__name__}: {failed}" if failed is not None else None,
         )
 
     @app.get("/tasks/{name}", response_class=HTMLResponse)
@@ -176,18 +174,22 @@ def register(app: FastAPI, context: Context) -> None:
 
 
 def _reliability(context: Context, name: str, document: dict[str, Any]) -> Any:
-    if context.settings.answers_dir is None:
+    """The model's reliability curve; None without an answers cache (or without a task it covers); PENDING while
+    it is computed in the background (reading the tasks' data takes up to a minute on a fresh start); or the
+    exception computing it raised."""
+    from jevserve.web.calibration import cache_files
+
+    answers_dir = context.settings.answers_dir
+    if answers_dir is None or not cache_files(answers_dir, name):
         return None
-    key = f"{name}:{document['date']}"
-    if key not in context.memo:
+
+    def compute() -> Any:
         from jevserve.bench import TASKS
         from jevserve.bench.pipeline import load_tasks
-        from jevserve.web.calibration import cache_files, reliability
+        from jevserve.web.calibration import reliability
 
-        if not cache_files(context.settings.answers_dir, name):
-            context.memo[key] = None
-        else:
-            tasks = [TASKS[t] for t, r in document["tasks"].items() if t in TASKS and r.get("brier") is not None]
-            loaded, _ = load_tasks(tasks, context.data(), log=lambda _: None, everyday=False)
-            context.memo[key] = reliability(context.settings.answers_dir, name, loaded)
-    return context.memo[key]
+        tasks = [TASKS[t] for t, r in document["tasks"].items() if t in TASKS and r.get("brier") is not None]
+        loaded, _ = load_tasks(tasks, context.data(), log=lambda _: None, everyday=False)
+        return reliability(answers_dir, name, loaded)
+
+    return context.when_ready(f"reliability:{name}:{document['date']}", compute)
