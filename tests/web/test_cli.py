@@ -76,3 +76,20 @@ def test_a_host_that_does_not_resolve_points_at_the_host(tmp_path, capsys):
     assert main(["web", "--results", str(tmp_path), "--host", "256.1.1.1", "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert "check --host" in err and "try --port 0" not in err
+
+
+def test_docs_name_exactly_the_keys_export_rounds_writes(tmp_path):
+    import re
+
+    from tests.web.builders import ROOT
+
+    db = tmp_path / "db.sqlite"
+    client = TestClient(make_app(db))
+    play_item(client, start_round(client), 0)
+    out = tmp_path / "rounds.jsonl"
+    assert main(["web", "export-rounds", str(out), "--db", str(db)]) == 0
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    docs = (ROOT / "docs" / "web.md").read_text()
+    export = docs[docs.index("**Export.**"):docs.index("## Live decisions")]
+    documented = re.findall(r"^\| `([a-z_]+)` \|", export, re.MULTILINE)
+    assert sorted(documented) == sorted(row)
