@@ -113,3 +113,22 @@ def test_line_breaks_count_as_one_character_as_in_the_textarea(tmp_path):
     # A browser sends each line break of a textarea as CRLF, while maxlength counts it as one character.
     text = "\r\n".join(["abc"] * 1000)  # 3,999 characters in the textarea, 4,998 as sent
     assert _client(tmp_path, FixedDecider()).post("/live", data={"text": text}).status_code == 200
+
+
+def test_the_docs_live_example_quotes_the_thresholds_in_force():
+    import re
+
+    from jevserve.gateway.config import default_config
+    from jevserve.gateway.decider import make_decider
+    from jevserve.gateway.operating_points import resolve_operating_points
+    from tests.web.builders import ROOT
+
+    config = default_config()
+    _, points = resolve_operating_points(config, make_decider(config.decider), score_missing=False)
+    thresholds = {p.decision: f"{p.threshold:.3f}" for p in points if p.route == "jev-gateway"}
+    docs = (ROOT / "docs" / "web.md").read_text()
+    example = docs[docs.index("## Live decisions"):docs.index("## Bad input")]
+    compared = re.findall(r"= \d\.\d{3} [≥<] (\d\.\d+)", example)
+    assert thresholds["cache"] in compared and thresholds["guard"] in compared
+    assert set(compared) <= set(thresholds.values())
+    assert f"cache {thresholds['cache']}" in example and f"guard {thresholds['guard']}" in example
