@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 
 from jevserve.gateway.decider import FixedDecider
 from tests.gateway.upstreams import StubUpstream, client, completion, make_app, run
@@ -130,6 +131,26 @@ def test_cache_is_per_tenant():
     assert post(app, HI, headers={"Authorization": "Bearer alice"}).headers["x-jevserve-cache"] == "hit"
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ({"Authorization": "Basic YWxpY2U6cHc="}, {"Authorization": "Basic Ym9iOnB3"}),  # alice / bob
+        ({"api-key": "alice-key"}, {"api-key": "bob-key"}),  # Azure OpenAI's SDKs
+        ({"x-api-key": "alice-key"}, {"x-api-key": "bob-key"}),  # Anthropic-style clients
+        ({"api-key": "same"}, {"x-api-key": "same"}),  # one value in two headers: two keys
+        ({"Authorization": "Bearer same"}, {"Authorization": "Basic same"}),
+    ],
+)
+def test_a_key_in_any_header_makes_its_own_tenant(first, second):
+    # every key but a bearer one once fell into the key-less tenant, so one user was served another's cached reply
+    app, _, upstreams = make_app({"cache": {"min_similarity": 0.5}}, answers={"cache": 0.99})
+    post(app, HI, headers=first)
+    assert post(app, HI, headers=second).headers.get("x-jevserve-cache") is None
+    assert post(app, HI).headers.get("x-jevserve-cache") is None  # nor the key-less tenant
+    assert post(app, HI, headers=first).headers["x-jevserve-cache"] == "hit"
+    assert len(upstreams["u"].requests) == 3
+
+
 def test_cache_control_no_cache_asks_the_upstream_and_no_store_keeps_the_reply_out(tmp_path):
     # a client that samples (temperature > 0) and wants a new sample each time says so per request
     log = tmp_path / "log.jsonl"
@@ -145,6 +166,9 @@ def test_cache_control_no_cache_asks_the_upstream_and_no_store_keeps_the_reply_o
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert [r["cache_control"] for r in records] == [[], [], ["no-cache"], ["no-store"], []]
     assert [r["stored"] for r in records] == [True, False, True, False, True]
+    # max-age=0 asks for a reply no older than now: a fresh one, as no-cache does
+    assert post(app, sampled, headers={"Cache-Control": "max-age=0"}).headers.get("x-jevserve-cache") is None
+    assert post(app, sampled, headers={"Cache-Control": "max-age=60"}).headers["x-jevserve-cache"] == "hit"
 
 
 def _tool_reply(body):

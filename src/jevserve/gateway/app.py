@@ -148,7 +148,7 @@ def json_response(payload: object, status: int = 200, headers: dict[str, str] | 
 
 async def handle(gateway: Gateway, request: Request, endpoint: str) -> Response:
     """Serve one chat or legacy completions request through the stages."""
-    ctx = RequestContext(endpoint, tenant=tenant_of(request.headers.get("authorization")))
+    ctx = RequestContext(endpoint, tenant=tenant_of(request.headers))
     ctx.cache_control = cache_directives(request.headers.get("cache-control"))
     try:
         raw = await read_body(request, gateway.config.max_body_bytes, gateway.config.body_timeout_s)

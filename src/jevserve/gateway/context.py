@@ -10,6 +10,7 @@ import hashlib
 import itertools
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,17 +39,44 @@ def new_request_id() -> str:
 
 def cache_directives(cache_control: str | None) -> frozenset[str]:
     """The directives of a request's `Cache-Control` header the gateway's cache honours: `no-cache` (do not serve
-    this request from the cache) and `no-store` (do not store its reply); others are ignored."""
-    found = {d.split("=")[0].strip().lower() for d in (cache_control or "").split(",")}
+    this request from the cache; `max-age=0`, which asks for a reply no older than now, counts as it) and `no-store`
+    (do not store its reply); others are ignored."""
+    found = set()
+    for directive in (cache_control or "").split(","):
+        name, _, value = directive.partition("=")
+        name = name.strip().lower()
+        if name == "max-age" and value.strip().strip('"') == "0":
+            name = "no-cache"
+        found.add(name)
     return frozenset(found & {"no-cache", "no-store"})
 
 
-def tenant_of(authorization: str | None) -> str:
-    """The tenant of an `Authorization` header: a digest of the bearer key (never the key itself), or `default`."""
-    scheme, _, token = (authorization or "").partition(" ")
-    if scheme.lower() == "bearer" and token.strip():
-        return hashlib.sha256(token.strip().encode()).hexdigest()[:16]
+# The headers clients send their key in besides `Authorization`: Azure OpenAI's SDKs (`api-key`) and Anthropic-style
+# clients (`x-api-key`). A key in any of them makes its own tenant: cached replies and rate limits are never shared
+# between two keys, whatever header carries them.
+KEY_HEADERS = ("api-key", "x-api-key")
+
+
+def tenant_of(headers: Mapping[str, str]) -> str:
+    """The tenant of a request's headers (a case-insensitive mapping, or one with lower-case names): a digest of the
+    key it carries (never the key itself), or `default` when it carries none. A bearer key is digested alone (so
+    `Bearer k` and `bearer  k` are one tenant); any other `Authorization` scheme (Basic, …) with its credentials, and
+    the key headers of KEY_HEADERS with their name."""
+    scheme, _, token = (headers.get("authorization") or "").strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() == "bearer" and token:
+        return _digest(token)
+    if scheme:
+        return _digest(f"authorization:{scheme.lower()} {token}")
+    for name in KEY_HEADERS:
+        value = (headers.get(name) or "").strip()
+        if value:
+            return _digest(f"{name}:{value}")
     return "default"
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 @dataclass

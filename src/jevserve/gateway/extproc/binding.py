@@ -89,7 +89,7 @@ class GatewayExchange(Exchange):
         if endpoint is None:
             return ForwardOutcome(clear_route_cache=False)  # not an inference request: untouched
         gateway = self.gateway
-        ctx = self.ctx = RequestContext(endpoint, tenant=tenant_of(headers.get("authorization")))
+        ctx = self.ctx = RequestContext(endpoint, tenant=tenant_of(headers))
         ctx.cache_control = cache_directives(headers.get("cache-control"))
         request_id = headers.get("x-request-id", "")
         if 0 < len(request_id) <= 128 and request_id.isascii() and request_id.isprintable():
