@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 
 import httpx
 import pytest
@@ -113,3 +114,80 @@ def test_a_store_nobody_answers_at_is_refused_at_start_not_on_each_request(redis
     with pytest.raises(ValueError, match=rf"store redis://127.0.0.1:{port}/0: no Redis answers there"):
         open_store(f"redis://127.0.0.1:{port}/0")
     assert isinstance(open_store(redis_clean), RedisStore)  # one that answers is opened
+
+
+def _redis_server(port: int, workdir: str):
+    from tests.conftest import REDIS_INSTALL, _wait_for_port, redis_server_binary
+
+    binary = redis_server_binary()
+    if binary is None:
+        pytest.skip(f"no redis-server found; install one with: {REDIS_INSTALL}")
+    process = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                                "--dir", workdir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for_port(port, process)
+    return process
+
+
+def test_a_redis_that_stops_costs_no_request_and_is_shared_again_when_it_is_back(tmp_path):
+    # A stopped Redis once made every request of every replica a 500 (missing from the log and the metrics), and
+    # /healthz and /metrics with them; the replica carries on with its own state and goes back to Redis when it answers
+    from tests.processes import free_port
+
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    server = _redis_server(port, str(tmp_path))
+    stub = StubUpstream()
+    log = tmp_path / "log.jsonl"
+    route = {"cache": {"min_similarity": 0.5}, "rate_limit": {"requests_per_s": 100, "burst": 100}}
+    one, two = (make_app(route, answers={"cache": 0.95}, upstreams={"u": stub}, config={"log": {"path": str(log)}},
+                         store=RedisStore(url, retry_s=0.2))[0] for _ in range(2))
+    other = {**HI, "messages": [{"role": "user", "content": "and the capital of Spain?"}]}
+
+    async def scenario():
+        nonlocal server
+        async with client(one) as a, client(two) as b:
+            shared = [await a.post("/v1/chat/completions", json=HI), await b.post("/v1/chat/completions", json=HI)]
+            server.terminate()
+            server.wait(timeout=10)
+            alone = [await a.post("/v1/chat/completions", json=other), await a.post("/v1/chat/completions", json=other)]
+            health, metrics = await a.get("/healthz"), await a.get("/metrics")
+            server = _redis_server(port, str(tmp_path))
+            await asyncio.sleep(0.3)
+            back = [await b.post("/v1/chat/completions", json=other), await a.post("/v1/chat/completions", json=other)]
+            return shared, alone, health, metrics, back, (await b.get("/healthz")).json()
+
+    try:
+        shared, alone, health, metrics, back, healthy = asyncio.run(scenario())
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert [r.status_code for r in shared + alone + back] == [200] * 6
+    assert shared[1].headers["x-jevserve-cache"] == "hit"  # through the shared cache
+    assert alone[1].headers["x-jevserve-cache"] == "hit"  # through the replica's own entries
+    assert health.status_code == 200 and "not answering" in health.json()["store"]
+    assert metrics.status_code == 200
+    # the restarted Redis is empty: the first replica's entries stayed its own, so the other asks the upstream
+    assert back[0].headers.get("x-jevserve-cache") is None and back[1].headers["x-jevserve-cache"] == "hit"
+    assert healthy["store"] == f"{url}: shared"
+    assert len(log.read_text().splitlines()) == 6  # every request logged
+
+
+def test_a_frozen_redis_costs_a_request_at_most_its_timeout():
+    import socket
+    import time
+
+    with socket.socket() as frozen:  # accepts connections and never answers, as a SIGSTOPped Redis does
+        frozen.bind(("127.0.0.1", 0))
+        frozen.listen(16)
+        url = f"redis://127.0.0.1:{frozen.getsockname()[1]}/0"
+        app = make_app({"cache": {}}, store=RedisStore(url, timeout_s=0.3))[0]
+
+        async def scenario():
+            async with client(app) as c:
+                started = time.monotonic()
+                first = await c.post("/v1/chat/completions", json=HI)
+                return first, time.monotonic() - started, await c.post("/v1/chat/completions", json=HI)
+
+        first, seconds, second = asyncio.run(scenario())
+    assert first.status_code == 200 and second.status_code == 200 and seconds < 3
+    assert second.headers["x-jevserve-cache"] == "hit"  # the replica's own entry, Redis not asked again yet

@@ -138,7 +138,9 @@ async def health(gateway: Gateway) -> dict:
             "waiting": upstream.gate.num_waiting,
             "circuit": "open" if circuit.open_until else "closed",
         }
-    return {"status": "ok", "decider": gateway.decider.name, "upstreams": upstreams}
+    describe = getattr(gateway.store, "describe", None)  # a shared store says whether it answers
+    store = describe() if describe is not None else "memory"
+    return {"status": "ok", "decider": gateway.decider.name, "store": store, "upstreams": upstreams}
 
 
 def json_response(payload: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:

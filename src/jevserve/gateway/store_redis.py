@@ -10,19 +10,39 @@ Keys (all under `jevserve:gw:`):
     bucket:{key}              hash   tokens, at (seconds, Redis server clock)
 Every read-modify-write is one Lua script, so concurrent replicas cannot interleave inside it. In-flight slots of a
 replica that dies holding them are not given back (documented in docs/gateway.md; restart clears with `DEL`).
+
+A Redis that stops answering must not take the replicas down with it: every operation has a short timeout, and when
+one fails the replica carries on with its own in-process state (a `MemoryStore`, as `store: memory` would) and
+tries Redis again a few seconds later. Meanwhile its cache is its own, its rate limits and in-flight counts are per
+replica and its circuits its own; no request fails because of the store.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import numpy as np
 import redis
 import redis.asyncio as aioredis
 
+from jevserve.gateway.cache import MemoryCacheStore
 from jevserve.gateway.cache_index import CacheEntry, EntryIndex
-from jevserve.gateway.store import CircuitState
+from jevserve.gateway.store import CircuitState, MemoryStore
+
+log = logging.getLogger("jevserve.gateway.store")
+T = TypeVar("T")
+
+# A shared store is worth its round trip only while it answers at once: a Redis that is stopped, frozen or cut off
+# costs one request at most this long per try, then the replica uses its own state for RETRY_S
+OPERATION_TIMEOUT_S = 0.5
+RETRY_S = 5.0
+STORE_ERRORS = (redis.RedisError, OSError)  # redis-py's connection errors and timeouts are RedisErrors
 
 PREFIX = "jevserve:gw:"
 
@@ -85,16 +105,67 @@ return 1
 """
 
 
-class RedisCacheStore:
-    """Semantic-cache entries in Redis; each replica keeps a decoded copy until the tenant's version changes."""
+class Outage:
+    """Whether Redis is worth asking now: after a failed operation it is left alone for `retry_s`, and the replica
+    uses its own state meanwhile. Says so in the log once when it goes, and once when it answers again."""
 
-    def __init__(self, client: aioredis.Redis) -> None:
+    def __init__(self, url: str, retry_s: float = RETRY_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.url = url
+        self.retry_s = retry_s
+        self.clock = clock
+        self.down_until = 0.0
+        self.down_since: float | None = None  # epoch seconds of the first failure of this outage
+
+    @property
+    def is_down(self) -> bool:
+        return self.down_since is not None
+
+    async def either(self, shared: Callable[[], Awaitable[T]], local: Callable[[], Awaitable[T]]) -> T:
+        """`shared()` while Redis answers, else `local()`."""
+        if self.clock() >= self.down_until:
+            try:
+                result = await shared()
+            except STORE_ERRORS as exc:
+                self.failed(exc)
+            else:
+                self.answered()
+                return result
+        return await local()
+
+    def failed(self, exc: BaseException) -> None:
+        self.down_until = self.clock() + self.retry_s
+        if self.down_since is None:
+            self.down_since = time.time()
+            log.warning("store %s does not answer (%s: %s); this replica carries on with its own state and tries "
+                        "again every %g s", self.url, type(exc).__name__, exc, self.retry_s)
+
+    def answered(self) -> None:
+        if self.down_since is not None:
+            log.warning("store %s answers again after %.0f s", self.url, time.time() - self.down_since)
+            self.down_since = None
+
+
+class RedisCacheStore:
+    """Semantic-cache entries in Redis; each replica keeps a decoded copy until the tenant's version changes (and,
+    while Redis does not answer, entries of its own)."""
+
+    def __init__(self, client: aioredis.Redis, outage: Outage | None = None) -> None:
         self.client = client
+        self.outage = outage or Outage("redis")
+        self.fallback = MemoryCacheStore()
         self._add = client.register_script(_ADD_ENTRY)
         self._local: dict[str, tuple[bytes | None, EntryIndex]] = {}
 
     async def add(self, tenant: str, entry: CacheEntry, max_entries: int, now: float) -> None:
         """Store an entry; drop the tenant's expired entries and the oldest beyond `max_entries`."""
+        await self.outage.either(lambda: self._add_shared(tenant, entry, max_entries, now),
+                                 lambda: self.fallback.add(tenant, entry, max_entries, now))
+
+    async def index(self, tenant: str) -> EntryIndex:
+        """The tenant's entries (re-read from Redis only when another add happened)."""
+        return await self.outage.either(lambda: self._index_shared(tenant), lambda: self.fallback.index(tenant))
+
+    async def _add_shared(self, tenant: str, entry: CacheEntry, max_entries: int, now: float) -> None:
         vector = None
         if entry.vector is not None:
             vector = base64.b64encode(np.asarray(entry.vector, dtype=np.float32).tobytes()).decode()
@@ -111,8 +182,7 @@ class RedisCacheStore:
         keys = [f"{PREFIX}cache:{tenant}", f"{PREFIX}cache-order:{tenant}", f"{PREFIX}cache-version:{tenant}"]
         await self._add(keys=keys, args=[entry.entry_id, record, entry.expires_at, max_entries, now])
 
-    async def index(self, tenant: str) -> EntryIndex:
-        """The tenant's entries (re-read from Redis only when another add happened)."""
+    async def _index_shared(self, tenant: str) -> EntryIndex:
         version = await self.client.get(f"{PREFIX}cache-version:{tenant}")
         cached = self._local.get(tenant)
         if cached is None or cached[0] != version:
@@ -150,19 +220,33 @@ def check_reachable(url: str, timeout_s: float = 3.0) -> None:
 
 
 class RedisStore:
-    """Store (see store.py) backed by one Redis database."""
+    """Store (see store.py) backed by one Redis database, and by this process's own state while Redis does not answer
+    (module docstring)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, timeout_s: float = OPERATION_TIMEOUT_S, retry_s: float = RETRY_S) -> None:
         self.url = url
-        self.client = aioredis.Redis.from_url(url)
-        self.cache = RedisCacheStore(self.client)
+        self.client = aioredis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+        self.outage = Outage(url, retry_s)
+        self.local = MemoryStore()
+        self.cache = RedisCacheStore(self.client, self.outage)
         self._try_acquire = self.client.register_script(_TRY_ACQUIRE)
         self._release = self.client.register_script(_RELEASE)
         self._record = self.client.register_script(_RECORD)
         self._take_token = self.client.register_script(_TAKE_TOKEN)
+        self._local_slots: Counter[str] = Counter()  # in-flight slots this replica took from `local`, per upstream
+
+    def describe(self) -> str:
+        """For /healthz: the store, and whether this replica is on its own state now."""
+        if self.outage.is_down:
+            since = time.strftime("%H:%M:%S", time.gmtime(self.outage.down_since))
+            return f"{self.url}: not answering since {since} UTC; this replica uses its own state"
+        return f"{self.url}: shared"
 
     async def circuit(self, upstream: str) -> CircuitState:
         """The upstream's circuit state."""
+        return await self.outage.either(lambda: self._circuit(upstream), lambda: self.local.circuit(upstream))
+
+    async def _circuit(self, upstream: str) -> CircuitState:
         raw = await self.client.hgetall(f"{PREFIX}circuit:{upstream}")
         if not raw:
             return CircuitState()
@@ -170,26 +254,56 @@ class RedisStore:
 
     async def record_result(self, upstream: str, ok: bool, threshold: int, reset_s: float) -> CircuitState:
         """See Store.record_result."""
-        failures, open_until = await self._record(
-            keys=[f"{PREFIX}circuit:{upstream}"], args=["1" if ok else "0", threshold, reset_s]
-        )
-        return CircuitState(int(failures), float(open_until))
+
+        async def shared() -> CircuitState:
+            failures, open_until = await self._record(
+                keys=[f"{PREFIX}circuit:{upstream}"], args=["1" if ok else "0", threshold, reset_s]
+            )
+            return CircuitState(int(failures), float(open_until))
+
+        return await self.outage.either(shared, lambda: self.local.record_result(upstream, ok, threshold, reset_s))
 
     async def try_acquire(self, upstream: str, limit: int) -> bool:
         """See Store.try_acquire."""
-        return bool(await self._try_acquire(keys=[f"{PREFIX}inflight:{upstream}"], args=[limit]))
+
+        async def local() -> bool:
+            taken = await self.local.try_acquire(upstream, limit)
+            self._local_slots[upstream] += taken
+            return taken
+
+        async def shared() -> bool:
+            return bool(await self._try_acquire(keys=[f"{PREFIX}inflight:{upstream}"], args=[limit]))
+
+        return await self.outage.either(shared, local)
 
     async def release(self, upstream: str) -> None:
-        """See Store.release."""
-        await self._release(keys=[f"{PREFIX}inflight:{upstream}"])
+        """See Store.release: a slot taken from this replica's own state goes back there, the others to Redis (a slot
+        Redis cannot be told about is lost until Redis restarts, as a dead replica's are)."""
+        if self._local_slots[upstream] > 0:
+            self._local_slots[upstream] -= 1
+            await self.local.release(upstream)
+            return
+
+        async def lost() -> None:
+            log.warning("store %s: an in-flight slot of %s could not be given back", self.url, upstream)
+
+        await self.outage.either(lambda: self._release(keys=[f"{PREFIX}inflight:{upstream}"]), lost)
 
     async def in_flight(self, upstream: str) -> int:
         """See Store.in_flight."""
-        return int(await self.client.get(f"{PREFIX}inflight:{upstream}") or 0)
+
+        async def shared() -> int:
+            return int(await self.client.get(f"{PREFIX}inflight:{upstream}") or 0)
+
+        return await self.outage.either(shared, lambda: self.local.in_flight(upstream))
 
     async def take_token(self, key: str, rate_per_s: float, burst: float) -> float:
         """See Store.take_token (the bucket runs on the Redis server's clock, one clock for every replica)."""
-        return float(await self._take_token(keys=[f"{PREFIX}bucket:{key}"], args=[rate_per_s, burst]))
+
+        async def shared() -> float:
+            return float(await self._take_token(keys=[f"{PREFIX}bucket:{key}"], args=[rate_per_s, burst]))
+
+        return await self.outage.either(shared, lambda: self.local.take_token(key, rate_per_s, burst))
 
     async def aclose(self) -> None:
         """Close the connection pool."""
