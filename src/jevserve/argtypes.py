@@ -20,27 +20,24 @@ def _number(text: str) -> float:
 
 def positive_float(flag: str) -> Callable[[str], float]:
     """A finite number > 0 (a rate, a latency target, a threshold)."""
-
-    def parse(text: str) -> float:
-        value = _number(text)
-        if not (math.isfinite(value) and value > 0):
-            raise argparse.ArgumentTypeError(f"{flag} {text!r}: expected a finite number > 0")
-        return value
-
-    parse.__name__ = "positive number"
-    return parse
+    return _finite_float(flag, zero=False)
 
 
 def nonnegative_float(flag: str) -> Callable[[str], float]:
     """A finite number >= 0 (a delay)."""
+    return _finite_float(flag, zero=True)
+
+
+def _finite_float(flag: str, *, zero: bool) -> Callable[[str], float]:
+    expected = f"{flag} {{!r}}: expected a finite number {'>=' if zero else '>'} 0"
 
     def parse(text: str) -> float:
         value = _number(text)
-        if not (math.isfinite(value) and value >= 0):
-            raise argparse.ArgumentTypeError(f"{flag} {text!r}: expected a finite number >= 0")
+        if not (math.isfinite(value) and (value > 0 or (zero and value == 0))):
+            raise argparse.ArgumentTypeError(expected.format(text))
         return value
 
-    parse.__name__ = "non-negative number"
+    parse.__name__ = "non-negative number" if zero else "positive number"
     return parse
 
 

@@ -44,10 +44,16 @@ def test_web_with_a_bad_endpoint_exits_2(tmp_path, capsys):
     assert "--endpoint" in capsys.readouterr().err
 
 
-def test_export_rounds_reads_a_db_given_before_the_subcommand(tmp_path):
+def _db_with_one_answer(tmp_path):
+    """A playground database holding one round with one answered item."""
     db = tmp_path / "db.sqlite"
     client = TestClient(make_app(db))
     play_item(client, start_round(client), 0)
+    return db
+
+
+def test_export_rounds_reads_a_db_given_before_the_subcommand(tmp_path):
+    db = _db_with_one_answer(tmp_path)
     out = tmp_path / "rounds.jsonl"
     assert main(["web", "--db", str(db), "export-rounds", str(out)]) == 0
     assert len(out.read_text().splitlines()) == 1
@@ -65,9 +71,7 @@ def test_a_file_that_is_not_a_database_exits_2_and_export_makes_its_folder(tmp_p
     bad.write_text("[1, 2")
     assert main(["web", "export-rounds", "-", "--db", str(bad)]) == 2
     assert "not a playground database" in capsys.readouterr().err
-    db = tmp_path / "db.sqlite"
-    client = TestClient(make_app(db))
-    play_item(client, start_round(client), 0)
+    db = _db_with_one_answer(tmp_path)
     out = tmp_path / "new" / "folder" / "rounds.jsonl"
     assert main(["web", "export-rounds", str(out), "--db", str(db)]) == 0 and out.exists()
 
@@ -83,9 +87,7 @@ def test_docs_name_exactly_the_keys_export_rounds_writes(tmp_path):
 
     from tests.web.builders import ROOT
 
-    db = tmp_path / "db.sqlite"
-    client = TestClient(make_app(db))
-    play_item(client, start_round(client), 0)
+    db = _db_with_one_answer(tmp_path)
     out = tmp_path / "rounds.jsonl"
     assert main(["web", "export-rounds", str(out), "--db", str(db)]) == 0
     (row,) = [json.loads(line) for line in out.read_text().splitlines()]
