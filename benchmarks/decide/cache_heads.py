@@ -21,7 +21,7 @@ keeps the served terms (its cosine reads the other way round on its train side).
    mean; AUROC, and at the hand-set cache threshold (0.75) the different- and same-answer rule pairs served.
 
 With `--blind [FILE]` the same rows (less the chosen one) are read on blind-written pairs instead: `cache_pairs_blind
-.jsonl` and `cache_pairs_blind2.jsonl` to `cache_pairs_blind7.jsonl` beside this script (220 pairs, then 240 each,
+.jsonl` and `cache_pairs_blind2.jsonl` to `cache_pairs_blind8.jsonl` beside this script (220 pairs, then 240 each,
 half of them pairs one answer serves), each written by a helper that opened none of the project's files or data, each
 for the next candidate after the last had been measured; a pair whose state or either question is near a train state of
 the reuse question is dropped and counted.
@@ -85,6 +85,8 @@ BLIND4 = BLIND.with_name("cache_pairs_blind4.jsonl")  # a fourth, for the head w
 BLIND5 = BLIND.with_name("cache_pairs_blind5.jsonl")  # a fifth, for the cosine terms where the words differ
 BLIND6 = BLIND.with_name("cache_pairs_blind6.jsonl")  # a sixth, for those with the moved-block term
 BLIND7 = BLIND.with_name("cache_pairs_blind7.jsonl")  # a seventh: the pair head alone (cache_rate_point.py)
+# an eighth: the moved-block head at the gateway's own rate-set point (cache_rate_point.py --calibration packaged)
+BLIND8 = BLIND.with_name("cache_pairs_blind8.jsonl")
 
 
 def candidates(analyzer: str, cosines: dict[str, float] | None = None) -> dict:
@@ -231,15 +233,18 @@ def test_figures(data: BenchData, heads: dict[str, LexicalHead], choice: dict) -
     return out
 
 
-def blind_units(fit_rows: list, path: Path) -> tuple[list[Unit], int]:
-    """The blind-written pairs as the gateway asks about them, less any near a train state of the reuse question
-    (the pair's state or either of its questions); and how many were dropped."""
+def blind_units(fit_rows: list, path: Path | list[dict]) -> tuple[list[Unit], int]:
+    """The blind-written pairs (a file, or its rows) as the gateway asks about them, less any near a train state of
+    the reuse question (the pair's state or either of its questions); and how many were dropped."""
     from jevserve.gateway.questions import cache_pair_state
 
     key = question_key(reuse())
     train = [ex.state for ex in fit_rows if question_key(ex.question) == key]
     index = ReferenceIndex(train + sorted({t.strip() for s in train for t in pair_texts(s)}))
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if isinstance(path, Path):
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    else:
+        rows = path
     units = [Unit((cache_pair_state(r["cached"], r["new"]),), reuse(), bool(r["same_answer"]), r["kind"]) for r in rows]
     near = np.array(index.overlaps([u.texts[0] for u in units]))
     for part in (0, 1):
@@ -385,7 +390,7 @@ TERMS = {"pair": "", "pair+order": " with the order term", "pair+order+same": " 
          "pair+order+same+block+cos:differ":
              " with the moved-block term and the cosine terms where the words differ"}  # fmt: skip
 BLIND_NAMES = {BLIND.name: "first", BLIND2.name: "second", BLIND3.name: "third", BLIND4.name: "fourth",
-               BLIND5.name: "fifth", BLIND6.name: "sixth"}  # fmt: skip
+               BLIND5.name: "fifth", BLIND6.name: "sixth", BLIND7.name: "seventh", BLIND8.name: "eighth"}  # fmt: skip
 
 
 def title(analyzer: str, blind: Path | None) -> str:
@@ -417,7 +422,7 @@ def main() -> None:
         named = "" if args.blind == BLIND else f" benchmarks/decide/{args.blind.name}"
         result["command"] = command + f" --blind{named}" + (f" --write {args.write}" if args.write else "")
         numbers = {BLIND.name: "", BLIND2.name: "2", BLIND3.name: "3", BLIND4.name: "4", BLIND5.name: "5",
-                   BLIND6.name: "6"}  # fmt: skip
+                   BLIND6.name: "6", BLIND7.name: "7", BLIND8.name: "8"}  # fmt: skip
         number = numbers.get(args.blind.name, "_" + args.blind.stem)
         name = "cache_heads_blind" + number + suffix
         publish(name, result, title(args.analyzer, args.blind) + "\n\n" + blind_markdown(result), path=TRAINING_DOC)

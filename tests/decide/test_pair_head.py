@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jevserve.decide.lexical_head import load_heads, pair_terms, pair_texts, save_heads, terms
+from jevserve.decide.lexical_head import load_heads, pair_cosine, pair_terms, pair_texts, save_heads, terms
 from jevserve.decide.trained import question_key
 from jevserve.train.examples import Example, decision_of
 from jevserve.train.lexical_head import fit_head, pair_vectorizer
@@ -143,7 +143,7 @@ def test_a_larger_c_is_a_weaker_penalty():
 def test_the_tuned_reader_answers_the_cache_question_with_its_pair_head_and_readout():
     from jevserve.decide.base import DecisionItem
     from jevserve.decide.tuned import TUNED_WEIGHTS, lexical_file, tuned_backend
-    from jevserve.train.lexical_head import PAIR_ANALYZER
+    from jevserve.train.lexical_head import REUSE_ANALYZER
     from jevserve.train.rules import reuse
 
     if not lexical_file(TUNED_WEIGHTS).exists():
@@ -151,17 +151,25 @@ def test_the_tuned_reader_answers_the_cache_question_with_its_pair_head_and_read
     backend = tuned_backend()
     try:
         head = backend.heads[question_key(reuse())]
-        assert (head.analyzer, head.combine) == (PAIR_ANALYZER, "mean")
+        assert (head.analyzer, head.combine) == (REUSE_ANALYZER, "mean")
         items = [DecisionItem(state(a, b), reuse()) for a, b in (*SAME[:2], *DIFFERENT[:3])]
         served = backend.decide(items)
         heads, backend.heads = backend.heads, {}
         readout = backend.decide(items)
         backend.heads = heads
+        # the head reads the two texts' cosine by the reader's own text embedder, as it was fitted
+        def cosine(text: str) -> float:
+            return pair_cosine(text, backend.embedder.embed)
+
         for item, mixed, alone in zip(items, served, readout, strict=True):
-            assert mixed[0] == pytest.approx(0.5 * (alone[0] + head.probability(item.state)), abs=1e-12)
-        # the same pair the other way round reads the same head answer (its terms do not depend on the order)
+            expected = 0.5 * (alone[0] + head.probability(item.state, cosine(item.state)))
+            assert mixed[0] == pytest.approx(expected, abs=1e-12)
+        # the same pair the other way round reads the same head answer (its terms, and the cosine, do not depend on
+        # the order)
         swapped = DecisionItem(state(DIFFERENT[0][1], DIFFERENT[0][0]), reuse())
-        assert head.probability(swapped.state) == pytest.approx(head.probability(items[2].state), abs=1e-12)
+        assert head.probability(swapped.state, cosine(swapped.state)) == pytest.approx(
+            head.probability(items[2].state, cosine(items[2].state)), abs=1e-12
+        )
     finally:
         backend.close()
 
@@ -218,7 +226,6 @@ def test_a_cosine_head_is_fitted_and_served_on_the_cosines_of_the_readers_text_e
     from functools import partial
 
     from jevserve.bench.supervised import TfidfClassifier
-    from jevserve.decide.lexical_head import pair_cosine
     from jevserve.decide.token_embedder import TokenEmbedder
     from jevserve.train.lexical_head import pair_cosines
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from jevserve.bench.tasks import TASKS
 from jevserve.decide.trained import question_key
 from jevserve.gateway.questions import DEFAULTS, wire_to_decision
-from jevserve.train.lexical_head import BENCH_ONLY_QUESTIONS, PAIR_ANALYZER, PAIR_C, head_specs
+from jevserve.train.lexical_head import BENCH_ONLY_QUESTIONS, PAIR_ANALYZER, PAIR_C, REUSE_ANALYZER, head_specs
 from jevserve.train.rules import injection, question, reuse
 
 
@@ -32,6 +32,8 @@ def test_of_the_gateways_questions_only_the_guards_and_the_caches_have_heads():
     assert keys & _gateway_keys() == {question_key(injection()), question_key(reuse())}
     cache_questions = {question_key(reuse()), question_key(question("cache-chats", "reuse"))}
     for spec in head_specs():
-        pair = question_key(spec.question) in cache_questions
-        assert (spec.analyzer, spec.combine) == ((PAIR_ANALYZER, "mean") if pair else ("words", "mean"))
+        key = question_key(spec.question)
+        pair = key in cache_questions
+        analyzer = REUSE_ANALYZER if key == question_key(reuse()) else PAIR_ANALYZER if pair else "words"
+        assert (spec.analyzer, spec.combine) == (analyzer, "mean")
         assert spec.c == (PAIR_C if pair else 1.0)

@@ -90,13 +90,18 @@ BENCH_ONLY_QUESTIONS = (
 # The cache questions' heads read what the two texts do not share, not the state's words (docs/training.md, "The
 # cache questions read by what the two texts do not share"); C = 10 was chosen by cross-validation on the train side.
 PAIR_ANALYZER, PAIR_C = "pair+order+same", 10.0
+# The gateway's reuse question also reads a term for one run of words moved and, where the two texts' words differ,
+# their cosine (docs/training.md, "The moved-block pair head at the gateway's rate-set cache point"); cache-chats'
+# question keeps the pair terms alone, since the cosine of two conversations reads the other way round on its train
+# side.
+REUSE_ANALYZER = "pair+order+same+block+cos:differ"
 
 
 def head_specs() -> tuple[HeadSpec, ...]:
     """The heads the tuned reader serves, each averaged with the readout: the gateway's guard question (words), its
-    cache question (the pair terms), and the bench's own yes/no questions no gateway default asks
-    (`BENCH_ONLY_QUESTIONS`; words, but the pair terms for cache-chats' question), so no other gateway answer
-    moves."""
+    cache question (the pair terms, the moved-block term and the cosine), and the bench's own yes/no questions no
+    gateway default asks (`BENCH_ONLY_QUESTIONS`; words, but the pair terms for cache-chats' question), so no other
+    gateway answer moves."""
     from jevserve.train.rules import injection, question, reuse
 
     def bench_only(task: str, qid: str) -> HeadSpec:
@@ -106,7 +111,7 @@ def head_specs() -> tuple[HeadSpec, ...]:
 
     return (
         HeadSpec(injection(), "words", "mean"),
-        HeadSpec(reuse(), PAIR_ANALYZER, "mean", c=PAIR_C),
+        HeadSpec(reuse(), REUSE_ANALYZER, "mean", c=PAIR_C),
         *(bench_only(task, qid) for task, qid in BENCH_ONLY_QUESTIONS),
     )
 
