@@ -99,3 +99,21 @@ def test_an_older_row_is_shown_only_where_its_items_are_current_and_says_so(tmp_
     assert "toy-keyword" not in row.cells and row.rank is None
     assert any("bench 0.3 results" in n for n in row.notes)
     assert any("fake-model: task toy-keyword was scored on other test items" in w for w in board.warnings)
+
+
+def test_a_row_of_another_data_version_gets_one_warning_naming_its_left_out_tasks():
+    from types import SimpleNamespace
+
+    from jevserve.bench.board import _row_values
+
+    stored = {name: SimpleNamespace(ids=("a", "b")) for name in ("task-one", "task-two", "task-three")}
+    document = {"model": "old-model", "tasks": {
+        "task-one": {"items": {"ids": ["a", "b"], "values": [1.0, 0.0]}},
+        "task-two": {"items": {"ids": ["a", "c"], "values": [1.0, 0.0]}},
+        "task-three": {"items": {"ids": ["c", "d"], "values": [1.0, 0.0]}},
+    }}  # fmt: skip
+    warnings: list[str] = []
+    values = _row_values(document, stored, warnings)
+    assert set(values) == {"task-one"}
+    assert warnings == ["old-model: 2 tasks were scored on other test items than the reference row (another data "
+                        "version); their cells are left out: task-two, task-three"]  # fmt: skip

@@ -33,6 +33,9 @@ def test_board_lists_every_results_row_and_links_every_task(client, documents):
     for task in {t for d in documents for t in d["tasks"]}:
         assert f'href="/tasks/{task}"' in page.text
     assert "?sort=task:" not in page.text  # task columns appear within a category only
+    # the caption counts what the columns are: categories here, not "0 tasks"
+    categories = {t["category"] for d in documents for t in d["tasks"].values()}
+    assert f"{len(documents)} rows × {len(categories)} categories</caption>" in page.text
 
 
 def test_the_board_serves_its_forest_plot(client):

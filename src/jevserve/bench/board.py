@@ -133,13 +133,19 @@ def _notes(document: dict[str, Any], probe: bool, covered: int, needed: int, ran
 
 
 def _row_values(document: dict[str, Any], stored: dict[str, StoredTask], warnings: list[str]) -> dict[str, Any]:
-    values = {}
+    values, other_items = {}, []
     for name, result in document["tasks"].items():
         if name in stored and tuple(result["items"]["ids"]) == stored[name].ids:
             values[name] = np.asarray(result["items"]["values"])
         elif name in stored:
-            warnings.append(f"{document['model']}: task {name} was scored on other test items than the reference "
-                            "row (another data version); its cell is left out")
+            other_items.append(name)
+    # one warning per row, not per task: a row of an older data version would otherwise fill the page with them
+    if len(other_items) == 1:
+        warnings.append(f"{document['model']}: task {other_items[0]} was scored on other test items than the "
+                        "reference row (another data version); its cell is left out")
+    elif other_items:
+        warnings.append(f"{document['model']}: {len(other_items)} tasks were scored on other test items than the "
+                        f"reference row (another data version); their cells are left out: {', '.join(other_items)}")
     return values
 
 
