@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from jevserve.decide import batcher as batcher_module
 from jevserve.decide.base import DecisionItem
 from jevserve.decide.batcher import Batcher
 from jevserve.protocol import OverloadedError, SystemOneRequest, to_decision
@@ -147,6 +148,94 @@ def test_full_queue_raises_overloaded_with_retry_after():
 
     err = asyncio.run(scenario())
     assert err.status_code == 429 and int(err.headers["Retry-After"]) >= 1
+
+
+def test_a_burst_of_refusals_is_told_successive_times_each_the_previous_requests_work_later(monkeypatch):
+    clock = [1000.0]
+    monkeypatch.setattr(batcher_module, "_now", lambda: clock[0])
+
+    def refused(batcher: Batcher, n: int) -> OverloadedError:
+        with pytest.raises(OverloadedError) as info:
+            batcher.check_room(n)
+        return info.value
+
+    async def scenario():
+        backend = FakeBackend()
+        batcher = Batcher(backend, max_batch=8, max_wait_ms=0, max_queue=4)
+        backend.release.clear()
+        blocker = asyncio.ensure_future(batcher.submit(items("blocker")))
+        await until(lambda: backend.num_started == 1)
+        queued = asyncio.ensure_future(batcher.submit(items("q", 3)))
+        await until(lambda: batcher.queue_depth == 3)
+        batcher._seconds_per_item = 0.25  # no batch finishes while the backend is held, so it stays measured as this
+        spq = batcher._seconds_per_item
+        burst = [refused(batcher, n) for n in (3, 4, 3)]  # all at the same moment; 3 questions ahead of each
+        clock[0] += 10.0  # every promised time has passed
+        later = refused(batcher, 3)
+        backend.release.set()
+        await asyncio.gather(blocker, queued)
+        await batcher.close()
+        return spq, burst, later
+
+    spq, (a, b, c), later = asyncio.run(scenario())
+    # each comes back when the work left (what was ahead, what the clients refused before it bring back, its own)
+    # fits the queue of 4: the first when 1 of the 3 ahead is left (1 + its 3 = 4), but never before a second ...
+    assert a.retry_after_s == 1.0  # at least a second ((3 + 3 - 4) * spq is less)
+    assert b.retry_after_s == pytest.approx((3 + 3 + 4 - 4) * spq)  # ... then after the first one's 3 questions more
+    assert c.retry_after_s == pytest.approx((3 + 3 + 4 + 3 - 4) * spq)  # ... and the second one's 4
+    assert later.retry_after_s == 1.0  # the promises have passed: the work ahead again
+    assert [e.headers["retry-after-ms"] for e in (a, b, c)] == ["1000", "1500", "2250"]
+    assert [e.headers["Retry-After"] for e in (a, b, c)] == ["1", "2", "3"]  # whole seconds, rounded up
+
+
+def test_promises_not_kept_by_the_time_the_queue_runs_dry_are_forgotten(monkeypatch):
+    monkeypatch.setattr(batcher_module, "_now", lambda: 7.0)  # the clock stands still: only the drained queue resets
+
+    async def scenario():
+        backend = FakeBackend()
+        batcher = Batcher(backend, max_batch=8, max_wait_ms=0, max_queue=4)
+
+        async def refusal_with_three_queued() -> float:
+            backend.release.clear()
+            blocker = asyncio.ensure_future(batcher.submit(items("blocker")))
+            await until(lambda: backend.num_started >= 1 and batcher.queue_depth == 0)
+            queued = asyncio.ensure_future(batcher.submit(items("q", 3)))
+            await until(lambda: batcher.queue_depth == 3)
+            batcher._seconds_per_item = 0.25
+            hints = []
+            for _ in range(4):  # four clients refused; none of them comes back
+                with pytest.raises(OverloadedError) as info:
+                    batcher.check_room(3)
+                hints.append(info.value.retry_after_s)
+            backend.release.set()
+            await asyncio.gather(blocker, queued)
+            await until(lambda: batcher._promised_until <= 7.0)
+            backend.num_started = 0
+            return hints
+
+        first = await refusal_with_three_queued()
+        second = await refusal_with_three_queued()
+        await batcher.close()
+        return first, second
+
+    first, second = asyncio.run(scenario())
+    assert first[1] < first[2] < first[3]  # the promises spread the first burst (past the 1 s floor)
+    assert second == pytest.approx(first)  # and were forgotten once the queue ran dry
+
+
+def test_refusals_of_a_concurrent_backend_are_spread_the_same_way(monkeypatch):
+    monkeypatch.setattr(batcher_module, "_now", lambda: 50.0)
+    backend = FakeBackend()
+    backend.concurrent = True
+    batcher = Batcher(backend, max_queue=4)
+    batcher._in_flight = 4  # questions being answered by the backend
+    batcher._seconds_per_item = spq = 0.5
+    hints = []
+    for n in (2, 1):
+        with pytest.raises(OverloadedError) as info:
+            batcher.check_room(n)
+        hints.append(info.value.retry_after_s)
+    assert hints == pytest.approx([(4 + 2 - 4) * spq, (4 + 2 + 1 - 4) * spq])
 
 
 def test_a_small_request_is_admitted_while_a_large_one_fills_the_queue_but_a_second_large_one_is_not():

@@ -16,6 +16,9 @@ well (a GPU) has a small time per question and keeps its large batches.
 Back-pressure: a request is refused with OverloadedError (429 + Retry-After) when the work that would run before it
 finishes, `n + sum(min(remaining_j, n))` over queued requests j for a request of n questions, is over `max_queue`;
 so a small request is not refused because a large one is queued, and a large one is refused while another is.
+Its Retry-After counts the clients refused before it, which come back too: the batcher keeps when the work ahead and
+the work already told to come back will be done, and tells a refused request to come back when what is left of it,
+with its own questions, fits `max_queue` again (deterministic; no jitter).
 A cancelled submission (its client went away) is dropped before its next chunk is formed, or its results are
 discarded; no other request is affected. If a batch fails, each request's chunk in it is retried alone so that only
 the request at fault gets the error.
@@ -40,6 +43,8 @@ from jevserve.decide.base import DecisionBackend, DecisionItem, Decisions
 from jevserve.protocol import OverloadedError
 
 BatchObserver = Callable[[int, float], None]  # (questions in the batch, seconds it took)
+
+_now: Callable[[], float] = time.monotonic  # the clock of Retry-After promises; a module attribute that tests can set
 
 
 @dataclass(eq=False)
@@ -98,6 +103,7 @@ class Batcher:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decide")
         self._seconds_per_item = 0.01  # running estimate, for Retry-After and the time budget
         self._measured = False  # no time budget before the first batch has been timed
+        self._promised_until = 0.0  # on `_now()`'s clock: when the work of the clients already refused should be done
 
     @property
     def queue_depth(self) -> int:
@@ -130,11 +136,11 @@ class Batcher:
         """Raise OverloadedError now if a request of `num_items` questions would be refused (before preparing it)."""
         if getattr(self.backend, "concurrent", False):
             if self._in_flight > 0 and self._in_flight + num_items > self.max_queue:
-                self._refuse(self._in_flight)
+                self._refuse(self._in_flight, num_items)
             return
         ahead = sum(min(job.remaining, num_items) for job in self._jobs)
         if ahead > 0 and ahead + num_items > self.max_queue:
-            self._refuse(ahead)
+            self._refuse(ahead, num_items)
 
     async def submit(self, items: Sequence[DecisionItem]) -> list[np.ndarray]:
         """Queue `items` and wait for their probabilities; raises OverloadedError when the queue is full."""
@@ -155,12 +161,23 @@ class Batcher:
         self._wakeup.set()
         return Decisions(await job.future)
 
-    def _refuse(self, ahead: int) -> None:
-        retry = max(1.0, ahead * self._seconds_per_item)
+    def _refuse(self, ahead: int, num_items: int) -> None:
+        # The work ahead alone cannot see the other clients refused at the same moment, which all come back when told:
+        # told the same time, they collide again and most are refused again. So the batcher keeps when the work ahead
+        # and the work of the clients already refused will be done (`_promised_until`), adds this request's own, and
+        # tells it to come back when what is left by then fits `max_queue`: it is admitted then if the time per
+        # question holds, and the queue stays full meanwhile (told to come back only when the queue is empty, clients
+        # of a burst left the server idle between them). Once the promises have passed, only the work ahead counts.
+        now = _now()
+        spq = self._seconds_per_item
+        self._promised_until = max(now + ahead * spq, self._promised_until) + num_items * spq
+        retry_at = max(now, self._promised_until - self.max_queue * spq)
         raise OverloadedError(
             f"decision queue is full ({self._queued_items + self._in_flight} questions waiting, {ahead} of them "
             f"ahead of this request; limit {self.max_queue}); retry later",
-            retry_after_s=retry,
+            # at least 1 s, in retry-after-ms too: told a few milliseconds, clients came back before the time per
+            # question they were sized on had held and were refused again (more tries, no sooner served)
+            retry_after_s=max(1.0, retry_at - now),
         )
 
     async def _decide_concurrently(self, items: Sequence[DecisionItem]) -> Decisions:
@@ -185,6 +202,9 @@ class Batcher:
                 batch = self._take_batch()
                 if batch:
                     await self._execute(loop, batch)
+            # The queue ran dry before the promises were due: the clients told to come back are late or gone (or the
+            # backend beat the time per question they were sized on), so the next refusal counts only what is queued.
+            self._promised_until = min(self._promised_until, _now())
 
     async def _maybe_wait_for_more(self) -> None:
         deadline = time.perf_counter() + self.max_wait_s

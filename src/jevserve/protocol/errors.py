@@ -14,6 +14,7 @@ Validation failures are not in this tree: they become 422 with pydantic's `detai
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -73,7 +74,7 @@ class OverloadedError(SystemOneError):
     error_type = "overloaded_error"
 
     def __init__(self, message: str, *, retry_after_s: float) -> None:
-        seconds = max(1, round(retry_after_s))
+        seconds = max(1, math.ceil(retry_after_s))  # rounded up: a client told whole seconds never comes back early
         super().__init__(
             message, headers={"Retry-After": str(seconds), "retry-after-ms": str(int(retry_after_s * 1000))}
         )
