@@ -118,6 +118,23 @@ def test_check_reads_a_broken_file_in_one_line_naming_it_and_warns_of_no_routes(
     assert "warning: no routes" in capsys.readouterr().err
 
 
+def test_check_says_where_the_decision_log_goes_and_whether_its_folder_is_made(tmp_path, capsys, monkeypatch):
+    from jevserve.gateway.log import DecisionLog
+
+    config = tmp_path / "gw.yaml"
+    config.write_text("decider: remote:http://127.0.0.1:9\nroutes: [{model: m}]\n")
+    assert main(["gateway", "check", str(config)]) == 0
+    assert "decision log: off" in capsys.readouterr().out
+    log = tmp_path / "new" / "gw.jsonl"
+    config.write_text(f"decider: remote:http://127.0.0.1:9\nroutes: [{{model: m}}]\nlog: {{path: {log}}}\n")
+    assert main(["gateway", "check", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert f"its folder {log.parent} does not exist yet: the gateway creates it at start" in out
+    monkeypatch.setenv("HOME", str(tmp_path))  # a path under ~ is the user's folder, not one named "~"
+    DecisionLog("~/logs/gw.jsonl").close()
+    assert (tmp_path / "logs" / "gw.jsonl").is_file()
+
+
 def test_check_prints_the_operating_points_of_a_valid_config(tmp_path, capsys):
     config = tmp_path / "gw.yaml"
     config.write_text(

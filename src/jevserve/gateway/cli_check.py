@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,6 +66,16 @@ def _progress(message: str) -> None:
     print(f"  {message} ...", file=sys.stderr, flush=True)
 
 
+def _log_line(path: str | None) -> str:
+    """Where the decision log goes, and whether the gateway will have to make its folder."""
+    if path is None:
+        return "decision log: off (set log.path to keep one)"
+    folder = Path(path).expanduser().resolve().parent
+    if folder.is_dir():
+        return f"decision log: {path}"
+    return f"decision log: {path} (its folder {folder} does not exist yet: the gateway creates it at start)"
+
+
 def run_check(args: argparse.Namespace) -> int:
     """Validate the config; print the resolved operating points (exit 2 on an invalid config)."""
     from jevserve.gateway.errors import ConfigError
@@ -73,6 +84,7 @@ def run_check(args: argparse.Namespace) -> int:
     try:
         config, decider = _config_and_decider(args.config, args.decider)
         print(f"{args.config}: valid ({len(config.routes)} routes, {len(config.upstreams)} upstreams)")
+        print(_log_line(config.log.path))
         if not config.routes:
             print("warning: no routes, so every request gets 404 (model not found); add one under `routes:` "
                   "(docs/gateway.md, Config reference)", file=sys.stderr)

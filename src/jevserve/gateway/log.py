@@ -18,7 +18,7 @@ class DecisionLog:
     """Append-only JSONL with size-based rotation; safe to call from several threads."""
 
     def __init__(self, path: str | Path, *, max_bytes: int = 50_000_000, backups: int = 5) -> None:
-        self.path = Path(path)
+        self.path = Path(path).expanduser()  # "~/logs/gw.jsonl" is the user's folder, not a folder named "~"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.max_bytes = max_bytes
         self.backups = backups
