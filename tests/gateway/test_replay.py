@@ -133,6 +133,11 @@ def test_check_says_where_the_decision_log_goes_and_whether_its_folder_is_made(t
     monkeypatch.setenv("HOME", str(tmp_path))  # a path under ~ is the user's folder, not one named "~"
     DecisionLog("~/logs/gw.jsonl").close()
     assert (tmp_path / "logs" / "gw.jsonl").is_file()
+    from jevserve.gateway.calibration import load_calibration  # so is a calibration file's
+
+    record = {"id": "a", "body": {"messages": [{"role": "user", "content": "hi"}]}}
+    (tmp_path / "cal.jsonl").write_text(json.dumps(record))
+    assert len(load_calibration("~/cal.jsonl").requests) == 1
 
 
 def test_check_prints_the_operating_points_of_a_valid_config(tmp_path, capsys):

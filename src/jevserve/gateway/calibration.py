@@ -87,7 +87,7 @@ class CalibrationSet:
 
 def load_calibration(path: str | Path | None = None) -> CalibrationSet:
     """Read a calibration file (default: the packaged everyday file); raises ConfigError saying what is wrong."""
-    path = Path(path) if path is not None else PACKAGED_CALIBRATION
+    path = Path(path).expanduser() if path is not None else PACKAGED_CALIBRATION  # YAML does not expand "~"
     try:
         raw = path.read_bytes()
     except OSError as exc:
