@@ -200,12 +200,16 @@ ODD_BODIES = [
     ({"messages": [{"role": "user", "content": 42}]}, 400),
     ({"messages": [{"role": "user"}]}, 200),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]}]}, 200),
-    ({"messages": [{"role": "user", "content": [{"type": "text", "text": 7}, "plain", None]}]}, 200),
+    # parts the decisions cannot read as text, which an upstream might: refused, not passed on unjudged
+    ({"messages": [{"role": "user", "content": [{"type": "text", "text": 7}]}]}, 400),
+    ({"messages": [{"role": "user", "content": ["plain"]}]}, 400),
+    ({"messages": [{"role": "user", "content": [None]}]}, 400),
     ({"messages": [{"role": "assistant", "tool_calls": [1, {"function": None}, {"function": {"name": 3}}]}]}, 200),
     ({"messages": [user("hi"), {"role": "tool", "content": [{"type": "text", "text": "result"}]}]}, 200),
     ({"messages": [{"role": "system", "content": "only a system prompt"}]}, 200),
     ({"messages": [user("lone surrogate \ud800 here")]}, 400),
-    ({"messages": [user("hi")], "tools": [1, "x", {"function": "nope"}]}, 200),
+    ({"messages": [user("hi")], "tools": [1, "x"]}, 400),
+    ({"messages": [user("hi")], "tools": [{"function": "nope"}]}, 200),
     ({"messages": [{"role": "narrator", "content": "unknown role"}, user("")]}, 400),  # a role no decision reads
 ]
 

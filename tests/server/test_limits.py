@@ -73,3 +73,27 @@ def test_a_local_backend_returning_a_non_distribution_is_500_with_a_logged_cause
     assert r.status_code == 500 and r.json()["detail"]["error_type"] == "internal_error"
     assert "invalid probability vector" in r.json()["detail"]["message"]
     assert any("invalid" in rec.getMessage() for rec in caplog.records)
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_are_not_json_numbers_and_get_422(number):
+    question = '{"a": {"type": "noul", "instructions": "Is it about money?"}}'
+    bodies = [f'{{"state": {{"x": {number}}}, "questions": {question}}}',
+              f'{{"state": "NaN and Infinity are words", "questions": {question}, "extra": [{number}]}}']  # fmt: skip
+    with TestClient(create_app([FakeBackend()])) as c:
+        for body in bodies:
+            r = c.post("/v1/systemone", content=body.encode(), headers={"content-type": "application/json"})
+            assert r.status_code == 422, body
+            assert "NaN and Infinity are not JSON numbers" in r.json()["detail"][0]["msg"]
+        words = f'{{"state": "NaN and Infinity are words", "questions": {question}}}'
+        assert c.post("/v1/systemone", content=words.encode(), headers={"content-type": "application/json"}).is_success
+
+
+def test_a_lone_surrogate_escape_is_named_as_such():
+    body = b'{"state": "\\ud800", "questions": {"a": {"type": "noul", "instructions": "Is it?"}}}'
+    with TestClient(create_app([FakeBackend()])) as c:
+        r = c.post("/v1/systemone", content=body, headers={"content-type": "application/json"})
+        paired = c.post("/v1/systemone", content=body.replace(b"\\ud800", b"\\ud83d\\ude00"),
+                        headers={"content-type": "application/json"})  # fmt: skip
+    assert r.status_code == 422 and "lone UTF-16 surrogate" in r.json()["detail"][0]["msg"]
+    assert paired.status_code == 200

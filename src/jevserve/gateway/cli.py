@@ -44,8 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--decider",
         metavar="SPEC",
-        help="decision backend: embedded | causal:PATH | remote:URL "
-        "(default: the config's, which defaults to embedded)",
+        help="decision backend: embedded | tuned (the fine-tuned reader) | any `jevserve serve` model spec | "
+        "causal:PATH | remote:URL (default: the config's, which defaults to embedded)",
     )
     p.add_argument("--store", metavar="URL", help="shared state: memory (default) or redis://host:port/db")
     p.add_argument("--log", metavar="PATH", help="decision log file (JSONL, rotated); overrides the config's")

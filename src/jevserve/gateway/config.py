@@ -1,6 +1,6 @@
 """The gateway config: pydantic models read from YAML, with errors that name the YAML path at fault.
 
-    decider: embedded            # embedded | causal:PATH | remote:URL (a System One endpoint)
+    decider: embedded            # embedded | tuned | causal:PATH | remote:URL (a System One endpoint)
     decision_timeout_ms: 1000    # longer than this and every decision takes its configured fallback
     upstreams: [...]             # OpenAI-compatible servers; none: the built-in placeholder upstream
     routes: [...]                # one per virtual model: its upstreams and its decision policies

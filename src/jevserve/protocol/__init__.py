@@ -36,6 +36,7 @@ from jevserve.protocol.request import (
     Question,
     ScoreQuestion,
     SystemOneRequest,
+    parse_request,
 )
 from jevserve.protocol.text import Text, render_text
 
@@ -74,6 +75,7 @@ __all__ = [
     "error_body",
     "expected_level",
     "normalise",
+    "parse_request",
     "render_text",
     "score_confidence",
     "to_decision",

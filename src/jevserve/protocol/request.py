@@ -7,10 +7,11 @@ for a score in the old map form).
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError, from_json
 
 from jevserve.protocol.text import Text
 
@@ -105,3 +106,42 @@ __all__ = [
     "SystemOneRequest",
     "Text",
 ]
+
+
+# An escaped UTF-16 high surrogate not followed by an escaped low one, or a low one not preceded by a high one.
+_LONE_SURROGATE = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|(?<![0-9a-fA-F]{4})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+
+
+def parse_request(body: bytes) -> SystemOneRequest:
+    """The request in `body`, or a ValidationError (422) that says what is wrong with it.
+
+    pydantic's JSON parser takes `NaN`, `Infinity` and `-Infinity` for numbers, which JSON does not have (RFC 8259
+    §6): such a body is refused, as the gateway refuses it. An unpaired surrogate escape is named as such; the
+    parser calls it "unexpected end of hex escape".
+    """
+    if b"NaN" in body or b"Infinity" in body:  # cheap first look; the parse below decides
+        try:
+            from_json(body, allow_inf_nan=False)
+        except ValueError as exc:
+            try:
+                from_json(body, allow_inf_nan=True)
+            except ValueError:
+                pass  # invalid either way: pydantic's own message below
+            else:
+                raise _invalid_json(f"NaN and Infinity are not JSON numbers ({exc})") from None
+    try:
+        return SystemOneRequest.model_validate_json(body)
+    except ValidationError as exc:
+        if any(e["type"] == "json_invalid" for e in exc.errors()) and _LONE_SURROGATE.search(body):
+            message = "a lone UTF-16 surrogate escape (\\ud800–\\udfff without its pair) is not text"
+            raise _invalid_json(message) from None
+        raise
+
+
+def _invalid_json(message: str) -> ValidationError:
+    return ValidationError.from_exception_data(
+        "SystemOneRequest", [InitErrorDetails(type="json_invalid", loc=(), input="", ctx={"error": message})],
+        input_type="json",
+    )

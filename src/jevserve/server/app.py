@@ -38,6 +38,7 @@ from jevserve.protocol import (
     UnknownModelError,
     build_answer,
     error_body,
+    parse_request,
     render_text,
     to_decision,
     validation_body,
@@ -236,7 +237,7 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
 
     def prepare(body: bytes) -> tuple[SystemOneRequest, str, ServedModel, list[DecisionItem]]:
         # Parse and check a body: ValidationError (422) or SystemOneError (404, 413) for bad input.
-        parsed = SystemOneRequest.model_validate_json(body)
+        parsed = parse_request(body)
         name, served = state.resolve(parsed.model)
         _check_caps(settings, list(parsed.questions.values()))
         # Refuse (429) before the work of preparing the items; advisory when run in a worker thread (it only reads

@@ -35,7 +35,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--config", metavar="YAML", help="gateway config file (default: the built-in offline config)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=9002, help="gRPC port (default: 9002)")
-    p.add_argument("--decider", metavar="SPEC", help="decision backend: embedded | causal:PATH | remote:URL")
+    p.add_argument(
+        "--decider",
+        metavar="SPEC",
+        help="decision backend: embedded | tuned | any `jevserve serve` model spec | causal:PATH | remote:URL",
+    )
     p.add_argument("--store", metavar="URL", help="shared state: memory (default) or redis://host:port/db")
     p.add_argument("--log", metavar="PATH", help="decision log file (JSONL, rotated); overrides the config's")
     p.add_argument(

@@ -78,9 +78,18 @@ def check_chat(body: dict[str, Any]) -> None:
                 f"got {type(content).__name__}",
                 param=f"messages[{i}].content",
             )
+        for j, part in enumerate(content if isinstance(content, list) else ()):  # the decisions read the text parts
+            if not isinstance(part, dict) or (part.get("type") == "text" and not isinstance(part.get("text"), str)):
+                raise BadRequestError(
+                    f"messages[{i}].content[{j}] must be a content part object; a text part needs a string 'text'",
+                    param=f"messages[{i}].content[{j}]",
+                )
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
         raise BadRequestError("'tools' must be an array", param="tools")
+    for j, tool in enumerate(tools or ()):  # the decisions read the tool list as text, the tool gate its functions
+        if not isinstance(tool, dict):
+            raise BadRequestError(f"tools[{j}] must be a tool object", param=f"tools[{j}]")
     _check_stream(body)
 
 
