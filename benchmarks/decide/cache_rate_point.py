@@ -163,8 +163,8 @@ def markdown(result: dict) -> str:
                                                       for name in sets)
     packaged = result.get("calibration") == "packaged"
     among = (
-        "the gateway's packaged calibration pairs (the first six blind-written sets, asked as its cache asks; "
-        f"{result['calibration pairs']} pairs), as the gateway sets it"
+        f"pairs among the gateway's {result['calibration pairs']} packaged calibration pairs (the first six "
+        "blind-written sets, asked as its cache asks), as the gateway sets it"
         if packaged
         else f"pairs among the first three blind-written sets' {result['calibration pairs']}"
     )
