@@ -57,6 +57,17 @@ def positive_int(flag: str) -> Callable[[str], int]:
     return parse
 
 
+def seed(text: str) -> int:
+    """A random seed: an integer >= 0 (numpy's generators take no negative seed)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 0") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a seed is an integer >= 0")
+    return value
+
+
 def float_list(text: str) -> tuple[float, ...]:
     """Comma-separated finite numbers > 0 (rates), e.g. `1.05,1.2,1.54`."""
     try:
@@ -71,13 +82,15 @@ def float_list(text: str) -> tuple[float, ...]:
 
 
 def int_list(text: str) -> tuple[int, ...]:
-    """Comma-separated integers (seeds), e.g. `0,1`."""
+    """Comma-separated integers >= 0 (seeds), e.g. `0,1`."""
     try:
         values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers, e.g. 0,1") from None
     if not values:
         raise argparse.ArgumentTypeError(f"{text!r}: expected at least one integer")
+    if min(values) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: seeds are integers >= 0")
     return values
 
 

@@ -204,6 +204,13 @@ def test_a_bad_flag_value_exits_2_before_any_request(argv, message, capsys):
     assert message in err and "Traceback" not in err
 
 
+def test_more_prompts_than_the_sharegpt_split_holds_exits_2_in_one_line(capsys):
+    argv = ["loadgen", "--model", "m", "--num-prompts", "100000", "--sharegpt-split", "test"]
+    assert _exit_code(argv) == 2  # was an uncaught WorkloadError (exit 1, a traceback)
+    err = capsys.readouterr().err
+    assert err.startswith("jevserve loadgen: error: num_requests=100000") and "Traceback" not in err
+
+
 def test_a_run_in_which_no_request_completed_exits_1(capsys):
     with Served(stub_app(fail_every=1)) as url:
         assert main(_loadgen(url)) == 1

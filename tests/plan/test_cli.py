@@ -20,6 +20,13 @@ def test_plan_answers_replicas_and_binding_resource(capsys):
     assert "binding: peak compute" in out and "answer: " in out and "replicas" in out
 
 
+def test_a_load_one_replica_carries_with_room_is_not_said_to_be_limited_by_the_bound(capsys):
+    assert main(["plan", "--rate", "10", "--num-requests", "500"]) == 0
+    answer = capsys.readouterr().out.strip().splitlines()[-1]
+    assert answer.startswith("answer: 1 replica ") and "one replica is the least, with room for" in answer
+    assert "limited by" not in answer
+
+
 def test_plan_without_rate_says_what_to_give(capsys):
     assert main(["plan", "--num-requests", "100"]) == 2
     assert "--rate is required" in capsys.readouterr().err

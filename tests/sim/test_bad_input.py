@@ -35,6 +35,17 @@ def latin1_trace(tmp_path):
     (["plan", "--rate", "inf"], "--rate 'inf': expected a finite number > 0"),
     (["plan", "--rate", "10", "--decision-delay-ms", "-1"], "--decision-delay-ms '-1'"),
     (["plan", "--rate", "10", "--slo-ttft-ms", "-1"], "--slo-ttft-ms '-1'"),
+    # a negative seed was a numpy traceback (exit 1) in every command that takes one
+    (["sim", "run", "--seed", "-1"], "'-1': a seed is an integer >= 0"),
+    (["sim", "queue-order", "--seeds", "0,-1"], "'0,-1': seeds are integers >= 0"),
+    (["sim", "cluster", "--seeds", "-1"], "'-1': seeds are integers >= 0"),
+    (["sim", "cluster", "--workload-seed", "-1"], "'-1': a seed is an integer >= 0"),
+    (["plan", "--rate", "10", "--workload-seed", "-1"], "'-1': a seed is an integer >= 0"),
+    (["loadgen", "--seed", "-1"], "'-1': a seed is an integer >= 0"),
+    (["engine", "--seed", "-1"], "'-1': a seed is an integer >= 0"),
+    (["sim", "cluster", "--default-output-tokens", "0"], "--default-output-tokens '0': expected a finite number > 0"),
+    (["sim", "queue-order", "--jobs", "0"], "--jobs '0': expected an integer >= 1"),
+    (["plan", "table", "--jobs", "-3"], "--jobs '-3': expected an integer >= 1"),
 ])
 def test_a_bad_flag_value_exits_2_naming_the_flag_and_value(argv, message, capsys):
     assert _exit_code(argv) == 2

@@ -7,6 +7,7 @@ import socket
 import sys
 
 from jevserve.argtypes import positive_float, positive_int
+from jevserve.argtypes import seed as seed_arg
 from jevserve.sim.engine_args import add_engine_arguments, add_profile_argument
 
 DEFAULT_MAX_MODEL_LEN = 40960  # Qwen3-8B's
@@ -39,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--stream-interval", type=positive_int("--stream-interval"), default=1,
                    help="send streamed tokens in chunks of this many (the first at once), as vLLM's flag: fewer "
                    "chunks for the host to write at a high --speedup (default: 1)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the reply-length draw (default: 0)")
+    p.add_argument("--seed", type=seed_arg, default=0, help="seed of the reply-length draw (default: 0)")
     p.add_argument("--no-sharegpt-lengths", action="store_true",
                    help="do not look up ShareGPT prompts' recorded reply lengths (saves ~2 s at start)")
     add_profile_argument(p)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from jevserve.argtypes import percentile_list, positive_float, positive_int
+from jevserve.argtypes import seed as seed_arg
 from jevserve.sim.argtypes import arrivals_arg
 
 if TYPE_CHECKING:  # imported where used, so `jevserve --help` stays fast
@@ -91,7 +92,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "(overrides --burstiness)")
     p.add_argument("--max-concurrency", type=positive_int("--max-concurrency"), default=None,
                    help="at most this many requests in flight (default: no limit)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the sample and the arrivals (default: 0)")
+    p.add_argument("--seed", type=seed_arg, default=0, help="seed of the sample and the arrivals (default: 0)")
     p.add_argument("--goodput", type=_goodput, nargs="+", default=None, metavar="KEY:MS",
                    help="SLO for attainment and goodput, e.g. ttft:1000 tpot:50 (default: ttft:1000)")
     p.add_argument("--metric-percentiles", type=percentile_list("--metric-percentiles"), default=(),
@@ -181,7 +182,13 @@ def _cmd_loadgen(args: argparse.Namespace) -> int:
     path = _result_path(args, date) if args.save_result else None
     url = args.base_url or f"http://{args.host}:{args.port}"
     model = args.model or _model(url)
-    requests, process = _requests(args)
+    from jevserve.sim.errors import SimError
+
+    try:
+        requests, process = _requests(args)
+    except SimError as exc:  # a workload that cannot be built (e.g. more prompts than the split holds): bad input
+        print(f"jevserve loadgen: error: {exc}", file=sys.stderr)
+        return 2
     goals = dict(args.goodput or [("ttft", 1000.0)])
     slo = Slo(goals.get("ttft"), goals.get("tpot"), goals.get("e2el"))
     endpoint = args.endpoint or BACKENDS[args.backend]

@@ -7,7 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from jevserve.argtypes import nonnegative_float, positive_float
+from jevserve.argtypes import nonnegative_float, positive_float, positive_int
+from jevserve.argtypes import seed as seed_arg
 
 
 def _workload_args(p: argparse.ArgumentParser, *, num_requests: int) -> None:
@@ -15,7 +16,7 @@ def _workload_args(p: argparse.ArgumentParser, *, num_requests: int) -> None:
     g.add_argument("--workload", default="sharegpt", help="'sharegpt', 'synthetic' or a trace file (.jsonl/.csv)")
     g.add_argument("--num-requests", type=int, default=num_requests,
                    help="requests sampled to describe the workload (default: %(default)s)")
-    g.add_argument("--workload-seed", type=int, default=0, help="which requests are sampled (default: 0)")
+    g.add_argument("--workload-seed", type=seed_arg, default=0, help="which requests are sampled (default: 0)")
     g.add_argument("--prompt-dist", default="lognormal:90:1.0:1024", help="synthetic prompt lengths")
     g.add_argument("--output-dist", default="lognormal:200:1.0:2048", help="synthetic reply lengths")
     from jevserve.sim.workload_args import add_length_scaling_arguments
@@ -122,7 +123,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     table.add_argument("--out", type=Path, default=Path("results/cache/plan"), help="cache folder (resumable)")
     table.add_argument("--doc", type=Path, default=None, help="write the table into this markdown file")
     table.add_argument("--section", default="table", help="generated section name in --doc (default: table)")
-    table.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
+    table.add_argument(
+        "--jobs", type=positive_int("--jobs"), default=None, help="worker processes (default: all cores)"
+    )
     _common(table, num_requests=3000)
     table.set_defaults(func=_guarded(_cmd_table))
 
@@ -134,7 +137,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     val.add_argument("--seeds", type=parse_ints, default=(0, 1), help="arrival seeds (default: 0,1)")
     val.add_argument("--out", type=Path, default=Path("results/cache/plan"), help="cache folder (resumable)")
     val.add_argument("--doc", type=Path, default=None, help="write the validation tables into this markdown file")
-    val.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
+    val.add_argument("--jobs", type=positive_int("--jobs"), default=None, help="worker processes (default: all cores)")
     val.add_argument("--attainment", type=float, default=0.9, help="SLO attainment target (default: 0.9)")
     add_replica_arguments(val)
     val.set_defaults(func=_guarded(_cmd_validate))

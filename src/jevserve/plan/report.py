@@ -26,8 +26,17 @@ def plan_text(plan: Plan, *, workload: str, slo_ms: float) -> str:
         f"answer: {plan.replicas} replica{'s' if plan.replicas != 1 else ''} ({plan.gpus} GPU"
         f"{'s' if plan.gpus != 1 else ''}) for {plan.rate_rps:g} req/s, "
         f"{plan.per_replica_rate_rps:.3g} req/s each = {100 * plan.utilisation:.0f}% of the stability bound; "
-        f"limited by the {plan.limited_by}",
+        + _limit(plan),
     ])
+
+
+def _limit(plan) -> str:
+    """What sets the replica count: one replica is the least there is, so a load it carries with room to spare is
+    limited by nothing yet (saying "the stability bound" at 6 % of it misled)."""
+    per_replica_limit = min(plan.capacity.slo_rate_rps, plan.capacity.bound.rate_rps)
+    if plan.replicas == 1 and plan.per_replica_rate_rps < per_replica_limit:
+        return f"one replica is the least, with room for {per_replica_limit:.3g} req/s ({plan.limited_by} first)"
+    return f"limited by the {plan.limited_by}"
 
 
 def _pct_diff(model: float, measured: float) -> str:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from jevserve.argtypes import nonnegative_float, positive_float, positive_int
+from jevserve.argtypes import seed as seed_arg
 from jevserve.sim.argtypes import arrivals_arg
 from jevserve.sim.engine_args import add_replica_arguments, engine_config_from_args, slo_from_args
 
@@ -75,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="arrival process: poisson, gamma:CV, mmpp:BURST_RATIO:BURST_SHARE:MEAN_PHASE_GAPS (e.g. "
                      "mmpp:4:0.2:100) or trace (a trace file's arrival_s) (default: %(default)s)")
     run.add_argument("--cv", type=float, default=2.0, help="gamma arrivals: coefficient of variation of gaps")
-    run.add_argument("--seed", type=int, default=0, help="seed of arrivals and sampling (default: 0)")
+    run.add_argument("--seed", type=seed_arg, default=0, help="seed of arrivals and sampling (default: 0)")
     run.add_argument("--policy", default="fcfs",
                      help="queue policy: fcfs, spf, plf, tlf, plf-edf, plf-relage (default: fcfs)")
     run.add_argument("--aging-s", type=positive_float("--aging-s"), default=None,

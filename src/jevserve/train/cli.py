@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from jevserve.argtypes import positive_int
+from jevserve.argtypes import seed as seed_arg
 from jevserve.decide.encoder import (
     LEXICAL_READER_WEIGHTS,
     PARAMS_DIR,
@@ -136,7 +137,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--epochs", type=positive_int("--epochs"),
                    help="training epochs (default: 12; with --reader, the ReaderConfig default)")
-    p.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
+    p.add_argument("--seed", type=seed_arg, default=0, help="training seed (default: 0)")
     p.add_argument("--leave-out", metavar="TASK", help="train without TASK's sources (leave-one-task-out)")
     p.add_argument(
         "--zero-shot",

@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from jevserve.argtypes import nonnegative_float, positive_float, positive_int
+from jevserve.argtypes import seed as seed_arg
 from jevserve.sim.argtypes import arrivals_arg
 from jevserve.sim.workload_args import add_length_scaling_arguments, load_workload
 
@@ -41,7 +42,7 @@ def add_cluster_arguments(p: argparse.ArgumentParser, floats, ints) -> None:
     p.add_argument("--workload", default="sharegpt", help="'sharegpt', 'synthetic' or a trace file (.jsonl/.csv)")
     p.add_argument("--num-requests", type=positive_int("--num-requests"), default=8000,
                    help="requests per run (default: 8000, about 16 s of traffic at 500 req/s)")
-    p.add_argument("--workload-seed", type=int, default=0, help="which requests are sampled (default: 0)")
+    p.add_argument("--workload-seed", type=seed_arg, default=0, help="which requests are sampled (default: 0)")
     p.add_argument("--prompt-dist", default="lognormal:90:1.0:1024", help="synthetic prompt lengths")
     p.add_argument("--output-dist", default="lognormal:200:1.0:2048", help="synthetic reply lengths")
     add_length_scaling_arguments(p)
@@ -56,7 +57,7 @@ def add_cluster_arguments(p: argparse.ArgumentParser, floats, ints) -> None:
     p.add_argument("--predictions", type=Path, default=None, help="JSONL of request_id -> predicted_tokens "
                    "(replaces the first --length-predictions source)")
     p.add_argument("--oracle-tau", type=float, default=0.6, help="Kendall tau of the noisy oracle (default: 0.6)")
-    p.add_argument("--default-output-tokens", type=float, default=256.0,
+    p.add_argument("--default-output-tokens", type=positive_float("--default-output-tokens"), default=256.0,
                    help="reply length the estimator assumes for a request without a prediction (default: 256)")
     p.add_argument("--policy", default="fcfs", help="queue policy of every replica (default: fcfs)")
     p.add_argument("--aging-s", type=positive_float("--aging-s"), default=None,
@@ -68,7 +69,7 @@ def add_cluster_arguments(p: argparse.ArgumentParser, floats, ints) -> None:
     p.add_argument("--doc", type=Path, default=None, help="write the report into this markdown file")
     p.add_argument("--section", default="main", help="name of the generated section in --doc (default: main)")
     p.add_argument("--img-dir", type=Path, default=Path("docs/img"), help="folder for the plots (with --doc)")
-    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
+    p.add_argument("--jobs", type=positive_int("--jobs"), default=None, help="worker processes (default: all cores)")
 
 
 def _fingerprint(data: dict) -> str:

@@ -82,15 +82,18 @@ def add_arguments(
                     help="'thinking': fix the reply-length multiplier instead of calibrating it")
     qo.add_argument("--step-scale", type=float, default=None,
                     help="'two-seqs': fix the step-time scale instead of calibrating it")
-    qo.add_argument("--target-fcfs-goodput", type=float, default=1.13, help="calibration target (default: 1.13)")
+    qo.add_argument("--target-fcfs-goodput", type=positive_float("--target-fcfs-goodput"), default=1.13,
+                    help="calibration target (default: 1.13)")
     qo.add_argument("--out", type=Path, default=Path("results/cache/queue-order"),
                     help="folder for the calibration, runs (resumable) and summaries (default: %(default)s)")
-    qo.add_argument("--doc", type=Path, default=Path("docs/queue-order.md"), help="markdown report to write")
+    qo.add_argument("--doc", type=Path, default=Path("docs/queue-order.md"),
+                    help="markdown report to write, its plots beside it in img/ (default: docs/queue-order.md under "
+                    "the working directory: in a checkout, the shipped report)")
     qo.add_argument("--section", metavar="NAME", default=None,
                     help="write the report as the variant NAME's block of --doc (its own markers, headings one "
                     "level down) instead of the main run's")
     qo.add_argument("--img-dir", type=Path, default=Path("docs/img"), help="folder for the plots")
-    qo.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
+    qo.add_argument("--jobs", type=positive_int("--jobs"), default=None, help="worker processes (default: all cores)")
 
 
 def _fingerprint(data: dict) -> str:
