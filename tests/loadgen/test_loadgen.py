@@ -86,7 +86,7 @@ def test_a_server_failing_5_percent_of_requests_is_reported_with_those_requests_
                                                   chat=False, max_concurrency=20))
     report = build_report(results, slo=Slo(ttft_ms=1000))
     assert not interrupted and report.num_sent == 100
-    assert report.failures == {"http 500": 5} and report.num_completed == 95
+    assert report.failures == {"http 500: boom": 5} and report.num_completed == 95
     assert report.summary.num_requests == 95 and report.summary.output_throughput > 0
     assert report.attainment_all == pytest.approx(0.95 * report.summary.slo_attainment)
     assert all(r.num_output_tokens == 5 and len(r.itls_s) == 4 for r in results if r.ok)
@@ -170,11 +170,11 @@ def test_the_command_line_writes_json_and_markdown_with_vllm_named_flags(tmp_pat
                      "--disable-tqdm"])
     assert code == 0
     data = json.loads((tmp_path / "run.json").read_text())
-    assert (data["completed"], data["failed"], data["failures"]) == (38, 2, {"http 500": 2})
+    assert (data["completed"], data["failed"], data["failures"]) == (38, 2, {"http 500: boom": 2})
     assert data["model"] == "stub" and data["arrival_process"] == "gamma" and data["slo"] == {"ttft": 500, "tpot": 50}
     assert math.isfinite(data["ttft_ms"]["p99"]) and "p95" in data["percentiles_ms"]["ttft"]
     assert len(data["requests"]) == 40
-    assert "| failed: http 500 | 2 |" in (tmp_path / "run.md").read_text()
+    assert "| failed: http 500: boom | 2 |" in (tmp_path / "run.md").read_text()
     assert "SLO attainment" in capsys.readouterr().out
 
 
@@ -215,7 +215,7 @@ def test_a_run_in_which_no_request_completed_exits_1(capsys):
     with Served(stub_app(fail_every=1)) as url:
         assert main(_loadgen(url)) == 1
     captured = capsys.readouterr()
-    assert "| failed: http 500 | 3 |" in captured.out
+    assert "| failed: http 500: boom | 3 |" in captured.out  # the server's own message, not only its status
     assert "error: none of the 3 requests completed" in captured.err
 
 

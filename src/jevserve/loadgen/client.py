@@ -60,6 +60,17 @@ def _content(chunk: dict) -> str:
     return (delta.get("content") or "") if isinstance(delta, dict) else (choice.get("text") or "")
 
 
+def _error_text(body: bytes) -> str:
+    """": MESSAGE" of an error body in the OpenAI shape (or vLLM's older one), "" for any other body: a 400 says
+    what was wrong with the request, which the failure count should say too."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return ""
+    message = _stream_error(parsed) if isinstance(parsed, dict) else None
+    return f": {message}" if message else ""
+
+
 def _stream_error(chunk: dict) -> str | None:
     """The message of an error event (`{"error": {"message": ...}}`, or vLLM's older `{"object": "error",
     "message": ...}`), None for a data chunk."""
@@ -82,8 +93,7 @@ async def send(session: aiohttp.ClientSession, url: str, body: dict, result: Req
         async with asyncio.timeout(timeout_s):
             async with session.post(url, json=body) as response:
                 if response.status != 200:
-                    result.error = f"http {response.status}"
-                    await response.read()
+                    result.error = f"http {response.status}" + _error_text(await response.read())
                     return result
                 async for raw in response.content:
                     line = raw.decode("utf-8").strip()
