@@ -26,3 +26,12 @@ def arrivals_arg(*, allow_trace: bool) -> Callable[[str], str]:
 
     parse.__name__ = "arrival process"
     return parse
+
+
+def gamma_cv(arrivals: str, cv: float | None) -> float:
+    """The CV `--cv` gives plain `--arrivals gamma` (2 when not given); a `--cv` that another process or an inline
+    `gamma:CV` would ignore is refused (WorkloadError), not dropped silently."""
+    if cv is not None and arrivals.strip() != "gamma":
+        raise WorkloadError(f"--cv {cv:g} sets the CV of `--arrivals gamma`; with --arrivals {arrivals} it would be "
+                            "ignored (give the CV inline, gamma:CV, or leave --cv out)")
+    return 2.0 if cv is None else cv

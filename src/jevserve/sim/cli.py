@@ -9,7 +9,7 @@ from pathlib import Path
 
 from jevserve.argtypes import nonnegative_float, positive_float, positive_int
 from jevserve.argtypes import seed as seed_arg
-from jevserve.sim.argtypes import arrivals_arg
+from jevserve.sim.argtypes import arrivals_arg, gamma_cv
 from jevserve.sim.engine_args import add_replica_arguments, engine_config_from_args, slo_from_args
 
 
@@ -75,7 +75,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--arrivals", type=arrivals_arg(allow_trace=True), default="poisson",
                      help="arrival process: poisson, gamma:CV, mmpp:BURST_RATIO:BURST_SHARE:MEAN_PHASE_GAPS (e.g. "
                      "mmpp:4:0.2:100) or trace (a trace file's arrival_s) (default: %(default)s)")
-    run.add_argument("--cv", type=float, default=2.0, help="gamma arrivals: coefficient of variation of gaps")
+    run.add_argument("--cv", type=positive_float("--cv"), default=None,
+                     help="coefficient of variation of the gaps of plain `--arrivals gamma` (default: 2)")
     run.add_argument("--seed", type=seed_arg, default=0, help="seed of arrivals and sampling (default: 0)")
     run.add_argument("--policy", default="fcfs",
                      help="queue policy: fcfs, spf, plf, tlf, plf-edf, plf-relage (default: fcfs)")
@@ -164,7 +165,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     requests = _load_requests(args)
     if args.arrivals != "trace":
         requests = with_arrivals(requests, make_arrivals(args.arrivals, len(requests), args.rate, args.seed,
-                                                         cv=args.cv))
+                                                         cv=gamma_cv(args.arrivals, args.cv)))
     if args.predictions is not None:
         requests = attach_predictions(requests, read_predictions(args.predictions))
     elif args.policy == "plf" and any(r.predicted_output_tokens is None for r in requests):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from jevserve.argtypes import nonnegative_float, positive_float, positive_int
 from jevserve.argtypes import seed as seed_arg
-from jevserve.sim.argtypes import arrivals_arg
+from jevserve.sim.argtypes import arrivals_arg, gamma_cv
 from jevserve.sim.workload_args import add_length_scaling_arguments, load_workload
 
 CLUSTER_RESULTS_VERSION = 3  # bump when a change alters cluster results, so cached runs are not reused (3: MMPP)
@@ -49,7 +49,8 @@ def add_cluster_arguments(p: argparse.ArgumentParser, floats, ints) -> None:
     p.add_argument("--arrivals", type=arrivals_arg(allow_trace=False), default="poisson",
                    help="arrival process: poisson, gamma:CV or mmpp:BURST_RATIO:BURST_SHARE:MEAN_PHASE_GAPS; every "
                    "rate scales one realisation per seed (default: poisson)")
-    p.add_argument("--cv", type=float, default=2.0, help="gamma arrivals: coefficient of variation of gaps")
+    p.add_argument("--cv", type=positive_float("--cv"), default=None,
+                     help="coefficient of variation of the gaps of plain `--arrivals gamma` (default: 2)")
     p.add_argument("--length-predictions", default="noisy",
                    help="comma-separated sources of predicted reply lengths: noisy (oracle with Kendall tau "
                    "--oracle-tau), true, none; the first is used by every router, the others by 'latency' only, "
@@ -126,18 +127,19 @@ def run_cluster_command(args: argparse.Namespace, config, slo) -> int:
     profiles = [load_profile(n) for n in names]
     replicas = tuple(ReplicaSpec(p, config) for p in profiles)
     workload = load_workload(args)
+    cv = gamma_cv(args.arrivals, args.cv)
     args.out.mkdir(parents=True, exist_ok=True)
     rows, described = [], {}
     for index, source in enumerate(sources):
         requests, described[source] = with_predictions(workload, source, args)
         setup = ClusterSetup(replicas, tuple(requests), slo, args.policy, args.aging_s,
-                             args.decision_delay_ms / 1000, args.default_output_tokens, args.arrivals, args.cv)
+                             args.decision_delay_ms / 1000, args.default_output_tokens, args.arrivals, cv)
         base = {"version": [SIM_MODEL_VERSION, CLUSTER_RESULTS_VERSION], "profiles": [asdict(p) for p in profiles],
                 "config": asdict(config), "slo": asdict(slo), "workload": args.workload,
                 "requests": [(r.request_id, r.num_prompt_tokens, r.num_output_tokens, r.predicted_output_tokens)
                              for r in requests],
                 "policy": [args.policy, args.aging_s, args.decision_delay_ms], "default": args.default_output_tokens,
-                "arrivals": [args.arrivals, args.cv]}
+                "arrivals": [args.arrivals, cv]}
         path = args.out / f"runs-{_fingerprint(base)}.jsonl"
         cells = cells_for(routers if index == 0 else ["latency"], args.rates, args.seeds)
         with tqdm(total=len(cells), desc=f"cluster ({source} predictions)", unit="run") as bar:
