@@ -2,13 +2,18 @@
 accepted, so argparse exits with status 2 and names the flag (`argument --rate: ...`) instead of a traceback.
 
 A leaf module (it imports nothing of jevserve), so that every part's command line, the decision server's included,
-parses numbers the same way; what only the simulator's commands parse (arrival processes) is in sim/argtypes.py."""
+parses numbers the same way; what only the simulator's commands parse (arrival processes) is in sim/argtypes.py.
+`check_writable` is the one check of an output path, made before a command's work rather than after it."""
 
 from __future__ import annotations
 
 import argparse
+import errno
 import math
+import os
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 
 def _number(text: str) -> float:
@@ -109,3 +114,20 @@ def percentile_list(flag: str) -> Callable[[str], tuple[float, ...]]:
 
     parse.__name__ = "percentiles"
     return parse
+
+
+def check_writable(path: Path, flag: str) -> None:
+    """Make `path`'s folder and make sure a file can be written there (and `path` overwritten), before the work
+    whose result it will hold. Raises OSError with `filename` "FLAG PATH", which the command line prints in one line
+    (`error: --json /proc/x.json: cannot write there (Permission denied)`)."""
+    where = f"{flag} {path}"
+    if path.is_dir():
+        raise OSError(errno.EISDIR, "is a folder; name a file in it", where)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot write there ({exc.strerror or exc})", where) from None
+    if path.exists() and not os.access(path, os.W_OK):
+        raise OSError(errno.EACCES, "the file cannot be overwritten (no write permission)", where)

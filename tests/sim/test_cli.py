@@ -134,3 +134,16 @@ def test_a_kv_cache_no_request_fits_in_is_one_error_line_not_a_summary_of_nothin
     err = capsys.readouterr().err
     assert "jevserve sim: error: no request finished: all " in err and "need more KV blocks than the cache" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["sim", "run", "--num-requests", "5", "--json"],
+    ["sim", "cluster", "--num-requests", "5", "--doc"],
+    ["plan", "table", "--rate", "10", "--num-requests", "50", "--no-simulate", "--doc"],
+])
+def test_an_output_that_cannot_be_written_is_refused_before_the_work_in_one_line(argv, tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert main([*argv, str(blocker / "out.md")]) == 2
+    err = capsys.readouterr().err
+    assert f"{argv[-1]} {blocker / 'out.md'}: cannot write there" in err and "Traceback" not in err

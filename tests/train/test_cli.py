@@ -120,11 +120,14 @@ def test_an_out_that_cannot_be_written_is_refused_before_training(tmp_path: Path
     a_file = tmp_path / "a-file"
     a_file.write_text("")
     for out, said in ((tmp_path, "is a folder"), (a_file / "x.npz", "cannot write there")):
-        with pytest.raises(SystemExit, match=said):
+        with pytest.raises(OSError, match=said):  # the command line prints it in one line, exit 2
             cli.run_train(parse("--out", str(out)))
     writable = tmp_path / "new" / "folder" / "x.npz"  # a folder that does not exist yet is made
-    cli._check_writable(writable)
+    cli.check_writable(writable, "--out")
     assert writable.parent.is_dir() and list(writable.parent.iterdir()) == []
+    from jevserve.cli import main
+
+    assert main(["train", "--out", str(tmp_path)]) == 2
 
 
 def test_a_manifest_names_the_command_that_trained_it(monkeypatch):

@@ -9,13 +9,12 @@ import argparse
 import json
 import math
 import sys
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from jevserve.argtypes import percentile_list, positive_float, positive_int
+from jevserve.argtypes import check_writable, percentile_list, positive_float, positive_int
 from jevserve.argtypes import seed as seed_arg
 from jevserve.sim.argtypes import arrivals_arg
 
@@ -135,12 +134,7 @@ def _result_path(args: argparse.Namespace, date: str) -> Path:
     """Where the result goes, its folder created and tried with a file now: a folder that cannot be written fails
     before the run (an OSError naming it, which the CLI reports in one line) instead of losing the result after."""
     path = args.result_dir / (args.result_filename or f"loadgen-{date}.json")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with tempfile.TemporaryFile(dir=path.parent):
-            pass
-    except OSError as exc:
-        raise OSError(exc.errno, exc.strerror, str(path.parent)) from None
+    check_writable(path, "--result-dir")
     return path
 
 

@@ -31,6 +31,10 @@ def _command() -> str:
 
 def run_table(args: argparse.Namespace, requests) -> int:
     """`jevserve plan table`: analytic and simulated replicas per profile and queue policy."""
+    from jevserve.argtypes import check_writable
+
+    if args.doc is not None:
+        check_writable(args.doc, "--doc")  # before the work, not after it
     from tqdm import tqdm
 
     from jevserve.plan.planner import CapacityModel, plan_replicas
@@ -96,6 +100,10 @@ def run_table(args: argparse.Namespace, requests) -> int:
 
 def run_validate(args: argparse.Namespace) -> int:
     """`jevserve plan validate`: the model against the simulator, per workload."""
+    from jevserve.argtypes import check_writable
+
+    if args.doc is not None:
+        check_writable(args.doc, "--doc")  # before the work, not after it
     from tqdm import tqdm
 
     from jevserve.plan.planner import CapacityModel

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from jevserve.argtypes import nonnegative_float, positive_float, positive_int
+from jevserve.argtypes import check_writable, nonnegative_float, positive_float, positive_int
 from jevserve.argtypes import seed as seed_arg
 from jevserve.sim.argtypes import arrivals_arg, gamma_cv
 from jevserve.sim.engine_args import add_replica_arguments, engine_config_from_args, slo_from_args
@@ -134,18 +134,18 @@ def _load_requests(args: argparse.Namespace):
     return requests
 
 
-def _outputs_writable(*paths: Path | None) -> None:
-    """Create the folders of the files a command will write, before its work: a path that cannot be written fails
-    at once (an OSError naming it, which the CLI reports in one line) instead of after the work is done."""
-    for path in paths:
+def _outputs_writable(**paths: Path | None) -> None:
+    """Check the files a command will write (flag name → path), before its work: a path that cannot be written
+    fails at once, in one line naming the flag, instead of after the work is done."""
+    for flag, path in paths.items():
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            check_writable(path, "--" + flag.replace("_", "-"))
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     import json
 
-    _outputs_writable(args.step_log, args.json)
+    _outputs_writable(step_log=args.step_log, json=args.json)
 
     from jevserve.serving import make_queue_policy
     from jevserve.sim.arrivals import make_arrivals
@@ -207,7 +207,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from jevserve.sim.steplog import read_steplog
     from jevserve.sim.workloads.tokens import file_sha256
 
-    _outputs_writable(args.out)
+    _outputs_writable(out=args.out)
     rows = read_steplog(args.steplog)
     result = fit_step_time(rows)
     for name, value in result.model.as_dict().items():

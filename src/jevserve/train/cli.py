@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import sys
 import tempfile
 from pathlib import Path
 
-from jevserve.argtypes import positive_int
+from jevserve.argtypes import check_writable, positive_int
 from jevserve.argtypes import seed as seed_arg
 from jevserve.decide.encoder import (
     LEXICAL_READER_WEIGHTS,
@@ -246,7 +245,7 @@ def run_train(args: argparse.Namespace) -> int:
         return run_heldout(args, tasks, _config(args))
     if args.zero_shot:
         out = _out_path(args, ZERO_SHOT_PARAMS)
-        _check_writable(out)
+        check_writable(out, "--out")
         params = train_zero_shot(tasks, out=out, progress=not args.no_progress)
         print(f"wrote {out}: {params}")
         return 0
@@ -260,7 +259,7 @@ def run_train(args: argparse.Namespace) -> int:
         print(f"wrote {train_lexical_heads_only(tasks, out=out, data=data, extra=extra)} (the lexical heads of {out})")
         return 0
     out = _out_path(args, _shipped(args))
-    _check_writable(out)  # now, not after an hour of training
+    check_writable(out, "--out")  # now, not after an hour of training
     try:
         manifest = _train_model(args, tasks, out, leave_out)
     except KeyboardInterrupt:
@@ -299,20 +298,6 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise SystemExit("--no-attribute-questions changes a reading model's training: add --reader (or --tuned)")
     if args.force and not args.out:
         raise SystemExit("--force lets --out name a file the package ships: add --out")
-
-
-def _check_writable(out: Path) -> None:
-    """Make sure `out` can be written (its folder made), before the training whose result it holds."""
-    if out.is_dir():
-        raise SystemExit(f"--out {out}: is a folder; name a weights file in it")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=out.parent, prefix=".write-check-"):
-            pass
-    except OSError as exc:
-        raise SystemExit(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
-    if out.exists() and not os.access(out, os.W_OK):
-        raise SystemExit(f"--out {out}: the file cannot be overwritten (no write permission)")
 
 
 def _shipped(args: argparse.Namespace) -> Path:
@@ -409,7 +394,6 @@ def _tuned_data(args: argparse.Namespace) -> tuple:
 
 
 def _run_check(args: argparse.Namespace, tasks: list, leave_out) -> int:
-    import tempfile
 
     from jevserve.train.run import compare_weights
 

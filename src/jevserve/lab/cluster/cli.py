@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from jevserve.argtypes import nonnegative_float, positive_float, positive_int
+from jevserve.argtypes import check_writable, nonnegative_float, positive_float, positive_int
 from jevserve.argtypes import seed as seed_arg
 from jevserve.sim.argtypes import arrivals_arg, gamma_cv
 from jevserve.sim.workload_args import add_length_scaling_arguments, load_workload
@@ -126,6 +126,8 @@ def run_cluster_command(args: argparse.Namespace, config, slo) -> int:
         args.replicas
     profiles = [load_profile(n) for n in names]
     replicas = tuple(ReplicaSpec(p, config) for p in profiles)
+    if args.doc is not None:
+        check_writable(args.doc, "--doc")  # before the sweep, not after it
     workload = load_workload(args)
     cv = gamma_cv(args.arrivals, args.cv)
     args.out.mkdir(parents=True, exist_ok=True)

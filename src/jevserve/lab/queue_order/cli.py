@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from jevserve.argtypes import nonnegative_float, positive_float, positive_int
+from jevserve.argtypes import check_writable, nonnegative_float, positive_float, positive_int
 from jevserve.lab.queue_order.experiment import (
     DEFAULT_RATES,
     QueueOrderSetup,
@@ -191,6 +191,7 @@ def _kv_table(scenario: Scenario, value: float, args: argparse.Namespace) -> str
 
 def run_queue_order(args: argparse.Namespace) -> int:
     """Run `jevserve sim queue-order` with parsed arguments; returns the exit status."""
+    check_writable(args.doc, "--doc")  # before the runs, not after them
     started = time.perf_counter()
     scenarios = [get_scenario(name) for name in args.scenarios]
     slo = Slo(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2el_ms)
