@@ -127,6 +127,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--jobs", type=positive_int("--jobs"), default=None, help="worker processes (default: all cores)"
     )
     _common(table, num_requests=3000)
+    table.set_defaults(profile=None)  # --profiles lists the table's; a --profile given names its only one
     table.set_defaults(func=_guarded(_cmd_table))
 
     val = sub.add_parser("validate", help="check the model against the simulator on several workloads",

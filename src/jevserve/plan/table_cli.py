@@ -46,7 +46,8 @@ def run_table(args: argparse.Namespace, requests) -> int:
 
     started = time.perf_counter()
     config, slo = engine_config_from_args(args), slo_from_args(args)
-    profiles = {p.name: p for p in (load_profile(n.strip()) for n in args.profiles.split(",") if n.strip())}
+    names = args.profile if args.profile is not None else args.profiles  # --profile: a table of that one
+    profiles = {p.name: p for p in (load_profile(n.strip()) for n in names.split(",") if n.strip())}
     policies = {}
     for text in args.policies:  # names checked when the arguments were parsed
         choice = parse_policy(text, aging_s=args.aging_s, decision_delay_s=args.decision_delay_ms / 1000)
