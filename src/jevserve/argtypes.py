@@ -73,6 +73,17 @@ def seed(text: str) -> int:
     return value
 
 
+def kendall_tau(text: str) -> float:
+    """The Kendall tau of a noisy oracle's predictions: a number in (0, 1], 1 being the true lengths."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a Kendall tau in (0, 1]") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a Kendall tau in (0, 1] (1: the true lengths)")
+    return value
+
+
 def float_list(text: str) -> tuple[float, ...]:
     """Comma-separated finite numbers > 0 (rates), e.g. `1.05,1.2,1.54`."""
     try:

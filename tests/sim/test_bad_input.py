@@ -46,6 +46,8 @@ def latin1_trace(tmp_path):
     (["sim", "cluster", "--default-output-tokens", "0"], "--default-output-tokens '0': expected a finite number > 0"),
     (["sim", "queue-order", "--jobs", "0"], "--jobs '0': expected an integer >= 1"),
     (["plan", "table", "--jobs", "-3"], "--jobs '-3': expected an integer >= 1"),
+    (["sim", "run", "--oracle-tau", "2"], "'2': expected a Kendall tau in (0, 1]"),
+    (["plan", "table", "--oracle-tau", "0"], "'0': expected a Kendall tau in (0, 1]"),
     # a --cv the arrival process would ignore was dropped silently
     (["sim", "run", "--num-requests", "5", "--cv", "0.5"], "with --arrivals poisson it would be ignored"),
     (["sim", "run", "--num-requests", "5", "--arrivals", "gamma:2", "--cv", "0.5"], "with --arrivals gamma:2"),

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from jevserve.argtypes import nonnegative_float, positive_float, positive_int
+from jevserve.argtypes import kendall_tau, nonnegative_float, positive_float, positive_int
 from jevserve.argtypes import seed as seed_arg
 
 
@@ -115,7 +115,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="aging threshold of '+aging' policies (default: %(default)s)")
     table.add_argument("--decision-delay-ms", type=nonnegative_float("--decision-delay-ms"), default=92.0,
                        help="delay of 'plf' for its prediction (default: %(default)s)")
-    table.add_argument("--oracle-tau", type=float, default=0.6,
+    table.add_argument("--oracle-tau", type=kendall_tau, default=0.6,
                        help="Kendall tau of plf's noisy-oracle predictions (default: %(default)s)")
     table.add_argument("--router", type=_router, default="jsq", help="router of the simulated clusters (default: jsq)")
     table.add_argument("--seeds", type=parse_ints, default=(0, 1), help="arrival seeds per probe (default: 0,1)")

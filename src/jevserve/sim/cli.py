@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from jevserve.argtypes import check_writable, nonnegative_float, positive_float, positive_int
+from jevserve.argtypes import check_writable, kendall_tau, nonnegative_float, positive_float, positive_int
 from jevserve.argtypes import seed as seed_arg
 from jevserve.sim.argtypes import arrivals_arg, gamma_cv
 from jevserve.sim.engine_args import add_replica_arguments, engine_config_from_args, slo_from_args
@@ -85,7 +85,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--decision-delay-ms", type=nonnegative_float("--decision-delay-ms"), default=0.0,
                      help="wait before queueing (prediction)")
     run.add_argument("--predictions", type=Path, default=None, help="JSONL of request_id -> predicted_tokens")
-    run.add_argument("--oracle-tau", type=float, default=0.6,
+    run.add_argument("--oracle-tau", type=kendall_tau, default=0.6,
                      help="without --predictions, 'plf' uses a noisy oracle with this Kendall tau (default: 0.6)")
     run.add_argument("--step-log", type=Path, default=None, help="write every step to this CSV (for calibrate)")
     run.add_argument("--json", type=Path, default=None, help="write the summary as JSON here")

@@ -39,3 +39,9 @@ def test_noisy_oracle_hits_the_target_kendall_tau_and_is_seeded():
     assert stats.kendalltau(truth, guess).statistic == pytest.approx(0.6, abs=0.005)
     assert tau == pytest.approx(0.6, abs=0.005)
     assert noisy_oracle(requests, kendall_tau=0.6, seed=0)[0] == predicted
+
+
+def test_a_perfect_oracle_predicts_the_true_lengths():
+    requests = sample_sharegpt(50, seed=0, split="test")
+    predicted, tau = noisy_oracle(requests, kendall_tau=1.0, seed=0)
+    assert tau == 1.0 and all(r.predicted_output_tokens == r.num_output_tokens for r in predicted)

@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from jevserve.argtypes import check_writable, nonnegative_float, positive_float, positive_int
+from jevserve.argtypes import check_writable, kendall_tau, nonnegative_float, positive_float, positive_int
 from jevserve.argtypes import seed as seed_arg
 from jevserve.sim.argtypes import arrivals_arg, gamma_cv
 from jevserve.sim.workload_args import add_length_scaling_arguments, load_workload
@@ -57,7 +57,7 @@ def add_cluster_arguments(p: argparse.ArgumentParser, floats, ints) -> None:
                    "to show how predictions change the estimator (default: noisy)")
     p.add_argument("--predictions", type=Path, default=None, help="JSONL of request_id -> predicted_tokens "
                    "(replaces the first --length-predictions source)")
-    p.add_argument("--oracle-tau", type=float, default=0.6, help="Kendall tau of the noisy oracle (default: 0.6)")
+    p.add_argument("--oracle-tau", type=kendall_tau, default=0.6, help="Kendall tau of the noisy oracle (default: 0.6)")
     p.add_argument("--default-output-tokens", type=positive_float("--default-output-tokens"), default=256.0,
                    help="reply length the estimator assumes for a request without a prediction (default: 256)")
     p.add_argument("--policy", default="fcfs", help="queue policy of every replica (default: fcfs)")

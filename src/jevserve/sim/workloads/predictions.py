@@ -53,9 +53,12 @@ def attach_predictions(requests: list[Request], predictions: dict[str, float]) -
 def noisy_oracle(requests: list[Request], *, kendall_tau: float = 0.6, seed: int = 0) -> tuple[list[Request], float]:
     """Predictions = true length x exp(sigma * N(0, 1)), with sigma solved so that Kendall's tau between
     prediction and truth is `kendall_tau` on these requests; returns the requests and the tau achieved."""
-    if not 0 < kendall_tau < 1:
-        raise WorkloadError(f"kendall_tau={kendall_tau!r}; expected a number in (0, 1)")
+    if not 0 < kendall_tau <= 1:
+        raise WorkloadError(f"kendall_tau={kendall_tau!r}; expected a number in (0, 1]")
     true = np.array([r.num_output_tokens for r in requests], dtype=np.float64)
+    if kendall_tau == 1:  # a perfect oracle: the true lengths (no noise level reaches tau 1 exactly)
+        exact = [dataclasses.replace(r, predicted_output_tokens=float(t)) for r, t in zip(requests, true, strict=True)]
+        return exact, 1.0
     noise = np.random.default_rng(seed).standard_normal(true.size)  # drawn once: tau falls as sigma grows
 
     def tau_at(sigma: float) -> float:
