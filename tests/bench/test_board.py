@@ -117,3 +117,11 @@ def test_a_row_of_another_data_version_gets_one_warning_naming_its_left_out_task
     assert set(values) == {"task-one"}
     assert warnings == ["old-model: 2 tasks were scored on other test items than the reference row (another data "
                         "version); their cells are left out: task-two, task-three"]  # fmt: skip
+
+
+def test_the_markdown_names_the_html_board_where_it_was_written(tmp_path):
+    from jevserve.bench.board_html import write_board
+
+    results = make_results(tmp_path)
+    write_board(results, tmp_path / "site" / "board", tmp_path / "site" / "board.md")
+    assert "The HTML board (board/index.html)" in (tmp_path / "site" / "board.md").read_text()

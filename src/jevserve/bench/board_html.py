@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import math
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -274,5 +275,7 @@ def write_board(results_dir: Path, out_dir: Path, markdown_path: Path) -> list[P
     plots = write_plots(board, out_dir)
     snapshot = write_snapshot(board, results_key(results_dir), out_dir / "board.json")
     markdown_path.parent.mkdir(parents=True, exist_ok=True)
-    markdown_path.write_text(render_markdown(board), encoding="utf-8")
+    # the markdown names the HTML board where it was written: relative to the markdown's folder where it can
+    html = os.path.relpath(page, markdown_path.parent) if page.is_absolute() == markdown_path.is_absolute() else page
+    markdown_path.write_text(render_markdown(board, str(html)), encoding="utf-8")
     return [page, markdown_path, snapshot, *plots]

@@ -50,7 +50,7 @@ def _rate(rate: dict[str, Any] | None) -> str:
     return f"{pct(rate['rate'])} [{pct(rate['interval'][0])}, {pct(rate['interval'][1])}]"
 
 
-def render_markdown(board: Board) -> str:
+def render_markdown(board: Board, html: str = "docs/board/index.html") -> str:
     """Headline, categories, near-oracle tasks, everyday rates, paired differences, references and commands."""
     ranked = [r for r in board.rows if not r.probe and math.isfinite(r.average.score)]
     others = [r for r in board.rows if not r.probe and r not in ranked]
@@ -62,7 +62,7 @@ def render_markdown(board: Board) -> str:
         f"on the whole test side, numerator paired on each of {board.num_resamples:,} draws; every cell, average, "
         "rank and Δ comes from the same draws (95% intervals in brackets). Rank: 1 + the rows whose interval is "
         "wholly above (as LMArena ranks), range over draws in brackets. Everyday blocked: share of ordinary user "
-        "requests any of the row's guard decisions acts on. The HTML board (docs/board/index.html) has forest plots, "
+        f"requests any of the row's guard decisions acts on. The HTML board ({html}) has forest plots, "
         "the per-category tables and every pairwise Δ; docs/bench.md describes the method.",
         "",
         "| rank | row | headline | all tasks | " + " | ".join(cats) + " | everyday blocked |",
