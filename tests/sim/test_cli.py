@@ -147,3 +147,10 @@ def test_an_output_that_cannot_be_written_is_refused_before_the_work_in_one_line
     assert main([*argv, str(blocker / "out.md")]) == 2
     err = capsys.readouterr().err
     assert f"{argv[-1]} {blocker / 'out.md'}: cannot write there" in err and "Traceback" not in err
+
+
+def test_sim_profiles_shows_the_context_terms_of_a_profile_that_has_them(capsys):
+    assert main(["sim", "profiles", "qwen3-8b-h200-attn", "qwen3-8b-h200"]) == 0
+    attn, plain = [line for line in capsys.readouterr().out.splitlines() if " step = " in line]
+    assert "us/decode context token" in attn and "us/prefill attention pair" in attn
+    assert "context" not in plain

@@ -234,8 +234,11 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
     for name in args.names or shipped_profile_names():
         p = load_profile(name)
         st, roof = p.step_time, p.roofline
+        context = (f" + {st.per_decode_context_token:.4g} us/decode context token" if st.per_decode_context_token
+                   else "") + (f" + {st.per_prefill_attention_pair:.3g} us/prefill attention pair"
+                               if st.per_prefill_attention_pair else "")  # fmt: skip
         print(f"{p.name}: {p.gpu}, {p.model}; {p.num_kv_blocks()} KV blocks of 16 tokens; step = {st.constant:.0f} us "
-              f"+ {st.per_prefill_token:.2f} us/prefill token + {st.per_decode_token:.2f} us/decode token")
+              f"+ {st.per_prefill_token:.2f} us/prefill token + {st.per_decode_token:.2f} us/decode token{context}")
         if roof is not None:
             print(f"  roofline: {roof.peak_flops / 1e12:g} TFLOP/s, {roof.memory_bandwidth / 1e12:g} TB/s; weights "
                   f"{roof.weight_bytes / roof.memory_bandwidth * 1e6:.0f} us per step, "
