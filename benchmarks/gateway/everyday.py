@@ -428,18 +428,25 @@ def served_at(rows: Sequence[dict], threshold: float) -> np.ndarray:
                      for r in rows])  # fmt: skip
 
 
+HAND_SET_CACHE_THRESHOLD = 0.75  # the threshold the cache studies read before the gateway set it by a rate
+
+
 def cache_table(section: dict, threshold: float) -> list[str]:
     kinds = np.array(section["kinds"])
     served = served_at(section["served"], threshold)
+    hand = served_at(section["served"], HAND_SET_CACHE_THRESHOLD)  # beside it, for the studies that read 0.75
     exact = np.array([r["tier"] == "exact" for r in section["exact_served"]])
-    lines = [f"| pairs (cache threshold {threshold:.3f}) | should it be served? | served |", "|---|---|---|"]
+    lines = [f"| pairs (cache threshold {threshold:.3f}) | should it be served? | served | served at "
+             f"{HAND_SET_CACHE_THRESHOLD} |", "|---|---|---|---|"]  # fmt: skip
     for kind in sorted(set(kinds.tolist()), key=lambda k: ("paraphrase" in k, k)):
         mask = kinds == kind
         should = "yes" if "paraphrase" in kind else "no (a different answer)"
-        lines.append(f"| {kind} | {should} | {show(rate(served[mask].sum(), mask.sum()))} |")
+        lines.append(f"| {kind} | {should} | {show(rate(served[mask].sum(), mask.sum()))} | "
+                     f"{int(hand[mask].sum())}/{int(mask.sum())} |")  # fmt: skip
     different = np.array(["paraphrase" not in k for k in kinds])
-    lines.append(f"| all different-answer pairs | no | {show(rate(served[different].sum(), different.sum()))} |")
-    lines.append(f"| exact repeats (the same request again) | yes | {show(rate(exact.sum(), len(exact)))} |")
+    lines.append(f"| all different-answer pairs | no | {show(rate(served[different].sum(), different.sum()))} | "
+                 f"{int(hand[different].sum())}/{int(different.sum())} |")  # fmt: skip
+    lines.append(f"| exact repeats (the same request again) | yes | {show(rate(exact.sum(), len(exact)))} | – |")
     return lines
 
 
@@ -463,8 +470,20 @@ def cache_choice(point: dict, blind: dict | None) -> str:
         f"{blind.get('dropped', 0)} pairs whose two texts both occur among the calibration pairs),"
         " through the gateway: "
         f"{show(rate(int(np.sum(served & ~labels)), int(np.sum(~labels))))} of its different-answer pairs served and "
-        f"{show(rate(int(np.sum(served & labels)), int(np.sum(labels))))} of its same-answer ones."
+        f"{show(rate(int(np.sum(served & labels)), int(np.sum(labels))))} of its same-answer ones"
+        + _at_hand_set(blind) + "."
     )
+
+
+def _at_hand_set(blind: dict) -> str:
+    """What the hand-set threshold would serve of the blind set: its different-answer pairs (the changed intents
+    apart, the kind it served most), and its same-answer ones."""
+    labels, kinds = np.array(blind["labels"]), np.array(blind["kinds"])
+    hand = served_at(blind["served"], HAND_SET_CACHE_THRESHOLD)
+    intents = kinds == "intent"
+    return (f" (at the hand-set {HAND_SET_CACHE_THRESHOLD}: {int(np.sum(hand & ~labels))} of {int(np.sum(~labels))}"
+            f" different-answer pairs, {int(np.sum(hand & intents))} of them of the {int(np.sum(intents))} changed "
+            f"intents, and {int(np.sum(hand & labels))} of {int(np.sum(labels))} same-answer ones)")
 
 
 if __name__ == "__main__":
