@@ -138,3 +138,14 @@ def test_a_damaged_data_cache_is_one_error_line(capsys, monkeypatch, tmp_path):
     assert main(["bench", "run", "--baselines", "--tasks", "cache-pairs", "--results", str(tmp_path)]) == 1
     assert capsys.readouterr().err == "error: data source 'x': a file is damaged; run `jevserve data fetch " \
                                       "--source x --force`\n"
+
+
+def test_a_baseline_row_that_reads_none_of_the_tasks_is_not_written(tmp_path, monkeypatch, capsys):
+    import jevserve.bench.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "load_tasks", lambda tasks, data, log=None: (["a loaded task"], []))
+    monkeypatch.setattr(pipeline, "score_baselines", lambda *a, **k: [{"model": "source-style", "tasks": {}}])
+    results = tmp_path / "r"
+    assert main(["bench", "run", "--baselines", "--tasks", "route-math", "--results", str(results)]) == 0
+    assert "source-style: reads none of these tasks; nothing written" in capsys.readouterr().out
+    assert not (results / "source-style").exists()  # was a file that only said "no task scored"

@@ -197,6 +197,9 @@ def _run(args: argparse.Namespace) -> int:
         command = shlex.join(["jevserve", "bench", "run", "--baselines", *tasks, *salt])
         for document in score_baselines(loaded, data, command=command, skipped=skipped,
                                         num_resamples=args.resamples):
+            if not document["tasks"]:  # a row that reads none of these tasks (the source probes need several sources)
+                print(f"{document['model']}: reads none of these tasks; nothing written")
+                continue
             print(f"{document['model']}: {_summary(document)} -> {write_result(args.results, document)}")
     if args.peers:
         code = _peer_rows(args, loaded, data)
