@@ -46,17 +46,22 @@ def _finite_float(flag: str, *, zero: bool) -> Callable[[str], float]:
     return parse
 
 
+def _integer_at_least(text: str, minimum: int, refusal: str) -> int:
+    """`text` as an integer >= `minimum`, or argparse's error with `refusal` (which shows the value)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(refusal) from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(refusal)
+    return value
+
+
 def positive_int(flag: str) -> Callable[[str], int]:
     """An integer >= 1 (a count of requests or replicas)."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} {text!r}: expected an integer >= 1") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{flag} {text!r}: expected an integer >= 1")
-        return value
+        return _integer_at_least(text, 1, f"{flag} {text!r}: expected an integer >= 1")
 
     parse.__name__ = "positive integer"
     return parse
@@ -64,13 +69,7 @@ def positive_int(flag: str) -> Callable[[str], int]:
 
 def seed(text: str) -> int:
     """A random seed: an integer >= 0 (numpy's generators take no negative seed)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 0") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: a seed is an integer >= 0")
-    return value
+    return _integer_at_least(text, 0, f"{text!r}: a seed is an integer >= 0")
 
 
 def kendall_tau(text: str) -> float:

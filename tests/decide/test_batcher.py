@@ -130,19 +130,27 @@ def test_results_are_the_same_alone_or_batched():
     assert (alone == batched).all()
 
 
+async def held_with_three_queued(batcher: Batcher, backend: FakeBackend) -> list[asyncio.Future]:
+    """The backend held on one running request with three questions queued behind it; the two submissions (release
+    the backend and gather them to finish)."""
+    backend.release.clear()
+    backend.num_started = 0
+    blocker = asyncio.ensure_future(batcher.submit(items("blocker")))
+    await until(lambda: backend.num_started == 1 and batcher.queue_depth == 0)
+    queued = asyncio.ensure_future(batcher.submit(items("q", 3)))
+    await until(lambda: batcher.queue_depth == 3)
+    return [blocker, queued]
+
+
 def test_full_queue_raises_overloaded_with_retry_after():
     async def scenario():
         backend = FakeBackend()
         batcher = Batcher(backend, max_batch=8, max_wait_ms=0, max_queue=4)
-        backend.release.clear()
-        blocker = asyncio.ensure_future(batcher.submit(items("blocker")))
-        await until(lambda: backend.num_started == 1)
-        queued = asyncio.ensure_future(batcher.submit(items("q", 3)))
-        await until(lambda: batcher.queue_depth == 3)
+        submitted = await held_with_three_queued(batcher, backend)
         with pytest.raises(OverloadedError) as info:
             await batcher.submit(items("over", 3))  # 3 + min(3, 3) ahead > 4
         backend.release.set()
-        await asyncio.gather(blocker, queued)
+        await asyncio.gather(*submitted)
         await batcher.close()
         return info.value
 
@@ -162,18 +170,14 @@ def test_a_burst_of_refusals_is_told_successive_times_each_the_previous_requests
     async def scenario():
         backend = FakeBackend()
         batcher = Batcher(backend, max_batch=8, max_wait_ms=0, max_queue=4)
-        backend.release.clear()
-        blocker = asyncio.ensure_future(batcher.submit(items("blocker")))
-        await until(lambda: backend.num_started == 1)
-        queued = asyncio.ensure_future(batcher.submit(items("q", 3)))
-        await until(lambda: batcher.queue_depth == 3)
+        submitted = await held_with_three_queued(batcher, backend)
         batcher._seconds_per_item = 0.25  # no batch finishes while the backend is held, so it stays measured as this
         spq = batcher._seconds_per_item
         burst = [refused(batcher, n) for n in (3, 4, 3)]  # all at the same moment; 3 questions ahead of each
         clock[0] += 10.0  # every promised time has passed
         later = refused(batcher, 3)
         backend.release.set()
-        await asyncio.gather(blocker, queued)
+        await asyncio.gather(*submitted)
         await batcher.close()
         return spq, burst, later
 
@@ -196,11 +200,7 @@ def test_promises_not_kept_by_the_time_the_queue_runs_dry_are_forgotten(monkeypa
         batcher = Batcher(backend, max_batch=8, max_wait_ms=0, max_queue=4)
 
         async def refusal_with_three_queued() -> float:
-            backend.release.clear()
-            blocker = asyncio.ensure_future(batcher.submit(items("blocker")))
-            await until(lambda: backend.num_started >= 1 and batcher.queue_depth == 0)
-            queued = asyncio.ensure_future(batcher.submit(items("q", 3)))
-            await until(lambda: batcher.queue_depth == 3)
+            submitted = await held_with_three_queued(batcher, backend)
             batcher._seconds_per_item = 0.25
             hints = []
             for _ in range(4):  # four clients refused; none of them comes back
@@ -208,9 +208,8 @@ def test_promises_not_kept_by_the_time_the_queue_runs_dry_are_forgotten(monkeypa
                     batcher.check_room(3)
                 hints.append(info.value.retry_after_s)
             backend.release.set()
-            await asyncio.gather(blocker, queued)
+            await asyncio.gather(*submitted)
             await until(lambda: batcher._promised_until <= 7.0)
-            backend.num_started = 0
             return hints
 
         first = await refusal_with_three_queued()

@@ -159,11 +159,11 @@ def test_sim_profiles_shows_the_context_terms_of_a_profile_that_has_them(capsys)
 def test_a_short_run_says_its_keeps_up_verdict_may_only_mean_it_is_short(capsys):
     from types import SimpleNamespace
 
-    from jevserve.sim.cli import _too_short_to_tell
+    from jevserve.sim.steady import too_short_to_tell
 
     assert main(["sim", "run", "--num-requests", "200", "--rate", "30"]) == 0  # 6 % of the bound: it keeps up
     out = capsys.readouterr().out
     assert "keeps_up: False" in out and "may say only that the run is short" in out
     long_run = [SimpleNamespace(arrival_s=float(i), e2el_s=1.0) for i in range(100)]  # second half: 49.5 s
-    assert _too_short_to_tell(long_run) is None
-    assert "under five median E2E latencies" in _too_short_to_tell(long_run[:8])
+    assert too_short_to_tell(long_run) is None
+    assert "under five median E2E latencies" in too_short_to_tell(long_run[:8])

@@ -142,21 +142,6 @@ def _outputs_writable(**paths: Path | None) -> None:
             check_writable(path, "--" + flag.replace("_", "-"))
 
 
-def _too_short_to_tell(records) -> str | None:
-    """Why the steady-state verdict cannot tell, or None: its second half of arrivals lasts under five median E2E
-    latencies, so the requests still running at its end count against completions whatever the backlog does."""
-    import numpy as np
-
-    if len(records) < 4:
-        return "fewer than 4 requests"
-    arrival = np.array([r.arrival_s for r in records])
-    half = (arrival.max() - arrival.min()) / 2
-    latency = float(np.median([r.e2el_s for r in records]))
-    if half < 5 * latency:
-        return f"its second half of arrivals lasts {half:.1f} s, under five median E2E latencies ({latency:.1f} s)"
-    return None
-
-
 def _cmd_run(args: argparse.Namespace) -> int:
     import json
 
@@ -167,7 +152,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from jevserve.sim.metrics import summarize_recorded
     from jevserve.sim.profile import load_profile
     from jevserve.sim.run import SimulationSummary, simulate, with_arrivals
-    from jevserve.sim.steady import keep_up
+    from jevserve.sim.steady import keep_up, too_short_to_tell
     from jevserve.sim.steplog import StepLogger
     from jevserve.sim.work import WorkCounter
     from jevserve.sim.workloads.predictions import attach_predictions, noisy_oracle, read_predictions
@@ -199,7 +184,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print(f"{key:>20}: " + "  ".join(f"{k} {v:.1f}" for k, v in value.items()))
         else:
             print(f"{key:>20}: {value:.4g}" if isinstance(value, float) else f"{key:>20}: {value}")
-    short = _too_short_to_tell(recorder.records)
+    short = too_short_to_tell(recorder.records)
     if short and not summary["keeps_up"]:
         print(f"note: keeps_up False may say only that the run is short: {short}; rerun with more requests")
     summary["work"] = work.summary()

@@ -70,3 +70,16 @@ def keep_up(records: Sequence[RequestRecord], tol: float = KEEP_UP_TOLERANCE) ->
     growth = slope * (end - middle) / arrived
     margin = min(ratio - (1 - tol), tol - growth)
     return KeepUp(margin >= 0, float(ratio), growth, float(margin))
+
+
+def too_short_to_tell(records: Sequence[RequestRecord]) -> str | None:
+    """Why the steady-state verdict cannot tell, or None: its second half of arrivals lasts under five median E2E
+    latencies, so the requests still running at its end count against completions whatever the backlog does."""
+    if len(records) < 4:
+        return "fewer than 4 requests"
+    arrival = np.array([r.arrival_s for r in records])
+    half = (arrival.max() - arrival.min()) / 2
+    latency = float(np.median([r.e2el_s for r in records]))
+    if half < 5 * latency:
+        return f"its second half of arrivals lasts {half:.1f} s, under five median E2E latencies ({latency:.1f} s)"
+    return None
