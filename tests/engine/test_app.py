@@ -195,6 +195,7 @@ def test_models_health_and_vllm_metrics():
 
     health, models, metrics = asyncio.run(scenario())
     assert health == 200 and models["data"][0]["id"] == MODEL
+    assert models["data"][0]["speedup"] == 200.0  # the builder's default: what `loadgen` compares --speedup with
     for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
                  "vllm:cache_config_info", "vllm:time_to_first_token_seconds_bucket",
                  "vllm:time_per_output_token_seconds_bucket", "vllm:e2e_request_latency_seconds_bucket"):

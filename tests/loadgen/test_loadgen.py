@@ -21,7 +21,7 @@ from jevserve.sim.metrics import Slo
 
 
 def stub_app(*, fail_every: int = 0, hang: bool = False, error_event: dict | None = None,
-             models_status: int = 200) -> FastAPI:
+             models_status: int = 200, speedup: float | None = None) -> FastAPI:
     """Streams `max_tokens` one-word chunks, 1 ms apart; every `fail_every`-th request gets a 500; with
     `error_event`, one chunk and then that event. `app.state.posts` counts the requests received."""
     app = FastAPI()
@@ -32,7 +32,7 @@ def stub_app(*, fail_every: int = 0, hang: bool = False, error_event: dict | Non
     async def models():
         if models_status != 200:
             return JSONResponse({"error": "down"}, status_code=models_status)
-        return {"data": [{"id": "stub"}]}
+        return {"data": [{"id": "stub"} | ({} if speedup is None else {"speedup": speedup})]}
 
     @app.post("/v1/completions")
     async def completions(request: Request):
@@ -223,6 +223,18 @@ def test_a_models_endpoint_answering_an_error_status_is_named_by_its_status(caps
     with Served(stub_app(models_status=500)) as url, pytest.raises(SystemExit) as exc:
         main(_loadgen(url))
     assert "/v1/models (HTTP 500); give --model" in str(exc.value.code)
+
+
+@pytest.mark.parametrize("model", [[], ["--model", "m"]])
+def test_a_server_whose_clock_runs_at_another_speedup_is_named_with_the_flag_to_give(model, capsys):
+    with Served(stub_app(speedup=10.0)) as url:
+        assert main(_loadgen(url, *model)) == 0
+        assert "--speedup is 1, so every latency is off by 10 times; give --speedup 10" in capsys.readouterr().err
+        assert main(_loadgen(url, *model, "--speedup", "10")) == 0
+        assert "warning" not in capsys.readouterr().err
+    with Served(stub_app()) as url:  # a server that lists no speedup (vLLM): nothing to compare, nothing said
+        assert main(_loadgen(url, *model)) == 0
+        assert "warning" not in capsys.readouterr().err
 
 
 def test_an_unwritable_result_dir_is_refused_before_the_run(tmp_path, capsys):

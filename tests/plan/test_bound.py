@@ -33,6 +33,21 @@ def test_compute_binds_when_token_work_fills_the_steps():
     assert b.binding == "compute" and b.compute_rps < min(b.slots_rps, b.kv_rps)
 
 
+def test_compute_binds_when_token_work_fills_the_steps_though_slots_are_smallest():
+    # prompts cost their token work in few steps, replies many: slots give the lowest limit, yet at it token work fills
+    # over 90% of each step, so more slots would buy little (as `plan --num-requests 1` showed: 135/138/137 req/s)
+    st = StepTimeModel(4000.0, 17.0, 4.0)
+    d = demand_of(make_workload(prompt=4000, output=10), st)
+    tight = dict(constant_s=0.004, num_kv_blocks=10**6, max_num_batched_tokens=8192)
+    slots_smallest = next(
+        b for b in (stability_bound(d, max_num_seqs=n, **tight) for n in range(1, 1024))
+        if b.slots_rps < b.compute_rps and b.token_work_share >= 0.9
+    )
+    assert slots_smallest.binding == "compute"
+    few_slots = stability_bound(d, max_num_seqs=1, **tight)
+    assert few_slots.token_work_share < 0.9 and few_slots.binding == "batch slots"
+
+
 @pytest.mark.parametrize("blocks", [[1000, 2000, 5000, 20_000, 100_000]])
 def test_bound_never_falls_when_memory_or_batch_cap_grows(blocks):
     st = StepTimeModel(4000.0, 17.0, 4.0)

@@ -27,6 +27,18 @@ def test_a_load_one_replica_carries_with_room_is_not_said_to_be_limited_by_the_b
     assert "limited by" not in answer
 
 
+def test_plan_names_the_engine_options_its_analytic_model_does_not_read(capsys):
+    assert main(["plan", "--rate", "10", "--num-requests", "300"]) == 0
+    plain = capsys.readouterr()
+    assert "does not read" not in plain.err
+    assert main(["plan", "--rate", "10", "--num-requests", "300", "--kv-admission", "chunk", "--prefix-caching",
+                 "--max-num-seqs", "1024"]) == 0
+    given = capsys.readouterr()
+    assert given.out == plain.out  # what the note says: the answer does not change
+    note = next(line for line in given.err.splitlines() if "does not read" in line)
+    assert "--kv-admission, --prefix-caching:" in note and "--max-num-seqs" not in note
+
+
 def test_plan_without_rate_says_what_to_give(capsys):
     assert main(["plan", "--num-requests", "100"]) == 2
     assert "--rate is required" in capsys.readouterr().err

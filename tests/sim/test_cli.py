@@ -34,6 +34,14 @@ def test_sim_errors_are_one_line_with_the_fix(capsys):
     assert "unknown profile 'a100'" in capsys.readouterr().err
 
 
+def test_sim_queue_order_refuses_a_knob_no_chosen_scenario_reads(tmp_path, capsys):
+    assert main(["sim", "queue-order", "--scenarios", "two-seqs", "--output-scale", "5", "--out", str(tmp_path),
+                 "--doc", str(tmp_path / "q.md")]) == 2
+    err = capsys.readouterr().err
+    assert "--output-scale fixes the reply-length multiplier, which only the scenarios thinking" in err
+    assert not (tmp_path / "q.md").exists()
+
+
 def test_sim_queue_order_writes_results_plots_and_report(tmp_path, capsys):
     args = ["sim", "queue-order", "--scenarios", "two-seqs", "--num-requests", "120", "--rates", "1.0,1.5",
             "--seeds", "0", "--step-scale", "0.8", "--jobs", "1", "--out", str(tmp_path / "out"),
@@ -42,6 +50,9 @@ def test_sim_queue_order_writes_results_plots_and_report(tmp_path, capsys):
     doc = (tmp_path / "q.md").read_text()
     assert "## Published vs simulated, side by side" in doc and "img/queue-order-two-seqs-attainment.png" in doc
     assert "arrivals: `mmpp:4:0.2:20`" in doc and "Run-length check" in doc
+    # the step scale was fixed, not calibrated: the published FCFS goodput is not a fitted number in this run
+    assert "| goodput (req/s) | FCFS | 1.13 | prediction (knob not calibrated to it) |" in doc
+    assert "with one seed there is no interval" in doc
     assert (tmp_path / "img" / "queue-order-two-seqs-ttft.png").stat().st_size > 1000
     summary = json.loads((tmp_path / "out" / "two-seqs" / "summary.json").read_text())
     assert set(summary["policies"]) >= {"fcfs", "plf-edf", "plf-relage"}

@@ -95,8 +95,10 @@ def create_app(engine: LiveEngine, lengths: ReplyLengths, *, model_name: str, ma
 
     @app.get("/v1/models")
     async def models() -> dict:
+        # `speedup`: how much faster than the wall clock this engine runs, so a load generator can scale back
         return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0,
-                                            "owned_by": "jevserve", "max_model_len": lengths.max_model_len}]}
+                                            "owned_by": "jevserve", "max_model_len": lengths.max_model_len,
+                                            "speedup": engine.speedup}]}
 
     @app.get("/metrics")
     async def prometheus() -> Response:

@@ -109,7 +109,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_loadgen)
 
 
-def _model(url: str) -> str:
+def _listed_model(url: str) -> dict:
+    """The first model `url`/v1/models lists (a dict with at least `id`); SystemExit saying why when there is none."""
     import httpx
 
     def fail(reason: str) -> SystemExit:
@@ -123,11 +124,24 @@ def _model(url: str) -> str:
     if response.status_code != 200:
         raise fail(f"HTTP {response.status_code}")  # its body (an HTML error page, say) is not the reason
     try:
-        return response.json()["data"][0]["id"]
+        listed = response.json()["data"][0]
     except ValueError:
         raise fail("the answer is not JSON") from None
     except (KeyError, IndexError, TypeError):
-        raise fail("no model listed under data[0].id") from None
+        listed = None
+    if not isinstance(listed, dict) or "id" not in listed:
+        raise fail("no model listed under data[0].id")
+    return listed
+
+
+def _warn_on_other_speedup(listed: dict, speedup: float) -> None:
+    """`jevserve engine` lists its clock's speedup with its model: a replay with another --speedup reports latencies
+    off by their ratio, so say so (other servers list none, and nothing is said)."""
+    server = listed.get("speedup")
+    if isinstance(server, int | float) and not isinstance(server, bool) and server > 0 and server != speedup:
+        print(f"jevserve loadgen: warning: the server runs its clock {server:g} times faster than the wall clock "
+              f"(`speedup` in /v1/models) and --speedup is {speedup:g}, so every latency is off by "
+              f"{server / speedup:g} times; give --speedup {server:g}", file=sys.stderr)
 
 
 def _result_path(args: argparse.Namespace, date: str) -> Path:
@@ -175,7 +189,16 @@ def _cmd_loadgen(args: argparse.Namespace) -> int:
     date = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     path = _result_path(args, date) if args.save_result else None
     url = args.base_url or f"http://{args.host}:{args.port}"
-    model = args.model or _model(url)
+    if args.model:
+        try:  # only to compare the server's clock with --speedup
+            listed = _listed_model(url)
+        except SystemExit:
+            listed = {}
+        model = args.model
+    else:
+        listed = _listed_model(url)
+        model = listed["id"]
+    _warn_on_other_speedup(listed, args.speedup)
     from jevserve.sim.errors import SimError
 
     try:

@@ -15,7 +15,9 @@ so every M prompt tokens cost at least one step constant on top of their token w
 
     λ_compute = 1 / (E[w] + constant E[p] / M)
 
-and the replica is unstable above λ* = min(λ_slots, λ_kv, λ_compute); the smallest names the binding resource.
+and the replica is unstable above λ* = min(λ_slots, λ_kv, λ_compute); the smallest names the binding resource,
+unless token work fills at least 90% of every step at λ* (λ* within 10% of the pure compute limit 1/E[w]): more
+slots or memory would then buy at most a tenth more, so compute binds whichever of the three is smallest.
 λ_kv is "KV capacity / (mean step time x a request's cumulative KV demand)" written with τ(λ*).
 
 With a roofline-bounded profile a step is never faster than its floor (`jevserve.sim.roofline`), so the same
@@ -35,6 +37,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from jevserve.plan.demand import Demand
+
+# token work's share of each step at the bound from which compute binds, whatever limit is smallest
+COMPUTE_BOUND_SHARE = 0.9
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +104,8 @@ def stability_bound(demand: Demand, *, constant_s: float, max_num_seqs: int, num
         limits["peak compute"] = 1.0 / floor.mean_compute_s
     binding = min(limits, key=limits.__getitem__)
     rate = limits[binding]
+    if binding in ("batch slots", "kv memory") and rate * w >= COMPUTE_BOUND_SHARE:
+        binding = "compute"
     return StabilityBound(
         slots_rps=limits["batch slots"], kv_rps=limits["kv memory"], compute_rps=limits["compute"], rate_rps=rate,
         binding=binding, token_work_share=rate * w,

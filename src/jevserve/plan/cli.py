@@ -157,6 +157,17 @@ def _describe(requests) -> str:
             f"reply {np.mean([r.num_output_tokens for r in requests]):.0f} tokens")
 
 
+def _unmodelled_engine_options(args: argparse.Namespace) -> list[str]:
+    """The engine options given on the command line that the analytic model ignores, as flags."""
+    import dataclasses
+
+    from jevserve.plan.planner import MODELLED_ENGINE_OPTIONS
+    from jevserve.serving.engine_config import EngineConfig
+
+    return ["--" + f.name.replace("_", "-") for f in dataclasses.fields(EngineConfig)
+            if f.name not in MODELLED_ENGINE_OPTIONS and getattr(args, f.name, None) is not None]
+
+
 def _cmd_plan(args: argparse.Namespace) -> int:
     from jevserve.plan.planner import PlanError, plan_for
     from jevserve.plan.report import plan_text
@@ -167,6 +178,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         raise PlanError("--rate is required: the total request rate to serve, e.g. `jevserve plan --rate 500`")
     if args.slo_tpot_ms is not None or args.slo_e2el_ms is not None:
         print("note: the model plans for the TTFT target only; TPOT and E2E targets are ignored", file=sys.stderr)
+    unmodelled = _unmodelled_engine_options(args)
+    if unmodelled:
+        print(f"note: the analytic model does not read {', '.join(unmodelled)}: the answer is the same without "
+              f"{'them' if len(unmodelled) > 1 else 'it'}; `jevserve plan table` simulates them", file=sys.stderr)
     requests = _requests(args)
     plan = plan_for(args.rate, requests, load_profile(args.profile), engine_config_from_args(args),
                     ttft_slo_s=args.slo_ttft_ms / 1000, attainment_target=args.attainment,

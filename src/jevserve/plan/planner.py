@@ -54,6 +54,11 @@ class Plan:
         return self.per_replica_rate_rps / self.capacity.bound.rate_rps
 
 
+# The engine settings the analytic model reads; the others (KV admission, head-of-line blocking, prefix caching, the
+# long-prefill threshold) change what the simulator does, not the means the bound and the waiting model take.
+MODELLED_ENGINE_OPTIONS = ("max_num_seqs", "max_num_batched_tokens", "block_size", "num_kv_blocks")
+
+
 class CapacityModel:
     """The analytic model of one replica: the workload's demand on a profile with given engine settings."""
 

@@ -79,7 +79,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="coefficient of variation of the gaps of plain `--arrivals gamma` (default: 2)")
     run.add_argument("--seed", type=seed_arg, default=0, help="seed of arrivals and sampling (default: 0)")
     run.add_argument("--policy", default="fcfs",
-                     help="queue policy: fcfs, spf, plf, tlf, plf-edf, plf-relage (default: fcfs)")
+                     help="queue policy: fcfs, spf, plf, tlf, plf-edf, plf-relage, or priority (vLLM's: lowest "
+                     "request priority first; simulated requests all have priority 0, so it orders as fcfs) "
+                     "(default: fcfs)")
     run.add_argument("--aging-s", type=positive_float("--aging-s"), default=None,
                      help="promote requests after waiting this long")
     run.add_argument("--decision-delay-ms", type=nonnegative_float("--decision-delay-ms"), default=0.0,

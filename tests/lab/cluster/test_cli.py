@@ -11,6 +11,8 @@ def test_sim_cluster_runs_writes_summary_report_and_resumes(tmp_path, capsys):
     doc = (tmp_path / "cluster.md").read_text()
     assert "| rate (req/s) | router | SLO attainment |" in doc and "forward MAPE" in doc
     assert "Regenerate: `jevserve sim cluster" in doc
+    # one seed: no interval is printed, and the text does not promise one
+    assert "One arrival seed: each cell is one run" in doc and "intervals in brackets" not in doc
     assert (tmp_path / "img" / "cluster-main.png").stat().st_size > 1000
     summary = json.loads((tmp_path / "out" / "summary-main.json").read_text())
     assert set(summary["aggregate"]["routers"]) == {"rr", "jsq", "lot", "latency"}

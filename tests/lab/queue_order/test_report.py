@@ -11,13 +11,15 @@ from jevserve.lab.queue_order.report import (
 from tests.lab.queue_order.test_tables import make_agg
 
 
-def make_result(name: str, knob: str = "output_scale") -> dict:
+def make_result(name: str, knob: str = "output_scale", calibration_target: float | None = 1.13,
+                seeds: tuple[int, ...] = (0, 1)) -> dict:
     meta = {"scenario": name, "title": f"{name} title", "profile": "p", "engine": "max_num_seqs=1024",
             "knob": knob, "knob_title": "reply-length multiplier", "knob_value": 19.5, "knob_note": "calibrated",
             "calibration_reused": False, "calibration_wall_s": 10.0, "sweep_wall_s": 20.0, "num_cells": 160,
             "num_reused": 0, "predictions": {"kind": "file", "path": "p.jsonl"}, "mean_prompt_tokens": 89.0,
             "output_tokens": {"mean": 5900.0, "p50": 5000.0, "p90": 11000.0, "p99": 15000.0, "max": 24000.0},
-            "num_capped": 0, "max_model_len": 40960, "rates": [1.30, 1.42, 1.54], "seeds": [0, 1]}
+            "num_capped": 0, "max_model_len": 40960, "rates": [1.30, 1.42, 1.54], "seeds": list(seeds),
+            "calibration_target": calibration_target}
     return {"meta": meta, "policies": make_agg()}
 
 
@@ -32,6 +34,42 @@ def test_generated_section_puts_the_default_scenario_first_and_links_its_plots(t
     assert "SLO: ttft_ms <= 1000" in text
     assert text.index("## Scenario `thinking` (the default)") < text.index("## Scenario `two-seqs`:")
     assert "![SLO attainment vs rate, thinking](img/queue-order-thinking-attainment.png)" in text
+
+
+COMMON = {"command": "jevserve sim queue-order", "num_requests": 2000, "slo": "ttft_ms <= 1000",
+          "decision_delay_ms": 92.0, "aging_s": 10.0, "wall_s": 30.0, "jobs": 2}
+FCFS_GOODPUT_ROW = "| goodput (req/s) | FCFS | 1.13 | "
+
+
+def _images(tmp_path, *names: str) -> dict:
+    return {n: [tmp_path / f"{n}-a.png", tmp_path / f"{n}-t.png"] for n in names}
+
+
+def _row(text: str, start: str) -> str:
+    return next(line for line in text.splitlines() if line.startswith(start))
+
+
+def test_the_published_goodput_is_fitted_only_where_the_knob_was_calibrated_to_it(tmp_path):
+    images = _images(tmp_path, "two-seqs", "thinking")
+    calibrated = {"two-seqs": make_result("two-seqs", "step_scale"), "thinking": make_result("thinking")}
+    text = generated_section(calibrated, COMMON, images, tmp_path / "q.md")
+    assert _row(text, FCFS_GOODPUT_ROW).startswith(FCFS_GOODPUT_ROW + "**fitted** (calibration target) |")
+    fixed = {"two-seqs": make_result("two-seqs", "step_scale", calibration_target=None)}  # --step-scale given
+    text = generated_section(fixed, COMMON, images, tmp_path / "q.md")
+    assert _row(text, FCFS_GOODPUT_ROW).startswith(FCFS_GOODPUT_ROW + "prediction (knob not calibrated to it) |")
+    mixed = {"two-seqs": make_result("two-seqs", "step_scale", calibration_target=1.0),  # another target
+             "thinking": make_result("thinking")}
+    text = generated_section(mixed, COMMON, images, tmp_path / "q.md")
+    assert "| **fitted** in `thinking`; prediction in `two-seqs` |" in _row(text, FCFS_GOODPUT_ROW)
+
+
+def test_one_seed_is_said_to_give_no_interval(tmp_path):
+    one = generated_section({"thinking": make_result("thinking", seeds=(0,))}, COMMON, _images(tmp_path, "thinking"),
+                            tmp_path / "q.md")
+    assert "with one seed there is no interval" in one and "nan" not in one
+    two = generated_section({"thinking": make_result("thinking")}, COMMON, _images(tmp_path, "thinking"),
+                            tmp_path / "q.md")
+    assert "with 2 seeds the interval is mean ± 12.7 standard errors, wide" in two
 
 
 def test_plot_writes_both_figures(tmp_path):

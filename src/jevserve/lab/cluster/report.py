@@ -146,7 +146,8 @@ def section_text(agg: dict, meta: dict, images: list[Path], doc: Path) -> str:
         f"{meta['default_output_tokens']:g} tokens",
         f"- run time: {meta['wall_s']:.0f} s wall for this command (runs already in `--out` are reused, not rerun)",
         "",
-        "Means over arrival seeds with 95% Student-t intervals in brackets.",
+        "Means over arrival seeds with 95% Student-t intervals in brackets." if len(meta["seeds"]) > 1
+        else "One arrival seed: each cell is one run, without an interval (give `--seeds` two or more for one).",
         "",
         router_table(agg),
         "",

@@ -32,11 +32,12 @@ from jevserve.lab.queue_order.experiment import (
 )
 from jevserve.lab.queue_order.kv_arithmetic import arithmetic_table
 from jevserve.lab.queue_order.report import generated_section, plot, write_doc
-from jevserve.lab.queue_order.scenarios import DEFAULT_SCENARIOS, KNOBS, Scenario, get_scenario
+from jevserve.lab.queue_order.scenarios import DEFAULT_SCENARIOS, KNOBS, SCENARIOS, Scenario, get_scenario
 from jevserve.lab.queue_order.sweep import Cell, run_cells
 from jevserve.sim.argtypes import arrivals_arg
 from jevserve.sim.engine import SIM_MODEL_VERSION, EngineConfig
 from jevserve.sim.engine_args import engine_config_from_args
+from jevserve.sim.errors import SimError
 from jevserve.sim.metrics import Slo
 from jevserve.sim.profile import load_profile
 from jevserve.sim.workloads.lengths import count_capped, scale_output_lengths
@@ -165,6 +166,7 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, slo: Slo) -> dict
     meta = {
         "scenario": scenario.name, "title": scenario.title, "profile": setup.profile.name, "engine": engine,
         "knob": scenario.knob, "knob_title": KNOBS[scenario.knob], "knob_value": value, "knob_note": note,
+        "calibration_target": setup.target_fcfs_goodput if setup.knob_value is None else None,
         "calibration_reused": reused, "calibration_wall_s": calibrated_s,
         "sweep_wall_s": time.perf_counter() - sweep_started, "num_cells": len(cells),
         "num_reused": min(num_reused, len(cells)), "runs_file": str(runs_path), "predictions": predictions,
@@ -189,11 +191,23 @@ def _kv_table(scenario: Scenario, value: float, args: argparse.Namespace) -> str
     return arithmetic_table(cases, (1.10, 1.30, 1.42))
 
 
+def _check_knobs_are_read(scenarios: list[Scenario], args: argparse.Namespace) -> None:
+    """Refuse a knob no chosen scenario reads (`--output-scale` without 'thinking', `--step-scale` without
+    'two-seqs'), rather than run without it as if it had been applied."""
+    knobs = {s.knob for s in scenarios}
+    for knob in ("output_scale", "step_scale"):
+        if getattr(args, knob) is not None and knob not in knobs:
+            readers = ", ".join(n for n in SCENARIOS if SCENARIOS[n].knob == knob)
+            raise SimError(f"--{knob.replace('_', '-')} fixes the {KNOBS[knob]}, which only the scenarios {readers} "
+                           f"have; --scenarios {','.join(s.name for s in scenarios)} runs none of them")
+
+
 def run_queue_order(args: argparse.Namespace) -> int:
     """Run `jevserve sim queue-order` with parsed arguments; returns the exit status."""
     check_writable(args.doc, "--doc")  # before the runs, not after them
     started = time.perf_counter()
     scenarios = [get_scenario(name) for name in args.scenarios]
+    _check_knobs_are_read(scenarios, args)
     slo = Slo(args.slo_ttft_ms, args.slo_tpot_ms, args.slo_e2el_ms)
     results = {s.name: run_scenario(s, args, slo) for s in scenarios}
     images = {name: plot(r["policies"], args.img_dir, stem=f"queue-order-{name}") for name, r in results.items()}

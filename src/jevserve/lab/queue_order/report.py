@@ -204,8 +204,7 @@ def generated_section(results: dict[str, dict], common: dict, images: dict[str, 
         f"{common['wall_s']:.0f} s wall with {common['jobs']} processes",
         "",
         "Cells: mean over arrival seeds [95% Student-t interval of the mean] and the per-seed values; "
-        f"with {len(first['seeds'])} seeds the interval is wide (t = {_t_quantile(len(first['seeds'])):.3g}), "
-        "so read the per-seed values too. "
+        + _seeds_note(len(first["seeds"])) +
         "'vs published': percentage points for attainment, a ratio for times, req/s for goodput.",
         "",
         *(["## Does KV memory bind? Steady-state arithmetic", "",
@@ -215,7 +214,8 @@ def generated_section(results: dict[str, dict], common: dict, images: dict[str, 
           if common.get("kv_table") else []),
         "## Published vs simulated, side by side (no aging)",
         "",
-        side_by_side_table({n: results[n]["policies"] for n in names}),
+        side_by_side_table({n: results[n]["policies"] for n in names},
+                           fitted_in=[n for n in names if _calibrated_to_published(results[n]["meta"])]),
         "",
     ]
     for i, name in enumerate(names):
@@ -224,10 +224,20 @@ def generated_section(results: dict[str, dict], common: dict, images: dict[str, 
     return f"{start}\n{_demote(body) if section else body}\n{end}"
 
 
-def _t_quantile(num_seeds: int) -> float:
+def _seeds_note(num_seeds: int) -> str:
+    """How far to trust the intervals: none with one seed; with few, Student's t is large."""
+    if num_seeds < 2:
+        return "with one seed there is no interval: each cell is one run. "
     from scipy import stats
 
-    return float(stats.t.ppf(0.975, num_seeds - 1)) if num_seeds > 1 else float("nan")
+    t = float(stats.t.ppf(0.975, num_seeds - 1))
+    return (f"with {num_seeds} seeds the interval is mean ± {t:.3g} standard errors"
+            + (", wide, so read the per-seed values too. " if t > 2.5 else ". "))
+
+
+def _calibrated_to_published(meta: dict) -> bool:
+    """Whether this scenario's knob was calibrated to the published FCFS goodput (not fixed, not another target)."""
+    return meta.get("calibration_target") == PUBLISHED[("goodput_rps", None)]["fcfs"]
 
 
 def write_doc(doc_path: Path, block: str, title: str = "# Queue order: which request runs next",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 
 # Published (Qwen3-8B, vLLM priority scheduler, one H200, 2,000 ShareGPT requests): the reference figures
 # docs/queue-order.md compares against.
@@ -82,9 +83,13 @@ def _cell(agg: dict, label: str, metric: str, rate: float | None, published) -> 
     return f"{fmt(mean, metric)}{interval}; seeds {seeds} ({_closeness(mean, published, metric)})"
 
 
-def side_by_side_table(aggs: dict[str, dict]) -> str:
-    """Every published number next to each scenario's simulated value (no aging), with how close it comes."""
+def side_by_side_table(aggs: dict[str, dict], fitted_in: Collection[str] | None = None) -> str:
+    """Every published number next to each scenario's simulated value (no aging), with how close it comes.
+
+    `fitted_in`: the scenarios whose knob was calibrated to the published number FITTED names (None: all); where the
+    knob was fixed on the command line, or calibrated to another target, that number is a prediction too."""
     names = list(aggs)
+    fitted = set(names if fitted_in is None else fitted_in) & set(names)
     lines = ["| metric | policy | published | fitted or predicted | " + " | ".join(f"`{n}`" for n in names) + " |",
              "|---|---|---|---|" + "---|" * len(names)]
     for (metric, rate), values in PUBLISHED.items():
@@ -93,10 +98,19 @@ def side_by_side_table(aggs: dict[str, dict]) -> str:
             pub = (f"{published[0]:.2f}–{published[1]:.2f}" if isinstance(published, tuple)
                    else fmt(published, metric))
             cells = [_cell(aggs[n], policy, metric, rate, published) for n in names]
-            kind = "**fitted** (calibration target)" if (metric, rate, policy) in FITTED else "prediction"
+            kind = _fitted_or_predicted(names, fitted) if (metric, rate, policy) in FITTED else "prediction"
             lines.append(f"| {METRIC_TITLES[metric]}{where} | {POLICY_TITLES[policy]} | {pub} | {kind} | "
                          + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _fitted_or_predicted(names: list[str], fitted: set[str]) -> str:
+    if fitted == set(names):
+        return "**fitted** (calibration target)"
+    if not fitted:
+        return "prediction (knob not calibrated to it)"
+    return ("**fitted** in " + ", ".join(f"`{n}`" for n in names if n in fitted) + "; prediction in "
+            + ", ".join(f"`{n}`" for n in names if n not in fitted))
 
 
 def rate_table(agg: dict, rates: tuple[float, ...], metric: str) -> str:
