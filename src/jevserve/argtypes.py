@@ -3,7 +3,8 @@ accepted, so argparse exits with status 2 and names the flag (`argument --rate: 
 
 A leaf module (it imports nothing of jevserve), so that every part's command line, the decision server's included,
 parses numbers the same way; what only the simulator's commands parse (arrival processes) is in sim/argtypes.py.
-`check_writable` is the one check of an output path, made before a command's work rather than after it."""
+`check_writable` is the one check of an output path, made before a command's work rather than after it; `UsageError`
+is how a command refuses flags that do not go together, which only it can judge after parsing."""
 
 from __future__ import annotations
 
@@ -14,6 +15,12 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+
+
+class UsageError(SystemExit):
+    """Flags that do not go together, found by the command after parsing: `jevserve` prints
+    `jevserve COMMAND: error: MESSAGE` and exits 2, as argparse does for a bad flag (a plain SystemExit with a
+    message exits 1)."""
 
 
 def _number(text: str) -> float:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jevserve import __version__
+from jevserve.argtypes import UsageError
 
 # What each extra of pyproject.toml installs (import names, with the extras it includes), and the extra each part's
 # commands need; tests/test_install.py keeps both equal to pyproject.toml. A command missing a package names the
@@ -174,6 +175,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         result = args.func(args)
+    except UsageError as exc:
+        print(f"jevserve {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     except ImportError as exc:
         package = missing_package(exc)
         if package is None:

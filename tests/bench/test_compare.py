@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jevserve.bench.compare import MDD_FACTOR, draw_ranks, interval_ranks, minimum_detectable_difference, paired_delta
+from jevserve.bench.compare import MDD_FACTOR, draw_ranks, minimum_detectable_difference, paired_delta, paired_ranks
+from jevserve.bench.stats import interval
 
 
 def test_the_paired_difference_of_a_row_with_itself_is_exactly_zero():
@@ -28,9 +29,14 @@ def test_the_mdd_is_2_8_standard_deviations_of_the_paired_difference():
     assert minimum_detectable_difference(a, b) == pytest.approx(MDD_FACTOR * 4, rel=0.02)
 
 
-def test_lmarena_ranks_count_only_rows_whose_interval_is_wholly_above():
-    ranks = interval_ranks({"a": (10, 20), "b": (15, 25), "c": (0, 9), "d": (-5, 12)})
-    assert ranks == {"a": 1, "b": 1, "c": 3, "d": 2}  # d: b is wholly above it, a is not
+def test_ranks_count_the_rows_ahead_on_the_paired_difference_not_on_overlapping_intervals():
+    shared = np.random.default_rng(3).normal(0, 5, 4000)  # the test items' draw, common to every row
+    noise = np.random.default_rng(4).normal(0, 0.5, (4, 4000))
+    draws = {"a": 30 + shared + noise[0], "b": 25 + shared + noise[1], "c": 25.1 + shared + noise[2]}
+    # a's and b's own intervals overlap widely (sd 5), yet a is ahead of b on every draw: b is not tied for first
+    assert interval(draws["a"])[0] < interval(draws["b"])[1]
+    ranks = paired_ranks(draws)
+    assert ranks == {"a": 1, "b": 2, "c": 2}  # b and c are not resolved: neither is ahead of the other
 
 
 def test_draw_ranks_put_a_row_that_is_never_behind_first_on_every_draw():

@@ -123,6 +123,34 @@ def test_a_streamed_reply_is_cached_whole_and_served_to_the_next_request():
     assert len(upstreams["u"].requests) == 1
 
 
+def _two_choice_stream(body: dict) -> httpx.Response:
+    """An upstream answering `n: 2` with interleaved chunks of two choices, as vLLM streams them."""
+    def chunk(index, delta, finish=None):
+        return {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "stub",
+                "choices": [{"index": index, "delta": delta, "finish_reason": finish}]}
+
+    chunks = [chunk(0, {"content": "red"}), chunk(1, {"content": "blue"}), chunk(1, {"content": " sky"}),
+              chunk(0, {"content": " rose"}), chunk(1, {}, "stop"), chunk(0, {}, "stop")]
+    events = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    return httpx.Response(200, content=events.encode(), headers={"content-type": "text/event-stream"})
+
+
+def test_a_streamed_reply_of_several_choices_is_served_again_with_every_choice():
+    upstream = StubUpstream(_two_choice_stream)
+    app, _, _ = make_app({"cache": {"min_similarity": 0.5}}, answers={"cache": 0.99}, upstreams={"u": upstream})
+    asked = {**HI, "n": 2}
+    post(app, {**asked, "stream": True})
+    hit = post(app, asked)
+    assert hit.headers["x-jevserve-cache"] == "hit"
+    assert [(c["index"], c["message"]["content"], c["finish_reason"]) for c in hit.json()["choices"]] == [
+        (0, "red rose", "stop"), (1, "blue sky", "stop")]
+    streamed = post(app, {**asked, "stream": True})
+    indices = {c["index"] for line in streamed.text.splitlines() if line.startswith("data: {")
+               for c in json.loads(line[6:])["choices"]}
+    assert streamed.headers["x-jevserve-cache"] == "hit" and indices == {0, 1}
+    assert len(upstream.requests) == 1
+
+
 def test_cache_is_per_tenant():
     app, _, _ = make_app({"cache": {"min_similarity": 0.5}}, answers={"cache": 0.99})
     post(app, HI, headers={"Authorization": "Bearer alice"})

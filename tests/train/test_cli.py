@@ -105,6 +105,16 @@ def test_flags_that_would_be_ignored_or_fail_late_are_refused_before_any_work(fl
     assert said in str(refused.value)
 
 
+def test_flags_that_do_not_go_together_exit_2_as_a_bad_flag_does(capsys):
+    from jevserve.cli import main
+
+    assert main(["train", "--tuned", "--layers", "9"]) == 2  # a count argparse cannot judge alone
+    assert main(["train", "--zero-shot", "--reader"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "jevserve train: error: --layers 9: the encoder has 6 layers; expected 1-6"
+    assert err[1].startswith("jevserve train: error: --zero-shot refits")
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "abc"])
 @pytest.mark.parametrize("flag", ["--layers", "--epochs"])
 def test_a_count_that_is_no_positive_integer_is_refused_by_the_parser(flag, value, capsys):

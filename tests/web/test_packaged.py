@@ -29,7 +29,23 @@ def test_without_results_the_site_serves_the_packaged_board(tmp_path):
         assert row.model in board.text
         page = client.get(f"/models/{row.model}")
         assert page.status_code == 200 and "the board packaged with jevserve" in page.text
+        # the per-task table lists the row's scored tasks, and says where the rest of its columns come from
+        assert page.text.count('<th scope="row" class="txt"><a href="/tasks/') == len(row.tasks) > 0
+        assert "a checkout's <code>results/</code> holds" in page.text
     assert site.get().documents == {}
+    assert "people-note" not in board.text  # nobody has played
+
+
+def test_answers_the_packaged_board_cannot_score_are_said_to_be_unscored(tmp_path):
+    from jevserve.web.store import Store
+
+    store = Store(tmp_path / "db.sqlite")
+    store.create_round("r1", "s1", 0, "m", [("guard", "item-1")])
+    store.record_answer("r1", 0, "yes", "yes", True, 900.0)
+    app = create_app(WebSettings(results_dir=None, db_path=tmp_path / "db.sqlite", decider=StubDecider(),
+                                 pools=results_pools(), site=SiteCache(None)))
+    page = TestClient(app, raise_server_exceptions=False).get("/?kind=people")
+    assert page.status_code == 200 and 'id="people-note"' in page.text and "answers are not scored on this board" in page.text
 
 
 def test_jevserve_web_outside_a_checkout_starts_on_the_packaged_board(tmp_path, monkeypatch, capsys):

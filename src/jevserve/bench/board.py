@@ -23,9 +23,9 @@ from jevserve.bench.cells import Average, TaskCell, average, row_cells
 from jevserve.bench.compare import (
     PairedDelta,
     draw_ranks,
-    interval_ranks,
     minimum_detectable_difference,
     paired_delta,
+    paired_ranks,
 )
 from jevserve.bench.everyday import union_rate
 from jevserve.bench.paired import StoredTask, near_oracle, resample
@@ -61,7 +61,8 @@ class Row:
     average: Cell
     categories: dict[str, Cell]
     tasks: dict[str, Cell]
-    rank: dict[str, Any] | None = None  # {"rank" (LMArena), "low", "high" (over draws), "first_share"}; None: unranked
+    # {"rank" (1 + rows ahead on the paired Δ), "low", "high" (over draws), "first_share"}; None: unranked
+    rank: dict[str, Any] | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     average_all: Cell | None = None  # over every task the row has, schedule-return included
     split_salt: str | None = None  # the split salt of the row's results (None: older files, the bench's salt)
@@ -259,9 +260,9 @@ def _reference(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def _ranks(headline_of: dict[str, Average]) -> dict[str, dict[str, Any]]:
     if not headline_of:
         return {}
-    by_interval = interval_ranks({m: (a.low, a.high) for m, a in headline_of.items()})
+    by_pair = paired_ranks({m: a.draws for m, a in headline_of.items()})
     by_draw = draw_ranks({m: a.draws for m, a in headline_of.items()}, {m: a.score for m, a in headline_of.items()})
-    return {m: {"rank": by_interval[m], "low": by_draw[m].low, "high": by_draw[m].high,
+    return {m: {"rank": by_pair[m], "low": by_draw[m].low, "high": by_draw[m].high,
                 "point": by_draw[m].rank, "first_share": by_draw[m].first_share} for m in headline_of}
 
 

@@ -37,7 +37,7 @@ def cell_text(cell: Cell | None) -> str:
 
 
 def rank_text(row: Row) -> str:
-    """The row's rank (LMArena's) and, when it differs, its range over draws."""
+    """The row's rank (rows ahead on the paired Δ) and, when it differs, its range over draws."""
     if row.rank is None:
         return "–"
     r = row.rank
@@ -60,8 +60,8 @@ def render_markdown(board: Board, html: str = "docs/board/index.html") -> str:
         "",
         "Score = 100 × (m − m_default) / (m_oracle − m_chance): 0 = the default rule (or chance), denominator fixed "
         f"on the whole test side, numerator paired on each of {board.num_resamples:,} draws; every cell, average, "
-        "rank and Δ comes from the same draws (95% intervals in brackets). Rank: 1 + the rows whose interval is "
-        "wholly above (as LMArena ranks), range over draws in brackets. Everyday blocked: share of ordinary user "
+        "rank and Δ comes from the same draws (95% intervals in brackets). Rank: 1 + the rows ahead of it (their "
+        "paired Δ's interval wholly above 0), range over draws in brackets. Everyday blocked: share of ordinary user "
         f"requests any of the row's guard decisions acts on. The HTML board ({html}) has forest plots, "
         "the per-category tables and every pairwise Δ; docs/bench.md describes the method.",
         "",

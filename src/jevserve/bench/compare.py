@@ -6,8 +6,11 @@
 - Minimum detectable difference at 80% power (two-sided 5% test): (z₀.₉₇₅ + z₀.₈₀) × the standard deviation of the
   paired Δ over draws, the smallest true difference between those two rows the test side would detect four times
   in five.
-- Ranks as LMArena reports them: 1 + the number of rows whose interval lies wholly above this row's (lower bound
-  above this row's upper bound). Beside it, the 2.5th–97.5th percentile of the row's rank over draws.
+- Ranks: 1 + the number of rows statistically ahead of this one, LMArena's rule read on the paired Δ: a row is
+  ahead when the 95% interval of its paired Δ over this row lies wholly above 0. LMArena counts rows whose own
+  interval lies wholly above this row's; on shared draws that misses differences the pair resolves (two rows whose
+  intervals overlap can differ on every draw) and can put a row at rank 1 that is first on no draw. Beside it, the
+  2.5th–97.5th percentile of the row's rank over draws.
 """
 
 from __future__ import annotations
@@ -55,10 +58,13 @@ def minimum_detectable_difference(a_draws: np.ndarray, b_draws: np.ndarray) -> f
     return float(MDD_FACTOR * np.std(finite, ddof=1)) if finite.size > 1 else float("nan")
 
 
-def interval_ranks(intervals: Mapping[str, tuple[float, float]]) -> dict[str, int]:
-    """LMArena's rank: 1 + the number of rows whose lower bound is above this row's upper bound."""
-    return {name: 1 + sum(low > high for other, (low, _) in intervals.items() if other != name)
-            for name, (_, high) in intervals.items()}
+def paired_ranks(draws: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """1 + the number of rows whose paired Δ over this row (on the same draws) has a 95% interval above 0."""
+    def ahead(other: str, name: str) -> bool:
+        low, _ = interval(np.asarray(draws[other], dtype=np.float64) - np.asarray(draws[name], dtype=np.float64))
+        return low > 0  # NaN (no finite draw) is never ahead
+
+    return {name: 1 + sum(ahead(other, name) for other in draws if other != name) for name in draws}
 
 
 @dataclass(frozen=True)

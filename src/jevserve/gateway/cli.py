@@ -6,6 +6,7 @@ import argparse
 import os
 import socket
 import sys
+import warnings
 from typing import TYPE_CHECKING
 
 from jevserve.argtypes import positive_int
@@ -180,6 +181,9 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
     server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level, lifespan="on"))
     print(f"jevserve gateway listening on http://{host}:{port}/v1 (503 until ready: GET /healthz)", flush=True)
     interrupted = False
+    # a Ctrl-C that lands after uvicorn made its serve() coroutine and before asyncio ran it leaves that coroutine
+    # unawaited, and Python warns about it on the way out: noise after "stopped before the gateway was ready"
+    warnings.filterwarnings("ignore", message="coroutine 'Server.serve' was never awaited", category=RuntimeWarning)
     try:
         server.run(sockets=[sock])  # uvicorn raises an interrupt again once it has shut down
     except KeyboardInterrupt:

@@ -17,13 +17,20 @@ from jevserve.gateway.shapes import chat_completion, sse
 
 
 @dataclass
+class ChoiceSummary:
+    """What a stream carried for one choice (`index`): a request with `n` > 1 gets several."""
+
+    text: list[str] = field(default_factory=list)  # content deltas
+    finish_reason: str | None = None
+    tool_call_deltas: list[Any] = field(default_factory=list)  # tool-call deltas, as sent
+
+
+@dataclass
 class StreamSummary:
     """What a relayed stream carried, filled in as it goes."""
 
-    text: list[str] = field(default_factory=list)  # content deltas of choice 0
-    finish_reason: str | None = None
+    choices: dict[int, ChoiceSummary] = field(default_factory=dict)  # by choice index, in order of first chunk
     usage: dict[str, Any] | None = None
-    tool_call_deltas: list[Any] = field(default_factory=list)  # tool-call deltas of choice 0, as sent
     error: str | None = None
     done: bool = False  # the upstream sent [DONE]
     header: dict[str, Any] = field(default_factory=dict)  # the chunks' `id`, `created` and `model`, as first sent
@@ -34,18 +41,23 @@ class StreamSummary:
         return 200 if self.done and self.error is None else 502
 
     def completion(self, model: str) -> dict[str, Any]:
-        """What the stream carried as one chat completion (finish_reason None unless it ended cleanly), as the
-        upstream named it: its chunks' id, created and model (`model` only when they named none). `usage` is the
-        upstream's usage chunk, or None when it sent none (no `stream_options.include_usage`): never invented."""
-        completion = chat_completion(model, "".join(self.text), finish_reason=self.finish_reason)
+        """What the stream carried as one chat completion, every choice it sent by index (finish_reason None unless
+        it ended cleanly), as the upstream named it: its chunks' id, created and model (`model` only when they named
+        none). `usage` is the upstream's usage chunk, or None when it sent none (no `stream_options.include_usage`):
+        never invented."""
+        completion = chat_completion(model, "")
         completion.update(self.header)
-        choice = completion["choices"][0]
-        if self.status != 200:
-            choice["finish_reason"] = None
-        if self.tool_call_deltas:
-            choice["message"]["tool_calls"] = list(self.tool_call_deltas)
+        completion["choices"] = [self._choice(index, self.choices[index]) for index in sorted(self.choices)] or [
+            self._choice(0, ChoiceSummary())]
         completion["usage"] = self.usage
         return completion
+
+    def _choice(self, index: int, choice: ChoiceSummary) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(choice.text)}
+        if choice.tool_call_deltas:
+            message["tool_calls"] = list(choice.tool_call_deltas)
+        return {"index": index, "message": message,
+                "finish_reason": choice.finish_reason if self.status == 200 else None}
 
     def observe(self, payload: dict[str, Any]) -> None:
         """Fold one chunk into the summary."""
@@ -56,15 +68,19 @@ class StreamSummary:
         if payload.get("usage"):
             self.usage = payload["usage"]
         for choice in payload.get("choices") or ():
-            if choice.get("index", 0) != 0:
+            if not isinstance(choice, dict):
                 continue
+            index = choice.get("index", 0)
+            if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+                continue  # not a choice a client could be served; the relay passes the chunk on as it is
+            into = self.choices.setdefault(index, ChoiceSummary())
             delta = choice.get("delta") or {}
             if delta.get("content"):
-                self.text.append(delta["content"])
+                into.text.append(delta["content"])
             if delta.get("tool_calls"):
-                self.tool_call_deltas.extend(delta["tool_calls"])
+                into.tool_call_deltas.extend(delta["tool_calls"])
             if choice.get("finish_reason"):
-                self.finish_reason = choice["finish_reason"]
+                into.finish_reason = choice["finish_reason"]
 
     def read(self, data: str) -> Any:
         """Fold one event's data (the text after `data:`) into the summary; its JSON payload, or None for `[DONE]`

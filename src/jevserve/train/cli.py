@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from jevserve.argtypes import check_writable, positive_int
+from jevserve.argtypes import UsageError, check_writable, positive_int
 from jevserve.argtypes import seed as seed_arg
 from jevserve.decide.encoder import (
     LEXICAL_READER_WEIGHTS,
@@ -211,7 +211,7 @@ def run_train(args: argparse.Namespace) -> int:
         return 0
     tasks = list(TASKS.values())
     if args.probe_encoder and not args.probe:
-        raise SystemExit("--probe-encoder picks the encoder --probe probes: add --probe")
+        raise UsageError("--probe-encoder picks the encoder --probe probes: add --probe")
     if args.probe:
         from jevserve.train.cli_studies import run_probe
 
@@ -223,23 +223,23 @@ def run_train(args: argparse.Namespace) -> int:
     leave_out = _leave_out(args.leave_out, select_tasks) if args.leave_out else None
     _check_flags(args)
     if args.lexical and not args.reader:
-        raise SystemExit("--lexical trains a reading model: add --reader")
+        raise UsageError("--lexical trains a reading model: add --reader")
     if args.tuned and (args.reader or args.heldout):
-        raise SystemExit("--tuned trains its own model: leave out --reader (and --heldout, not built for it)")
+        raise UsageError("--tuned trains its own model: leave out --reader (and --heldout, not built for it)")
     if args.layers is not None and not args.tuned:
-        raise SystemExit("--layers sets how many encoder layers --tuned fine-tunes: add --tuned")
+        raise UsageError("--layers sets how many encoder layers --tuned fine-tunes: add --tuned")
     if args.composed_tool_calls and not args.tuned:
-        raise SystemExit("--composed-tool-calls adds examples to the tuned reader's training: add --tuned")
+        raise UsageError("--composed-tool-calls adds examples to the tuned reader's training: add --tuned")
     if args.composed_injections and not args.tuned:
-        raise SystemExit("--composed-injections adds examples to the tuned reader's training: add --tuned")
+        raise UsageError("--composed-injections adds examples to the tuned reader's training: add --tuned")
     if args.lexical_heads_only and not args.tuned:
-        raise SystemExit("--lexical-heads-only fits the tuned reader's heads: add --tuned")
+        raise UsageError("--lexical-heads-only fits the tuned reader's heads: add --tuned")
     for flag in ("pasted_lists", "composed_personas", "composed_harm", "prefixed_harm"):
         if getattr(args, flag) and not args.tuned:
-            raise SystemExit(f"--{flag.replace('_', '-')} adds examples to the tuned reader's training: add --tuned")
+            raise UsageError(f"--{flag.replace('_', '-')} adds examples to the tuned reader's training: add --tuned")
     if args.heldout:
         if args.lexical:  # its held-out rows would need names of their own, and ~55 min on 2 cores
-            raise SystemExit("--heldout --reader --lexical is not built yet: leave-one-task-out covers minilm-reader")
+            raise UsageError("--heldout --reader --lexical is not built yet: leave-one-task-out covers minilm-reader")
         from jevserve.train.cli_studies import run_heldout
 
         return run_heldout(args, tasks, _config(args))
@@ -281,7 +281,7 @@ def _leave_out(name: str, select_tasks):
     try:
         return select_tasks(name)[0]
     except UnknownTaskError as exc:
-        raise SystemExit(f"--leave-out: {exc}") from None
+        raise UsageError(f"--leave-out: {exc}") from None
 
 
 def _check_flags(args: argparse.Namespace) -> None:
@@ -290,14 +290,14 @@ def _check_flags(args: argparse.Namespace) -> None:
         from jevserve.train.tuned import NUM_LAYERS
 
         if args.layers > NUM_LAYERS:
-            raise SystemExit(f"--layers {args.layers}: the encoder has {NUM_LAYERS} layers; expected 1-{NUM_LAYERS}")
+            raise UsageError(f"--layers {args.layers}: the encoder has {NUM_LAYERS} layers; expected 1-{NUM_LAYERS}")
     if args.zero_shot and (args.reader or args.tuned or args.check or args.heldout):
-        raise SystemExit("--zero-shot refits the zero-shot readout instead of training a model: leave out --reader, "
+        raise UsageError("--zero-shot refits the zero-shot readout instead of training a model: leave out --reader, "
                          "--tuned, --check and --heldout")
     if args.no_attribute_questions and not (args.reader or args.tuned):
-        raise SystemExit("--no-attribute-questions changes a reading model's training: add --reader (or --tuned)")
+        raise UsageError("--no-attribute-questions changes a reading model's training: add --reader (or --tuned)")
     if args.force and not args.out:
-        raise SystemExit("--force lets --out name a file the package ships: add --out")
+        raise UsageError("--force lets --out name a file the package ships: add --out")
 
 
 def _shipped(args: argparse.Namespace) -> Path:
@@ -323,10 +323,10 @@ def default_out(shipped: Path, now: dt.datetime | None = None) -> Path:
 
 
 def _out_path(args: argparse.Namespace, shipped: Path) -> Path:
-    """Where this run writes: --out, or a new file; a shipped file only with --force (SystemExit otherwise)."""
+    """Where this run writes: --out, or a new file; a shipped file only with --force (UsageError otherwise)."""
     out = args.out or default_out(shipped)
     if is_shipped(out) and not args.force:
-        raise SystemExit(
+        raise UsageError(
             f"--out {out} is a file the package ships; add --force to overwrite it (the committed figures about that "
             "model would then need regenerating), or name another file"
         )

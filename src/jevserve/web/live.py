@@ -3,9 +3,9 @@
 `LiveDemo.run(text)` calls `jevserve.gateway.decisions.run_decisions` with the gateway's config (its documented
 default, or a YAML file) and the decider that config names, so the page shows exactly what `jevserve gateway` would
 decide on that request: every verdict with its probability and threshold, the answers, and the decision call's
-time. The demo keeps a small in-memory semantic cache of the requests typed into it (each stored with a placeholder
-answer, as the gateway stores an upstream's reply), so a paraphrase of an earlier request is asked the reuse
-question, as a gateway with a warm cache would ask it.
+time. The demo keeps a small in-memory semantic cache of the requests typed into it that its decisions let
+through (each stored with a placeholder answer, as the gateway stores an upstream's reply), so a paraphrase of an
+earlier request is asked the reuse question, as a gateway with a warm cache would ask it.
 """
 
 from __future__ import annotations
@@ -62,8 +62,10 @@ class LiveDemo:
                                      cache=self.cache, tenant=DEMO_TENANT)
         total_ms = (time.perf_counter() - started) * 1000.0
         cache_policy = resolve_route(self.config, model).cache
-        served_cached = report.final is not None and report.final.action == "serve_cached"
-        if self.cache is not None and cache_policy is not None and cache_policy.enabled and not served_cached:
+        # the gateway stores only an upstream's reply: a request blocked, asked to clarify or served from the cache
+        # never reaches one, so the demo stores only a request its decisions let through
+        forwarded = report.final is None
+        if self.cache is not None and cache_policy is not None and cache_policy.enabled and forwarded:
             await self.cache.put(DEMO_TENANT, cache_key_text(messages), {"placeholder": True},
                                  ttl_s=cache_policy.ttl_s, max_entries=MAX_CACHED, vector=report.cache_vector)
         return LiveResult(

@@ -63,6 +63,16 @@ def _people(context: Context) -> dict[str, HumanCell]:
     return cells
 
 
+def _people_note(context: Context, people: dict[str, HumanCell]) -> str | None:
+    """Why there is no people row although people have played: outside a checkout, the board packaged with jevserve
+    carries no per-item labels and default and oracle actions, which scoring an answer needs."""
+    if people or not context.store.answers_version() or context.site.get().refs:
+        return None
+    return ("The playground's answers are not scored on this board: scoring them needs each item's label and the "
+            "default and oracle actions from the bench results files, which a checkout's results/ holds (the board "
+            "packaged with jevserve has only the scores). /people lists the answers.")
+
+
 def _row(board: Board, name: str) -> Row:
     row = next((r for r in board.rows if r.model == name), None)
     if row is None:
@@ -86,12 +96,13 @@ def register(app: FastAPI, context: Context) -> None:
             raise PageError(400, f"unknown sort column {sort!r}; expected average, category:<name> or task:<name>")
         # Task columns only within one category: all 16 at once would not fit a screen (pick a category to see them).
         tasks = [t for t in board.tasks if category and board.task_categories[t] == category]
-        rows = [r for r in board_rows(board, _people(context), sort) if not kind or r["kind"] == kind]
+        people = _people(context)
+        rows = [r for r in board_rows(board, people, sort) if not kind or r["kind"] == kind]
         categories = [c for c in CATEGORIES if any(board.task_categories[t] == c for t in board.tasks)]
         return context.render(
             request, "board.html", board=board, rows=rows, tasks=tasks, categories=categories,
             shown_categories=[category] if category else categories, category=category, kind=kind, kinds=kinds,
-            sort=sort, playground_tasks=TASK_DECISION,
+            sort=sort, playground_tasks=TASK_DECISION, people_note=_people_note(context, people),
         )
 
     @app.get("/plots/{name}.png")
