@@ -42,10 +42,10 @@ test: install
 test-install: install
 	$(VENV)/bin/pytest -q -m install
 
-# Outside programs some tests drive (as root, Debian): headless Chromium and redis-server. Without them those tests
-# skip with this command; .ci/run installs them.
+# Outside programs some tests drive (as root, Debian): headless Chromium, redis-server and openssl (a test CA for
+# Envoy's TLS). Without them those tests skip with this command; .ci/run installs them.
 test-system-deps:
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium redis-server
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium redis-server openssl
 
 lint: install
 	$(VENV)/bin/ruff check src tests benchmarks

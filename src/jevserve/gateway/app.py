@@ -19,6 +19,7 @@ from jevserve.gateway.cache import Embed
 from jevserve.gateway.config import GatewayConfig
 from jevserve.gateway.context import RequestContext, cache_directives, tenant_of
 from jevserve.gateway.decider import Decider, make_decider
+from jevserve.gateway.endpoints import API_PREFIX, ENDPOINT_PATHS, MODELS_PATH, http_error_body, model_list
 from jevserve.gateway.errors import GatewayError, PayloadTooLargeError, RequestTimeoutError
 from jevserve.gateway.operating_points import Progress
 from jevserve.gateway.pipeline import refuse, serve
@@ -28,7 +29,6 @@ from jevserve.gateway.store import Store
 from jevserve.protocol.body import BODY_TIMEOUT_S, BodyTimeoutError, BodyTooLargeError, read_capped
 
 logger = logging.getLogger("jevserve.gateway")
-
 
 def create_app(
     config: GatewayConfig,
@@ -64,8 +64,7 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        error = {"message": str(exc.detail), "type": "invalid_request_error", "param": None, "code": None}
-        return json_response({"error": error}, exc.status_code)
+        return json_response(http_error_body(exc.status_code, str(exc.detail)), exc.status_code)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> Response:
@@ -87,23 +86,12 @@ def create_app(
 
     # Plain Starlette routes: the handlers read the request themselves, so FastAPI's per-request dependency
     # solving (~0.2 ms of CPU) would buy nothing on the hot path.
-    app.add_route("/v1/chat/completions", chat_completions, methods=["POST"])
-    app.add_route("/v1/completions", completions, methods=["POST"])
+    app.add_route(API_PREFIX + ENDPOINT_PATHS["chat"], chat_completions, methods=["POST"])
+    app.add_route(API_PREFIX + ENDPOINT_PATHS["completions"], completions, methods=["POST"])
 
-    @app.get("/v1/models")
+    @app.get(API_PREFIX + MODELS_PATH)
     async def models() -> Response:
-        data = [
-            {
-                "id": r.model,
-                "object": "model",
-                "created": 0,
-                "owned_by": "jevserve-gateway",
-                "description": r.description,
-                "decisions": {p.decision: p.to_dict() for p in gateway.operating_points if p.route == r.model},
-            }
-            for r in config.routes
-        ]
-        return json_response({"object": "list", "data": data})
+        return json_response(model_list(gateway))
 
     @app.get("/healthz")
     async def healthz() -> Response:

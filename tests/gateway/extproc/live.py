@@ -76,11 +76,12 @@ class StubModel:
 
     name: str
     received: list[tuple[dict[str, str], dict]] = field(default_factory=list)
+    ignores_stream: bool = False  # answers with events even when asked for one JSON reply (`stream: false`)
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()  # fails (400) if Envoy's forwarded body does not match its content-length
         self.received.append((dict(request.headers), body))
-        if body.get("stream"):
+        if body.get("stream") or self.ignores_stream:
             response = web.StreamResponse(headers={"content-type": "text/event-stream"})
             await response.prepare(request)
             for word in ["Hello", " from ", self.name]:

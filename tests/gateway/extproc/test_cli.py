@@ -19,8 +19,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import tests.gateway.extproc.test_deploy_docs  # noqa: F401 (registers the Any types of the bootstrap)
 from jevserve.cli import main
+from jevserve.gateway.extproc import ExtProcServer
 from tests.gateway.extproc.envoy import EnvoyStream, Forwarded
 from tests.gateway.extproc.live import free_port
+from tests.gateway.extproc.scripted import Scripted, serving_at
 
 CONFIG = {
     "decider": "remote:http://127.0.0.1:9",  # nothing answers there: every decision takes its fallback
@@ -52,13 +54,13 @@ def test_print_envoy_gives_a_bootstrap_routing_each_model_to_its_upstream(tmp_pa
     bootstrap = yaml.safe_load(capsys.readouterr().out)
     json_format.ParseDict(bootstrap, bootstrap_pb2.Bootstrap())  # every field known to the descriptors
     clusters = {c["name"]: c for c in bootstrap["static_resources"]["clusters"]}
-    address = clusters["qwen3-0.6b"]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]
+    address = clusters["small"]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]
     assert address["socket_address"] == {"address": "vllm-small.default.svc", "port_value": 8001}
     assert clusters["jevserve"]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"][
         "socket_address"] == {"address": "127.0.0.1", "port_value": 9100}
     routes = bootstrap["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"][
         "route_config"]["virtual_hosts"][0]["routes"]
-    assert routes[-1]["route"]["cluster"] == "qwen3-8b"  # the route's own model takes the rest
+    assert routes[-1]["route"]["cluster"] == "large"  # the route's own upstream (one cluster each) takes the rest
 
 
 def test_print_envoy_without_upstreams_says_what_is_missing(tmp_path, capsys) -> None:
@@ -143,3 +145,57 @@ def test_a_decider_that_cannot_resolve_operating_points_is_a_clear_error(capsys)
     assert main(["extproc", "--decider", "remote:http://127.0.0.1:9", "--port", str(free_port())]) == 2
     err = capsys.readouterr().err
     assert "start the decider or give a threshold" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("port", ["70000", "0", "-1"])
+def test_an_envoy_port_out_of_range_is_refused_like_port(capsys, port: str) -> None:
+    assert main(["extproc", "--envoy-port", port, "--print-envoy"]) == 2
+    assert f"--envoy-port {port}: expected 1-65535" in capsys.readouterr().err
+
+
+def test_a_second_server_on_a_taken_port_fails_to_bind_rather_than_share_it() -> None:
+    # gRPC's SO_REUSEPORT would let both bind and split the traffic between two configs
+    async def scenario():
+        async with serving_at(Scripted()) as (_channel, port):
+            second = ExtProcServer(Scripted())
+            try:
+                with pytest.raises(OSError, match="in use"):
+                    await second.start(f"127.0.0.1:{port}")
+            finally:
+                if second.ready:  # it bound the taken port after all
+                    await second.stop(grace_s=0)
+
+    asyncio.run(scenario())
+
+
+def test_an_address_that_cannot_be_bound_is_one_line_and_exit_2(tmp_path, capsys) -> None:
+    config = str(write_config(tmp_path))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        assert main(["extproc", "--config", config, "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: --host 127.0.0.1 --port {port}: cannot bind (" in err and "in use" in err
+    assert "Traceback" not in err
+    assert main(["extproc", "--config", config, "--host", "256.1.1.1", "--port", str(free_port())]) == 2
+    err = capsys.readouterr().err
+    assert "error: --host 256.1.1.1 --port" in err and "cannot bind (" in err and "Traceback" not in err
+
+
+def test_ctrl_c_exits_130_after_a_graceful_stop(tmp_path) -> None:
+    port = free_port()
+    command = [sys.executable, "-m", "jevserve.cli", "extproc", "--config", str(write_config(tmp_path)),
+               "--port", str(port)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        banner = proc.stdout.readline()
+        assert f"jevserve extproc listening on 127.0.0.1:{port}" in banner, banner + proc.stdout.read()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(20) == 130  # as `jevserve gateway`; SIGTERM (an orchestrated stop) exits 0
+        out = proc.stdout.read()
+        assert "stopping" in out and "Traceback" not in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

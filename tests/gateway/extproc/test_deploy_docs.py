@@ -8,6 +8,7 @@ import subprocess
 import pytest
 import yaml
 from envoy.config.bootstrap.v3 import bootstrap_pb2
+from envoy.extensions.access_loggers.filters.cel.v3 import cel_pb2  # noqa: F401 (registers the Any type)
 from envoy.extensions.filters.http.ext_proc.v3 import ext_proc_pb2
 from envoy.extensions.filters.http.router.v3 import router_pb2  # noqa: F401 (registers the Any type)
 from envoy.extensions.filters.network.http_connection_manager.v3 import http_connection_manager_pb2 as hcm_pb2

@@ -122,6 +122,7 @@ def test_the_gateways_decisions_through_a_live_envoy(mode: str) -> None:
             "model": "qwen3",
             "upstream_model": "qwen3-8b",
             "guard": {},
+            "tool_gate": {"threshold": 0.5},
             "route": {"targets": [{"model": SMALL, "cost": 0.1}, {"model": "qwen3-8b", "cost": 1}]},
             "priority": {},
             "inference": {"objectives": [{"name": "interactive", "max_tokens": 100}, {"name": "batch"}],
@@ -139,19 +140,28 @@ def test_the_gateways_decisions_through_a_live_envoy(mode: str) -> None:
                 cheap = await c.post("/v1/chat/completions", json={**chat("hi"), "model": "qwen3"})
                 decider.answers.update(route=0.1)
                 costly = await c.post("/v1/chat/completions", json={**chat("hi"), "model": "qwen3", "stream": True})
+                # a tool-gated request the model answers with events: a reply the gate cannot read is a 502
+                models["qwen3-8b"].ignores_stream = True
+                tools = [{"type": "function", "function": {"name": "sh", "parameters": {"type": "object"}}}]
+                unread = await c.post("/v1/chat/completions", json={**chat("hi"), "model": "qwen3", "tools": tools})
+                listed, other = await c.get("/v1/models"), await c.post("/v1/responses", json={"input": "hi"})
                 decider.answers.update(guard=0.99)
                 blocked = await c.post("/v1/chat/completions", json={**chat("hi"), "model": "qwen3"})
-            return models, cheap, costly, blocked
+            return models, cheap, costly, blocked, (unread, listed, other)
 
-    models, cheap, costly, blocked = asyncio.run(scenario())
+    models, cheap, costly, blocked, (unread, listed, other) = asyncio.run(scenario())
     (headers, body), = models[SMALL].received
     assert body["model"] == SMALL and cheap.json()["choices"][0]["message"]["content"] == f"Hello from {SMALL}"
     assert headers["x-gateway-inference-objective"] == "interactive" and headers["x-llm-d-slo-ttft-ms"] == "1030"
     assert cheap.headers["x-jevserve-decisions"].startswith("guard=allow")
-    (_, body), = models["qwen3-8b"].received
-    assert body["model"] == "qwen3-8b" and body["stream"] is True
+    (_, body), (_, gated) = models["qwen3-8b"].received  # /v1/models and /v1/responses reach no model
+    assert body["model"] == "qwen3-8b" and body["stream"] is True and gated["stream"] is False
     assert costly.text.rstrip().endswith("data: [DONE]") and "qwen3-8b" in costly.text
     assert blocked.status_code == 400 and blocked.json()["error"]["code"] == "content_policy_violation"
+    assert unread.status_code == 502 and unread.json()["error"]["code"] == "bad_upstream_answer"
+    assert unread.headers["x-jevserve-decisions"].startswith("guard=allow")
+    assert listed.status_code == 200 and [m["id"] for m in listed.json()["data"]] == ["qwen3"]
+    assert other.status_code == 404 and other.json()["error"]["message"] == "Not Found"
 
 
 def _shape(message) -> tuple:

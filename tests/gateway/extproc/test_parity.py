@@ -107,6 +107,10 @@ CASES = [
          {"tool_gate:0": 0.9}, reply=_tool_reply),
     Case("tool-gate-flag", {"tool_gate": {"action": "flag"}}, [{**HI, "tools": TOOLS}], {"tool_gate:0": 0.9},
          reply=_tool_reply),
+    # asked without streaming, the upstream streams anyway: the reply cannot be judged, so it is a 502, never passed
+    Case("tool-gate-events-answer", {"tool_gate": {"threshold": 0.5}},
+         [{**HI, "tools": TOOLS, "stream": True}, {**HI, "tools": TOOLS}], {"tool_gate:0": 0.9},
+         reply=_streamed_tool_call),
     Case("cache-store-then-hit", {"cache": {"min_similarity": 0.5}}, [HI, HI], {"cache": 0.99}),
     Case("cache-streamed-then-hit", {"cache": {"min_similarity": 0.5}}, [{**HI, "stream": True}, HI],
          {"cache": 0.99}),
@@ -195,7 +199,9 @@ async def _via_extproc(case: Case, mode: str) -> list[dict]:
             content = reply.content
             delivered = await stream.respond(reply.status_code, dict(reply.headers), [content[:30], content[30:]])
             await stream.finish()
-            out.append(_outcome(reply.status_code, delivered.headers, delivered.body, stub.received(before)))
+            # a reply the decisions refused is replaced whole, status included
+            status = delivered.status if isinstance(delivered, Immediate) else reply.status_code
+            out.append(_outcome(status, delivered.headers, delivered.body, stub.received(before)))
             await asyncio.sleep(0.02)  # the stream's closing work (store, record) runs after it ends
     return out
 

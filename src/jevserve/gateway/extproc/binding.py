@@ -4,6 +4,8 @@
                  error / Answer: an immediate reply, recorded at once
                  Forward: the planned upstream body and headers handed to Envoy (which forwards it)
     reply     → gate the reply (a held whole reply with tool calls) → store → record     (at the stream's end)
+                 a held 2xx reply that is not a JSON object: the HTTP gateway's 502 `bad_upstream_answer` instead
+    other paths → the HTTP gateway's answers: `GET /v1/models` its model list, anything else 404 / 405
 
 What the HTTP gateway's forward stage does itself (pick an upstream, queue, retry) is Envoy's (and the endpoint
 picker's) job here; jevserve tells it the model (`x-gateway-model-name`, for route matching) and, for routes with an
@@ -18,30 +20,64 @@ from collections.abc import Mapping
 from typing import Any
 
 from jevserve.gateway.context import RequestContext, cache_directives, tenant_of
+from jevserve.gateway.endpoints import ENDPOINT_PATHS, MODELS_PATH, http_error_body, model_list
 from jevserve.gateway.errors import GatewayError
-from jevserve.gateway.extproc.respond import JSON_TYPE
+from jevserve.gateway.extproc.respond import JSON_TYPE, REQUEST_ID, usable_request_id
 from jevserve.gateway.extproc.seam import Exchange, Respond, ResponseEdit, ResponsePlan, StreamEnd
 from jevserve.gateway.extproc.seam import Forward as ForwardOutcome
 from jevserve.gateway.inference_headers import MODEL_NAME_HEADER
 from jevserve.gateway.pipeline import plan_request, refuse
-from jevserve.gateway.responses import GatewayResponse, completion_response
+from jevserve.gateway.responses import GatewayResponse, completion_response, json_response
 from jevserve.gateway.runtime import Gateway
 from jevserve.gateway.stages import Answer, Forward, gate_reply, record
-from jevserve.gateway.stages.forward import streams_upstream, upstream_headers
+from jevserve.gateway.stages.forward import bad_upstream_answer, streams_upstream, upstream_headers
 from jevserve.gateway.stages.store_reply import store_reply
 from jevserve.gateway.streaming import summarise
 
-# path suffix → the gateway's endpoint (chat first: "/chat/completions" also ends with "/completions")
-ENDPOINTS = (("/chat/completions", "chat"), ("/completions", "completions"))
+# path suffix → the HTTP gateway's endpoint, matched as a suffix so that a data plane may serve the API under another
+# prefix; the longest first, since "/chat/completions" also ends with "/completions"
+ENDPOINTS = tuple(sorted(((path, endpoint) for endpoint, path in ENDPOINT_PATHS.items()), key=lambda e: -len(e[0])))
 SSE_TYPE = "text/event-stream"
 
 
+def _path(headers: Mapping[str, str]) -> str:
+    return headers.get(":path", "").split("?", 1)[0].rstrip("/")
+
+
 def endpoint_of(headers: Mapping[str, str]) -> str | None:
-    """`chat` or `completions` for an inference request (a POST to one of them), else None (left alone)."""
+    """`chat` or `completions` for an inference request (a POST to one of them), else None."""
     if headers.get(":method", "").upper() != "POST":
         return None
-    path = headers.get(":path", "").split("?", 1)[0].rstrip("/")
+    path = _path(headers)
     return next((endpoint for suffix, endpoint in ENDPOINTS if path.endswith(suffix)), None)
+
+
+def other_request(gateway: Gateway, headers: Mapping[str, str]) -> GatewayResponse:
+    """What the HTTP gateway answers a request that is no inference request: its model list for `GET /v1/models`
+    (the route names clients ask for, not the upstream's), 405 for another method on an endpoint, else 404. Nothing
+    reaches the upstream undecided."""
+    method, path = headers.get(":method", "").upper(), _path(headers)
+    if path.endswith(MODELS_PATH):
+        if method in ("GET", "HEAD"):
+            return GatewayResponse(200, body=model_list(gateway))
+        return GatewayResponse(405, body=http_error_body(405))
+    if any(path.endswith(suffix) for suffix, _ in ENDPOINTS):
+        return GatewayResponse(405, body=http_error_body(405))
+    return GatewayResponse(404, body=http_error_body(404))
+
+
+def context_of(headers: Mapping[str, str]) -> RequestContext | None:
+    """A fresh request context for an inference request (its endpoint, tenant, cache directives and the data
+    plane's request id), None for any other request."""
+    endpoint = endpoint_of(headers)
+    if endpoint is None:
+        return None
+    ctx = RequestContext(endpoint, tenant=tenant_of(headers))
+    ctx.cache_control = cache_directives(headers.get("cache-control"))
+    request_id = headers.get(REQUEST_ID)
+    if usable_request_id(request_id):
+        ctx.request_id = request_id  # the data plane's id, so its access log and jevserve's log line up
+    return ctx
 
 
 async def rendered(response: GatewayResponse) -> Respond:
@@ -82,18 +118,14 @@ class GatewayExchange(Exchange):
         self.recorded = False
         self.gated: dict[str, Any] | None = None  # the held reply after the tool gate
         self.forwarded_at: float | None = None  # monotonic time the request went on to the data plane
+        self.upstream_status: int | None = None  # the reply's status, once its headers arrived
 
     async def request(self, headers: Mapping[str, str], body: bytes) -> ForwardOutcome | Respond:
         """Run the request-phase stages; an error or a gateway answer becomes an immediate reply."""
-        endpoint = endpoint_of(headers)
-        if endpoint is None:
-            return ForwardOutcome(clear_route_cache=False)  # not an inference request: untouched
         gateway = self.gateway
-        ctx = self.ctx = RequestContext(endpoint, tenant=tenant_of(headers))
-        ctx.cache_control = cache_directives(headers.get("cache-control"))
-        request_id = headers.get("x-request-id", "")
-        if 0 < len(request_id) <= 128 and request_id.isascii() and request_id.isprintable():
-            ctx.request_id = request_id  # the data plane's id, so its access log and jevserve's log line up
+        ctx = self.ctx = context_of(headers)
+        if ctx is None:
+            return await rendered(other_request(gateway, headers))  # not counted, as in the HTTP gateway
         try:
             plan = await plan_request(gateway, ctx, body)
         except GatewayError as exc:
@@ -140,18 +172,26 @@ class GatewayExchange(Exchange):
         """A held reply the client asked to stream is replayed as events: say so in content-type."""
         if self.forwarded_at is not None:  # the upstream's time to its first byte, as the HTTP gateway counts it
             self.ctx.upstream_ms = (time.monotonic() - self.forwarded_at) * 1000
+        self.upstream_status = status
+        if self.ctx is not None:
+            self.ctx.outcome["status"] = status  # the upstream's, even when the client gets another
         if self.plan is not None and self.plan.needs_whole_reply and self.ctx.streams and status < 300:
             return ResponseEdit(set_headers={"content-type": SSE_TYPE, "cache-control": "no-cache"})
         return ResponseEdit()
 
-    async def response_body(self, body: bytes) -> ResponseEdit:
-        """The tool gate on a held whole reply; the reply re-rendered (as events when the client streams)."""
-        try:
-            completion = json.loads(body)
-        except ValueError:
-            return ResponseEdit()
-        if not isinstance(completion, dict) or "choices" not in completion:
-            return ResponseEdit()  # an error body passes through as it is
+    async def response_body(self, body: bytes) -> ResponseEdit | Respond:
+        """The tool gate on a held whole reply; the reply re-rendered (as events when the client streams). A 2xx
+        reply that is not the JSON object asked for (events from a server that ignores `stream: false`, an HTML
+        page) cannot be judged: it becomes the HTTP gateway's 502, never a reply passed on unjudged."""
+        status = self.upstream_status or 0
+        if not 200 <= status < 300:
+            return ResponseEdit()  # an error reply passes through as it is: it has no tool calls to judge
+        completion = _json_object(body)
+        if completion is None:
+            error = bad_upstream_answer(body.decode("utf-8", "replace"))
+            return await rendered(json_response(self.ctx, 502, error))
+        if "choices" not in completion:
+            return ResponseEdit()  # a 2xx error object passes through as it is
         ctx = self.ctx
         if ctx.is_chat:
             completion = await gate_reply(self.gateway, ctx, completion)
@@ -160,17 +200,22 @@ class GatewayExchange(Exchange):
         return ResponseEdit(set_headers=answer.headers, body=answer.body)
 
     async def close(self, end: StreamEnd) -> None:
-        """Store a complete, successful reply (the HTTP gateway's condition) and record the request."""
-        ctx = self.ctx
-        if ctx is None or self.recorded:
+        """Store a complete, successful reply (the HTTP gateway's condition) and record the request, those the
+        stream answered itself (413, 503, a misconfigured filter) included."""
+        if self.recorded:
+            return
+        # a request refused before its decisions ran has no context yet: the one the HTTP gateway makes for its 413
+        ctx = self.ctx or (context_of(end.request_headers) if end.immediate else None)
+        if ctx is None:
             return
         status = end.status if end.status is not None else 499  # the client went away before any reply
         if end.error is not None:
             ctx.outcome["stream_error"] = end.error
-        ctx.outcome.setdefault("status", status)
-        completion = self.gated if self.gated is not None else self._observed(end)
-        if completion is not None and end.complete and end.error is None:
-            await store_reply(self.gateway, ctx, status, completion, placeholder=False)
+        if not end.immediate:
+            ctx.outcome.setdefault("status", status)
+            completion = self.gated if self.gated is not None else self._observed(end)
+            if completion is not None and end.complete and end.error is None:
+                await store_reply(self.gateway, ctx, status, completion, placeholder=False)
         record(self.gateway, ctx, status)
 
     def _observed(self, end: StreamEnd) -> dict[str, Any] | None:
@@ -179,9 +224,14 @@ class GatewayExchange(Exchange):
         if self.plan is not None and self.ctx.streams and not self.plan.needs_whole_reply:
             summary = summarise(end.response_body)
             return summary.completion(self.ctx.body["model"]) if summary.status == 200 else None
-        try:
-            completion = json.loads(end.response_body)
-        except ValueError:
-            return None
-        return completion if isinstance(completion, dict) else None
+        return _json_object(end.response_body)
+
+
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    """`body` parsed when it is a JSON object, else None."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return None
+    return payload if isinstance(payload, dict) else None
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from urllib.parse import urlsplit
 
 from jevserve.argtypes import positive_float
 
@@ -85,7 +84,8 @@ def run_extproc(args: argparse.Namespace) -> int:
     from jevserve.gateway.cli import load_with_overrides
     from jevserve.gateway.errors import ConfigError
 
-    for flag, port in (("--port", args.port), ("--metrics-port", args.metrics_port)):
+    ports = (("--port", args.port), ("--metrics-port", args.metrics_port), ("--envoy-port", args.envoy_port))
+    for flag, port in ports:
         if port is not None and not 0 < port < 65536:
             return _fail(f"{flag} {port}: expected 1-65535")
     try:
@@ -167,44 +167,28 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
         return asyncio.run(serve_until_stopped(GatewayDecisions(gateway), settings, address, banner, started=started))
     except MetricsPortError as exc:
         return _fail(f"--host {args.host} --metrics-port {args.metrics_port}: cannot bind ({exc.__cause__})")
-    except OSError as exc:
+    except OSError as exc:  # a taken port, an address not of this host: one line, as for --metrics-port
         return _fail(f"--host {args.host} --port {args.port}: cannot bind ({exc})")
 
 
-def _address(url: str) -> tuple[str, int]:
-    parts = urlsplit(url)
-    return parts.hostname or "127.0.0.1", parts.port or (443 if parts.scheme == "https" else 80)
-
-
 def _print_envoy(config, args: argparse.Namespace) -> int:
-    """An Envoy bootstrap routing each model the config names to its upstream, jevserve's filter first."""
+    """An Envoy bootstrap routing each model the config names to its upstream, jevserve's filter first; what it
+    cannot express is a warning on stderr."""
     import yaml
 
-    from jevserve.gateway.extproc.envoy_config import envoy_bootstrap
+    from jevserve.gateway.extproc.envoy_config import bootstrap_for_config
 
-    upstreams = {u.name: u for u in config.upstreams}
-    if not upstreams:
-        return _fail("--print-envoy: the config declares no upstreams (the model servers Envoy should route to)")
-    models: dict[str, tuple[str, int]] = {}
-    default = None
-    for route in config.routes:
-        names = route.upstreams or list(upstreams)
-        model = route.upstream_model or route.model
-        models.setdefault(model, _address(upstreams[names[0]].url))
-        default = default or model
-        for target in route.route.targets if route.route is not None else ():
-            target_names = target.upstreams or names
-            models.setdefault(target.model, _address(upstreams[target_names[0]].url))
-    if default is None:
-        return _fail("--print-envoy: the config declares no routes")
     deadline_s = (args.deadline_ms or config.decision_timeout_ms + 500) / 1000
-    bootstrap = envoy_bootstrap(
-        models,
-        default,
-        listen=("0.0.0.0", args.envoy_port),
-        extproc=(args.host if args.host not in ("0.0.0.0", "::") else "127.0.0.1", args.port),
-        message_timeout_s=max(2.0, round(deadline_s + 0.5, 1)),
-        max_body_bytes=config.max_body_bytes,
-    )
+    try:
+        bootstrap, warnings = bootstrap_for_config(
+            config,
+            listen=("0.0.0.0", args.envoy_port),
+            extproc=(args.host if args.host not in ("0.0.0.0", "::") else "127.0.0.1", args.port),
+            message_timeout_s=max(2.0, round(deadline_s + 0.5, 1)),
+        )
+    except ValueError as exc:
+        return _fail(f"--print-envoy: {exc}")
+    for warning in warnings:
+        print(f"warning: --print-envoy: {warning}", file=sys.stderr)
     print(yaml.safe_dump(bootstrap, sort_keys=False), end="")
     return 0

@@ -1,38 +1,211 @@
 """An Envoy bootstrap with jevserve's ext_proc filter in front of model servers (`jevserve extproc --print-envoy`).
 
 Routes match on `x-gateway-model-name`, which jevserve sets to the model its route decision chose (and asks Envoy to
-route again with `clear_route_cache`); a request for any other model goes to the default cluster.
+route again with `clear_route_cache`); a request for any other model goes to the default cluster. There is one
+cluster per upstream (named after it). Where two of jevserve's routes send the same model name to different
+upstreams, that header cannot tell them apart: Envoy's json_to_metadata filter then copies the `model` the client
+asked for (the jevserve route) into dynamic metadata before ext_proc rewrites the body, and those routes match on it
+as well. Each route rewrites what the HTTP gateway's upstream client would: the path onto the upstream URL's base
+path, and for an https upstream the Host header (the cluster itself speaks TLS with SNI and verifies the certificate
+against the CA bundle at `CA_BUNDLE`). An upstream with `api_key_env` gets its key from Envoy's credential injector,
+read from that environment variable when Envoy starts: the bootstrap names the variable, never the key. The keys
+clients send are removed before the request leaves, as the HTTP gateway never forwards them either.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
+from jevserve.gateway.config import PLACEHOLDER_URL, GatewayConfig
 from jevserve.gateway.inference_headers import MODEL_NAME_HEADER
 
 Address = tuple[str, int]
+EXTPROC_CLUSTER = "jevserve"
+CLIENT_KEY_HEADERS = ("authorization", "api-key", "x-api-key")  # context.tenant_of's key headers
 _MANAGER_NAME = "envoy.filters.network.http_connection_manager"
 _MANAGER_TYPE = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+_CLIENT_PATH = "/v1"  # the prefix OpenAI clients put before /chat/completions
+# the CA bundle of Debian/Ubuntu images (Envoy's own among them) and Alpine: Envoy 1.40 refuses to match the
+# certificate's name without a trusted CA file, and without that match any publicly trusted certificate would do
+CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+METADATA_NAMESPACE = "jevserve"
+ROUTE_KEY = "route"  # the client's `model` (jevserve's route), under METADATA_NAMESPACE
+# Envoy's response code details for the ext_proc filter's own failures (gRPC error, stream closed, message timeout);
+# jevserve's immediate replies carry `jevserve_<status>` instead, so they are never rewritten
+_EXTPROC_FAILED = "response.code_details.startsWith('ext_proc_error')"
+UNREACHABLE_MESSAGE = (
+    "the decision service (jevserve ext_proc) is unreachable or failed to answer; the request was not forwarded"
+)
 
 
-def _cluster(name: str, address: Address, *, http2: bool = False) -> dict[str, Any]:
+@dataclass(frozen=True)
+class EnvoyUpstream:
+    """One model server as Envoy reaches it: a cluster, and what each request to it is rewritten to."""
+
+    name: str  # the cluster's name: the upstream's name in the config
+    host: str
+    port: int
+    tls: bool = False
+    base_path: str = _CLIENT_PATH  # the URL's path: a client's `/v1/...` is sent to `<base_path>/...`
+    api_key_env: str | None = None  # environment variable Envoy reads the bearer key from
+
+    @classmethod
+    def from_url(cls, name: str, url: str, api_key_env: str | None = None) -> EnvoyUpstream:
+        """An upstream from its base URL, as the gateway config gives it (`https://api.openai.com/v1`)."""
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"upstream {name!r}: {url!r} is not an http(s) URL Envoy can reach")
+        tls = parts.scheme == "https"
+        port = parts.port or (443 if tls else 80)
+        return cls(name, parts.hostname, port, tls, parts.path.rstrip("/"), api_key_env)
+
+    @property
+    def authority(self) -> str:
+        """The Host header the HTTP gateway sends it (the port only when it is not the scheme's)."""
+        default = 443 if self.tls else 80
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == default else f"{host}:{self.port}"
+
+    @property
+    def secret_name(self) -> str:
+        return f"{self.name}-api-key"
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _tls_socket(upstream: EnvoyUpstream) -> dict[str, Any]:
+    # without a validation context Envoy accepts any certificate; SNI is only for names (RFC 6066: never an IP)
+    san_type = "IP_ADDRESS" if _is_ip(upstream.host) else "DNS"
+    context: dict[str, Any] = {
+        "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+        "common_tls_context": {
+            "validation_context": {
+                "trusted_ca": {"filename": CA_BUNDLE},
+                "match_typed_subject_alt_names": [{"san_type": san_type, "matcher": {"exact": upstream.host}}],
+            }
+        },
+    }
+    if san_type == "DNS":
+        context["sni"] = upstream.host
+    return {"name": "envoy.transport_sockets.tls", "typed_config": context}
+
+
+def _credential_filters(upstream: EnvoyUpstream) -> list[dict[str, Any]]:
+    # an upstream filter on the cluster, so the key reaches this upstream only; the codec filter must come last
+    injector = {
+        "@type": "type.googleapis.com/envoy.extensions.filters.http.credential_injector.v3.CredentialInjector",
+        "overwrite": True,
+        "credential": {
+            "name": "envoy.http.injected_credentials.generic",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.http.injected_credentials.generic.v3.Generic",
+                "credential": {"name": upstream.secret_name},
+                "header_value_prefix": "Bearer ",
+            },
+        },
+    }
+    codec = {"@type": "type.googleapis.com/envoy.extensions.filters.http.upstream_codec.v3.UpstreamCodec"}
+    return [
+        {"name": "envoy.filters.http.credential_injector", "typed_config": injector},
+        {"name": "envoy.filters.http.upstream_codec", "typed_config": codec},
+    ]
+
+
+def _cluster(name: str, address: Address, *, http2: bool = False, upstream: EnvoyUpstream | None = None) -> dict:
     host, port = address
     cluster: dict[str, Any] = {"name": name, "type": "STRICT_DNS"}
     if http2:
         cluster["typed_extension_protocol_options"] = {
-            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
-                "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+            _PROTOCOL_OPTIONS: {
+                "@type": f"type.googleapis.com/{_PROTOCOL_OPTIONS}",
                 "explicit_http_config": {"http2_protocol_options": {}},  # gRPC needs HTTP/2
             }
         }
+    if upstream is not None and upstream.api_key_env:
+        cluster["typed_extension_protocol_options"] = {
+            _PROTOCOL_OPTIONS: {
+                "@type": f"type.googleapis.com/{_PROTOCOL_OPTIONS}",
+                "explicit_http_config": {"http_protocol_options": {}},
+                "http_filters": _credential_filters(upstream),
+            }
+        }
+    if upstream is not None and upstream.tls:
+        cluster["transport_socket"] = _tls_socket(upstream)
     endpoint = {"endpoint": {"address": {"socket_address": {"address": host, "port_value": port}}}}
     cluster["load_assignment"] = {"cluster_name": name, "endpoints": [{"lb_endpoints": [endpoint]}]}
     return cluster
 
 
+def _route_action(upstream: EnvoyUpstream) -> dict[str, Any]:
+    action: dict[str, Any] = {"cluster": upstream.name, "timeout": "300s"}
+    if upstream.tls:  # a hosted API picks its virtual host (and checks SNI against it) by Host
+        action["host_rewrite_literal"] = upstream.authority
+    if upstream.base_path != _CLIENT_PATH:  # `/v1/chat/completions` → `<base_path>/chat/completions`
+        action["regex_rewrite"] = {"pattern": {"regex": f"^{_CLIENT_PATH}/"}, "substitution": f"{upstream.base_path}/"}
+    return action
+
+
+def _local_reply_config() -> dict[str, Any]:
+    """ext_proc's own failures (jevserve unreachable, a broken stream, a timeout) as the gateway's error body: Envoy
+    would answer an empty 500, which OpenAI clients report without any message."""
+    cel = {
+        "name": "envoy.access_loggers.extension_filters.cel",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.access_loggers.filters.cel.v3.ExpressionFilter",
+            "expression": _EXTPROC_FAILED,
+        },
+    }
+    body = {"message": UNREACHABLE_MESSAGE, "type": "api_error", "param": None, "code": "decisions_unavailable"}
+    request_id = {"key": "x-request-id", "value": "%REQ(x-request-id)%"}  # as on jevserve's own replies
+    mapper = {
+        "filter": {"extension_filter": cel},
+        "status_code": 503,  # what jevserve itself answers when its decisions are unavailable (`--failure closed`)
+        "headers_to_add": [{"header": request_id, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}],
+        "body_format_override": {"json_format": {"error": body}, "content_type": "application/json"},
+    }
+    return {"mappers": [mapper]}
+
+
+def route_metadata_filter() -> dict[str, Any]:
+    """json_to_metadata: the client's `model` into dynamic metadata, read before ext_proc replaces the body (it
+    buffers the body first, which jevserve needs whole anyway)."""
+    rule = {
+        "selectors": [{"key": "model"}],
+        "on_present": {"metadata_namespace": METADATA_NAMESPACE, "key": ROUTE_KEY, "type": "STRING"},
+    }
+    return {
+        "name": "envoy.filters.http.json_to_metadata",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.json_to_metadata.v3.JsonToMetadata",
+            # jevserve reads the body as JSON whatever its content-type (`application/json; charset=utf-8` included)
+            "request_rules": {
+                "rules": [rule],
+                "allow_content_types_regex": {"regex": ".*"},
+                "allow_empty_content_type": True,
+            },
+        },
+    }
+
+
+def _asked_for(route: str) -> dict[str, Any]:
+    """A route match on the client's `model`, as route_metadata_filter() recorded it."""
+    path = [{"key": ROUTE_KEY}]
+    return {"filter": METADATA_NAMESPACE, "path": path, "value": {"string_match": {"exact": route}}}
+
+
 def ext_proc_filter(
-    *, request_body_mode: str, response_body_mode: str, message_timeout_s: float, cluster: str = "jevserve"
+    *, request_body_mode: str, response_body_mode: str, message_timeout_s: float, cluster: str = EXTPROC_CLUSTER
 ) -> dict[str, Any]:
     """The ext_proc HTTP filter: headers, body and trailers of both directions sent to jevserve."""
     return {
@@ -40,7 +213,7 @@ def ext_proc_filter(
         "typed_config": {
             "@type": "type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor",
             "grpc_service": {"envoy_grpc": {"cluster_name": cluster}},
-            "failure_mode_allow": False,  # jevserve unreachable: a 500, never an undecided request
+            "failure_mode_allow": False,  # jevserve unreachable: an error, never an undecided request
             "message_timeout": f"{message_timeout_s:g}s",
             "processing_mode": {
                 "request_header_mode": "SEND",
@@ -55,7 +228,7 @@ def ext_proc_filter(
 
 
 def envoy_bootstrap(
-    models: Mapping[str, Address],
+    models: Mapping[str, Address | EnvoyUpstream],
     default_model: str,
     *,
     listen: Address = ("0.0.0.0", 10000),
@@ -64,35 +237,68 @@ def envoy_bootstrap(
     response_body_mode: str = "FULL_DUPLEX_STREAMED",
     message_timeout_s: float = 2.0,
     max_body_bytes: int = 4 * 1024 * 1024,
+    by_route: Mapping[tuple[str, str], EnvoyUpstream] | None = None,
 ) -> dict[str, Any]:
-    """A static Envoy bootstrap: model name → model server address; `extproc=None` leaves the filter out."""
+    """A static Envoy bootstrap: model name (the `x-gateway-model-name` value) → its upstream; a bare address is a
+    plain-HTTP upstream named after the model. `by_route` overrides that for (the client's model, model name) pairs
+    whose jevserve route sends the model name elsewhere. `extproc=None` leaves the filter out."""
+    by_route = dict(by_route or {})
     if default_model not in models:
         raise ValueError(f"default model {default_model!r} is not among the models: {sorted(models)}")
-    if "jevserve" in models:
-        raise ValueError("a model may not be named 'jevserve': that is the ext_proc server's cluster")
-    names = {model: model for model in models}  # one cluster per model, named after it
+    targets = {
+        model: target if isinstance(target, EnvoyUpstream) else EnvoyUpstream(model, *target)
+        for model, target in models.items()
+    }
+    upstreams: dict[str, EnvoyUpstream] = {}
+    for upstream in [*targets.values(), *by_route.values()]:
+        first = upstreams.setdefault(upstream.name, upstream)
+        if first != upstream:
+            raise ValueError(f"two different upstreams are named {upstream.name!r}: {first} and {upstream}")
+    if extproc is not None and EXTPROC_CLUSTER in upstreams:
+        raise ValueError(f"an upstream may not be named {EXTPROC_CLUSTER!r}: that is the ext_proc server's cluster")
     routes = [
         {
-            "match": {"prefix": "/", "headers": [{"name": MODEL_NAME_HEADER, "string_match": {"exact": model}}]},
-            "route": {"cluster": names[model], "timeout": "300s"},
+            "match": {
+                "prefix": "/",
+                "headers": [{"name": MODEL_NAME_HEADER, "string_match": {"exact": model}}],
+                "dynamic_metadata": [_asked_for(asked)],
+            },
+            "route": _route_action(upstream),
         }
-        for model in models
+        for (asked, model), upstream in by_route.items()
+    ]
+    routes += [
+        {
+            "match": {"prefix": "/", "headers": [{"name": MODEL_NAME_HEADER, "string_match": {"exact": model}}]},
+            "route": _route_action(upstream),
+        }
+        for model, upstream in targets.items()
         if model != default_model
     ]
-    routes.append({"match": {"prefix": "/"}, "route": {"cluster": names[default_model], "timeout": "300s"}})
+    routes.append({"match": {"prefix": "/"}, "route": _route_action(targets[default_model])})
     router = {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}
     filters = [{"name": "envoy.filters.http.router", "typed_config": router}]
-    clusters = [_cluster(names[m], address) for m, address in models.items()]
+    clusters = [_cluster(u.name, (u.host, u.port), upstream=u) for u in upstreams.values()]
+    virtual_host = {
+        "name": "llm",
+        "domains": ["*"],
+        "routes": routes,
+        # the HTTP gateway never passes a client's key on; an upstream's own key is added after this (api_key_env)
+        "request_headers_to_remove": list(CLIENT_KEY_HEADERS),
+    }
+    manager: dict[str, Any] = {
+        "@type": _MANAGER_TYPE,
+        "stat_prefix": "llm",
+        "route_config": {"virtual_hosts": [virtual_host]},
+        "http_filters": filters,
+    }
     if extproc is not None:
         modes = {"request_body_mode": request_body_mode, "response_body_mode": response_body_mode}
         filters.insert(0, ext_proc_filter(**modes, message_timeout_s=message_timeout_s))
-        clusters.insert(0, _cluster("jevserve", extproc, http2=True))
-    manager = {
-        "@type": _MANAGER_TYPE,
-        "stat_prefix": "llm",
-        "route_config": {"virtual_hosts": [{"name": "llm", "domains": ["*"], "routes": routes}]},
-        "http_filters": filters,
-    }
+        clusters.insert(0, _cluster(EXTPROC_CLUSTER, extproc, http2=True))
+        manager["local_reply_config"] = _local_reply_config()
+    if by_route:
+        filters.insert(0, route_metadata_filter())
     host, port = listen
     listener = {
         "name": "llm",
@@ -100,4 +306,78 @@ def envoy_bootstrap(
         "per_connection_buffer_limit_bytes": max_body_bytes,  # BUFFERED bodies up to jevserve's limit
         "filter_chains": [{"filters": [{"name": _MANAGER_NAME, "typed_config": manager}]}],
     }
-    return {"static_resources": {"listeners": [listener], "clusters": clusters}}
+    resources: dict[str, Any] = {"listeners": [listener], "clusters": clusters}
+    secrets = [
+        {"name": u.secret_name, "generic_secret": {"secret": {"environment_variable": u.api_key_env}}}
+        for u in upstreams.values()
+        if u.api_key_env
+    ]
+    if secrets:  # read when Envoy starts; it refuses to start while a variable is unset
+        resources["secrets"] = secrets
+    return {"static_resources": resources}
+
+
+def bootstrap_for_config(
+    config: GatewayConfig,
+    *,
+    listen: Address = ("0.0.0.0", 10000),
+    extproc: Address | None = ("127.0.0.1", 9002),
+    message_timeout_s: float = 2.0,
+) -> tuple[dict[str, Any], list[str]]:
+    """The bootstrap `--print-envoy` prints for a gateway config, and a warning for each thing in the config it
+    cannot express (Envoy would silently do something else with it). Raises ValueError when there is nothing to
+    route to."""
+    declared = {u.name: u for u in config.upstreams}
+    if not declared:
+        raise ValueError("the config declares no upstreams (the model servers Envoy should route to)")
+    if not config.routes:
+        raise ValueError("the config declares no routes")
+    warnings: list[str] = []
+    reachable: dict[str, EnvoyUpstream] = {}
+    for u in config.upstreams:
+        if u.url == PLACEHOLDER_URL:
+            warnings.append(
+                f"upstream {u.name!r} is {PLACEHOLDER_URL}, which only `jevserve gateway` serves: Envoy has no "
+                "server to send its requests to, so they are answered 503; give it a real URL"
+            )
+            reachable[u.name] = EnvoyUpstream(u.name, "127.0.0.1", 9)  # the discard port: nothing answers
+        else:
+            reachable[u.name] = EnvoyUpstream.from_url(u.name, u.url, u.api_key_env)
+    models: dict[str, EnvoyUpstream] = {}
+    by_route: dict[tuple[str, str], EnvoyUpstream] = {}
+
+    def add(asked: str, model: str, names: list[str], where: str) -> None:
+        if len(names) > 1:
+            warnings.append(
+                f"{where}: Envoy sends {model!r} to upstream {names[0]!r} only; the fallback to "
+                f"{', '.join(repr(n) for n in names[1:])} is the HTTP gateway's (list one upstream, or add them to "
+                "the cluster by hand)"
+            )
+        upstream = reachable[names[0]]
+        if models.setdefault(model, upstream).name != upstream.name:  # the header alone would pick the first
+            by_route.setdefault((asked, model), upstream)
+
+    for i, route in enumerate(config.routes):
+        names = route.upstreams or list(declared)
+        add(route.model, route.upstream_model or route.model, names, f"routes[{i}] ({route.model})")
+        for j, target in enumerate(route.route.targets if route.route is not None else ()):
+            where = f"routes[{i}].route.targets[{j}] ({route.model})"
+            add(route.model, target.model, target.upstreams or names, where)
+    first_route = config.routes[0]
+    default = first_route.upstream_model or first_route.model
+    for u in {u.name: u for u in [*models.values(), *by_route.values()]}.values():
+        if u.api_key_env:
+            warnings.append(
+                f"upstream {u.name!r}: Envoy adds `Authorization: Bearer ${u.api_key_env}` itself (credential "
+                f"injector); start Envoy with {u.api_key_env} set, or it refuses the bootstrap"
+            )
+    bootstrap = envoy_bootstrap(
+        models,
+        default,
+        listen=listen,
+        extproc=extproc,
+        message_timeout_s=message_timeout_s,
+        max_body_bytes=config.max_body_bytes,
+        by_route=by_route,
+    )
+    return bootstrap, warnings

@@ -7,6 +7,7 @@ this order, each at most once:
     request(headers, body)          → Forward (let it go upstream, changed) | Respond (answer it from here)
     response_headers(status, hdrs)  → ResponseEdit of the reply's headers
     response_body(body)             → ResponseEdit: new body, final headers   (only when Forward.response is HOLD)
+                                      | Respond (a reply the decisions cannot judge, answered from here instead)
     close(end)                      → always, once, however the stream ended (store, log, metrics)
 """
 
@@ -63,12 +64,15 @@ class ResponseEdit:
 class StreamEnd:
     """How one ext_proc stream ended, handed to `Exchange.close`."""
 
-    status: int | None  # the reply's HTTP status as the data plane reported it; None: no reply was seen
+    status: int | None  # the status the client got: the reply's, or the immediate reply's; None: no reply was seen
     complete: bool  # the reply's body was seen to its end (or there was none)
     error: str | None = None  # why the stream ended early (cancelled by the data plane, a protocol error)
     response_body: bytes | None = None  # the whole reply body under OBSERVE and HOLD (as the upstream sent it)
     immediate: bool = False  # the request was answered from here (Respond)
     timings_ms: Mapping[str, float] = field(default_factory=dict)  # "decide": time inside request(), ...
+    # the request's headers as request() got them: a request the stream refused itself (body too large, decisions
+    # unavailable) reaches close() with them, so that it is counted and logged like any other
+    request_headers: Mapping[str, str] = field(default_factory=dict)
 
 
 class Exchange(ABC):
@@ -82,9 +86,10 @@ class Exchange(ABC):
         """Changes to the reply's headers (default: none)."""
         return ResponseEdit()
 
-    async def response_body(self, body: bytes) -> ResponseEdit:
+    async def response_body(self, body: bytes) -> ResponseEdit | Respond:
         """What the client gets instead of the held reply `body` (default: the reply unchanged). Its headers reach
-        the client in BUFFERED and FULL_DUPLEX_STREAMED reply modes; in STREAMED mode the headers went out first."""
+        the client in BUFFERED and FULL_DUPLEX_STREAMED reply modes; in STREAMED mode the headers went out first.
+        A Respond replaces the whole reply, status included (in STREAMED mode only its body can)."""
         return ResponseEdit()
 
     async def close(self, end: StreamEnd) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -34,6 +35,7 @@ _MIN_RECEIVE_BYTES = 64 * 1024 * 1024  # the largest message taken only to be re
 NOT_READY_ANNOUNCE_S = 2.0
 _CANCELLED = "the data plane cancelled the stream"
 _ENDED_EARLY = "the stream ended before the reply did (the client went away, or the data plane stopped sending)"
+INTERRUPTED = 130  # the exit status after Ctrl-C, as `jevserve gateway` and a shell report a command ended by SIGINT
 
 
 class ExternalProcessorService(pb_grpc.ExternalProcessorServicer):
@@ -100,19 +102,28 @@ class ExtProcServer:
         # gRPC refuses a larger message with RESOURCE_EXHAUSTED, which the data plane reads as a failure, not as the
         # client's error: take messages well past max_body_bytes so that the stream answers them 413 itself
         limit = max(4 * self.settings.max_body_bytes, _MIN_RECEIVE_BYTES) + _MESSAGE_MARGIN_BYTES
-        self._server = grpc.aio.server(
-            options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)]
-        )
+        options = [
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", limit),
+            # gRPC binds with SO_REUSEPORT by default: a second server on a taken port would bind it too and take a
+            # share of the traffic, silently; without it the second bind fails, as any server's does
+            ("grpc.so_reuseport", 0),
+        ]
+        self._server = grpc.aio.server(options=options)
         pb_grpc.add_ExternalProcessorServicer_to_server(self.service, self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
         self.port: int | None = None
         self.ready = False  # listening and not draining (what the readiness services report)
 
     async def start(self, address: str = "127.0.0.1:9002") -> int:
-        """Bind `address` (host:port; port 0 picks a free one), start serving and report ready; returns the port."""
-        self.port = self._server.add_insecure_port(address)
+        """Bind `address` (host:port; port 0 picks a free one), start serving and report ready; returns the port.
+        Raises OSError, with the reason when it can be found, when the address cannot be bound."""
+        try:
+            self.port = self._server.add_insecure_port(address)
+        except RuntimeError:  # recent gRPC raises where older ones returned 0
+            self.port = 0
         if self.port == 0:
-            raise OSError(f"cannot bind {address}")
+            raise OSError(why_unbindable(address))
         await self._server.start()
         await self.health.set("liveness", health_pb2.HealthCheckResponse.SERVING)
         for service in READY_SERVICES:
@@ -137,6 +148,21 @@ class ExtProcServer:
         await self._server.wait_for_termination()
 
 
+def why_unbindable(address: str) -> str:
+    """Why gRPC could not bind `address` (it does not say): the error of a plain bind of the same address."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    try:
+        infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, sockaddr = infos[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds: TIME_WAIT is no reason
+            probe.bind(sockaddr)
+    except (OSError, ValueError) as exc:
+        return getattr(exc, "strerror", None) or str(exc)
+    return "gRPC refused the address"
+
+
 async def serve_until_stopped(
     decisions: Decisions,
     settings: StreamSettings,
@@ -146,12 +172,19 @@ async def serve_until_stopped(
     started: Callable[[ExtProcServer], Awaitable[Callable[[], Awaitable[None]]]] | None = None,
 ) -> int:
     """Serve on `address` until SIGINT or SIGTERM, then stop gracefully (not ready first, open streams finish).
-    `started(server)`, awaited once the server listens, starts what runs beside it and returns its stop function."""
+    `started(server)`, awaited once the server listens, starts what runs beside it and returns its stop function.
+    Returns the exit status: INTERRUPTED after SIGINT (Ctrl-C), 0 after SIGTERM (an orchestrated stop)."""
     server = ExtProcServer(decisions, settings)
     stop = asyncio.Event()
+    signals: list[int] = []
     loop = asyncio.get_running_loop()
+
+    def on_signal(signum: int) -> None:
+        signals.append(signum)
+        stop.set()
+
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, on_signal, signum)
     try:
         await server.start(address)
     except Exception:
@@ -170,4 +203,4 @@ async def serve_until_stopped(
     await server.stop(grace_s=5.0, announce_s=announce)
     if stop_beside is not None:
         await stop_beside()
-    return 0
+    return INTERRUPTED if signals[0] == signal.SIGINT else 0

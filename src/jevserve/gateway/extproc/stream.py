@@ -26,13 +26,16 @@ from typing import Literal
 
 from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 
+from jevserve.gateway.context import new_request_id
 from jevserve.gateway.extproc import wire
-from jevserve.gateway.extproc.respond import error_reply
+from jevserve.gateway.extproc.respond import REQUEST_ID, error_reply, usable_request_id
 from jevserve.gateway.extproc.seam import Exchange, Forward, Respond, ResponseEdit, ResponsePlan, StreamEnd
 
 logger = logging.getLogger("jevserve.extproc")
 
 _BUFFERED_MODES = (wire.BUFFERED, wire.BUFFERED_PARTIAL)
+# decisions unavailable is a passing state (a slow decider, a busy server): OpenAI's clients retry a 503 after this
+RETRY_AFTER_S = 1
 
 
 class ProtocolError(Exception):
@@ -100,6 +103,7 @@ class StreamProcessor:
             response_body=bytes(self._reply) if kept else None,
             immediate=isinstance(self._outcome, Respond),
             timings_ms=dict(self._timings),
+            request_headers=dict(self._headers or {}),
         )
 
     # request path
@@ -108,6 +112,9 @@ class StreamProcessor:
         if self._headers is not None:
             raise ProtocolError("request_headers sent twice on one stream")
         self._headers = wire.header_dict(message.headers)
+        if not usable_request_id(self._headers.get(REQUEST_ID)):
+            # one id for every reply and log line of this request, those the stream writes itself included
+            self._headers[REQUEST_ID] = new_request_id()
         if message.end_of_stream:
             outcome = await self._decide()
             if isinstance(outcome, Respond):
@@ -127,7 +134,7 @@ class StreamProcessor:
         self._body += message.body
         if len(self._body) > self.settings.max_body_bytes:
             limit = self.settings.max_body_bytes
-            reply = error_reply(413, f"request body is over the limit of {limit} bytes", code="payload_too_large")
+            reply = self._error(413, f"request body is over the limit of {limit} bytes", "payload_too_large")
             return [self._immediate(reply)]
         if self.request_mode in _BUFFERED_MODES:
             # the whole body in one message; end_of_stream is false only when trailers follow
@@ -192,7 +199,8 @@ class StreamProcessor:
         if self.settings.failure == "open":
             return Forward(response_headers={"x-jevserve-decisions": "failed-open"}, clear_route_cache=False)
         message = f"decisions unavailable: {reason}"
-        return error_reply(503, message, code="decisions_unavailable", error_type="api_error")
+        retry = {"retry-after": str(RETRY_AFTER_S)}
+        return self._error(503, message, "decisions_unavailable", error_type="api_error", headers=retry)
 
     def _unsupported_mode(self) -> Respond:
         mode = wire.mode_name(self.request_mode)
@@ -200,18 +208,32 @@ class StreamProcessor:
             f"jevserve extproc reads the request body: set the ext_proc filter's processing_mode.request_body_mode "
             f"to BUFFERED or FULL_DUPLEX_STREAMED (this filter sends {mode})"
         )
-        return error_reply(500, message, code="extproc_misconfigured", error_type="api_error")
+        return self._error(500, message, "extproc_misconfigured", error_type="api_error")
 
     def _unsupported_reply_mode(self) -> Respond:
         message = (
             "this route reads the model's reply (it gates tool calls), but the ext_proc filter does not send reply "
             "bodies: set processing_mode.response_body_mode to FULL_DUPLEX_STREAMED, BUFFERED or STREAMED"
         )
-        return error_reply(500, message, code="extproc_misconfigured", error_type="api_error")
+        return self._error(500, message, "extproc_misconfigured", error_type="api_error")
+
+    def _error(
+        self,
+        status: int,
+        message: str,
+        code: str,
+        *,
+        error_type: str = "invalid_request_error",
+        headers: dict[str, str] | None = None,
+    ) -> Respond:
+        """The stream's own error reply, with the request's id as every reply of the decisions has it."""
+        request_id = {REQUEST_ID: self._headers[REQUEST_ID]} if self._headers else {}
+        return error_reply(status, message, code=code, error_type=error_type, headers={**request_id, **(headers or {})})
 
     def _immediate(self, reply: Respond) -> pb.ProcessingResponse:
         self.finished = True
         self._outcome = reply
+        self._status = reply.status  # what the client got, for close()'s count and log line
         return wire.immediate(reply.status, reply.body, reply.headers, reply.details)
 
     # response path
@@ -259,6 +281,8 @@ class StreamProcessor:
         if self._plan is ResponsePlan.HOLD and not self._reply_complete:
             if self.response_mode == wire.FULL_DUPLEX_STREAMED:
                 edit = await self._replacement()
+                if isinstance(edit, Respond):
+                    return [self._immediate(edit)]
                 answers = [self._release_headers(edit)]
                 answers += wire.streamed_answers("response", edit.body, end_of_stream=False)
             else:
@@ -271,6 +295,8 @@ class StreamProcessor:
         mode = self.response_mode
         if mode in _BUFFERED_MODES:  # the whole reply in this one message; header changes count here
             edit = await self._replacement()
+            if isinstance(edit, Respond):
+                return [self._immediate(edit)]
             changes = wire.common(edit.set_headers, edit.remove_headers, body=edit.body)
             return [wire.body_answer("response", changes)]
         if not message.end_of_stream:
@@ -278,6 +304,12 @@ class StreamProcessor:
                 return []
             return [wire.body_answer("response", wire.common(clear_body=True))]  # STREAMED: held here instead
         edit = await self._replacement()
+        if isinstance(edit, Respond):
+            if mode == wire.FULL_DUPLEX_STREAMED:  # the reply's headers are still held: the reply can be replaced
+                return [self._immediate(edit)]
+            # STREAMED: the reply's status and headers went out already; its body is all that can change
+            logger.error("a held reply was refused in %s mode; its status went out already", self._mode_name())
+            edit = ResponseEdit(body=edit.body)
         if mode == wire.FULL_DUPLEX_STREAMED:
             return [self._release_headers(edit), *wire.streamed_answers("response", edit.body, end_of_stream=True)]
         return [wire.body_answer("response", wire.common(body=edit.body))]
@@ -289,8 +321,9 @@ class StreamProcessor:
         changes = wire.common({**set_headers, **edit.set_headers}, [*remove, *edit.remove_headers])
         return wire.headers_answer("response", changes)
 
-    async def _replacement(self) -> ResponseEdit:
-        """The held reply as the decisions rewrite it (unchanged if they fail or take too long); body always set."""
+    async def _replacement(self) -> ResponseEdit | Respond:
+        """The held reply as the decisions rewrite it (unchanged if they fail or take too long; body always set),
+        or the reply the decisions answer instead of it."""
         self._reply_complete = True
         started = time.perf_counter()
         held = bytes(self._reply)
@@ -300,6 +333,8 @@ class StreamProcessor:
             logger.exception("reply decisions failed; the reply goes through unchanged")
             edit = ResponseEdit()
         self._timings["reply"] = (time.perf_counter() - started) * 1000
+        if isinstance(edit, Respond):
+            return edit
         return edit if edit.body is not None else replace(edit, body=held)
 
     def _stop_reading_reply(self, message: pb.HttpBody) -> list[pb.ProcessingResponse]:

@@ -1,0 +1,37 @@
+"""The API the gateway serves, one definition for both front ends (`jevserve gateway`'s HTTP app and `jevserve
+extproc`): the endpoints it decides on, its model list and its answer to any other path, so a client sees one gateway
+behind either."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jevserve.gateway.runtime import Gateway
+
+API_PREFIX = "/v1"
+ENDPOINT_PATHS = {"chat": "/chat/completions", "completions": "/completions"}  # below API_PREFIX, by endpoint
+MODELS_PATH = "/models"  # below API_PREFIX
+
+
+def model_list(gateway: Gateway) -> dict:
+    """`GET /v1/models`: the route names clients ask for, with each route's operating points."""
+    data = [
+        {
+            "id": r.model,
+            "object": "model",
+            "created": 0,
+            "owned_by": "jevserve-gateway",
+            "description": r.description,
+            "decisions": {p.decision: p.to_dict() for p in gateway.operating_points if p.route == r.model},
+        }
+        for r in gateway.config.routes
+    ]
+    return {"object": "list", "data": data}
+
+
+def http_error_body(status: int, detail: str | None = None) -> dict:
+    """The OpenAI-shaped body of a path or method this gateway does not serve (404, 405)."""
+    message = detail if detail is not None else HTTPStatus(status).phrase
+    return {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}
