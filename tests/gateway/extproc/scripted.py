@@ -64,6 +64,7 @@ class Scripted:
     replace_reply: Callable[[bytes], bytes | None] = lambda body: None
     delay_s: float = 0.0
     fail: bool = False
+    reply_fail: bool = False  # reading the held reply raises
     name: str = "scripted"
     seen: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
     replies: list[bytes] = field(default_factory=list)
@@ -101,6 +102,8 @@ class _ScriptedExchange(Exchange):
 
     async def response_body(self, body: bytes) -> ResponseEdit:
         self.script.replies.append(body)
+        if self.script.reply_fail:
+            raise RuntimeError("reply decisions are down")
         return ResponseEdit(set_headers={"x-reply-read": "1"}, body=self.script.replace_reply(body))
 
     async def close(self, end: StreamEnd) -> None:

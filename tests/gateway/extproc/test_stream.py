@@ -341,6 +341,31 @@ def test_decisions_down_or_slow_fail_open_or_closed(mode: str, failure: str, tro
         assert ("over 100 ms" if trouble == "slow" else "decision backend is down") in error["message"]
 
 
+@pytest.mark.parametrize("response_mode", ["BUFFERED", "FULL_DUPLEX_STREAMED"])
+@pytest.mark.parametrize("failure", ["open", "closed"])
+def test_reply_decisions_down_pass_the_held_reply_or_refuse_it_by_failure(response_mode: str, failure: str) -> None:
+    # a held reply is one the decisions must read (tool calls): closed never lets it out unread
+    script = Scripted(decide=lambda h, b: Forward(response=ResponsePlan.HOLD), reply_fail=True)
+    raw = body_of({"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}]})
+
+    async def scenario():
+        async with serving(script, StreamSettings(failure=failure)) as channel:
+            stream = EnvoyStream(channel, "BUFFERED", response_mode)
+            await stream.request(body_of(CHAT))
+            got = await stream.respond(200, {"content-type": "application/json"}, [raw])
+            await stream.finish()
+            return got, await script.wait_for_ends(1)
+
+    got, ends = run(scenario())
+    if failure == "open":
+        assert isinstance(got, Delivered) and got.body == raw
+    else:
+        assert isinstance(got, Immediate) and got.status == 503 and got.headers["retry-after"] == "1"
+        error = json.loads(got.body)["error"]
+        assert error["code"] == "decisions_unavailable" and "reading the reply failed" in error["message"]
+        assert ends[0].status == 503
+
+
 @pytest.mark.parametrize("mode", ["STREAMED", "NONE"])
 def test_request_body_modes_that_cannot_carry_decisions_are_refused_with_the_fix(mode: str) -> None:
     script = Scripted()

@@ -322,16 +322,25 @@ class StreamProcessor:
         return wire.headers_answer("response", changes)
 
     async def _replacement(self) -> ResponseEdit | Respond:
-        """The held reply as the decisions rewrite it (unchanged if they fail or take too long; body always set),
-        or the reply the decisions answer instead of it."""
+        """The held reply as the decisions rewrite it (body always set), or the reply the decisions answer instead of
+        it. When they fail or take too long, `--failure` decides as for the request: open passes the reply on
+        unchanged, closed answers the 503 instead (a held reply is one the decisions must read: tool calls)."""
         self._reply_complete = True
         started = time.perf_counter()
         held = bytes(self._reply)
         try:
             edit = await asyncio.wait_for(self.exchange.response_body(held), self.settings.deadline_s)
-        except Exception:
-            logger.exception("reply decisions failed; the reply goes through unchanged")
-            edit = ResponseEdit()
+        except Exception as exc:
+            reason = (f"reading the reply took over {self.settings.deadline_s * 1000:.0f} ms"
+                      if isinstance(exc, TimeoutError) else f"reading the reply failed ({type(exc).__name__})")
+            if self.settings.failure == "closed":
+                logger.warning("reply decisions failed (%s); the reply is refused", reason)
+                retry = {"retry-after": str(RETRY_AFTER_S)}
+                edit = self._error(503, f"decisions unavailable: {reason}", "decisions_unavailable",
+                                   error_type="api_error", headers=retry)
+            else:
+                logger.exception("reply decisions failed; the reply goes through unchanged")
+                edit = ResponseEdit()
         self._timings["reply"] = (time.perf_counter() - started) * 1000
         if isinstance(edit, Respond):
             return edit
