@@ -186,7 +186,7 @@ def test_an_address_that_cannot_be_bound_is_one_line_and_exit_2(tmp_path, capsys
 def test_ctrl_c_exits_130_after_a_graceful_stop(tmp_path) -> None:
     port = free_port()
     command = [sys.executable, "-m", "jevserve.cli", "extproc", "--config", str(write_config(tmp_path)),
-               "--port", str(port)]
+               "--port", str(port), "--drain-s", "12"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         banner = proc.stdout.readline()
@@ -194,7 +194,7 @@ def test_ctrl_c_exits_130_after_a_graceful_stop(tmp_path) -> None:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(20) == 130  # as `jevserve gateway`; SIGTERM (an orchestrated stop) exits 0
         out = proc.stdout.read()
-        assert "stopping" in out and "Traceback" not in out
+        assert "stopping (not ready for 2 s, then open streams get 12 s)" in out and "Traceback" not in out
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -6,7 +6,7 @@ import argparse
 import math
 import sys
 
-from jevserve.argtypes import positive_float
+from jevserve.argtypes import nonnegative_float, positive_float
 
 DESCRIPTION = """\
 Run the gateway's decisions (the same config file as `jevserve gateway`: its routes, policies, decider, cache,
@@ -64,6 +64,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         metavar="PORT",
         help="also serve Prometheus /metrics and /healthz over HTTP on this port (default: off)",
+    )
+    p.add_argument(
+        "--drain-s",
+        type=nonnegative_float("--drain-s"),
+        default=None,
+        help="after SIGTERM or Ctrl-C (and 2 s of reporting not ready), how long open streams may run on; keep it "
+        "under the orchestrator's grace period, e.g. Kubernetes' terminationGracePeriodSeconds (default: 5)",
     )
     p.add_argument("--print-envoy", action="store_true", help="print an Envoy bootstrap for this config and exit")
     p.add_argument("--envoy-port", type=int, default=10000, help="the listener port of --print-envoy (default 10000)")
@@ -164,7 +171,10 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
 
     address = f"{args.host}:{args.port}"
     try:
-        return asyncio.run(serve_until_stopped(GatewayDecisions(gateway), settings, address, banner, started=started))
+        drain = {} if args.drain_s is None else {"drain_s": args.drain_s}
+        return asyncio.run(
+            serve_until_stopped(GatewayDecisions(gateway), settings, address, banner, started=started, **drain)
+        )
     except MetricsPortError as exc:
         return _fail(f"--host {args.host} --metrics-port {args.metrics_port}: cannot bind ({exc.__cause__})")
     except OSError as exc:  # a taken port, an address not of this host: one line, as for --metrics-port

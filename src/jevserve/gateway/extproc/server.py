@@ -35,6 +35,8 @@ _MIN_RECEIVE_BYTES = 64 * 1024 * 1024  # the largest message taken only to be re
 NOT_READY_ANNOUNCE_S = 2.0
 _CANCELLED = "the data plane cancelled the stream"
 _ENDED_EARLY = "the stream ended before the reply did (the client went away, or the data plane stopped sending)"
+# how long open streams may run on after a stop signal (and the readiness announcement): `--drain-s`
+DRAIN_S = 5.0
 INTERRUPTED = 130  # the exit status after Ctrl-C, as `jevserve gateway` and a shell report a command ended by SIGINT
 
 
@@ -170,10 +172,11 @@ async def serve_until_stopped(
     banner: list[str] | None = None,
     *,
     started: Callable[[ExtProcServer], Awaitable[Callable[[], Awaitable[None]]]] | None = None,
+    drain_s: float = DRAIN_S,
 ) -> int:
-    """Serve on `address` until SIGINT or SIGTERM, then stop gracefully (not ready first, open streams finish).
-    `started(server)`, awaited once the server listens, starts what runs beside it and returns its stop function.
-    Returns the exit status: INTERRUPTED after SIGINT (Ctrl-C), 0 after SIGTERM (an orchestrated stop)."""
+    """Serve on `address` until SIGINT or SIGTERM, then stop gracefully (not ready first, open streams get `drain_s`
+    to finish). `started(server)`, awaited once the server listens, starts what runs beside it and returns its stop
+    function. Returns the exit status: INTERRUPTED after SIGINT (Ctrl-C), 0 after SIGTERM (an orchestrated stop)."""
     server = ExtProcServer(decisions, settings)
     stop = asyncio.Event()
     signals: list[int] = []
@@ -199,8 +202,8 @@ async def serve_until_stopped(
         print(line, flush=True)
     await stop.wait()
     announce = NOT_READY_ANNOUNCE_S
-    print(f"jevserve extproc: stopping (not ready for {announce:g} s, then open streams get 5 s)", flush=True)
-    await server.stop(grace_s=5.0, announce_s=announce)
+    print(f"jevserve extproc: stopping (not ready for {announce:g} s, then open streams get {drain_s:g} s)", flush=True)
+    await server.stop(grace_s=drain_s, announce_s=announce)
     if stop_beside is not None:
         await stop_beside()
     return INTERRUPTED if signals[0] == signal.SIGINT else 0
