@@ -74,6 +74,15 @@ def positive_int(flag: str) -> Callable[[str], int]:
     return parse
 
 
+MIN_RESAMPLES = 100  # below it a 95% percentile interval's ends are a draw or two, or none (1 draw: no interval)
+
+
+def resamples(text: str) -> int:
+    """A count of bootstrap draws for 95% intervals: an integer >= MIN_RESAMPLES."""
+    return _integer_at_least(text, MIN_RESAMPLES, f"--resamples {text!r}: expected an integer >= {MIN_RESAMPLES} "
+                             "(a 95% interval's ends are the 2.5th and 97.5th percentiles of the draws)")
+
+
 def seed(text: str) -> int:
     """A random seed: an integer >= 0 (numpy's generators take no negative seed)."""
     return _integer_at_least(text, 0, f"{text!r}: a seed is an integer >= 0")

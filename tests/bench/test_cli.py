@@ -70,6 +70,21 @@ def test_an_unwritable_results_folder_is_refused_before_anything_is_asked(capsys
         assert expected in err
 
 
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--endpoint", "127.0.0.1:8795", "--model", "m"], "expected 'embedded' or a URL"),
+    (["--endpoint", "http://127.0.0.1:9"], "--model is required with a URL endpoint"),
+    (["--endpoint", "http://127.0.0.1:9", "--model", "m", "--api-key-env", "JEVSERVE_NO_SUCH_VARIABLE"],
+     "that environment variable is not set"),
+])
+def test_endpoint_arguments_that_cannot_work_are_refused_before_the_data_loads(capsys, tmp_path, monkeypatch, argv,
+                                                                              said):
+    import jevserve.bench.data as data
+
+    monkeypatch.setattr(data, "BenchData", lambda *a, **k: pytest.fail("the bench data was loaded first"))
+    assert main(["bench", "run", *argv, "--tasks", "cache-pairs", "--results", str(tmp_path)]) == 2
+    assert said in capsys.readouterr().err
+
+
 def test_predict_lengths_refuses_an_unwritable_out_before_asking(capsys, tmp_path):
     a_file = tmp_path / "afile.txt"
     a_file.write_text("")
@@ -149,3 +164,24 @@ def test_a_baseline_row_that_reads_none_of_the_tasks_is_not_written(tmp_path, mo
     assert main(["bench", "run", "--baselines", "--tasks", "route-math", "--results", str(results)]) == 0
     assert "source-style: reads none of these tasks; nothing written" in capsys.readouterr().out
     assert not (results / "source-style").exists()  # was a file that only said "no task scored"
+
+
+def test_the_recorded_command_keeps_a_resample_count_other_than_the_default():
+    import argparse
+
+    from jevserve.bench.cli import _command
+
+    def args(resamples):
+        return argparse.Namespace(endpoint="http://h:1", model="m", tasks="route-math", baselines=False,
+                                  split_salt=None, resamples=resamples)
+
+    assert _command(args(10_000)) == "jevserve bench run --endpoint http://h:1 --model m --tasks route-math"
+    assert _command(args(200)).endswith("--tasks route-math --resamples 200")  # its intervals depend on it
+
+
+@pytest.mark.parametrize("count", ["1", "99"])
+def test_too_few_resamples_for_a_95_percent_interval_are_refused(capsys, count):
+    with pytest.raises(SystemExit) as refused:
+        main(["bench", "run", "--baselines", "--resamples", count])
+    assert refused.value.code == 2 and "expected an integer >= 100" in capsys.readouterr().err
+

@@ -211,6 +211,19 @@ def test_a_reply_that_is_not_json_stops_the_run_with_the_resume_message(tmp_path
     assert info.value.exit_code == 1 and "(2 answers)" in str(info.value)
 
 
+@pytest.mark.parametrize(("status", "said"), [(404, "does not serve --model 'fake-model'"),
+                                             (401, "give --api-key-env"), (403, "give --api-key-env")])
+def test_a_model_not_served_or_a_key_refused_is_the_commands_to_fix_exit_2(tmp_path, monkeypatch, status, said):
+    from jevserve.bench.runner import AskFailed
+
+    error = {"detail": {"error_type": "not_found" if status == 404 else "authentication_error", "message": "no"}}
+    mock_endpoint(monkeypatch, lambda n: httpx.Response(status, json=error))
+    with pytest.raises(AskFailed, match=said) as info:
+        ask_mock(tmp_path)
+    assert info.value.exit_code == 2
+    assert ("resumes" in str(info.value)) == (status != 404)  # nothing to resume from an unknown model
+
+
 def test_a_429_is_asked_again_after_its_retry_after_past_the_sdk_retries(tmp_path, monkeypatch):
     def overloaded(n: int) -> httpx.Response | None:  # five 429s in a row: the SDK's rules give up after three
         return httpx.Response(429, headers={"Retry-After": "0"}, json={"detail": {"error_type": "overloaded_error",

@@ -40,6 +40,22 @@ def test_tampered_rows_name_what_is_wrong(tmp_path):
         assert any(expected in p for p in problems), (expected, problems)
 
 
+def test_a_row_the_endpoint_mostly_refused_is_kept_off_the_board_and_a_few_refusals_are_not(tmp_path):
+    from jevserve.bench.board import build_board
+    from jevserve.bench.results import write_result
+
+    results, model, reference = _rows(tmp_path)
+    assert model["num_items"] > 0 and model["num_unanswered"] == 0
+    refused = {**copy.deepcopy(model), "num_unanswered": round(0.8 * model["num_items"])}
+    (problem,) = validate_document(refused, reference, BENCH_VERSION)
+    assert "items unanswered (80.0%)" in problem and "over 5%" in problem
+    few = {**copy.deepcopy(model), "num_unanswered": 1}  # 1 of 40 items: 2.5%
+    assert model["num_items"] == 40 and validate_document(few, reference, BENCH_VERSION) == []
+    write_result(results, refused)  # the board shows it, with what the refusals mean for its scores
+    row = next(r for r in build_board(results).rows if r.model == "fake-model")
+    assert any("items unanswered" in note and "scored as no information" in note for note in row.notes)
+
+
 def test_the_command_exits_1_and_prints_each_problem(tmp_path, capsys):
     results, model, _ = _rows(tmp_path)
     bad = copy.deepcopy(model)

@@ -205,6 +205,15 @@ def test_missing_model_directory_says_so_and_how_to_allow_the_network(tmp_path: 
         CausalLMBackend("jevserve-tests/no-such-model")
 
 
+def test_a_directory_that_is_no_saved_model_is_named_as_such_not_as_a_missing_tokenizer_package(tmp_path: Path):
+    (tmp_path / "notes.txt").write_text("not a model")
+    with pytest.raises(ModelFilesNotFoundError, match=r"has no config\.json, so it is not a model"):
+        CausalLMBackend(str(tmp_path))
+    (tmp_path / "config.json").write_text("{}")  # a config transformers cannot build a model from
+    with pytest.raises(ModelFilesNotFoundError, match="do not load as a tokenizer and a causal LM"):
+        CausalLMBackend(str(tmp_path))
+
+
 def test_from_spec_builds_a_named_backend_with_options(model_dir: Path):
     backend = CausalLMBackend.from_spec(f"causal:{model_dir}?name=tiny&max_context=256&max_pass_tokens=2048")
     assert backend.card.name == "tiny"

@@ -29,7 +29,7 @@ from jevserve.bench.compare import (
 )
 from jevserve.bench.everyday import union_rate
 from jevserve.bench.paired import StoredTask, near_oracle, resample
-from jevserve.bench.results import latest_results
+from jevserve.bench.results import latest_results, unanswered_note
 from jevserve.bench.stats import BOOTSTRAP_SEED
 from jevserve.bench.task import CATEGORIES
 
@@ -130,6 +130,9 @@ def _notes(document: dict[str, Any], probe: bool, covered: int, needed: int, ran
         notes.append(f"bench {document.get('bench_version')} results, rescored where their items are current")
     if document.get("skipped"):
         notes.append("skipped: " + ", ".join(s["task"] for s in document["skipped"]))
+    unanswered = unanswered_note(document)
+    if unanswered:
+        notes.append(unanswered)
     return notes
 
 

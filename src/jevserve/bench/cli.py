@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from jevserve.argtypes import positive_int
+from jevserve.argtypes import resamples as resamples_arg
 
 DEFAULT_RESULTS = Path("results")
 
@@ -87,7 +88,7 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE", type=_key_value,
                      help="what the board says about the row (repeatable): parameters, runs, latency, licence "
                      "(the embedded models fill these in)")
-    run.add_argument("--resamples", type=positive_int("--resamples"), default=10_000,
+    run.add_argument("--resamples", type=resamples_arg, default=10_000,
                      help="bootstrap resamples for intervals (default: %(default)s, what committed rows use; fewer "
                      "for a quick look)")
     run.set_defaults(func=run_command)
@@ -136,7 +137,14 @@ def _command(args: argparse.Namespace, model: str | None = None) -> str:
         parts.append("--baselines")
     if args.split_salt:
         parts += ["--split-salt", args.split_salt]
-    return shlex.join(parts)
+    return shlex.join(parts + _resamples_flag(args))
+
+
+def _resamples_flag(args: argparse.Namespace) -> list[str]:
+    """`--resamples N` when it is not the default: the intervals a results file holds depend on it."""
+    from jevserve.bench.stats import NUM_RESAMPLES
+
+    return [] if args.resamples == NUM_RESAMPLES else ["--resamples", str(args.resamples)]
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -162,7 +170,7 @@ def run_command(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from jevserve.bench.data import BenchData
     from jevserve.bench.pipeline import load_tasks, needed_requests, score_baselines, score_model
-    from jevserve.bench.results import write_result
+    from jevserve.bench.results import MAX_UNANSWERED_SHARE, unanswered_note, write_result
     from jevserve.bench.runner import AskFailed, ask_endpoint
     from jevserve.bench.sources import DataSourceError
     from jevserve.bench.tasks import UnknownTaskError, select_tasks
@@ -182,6 +190,14 @@ def _run(args: argparse.Namespace) -> int:
     if problem:
         print(f"error: --results {args.results}: {problem}", file=sys.stderr)
         return 2
+    if args.endpoint:  # before loading the data and the near-duplicate check (half a minute)
+        from jevserve.bench.endpoint import EndpointError, check_endpoint_arguments
+
+        try:
+            check_endpoint_arguments(args.endpoint, args.model, args.api_key_env)
+        except EndpointError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     data = BenchData(args.data_cache, embed=args.embed_texts)
     try:
         loaded, skipped = load_tasks(tasks, data, log=lambda message: print(message, file=sys.stderr))
@@ -194,7 +210,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.baselines:
         tasks = ["--tasks", args.tasks] if args.tasks else []
         salt = ["--split-salt", args.split_salt] if args.split_salt else []
-        command = shlex.join(["jevserve", "bench", "run", "--baselines", *tasks, *salt])
+        command = shlex.join(["jevserve", "bench", "run", "--baselines", *tasks, *salt, *_resamples_flag(args)])
         for document in score_baselines(loaded, data, command=command, skipped=skipped,
                                         num_resamples=args.resamples):
             if not document["tasks"]:  # a row that reads none of these tasks (the source probes need several sources)
@@ -227,6 +243,10 @@ def _run(args: argparse.Namespace) -> int:
     path = write_result(args.results, document)
     print(f"{asked.model}: {_summary(document)}; {stats.num_sent} requests sent, {stats.num_cached} cached, "
           f"{stats.wall_s:.0f} s asking -> {path}")
+    note = unanswered_note(document)
+    if note:
+        print(f"warning: {note}; `jevserve bench validate` refuses a row with over "
+              f"{100 * MAX_UNANSWERED_SHARE:g}% of them (the endpoint's log says why it refused)", file=sys.stderr)
     return 0
 
 
@@ -250,8 +270,9 @@ def _metadata(args: argparse.Namespace, label: str, model: str, stats: object) -
         metadata = {**EMBEDDED_METADATA, "parameters": EMBEDDED_PARAMETERS.get(model, EMBEDDED_METADATA["parameters"])}
     sent, wall = getattr(stats, "num_sent", 0), getattr(stats, "wall_s", 0.0)
     if sent and wall:
-        metadata["latency"] = (f"{sent / wall:.0f} requests/s in this bench run (concurrency {args.concurrency}, "
-                               f"{os.cpu_count()} CPUs)")
+        # says which requests it measured: a later run answered from the cache carries it on as it is
+        metadata["latency"] = (f"{sent / wall:.0f} requests/s over the {sent:,} requests one bench run sent "
+                               f"(concurrency {args.concurrency}, {os.cpu_count()} CPUs)")
     elif getattr(args, "results", None) is not None:
         # Every answer came from the cache: keep the rate measured by the run that asked them.
         latency = _previous_metadata(args.results, model).get("latency")
@@ -287,7 +308,7 @@ def _peer_rows(args: argparse.Namespace, loaded: list, data: object) -> int:
     from jevserve.bench.sources import SourceMissingError
 
     tasks = ["--tasks", args.tasks] if args.tasks else []
-    command = shlex.join(["jevserve", "bench", "run", "--peers", *tasks])
+    command = shlex.join(["jevserve", "bench", "run", "--peers", *tasks, *_resamples_flag(args)])
     for peer in PEERS.values():
         try:
             documents = score_peer(peer, loaded, data, command=command, num_resamples=args.resamples,

@@ -58,6 +58,15 @@ def open_endpoint(
                 raise EndpointError(str(exc)) from exc
             yield Endpoint(served.url, served.model, None, EMBEDDED, served.version)
         return
+    check_endpoint_arguments(endpoint, model, api_key_env)
+    yield Endpoint(endpoint, model, _api_key(api_key_env), endpoint)
+
+
+def check_endpoint_arguments(endpoint: str, model: str | None, api_key_env: str | None = None) -> None:
+    """EndpointError for --endpoint, --model and --api-key-env values that cannot work, found without asking
+    anything, so a command can refuse them before its slow start (loading the bench data)."""
+    if endpoint == EMBEDDED:
+        return
     if not endpoint.startswith(("http://", "https://")):
         raise EndpointError(f"--endpoint {endpoint!r}; expected 'embedded' or a URL such as http://127.0.0.1:8795")
     if not model:
@@ -65,4 +74,4 @@ def open_endpoint(
             "--model is required with a URL endpoint: the model name to ask for, which also names the results "
             "folder and the answers cache (e.g. --model jev-1.13.0)"
         )
-    yield Endpoint(endpoint, model, _api_key(api_key_env), endpoint)
+    _api_key(api_key_env)

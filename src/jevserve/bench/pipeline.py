@@ -171,11 +171,12 @@ def score_model(
     **fields: Any,
 ) -> dict[str, Any]:
     """The result document of a model whose answers are in `cache`."""
-    results, refused = {}, 0
+    results, refused, scored = {}, 0, 0
     for entry in loaded:
         train_answers = _answers(model, cache, entry.task, entry.train)
         test_answers = _answers(model, cache, entry.task, entry.test)
         refused += sum(a is None for a in (*train_answers, *test_answers))
+        scored += len(train_answers) + len(test_answers)
         everyday_answers = _answers(model, cache, entry.task, entry.everyday.items) if entry.everyday else None
         outcome = evaluate(entry.task, entry.train, entry.test, data, train_answers, test_answers,
                            everyday=entry.everyday, everyday_answers=everyday_answers)
@@ -186,8 +187,10 @@ def score_model(
             results[entry.task.name]["details"] = details
     tasks = {e.task.name: e.task for e in loaded}
     return result_document(
-        model, command, results, tasks, skipped, num_resamples, row_kind="model", num_unanswered=refused, **fields
+        model, command, results, tasks, skipped, num_resamples, row_kind="model", num_unanswered=refused,
+        num_items=scored, **fields
     )
+
 
 
 def score_baselines(

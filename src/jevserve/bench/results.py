@@ -91,3 +91,19 @@ def latest_results(results_dir: Path) -> LatestResults:
             except ResultsFormatError as exc:
                 ignored.append(str(exc))
     return LatestResults(tuple(documents), tuple(ignored))
+
+
+# A row whose endpoint left more of its items unanswered than this is not the model's score but the endpoint's
+# refusals (each read as "no information"): `bench validate` keeps it off the board.
+MAX_UNANSWERED_SHARE = 0.05
+
+
+def unanswered_note(document: dict[str, Any]) -> str | None:
+    """What a row's refused requests mean for its scores, or None when every item was answered."""
+    missing, items = document.get("num_unanswered") or 0, document.get("num_items")
+    if not missing:
+        return None
+    share = f" ({100 * missing / items:.1f}%)" if items else ""
+    of = f" of {items:,}" if items else ""
+    return (f"{missing:,}{of} items unanswered{share}: the endpoint refused them (400, 413 or 422) and each is "
+            "scored as no information")

@@ -142,6 +142,19 @@ class Asked:
     stats: AskStats
 
 
+def _api_failure(exc: SystemOneAPIError, model: str | None, cached: str) -> AskFailed:
+    """What an error answer that stopped the run means to the user: a model the endpoint does not serve or a key it
+    refuses is the command's to fix (exit 2; the same command would fail again), anything else may pass (exit 1)."""
+    if exc.status_code == 404:
+        return AskFailed(f"the endpoint does not serve --model {model!r} ({exc}); give --model a name it serves", 2)
+    if exc.status_code in (401, 403):
+        return AskFailed(f"the endpoint refused the request ({exc}): give --api-key-env the variable that holds a key "
+                         f"it accepts; every answer received so far is cached{cached}, and the same command resumes "
+                         "from them once the key is right", 2)
+    return AskFailed(f"the endpoint failed ({exc}); every answer received so far is cached{cached}, so running the "
+                     "same command again resumes", 1)
+
+
 def ask_endpoint(
     endpoint: str,
     model: str | None,
@@ -187,7 +200,9 @@ def ask_endpoint(
             stats = asyncio.run(versioned_ask(opened))
     except EndpointError as exc:
         raise AskFailed(str(exc), 2) from exc
-    except (SystemOneAPIError, SystemOneConnectionError, InvalidReply) as exc:
+    except SystemOneAPIError as exc:
+        raise _api_failure(exc, model, where()) from exc
+    except (SystemOneConnectionError, InvalidReply) as exc:
         raise AskFailed(f"the endpoint failed ({exc}); every answer received so far is cached{where()}, so running "
                         "the same command again resumes", 1) from exc
     except KeyboardInterrupt:

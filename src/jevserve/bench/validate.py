@@ -5,7 +5,8 @@ A submission is a results file exactly as `jevserve bench run` writes it (docs/b
 accepted when: it reads as a bench result of this file version and of the current bench version; it names its row
 and the command that made it; every task is a task of the bench; per task, its test items (ids, labels, clusters),
 the default rule's and the oracle's test actions, and the items' digest (`items_sha256`) equal those of the current
-reference row (default-rules), it has one prediction per item, and its stored score is what its predictions give.
+reference row (default-rules), it has one prediction per item, its stored score is what its predictions give, and
+its endpoint answered all but at most 5% of the items it was asked about (`MAX_UNANSWERED_SHARE`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from jevserve.bench.paired import StoredTask
+from jevserve.bench.results import MAX_UNANSWERED_SHARE, unanswered_note
 
 
 def items_digest(items: Mapping[str, Any]) -> str:
@@ -68,4 +70,9 @@ def validate_document(document: Mapping[str, Any], reference: Mapping[str, Any],
     for name, task in tasks.items():
         if name in reference["tasks"]:
             problems += _task_problems(name, task, reference["tasks"][name])
+    missing, items = document.get("num_unanswered") or 0, document.get("num_items")
+    if isinstance(items, int) and items > 0 and missing / items > MAX_UNANSWERED_SHARE:
+        problems.append(f"{unanswered_note(dict(document))}: over {100 * MAX_UNANSWERED_SHARE:g}%, so its scores read "
+                        "the endpoint's refusals more than the model; fix what it refuses (its log says why, e.g. "
+                        "an input length limit) and rerun")
     return problems

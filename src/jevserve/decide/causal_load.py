@@ -66,6 +66,11 @@ def load_model(
             f"causal model {model!r}: no such directory; give a directory written by save_pretrained or a hub id"
         )
     model = str(Path(model).expanduser()) if model.startswith("~") else model
+    if Path(model).is_dir() and not (Path(model) / "config.json").is_file():
+        raise ModelFilesNotFoundError(
+            f"causal model {model!r}: the directory has no config.json, so it is not a model written by "
+            "save_pretrained (which writes config.json, the weights and the tokenizer's files)"
+        )
     from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy; only when a causal backend is built
 
     try:
@@ -79,6 +84,11 @@ def load_model(
             f"causal model {model!r}: its files (config.json, weights, tokenizer) were not found {where}. Give a "
             "local directory written by save_pretrained, or allow downloads with allow_network=True "
             f"(spec: causal:{model}?network=1). Cause: {exc}"
+        ) from exc
+    except (ValueError, KeyError) as exc:  # files there, but not a tokenizer and causal LM transformers can build
+        raise ModelFilesNotFoundError(
+            f"causal model {model!r}: its files are there but do not load as a tokenizer and a causal LM (a "
+            f"config.json without a known model_type, or no tokenizer files). Cause: {exc}"
         ) from exc
     # Older transformers ignore the dtype keyword; moving explicitly makes the dtype hold on every version.
     lm = lm.to(device=torch_device, dtype=torch_dtype).eval()
