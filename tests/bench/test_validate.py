@@ -54,6 +54,7 @@ def test_a_row_the_endpoint_mostly_refused_is_kept_off_the_board_and_a_few_refus
     write_result(results, refused)  # the board shows it, with what the refusals mean for its scores
     row = next(r for r in build_board(results).rows if r.model == "fake-model")
     assert any("items unanswered" in note and "scored as no information" in note for note in row.notes)
+    assert row.rank is None and "over 5% of its items unanswered: not ranked" in row.notes  # as validate refuses it
 
 
 def test_the_command_exits_1_and_prints_each_problem(tmp_path, capsys):

@@ -214,6 +214,18 @@ def test_a_directory_that_is_no_saved_model_is_named_as_such_not_as_a_missing_to
         CausalLMBackend(str(tmp_path))
 
 
+def test_a_saved_model_folder_without_its_weights_names_them_and_not_the_network(model_dir: Path, tmp_path: Path):
+    import shutil
+
+    partial = tmp_path / "partial"
+    shutil.copytree(model_dir, partial)
+    for weights in [*partial.glob("*.safetensors"), *partial.glob("*.bin")]:
+        weights.unlink()
+    with pytest.raises(ModelFilesNotFoundError, match="the directory lacks files save_pretrained writes") as refused:
+        CausalLMBackend(str(partial))
+    assert "network" not in str(refused.value)
+
+
 def test_from_spec_builds_a_named_backend_with_options(model_dir: Path):
     backend = CausalLMBackend.from_spec(f"causal:{model_dir}?name=tiny&max_context=256&max_pass_tokens=2048")
     assert backend.card.name == "tiny"

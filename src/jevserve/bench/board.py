@@ -29,7 +29,7 @@ from jevserve.bench.compare import (
 )
 from jevserve.bench.everyday import union_rate
 from jevserve.bench.paired import StoredTask, near_oracle, resample
-from jevserve.bench.results import latest_results, unanswered_note
+from jevserve.bench.results import MAX_UNANSWERED_SHARE, latest_results, unanswered_note, unanswered_share
 from jevserve.bench.stats import BOOTSTRAP_SEED
 from jevserve.bench.task import CATEGORIES
 
@@ -120,6 +120,8 @@ def _notes(document: dict[str, Any], probe: bool, covered: int, needed: int, ran
     notes = []
     if probe:
         notes.append("leak probe: knows the source, not the decision; never ranked")
+    elif unanswered_share(document) > MAX_UNANSWERED_SHARE:
+        notes.append(f"over {100 * MAX_UNANSWERED_SHARE:g}% of its items unanswered: not ranked")
     elif not ranked:
         notes.append(f"covers {covered} of {needed} headline tasks on the current items: not ranked")
     if document.get("rebased_from"):
@@ -190,7 +192,8 @@ def build_board(results_dir: Path, num_resamples: int | None = None, seed: int =
             if names:
                 category_cells[category] = _as_cell(average(cells, names))
         probe = document.get("row_kind") == "probe" or model in PROBE_ROWS
-        ranked = not probe and all(n in cells for n in headline)
+        mostly_refused = unanswered_share(document) > MAX_UNANSWERED_SHARE  # what bench validate refuses
+        ranked = not probe and not mostly_refused and all(n in cells for n in headline)
         if ranked:
             headline_of[model] = head
         complete = all(n in cells for n in headline)  # an average over some of the tasks is not the headline

@@ -98,6 +98,12 @@ def latest_results(results_dir: Path) -> LatestResults:
 MAX_UNANSWERED_SHARE = 0.05
 
 
+def unanswered_share(document: dict[str, Any]) -> float:
+    """The share of a row's items its endpoint refused (0 where the file does not say how many it had)."""
+    missing, items = document.get("num_unanswered") or 0, document.get("num_items")
+    return missing / items if isinstance(items, int) and items > 0 else 0.0
+
+
 def unanswered_note(document: dict[str, Any]) -> str | None:
     """What a row's refused requests mean for its scores, or None when every item was answered."""
     missing, items = document.get("num_unanswered") or 0, document.get("num_items")

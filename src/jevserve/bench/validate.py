@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from jevserve.bench.paired import StoredTask
-from jevserve.bench.results import MAX_UNANSWERED_SHARE, unanswered_note
+from jevserve.bench.results import MAX_UNANSWERED_SHARE, unanswered_note, unanswered_share
 
 
 def items_digest(items: Mapping[str, Any]) -> str:
@@ -70,8 +70,7 @@ def validate_document(document: Mapping[str, Any], reference: Mapping[str, Any],
     for name, task in tasks.items():
         if name in reference["tasks"]:
             problems += _task_problems(name, task, reference["tasks"][name])
-    missing, items = document.get("num_unanswered") or 0, document.get("num_items")
-    if isinstance(items, int) and items > 0 and missing / items > MAX_UNANSWERED_SHARE:
+    if unanswered_share(dict(document)) > MAX_UNANSWERED_SHARE:
         problems.append(f"{unanswered_note(dict(document))}: over {100 * MAX_UNANSWERED_SHARE:g}%, so its scores read "
                         "the endpoint's refusals more than the model; fix what it refuses (its log says why, e.g. "
                         "an input length limit) and rerun")

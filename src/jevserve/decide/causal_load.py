@@ -79,6 +79,11 @@ def load_model(
             model, local_files_only=not allow_network, dtype=torch_dtype, attn_implementation=attn_implementation
         )
     except OSError as exc:
+        if Path(model).is_dir():  # a local folder is what it is: the network would not complete it
+            raise ModelFilesNotFoundError(
+                f"causal model {model!r}: the directory lacks files save_pretrained writes (config.json, the weights, "
+                f"the tokenizer's files). Cause: {exc}"
+            ) from exc
         where = "locally or on the hub" if allow_network else "locally, and the network is not allowed"
         raise ModelFilesNotFoundError(
             f"causal model {model!r}: its files (config.json, weights, tokenizer) were not found {where}. Give a "

@@ -87,7 +87,8 @@ def test_other_requests_get_the_http_gateways_answers_never_the_upstream(tmp_pat
             for method, path, body in OTHER_REQUESTS:
                 got = await EnvoyStream(channel, mode).request(body, method=method, path=path)
                 assert isinstance(got, Immediate), f"{method} {path} went on to the upstream: {got}"
-                assert got.headers["content-type"] == "application/json"
+                assert got.headers["content-type"] == "application/json" and got.headers["x-request-id"]
+                assert (got.status == 405) == ("allow" in got.headers)
                 extproc.append((got.status, json.loads(got.body)))
         await asyncio.sleep(0.05)
         return http, extproc

@@ -183,6 +183,20 @@ def test_an_address_that_cannot_be_bound_is_one_line_and_exit_2(tmp_path, capsys
     assert "error: --host 256.1.1.1 --port" in err and "cannot bind (" in err and "Traceback" not in err
 
 
+def test_a_taken_port_is_one_line_on_stderr_with_no_grpc_log_before_it(tmp_path) -> None:
+    # gRPC's C core logs a failed bind to the process's stderr itself (capsys cannot see it): a process can
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        command = [sys.executable, "-m", "jevserve.cli", "extproc", "--config", str(write_config(tmp_path)),
+                   "--port", str(port)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"error: --host 127.0.0.1 --port {port}: cannot bind (Address "
+                                                "already in use)"]
+
+
 def test_ctrl_c_exits_130_after_a_graceful_stop(tmp_path) -> None:
     port = free_port()
     command = [sys.executable, "-m", "jevserve.cli", "extproc", "--config", str(write_config(tmp_path)),

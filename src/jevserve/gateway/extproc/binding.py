@@ -57,13 +57,15 @@ def other_request(gateway: Gateway, headers: Mapping[str, str]) -> GatewayRespon
     (the route names clients ask for, not the upstream's), 405 for another method on an endpoint, else 404. Nothing
     reaches the upstream undecided."""
     method, path = headers.get(":method", "").upper(), _path(headers)
+    # the stream gave every request an id (the data plane's, or its own): the answer carries it, as every reply does
+    request_id = {REQUEST_ID: headers[REQUEST_ID]} if usable_request_id(headers.get(REQUEST_ID)) else {}
     if path.endswith(MODELS_PATH):
         if method in ("GET", "HEAD"):
-            return GatewayResponse(200, body=model_list(gateway))
-        return GatewayResponse(405, body=http_error_body(405))
+            return GatewayResponse(200, headers=request_id, body=model_list(gateway))
+        return GatewayResponse(405, headers={**request_id, "allow": "GET, HEAD"}, body=http_error_body(405))
     if any(path.endswith(suffix) for suffix, _ in ENDPOINTS):
-        return GatewayResponse(405, body=http_error_body(405))
-    return GatewayResponse(404, body=http_error_body(404))
+        return GatewayResponse(405, headers={**request_id, "allow": "POST"}, body=http_error_body(405))
+    return GatewayResponse(404, headers=request_id, body=http_error_body(404))
 
 
 def context_of(headers: Mapping[str, str]) -> RequestContext | None:

@@ -120,12 +120,15 @@ class ExtProcServer:
     async def start(self, address: str = "127.0.0.1:9002") -> int:
         """Bind `address` (host:port; port 0 picks a free one), start serving and report ready; returns the port.
         Raises OSError, with the reason when it can be found, when the address cannot be bound."""
+        problem = bind_problem(address)  # first, so that gRPC's own log line does not come before the message
+        if problem is not None:
+            raise OSError(problem)
         try:
             self.port = self._server.add_insecure_port(address)
         except RuntimeError:  # recent gRPC raises where older ones returned 0
             self.port = 0
         if self.port == 0:
-            raise OSError(why_unbindable(address))
+            raise OSError(bind_problem(address) or "gRPC refused the address")
         await self._server.start()
         await self.health.set("liveness", health_pb2.HealthCheckResponse.SERVING)
         for service in READY_SERVICES:
@@ -150,8 +153,9 @@ class ExtProcServer:
         await self._server.wait_for_termination()
 
 
-def why_unbindable(address: str) -> str:
-    """Why gRPC could not bind `address` (it does not say): the error of a plain bind of the same address."""
+def bind_problem(address: str) -> str | None:
+    """Why `address` (host:port) cannot be bound, from a plain bind of it (gRPC logs its own failure and says less),
+    or None when it can; port 0 (any free port) always can."""
     host, _, port = address.rpartition(":")
     host = host.strip("[]")
     try:
@@ -162,7 +166,7 @@ def why_unbindable(address: str) -> str:
             probe.bind(sockaddr)
     except (OSError, ValueError) as exc:
         return getattr(exc, "strerror", None) or str(exc)
-    return "gRPC refused the address"
+    return None
 
 
 async def serve_until_stopped(

@@ -121,17 +121,28 @@ def not_a_stream(response: httpx.Response) -> dict[str, Any]:
         return bad_upstream_answer(response.text)
     error = bad_upstream_answer(response.text)
     error["error"]["message"] = (
-        f"upstream answered a streaming request without any event (content-type {kind}): check that it supports "
-        f"stream: true; it sent {response.text[:200]!r}"
+        f"upstream answered a streaming request without any event (content-type {kind}, {len(response.content):,} "
+        "bytes of JSON): check that it supports stream: true"
     )
     return error
 
 
+def _what_it_is(text: str) -> str:
+    head = text.lstrip()[:16].lower()
+    if head.startswith(("data:", "event:", ":")):
+        return "server-sent events (an upstream that streams although asked not to?)"
+    if head.startswith(("<!doctype", "<html", "<")):
+        return "an HTML or XML page (a proxy's error page?)"
+    return "text that is not a JSON object" if text.strip() else "an empty body"
+
+
 def bad_upstream_answer(text: str) -> dict[str, Any]:
-    """The error body for an upstream reply that is not a JSON object."""
+    """The error body for an upstream reply that is not a JSON object. It says what the reply looks like and never
+    quotes it: a reply the gateway could not judge (tool calls it would gate) must not reach the client inside the
+    error either."""
     return {
         "error": {
-            "message": f"upstream sent a non-JSON answer: {text[:200]!r}",
+            "message": f"upstream sent a non-JSON answer: {_what_it_is(text)}, {len(text):,} characters",
             "type": "upstream_error",
             "param": None,
             "code": "bad_upstream_answer",
