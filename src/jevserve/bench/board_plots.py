@@ -21,8 +21,10 @@ COLOURS = {"model": "#0969da", "baseline": "#57606a", "peer": "#8250df", "probe"
 def _save(figure: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
     paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.svg"]
     figure.savefig(paths[0], dpi=110, bbox_inches="tight")
-    # A fixed hash salt and no date keep the SVG the same for the same board.
-    figure.savefig(paths[1], bbox_inches="tight", metadata={"Date": None})
+    # A fixed hash salt (the ids of the SVG's elements are hashes salted at random otherwise) and no date keep the
+    # SVG the same for the same board, so rebuilding an unchanged board leaves a checkout unchanged.
+    with plt.rc_context({"svg.hashsalt": "jevserve-board"}):
+        figure.savefig(paths[1], bbox_inches="tight", metadata={"Date": None})
     plt.close(figure)
     return paths
 

@@ -63,7 +63,8 @@ def load_model(
     torch_dtype, torch_device = parse_dtype(dtype), parse_device(device)
     if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().is_dir():
         raise ModelFilesNotFoundError(
-            f"causal model {model!r}: no such directory; give a directory written by save_pretrained or a hub id"
+            f"causal model {model!r}: no such directory; give a directory written by save_pretrained (or, where "
+            "downloads are allowed, a hub id with ?network=1)"
         )
     model = str(Path(model).expanduser()) if model.startswith("~") else model
     if Path(model).is_dir() and not (Path(model) / "config.json").is_file():

@@ -132,7 +132,8 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
     base = f"http://{args.host}:{sock.getsockname()[1]}"
     auth = f" -H 'Authorization: Bearer '\"${args.api_key_env}\"" if args.api_key_env else ""
-    print(f"serving {', '.join(b.card.name for b in backends)} (alias jev-latest) on {base}", file=sys.stderr)
+    names = [b.card.name for b in backends]
+    print(f"serving {', '.join(names)} on {base} (jev-latest answers as {names[0]})", file=sys.stderr)
     print(
         "try:\n  curl -s " + base + "/v1/systemone -H 'Content-Type: application/json'" + auth + " -d '"
         '{"state": "Hi, I was charged twice for my March invoice and want my money back.", '
