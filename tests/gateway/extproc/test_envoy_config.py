@@ -135,14 +135,40 @@ def test_an_upstream_key_is_injected_from_its_variable_and_client_keys_removed()
     assert {"authorization", "api-key", "x-api-key"} <= set(virtual_host["request_headers_to_remove"])
 
 
+def test_upstream_timeouts_and_retries_are_carried_into_the_cluster_and_route() -> None:
+    data = {
+        "upstreams": [
+            {"name": "tuned", "url": "http://10.0.0.1:8000/v1", "connect_timeout_s": 1.5, "timeout_s": 30,
+             "max_retries": 3, "backoff_s": 0.5},
+            {"name": "once", "url": "http://10.0.0.2:8000/v1", "max_retries": 0},
+        ],
+        "routes": [{"model": "a", "upstreams": ["tuned"]}, {"model": "b", "upstreams": ["once"]}],
+    }
+    bootstrap, _ = bootstrap_for_config(parse_config(data))
+    clusters = _clusters(bootstrap)
+    assert clusters["tuned"]["connect_timeout"] == "1.5s" and clusters["once"]["connect_timeout"] == "5s"
+    actions = {r["route"]["cluster"]: r["route"] for r in _routes(bootstrap)}
+    tuned, once = actions["tuned"], actions["once"]
+    assert tuned["idle_timeout"] == "30s" and tuned["timeout"] == "0s"  # silence is bounded, a long stream is not
+    policy = tuned["retry_policy"]
+    assert policy["num_retries"] == 3 and policy["retry_back_off"]["base_interval"] == "0.5s"
+    assert policy["retriable_status_codes"] == [429, 503] and "connect-failure" in policy["retry_on"]
+    assert "5xx" not in policy["retry_on"] and "reset," not in policy["retry_on"] + ","  # never once it was sent
+    assert "retry_policy" not in once and once["idle_timeout"] == "300s"
+
+
 def test_extproc_failures_answer_in_the_gateways_error_shape() -> None:
     bootstrap, _ = bootstrap_for_config(parse_config(COLLIDE))
-    (mapper,) = _manager(bootstrap)["local_reply_config"]["mappers"]
+    mapper, *upstream_failures = _manager(bootstrap)["local_reply_config"]["mappers"]
     assert "ext_proc_error" in mapper["filter"]["extension_filter"]["typed_config"]["expression"]
     body = mapper["body_format_override"]["json_format"]
     assert set(body["error"]) == set(GatewayError("x").body()["error"])
     assert body["error"]["code"] == "decisions_unavailable" and "unreachable" in body["error"]["message"]
     assert mapper["status_code"] == 503
+    codes = [(m["status_code"], m["body_format_override"]["json_format"]["error"]["code"]) for m in upstream_failures]
+    assert codes == [(502, "upstream_failed"), (504, "upstream_timeout")]  # as the HTTP gateway answers them
+    bare, _ = bootstrap_for_config(parse_config(COLLIDE), extproc=None)
+    assert len(_manager(bare)["local_reply_config"]["mappers"]) == 2  # no ext_proc, no ext_proc failures
 
 
 def test_print_envoy_warns_about_what_it_cannot_express(tmp_path, capsys) -> None:
@@ -214,8 +240,10 @@ def test_envoy_refuses_the_bootstrap_while_the_key_variable_is_unset(tmp_path) -
 class Recorder:
     """A model server that answers any POST and records the path and headers that reached it."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, busy_first: int = 0, delay_s: float = 0.0) -> None:
         self.name = name
+        self.busy_first = busy_first  # answer this many requests 503, as a server that has no room yet
+        self.delay_s = delay_s  # wait this long before answering
         self.received: list[tuple[str, dict[str, str], dict]] = []
 
     async def handle(self, request: web.Request) -> web.Response:
@@ -223,6 +251,9 @@ class Recorder:
             return web.json_response({"ok": True})
         body = await request.json()
         self.received.append((request.path, dict(request.headers), body))
+        if len(self.received) <= self.busy_first:
+            return web.json_response({"error": {"message": "busy"}}, status=503)
+        await asyncio.sleep(self.delay_s)
         message = {"role": "assistant", "content": f"Hello from {self.name}"}
         completion = {"id": "c", "object": "chat.completion", "created": 1, "model": body["model"]}
         completion["choices"] = [{"index": 0, "message": message, "finish_reason": "stop"}]
@@ -243,13 +274,23 @@ def _chat(model: str) -> dict:
     return {"model": model, "messages": [{"role": "user", "content": "hi"}]}
 
 
-def _live(data: dict, scenario, *, extproc_up: bool = True, mode: str = "FULL_DUPLEX_STREAMED"):
+def _live(
+    data: dict,
+    scenario,
+    *,
+    extproc_up: bool = True,
+    mode: str = "FULL_DUPLEX_STREAMED",
+    behaviour: dict[str, dict] | None = None,
+    down: set[str] = frozenset(),
+):
     """Run `scenario(client, recorders)` against Envoy (the bootstrap for `data`, its upstreams replaced by
-    recorders on loopback ports, keeping their paths) in front of jevserve's binding (or nothing, when down)."""
+    recorders on loopback ports, keeping their paths, each behaving as `behaviour` names it) in front of jevserve's
+    binding (or nothing, when down). Upstreams named in `down` point at a port nothing listens on."""
     envoy = _envoy()
+    behaviour = behaviour or {}
 
     async def run():
-        recorders = {u["name"]: Recorder(u["name"]) for u in data["upstreams"]}
+        recorders = {u["name"]: Recorder(u["name"], **behaviour.get(u["name"], {})) for u in data["upstreams"]}
         served = {name: await _serve(r) for name, r in recorders.items()}
         upstreams = [
             {**u, "url": f"http://127.0.0.1:{served[u['name']][1]}/" + u["url"].split("/", 3)[3]}
@@ -262,6 +303,8 @@ def _live(data: dict, scenario, *, extproc_up: bool = True, mode: str = "FULL_DU
                 listen = free_port()
                 extproc = ("127.0.0.1", port if extproc_up else free_port())
                 bootstrap, _ = bootstrap_for_config(config, listen=("127.0.0.1", listen), extproc=extproc)
+                for name in down:
+                    _address(_clusters(bootstrap)[name])["port_value"] = free_port()
                 processor = _manager(bootstrap)["http_filters"][-2]["typed_config"]["processing_mode"]
                 processor["request_body_mode"] = processor["response_body_mode"] = mode
                 async with running_envoy(envoy, bootstrap, listen) as base, httpx.AsyncClient(base_url=base) as c:
@@ -327,6 +370,47 @@ def test_live_envoy_answers_an_openai_error_when_jevserve_is_unreachable() -> No
     assert reply.json()["error"]["code"] == "decisions_unavailable" and reply.headers["x-request-id"] == "req-1"
     assert error.status_code == 503 and error.code == "decisions_unavailable" and "unreachable" in error.message
     assert not any(r.received for r in recorders.values())
+
+
+RETRIED = {
+    "upstreams": [
+        {"name": "retried", "url": "http://h/v1", "max_retries": 2, "backoff_s": 0.01},
+        {"name": "once", "url": "http://h/v1", "max_retries": 0},
+        {"name": "slow", "url": "http://h/v1", "timeout_s": 0.5, "max_retries": 0},
+        {"name": "down", "url": "http://h/v1", "max_retries": 1, "backoff_s": 0.01},
+    ],
+    "routes": [
+        {"model": "r", "upstreams": ["retried"]},
+        {"model": "o", "upstreams": ["once"]},
+        {"model": "s", "upstreams": ["slow"]},
+        {"model": "d", "upstreams": ["down"]},
+    ],
+}
+
+
+def test_live_envoy_retries_a_busy_upstream_as_configured_and_ends_a_silent_one() -> None:
+    async def scenario(client, recorders):
+        ids = {"x-request-id": "req-7"}
+        replies = {m: await client.post("/v1/chat/completions", json=_chat(m), headers=ids) for m in ("r", "o", "s")}
+        return replies, {name: len(r.received) for name, r in recorders.items()}
+
+    busy = {"retried": {"busy_first": 2}, "once": {"busy_first": 1}, "slow": {"delay_s": 3.0}}
+    replies, tries = _live(RETRIED, scenario, behaviour=busy)
+    assert replies["r"].status_code == 200, replies["r"].text  # two 503s retried, the third try answered
+    assert replies["o"].status_code == 503 and replies["o"].json() == {"error": {"message": "busy"}}  # the server's
+    assert tries == {"retried": 3, "once": 1, "slow": 1, "down": 0}
+    silent = replies["s"]  # 0.5 s without a byte ends it (not the server's 3 s), as the HTTP gateway's 504
+    assert silent.status_code == 504 and silent.elapsed.total_seconds() < 2.5, silent.text
+    assert silent.json()["error"]["code"] == "upstream_timeout" and silent.headers["x-request-id"] == "req-7"
+
+
+def test_live_envoy_answers_an_openai_error_when_the_upstream_is_unreachable() -> None:
+    async def scenario(client, recorders):
+        return await client.post("/v1/chat/completions", json=_chat("d"))
+
+    reply = _live(RETRIED, scenario, down={"down"})
+    assert reply.status_code == 502 and reply.headers["content-type"] == "application/json"
+    assert reply.json()["error"]["code"] == "upstream_failed" and "could not be reached" in reply.text
 
 
 def _certificates(folder) -> tuple[str, str, str]:

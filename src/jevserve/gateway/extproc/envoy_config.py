@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from jevserve.gateway.config import PLACEHOLDER_URL, GatewayConfig
+from jevserve.gateway.config import PLACEHOLDER_URL, GatewayConfig, UpstreamConfig
 from jevserve.gateway.inference_headers import MODEL_NAME_HEADER
+from jevserve.gateway.upstream import MAX_HINTED_BACKOFF_S, RETRYABLE_STATUSES
 
 Address = tuple[str, int]
 EXTPROC_CLUSTER = "jevserve"
@@ -41,6 +42,16 @@ _EXTPROC_FAILED = "response.code_details.startsWith('ext_proc_error')"
 UNREACHABLE_MESSAGE = (
     "the decision service (jevserve ext_proc) is unreachable or failed to answer; the request was not forwarded"
 )
+# a model server Envoy could not connect to (or that reset the stream before the request went out), after its retries
+_UPSTREAM_UNREACHABLE = "response.code_details.startsWith('upstream_reset_before_response_started')"
+UPSTREAM_UNREACHABLE_MESSAGE = "no upstream answered: the model server could not be reached; the request was not run"
+# the route's idle timeout after the whole request went out: the upstream's `timeout_s` passed without a byte (the
+# same timer answers 408 while the client is still sending, which stays as it is)
+_UPSTREAM_SILENT = "response.code == 504 && response.code_details == 'stream_idle_timeout'"
+UPSTREAM_SILENT_MESSAGE = (
+    "the model server sent nothing within its timeout after the request reached it; not retried, since the model "
+    "may have run it"
+)
 
 
 @dataclass(frozen=True)
@@ -53,16 +64,33 @@ class EnvoyUpstream:
     tls: bool = False
     base_path: str = _CLIENT_PATH  # the URL's path: a client's `/v1/...` is sent to `<base_path>/...`
     api_key_env: str | None = None  # environment variable Envoy reads the bearer key from
+    # the HTTP gateway's upstream client settings (UpstreamConfig's defaults), carried into the cluster and route
+    connect_timeout_s: float = 5.0
+    timeout_s: float = 300.0  # after sending, this long without a byte ends the request
+    max_retries: int = 2
+    backoff_s: float = 0.25
 
     @classmethod
-    def from_url(cls, name: str, url: str, api_key_env: str | None = None) -> EnvoyUpstream:
-        """An upstream from its base URL, as the gateway config gives it (`https://api.openai.com/v1`)."""
+    def from_url(cls, name: str, url: str, api_key_env: str | None = None, **settings: Any) -> EnvoyUpstream:
+        """An upstream from its base URL, as the gateway config gives it (`https://api.openai.com/v1`); `settings`
+        are the timeout and retry fields above."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"upstream {name!r}: {url!r} is not an http(s) URL Envoy can reach")
         tls = parts.scheme == "https"
         port = parts.port or (443 if tls else 80)
-        return cls(name, parts.hostname, port, tls, parts.path.rstrip("/"), api_key_env)
+        return cls(name, parts.hostname, port, tls, parts.path.rstrip("/"), api_key_env, **settings)
+
+    @classmethod
+    def from_config(cls, upstream: UpstreamConfig) -> EnvoyUpstream:
+        """An upstream as the gateway config declares it, with its timeouts and retries."""
+        settings = {
+            "connect_timeout_s": upstream.connect_timeout_s,
+            "timeout_s": upstream.timeout_s,
+            "max_retries": upstream.max_retries,
+            "backoff_s": upstream.backoff_s,
+        }
+        return cls.from_url(upstream.name, upstream.url, upstream.api_key_env, **settings)
 
     @property
     def authority(self) -> str:
@@ -125,6 +153,8 @@ def _credential_filters(upstream: EnvoyUpstream) -> list[dict[str, Any]]:
 def _cluster(name: str, address: Address, *, http2: bool = False, upstream: EnvoyUpstream | None = None) -> dict:
     host, port = address
     cluster: dict[str, Any] = {"name": name, "type": "STRICT_DNS"}
+    if upstream is not None:
+        cluster["connect_timeout"] = _duration(upstream.connect_timeout_s)
     if http2:
         cluster["typed_extension_protocol_options"] = {
             _PROTOCOL_OPTIONS: {
@@ -147,8 +177,38 @@ def _cluster(name: str, address: Address, *, http2: bool = False, upstream: Envo
     return cluster
 
 
+def _duration(seconds: float) -> str:
+    return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
+
+
+def _retry_policy(upstream: EnvoyUpstream) -> dict[str, Any]:
+    """Retries as the HTTP gateway makes them: only while the request cannot have reached the model (no connection,
+    a stream refused or reset before the request went out, a 429 or 503), with a doubling backoff from `backoff_s`
+    and an upstream's Retry-After honoured up to 5 s (upstream.MAX_HINTED_BACKOFF_S)."""
+    base = max(upstream.backoff_s, 0.001)  # Envoy needs a positive interval
+    return {
+        "retry_on": "connect-failure,refused-stream,reset-before-request,retriable-status-codes",
+        "retriable_status_codes": sorted(RETRYABLE_STATUSES),
+        "num_retries": upstream.max_retries,
+        # Envoy's back-off doubles as the gateway's does, jittered, up to 10 × the base by default
+        "retry_back_off": {"base_interval": _duration(base)},
+        "rate_limited_retry_back_off": {
+            "reset_headers": [{"name": "retry-after", "format": "SECONDS"}],
+            "max_interval": _duration(MAX_HINTED_BACKOFF_S),
+        },
+    }
+
+
 def _route_action(upstream: EnvoyUpstream) -> dict[str, Any]:
-    action: dict[str, Any] = {"cluster": upstream.name, "timeout": "300s"}
+    # the gateway's `timeout_s` bounds the silence after sending, not the whole reply (a stream may run longer while
+    # bytes keep coming): Envoy's idle timeout, with its whole-reply timeout off
+    action: dict[str, Any] = {
+        "cluster": upstream.name,
+        "timeout": "0s",
+        "idle_timeout": _duration(upstream.timeout_s),
+    }
+    if upstream.max_retries:
+        action["retry_policy"] = _retry_policy(upstream)
     if upstream.tls:  # a hosted API picks its virtual host (and checks SNI against it) by Host
         action["host_rewrite_literal"] = upstream.authority
     if upstream.base_path != _CLIENT_PATH:  # `/v1/chat/completions` → `<base_path>/chat/completions`
@@ -156,25 +216,44 @@ def _route_action(upstream: EnvoyUpstream) -> dict[str, Any]:
     return action
 
 
-def _local_reply_config() -> dict[str, Any]:
-    """ext_proc's own failures (jevserve unreachable, a broken stream, a timeout) as the gateway's error body: Envoy
-    would answer an empty 500, which OpenAI clients report without any message."""
-    cel = {
-        "name": "envoy.access_loggers.extension_filters.cel",
-        "typed_config": {
-            "@type": "type.googleapis.com/envoy.extensions.access_loggers.filters.cel.v3.ExpressionFilter",
-            "expression": _EXTPROC_FAILED,
-        },
+def _cel_filter(expression: str) -> dict[str, Any]:
+    return {
+        "extension_filter": {
+            "name": "envoy.access_loggers.extension_filters.cel",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.access_loggers.filters.cel.v3.ExpressionFilter",
+                "expression": expression,
+            },
+        }
     }
-    body = {"message": UNREACHABLE_MESSAGE, "type": "api_error", "param": None, "code": "decisions_unavailable"}
+
+
+def _error_mapper(expression: str, status: int, message: str, error_type: str, code: str) -> dict[str, Any]:
     request_id = {"key": "x-request-id", "value": "%REQ(x-request-id)%"}  # as on jevserve's own replies
-    mapper = {
-        "filter": {"extension_filter": cel},
-        "status_code": 503,  # what jevserve itself answers when its decisions are unavailable (`--failure closed`)
+    body = {"message": message, "type": error_type, "param": None, "code": code}
+    return {
+        "filter": _cel_filter(expression),
+        "status_code": status,
         "headers_to_add": [{"header": request_id, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}],
         "body_format_override": {"json_format": {"error": body}, "content_type": "application/json"},
     }
-    return {"mappers": [mapper]}
+
+
+def _local_reply_config(*, extproc: bool) -> dict[str, Any]:
+    """Envoy's own failure replies in the HTTP gateway's error shape, status and code, where Envoy would answer a
+    plain-text line (or an empty 500) that OpenAI clients report without its meaning: ext_proc's failures (jevserve
+    unreachable, a broken stream, a timeout), a model server that could not be reached (after the retries), and one
+    that went silent for its `timeout_s`. Replies jevserve sends through ext_proc carry details of their own and
+    are left as they are."""
+    mappers = [
+        _error_mapper(_UPSTREAM_UNREACHABLE, 502, UPSTREAM_UNREACHABLE_MESSAGE, "upstream_error", "upstream_failed"),
+        _error_mapper(_UPSTREAM_SILENT, 504, UPSTREAM_SILENT_MESSAGE, "upstream_error", "upstream_timeout"),
+    ]
+    if extproc:
+        # the 503 jevserve itself answers when its decisions are unavailable (`--failure closed`)
+        failed = _error_mapper(_EXTPROC_FAILED, 503, UNREACHABLE_MESSAGE, "api_error", "decisions_unavailable")
+        mappers.insert(0, failed)
+    return {"mappers": mappers}
 
 
 def route_metadata_filter() -> dict[str, Any]:
@@ -296,7 +375,7 @@ def envoy_bootstrap(
         modes = {"request_body_mode": request_body_mode, "response_body_mode": response_body_mode}
         filters.insert(0, ext_proc_filter(**modes, message_timeout_s=message_timeout_s))
         clusters.insert(0, _cluster(EXTPROC_CLUSTER, extproc, http2=True))
-        manager["local_reply_config"] = _local_reply_config()
+    manager["local_reply_config"] = _local_reply_config(extproc=extproc is not None)
     if by_route:
         filters.insert(0, route_metadata_filter())
     host, port = listen
@@ -342,7 +421,7 @@ def bootstrap_for_config(
             )
             reachable[u.name] = EnvoyUpstream(u.name, "127.0.0.1", 9)  # the discard port: nothing answers
         else:
-            reachable[u.name] = EnvoyUpstream.from_url(u.name, u.url, u.api_key_env)
+            reachable[u.name] = EnvoyUpstream.from_config(u)
     models: dict[str, EnvoyUpstream] = {}
     by_route: dict[tuple[str, str], EnvoyUpstream] = {}
 
