@@ -47,6 +47,10 @@ def test_guard_strip_tools_forwards_without_tools():
     assert response.status_code == 200
     sent = upstreams["u"].requests[0]
     assert "tools" not in sent and "tool_choice" not in sent
+    functions = [{"name": "delete_files", "parameters": {"type": "object"}}]
+    post(app, {**HI, "functions": functions, "function_call": "auto"})  # the legacy functions API
+    sent = upstreams["u"].requests[1]
+    assert "functions" not in sent and "function_call" not in sent
 
 
 def test_harm_blocks_only_the_harmful():
@@ -253,6 +257,68 @@ def test_tool_gate_applies_to_streaming_clients_too():
     assert '"tool_calls"' not in response.text
 
 
+def _call(call_id, name, arguments='{"path": "/"}'):
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _choices_reply(body):
+    """Three choices: the same unsafe call in each, and in the second a safe call sharing its id."""
+    reply = completion(None, finish_reason="tool_calls")
+    unsafe = _call("call_1", "delete_files")
+    reply["choices"] = [
+        {"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [unsafe]}, "finish_reason":
+         "tool_calls"},
+        {"index": 1, "message": {"role": "assistant", "content": None, "tool_calls": [unsafe, _call("call_1", "ls")]},
+         "finish_reason": "tool_calls"},
+        {"index": 2, "message": {"role": "assistant", "content": None, "tool_calls": [unsafe]}, "finish_reason":
+         "tool_calls"},
+    ]
+    return httpx.Response(200, json=reply)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_tool_gate_judges_every_choice_and_each_call_by_its_place(stream: bool):
+    # asks in reply order: choice 0's call, choice 1's two (both id call_1), choice 2's call
+    answers = {"tool_gate:0": 0.9, "tool_gate:1": 0.9, "tool_gate:2": 0.1, "tool_gate:3": 0.9}
+    app, _, _ = make_app({"tool_gate": {}}, answers=answers, upstreams={"u": StubUpstream(_choices_reply)})
+    response = post(app, {**HI, "tools": TOOLS, "n": 3, "stream": stream})
+    assert response.status_code == 200
+    if stream:
+        assert response.text.count("blocked tool call(s) delete_files") == 3
+        assert response.text.count('"name":"ls"') == 1 and '"delete_files"' not in response.text
+        return
+    choices = response.json()["choices"]
+    assert [c["finish_reason"] for c in choices] == ["stop", "tool_calls", "stop"]
+    assert all("blocked tool call(s) delete_files" in c["message"]["content"] for c in choices)
+    assert [c["function"]["name"] for c in choices[1]["message"]["tool_calls"]] == ["ls"]  # the same id, kept
+    assert "tool_calls" not in choices[0]["message"] and "tool_calls" not in choices[2]["message"]
+    assert response.headers["x-jevserve-decisions"].count("tool_gate=block") == 3
+
+
+def _legacy_reply(body):
+    reply = completion(None, finish_reason="function_call")
+    reply["choices"][0]["message"] = {
+        "role": "assistant", "content": None, "function_call": {"name": "delete_files", "arguments": '{"path": "/"}'}
+    }
+    return httpx.Response(200, json=reply)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_tool_gate_judges_a_legacy_function_call(stream: bool):
+    functions = [{"name": "delete_files", "parameters": {"type": "object"}}]
+    app, decider, _ = make_app({"tool_gate": {}}, answers={"tool_gate:0": 0.9},
+                               upstreams={"u": StubUpstream(_legacy_reply)})
+    response = post(app, {**HI, "functions": functions, "stream": stream})
+    assert "Agent action: delete_files" in decider.states[-1]
+    assert "tool_gate=block:0.900" in response.headers["x-jevserve-decisions"]
+    assert "blocked tool call(s) delete_files" in response.text and '"function_call"' not in response.text
+    if not stream:
+        assert response.json()["choices"][0]["finish_reason"] == "stop"
+    app, _, _ = make_app({"tool_gate": {}}, answers={"tool_gate:0": 0.1}, upstreams={"u": StubUpstream(_legacy_reply)})
+    allowed = post(app, {**HI, "functions": functions, "stream": stream})
+    assert '"function_call"' in allowed.text and "delete_files" in allowed.text  # a safe call reaches the client
+
+
 def test_vllm_upstream_gets_the_predicted_length_as_priority():
     stub = StubUpstream()
     app, _, _ = make_app(
@@ -301,15 +367,37 @@ def test_decider_down_falls_back_per_decision_and_never_answers_5xx():
     assert "fallback closed" in closed.json()["error"]["message"]
 
 
-def test_slow_decider_times_out_into_the_fallback():
+def test_slow_decider_times_out_into_the_fallback_when_asked_to():
     app, _, _ = make_app(
         {"harm": {"fallback": "open"}},
         decider=FixedDecider({"harm": 0.99}, delay_s=2.0),
-        config={"decision_timeout_ms": 100},
+        config={"decision_timeout_ms": 100, "on_decision_timeout": "fallback"},
     )
     response = post(app, HI)
     assert response.status_code == 200
     assert float(response.headers["x-jevserve-decision-ms"]) < 1000
+
+
+@pytest.mark.parametrize("fallback", ["open", "closed"])
+def test_an_overloaded_decider_refuses_429_rather_than_forwarding_undecided(fallback: str):
+    """A guard that falls open whenever the decider is busy is a guard anyone can switch off with ordinary traffic."""
+    slow = FixedDecider({"guard": 0.99}, delay_s=2.0)
+    app, _, upstreams = make_app({"guard": {"fallback": fallback}}, decider=slow, config={"decision_timeout_ms": 100})
+    response = post(app, HI)
+    assert response.status_code == 429 and response.headers["retry-after"] == "1"
+    error = response.json()["error"]
+    assert error["type"] == "rate_limit_error" and "guard" in error["message"] and "overloaded" in error["message"]
+    assert upstreams["u"].requests == []  # neither forwarded undecided nor refused as if it were an injection
+
+
+def test_a_late_decision_that_refuses_nothing_still_forwards():
+    # guard in shadow, harm only flagging, clarify: none of them refuses the request, so their fallbacks decide
+    route = {"guard": {"mode": "shadow"}, "harm": {"action": "flag"}, "clarify": {}}
+    slow = FixedDecider({"guard": 0.99, "harm": 0.99}, delay_s=2.0)
+    app, _, upstreams = make_app(route, decider=slow, config={"decision_timeout_ms": 100})
+    response = post(app, HI)
+    assert response.status_code == 200 and len(upstreams["u"].requests) == 1
+    assert "!fallback" in response.headers["x-jevserve-decisions"]
 
 
 def test_the_reason_shows_probability_and_threshold_at_a_precision_that_tells_them_apart():

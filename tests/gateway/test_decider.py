@@ -45,7 +45,7 @@ def test_remote_decider_that_cannot_connect_reports_unavailable():
         raise httpx.ConnectError("refused")
 
     remote = RemoteDecider("http://decider", transport=httpx.MockTransport(refuse))
-    answers, _, error = asyncio.run(timed_decide(remote, asks(), timeout_s=5))
+    answers, _, error, _ = asyncio.run(timed_decide(remote, asks(), timeout_s=5))
     assert answers is None and "remote:http://decider" in error
 
 

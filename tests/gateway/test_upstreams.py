@@ -54,12 +54,29 @@ def test_falls_back_to_the_next_upstream_after_connect_errors():
     assert len(down.requests) == 2  # one try + one retry (max_retries: 1)
 
 
-def test_every_upstream_failing_is_a_502_naming_each_attempt():
-    app, _, _ = make_app(upstreams={"a": failing(503), "b": failing(httpx.ConnectError("refused"))})
-    response = post(app, HI)
+def test_every_upstream_failing_is_a_502_naming_each_attempt_but_no_address(tmp_path, caplog):
+    refused = httpx.ConnectError("Cannot connect to host 10.1.2.3:8000 [Connect call failed ('10.1.2.3', 8000)]")
+    log = tmp_path / "log.jsonl"
+    app, _, _ = make_app(upstreams={"a": failing(503), "b": failing(refused)}, config={"log": {"path": str(log)}})
+    with caplog.at_level("WARNING", logger="jevserve.gateway"):
+        response = post(app, HI)
     assert response.status_code == 502
     message = response.json()["error"]["message"]
-    assert "a: 503" in message and "b: ConnectError" in message
+    assert message == "no upstream answered: a: 503 (×2); b: could not connect (×2)"  # one try + one retry each
+    assert "10.1.2.3" in caplog.text  # the operator's log keeps what the client is not told
+    (line,) = read_log(log)
+    assert line["status"] == 502 and any("10.1.2.3" in a for a in line["upstream"]["attempts"])
+
+
+def test_every_circuit_open_is_a_503_with_retry_after():
+    config = {"upstreams": [{"name": "a", "url": "http://a.test/v1", "max_retries": 0, "breaker_failures": 1,
+                             "breaker_reset_s": 30}]}  # fmt: skip
+    app, _, _ = make_app(upstreams={"a": failing(httpx.ConnectError("refused"))}, config=config)
+    assert post(app, HI).status_code == 502  # the failure that opens the circuit
+    response = post(app, HI)
+    assert response.status_code == 503 and 1 <= int(response.headers["retry-after"]) <= 30
+    error = response.json()["error"]
+    assert error["code"] == "upstream_unavailable" and "a: circuit open" in error["message"]
 
 
 def test_an_upstream_that_began_answering_is_never_sent_the_request_again():

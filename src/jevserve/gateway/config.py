@@ -1,12 +1,16 @@
 """The gateway config: pydantic models read from YAML, with errors that name the YAML path at fault.
 
     decider: embedded            # embedded | tuned | causal:PATH | remote:URL (a System One endpoint)
-    decision_timeout_ms: 1000    # longer than this and every decision takes its configured fallback
+    decision_timeout_ms: 1000    # longer than this and the request is refused 429 (on_decision_timeout: reject)
+    on_decision_timeout: reject  # reject | fallback: each decision takes its configured fallback instead
     upstreams: [...]             # OpenAI-compatible servers; none: the built-in placeholder upstream
     routes: [...]                # one per virtual model: its upstreams and its decision policies
 
 A decision policy block has `threshold` (0–1, on the decision's probability), `action` and `fallback` ("open":
-act as if the decision said no, "closed": act as if it said yes) for when the decision backend is down or slow.
+act as if the decision said no, "closed": act as if it said yes) for when the decision backend is down (or slow,
+under `on_decision_timeout: fallback`). A request whose enforced guard or harm could refuse it and has no answer
+within `decision_timeout_ms` is, by default, refused with 429 and Retry-After: the decider is overloaded, and
+forwarding it undecided would let anyone switch the guard off by making the gateway busy.
 """
 
 from __future__ import annotations
@@ -326,6 +330,7 @@ class GatewayConfig(_Strict):
 
     decider: str = "embedded"
     decision_timeout_ms: float = Field(1000.0, gt=0)
+    on_decision_timeout: Literal["reject", "fallback"] = "reject"
     upstreams: list[UpstreamConfig] = Field(default_factory=list)
     routes: list[RouteConfig] = Field(default_factory=list)
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
@@ -459,6 +464,7 @@ DEFAULT_CONFIG_YAML = """\
 # the thresholds and what they catch).
 decider: embedded
 decision_timeout_ms: 1000
+on_decision_timeout: reject  # an enforced guard or harm without an answer in time: 429 with Retry-After
 routes:
   - model: jev-gateway
     description: every decision on, with the placeholder upstream

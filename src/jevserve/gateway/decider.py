@@ -20,6 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import httpx
 import numpy as np
@@ -239,19 +240,27 @@ def make_decider(spec: str = "embedded", *, remote_key: str | None = None) -> De
     return LocalDecider(load_backend(spec))
 
 
-async def timed_decide(
-    decider: Decider, asks: Sequence[Ask], timeout_s: float
-) -> tuple[dict[str, np.ndarray] | None, float, str | None]:
-    """(answers or None, milliseconds spent, error or None): never raises, so every policy can fall back."""
+class Decided(NamedTuple):
+    """What one decision call gave: the answers (None when it failed), its time, and why it failed."""
+
+    answers: dict[str, np.ndarray] | None
+    ms: float
+    error: str | None  # None when it answered
+    timed_out: bool = False  # it failed by running past its deadline (an overloaded decider), not by an error
+
+
+async def timed_decide(decider: Decider, asks: Sequence[Ask], timeout_s: float) -> Decided:
+    """The decider's answers, timed: never raises, so every policy can fall back."""
     started = time.perf_counter()
     if not asks:
-        return {}, 0.0, None
+        return Decided({}, 0.0, None)
     try:
         answers = await asyncio.wait_for(decider.decide(asks), timeout_s)
     except TimeoutError:
-        return None, (time.perf_counter() - started) * 1000, f"decision backend took over {timeout_s * 1000:.0f} ms"
+        took = f"decision backend took over {timeout_s * 1000:.0f} ms"
+        return Decided(None, (time.perf_counter() - started) * 1000, took, timed_out=True)
     except DecisionUnavailable as exc:
-        return None, (time.perf_counter() - started) * 1000, str(exc)
+        return Decided(None, (time.perf_counter() - started) * 1000, str(exc))
     except Exception as exc:  # a broken backend must degrade to the fallbacks, never to a 5xx
-        return None, (time.perf_counter() - started) * 1000, f"{type(exc).__name__}: {exc}"
-    return answers, (time.perf_counter() - started) * 1000, None
+        return Decided(None, (time.perf_counter() - started) * 1000, f"{type(exc).__name__}: {exc}")
+    return Decided(answers, (time.perf_counter() - started) * 1000, None)

@@ -7,14 +7,16 @@ GatewayError                  an HTTP answer other than 2xx: status, OpenAI `typ
 ├── UnknownModelError         404 model_not_found
 ├── BlockedError              400 content_policy_violation: a decision blocked the request
 ├── RateLimitedError          429 rate_limit_exceeded, with Retry-After
-├── UpstreamError             502 upstream_error: no upstream answered (the reason is in the message)
-└── UpstreamTimeoutError      504 upstream_error: the upstream took the request and then sent nothing in time
+└── UpstreamError             502 upstream_error: no upstream answered (the reason is in the message)
+    ├── UpstreamUnavailableError  503 upstream_unavailable, with Retry-After: every upstream's circuit is open
+    └── UpstreamTimeoutError      504 upstream_timeout: the upstream took the request and then sent nothing in time
 ConfigError                   a config that cannot run; the message names the YAML path at fault
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -88,11 +90,26 @@ class RateLimitedError(GatewayError):
 
 
 class UpstreamError(GatewayError):
-    """No upstream gave an answer; the message lists what each attempt got."""
+    """No upstream gave an answer; the message lists what each attempt got, as a client may read it (no addresses or
+    exception texts: `attempts` keeps those for the log)."""
 
     status_code = 502
     error_type = "upstream_error"
     code = "upstream_failed"
+
+    def __init__(self, message: str, *, attempts: Sequence[Any] = (), headers: dict[str, str] | None = None) -> None:
+        super().__init__(message, headers=headers)
+        self.attempts = list(attempts)
+
+
+class UpstreamUnavailableError(UpstreamError):
+    """Every upstream's circuit is open, so none was tried: retry after `retry_after_s`."""
+
+    status_code = 503
+    code = "upstream_unavailable"
+
+    def __init__(self, message: str, *, attempts: Sequence[Any] = (), retry_after_s: float) -> None:
+        super().__init__(message, attempts=attempts, headers={"Retry-After": str(max(1, math.ceil(retry_after_s)))})
 
 
 class UpstreamTimeoutError(UpstreamError):

@@ -64,6 +64,8 @@ def completion_to_chunks(completion: dict[str, Any], *, include_usage: bool) -> 
             delta["content"] = message["content"]
         if message.get("tool_calls"):
             delta["tool_calls"] = [{**c, "index": i} for i, c in enumerate(message["tool_calls"])]
+        if message.get("function_call"):  # the legacy functions API
+            delta["function_call"] = message["function_call"]
         if delta:
             chunks.append({**base, "choices": [{"index": index, "delta": delta, "finish_reason": None}]})
         chunks.append(

@@ -23,6 +23,7 @@ class ChoiceSummary:
     text: list[str] = field(default_factory=list)  # content deltas
     finish_reason: str | None = None
     tool_call_deltas: list[Any] = field(default_factory=list)  # tool-call deltas, as sent
+    function_call: dict[str, str] | None = None  # the legacy functions API's call, its name and arguments joined
 
 
 @dataclass
@@ -56,6 +57,8 @@ class StreamSummary:
         message: dict[str, Any] = {"role": "assistant", "content": "".join(choice.text)}
         if choice.tool_call_deltas:
             message["tool_calls"] = list(choice.tool_call_deltas)
+        if choice.function_call is not None:
+            message["function_call"] = dict(choice.function_call)
         return {"index": index, "message": message,
                 "finish_reason": choice.finish_reason if self.status == 200 else None}
 
@@ -79,6 +82,12 @@ class StreamSummary:
                 into.text.append(delta["content"])
             if delta.get("tool_calls"):
                 into.tool_call_deltas.extend(delta["tool_calls"])
+            legacy = delta.get("function_call")
+            if isinstance(legacy, dict):  # sent in pieces, as content is: the name first, the arguments after
+                call = into.function_call = into.function_call or {"name": "", "arguments": ""}
+                for key in ("name", "arguments"):
+                    if isinstance(legacy.get(key), str):
+                        call[key] += legacy[key]
             if choice.get("finish_reason"):
                 into.finish_reason = choice["finish_reason"]
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from jevserve.gateway.config import PLACEHOLDER_URL, AdmissionConfig, UpstreamConfig
-from jevserve.gateway.errors import RateLimitedError, UpstreamError, UpstreamTimeoutError
+from jevserve.gateway.errors import RateLimitedError, UpstreamError, UpstreamTimeoutError, UpstreamUnavailableError
 from jevserve.gateway.gate import QueueFull, UpstreamGate
 from jevserve.gateway.placeholder import placeholder_transport
 from jevserve.gateway.store import Store
@@ -52,8 +52,33 @@ class Attempt:
     outcome: str = ""  # a bounded label for metrics: http_503, connect_error, read_timeout, circuit_open, ...
 
     def describe(self) -> str:
-        """`name: 503` or `name: ConnectError ...`."""
+        """`name: 503` or `name: ConnectError ...`: the whole story, for the log (it may name hosts and ports)."""
         return f"{self.upstream}: {self.status if self.status is not None else self.error}"
+
+    def public(self) -> str:
+        """`name: 503` or `name: could not connect`: what a client may be told (no address, no exception text)."""
+        if self.status is not None:
+            return f"{self.upstream}: {self.status}"
+        return f"{self.upstream}: {_PUBLIC_OUTCOMES.get(self.outcome, 'failed')}"
+
+
+_PUBLIC_OUTCOMES = {
+    "connect_error": "could not connect",
+    "connect_timeout": "no connection within its connect timeout",
+    "circuit_open": "circuit open after repeated failures",
+    "queue_full": "queue full",
+    "read_timeout": "nothing within its timeout after the request was sent",
+    "read_error": "connection broken after the request was sent",
+}
+
+
+def public_summary(attempts: Sequence[Attempt]) -> str:
+    """The attempts as a client may read them, repeats counted: `a: could not connect (×2); b: 503`."""
+    counts: dict[str, int] = {}
+    for attempt in attempts:
+        line = attempt.public()
+        counts[line] = counts.get(line, 0) + 1
+    return "; ".join(line if n == 1 else f"{line} (×{n})" for line, n in counts.items())
 
 
 @dataclass
@@ -165,8 +190,7 @@ async def _try_upstream(
             attempts.append(Attempt(upstream.name, None, _describe(exc), _ms(started), kind))
             await upstream.store.record_result(upstream.name, False, config.breaker_failures, config.breaker_reset_s)
             raise (UpstreamTimeoutError if kind == "read_timeout" else UpstreamError)(
-                f"{upstream.name} failed after the request was sent ({_describe(exc)}); not retried, since the "
-                "model may have run it"
+                f"{attempts[-1].public()}; not retried, since the model may have run it", attempts=attempts
             ) from None
         else:
             status = response.status_code
@@ -257,5 +281,13 @@ async def dispatch(
         return dispatched
     if num_full and num_full == len(upstreams):
         raise RateLimitedError("overloaded: every upstream's queue is full", retry_after_s=1.0)
-    summary = "; ".join(a.describe() for a in attempts) or "no upstream is configured for this model"
-    raise UpstreamError(f"no upstream answered: {summary}")
+    if attempts and all(a.outcome == "circuit_open" for a in attempts):
+        # nothing was tried: say when one will be, as for any overload (OpenAI's clients retry a 503 after it)
+        opens = [(await u.store.circuit(u.name)).open_until for u in upstreams]
+        raise UpstreamUnavailableError(
+            f"no upstream answered: {public_summary(attempts)}; the next request is tried after the circuit's reset",
+            attempts=attempts,
+            retry_after_s=max(1.0, min(opens) - time.time()),
+        )
+    summary = public_summary(attempts) or "no upstream is configured for this model"
+    raise UpstreamError(f"no upstream answered: {summary}", attempts=attempts)

@@ -231,6 +231,20 @@ def test_stages_slower_than_the_deadline_fail_open_unchanged() -> None:
     assert isinstance(got, Forwarded) and got.body == body_of(HI)
 
 
+def test_a_guard_without_an_answer_in_time_is_a_429_not_a_forward() -> None:
+    # the decision timeout comes before the server's deadline: the same 429 as the HTTP gateway's
+    gateway = gateway_for({"guard": {}}, decider=FixedDecider({"guard": 0.99}, delay_s=2.0),
+                          config={"decision_timeout_ms": 100})
+
+    async def scenario():
+        async with serving(GatewayDecisions(gateway), StreamSettings(deadline_s=1.5, failure="open")) as channel:
+            return await EnvoyStream(channel, "BUFFERED").request(body_of(HI))
+
+    got = asyncio.run(scenario())
+    assert isinstance(got, Immediate) and got.status == 429 and got.headers["retry-after"] == "1"
+    assert "overloaded" in json.loads(got.body)["error"]["message"]
+
+
 @pytest.mark.parametrize("mode", ["BUFFERED", "FULL_DUPLEX_STREAMED"])
 @pytest.mark.parametrize(
     "extra",

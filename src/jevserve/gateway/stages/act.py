@@ -17,6 +17,9 @@ from jevserve.gateway.shapes import chat_completion, rough_tokens
 from jevserve.gateway.types import Action, ClarifyDetail, GuardDetail, Phase, PriorityDetail, RouteDetail, Verdict
 from jevserve.serving.decision_inputs import message_text
 
+# what `strip_tools` removes: the tools API's fields and the legacy functions API's
+TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls", "functions", "function_call")
+
 
 @dataclass(frozen=True)
 class Answer:
@@ -82,7 +85,7 @@ def _forward_plan(ctx: RequestContext, report: DecisionReport) -> Forward:
         if not verdict.acts:
             continue
         if verdict.action is Action.STRIP_TOOLS:
-            for key in ("tools", "tool_choice", "parallel_tool_calls"):
+            for key in TOOL_FIELDS:
                 body.pop(key, None)
         elif verdict.action is Action.ROUTE and isinstance(verdict.detail, RouteDetail):
             detail = verdict.detail
@@ -99,7 +102,8 @@ def _forward_plan(ctx: RequestContext, report: DecisionReport) -> Forward:
         levels = route.priority.level_tokens
         predicted = levels[len(levels) // 2]
     reply_phase = any(p.phase is Phase.REPLY for p in policies_for(route))
-    needs_whole_reply = ctx.is_chat and bool(body.get("tools")) and reply_phase
+    offers_tools = bool(body.get("tools") or body.get("functions"))
+    needs_whole_reply = ctx.is_chat and offers_tools and reply_phase
     return Forward(body, upstreams, predicted, needs_whole_reply)
 
 

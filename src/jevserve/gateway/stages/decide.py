@@ -5,14 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 from jevserve.gateway.cache import NoLookup
+from jevserve.gateway.config import RouteConfig
 from jevserve.gateway.context import RequestContext
-from jevserve.gateway.decisions import run_decisions
+from jevserve.gateway.decisions import DecisionReport, request_policies, run_decisions
+from jevserve.gateway.errors import RateLimitedError
 from jevserve.gateway.runtime import Gateway
+from jevserve.gateway.types import Action
+
+# request-phase decisions whose action refuses the request: forwarding the request without their answer is the one
+# fallback an attacker gains from making the gateway busy
+_REFUSING = (Action.BLOCK, Action.STRIP_TOOLS)
+OVERLOAD_RETRY_AFTER_S = 1.0
 
 
 async def decide(gateway: Gateway, ctx: RequestContext) -> None:
     """Set `ctx.report`: the route's verdicts about the request (a failed decider gives the fallbacks, no error).
-    A request sent with `Cache-Control: no-cache` is not looked up in the cache (its reply is still stored)."""
+    A request sent with `Cache-Control: no-cache` is not looked up in the cache (its reply is still stored). Raises
+    RateLimitedError (429) when an enforced refusal got no answer in time (see `unanswered_refusals`)."""
     cache = gateway.cache if ctx.is_chat else None
     if cache is not None and "no-cache" in ctx.cache_control:
         cache = NoLookup()
@@ -26,6 +35,28 @@ async def decide(gateway: Gateway, ctx: RequestContext) -> None:
         timeout_ms=gateway.config.decision_timeout_ms,
         params={k: v for k, v in ctx.body.items() if k not in ("messages", "tools")},
     )
+    if gateway.config.on_decision_timeout == "reject":
+        unanswered = unanswered_refusals(ctx.route, ctx.report)
+        if unanswered:
+            raise RateLimitedError(
+                f"the {' and '.join(unanswered)} decision(s) this request needs got no answer within "
+                f"{gateway.config.decision_timeout_ms:g} ms: the gateway is overloaded and does not forward a "
+                f"request undecided; retry after {OVERLOAD_RETRY_AFTER_S:g} s",
+                retry_after_s=OVERLOAD_RETRY_AFTER_S,
+            )
+
+
+def unanswered_refusals(route: RouteConfig, report: DecisionReport) -> list[str]:
+    """The enforced decisions that could refuse the request (block, strip tools) and fell back because the decision
+    call ran past its deadline; empty when the decider answered, or failed by an error (its fallbacks then decide)."""
+    if not report.timed_out:
+        return []
+    refusing = {
+        p.name
+        for p in request_policies(route)
+        if p.config.mode == "enforce" and getattr(p.config, "action", None) in _REFUSING
+    }
+    return [v.decision for v in report.verdicts if v.fell_back and v.decision in refusing]
 
 
 def messages_of(body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ becomes the same 502; only what goes wrong after the events began ends the clien
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -16,11 +17,14 @@ from typing import Any
 import httpx
 
 from jevserve.gateway.context import RequestContext
+from jevserve.gateway.errors import UpstreamError
 from jevserve.gateway.inference_headers import inference_headers
 from jevserve.gateway.runtime import Gateway
 from jevserve.gateway.stages.act import Forward, prompt_tokens
 from jevserve.gateway.upstream import Dispatched, dispatch
 from jevserve.serving import Request as QueueRequest
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -48,17 +52,25 @@ async def forward(gateway: Gateway, ctx: RequestContext, plan: Forward) -> Upstr
         ctx.request_id, ctx.arrival, max(1, prompt_tokens(ctx.body)), predicted_output_tokens=plan.predicted_tokens
     )
     started = time.monotonic()
-    dispatched = await dispatch(
-        gateway.upstreams_for(route, list(plan.upstreams) if plan.upstreams else None),
-        "/chat/completions" if ctx.is_chat else "/completions",
-        {**plan.body, "stream": stream},
-        stream=stream,
-        request=queue_request,
-        admission=route.admission,
-        deadline_at=ctx.arrival + route.admission.deadline_s,
-        priority=priority,
-        headers=upstream_headers(ctx, plan),
-    )
+    try:
+        dispatched = await dispatch(
+            gateway.upstreams_for(route, list(plan.upstreams) if plan.upstreams else None),
+            "/chat/completions" if ctx.is_chat else "/completions",
+            {**plan.body, "stream": stream},
+            stream=stream,
+            request=queue_request,
+            admission=route.admission,
+            deadline_at=ctx.arrival + route.admission.deadline_s,
+            priority=priority,
+            headers=upstream_headers(ctx, plan),
+        )
+    except UpstreamError as exc:  # the client's message names no host; the log and the metrics keep the details
+        ctx.upstream_ms = (time.monotonic() - started) * 1000
+        ctx.outcome = {"upstream": None, "status": exc.status_code, "attempts": [a.describe() for a in exc.attempts]}
+        for attempt in exc.attempts:
+            gateway.metrics.upstream_attempts.labels(attempt.upstream, attempt.outcome).inc()
+        logger.warning("request %s: %s (%s)", ctx.request_id, exc.message, "; ".join(ctx.outcome["attempts"]))
+        raise
     ctx.upstream_ms = (time.monotonic() - started) * 1000  # until the first byte when streaming
     response = dispatched.response
     ctx.outcome = {

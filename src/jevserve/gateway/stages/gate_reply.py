@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from jevserve.gateway.context import RequestContext
@@ -10,53 +12,86 @@ from jevserve.gateway.decider import timed_decide
 from jevserve.gateway.decisions import policies_for
 from jevserve.gateway.policies.tool_gate import ToolGate
 from jevserve.gateway.runtime import Gateway
-from jevserve.gateway.types import Action, ToolCallDetail, Verdict
+from jevserve.gateway.types import Action, Verdict
+
+
+@dataclass(frozen=True)
+class ReplyToolCall:
+    """One tool call proposed in a reply: where it is, and the call in `tool_calls` form."""
+
+    choice: int  # the index into the reply's `choices`
+    position: int | None  # the index into that message's `tool_calls`; None: the legacy `function_call`
+    call: dict[str, Any]
 
 
 async def gate_reply(gateway: Gateway, ctx: RequestContext, completion: dict[str, Any]) -> dict[str, Any]:
-    """The reply with blocked tool calls removed (and said so); sets `ctx.tool_verdicts`."""
+    """The reply with blocked tool calls removed from every choice (and said so); sets `ctx.tool_verdicts`."""
     gate = next((p for p in policies_for(ctx.route) if isinstance(p, ToolGate)), None)
-    calls = tool_calls_of(completion)
-    if gate is None or not calls or ctx.report is None or ctx.report.inputs is None:
+    proposed = tool_calls_of(completion)
+    if gate is None or not proposed or ctx.report is None or ctx.report.inputs is None:
         return completion
+    calls = [c.call for c in proposed]
     ctx.reply_tool_calls = tuple(calls)  # remove_blocked_calls copies before it edits
     asks = gate.asks_for_calls(ctx.report.inputs.user_text, calls, ctx.route.input_limits())
-    answers, ms, _error = await timed_decide(gateway.decider, asks, gateway.config.decision_timeout_ms / 1000)
+    answers, ms, _error, _ = await timed_decide(gateway.decider, asks, gateway.config.decision_timeout_ms / 1000)
     ctx.tool_verdicts = tuple(gate.act_on_calls(calls, answers))
     ctx.flags["x-jevserve-tool-gate-ms"] = f"{ms:.2f}"
     if any(v.action is Action.FLAG and v.acts for v in ctx.tool_verdicts):
         ctx.flags["x-jevserve-flagged"] = "tool_call"
-    return remove_blocked_calls(completion, ctx.tool_verdicts)
+    return remove_blocked_calls(completion, proposed, ctx.tool_verdicts)
 
 
-def tool_calls_of(completion: dict[str, Any]) -> list[dict[str, Any]]:
-    """The tool calls in choice 0 of a chat completion (entries that are not objects are left out)."""
-    choices = completion.get("choices") or []
-    if not choices or not isinstance(choices[0], dict):
-        return []
-    message = choices[0].get("message") or {}
-    calls = message.get("tool_calls") if isinstance(message, dict) else None
-    return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+def tool_calls_of(completion: dict[str, Any]) -> list[ReplyToolCall]:
+    """The tool calls of every choice of a chat completion, in order: each message's `tool_calls` (entries that are
+    not objects are left out) and its legacy `function_call` (the `functions` API), as a call of type function."""
+    out = []
+    choices = completion.get("choices")
+    for i, choice in enumerate(choices if isinstance(choices, list) else []):
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict):
+            continue
+        calls = message.get("tool_calls")
+        for j, call in enumerate(calls if isinstance(calls, list) else []):
+            if isinstance(call, dict):
+                out.append(ReplyToolCall(i, j, call))
+        legacy = message.get("function_call")
+        if isinstance(legacy, dict):
+            out.append(ReplyToolCall(i, None, {"type": "function", "function": legacy}))
+    return out
 
 
-def remove_blocked_calls(completion: dict[str, Any], verdicts: tuple[Verdict, ...]) -> dict[str, Any]:
-    """Remove blocked tool calls from choice 0 and say why in its content; flagged calls stay."""
-    blocked = [
-        v.detail for v in verdicts if v.action is Action.BLOCK and v.acts and isinstance(v.detail, ToolCallDetail)
-    ]
+def remove_blocked_calls(
+    completion: dict[str, Any], proposed: Sequence[ReplyToolCall], verdicts: Sequence[Verdict]
+) -> dict[str, Any]:
+    """Remove each blocked call (by its place, so calls sharing an id or without one are judged one by one) from its
+    choice and say why in that choice's content; flagged calls stay. A choice left without calls ends with
+    `finish_reason` stop."""
+    blocked: dict[int, list[ReplyToolCall]] = {}
+    for call, verdict in zip(proposed, verdicts, strict=True):
+        if verdict.action is Action.BLOCK and verdict.acts:
+            blocked.setdefault(call.choice, []).append(call)
     if not blocked:
         return completion
-    blocked_ids = {d.call_id for d in blocked}
     out = copy.deepcopy(completion)
-    choice = out["choices"][0]
-    message = choice["message"]
-    kept = [c for c in message.get("tool_calls") or [] if c.get("id") not in blocked_ids]
-    names = ", ".join(str(d.function) for d in blocked)
-    note = f"[jevserve gateway: blocked tool call(s) {names}: judged unsafe to carry out]"
-    message["content"] = (message.get("content") or "") + ("\n" if message.get("content") else "") + note
-    if kept:
-        message["tool_calls"] = kept
-    else:
-        message.pop("tool_calls", None)
-        choice["finish_reason"] = "stop"
+    for index, calls in blocked.items():
+        choice = out["choices"][index]
+        message = choice["message"]
+        positions = {c.position for c in calls}
+        if None in positions:
+            message.pop("function_call", None)
+        kept = [c for j, c in enumerate(message.get("tool_calls") or []) if j not in positions]
+        names = ", ".join(str(_function_name(c.call)) for c in calls)
+        note = f"[jevserve gateway: blocked tool call(s) {names}: judged unsafe to carry out]"
+        message["content"] = (message.get("content") or "") + ("\n" if message.get("content") else "") + note
+        if kept:
+            message["tool_calls"] = kept
+        else:
+            message.pop("tool_calls", None)
+            if "function_call" not in message:
+                choice["finish_reason"] = "stop"
     return out
+
+
+def _function_name(call: dict[str, Any]) -> str | None:
+    function = call.get("function")
+    return function.get("name") if isinstance(function, dict) else None
