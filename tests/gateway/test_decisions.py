@@ -151,6 +151,23 @@ def test_cache_candidate_is_asked_about_in_the_same_call_and_served_on_yes():
     assert no.final is None
 
 
+def test_a_blocked_request_never_reads_as_served_from_the_cache():
+    config = make_config(guard={"threshold": 0.5}, cache={"min_similarity": 0.5})
+    cache = SemanticCache(_embed)
+
+    async def scenario():
+        await cache.put("t", "What is the capital of France?", {"id": "x"}, ttl_s=60, max_entries=10)  # fmt: skip
+        return await run_decisions(
+            [{"role": "user", "content": "what's the capital of france"}],
+            config=config, decider=FixedDecider({"cache": 0.9, "guard": 0.9}), cache=cache, tenant="t",
+        )  # fmt: skip
+
+    report = asyncio.run(scenario())
+    assert report.final.decision == "guard" and report.cached_response is None
+    assert "cache=skip" in report.header() and "serve_cached" not in report.header()
+    assert report.verdict("cache").reason.startswith("superseded by guard=block")
+
+
 def test_unknown_model_lists_the_declared_ones():
     with pytest.raises(UnknownModelError, match="this gateway serves: m"):
         decide(make_config(), FixedDecider(), model="gpt-9")

@@ -260,3 +260,22 @@ def test_a_request_the_client_sent_with_no_cache_is_not_a_hit_in_the_replay_eith
     assert [r["cache_control"] for r in read_log_strict(path)] == [[], ["no-cache"]]
     result = replay(path, answers)
     assert [r.changed() for r in result.requests] == [[], []]
+
+
+def test_requests_the_rate_limit_refused_are_skipped_not_reported_as_changed(tmp_path):
+    path = tmp_path / "log.jsonl"
+    route = {**ROUTE, "rate_limit": {"requests_per_s": 0.01, "burst": 2}}
+    answers = {"guard": 0.2}
+    app, _, _ = make_app(route, answers=answers, config={"log": {"path": str(path)}})
+
+    async def scenario():
+        async with client(app) as c:
+            for text in TEXTS[:4]:
+                await c.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": text}]})
+        await app.state.gateway.aclose()
+
+    asyncio.run(scenario())
+    assert [r["status"] for r in read_log_strict(path)] == [200, 200, 429, 429]
+    result = replay(path, answers, route=route)
+    assert [r.changed() for r in result.requests] == [[], []] and result.num_undecided == 2
+    assert "0 request(s) changed" in format_report(result)

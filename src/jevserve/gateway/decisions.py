@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -27,7 +27,7 @@ from jevserve.gateway.errors import ConfigError, UnknownModelError
 from jevserve.gateway.operating_points import resolve_operating_points
 from jevserve.gateway.policies.base import Policy, RequestView
 from jevserve.gateway.policies.build import POLICIES, build_policies
-from jevserve.gateway.types import FINAL_ACTIONS, Phase, Verdict
+from jevserve.gateway.types import FINAL_ACTIONS, Action, Phase, Verdict
 from jevserve.serving.decision_inputs import DecisionInputs, decision_inputs
 
 DEFAULT_TENANT = "default"
@@ -98,6 +98,21 @@ def policies_for(route: RouteConfig) -> tuple[Policy, ...]:
         hit = (route, build_policies(route))
         _POLICY_CACHE[id(route)] = hit
     return hit[1]
+
+
+def superseded(verdicts: tuple[Verdict, ...]) -> tuple[Verdict, ...]:
+    """The verdicts with every answer-the-request action but the one that wins (block over clarify over a cached
+    reply) made a skip that says what it lost to, so the header and the log never show a cached reply served to a
+    request that was blocked."""
+    report = DecisionReport(route="", verdicts=verdicts, answers={}, decision_ms=0.0, num_questions=0)
+    final = report.final
+    if final is None:
+        return verdicts
+    return tuple(
+        v if v is final or not (v.acts and v.action in FINAL_ACTIONS)
+        else replace(v, action=Action.SKIP, reason=f"superseded by {final.decision}={final.action} ({v.reason})")
+        for v in verdicts
+    )
 
 
 def request_policies(route: RouteConfig) -> tuple[Policy, ...]:
@@ -196,7 +211,7 @@ async def run_decisions(
         view = RequestView(inputs, candidate)
     asks = [a for p in policies for a in p.asks(view)]
     answers, decision_ms, error, timed_out = await timed_decide(decider, asks, timeout_ms / 1000.0)
-    verdicts = tuple(p.act(view, answers) for p in policies)
+    verdicts = superseded(tuple(p.act(view, answers) for p in policies))
     final = next((v for v in verdicts if v.decision == "cache" and v.acts and v.action == "serve_cached"), None)
     cached_response = view.cache_candidate.response if final is not None and view.cache_candidate else None
     frozen_answers = MappingProxyType({k: tuple(float(x) for x in v) for k, v in (answers or {}).items()})

@@ -9,6 +9,9 @@ expire during a replay. The tool calls a logged reply made (`tool_calls`) are ga
 would gate them; a request's tool-gate outcome is its strongest: block (or flag) when any call is, at the highest
 probability among its calls.
 
+A request refused before any decision ran (before routing, or by the route's rate limit) has nothing to compare
+and is skipped, counted apart.
+
 An interrupt (Ctrl-C) stops the replay between two requests: what was replayed so far comes back as a partial
 `Replay` (`interrupted`), so a long replay's finished part is reported and written, never lost.
 """
@@ -69,6 +72,7 @@ class Replay:
     points: tuple[OperatingPoint, ...]
     skipped_models: dict[str, int] = field(default_factory=dict)  # a skipped record's model → records (not 404s)
     num_refused: int = 0  # skipped records the gateway refused before routing (logged as model "(unknown)")
+    num_undecided: int = 0  # skipped records refused after routing but before any decision ran (a rate limit)
     interrupted: bool = False  # stopped early (Ctrl-C): only the first records were replayed
     num_logged: int = 0  # the records the replay was given (the log's, or the first --limit)
 
@@ -167,7 +171,7 @@ async def replay_records(
         from jevserve.gateway.cache import embedded_embed
 
         cache = SemanticCache(embed or embedded_embed())
-    replayed, num_skipped, num_refused = [], 0, 0
+    replayed, num_skipped, num_refused, num_undecided = [], 0, 0, 0
     skipped_models: Counter = Counter()
     interrupted = False
     try:
@@ -181,6 +185,10 @@ async def replay_records(
                     num_refused += 1  # refused before routing (an unknown model, a bad body): nothing was decided
                 else:
                     skipped_models[str(record.get("model"))] += 1
+                continue
+            if "decisions" in record and record["decisions"] is None:  # logged as refused before deciding
+                num_skipped += 1
+                num_undecided += 1
                 continue
             lookup = NoLookup() if cache is not None and "no-cache" in (record.get("cache_control") or ()) else cache
             report = await run_decisions(
@@ -215,7 +223,7 @@ async def replay_records(
             cache.close()
     return Replay(
         decider.name, tuple(replayed), num_skipped, points, skipped_models=dict(skipped_models.most_common()),
-        num_refused=num_refused, interrupted=interrupted, num_logged=len(records),
+        num_refused=num_refused, num_undecided=num_undecided, interrupted=interrupted, num_logged=len(records),
     )  # fmt: skip
 
 
@@ -275,6 +283,8 @@ def describe_skipped(replay: Replay) -> str:
         parts.append(f"no route of the config serves their model: {models}")
     if replay.num_refused:
         parts.append(f"{replay.num_refused} refused before routing, as logged")
+    if replay.num_undecided:
+        parts.append(f"{replay.num_undecided} refused before their decisions ran (a rate limit), as logged")
     return "; ".join(parts) or "none"
 
 
