@@ -271,7 +271,8 @@ def test_requests_the_rate_limit_refused_are_skipped_not_reported_as_changed(tmp
     async def scenario():
         async with client(app) as c:
             for text in TEXTS[:4]:
-                await c.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": text}]})
+                body = {"model": "m", "messages": [{"role": "user", "content": text}]}
+                await c.post("/v1/chat/completions", json=body)
         await app.state.gateway.aclose()
 
     asyncio.run(scenario())
