@@ -38,3 +38,4 @@ def test_ctrl_c_while_the_commands_load_or_run_is_one_line_and_exit_130(monkeypa
     monkeypatch.setattr(cli, "build_parser", Parser)
     assert cli.main(["data", "list"]) == 128 + signal.SIGINT
     assert capsys.readouterr().err == "jevserve data: interrupted\n"
+

@@ -1,4 +1,6 @@
-"""Latency and throughput of the embedded decision model: server versus the bare backend forward pass.
+"""Latency and throughput of an embedded decision model (`minilm-pooled-head`, the readout over the pooled vector):
+server versus the bare backend forward pass. The default model's decision call (`minilm-reader`, and the tuned
+reader) is timed by reader_gateway_latency.py.
 
 Workload: one 1-question request (a 3-option choice) per ShareGPT prompt, each prompt cut to its first 100
 MiniLM tokens; every request has a state never seen before, so the state cache never helps. Measured in one run:
@@ -62,7 +64,7 @@ def bench_bare(states: list[str]) -> dict:
 
 
 def bench_server(states: list[str], concurrencies: tuple[int, ...], per_level: int) -> dict:
-    with serve("embedded") as served:
+    with serve("encoder") as served:  # the model the bare path times, alone
         warm = [json.dumps({"state": f"warm up {i}", "questions": {"q": QUESTION}}).encode() for i in range(20)]
         asyncio.run(run_load("127.0.0.1", served.port, warm, 1))
         results = {}
@@ -178,7 +180,7 @@ def write_markdown(result: dict, path: Path) -> None:
     overhead = server["c1"]["p50_ms"] - bare["batch1"]["p50_ms"]
     ratio = server["c32"]["decisions_per_s"] / bare["batch32"]["decisions_per_s"]
     lines = [
-        "## Measured: the embedded model's latency and throughput",
+        "## Measured: the pooled-head model's latency and throughput",
         "",
         f"Measured {result['date']} on {result['machine']} ({result['cpus']} CPUs), onnxruntime, `{result['model']}`.",
         f"Command: `{result['command']}` (results: `benchmarks/results/decide_latency.json`).",
@@ -292,7 +294,7 @@ def main() -> None:
         "load_before": round(load_before, 2),
         "machine": platform.processor() or platform.machine(),
         "cpus": os.cpu_count(),
-        "model": "jev-minilm-1 (embedded default, int8)",
+        "model": "minilm-pooled-head (jev-minilm-1), int8",
         "encoder_recipe": RECIPE_VERSION,
         "command": "python benchmarks/decide/latency.py"
         + (f" --requests {per_level}" if per_level != 300 else "")

@@ -74,6 +74,20 @@ def positive_int(flag: str) -> Callable[[str], int]:
     return parse
 
 
+def port(flag: str, *, zero: bool = False) -> Callable[[str], int]:
+    """A TCP port, 1 to 65535 (0 too with `zero`: any free port), checked before a model loads."""
+    low = 0 if zero else 1
+
+    def parse(text: str) -> int:
+        value = _integer_at_least(text, low, f"{flag} {text!r}: expected a port from {low} to 65535")
+        if value > 65535:
+            raise argparse.ArgumentTypeError(f"{flag} {text!r}: expected a port from {low} to 65535")
+        return value
+
+    parse.__name__ = "port"
+    return parse
+
+
 MIN_RESAMPLES = 100  # below it a 95% percentile interval's ends are a draw or two, or none (1 draw: no interval)
 
 

@@ -75,6 +75,21 @@ def test_a_local_backend_returning_a_non_distribution_is_500_with_a_logged_cause
     assert any("invalid" in rec.getMessage() for rec in caplog.records)
 
 
+class CrashingBackend(FakeBackend):
+    def decide(self, items):
+        raise RuntimeError("the model crashed")
+
+
+def test_a_500_is_counted_with_its_status_and_answers_no_question():
+    app = create_app([CrashingBackend()])
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.post("/v1/systemone", json=ticket_body())
+        metrics = c.get("/metrics").text
+    assert r.status_code == 500 and r.json()["detail"]["error_type"] == "internal_error"
+    assert 'jevserve_requests_total{route="/v1/systemone",status="500"} 1.0' in metrics
+    assert "jevserve_questions_total{" not in metrics  # none was answered
+
+
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity"])
 def test_nan_and_infinity_are_not_json_numbers_and_get_422(number):
     question = '{"a": {"type": "noul", "instructions": "Is it about money?"}}'
@@ -87,6 +102,18 @@ def test_nan_and_infinity_are_not_json_numbers_and_get_422(number):
             assert "NaN and Infinity are not JSON numbers" in r.json()["detail"][0]["msg"]
         words = f'{{"state": "NaN and Infinity are words", "questions": {question}}}'
         assert c.post("/v1/systemone", content=words.encode(), headers={"content-type": "application/json"}).is_success
+
+
+@pytest.mark.parametrize("number", ["1e999", "-1e400", "1" + "0" * 400 + ".5"])
+def test_a_number_beyond_a_double_gets_422_not_a_500_when_it_is_echoed(number):
+    # a score level is echoed in the answer's legend: read as infinity, it could not be written back
+    body = f'{{"state": "x", "questions": {{"q": {{"type": "score", "criteria": [{{"v": {number}}}, "b"]}}}}}}'
+    with TestClient(create_app([FakeBackend()])) as c:
+        r = c.post("/v1/systemone", content=body.encode(), headers={"content-type": "application/json"})
+        assert r.status_code == 422 and "out of range" in r.json()["detail"][0]["msg"]
+        fine = body.replace(number, "1e300").replace("1e300.5", "1e300")  # a large finite number is echoed as sent
+        r = c.post("/v1/systemone", content=fine.encode(), headers={"content-type": "application/json"})
+        assert r.status_code == 200 and r.json()["answers"]["q"]["legend"]["0"] == {"v": 1e300}
 
 
 def test_a_lone_surrogate_escape_is_named_as_such():

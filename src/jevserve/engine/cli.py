@@ -6,6 +6,7 @@ import argparse
 import socket
 import sys
 
+from jevserve.argtypes import port as port_arg
 from jevserve.argtypes import positive_float, positive_int
 from jevserve.argtypes import seed as seed_arg
 from jevserve.sim.engine_args import add_engine_arguments, add_profile_argument
@@ -22,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "preemption, steps as long as the profile says (divided by --speedup), tokens streamed as steps complete. "
         "The text is filler; the timing is the point.")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    p.add_argument("--port", type=int, default=8000, help="port (default: %(default)s, vLLM's)")
+    p.add_argument("--port", type=port_arg("--port"), default=8000, help="port (default: %(default)s, vLLM's)")
     p.add_argument("--served-model-name", default=None,
                    help="model name clients send and /v1/models lists (default: the profile's model)")
     p.add_argument("--speedup", type=positive_float("--speedup"), default=1.0,

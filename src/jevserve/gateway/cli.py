@@ -9,6 +9,7 @@ import sys
 import warnings
 from typing import TYPE_CHECKING
 
+from jevserve.argtypes import port as port_arg
 from jevserve.argtypes import positive_int
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--config", metavar="YAML", help="gateway config file (default: the built-in offline config)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8796, help="port (default: 8796)")
+    p.add_argument("--port", type=port_arg("--port"), default=8796, help="port (default: 8796)")
     p.add_argument(
         "--decider",
         metavar="SPEC",

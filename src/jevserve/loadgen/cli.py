@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from jevserve.argtypes import check_writable, percentile_list, positive_float, positive_int
+from jevserve.argtypes import port as port_arg
 from jevserve.argtypes import seed as seed_arg
 from jevserve.sim.argtypes import arrivals_arg
 
@@ -67,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--base-url", type=_base_url, default=None,
                    help="server URL, e.g. http://127.0.0.1:8000 (default: --host/--port)")
     p.add_argument("--host", default="127.0.0.1", help="server host (default: %(default)s)")
-    p.add_argument("--port", type=int, default=8000, help="server port (default: %(default)s)")
+    p.add_argument("--port", type=port_arg("--port"), default=8000, help="server port (default: %(default)s)")
     p.add_argument("--backend", choices=tuple(BACKENDS), default="openai",
                    help="openai: /v1/completions; openai-chat: /v1/chat/completions (default: %(default)s)")
     p.add_argument("--endpoint", default=None, help="API path (default: the backend's)")

@@ -7,6 +7,7 @@ for a score in the old map form).
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -131,6 +132,13 @@ def parse_request(body: bytes) -> SystemOneRequest:
                 pass  # invalid either way: pydantic's own message below
             else:
                 raise _invalid_json(f"NaN and Infinity are not JSON numbers ({exc})") from None
+    if _MAYBE_OUT_OF_RANGE.search(body):  # cheap first look: an exponent of 3+ digits, or 309+ digits in a row
+        try:
+            parsed = from_json(body, allow_inf_nan=False)
+        except ValueError:
+            parsed = None  # invalid anyway: pydantic's own message below
+        if parsed is not None and _has_non_finite(parsed):
+            raise _invalid_json("a number is out of range: beyond ±1.8e308 it is no finite double") from None
     try:
         return SystemOneRequest.model_validate_json(body)
     except ValidationError as exc:
@@ -138,6 +146,23 @@ def parse_request(body: bytes) -> SystemOneRequest:
             message = "a lone UTF-16 surrogate escape (\\ud800–\\udfff without its pair) is not text"
             raise _invalid_json(message) from None
         raise
+
+
+# Numbers that may overflow a double: the parser reads `1e999` as infinity, which no JSON answer can carry back
+_MAYBE_OUT_OF_RANGE = re.compile(rb"[eE][+-]?0*[0-9]{3,}|[0-9]{309,}")
+
+
+def _has_non_finite(value: object) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def _invalid_json(message: str) -> ValidationError:

@@ -226,6 +226,8 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
     async def internal_error(request: Request, exc: Exception) -> Response:
         log.error("500 on %s %s", request.method, request.url.path, exc_info=exc)
         metrics.errors.labels(error_type="internal_error").inc()
+        if request.url.path == ROUTE:  # every answer of the route is counted with its status, a 500 too
+            metrics.requests.labels(route=ROUTE, status="500").inc()
         return _json(error_body("internal_error", f"internal error: {type(exc).__name__}"), 500)
 
     def client_left(where: str) -> Response:
@@ -261,12 +263,14 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
                 answers[qid] = build_answer(question, probs)
             except InvalidProbabilitiesError as exc:
                 raise InvalidProbabilitiesError(f"question {qid!r}: {exc}") from exc
-        for question in parsed.questions.values():
-            metrics.questions.labels(type=question.type).inc()
         tokens = decided.input_tokens
         if tokens is None:
             tokens = served.backend.count_tokens(items)
-        return _encode({"model": name, "answers": answers, "usage": {"input_tokens": int(tokens), "output_tokens": 0}})
+        usage = {"input_tokens": int(tokens), "output_tokens": 0}
+        payload = _encode({"model": name, "answers": answers, "usage": usage})
+        for question in parsed.questions.values():  # counted once the answer exists (a failure answers none)
+            metrics.questions.labels(type=question.type).inc()
+        return payload
 
     async def systemone(request: Request) -> Response:
         started = time.perf_counter()

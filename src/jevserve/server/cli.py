@@ -9,6 +9,7 @@ import socket
 import sys
 
 from jevserve.argtypes import nonnegative_float, positive_float, positive_int
+from jevserve.argtypes import port as port_arg
 from jevserve.decide.registry import SPEC_HELP
 from jevserve.protocol.body import BODY_TIMEOUT_S
 from jevserve.server.defaults import DEFAULT_MAX_OPTIONS, DEFAULT_MAX_QUESTIONS
@@ -25,12 +26,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", nargs="?", default="embedded", help="model spec (default: embedded)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8795, help="port (default: 8795)")
+    p.add_argument("--port", type=port_arg("--port"), default=8795, help="port (default: 8795)")
     p.add_argument("--api-key-env", metavar="VAR", help="require 'Authorization: Bearer <key>', the key read from VAR")
     p.add_argument("--max-batch", type=positive_int("--max-batch"), default=64,
                    help="questions per forward batch (default: 64)")
     p.add_argument("--max-queue", type=positive_int("--max-queue"), default=2048,
-                   help="queued questions before 429 (default: 2048)")
+                   help="a request is refused 429 when the questions that would run before it finishes, its own "
+                   "included, are over this (an empty queue admits any request) (default: 2048)")
     p.add_argument(
         "--max-wait-ms",
         type=nonnegative_float("--max-wait-ms"),
