@@ -5,13 +5,18 @@ One worker runs one batch at a time in a backend thread; whatever is queued mean
 (`arriving`), the worker waits up to `max_wait_ms` for them; a lone request never waits. Since backends answer each
 item on its own, batch composition changes no answer.
 
-Fairness: a request larger than `max_batch` is run in chunks of at most `max_batch` questions, and each batch is
-filled from the requests that have been served least so far (ties: first come, first served). A batch never mixes
-requests not yet started with the continuation of started ones, so a new request waits for at most the chunk that
-is running, whatever large requests are queued (least-attained-service scheduling, round-robin among equals).
+Order: a request larger than `max_batch` is run in chunks of at most `max_batch` questions, and each batch is
+filled from the requests with the fewest questions left (ties: first come, first served): shortest remaining work
+first, which gives the lowest mean time to answer. A small request waits for at most the chunk that is running,
+whatever large requests are queued (a batch never mixes requests not yet started with the continuation of started
+ones), and equal requests that arrive together are answered one after another rather than all at the end: served in
+turns, ten 200-question requests all finished together after the time of ten, past every client's timeout.
 With `max_chunk_ms`, a batch is also cut to the number of questions the backend answers in about that time (by
 the measured time per question), so "one chunk" is short even when `max_batch` is large; a backend that batches
-well (a GPU) has a small time per question and keeps its large batches.
+well (a GPU) has a small time per question and keeps its large batches. The time per question is the batches'
+seconds over their questions, each batch weighted by its questions and forgotten with a half-life of
+`TIMING_HALF_LIFE_ITEMS` questions: one slow batch of a few questions cannot multiply the estimate (and with it
+every Retry-After and time budget), as a per-batch running mean let it.
 
 Back-pressure: a request is refused with OverloadedError (429 + Retry-After) when the work that would run before it
 finishes, `n + sum(min(remaining_j, n))` over queued requests j for a request of n questions, is over `max_queue`;
@@ -44,6 +49,7 @@ from jevserve.protocol import OverloadedError
 
 BatchObserver = Callable[[int, float], None]  # (questions in the batch, seconds it took)
 
+TIMING_HALF_LIFE_ITEMS = 256  # questions after which a batch's timing counts half in the time per question
 _now: Callable[[], float] = time.monotonic  # the clock of Retry-After promises; a module attribute that tests can set
 
 
@@ -101,7 +107,9 @@ class Batcher:
         self._wakeup: asyncio.Event | None = None
         self._worker: asyncio.Task | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decide")
-        self._seconds_per_item = 0.01  # running estimate, for Retry-After and the time budget
+        self._seconds_per_item = 0.01  # estimate, for Retry-After and the time budget (see the module docstring)
+        self._timed_seconds = 0.0  # decayed sums of the batches' seconds and questions the estimate is made of
+        self._timed_items = 0.0
         self._measured = False  # no time budget before the first batch has been timed
         self._promised_until = 0.0  # on `_now()`'s clock: when the work of the clients already refused should be done
 
@@ -233,7 +241,7 @@ class Batcher:
         budget = self.max_batch
         if self.max_chunk_s is not None and self._measured:
             budget = max(1, min(budget, int(self.max_chunk_s / self._seconds_per_item)))
-        for job in sorted(self._jobs, key=lambda j: (j.taken, j.seq)):
+        for job in sorted(self._jobs, key=lambda j: (j.remaining, j.seq)):
             if budget == 0 or (chunks and chunks[0].start == 0 and job.taken > 0):
                 break  # full, or new requests are in this batch and this one has started: it waits one batch
             if job.remaining == 0:
@@ -262,8 +270,10 @@ class Batcher:
                     await self._execute(loop, [chunk])
             return
         elapsed = time.perf_counter() - started
-        per_item = elapsed / max(1, len(items))
-        self._seconds_per_item = 0.5 * (self._seconds_per_item + per_item) if self._measured else per_item
+        keep = 0.5 ** (len(items) / TIMING_HALF_LIFE_ITEMS)
+        self._timed_seconds = keep * self._timed_seconds + elapsed
+        self._timed_items = keep * self._timed_items + len(items)
+        self._seconds_per_item = self._timed_seconds / self._timed_items
         self._measured = True
         if self.on_batch is not None:
             self.on_batch(len(items), elapsed)
