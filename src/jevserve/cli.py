@@ -174,6 +174,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        check_argv = getattr(args, "check_argv", None)  # a command whose parsed options cannot tell a misplaced one
+        if check_argv is not None:
+            check_argv(list(sys.argv[1:] if argv is None else argv))
         result = args.func(args)
     except UsageError as exc:
         print(f"jevserve {args.command}: error: {exc}", file=sys.stderr)

@@ -68,3 +68,18 @@ def test_the_command_exits_1_and_prints_each_problem(tmp_path, capsys):
     assert main(["bench", "validate", str(path), "--results", str(results)]) == 1
     out = capsys.readouterr().out
     assert "valid" in out and "stored score -5.0" in out
+
+
+def test_a_valid_row_of_some_tasks_is_told_it_will_not_be_ranked(tmp_path, capsys):
+    from jevserve.bench.results import write_result
+
+    results, model, reference = _rows(tmp_path)
+    broader = copy.deepcopy(reference)  # a reference of two tasks, the model's row scoring one of them
+    broader["tasks"]["toy-copy"] = copy.deepcopy(broader["tasks"]["toy-keyword"])
+    broader.get("average", {}).pop("tasks", None)
+    write_result(results, broader)
+    path = tmp_path / "some.json"
+    path.write_text(json.dumps(model))
+    assert main(["bench", "validate", str(path), "--results", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "valid" in out and "scores 1 of the 2 headline tasks" in out and "missing: toy-copy" in out

@@ -73,3 +73,19 @@ def test_a_non_utf8_file_exits_2_naming_the_file(argv, latin1_trace, capsys):
     assert _exit_code(argv) == 2
     err = capsys.readouterr().err
     assert str(latin1_trace) in err and "is not UTF-8 text" in err
+
+
+@pytest.mark.parametrize(("argv", "flag", "command"), [
+    (["plan", "--slo-ttft-ms", "5", "table", "--rate", "60", "--no-simulate"], "--slo-ttft-ms", "table"),
+    (["plan", "--profile", "qwen3-8b-h100", "table", "--rate", "60", "--no-simulate"], "--profile", "table"),
+    (["plan", "--rate", "60", "table", "--no-simulate"], "--rate", "table"),
+    (["plan", "--attainment", "0.5", "validate"], "--attainment", "validate"),
+])  # fmt: skip
+def test_a_plan_option_before_its_subcommand_is_refused_not_dropped(argv, flag, command, capsys):
+    assert _exit_code(argv) == 2
+    assert f"{flag} before `{command}` would be ignored" in capsys.readouterr().err
+
+
+def test_plan_table_without_a_rate_says_how_to_give_one(capsys):
+    assert _exit_code(["plan", "table", "--no-simulate"]) == 2
+    assert "--rate is required" in capsys.readouterr().err

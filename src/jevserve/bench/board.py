@@ -176,7 +176,7 @@ def build_board(results_dir: Path, num_resamples: int | None = None, seed: int =
     ranking_tasks = [n for n in tasks if n in stored]
     headline = [n for n in ranking_tasks if (not listed or n in listed) and not near[n]]
     every = [n for n in ranking_tasks if not near[n]]
-    warnings: list[str] = []
+    warnings: list[str] = list(latest.ignored)  # files left out (unreadable, or a row's newer narrower run)
     values = {d["model"]: _row_values(d, stored, warnings) for d in documents}
     resampled = resample(stored, values, num_resamples, seed)
 

@@ -147,13 +147,20 @@ def validate_command(args: argparse.Namespace) -> int:
               "--results DIR", file=sys.stderr)
         return 2
     failed = 0
+    headline = set(reference.get("average", {}).get("tasks") or reference["tasks"])
     for path in args.files:
+        document = None
         try:
-            problems = validate_document(read_result(path), reference, BENCH_VERSION)
+            document = read_result(path)
+            problems = validate_document(document, reference, BENCH_VERSION)
         except (OSError, ResultsFormatError) as exc:
             problems = [str(exc)]
         failed += bool(problems)
         print(f"{path}: " + ("valid" if not problems else f"{len(problems)} problem(s)"))
         for problem in problems:
             print(f"  - {problem}")
+        missing = sorted(headline - set(document.get("tasks") or ())) if document is not None else []
+        if not problems and missing:  # valid, and on the board, but a headline over some tasks is no headline
+            print(f"  note: it scores {len(headline) - len(missing)} of the {len(headline)} headline tasks, so the "
+                  f"board shows it unranked (missing: {', '.join(missing)})")
     return 1 if failed else 0

@@ -7,6 +7,7 @@ automation share, and the per-item test arrays from which the board recomputes p
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -46,8 +47,18 @@ def result_path(results_dir: Path, model: str, date: str) -> Path:
 
 
 def write_result(results_dir: Path, document: dict[str, Any]) -> Path:
-    """Write a result document (replacing that model's file for the same date) and return its path."""
+    """Write a result document and return its path: it replaces that row's file of the same date unless that file
+    scores tasks this one does not (a run of fewer tasks the same day), which is kept; the new one then goes beside
+    it, named after its tasks (`DATE.TASKS-DIGEST.json`)."""
     path = result_path(results_dir, document["model"], document["date"])
+    if path.exists():
+        try:
+            kept = set(read_result(path).get("tasks") or ())
+        except ResultsFormatError:
+            kept = set()  # unreadable: replaced
+        if kept - set(document.get("tasks") or ()):
+            digest = hashlib.sha256(",".join(sorted(document.get("tasks") or ())).encode()).hexdigest()[:8]
+            path = path.with_name(f"{document['date']}.{digest}.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(_jsonable({"kind": KIND, "version": VERSION, **document}), ensure_ascii=False, allow_nan=False)
     tmp = path.with_suffix(".json.tmp")
@@ -80,17 +91,34 @@ class LatestResults:
 
 
 def latest_results(results_dir: Path) -> LatestResults:
-    """The newest dated result in each model folder; folders without bench results (e.g. other caches) are ignored."""
+    """Each model folder's newest result among those that score the most tasks: a quick run of a few tasks does not
+    replace a row's complete one (it is named in `ignored`). Folders without bench results (e.g. other caches) are
+    left out."""
     documents, ignored = [], []
     for folder in sorted(p for p in Path(results_dir).iterdir() if p.is_dir()):
-        dated = sorted(folder.glob("????-??-??.json"), reverse=True)
-        for path in dated:
+        readable: list[tuple[Path, dict[str, Any]]] = []
+        for path in sorted(folder.glob("????-??-??*.json"), key=_newest_first, reverse=True):
             try:
-                documents.append(read_result(path))
-                break
+                readable.append((path, read_result(path)))
             except ResultsFormatError as exc:
                 ignored.append(str(exc))
+        if not readable:
+            continue
+        most = max(len(document.get("tasks") or ()) for _, document in readable)
+        chosen_path, chosen = next((p, d) for p, d in readable if len(d.get("tasks") or ()) == most)
+        documents.append(chosen)
+        for path, document in readable:
+            if path == chosen_path:
+                break
+            ignored.append(f"{path} scores {len(document.get('tasks') or ())} of the {most} tasks of {chosen_path} "
+                           "and is left out although newer (a row is read from its broadest run)")
     return LatestResults(tuple(documents), tuple(ignored))
+
+
+def _newest_first(path: Path) -> tuple[str, int]:
+    # `DATE.json` before `DATE.DIGEST.json` of the same day; later days first
+    date = path.name[:10]
+    return (date, 1 if path.name == f"{date}.json" else 0)
 
 
 # A row whose endpoint left more of its items unanswered than this is not the model's score but the endpoint's

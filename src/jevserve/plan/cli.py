@@ -106,7 +106,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     table = sub.add_parser("table", help="replicas and GPUs per profile and queue policy (simulated search)",
                            description="For each profile and queue policy: the analytic replica count (FCFS model) "
                            "and the fewest replicas whose simulated cluster meets the SLO target at --rate.")
-    table.add_argument("--rate", type=positive_float("--rate"), required=True, help="total request rate, req/s")
+    table.add_argument("--rate", type=positive_float("--rate"), default=None,
+                       help="total request rate, req/s (required)")
     table.add_argument("--profiles", default="qwen3-8b-h100,qwen3-8b-h200",
                        help="comma-separated profiles (names or calibrated .toml files) (default: %(default)s)")
     table.add_argument("--policies", type=_policies, default="fcfs,plf+aging",
@@ -128,7 +129,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _common(table, num_requests=3000)
     table.set_defaults(profile=None)  # --profiles lists the table's; a --profile given names its only one
-    table.set_defaults(func=_guarded(_cmd_table))
+    table.set_defaults(func=_guarded(_cmd_table), check_argv=_options_after_subcommand)
 
     val = sub.add_parser("validate", help="check the model against the simulator on several workloads",
                          description="Simulate one replica per workload at fractions of the analytic bound and "
@@ -141,7 +142,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     val.add_argument("--jobs", type=positive_int("--jobs"), default=None, help="worker processes (default: all cores)")
     val.add_argument("--attainment", type=float, default=0.9, help="SLO attainment target (default: 0.9)")
     add_replica_arguments(val)
-    val.set_defaults(func=_guarded(_cmd_validate))
+    val.set_defaults(func=_guarded(_cmd_validate), check_argv=_options_after_subcommand)
+
+
+def _options_after_subcommand(argv: list[str]) -> None:
+    """Refuse `plan --slo-ttft-ms 5 table ...`: argparse gives `table` its own defaults for the options it shares
+    with `plan`, so an option written before the sub-command would be dropped without a word."""
+    from jevserve.argtypes import UsageError
+
+    start = argv.index("plan") + 1 if "plan" in argv else 0
+    names = [i for i, token in enumerate(argv) if token in ("table", "validate") and i >= start]
+    before = [t for t in argv[start : names[0]] if t.startswith("-")] if names else []
+    if before:
+        command = argv[names[0]]
+        raise UsageError(
+            f"{', '.join(before)} before `{command}` would be ignored: write `jevserve plan {command}` first and its "
+            f"options after it (`jevserve plan {command} {' '.join(argv[start:names[0]])} ...`)"
+        )
 
 
 def _requests(args: argparse.Namespace):
@@ -191,7 +208,13 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_table(args: argparse.Namespace) -> int:
+    from jevserve.argtypes import UsageError
     from jevserve.plan.table_cli import run_table
+
+    if args.rate is None:  # checked here, after the options' order, which argparse's `required` would pre-empt
+        raise UsageError(
+            "--rate is required: the total request rate to plan for, e.g. `jevserve plan table --rate 500`"
+        )
 
     return run_table(args, _requests(args))
 

@@ -1,0 +1,55 @@
+"""Result files: a quick run of a few tasks never replaces, on disk or on the board, a row's broader run."""
+
+from __future__ import annotations
+
+from jevserve.bench.results import latest_results, read_result, write_result
+
+
+def _document(date: str, tasks: list[str], model: str = "m") -> dict:
+    return {"model": model, "date": date, "command": "jevserve bench run", "tasks": {t: {"score": 1.0} for t in tasks}}
+
+
+def test_a_same_day_run_of_fewer_tasks_goes_beside_the_broader_one(tmp_path):
+    full = write_result(tmp_path, _document("2026-12-05", ["a", "b", "c"]))
+    partial = write_result(tmp_path, _document("2026-12-05", ["a"]))
+    assert full.name == "2026-12-05.json" and partial.name.startswith("2026-12-05.") and partial != full
+    assert set(read_result(full)["tasks"]) == {"a", "b", "c"}  # kept
+    again = write_result(tmp_path, _document("2026-12-05", ["a", "b", "c", "d"]))  # a broader run replaces it
+    assert again == full and set(read_result(full)["tasks"]) == {"a", "b", "c", "d"}
+
+
+def test_the_board_reads_a_rows_broadest_run_and_names_a_newer_narrower_one(tmp_path):
+    write_result(tmp_path, _document("2026-12-04", ["a", "b", "c"]))
+    newer = write_result(tmp_path, _document("2026-12-05", ["a"]))
+    latest = latest_results(tmp_path)
+    (document,) = latest.documents
+    assert document["date"] == "2026-12-04" and len(document["tasks"]) == 3
+    (note,) = latest.ignored
+    assert str(newer) in note and "scores 1 of the 3 tasks" in note
+
+
+def test_a_row_that_always_scores_the_same_few_tasks_is_read_from_its_newest_run(tmp_path):
+    write_result(tmp_path, _document("2026-12-04", ["a"], model="peer"))
+    write_result(tmp_path, _document("2026-12-05", ["a"], model="peer"))
+    latest = latest_results(tmp_path)
+    assert [d["date"] for d in latest.documents] == ["2026-12-05"] and latest.ignored == ()
+
+
+def test_the_board_says_which_newer_run_it_left_out(tmp_path):
+    import copy
+
+    from jevserve.bench.board import build_board
+    from jevserve.bench.board_markdown import render_markdown
+    from tests.bench.test_board import make_results
+
+    results = make_results(tmp_path)
+    (path,) = (results / "fake-model").glob("*.json")
+    narrower = copy.deepcopy(read_result(path))
+    narrower["tasks"] = {}  # a later run that scored nothing of what the complete one did
+    narrower["date"] = "2999-01-01"
+    write_result(results, narrower)
+    board = build_board(results)
+    row = next(r for r in board.rows if r.model == "fake-model")
+    assert row.date != "2999-01-01" and row.rank is not None  # the complete run stays on the board, ranked
+    assert any("2999-01-01" in w and "left out although newer" in w for w in board.warnings)
+    assert "left out although newer" in render_markdown(board)
