@@ -85,6 +85,53 @@ def test_endpoint_arguments_that_cannot_work_are_refused_before_the_data_loads(c
     assert said in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("status", "models", "model", "code", "said"), [
+    (200, {"object": "list", "data": [{"id": "Qwen/Qwen3-8B"}]}, "Qwen/Qwen3-8B", 2, "is not a System One server"),
+    (200, {"models": [{"name": "jev-latest"}, {"name": "a"}]}, "b", 2, "does not serve --model 'b'; it serves a, "),
+    (401, {"detail": "no"}, "a", 2, "give --api-key-env"),
+])  # fmt: skip
+def test_the_endpoint_is_asked_what_it_serves_before_the_data_loads(capsys, tmp_path, monkeypatch, status, models,
+                                                                     model, code, said):
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import jevserve.bench.data as data
+
+    class Models(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps(models).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Models)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr(data, "BenchData", lambda *a, **k: pytest.fail("the bench data was loaded first"))
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        assert main(["bench", "run", "--endpoint", url, "--model", model, "--tasks", "cache-pairs",
+                     "--results", str(tmp_path)]) == code
+    finally:
+        server.shutdown()
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_an_endpoint_where_nothing_answers_is_exit_1_before_the_data_loads(capsys, tmp_path, monkeypatch):
+    import jevserve.bench.data as data
+
+    monkeypatch.setattr(data, "BenchData", lambda *a, **k: pytest.fail("the bench data was loaded first"))
+    assert main(["bench", "run", "--endpoint", "http://127.0.0.1:9", "--model", "m", "--tasks", "cache-pairs",
+                 "--results", str(tmp_path)]) == 1
+    assert "nothing answered GET http://127.0.0.1:9/v1/models" in capsys.readouterr().err
+
+
 def test_predict_lengths_refuses_an_unwritable_out_before_asking(capsys, tmp_path):
     a_file = tmp_path / "afile.txt"
     a_file.write_text("")

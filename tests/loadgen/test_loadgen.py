@@ -173,7 +173,7 @@ def test_the_command_line_writes_json_and_markdown_with_vllm_named_flags(tmp_pat
     assert (data["completed"], data["failed"], data["failures"]) == (38, 2, {"http 500: boom": 2})
     assert data["model"] == "stub" and data["arrival_process"] == "gamma" and data["slo"] == {"ttft": 500, "tpot": 50}
     assert math.isfinite(data["ttft_ms"]["p99"]) and "p95" in data["percentiles_ms"]["ttft"]
-    assert len(data["requests"]) == 40
+    assert len(data["requests"]) == 40 and data["requests_time_unit"].startswith("wall seconds")
     assert "| failed: http 500: boom | 2 |" in (tmp_path / "run.md").read_text()
     assert "SLO attainment" in capsys.readouterr().out
 

@@ -191,13 +191,14 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: --results {args.results}: {problem}", file=sys.stderr)
         return 2
     if args.endpoint:  # before loading the data and the near-duplicate check (half a minute)
-        from jevserve.bench.endpoint import EndpointError, check_endpoint_arguments
+        from jevserve.bench.endpoint import EndpointError, EndpointUnreachable, check_endpoint_arguments, probe_endpoint
 
         try:
             check_endpoint_arguments(args.endpoint, args.model, args.api_key_env)
+            probe_endpoint(args.endpoint, args.model, args.api_key_env)
         except EndpointError as exc:
             print(f"error: {exc}", file=sys.stderr)
-            return 2
+            return 1 if isinstance(exc, EndpointUnreachable) else 2
     data = BenchData(args.data_cache, embed=args.embed_texts)
     try:
         loaded, skipped = load_tasks(tasks, data, log=lambda message: print(message, file=sys.stderr))

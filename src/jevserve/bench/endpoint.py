@@ -75,3 +75,42 @@ def check_endpoint_arguments(endpoint: str, model: str | None, api_key_env: str 
             "folder and the answers cache (e.g. --model jev-1.13.0)"
         )
     _api_key(api_key_env)
+
+
+class EndpointUnreachable(EndpointError):
+    """Nothing answered at the URL (connection refused, DNS, timeout): it may come up, so the exit code is 1."""
+
+
+def probe_endpoint(
+    endpoint: str, model: str | None, api_key_env: str | None = None, *, timeout_s: float = 10.0
+) -> None:
+    """Ask a URL endpoint's `GET /v1/models` before a command's slow start, and raise EndpointError when it is no
+    System One server, refuses the key, or does not serve `model` (the command's to fix: exit 2), or
+    EndpointUnreachable when nothing answers (exit 1). `embedded` is not probed: it is served by the command."""
+    if endpoint == EMBEDDED:
+        return
+    import httpx
+
+    key = _api_key(api_key_env)
+    url = endpoint.rstrip("/") + "/v1/models"
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        reply = httpx.get(url, headers=headers, timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        raise EndpointUnreachable(f"--endpoint {endpoint}: nothing answered GET {url} ({type(exc).__name__}); is the "
+                                  "server running there? Nothing was asked") from None
+    if reply.status_code in (401, 403):
+        raise EndpointError(f"--endpoint {endpoint} refused GET /v1/models ({reply.status_code}): give --api-key-env "
+                            "the variable that holds a key it accepts")
+    try:
+        models = reply.json()["models"] if reply.status_code == 200 else None
+        names = {name for m in models for name in (m.get("name"), *(m.get("aliases") or ())) if name}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        models = None
+    if models is None:
+        raise EndpointError(f"--endpoint {endpoint} is not a System One server: GET /v1/models answered "
+                            f"{reply.status_code} without a list of models (an OpenAI server lists `data`; the bench "
+                            "asks POST /v1/systemone)")
+    if model and names and model not in names:
+        raise EndpointError(f"--endpoint {endpoint} does not serve --model {model!r}; it serves "
+                            f"{', '.join(sorted(names))}")
