@@ -15,6 +15,7 @@ from jevserve.sim.arrivals import make_arrivals
 from jevserve.sim.cluster import Cluster, ClusterResult, ReplicaSpec
 from jevserve.sim.metrics import RunSummary, Slo, is_good, summarize_recorded
 from jevserve.sim.run import with_arrivals
+from jevserve.sim.steady import KeepUp, keep_up, too_short_to_tell
 
 
 @dataclass(frozen=True)
@@ -100,17 +101,23 @@ class ClusterSummary:
     per_replica: tuple[ReplicaLoad, ...]
     num_rejected: int  # requests that could never fit in their replica's KV cache
     estimator: EstimatorQuality
+    keep_up: KeepUp | None = None  # the steady-state verdict over all replicas' requests (None: read from a run
+    # stored without it)
+    too_short: str | None = None  # why the run is too short for that verdict to tell (steady.too_short_to_tell)
 
     def as_dict(self) -> dict[str, object]:
-        """JSON-ready data: the metrics' fields beside `per_replica`, `num_rejected` and `estimator`."""
+        """JSON-ready data: the metrics' fields beside `per_replica`, `num_rejected`, `estimator` and `keep_up`."""
         return {**self.metrics.as_dict(), "per_replica": [dataclasses.asdict(r) for r in self.per_replica],
-                "num_rejected": self.num_rejected, "estimator": self.estimator.as_dict()}
+                "num_rejected": self.num_rejected, "estimator": self.estimator.as_dict(),
+                "keep_up": None if self.keep_up is None else self.keep_up.as_dict(), "too_short": self.too_short}
 
     @classmethod
     def from_dict(cls, data: dict) -> ClusterSummary:
         """Read back from `as_dict`'s data."""
+        keep = data.get("keep_up")
         return cls(RunSummary.from_dict(data), tuple(ReplicaLoad(**r) for r in data["per_replica"]),
-                   data["num_rejected"], EstimatorQuality.from_dict(data["estimator"]))
+                   data["num_rejected"], EstimatorQuality.from_dict(data["estimator"]),
+                   None if keep is None else KeepUp.from_dict(keep), data.get("too_short"))
 
 
 def _errors(estimates: np.ndarray, realized: np.ndarray, us: np.ndarray) -> EstimateErrors:
@@ -144,4 +151,4 @@ def summarize_cluster(result: ClusterResult, slo: Slo) -> ClusterSummary:
             replica_id, len(mine), float(np.mean([is_good(r, slo) for r in mine])) if mine else float("nan"),
             float(np.percentile(ttft, 90)), float(np.percentile(ttft, 99))))
     return ClusterSummary(summarize_recorded(result.metrics, slo), tuple(per_replica), result.metrics.num_rejected,
-                          estimator_quality(result))
+                          estimator_quality(result), keep_up(records), too_short_to_tell(records))

@@ -83,3 +83,16 @@ def too_short_to_tell(records: Sequence[RequestRecord]) -> str | None:
     if half < 5 * latency:
         return f"its second half of arrivals lasts {half:.1f} s, under five median E2E latencies ({latency:.1f} s)"
     return None
+
+
+def verdict_as_far_as_told(
+    verdict: KeepUp, too_short: str | None, tol: float = KEEP_UP_TOLERANCE
+) -> tuple[bool | None, float]:
+    """(keeps up, margin) as far as a run can tell. A run too short for the completion test (`too_short_to_tell`)
+    is read on its waiting queue alone, whose trend the requests still running at its end do not touch: a queue
+    that grows by more than `tol` says the engine falls behind (False); one that does not cannot say it keeps up
+    (None), and its margin is the queue's alone."""
+    if too_short is None:
+        return verdict.keeps_up, verdict.margin
+    margin = tol - verdict.waiting_growth
+    return (False if margin < 0 else None), margin

@@ -41,3 +41,20 @@ def test_sim_cluster_takes_held_out_arrival_processes(tmp_path, capsys):
                      "--seeds", "0", "--replicas", "2", "--router", "rr", "--max-num-seqs", "4", "--jobs", "1",
                      "--arrivals", spec, "--out", str(out)]) == 0
         assert json.loads((out / "summary-main.json").read_text())["meta"]["arrivals"] == spec
+
+
+def test_a_rate_the_cluster_falls_behind_at_is_not_goodput_however_the_slo_reads(tmp_path, capsys):
+    # an SLO no request can miss: attainment is 100% at every rate, so only the backlog can tell the rates apart
+    args = ["sim", "cluster", "--workload", "synthetic", "--num-requests", "400", "--rates", "2,50", "--seeds", "0",
+            "--replicas", "2", "--max-num-seqs", "4", "--router", "jsq", "--jobs", "1", "--slo-ttft-ms", "1000000",
+            "--out", str(tmp_path / "out"), "--doc", str(tmp_path / "cluster.md"), "--img-dir", str(tmp_path / "img")]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "falls behind at 50 req/s" in out
+    (jsq,) = json.loads((tmp_path / "out" / "summary-main.json").read_text())["aggregate"]["routers"].values()
+    assert [e["slo_attainment"][0] for e in jsq["per_rate"]] == [1.0, 1.0]
+    assert [e["keeps_up"] for e in jsq["per_rate"]] == [True, False]
+    value, qualifier = jsq["goodput_rps"]
+    assert qualifier == "" and 2 <= value < 50  # capped where the margin crosses zero, not ">=50"
+    doc = (tmp_path / "cluster.md").read_text()
+    assert "| keeps up |" in doc and "| no |" in doc and "keeping up (req/s)" in doc

@@ -170,7 +170,16 @@ def run_cluster_command(args: argparse.Namespace, config, slo) -> int:
     print(f"summary: {summary_path}")
     for router, data in agg["routers"].items():
         value, qualifier = data["goodput_rps"]
-        print(f"  {router:>8}: max rate with >= 90% attainment {qualifier}{value:.0f} req/s")
+        behind = [f"{e['rate_rps']:g}" for e in data["per_rate"] if e.get("keeps_up") is False]
+        print(f"  {router:>8}: max rate with >= 90% attainment, keeping up, {qualifier}{value:.0f} req/s"
+              + (f" (falls behind at {', '.join(behind)} req/s)" if behind else ""))
+    untold = sorted({e["rate_rps"] for d in agg["routers"].values() for e in d["per_rate"]
+                     if e.get("keeps_up") is None})
+    if untold:
+        print(f"note: at {', '.join(f'{r:g}' for r in untold)} req/s the runs are too short to tell whether the "
+              "cluster keeps up (their second half of arrivals lasts under five median end-to-end latencies, and the "
+              "waiting queue does not grow); the goodput gives them the doubt; rerun with more --num-requests to know",
+              file=sys.stderr)
     if args.doc is not None:
         images = plot(agg, args.img_dir, args.section)
         write_section(args.doc, args.section, agg, meta, images)

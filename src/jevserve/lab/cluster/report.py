@@ -9,7 +9,8 @@ from pathlib import Path
 
 from jevserve.docsections import write_block
 from jevserve.lab.cluster.sweep import RouterRun
-from jevserve.sim.stats import max_rate_meeting, mean_interval
+from jevserve.sim.stats import max_rate_meeting, mean_interval, steady_goodput
+from jevserve.sim.steady import verdict_as_far_as_told
 
 ATTAINMENT_TARGET = 0.9
 # Per-rate metrics of the report: name -> how to read it from one run.
@@ -33,8 +34,15 @@ def _per_rate(rows: list[RouterRun], rates: Sequence[float]) -> list[dict]:
     for rate in rates:
         at = [r for r in rows if abs(r.rate_rps - rate) < 1e-9]
         if at:
+            told = [verdict_as_far_as_told(r.summary.keep_up, r.summary.too_short) for r in at
+                    if r.summary.keep_up is not None]
+            # falls behind if any seed does; keeps up if every seed says so; else it cannot tell (None)
+            keeps = None if len(told) < len(at) else (
+                False if any(k is False for k, _ in told) else True if all(k for k, _ in told) else None)
             out.append({"rate_rps": rate, "num_seeds": len(at),
-                        **{name: mean_interval([get(r) for r in at]) for name, get in _METRICS.items()}})
+                        **{name: mean_interval([get(r) for r in at]) for name, get in _METRICS.items()},
+                        "keeps_up": keeps,
+                        "keep_up_margin": min(m for _, m in told) if len(told) == len(at) else None})
     return out
 
 
@@ -46,8 +54,16 @@ def aggregate(rows: list[tuple[str, RouterRun]], main_source: str, rates: Sequen
     for router in dict.fromkeys(r.router for source, r in rows if source == main_source):
         per_rate = _per_rate([r for source, r in rows if r.router == router and source == main_source], rates)
         attainment = [e["slo_attainment"][0] for e in per_rate]
-        goodput = max_rate_meeting([e["rate_rps"] for e in per_rate], attainment, ATTAINMENT_TARGET) \
-            if len(per_rate) > 0 else (math.nan, "")
+        rates_run = [e["rate_rps"] for e in per_rate]
+        if not per_rate:
+            goodput = (math.nan, "")
+        elif all(e["keep_up_margin"] is not None for e in per_rate):
+            # a rate counts only where the cluster does not fall behind (a rate that cannot tell is given the doubt,
+            # and the report says so)
+            goodput = steady_goodput(rates_run, attainment, [e["keeps_up"] is not False for e in per_rate],
+                                     ATTAINMENT_TARGET, margins=[e["keep_up_margin"] for e in per_rate])
+        else:  # runs stored without a verdict
+            goodput = max_rate_meeting(rates_run, attainment, ATTAINMENT_TARGET)
         routers[router] = {"per_rate": per_rate, "goodput_rps": goodput}
     estimator = {source: _per_rate([r for s, r in rows if r.router == "latency" and s == source], rates)
                  for source in dict.fromkeys(s for s, _ in rows)}
@@ -67,8 +83,8 @@ def _interval(stat, scale: float = 1.0, digits: int = 0, pct: bool = False) -> s
 
 def router_table(agg: dict) -> str:
     """SLO attainment and p90/p99 TTFT per router and rate."""
-    lines = ["| rate (req/s) | router | SLO attainment | p90 TTFT (ms) | p99 TTFT (ms) | busiest replica's share |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| rate (req/s) | router | SLO attainment | p90 TTFT (ms) | p99 TTFT (ms) | busiest replica's share | "
+             "keeps up |", "|---|---|---|---|---|---|---|"]
     rates = sorted({e["rate_rps"] for d in agg["routers"].values() for e in d["per_rate"]})
     for rate in rates:
         for router, data in agg["routers"].items():
@@ -77,13 +93,17 @@ def router_table(agg: dict) -> str:
                 continue
             lines.append(f"| {rate:g} | {router} | {_interval(e['slo_attainment'], digits=1, pct=True)} | "
                          f"{_interval(e['ttft_p90_ms'])} | {_interval(e['ttft_p99_ms'])} | "
-                         f"{_interval(e['busiest_share'], digits=1, pct=True)} |")
+                         f"{_interval(e['busiest_share'], digits=1, pct=True)} | {_keeps(e.get('keeps_up'))} |")
     return "\n".join(lines)
+
+
+def _keeps(verdict: bool | None) -> str:
+    return "–" if verdict is None else ("yes" if verdict else "no")
 
 
 def goodput_table(agg: dict) -> str:
     """The highest rate with >= 90% attainment, per router."""
-    lines = ["| router | max rate with >= 90% SLO attainment (req/s) |", "|---|---|"]
+    lines = ["| router | max rate with >= 90% SLO attainment, keeping up (req/s) |", "|---|---|"]
     for router, data in agg["routers"].items():
         value, qualifier = data["goodput_rps"]
         lines.append(f"| {router} | {qualifier}{value:.0f} |")
@@ -150,6 +170,11 @@ def section_text(agg: dict, meta: dict, images: list[Path], doc: Path) -> str:
         else "One arrival seed: each cell is one run, without an interval (give `--seeds` two or more for one).",
         "",
         router_table(agg),
+        "",
+        "Keeps up: over the second half of the arrivals, completions keep pace and the waiting queue does not grow, "
+        "for every seed (`jevserve.sim.steady`); no: the cluster falls behind, and the goodput below does not count "
+        "that rate; –: a run too short for the completion test (its second half of arrivals lasts under five median "
+        "end-to-end latencies) whose waiting queue does not grow, which cannot tell, and is given the doubt.",
         "",
         goodput_table(agg),
         "",
