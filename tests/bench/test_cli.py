@@ -75,6 +75,7 @@ def test_an_unwritable_results_folder_is_refused_before_anything_is_asked(capsys
     (["--endpoint", "http://127.0.0.1:9"], "--model is required with a URL endpoint"),
     (["--endpoint", "http://127.0.0.1:9", "--model", "m", "--api-key-env", "JEVSERVE_NO_SUCH_VARIABLE"],
      "that environment variable is not set"),
+    (["--endpoint", "embedded", "--api-key-env", "JEVSERVE_NO_SUCH_VARIABLE"], "--api-key-env is for a URL endpoint"),
 ])
 def test_endpoint_arguments_that_cannot_work_are_refused_before_the_data_loads(capsys, tmp_path, monkeypatch, argv,
                                                                               said):
@@ -232,3 +233,9 @@ def test_too_few_resamples_for_a_95_percent_interval_are_refused(capsys, count):
         main(["bench", "run", "--baselines", "--resamples", count])
     assert refused.value.code == 2 and "expected an integer >= 100" in capsys.readouterr().err
 
+
+
+def test_validate_of_a_missing_file_names_it_before_looking_for_the_reference_row(capsys, tmp_path):
+    missing = tmp_path / "nope.json"
+    assert main(["bench", "validate", str(missing), "--results", str(tmp_path / "no-results")]) == 2
+    assert capsys.readouterr().err.strip() == f"error: no such results file: {missing}"

@@ -197,6 +197,7 @@ def _loadgen(url: str, *extra: str) -> list[str]:
     (["--metric-percentiles", "nan"], "--metric-percentiles 'nan'"),
     (["--base-url", "not-a-url"], "--base-url 'not-a-url': expected http://HOST[:PORT]"),
     (["--base-url", "ftp://127.0.0.1:21"], "--base-url 'ftp://127.0.0.1:21'"),
+    (["--base-url", "http://127.0.0.1:8000/v1"], "give the server's root without /v1"),
 ])
 def test_a_bad_flag_value_exits_2_before_any_request(argv, message, capsys):
     assert _exit_code(["loadgen", "--model", "m", "--num-prompts", "3", *argv]) == 2
@@ -208,7 +209,8 @@ def test_more_prompts_than_the_sharegpt_split_holds_exits_2_in_one_line(capsys):
     argv = ["loadgen", "--model", "m", "--num-prompts", "100000", "--sharegpt-split", "test"]
     assert _exit_code(argv) == 2  # was an uncaught WorkloadError (exit 1, a traceback)
     err = capsys.readouterr().err
-    assert err.startswith("jevserve loadgen: error: num_requests=100000") and "Traceback" not in err
+    assert err.startswith("jevserve loadgen: error: --num-prompts 100000; the ShareGPT 'test' split has") and (
+        "Traceback" not in err)
 
 
 def test_a_run_in_which_no_request_completed_exits_1(capsys):

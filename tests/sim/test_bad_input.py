@@ -89,3 +89,8 @@ def test_a_plan_option_before_its_subcommand_is_refused_not_dropped(argv, flag, 
 def test_plan_table_without_a_rate_says_how_to_give_one(capsys):
     assert _exit_code(["plan", "table", "--no-simulate"]) == 2
     assert "--rate is required" in capsys.readouterr().err
+
+
+def test_a_decision_delay_past_the_slo_is_named_as_the_cause(capsys):
+    assert _exit_code(["plan", "--rate", "10", "--decision-delay-ms", "5000"]) == 2
+    assert "--decision-delay-ms 5000 alone takes 500% of the TTFT target: shorten it" in capsys.readouterr().err

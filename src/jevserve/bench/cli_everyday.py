@@ -140,6 +140,10 @@ def validate_command(args: argparse.Namespace) -> int:
     from jevserve.bench.results import ResultsFormatError, latest_results, read_result
     from jevserve.bench.validate import validate_document
 
+    missing = [str(path) for path in args.files if not path.is_file()]
+    if missing:
+        print(f"error: no such results file: {', '.join(missing)}", file=sys.stderr)
+        return 2
     reference = next((d for d in latest_results(args.results).documents if d["model"] == "default-rules"), None) \
         if args.results.is_dir() else None
     if reference is None:

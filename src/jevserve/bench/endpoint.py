@@ -66,6 +66,9 @@ def check_endpoint_arguments(endpoint: str, model: str | None, api_key_env: str 
     """EndpointError for --endpoint, --model and --api-key-env values that cannot work, found without asking
     anything, so a command can refuse them before its slow start (loading the bench data)."""
     if endpoint == EMBEDDED:
+        if api_key_env is not None:
+            raise EndpointError("--api-key-env is for a URL endpoint; the embedded models are served here and "
+                                "need no key")
         return
     if not endpoint.startswith(("http://", "https://")):
         raise EndpointError(f"--endpoint {endpoint!r}; expected 'embedded' or a URL such as http://127.0.0.1:8795")

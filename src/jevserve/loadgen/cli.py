@@ -37,6 +37,9 @@ def _base_url(text: str) -> str:
         ok = False
     if not ok:
         raise argparse.ArgumentTypeError(f"--base-url {text!r}: expected http://HOST[:PORT] or https://HOST[:PORT]")
+    if parts.path.rstrip("/").endswith("/v1"):  # OpenAI clients' base URL; vLLM's --base-url is the server's root
+        raise argparse.ArgumentTypeError(f"--base-url {text!r}: give the server's root without /v1 (as vLLM's "
+                                         "benchmark does): --endpoint adds /v1/completions or /v1/chat/completions")
     return text.strip().rstrip("/")
 
 

