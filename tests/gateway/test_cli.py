@@ -16,8 +16,9 @@ from jevserve.cli import main
 
 
 def test_bad_port_and_missing_config_exit_2_naming_the_flag(capsys, tmp_path):
-    assert main(["gateway", "--port", "0"]) == 2
-    assert "--port 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:  # argparse refuses it, before a model loads
+        main(["gateway", "--port", "0"])
+    assert refused.value.code == 2 and "--port '0': expected a port from 1 to 65535" in capsys.readouterr().err
     assert main(["gateway", "--config", str(tmp_path / "none.yaml")]) == 2
     assert "--config" in capsys.readouterr().err
     bad = tmp_path / "bad.yaml"

@@ -11,8 +11,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from jevserve.argtypes import port as port_arg
-
 DEFAULT_PORT = 8780
 DEFAULT_RESULTS = Path("results")
 
@@ -31,8 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "port is bound). Pages read the committed bench results; playground rounds are stored in SQLite.",
     )
     web.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    web.add_argument("--port", type=port_arg("--port", zero=True), default=DEFAULT_PORT,
-                     help="port (default: %(default)s; 0 picks a free one)")
+    web.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default: %(default)s; 0 picks a free one)")
     web.add_argument("--results", type=Path, default=DEFAULT_RESULTS, metavar="DIR",
                      help="bench results folder (default: %(default)s)")
     web.add_argument("--db", type=Path, default=None, metavar="FILE",
