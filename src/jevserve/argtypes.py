@@ -13,7 +13,7 @@ import errno
 import math
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 
@@ -21,6 +21,15 @@ class UsageError(SystemExit):
     """Flags that do not go together, found by the command after parsing: `jevserve` prints
     `jevserve COMMAND: error: MESSAGE` and exits 2, as argparse does for a bad flag (a plain SystemExit with a
     message exits 1)."""
+
+
+def refuse_ignored(argv: Sequence[str], rules: Sequence[tuple[str, bool, str]]) -> None:
+    """UsageError for the first rule `(flag, applies, why)` whose flag is written in `argv` while it does not apply:
+    a flag the command would ignore is refused, not dropped (argparse cannot tell a default from a given value)."""
+    given = {token.split("=", 1)[0] for token in argv if token.startswith("--")}
+    for flag, applies, why in rules:
+        if flag in given and not applies:
+            raise UsageError(f"{flag} would be ignored: {why}")
 
 
 def _number(text: str) -> float:

@@ -94,3 +94,27 @@ def test_plan_table_without_a_rate_says_how_to_give_one(capsys):
 def test_a_decision_delay_past_the_slo_is_named_as_the_cause(capsys):
     assert _exit_code(["plan", "--rate", "10", "--decision-delay-ms", "5000"]) == 2
     assert "--decision-delay-ms 5000 alone takes 500% of the TTFT target: shorten it" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["sim", "run", "--prompt-dist", "const:30000"], "--prompt-dist would be ignored"),
+    (["sim", "run", "--workload", "synthetic", "--split", "test"], "--split would be ignored"),
+    (["plan", "--rate", "10", "--output-dist", "const:5"], "--output-dist would be ignored"),
+    (["plan", "table", "--rate", "10", "--profile", "qwen3-8b-h100", "--profiles", "qwen3-8b-h200"],
+     "--profiles would be ignored"),
+    (["loadgen", "--base-url", "http://127.0.0.1:9", "--port", "8000", "--model", "m"], "--port would be ignored"),
+    (["loadgen", "--model", "m", "--result-dir", "out"], "--result-dir would be ignored"),
+    (["loadgen", "--model", "m", "--burstiness", "2", "--arrival-process", "poisson"],
+     "--burstiness would be ignored"),
+])  # fmt: skip
+def test_a_flag_the_command_would_ignore_is_refused(argv, said, capsys):
+    assert _exit_code(argv) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1
+
+
+def test_a_trace_sends_its_own_rows_and_refuses_num_requests(tmp_path, capsys):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"prompt_tokens": 5, "output_tokens": 3}\n')
+    assert _exit_code(["sim", "run", "--workload", str(trace), "--num-requests", "5"]) == 2
+    assert "a trace file's rows are the requests" in capsys.readouterr().err

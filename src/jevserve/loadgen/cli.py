@@ -110,7 +110,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--result-dir", type=Path, default=Path("."), help="folder of the result (default: .)")
     p.add_argument("--result-filename", default=None, help="result file name (default: loadgen-DATE.json)")
     p.add_argument("--disable-tqdm", action="store_true", help="no progress bar")
-    p.set_defaults(func=_cmd_loadgen)
+    p.set_defaults(func=_cmd_loadgen, check_argv=_ignored_flags)
+
+
+def _ignored_flags(argv: list[str]) -> None:
+    from jevserve.argtypes import refuse_ignored
+
+    given = {token.split("=", 1)[0] for token in argv if token.startswith("--")}
+    refuse_ignored(argv, [
+        ("--host", "--base-url" not in given, "--base-url names the server"),
+        ("--port", "--base-url" not in given, "--base-url names the server"),
+        ("--result-dir", "--save-result" in given, "nothing is written without --save-result"),
+        ("--result-filename", "--save-result" in given, "nothing is written without --save-result"),
+        ("--burstiness", "--arrival-process" not in given, "--arrival-process sets the arrivals"),
+    ])
 
 
 def _listed_model(url: str) -> dict:

@@ -100,7 +100,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _common(plan, num_requests=5000)
     plan.add_argument("--decision-delay-ms", type=nonnegative_float("--decision-delay-ms"), default=0.0,
                       help="wait before a request is queued (default: %(default)s)")
-    plan.set_defaults(func=_guarded(_cmd_plan))
+    plan.set_defaults(func=_guarded(_cmd_plan), check_argv=_workload_flags)
     sub = plan.add_subparsers(dest="plan_command", metavar="SUBCOMMAND")
 
     table = sub.add_parser("table", help="replicas and GPUs per profile and queue policy (simulated search)",
@@ -129,7 +129,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _common(table, num_requests=3000)
     table.set_defaults(profile=None)  # --profiles lists the table's; a --profile given names its only one
-    table.set_defaults(func=_guarded(_cmd_table), check_argv=_options_after_subcommand)
+    table.set_defaults(func=_guarded(_cmd_table), check_argv=_table_flags)
 
     val = sub.add_parser("validate", help="check the model against the simulator on several workloads",
                          description="Simulate one replica per workload at fractions of the analytic bound and "
@@ -143,6 +143,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     val.add_argument("--attainment", type=float, default=0.9, help="SLO attainment target (default: 0.9)")
     add_replica_arguments(val)
     val.set_defaults(func=_guarded(_cmd_validate), check_argv=_options_after_subcommand)
+
+
+def _workload_flags(argv: list[str]) -> None:
+    from jevserve.argtypes import refuse_ignored
+    from jevserve.sim.cli import _value_of
+
+    synthetic = _value_of(argv, "--workload", "sharegpt") == "synthetic"
+    refuse_ignored(argv, [
+        ("--prompt-dist", synthetic, "it sets the lengths of `--workload synthetic`"),
+        ("--output-dist", synthetic, "it sets the lengths of `--workload synthetic`"),
+    ])
+
+
+def _table_flags(argv: list[str]) -> None:
+    from jevserve.argtypes import refuse_ignored
+
+    _options_after_subcommand(argv)
+    _workload_flags(argv)
+    given = {token.split("=", 1)[0] for token in argv if token.startswith("--")}
+    refuse_ignored(argv, [("--profiles", "--profile" not in given, "--profile names the table's only profile")])
 
 
 def _options_after_subcommand(argv: list[str]) -> None:

@@ -92,7 +92,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--step-log", type=Path, default=None, help="write every step to this CSV (for calibrate)")
     run.add_argument("--json", type=Path, default=None, help="write the summary as JSON here")
     add_replica_arguments(run)
-    run.set_defaults(func=guarded(_cmd_run))
+    run.set_defaults(func=guarded(_cmd_run), check_argv=_run_ignored_flags)
 
     cal = sub.add_parser("calibrate", help="fit step-time coefficients from a step log (NNLS)",
                          description="Fit the step-time model to measured steps and write a profile.")
@@ -117,6 +117,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             description="Tokenize the installed ShareGPT file with the Qwen3 tokenizer (cached).")
     counts.add_argument("--out", type=Path, default=None, help="also write the counts CSV here")
     counts.set_defaults(func=guarded(_cmd_sharegpt_counts))
+
+
+def _run_ignored_flags(argv: list[str]) -> None:
+    from jevserve.argtypes import refuse_ignored
+
+    workload = _value_of(argv, "--workload", "sharegpt")
+    trace = workload not in ("sharegpt", "synthetic")
+    refuse_ignored(argv, [
+        ("--prompt-dist", workload == "synthetic", "it sets the lengths of `--workload synthetic`"),
+        ("--output-dist", workload == "synthetic", "it sets the lengths of `--workload synthetic`"),
+        ("--split", workload == "sharegpt", "it picks the ShareGPT split of `--workload sharegpt`"),
+        ("--num-requests", not trace, "a trace file's rows are the requests; cut the file to send fewer"),
+    ])
+
+
+def _value_of(argv: list[str], flag: str, default: str) -> str:
+    """The last value written for `flag` (`--flag VALUE` or `--flag=VALUE`), else `default`."""
+    value = default
+    for i, token in enumerate(argv):
+        if token == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif token.startswith(flag + "="):
+            value = token.split("=", 1)[1]
+    return value
 
 
 def _load_requests(args: argparse.Namespace):
