@@ -92,28 +92,29 @@ def probe_endpoint(
     EndpointUnreachable when nothing answers (exit 1). `embedded` is not probed: it is served by the command."""
     if endpoint == EMBEDDED:
         return
-    import httpx
+    from jevserve.client import RetryPolicy, SystemOne, SystemOneAPIError, SystemOneConnectionError
 
-    key = _api_key(api_key_env)
-    url = endpoint.rstrip("/") + "/v1/models"
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    client = SystemOne(endpoint, _api_key(api_key_env), timeout_s=timeout_s, retry=RetryPolicy(max_retries=0))
+    status = 200
     try:
-        reply = httpx.get(url, headers=headers, timeout=timeout_s)
-    except httpx.HTTPError as exc:
-        raise EndpointUnreachable(f"--endpoint {endpoint}: nothing answered GET {url} ({type(exc).__name__}); is the "
-                                  "server running there? Nothing was asked") from None
-    if reply.status_code in (401, 403):
-        raise EndpointError(f"--endpoint {endpoint} refused GET /v1/models ({reply.status_code}): give --api-key-env "
-                            "the variable that holds a key it accepts")
-    try:
-        models = reply.json()["models"] if reply.status_code == 200 else None
+        models = client.models()
         names = {name for m in models for name in (m.get("name"), *(m.get("aliases") or ())) if name}
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except SystemOneConnectionError as exc:
+        raise EndpointUnreachable(f"--endpoint {endpoint}: nothing answered GET {endpoint.rstrip('/')}/v1/models "
+                                  f"({exc}); is the server running there? Nothing was asked") from None
+    except SystemOneAPIError as exc:
+        if exc.status_code in (401, 403):
+            raise EndpointError(f"--endpoint {endpoint} refused GET /v1/models ({exc.status_code}): give "
+                                "--api-key-env the variable that holds a key it accepts") from None
+        models, status = None, exc.status_code
+    except (ValueError, KeyError, TypeError, AttributeError):  # a 2xx that is no list of models
         models = None
+    finally:
+        client.close()
     if models is None:
         raise EndpointError(f"--endpoint {endpoint} is not a System One server: GET /v1/models answered "
-                            f"{reply.status_code} without a list of models (an OpenAI server lists `data`; the bench "
-                            "asks POST /v1/systemone)")
+                            f"{status} without a list of models (an OpenAI server lists `data`; the bench asks "
+                            "POST /v1/systemone)")
     if model and names and model not in names:
         raise EndpointError(f"--endpoint {endpoint} does not serve --model {model!r}; it serves "
                             f"{', '.join(sorted(names))}")
