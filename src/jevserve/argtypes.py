@@ -23,10 +23,26 @@ class UsageError(SystemExit):
     message exits 1)."""
 
 
+def flags_given(argv: Sequence[str]) -> set[str]:
+    """The long options written on a command line (`--flag VALUE` and `--flag=VALUE` alike)."""
+    return {token.split("=", 1)[0] for token in argv if token.startswith("--")}
+
+
+def flag_value(argv: Sequence[str], flag: str, default: str) -> str:
+    """The last value written for `flag` (`--flag VALUE` or `--flag=VALUE`), else `default`."""
+    value = default
+    for i, token in enumerate(argv):
+        if token == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif token.startswith(flag + "="):
+            value = token.split("=", 1)[1]
+    return value
+
+
 def refuse_ignored(argv: Sequence[str], rules: Sequence[tuple[str, bool, str]]) -> None:
     """UsageError for the first rule `(flag, applies, why)` whose flag is written in `argv` while it does not apply:
     a flag the command would ignore is refused, not dropped (argparse cannot tell a default from a given value)."""
-    given = {token.split("=", 1)[0] for token in argv if token.startswith("--")}
+    given = flags_given(argv)
     for flag, applies, why in rules:
         if flag in given and not applies:
             raise UsageError(f"{flag} would be ignored: {why}")

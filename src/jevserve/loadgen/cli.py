@@ -114,9 +114,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _ignored_flags(argv: list[str]) -> None:
-    from jevserve.argtypes import refuse_ignored
+    from jevserve.argtypes import flags_given, refuse_ignored
 
-    given = {token.split("=", 1)[0] for token in argv if token.startswith("--")}
+    given = flags_given(argv)
     refuse_ignored(argv, [
         ("--host", "--base-url" not in given, "--base-url names the server"),
         ("--port", "--base-url" not in given, "--base-url names the server"),

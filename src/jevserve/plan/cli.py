@@ -146,10 +146,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _workload_flags(argv: list[str]) -> None:
-    from jevserve.argtypes import refuse_ignored
-    from jevserve.sim.cli import _value_of
+    from jevserve.argtypes import flag_value, refuse_ignored
 
-    synthetic = _value_of(argv, "--workload", "sharegpt") == "synthetic"
+    synthetic = flag_value(argv, "--workload", "sharegpt") == "synthetic"
     refuse_ignored(argv, [
         ("--prompt-dist", synthetic, "it sets the lengths of `--workload synthetic`"),
         ("--output-dist", synthetic, "it sets the lengths of `--workload synthetic`"),
@@ -157,12 +156,12 @@ def _workload_flags(argv: list[str]) -> None:
 
 
 def _table_flags(argv: list[str]) -> None:
-    from jevserve.argtypes import refuse_ignored
+    from jevserve.argtypes import flags_given, refuse_ignored
 
     _options_after_subcommand(argv)
     _workload_flags(argv)
-    given = {token.split("=", 1)[0] for token in argv if token.startswith("--")}
-    refuse_ignored(argv, [("--profiles", "--profile" not in given, "--profile names the table's only profile")])
+    several = "--profile" not in flags_given(argv)
+    refuse_ignored(argv, [("--profiles", several, "--profile names the table's only profile")])
 
 
 def _options_after_subcommand(argv: list[str]) -> None:

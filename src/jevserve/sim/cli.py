@@ -120,9 +120,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_ignored_flags(argv: list[str]) -> None:
-    from jevserve.argtypes import refuse_ignored
+    from jevserve.argtypes import flag_value, refuse_ignored
 
-    workload = _value_of(argv, "--workload", "sharegpt")
+    workload = flag_value(argv, "--workload", "sharegpt")
     trace = workload not in ("sharegpt", "synthetic")
     refuse_ignored(argv, [
         ("--prompt-dist", workload == "synthetic", "it sets the lengths of `--workload synthetic`"),
@@ -130,17 +130,6 @@ def _run_ignored_flags(argv: list[str]) -> None:
         ("--split", workload == "sharegpt", "it picks the ShareGPT split of `--workload sharegpt`"),
         ("--num-requests", not trace, "a trace file's rows are the requests; cut the file to send fewer"),
     ])
-
-
-def _value_of(argv: list[str], flag: str, default: str) -> str:
-    """The last value written for `flag` (`--flag VALUE` or `--flag=VALUE`), else `default`."""
-    value = default
-    for i, token in enumerate(argv):
-        if token == flag and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif token.startswith(flag + "="):
-            value = token.split("=", 1)[1]
-    return value
 
 
 def _load_requests(args: argparse.Namespace):
