@@ -58,11 +58,7 @@ class DecisionReport:
     def final(self) -> Verdict | None:
         """The verdict that answers the request without the upstream (block, clarify or a cached reply), if any;
         verdicts in shadow mode never do."""
-        for action in FINAL_ACTIONS:
-            for v in self.verdicts:
-                if v.action is action and v.acts:
-                    return v
-        return None
+        return final_verdict(self.verdicts)
 
     def header(self) -> str:
         """The `x-jevserve-decisions` header: `decision=action[:probability]` joined by commas (`~shadow` marks a
@@ -100,12 +96,20 @@ def policies_for(route: RouteConfig) -> tuple[Policy, ...]:
     return hit[1]
 
 
+def final_verdict(verdicts: Sequence[Verdict]) -> Verdict | None:
+    """The acting verdict that answers the request itself, by FINAL_ACTIONS' precedence (block, clarify, cache)."""
+    for action in FINAL_ACTIONS:
+        for v in verdicts:
+            if v.action is action and v.acts:
+                return v
+    return None
+
+
 def superseded(verdicts: tuple[Verdict, ...]) -> tuple[Verdict, ...]:
     """The verdicts with every answer-the-request action but the one that wins (block over clarify over a cached
     reply) made a skip that says what it lost to, so the header and the log never show a cached reply served to a
     request that was blocked."""
-    report = DecisionReport(route="", verdicts=verdicts, answers={}, decision_ms=0.0, num_questions=0)
-    final = report.final
+    final = final_verdict(verdicts)
     if final is None:
         return verdicts
     return tuple(
