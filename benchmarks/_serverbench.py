@@ -56,6 +56,21 @@ def busy_process(enabled: bool = True) -> Iterator[int | None]:
         proc.wait()
 
 
+def add_source_tree_arguments(parser) -> None:
+    """`--src DIR --label NAME`: run the server from another source tree, its rows named apart."""
+    parser.add_argument("--src", type=Path, help="start the server from this source tree (its PYTHONPATH)")
+    parser.add_argument("--label", default="", help="names the rows of a --src run (results file and section)")
+
+
+def source_tree_env(parser, args) -> dict | None:
+    """The server's environment for `--src` (None: this tree); refuses `--src` without `--label`."""
+    if args.src and not args.label:
+        parser.error("--src needs --label, so its rows are not taken for this tree's")
+    if not args.src:
+        return None
+    return {"PYTHONPATH": str(args.src.resolve()) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ import httpx
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
-from _serverbench import machine, publish, serve
+from _serverbench import add_source_tree_arguments, machine, publish, serve, source_tree_env
 
 SDK_TIMEOUT_S = 10.0  # typesafe-sdk's default request timeout
 
@@ -79,12 +78,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=10, help="clients sending at once (default 10)")
     parser.add_argument("--questions", type=int, default=200, help="questions per request (default 200)")
     parser.add_argument("--rounds", type=int, default=2, help="bursts sent to one fresh server (default 2)")
-    parser.add_argument("--src", type=Path, help="start the server from this source tree (its PYTHONPATH)")
-    parser.add_argument("--label", default="", help="names the rows of a --src run (results file and section)")
+    add_source_tree_arguments(parser)
     args = parser.parse_args()
-    if args.src and not args.label:
-        parser.error("--src needs --label, so its rows are not taken for this tree's")
-    env = {"PYTHONPATH": str(args.src.resolve()) + os.pathsep + os.environ.get("PYTHONPATH", "")} if args.src else None
+    env = source_tree_env(parser, args)
     result = {"machine": machine(), "label": args.label, "clients": args.clients, "questions": args.questions,
               "rounds": []}
     with serve("embedded", env=env) as served:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import time
 from pathlib import Path
@@ -27,7 +26,7 @@ import httpx
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
-from _serverbench import busy_process, machine, publish, serve
+from _serverbench import add_source_tree_arguments, busy_process, machine, publish, serve, source_tree_env
 
 CLIENTS, QUESTIONS, MAX_QUEUE, MAX_TRIES = 64, 8, 16, 21
 
@@ -99,12 +98,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="bursts sent to one fresh server (default 3)")
     parser.add_argument("--busy", action="store_true", help="beside one process spinning a core")
-    parser.add_argument("--src", type=Path, help="start the server from this source tree (its PYTHONPATH)")
-    parser.add_argument("--label", default="", help="names the rows of a --src run (results file and section)")
+    add_source_tree_arguments(parser)
     args = parser.parse_args()
-    if args.src and not args.label:
-        parser.error("--src needs --label, so its rows are not taken for this tree's")
-    env = {"PYTHONPATH": str(args.src.resolve()) + os.pathsep + os.environ.get("PYTHONPATH", "")} if args.src else None
+    env = source_tree_env(parser, args)
     result = {"machine": machine(), "busy": args.busy, "label": args.label, "rounds": []}
     with serve("embedded", "--max-queue", str(MAX_QUEUE), env=env) as served, busy_process(args.busy):
         for _ in range(args.rounds):
