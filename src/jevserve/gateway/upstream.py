@@ -238,10 +238,12 @@ async def dispatch(
     attempts: list[Attempt] = []
     num_full = 0
     now_epoch = time.time()
+    open_until: list[float] = []  # of the circuits found open, for the Retry-After when all of them are
     for upstream in upstreams:
         circuit = await upstream.store.circuit(upstream.name)
         if circuit.open_until > now_epoch:
             attempts.append(Attempt(upstream.name, None, "circuit open", 0.0, "circuit_open"))
+            open_until.append(circuit.open_until)
             continue
         remaining = deadline_at - time.monotonic()
         max_queue = admission.max_queue if admission.enabled and admission.action != "defer" else None
@@ -283,11 +285,10 @@ async def dispatch(
         raise RateLimitedError("overloaded: every upstream's queue is full", retry_after_s=1.0)
     if attempts and all(a.outcome == "circuit_open" for a in attempts):
         # nothing was tried: say when one will be, as for any overload (OpenAI's clients retry a 503 after it)
-        opens = [(await u.store.circuit(u.name)).open_until for u in upstreams]
         raise UpstreamUnavailableError(
             f"no upstream answered: {public_summary(attempts)}; the next request is tried after the circuit's reset",
             attempts=attempts,
-            retry_after_s=max(1.0, min(opens) - time.time()),
+            retry_after_s=max(1.0, min(open_until) - time.time()),
         )
     summary = public_summary(attempts) or "no upstream is configured for this model"
     raise UpstreamError(f"no upstream answered: {summary}", attempts=attempts)
