@@ -20,3 +20,19 @@ def test_a_port_out_of_range_exits_2_before_anything_loads(argv, low, value, cap
         code = int(exc.code)
     assert code == 2
     assert f"--port '{value}': expected a port from {low} to 65535" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["serve", "--port", "abc"], "jevserve serve: error: --port 'abc': expected a port from 1 to 65535"),
+        (["sim", "run", "--rate", "abc"], "jevserve sim run: error: argument --rate: 'abc' is not a number"),
+        (["bench", "run", "--tasks"], "jevserve bench run: error: argument --tasks: expected one argument"),
+    ],
+)
+def test_a_refused_option_gets_two_lines_not_the_usage_block(argv, says, capsys):
+    with pytest.raises(SystemExit) as refused:
+        main(argv)
+    err = capsys.readouterr().err
+    assert refused.value.code == 2
+    assert err.splitlines() == [says, f"run `{says.split(': error')[0]} --help` to see its options"]

@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import signal
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from jevserve import __version__
 from jevserve.argtypes import UsageError
@@ -140,9 +141,21 @@ def _fail(message: str) -> int:
     return 2
 
 
+class CommandParser(argparse.ArgumentParser):
+    """argparse's parser with a two-line usage error: the message and where the options are. argparse's own prints
+    the whole usage block first, up to 30 lines for `sim run`, above the one line that says what was wrong."""
+
+    def error(self, message: str) -> NoReturn:
+        # argparse writes "argument --port: " before a refusal that already begins with its flag (argtypes' do)
+        named = re.match(r"argument (\S+): (\1 .*)", message, re.DOTALL)
+        message = named.group(2) if named else message
+        self.exit(2, f"{self.prog}: error: {message}\nrun `{self.prog} --help` to see its options\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser with every part's sub-commands."""
-    parser = argparse.ArgumentParser(
+    """The full argument parser with every part's sub-commands (each a CommandParser, as add_subparsers makes them
+    of its parent's class)."""
+    parser = CommandParser(
         prog="jevserve",
         description="Decision-model-aware LLM serving: serve System One decision models, simulate and plan "
         "serving policies, and benchmark decisions.",

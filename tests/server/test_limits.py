@@ -124,3 +124,22 @@ def test_a_lone_surrogate_escape_is_named_as_such():
                         headers={"content-type": "application/json"})  # fmt: skip
     assert r.status_code == 422 and "lone UTF-16 surrogate" in r.json()["detail"][0]["msg"]
     assert paired.status_code == 200
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"state": "x", "questions": {"a": {"type": "noul"}, "a": {"type": "choice", "criteria": {"p": "", "q": ""}}}}',
+        '{"state": "x", "questions": {"a": {"type": "choice", "criteria": {"p": "one", "q": null, "p": "two"}}}}',
+        '{"state": {"who": "me", "who": "you"}, "questions": {"a": {"type": "noul"}}}',
+    ],
+)
+def test_a_key_repeated_in_one_object_gets_422_rather_than_a_silently_lost_question_or_option(body):
+    with TestClient(create_app([FakeBackend()])) as c:
+        r = c.post("/v1/systemone", content=body.encode(), headers={"content-type": "application/json"})
+        assert r.status_code == 422
+        detail = r.json()["detail"][0]
+        assert detail["type"] == "duplicate_key" and "appears twice" in detail["msg"]
+        # the same keys in different objects are fine
+        fine = '{"state": {"a": 1}, "questions": {"a": {"type": "choice", "criteria": {"a": null, "b": null}}}}'
+        assert c.post("/v1/systemone", content=fine.encode(), headers={"content-type": "application/json"}).is_success

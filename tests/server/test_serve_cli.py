@@ -51,4 +51,4 @@ def test_a_bound_that_is_no_number_is_refused_before_anything_loads(flag, value,
     with pytest.raises(SystemExit) as exit_:
         main(["serve", "remote:http://127.0.0.1:9", flag, value])
     err = capsys.readouterr().err
-    assert exit_.value.code == 2 and f"argument {flag}" in err and said in err and "loading model" not in err
+    assert exit_.value.code == 2 and f"{flag} {value!r}" in err and said in err and "loading model" not in err
