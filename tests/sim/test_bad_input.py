@@ -118,3 +118,33 @@ def test_a_trace_sends_its_own_rows_and_refuses_num_requests(tmp_path, capsys):
     trace.write_text('{"prompt_tokens": 5, "output_tokens": 3}\n')
     assert _exit_code(["sim", "run", "--workload", str(trace), "--num-requests", "5"]) == 2
     assert "a trace file's rows are the requests" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--policy", "fcfs", "--predictions", "p.jsonl"],
+         "--predictions would be ignored: queue policy 'fcfs' never reads predictions (these do: plf, plf-edf, "
+         "plf-relage)"),
+        (["--policy", "spf", "--oracle-tau", "0.3"], "--oracle-tau would be ignored: queue policy 'spf' never reads"),
+        (["--policy", "plf", "--predictions", "p.jsonl", "--oracle-tau", "0.3"],
+         "--oracle-tau would be ignored: --predictions gives the predictions"),
+    ],
+)
+def test_prediction_flags_a_policy_would_not_read_are_refused(argv, says, capsys):
+    assert main(["sim", "run", "--num-requests", "20", *argv]) == 2
+    assert says in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("policy", ["plf", "plf-edf", "plf-relage"])
+def test_every_policy_that_reads_predictions_gets_the_noisy_oracle_without_a_file(policy, capsys):
+    assert main(["sim", "run", "--num-requests", "30", "--rate", "5", "--policy", policy]) == 0
+    assert "predictions: noisy oracle, Kendall tau" in capsys.readouterr().out
+
+
+def test_plan_table_gives_every_policy_that_reads_predictions_the_decision_delay():
+    from jevserve.plan.table import parse_policy
+
+    delays = {name: parse_policy(name, aging_s=30.0, decision_delay_s=0.02).decision_delay_s
+              for name in ("fcfs", "spf", "tlf", "plf", "plf-edf", "plf-relage+aging")}
+    assert delays == {"fcfs": 0.0, "spf": 0.0, "tlf": 0.0, "plf": 0.02, "plf-edf": 0.02, "plf-relage+aging": 0.02}

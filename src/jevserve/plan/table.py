@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from jevserve.serving.registry import reads_predictions
 from jevserve.serving.types import Request
 from jevserve.sim.cluster import ReplicaSpec
 from jevserve.sim.cluster_run import ClusterSetup, run_cluster, summarize_cluster
@@ -41,11 +42,12 @@ class QueuePolicyChoice:
 
 
 def parse_policy(text: str, *, aging_s: float, decision_delay_s: float) -> QueuePolicyChoice:
-    """`fcfs`, `spf+aging`, ...: the prediction-based policy (plf) waits `decision_delay_s` for its prediction."""
+    """`fcfs`, `spf+aging`, ...: a policy that reads predictions (plf, plf-edf, plf-relage) waits `decision_delay_s`
+    for its prediction."""
     name, _, suffix = text.partition("+")
     if suffix not in ("", "aging"):
         raise ValueError(f"queue policy {text!r}; expected NAME or NAME+aging, e.g. fcfs or plf+aging")
-    return QueuePolicyChoice(name, aging_s if suffix else None, decision_delay_s if name == "plf" else 0.0)
+    return QueuePolicyChoice(name, aging_s if suffix else None, decision_delay_s if reads_predictions(name) else 0.0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ class _RankedQueue:
     """Shared ranking machinery: a size per request, optional aging and an optional decision delay."""
 
     name = "base"
+    reads_predictions = False  # whether its order reads a request's predicted reply length
 
     def __init__(self, *, aging_s: float | None = None, decision_delay_s: float = 0.0) -> None:
         if aging_s is not None and not aging_s > 0:
@@ -90,12 +91,13 @@ class PredictedLengthFirst(_RankedQueue):
     """Admit the request with the shortest predicted reply first."""
 
     name = "plf"
+    reads_predictions = True
 
     def size(self, request: Request) -> float:
         """The predicted reply length in tokens; a request without one is an error, not a silent default."""
         if request.predicted_output_tokens is None:
             raise MissingPredictionError(
-                f"request {request.request_id!r} has no predicted_output_tokens; policy 'plf' orders by it "
+                f"request {request.request_id!r} has no predicted_output_tokens; policy {self.name!r} orders by it "
                 "(give every request a prediction, e.g. `--predictions FILE`)"
             )
         return float(request.predicted_output_tokens)

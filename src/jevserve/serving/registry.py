@@ -53,6 +53,11 @@ def make_queue_policy(
         raise ServingError(f"queue policy {name!r}: {exc}") from None
 
 
+def reads_predictions(name: str) -> bool:
+    """Whether the queue policy registered as `name` orders by predicted reply lengths (False for unknown names)."""
+    return bool(getattr(QUEUE_POLICIES.get(name), "reads_predictions", False))
+
+
 for _cls in (FirstComeFirstServed, ShortestPromptFirst, PredictedLengthFirst, TrueLengthFirst,
              VirtualDeadlineFirst, RelativeAgingFirst, PriorityFirst):
     register_queue_policy(_cls.name, _cls)

@@ -132,6 +132,7 @@ class QueuePolicy(Protocol):
 
     name: str
     decision_delay_s: float  # how long a request waits for its prediction before it is queued
+    reads_predictions: bool  # whether the order reads predicted reply lengths (every request then needs one)
 
     def sort_key(self, request: Request, now_s: float) -> tuple:
         """Smaller keys are admitted first."""

@@ -88,7 +88,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="wait before queueing (prediction)")
     run.add_argument("--predictions", type=Path, default=None, help="JSONL of request_id -> predicted_tokens")
     run.add_argument("--oracle-tau", type=kendall_tau, default=0.6,
-                     help="without --predictions, 'plf' uses a noisy oracle with this Kendall tau (default: 0.6)")
+                     help="without --predictions, a policy that reads predictions (plf, plf-edf, plf-relage) gets "
+                     "them from a noisy oracle with this Kendall tau (default: 0.6)")
     run.add_argument("--step-log", type=Path, default=None, help="write every step to this CSV (for calibrate)")
     run.add_argument("--json", type=Path, default=None, help="write the summary as JSON here")
     add_replica_arguments(run)
@@ -120,11 +121,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_ignored_flags(argv: list[str]) -> None:
-    from jevserve.argtypes import flag_value, refuse_ignored
+    from jevserve.argtypes import flag_value, flags_given, refuse_ignored
+    from jevserve.serving.registry import queue_policy_names, reads_predictions
 
     workload = flag_value(argv, "--workload", "sharegpt")
     trace = workload not in ("sharegpt", "synthetic")
+    policy = flag_value(argv, "--policy", "fcfs")
+    reads = reads_predictions(policy) or policy not in queue_policy_names()  # an unknown name is refused later
+    readers = ", ".join(name for name in queue_policy_names() if reads_predictions(name))
+    never = f"queue policy {policy!r} never reads predictions (these do: {readers})"
     refuse_ignored(argv, [
+        ("--predictions", reads, never),
+        ("--oracle-tau", reads and "--predictions" not in flags_given(argv),
+         never if not reads else "--predictions gives the predictions"),
         ("--prompt-dist", workload == "synthetic", "it sets the lengths of `--workload synthetic`"),
         ("--output-dist", workload == "synthetic", "it sets the lengths of `--workload synthetic`"),
         ("--split", workload == "sharegpt", "it picks the ShareGPT split of `--workload sharegpt`"),
@@ -183,10 +192,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
                                                          cv=gamma_cv(args.arrivals, args.cv)))
     if args.predictions is not None:
         requests = attach_predictions(requests, read_predictions(args.predictions))
-    elif args.policy == "plf" and any(r.predicted_output_tokens is None for r in requests):
+    policy = make_queue_policy(args.policy, aging_s=args.aging_s, decision_delay_s=args.decision_delay_ms / 1000)
+    unpredicted = any(r.predicted_output_tokens is None for r in requests)
+    if args.predictions is None and getattr(policy, "reads_predictions", False) and unpredicted:
         requests, tau = noisy_oracle(requests, kendall_tau=args.oracle_tau, seed=args.seed)
         print(f"predictions: noisy oracle, Kendall tau {tau:.3f}")
-    policy = make_queue_policy(args.policy, aging_s=args.aging_s, decision_delay_s=args.decision_delay_ms / 1000)
     logger = StepLogger() if args.step_log else None
     profile = load_profile(args.profile)
     work = WorkCounter(profile.step_time)
