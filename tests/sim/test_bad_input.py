@@ -148,3 +148,22 @@ def test_plan_table_gives_every_policy_that_reads_predictions_the_decision_delay
     delays = {name: parse_policy(name, aging_s=30.0, decision_delay_s=0.02).decision_delay_s
               for name in ("fcfs", "spf", "tlf", "plf", "plf-edf", "plf-relage+aging")}
     assert delays == {"fcfs": 0.0, "spf": 0.0, "tlf": 0.0, "plf": 0.02, "plf-edf": 0.02, "plf-relage+aging": 0.02}
+
+
+@pytest.mark.parametrize("command", [["sim", "run"], ["plan", "--rate", "5"]])
+def test_a_prompt_that_fills_the_context_is_refused_not_simulated_as_if_it_fitted(command, capsys):
+    assert main([*command, "--num-requests", "20", "--max-model-len", "60"]) == 2
+    err = capsys.readouterr().err
+    assert "leaves no room for a reply within max_model_len=60" in err and "--max-model-len" in err
+
+
+def test_replies_past_the_context_are_cut_where_it_ends():
+    from jevserve.serving.types import Request
+    from jevserve.sim.errors import WorkloadError
+    from jevserve.sim.workloads.lengths import fit_context
+
+    requests = [Request("a", 0.0, 100, 500), Request("b", 0.0, 100, 20), Request("c", 0.0, 100, None)]
+    fitted = fit_context(requests, 300)
+    assert [r.num_output_tokens for r in fitted] == [200, 20, None]
+    with pytest.raises(WorkloadError, match="leaves no room"):
+        fit_context([Request("d", 0.0, 300, 5)], 300)

@@ -11,6 +11,7 @@ from jevserve.argtypes import check_writable, kendall_tau, nonnegative_float, po
 from jevserve.argtypes import seed as seed_arg
 from jevserve.sim.argtypes import arrivals_arg, gamma_cv
 from jevserve.sim.engine_args import add_replica_arguments, engine_config_from_args, slo_from_args
+from jevserve.sim.workload_args import add_length_scaling_arguments
 
 
 def sim_subcommands(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
@@ -65,11 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="requests to send (default: %(default)s)")
     run.add_argument("--prompt-dist", default="lognormal:90:1.0:1024", help="synthetic prompt lengths")
     run.add_argument("--output-dist", default="lognormal:200:1.0:2048", help="synthetic reply lengths")
-    run.add_argument("--output-scale", type=float, default=None,
-                     help="multiply every reply length (capped at --max-model-len with the prompt), e.g. to stand "
-                     "in for thinking-mode replies (default: keep them)")
-    run.add_argument("--max-model-len", type=int, default=40960,
-                     help="context limit for --output-scale (default: Qwen3-8B's 40960)")
+    add_length_scaling_arguments(run)
     run.add_argument("--rate", type=positive_float("--rate"), default=1.4,
                      help="mean request rate, req/s (default: %(default)s)")
     run.add_argument("--arrivals", type=arrivals_arg(allow_trace=True), default="poisson",
@@ -142,7 +139,7 @@ def _run_ignored_flags(argv: list[str]) -> None:
 
 
 def _load_requests(args: argparse.Namespace):
-    from jevserve.sim.workloads.lengths import scale_output_lengths
+    from jevserve.sim.workloads.lengths import fit_context, scale_output_lengths
     from jevserve.sim.workloads.sharegpt import sample_sharegpt
     from jevserve.sim.workloads.synthetic import synthetic_requests
     from jevserve.sim.workloads.trace import read_trace
@@ -153,9 +150,9 @@ def _load_requests(args: argparse.Namespace):
         requests = synthetic_requests(args.num_requests, args.prompt_dist, args.output_dist, seed=args.seed)
     else:
         requests = read_trace(Path(args.workload), need_arrival=args.arrivals == "trace")
-    if getattr(args, "output_scale", None) is not None:
+    if args.output_scale is not None:
         requests = scale_output_lengths(requests, args.output_scale, max_model_len=args.max_model_len)
-    return requests
+    return fit_context(requests, args.max_model_len)
 
 
 def _outputs_writable(**paths: Path | None) -> None:

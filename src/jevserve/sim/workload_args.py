@@ -6,19 +6,22 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from jevserve.argtypes import positive_int
+
 
 def add_length_scaling_arguments(p: argparse.ArgumentParser) -> None:
     """`--output-scale` and `--max-model-len`, as `jevserve sim run` takes them."""
     p.add_argument("--output-scale", type=float, default=None,
                    help="multiply every reply length (capped at --max-model-len with the prompt), e.g. to stand in "
                    "for thinking-mode replies (default: keep them)")
-    p.add_argument("--max-model-len", type=int, default=40960,
-                   help="context limit for --output-scale (default: Qwen3-8B's 40960)")
+    p.add_argument("--max-model-len", type=positive_int("--max-model-len"), default=40960,
+                   help="the engine's context: a reply is cut where it ends, a prompt that fills it is refused "
+                   "(default: Qwen3-8B's 40960)")
 
 
 def load_workload(args: argparse.Namespace):
     """The requests of `--workload` (arrival times not set), reply lengths scaled by `--output-scale` if given."""
-    from jevserve.sim.workloads.lengths import scale_output_lengths
+    from jevserve.sim.workloads.lengths import fit_context, scale_output_lengths
     from jevserve.sim.workloads.sharegpt import sample_sharegpt
     from jevserve.sim.workloads.synthetic import synthetic_requests
     from jevserve.sim.workloads.trace import read_trace
@@ -31,4 +34,4 @@ def load_workload(args: argparse.Namespace):
         requests = read_trace(Path(args.workload), need_arrival=False)[: args.num_requests]
     if args.output_scale is not None:
         requests = scale_output_lengths(requests, args.output_scale, max_model_len=args.max_model_len)
-    return requests
+    return fit_context(requests, args.max_model_len)
