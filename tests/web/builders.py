@@ -65,7 +65,11 @@ def shared_site() -> SiteCache:
 
 
 def make_app(db_path: Path, decider: Any = None, **settings: Any) -> Any:
-    """The site on the committed results, a stub model and results-drawn pools, storing rounds in `db_path`."""
+    """The site on the committed results, a stub model and results-drawn pools, storing rounds in `db_path`.
+
+    Tests answer within milliseconds, so people's numbers count every answer here (`min_answer_ms=0`) unless a test
+    sets the floor; the tests of the floor itself do."""
+    settings.setdefault("min_answer_ms", 0.0)
     return create_app(WebSettings(
         results_dir=RESULTS, db_path=db_path, decider=StubDecider() if decider is None else decider,
         pools=results_pools(), site=shared_site(), **settings,

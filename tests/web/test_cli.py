@@ -66,14 +66,39 @@ def test_web_with_a_bad_gateway_config_exits_2(tmp_path, capsys):
     assert "gateway.yaml" in capsys.readouterr().err
 
 
-def test_a_file_that_is_not_a_database_exits_2_and_export_makes_its_folder(tmp_path, capsys):
+def test_a_file_that_is_not_a_database_exits_2(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2")
     assert main(["web", "export-rounds", "-", "--db", str(bad)]) == 2
     assert "not a playground database" in capsys.readouterr().err
+
+
+def test_export_into_a_missing_folder_exits_2_and_creates_nothing(tmp_path, capsys):
     db = _db_with_one_answer(tmp_path)
     out = tmp_path / "new" / "folder" / "rounds.jsonl"
-    assert main(["web", "export-rounds", str(out), "--db", str(db)]) == 0 and out.exists()
+    assert main(["web", "export-rounds", str(out), "--db", str(db)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(tmp_path / "new" / "folder") in err[0] and "no such folder" in err[0]
+    assert not (tmp_path / "new").exists()
+
+
+def test_export_names_sessions_by_a_pseudonym_not_by_their_cookie(tmp_path):
+    import hashlib
+
+    db = tmp_path / "db.sqlite"
+    client = TestClient(make_app(db))
+    url = start_round(client)
+    for position in range(2):
+        play_item(client, url, position)
+    cookie = client.cookies["jevserve_session"]
+    out = tmp_path / "rounds.jsonl"
+    assert main(["web", "export-rounds", str(out), "--db", str(db)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert cookie not in out.read_text()
+    assert {r["session_id"] for r in rows} == {hashlib.sha256(cookie.encode()).hexdigest()[:16]}
+    # the exported name opens nothing: as a cookie it is a stranger's, and the round is a 404
+    stranger = TestClient(make_app(db), cookies={"jevserve_session": rows[0]["session_id"]})
+    assert stranger.get(url).status_code == 404
 
 
 def test_a_host_that_does_not_resolve_points_at_the_host(tmp_path, capsys):
@@ -95,3 +120,11 @@ def test_docs_name_exactly_the_keys_export_rounds_writes(tmp_path):
     export = docs[docs.index("**Export.**"):docs.index("## Live decisions")]
     documented = re.findall(r"^\| `([a-z_]+)` \|", export, re.MULTILINE)
     assert sorted(documented) == sorted(row)
+
+
+def test_max_rounds_defaults_to_the_site_default_and_refuses_a_negative(tmp_path, capsys):
+    from jevserve.web import cli, context
+
+    assert cli.MAX_ROUNDS == context.MAX_ROUNDS
+    assert main(["web", "--results", str(tmp_path), "--port", "0", "--max-rounds", "-1"]) == 2
+    assert "--max-rounds -1" in capsys.readouterr().err

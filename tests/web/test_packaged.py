@@ -50,17 +50,47 @@ def test_answers_the_packaged_board_cannot_score_are_said_to_be_unscored(tmp_pat
 
 
 def test_jevserve_web_outside_a_checkout_starts_on_the_packaged_board(tmp_path, monkeypatch, capsys):
+    import contextlib
+    import types
+
+    import uvicorn
+
     from jevserve.web import cli
 
-    started = {}
+    served = {}
+
+    @contextlib.contextmanager
+    def endpoint(*args, **kwargs):
+        yield types.SimpleNamespace(base_url="http://127.0.0.1:9", model="stub", api_key=None, label="stub")
+
+    class Server:
+        def __init__(self, config):
+            served["app"] = config.app
+
+        def run(self, sockets):
+            served["ran"] = True
+
     monkeypatch.chdir(tmp_path)  # no results/ here
-    monkeypatch.setattr(cli, "_bind", lambda host, port: (_ for _ in ()).throw(ValueError("stop before binding")))
-    monkeypatch.setattr("jevserve.gateway.config.load_config", lambda path: started.setdefault("config", path))
+    monkeypatch.setattr("jevserve.gateway.config.load_config", lambda path: None)
+    monkeypatch.setattr("jevserve.bench.endpoint.open_endpoint", endpoint)
+    monkeypatch.setattr("jevserve.web.live.live_demo", lambda endpoint, config: None)
+    monkeypatch.setattr("jevserve.web.context.Context.warm", lambda self: None)
+    monkeypatch.setattr(uvicorn, "Server", Server)
     assert not (tmp_path / DEFAULT_RESULTS).exists()
-    code = cli.serve_command(cli_args(tmp_path))
+    assert cli.serve_command(cli_args(tmp_path)) == 0 and served["ran"]
     err = capsys.readouterr().err
     assert "the board is the one packaged with jevserve" in err and "no such folder" not in err
-    assert code == 2 and "stop before binding" in err  # it went past the results check to binding the port
+    assert served["app"].state.context.settings.results_dir is None
+
+
+def test_outside_a_checkout_a_bad_argument_is_the_only_message(tmp_path, monkeypatch, capsys):
+    from jevserve.web import cli
+
+    monkeypatch.chdir(tmp_path)  # no results/ here: the packaged board would be served
+    args = cli_args(tmp_path)
+    args.port = 99999
+    assert cli.serve_command(args) == 2
+    assert capsys.readouterr().err.strip().splitlines() == ["jevserve web: --port 99999: expected 0–65535"]
 
 
 def cli_args(tmp_path):
@@ -68,4 +98,4 @@ def cli_args(tmp_path):
 
     return argparse.Namespace(results=DEFAULT_RESULTS, gateway_config=None, host="127.0.0.1", port=0,
                               db=tmp_path / "db.sqlite", endpoint="embedded", model=None, api_key_env=None,
-                              answers_cache=None)
+                              answers_cache=None, max_rounds=30)

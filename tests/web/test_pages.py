@@ -217,3 +217,22 @@ def test_warming_up_draws_the_headline_plot_before_the_first_visitor_asks(tmp_pa
         assert drawn == ["headline"]
         image = TestClient(app).get("/plots/headline.png")
     assert image.status_code == 200 and image.content[:4] == b"\x89PNG" and drawn == ["headline"]
+
+
+def test_framework_errors_are_the_site_error_page_with_a_sentence(client):
+    missing = client.get("/nope")
+    assert missing.status_code == 404 and "text/html" in missing.headers["content-type"]
+    assert "there is no page at /nope" in missing.text and "/methodology" in missing.text
+    assert ">Not Found<" not in missing.text
+    wrong = client.put("/live")
+    assert wrong.status_code == 405 and set(wrong.headers["allow"].split(", ")) >= {"GET", "POST"}
+    assert "PUT is not accepted at /live; it answers" in wrong.text
+    assert 'class="error"' in missing.text and 'class="error"' in wrong.text
+
+
+def test_no_page_can_be_framed_and_the_favicon_is_not_an_error(client):
+    for path in ("/", "/nope", "/static/site.css", "/people"):
+        response = client.get(path)
+        assert response.headers["x-frame-options"] == "DENY"
+        assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+    assert client.get("/favicon.ico").status_code == 204

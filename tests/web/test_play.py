@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import re
 import threading
 
 import pytest
@@ -54,9 +56,29 @@ def test_double_submitted_answer_is_stored_once_and_the_first_stands(app, tmp_pa
     first = client.post(f"{url}/answer", data={"position": "0", "choice": first_choice}, follow_redirects=False)
     again = client.post(f"{url}/answer", data={"position": "0", "choice": other_choice}, follow_redirects=False)
     assert first.status_code == again.status_code == 303
-    assert first.headers["location"] == again.headers["location"]
+    assert again.headers["location"].startswith(first.headers["location"])
     (row,) = Store(tmp_path / "db.sqlite").answer_rows()
     assert row["choice"] == first_choice
+    # the second tab is told its own answer was not stored and shown which one was, not judged on the first one
+    second = client.get(again.headers["location"])
+    assert second.status_code == 200 and 'id="not-stored"' in second.text
+    assert "Your answer here was not stored" in second.text and "Not quite" not in second.text
+    label = dict(_decision_options(second.text))
+    assert f"Your answer in this tab, “{label.get(other_choice, other_choice)}”" in second.text
+    assert f"the first answer stands: “{label.get(first_choice, first_choice)}”" in second.text
+    # the same answer sent twice is just the first answer: nothing to explain
+    same = client.post(f"{url}/answer", data={"position": "0", "choice": first_choice}, follow_redirects=False)
+    assert same.headers["location"] == first.headers["location"]
+    assert 'id="not-stored"' not in client.get(first.headers["location"]).text
+
+
+def _decision_options(reveal: str) -> list[tuple[str, str]]:
+    # value → label of the item's decision, read back from the decision table (labels are what pages show)
+    from jevserve.web.decisions import DECISIONS
+
+    title = re.search(r'<p class="progress">Item \d+ of \d+ · ([^<]+)</p>', reveal).group(1)
+    decision = next(d for d in DECISIONS.values() if d.title == title)
+    return [(v, html.escape(decision.option_label(v))) for v, _ in decision.options]
 
 
 def test_concurrent_double_submit_stores_one_row(app, tmp_path):
@@ -185,8 +207,14 @@ def test_model_that_fails_gives_a_503_page_and_the_answer_is_kept(tmp_path):
     url = start_round(client)
     answered = play_item(client, url, 0)
     assert answered.status_code == 503 and "did not answer" in answered.text and f"{url}/reveal/0" in answered.text
+    # the reveal shows the truth and the person's answer all the same; only the model's row waits
     reveal = client.get(f"{url}/reveal/0")
-    assert reveal.status_code == 503 and "did not answer" in reveal.text
+    (row,) = Store(tmp_path / "db.sqlite").answer_rows()
+    assert reveal.status_code == 200 and "The answer is" in reveal.text
+    assert 'id="served-error"' in reveal.text and "not available yet" in reveal.text and "did not answer" in reveal.text
+    assert "reload to retry" in reveal.text and "(served, asked live)" not in reveal.text
+    label = dict(_decision_options(reveal.text))
+    assert f"“{label[row['truth']]}”" in reveal.text
     assert Store(tmp_path / "db.sqlite").counts()["answers"] == 1
 
 
@@ -278,3 +306,76 @@ def test_the_people_page_does_not_wait_for_the_item_pools(tmp_path, monkeypatch)
         threading.Event().wait(0.01)
     later = client.get("/people")
     assert 'id="expected"' in later.text and 'id="expected-loading"' not in later.text
+
+
+def test_only_starting_a_round_sets_the_session_cookie(app):
+    client = _client(app)
+    for response in (client.get("/"), client.get("/play"), client.get("/people"), client.get("/nope"),
+                     client.get("/static/site.css"), client.put("/live"), client.get("/favicon.ico"),
+                     client.get("/play/rounds/AAAAAAAAAAAAAAAAAAAAAA"), client.post("/play/rounds", json={})):
+        assert "set-cookie" not in response.headers, response.request.url
+    started = client.post("/play/rounds", follow_redirects=False)
+    assert started.status_code == 303 and "jevserve_session=" in started.headers["set-cookie"]
+    # a session that has one keeps it: no second cookie for the next round
+    again = client.post("/play/rounds", follow_redirects=False)
+    assert again.status_code == 303 and "set-cookie" not in again.headers
+
+
+def test_an_address_may_start_a_limited_number_of_rounds(tmp_path):
+    app = make_app(tmp_path / "db.sqlite", max_rounds=3)
+    players = [_client(app) for _ in range(4)]  # four "players" without cookies, as a script poses them
+    for player in players[:3]:
+        start_round(player)
+    refused = players[3].post("/play/rounds", follow_redirects=False)
+    assert refused.status_code == 429 and "text/html" in refused.headers["content-type"]
+    assert 0 < int(refused.headers["retry-after"]) <= 600
+    assert "started 3 rounds in the last 10 minutes" in refused.text and "try again in" in refused.text
+    assert "set-cookie" not in refused.headers
+    assert Store(tmp_path / "db.sqlite").counts()["rounds"] == 3
+    unlimited = make_app(tmp_path / "other.sqlite", max_rounds=0)
+    for _ in range(5):
+        start_round(_client(unlimited))
+
+
+def test_the_round_limit_frees_a_start_once_the_window_has_passed():
+    from jevserve.web.context import RoundLimit
+
+    now = [0.0]
+    limit = RoundLimit(2, 600.0, clock=lambda: now[0])
+    assert limit.admit("a") is None and limit.admit("a") is None
+    assert limit.admit("a") == 600.0 and limit.admit("b") is None  # another address has its own count
+    now[0] = 599.0
+    assert limit.admit("a") == 1.0
+    now[0] = 600.0
+    assert limit.admit("a") is None
+
+
+def test_answers_faster_than_reading_are_stored_but_not_counted(tmp_path):
+    app = make_app(tmp_path / "db.sqlite", min_answer_ms=1000.0)
+    client = _client(app)
+    url = start_round(client)
+    for position in range(5):
+        play_item(client, url, position)  # answered within milliseconds of the item page
+    assert Store(tmp_path / "db.sqlite").counts()["answers"] == 5
+    people = client.get("/people").text
+    assert 'id="left-out"' in people and "5 answers were given" in people and "less than 1.0 s" in people
+    assert "No answers yet" in people  # nothing left to count
+    assert "people (playground)" not in client.get("/").text
+    # an answer given after a second counts: the item was shown two seconds ago
+    second = start_round(client)
+    client.get(second)
+    store = Store(tmp_path / "db.sqlite")
+    round_id = second.rsplit("/", 1)[1]
+    with store._transaction() as conn:
+        conn.execute("UPDATE round_items SET shown_at = shown_at - 2 WHERE round_id = ?", (round_id,))
+    page = client.get(second).text
+    client.post(f"{second}/answer", data={"position": "0", "choice": options(page)[0]})
+    people = client.get("/people").text
+    assert "5 answers were given" in people and "No answers yet" not in people
+    assert "people (playground)" in client.get("/").text
+
+
+def test_the_people_page_says_what_a_player_is(app):
+    text = _client(app).get("/people").text
+    assert "A “player” is a browser session" in text and "not a controlled study" in text
+    assert "every reveal shows the truth" in text and "at most 30 rounds per 10 minutes" in text

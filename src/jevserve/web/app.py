@@ -7,16 +7,17 @@ item pools, and every error is a small HTML page with a 4xx status and a sentenc
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
+from http import HTTPStatus
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
+from starlette.routing import Match, Route
 
 from jevserve.web import pages, play
-from jevserve.web.context import HERE, SESSION_COOKIE, Context, WebSettings
+from jevserve.web.context import HERE, Context, WebSettings
 
 __all__ = ["WebSettings", "create_app"]
 
@@ -29,27 +30,36 @@ def create_app(settings: WebSettings) -> FastAPI:
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
 
     @app.middleware("http")
-    async def anonymous_session(request: Request, call_next: Callable) -> Response:
-        # A random id, set on the first visit; it only ties a person's rounds together (no personal data).
-        cookie = request.cookies.get(SESSION_COOKIE, "")
-        fresh = not (16 <= len(cookie) <= 64 and cookie.replace("-", "").replace("_", "").isalnum())
-        request.state.session_id = secrets.token_urlsafe(18) if fresh else cookie
+    async def no_framing(request: Request, call_next: Callable) -> Response:
+        # No other site may frame these pages (a framed playground could be clicked through by a hidden page).
         response = await call_next(request)
-        if fresh:
-            response.set_cookie(SESSION_COOKIE, request.state.session_id, max_age=365 * 86400, httponly=True,
-                                samesite="lax")
+        response.headers["X-Frame-Options"] = "DENY"
+        response.headers["Content-Security-Policy"] = "frame-ancestors 'none'"
+        response.headers["X-Content-Type-Options"] = "nosniff"
         return response
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            # the router names only the first route of the path; a path served by several (GET and POST) takes all
+            methods = {m for r in app.routes if isinstance(r, Route) and r.matches(request.scope)[0] != Match.NONE
+                       for m in (r.methods or ())}
+            headers["Allow"] = ", ".join(sorted(methods)) or headers.get("Allow", "")
         return context.render(request, "error.html", status_code=exc.status_code, status=exc.status_code,
-                              detail=exc.detail)
+                              detail=_sentence(request, exc.status_code, str(exc.detail), headers),
+                              headers=headers)
 
     @app.exception_handler(Exception)
     async def unexpected_error(request: Request, exc: Exception) -> Response:
         # A bug, not bad input: say so plainly rather than showing a traceback.
         return context.render(request, "error.html", status_code=500, status=500,
                               detail=f"internal error ({type(exc).__name__}); this is a bug in jevserve web")
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> Response:
+        # No icon, said without an error: browsers ask for it on every page and would log a 404 each time.
+        return Response(status_code=204)
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:
@@ -59,6 +69,23 @@ def create_app(settings: WebSettings) -> FastAPI:
     play.register(app, context)
     app.add_middleware(HeadAsGet)
     return app
+
+
+PAGES = "/, /models/NAME, /tasks/NAME, /play, /people, /live and /methodology"
+
+
+def _sentence(request: Request, status: int, detail: str, headers: dict[str, str]) -> str:
+    """The error's own sentence; the framework's bare reason phrase ("Not Found") becomes one naming what was
+    wrong."""
+    if detail != HTTPStatus(status).phrase:
+        return detail
+    path = request.url.path[:200]
+    if status == 404:
+        return f"there is no page at {path}; the site's pages are {PAGES}"
+    if status == 405:
+        allowed = headers.get("Allow", "")
+        return f"{request.method} is not accepted at {path}" + (f"; it answers {allowed}" if allowed else "")
+    return f"{detail} ({request.method} {path})"
 
 
 class HeadAsGet:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_PORT = 8780
+MAX_ROUNDS = 30  # the same default as jevserve.web.context.MAX_ROUNDS (not imported: it needs fastapi)
 DEFAULT_RESULTS = Path("results")
 
 
@@ -42,6 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="bench answers caches, for reliability plots (default: bench's default)")
     web.add_argument("--gateway-config", type=Path, default=None, metavar="FILE",
                      help="gateway YAML config whose decisions the live demo runs (default: the gateway's default)")
+    web.add_argument("--max-rounds", type=int, default=MAX_ROUNDS, metavar="N",
+                     help="playground rounds one client address may start per 10 minutes; more get a 429 page "
+                     "(default: %(default)s; 0: no limit)")
     web.set_defaults(func=serve_command)
     commands = web.add_subparsers(dest="web_command", metavar="SUBCOMMAND")
     export = commands.add_parser("export-rounds", help="write every stored playground answer as JSON lines",
@@ -101,10 +105,9 @@ def serve_command(args: argparse.Namespace) -> int:
                   "--results DIR", file=sys.stderr)
             return 2
         results = None
-        print(f"jevserve web: no {DEFAULT_RESULTS}/ folder here, so the board is the one packaged with jevserve "
-              f"({PACKAGED_BOARD}); the playground's stored rows need a checkout's results (pass --results DIR)",
-              file=sys.stderr)
     try:
+        if args.max_rounds < 0:
+            raise ValueError(f"--max-rounds {args.max_rounds}: expected 0 (no limit) or more")
         gateway_config = load_config(args.gateway_config)  # checked before anything starts
         sock = _bind(args.host, args.port)
     except (ValueError, ConfigError) as exc:
@@ -118,12 +121,16 @@ def serve_command(args: argparse.Namespace) -> int:
             settings = WebSettings(
                 results_dir=results, db_path=args.db or default_db(), decider=decider,
                 board_cache=default_board_cache(),
-                answers_dir=args.answers_cache or default_answers_dir(),
+                answers_dir=args.answers_cache or default_answers_dir(), max_rounds=args.max_rounds,
                 live=live_demo(endpoint, gateway_config),
                 data_factory=_bench_data_factory(getattr(args, "embed_texts", None)),
             )
             app = create_app(settings)
             threading.Thread(target=app.state.context.warm, name="warm", daemon=True).start()
+            if results is None:  # said once the arguments are known to be good, not before an error
+                print(f"jevserve web: no {DEFAULT_RESULTS}/ folder here, so the board is the one packaged with "
+                      f"jevserve ({PACKAGED_BOARD}); the playground's stored rows need a checkout's results (pass "
+                      "--results DIR)", file=sys.stderr)
             host, port = sock.getsockname()[:2]
             shown = f"[{host}]" if ":" in host else host
             print(f"jevserve web: serving on http://{shown}:{port}/ (playground model {endpoint.model} at "
@@ -140,7 +147,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
 def export_command(args: argparse.Namespace) -> int:
     """Write the stored answers as JSON lines."""
-    from jevserve.web.store import Store, StoreError
+    from jevserve.web.store import Store, StoreError, pseudonym
 
     db = args.db or default_db()
     if not db.exists():
@@ -152,8 +159,13 @@ def export_command(args: argparse.Namespace) -> int:
     except StoreError as exc:
         print(f"jevserve web export-rounds: {exc}", file=sys.stderr)
         return 2
-    if str(args.out) != "-":
-        args.out.parent.mkdir(parents=True, exist_ok=True)
+    if str(args.out) != "-" and not args.out.parent.is_dir():
+        # a typo in the path must not create a directory tree (as root, anywhere)
+        print(f"jevserve web export-rounds: {args.out.parent}: no such folder; create it first or pick another "
+              "OUT", file=sys.stderr)
+        return 2
+    # the session id is the player's cookie: the export names each session by a one-way pseudonym instead
+    rows = [{**row, "session_id": pseudonym(row["session_id"])} for row in rows]
     out = sys.stdout if str(args.out) == "-" else args.out.open("w", encoding="utf-8")
     try:
         for row in rows:

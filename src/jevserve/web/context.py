@@ -3,8 +3,11 @@ reading and the error type pages raise. `app.py` builds the app from these; the 
 
 from __future__ import annotations
 
+import math
+import secrets
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +15,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from fastapi import Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException
 
@@ -28,6 +31,11 @@ MAX_LIVE_CHARS = 4_000  # the live demo's request text, in characters (the texta
 # The live demo's form: 4,000 characters of any script URL-encoded (a 4-byte UTF-8 character is 12 bytes as %XX),
 # plus the field names and the route.
 MAX_LIVE_FORM_BYTES = 12 * MAX_LIVE_CHARS + 4_096
+MAX_ROUNDS = 30  # rounds one client address may start per window (0: no limit)
+ROUNDS_WINDOW_S = 600.0
+# Answers given sooner than this after the item was first shown are stored but left out of people's numbers: no
+# one reads an item and picks an answer in under a second, a script does.
+MIN_ANSWER_MS = 1000.0
 
 
 @dataclass
@@ -43,10 +51,43 @@ class WebSettings:
     live: Any = None  # the live demo's decision function (web.live); None: the page says it is not configured
     site: SiteCache | None = None  # share one results cache between apps (tests); None: a new one
     board_cache: Path | None = None  # where computed board snapshots are kept between starts; None: not kept
+    max_rounds: int = MAX_ROUNDS  # rounds one client address may start per `rounds_window_s` (0: no limit)
+    rounds_window_s: float = ROUNDS_WINDOW_S
+    min_answer_ms: float = MIN_ANSWER_MS  # faster answers are stored but not counted in people's numbers
 
 
 class PageError(HTTPException):
     """An error shown as an HTML page with its status and a sentence naming what was wrong."""
+
+
+class RoundLimit:
+    """At most `limit` rounds started per client address in any `window_s` seconds (a sliding window, in memory).
+
+    It keeps one script from posing as hundreds of players in a few minutes; it cannot tell apart people behind one
+    address (a proxy, an office), so the default leaves room for a few of them."""
+
+    def __init__(self, limit: int, window_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limit = limit
+        self.window_s = window_s
+        self.clock = clock
+        self._starts: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def admit(self, address: str) -> float | None:
+        """Count a round start for `address`; None when admitted, else the seconds until one more is allowed."""
+        if self.limit <= 0:
+            return None
+        now = self.clock()
+        with self._lock:
+            if len(self._starts) > 10_000:  # forget addresses whose window has passed, so memory stays bounded
+                self._starts = {a: q for a, q in self._starts.items() if q and q[-1] > now - self.window_s}
+            starts = self._starts.setdefault(address, deque())
+            while starts and starts[0] <= now - self.window_s:
+                starts.popleft()
+            if len(starts) >= self.limit:
+                return starts[0] + self.window_s - now
+            starts.append(now)
+            return None
 
 
 class Pending:
@@ -87,6 +128,8 @@ class Context:
         self.site = settings.site or SiteCache(settings.results_dir, settings.board_cache)
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         self.templates.env.filters["num"] = _num
+        self.templates.env.filters["duration"] = duration
+        self.templates.env.filters["ratio"] = ratio
         self._pools = settings.pools
         self._pools_loading = False  # pools_if_ready started loading them
         self._data: Any = None
@@ -97,6 +140,7 @@ class Context:
         self._background: set[str] = set()  # memo keys when_ready is computing
         self._background_lock = threading.Lock()  # not self._lock, which data() holds while the data is set up
         self._plot_lock = threading.Lock()
+        self.round_limit = RoundLimit(settings.max_rounds, settings.rounds_window_s)
 
     def data(self) -> Any:
         """The bench data (one BenchData for the app's lifetime, so each source is read once)."""
@@ -214,10 +258,39 @@ class Context:
         time.sleep(pools_after_s)
         self.pools()
 
-    def render(self, request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-        """Render a template with the shared context."""
+    def render(
+        self, request: Request, name: str, status_code: int = 200, headers: dict[str, str] | None = None,
+        **context: Any,
+    ) -> HTMLResponse:
+        """Render a template with the shared context (and extra response headers, e.g. Allow or Retry-After)."""
         return self.templates.TemplateResponse(request, name, {"page": name.removesuffix(".html"), **context},
-                                               status_code=status_code)
+                                               status_code=status_code, headers=headers)
+
+
+def duration(ms: Any) -> str:
+    """A time given in milliseconds, readable at any size: under 0.1 s in ms ("6.9 ms"), else in seconds ("3.2 s")."""
+    try:
+        value = float(ms)
+    except (TypeError, ValueError):
+        return "–"
+    if value != value:
+        return "–"
+    if value < 100.0:
+        return f"{value:.2g} ms" if value < 10 else f"{value:.0f} ms"
+    return f"{value / 1000:.1f} s"
+
+
+def ratio(value: Any) -> str:
+    """A ratio to two significant digits ("0.54×", "3.1×", "560×"), so a small one does not read as 0×."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "–"
+    if number != number or number in (float("inf"), float("-inf")):
+        return "–"
+    if number >= 100:
+        return f"{round(number, -len(str(int(number))) + 2):,.0f}×"
+    return f"{float(f'{number:.2g}'):g}×"
 
 
 def _num(value: Any, digits: int = 1) -> str:
@@ -228,8 +301,28 @@ def _num(value: Any, digits: int = 1) -> str:
     return "–" if number != number else f"{number:.{digits}f}"  # NaN → dash
 
 
-def session_id(request: Request) -> str:
-    """The anonymous session id the middleware attached to the request."""
-    return request.state.session_id
+def session_id(request: Request) -> str | None:
+    """The request's anonymous session id (its cookie), or None when it has no well-formed one. Reading pages never
+    create one: a session starts with a round or a live decision (`start_session`)."""
+    cookie = request.cookies.get(SESSION_COOKIE, "")
+    valid = 16 <= len(cookie) <= 64 and cookie.replace("-", "").replace("_", "").isalnum()
+    return cookie if valid else None
+
+
+def start_session(request: Request) -> tuple[str, bool]:
+    """The request's session id, or a new random one; and whether it is new (then `keep_session` must set it)."""
+    found = session_id(request)
+    return (found, False) if found else (secrets.token_urlsafe(18), True)
+
+
+def keep_session(response: Response, session: str) -> Response:
+    """Set the session cookie on a response (a random id; it only ties one browser's rounds together)."""
+    response.set_cookie(SESSION_COOKIE, session, max_age=365 * 86400, httponly=True, samesite="lax")
+    return response
+
+
+def retry_after(seconds: float) -> dict[str, str]:
+    """A Retry-After header for `seconds` (whole seconds, at least 1)."""
+    return {"Retry-After": str(max(1, math.ceil(seconds)))}
 
 

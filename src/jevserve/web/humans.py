@@ -52,6 +52,13 @@ class Versus:
     model_median_ms: float  # per decision call of the served model
 
 
+def counted(answers: Sequence[Mapping[str, Any]], min_answer_ms: float) -> tuple[list[Mapping[str, Any]], int]:
+    """The answers people's numbers count, and how many were left out: those given less than `min_answer_ms` after
+    the item was first shown, faster than anyone reads an item (a script's, or a click through)."""
+    kept = [a for a in answers if a["time_ms"] >= min_answer_ms]
+    return kept, len(answers) - len(kept)
+
+
 def task_references(documents: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per playground task, the stored test labels, default actions and oracle actions by item id, and its metric."""
     refs: dict[str, dict[str, Any]] = {}

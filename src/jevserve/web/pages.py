@@ -10,9 +10,19 @@ from fastapi.responses import HTMLResponse, Response
 
 from jevserve.bench.board import Board, Cell, Row
 from jevserve.bench.task import CATEGORIES
-from jevserve.web.context import MAX_LIVE_CHARS, MAX_LIVE_FORM_BYTES, PENDING, Context, PageError, read_form
+from jevserve.web.context import (
+    MAX_LIVE_CHARS,
+    MAX_LIVE_FORM_BYTES,
+    PENDING,
+    Context,
+    PageError,
+    keep_session,
+    read_form,
+    start_session,
+)
 from jevserve.web.decisions import DECISIONS, TASK_DECISION
-from jevserve.web.humans import HumanCell, human_cells
+from jevserve.web.humans import HumanCell, counted, human_cells
+from jevserve.web.store import pseudonym
 
 PEOPLE_ROW = "people (playground)"
 
@@ -58,7 +68,8 @@ def _people(context: Context) -> dict[str, HumanCell]:
     cached = context.memo.get("__people__")
     if cached and cached[0] == version and cached[1] is site:
         return cached[2]
-    cells = human_cells(context.store.answer_rows(), site.refs) if version else {}
+    answers, _ = counted(context.store.answer_rows(), context.settings.min_answer_ms)
+    cells = human_cells(answers, site.refs) if version else {}
     context.memo["__people__"] = (version, site, cells)
     return cells
 
@@ -174,9 +185,13 @@ def register(app: FastAPI, context: Context) -> None:
             raise PageError(413, f"the request text is {length:,} characters; at most {MAX_LIVE_CHARS:,} here")
         if route and route not in live.routes:
             raise PageError(400, f"unknown route {route[:60]!r}; expected one of: {', '.join(live.routes)}")
-        result = await live.run(text, route or None)
-        return context.render(request, "live.html", live=live, result=result, text=text, route=route,
+        # The demo's cache is the visitor's own (its tenant comes from the session), so a repeat is served from it
+        # only when this visitor typed it before: another visitor's text is never found there.
+        session, fresh = start_session(request)
+        result = await live.run(text, route or None, tenant=f"web-live:{pseudonym(session)}")
+        page = context.render(request, "live.html", live=live, result=result, text=text, route=route,
                               max_chars=MAX_LIVE_CHARS)
+        return keep_session(page, session) if fresh else page
 
     @app.get("/methodology", response_class=HTMLResponse)
     def methodology_page(request: Request) -> HTMLResponse:

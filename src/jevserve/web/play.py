@@ -15,15 +15,24 @@ import re
 import secrets
 import time
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
 from jevserve.web.answering import ask_model, cached_probabilities, stored_choice
-from jevserve.web.context import Context, PageError, read_form, session_id
+from jevserve.web.context import (
+    Context,
+    PageError,
+    keep_session,
+    read_form,
+    retry_after,
+    session_id,
+    start_session,
+)
 from jevserve.web.decisions import DECISIONS, draw_round
-from jevserve.web.humans import expected_accuracy, versus
+from jevserve.web.humans import counted, expected_accuracy, versus
 from jevserve.web.store import ModelAnswer, Round
 
 _ROUND_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
@@ -31,7 +40,7 @@ _ROUND_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 
 def _round(context: Context, request: Request, round_id: str) -> Round:
     found = context.store.get_round(round_id) if _ROUND_ID.match(round_id) else None
-    if found is None or found.session_id != session_id(request):
+    if found is None or session_id(request) is None or found.session_id != session_id(request):
         raise PageError(404, f"no round {round_id[:80]!r} in this session; start one at /play")
     return found
 
@@ -85,12 +94,22 @@ def register(app: FastAPI, context: Context) -> None:
     @app.post("/play/rounds")
     async def start_round(request: Request) -> RedirectResponse:
         await read_form(request)
+        address = request.client.host if request.client else "-"
+        wait_s = context.round_limit.admit(address)
+        if wait_s is not None:
+            limit = context.round_limit
+            raise PageError(429, f"this address has started {limit.limit} rounds in the last "
+                                 f"{limit.window_s / 60:g} minutes, the most one address may; try again in "
+                                 f"{max(1, round(wait_s / 60))} minute{'s' if round(wait_s / 60) > 1 else ''}",
+                            headers=retry_after(wait_s))
         pools = context.pools()
         seed = secrets.randbits(63)
         round_id = secrets.token_urlsafe(16)
         model = context.settings.decider.name if context.settings.decider else "-"
-        context.store.create_round(round_id, session_id(request), seed, model, draw_round(pools, seed))
-        return RedirectResponse(f"/play/rounds/{round_id}", status_code=303)
+        session, fresh = start_session(request)
+        context.store.create_round(round_id, session, seed, model, draw_round(pools, seed))
+        response = RedirectResponse(f"/play/rounds/{round_id}", status_code=303)
+        return keep_session(response, session) if fresh else response
 
     @app.get("/play/rounds/{round_id}", response_class=HTMLResponse)
     def round_page(request: Request, round_id: str) -> HTMLResponse:
@@ -129,17 +148,26 @@ def register(app: FastAPI, context: Context) -> None:
             if pool_item is None:
                 raise PageError(410, f"item {item.item_id} is no longer in the {item.decision} pool")
             time_ms = max(0.0, (time.time() - item.shown_at) * 1000.0)
-            context.store.record_answer(round_id, position, choice, pool_item.truth, choice == pool_item.truth,
-                                        time_ms)
+            stored = context.store.record_answer(round_id, position, choice, pool_item.truth,
+                                                 choice == pool_item.truth, time_ms)
+        else:
+            stored = False
         reveal_url = f"/play/rounds/{round_id}/reveal/{position}"
+        if not stored:
+            # Answered first elsewhere (another tab, or a concurrent submit): the first answer stands, and when this
+            # one differs the reveal says so instead of judging an answer this tab never gave.
+            first = context.store.get_round(round_id).items[position].choice
+            if first != choice:
+                reveal_url += f"?not_stored={quote(choice)}"
         # The served model is asked as soon as the answer is stored, so its answer is there whether or not the
         # redirect is followed; when it cannot be reached, the reveal page asks again.
         await run_in_threadpool(_served_answer, context, round_, position,
-                                f"your answer is stored; open {reveal_url} to ask it again")
+                                f"your answer is stored; open {reveal_url} for the right answer (it asks the "
+                                "model again)")
         return RedirectResponse(reveal_url, status_code=303)
 
     @app.get("/play/rounds/{round_id}/reveal/{position}", response_class=HTMLResponse)
-    def reveal(request: Request, round_id: str, position: str) -> HTMLResponse:
+    def reveal(request: Request, round_id: str, position: str, not_stored: str = "") -> HTMLResponse:
         round_ = _round(context, request, round_id)
         index = _position(position, round_)
         item = round_.items[index]
@@ -147,7 +175,12 @@ def register(app: FastAPI, context: Context) -> None:
             raise PageError(409, f"item {index + 1} is not answered yet; answer it at /play/rounds/{round_id}")
         decision = DECISIONS[item.decision]
         pool_item = context.pools().get(item.decision, item.item_id)
-        served = _served_answer(context, round_, index)
+        # the truth and the person's answer do not depend on the served model: a model that is down only leaves
+        # its own row out, with a sentence saying so
+        try:
+            served, served_error = _served_answer(context, round_, index), None
+        except PageError as exc:
+            served, served_error = None, str(exc.detail)
         others: list[dict[str, Any]] = [
             {"model": r.model, "kind": r.kind, "choice": stored_choice(r, decision, item.item_id),
              "probabilities": cached_probabilities(context.cached_answers(r.model), r.model, decision, pool_item)
@@ -155,14 +188,20 @@ def register(app: FastAPI, context: Context) -> None:
             for r in context.site.get().stored if r.model != round_.model and decision.task in r.values
         ]
         return context.render(request, "reveal.html", round=round_, item=item, pool_item=pool_item,
-                              decision=decision, served=served, others=others, levels=_levels(decision),
-                              next_position=round_.next_position)
+                              decision=decision, served=served, served_error=served_error, others=others,
+                              levels=_levels(decision), next_position=round_.next_position,
+                              not_stored=not_stored if not_stored in dict(decision.options) and
+                              not_stored != item.choice else None)
 
     @app.get("/people", response_class=HTMLResponse)
     def people_page(request: Request) -> HTMLResponse:
-        rows = versus(context.store.answer_rows())
+        answers, left_out = counted(context.store.answer_rows(), context.settings.min_answer_ms)
+        rows = versus(answers)
         decider = context.settings.decider
         pools = context.pools_if_ready()  # loading them takes tens of seconds: the page does not wait for it
         expected = None if pools is None else expected_accuracy(pools, context.site.get().stored)
         return context.render(request, "people.html", rows=rows, decisions=DECISIONS,
-                              model=decider.name if decider else None, expected=expected)
+                              model=decider.name if decider else None, expected=expected, left_out=left_out,
+                              min_answer_s=context.settings.min_answer_ms / 1000.0,
+                              max_rounds=context.settings.max_rounds,
+                              window_min=context.settings.rounds_window_s / 60.0)

@@ -13,6 +13,7 @@ and the first answer stands. Sessions are a random cookie value; nothing persona
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import time
@@ -105,6 +106,12 @@ class ModelAnswer:
     choice: str | None  # the option the model's rule picks; None when it has no rule for this decision
     probabilities: dict[str, float]  # option or level → probability, as the model answered
     decision_ms: float  # wall time of the decision call, measured by the web process
+
+
+def pseudonym(session_id: str) -> str:
+    """A one-way name for a session: the first 16 hex digits of SHA-256 of its id. Exports carry this, never the
+    id itself, which is the session's cookie and would let whoever holds an export act as that browser."""
+    return hashlib.sha256(session_id.encode("utf-8")).hexdigest()[:16]
 
 
 class StoreError(Exception):
