@@ -126,3 +126,32 @@ def test_zero_shot_choice_prefers_the_most_similar_option_and_temperature_sharpe
     sharp = ZeroShotReadout(ZeroShotParams(choice_temperature=0.05)).probabilities(state, vectors, question)
     assert soft.argmax() == sharp.argmax() == 1
     assert sharp.max() > soft.max()
+
+
+def test_a_huge_state_is_refused_after_tokenizing_a_bounded_prefix(monkeypatch):
+    from jevserve.decide import embedder as embedder_module
+    from jevserve.decide.embedder import COUNT_CHUNK_CHARS, InputTooLongError
+
+    embedder = int8_embedder()
+    seen: list[int] = []
+    encode = embedder.tokenizer.encode
+
+    class Spy:  # the Rust tokenizer's methods cannot be patched; wrap it
+        def encode(self, text, **kwargs):
+            seen.append(len(text))
+            return encode(text, **kwargs)
+
+    monkeypatch.setattr(embedder, "tokenizer", Spy())
+    huge = "wN " * 1_300_000  # 3.9 MB, about 2.6 million word pieces
+    with pytest.raises(InputTooLongError, match="more than 32768 tokens"):
+        embedder.check(huge)
+    # over the limit after a few chunks: what was tokenized is a small part of the text
+    assert sum(seen) < 30 * COUNT_CHUNK_CHARS < len(huge) / 5
+    # a long text within the limit is counted whole, chunk by chunk, and the count is exact
+    monkeypatch.setattr(embedder_module, "COUNT_CHUNK_CHARS", 64)
+    text = "Ünïcode naïve café, 漢字 and\ttabs\x0bcontrol " * 200
+    exact = len(encode(text, add_special_tokens=False).ids)
+    for limit, over in ((exact, False), (exact - 1, True)):
+        monkeypatch.setattr(embedder, "max_tokens", limit)  # the embedder is shared: restored after the test
+        embedder._token_counts.clear()
+        assert embedder.over_limit(text) is over

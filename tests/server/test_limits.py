@@ -143,3 +143,15 @@ def test_a_key_repeated_in_one_object_gets_422_rather_than_a_silently_lost_quest
         # the same keys in different objects are fine
         fine = '{"state": {"a": 1}, "questions": {"a": {"type": "choice", "criteria": {"a": null, "b": null}}}}'
         assert c.post("/v1/systemone", content=fine.encode(), headers={"content-type": "application/json"}).is_success
+
+
+def test_a_utf8_byte_order_mark_is_ignored_and_errors_carry_a_request_id():
+    body = b'{"state": "x", "questions": {"a": {"type": "noul", "instructions": "Is it?"}}}'
+    with TestClient(create_app([FakeBackend()])) as c:
+        r = c.post("/v1/systemone", content=b"\xef\xbb\xbf" + body, headers={"content-type": "application/json"})
+        assert r.status_code == 200 and set(r.json()["answers"]) == {"a"}
+        bad = c.post("/v1/systemone", content=b"{", headers={"content-type": "application/json"})
+        unknown = c.post("/v1/systemone", content=body.replace(b'"state"', b'"model": "nope", "state"'),
+                         headers={"content-type": "application/json"})  # fmt: skip
+    assert bad.status_code == 422 and len(bad.headers["x-typesafe-request-id"]) == 32
+    assert unknown.status_code == 404 and len(unknown.headers["x-typesafe-request-id"]) == 32

@@ -52,3 +52,43 @@ def test_a_bound_that_is_no_number_is_refused_before_anything_loads(flag, value,
         main(["serve", "remote:http://127.0.0.1:9", flag, value])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and f"{flag} {value!r}" in err and said in err and "loading model" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--device", "cuda"], "--device would be ignored: it applies to causal:PATH models only, not 'embedded'"),
+        (["tuned", "--allow-network"], "--allow-network would be ignored"),
+        (["causal:/nowhere", "--remote-model", "m"], "--remote-model would be ignored: it applies to remote:URL"),
+        (["--allow-network", "remote:http://127.0.0.1:9", "--remote-timeout-s", "3", "--device", "cpu"],
+         "--device would be ignored: it applies to causal:PATH models only, not 'remote:http://127.0.0.1:9'"),
+    ],
+)
+def test_an_option_of_another_kind_of_backend_is_refused_not_ignored(argv, says, capsys):
+    assert main(["serve", *argv]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "loading model" not in err
+
+
+def test_a_key_the_sdk_cannot_send_is_refused_at_startup(monkeypatch, capsys):
+    monkeypatch.setenv("JEV_TEST_KEY", "my key")
+    assert main(["serve", "remote:http://127.0.0.1:9", "--api-key-env", "JEV_TEST_KEY"]) == 2
+    assert "typesafe-sdk refuses to send" in capsys.readouterr().err
+
+
+def test_every_listed_log_level_starts_the_server_and_others_are_refused(monkeypatch, capsys):
+    import logging
+
+    import uvicorn
+
+    started = []
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets: started.append(self.config.log_level))
+    monkeypatch.setattr(logging.root, "handlers", [])  # so that basicConfig sets the level again
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    assert main(["serve", "remote:http://127.0.0.1:9", "--port", str(port), "--log-level", "trace"]) == 0
+    assert started == ["trace"] and logging.root.level == 5
+    with pytest.raises(SystemExit) as refused:
+        main(["serve", "--log-level", "chatty"])
+    assert refused.value.code == 2 and "invalid choice: 'chatty'" in capsys.readouterr().err

@@ -47,6 +47,9 @@ def default_spinning() -> bool:
 QUESTION_TEXT = "a question's instructions or option text"  # what `Embedder.check` names when it is not a state
 
 
+COUNT_CHUNK_CHARS = 16_384  # characters tokenized at a time when a text is checked against the token limit
+
+
 class LRUCache:
     """A thread-safe bounded mapping from text to a read-only embedding."""
 
@@ -138,10 +141,35 @@ class Embedder:
 
     def check(self, text: str, what: str = "state") -> None:
         """Raise InputTooLongError when `text` (a state, or `what` it is) is over the token limit."""
-        if len(text) > self.max_tokens and self.num_tokens(text) > self.max_tokens:
+        if len(text) > self.max_tokens and self.over_limit(text):
             raise InputTooLongError(
                 f"{what} has more than {self.max_tokens} tokens, this model's limit; shorten or split it"
             )
+
+    def over_limit(self, text: str) -> bool:
+        """Whether `text` has more than `max_tokens` word pieces, tokenizing no more of it than it takes to tell.
+
+        A text under the body limit can hold a million word pieces; tokenized whole only to be refused, it cost seconds
+        and hundreds of MB. It is counted in pieces cut at a space instead, stopping once the sum is over the limit.
+        The sum is exact: BERT's normaliser works character by character and its pre-tokenizer splits at every space,
+        so no word piece spans a space (the cut is at a plain space only: a control character such as \\v is deleted
+        by the normaliser, and joins the characters around it).
+        """
+        count = self._token_counts.get(text)
+        if count is not None:
+            return count > self.max_tokens
+        total, start = 0, 0
+        while start < len(text):
+            end = start + COUNT_CHUNK_CHARS
+            if end < len(text):
+                space = text.find(" ", end)
+                end = len(text) if space < 0 else space
+            total += len(self.tokenizer.encode(text[start:end], add_special_tokens=False).ids)
+            if total > self.max_tokens:
+                return True
+            start = end
+        self._token_counts[text] = total
+        return False
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Return an (n, 384) float32 array of unit-length embeddings, one row per text, using the cache."""

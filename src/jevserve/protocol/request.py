@@ -123,6 +123,8 @@ def parse_request(body: bytes) -> SystemOneRequest:
     §6): such a body is refused, as the gateway refuses it. An unpaired surrogate escape is named as such; the
     parser calls it "unexpected end of hex escape".
     """
+    # A UTF-8 byte-order mark, which some Windows tools write: RFC 8259 §8.1 lets a parser ignore it, and this one does
+    body = body.removeprefix(b"\xef\xbb\xbf")
     if b"NaN" in body or b"Infinity" in body:  # cheap first look; the parse below decides
         try:
             from_json(body, allow_inf_nan=False)

@@ -117,9 +117,10 @@ def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None
     return Response(body, status_code=status, media_type="application/json", headers=headers)
 
 
-def _error(state: ServerState, exc: SystemOneError) -> Response:
+def _error(state: ServerState, exc: SystemOneError, request_id: str | None = None) -> Response:
     state.metrics.errors.labels(error_type=exc.error_type).inc()
-    return _json(exc.body(), exc.status_code, exc.headers)
+    headers = dict(exc.headers or {}) | ({REQUEST_ID: request_id} if request_id else {})
+    return _json(exc.body(), exc.status_code, headers)
 
 
 def _check_auth(state: ServerState, request: Request) -> None:
@@ -154,6 +155,7 @@ def _check_caps(settings: ServerSettings, questions: Sequence[Question]) -> None
         )
 
 
+REQUEST_ID = "x-typesafe-request-id"
 OFFLOAD_BYTES = 64 * 1024  # bodies larger than this are parsed and answered off the event loop
 
 
@@ -274,6 +276,9 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
 
     async def systemone(request: Request) -> Response:
         started = time.perf_counter()
+        # every answer of the route carries an id, errors too, so a client can quote it (the SDK reads it)
+        request_id = uuid.uuid4().hex
+        tagged = {REQUEST_ID: request_id}
         state.num_arriving += 1
         submitted = False
         try:
@@ -291,7 +296,7 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
                 metrics.errors.labels(error_type="validation_error").inc()
                 metrics.requests.labels(route=ROUTE, status="422").inc()
                 errors = exc.errors(include_url=False, include_context=False, include_input=False)
-                return _json(validation_body(errors), 422)
+                return _json(validation_body(errors), 422, tagged)
             state.num_arriving -= 1
             submitted = True
             work = asyncio.ensure_future(served.batcher.decide(items))
@@ -306,13 +311,13 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
                 metrics.errors.labels(error_type="internal_error").inc()
                 metrics.requests.labels(route=ROUTE, status="500").inc()
                 message = f"internal error: model {name} returned an invalid probability vector ({exc})"
-                return _json(error_body("internal_error", message), 500)
+                return _json(error_body("internal_error", message), 500, tagged)
             metrics.requests.labels(route=ROUTE, status="200").inc()
             metrics.latency.observe(time.perf_counter() - started)
-            return _json(payload, headers={"x-typesafe-request-id": uuid.uuid4().hex})
+            return _json(payload, headers=tagged)
         except SystemOneError as exc:
             metrics.requests.labels(route=ROUTE, status=str(exc.status_code)).inc()
-            return _error(state, exc)
+            return _error(state, exc, request_id)
         finally:
             if not submitted:
                 state.num_arriving -= 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import socket
 import sys
 
@@ -80,8 +81,42 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--allow-network", action="store_true", help="causal backend: allow fetching a hub id")
     p.add_argument("--device", default="cpu", help="causal backend: torch device (default: cpu)")
-    p.add_argument("--log-level", default="warning", help="uvicorn log level (default: warning)")
-    p.set_defaults(func=run_serve)
+    p.add_argument("--log-level", default="warning", choices=LOG_LEVELS, help="log level (default: warning)")
+    p.set_defaults(func=run_serve, check_argv=_ignored_flags)
+
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's; trace is below debug
+VALUELESS_FLAGS = frozenset({"--allow-network", "-h", "--help"})
+TRACE_LEVEL = 5  # the number uvicorn gives its trace level, for the server's own log lines
+
+
+def _ignored_flags(argv: list[str]) -> None:
+    """Refuse the options only one kind of backend reads when the model spec names another kind."""
+    from jevserve.argtypes import refuse_ignored
+
+    positional, tokens = [], iter(argv[1:])  # argv[0] is `serve`
+    for token in tokens:
+        if not token.startswith("-"):
+            positional.append(token)
+        elif "=" not in token and token not in VALUELESS_FLAGS:
+            next(tokens, None)  # the flag's value
+    spec = positional[0] if positional else "embedded"
+    causal, remote = spec.startswith("causal:"), spec.startswith(("remote:", "http://", "https://"))
+    not_causal = f"it applies to causal:PATH models only, not {spec!r}"
+    not_remote = f"it applies to remote:URL models only, not {spec!r}"
+    refuse_ignored(argv, [
+        ("--device", causal, not_causal),
+        ("--allow-network", causal, not_causal),
+        ("--remote-key-env", remote, not_remote),
+        ("--remote-model", remote, not_remote),
+        ("--remote-timeout-s", remote, not_remote),
+        ("--remote-max-in-flight", remote, not_remote),
+    ])
+
+
+def sdk_sendable(key: str) -> bool:
+    """Whether the official SDK will send `key`: non-empty printable ASCII without whitespace (SYSTEMONE_API.md §2)."""
+    return bool(re.fullmatch(r"[!-~]+", key))
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -98,6 +133,11 @@ def run_serve(args: argparse.Namespace) -> int:
             print(
                 f"error: --api-key-env {args.api_key_env}: that environment variable is empty or unset", file=sys.stderr
             )
+            return 2
+        if not sdk_sendable(api_key):
+            print(f"error: --api-key-env {args.api_key_env}: the key holds whitespace or characters other than "
+                  "printable ASCII, which typesafe-sdk refuses to send, so no SDK client could reach this server; "
+                  "choose a key of printable ASCII without spaces", file=sys.stderr)
             return 2
     options = BackendOptions(
         remote_key_env=args.remote_key_env,
@@ -146,7 +186,8 @@ def run_serve(args: argparse.Namespace) -> int:
         flush=True,
     )
     # The server's own log lines (499 disconnects, 500 causes) go to stderr at the chosen level.
-    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    level = TRACE_LEVEL if args.log_level == "trace" else args.log_level.upper()
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     config = uvicorn.Config(app, log_level=args.log_level, access_log=False)
     uvicorn.Server(config).run(sockets=[sock])
     return 0
