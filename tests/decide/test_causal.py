@@ -186,6 +186,14 @@ def test_state_beyond_the_context_window_raises_input_too_long(tmp_path: Path):
         small.decide([too_long])
 
 
+def test_a_state_too_long_for_any_tokenization_is_refused_without_tokenizing_it(tmp_path: Path, monkeypatch):
+    small = CausalLMBackend(str(save_tiny_causal_lm(tmp_path, max_positions=128)))
+    monkeypatch.setattr(small, "_encode", lambda text: pytest.fail(f"tokenized {len(text)} characters"))
+    huge = "x" * (128 * small._longest_token_chars + 1)
+    with pytest.raises(InputTooLongError, match=r"state: \d+ characters, more than model .* 128 positions"):
+        small.check([DecisionItem(huge, noul())])
+
+
 def test_count_tokens_is_the_tokenizer_count_of_what_the_model_reads(backend: CausalLMBackend, model_dir: Path):
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     state_tokens = len(tokenizer(state_text(TICKET))["input_ids"])  # with the BOS the tokenizer adds

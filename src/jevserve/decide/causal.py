@@ -71,6 +71,10 @@ class CausalLMBackend(DecisionBackend):
         self._lock = threading.Lock()  # one forward pass at a time; tokenizing may run alongside
         # Fast tokenizers raise "Already borrowed" when two threads encode at once; check() runs on request threads.
         self._tokenize_lock = threading.Lock()
+        # The most characters one token spells (added tokens included): a state longer than the window can hold at
+        # that rate is refused without tokenizing it, as a state of megabytes took seconds and hundreds of MB to
+        # tokenize only to be refused.
+        self._longest_token_chars = max(map(len, self._tokenizer.get_vocab()), default=1)
         self._state_ids = lru_cache(maxsize=256)(self._encode_state)
         self._question_plan = lru_cache(maxsize=4096)(self._plan_question)
         self.card = ModelCard(
@@ -111,6 +115,14 @@ class CausalLMBackend(DecisionBackend):
 
     def check(self, items: Sequence[DecisionItem]) -> None:
         """Raise `InputTooLongError` when a state and question need more positions than the model's window."""
+        most_chars = self.context_window * self._longest_token_chars
+        for state in {item.state for item in items}:
+            if len(state) > most_chars:
+                raise InputTooLongError(
+                    f"state: {len(state)} characters, more than model {self.card.name!r} can read in its "
+                    f"{self.context_window} positions (none of its tokens spells more than "
+                    f"{self._longest_token_chars} characters); shorten the state (nothing is cut silently)"
+                )
         for state, question in dict.fromkeys((item.state, item.question) for item in items):
             plan = self.plan(DecisionItem(state, question))
             needed = len(plan.state_ids) + plan.question.num_positions
