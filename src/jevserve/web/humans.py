@@ -4,14 +4,18 @@ The board row scores people exactly as the bench scores a model, on the test ite
 on their answers against the default rule's and the oracle's stored actions on the same items, on the bench's scale
 (bench.paired.TaskScale: 100 × (m − default) / (oracle − chance), the denominator fixed on the items answered, the
 numerator paired on each draw), with a 95% percentile-bootstrap interval. Resampling draws players
-(anonymous sessions), not answers, since one person's answers are not independent of each other.
+(anonymous sessions), not answers, since one person's answers are not independent of each other. These are the
+row's own draws (NUM_RESAMPLES of them, not the board's shared ones), one set for every task: each draw weighs every
+player the same on each task, so a category's average is the mean of its tasks' scores draw by draw, as a model
+row's is.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,6 +39,7 @@ class HumanCell:
     num_answers: int
     num_rounds: int
     num_players: int
+    draws: np.ndarray | None = field(default=None, repr=False, compare=False)  # the score per draw (averages)
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,10 @@ def human_cells(
 ) -> dict[str, HumanCell]:
     """Per playground task with answers, people's normalised score (see the module doc)."""
     cells = {}
+    # one draw of players for every task (seeded), so that tasks' draws line up for category averages
+    players = sorted({a["session_id"] for a in answers})
+    player_draws = bootstrap_weights(players, num_resamples, task_seed("web:people")) if players else None
+    player_index = {p: i for i, p in enumerate(players)}
     for decision in DECISIONS.values():
         ref = refs.get(decision.task)
         rows = [a for a in answers if a["decision"] == decision.key and ref and a["item_id"] in ref["by_id"]]
@@ -101,16 +110,36 @@ def human_cells(
         values = np.array([_human_value(decision.key, a["choice"]) for a in rows])
         if decision.key != "length":
             values = values.astype(bool)
-        weights = bootstrap_weights([a["session_id"] for a in rows], num_resamples, task_seed(decision.task))
+        weights = player_draws[:, [player_index[a["session_id"]] for a in rows]]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # τ-b of a draw with one distinct value is undefined (NaN), not an error
             scale = TaskScale(metric.chance(labels), metric(labels, default), metric(labels, oracle))
             point = float(scale.score(metric(labels, values)))
             paired = metric.weighted(labels, values, weights) - metric.weighted(labels, default, weights)
-            low, high = interval(scale.score(paired + scale.default))
+            draws = np.asarray(scale.score(paired + scale.default), dtype=float)
+            low, high = interval(draws)
         cells[decision.task] = HumanCell(point, low, high, len(rows), len({a["round_id"] for a in rows}),
-                                         len({a["session_id"] for a in rows}))
+                                         len({a["session_id"] for a in rows}), draws)
     return cells
+
+
+def category_cells(cells: Mapping[str, HumanCell], category_tasks: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """Per category (→ the tasks its average covers), the mean of people's scores on those tasks and its interval
+    from the mean per draw, as bench.cells.average does for a model row; categories without a scored task are
+    left out. Values are bench.board.Cell."""
+    from jevserve.bench.board import Cell
+
+    out = {}
+    for category, names in category_tasks.items():
+        present = [n for n in names if n in cells and math.isfinite(cells[n].score)]
+        if not present:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            means = np.nanmean(np.vstack([cells[n].draws for n in present]), axis=0)
+        low, high = interval(means)
+        out[category] = Cell(float(np.mean([cells[n].score for n in present])), low, high)
+    return out
 
 
 def _share_with_interval(hits: np.ndarray, clusters: Sequence[str], seed: int) -> tuple[float, tuple[float, float]]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+from dataclasses import replace
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -21,38 +23,84 @@ from jevserve.web.context import (
     start_session,
 )
 from jevserve.web.decisions import DECISIONS, TASK_DECISION
-from jevserve.web.humans import HumanCell, counted, human_cells
+from jevserve.web.humans import NUM_RESAMPLES, HumanCell, category_cells, counted, human_cells
 from jevserve.web.store import pseudonym
 
 PEOPLE_ROW = "people (playground)"
 
 
-def _sort_value(cell: Cell | HumanCell | None) -> float:
-    return cell.score if cell is not None and math.isfinite(cell.score) else -math.inf
+def category_tasks(board: Board) -> dict[str, list[str]]:
+    """Per category, the tasks its average covers: every ranking task that is not near-oracle, as bench.board
+    averages them (schedule-return included; guard-jailbreak and agent-web-policy, shown as Δ metric, not)."""
+    every = [t for t in board.ranking_tasks if t not in board.near_oracle_tasks]
+    return {c: [t for t in every if board.task_categories.get(t) == c] for c in CATEGORIES}
+
+
+def _sort_key(cell: Any, partial: bool = False) -> tuple[int, float]:
+    # complete cells first (best first), then cells that average fewer of their category's tasks, then none
+    if cell is None or not math.isfinite(cell.score):
+        return (2, 0.0)
+    return (1 if partial else 0, -cell.score)
 
 
 def board_rows(board: Board, people: dict[str, HumanCell], sort: str | None) -> list[dict[str, Any]]:
-    """The board's rows plus the people row, as the template reads them, sorted by `sort` (a column key)."""
+    """The board's rows plus the people row, as the template reads them, sorted by `sort` (a column key).
+
+    Each row carries, per category, how many of the category's tasks its average covers ("coverage": (n, of)), so
+    a partial average is marked and sorted after the complete ones; near-oracle tasks are shown by their raw
+    difference from the rule ("near": task → bench TaskCell), as the static board shows them."""
+    by_category = category_tasks(board)
     rows: list[dict[str, Any]] = [
         {"model": r.model, "kind": r.kind, "rank": r.rank, "average": r.average, "categories": r.categories,
-         "tasks": r.tasks, "notes": r.notes, "link": True} for r in board.rows
+         "tasks": r.tasks, "notes": row_notes(r), "link": True,
+         "near": {t: c for t, c in r.cells.items() if t in board.near_oracle_tasks}} for r in board.rows
     ]
     if people:
+        headline = sum(t in people for t in board.headline_tasks)
         rows.append({
-            "model": PEOPLE_ROW, "kind": "people", "rank": None, "average": None, "categories": {},
-            "tasks": dict(people), "link": False,
-            "notes": (f"covers {len(people)} of {len(board.ranking_tasks)} tasks: not ranked",
-                      _rounds_note(people)),
+            "model": PEOPLE_ROW, "kind": "people", "rank": None, "average": None,
+            "categories": category_cells(people, by_category), "tasks": dict(people), "link": False, "near": {},
+            "notes": (f"covers {headline} of {len(board.headline_tasks)} headline tasks: not ranked",
+                      _rounds_note(people),
+                      f"intervals resample players ({NUM_RESAMPLES:,} draws of its own, not the board's)"),
         })
+    for row in rows:
+        row["coverage"] = {c: (sum(t in row["tasks"] for t in names), len(names)) for c, names in by_category.items()
+                           if c in row["categories"]}
     if sort:
-        def key(row: dict[str, Any]) -> float:
+        def key(row: dict[str, Any]) -> tuple[int, float]:
             if sort == "average":
-                return _sort_value(row["average"])
+                return _sort_key(row["average"])
             if sort.startswith("category:"):
-                return _sort_value(row["categories"].get(sort.split(":", 1)[1]))
-            return _sort_value(row["tasks"].get(sort.split(":", 1)[-1]))
-        rows.sort(key=key, reverse=True)
+                name = sort.split(":", 1)[1]
+                covered, of = row["coverage"].get(name, (0, 0))
+                return _sort_key(row["categories"].get(name), partial=covered < of)
+            name = sort.split(":", 1)[-1]
+            near = row["near"].get(name)
+            if near is not None:  # a near-oracle column sorts by the raw difference it shows
+                return _sort_key(Cell(near.difference, near.difference_low, near.difference_high))
+            return _sort_key(row["tasks"].get(name))
+        rows.sort(key=key)
     return rows
+
+
+_RERUN = re.compile(r" \(rerun: ([^)]*)\)")
+
+
+def row_notes(row: Row) -> tuple[str, ...]:
+    """The row's notes, with a rerun task that the board leaves out (its rerun scored other test items than the
+    reference row's) said to be left out, rather than listed as rerun as if its cell were on the board."""
+    out = []
+    for note in row.notes:
+        found = _RERUN.search(note)
+        if found:
+            rerun = [t.strip() for t in found.group(1).split(",")]
+            shown, left = [t for t in rerun if t in row.tasks], [t for t in rerun if t not in row.tasks]
+            parts = ([f"rerun: {', '.join(shown)}"] if shown else []) + (
+                [f"rerun on other test items, so left out: {', '.join(left)}"] if left else [])
+            note = note[:found.start()] + f" ({'; '.join(parts)})" + note[found.end():]
+        out.append(note)
+    return tuple(out)
 
 
 def _rounds_note(people: dict[str, HumanCell]) -> str:
@@ -114,6 +162,7 @@ def register(app: FastAPI, context: Context) -> None:
             request, "board.html", board=board, rows=rows, tasks=tasks, categories=categories,
             shown_categories=[category] if category else categories, category=category, kind=kind, kinds=kinds,
             sort=sort, playground_tasks=TASK_DECISION, people_note=_people_note(context, people),
+            other_tasks=[t for t in board.tasks if t not in board.headline_tasks and t not in board.near_oracle_tasks],
         )
 
     @app.get("/plots/{name}.png")
@@ -134,7 +183,7 @@ def register(app: FastAPI, context: Context) -> None:
         from jevserve.web.calibration import reliability_svg
 
         return context.render(
-            request, "model.html", row=row, document=document, board=board,
+            request, "model.html", row=row, notes=row_notes(row), document=document, board=board,
             curve=curve, svg=reliability_svg(curve) if curve else None, preparing=preparing,
             failed=f"{type(failed).__name__}: {failed}" if failed is not None else None,
         )
@@ -158,8 +207,16 @@ def register(app: FastAPI, context: Context) -> None:
             raise task
         if task is None:  # its reference rows are still being read: the rest of the page does not wait for them
             task = TaskDescription(name, TASKS[name].category, None, task_questions_json(name))
-        rows = [(r.model, r.tasks[name]) for r in context.site.board().rows if name in r.tasks]
-        return context.render(request, "task.html", task=task, rows=rows,
+        board = context.site.board()
+        rows = [(r.model, r.cells.get(name) or r.tasks[name], True) for r in board.rows if name in r.tasks]
+        people = _people(context)
+        if name in people:
+            rows.append((PEOPLE_ROW, people[name], False))
+        if task.rows is not None:
+            task = replace(task, rows=tuple(_board_source_only(board, name, site.documents.get("default-rules"))
+                                            if label == "source-only check" else (label, value)
+                                            for label, value in task.rows))
+        return context.render(request, "task.html", task=task, rows=rows, near=name in board.near_oracle_tasks,
                               decision=DECISIONS.get(TASK_DECISION.get(name, "")))
 
     @app.get("/live", response_class=HTMLResponse)
@@ -195,8 +252,28 @@ def register(app: FastAPI, context: Context) -> None:
 
     @app.get("/methodology", response_class=HTMLResponse)
     def methodology_page(request: Request) -> HTMLResponse:
-        return context.render(request, "methodology.html", board=context.site.board(),
-                              decisions=DECISIONS.values())
+        board = context.site.board()
+        return context.render(request, "methodology.html", board=board, decisions=DECISIONS.values(),
+                              other_tasks=[t for t in board.tasks if t not in board.headline_tasks
+                                           and t not in board.near_oracle_tasks])
+
+
+def _board_source_only(board: Board, name: str, baseline: dict[str, Any] | None) -> tuple[str, str]:
+    """The source-only check row with each leak probe's score and interval as the board's table below shows them
+    (its shared draws), not as the probe's own run drew them: one cell, one interval on the page."""
+    from jevserve.web.site import inline_markdown
+
+    result = (baseline or {}).get("tasks", {}).get(name) or {}
+    if not result.get("source_only"):
+        return ("source-only check", inline_markdown("not needed: all items come from one source" if result else "–"))
+    parts = []
+    for probe in result["source_only"]:
+        value = result.get("metrics", {}).get(probe, {}).get("value")
+        cell = next((r.tasks.get(name) for r in board.rows if r.model == probe), None)
+        shown = f"{value:.3f}" if value is not None else "–"
+        parts.append(f"{probe} {shown} → score {cell.score:.1f} [{cell.low:.1f}, {cell.high:.1f}]" if cell
+                     else f"{probe} {shown} → not on the board")
+    return ("source-only check", inline_markdown("; ".join(parts) + " (intervals: the board's shared draws)"))
 
 
 def _reliability(context: Context, name: str, document: dict[str, Any]) -> Any:

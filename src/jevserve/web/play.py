@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
+from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
 
@@ -21,7 +22,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
-from jevserve.web.answering import ask_model, cached_probabilities, stored_choice
+from jevserve.web.answering import StoredRow, ask_model, cached_probabilities, stored_choice
 from jevserve.web.context import (
     Context,
     PageError,
@@ -71,6 +72,14 @@ def _served_answer(
         raise PageError(503, f"the decision model {decider.name!r} did not answer ({exc}); {retry}") from exc
     context.store.record_model_answer(round_.round_id, position, answer)
     return context.store.model_answer(round_.round_id, position, round_.model)
+
+
+def _on_board(context: Context) -> list[StoredRow]:
+    """The board rows' stored answers on the tasks where the board shows their cell: a task a row ran on other test
+    items than the reference row's (an older data version) is left out of its row here too."""
+    cells = {r.model: r.tasks for r in context.site.board().rows}
+    return [replace(r, values={t: v for t, v in r.values.items() if t in cells.get(r.model, {})})
+            for r in context.site.get().stored]
 
 
 def _levels(decision: Any) -> dict[str, str]:
@@ -185,7 +194,7 @@ def register(app: FastAPI, context: Context) -> None:
             {"model": r.model, "kind": r.kind, "choice": stored_choice(r, decision, item.item_id),
              "probabilities": cached_probabilities(context.cached_answers(r.model), r.model, decision, pool_item)
              if pool_item and r.kind == "model" else {}}
-            for r in context.site.get().stored if r.model != round_.model and decision.task in r.values
+            for r in _on_board(context) if r.model != round_.model and decision.task in r.values
         ]
         return context.render(request, "reveal.html", round=round_, item=item, pool_item=pool_item,
                               decision=decision, served=served, served_error=served_error, others=others,
@@ -199,7 +208,7 @@ def register(app: FastAPI, context: Context) -> None:
         rows = versus(answers)
         decider = context.settings.decider
         pools = context.pools_if_ready()  # loading them takes tens of seconds: the page does not wait for it
-        expected = None if pools is None else expected_accuracy(pools, context.site.get().stored)
+        expected = None if pools is None else expected_accuracy(pools, _on_board(context))
         return context.render(request, "people.html", rows=rows, decisions=DECISIONS,
                               model=decider.name if decider else None, expected=expected, left_out=left_out,
                               min_answer_s=context.settings.min_answer_ms / 1000.0,

@@ -16,6 +16,9 @@
         if (isNaN(na) && isNaN(nb)) return desc ? String(b).localeCompare(a) : String(a).localeCompare(b);
         if (isNaN(na)) return 1;
         if (isNaN(nb)) return -1;
+        // a category average over fewer of its tasks comes after the complete ones, in either direction
+        var pa = x.cells[col].dataset.partial ? 1 : 0, pb = y.cells[col].dataset.partial ? 1 : 0;
+        if (pa !== pb) return pa - pb;
         return desc ? nb - na : na - nb;
       });
       rows.forEach(function (r) { body.appendChild(r); });
