@@ -257,6 +257,56 @@ def test_tool_gate_applies_to_streaming_clients_too():
     assert '"tool_calls"' not in response.text
 
 
+def _streamed_call_reply(body):
+    """A stream that says a few words, then proposes a call in two pieces, as vLLM streams tool calls."""
+    def chunk(delta, finish=None):
+        return {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "stub",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    chunks = [
+        chunk({"role": "assistant", "content": "Sure, "}),
+        chunk({"content": "on it."}),
+        chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                               "function": {"name": "send_email", "arguments": ""}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"to": "attacker@evil.example"}'}}]}),
+        chunk({}, "tool_calls"),
+        {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "stub", "choices": [],
+         "usage": {"prompt_tokens": 3, "completion_tokens": 9, "total_tokens": 12}},
+    ]
+    events = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+    return httpx.Response(200, content=events, headers={"content-type": "text/event-stream"})
+
+
+@pytest.mark.parametrize("tools", [None, []])
+@pytest.mark.parametrize("p_unsafe", [0.9, 0.1])
+def test_a_live_stream_to_a_request_without_tools_still_has_its_tool_calls_gated(tools, p_unsafe, tmp_path):
+    # an upstream may add tools of its own, and clients send `tools: []`: the reply streams live (nothing asks it
+    # whole), so the gate holds the events from the first call on and judges the calls when the stream ends
+    log = tmp_path / "log.jsonl"
+    app, decider, upstreams = make_app({"tool_gate": {}}, answers={"tool_gate:0": p_unsafe},
+                                       upstreams={"u": StubUpstream(_streamed_call_reply)},
+                                       config={"log": {"path": str(log)}})  # fmt: skip
+    body = {**HI, "stream": True, "stream_options": {"include_usage": True}}
+    response = post(app, body if tools is None else {**body, "tools": tools})
+    assert upstreams["u"].requests[0]["stream"] is True  # streamed live, not asked whole
+    events = [json.loads(line[5:]) for line in response.text.splitlines()
+              if line.startswith("data:") and "[DONE]" not in line]  # fmt: skip
+    text = "".join((c.get("delta") or {}).get("content") or "" for e in events for c in e["choices"])
+    finishes = [c["finish_reason"] for e in events for c in e["choices"] if c["finish_reason"]]
+    assert "Agent action: send_email" in decider.states[-1]
+    assert events[-1]["usage"]["total_tokens"] == 12 and response.text.rstrip().endswith("data: [DONE]")
+    (line,) = [json.loads(x) for x in log.read_text().splitlines()]
+    # the verdict is logged (the headers went out before it)
+    assert [v["action"] for v in line["tool_gate"]] == ["block" if p_unsafe > 0.5 else "allow"]
+    assert line["tool_calls"] == [{"id": "call_1", "type": "function",
+                                   "function": {"name": "send_email", "arguments": '{"to": "attacker@evil.example"}'}}]
+    if p_unsafe > 0.5:
+        assert text == "Sure, on it.\n[jevserve gateway: blocked tool call(s) send_email: judged unsafe to carry out]"
+        assert "attacker@evil.example" not in response.text and finishes == ["stop"]
+    else:
+        assert text == "Sure, on it." and finishes == ["tool_calls"]
+        assert response.text.count("attacker@evil.example") == 1  # the held events, sent as they came
+
+
 def _call(call_id, name, arguments='{"path": "/"}'):
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from jevserve.gateway.context import RequestContext
+from jevserve.gateway.decisions import policies_for
 from jevserve.gateway.errors import GatewayError
+from jevserve.gateway.policies.tool_gate import ToolGate
 from jevserve.gateway.responses import (
     GatewayResponse,
     completion_response,
@@ -88,4 +90,8 @@ def _relay(gateway: Gateway, ctx: RequestContext, reply: UpstreamReply) -> Async
             ctx.outcome["stream_error"] = done.error
         await finish(gateway, ctx, reply, done.status, done.completion(ctx.body["model"]))
 
-    return relay(reply.dispatched.response, summary, on_end)
+    # A reply to a request that offered no tools streams live, and may still carry tool calls (tools the upstream
+    # adds itself, or a client's empty list): with a tool gate on the route, those are held and judged whole.
+    gated = ctx.is_chat and any(isinstance(p, ToolGate) for p in policies_for(ctx.route))
+    return relay(reply.dispatched.response, summary, on_end, model=ctx.body["model"],
+                 gate_calls=(lambda completion: gate_reply(gateway, ctx, completion)) if gated else None)

@@ -56,7 +56,7 @@ class StreamSummary:
     def _choice(self, index: int, choice: ChoiceSummary) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": "".join(choice.text)}
         if choice.tool_call_deltas:
-            message["tool_calls"] = list(choice.tool_call_deltas)
+            message["tool_calls"] = merged_tool_calls(choice.tool_call_deltas)
         if choice.function_call is not None:
             message["function_call"] = dict(choice.function_call)
         return {"index": index, "message": message,
@@ -109,6 +109,28 @@ class StreamSummary:
         return payload
 
 
+def merged_tool_calls(deltas: list[Any]) -> list[dict[str, Any]]:
+    """The calls a stream's tool-call deltas spell: OpenAI and vLLM send a call's id, type and name in its first delta
+    and its arguments in pieces after, all under the call's `index`; the pieces are joined in order. A delta without
+    an index is a call of its own."""
+    calls: dict[Any, dict[str, Any]] = {}
+    for position, delta in enumerate(deltas):
+        if not isinstance(delta, dict):
+            continue
+        index = delta.get("index")
+        key = index if isinstance(index, int) and not isinstance(index, bool) else ("alone", position)
+        call = calls.setdefault(key, {"type": "function", "function": {"name": "", "arguments": ""}})
+        for field_name in ("id", "type"):
+            if isinstance(delta.get(field_name), str):
+                call[field_name] = delta[field_name]
+        function = delta.get("function")
+        if isinstance(function, dict):
+            for part in ("name", "arguments"):
+                if isinstance(function.get(part), str):
+                    call["function"][part] += function[part]
+    return list(calls.values())
+
+
 def summarise(events: bytes) -> StreamSummary:
     """What a whole stream carried, from its bytes (the ext_proc server sees a relayed stream as it passes)."""
     summary = StreamSummary()
@@ -125,13 +147,93 @@ def error_event(message: str, *, code: str = "upstream_stream_error") -> bytes:
     return sse({"error": {"message": message, "type": "upstream_error", "param": None, "code": code}})
 
 
+def carries_tool_call(payload: Any) -> bool:
+    """Whether a chunk carries (a piece of) a tool call or a legacy function call in any choice."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("choices"), list):
+        return False
+    for choice in payload["choices"]:
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if isinstance(delta, dict) and (delta.get("tool_calls") or delta.get("function_call")):
+            return True
+    return False
+
+
+GateCalls = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+@dataclass
+class HeldCalls:
+    """The events a relay keeps back from the first tool-call chunk on, so that the calls are judged whole before
+    any reaches the client (the tool gate); `sent` counts the content characters of each choice already relayed."""
+
+    events: list[bytes] = field(default_factory=list)
+    choices: set[int] = field(default_factory=set)  # the choices that have events held
+    usage: dict[str, Any] | None = None  # a usage chunk held with them (sent last)
+    sent: dict[int, int] = field(default_factory=dict)
+
+    def note_sent(self, payload: Any) -> None:
+        """Count the content a relayed chunk carried."""
+        choices = payload.get("choices") if isinstance(payload, dict) else None
+        for choice in choices if isinstance(choices, list) else ():
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if isinstance(delta, dict) and isinstance(delta.get("content"), str):
+                index = choice.get("index", 0)
+                self.sent[index] = self.sent.get(index, 0) + len(delta["content"])
+
+    def hold(self, payload: Any) -> None:
+        """Keep a chunk back."""
+        self.events.append(sse(payload))
+        choices = payload.get("choices") if isinstance(payload, dict) else None
+        for choice in choices if isinstance(choices, list) else ():
+            if isinstance(choice, dict) and isinstance(choice.get("index", 0), int):
+                self.choices.add(choice.get("index", 0))
+        if isinstance(payload, dict) and payload.get("usage") and not payload.get("choices"):
+            self.usage = payload
+
+    async def release(self, summary: StreamSummary, model: str, gate: GateCalls) -> list[bytes]:
+        """The held events when the gate blocks nothing; else each held choice replayed from the gated reply: the
+        content it had not yet sent (the gate's note included), the calls it kept, its finish reason."""
+        completion = summary.completion(model)
+        gated = await gate(completion)
+        if gated is completion:
+            return self.events
+        base = {"object": "chat.completion.chunk", **{k: gated.get(k) for k in ("id", "created", "model")}}
+        events = []
+        for choice in gated["choices"]:
+            index = choice.get("index", 0)
+            if index not in self.choices:
+                continue
+            message = choice.get("message") or {}
+            delta: dict[str, Any] = {}
+            rest = (message.get("content") or "")[self.sent.get(index, 0):]
+            if rest:
+                delta["content"] = rest
+            if message.get("tool_calls"):
+                delta["tool_calls"] = [{**c, "index": i} for i, c in enumerate(message["tool_calls"])]
+            if message.get("function_call"):
+                delta["function_call"] = message["function_call"]
+            events.append(sse({**base, "choices": [
+                {"index": index, "delta": delta, "finish_reason": choice.get("finish_reason")}]}))
+        if self.usage is not None:
+            events.append(sse(self.usage))
+        return events
+
+
 async def relay(
     response: httpx.Response,
     summary: StreamSummary,
     on_end: Callable[[StreamSummary], Awaitable[None]],
+    *,
+    gate_calls: GateCalls | None = None,
+    model: str = "",
 ) -> AsyncIterator[bytes]:
-    """Yield the upstream's events as they come; `on_end` runs once, however the stream ends."""
+    """Yield the upstream's events as they come; `on_end` runs once, however the stream ends. With `gate_calls`
+    (a tool gate on the route), the events from the first tool-call chunk on are held until the stream ends, the
+    reply's calls are judged whole by `gate_calls` (the reply as one completion → the reply with blocked calls
+    removed), and what it keeps is sent; a stream that breaks while calls are held sends none of them."""
     events = 0
+    held: HeldCalls | None = None
+    tracking = HeldCalls() if gate_calls is not None else None  # content sent before any hold
     try:
         async for line in response.aiter_lines():
             if not line.startswith("data:"):
@@ -139,11 +241,21 @@ async def relay(
             events += 1
             payload = summary.read(line[5:].strip())
             if summary.done:
+                if held is not None and gate_calls is not None:
+                    for event in await held.release(summary, model, gate_calls):
+                        yield event
                 yield sse("[DONE]")
                 break
             if payload is None and summary.error is not None:  # malformed
                 yield error_event(summary.error)
                 return
+            if tracking is not None and held is None and carries_tool_call(payload):
+                held = tracking
+            if held is not None:
+                held.hold(payload)
+                continue
+            if tracking is not None:
+                tracking.note_sent(payload)
             yield sse(payload)
         else:
             if not summary.done and summary.error is None:
