@@ -434,7 +434,8 @@ def test_a_threshold_nobody_set_is_reported_as_the_default_not_as_set_by_hand(tm
                                        "route": {"targets": [{"model": "a"}, {"model": "b", "cost": 2}]}}]})
     _, points = resolve_operating_points(config, CountingDecider(hash_score), scores=ScoreCache(tmp_path / "c"))
     described = {p.decision: p.describe() for p in points}
-    bounded = "(the default: no threshold given; max_false_action_rate bounds its false actions)"
-    assert described["guard"].endswith(bounded)
+    # `guard: {}` is easily read as "on, as recommended": the line says nothing bounds it and what to write
+    assert "WARNING: no max_false_action_rate or threshold given, so the fixed default 0.5, which bounds nothing" in \
+        described["guard"] and described["guard"].endswith("give e.g. guard: {max_false_action_rate: 0.01})")
     assert described["harm"].endswith("(set by hand)")
     assert described["route"].endswith("(the default: no threshold given)")  # a decision no rate can bound

@@ -22,6 +22,7 @@ shape the rate can only be met in steps of 1/n (300 requests: 0.33 %).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -42,7 +43,7 @@ from jevserve.gateway.calibration import (
     score_requests,
     score_tool_calls,
 )
-from jevserve.gateway.config import GatewayConfig, PolicyConfig, RouteConfig
+from jevserve.gateway.config import GatewayConfig, PolicyConfig, RouteConfig, default_config
 from jevserve.gateway.decider import Decider
 from jevserve.gateway.errors import ConfigError
 from jevserve.gateway.policies.build import POLICIES
@@ -53,6 +54,14 @@ SCORING_VERSION = 2  # bump when the way a calibration request is scored changes
 PACKAGED_SCORES = Path(__file__).parent / "data" / "operating-points.json"
 
 Progress = Callable[[str], None]
+
+
+@functools.cache
+def recommended_rate(decision: str) -> float:
+    """The rate the documented default config runs a calibrated decision at (named where a config gives none)."""
+    policy = getattr(default_config().routes[0], decision, None)
+    rate = getattr(policy, "max_false_action_rate", None)
+    return 0.01 if rate is None else rate
 
 
 @dataclass(frozen=True)
@@ -76,8 +85,11 @@ class OperatingPoint:
         """One line: `route/guard  threshold 0.973  (max_false_action_rate 0.01: 0.98 % of 1,626 everyday ...)`."""
         head = f"{self.route}/{self.decision:<8} threshold {self.threshold:.3f} [{self.mode}]"
         if self.max_false_action_rate is None and self.by_default:
-            if self.rate_allowed:
-                return f"{head}  (the default: no threshold given; max_false_action_rate bounds its false actions)"
+            if self.rate_allowed:  # the usual slip: `guard: {}` read as "on, as recommended"
+                return (f"{head}  (WARNING: no max_false_action_rate or threshold given, so the fixed default 0.5, "
+                        "which bounds nothing: at 0.5 the embedded deciders act on a large share of ordinary "
+                        f"requests; give e.g. {self.decision}: {{max_false_action_rate: "
+                        f"{recommended_rate(self.decision):g}}})")
             return f"{head}  (the default: no threshold given)"
         if self.max_false_action_rate is None:
             return f"{head}  (set by hand)"
