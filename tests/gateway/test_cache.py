@@ -153,3 +153,49 @@ def test_an_embedder_failure_is_a_miss_and_the_reply_is_kept_for_exact_repeats()
 
     near, vector, exact = asyncio.run(scenario())
     assert near is None and vector is None and exact.tier == "exact"
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        # two speakers: the reuse question reads "What is my name?" twice and cannot tell them apart
+        ({"role": "user", "name": "alice", "content": "What is my name?"},
+         {"role": "user", "name": "bob", "content": "What is my name?"}),
+        # two images under the same words
+        ({"role": "user", "content": [{"type": "text", "text": "What is in this image?"},
+                                      {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]},
+         {"role": "user", "content": [{"type": "text", "text": "What is in this image?"},
+                                      {"type": "image_url", "image_url": {"url": "https://example.com/dog.png"}}]}),
+        # two tool results (a tool turn is not read by the reuse question)
+        ({"role": "tool", "tool_call_id": "c1", "content": "status: delivered"},
+         {"role": "tool", "tool_call_id": "c1", "content": "status: lost in transit"}),
+    ],
+)
+def test_what_the_reuse_question_cannot_read_keeps_two_requests_apart_even_when_it_says_reuse(first, second):
+    question = {"role": "user", "content": "Where is my parcel?"}
+
+    def conversation(turn):
+        return [question, turn] if turn["role"] == "tool" else [turn]
+
+    async def scenario():
+        cache = SemanticCache(char_embed)
+        stored = request_keys(conversation(first))
+        await cache.put("t", "What is my name?", {"a": "stored"}, ttl_s=60, max_entries=10, keys=stored)
+        # a bar of 0.0: any entry of the same context would be served
+        same = await cache.lookup("t", request_keys(conversation(first)), "What is my name?", 0.0)
+        other = await cache.lookup("t", request_keys(conversation(second)), "What is my name?", 0.0)
+        return same[0], other[0]
+
+    same, other = asyncio.run(scenario())
+    assert same is not None and other is None
+    texts_only = [{"role": "user", "content": "What is my name?"}, {"role": "assistant", "content": "Alice."}]
+    assert request_keys(texts_only).context == request_keys(texts_only[:1]).context  # texts stay comparable
+
+
+def test_the_indent_of_pasted_code_is_part_of_the_exact_key_and_blank_lines_around_are_not():
+    def exact(text):
+        return request_keys([{"role": "user", "content": text}]).exact
+
+    question = "print('a')\nwhy is this an IndentationError?"
+    assert exact("    " + question) != exact(question)
+    assert exact("\n\n  print('a')\nwhy?  \n") == exact("  print('a')\nwhy?")

@@ -1,15 +1,17 @@
 """The cache's keys for a request: the exact key (whole conversation and parameters) and the context key.
 
 An exact repeat, the same conversation with the same parameters for the same tenant, is served from the exact tier
-without asking anything. A near repeat is only compared with entries of the same context (system prompt, tools and
-parameters), because the reuse question reads the conversations' user and assistant turns and would not see that
-"Answer in French" and "Answer in English" want different replies.
+without asking anything. A near repeat is only compared with entries of the same context (system prompt, tools,
+parameters, and every part of the turns the reuse question does not read), because the reuse question reads the
+texts of the conversations' user and assistant turns only: it would not see that "Answer in French" and "Answer in
+English" want different replies, nor two speakers' `name`s, two images or two tool results.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ from typing import Any
 # Request fields that do not change the reply: streaming, who asks, and bookkeeping.
 IGNORED_PARAMS = frozenset({"messages", "tools", "stream", "stream_options", "user", "metadata", "store"})
 _CONTEXT_ROLES = ("system", "developer")
+_READ_ROLES = ("user", "assistant")  # the turns whose texts the reuse question reads
 
 
 @dataclass(frozen=True)
@@ -45,9 +48,27 @@ def exact_key(
 def context_key(
     messages: Sequence[Mapping[str, Any]], tools: Sequence[Any] | None, params: Mapping[str, Any] | None
 ) -> str:
-    """A digest of what shapes a reply besides the conversation's turns: system prompts, tools and parameters."""
+    """A digest of what shapes a reply besides the texts of the user and assistant turns: system prompts, tools,
+    parameters, and whatever else the turns carry (a speaker's `name`, images and other non-text parts, tool calls,
+    tool results), which the reuse question cannot read and so must be the same for two requests it compares."""
     system = [_normal(m) for m in messages if m.get("role") in _CONTEXT_ROLES]
-    return _digest({"system": system, "tools": list(tools or ()), "params": _params(params)})
+    # turns with nothing unread leave no trace, so conversations of different lengths stay comparable
+    unread = [u for u in (_unread(m) for m in messages if m.get("role") not in _CONTEXT_ROLES) if u]
+    return _digest({"system": system, "tools": list(tools or ()), "params": _params(params), "unread": unread})
+
+
+def _unread(message: Mapping[str, Any]) -> Any:
+    """What the reuse question does not read of a turn: for user and assistant turns everything but the role and the
+    text (its string, or its text parts); a turn of any other role (tool, function) whole."""
+    normal = _normal(message)
+    if message.get("role") not in _READ_ROLES:
+        return normal
+    rest = {k: v for k, v in normal.items() if k not in ("role", "content")}
+    content = normal.get("content")
+    parts = [p for p in content if not _is_text_part(p)] if isinstance(content, list) else []
+    if parts:
+        rest["parts"] = parts
+    return rest
 
 
 def _params(params: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -55,7 +76,8 @@ def _params(params: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _normal(message: Mapping[str, Any]) -> dict[str, Any]:
-    """A message with its text NFC-normalised and stripped at both ends (inner whitespace kept: code needs it).
+    """A message with its text NFC-normalised, its trailing whitespace and leading blank lines dropped (the indent of
+    its first line and all inner whitespace kept: pasted code and YAML need them).
 
     Content made only of text parts (`[{"type": "text", "text": …}, …]`) is keyed as the string of its texts joined
     by line breaks, as the decisions read it and as vLLM's chat templates receive it, so it repeats the same text
@@ -83,7 +105,10 @@ def _is_text_part(part: Any) -> bool:
 
 
 def _text(text: str) -> str:
-    return unicodedata.normalize("NFC", text.replace("\r\n", "\n")).strip()
+    return _LEADING_BLANK_LINES.sub("", unicodedata.normalize("NFC", text.replace("\r\n", "\n")).rstrip())
+
+
+_LEADING_BLANK_LINES = re.compile(r"\A(?:[^\S\n]*\n)+")
 
 
 def _digest(value: Any) -> str:
