@@ -438,6 +438,9 @@ def test_an_overloaded_decider_refuses_429_rather_than_forwarding_undecided(fall
     error = response.json()["error"]
     assert error["type"] == "rate_limit_error" and "guard" in error["message"] and "overloaded" in error["message"]
     assert upstreams["u"].requests == []  # neither forwarded undecided nor refused as if it were an injection
+    # the header says what happened to the guard, not the fallback that was not used
+    assert "guard=reject!fallback" in response.headers["x-jevserve-decisions"]
+    assert "allow" not in response.headers["x-jevserve-decisions"].split("guard=")[1].split(",")[0]
 
 
 def test_a_late_decision_that_refuses_nothing_still_forwards():

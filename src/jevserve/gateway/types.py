@@ -24,6 +24,7 @@ class Action(StrEnum):
     ROUTE = "route"  # send to the model (and thinking setting) in the detail
     PRIORITISE = "prioritise"  # queue by the predicted reply length in the detail
     SKIP = "skip"  # the decision had nothing to decide
+    REJECT = "reject"  # no answer in time for a decision that could refuse: the request is refused 429, undecided
 
 
 # The actions that answer the request without calling the upstream, in the order they win over each other.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from jevserve.gateway.cache import NoLookup
@@ -38,6 +39,11 @@ async def decide(gateway: Gateway, ctx: RequestContext) -> None:
     if gateway.config.on_decision_timeout == "reject":
         unanswered = unanswered_refusals(ctx.route, ctx.report)
         if unanswered:
+            # the header and the log say what happened to these decisions, not the fallback that was not used
+            ctx.report = replace(ctx.report, verdicts=tuple(
+                replace(v, action=Action.REJECT, reason=f"no answer within {gateway.config.decision_timeout_ms:g} "
+                        "ms: refused undecided (on_decision_timeout: reject)") if v.decision in unanswered else v
+                for v in ctx.report.verdicts))
             raise RateLimitedError(
                 f"the {' and '.join(unanswered)} decision(s) this request needs got no answer within "
                 f"{gateway.config.decision_timeout_ms:g} ms: the gateway is overloaded and does not forward a "
