@@ -61,6 +61,18 @@ def test_replay_names_each_changed_request_with_old_and_new_action_and_probabili
     assert result.to_dict()["changed"][0]["request_id"] == first.request_id
 
 
+def test_a_decision_the_new_config_removes_is_named_apart_not_a_change_of_every_request(tmp_path):
+    path = write_log(tmp_path, {"guard": 0.2, "cache": 0.9})
+    # the new config drops the cache and keeps the guard: the three requests the cache let through (allow→-) did not
+    # change; the two it served (serve_cached→-) now reach the upstream, which is a change
+    result = replay(path, {"guard": 0.2}, route={"guard": {"threshold": 0.5}})
+    assert [r.changed() for r in result.requests] == [[], [], ["cache"], ["cache"], []]
+    report = format_report(result)
+    assert "2 request(s) changed" in report and "serve_cached→- ×2" in report and "allow→- ×3" in report
+    assert "decisions the config removed (cache): in the table above, not counted" in report
+    assert result.to_dict()["added_or_removed"] == {"cache": "removed"}
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [("", "holds no records"), ('{"messages": []}\n{not json\n', "line 2: not JSON"), ('{"a": 1}\n', "line 1: not a")],
@@ -116,6 +128,26 @@ def test_check_reads_a_broken_file_in_one_line_naming_it_and_warns_of_no_routes(
     empty.write_text("decider: remote:http://127.0.0.1:9\n")
     assert main(["gateway", "check", str(empty)]) == 0
     assert "warning: no routes" in capsys.readouterr().err
+
+
+def test_check_warns_of_an_unset_upstream_key_and_says_valid_only_after_the_calibration_is_read(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.delenv("JEV_TEST_UPSTREAM_KEY", raising=False)
+    config = tmp_path / "gw.yaml"
+    config.write_text("decider: remote:http://127.0.0.1:9\nroutes: [{model: m}]\nupstreams: [{name: hosted, "
+                      "url: 'https://api.example.com/v1', api_key_env: JEV_TEST_UPSTREAM_KEY}]\n")
+    assert main(["gateway", "check", str(config)]) == 0
+    said = capsys.readouterr()
+    assert "valid" in said.out and "api_key_env JEV_TEST_UPSTREAM_KEY is unset or empty" in said.err
+    monkeypatch.setenv("JEV_TEST_UPSTREAM_KEY", "sk-test")
+    assert main(["gateway", "check", str(config)]) == 0
+    assert "unset" not in capsys.readouterr().err
+    config.write_text(f"routes: [{{model: m, guard: {{max_false_action_rate: 0.01}}}}]\n"
+                      f"calibration: {tmp_path / 'none.jsonl'}\n")
+    assert main(["gateway", "check", str(config)]) == 2
+    said = capsys.readouterr()
+    assert "valid" not in said.out and "none.jsonl" in said.err
 
 
 def test_check_says_where_the_decision_log_goes_and_whether_its_folder_is_made(tmp_path, capsys, monkeypatch):

@@ -142,6 +142,7 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
 
     from jevserve.decide.registry import UnknownSpecError
     from jevserve.gateway.app import create_app
+    from jevserve.gateway.config import unset_key_warnings
     from jevserve.gateway.decider import make_decider
     from jevserve.gateway.starting import StartingApp
 
@@ -166,6 +167,8 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
         print(f"  decider:   {decider.name} (decision timeout {config.decision_timeout_ms:.0f} ms)", flush=True)
         print(f"  models:    {', '.join(r.model for r in config.routes) or '(none)'}", flush=True)
         print(f"  upstreams: {upstreams}", flush=True)
+        for line in unset_key_warnings(config):
+            print(f"  {line}", file=sys.stderr, flush=True)
         print(f"  store:     {config.store}   log: {config.log.path or 'off'}", flush=True)
         for point in gateway.operating_points:
             print(f"  {point.describe()}", flush=True)

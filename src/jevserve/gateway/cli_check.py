@@ -78,19 +78,23 @@ def _log_line(path: str | None) -> str:
 
 def run_check(args: argparse.Namespace) -> int:
     """Validate the config; print the resolved operating points (exit 2 on an invalid config)."""
+    from jevserve.gateway.config import unset_key_warnings
     from jevserve.gateway.errors import ConfigError
     from jevserve.gateway.operating_points import resolve_operating_points
 
     try:
         config, decider = _config_and_decider(args.config, args.decider)
-        print(f"{args.config}: valid ({len(config.routes)} routes, {len(config.upstreams)} upstreams)")
-        print(_log_line(config.log.path))
-        if not config.routes:
-            print("warning: no routes, so every request gets 404 (model not found); add one under `routes:` "
-                  "(docs/gateway.md, Config reference)", file=sys.stderr)
+        # the operating points read the calibration files: a missing one fails here, before "valid" is printed
         _, points = resolve_operating_points(config, decider, progress=_progress, score_missing=args.score)
     except ConfigError as exc:
         return _fail(str(exc))
+    print(f"{args.config}: valid ({len(config.routes)} routes, {len(config.upstreams)} upstreams)")
+    print(_log_line(config.log.path))
+    if not config.routes:
+        print("warning: no routes, so every request gets 404 (model not found); add one under `routes:` "
+              "(docs/gateway.md, Config reference)", file=sys.stderr)
+    for line in unset_key_warnings(config):
+        print(line, file=sys.stderr)
     print(f"operating points for decider {decider.name}:")
     for point in points:
         print(f"  {point.describe()}")

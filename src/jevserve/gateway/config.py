@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -482,3 +483,14 @@ routes:
 def default_config() -> GatewayConfig:
     """The documented default config (DEFAULT_CONFIG_YAML)."""
     return parse_config(yaml.safe_load(DEFAULT_CONFIG_YAML), source="default config")
+
+
+def unset_key_warnings(config: GatewayConfig) -> list[str]:
+    """One line per upstream whose `api_key_env` names a variable that is unset or empty here: its requests would go
+    out with no key and come back 401 from a hosted API."""
+    return [
+        f"warning: upstreams[{i}] ({u.name}): api_key_env {u.api_key_env} is unset or empty, so requests to it carry "
+        "no key; export it before starting the gateway"
+        for i, u in enumerate(config.upstreams)
+        if u.api_key_env and not os.environ.get(u.api_key_env)
+    ]

@@ -54,8 +54,20 @@ class ReplayedRequest:
     decision_ms: float = 0.0
 
     def changed(self) -> list[str]:
-        """The decisions whose action differs."""
-        return [d for d in sorted(set(self.old) | set(self.new)) if _action(self.old, d) != _action(self.new, d)]
+        """The decisions whose action differs, except a decision the config added or removed where it did nothing
+        the client sees (allow, skip, a queue priority ↔ not run; `Replay.added_or_removed` names such decisions).
+        Counted, a removed clarify or priority listed every request as changed and hid those whose guard or cache
+        did change; a block that is gone, or new, is a change."""
+        out = []
+        for d in sorted(set(self.old) | set(self.new)):
+            before, after = _action(self.old, d), _action(self.new, d)
+            if before != after and not {before, after} <= _UNSEEN:
+                out.append(d)
+        return out
+
+
+# a decision not run ("-") and the actions that change nothing the client receives
+_UNSEEN = frozenset({"-", "allow", "skip", "prioritise"})
 
 
 def _action(outcomes: dict[str, Outcome], decision: str) -> str:
@@ -81,6 +93,16 @@ class Replay:
         """The records gone through: replayed or skipped (all of them unless interrupted)."""
         return len(self.requests) + self.num_skipped
 
+    def added_or_removed(self) -> dict[str, str]:
+        """decision → "added" or "removed": the decisions that ran only in the replay, or only as logged."""
+        out: dict[str, str] = {}
+        for r in self.requests:
+            for d in set(r.new) - set(r.old):
+                out.setdefault(d, "added")
+            for d in set(r.old) - set(r.new):
+                out.setdefault(d, "removed")
+        return dict(sorted(out.items()))
+
     def transitions(self) -> dict[str, Counter]:
         """decision → Counter of "old→new" actions."""
         out: dict[str, Counter] = {}
@@ -100,6 +122,7 @@ class Replay:
             "skipped_models": dict(self.skipped_models),
             "operating_points": [p.to_dict() for p in self.points],
             "transitions": {d: dict(c.most_common()) for d, c in self.transitions().items()},
+            "added_or_removed": self.added_or_removed(),
             "changed": [
                 {"request_id": r.request_id, "excerpt": r.excerpt, "old": r.old, "new": r.new, "changed": r.changed()}
                 for r in self.requests
@@ -265,6 +288,11 @@ def format_report(replay: Replay, *, max_listed: int = 50) -> str:
         changed = sum(n for t, n in counts.items() if t.split("→")[0] != t.split("→")[1])
         moves = ", ".join(f"{t} ×{n}" for t, n in counts.most_common())
         lines.append(f"{decision:<10} {changed:>8} {sum(counts.values()):>6}   {moves}")
+    moved = replay.added_or_removed()
+    if moved:
+        lines.append("decisions the config " + "; ".join(
+            f"{how} ({', '.join(d for d, h in moved.items() if h == how)})" for how in ("added", "removed")
+            if how in moved.values()) + ": in the table above, not counted as a request's change below")
     changed = [r for r in replay.requests if r.changed()]
     lines.append(f"{len(changed)} request(s) changed" + (":" if changed else ""))
     for r in changed[:max_listed]:
