@@ -89,7 +89,7 @@ def run(requests: int, repeats: int, rounds: int) -> dict:
     """Serve the site, fill the playground, and measure each page's weight and time."""
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
-        app = make_app(Path(tmp) / "db.sqlite")
+        app = make_app(Path(tmp) / "db.sqlite", max_rounds=0)  # one client fills the playground: no round limit
         _fill(app, rounds)
         server, thread, base = _serve(app)
         try:

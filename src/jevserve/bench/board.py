@@ -116,7 +116,9 @@ def _task_order(documents: Sequence[dict[str, Any]]) -> list[str]:
     return [n for n in TASKS if n in seen] + sorted(seen - set(TASKS))
 
 
-def _notes(document: dict[str, Any], probe: bool, covered: int, needed: int, ranked: bool) -> list[str]:
+def _notes(
+    document: dict[str, Any], probe: bool, covered: int, needed: int, ranked: bool, shown: Sequence[str] = ()
+) -> list[str]:
     notes = []
     if probe:
         notes.append("leak probe: knows the source, not the decision; never ranked")
@@ -125,9 +127,14 @@ def _notes(document: dict[str, Any], probe: bool, covered: int, needed: int, ran
     elif not ranked:
         notes.append(f"covers {covered} of {needed} headline tasks on the current items: not ranked")
     if document.get("rebased_from"):
+        # a rerun task whose rerun scored other test items than the reference row's is not on the board (`shown`
+        # holds the row's cells): said so, not listed as rerun as if its cell were there
         rerun = document.get("rerun_tasks") or []
+        on_board, left_out = [t for t in rerun if t in shown], [t for t in rerun if t not in shown]
+        said = ([f"rerun: {', '.join(on_board)}"] if on_board else []) + (
+            [f"rerun on other test items, so left out: {', '.join(left_out)}"] if left_out else [])
         notes.append(f"bench {document.get('bench_version')}: stored test actions rescored on the current items "
-                     "and zero-points, not rerun" + (f" (rerun: {', '.join(rerun)})" if rerun else ""))
+                     "and zero-points, not rerun" + (f" ({'; '.join(said)})" if said else ""))
     elif document.get("bench_version") not in (None, "0.4"):
         notes.append(f"bench {document.get('bench_version')} results, rescored where their items are current")
     if document.get("skipped"):
@@ -203,7 +210,8 @@ def build_board(results_dir: Path, num_resamples: int | None = None, seed: int =
             model=model, kind=document.get("row_kind", "model"), date=document["date"], command=document["command"],
             wall_s=document.get("wall_s"), num_decisions=document.get("num_decisions"), average=_as_cell(head),
             categories=category_cells, tasks={n: _as_cell(c) for n, c in cells.items()},
-            notes=tuple(_notes(document, probe, sum(n in cells for n in headline), len(headline), ranked)),
+            notes=tuple(_notes(document, probe, sum(n in cells for n in headline), len(headline), ranked,
+                               tuple(cells))),
             average_all=_as_cell(everything), split_salt=document.get("split_salt"), cells=cells,
             metadata=dict(document.get("metadata") or {}),
             everyday={n: _lean(r["everyday"]) for n, r in document["tasks"].items()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import replace
 from typing import Any
 
@@ -52,7 +51,7 @@ def board_rows(board: Board, people: dict[str, HumanCell], sort: str | None) -> 
     by_category = category_tasks(board)
     rows: list[dict[str, Any]] = [
         {"model": r.model, "kind": r.kind, "rank": r.rank, "average": r.average, "categories": r.categories,
-         "tasks": r.tasks, "notes": row_notes(r), "link": True,
+         "tasks": r.tasks, "notes": r.notes, "link": True,
          "near": {t: c for t, c in r.cells.items() if t in board.near_oracle_tasks}} for r in board.rows
     ]
     if people:
@@ -82,25 +81,6 @@ def board_rows(board: Board, people: dict[str, HumanCell], sort: str | None) -> 
             return _sort_key(row["tasks"].get(name))
         rows.sort(key=key)
     return rows
-
-
-_RERUN = re.compile(r" \(rerun: ([^)]*)\)")
-
-
-def row_notes(row: Row) -> tuple[str, ...]:
-    """The row's notes, with a rerun task that the board leaves out (its rerun scored other test items than the
-    reference row's) said to be left out, rather than listed as rerun as if its cell were on the board."""
-    out = []
-    for note in row.notes:
-        found = _RERUN.search(note)
-        if found:
-            rerun = [t.strip() for t in found.group(1).split(",")]
-            shown, left = [t for t in rerun if t in row.tasks], [t for t in rerun if t not in row.tasks]
-            parts = ([f"rerun: {', '.join(shown)}"] if shown else []) + (
-                [f"rerun on other test items, so left out: {', '.join(left)}"] if left else [])
-            note = note[:found.start()] + f" ({'; '.join(parts)})" + note[found.end():]
-        out.append(note)
-    return tuple(out)
 
 
 def _rounds_note(people: dict[str, HumanCell]) -> str:
@@ -183,7 +163,7 @@ def register(app: FastAPI, context: Context) -> None:
         from jevserve.web.calibration import reliability_svg
 
         return context.render(
-            request, "model.html", row=row, notes=row_notes(row), document=document, board=board,
+            request, "model.html", row=row, notes=row.notes, document=document, board=board,
             curve=curve, svg=reliability_svg(curve) if curve else None, preparing=preparing,
             failed=f"{type(failed).__name__}: {failed}" if failed is not None else None,
         )
