@@ -164,7 +164,9 @@ GateCalls = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 @dataclass
 class HeldCalls:
     """The events a relay keeps back from the first tool-call chunk on, so that the calls are judged whole before
-    any reaches the client (the tool gate); `sent` counts the content characters of each choice already relayed."""
+    any reaches the client (the tool gate); `sent` counts the content characters of each choice already relayed.
+    The HTTP relay holds the events here; the ext_proc server keeps the bytes as they came and only notes the chunks
+    (extproc/calls.py)."""
 
     events: list[bytes] = field(default_factory=list)
     choices: set[int] = field(default_factory=set)  # the choices that have events held
@@ -183,6 +185,10 @@ class HeldCalls:
     def hold(self, payload: Any) -> None:
         """Keep a chunk back."""
         self.events.append(sse(payload))
+        self.note_held(payload)
+
+    def note_held(self, payload: Any) -> None:
+        """Count a chunk kept back (by whoever keeps its bytes): its choices, and a usage chunk."""
         choices = payload.get("choices") if isinstance(payload, dict) else None
         for choice in choices if isinstance(choices, list) else ():
             if isinstance(choice, dict) and isinstance(choice.get("index", 0), int):
@@ -191,12 +197,14 @@ class HeldCalls:
             self.usage = payload
 
     async def release(self, summary: StreamSummary, model: str, gate: GateCalls) -> list[bytes]:
-        """The held events when the gate blocks nothing; else each held choice replayed from the gated reply: the
-        content it had not yet sent (the gate's note included), the calls it kept, its finish reason."""
+        """The held events when the gate blocks nothing; else the held choices replayed from the gated reply."""
         completion = summary.completion(model)
         gated = await gate(completion)
-        if gated is completion:
-            return self.events
+        return self.events if gated is completion else self.replay(gated)
+
+    def replay(self, gated: dict[str, Any]) -> list[bytes]:
+        """Each held choice replayed from the gated reply: the content it had not yet sent (the gate's note
+        included), the calls it kept, its finish reason; then the held usage chunk."""
         base = {"object": "chat.completion.chunk", **{k: gated.get(k) for k in ("id", "created", "model")}}
         events = []
         for choice in gated["choices"]:

@@ -77,6 +77,7 @@ class StubModel:
     name: str
     received: list[tuple[dict[str, str], dict]] = field(default_factory=list)
     ignores_stream: bool = False  # answers with events even when asked for one JSON reply (`stream: false`)
+    streams_call: bool = False  # a streamed reply says a few words, then proposes a call (`sh`) in two pieces
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()  # fails (400) if Envoy's forwarded body does not match its content-length
@@ -84,9 +85,15 @@ class StubModel:
         if body.get("stream") or self.ignores_stream:
             response = web.StreamResponse(headers={"content-type": "text/event-stream"})
             await response.prepare(request)
-            for word in ["Hello", " from ", self.name]:
+            deltas: list[tuple[dict, str | None]] = [({"content": w}, None) for w in ["Hello", " from ", self.name]]
+            if self.streams_call:
+                call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "sh", "arguments": ""}}
+                rest = {"index": 0, "function": {"arguments": '{"cmd": "rm -rf /"}'}}
+                deltas = [({"content": "Running it."}, None), ({"tool_calls": [call]}, None),
+                          ({"tool_calls": [rest]}, None), ({}, "tool_calls")]
+            for delta, finish in deltas:
                 chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": body["model"]}
-                chunk["choices"] = [{"index": 0, "delta": {"content": word}, "finish_reason": None}]
+                chunk["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]
                 await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 await asyncio.sleep(0.01)
             await response.write(b"data: [DONE]\n\n")

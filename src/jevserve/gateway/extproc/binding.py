@@ -5,6 +5,8 @@
                  Forward: the planned upstream body and headers handed to Envoy (which forwards it)
     reply     → gate the reply (a held whole reply with tool calls) → store → record     (at the stream's end)
                  a held 2xx reply that is not a JSON object: the HTTP gateway's 502 `bad_upstream_answer` instead
+                 a live stream on a route with a tool gate: its events pass until one carries a tool call; from
+                 there they are kept back, and the calls judged at its end, as the HTTP relay does (calls.py)
     other paths → the HTTP gateway's answers: `GET /v1/models` its model list, anything else 404 / 405
 
 What the HTTP gateway's forward stage does itself (pick an upstream, queue, retry) is Envoy's (and the endpoint
@@ -20,13 +22,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from jevserve.gateway.context import RequestContext, cache_directives, tenant_of
+from jevserve.gateway.decisions import policies_for
 from jevserve.gateway.endpoints import ENDPOINT_PATHS, MODELS_PATH, http_error_body, model_list
 from jevserve.gateway.errors import GatewayError
+from jevserve.gateway.extproc.calls import CallWatch
 from jevserve.gateway.extproc.respond import JSON_TYPE, REQUEST_ID, usable_request_id
 from jevserve.gateway.extproc.seam import Exchange, Respond, ResponseEdit, ResponsePlan, StreamEnd
 from jevserve.gateway.extproc.seam import Forward as ForwardOutcome
 from jevserve.gateway.inference_headers import MODEL_NAME_HEADER
 from jevserve.gateway.pipeline import plan_request, refuse
+from jevserve.gateway.policies.tool_gate import ToolGate
 from jevserve.gateway.responses import GatewayResponse, completion_response, json_response
 from jevserve.gateway.runtime import Gateway
 from jevserve.gateway.stages import Answer, Forward, gate_reply, record
@@ -121,6 +126,9 @@ class GatewayExchange(Exchange):
         self.gated: dict[str, Any] | None = None  # the held reply after the tool gate
         self.forwarded_at: float | None = None  # monotonic time the request went on to the data plane
         self.upstream_status: int | None = None  # the reply's status, once its headers arrived
+        self.response_plan = ResponsePlan.PASS
+        self.watch: CallWatch | None = None  # HOLD_CALLS: a 2xx event stream, read as it passes
+        self.whole: bytearray | None = None  # HOLD_CALLS: a 2xx reply that is no event stream, kept back whole
 
     async def request(self, headers: Mapping[str, str], body: bytes) -> ForwardOutcome | Respond:
         """Run the request-phase stages; an error or a gateway answer becomes an immediate reply."""
@@ -152,12 +160,18 @@ class GatewayExchange(Exchange):
         decisions = ctx.headers()
         if "x-jevserve-decisions" in decisions:  # Envoy's routes (and the model server's logs) may read them
             headers["x-jevserve-decisions"] = decisions["x-jevserve-decisions"]
-        if plan.needs_whole_reply:
+        # the HTTP gateway gates every whole chat reply on a tool-gated route, and holds a live stream's calls:
+        # upstreams add tools of their own, and clients send `tools: []`, so a reply may carry calls unasked for
+        gates_calls = ctx.is_chat and any(isinstance(p, ToolGate) for p in policies_for(ctx.route))
+        if plan.needs_whole_reply or (gates_calls and not sent["stream"]):
             response_plan = ResponsePlan.HOLD
+        elif gates_calls:
+            response_plan = ResponsePlan.HOLD_CALLS
         elif self._may_store():
             response_plan = ResponsePlan.OBSERVE
         else:
             response_plan = ResponsePlan.PASS
+        self.response_plan = response_plan
         return ForwardOutcome(
             set_headers=headers,
             body=json.dumps(sent, ensure_ascii=False, separators=(",", ":")).encode(),
@@ -179,7 +193,40 @@ class GatewayExchange(Exchange):
             self.ctx.outcome["status"] = status  # the upstream's, even when the client gets another
         if self.plan is not None and self.plan.needs_whole_reply and self.ctx.streams and status < 300:
             return ResponseEdit(set_headers={"content-type": SSE_TYPE, "cache-control": "no-cache"})
+        if self.response_plan is ResponsePlan.HOLD_CALLS and 200 <= status < 300:
+            if headers.get("content-type", "").lower().startswith(SSE_TYPE):
+                self.watch = CallWatch()
+            else:  # JSON from a server that ignores `stream: true`: its calls are judged whole at its end
+                self.whole = bytearray()
         return ResponseEdit()
+
+    def response_chunk(self, piece: bytes) -> int:
+        """A live stream's events pass until one carries a tool call; from there on they are kept back (a 2xx reply
+        that is no event stream all of it). Error replies pass: they carry no calls."""
+        if self.watch is not None:
+            return self.watch.feed(piece)
+        if self.whole is not None:
+            self.whole += piece
+            return len(self.whole)
+        return 0
+
+    async def response_release(self) -> bytes | None:
+        """The tool gate on the calls kept back: None when it removes none, else the held choices replayed without
+        the blocked calls (calls.py). A whole reply kept back is gated as the HTTP gateway gates a whole reply; one
+        that is not a JSON object gets the 502's body (its status went out before it)."""
+        ctx = self.ctx
+        if self.watch is not None:
+            return await self.watch.release(ctx.body["model"], lambda reply: gate_reply(self.gateway, ctx, reply))
+        if self.whole is None:
+            return None
+        completion = _json_object(bytes(self.whole))
+        if completion is None:
+            error = bad_upstream_answer(bytes(self.whole).decode("utf-8", "replace"))
+            return json_response(ctx, 502, error).json_bytes()
+        if "choices" not in completion:
+            return None  # a 2xx error object passes as it is
+        gated = await gate_reply(self.gateway, ctx, completion)
+        return None if gated is completion else json.dumps(gated, ensure_ascii=False, separators=(",", ":")).encode()
 
     async def response_body(self, body: bytes) -> ResponseEdit | Respond:
         """The tool gate on a held whole reply; the reply re-rendered (as events when the client streams). A 2xx

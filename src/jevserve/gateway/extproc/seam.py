@@ -2,12 +2,14 @@
 
 The protocol side (`stream.py`) knows body modes, chunks and protobuf messages and nothing of policies; the
 decision side implements `Exchange` (one per HTTP request) and `Decisions` (which opens them). The calls come in
-this order, each at most once:
+this order, each at most once (response_chunk once per piece of the reply's body):
 
     request(headers, body)          → Forward (let it go upstream, changed) | Respond (answer it from here)
     response_headers(status, hdrs)  → ResponseEdit of the reply's headers
     response_body(body)             → ResponseEdit: new body, final headers   (only when Forward.response is HOLD)
                                       | Respond (a reply the decisions cannot judge, answered from here instead)
+    response_chunk(piece)           → how many of the last bytes stay back     (HOLD_CALLS: each piece, in order)
+    response_release()              → what goes out in their place, or None   (HOLD_CALLS: once, at the end)
     close(end)                      → always, once, however the stream ended (store, log, metrics)
 """
 
@@ -26,6 +28,10 @@ class ResponsePlan(enum.Enum):
     PASS = "pass"  # nothing: the reply goes to the client untouched and unread
     OBSERVE = "observe"  # the reply streams through as it comes; its whole body reaches close() (cache, log)
     HOLD = "hold"  # the whole reply is held and may be replaced (tool gate, a reply replayed as a stream)
+    # the reply streams through as the decisions let it: all of it until an event carries a tool call, which is kept
+    # back with all that follows until the end, judged, and sent or replaced (a live stream on a tool-gated route);
+    # its whole body reaches close(), as under OBSERVE
+    HOLD_CALLS = "hold_calls"
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,16 @@ class Exchange(ABC):
         the client in BUFFERED and FULL_DUPLEX_STREAMED reply modes; in STREAMED mode the headers went out first.
         A Respond replaces the whole reply, status included (in STREAMED mode only its body can)."""
         return ResponseEdit()
+
+    def response_chunk(self, piece: bytes) -> int:
+        """Under HOLD_CALLS: read the reply's next piece; how many of the last bytes read (this piece's and earlier
+        ones') stay back for now. The rest goes to the client. Default: none stay back."""
+        return 0
+
+    async def response_release(self) -> bytes | None:
+        """Under HOLD_CALLS, once the reply has ended: what the client gets in place of the bytes still kept back;
+        None: those bytes as they came. The reply's status and headers went out before its body."""
+        return None
 
     async def close(self, end: StreamEnd) -> None:
         """Finish the request's work after its stream ended (store, log); runs outside the stream's lifetime."""

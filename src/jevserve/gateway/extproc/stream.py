@@ -10,6 +10,11 @@
                          reading the reply decided (in BUFFERED mode the body answer carries those changes)
     response_body    ─── PASS / OBSERVE: every chunk answered unchanged as it comes (OBSERVE keeps a copy)
                          HOLD: held to its end, then replaced by what the decisions say
+                         HOLD_CALLS: each chunk answered with what the decisions let out of it (all of it until an
+                         event carries a tool call); what they keep back goes out at the end, or its replacement:
+                         FULL_DUPLEX_STREAMED and STREAMED as it comes (STREAMED: one answer per chunk, its body
+                         replaced), BUFFERED whole in its one message. A STREAMED reply that ends with trailers
+                         loses what was kept back (no answer is left to carry it): the calls never go out
 
 The rules come from envoy/service/ext_proc/v3/external_processor.proto and processing_mode.proto: outside
 FULL_DUPLEX_STREAMED each message gets exactly one answer of its own kind; in FULL_DUPLEX_STREAMED the server may
@@ -30,6 +35,7 @@ from jevserve.gateway.context import new_request_id
 from jevserve.gateway.extproc import wire
 from jevserve.gateway.extproc.respond import REQUEST_ID, error_reply, usable_request_id
 from jevserve.gateway.extproc.seam import Exchange, Forward, Respond, ResponseEdit, ResponsePlan, StreamEnd
+from jevserve.gateway.streaming import error_event
 
 logger = logging.getLogger("jevserve.extproc")
 
@@ -72,6 +78,10 @@ class StreamProcessor:
         self._reply_complete = False
         self._timings: dict[str, float] = {}
         self._held_headers: tuple[dict[str, str], list[str]] | None = None  # FULL_DUPLEX_STREAMED, HOLD
+        self._copying = True  # the reply is copied for close() (OBSERVE, HOLD_CALLS), until it passes the limit
+        self._unsent = bytearray()  # HOLD_CALLS: the reply's bytes received and not yet sent (kept back)
+        self._too_long = False  # HOLD_CALLS: more was kept back than the limit: none of it goes out
+        self._read_failed: str | None = None  # HOLD_CALLS: reading the reply failed: all is kept back from there on
 
     async def feed(self, message: pb.ProcessingRequest) -> list[pb.ProcessingResponse]:
         """The answers to `message` (possibly none yet, possibly several in FULL_DUPLEX_STREAMED mode)."""
@@ -95,7 +105,7 @@ class StreamProcessor:
 
     def end(self, error: str | None = None) -> StreamEnd:
         """What close() is told about the stream."""
-        kept = self._plan is not ResponsePlan.PASS and self._reply_complete
+        kept = self._plan is not ResponsePlan.PASS and self._reply_complete and self._copying
         return StreamEnd(
             status=self._status,
             complete=self._reply_complete,
@@ -187,7 +197,8 @@ class StreamProcessor:
             logger.exception("decisions failed")
             outcome = self._failed(f"{type(exc).__name__}: {exc}")
         self._timings["decide"] = (time.perf_counter() - started) * 1000
-        if isinstance(outcome, Forward) and outcome.response is ResponsePlan.HOLD and self.response_mode == wire.NONE:
+        reads_reply = (ResponsePlan.HOLD, ResponsePlan.HOLD_CALLS)
+        if isinstance(outcome, Forward) and outcome.response in reads_reply and self.response_mode == wire.NONE:
             # the reply must be read (a tool gate) but the filter will not send it: refuse rather than pass it ungated
             outcome = self._unsupported_reply_mode()
         self._outcome = outcome
@@ -255,6 +266,8 @@ class StreamProcessor:
             logger.exception("response header decisions failed")
         if message.end_of_stream:
             self._reply_complete = True
+        elif self._plan is ResponsePlan.HOLD_CALLS:
+            remove.append("content-length")  # what is kept back may be replaced by something of another length
         elif self._plan is ResponsePlan.HOLD:
             remove.append("content-length")  # the body may be replaced by one of another length
             if self.response_mode == wire.FULL_DUPLEX_STREAMED:
@@ -264,6 +277,8 @@ class StreamProcessor:
         return [wire.headers_answer("response", wire.common(set_headers, remove))]
 
     async def _on_response_body(self, message: pb.HttpBody) -> list[pb.ProcessingResponse]:
+        if self._plan is ResponsePlan.HOLD_CALLS:
+            return await self._pass_calls(message)
         if self._plan is not ResponsePlan.PASS:
             self._reply += message.body
             if len(self._reply) > self.settings.max_reply_bytes:
@@ -278,6 +293,14 @@ class StreamProcessor:
 
     async def _on_response_trailers(self, message: pb.HttpTrailers) -> list[pb.ProcessingResponse]:
         answers = []
+        if self._plan is ResponsePlan.HOLD_CALLS and not self._reply_complete:  # the trailers end the body
+            rest = await self._released_calls()
+            if self.response_mode == wire.FULL_DUPLEX_STREAMED:
+                answers = wire.streamed_answers("response", rest, end_of_stream=False) if rest else []
+            elif rest:
+                # every chunk was answered already, so what was kept back has nowhere to go
+                logger.error("a reply ended with trailers in %s mode; what was kept back of it (%d bytes) was "
+                             "not sent", self._mode_name(), len(rest))
         if self._plan is ResponsePlan.HOLD and not self._reply_complete:
             if self.response_mode == wire.FULL_DUPLEX_STREAMED:
                 edit = await self._replacement()
@@ -290,6 +313,78 @@ class StreamProcessor:
                 logger.error("a held reply ended with trailers in %s mode; it was not replaced", self._mode_name())
         self._reply_complete = True
         return [*answers, wire.trailers_answer("response")]
+
+    async def _pass_calls(self, message: pb.HttpBody) -> list[pb.ProcessingResponse]:
+        """HOLD_CALLS: the chunk goes out as far as the decisions let it; what they keep back waits for the reply's
+        end (in BUFFERED mode the whole reply is this one message, trailers or not; BUFFERED_PARTIAL goes on, as
+        STREAMED does, past the filter's buffer)."""
+        piece, mode = message.body, self.response_mode
+        self._copy(piece)
+        if not self._too_long:
+            self._unsent += piece
+            kept = self._kept_back(piece) if self._read_failed is None else len(self._unsent)
+            out = bytes(self._unsent[: len(self._unsent) - kept])
+            del self._unsent[: len(self._unsent) - kept]
+            if len(self._unsent) > self.settings.max_reply_bytes:
+                logger.warning("a reply kept back over %d bytes; none of it is sent", self.settings.max_reply_bytes)
+                self._too_long, self._unsent = True, bytearray()
+        else:
+            out = b""  # nothing after what was dropped goes out
+        if message.end_of_stream or mode == wire.BUFFERED:
+            out += await self._released_calls()
+        if mode == wire.FULL_DUPLEX_STREAMED:
+            if not out and not message.end_of_stream:
+                return []
+            return wire.streamed_answers("response", out, end_of_stream=message.end_of_stream)
+        if out == piece:
+            return [wire.body_answer("response")]
+        return [wire.body_answer("response", wire.common(body=out) if out else wire.common(clear_body=True))]
+
+    def _copy(self, piece: bytes) -> None:
+        """Copy a chunk for close(), up to the limit."""
+        if not self._copying:
+            return
+        self._reply += piece
+        if len(self._reply) > self.settings.max_reply_bytes:
+            logger.warning("a reply passed %d bytes; it is not kept", self.settings.max_reply_bytes)
+            self._copying, self._reply = False, bytearray()
+
+    def _kept_back(self, piece: bytes) -> int:
+        """How many of the last bytes received the decisions keep back (a failure keeps all back from there on)."""
+        try:
+            kept = self.exchange.response_chunk(piece)
+        except Exception as exc:
+            logger.exception("reading the reply failed")
+            self._read_failed = f"reading the reply failed ({type(exc).__name__})"
+            return len(self._unsent)
+        return min(max(int(kept), 0), len(self._unsent))
+
+    async def _released_calls(self) -> bytes:
+        """What goes out at the reply's end in place of what was kept back. When the decisions fail or take too long,
+        `--failure` decides: open sends what was kept back as it came, closed the event that ends a broken stream
+        (the status went out with the first chunk). Kept back past the limit, it never goes out."""
+        self._reply_complete = True
+        kept, self._unsent = bytes(self._unsent), bytearray()
+        if self._too_long:
+            limit = self.settings.max_reply_bytes
+            return error_event(f"the reply held over {limit} bytes to judge; it was not sent", code="reply_too_long")
+        started = time.perf_counter()
+        try:
+            if self._read_failed is not None:
+                raise RuntimeError(self._read_failed)
+            released = await asyncio.wait_for(self.exchange.response_release(), self.settings.deadline_s)
+        except Exception as exc:
+            reason = (f"reading the reply took over {self.settings.deadline_s * 1000:.0f} ms"
+                      if isinstance(exc, TimeoutError)
+                      else self._read_failed or f"reading the reply failed ({type(exc).__name__})")
+            if self.settings.failure == "closed":
+                logger.warning("reply decisions failed (%s); what was kept back is not sent", reason)
+                released = error_event(f"decisions unavailable: {reason}", code="decisions_unavailable")
+            else:
+                logger.warning("reply decisions failed (%s); what was kept back goes on unchanged", reason)
+                released = None
+        self._timings["reply"] = (time.perf_counter() - started) * 1000
+        return kept if released is None else released
 
     async def _hold(self, message: pb.HttpBody) -> list[pb.ProcessingResponse]:
         mode = self.response_mode
