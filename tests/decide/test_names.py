@@ -34,3 +34,37 @@ def test_the_card_carries_the_precision_in_name_and_aliases():
     card = model_card(READER_NAME, "fp32", "a reader", "2026-12-01")
     assert card.name == served_name(READER_NAME, "fp32") == f"{READER_NAME}-fp32"
     assert card.aliases == ("jev-minilm-2-fp32",) and card.description.startswith("all-MiniLM-L6-v2 (fp32")
+
+
+def test_a_readout_you_trained_is_served_from_its_file_under_a_name_of_its_own(tmp_path):
+    import shutil
+
+    import numpy as np
+    import pytest
+
+    from jevserve.decide.base import DecisionItem
+    from jevserve.decide.encoder import READER_WEIGHTS, TRAINED_HEAD, trained_backend
+    from jevserve.decide.registry import UnknownSpecError, load_backends
+    from jevserve.protocol import SystemOneRequest, to_decision
+
+    head, reader = tmp_path / "head.npz", tmp_path / "reader.npz"
+    shutil.copy(TRAINED_HEAD, head)  # a file `jevserve train` wrote: the shipped one will do
+    shutil.copy(READER_WEIGHTS, reader)
+    (mine,) = load_backends(f"encoder:{head}")
+    assert mine.card.name.startswith("minilm-pooled-head-") and mine.card.name != "minilm-pooled-head"
+    assert mine.card.aliases == ()  # never answers under the shipped model's names
+    question = SystemOneRequest.model_validate(
+        {"state": "x", "questions": {"q": {"type": "noul", "instructions": "Is it about money?"}}}).questions["q"]
+    item = DecisionItem("I was charged twice, refund me.", to_decision(question))
+    np.testing.assert_array_equal(mine.decide([item])[0], trained_backend().decide([item])[0])  # the same weights
+    (read,) = load_backends(f"reader:{reader}")
+    assert read.card.name.startswith("minilm-reader-")
+    with pytest.raises(ValueError, match=f"serve it as reader:{reader}"):
+        load_backends(f"encoder:{reader}")
+    with pytest.raises(ValueError, match=f"serve it as encoder:{head}"):
+        load_backends(f"reader:{head}")
+    with pytest.raises(UnknownSpecError, match="no weights file"):
+        load_backends(f"encoder:{tmp_path / 'none.npz'}")
+    (tmp_path / "junk.npz").write_text("not a zip")
+    with pytest.raises(ValueError, match="not a weights file"):
+        load_backends(f"encoder:{tmp_path / 'junk.npz'}")

@@ -150,6 +150,31 @@ def trained_backend(
     return EncoderBackend(TrainedReadout(HeadWeights.load(weights)), card=card, embedder=embedder, precision=precision)
 
 
+def trained_file_backend(kind: str, weights: Path) -> EncoderBackend:
+    """A readout you trained, int8: `encoder:PATH.npz` for `jevserve train`'s pooled head, `reader:PATH.npz` for a
+    `jevserve train --reader [--lexical]` reading model. Named by a digest of the file, so that it is never mistaken
+    for the shipped model (answer caches and results are keyed by model name)."""
+    import hashlib
+    import zipfile
+
+    if not weights.is_file():
+        raise FileNotFoundError(f"no weights file at {weights}; `jevserve train` writes one under ./trained/")
+    try:
+        with np.load(weights) as data:
+            is_reader = "query_a" in data.files
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{weights}: not a weights file written by `jevserve train` ({exc})") from None
+    if kind == "encoder" and is_reader:
+        raise ValueError(f"{weights} is a reading model (jevserve train --reader): serve it as reader:{weights}")
+    if kind != "encoder" and not is_reader:
+        raise ValueError(f"{weights} is a pooled-vector readout (jevserve train): serve it as encoder:{weights}")
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest()[:8]
+    if kind == "encoder":
+        return trained_backend("int8", weights=weights, name=f"{TRAINED_NAME}-{digest}")
+    return reader_backend("int8", weights=weights, name=f"{READER_NAME}-{digest}",
+                          what=f"a reading model you trained ({weights.name})")
+
+
 class ReadingBackend(EncoderBackend):
     """The reading model: the state's token states (one encoder pass per distinct state) are read by each option."""
 

@@ -3,8 +3,11 @@
 embedded                 the embedded models, the default first (all-MiniLM-L6-v2 + trained readouts)
 encoder[:PRECISION]      the trained readout over the pooled vector alone (minilm-pooled-head, was jev-minilm-1);
                          PRECISION is int8 (default) or fp32
+encoder:PATH.npz         a readout you trained (`jevserve train`), int8, served as minilm-pooled-head-<digest>
 encoder-zs[:PRECISION]   the zero-shot similarity readout (minilm-zero-shot, was jev-minilm-zs)
 reader[:PRECISION]       the reading model alone (minilm-reader, was jev-minilm-2)
+reader:PATH.npz          a reading model you trained (`jevserve train --reader [--lexical]`), int8, served as
+                         minilm-reader-<digest>
 reader-lexical[:PREC]    the reading model that also reads the state's hashed words (minilm-reader-words, was
                          jev-minilm-3)
 tuned[:PRECISION]        the reading model over an encoder whose top layers were fine-tuned with it
@@ -60,6 +63,13 @@ def load_backends(spec: str, options: BackendOptions | None = None) -> list[Deci
         from jevserve.decide.embedded import embedded_backends
 
         return embedded_backends()
+    if kind in ("encoder", "reader", "reader-lexical") and arg.endswith(".npz"):
+        from jevserve.decide.encoder import trained_file_backend
+
+        try:
+            return [trained_file_backend("encoder" if kind == "encoder" else "reader", Path(arg))]
+        except FileNotFoundError as exc:
+            raise UnknownSpecError(str(exc)) from exc
     if kind == "encoder":
         from jevserve.decide.encoder import trained_backend
 
