@@ -153,3 +153,20 @@ def test_a_manifest_names_the_command_that_trained_it(monkeypatch):
     )
     monkeypatch.setattr("sys.argv", ["/venv/lib/python3.11/site-packages/pytest/__main__.py", "-q"])
     assert command_line("jevserve train --tuned") == "jevserve train --tuned"
+
+
+def test_an_interrupted_tuned_run_says_what_it_kept(tmp_path, monkeypatch):
+    import torch
+
+    import jevserve.train.tuned_run as tuned_run
+    from jevserve.train.cli import _tuned_kept
+
+    monkeypatch.setattr(tuned_run, "cache_dir", lambda: tmp_path)
+    out = tmp_path / "trained" / "minilm-tuned.npz"
+    assert _tuned_kept(out).startswith("nothing was kept")  # stopped before the first save
+    checkpoint = tuned_run.checkpoint_path(out)
+    checkpoint.parent.mkdir(parents=True)
+    torch.save({"run": "r", "epoch": 0, "done_in_epoch": 3}, checkpoint)
+    assert "last checkpoint is kept" in _tuned_kept(out) and str(checkpoint) in _tuned_kept(out)
+    torch.save({"run": "r", "finished": True}, checkpoint)
+    assert _tuned_kept(out).startswith("the finished layer phase is kept")

@@ -144,11 +144,22 @@ def test_an_interrupted_run_resumes_to_the_same_weights(bert, texts, tmp_path, m
     resumed = train_tuned(inputs.embedded, inputs.token_index, resumed_top, lower, config, checkpoint=checkpoint,
                           progress=False, log=said.append)
     assert said and said[0].startswith("resuming")
-    assert not checkpoint.exists()  # a finished run leaves nothing for the next one to resume
     for (name, a), b in zip(whole.state_dict().items(), resumed.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
     for k, v in whole_top.tuned_weights().items():
         assert np.array_equal(v, resumed_top.tuned_weights()[k]), k
+    # the finished phase is kept: a run interrupted after it (in the phases that follow) reuses it, with no step
+    assert tuned_module.checkpoint_state(checkpoint) == "finished"
+    monkeypatch.setattr(tuned_module, "_train_step", lambda *a, **k: pytest.fail("trained a finished phase again"))
+    said.clear()
+    again_top = TopLayers(bert, 5)
+    again = train_tuned(inputs.embedded, inputs.token_index, again_top, lower, config, checkpoint=checkpoint,
+                        progress=False, log=said.append)
+    assert "finished by an earlier run" in said[0]
+    for (name, a), b in zip(whole.state_dict().items(), again.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+    for k, v in whole_top.tuned_weights().items():
+        assert np.array_equal(v, again_top.tuned_weights()[k]), k
 
 
 def test_tuned_layers_with_unknown_names_are_refused(bert, tmp_path):

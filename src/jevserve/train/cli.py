@@ -59,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--tuned",
         action="store_true",
         help="train the tuned reader (minilm-tuned-reader: the reading model with the encoder's top layers "
-        "fine-tuned, also on everyday requests and rule-made examples; about an hour on 2 cores, resumable)",
+        "fine-tuned, also on everyday requests and rule-made examples; about an hour on 2 cores; its first phase resumable)",
     )
     p.add_argument(
         "--layers",
@@ -265,14 +265,30 @@ def run_train(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         if not args.tuned:
             raise
-        print("jevserve train: interrupted; the layer phase's checkpoint (saved every few minutes) is kept, and the "
-              "same command resumes from it", file=sys.stderr)
+        print(f"\njevserve train: interrupted; {_tuned_kept(out)}", file=sys.stderr)
         return 130
     print(
         f"wrote {out} ({manifest['num_examples']} examples, {manifest['train_seconds']} s); "
         f"manifest {out.with_suffix('.json')}"
     )
     return 0
+
+
+def _tuned_kept(out: Path) -> str:
+    """What an interrupted `--tuned` run leaves for the same command to go on from (only the layer phase is saved)."""
+    from jevserve.train.tuned import checkpoint_state
+    from jevserve.train.tuned_run import checkpoint_path
+
+    checkpoint = checkpoint_path(out)
+    state = checkpoint_state(checkpoint)
+    if state == "finished":
+        return (f"the finished layer phase is kept ({checkpoint}); the same command reuses it and runs the phases "
+                "after it again")
+    if state == "partial":
+        return (f"the layer phase's last checkpoint is kept ({checkpoint}, saved every 5 minutes); the same command "
+                "resumes from it")
+    return ("nothing was kept: the layer phase saves its progress every 5 minutes and stopped before its first save; "
+            "the same command starts again")
 
 
 def _leave_out(name: str, select_tasks):

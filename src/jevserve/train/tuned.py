@@ -189,6 +189,12 @@ def train_tuned(
     start_epoch, done_in_epoch = 0, 0
     if checkpoint is not None and checkpoint.exists():
         saved = torch.load(checkpoint, weights_only=False)
+        if saved["run"] == run_key and saved.get("finished"):
+            model.load_state_dict(saved["model"])
+            top.load_state_dict(saved["top"])
+            log(f"this phase was finished by an earlier run with the same data and settings: reusing it "
+                f"({checkpoint}; delete it to train the phase again)")
+            return model
         if saved["run"] == run_key:
             model.load_state_dict(saved["model"])
             top.load_state_dict(saved["top"])
@@ -247,10 +253,22 @@ def train_tuned(
                 last_saved = time.monotonic()
     bar.close()
     if checkpoint is not None:
-        # A finished run leaves nothing to resume: a later run with the same data and settings (a reproduction
-        # check among them) must train from the start, not pick up this run's last saved state.
-        checkpoint.unlink(missing_ok=True)
+        # The finished phase is kept, so that a run interrupted in a later phase goes on from here when the same
+        # command is run again. A checkpoint belongs to one output path (`checkpoint_path`): a reproduction check
+        # trains into a temporary one and never picks it up.
+        _save_checkpoint(checkpoint, {"run": run_key, "finished": True, "model": model.state_dict(),
+                                      "top": top.state_dict()})
     return model
+
+
+def checkpoint_state(checkpoint: Path) -> str:
+    """What a checkpoint holds, for telling an interrupted user: "finished", "partial" or "none"."""
+    if not checkpoint.exists():
+        return "none"
+    try:
+        return "finished" if torch.load(checkpoint, weights_only=False).get("finished") else "partial"
+    except (OSError, RuntimeError, EOFError, KeyError, AttributeError):
+        return "none"
 
 
 def _train_step(
