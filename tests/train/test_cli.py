@@ -170,3 +170,18 @@ def test_an_interrupted_tuned_run_says_what_it_kept(tmp_path, monkeypatch):
     assert "last checkpoint is kept" in _tuned_kept(out) and str(checkpoint) in _tuned_kept(out)
     torch.save({"run": "r", "finished": True}, checkpoint)
     assert _tuned_kept(out).startswith("the finished layer phase is kept")
+
+
+def test_an_out_that_is_no_npz_file_is_refused_and_the_manifest_command_has_no_trailing_space(monkeypatch):
+    import sys
+
+    from jevserve.argtypes import UsageError
+    from jevserve.train.run import command_line
+
+    args = argparse.Namespace(out=Path("weights.bin"), force=False)
+    with pytest.raises(UsageError, match=r"name a \.npz file"):
+        _out_path(args, TRAINED_HEAD)
+    monkeypatch.setattr(sys, "argv", ["jevserve", "train"])
+    assert command_line("x") == "jevserve train"
+    monkeypatch.setattr(sys, "argv", ["jevserve", "train", "--reader"])
+    assert command_line("x") == "jevserve train --reader"

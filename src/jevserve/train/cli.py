@@ -345,6 +345,10 @@ def default_out(shipped: Path, now: dt.datetime | None = None) -> Path:
 def _out_path(args: argparse.Namespace, shipped: Path) -> Path:
     """Where this run writes: --out, or a new file; a shipped file only with --force (UsageError otherwise)."""
     out = args.out or default_out(shipped)
+    if out.suffix != shipped.suffix and not out.is_dir():  # a folder gets its own message (check_writable)
+        # the weights are an .npz (the zero-shot constants a .json), and the files beside them are named after it
+        raise UsageError(f"--out {out}: name a {shipped.suffix} file (the files that go with it are written beside "
+                         "it)")
     if is_shipped(out) and not args.force:
         raise UsageError(
             f"--out {out} is a file the package ships; add --force to overwrite it (the committed figures about that "

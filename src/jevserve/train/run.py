@@ -119,7 +119,7 @@ def command_line(default: str) -> str:
     """The command that is running, for a manifest: `jevserve train ...`, a benchmark script that trains
     (benchmarks/decide/layer_soup.py ...), or `default` when neither (a test, a notebook)."""
     if sys.argv[1:2] == ["train"]:
-        return "jevserve train " + " ".join(sys.argv[2:])
+        return " ".join(["jevserve", "train", *sys.argv[2:]])
     script = Path(sys.argv[0]) if sys.argv else None
     if script is not None and script.suffix == ".py" and "benchmarks" in script.parts:
         where = script.parts[script.parts.index("benchmarks") :]
