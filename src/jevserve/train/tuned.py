@@ -208,7 +208,7 @@ def train_tuned(
     bar = tqdm(
         total=reader.epochs * per_epoch,
         initial=start_epoch * per_epoch + done_in_epoch,
-        desc="tuned reader",
+        desc="layer phase" if config.layer_lr else "tuned reader",  # the first phase trains the layers
         unit="step",
         disable=not progress,
     )
