@@ -139,3 +139,31 @@ def test_family_weights_balance_families_and_scale_the_ones_named():
     assert np.isclose(float(scaled[20] / scaled[16]), 8.0) and np.isclose(float(scaled[24] / scaled[16]), 8.0)
     assert np.isclose(float(scaled[16] / scaled[0]), 2.0)
     assert family_weights(families, ()).tolist() == plain.tolist()
+
+
+def test_a_rerun_reads_the_embeddings_a_run_stored_and_another_text_set_or_encoder_is_encoded_again(tmp_path):
+    from jevserve.train.dataset import embed_examples
+
+    class Counting:
+        def __init__(self, identity):
+            self.identity, self.texts = identity, []
+
+        def embed(self, texts):
+            self.texts += texts
+            return np.stack([unit(np.full(384, float(len(t)))) for t in texts]).astype(np.float32)
+
+    question = decision({"type": "noul", "instructions": "Is it about money?"})
+    examples = [Example(s, question, 0, "fam", ()) for s in ("refund me", "hello there")]
+    first = Counting("graph-a")
+    stored = embed_examples(examples, question_texts, first, store=tmp_path, progress=False)
+    assert first.texts and len(list(tmp_path.glob("*.npy"))) == 1
+    again = Counting("graph-a")
+    reread = embed_examples(examples, question_texts, again, store=tmp_path, progress=False)
+    assert again.texts == [] and np.array_equal(reread.vectors, stored.vectors)  # read, not encoded
+    other_encoder = Counting("graph-b")
+    embed_examples(examples, question_texts, other_encoder, store=tmp_path, progress=False)
+    more = Counting("graph-a")
+    embed_examples([*examples, Example("new text", question, 0, "fam", ())], question_texts, more, store=tmp_path,
+                   progress=False)  # fmt: skip
+    assert other_encoder.texts and more.texts and len(list(tmp_path.glob("*.npy"))) == 3
+    assert not list(tmp_path.glob("*.partial.npy"))

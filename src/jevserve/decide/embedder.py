@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from jevserve.decide.base import InputTooLongError
-from jevserve.decide.onnx_build import Output, Precision, onnx_path, shipped_model_dir
+from jevserve.decide.onnx_build import Output, Precision, graph_key, layers_digest, onnx_path, shipped_model_dir
 
 WINDOW_TOKENS = 254  # word pieces per window; + [CLS] and [SEP] = the encoder's trained 256
 DEFAULT_MAX_TOKENS = 32_768
@@ -131,6 +131,10 @@ class Embedder:
         )
         self.cache = LRUCache(cache_size)
         self._token_counts: dict[str, int] = {}
+        # what this embedder's vectors depend on besides the texts (its graph, precision, output and limits): the
+        # key of embeddings stored on disk between training runs (train/dataset.py)
+        self.identity = "|".join([graph_key(model_dir), precision, output, layers_digest(layers) if layers else "-",
+                                  str(max_tokens), type(self).__name__])
 
     def num_tokens(self, text: str) -> int:
         """Word pieces in `text`, without special tokens (remembered for texts embedded recently)."""

@@ -26,7 +26,7 @@ from jevserve.decide.reader import ReaderWeights
 from jevserve.decide.token_embedder import TokenEmbedder
 from jevserve.decide.trained import KINDS, HeadWeights, question_texts
 from jevserve.train.attributes import attribute_families
-from jevserve.train.dataset import EmbeddedExamples, embed_examples, subset
+from jevserve.train.dataset import EmbeddedExamples, embed_examples, embeddings_store, subset
 from jevserve.train.examples import Example, content_hash, families, task_examples
 from jevserve.train.head import HeadConfig, fit_temperatures, train_head
 from jevserve.train.reader import (
@@ -158,7 +158,7 @@ def train(
         raise SystemExit("no training examples: fetch the bench data first (jevserve data fetch)")
     log(f"{len(examples)} examples from {len(families(examples))} families")
     embedder = embedder or Embedder("int8")
-    embedded = embed_examples(examples, question_texts, embedder, progress=progress)
+    embedded = embed_examples(examples, question_texts, embedder, progress=progress, store=embeddings_store())
     fit_part, validation = split_validation(embedded, [ex.state for ex in examples])
     weights = train_head(fit_part, config, progress=progress)
     weights = fit_temperatures(weights, validation)
@@ -255,7 +255,7 @@ class ReaderInputs:
 
 def reader_inputs(examples: Sequence[Example], embedder: TokenEmbedder, *, progress: bool = True) -> ReaderInputs:
     """Embed the examples' texts and encode their distinct states' token states (from the disk cache when seen)."""
-    embedded = embed_examples(examples, question_texts, embedder, progress=progress)
+    embedded = embed_examples(examples, question_texts, embedder, progress=progress, store=embeddings_store())
     states = list(dict.fromkeys(ex.state for ex in examples))
     position = {state: i for i, state in enumerate(states)}
     tokens = unit_tokens(token_states(states, embedder, progress=progress))
