@@ -131,10 +131,20 @@ class Embedder:
         )
         self.cache = LRUCache(cache_size)
         self._token_counts: dict[str, int] = {}
-        # what this embedder's vectors depend on besides the texts (its graph, precision, output and limits): the
-        # key of embeddings stored on disk between training runs (train/dataset.py)
-        self.identity = "|".join([graph_key(model_dir), precision, output, layers_digest(layers) if layers else "-",
-                                  str(max_tokens), type(self).__name__])
+        self._identity_of = (model_dir, output, layers)
+        self._identity: str | None = None
+
+    @property
+    def identity(self) -> str:
+        """What this embedder's vectors depend on besides the texts (graph, precision, output, limits): the key of
+        embeddings stored on disk between training runs (train/dataset.py). Computed when first asked: it hashes the
+        encoder's weights file."""
+        if self._identity is None:
+            model_dir, output, layers = self._identity_of
+            self._identity = "|".join([graph_key(model_dir), self.precision, output,
+                                       layers_digest(layers) if layers else "-", str(self.max_tokens),
+                                       type(self).__name__])
+        return self._identity
 
     def num_tokens(self, text: str) -> int:
         """Word pieces in `text`, without special tokens (remembered for texts embedded recently)."""
