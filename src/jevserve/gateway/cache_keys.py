@@ -34,35 +34,37 @@ class CacheKeys:
 def request_keys(
     messages: Sequence[Mapping[str, Any]], tools: Sequence[Any] | None = None, params: Mapping[str, Any] | None = None
 ) -> CacheKeys:
-    """Both keys of a request."""
-    return CacheKeys(exact_key(messages, tools, params), context_key(messages, tools, params))
+    """Both keys of a request (each message normalised once, for both)."""
+    normal = [_normal(m) for m in messages]
+    return CacheKeys(exact_key(normal, tools, params), context_key(normal, tools, params))
 
 
 def exact_key(
-    messages: Sequence[Mapping[str, Any]], tools: Sequence[Any] | None, params: Mapping[str, Any] | None
+    normal: Sequence[Mapping[str, Any]], tools: Sequence[Any] | None, params: Mapping[str, Any] | None
 ) -> str:
-    """A digest of the normalised conversation, the tools and the reply-changing parameters."""
-    return _digest({"messages": [_normal(m) for m in messages], "tools": list(tools or ()), "params": _params(params)})
+    """A digest of the normalised conversation (`_normal` of each message), the tools and the reply-changing
+    parameters."""
+    return _digest({"messages": list(normal), "tools": list(tools or ()), "params": _params(params)})
 
 
 def context_key(
-    messages: Sequence[Mapping[str, Any]], tools: Sequence[Any] | None, params: Mapping[str, Any] | None
+    normal: Sequence[Mapping[str, Any]], tools: Sequence[Any] | None, params: Mapping[str, Any] | None
 ) -> str:
-    """A digest of what shapes a reply besides the texts of the user and assistant turns: system prompts, tools,
-    parameters, and whatever else the turns carry (a speaker's `name`, images and other non-text parts, tool calls,
-    tool results), which the reuse question cannot read and so must be the same for two requests it compares."""
-    system = [_normal(m) for m in messages if m.get("role") in _CONTEXT_ROLES]
+    """A digest of what shapes a reply besides the texts of the user and assistant turns (of the normalised
+    messages): system prompts, tools, parameters, and whatever else the turns carry (a speaker's `name`, images and
+    other non-text parts, tool calls, tool results), which the reuse question cannot read and so must be the same for
+    two requests it compares."""
+    system = [m for m in normal if m.get("role") in _CONTEXT_ROLES]
     # turns with nothing unread leave no trace, so conversations of different lengths stay comparable
-    unread = [u for u in (_unread(m) for m in messages if m.get("role") not in _CONTEXT_ROLES) if u]
+    unread = [u for u in (_unread(m) for m in normal if m.get("role") not in _CONTEXT_ROLES) if u]
     return _digest({"system": system, "tools": list(tools or ()), "params": _params(params), "unread": unread})
 
 
-def _unread(message: Mapping[str, Any]) -> Any:
+def _unread(normal: Mapping[str, Any]) -> Any:
     """What the reuse question does not read of a turn: for user and assistant turns everything but the role and the
-    text (its string, or its text parts); a turn of any other role (tool, function) whole."""
-    normal = _normal(message)
-    if message.get("role") not in _READ_ROLES:
-        return normal
+    text (its string, or its text parts); a turn of any other role (tool, function) whole. `normal` is `_normal`'s."""
+    if normal.get("role") not in _READ_ROLES:
+        return dict(normal)
     rest = {k: v for k, v in normal.items() if k not in ("role", "content")}
     content = normal.get("content")
     parts = [p for p in content if not _is_text_part(p)] if isinstance(content, list) else []
