@@ -40,3 +40,13 @@ def envoy_binary() -> Path | None:
             return candidate
     found = shutil.which("envoy") or shutil.which("envoy", path=str(Path(sys.executable).parent))
     return Path(found) if found else None
+
+
+def envoy_or_skip() -> Path:
+    """The Envoy binary, or a skip that says how to install it (a live test never passes without one)."""
+    import pytest
+
+    envoy = envoy_binary()
+    if envoy is None:
+        pytest.skip(f"no Envoy binary; install it with: {ENVOY_INSTALL}")
+    return envoy

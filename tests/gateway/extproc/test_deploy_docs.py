@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 
-import pytest
 import yaml
 from envoy.config.bootstrap.v3 import bootstrap_pb2
 from envoy.extensions.access_loggers.filters.cel.v3 import cel_pb2  # noqa: F401 (registers the Any type)
@@ -23,8 +22,7 @@ from jevserve.gateway.inference_headers import MODEL_NAME_HEADER as MODEL_HEADER
 from tests.gateway.extproc.deploy_examples import (
     DOC_DEFAULT_MODEL,
     DOC_MODELS,
-    ENVOY_INSTALL,
-    envoy_binary,
+    envoy_or_skip,
     example_documents,
     examples,
 )
@@ -103,9 +101,7 @@ def test_bootstrap_routes_on_the_header_jevserve_sets() -> None:
 
 
 def test_bootstrap_passes_envoys_own_validation(tmp_path) -> None:
-    envoy = envoy_binary()
-    if envoy is None:
-        pytest.skip(f"no Envoy binary; install it with: {ENVOY_INSTALL}")
+    envoy = envoy_or_skip()
     path = tmp_path / "bootstrap.yaml"
     path.write_text(examples()["envoy-bootstrap"])
     done = _validate(envoy, path)
@@ -115,9 +111,7 @@ def test_bootstrap_passes_envoys_own_validation(tmp_path) -> None:
 
 def test_envoy_validation_refuses_duplex_without_request_trailers(tmp_path) -> None:
     """The fact docs/deploy.md states about FULL_DUPLEX_STREAMED, checked on the binary."""
-    envoy = envoy_binary()
-    if envoy is None:
-        pytest.skip(f"no Envoy binary; install it with: {ENVOY_INSTALL}")
+    envoy = envoy_or_skip()
     broken = examples()["envoy-bootstrap"].replace("request_trailer_mode: SEND", "request_trailer_mode: SKIP")
     path = tmp_path / "broken.yaml"
     path.write_text(broken)

@@ -23,7 +23,7 @@ from jevserve.gateway.extproc.binding import GatewayDecisions
 from jevserve.gateway.extproc.envoy_config import CA_BUNDLE, bootstrap_for_config
 from jevserve.gateway.inference_headers import MODEL_NAME_HEADER
 from jevserve.gateway.runtime import build_gateway
-from tests.gateway.extproc.deploy_examples import ENVOY_INSTALL, envoy_binary
+from tests.gateway.extproc.deploy_examples import envoy_or_skip
 from tests.gateway.extproc.live import free_port, running_envoy
 from tests.gateway.extproc.scripted import serving_at
 
@@ -205,9 +205,7 @@ def test_an_upstream_named_like_the_extproc_cluster_is_refused(tmp_path, capsys)
 
 
 def _envoy():
-    envoy = envoy_binary()
-    if envoy is None:
-        pytest.skip(f"no Envoy binary; install it with: {ENVOY_INSTALL}")
+    envoy = envoy_or_skip()
     return envoy
 
 

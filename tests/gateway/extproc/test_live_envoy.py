@@ -17,7 +17,7 @@ from jevserve.gateway.decider import FixedDecider
 from jevserve.gateway.extproc import Forward, ResponsePlan, error_reply
 from jevserve.gateway.extproc.binding import GatewayDecisions
 from jevserve.gateway.runtime import build_gateway
-from tests.gateway.extproc.deploy_examples import ENVOY_INSTALL, envoy_binary
+from tests.gateway.extproc.deploy_examples import envoy_or_skip
 from tests.gateway.extproc.live import bootstrap_for, free_port, running_envoy, running_models
 from tests.gateway.extproc.scripted import Scripted, answer, read_json, serving_at
 
@@ -55,9 +55,7 @@ def chat(text: str, **extra) -> dict:
 
 @pytest.mark.parametrize("mode", ["FULL_DUPLEX_STREAMED", "BUFFERED"])
 def test_requests_through_a_live_envoy(mode: str) -> None:
-    envoy = envoy_binary()
-    if envoy is None:
-        pytest.skip(f"no Envoy binary; install it with: {ENVOY_INSTALL}")
+    envoy = envoy_or_skip()
     gated = json.dumps(GATED).encode()
     script = Scripted(decide=decide, replace_reply=lambda b: gated if b"delete_repo" in b else None)
 
@@ -112,9 +110,7 @@ def test_requests_through_a_live_envoy(mode: str) -> None:
 @pytest.mark.parametrize("mode", ["FULL_DUPLEX_STREAMED", "BUFFERED"])
 def test_the_gateways_decisions_through_a_live_envoy(mode: str) -> None:
     """The real binding (gateway stages, FixedDecider) behind Envoy: routed by the route decision, llm-d headers."""
-    envoy = envoy_binary()
-    if envoy is None:
-        pytest.skip(f"no Envoy binary; install it with: {ENVOY_INSTALL}")
+    envoy = envoy_or_skip()
     config = parse_config({
         "decision_timeout_ms": 300,
         "upstreams": [{"name": "large", "url": "http://large.test/v1"}, {"name": "small", "url": "http://small.test/v1"}],
@@ -177,9 +173,7 @@ def _shape(message) -> tuple:
 @pytest.mark.parametrize("mode", ["FULL_DUPLEX_STREAMED", "BUFFERED"])
 def test_the_test_client_sends_what_envoy_sends(mode: str, monkeypatch) -> None:
     """The message shapes of one request and its reply, from a live Envoy and from tests/.../envoy.py's client."""
-    envoy = envoy_binary()
-    if envoy is None:
-        pytest.skip(f"no Envoy binary; install it with: {ENVOY_INSTALL}")
+    envoy = envoy_or_skip()
     from jevserve.gateway.extproc import stream as stream_module
     from tests.gateway.extproc.envoy import EnvoyStream
 

@@ -19,7 +19,7 @@ from jevserve.gateway.extproc import StreamSettings
 from jevserve.gateway.extproc.binding import GatewayDecisions
 from jevserve.gateway.extproc.calls import CallWatch
 from jevserve.gateway.runtime import build_gateway
-from tests.gateway.extproc.deploy_examples import ENVOY_INSTALL, envoy_binary
+from tests.gateway.extproc.deploy_examples import envoy_or_skip
 from tests.gateway.extproc.envoy import Delivered, EnvoyStream, Forwarded, Immediate, header_map
 from tests.gateway.extproc.live import bootstrap_for, free_port, running_envoy, running_models
 from tests.gateway.extproc.scripted import serving, serving_at
@@ -298,9 +298,7 @@ def test_the_watch_keeps_back_the_same_bytes_wherever_the_body_is_cut(raw: bytes
 
 @pytest.mark.parametrize("mode", ["FULL_DUPLEX_STREAMED", "BUFFERED"])
 def test_a_streamed_tool_call_through_a_live_envoy_is_judged_before_it_reaches_the_client(mode: str) -> None:
-    envoy = envoy_binary()
-    if envoy is None:
-        pytest.skip(f"no Envoy binary; install it with: {ENVOY_INSTALL}")
+    envoy = envoy_or_skip()
     config = parse_config({
         "decision_timeout_ms": 300,
         "upstreams": [{"name": "small", "url": "http://small.test/v1"}],
