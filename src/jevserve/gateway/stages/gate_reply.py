@@ -25,7 +25,9 @@ class ReplyToolCall:
 
 
 async def gate_reply(gateway: Gateway, ctx: RequestContext, completion: dict[str, Any]) -> dict[str, Any]:
-    """The reply with blocked tool calls removed from every choice (and said so); sets `ctx.tool_verdicts`."""
+    """The reply with blocked tool calls removed from every choice (and said so); sets `ctx.tool_verdicts`. When it
+    removes nothing it returns `completion` itself, which the stream relays (streaming.py, extproc/calls.py) read as
+    "send the held events as they came"."""
     gate = next((p for p in policies_for(ctx.route) if isinstance(p, ToolGate)), None)
     proposed = tool_calls_of(completion)
     if gate is None or not proposed or ctx.report is None or ctx.report.inputs is None:
