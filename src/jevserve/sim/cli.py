@@ -138,23 +138,6 @@ def _run_ignored_flags(argv: list[str]) -> None:
     ])
 
 
-def _load_requests(args: argparse.Namespace):
-    from jevserve.sim.workloads.lengths import fit_context, scale_output_lengths
-    from jevserve.sim.workloads.sharegpt import sample_sharegpt
-    from jevserve.sim.workloads.synthetic import synthetic_requests
-    from jevserve.sim.workloads.trace import read_trace
-
-    if args.workload == "sharegpt":
-        requests = sample_sharegpt(args.num_requests, seed=args.seed, split=args.split)
-    elif args.workload == "synthetic":
-        requests = synthetic_requests(args.num_requests, args.prompt_dist, args.output_dist, seed=args.seed)
-    else:
-        requests = read_trace(Path(args.workload), need_arrival=args.arrivals == "trace")
-    if args.output_scale is not None:
-        requests = scale_output_lengths(requests, args.output_scale, max_model_len=args.max_model_len)
-    return fit_context(requests, args.max_model_len)
-
-
 def _outputs_writable(**paths: Path | None) -> None:
     """Check the files a command will write (flag name → path), before its work: a path that cannot be written
     fails at once, in one line naming the flag, instead of after the work is done."""
@@ -183,7 +166,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
               "a trace file (.jsonl/.csv) with arrival_s, or --arrivals poisson, gamma:CV or mmpp:...",
               file=sys.stderr)
         return 2
-    requests = _load_requests(args)
+    from jevserve.sim.workload_args import load_workload
+
+    # a trace's rows are all sent (--num-requests is refused beside one), with its own send times if asked for
+    requests = load_workload(args, seed=args.seed, split=args.split, whole_trace=True,
+                             need_arrival=args.arrivals == "trace")
     if args.arrivals != "trace":
         requests = with_arrivals(requests, make_arrivals(args.arrivals, len(requests), args.rate, args.seed,
                                                          cv=gamma_cv(args.arrivals, args.cv)))

@@ -19,19 +19,24 @@ def add_length_scaling_arguments(p: argparse.ArgumentParser) -> None:
                    "(default: Qwen3-8B's 40960)")
 
 
-def load_workload(args: argparse.Namespace):
-    """The requests of `--workload` (arrival times not set), reply lengths scaled by `--output-scale` if given."""
+def load_workload(args: argparse.Namespace, *, seed: int | None = None, split: str = "all",
+                  whole_trace: bool = False, need_arrival: bool = False):
+    """The requests of `--workload`, reply lengths scaled by `--output-scale` if given, fitted to
+    `--max-model-len`. Sampled with `seed` (default: `--workload-seed`) from ShareGPT's `split`; a trace file is cut
+    to `--num-requests` rows unless `whole_trace`, and must carry send times where `need_arrival`."""
     from jevserve.sim.workloads.lengths import fit_context, scale_output_lengths
     from jevserve.sim.workloads.sharegpt import sample_sharegpt
     from jevserve.sim.workloads.synthetic import synthetic_requests
     from jevserve.sim.workloads.trace import read_trace
 
+    seed = args.workload_seed if seed is None else seed
     if args.workload == "sharegpt":
-        requests = sample_sharegpt(args.num_requests, seed=args.workload_seed)
+        requests = sample_sharegpt(args.num_requests, seed=seed, split=split)
     elif args.workload == "synthetic":
-        requests = synthetic_requests(args.num_requests, args.prompt_dist, args.output_dist, seed=args.workload_seed)
+        requests = synthetic_requests(args.num_requests, args.prompt_dist, args.output_dist, seed=seed)
     else:
-        requests = read_trace(Path(args.workload), need_arrival=False)[: args.num_requests]
+        requests = read_trace(Path(args.workload), need_arrival=need_arrival)
+        requests = requests if whole_trace else requests[: args.num_requests]
     if args.output_scale is not None:
         requests = scale_output_lengths(requests, args.output_scale, max_model_len=args.max_model_len)
     return fit_context(requests, args.max_model_len)
