@@ -55,3 +55,23 @@ def test_unreachable_upstream_is_502_with_error_shape():
     with TestClient(create_app([backend])) as proxy:
         r = proxy.post("/v1/systemone", json=ticket_body())
     assert r.status_code == 502 and r.json()["detail"]["error_type"] == "internal_error"
+
+
+def test_the_listing_gives_the_upstream_models_release_date_not_a_placeholder():
+    with running_server(create_app([FakeBackend()])) as upstream:
+        upstream_listing = SystemOne(upstream).models()
+        with TestClient(create_app([RemoteBackend(upstream)])) as proxy:
+            listed = {m["name"]: m for m in proxy.get("/v1/models").json()["models"]}
+    latest = next(m for m in upstream_listing if m["name"] == "jev-latest")
+    assert listed["remote-jev-latest"]["release_date"] == latest["release_date"] != "1970-01-01"
+    assert listed["remote-jev-latest"]["description"].endswith(f"(jev-latest at {upstream}, forwarded)")
+
+
+def test_an_upstream_that_cannot_list_leaves_the_date_marked_unknown_and_the_server_starts(caplog):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with TestClient(create_app([RemoteBackend(f"http://127.0.0.1:{port}", timeout_s=2)])) as proxy:
+        entry = next(m for m in proxy.get("/v1/models").json()["models"] if m["name"] == "remote-jev-latest")
+    assert "release date unknown" in entry["description"]
+    assert "did not list its model" in caplog.text

@@ -22,8 +22,10 @@ What the client sees for what the upstream did (`upstream_error`):
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -45,6 +47,8 @@ from jevserve.protocol.answers import (
 
 DEFAULT_REMOTE_TIMEOUT_S = 8.0  # below the SDK's DEFAULT_TIMEOUT_S, so the client does not give up first
 DEFAULT_MAX_IN_FLIGHT = 32
+CARD_TIMEOUT_S = 3.0  # how long a starting server waits for the upstream's model listing
+UNKNOWN_RELEASE_DATE = "1970-01-01"  # what the card says until the upstream's listing gives the date
 assert DEFAULT_REMOTE_TIMEOUT_S < DEFAULT_TIMEOUT_S
 
 
@@ -130,11 +134,37 @@ class RemoteBackend(DecisionBackend):
         self._http: httpx.AsyncClient | None = None
         self._slots: asyncio.Semaphore | None = None
         self._sync_http: httpx.Client | None = None
+        # The forwarded model's release date is the upstream's to say: learn_card() takes it from the upstream's
+        # listing when the server starts. Until then (or if the upstream cannot say) the contract's YYYY-MM-DD field
+        # holds the epoch, and the description says that it is not a date.
         self.card = ModelCard(
-            name=f"remote-{model}", description=f"{model} at {self.url} (forwarded)", release_date="1970-01-01"
+            name=f"remote-{model}",
+            description=f"{model} at {self.url} (forwarded; release date unknown: the upstream did not list it)",
+            release_date=UNKNOWN_RELEASE_DATE,
         )
 
     # -- async path (the server) -------------------------------------------------------------------------------
+
+    async def learn_card(self) -> bool:
+        """Take the forwarded model's description and release date from the upstream's `GET /v1/models`; whether
+        the upstream listed it (else the card stays as it was: a listing must not fail a server's start)."""
+        http, _ = self._async_client()
+        try:
+            response = await http.get("/v1/models", timeout=min(self.timeout_s, CARD_TIMEOUT_S))
+            listed = response.json().get("models", []) if response.status_code == 200 else []
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return False
+        for entry in listed if isinstance(listed, list) else []:
+            if not isinstance(entry, dict) or entry.get("name") != self.model:
+                continue
+            date, description = entry.get("release_date"), entry.get("description")
+            if not (isinstance(date, str) and _is_date(date)):
+                return False
+            said = f"{description} " if isinstance(description, str) and description else ""
+            self.card = replace(self.card, release_date=date,
+                                description=f"{said}({self.model} at {self.url}, forwarded)")
+            return True
+        return False
 
     def _async_client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()
@@ -281,6 +311,14 @@ class RemoteBackend(DecisionBackend):
             for i, p in zip(indices, probabilities, strict=True):
                 out[i] = p
         return Decisions(out, input_tokens=tokens)  # type: ignore[arg-type]
+
+
+def _is_date(text: str) -> bool:
+    try:
+        dt.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return len(text) == 10
 
 
 def _by_state(items: Sequence[DecisionItem]) -> dict[str, list[int]]:
