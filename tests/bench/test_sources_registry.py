@@ -116,7 +116,7 @@ def test_a_rerun_skips_releases_already_cached_and_force_fetches_again(tmp_path)
     assert len(calls) == 2
 
 
-def test_a_failed_release_is_reported_and_the_others_are_still_fetched(tmp_path):
+def test_a_failed_release_is_reported_and_the_others_are_still_fetched(tmp_path, capsys):
     good = bastion_wheel(tmp_path)
     other = bastion_wheel(tmp_path, name="otherpkg-2.0-py3-none-any.whl", extra=" Now.")
     registry = build_registry(
@@ -126,9 +126,10 @@ def test_a_failed_release_is_reported_and_the_others_are_still_fetched(tmp_path)
         ]
     )
     run = fake_pip({"bastioncorpus==0.6.0": good, "otherpkg==2.0": other}, failing={"otherpkg==2.0"})
-    outcomes = fetch_sources(None, tmp_path / "cache", sources=registry, run=run, progress=False)
+    outcomes = fetch_sources(None, tmp_path / "cache", sources=registry, run=run)
     assert [(o.sources, o.state) for o in outcomes] == [(("broken",), "failed"), (("fine",), "fetched")]
     assert "network is unreachable" in outcomes[0].message
+    assert "fetching data (1 failed)" in capsys.readouterr().err  # a full bar does not read as all fetched
     assert len(load_source("fine", tmp_path / "cache", sources=registry, use_installed=False)) == 2
 
 

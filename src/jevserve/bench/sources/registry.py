@@ -186,6 +186,8 @@ def fetch_sources(
             install_release(archive, files, cache_dir, archive_file=given.get(archive), run=run)
         except DataSourceError as exc:
             outcomes.append(FetchOutcome(archive, tuple(wanted), "failed", str(exc)))
+            # the bar counts packages tried, so a full bar must not read as all fetched
+            bar.set_description(f"fetching data ({sum(o.state == 'failed' for o in outcomes)} failed)")
             continue
         outcomes.append(FetchOutcome(archive, tuple(wanted), "fetched", ""))
     return outcomes
