@@ -439,3 +439,74 @@ def test_a_threshold_nobody_set_is_reported_as_the_default_not_as_set_by_hand(tm
         described["guard"] and described["guard"].endswith("give e.g. guard: {max_false_action_rate: 0.01})")
     assert described["harm"].endswith("(set by hand)")
     assert described["route"].endswith("(the default: no threshold given)")  # a decision no rate can bound
+
+
+def write_jsonl(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def user_record(i: int, shape: str = "bare", role: str = "user", **extra) -> dict:
+    return {"id": f"r{i}", "shape": shape, "body": {"messages": [{"role": role, "content": f"request {i} please"}]},
+            **extra}
+
+
+def test_a_message_role_that_is_not_openais_is_refused_naming_it(tmp_path):
+    human = write_jsonl(tmp_path / "human.jsonl", [user_record(0), user_record(1, role="human")])
+    with pytest.raises(ConfigError, match=r"line 2 .*message 1 has role 'human'.*'user'"):
+        load_calibration(human)
+    for bad_message in (42, {"content": "no role"}):
+        odd = write_jsonl(tmp_path / "odd.jsonl", [{"body": {"messages": [bad_message]}}])
+        with pytest.raises(ConfigError, match="line 1 is not a calibration record"):
+            load_calibration(odd)
+    labels = write_jsonl(tmp_path / "labels.jsonl", [user_record(0, labels="guard")])
+    with pytest.raises(ConfigError, match="labels are not an object"):
+        load_calibration(labels)
+    array = tmp_path / "array.json"
+    array.write_text(json.dumps([user_record(0)]))
+    with pytest.raises(ConfigError, match="JSON array; expected JSON lines"):
+        load_calibration(array)
+
+
+def test_requests_a_decision_asks_nothing_about_are_left_out_and_none_at_all_is_an_error(tmp_path):
+    system_only = {"id": "s", "shape": "bare", "body": {"messages": [{"role": "system", "content": "Be brief."}]}}
+    mixed = write_jsonl(tmp_path / "mixed.jsonl", [user_record(i) for i in range(200)] + [system_only] * 7)
+    _, points = resolve_operating_points(rate_config(mixed), CountingDecider(hash_score), scores=ScoreCache(tmp_path))
+    guard = next(p for p in points if p.decision == "guard")
+    assert guard.num_requests == 200 and guard.num_unjudged == 7
+    assert "7 more had nothing for it to judge" in guard.describe()
+    nothing = write_jsonl(tmp_path / "nothing.jsonl", [system_only] * 30)
+    with pytest.raises(ConfigError, match=r"none of the 30 requests .* gives guard anything to judge"):
+        resolve_operating_points(rate_config(nothing), CountingDecider(hash_score), scores=ScoreCache(tmp_path))
+
+
+def test_a_rate_finer_than_a_shape_can_resolve_is_warned_about(tmp_path):
+    small = write_jsonl(tmp_path / "small.jsonl", [user_record(i, "a") for i in range(150)]
+                        + [user_record(1000 + i, "b") for i in range(32)])  # fmt: skip
+    _, points = resolve_operating_points(rate_config(small, max_false_action_rate=0.01), CountingDecider(hash_score),
+                                         scores=ScoreCache(tmp_path))  # fmt: skip
+    guard = next(p for p in points if p.decision == "guard")
+    assert guard.thin_shapes == (("b", 32),)
+    assert "WARNING: 0.01 needs at least 100 requests per shape" in guard.describe()
+    assert "'b' has 32" in guard.describe() and "'a'" not in guard.describe().partition("WARNING")[2]
+    assert guard.rate_allowed and guard.to_dict()["rate_allowed"] is True
+
+
+def test_a_log_used_as_it_stands_warns_of_what_it_caught_and_labels_can_leave_a_request_out(tmp_path):
+    def logged(i: int, action: str, **extra) -> dict:
+        verdict = {"decision": "guard", "action": action, "probability": 0.99}
+        return {"request_id": f"q{i}", "messages": [{"role": "user", "content": f"logged request {i}"}],
+                "decisions": {"verdicts": [verdict]}, **extra}
+
+    records = [logged(i, "allow") for i in range(100)] + [logged(100 + i, "block") for i in range(3)]
+    log = write_jsonl(tmp_path / "log.jsonl", records)
+    _, points = resolve_operating_points(rate_config(log), CountingDecider(hash_score), scores=ScoreCache(tmp_path))
+    guard = next(p for p in points if p.decision == "guard")
+    assert guard.num_requests == 103 and guard.acted_unlabelled == 3
+    assert "WARNING: 3 of these were acted on by guard when logged and carry no label" in guard.describe()
+    records[-1]["labels"], records[-2]["labels"], records[-3]["labels"] = {"guard": True}, {"guard": None}, {}
+    labelled = write_jsonl(tmp_path / "labelled.jsonl", records)
+    _, points = resolve_operating_points(rate_config(labelled), CountingDecider(hash_score),
+                                         scores=ScoreCache(tmp_path))  # fmt: skip
+    guard = next(p for p in points if p.decision == "guard")
+    assert guard.num_requests == 101 and guard.acted_unlabelled == 1  # true and null leave it out; {} does not

@@ -106,6 +106,26 @@ def test_the_sweep_counts_actions_per_threshold_with_recall_and_false_actions_fr
     assert "guard" in format_sweep(rows)
     png = plot_sweep(rows, result, tmp_path / "sweep.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert {0.97, 0.99, 0.995, 0.999} <= set(at)  # finer near 1, where rate-set thresholds lie
+
+
+def test_a_null_label_leaves_a_request_out_of_the_sweeps_columns_and_thresholds_can_be_given(tmp_path, capsys):
+    path = tmp_path / "log.jsonl"
+    labels = [{"guard": True}, {"guard": None}, {"guard": False}, {}]
+    records = [{"request_id": f"r{i}", "model": "m", "messages": [{"role": "user", "content": f"text {i}"}],
+                "labels": label} for i, label in enumerate(labels)]  # fmt: skip
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    config = parse_config({"routes": [{"model": "m", "guard": {"threshold": 0.5}}]})
+    result = replay_log(path, config, decider=FixedDecider({"guard:0": 0.7}))
+    assert [r.labels for r in result.requests] == labels
+    at = {r.threshold: r for r in sweep(result, (0.6, 0.8)) if r.decision == "guard"}
+    assert set(at) == {0.5, 0.6, 0.8}  # the given ones and the one in force
+    assert at[0.6].recall == 1.0 and at[0.6].false_action_rate == 1.0  # one positive, one negative; null is neither
+    assert main(["gateway", "replay", str(path), "--thresholds", "0.9"]) == 2
+    assert "add --sweep" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["gateway", "replay", str(path), "--sweep", "--thresholds", "0.9,1.5"])
+    assert "1.5 is not a probability" in capsys.readouterr().err
 
 
 def test_check_names_a_misspelt_field_with_a_suggestion(tmp_path, capsys):

@@ -4,7 +4,10 @@ A calibration file is JSON lines (optionally gzipped): the packaged everyday fil
 ordinary user turns from the bench's train side in six shapes, written by `jevserve bench export-everyday`), or the
 operator's own traffic in the same form (`{"id", "shape", "body": {"messages", "tools"}}`) or as a gateway decision
 log (`{"request_id", "messages", "tools"}`). Every request counts as one on which acting is a false action, unless its
-`labels` mark it positive for a decision (`"labels": {"guard": true}`): then it is left out of that decision's set.
+`labels` mark it positive for a decision (`"labels": {"guard": true}`) or leave it out of that decision
+(`"labels": {"guard": null}`: neither, e.g. a harmful request in the guard's set): then it is left out of that
+decision's set. Messages are OpenAI chat messages: a role other than OpenAI's ("human", "bot") is refused, since a
+turn the gateway does not read as the user's would be scored as nothing to judge.
 
 The tool gate acts on the calls an upstream replied with, so its calibration requests carry them: `"tool_calls"`, an
 OpenAI reply's list (`[{"function": {"name", "arguments"}}]`), each call one on which blocking is a false action. Its
@@ -51,9 +54,13 @@ class CalibrationRequest:
     request_id: str
     shape: str  # the everyday shape ("bare", "system", ...), or "all" for a file without shapes
     body: Mapping[str, Any] = field(compare=False)
-    labels: Mapping[str, bool] = field(default_factory=dict, compare=False)  # decision → True: not a negative
+    # decision → True (acting is right), False (acting is a false action) or None (left out of that decision's set)
+    labels: Mapping[str, bool | None] = field(default_factory=dict, compare=False)
     tool_calls: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)  # the calls the upstream replied with
     cached: Mapping[str, Any] | None = field(default=None, compare=False)  # a cache pair's cached request body
+    # for a decision log's record: the decisions that acted on it when it was logged (a blocked request, a call the
+    # gate held back); unlabelled, such a request still counts as a false action, which is rarely what is meant
+    acted: frozenset[str] = field(default=frozenset(), compare=False)
 
 
 @dataclass(frozen=True)
@@ -74,10 +81,14 @@ class CalibrationSet:
         }
         return packaged.get(self.path, str(self.path))
 
+    def acted_unlabelled(self, decision: str) -> int:
+        """Requests of a decision log that `decision` acted on when logged and that carry no label for it."""
+        return sum(1 for r in self.requests if decision in r.acted and decision not in r.labels)
+
     def negatives(self, decision: str) -> list[CalibrationRequest]:
         """The requests acting on which is a false action for `decision` (for the tool gate: those with calls; for
         the cache: the pairs)."""
-        kept = [r for r in self.requests if not r.labels.get(decision, False)]
+        kept = [r for r in self.requests if r.labels.get(decision, False) is False]
         if decision == "tool_gate":
             return [r for r in kept if r.tool_calls]
         if decision == "cache":
@@ -93,6 +104,9 @@ def load_calibration(path: str | Path | None = None) -> CalibrationSet:
     except OSError as exc:
         raise ConfigError(f"calibration: cannot read {path}: {exc.strerror}") from None
     text = gzip.decompress(raw).decode("utf-8") if raw[:2] == b"\x1f\x8b" else raw.decode("utf-8")
+    if text.lstrip().startswith("["):
+        raise ConfigError(f"calibration: {path} is a JSON array; expected JSON lines, one record per line "
+                          "(docs/gateway.md, \"Operating points and modes\")")
     requests = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -117,16 +131,47 @@ def calibration_request(record: Mapping[str, Any], number: int = 0) -> Calibrati
         raise KeyError("neither 'body' nor 'messages'")
     if not isinstance(body, Mapping) or not isinstance(body.get("messages"), list):
         raise TypeError("its messages are not a list")
+    _check_messages(body["messages"], "its")
     labels = record.get("labels") or {}
+    if not isinstance(labels, Mapping) or not all(v is None or isinstance(v, bool) for v in labels.values()):
+        raise TypeError('its labels are not an object of decision → true, false or null, e.g. {"guard": true}')
     calls = record.get("tool_calls") or []
     if not isinstance(calls, list) or not all(isinstance(c, Mapping) for c in calls):
         raise TypeError("its tool_calls are not a list of calls")
     cached = record.get("cached")
     if cached is not None and (not isinstance(cached, Mapping) or not isinstance(cached.get("messages"), list)):
         raise TypeError("its cached request is not a body with a list of messages")
+    if cached is not None:
+        _check_messages(cached["messages"], "its cached request's")
     request_id = str(record.get("id") or record.get("request_id") or f"line-{number}")
     shape = str(record.get("shape") or "all")
-    return CalibrationRequest(request_id, shape, body, dict(labels), tuple(calls), cached)
+    return CalibrationRequest(request_id, shape, body, dict(labels), tuple(calls), cached, _logged_actions(record))
+
+
+def _logged_actions(record: Mapping[str, Any]) -> frozenset[str]:
+    """The decisions a decision log's record says acted (or, in shadow mode, would have): any action but allow."""
+    decisions = record.get("decisions")
+    verdicts = decisions.get("verdicts") if isinstance(decisions, Mapping) else None
+    verdicts = [*(verdicts if isinstance(verdicts, list) else []),
+                *(record.get("tool_gate") if isinstance(record.get("tool_gate"), list) else [])]
+    return frozenset(
+        str(v.get("decision")) for v in verdicts
+        if isinstance(v, Mapping) and not str(v.get("action", "allow")).startswith(("allow", "skip"))
+    )
+
+
+CHAT_ROLES = ("system", "developer", "user", "assistant", "tool", "function")  # OpenAI's
+
+
+def _check_messages(messages: list, whose: str) -> None:
+    """Raise TypeError naming the first message that is not an OpenAI chat message with a known role."""
+    for number, message in enumerate(messages, 1):
+        if not isinstance(message, Mapping):
+            raise TypeError(f"{whose} message {number} is not an object with a role and content")
+        role = message.get("role")
+        if role not in CHAT_ROLES:
+            raise TypeError(f"{whose} message {number} has role {role!r}; expected one of {', '.join(CHAT_ROLES)} "
+                            "(OpenAI's chat roles: write 'human' as 'user')")
 
 
 def score_requests(
@@ -139,6 +184,13 @@ def score_requests(
     """The probability `policy` compares with its threshold, for each request (as the gateway would compute it);
     `done(n)` is told how many are scored after each decision call."""
     return _score_views(decider, policy, requests, lambda r: RequestView(decision_inputs(r.body, limits=limits)), done)
+
+
+def judged_requests(policy: Policy, requests: Sequence[CalibrationRequest], limits: InputLimits) -> np.ndarray:
+    """Which requests `policy` asks anything about (no decider needed): one it asks nothing about (no user turn, say)
+    is never acted on, so it cannot be a false action and is left out of the rate."""
+    return np.array([bool(policy.asks(RequestView(decision_inputs(r.body, limits=limits)))) for r in requests],
+                    dtype=bool)
 
 
 def _score_views(

@@ -32,6 +32,20 @@ Check it with `jevserve gateway check gw.yaml`, then: OPENAI_BASE_URL=http://127
 """
 
 
+def threshold_list(text: str) -> tuple[float, ...]:
+    """`--thresholds 0.98,0.99,0.995`: probabilities from 0 to 1, comma-separated."""
+    values = []
+    for part in text.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{part.strip()!r} is not a number; write e.g. 0.98,0.99,0.995") from None
+        if not 0 <= value <= 1:
+            raise argparse.ArgumentTypeError(f"{value:g} is not a probability (0 to 1)")
+        values.append(value)
+    return tuple(values)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `gateway` command and its `replay`, `check` and `calibrate` sub-commands."""
     p = subparsers.add_parser(
@@ -70,6 +84,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--limit", type=positive_int("--limit"), help="replay only the first N records")
     r.add_argument("--json", metavar="PATH", help="also write the report (every changed request) as JSON")
     r.add_argument("--sweep", action="store_true", help="also sweep each decision's threshold")
+    r.add_argument("--thresholds", type=threshold_list, metavar="LIST",
+                   help="with --sweep: the thresholds to sweep, comma-separated (default: 0.05 to 0.95 in steps of "
+                   "0.05, then 0.96, 0.97, 0.98, 0.99, 0.995, 0.999; the one in force is always added)")
     r.add_argument("--png", metavar="PATH", default="replay-sweep.png", help="the sweep's plot (default: %(default)s)")
     r.add_argument("--max-listed", type=int, default=50, help="changed requests to print (default: %(default)s)")
     r.set_defaults(func=run_replay)
@@ -206,6 +223,8 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
 def run_replay(args: argparse.Namespace) -> int:
     """Re-decide a log; print the changed requests (and the sweep); exit 2 on a log that cannot be replayed or when
     no record's model is a route of the config, 130 when interrupted (the part replayed is still reported)."""
+    if args.thresholds and not args.sweep:
+        return _fail("--thresholds sets the thresholds of --sweep: add --sweep")
     try:  # the imports too: they take a second or two, in which Ctrl-C must not end in a traceback either
         from jevserve.gateway.errors import ConfigError
         from jevserve.gateway.replay import LogError, describe_skipped, format_report, replay_log
@@ -237,7 +256,7 @@ def run_replay(args: argparse.Namespace) -> int:
     if args.sweep and not replay.interrupted:
         from jevserve.gateway.sweep import format_sweep, plot_sweep, sweep
 
-        rows = sweep(replay)
+        rows = sweep(replay, args.thresholds) if args.thresholds else sweep(replay)
         print(format_sweep(rows))
         print(f"plot: {plot_sweep(rows, replay, args.png)}")
     if args.json:

@@ -38,6 +38,7 @@ from jevserve.gateway.calibration import (
     PACKAGED_TOOL_CALLS,
     CalibrationSet,
     call_shapes,
+    judged_requests,
     load_calibration,
     score_cache_pairs,
     score_requests,
@@ -80,6 +81,10 @@ class OperatingPoint:
     unit: str = "requests"  # what num_requests counts: "requests", "calls" for the tool gate, "pairs" for the cache
     by_default: bool = False  # no operating point was given: the threshold is the default 0.5
     rate_allowed: bool = False  # the decision takes max_false_action_rate (its false actions can be measured)
+    num_unjudged: int = 0  # calibration requests it asks nothing about (no user turn, say): left out of the rate
+    # shapes too small for the rate to allow acting on even one of their requests: (shape, requests)
+    thin_shapes: tuple[tuple[str, int], ...] = ()
+    acted_unlabelled: int = 0  # requests of a decision log that this decision acted on when logged, with no label
 
     def describe(self) -> str:
         """One line: `route/guard  threshold 0.973  (max_false_action_rate 0.01: 0.98 % of 1,626 everyday ...)`."""
@@ -99,10 +104,24 @@ class OperatingPoint:
                 f"not scored yet for this decider ({self.num_requests:,} {self.unit} of {self.calibration} to score)"
             )
         worst = max((rate for _, rate in self.rates_by_shape), default=0.0)
-        return (
+        unjudged = (f"; {self.num_unjudged:,} more had nothing for it to judge and are left out"
+                    if self.num_unjudged else "")
+        line = (
             f"{head}  (max_false_action_rate {self.max_false_action_rate:g}: acts on {self.calibration_rate:.2%} of "
-            f"{self.num_requests:,} {self.unit} of {self.calibration}, at most {worst:.2%} in any shape)"
+            f"{self.num_requests:,} {self.unit} of {self.calibration}, at most {worst:.2%} in any shape{unjudged})"
         )
+        if self.acted_unlabelled:  # a log used as it stands: what the gateway caught counts as ordinary
+            line += (f"  WARNING: {self.acted_unlabelled:,} of these were acted on by {self.decision} when logged and "
+                     f"carry no label, so each counts as a false action and raises the threshold above it: label "
+                     f'the attacks among them ("labels": {{"{self.decision}": true}}), or leave them out '
+                     f'({{"{self.decision}": null}})')
+        if self.thin_shapes:  # the rate cannot be told from 0 on so few: the threshold sits over their top score
+            thin = ", ".join(f"{shape!r} has {n:,}" for shape, n in self.thin_shapes)
+            needed = math.ceil(1 / self.max_false_action_rate - 1e-9)
+            line += (f"  WARNING: {self.max_false_action_rate:g} needs at least {needed:,} {self.unit} per shape to "
+                     f"allow acting on one; {thin}, so the threshold is set to act on none of them, and the rate on "
+                     "other traffic of that shape is not known to be near the target: add requests or merge shapes")
+        return line
 
     def to_dict(self) -> dict:
         """A JSON-ready copy (for /v1/models and reports)."""
@@ -279,7 +298,7 @@ def _calibrate(
     if (found is None or len(found) != len(shapes)) and not score_missing:
         return OperatingPoint(
             route.model, key, math.nan, policy_config.mode, policy_config.max_false_action_rate,
-            num_requests=len(shapes), calibration=data.name, unit=unit,
+            num_requests=len(shapes), calibration=data.name, unit=unit, rate_allowed=True,
         )  # fmt: skip
     if found is None or len(found) != len(shapes):
         doing = f"scoring {len(shapes):,} calibration {unit} for {route.model}/{key} with {decider.name}"
@@ -296,8 +315,22 @@ def _calibrate(
             ) from exc
         if cache_key is not None:
             cache.put(cache_key, found)
+    unjudged = 0
+    if not calls and key != "cache":  # a request the decision asks nothing about is never acted on
+        policy = POLICIES[key](policy_config.model_copy(update={"threshold": 0.5}))
+        judged = judged_requests(policy, negatives, route.input_limits())
+        if not judged.any():
+            raise ConfigError(
+                f"routes: {route.model}.{key}.max_false_action_rate: none of the {len(negatives):,} requests of the "
+                f"calibration file {data.name} gives {key} anything to judge (no user turn it reads); check that their "
+                "messages are OpenAI chat messages with role 'user' and text content, or give a threshold"
+            )
+        unjudged = int((~judged).sum())
+        found, shapes = found[judged], shapes[judged]
     rate = policy_config.max_false_action_rate
     threshold = threshold_for_rate(found, shapes, rate)
+    counts = {str(s): int(n) for s, n in zip(*np.unique(shapes, return_counts=True), strict=True)}
+    thin = tuple((s, n) for s, n in sorted(counts.items()) if rate > 0 and math.floor(rate * n + 1e-9) == 0)
     by_shape = tuple((s, float(np.mean(found[shapes == s] >= threshold))) for s in sorted(set(shapes.tolist())))
     return OperatingPoint(
         route=route.model,
@@ -310,6 +343,10 @@ def _calibrate(
         num_requests=len(shapes),
         calibration=data.name,
         unit=unit,
+        rate_allowed=True,
+        acted_unlabelled=data.acted_unlabelled(key),
+        num_unjudged=unjudged,
+        thin_shapes=thin,
     )
 
 

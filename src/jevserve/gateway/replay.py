@@ -50,7 +50,8 @@ class ReplayedRequest:
     excerpt: str  # the start of the latest user request
     old: dict[str, Outcome]  # decision → logged (action, probability)
     new: dict[str, Outcome]  # decision → replayed (action, probability)
-    labels: dict[str, bool] = field(default_factory=dict)  # decision → True (should act) / False, when logged
+    # decision → True (should act), False (should not) or None (neither: left out of its columns), when logged
+    labels: dict[str, bool | None] = field(default_factory=dict)
     decision_ms: float = 0.0
 
     def changed(self) -> list[str]:
@@ -233,7 +234,8 @@ async def replay_records(
                 await cache.put(tenant, text, {"replayed": True}, ttl_s=1e9, max_entries=route.cache.max_entries,
                                 vector=report.cache_vector, keys=report.cache_keys)  # fmt: skip
             excerpt = " ".join((report.inputs.user_text if report.inputs else "").split())[:80]
-            labels = {k: bool(v) for k, v in (record.get("labels") or {}).items()}
+            given = record.get("labels")
+            labels = {k: None if v is None else bool(v) for k, v in given.items()} if isinstance(given, dict) else {}
             replayed.append(
                 ReplayedRequest(str(record.get("request_id", "?")), excerpt, old, new, labels, report.decision_ms)
             )

@@ -1,7 +1,9 @@
 """`jevserve gateway replay LOG --sweep`: per decision, how many replayed requests it would act on at each threshold.
 
 Where the log carries labels (`"labels": {"guard": true}` on a record: the decision should act on it; false: it
-should not), each row also has the recall on the positives and the false-action rate on the negatives.
+should not; null or absent: neither), each row also has the recall on the positives and the false-action rate on the
+negatives. Labels are per decision: a harmful request the guard should leave to harm is `{"guard": null}`, not
+`{"guard": false}`, or the guard's blocking it counts as a false action.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import numpy as np
 
 from jevserve.gateway.replay import Replay
 
-THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))  # 0.05 … 0.95
+# 0.05 … 0.95, then finer towards 1: rate-set thresholds of the embedded deciders lie between 0.95 and 0.999, where
+# a step of 0.05 would show nothing of the trade-off
+THRESHOLDS = (*(round(0.05 * i, 2) for i in range(1, 20)), 0.96, 0.97, 0.98, 0.99, 0.995, 0.999)
 
 
 @dataclass(frozen=True)
