@@ -28,9 +28,24 @@ def test_guard_blocks_an_injection_with_an_openai_error_and_a_reason():
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["code"] == "content_policy_violation"
-    assert "guard decision" in error["message"] and "0.970" in error["message"]
-    assert response.headers["x-jevserve-decisions"].startswith("guard=block")
+    assert error["message"] == "request blocked by the guard decision on the user's message"
+    assert response.headers["x-jevserve-decisions"] == "guard=block"  # no score to tune an attack against
     assert upstreams["u"].requests == []  # the model was never called
+
+
+def test_a_route_that_shows_clients_scores_gives_the_probability_and_threshold_everywhere():
+    route = {"guard": {"threshold": 0.5}, "client_details": "scores"}
+    app, _, _ = make_app(route, answers={"guard": 0.97})
+    response = post(app, HI)
+    assert "(P=0.970 ≥ 0.500)" in response.json()["error"]["message"]
+    assert response.headers["x-jevserve-decisions"] == "guard=block:0.970"
+
+    async def models(app):
+        async with client(app) as c:
+            return (await c.get("/v1/models")).json()["data"][0]["decisions"]["guard"]
+
+    assert run(models(app))["threshold"] == 0.5
+    assert run(models(make_app({"guard": {"threshold": 0.5}})[0])) == {"mode": "enforce"}  # actions: no threshold
 
 
 def test_a_blocked_error_names_the_field_the_client_sent_its_text_in():
@@ -210,7 +225,8 @@ def _tool_reply(body):
 
 def test_tool_gate_blocks_an_unsafe_tool_call_in_the_reply():
     app, decider, _ = make_app(
-        {"tool_gate": {"threshold": 0.5}}, answers={"tool_gate:0": 0.9}, upstreams={"u": StubUpstream(_tool_reply)}
+        {"tool_gate": {"threshold": 0.5}, "client_details": "scores"}, answers={"tool_gate:0": 0.9},
+        upstreams={"u": StubUpstream(_tool_reply)},
     )
     response = post(app, {**HI, "tools": TOOLS})
     message = response.json()["choices"][0]["message"]
@@ -356,7 +372,7 @@ def _legacy_reply(body):
 @pytest.mark.parametrize("stream", [False, True])
 def test_tool_gate_judges_a_legacy_function_call(stream: bool):
     functions = [{"name": "delete_files", "parameters": {"type": "object"}}]
-    app, decider, _ = make_app({"tool_gate": {}}, answers={"tool_gate:0": 0.9},
+    app, decider, _ = make_app({"tool_gate": {}, "client_details": "scores"}, answers={"tool_gate:0": 0.9},
                                upstreams={"u": StubUpstream(_legacy_reply)})
     response = post(app, {**HI, "functions": functions, "stream": stream})
     assert "Agent action: delete_files" in decider.states[-1]

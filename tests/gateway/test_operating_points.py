@@ -133,7 +133,7 @@ def test_an_unscored_rate_is_reported_not_scored_when_scoring_is_off(tmp_path):
 
 def test_the_gateway_resolves_rates_at_start_and_lists_them_in_v1_models(tmp_path):
     calibration = write_calibration(tmp_path / "cal.jsonl.gz", num_per_shape=20)
-    app, _, _ = make_app({"guard": {"max_false_action_rate": 0.1, "mode": "shadow"}},
+    app, _, _ = make_app({"guard": {"max_false_action_rate": 0.1, "mode": "shadow"}, "client_details": "scores"},
                          decider=TextDecider(hash_score), config={"calibration": str(calibration)})  # fmt: skip
 
     async def go():

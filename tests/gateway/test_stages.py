@@ -79,7 +79,7 @@ def test_a_decision_in_shadow_mode_is_reported_and_logged_but_does_not_act(tmp_p
                                  config={"log": {"path": str(log)}})  # fmt: skip
     response = post(app, HI)
     assert response.status_code == 200
-    assert response.headers["x-jevserve-decisions"] == "guard=block:0.970~shadow"
+    assert response.headers["x-jevserve-decisions"] == "guard=block~shadow"
     assert len(upstreams["u"].requests) == 1
     verdict = json.loads(log.read_text().splitlines()[0])["decisions"]["verdicts"][0]
     assert verdict["action"] == "block" and verdict["mode"] == "shadow"

@@ -294,6 +294,10 @@ class RouteConfig(_Strict):
     admission: AdmissionConfig = Field(default_factory=AdmissionConfig)
     rate_limit: RateLimitConfig | None = None
     inference: InferenceHeadersConfig | None = None  # llm-d / GIE headers on upstream requests (inference_headers.py)
+    # What a client is told of the decisions: "actions" (guard=block), or "scores", each probability and threshold as
+    # well (guard=block:0.997, "P=0.997 >= 0.991" in a block's message, the thresholds in /v1/models). Scores hand
+    # every caller the margin by which an attack missed, which is what tuning one needs; the decision log keeps them.
+    client_details: Literal["actions", "scores"] = "actions"
 
     def input_limits(self) -> InputLimits:
         """The bounds of the texts its decisions read: the guard's scan settings, the defaults for the rest."""

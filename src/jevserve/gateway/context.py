@@ -114,6 +114,11 @@ class RequestContext:
         """True when the client asked for a stream."""
         return bool(self.body.get("stream"))
 
+    @property
+    def shows_scores(self) -> bool:
+        """Whether the client is told probabilities and thresholds (the route's `client_details: scores`)."""
+        return self.route is not None and self.route.client_details == "scores"
+
     def total_ms(self) -> float:
         """Milliseconds since arrival."""
         return (time.monotonic() - self.arrival) * 1000
@@ -125,9 +130,10 @@ class RequestContext:
             "x-jevserve-overhead-ms": f"{max(0.0, self.total_ms() - self.upstream_ms):.2f}",
         }
         if self.report is not None:
-            decisions = self.report.header()
+            scores = self.shows_scores
+            decisions = self.report.header(scores)
             if self.tool_verdicts:
-                decisions += "," + ",".join(header_part(v) for v in self.tool_verdicts)
+                decisions += "," + ",".join(header_part(v, scores) for v in self.tool_verdicts)
             headers["x-jevserve-decisions"] = decisions
             headers["x-jevserve-decision-ms"] = f"{self.report.decision_ms:.2f}"
         headers.update(self.flags)

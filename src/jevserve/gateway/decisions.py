@@ -60,10 +60,10 @@ class DecisionReport:
         verdicts in shadow mode never do."""
         return final_verdict(self.verdicts)
 
-    def header(self) -> str:
+    def header(self, scores: bool = True) -> str:
         """The `x-jevserve-decisions` header: `decision=action[:probability]` joined by commas (`~shadow` marks a
-        verdict in shadow mode, `!fallback` one the fallback decided)."""
-        return ",".join(header_part(v) for v in self.verdicts) or "none"
+        verdict in shadow mode, `!fallback` one the fallback decided); without `scores`, no probabilities."""
+        return ",".join(header_part(v, scores) for v in self.verdicts) or "none"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready copy, for logs and demo pages."""
@@ -77,9 +77,10 @@ class DecisionReport:
         }
 
 
-def header_part(verdict: Verdict) -> str:
-    """One verdict in the `x-jevserve-decisions` header: `decision=action[:probability][~shadow][!fallback]`."""
-    p = "" if verdict.probability is None else f":{verdict.probability:.3f}"
+def header_part(verdict: Verdict, scores: bool = True) -> str:
+    """One verdict in the `x-jevserve-decisions` header: `decision=action[:probability][~shadow][!fallback]` (the
+    probability only with `scores`)."""
+    p = "" if verdict.probability is None or not scores else f":{verdict.probability:.3f}"
     shadow = "~shadow" if verdict.mode == "shadow" else ""
     return f"{verdict.decision}={verdict.action}{p}{shadow}{'!fallback' if verdict.fell_back else ''}"
 

@@ -16,7 +16,8 @@ MODELS_PATH = "/models"  # below API_PREFIX
 
 
 def model_list(gateway: Gateway) -> dict:
-    """`GET /v1/models`: the route names clients ask for, with each route's operating points."""
+    """`GET /v1/models`: the route names clients ask for, with each route's decisions (their operating points where
+    the route shows clients scores)."""
     data = [
         {
             "id": r.model,
@@ -24,7 +25,8 @@ def model_list(gateway: Gateway) -> dict:
             "created": 0,
             "owned_by": "jevserve-gateway",
             "description": r.description,
-            "decisions": {p.decision: p.to_dict() for p in gateway.operating_points if p.route == r.model},
+            "decisions": {p.decision: p.to_dict() if r.client_details == "scores" else {"mode": p.mode}
+                          for p in gateway.operating_points if p.route == r.model},
         }
         for r in gateway.config.routes
     ]

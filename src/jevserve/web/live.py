@@ -129,7 +129,8 @@ class LiveDemo:
         finally:
             _ASKED.reset(token)
         total_ms = (time.perf_counter() - started) * 1000.0
-        cache_policy = resolve_route(self.config, model).cache
+        resolved = resolve_route(self.config, model)
+        cache_policy = resolved.cache
         # the gateway stores only an upstream's reply: a request blocked, asked to clarify or served from the cache
         # never reaches one, so the demo stores only a request its decisions let through
         forwarded = report.final is None
@@ -139,7 +140,7 @@ class LiveDemo:
         return LiveResult(
             text=text, route=report.route, verdicts=tuple(v.to_dict() for v in report.verdicts),
             answers={k: list(v) for k, v in report.answers.items()}, decision_ms=report.decision_ms,
-            total_ms=total_ms, num_questions=report.num_questions, header=report.header(),
+            total_ms=total_ms, num_questions=report.num_questions, header=report.header(resolved.client_details == "scores"),
             final=report.final.action if report.final else None, error=report.error,
             options={a.question_id: [o.label for o in a.question.options] for a in asked},
         )

@@ -52,8 +52,11 @@ def act(ctx: RequestContext) -> Answer | Forward:
 
 def _block(ctx: RequestContext, verdict: Verdict) -> Answer:
     where = f" on {verdict.detail.source}" if isinstance(verdict.detail, GuardDetail) else ""
+    # a scored verdict's reason is its probability and threshold, shown only where the route shows scores; a
+    # fallback's says why no answer was read
+    why = f" ({verdict.reason})" if ctx.shows_scores or verdict.probability is None else ""
     raise BlockedError(
-        f"request blocked by the {verdict.decision} decision{where} ({verdict.reason})",
+        f"request blocked by the {verdict.decision} decision{where}{why}",
         param="messages" if ctx.endpoint == "chat" else "prompt",  # the field the client sent the text in
     )
 
