@@ -140,7 +140,8 @@ class LiveDemo:
         return LiveResult(
             text=text, route=report.route, verdicts=tuple(v.to_dict() for v in report.verdicts),
             answers={k: list(v) for k, v in report.answers.items()}, decision_ms=report.decision_ms,
-            total_ms=total_ms, num_questions=report.num_questions, header=report.header(resolved.client_details == "scores"),
+            total_ms=total_ms, num_questions=report.num_questions,
+            header=report.header(resolved.client_details == "scores"),
             final=report.final.action if report.final else None, error=report.error,
             options={a.question_id: [o.label for o in a.question.options] for a in asked},
         )
