@@ -199,3 +199,13 @@ def test_the_indent_of_pasted_code_is_part_of_the_exact_key_and_blank_lines_arou
     question = "print('a')\nwhy is this an IndentationError?"
     assert exact("    " + question) != exact(question)
     assert exact("\n\n  print('a')\nwhy?  \n") == exact("  print('a')\nwhy?")
+
+
+def test_a_reply_made_for_one_end_user_is_never_served_to_another_sent_through_the_same_key():
+    # one support backend, one key, its customers told apart by OpenAI's `user` field
+    question = [{"role": "user", "content": "What is the email address you have on file for me?"}]
+    first = request_keys(question, params={"model": "m", "user": "customer-1"})
+    again = request_keys(question, params={"model": "m", "user": "customer-1", "stream": True})
+    other = request_keys(question, params={"model": "m", "user": "customer-2"})
+    assert first == again  # streaming does not change the reply
+    assert other.exact != first.exact and other.context != first.context  # neither tier serves it across users

@@ -17,8 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# Request fields that do not change the reply: streaming, who asks, and bookkeeping.
-IGNORED_PARAMS = frozenset({"messages", "tools", "stream", "stream_options", "user", "metadata", "store"})
+# Request fields that do not change the reply: streaming and bookkeeping. `user` is not among them: it names the end
+# user a reply was made for, and an app that sends all its customers through one key tells them apart by it, so a
+# reply made for one is never served to another (a reply may hold what the app looked up for that customer).
+IGNORED_PARAMS = frozenset({"messages", "tools", "stream", "stream_options", "metadata", "store"})
 _CONTEXT_ROLES = ("system", "developer")
 _READ_ROLES = ("user", "assistant")  # the turns whose texts the reuse question reads
 
