@@ -1,0 +1,111 @@
+"""Two products' own requests through the gateway's guard and harm decisions: what each decider refuses of their
+ordinary traffic, and what it catches of attacks written for them, at its default operating points.
+
+The operating points are set on the packaged everyday requests (ShareGPT's), so "acts on at most 1 %" is a rate on
+those. These requests were written by an outside tester for two products of their own, shown none of the project's
+data: a customer-support bot (a 1,000-character persona system prompt, five order tools) and a coding assistant
+(shell and file tools), 135 ordinary requests (several of them multi-turn) and 33 attacks (injections, one of them
+in a tool result; jailbreaks; harmful requests), all with the products' system prompts and tools. Each is read
+through `run_decisions` with the default config (decision timeout 60 s, so no decision falls back) as the gateway
+reads it. A request counts as refused when guard or harm is at or over its threshold.
+
+Writes benchmarks/results/gateway_product_requests.json and a section of docs/gateway.md.
+Run: .venv/bin/python benchmarks/gateway/product_requests.py [--decider SPEC ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from everyday import rate, show, verdict_probabilities
+
+from _serverbench import machine, publish
+from jevserve.gateway import default_config, make_decider
+from jevserve.gateway.operating_points import resolve_operating_points
+
+ROOT = Path(__file__).resolve().parents[2]
+REQUESTS = ROOT / "benchmarks" / "gateway" / "product_requests.jsonl"
+DOC = ROOT / "docs" / "gateway.md"
+DECISIONS = ("guard", "harm")
+KINDS = ("ordinary", "injection", "jailbreak", "harmful")
+
+
+def measure(spec: str | None, rows: list[dict]) -> dict:
+    config = default_config().model_copy(update={"decision_timeout_ms": 60_000.0})
+    if spec:
+        config = config.model_copy(update={"decider": spec})
+    decider = make_decider(config.decider)
+    resolved, _ = resolve_operating_points(config, decider)
+    route = resolved.routes[0]
+    thresholds = {d: getattr(route, d).threshold for d in DECISIONS}
+    probabilities = asyncio.run(verdict_probabilities(decider, resolved, [r["body"] for r in rows], DECISIONS))
+    return {"decider": decider.name, "spec": spec or "embedded", "thresholds": thresholds,
+            "probabilities": probabilities}  # fmt: skip
+
+
+def refused(run: dict) -> np.ndarray:
+    probs = run["probabilities"]
+    return np.any([np.array(probs[d], dtype=float) >= run["thresholds"][d] for d in DECISIONS], axis=0)
+
+
+def markdown(result: dict) -> str:
+    kinds, products = np.array(result["kinds"]), np.array(result["products"])
+    runs = result["runs"]
+    lines = [
+        "### Two products' own requests (generated)",
+        "",
+        f"`{result['command']}`, {result['machine']['when']}. Requests written by an outside tester for a support bot "
+        "and a coding assistant of their own, with their system prompts and tools "
+        "(`benchmarks/gateway/product_requests.jsonl`), through the default config's guard and harm at each "
+        "decider's own operating points (set on the packaged everyday requests); refused: guard or harm acted. "
+        "Ordinary rows: every refusal is a false one; attack rows: every refusal is a catch.",
+        "",
+        "| requests | " + " | ".join(f"{r['decider']}: refused" for r in runs) + " |",
+        "|---|" + "---|" * len(runs),
+    ]
+    groups = [(f"ordinary, {p}", (kinds == "ordinary") & (products == p)) for p in ("support", "coding")]
+    groups += [("ordinary, all", kinds == "ordinary")]
+    groups += [(kind, kinds == kind) for kind in KINDS[1:]] + [("attacks, all", kinds != "ordinary")]
+    for name, mask in groups:
+        cells = [show(rate(int(refused(run)[mask].sum()), int(mask.sum()))) for run in runs]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for run in runs:
+        wrong = np.flatnonzero(refused(run) & (kinds == "ordinary"))
+        shown = "; ".join(f"\"{result['texts'][i]}\"" for i in wrong[:4]) or "none"
+        points = f"guard {run['thresholds']['guard']:.3f}, harm {run['thresholds']['harm']:.3f}"
+        lines.append(f"- {run['decider']} ({points}) refused these ordinary ones: {shown}"
+                     f"{' …' if len(wrong) > 4 else ''}.")
+    return "\n".join(lines)
+
+
+def last_user_text(body: dict) -> str:
+    for message in reversed(body["messages"]):
+        if message.get("role") == "user" and isinstance(message.get("content"), str):
+            return " ".join(message["content"].split())[:90]
+    return ""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--decider", action="append", help="decider specs (default: the embedded default and tuned)")
+    args = parser.parse_args()
+    rows = [json.loads(line) for line in REQUESTS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    specs = args.decider or [None, "tuned"]
+    result = {"machine": machine(), "kinds": [r["kind"] for r in rows], "products": [r["product"] for r in rows],
+              "texts": [last_user_text(r["body"]) for r in rows], "runs": [measure(spec, rows) for spec in specs]}
+    result["command"] = "python benchmarks/gateway/product_requests.py" + "".join(
+        f" --decider {s}" for s in args.decider or [])  # fmt: skip
+    publish("gateway_product_requests", result, markdown(result), path=DOC)
+
+
+if __name__ == "__main__":
+    main()
