@@ -17,6 +17,7 @@ Header names: llm-d-router reads `x-llm-d-inference-objective` / `x-llm-d-infere
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -25,6 +26,18 @@ OBJECTIVE_HEADERS = {"gateway": "x-gateway-inference-objective", "llm-d": "x-llm
 FAIRNESS_HEADERS = {"gateway": "x-gateway-inference-fairness-id", "llm-d": "x-llm-d-inference-fairness-id"}
 SLO_TTFT_HEADER = "x-llm-d-slo-ttft-ms"
 MODEL_NAME_HEADER = "x-gateway-model-name"  # GIE's body-based routing header: the pool is chosen by the model
+# Every header an endpoint picker or jevserve itself acts on, in both name families: a client must not set them (it
+# could put itself in the highest priority band, give itself the earliest deadline, or pose as another tenant's flow),
+# so behind Envoy the ext_proc server removes those a client sent and only its own reach the model server.
+CONTROL_HEADERS = frozenset({*OBJECTIVE_HEADERS.values(), *FAIRNESS_HEADERS.values(), SLO_TTFT_HEADER,
+                             MODEL_NAME_HEADER, "x-llm-d-slo-tpot-ms"})  # fmt: skip
+CONTROL_PREFIX = "x-jevserve-"
+
+
+def client_control_headers(headers: Mapping[str, str]) -> tuple[str, ...]:
+    """The control headers (CONTROL_HEADERS, and any x-jevserve-*) among a client's request headers."""
+    return tuple(sorted(name.lower() for name in headers
+                        if name.lower() in CONTROL_HEADERS or name.lower().startswith(CONTROL_PREFIX)))
 
 
 class ObjectiveBand(BaseModel):

@@ -126,6 +126,34 @@ def test_forwarded_request_carries_model_decisions_and_llm_d_headers() -> None:
     assert headers["x-request-id"] == "envoy-id-1"  # Envoy's id is kept, and used in jevserve's log
 
 
+SPOOFED = {"x-gateway-inference-objective": "critical", "x-gateway-inference-fairness-id": "victim-tenant",
+           "x-llm-d-inference-objective": "critical", "x-llm-d-slo-ttft-ms": "1", "x-jevserve-decisions": "guard=allow"}
+
+
+@pytest.mark.parametrize("inference", [True, False])
+def test_a_clients_own_priority_fairness_and_decision_headers_never_reach_the_model_server(inference: bool) -> None:
+    gateway = gateway_for({"priority": {}, **({"inference": INFERENCE} if inference else {})},
+                          {"priority": [1.0, 0.0, 0.0, 0.0, 0.0]})  # fmt: skip
+
+    async def scenario():
+        async with serving(GatewayDecisions(gateway)) as channel:
+            return await EnvoyStream(channel, "FULL_DUPLEX_STREAMED").request(
+                body_of(HI), headers={"x-request-id": "envoy-id-2", **SPOOFED}
+            )
+
+    headers = asyncio.run(scenario()).headers
+    assert headers.get("x-llm-d-inference-objective") is None and headers.get("x-jevserve-decisions") != "guard=allow"
+    if inference:  # jevserve's own values replace the client's
+        assert headers["x-gateway-inference-objective"] == "interactive"
+        assert headers["x-gateway-inference-fairness-id"] != "victim-tenant"
+        assert headers["x-llm-d-slo-ttft-ms"] == str(1000 + 2 * 15)
+    else:  # none of them is jevserve's to set, so none reaches it
+        assert not {"x-gateway-inference-objective", "x-gateway-inference-fairness-id", "x-llm-d-slo-ttft-ms"} & set(
+            headers
+        )
+    assert headers["x-request-id"] == "envoy-id-2"
+
+
 def test_the_decision_log_gets_one_line_per_request_with_the_final_status(tmp_path) -> None:
     log = tmp_path / "decisions.jsonl"
     gateway = gateway_for({"guard": {}}, {"guard": 0.01}, config={"log": {"path": str(log)}})
@@ -225,10 +253,11 @@ def test_stages_slower_than_the_deadline_fail_open_unchanged() -> None:
 
     async def scenario():
         async with serving(GatewayDecisions(gateway), settings) as channel:
-            return await EnvoyStream(channel, "BUFFERED").request(body_of(HI))
+            return await EnvoyStream(channel, "BUFFERED").request(body_of(HI), headers=SPOOFED)
 
     got = asyncio.run(scenario())
     assert isinstance(got, Forwarded) and got.body == body_of(HI)
+    assert not set(SPOOFED) & set(got.headers)  # unchanged but for what a client may not set
 
 
 def test_a_guard_without_an_answer_in_time_is_a_429_not_a_forward() -> None:

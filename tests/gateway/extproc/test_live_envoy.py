@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import httpx
 import pytest
@@ -211,3 +212,29 @@ def test_the_test_client_sends_what_envoy_sends(mode: str, monkeypatch) -> None:
     from_envoy, from_client = asyncio.run(scenario())
     assert from_client == from_envoy
     assert [s[0] for s in from_envoy][:2] == ["request_headers", "request_body"] and len(from_envoy) >= 4
+
+
+def test_a_stuck_ext_proc_server_fails_requests_at_once_instead_of_holding_them() -> None:
+    # in FULL_DUPLEX_STREAMED mode Envoy applies no message_timeout: a server that accepts connections and never
+    # answers (a wedged process, a black-holed pod) held every request until its idle timeout, 300 s; the bootstrap's
+    # health check marks it unhealthy and Envoy answers 503 instead
+    envoy = envoy_or_skip()
+
+    async def scenario():
+        async def hold(reader, writer):
+            await asyncio.sleep(3600)
+
+        stuck = await asyncio.start_server(hold, "127.0.0.1", 0)
+        async with stuck, running_models("qwen3-0.6b", "qwen3-8b") as (models, ports):
+            listen, port = free_port(), stuck.sockets[0].getsockname()[1]
+            config = bootstrap_for(listen_port=listen, extproc_port=port, upstream_ports=ports,
+                                   mode="FULL_DUPLEX_STREAMED")  # fmt: skip
+            async with running_envoy(envoy, config, listen) as base, httpx.AsyncClient(base_url=base, timeout=30) as c:
+                started = time.monotonic()
+                reply = await c.post("/v1/chat/completions", json=chat("hello"))
+                return reply, time.monotonic() - started, models
+
+    reply, seconds, models = asyncio.run(scenario())
+    assert reply.status_code == 503 and reply.json()["error"]["code"] == "decisions_unavailable"
+    assert seconds < 10
+    assert all(not m.received for m in models.values())  # nothing undecided reached a model server

@@ -29,7 +29,7 @@ from jevserve.gateway.extproc.calls import CallWatch
 from jevserve.gateway.extproc.respond import JSON_TYPE, REQUEST_ID, usable_request_id
 from jevserve.gateway.extproc.seam import Exchange, Respond, ResponseEdit, ResponsePlan, StreamEnd
 from jevserve.gateway.extproc.seam import Forward as ForwardOutcome
-from jevserve.gateway.inference_headers import MODEL_NAME_HEADER
+from jevserve.gateway.inference_headers import MODEL_NAME_HEADER, client_control_headers
 from jevserve.gateway.pipeline import plan_request, refuse
 from jevserve.gateway.policies.tool_gate import ToolGate
 from jevserve.gateway.responses import GatewayResponse, completion_response, json_response
@@ -129,10 +129,12 @@ class GatewayExchange(Exchange):
         self.response_plan = ResponsePlan.PASS
         self.watch: CallWatch | None = None  # HOLD_CALLS: a 2xx event stream, read as it passes
         self.whole: bytearray | None = None  # HOLD_CALLS: a 2xx reply that is no event stream, kept back whole
+        self.client_headers: Mapping[str, str] = {}  # the request's headers as the client sent them
 
     async def request(self, headers: Mapping[str, str], body: bytes) -> ForwardOutcome | Respond:
         """Run the request-phase stages; an error or a gateway answer becomes an immediate reply."""
         gateway = self.gateway
+        self.client_headers = headers
         ctx = self.ctx = context_of(headers)
         if ctx is None:
             return await rendered(other_request(gateway, headers))  # not counted, as in the HTTP gateway
@@ -160,6 +162,8 @@ class GatewayExchange(Exchange):
         decisions = ctx.headers()
         if "x-jevserve-decisions" in decisions:  # Envoy's routes (and the model server's logs) may read them
             headers["x-jevserve-decisions"] = decisions["x-jevserve-decisions"]
+        # the client's own priority, fairness, SLO or decision headers never reach the endpoint picker
+        removed = tuple(h for h in client_control_headers(self.client_headers) if h not in headers)
         # the HTTP gateway gates every whole chat reply on a tool-gated route, and holds a live stream's calls:
         # upstreams add tools of their own, and clients send `tools: []`, so a reply may carry calls unasked for
         gates_calls = ctx.is_chat and any(isinstance(p, ToolGate) for p in policies_for(ctx.route))
@@ -174,6 +178,7 @@ class GatewayExchange(Exchange):
         self.response_plan = response_plan
         return ForwardOutcome(
             set_headers=headers,
+            remove_headers=removed,
             body=json.dumps(sent, ensure_ascii=False, separators=(",", ":")).encode(),
             response=response_plan,
             response_headers=decisions,

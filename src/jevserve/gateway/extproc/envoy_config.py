@@ -177,6 +177,23 @@ def _cluster(name: str, address: Address, *, http2: bool = False, upstream: Envo
     return cluster
 
 
+def _extproc_cluster(address: Address) -> dict:
+    """The ext_proc server's cluster, health-checked over grpc.health.v1. In FULL_DUPLEX_STREAMED mode Envoy applies
+    no `message_timeout`, so a server that is alive but stuck (a wedged process, a black-holed pod) would hold every
+    request until the stream's idle timeout; two missed checks a second apart mark it unhealthy, and with the panic
+    threshold at 0 Envoy then fails new requests at once (a 503, `decisions_unavailable`) instead of sending them to
+    it. Requests already waiting on it still wait out their idle timeout."""
+    cluster = _cluster(EXTPROC_CLUSTER, address, http2=True)
+    # Envoy checks a cluster it sees no traffic on once a minute (no_traffic_interval), and the filter's gRPC streams
+    # do not count as traffic there: without the two no-traffic intervals the second check came a minute late
+    every = {"interval": "1s", "no_traffic_interval": "1s", "no_traffic_healthy_interval": "1s"}
+    cluster["health_checks"] = [
+        {"timeout": "1s", **every, "unhealthy_threshold": 2, "healthy_threshold": 1, "grpc_health_check": {}}
+    ]
+    cluster["common_lb_config"] = {"healthy_panic_threshold": {"value": 0}}  # no healthy server: fail, never guess
+    return cluster
+
+
 def _duration(seconds: float) -> str:
     return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
 
@@ -374,7 +391,7 @@ def envoy_bootstrap(
     if extproc is not None:
         modes = {"request_body_mode": request_body_mode, "response_body_mode": response_body_mode}
         filters.insert(0, ext_proc_filter(**modes, message_timeout_s=message_timeout_s))
-        clusters.insert(0, _cluster(EXTPROC_CLUSTER, extproc, http2=True))
+        clusters.insert(0, _extproc_cluster(extproc))
     manager["local_reply_config"] = _local_reply_config(extproc=extproc is not None)
     if by_route:
         filters.insert(0, route_metadata_filter())

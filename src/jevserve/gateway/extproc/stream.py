@@ -35,6 +35,7 @@ from jevserve.gateway.context import new_request_id
 from jevserve.gateway.extproc import wire
 from jevserve.gateway.extproc.respond import REQUEST_ID, error_reply, usable_request_id
 from jevserve.gateway.extproc.seam import Exchange, Forward, Respond, ResponseEdit, ResponsePlan, StreamEnd
+from jevserve.gateway.inference_headers import client_control_headers
 from jevserve.gateway.streaming import error_event
 
 logger = logging.getLogger("jevserve.extproc")
@@ -208,7 +209,10 @@ class StreamProcessor:
 
     def _failed(self, reason: str) -> Forward | Respond:
         if self.settings.failure == "open":
-            return Forward(response_headers={"x-jevserve-decisions": "failed-open"}, clear_route_cache=False)
+            # unchanged but for the control headers a client may have sent itself (inference_headers.py)
+            removed = client_control_headers(self._headers or {})
+            return Forward(remove_headers=removed, response_headers={"x-jevserve-decisions": "failed-open"},
+                           clear_route_cache=bool(removed))
         message = f"decisions unavailable: {reason}"
         retry = {"retry-after": str(RETRY_AFTER_S)}
         return self._error(503, message, "decisions_unavailable", error_type="api_error", headers=retry)
