@@ -481,6 +481,21 @@ def test_buffered_partial_is_read_like_buffered() -> None:
     assert json.loads(forwarded.body)["model"] == "small"
 
 
+def test_buffered_partial_with_a_body_cut_at_the_buffer_is_refused_413_not_judged_as_bad_json() -> None:
+    # past the listener's buffer, Envoy sends what it holds with end_of_stream false and the rest upstream unread
+    script = Scripted()
+
+    async def scenario():
+        async with serving(script) as channel:
+            return await EnvoyStream(channel, "BUFFERED_PARTIAL").request(body_of(CHAT)[:40], trailers={})
+
+    got = run(scenario())
+    assert isinstance(got, Immediate) and got.status == 413
+    error = json.loads(got.body)["error"]
+    assert error["code"] == "payload_too_large" and "per_connection_buffer_limit_bytes" in error["message"]
+    assert not script.seen  # nothing was judged
+
+
 def test_reply_body_mode_none_settles_on_the_reply_headers() -> None:
     script = Scripted()
 

@@ -147,6 +147,13 @@ class StreamProcessor:
             limit = self.settings.max_body_bytes
             reply = self._error(413, f"request body is over the limit of {limit} bytes", "payload_too_large")
             return [self._immediate(reply)]
+        if self.request_mode == wire.BUFFERED_PARTIAL and not message.end_of_stream:
+            # Envoy's buffer filled before the body ended: the rest would go upstream unread, so this part is not
+            # the request and judging it would blame the client for JSON the data plane cut (BUFFERED answers 413)
+            reply = self._error(413, "request body is larger than the data plane's buffer, and the ext_proc filter's "
+                                "BUFFERED_PARTIAL mode passes the rest on unread; raise the listener's "
+                                "per_connection_buffer_limit_bytes or use FULL_DUPLEX_STREAMED", "payload_too_large")
+            return [self._immediate(reply)]
         if self.request_mode in _BUFFERED_MODES:
             # the whole body in one message; end_of_stream is false only when trailers follow
             outcome = await self._decide()
