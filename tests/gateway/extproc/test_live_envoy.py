@@ -73,6 +73,7 @@ def test_requests_through_a_live_envoy(mode: str) -> None:
                     "malformed": await c.post("/v1/chat/completions", content=b'{"model": "x", "messages": ['),
                     "tools": await c.post("/v1/chat/completions", json=chat("small please", tools=[{"type": "x"}])),
                     "models": await c.get("/ready-probe"),
+                    "huge": await c.post("/v1/chat/completions", content=json.dumps(chat("a" * 5_000_000)).encode()),
                 }
                 async with c.stream("POST", "/v1/chat/completions", json=chat("small please", stream=True)) as r:
                     out["stream_chunks"] = [chunk async for chunk in r.aiter_bytes()]
@@ -95,6 +96,9 @@ def test_requests_through_a_live_envoy(mode: str) -> None:
     assert out["clarify"].status_code == 200 and out["clarify"].headers["content-type"] == "text/event-stream"
     assert out["clarify"].text.rstrip().endswith("data: [DONE]") and "Which file?" in out["clarify"].text
     assert out["malformed"].status_code == 400 and out["malformed"].json()["error"]["type"] == "invalid_request_error"
+    # over 4 MiB: Envoy's own 413 in BUFFERED mode, jevserve's in FULL_DUPLEX_STREAMED, one shape either way
+    assert out["huge"].status_code == 413 and out["huge"].json()["error"]["code"] == "payload_too_large"
+    assert out["huge"].headers["content-type"].startswith("application/json")
     reached = json.dumps([b for _, b in small.received + large.received])
     assert "BLOCK-ME" not in reached and "ASK-ME" not in reached
     # a held reply with a tool call replaced whole; a streamed reply passed through

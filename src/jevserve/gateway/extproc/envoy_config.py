@@ -53,6 +53,9 @@ UPSTREAM_SILENT_MESSAGE = (
     "may have run it"
 )
 
+# a BUFFERED body over the listener's buffer (per_connection_buffer_limit_bytes), which Envoy answers itself
+_PAYLOAD_TOO_LARGE = "response.code == 413 && response.code_details == 'request_payload_too_large'"
+
 
 @dataclass(frozen=True)
 class EnvoyUpstream:
@@ -256,15 +259,18 @@ def _error_mapper(expression: str, status: int, message: str, error_type: str, c
     }
 
 
-def _local_reply_config(*, extproc: bool) -> dict[str, Any]:
+def _local_reply_config(*, extproc: bool, max_body_bytes: int) -> dict[str, Any]:
     """Envoy's own failure replies in the HTTP gateway's error shape, status and code, where Envoy would answer a
     plain-text line (or an empty 500) that OpenAI clients report without its meaning: ext_proc's failures (jevserve
     unreachable, a broken stream, a timeout), a model server that could not be reached (after the retries), and one
-    that went silent for its `timeout_s`. Replies jevserve sends through ext_proc carry details of their own and
-    are left as they are."""
+    that went silent for its `timeout_s`, and a BUFFERED body over the listener's buffer (the 413 jevserve answers
+    itself in FULL_DUPLEX_STREAMED mode). Replies jevserve sends through ext_proc carry details of their own and are
+    left as they are."""
+    too_large = f"request body is over the limit of {max_body_bytes} bytes"
     mappers = [
         _error_mapper(_UPSTREAM_UNREACHABLE, 502, UPSTREAM_UNREACHABLE_MESSAGE, "upstream_error", "upstream_failed"),
         _error_mapper(_UPSTREAM_SILENT, 504, UPSTREAM_SILENT_MESSAGE, "upstream_error", "upstream_timeout"),
+        _error_mapper(_PAYLOAD_TOO_LARGE, 413, too_large, "invalid_request_error", "payload_too_large"),
     ]
     if extproc:
         # the 503 jevserve itself answers when its decisions are unavailable (`--failure closed`)
@@ -392,7 +398,7 @@ def envoy_bootstrap(
         modes = {"request_body_mode": request_body_mode, "response_body_mode": response_body_mode}
         filters.insert(0, ext_proc_filter(**modes, message_timeout_s=message_timeout_s))
         clusters.insert(0, _extproc_cluster(extproc))
-    manager["local_reply_config"] = _local_reply_config(extproc=extproc is not None)
+    manager["local_reply_config"] = _local_reply_config(extproc=extproc is not None, max_body_bytes=max_body_bytes)
     if by_route:
         filters.insert(0, route_metadata_filter())
     host, port = listen
