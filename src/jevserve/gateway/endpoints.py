@@ -33,7 +33,18 @@ def model_list(gateway: Gateway) -> dict:
     return {"object": "list", "data": data}
 
 
+# What a 404 says: which paths there are, and, since behind Envoy a platform fronts other paths on the same listener,
+# that the decision filter is what answered, not the model server
+NOT_SERVED = (
+    f"not found: the jevserve gateway serves POST {API_PREFIX}{ENDPOINT_PATHS['chat']}, POST "
+    f"{API_PREFIX}{ENDPOINT_PATHS['completions']} and GET {API_PREFIX}{MODELS_PATH}; behind Envoy, route other paths "
+    "around its ext_proc filter (docs/deploy.md)"
+)
+
+
 def http_error_body(status: int, detail: str | None = None) -> dict:
     """The OpenAI-shaped body of a path or method this gateway does not serve (404, 405)."""
+    if status == 404:
+        detail = NOT_SERVED
     message = detail if detail is not None else HTTPStatus(status).phrase
     return {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}

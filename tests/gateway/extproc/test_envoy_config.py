@@ -166,9 +166,10 @@ def test_extproc_failures_answer_in_the_gateways_error_shape() -> None:
     assert body["error"]["code"] == "decisions_unavailable" and "unreachable" in body["error"]["message"]
     assert mapper["status_code"] == 503
     codes = [(m["status_code"], m["body_format_override"]["json_format"]["error"]["code"]) for m in upstream_failures]
-    assert codes == [(502, "upstream_failed"), (504, "upstream_timeout")]  # as the HTTP gateway answers them
+    # as the HTTP gateway answers them (and jevserve answers a body over its limit)
+    assert codes == [(502, "upstream_failed"), (504, "upstream_timeout"), (413, "payload_too_large")]
     bare, _ = bootstrap_for_config(parse_config(COLLIDE), extproc=None)
-    assert len(_manager(bare)["local_reply_config"]["mappers"]) == 2  # no ext_proc, no ext_proc failures
+    assert len(_manager(bare)["local_reply_config"]["mappers"]) == 3  # no ext_proc, no ext_proc failures
 
 
 def test_print_envoy_warns_about_what_it_cannot_express(tmp_path, capsys) -> None:

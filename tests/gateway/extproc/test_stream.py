@@ -538,3 +538,20 @@ def test_a_reply_nobody_reads_may_skip_the_server_when_the_filter_sends_no_reply
 
     got, ends = run(scenario())
     assert isinstance(got, Forwarded) and ends[0].error is None and ends[0].status == 200
+
+
+def test_replies_in_streamed_mode_are_warned_about_once(caplog, monkeypatch) -> None:
+    import jevserve.gateway.extproc.stream as stream_module
+
+    monkeypatch.setattr(stream_module, "_warned_streamed_replies", False)
+    script = Scripted()
+
+    async def scenario():
+        async with serving(script) as channel:
+            for _ in range(2):
+                await EnvoyStream(channel, "BUFFERED", "STREAMED").request(body_of(CHAT))
+
+    with caplog.at_level("WARNING", logger="jevserve.extproc"):
+        run(scenario())
+    warned = [r for r in caplog.records if "sends replies in STREAMED mode" in r.getMessage()]
+    assert len(warned) == 1 and "FULL_DUPLEX_STREAMED" in warned[0].getMessage()

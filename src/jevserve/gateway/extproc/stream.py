@@ -39,6 +39,19 @@ from jevserve.gateway.inference_headers import client_control_headers
 from jevserve.gateway.streaming import error_event
 
 logger = logging.getLogger("jevserve.extproc")
+_warned_streamed_replies = False
+
+
+def _warn_of_streamed_replies(mode: int) -> None:
+    """Once per process: in response STREAMED mode a reply's status goes out before jevserve has read the reply."""
+    global _warned_streamed_replies
+    if mode == wire.STREAMED and not _warned_streamed_replies:
+        _warned_streamed_replies = True
+        logger.warning(
+            "the ext_proc filter sends replies in STREAMED mode: a held reply jevserve refuses (a non-JSON 2xx, a "
+            "reply it cannot gate) reaches the client with the status that already went out, a 200 with an error "
+            "body; set response_body_mode to FULL_DUPLEX_STREAMED (docs/deploy.md)"
+        )
 
 _BUFFERED_MODES = (wire.BUFFERED, wire.BUFFERED_PARTIAL)
 # decisions unavailable is a passing state (a slow decider, a busy server): OpenAI's clients retry a 503 after this
@@ -89,6 +102,7 @@ class StreamProcessor:
         if message.HasField("protocol_config"):
             self.request_mode = message.protocol_config.request_body_mode
             self.response_mode = message.protocol_config.response_body_mode
+            _warn_of_streamed_replies(self.response_mode)
         kind = message.WhichOneof("request")
         if kind is None:
             raise ProtocolError("a ProcessingRequest without any of its request fields set")
