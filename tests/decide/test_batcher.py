@@ -401,3 +401,39 @@ def test_one_slow_small_batch_does_not_multiply_the_time_per_question():
 
     # weighted by questions: (3 x 32 ms + 50 ms) / 97 questions, about 1.5 ms; a per-batch running mean gave 25 ms
     assert asyncio.run(scenario()) < 0.005
+
+
+class PerStateBackend(FakeBackend):
+    """Takes 20 ms per distinct state and nothing per question: the cost of an encoder that reads each text once."""
+
+    def decide(self, items):
+        time.sleep(0.02 * len({item.state for item in items}))
+        return super().decide(items)
+
+
+def test_work_counts_each_text_once_by_its_length_and_questions_little():
+    short = [DecisionItem("hello", QUESTION)] * 10
+    assert batcher_module.work_units(short) == pytest.approx(1 + 5 / 256 + 10 * batcher_module.QUESTION_UNITS)
+    long_text = DecisionItem("x" * 100_000, QUESTION)
+    assert batcher_module.work_units([long_text]) == pytest.approx(1 + batcher_module.MAX_STATE_UNITS + 0.05)
+
+
+def test_with_a_deadline_requests_that_cannot_be_answered_in_time_are_turned_away_before_queueing():
+    async def scenario():
+        backend = PerStateBackend()
+        batcher = Batcher(backend, max_batch=64, max_wait_ms=0)
+        assert batcher.expected_wait_s(items("cold", 3)) is None  # nothing measured yet: no estimate, no refusal
+        await batcher.submit(items("warm", 5))  # 5 states in 100 ms: the time per unit of work is measured
+        # a burst sent together, each of 5 texts (~100 ms of work) and a 350 ms deadline: the first two fit within
+        # the headroom (0.8 x 350 ms), later ones are judged against those queued before them, at once
+        burst = [asyncio.ensure_future(batcher.submit(items(f"b{i}", 5), budget_s=0.35)) for i in range(6)]
+        results = await asyncio.gather(*burst, return_exceptions=True)
+        refused = [isinstance(r, batcher_module.DeadlineUnreachable) for r in results]
+        answered_states = len(backend.seen_states)
+        no_deadline = await batcher.submit(items("later", 2))  # without a deadline nothing is turned away
+        await batcher.close()
+        return refused, answered_states, len(no_deadline)
+
+    refused, answered_states, later = asyncio.run(scenario())
+    assert refused[:2] == [False, False] and all(refused[3:]) and later == 2
+    assert answered_states == 5 + 5 * refused.count(False)  # a refused request's questions were never computed

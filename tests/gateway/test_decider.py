@@ -91,3 +91,30 @@ def test_the_tuned_readers_identity_names_its_lexical_heads():
         assert backend.identity_parts == ()
     finally:
         backend.close()
+
+
+def test_a_burst_the_local_decider_cannot_answer_in_time_is_turned_away_at_once_not_after_the_deadline():
+    class Slow(FakeBackend):
+        def decide(self, items):
+            import time
+
+            time.sleep(0.03 * len({item.state for item in items}))  # 30 ms per text read
+            return super().decide(items)
+
+    decider = LocalDecider(Slow())
+
+    def request(i: int) -> list:
+        return [ask("guard", f"request {i}", INJECTION), ask("priority", f"request {i}", LENGTH)]
+
+    async def scenario():
+        await timed_decide(decider, request(-1), timeout_s=5)  # measured once
+        burst = await asyncio.gather(*(timed_decide(decider, request(i), timeout_s=0.2) for i in range(12)))
+        await decider.aclose()
+        return burst
+
+    burst = asyncio.run(scenario())
+    answered = [d for d in burst if d.answers is not None]
+    turned_away = [d for d in burst if d.answers is None]
+    assert answered and turned_away
+    assert all(d.timed_out and "work is queued" in d.error and d.ms < 100 for d in turned_away)
+    assert all(d.ms <= 200 for d in answered)  # what was let in was answered within the deadline

@@ -28,6 +28,11 @@ A cancelled submission (its client went away) is dropped before its next chunk i
 discarded; no other request is affected. If a batch fails, each request's chunk in it is retried alone so that only
 the request at fault gets the error.
 
+Deadline: a caller that passes `budget_s` (the gateway's decision timeout) has its request turned away with
+DeadlineUnreachable, before it is queued, when the work queued before it and its own would take longer than
+ADMISSION_HEADROOM of the budget (expected_wait_s: work in units per text read, work_units, at the measured seconds
+per unit). Checked and queued in one step, so requests arriving together are each judged against those before them.
+
 Backends that declare `concurrent = True` (a remote endpoint) bypass the queue: each submission is its own
 `decide_async` call, concurrently, bounded by the backend itself and by `max_queue` questions in flight.
 """
@@ -50,6 +55,29 @@ from jevserve.protocol import OverloadedError
 BatchObserver = Callable[[int, float], None]  # (questions in the batch, seconds it took)
 
 TIMING_HALF_LIFE_ITEMS = 256  # questions after which a batch's timing counts half in the time per question
+# Work, for the deadline estimate (expected_wait_s): an encoder backend reads each distinct state of a batch once, at
+# a cost that grows with its length up to what the encoder reads, and each question about it cheaply, so a request's
+# questions are a poor measure of its work (ten questions about one text cost little more than one). A state counts
+# 1 unit plus one per STATE_UNIT_CHARS characters, up to MAX_STATE_UNITS (about the 512 word pieces read), and each
+# question QUESTION_UNITS; the seconds per unit are measured on the batches run, as the seconds per question are.
+STATE_UNIT_CHARS = 256
+MAX_STATE_UNITS = 8.0
+QUESTION_UNITS = 0.05
+TIMING_HALF_LIFE_UNITS = 200.0
+# The share of a caller's deadline the estimated work may fill: the estimate leaves out where batches break (a batch
+# under way is not joined, and a full one may cut a request in two) and the CPU the caller's other work takes; at
+# the whole deadline, the last requests admitted under a burst of pasted documents missed it by about a tenth.
+ADMISSION_HEADROOM = 0.8
+
+
+class DeadlineUnreachable(Exception):
+    """Questions refused before queueing: the work ahead of them and theirs would outlast the caller's deadline."""
+
+
+def work_units(items: Sequence[DecisionItem]) -> float:
+    """The work of answering `items` in one batch, in the units above."""
+    states = {item.state for item in items}
+    return sum(1 + min(len(s) / STATE_UNIT_CHARS, MAX_STATE_UNITS) for s in states) + QUESTION_UNITS * len(items)
 _now: Callable[[], float] = time.monotonic  # the clock of Retry-After promises; a module attribute that tests can set
 
 
@@ -111,6 +139,10 @@ class Batcher:
         self._timed_seconds = 0.0  # decayed sums of the batches' seconds and questions the estimate is made of
         self._timed_items = 0.0
         self._measured = False  # no time budget before the first batch has been timed
+        self._seconds_per_unit = 0.0  # the same per unit of work (work_units), for the deadline estimate
+        self._timed_unit_seconds = 0.0
+        self._timed_units = 0.0
+        self._running: tuple[float, float] | None = None  # the batch under way: its work units and perf_counter start
         self._promised_until = 0.0  # on `_now()`'s clock: when the work of the clients already refused should be done
 
     @property
@@ -150,17 +182,44 @@ class Batcher:
         if ahead > 0 and ahead + num_items > self.max_queue:
             self._refuse(ahead, num_items)
 
-    async def submit(self, items: Sequence[DecisionItem]) -> list[np.ndarray]:
-        """Queue `items` and wait for their probabilities; raises OverloadedError when the queue is full."""
-        return (await self.decide(items)).probabilities
+    def expected_wait_s(self, items: Sequence[DecisionItem]) -> float | None:
+        """About how long `items` submitted now would take to be answered, in measured seconds per unit of work
+        (work_units): the batch running, then the work served before them in the batcher's order (a queued request
+        with fewer questions left goes first; one with more shares with them up to their number), then theirs. None
+        before any batch has been timed, and for a concurrent backend (it keeps no queue here)."""
+        if not self._measured or getattr(self.backend, "concurrent", False):
+            return None
+        n = len(items)
+        work = work_units(items)
+        for job in self._jobs:  # what is queued (a request wholly taken into the running batch is no longer here)
+            left = job.items[job.taken :]
+            if left and not job.future.done():
+                work += work_units(left) * min(len(left), n) / len(left)
+        running = 0.0
+        if self._running is not None:  # what is left of the batch under way, by its work and how long it has run
+            units, started = self._running
+            running = max(0.0, units * self._seconds_per_unit - (time.perf_counter() - started))
+        return running + work * self._seconds_per_unit
 
-    async def decide(self, items: Sequence[DecisionItem]) -> Decisions:
+    async def submit(self, items: Sequence[DecisionItem], budget_s: float | None = None) -> list[np.ndarray]:
+        """Queue `items` and wait for their probabilities; raises OverloadedError when the queue is full, and, with
+        `budget_s`, DeadlineUnreachable when the work before them and theirs would take longer (expected_wait_s)."""
+        return (await self.decide(items, budget_s)).probabilities
+
+    async def decide(self, items: Sequence[DecisionItem], budget_s: float | None = None) -> Decisions:
         """Like `submit`, with the backend's own token count when it has one (a remote endpoint's usage)."""
         if getattr(self.backend, "concurrent", False):
             return await self._decide_concurrently(items)
         if self._worker is None:
             self.start()
         self.check_room(len(items))
+        if budget_s is not None:  # checked and queued in one step: a request arriving next sees this one queued
+            wait = self.expected_wait_s(items)
+            if wait is not None and wait > ADMISSION_HEADROOM * budget_s:
+                raise DeadlineUnreachable(
+                    f"about {wait * 1000:.0f} ms of work is queued before these questions' answers, over the "
+                    f"{budget_s * 1000:.0f} ms they are wanted in"
+                )
         if not items:
             return Decisions([])
         job = _Job(items, asyncio.get_running_loop().create_future(), next(self._seq), results=[None] * len(items))
@@ -257,6 +316,8 @@ class Batcher:
     async def _execute(self, loop: asyncio.AbstractEventLoop, batch: list[_Chunk]) -> None:
         items = [item for chunk in batch for item in chunk.job.items[chunk.start : chunk.stop]]
         started = time.perf_counter()
+        units = work_units(items)
+        self._running = (units, started)
         try:
             results = await loop.run_in_executor(self._executor, self.backend.decide, items)
             if len(results) != len(items):
@@ -269,11 +330,17 @@ class Batcher:
                 if not chunk.job.future.done():
                     await self._execute(loop, [chunk])
             return
+        finally:
+            self._running = None
         elapsed = time.perf_counter() - started
         keep = 0.5 ** (len(items) / TIMING_HALF_LIFE_ITEMS)
         self._timed_seconds = keep * self._timed_seconds + elapsed
         self._timed_items = keep * self._timed_items + len(items)
         self._seconds_per_item = self._timed_seconds / self._timed_items
+        keep = 0.5 ** (units / TIMING_HALF_LIFE_UNITS)
+        self._timed_unit_seconds = keep * self._timed_unit_seconds + elapsed
+        self._timed_units = keep * self._timed_units + units
+        self._seconds_per_unit = self._timed_unit_seconds / self._timed_units
         self._measured = True
         if self.on_batch is not None:
             self.on_batch(len(items), elapsed)

@@ -13,6 +13,7 @@ state, concurrently (normally one; two when the semantic cache asks about a cand
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import json
 import time
@@ -27,7 +28,7 @@ import numpy as np
 
 from jevserve import __version__
 from jevserve.decide.base import DecisionBackend, DecisionItem
-from jevserve.decide.batcher import Batcher
+from jevserve.decide.batcher import Batcher, DeadlineUnreachable
 from jevserve.decide.remote import RemoteBackend
 from jevserve.gateway.questions import wire_to_decision
 from jevserve.protocol import DecisionOption, DecisionQuestion, Text, render_text
@@ -44,6 +45,16 @@ class Ask:
 
 class DecisionUnavailable(Exception):
     """The decision backend failed or did not answer in time; policies take their fallbacks."""
+
+
+class DecisionOverloaded(DecisionUnavailable):
+    """The decider has more work queued than it can answer within the call's deadline: turned away at once."""
+
+
+# The deadline of the decision call under way (timed_decide sets it): a local decider turns away questions it cannot
+# answer in time rather than queue them (Batcher.decide's budget_s), atomically with queueing them, so that requests
+# arriving together are each judged against the ones queued before them.
+DECISION_BUDGET_S: contextvars.ContextVar[float | None] = contextvars.ContextVar("decision_budget_s", default=None)
 
 
 def ask(question_id: str, state: Text, wire: Mapping) -> Ask:
@@ -119,7 +130,9 @@ class LocalDecider(Decider):
             return {}
         items = [DecisionItem(a.state, a.question) for a in asks]
         try:
-            results = await self._batcher_for_loop().submit(items)
+            results = await self._batcher_for_loop().submit(items, budget_s=DECISION_BUDGET_S.get())
+        except DeadlineUnreachable as exc:
+            raise DecisionOverloaded(f"{self.name}: {exc}") from exc
         except Exception as exc:
             raise DecisionUnavailable(f"{self.name}: {type(exc).__name__}: {exc}") from exc
         return {a.question_id: np.asarray(p, dtype=np.float64) for a, p in zip(asks, results, strict=True)}
@@ -254,13 +267,18 @@ async def timed_decide(decider: Decider, asks: Sequence[Ask], timeout_s: float) 
     started = time.perf_counter()
     if not asks:
         return Decided({}, 0.0, None)
+    budget = DECISION_BUDGET_S.set(timeout_s)  # the task wait_for makes copies it: a local decider reads it
     try:
         answers = await asyncio.wait_for(decider.decide(asks), timeout_s)
     except TimeoutError:
         took = f"decision backend took over {timeout_s * 1000:.0f} ms"
         return Decided(None, (time.perf_counter() - started) * 1000, took, timed_out=True)
+    except DecisionOverloaded as exc:  # turned away at once: as good as a timeout, without the wait
+        return Decided(None, (time.perf_counter() - started) * 1000, str(exc), timed_out=True)
     except DecisionUnavailable as exc:
         return Decided(None, (time.perf_counter() - started) * 1000, str(exc))
     except Exception as exc:  # a broken backend must degrade to the fallbacks, never to a 5xx
         return Decided(None, (time.perf_counter() - started) * 1000, f"{type(exc).__name__}: {exc}")
+    finally:
+        DECISION_BUDGET_S.reset(budget)
     return Decided(answers, (time.perf_counter() - started) * 1000, None)
