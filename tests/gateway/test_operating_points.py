@@ -510,3 +510,19 @@ def test_a_log_used_as_it_stands_warns_of_what_it_caught_and_labels_can_leave_a_
                                          scores=ScoreCache(tmp_path))  # fmt: skip
     guard = next(p for p in points if p.decision == "guard")
     assert guard.num_requests == 101 and guard.acted_unlabelled == 1  # true and null leave it out; {} does not
+
+
+def test_a_decision_can_keep_the_packaged_file_beside_a_config_file_of_your_own_requests(tmp_path):
+    own = write_jsonl(tmp_path / "own.jsonl", [user_record(i) for i in range(120)])  # requests only: no pairs
+    route = {"model": "m", "guard": {"max_false_action_rate": 0.05}, "cache": {"max_false_action_rate": 0}}
+    with pytest.raises(ConfigError, match="calibration: packaged"):
+        resolve_operating_points(parse_config({"calibration": str(own), "routes": [route]}), CountingDecider(hash_score),
+                                 scores=ScoreCache(tmp_path))  # fmt: skip
+    route["cache"]["calibration"] = "packaged"
+    _, points = resolve_operating_points(parse_config({"calibration": str(own), "routes": [route]}),
+                                         CountingDecider(hash_score), scores=ScoreCache(tmp_path))  # fmt: skip
+    by_decision = {p.decision: p for p in points}
+    assert by_decision["guard"].calibration == str(own) and by_decision["guard"].num_requests == 120
+    assert by_decision["cache"].calibration == "packaged cache pairs" and by_decision["cache"].num_requests == 710
+    with pytest.raises(ValueError, match="calibration: a calibration file places a max_false_action_rate"):
+        parse_config({"routes": [{"model": "m", "guard": {"threshold": 0.9, "calibration": "packaged"}}]})

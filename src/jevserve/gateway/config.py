@@ -60,6 +60,9 @@ class PolicyConfig(_Strict):
     fallback: Fallback = "open"  # when the decision backend fails or is slow: open = allow, closed = act
     mode: Literal["enforce", "shadow"] = "enforce"  # shadow: decide, log and report, but never act
     question: dict[str, Any] | None = None  # a wire question replacing the default one (SYSTEMONE_API.md §3)
+    # this decision's calibration file, over the config's `calibration`: a path, or "packaged" for the file jevserve
+    # ships for it (so a file of your own requests for guard and harm can sit beside the packaged cache pairs)
+    calibration: str | None = None
 
     calibrated: ClassVar[bool] = False  # True: max_false_action_rate is allowed (everyday traffic measures it)
 
@@ -101,6 +104,8 @@ class PolicyConfig(_Strict):
                 "max_false_action_rate: only guard, harm, clarify, tool_gate and cache are calibrated; give this "
                 "decision a threshold"
             )
+        if self.calibration is not None and self.max_false_action_rate is None:
+            raise ValueError("calibration: a calibration file places a max_false_action_rate; give one or leave it out")
         return self
 
     @property

@@ -244,7 +244,8 @@ def resolve_operating_points(
                     by_default=policy_config.threshold is None, rate_allowed=policy_config.calibrated,
                 ))
                 continue
-            data = calibration_for(key, config.calibration, files)
+            own = policy_config.calibration
+            data = calibration_for(key, None if own == PACKAGED else own or config.calibration, files)
             point = _calibrate(route, key, policy_config, decider, data, scores, progress, score_missing)
             points.append(point)
             if not math.isnan(point.threshold):
@@ -254,6 +255,7 @@ def resolve_operating_points(
 
 
 PACKAGED_FOR = {"tool_gate": PACKAGED_TOOL_CALLS, "cache": PACKAGED_CACHE_PAIRS}  # else the packaged everyday file
+PACKAGED = "packaged"  # a decision's `calibration:` naming the file jevserve ships for it
 
 
 def calibration_for(decision: str, path: str | None, loaded: dict[str, CalibrationSet] | None = None) -> CalibrationSet:
@@ -282,14 +284,14 @@ def _calibrate(
     if calls and not negatives:
         raise ConfigError(
             f"routes: {route.model}.tool_gate.max_false_action_rate: the calibration file {data.name} holds no request "
-            "with tool_calls (the calls your upstream replied with, calibration.py); add them or give the tool gate a "
-            "threshold"
+            "with tool_calls (the calls your upstream replied with; docs/gateway.md, Operating points); add them, "
+            "give the tool gate `calibration: packaged` (jevserve's ordinary calls) or give it a threshold"
         )
     if key == "cache" and not negatives:
         raise ConfigError(
             f"routes: {route.model}.cache.max_false_action_rate: the calibration file {data.name} holds no cache pair "
-            "whose answers differ (records with 'cached' beside 'body', calibration.py); add them or give the cache a "
-            "threshold"
+            "whose answers differ (records with 'cached' beside 'body'; docs/gateway.md, Operating points); add them, "
+            "give the cache `calibration: packaged` (jevserve's blind-written pairs) or give it a threshold"
         )
     shapes = call_shapes(negatives) if calls else np.array([r.shape for r in negatives])
     unit = {"tool_gate": "calls", "cache": "pairs"}.get(key, "requests")
@@ -386,7 +388,8 @@ def write_packaged(
             policy_config = getattr(route, key, None)
             if policy_config is None or not policy_config.enabled or not policy_config.needs_calibration:
                 continue
-            data = calibration_for(key, config.calibration, files)
+            own = policy_config.calibration
+            data = calibration_for(key, None if own == PACKAGED else own or config.calibration, files)
             score_id = score_key(decider, key, policy_config, route, data)
             found = cache.get(score_id)
             if found is None:
