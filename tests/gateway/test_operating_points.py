@@ -516,8 +516,8 @@ def test_a_decision_can_keep_the_packaged_file_beside_a_config_file_of_your_own_
     own = write_jsonl(tmp_path / "own.jsonl", [user_record(i) for i in range(120)])  # requests only: no pairs
     route = {"model": "m", "guard": {"max_false_action_rate": 0.05}, "cache": {"max_false_action_rate": 0}}
     with pytest.raises(ConfigError, match="calibration: packaged"):
-        resolve_operating_points(parse_config({"calibration": str(own), "routes": [route]}), CountingDecider(hash_score),
-                                 scores=ScoreCache(tmp_path))  # fmt: skip
+        resolve_operating_points(parse_config({"calibration": str(own), "routes": [route]}),
+                                 CountingDecider(hash_score), scores=ScoreCache(tmp_path))  # fmt: skip
     route["cache"]["calibration"] = "packaged"
     _, points = resolve_operating_points(parse_config({"calibration": str(own), "routes": [route]}),
                                          CountingDecider(hash_score), scores=ScoreCache(tmp_path))  # fmt: skip
