@@ -1,17 +1,19 @@
 """A burst of long requests at the gateway's decision call: how many are answered within the decision timeout, with
-the decider turning away at once what it cannot answer in time (admission) and without (every request queued).
+the decider turning away at once what it cannot answer in time (admission) and without (every request queued); and
+the same requests kept in flight, a new one as each ends (sustained load).
 
 Each request is a pasted text of 60 sentences (about 5.5 KB, so the guard reads it whole and in 8 windows and harm
 reads its first 512 word pieces), all different, N sent at once through `run_decisions` with the default config and
 the embedded decider, several rounds per N. Without admission every request is queued and the decider answers them
 in turn, so under a burst the later ones miss the 1 s deadline after their work was done (with
 `on_decision_timeout: reject`, a 429 after a second). With it (Batcher.decide's `budget_s`), a request whose work,
-with the work queued before it, would not fit 0.8 of the deadline is turned away before anything is computed for it.
-The arms alternate round by round on the same warm decider (admission off: the headroom set to infinity, nothing
-turned away), so both see the same machine in the same minutes.
+with the work queued before it, would not fit the deadline is turned away before anything is computed for it.
+Sustained: 96 such requests, 16 kept in flight (a turned-away request frees its place at once, so its successor
+comes sooner than after a wait). The arms alternate round by round on the same warm decider (admission off: the
+headroom set to infinity, nothing turned away), so both see the same machine in the same minutes.
 
 Writes benchmarks/results/gateway_burst.json and a section of docs/gateway.md.
-Run: .venv/bin/python benchmarks/gateway/burst.py [--rounds 3] [--sizes 4,8,16,32]
+Run: .venv/bin/python benchmarks/gateway/burst.py [--rounds 3] [--sizes 4,8,16,32] [--sustained 96]
 """
 
 from __future__ import annotations
@@ -63,6 +65,26 @@ async def burst(config, decider, n: int, tag: str) -> dict:
     }
 
 
+async def sustained(config, decider, total: int, in_flight: int, tag: str) -> dict:
+    slots = asyncio.Semaphore(in_flight)
+
+    async def one(i: int) -> tuple[bool, float]:
+        async with slots:
+            started = time.perf_counter()
+            report = await run_decisions([{"role": "user", "content": text(tag, i)}], config=config, decider=decider)
+            return report.error is None, time.perf_counter() - started
+
+    started = time.perf_counter()
+    results = await asyncio.gather(*(one(i) for i in range(total)))
+    missed = [s for ok, s in results if not ok]
+    return {
+        "answered": sum(1 for ok, _ in results if ok),
+        "turned_away_fast": sum(1 for s in missed if s < 0.1),
+        "missed_deadline": sum(1 for s in missed if s >= 0.1),
+        "wall_s": time.perf_counter() - started,
+    }
+
+
 def markdown(result: dict) -> str:
     lines = [
         "### A burst of long requests at the decision call (generated)",
@@ -91,10 +113,27 @@ def markdown(result: dict) -> str:
                 f"{sum(r['turned_away_fast'] for r in rounds)} | {sum(r['missed_deadline'] for r in rounds)} | "
                 f"{median('median_answered_s')} | {median('median_missed_s')} |"
             )
+    held = result.get("sustained")
+    if held:
+        lines += [
+            "",
+            f"Sustained: {held['total']} such requests, {held['in_flight']} kept in flight, {len(held['queued'])} "
+            "rounds per arm, the arms alternating.",
+            "",
+            "| arm | answered, per round | turned away at once | missed the deadline | seconds, per round |",
+            "|---|---|---|---|---|",
+        ]
+        for arm in ARMS:
+            rounds = held[arm]
+            lines.append(
+                f"| {arm} | {', '.join(str(r['answered']) for r in rounds)} of {held['total']} | "
+                f"{sum(r['turned_away_fast'] for r in rounds)} | {sum(r['missed_deadline'] for r in rounds)} | "
+                f"{', '.join(format(r['wall_s'], '.1f') for r in rounds)} |"
+            )
     return "\n".join(lines)
 
 
-async def run(sizes: list[int], rounds: int) -> dict:
+async def run(sizes: list[int], rounds: int, total: int) -> dict:
     config = default_config()
     decider = make_decider(config.decider)
     config, _ = resolve_operating_points(config, decider)
@@ -108,19 +147,28 @@ async def run(sizes: list[int], rounds: int) -> dict:
                 batcher_module.ADMISSION_HEADROOM = headroom if arm == "admission" else float("inf")
                 out[str(n)][arm].append(await burst(config, decider, n, f"{arm}-{n}-{round_}"))
                 await asyncio.sleep(0.5)  # the queue drains between bursts
+    held: dict = {"total": total, "in_flight": 16, **{arm: [] for arm in ARMS}}
+    for round_ in range(rounds if total else 0):
+        for arm in ARMS if round_ % 2 == 0 else ARMS[::-1]:
+            batcher_module.ADMISSION_HEADROOM = headroom if arm == "admission" else float("inf")
+            held[arm].append(await sustained(config, decider, total, 16, f"held-{arm}-{round_}"))
+            await asyncio.sleep(0.5)
     batcher_module.ADMISSION_HEADROOM = headroom
     await decider.aclose()
-    return {"decider": decider.name, "timeout_ms": config.decision_timeout_ms, "sizes": out}
+    return {"decider": decider.name, "timeout_ms": config.decision_timeout_ms, "sizes": out,
+            "sustained": held if total else None}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sizes", default="4,8,16,32")
+    parser.add_argument("--sustained", type=int, default=96, help="requests of the sustained run (0: none)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    result = {"machine": machine(), "rounds": args.rounds, **asyncio.run(run(sizes, args.rounds))}
-    result["command"] = f"python benchmarks/gateway/burst.py --rounds {args.rounds} --sizes {args.sizes}"
+    result = {"machine": machine(), "rounds": args.rounds, **asyncio.run(run(sizes, args.rounds, args.sustained))}
+    result["command"] = (f"python benchmarks/gateway/burst.py --rounds {args.rounds} --sizes {args.sizes} "
+                         f"--sustained {args.sustained}")
     publish("gateway_burst", result, markdown(result), path=DOC)
 
 
