@@ -104,7 +104,7 @@ class OperatingPoint:
                 f"not scored yet for this decider ({self.num_requests:,} {self.unit} of {self.calibration} to score)"
             )
         worst = max((rate for _, rate in self.rates_by_shape), default=0.0)
-        unjudged = (f"; {self.num_unjudged:,} more had nothing for it to judge and are left out"
+        unjudged = (f"; {self.num_unjudged:,} more had nothing for it to judge (left out)"
                     if self.num_unjudged else "")
         line = (
             f"{head}  (max_false_action_rate {self.max_false_action_rate:g}: acts on {self.calibration_rate:.2%} of "
