@@ -79,3 +79,8 @@ def test_a_custom_question_and_level_tokens_that_agree_are_taken():
     config = parse_config({"store": "redis://127.0.0.1:6379/0", "routes": [
         {"model": "m", "priority": {"question": question, "level_tokens": [50, 800], "queue_policy": "fcfs"}}]})
     assert config.routes[0].priority.level_tokens == [50, 800]
+
+
+def test_a_rate_written_as_a_percentage_says_how_to_write_it():
+    with pytest.raises(ValueError, match=r"not a percentage: '1%' is 1/100, e.g. 1 % is 0.01"):
+        parse_config({"routes": [{"model": "m", "guard": {"max_false_action_rate": "1%"}}]})

@@ -73,6 +73,14 @@ class PolicyConfig(_Strict):
             raise ValueError(f"must be between 0 and 1, got {value}")
         return value
 
+    @field_validator("max_false_action_rate", mode="before")
+    @classmethod
+    def _rate_written_as_percent(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().endswith("%"):
+            number = value.strip().rstrip("%").strip()
+            raise ValueError(f"write a share, not a percentage: {value!r} is {number}/100, e.g. 1 % is 0.01")
+        return value
+
     @field_validator("max_false_action_rate")
     @classmethod
     def _rate(cls, value: float | None) -> float | None:
