@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from jevserve.bench.sources import SourceMissingError
-from jevserve.bench.task import Task
-from jevserve.decide.base import DecisionBackend, DecisionItem
-from jevserve.train.examples import decision_of
+if TYPE_CHECKING:  # the command line reads ANSWER_TOLERANCE for its help, in installs without the bench's packages
+    from jevserve.bench.task import Task
+    from jevserve.decide.base import DecisionBackend, DecisionItem
 
 # Largest difference in any option's probability a reproduction may show. A retrain of the pooled head from the same
 # embeddings answered within 9.5e-5 of the committed head on these probes (its temperatures 2.5e-4 off, from a bounded
@@ -48,6 +48,10 @@ class AnswerCheck:
 def probe_items(data, tasks: Sequence[Task], per_task: int = ITEMS_PER_TASK) -> list[tuple[str, DecisionItem]]:
     """(task and question, item) for each fixed question of each task about the first `per_task` test items of
     at most MAX_STATE_CHARS characters, in task-name order; a task whose data is missing is left out."""
+    from jevserve.bench.sources import SourceMissingError
+    from jevserve.decide.base import DecisionItem
+    from jevserve.train.examples import decision_of
+
     probes = []
     for task in sorted(tasks, key=lambda t: t.name):
         try:
