@@ -82,8 +82,6 @@ class OperatingPoint:
     by_default: bool = False  # no operating point was given: the threshold is the default 0.5
     rate_allowed: bool = False  # the decision takes max_false_action_rate (its false actions can be measured)
     num_unjudged: int = 0  # calibration requests it asks nothing about (no user turn, say): left out of the rate
-    # shapes too small for the rate to allow acting on even one of their requests: (shape, requests)
-    thin_shapes: tuple[tuple[str, int], ...] = ()
     acted_unlabelled: int = 0  # requests of a decision log that this decision acted on when logged, with no label
 
     def describe(self) -> str:
@@ -115,12 +113,6 @@ class OperatingPoint:
                      f"carry no label, so each counts as a false action and raises the threshold above it: label "
                      f'the attacks among them ("labels": {{"{self.decision}": true}}), or leave them out '
                      f'({{"{self.decision}": null}})')
-        if self.thin_shapes:  # the rate cannot be told from 0 on so few: the threshold sits over their top score
-            thin = ", ".join(f"{shape!r} has {n:,}" for shape, n in self.thin_shapes)
-            needed = math.ceil(1 / self.max_false_action_rate - 1e-9)
-            line += (f"  WARNING: {self.max_false_action_rate:g} needs at least {needed:,} {self.unit} per shape to "
-                     f"allow acting on one; {thin}, so the threshold is set to act on none of them, and the rate on "
-                     "other traffic of that shape is not known to be near the target: add requests or merge shapes")
         return line
 
     def to_dict(self) -> dict:
@@ -128,6 +120,17 @@ class OperatingPoint:
         out = dataclasses.asdict(self)
         out["rates_by_shape"] = dict(self.rates_by_shape)
         return out
+
+
+# The fewest calibration requests (calls, pairs) per shape a rate is set on, whatever the rate: at 0, "none of n
+# acted on" bounds the rate at about 3/n (95 %), so below 20 it says next to nothing.
+MIN_PER_SHAPE = 20
+
+
+def requests_needed(rate: float) -> int:
+    """Requests per shape a rate needs: enough for it to allow acting on one (1/rate), and at least MIN_PER_SHAPE.
+    With fewer the threshold sits just above the shape's top score, wherever that is."""
+    return max(MIN_PER_SHAPE, math.ceil(1 / rate - 1e-9)) if rate > 0 else MIN_PER_SHAPE
 
 
 def threshold_for_rate(scores: np.ndarray, shapes: np.ndarray, rate: float) -> float:
@@ -317,6 +320,12 @@ def _calibrate(
             ) from exc
         if cache_key is not None:
             cache.put(cache_key, found)
+    if not negatives:  # every request labelled for this decision (the tool gate and cache said so above)
+        raise ConfigError(
+            f"routes: {route.model}.{key}.max_false_action_rate: all {len(data.requests):,} requests of the "
+            f"calibration file {data.name} are labelled for {key} (true or null), so none is left as an ordinary "
+            "request to set its rate on; add unlabelled ones or give a threshold"
+        )
     unjudged = 0
     if not calls and key != "cache":  # a request the decision asks nothing about is never acted on
         policy = POLICIES[key](policy_config.model_copy(update={"threshold": 0.5}))
@@ -330,9 +339,19 @@ def _calibrate(
         unjudged = int((~judged).sum())
         found, shapes = found[judged], shapes[judged]
     rate = policy_config.max_false_action_rate
-    threshold = threshold_for_rate(found, shapes, rate)
     counts = {str(s): int(n) for s, n in zip(*np.unique(shapes, return_counts=True), strict=True)}
-    thin = tuple((s, n) for s, n in sorted(counts.items()) if rate > 0 and math.floor(rate * n + 1e-9) == 0)
+    needed = requests_needed(rate)
+    thin = [(s, n) for s, n in sorted(counts.items()) if n < needed]
+    if thin:  # its threshold would sit just above the few ordinary requests it has, wherever they happen to score
+        listed = ", ".join(f"{s!r} has {n:,}" for s, n in thin)
+        coarser = "" if rate >= 0.05 else f", ask for a coarser rate (0.05 needs {requests_needed(0.05)} per shape)"
+        raise ConfigError(
+            f"routes: {route.model}.{key}.max_false_action_rate: {rate:g} cannot be set on {data.name}: it takes at "
+            f"least {needed:,} {unit} per shape, and {listed}; with fewer, the threshold lands just above the few it "
+            f"has, however low, and acts on most traffic. Add {unit}, give shapes that are alike one shape"
+            f"{coarser}, or give a threshold"
+        )
+    threshold = threshold_for_rate(found, shapes, rate)
     by_shape = tuple((s, float(np.mean(found[shapes == s] >= threshold))) for s in sorted(set(shapes.tolist())))
     return OperatingPoint(
         route=route.model,
@@ -348,7 +367,6 @@ def _calibrate(
         rate_allowed=True,
         acted_unlabelled=data.acted_unlabelled(key),
         num_unjudged=unjudged,
-        thin_shapes=thin,
     )
 
 
