@@ -462,6 +462,9 @@ def test_a_message_role_that_is_not_openais_is_refused_naming_it(tmp_path):
     labels = write_jsonl(tmp_path / "labels.jsonl", [user_record(0, labels="guard")])
     with pytest.raises(ConfigError, match="labels are not an object"):
         load_calibration(labels)
+    misspelt = write_jsonl(tmp_path / "misspelt.jsonl", [user_record(0, labels={"gaurd": True})])
+    with pytest.raises(ConfigError, match="labels name 'gaurd', no decision a rate is set for; did you mean 'guard'"):
+        load_calibration(misspelt)
     array = tmp_path / "array.json"
     array.write_text(json.dumps([user_record(0)]))
     with pytest.raises(ConfigError, match="JSON array; expected JSON lines"):

@@ -25,6 +25,7 @@ shapes (negation, swapped direction, other entity, other number, changed intent,
 
 from __future__ import annotations
 
+import difflib
 import gzip
 import hashlib
 import json
@@ -135,6 +136,11 @@ def calibration_request(record: Mapping[str, Any], number: int = 0) -> Calibrati
     labels = record.get("labels") or {}
     if not isinstance(labels, Mapping) or not all(v is None or isinstance(v, bool) for v in labels.values()):
         raise TypeError('its labels are not an object of decision → true, false or null, e.g. {"guard": true}')
+    for name in labels:  # a misspelt decision would leave the request counted as ordinary for the one meant
+        if name not in LABELLED_DECISIONS:
+            close = difflib.get_close_matches(str(name), LABELLED_DECISIONS, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"expected one of {', '.join(LABELLED_DECISIONS)}"
+            raise TypeError(f"its labels name {name!r}, no decision a rate is set for; {hint}")
     calls = record.get("tool_calls") or []
     if not isinstance(calls, list) or not all(isinstance(c, Mapping) for c in calls):
         raise TypeError("its tool_calls are not a list of calls")
@@ -161,6 +167,7 @@ def _logged_actions(record: Mapping[str, Any]) -> frozenset[str]:
 
 
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool", "function")  # OpenAI's
+LABELLED_DECISIONS = ("guard", "harm", "clarify", "tool_gate", "cache")  # the decisions a rate is set for
 
 
 def _check_messages(messages: list, whose: str) -> None:
