@@ -476,3 +476,18 @@ def test_the_reason_shows_probability_and_threshold_at_a_precision_that_tells_th
     assert comparison(0.97, 0.5) == "0.970 ≥ 0.500"
     assert comparison(0.2, 0.25) == "0.200 < 0.250"
     assert comparison(0.5, 0.5) == "0.500000 ≥ 0.500000"
+
+
+def test_a_request_the_decider_turns_away_is_told_it_would_not_be_answered_in_time():
+    from jevserve.gateway.decider import DecisionOverloaded
+
+    class Full(FixedDecider):
+        async def decide(self, asks):
+            raise DecisionOverloaded("about 3000 ms of work is queued before these questions' answers")
+
+    app, _, upstreams = make_app({"guard": {}}, decider=Full({}), config={"decision_timeout_ms": 1000})
+    response = post(app, HI)
+    assert response.status_code == 429 and response.headers["retry-after"] == "1"
+    message = response.json()["error"]["message"]
+    assert "would not be answered within 1000 ms" in message and "got no answer" not in message
+    assert float(response.headers["x-jevserve-decision-ms"]) < 500 and upstreams["u"].requests == []

@@ -45,7 +45,7 @@ def test_remote_decider_that_cannot_connect_reports_unavailable():
         raise httpx.ConnectError("refused")
 
     remote = RemoteDecider("http://decider", transport=httpx.MockTransport(refuse))
-    answers, _, error, _ = asyncio.run(timed_decide(remote, asks(), timeout_s=5))
+    answers, _, error, *_ = asyncio.run(timed_decide(remote, asks(), timeout_s=5))
     assert answers is None and "remote:http://decider" in error
 
 
@@ -116,5 +116,5 @@ def test_a_burst_the_local_decider_cannot_answer_in_time_is_turned_away_at_once_
     answered = [d for d in burst if d.answers is not None]
     turned_away = [d for d in burst if d.answers is None]
     assert answered and turned_away
-    assert all(d.timed_out and "work is queued" in d.error and d.ms < 100 for d in turned_away)
+    assert all(d.timed_out and d.turned_away and "work is queued" in d.error and d.ms < 100 for d in turned_away)
     assert all(d.ms <= 200 for d in answered)  # what was let in was answered within the deadline

@@ -260,6 +260,7 @@ class Decided(NamedTuple):
     ms: float
     error: str | None  # None when it answered
     timed_out: bool = False  # it failed by running past its deadline (an overloaded decider), not by an error
+    turned_away: bool = False  # of those: refused before queueing, as work it could not answer in time
 
 
 async def timed_decide(decider: Decider, asks: Sequence[Ask], timeout_s: float) -> Decided:
@@ -274,7 +275,7 @@ async def timed_decide(decider: Decider, asks: Sequence[Ask], timeout_s: float) 
         took = f"decision backend took over {timeout_s * 1000:.0f} ms"
         return Decided(None, (time.perf_counter() - started) * 1000, took, timed_out=True)
     except DecisionOverloaded as exc:  # turned away at once: as good as a timeout, without the wait
-        return Decided(None, (time.perf_counter() - started) * 1000, str(exc), timed_out=True)
+        return Decided(None, (time.perf_counter() - started) * 1000, str(exc), timed_out=True, turned_away=True)
     except DecisionUnavailable as exc:
         return Decided(None, (time.perf_counter() - started) * 1000, str(exc))
     except Exception as exc:  # a broken backend must degrade to the fallbacks, never to a 5xx

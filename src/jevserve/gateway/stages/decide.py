@@ -39,15 +39,17 @@ async def decide(gateway: Gateway, ctx: RequestContext) -> None:
     if gateway.config.on_decision_timeout == "reject":
         unanswered = unanswered_refusals(ctx.route, ctx.report)
         if unanswered:
+            timeout = f"{gateway.config.decision_timeout_ms:g} ms"
+            why = (f"would not be answered within {timeout} (the decider has more work queued than that)"
+                   if ctx.report.turned_away else f"got no answer within {timeout}")
             # the header and the log say what happened to these decisions, not the fallback that was not used
             ctx.report = replace(ctx.report, verdicts=tuple(
-                replace(v, action=Action.REJECT, reason=f"no answer within {gateway.config.decision_timeout_ms:g} "
-                        "ms: refused undecided (on_decision_timeout: reject)") if v.decision in unanswered else v
+                replace(v, action=Action.REJECT, reason=f"{why}: refused undecided (on_decision_timeout: reject)")
+                if v.decision in unanswered else v
                 for v in ctx.report.verdicts))
             raise RateLimitedError(
-                f"the {' and '.join(unanswered)} decision(s) this request needs got no answer within "
-                f"{gateway.config.decision_timeout_ms:g} ms: the gateway is overloaded and does not forward a "
-                f"request undecided; retry after {OVERLOAD_RETRY_AFTER_S:g} s",
+                f"the {' and '.join(unanswered)} decision(s) this request needs {why}: the gateway is overloaded and "
+                f"does not forward a request undecided; retry after {OVERLOAD_RETRY_AFTER_S:g} s",
                 retry_after_s=OVERLOAD_RETRY_AFTER_S,
             )
 

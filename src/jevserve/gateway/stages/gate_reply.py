@@ -35,7 +35,7 @@ async def gate_reply(gateway: Gateway, ctx: RequestContext, completion: dict[str
     calls = [c.call for c in proposed]
     ctx.reply_tool_calls = tuple(calls)  # remove_blocked_calls copies before it edits
     asks = gate.asks_for_calls(ctx.report.inputs.user_text, calls, ctx.route.input_limits())
-    answers, ms, _error, _ = await timed_decide(gateway.decider, asks, gateway.config.decision_timeout_ms / 1000)
+    answers, ms, *_ = await timed_decide(gateway.decider, asks, gateway.config.decision_timeout_ms / 1000)
     ctx.tool_verdicts = tuple(gate.act_on_calls(calls, answers))
     ctx.flags["x-jevserve-tool-gate-ms"] = f"{ms:.2f}"
     if any(v.action is Action.FLAG and v.acts for v in ctx.tool_verdicts):
