@@ -13,7 +13,7 @@ comes sooner than after a wait). The arms alternate round by round on the same w
 headroom set to infinity, nothing turned away), so both see the same machine in the same minutes.
 
 Writes benchmarks/results/gateway_burst.json and a section of docs/gateway.md.
-Run: .venv/bin/python benchmarks/gateway/burst.py [--rounds 3] [--sizes 4,8,16,32] [--sustained 96]
+Run: .venv/bin/python benchmarks/gateway/burst.py [--rounds 3] [--sizes 4,8,16,32,64:300] [--sustained 96]
 """
 
 from __future__ import annotations
@@ -37,18 +37,21 @@ DOC = ROOT / "docs" / "gateway.md"
 ARMS = ("queued", "admission")
 
 
-def text(tag: str, i: int) -> str:
+def text(tag: str, i: int, chars: int = 0) -> str:
+    """A pasted text of 60 sentences (about 5.5 KB), or its first `chars` characters."""
     tag = f"{tag}-{i}"  # every text new: the decider keeps what it read, and a repeat costs nothing
-    return "Please read this carefully. " + " ".join(
+    whole = "Please read this carefully. " + " ".join(
         f"Sentence {k} of the pasted text {tag} explains a detail about gardening, soil, water and light."
         for k in range(60)
     )
+    return whole[:chars] if chars else whole
 
 
-async def burst(config, decider, n: int, tag: str) -> dict:
+async def burst(config, decider, n: int, tag: str, chars: int = 0) -> dict:
     async def one(i: int) -> tuple[bool, float]:
         started = time.perf_counter()
-        report = await run_decisions([{"role": "user", "content": text(tag, i)}], config=config, decider=decider)
+        message = {"role": "user", "content": text(tag, i, chars)}
+        report = await run_decisions([message], config=config, decider=decider)
         return report.error is None, time.perf_counter() - started
 
     started = time.perf_counter()
@@ -89,17 +92,19 @@ def markdown(result: dict) -> str:
     lines = [
         "### A burst of long requests at the decision call (generated)",
         "",
-        f"`{result['command']}`, {result['machine']['when']}. N requests of a 5.5 KB pasted text each, sent at once "
+        f"`{result['command']}`, {result['machine']['when']}. N requests of a 5.5 KB pasted text each (or its first "
+        "characters), sent at once "
         f"through the default config's decisions with {result['decider']} (decision timeout "
         f"{result['timeout_ms']:.0f} ms), {result['rounds']} rounds per N and arm, the arms alternating. "
         "Answered: within the timeout; turned away: refused before any work (under 0.1 s); missed: queued, then "
         "past the timeout. Counts summed over the rounds.",
         "",
-        "| N | arm | answered | turned away at once | missed the deadline | median time, answered | median time, "
-        "not answered |",
-        "|---|---|---|---|---|---|---|",
+        "| N | text | arm | answered | turned away at once | missed the deadline | median time, answered | "
+        "median time, not answered |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for n, arms in result["sizes"].items():
+    for size, arms in result["sizes"].items():
+        n, _, chars = size.partition(":")
         for arm in ARMS:
             rounds = arms[arm]
             total = len(rounds) * int(n)
@@ -108,8 +113,9 @@ def markdown(result: dict) -> str:
                 values = [r[key] for r in rounds if r[key] is not None]
                 return f"{statistics.median(values) * 1000:.0f} ms" if values else "-"
 
+            length = f"{chars} chars" if chars else "5.5 KB"
             lines.append(
-                f"| {n} | {arm} | {sum(r['answered'] for r in rounds)}/{total} | "
+                f"| {n} | {length} | {arm} | {sum(r['answered'] for r in rounds)}/{total} | "
                 f"{sum(r['turned_away_fast'] for r in rounds)} | {sum(r['missed_deadline'] for r in rounds)} | "
                 f"{median('median_answered_s')} | {median('median_missed_s')} |"
             )
@@ -133,19 +139,21 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
-async def run(sizes: list[int], rounds: int, total: int) -> dict:
+async def run(sizes: list[str], rounds: int, total: int) -> dict:
     config = default_config()
     decider = make_decider(config.decider)
     config, _ = resolve_operating_points(config, decider)
     headroom = batcher_module.ADMISSION_HEADROOM
     await burst(config, decider, 4, "warm")  # the time per unit of work is measured
     out: dict = {}
-    for n in sizes:
-        out[str(n)] = {arm: [] for arm in ARMS}
+    for size in sizes:  # N, or N:CHARS for N texts of their first CHARS characters
+        n, _, chars = size.partition(":")
+        out[size] = {arm: [] for arm in ARMS}
         for round_ in range(rounds):
             for arm in ARMS if round_ % 2 == 0 else ARMS[::-1]:
                 batcher_module.ADMISSION_HEADROOM = headroom if arm == "admission" else float("inf")
-                out[str(n)][arm].append(await burst(config, decider, n, f"{arm}-{n}-{round_}"))
+                tag = f"{arm}-{size}-{round_}"
+                out[size][arm].append(await burst(config, decider, int(n), tag, int(chars or 0)))
                 await asyncio.sleep(0.5)  # the queue drains between bursts
     held: dict = {"total": total, "in_flight": 16, **{arm: [] for arm in ARMS}}
     for round_ in range(rounds if total else 0):
@@ -162,10 +170,11 @@ async def run(sizes: list[int], rounds: int, total: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--sizes", default="4,8,16,32")
+    parser.add_argument("--sizes", default="4,8,16,32,64:300",
+                        help="bursts: N requests of the whole text, or N:CHARS of its first CHARS characters")
     parser.add_argument("--sustained", type=int, default=96, help="requests of the sustained run (0: none)")
     args = parser.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = [s.strip() for s in args.sizes.split(",")]
     result = {"machine": machine(), "rounds": args.rounds, **asyncio.run(run(sizes, args.rounds, args.sustained))}
     result["command"] = (f"python benchmarks/gateway/burst.py --rounds {args.rounds} --sizes {args.sizes} "
                          f"--sustained {args.sustained}")

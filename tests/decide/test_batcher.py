@@ -437,3 +437,22 @@ def test_with_a_deadline_requests_that_cannot_be_answered_in_time_are_turned_awa
     refused, answered_states, later = asyncio.run(scenario())
     assert refused[:2] == [False, False] and all(refused[3:]) and later == 2
     assert answered_states == 5 + 5 * refused.count(False)  # a refused request's questions were never computed
+
+
+def test_the_estimate_is_scaled_down_where_requests_are_answered_sooner_than_estimated_and_never_up():
+    batcher = Batcher(FakeBackend(), max_batch=64, max_wait_ms=0)
+
+    def answered(estimate_s: float, took_s: float) -> None:
+        job = batcher_module._Job(items("x"), None, 0, estimate_s=estimate_s, submitted=time.perf_counter() - took_s)
+        batcher._learn_wait(job)
+
+    for _ in range(10):
+        answered(1.0, 0.2)  # answered in a fifth of the estimate
+    scale = batcher._estimate_scale
+    assert 0.25 <= scale < 0.5  # a tenth of the way to 0.2 each time: 0.2 + 0.8 * 0.9 ** 10 = 0.48
+    for _ in range(50):
+        answered(0.1, 0.3)  # three times the estimate: moves it back up, never past 1
+    assert scale < batcher._estimate_scale <= 1.0
+    before = batcher._estimate_scale
+    answered(0.01, 1.0)  # an estimate this small says too little to learn from
+    assert batcher._estimate_scale == before
