@@ -139,32 +139,37 @@ class RemoteBackend(DecisionBackend):
         # holds the epoch, and the description says that it is not a date.
         self.card = ModelCard(
             name=f"remote-{model}",
-            description=f"{model} at {self.url} (forwarded; release date unknown: the upstream did not list it)",
+            description=f"{model} at {self.url} (forwarded; release date unknown: not read from the upstream at start)",
             release_date=UNKNOWN_RELEASE_DATE,
         )
 
     # -- async path (the server) -------------------------------------------------------------------------------
 
-    async def learn_card(self) -> bool:
-        """Take the forwarded model's description and release date from the upstream's `GET /v1/models`; whether
-        the upstream listed it (else the card stays as it was: a listing must not fail a server's start)."""
+    async def learn_card(self) -> str | None:
+        """Take the forwarded model's description and release date from the upstream's `GET /v1/models`. None when
+        it did, else why not (the card stays as it was: a listing must not fail a server's start)."""
         http, _ = self._async_client()
         try:
             response = await http.get("/v1/models", timeout=min(self.timeout_s, CARD_TIMEOUT_S))
-            listed = response.json().get("models", []) if response.status_code == 200 else []
-        except (httpx.HTTPError, ValueError, AttributeError):
-            return False
-        for entry in listed if isinstance(listed, list) else []:
+        except httpx.HTTPError as exc:
+            return f"the upstream {self.url} could not be reached ({type(exc).__name__})"
+        try:
+            listed = response.json().get("models", []) if response.status_code == 200 else None
+        except (ValueError, AttributeError):
+            listed = None
+        if not isinstance(listed, list):
+            return f"the upstream {self.url} answered GET /v1/models with no model list (status {response.status_code})"
+        for entry in listed:
             if not isinstance(entry, dict) or entry.get("name") != self.model:
                 continue
             date, description = entry.get("release_date"), entry.get("description")
             if not (isinstance(date, str) and _is_date(date)):
-                return False
+                return f"the upstream {self.url} lists {self.model!r} without a YYYY-MM-DD release date"
             said = f"{description} " if isinstance(description, str) and description else ""
             self.card = replace(self.card, release_date=date,
                                 description=f"{said}({self.model} at {self.url}, forwarded)")
-            return True
-        return False
+            return None
+        return f"the upstream {self.url} does not list {self.model!r}"
 
     def _async_client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()

@@ -208,9 +208,10 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
     async def lifespan(app: FastAPI):
         for served in state.models.values():
             learn_card = getattr(served.backend, "learn_card", None)  # a forwarded model's card is its upstream's
-            if learn_card is not None and not await learn_card():
-                log.warning("%s: the upstream did not list its model, so /v1/models gives no release date for it",
-                            served.backend.card.name)
+            problem = await learn_card() if learn_card is not None else None
+            if problem is not None:
+                log.warning("%s: %s at start, so /v1/models gives no release date for it until a restart",
+                            served.backend.card.name, problem)
             served.batcher.start()
         yield
         for served in state.models.values():

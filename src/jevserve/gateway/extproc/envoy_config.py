@@ -259,14 +259,15 @@ def _error_mapper(expression: str, status: int, message: str, error_type: str, c
     }
 
 
-def _local_reply_config(*, extproc: bool, max_body_bytes: int) -> dict[str, Any]:
+def _local_reply_config(*, extproc: bool) -> dict[str, Any]:
     """Envoy's own failure replies in the HTTP gateway's error shape, status and code, where Envoy would answer a
     plain-text line (or an empty 500) that OpenAI clients report without its meaning: ext_proc's failures (jevserve
     unreachable, a broken stream, a timeout), a model server that could not be reached (after the retries), and one
     that went silent for its `timeout_s`, and a BUFFERED body over the listener's buffer (the 413 jevserve answers
     itself in FULL_DUPLEX_STREAMED mode). Replies jevserve sends through ext_proc carry details of their own and are
     left as they are."""
-    too_large = f"request body is over the limit of {max_body_bytes} bytes"
+    # not a number: the listener's buffer may be changed by hand, and the message must not name a limit that is not
+    too_large = "request body is larger than the proxy accepts (its listener's per_connection_buffer_limit_bytes)"
     mappers = [
         _error_mapper(_UPSTREAM_UNREACHABLE, 502, UPSTREAM_UNREACHABLE_MESSAGE, "upstream_error", "upstream_failed"),
         _error_mapper(_UPSTREAM_SILENT, 504, UPSTREAM_SILENT_MESSAGE, "upstream_error", "upstream_timeout"),
@@ -398,7 +399,7 @@ def envoy_bootstrap(
         modes = {"request_body_mode": request_body_mode, "response_body_mode": response_body_mode}
         filters.insert(0, ext_proc_filter(**modes, message_timeout_s=message_timeout_s))
         clusters.insert(0, _extproc_cluster(extproc))
-    manager["local_reply_config"] = _local_reply_config(extproc=extproc is not None, max_body_bytes=max_body_bytes)
+    manager["local_reply_config"] = _local_reply_config(extproc=extproc is not None)
     if by_route:
         filters.insert(0, route_metadata_filter())
     host, port = listen
