@@ -84,3 +84,24 @@ def test_a_custom_question_and_level_tokens_that_agree_are_taken():
 def test_a_rate_written_as_a_percentage_says_how_to_write_it():
     with pytest.raises(ValueError, match=r"not a percentage: '1%' is 1/100, e.g. 1 % is 0.01"):
         parse_config({"routes": [{"model": "m", "guard": {"max_false_action_rate": "1%"}}]})
+
+
+def test_a_relative_calibration_path_is_read_from_the_config_files_folder(tmp_path, monkeypatch):
+    folder = tmp_path / "conf"
+    folder.mkdir()
+    (folder / "gw.yaml").write_text(
+        "calibration: own.jsonl\n"
+        "routes:\n"
+        "  - model: m\n"
+        "    guard: {max_false_action_rate: 0.05, calibration: sub/guard.jsonl}\n"
+        "    cache: {max_false_action_rate: 0, calibration: packaged}\n"
+        "    harm: {max_false_action_rate: 0.05, calibration: /abs/harm.jsonl}\n"
+    )
+    monkeypatch.chdir(tmp_path)  # started from elsewhere, as a service manager would
+    config = load_config("conf/gw.yaml")
+    route = config.routes[0]
+    assert config.calibration == str(folder / "own.jsonl")
+    assert route.guard.calibration == str(folder / "sub" / "guard.jsonl")
+    assert route.cache.calibration == "packaged" and route.harm.calibration == "/abs/harm.jsonl"
+    with pytest.raises(ConfigError, match="empty: give a calibration file's path or 'packaged'"):
+        parse_config({"routes": [{"model": "m", "guard": {"max_false_action_rate": 0.05, "calibration": ""}}]})

@@ -73,6 +73,13 @@ class PolicyConfig(_Strict):
             raise ValueError(f"must be between 0 and 1, got {value}")
         return value
 
+    @field_validator("calibration")
+    @classmethod
+    def _calibration_named(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("empty: give a calibration file's path or 'packaged', or leave it out")
+        return value
+
     @field_validator("max_false_action_rate", mode="before")
     @classmethod
     def _rate_written_as_percent(cls, value: Any) -> Any:
@@ -360,6 +367,13 @@ class GatewayConfig(_Strict):
     # the calls its upstream made when the tool gate is rate-based (calibration.py describes the format)
     calibration: str | None = None
 
+    @field_validator("calibration")
+    @classmethod
+    def _calibration_named(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("empty: give a calibration file's path, or leave it out for the packaged files")
+        return value
+
     @field_validator("store")
     @classmethod
     def _store_url(cls, value: str) -> str:
@@ -470,7 +484,31 @@ def load_config(path: str | Path | None) -> GatewayConfig:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save the config as UTF-8") from None
     if data is not None and not isinstance(data, dict):
         raise ConfigError(f"{path}: the config must be a YAML mapping, got {type(data).__name__}")
-    return parse_config(data, source=str(path))
+    return parse_config(_calibration_beside(data, path.parent.absolute()), source=str(path))
+
+
+def _calibration_beside(data: dict | None, folder: Path) -> dict | None:
+    """The config with each relative `calibration:` path (the config's and each decision's) read from the config
+    file's folder, not from wherever the gateway is started (a service manager starts it elsewhere)."""
+
+    def anchored(value: Any) -> Any:
+        if not isinstance(value, str) or not value or value == "packaged" or value.startswith("~"):
+            return value
+        return value if Path(value).is_absolute() else str(folder / value)
+
+    if not data:
+        return data
+    data = {**data}
+    if "calibration" in data:
+        data["calibration"] = anchored(data["calibration"])
+    routes = data.get("routes")
+    if isinstance(routes, list):
+        data["routes"] = [
+            {k: {**v, "calibration": anchored(v["calibration"])} if isinstance(v, dict) and "calibration" in v else v
+             for k, v in route.items()} if isinstance(route, dict) else route
+            for route in routes
+        ]
+    return data
 
 
 DEFAULT_CONFIG_YAML = """\
