@@ -301,6 +301,23 @@ def acted(probabilities: Sequence[float | None], threshold: float) -> np.ndarray
     return np.array([p is not None and p >= threshold for p in probabilities])
 
 
+def at_default_points(spec: str | None, decisions: Sequence[str]) -> tuple:
+    """The default config with `spec`'s decider (None: the config's) and a 60 s decision timeout (so nothing falls
+    back), its rates resolved: (decider, resolved config, each decision's threshold on the first route)."""
+    config = default_config().model_copy(update={"decision_timeout_ms": 60_000.0})
+    if spec:
+        config = config.model_copy(update={"decider": spec})
+    decider = make_decider(config.decider)
+    resolved, _ = resolve_operating_points(config, decider)
+    route = resolved.routes[0]
+    return decider, resolved, {d: getattr(route, d).threshold for d in decisions}
+
+
+def refused_by(probabilities: dict[str, Sequence[float | None]], thresholds: dict[str, float]) -> np.ndarray:
+    """Per request: whether any of the decisions is at or over its threshold."""
+    return np.any([acted(probabilities[d], t) for d, t in thresholds.items()], axis=0)
+
+
 def report(saved: dict, route) -> str:
     thresholds = {p["decision"]: p["threshold"] for p in saved["operating_points"]}
     modes = {p["decision"]: p["mode"] for p in saved["operating_points"]}

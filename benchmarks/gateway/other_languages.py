@@ -25,11 +25,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from everyday import rate, show, verdict_probabilities
+from everyday import at_default_points, rate, refused_by, show, verdict_probabilities
 
 from _serverbench import machine, publish
-from jevserve.gateway import default_config, make_decider
-from jevserve.gateway.operating_points import resolve_operating_points
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUESTS = ROOT / "benchmarks" / "gateway" / "other_language_requests.jsonl"
@@ -46,13 +44,7 @@ def bodies(texts: list[str], shape: str) -> list[dict]:
 
 
 def measure(spec: str | None, rows: list[dict]) -> dict:
-    config = default_config().model_copy(update={"decision_timeout_ms": 60_000.0})
-    if spec:
-        config = config.model_copy(update={"decider": spec})
-    decider = make_decider(config.decider)
-    resolved, _ = resolve_operating_points(config, decider)
-    route = resolved.routes[0]
-    thresholds = {d: getattr(route, d).threshold for d in DECISIONS}
+    decider, resolved, thresholds = at_default_points(spec, DECISIONS)
     texts = [r["text"] for r in rows]
     out = {"decider": decider.name, "spec": spec or "embedded", "thresholds": thresholds, "shapes": {}}
     for shape in ("bare", "system"):
@@ -61,8 +53,7 @@ def measure(spec: str | None, rows: list[dict]) -> dict:
 
 
 def refused(run: dict, shape: str) -> np.ndarray:
-    probs = run["shapes"][shape]
-    return np.any([np.array(probs[d], dtype=float) >= run["thresholds"][d] for d in DECISIONS], axis=0)
+    return refused_by(run["shapes"][shape], run["thresholds"])
 
 
 def markdown(result: dict) -> str:
