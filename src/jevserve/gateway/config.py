@@ -21,10 +21,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from jevserve.gateway.errors import ConfigError
 from jevserve.gateway.inference_headers import InferenceHeadersConfig
@@ -42,6 +42,15 @@ Fallback = Literal["open", "closed"]
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _named(value: str) -> str:
+    if not value.strip():  # an empty path would silently mean the packaged file
+        raise ValueError("empty: give a calibration file's path or 'packaged' (for one decision), or leave it out")
+    return value
+
+
+CalibrationPath = Annotated[str, AfterValidator(_named)]
 
 
 class PolicyConfig(_Strict):
@@ -62,7 +71,7 @@ class PolicyConfig(_Strict):
     question: dict[str, Any] | None = None  # a wire question replacing the default one (SYSTEMONE_API.md §3)
     # this decision's calibration file, over the config's `calibration`: a path, or "packaged" for the file jevserve
     # ships for it (so a file of your own requests for guard and harm can sit beside the packaged cache pairs)
-    calibration: str | None = None
+    calibration: CalibrationPath | None = None
 
     calibrated: ClassVar[bool] = False  # True: max_false_action_rate is allowed (everyday traffic measures it)
 
@@ -71,13 +80,6 @@ class PolicyConfig(_Strict):
     def _unit_interval(cls, value: float | None) -> float | None:
         if value is not None and not 0.0 <= value <= 1.0:
             raise ValueError(f"must be between 0 and 1, got {value}")
-        return value
-
-    @field_validator("calibration")
-    @classmethod
-    def _calibration_named(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise ValueError("empty: give a calibration file's path or 'packaged', or leave it out")
         return value
 
     @field_validator("max_false_action_rate", mode="before")
@@ -365,14 +367,7 @@ class GatewayConfig(_Strict):
     # the requests rate-based operating points are computed on: None = the packaged files (everyday requests for
     # guard, harm and clarify; ordinary tool calls for the tool gate), or a path to the operator's own traffic, with
     # the calls its upstream made when the tool gate is rate-based (calibration.py describes the format)
-    calibration: str | None = None
-
-    @field_validator("calibration")
-    @classmethod
-    def _calibration_named(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise ValueError("empty: give a calibration file's path, or leave it out for the packaged files")
-        return value
+    calibration: CalibrationPath | None = None
 
     @field_validator("store")
     @classmethod
