@@ -327,7 +327,9 @@ def _calibrate(
             "request to set its rate on; add unlabelled ones or give a threshold"
         )
     unjudged = 0
-    if not calls and key != "cache":  # a request the decision asks nothing about is never acted on
+    # a request the decision asks nothing about is never acted on, and is scored 0.0 (score_requests): only where
+    # some score is 0.0 is each request's inputs rebuilt to tell which (start-up reads thousands of cached scores)
+    if not calls and key != "cache" and (found == 0.0).any():
         policy = POLICIES[key](policy_config.model_copy(update={"threshold": 0.5}))
         judged = judged_requests(policy, negatives, route.input_limits())
         if not judged.any():
