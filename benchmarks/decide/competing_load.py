@@ -3,8 +3,9 @@
 `jevserve serve embedded` in a subprocess, 1-question requests (a 3-option choice) about new ~140-token states over
 keep-alive connections (`_httpload.py`), at concurrency 1 and 32. Each round measures the server "quiet" (the
 machine as it is) and then "busy": while this script runs one extra process that spins a core
-(`python -c "while True: pass"`). Three thread settings are compared: the defaults (2 intra-op threads, spinning
-off), one intra-op thread (`JEVSERVE_INTRA_OP_THREADS=1`) and onnxruntime's own default of spinning workers
+(`python -c "while True: pass"`). Four thread settings are compared: 2 intra-op threads with spinning off, one
+intra-op thread (`JEVSERVE_INTRA_OP_THREADS=1`), workers that spin between a forward pass's operators and sleep when
+it returns (`JEVSERVE_SPINNING=run`) and onnxruntime's own default of workers that spin between passes too
 (`JEVSERVE_SPINNING=1`). Targets: busy c=1 p50
 within 2 × quiet, busy c=32 throughput at least 0.6 × quiet.
 
@@ -29,8 +30,9 @@ from _httpload import run_load
 from _serverbench import busy_process, machine, replace_section, serve, uptime, write_result
 
 SETTINGS = {
-    "2 threads, spinning off (default)": {},
+    "2 threads, spinning off": {},
     "1 thread": {"JEVSERVE_INTRA_OP_THREADS": "1"},
+    "2 threads, spinning within a pass": {"JEVSERVE_SPINNING": "run"},
     "2 threads, spinning on": {"JEVSERVE_SPINNING": "1"},
 }
 def main() -> None:

@@ -1,8 +1,9 @@
 """onnxruntime thread settings of the embedded encoder, quiet and with one competing busy process.
 
-For each setting (intra-op threads 1 or 2; spinning on or off) the bare int8 forward pass of one ~140-token state
-(cache off) is timed, first on the machine as it is, then while this script runs one extra process that spins a
-core (`python -c "while True: pass"`). Settings and loads are interleaved over rounds; medians are reported.
+For each setting (intra-op threads 1 or 2; spinning off, within a forward pass only (`run`), or on) the bare int8
+forward pass of one ~140-token state (cache off) is timed, first on the machine as it is, then while this script runs
+one extra process that spins a core (`python -c "while True: pass"`). Settings and loads are
+interleaved over rounds; medians are reported.
 
 Writes benchmarks/results/thread_settings.json and a section of docs/server.md.
 Run: nice -n 10 .venv/bin/python benchmarks/decide/thread_settings.py [--forwards 150] [--rounds 3]
@@ -19,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the
 from _serverbench import busy_process, machine, pct_ms, replace_section, uptime, write_result
 from jevserve.decide.embedder import Embedder
 
-SETTINGS = [(1, False), (2, False), (2, True)]  # (intra-op threads, spinning); one thread never spins
+SETTINGS = [(1, "off"), (2, "off"), (2, "run"), (2, "on")]  # (intra-op threads, spinning); one thread never spins
 
 
 def state_text(i: int) -> str:
@@ -43,14 +44,14 @@ def main() -> None:
     args = parser.parse_args()
     result = {"machine": machine(), "command": " ".join(["python benchmarks/decide/thread_settings.py", *sys.argv[1:]])}
     embedders = {(t, s): Embedder("int8", num_threads=t, spinning=s, cache_size=0) for t, s in SETTINGS}
-    tokens = embedders[(1, False)].num_tokens(state_text(0))
+    tokens = embedders[(1, "off")].num_tokens(state_text(0))
     samples: dict[str, list[float]] = {}
     for r in range(args.rounds):
         for busy in (False, True):
             with busy_process(busy):
                 for (threads, spin), embedder in embedders.items():
                     embedder.embed([state_text(10_000 + r)])  # warm
-                    key = f"threads={threads} spinning={'on' if spin else 'off'} load={'busy' if busy else 'quiet'}"
+                    key = f"threads={threads} spinning={spin} load={'busy' if busy else 'quiet'}"
                     samples.setdefault(key, []).extend(time_forwards(embedder, args.forwards, r * 100_000))
         print(f"round {r + 1} of {args.rounds} done; {uptime()}", file=sys.stderr)
     result["state_tokens"] = tokens
@@ -59,10 +60,10 @@ def main() -> None:
     write_result("thread_settings", result)
     rows = []
     for threads, spin in SETTINGS:
-        name = f"threads={threads} spinning={'on' if spin else 'off'}"
+        name = f"threads={threads} spinning={spin}"
         quiet, busy = result["forward"][f"{name} load=quiet"], result["forward"][f"{name} load=busy"]
         rows.append(
-            f"| {threads} | {'on' if spin else 'off'} | {quiet['p50_ms']:.2f} | {quiet['p99_ms']:.2f} | "
+            f"| {threads} | {spin} | {quiet['p50_ms']:.2f} | {quiet['p99_ms']:.2f} | "
             f"{busy['p50_ms']:.2f} | {busy['p99_ms']:.2f} | {busy['p50_ms'] / quiet['p50_ms']:.2f} |"
         )
     replace_section(

@@ -155,3 +155,27 @@ def test_a_huge_state_is_refused_after_tokenizing_a_bounded_prefix(monkeypatch):
         monkeypatch.setattr(embedder, "max_tokens", limit)  # the embedder is shared: restored after the test
         embedder._token_counts.clear()
         assert embedder.over_limit(text) is over
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("", "off"), ("0", "off"), ("run", "run"), ("RUN", "run"), ("1", "on"), ("on", "on")]
+)
+def test_spinning_reads_its_environment_variable(monkeypatch, value, expected):
+    from jevserve.decide.embedder import default_spinning
+
+    monkeypatch.setenv("JEVSERVE_SPINNING", value)
+    assert default_spinning() == expected
+
+
+def test_a_spinning_value_it_does_not_know_is_refused_with_the_values_it_takes(monkeypatch):
+    from jevserve.decide.embedder import default_spinning
+
+    monkeypatch.setenv("JEVSERVE_SPINNING", "yes")
+    with pytest.raises(ValueError, match="expected 0, run or 1"):
+        default_spinning()
+
+
+def test_spinning_within_a_pass_gives_the_same_embeddings():
+    """Spinning changes how workers wait, never what they compute."""
+    spun = Embedder("int8", spinning="run", cache_size=0)
+    assert np.array_equal(spun.embed(TEXTS), int8_embedder()._embed_uncached(TEXTS))

@@ -18,6 +18,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -39,9 +40,18 @@ def default_num_threads() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def default_spinning() -> bool:
-    """Whether onnxruntime's intra-op workers busy-wait: $JEVSERVE_SPINNING=1 turns it on; off by default."""
-    return os.environ.get("JEVSERVE_SPINNING", "0").strip() == "1"
+Spinning = Literal["off", "run", "on"]
+SPINNING_VALUES = {"0": "off", "off": "off", "run": "run", "1": "on", "on": "on"}
+
+
+def default_spinning() -> Spinning:
+    """Whether onnxruntime's intra-op workers busy-wait between operators: $JEVSERVE_SPINNING=0 never, `run` only
+    within a forward pass (they sleep once it ends), 1 also between passes (onnxruntime's own default); off by
+    default."""
+    configured = os.environ.get("JEVSERVE_SPINNING", "").strip().lower() or "0"
+    if configured not in SPINNING_VALUES:
+        raise ValueError(f"JEVSERVE_SPINNING={configured!r}; expected 0, run or 1")
+    return SPINNING_VALUES[configured]  # type: ignore[return-value]
 
 
 QUESTION_TEXT = "a question's instructions or option text"  # what `Embedder.check` names when it is not a state
@@ -95,7 +105,7 @@ class Embedder:
         *,
         model_dir: Path | None = None,
         num_threads: int | None = None,
-        spinning: bool | None = None,
+        spinning: Spinning | None = None,
         cache_size: int = 50_000,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         max_batch: int = 64,
@@ -120,9 +130,10 @@ class Embedder:
         options.inter_op_num_threads = 1
         # Spinning workers busy-wait for the next op: a little faster on idle cores, much slower when another
         # process wants them (benchmarks/decide/thread_settings.py, docs/server.md), so it is off by default.
-        options.add_session_config_entry(
-            "session.intra_op.allow_spinning", "1" if (default_spinning() if spinning is None else spinning) else "0"
-        )
+        spin = default_spinning() if spinning is None else spinning
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0" if spin == "off" else "1")
+        if spin == "run":  # spin between a pass's operators, sleep as soon as the pass returns
+            options.add_session_config_entry("session.force_spinning_stop", "1")
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = ort.InferenceSession(
             str(onnx_path(precision, model_dir, output=output, layers=layers)),
