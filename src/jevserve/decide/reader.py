@@ -50,6 +50,7 @@ from jevserve.decide.trained import (
 from jevserve.protocol import DecisionQuestion
 
 QUERY_FEATURES = 3 * EMBEDDING_DIM + len(KINDS) + 1
+QUERY_CACHE_SIZE = 1024  # questions whose queries a readout keeps
 LEXICAL_ARRAYS = ("lexical_table", "lexical_query", "lexical_bias")
 
 
@@ -149,6 +150,27 @@ class ReaderReadout:
 
     def __init__(self, weights: ReaderWeights) -> None:
         self.weights = weights
+        # question -> (the weights, its text vectors, query inputs, queries): what an option looks for depends on the
+        # question alone, so a question asked again (the gateway asks the same few) reuses them, computed as before
+        self._queries: dict[DecisionQuestion, tuple[ReaderWeights, np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def _query_parts(self, text_vectors: np.ndarray, question: DecisionQuestion) -> tuple[np.ndarray, np.ndarray]:
+        """(query inputs (options × QUERY_FEATURES), queries (options × heads × 384)) of a question."""
+        cached = self._queries.get(question)
+        w = self.weights
+        if cached is not None and cached[0] is w and np.array_equal(cached[1], text_vectors):
+            return cached[2], cached[3]
+        n = question.num_options
+        inputs = query_inputs(text_vectors, question)
+        queries = ((inputs @ w.query_a) @ w.query_b + w.query_bias).reshape(n, w.num_heads, EMBEDDING_DIM)
+        option, instructions = inputs[:, None, :EMBEDDING_DIM], inputs[:, None, EMBEDDING_DIM : 2 * EMBEDDING_DIM]
+        queries = queries + w.query_direct[None, :, 0:1] * option + w.query_direct[None, :, 1:2] * instructions
+        for array in (inputs, queries):
+            array.setflags(write=False)
+        if len(self._queries) >= QUERY_CACHE_SIZE:  # questions sent by clients are many; the gateway's are few
+            self._queries.clear()
+        self._queries[question] = (w, np.array(text_vectors, copy=True), inputs, queries)
+        return inputs, queries
 
     def texts(self, question: DecisionQuestion) -> list[str]:
         """The instructions and the option texts (as the trained readout embeds them)."""
@@ -165,12 +187,8 @@ class ReaderReadout:
         """Unnormalised option scores before the temperature; `tokens` are unit rows (see `unit_rows`), `bag` the
         state's `lexical.word_bag` (needed when the weights have a lexical channel)."""
         w = self.weights
-        heads = w.num_heads
         n = question.num_options
-        inputs = query_inputs(text_vectors, question)
-        queries = ((inputs @ w.query_a) @ w.query_b + w.query_bias).reshape(n, heads, EMBEDDING_DIM)
-        option, instructions = inputs[:, None, :EMBEDDING_DIM], inputs[:, None, EMBEDDING_DIM : 2 * EMBEDDING_DIM]
-        queries = queries + w.query_direct[None, :, 0:1] * option + w.query_direct[None, :, 1:2] * instructions
+        inputs, queries = self._query_parts(text_vectors, question)
         scores = queries @ tokens.T  # (n, heads, T)
         top = scores.max(axis=-1, keepdims=True)
         weights = np.exp(scores - top)

@@ -16,6 +16,7 @@ Inference is plain numpy.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -83,6 +84,7 @@ def softmax_at(logits: np.ndarray, temperature: float) -> np.ndarray:
     return e / e.sum()
 
 
+@functools.lru_cache(maxsize=4096)  # asked several times per item; a pure function of a frozen question
 def question_key(question: DecisionQuestion) -> str:
     """A short fingerprint of everything a model reads of a question (type, instructions, options in order): the
     key of per-question calibration. Ids never enter a DecisionQuestion, so equal questions share a key."""
