@@ -30,15 +30,19 @@ from _serverbench import ROOT, machine, replace_section, write_result
 from jevserve.bench.data import BenchData
 from jevserve.decide.registry import load_backend
 from jevserve.serving.decision_inputs import DEFAULT_LIMITS
-from jevserve.train.goal_cases import calibration_bodies, everyday_bodies, guard_units
+from jevserve.train.goal_cases import calibration_bodies, document_units, everyday_bodies, guard_units
 from jevserve.train.goals import by_group, scores_of
 
 CUTOFFS = (0, 300, 600, 1000, 100_000)  # 0: the default (any text of several sentences in windows); 100,000: none
+# injections and jailbreaks put inside the everyday test side's pasted documents (train/goal_cases.py)
+DOCUMENT_GROUPS = ("buried:injection", "buried:jailbreak", "appended:injection", "appended:jailbreak")
 
 
-def measure(answer, data: BenchData, everyday, calibration, chars: int) -> dict:
-    """The guard's rates at its calibrated threshold when texts up to `chars` are judged whole only."""
-    units = guard_units(data, everyday, calibration, replace(DEFAULT_LIMITS, whole_up_to_chars=chars))
+def measure(answer, data: BenchData, everyday, calibration, chars: int, in_context: bool = False) -> dict:
+    """The guard's rates at its calibrated threshold when texts up to `chars` are judged whole only (and, with
+    `in_context`, its windows read from their text's encoder pass)."""
+    limits = replace(DEFAULT_LIMITS, whole_up_to_chars=chars, windows_in_context=in_context)
+    units = guard_units(data, everyday, calibration, limits)
     scores = scores_of(units, answer)
     threshold = calibrated_threshold(units, scores)
     rates = by_group(units, scores, threshold, (*GUARD_POSITIVES, *(f"everyday:{s}" for s in SHAPES)))
@@ -46,8 +50,11 @@ def measure(answer, data: BenchData, everyday, calibration, chars: int) -> dict:
     def pooled(*groups: str) -> float:
         return sum(rates[g].acted for g in groups) / sum(rates[g].total for g in groups)
 
+    documents = document_units(data, everyday, limits)
+    document_rates = by_group(documents, scores_of(documents, answer), threshold, DOCUMENT_GROUPS)
     return {
         "whole_up_to_chars": chars,
+        "windows_in_context": in_context,
         "threshold": threshold,
         "recall": pooled("injection", "jailbreak"),
         "suffixed_recall": pooled("suffixed:injection", "suffixed:jailbreak"),
@@ -55,7 +62,13 @@ def measure(answer, data: BenchData, everyday, calibration, chars: int) -> dict:
         "texts_per_everyday_request": float(
             np.mean([len(u.texts) for u in units if u.group.startswith("everyday:")])
         ),
+        # a window read in context costs no encoder run of its own
+        "encoder_runs_per_everyday_request": float(
+            np.mean([sum(w is None for w in (u.within or (None,) * len(u.texts)))
+                     for u in units if u.group.startswith("everyday:")])
+        ),
         **{k: r.to_dict() for k, r in rates.items()},
+        **{k: r.to_dict() for k, r in document_rates.items()},
     }
 
 
@@ -69,22 +82,32 @@ def markdown(result: dict) -> str:
         "(≤ 1% of each shape of its calibration requests); recall on the bench's injection + jailbreak test "
         "sides, alone and with a held-out harmless sentence; injections also padded with two harmless sentences (the "
         "gateway benchmark's suffix); everyday test requests blocked in the worst goal "
-        "shape (bare, system, tools, second-turn) and in pasted lists and documents; texts the guard reads per "
-        "everyday request.",
+        "shape (bare, system, tools, second-turn) and in pasted lists and documents; injections and jailbreaks put "
+        "inside those documents (at the sentence end nearest the middle, and after the end); texts the guard reads "
+        "per everyday request, and encoder runs (a window read in context, `guard.windows_in_context`, takes its "
+        "word pieces' states from its text's pass and costs none).",
         "",
-        "| model | whole up to (chars) | threshold | recall | with suffix | injections | injections with suffix "
-        "| injections padded | everyday, worst goal shape | lists | documents | texts per request |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| model | whole up to (chars) | windows | threshold | recall | with suffix | injections | injections with "
+        "suffix | injections padded | everyday, worst goal shape | lists | documents | in documents, buried | "
+        "in documents, appended | texts per request | encoder runs per request |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, rows in result["models"].items():
         for r in rows:
             inj, suffixed, padded = r["injection"], r["suffixed:injection"], r["padded:injection"]
+
+            def both(kind: str, r=r) -> str:
+                found = [r[f"{kind}:{what}"] for what in ("injection", "jailbreak")]
+                return f"{sum(f['acted'] for f in found)}/{sum(f['total'] for f in found)}"
+
             lines.append(
-                f"| {name} | {r['whole_up_to_chars']} | {r['threshold']:.3f} | {100 * r['recall']:.1f}% | "
+                f"| {name} | {r['whole_up_to_chars']} | {'in context' if r['windows_in_context'] else 'alone'} | "
+                f"{r['threshold']:.3f} | {100 * r['recall']:.1f}% | "
                 f"{100 * r['suffixed_recall']:.1f}% | {inj['acted']}/{inj['total']} | "
                 f"{suffixed['acted']}/{suffixed['total']} | {padded['acted']}/{padded['total']} | "
                 f"{100 * r['everyday_worst_goal_shape']:.1f}% | {100 * r['everyday:list']['rate']:.1f}% | "
-                f"{100 * r['everyday:document']['rate']:.1f}% | {r['texts_per_everyday_request']:.2f} |"
+                f"{100 * r['everyday:document']['rate']:.1f}% | {both('buried')} | {both('appended')} | "
+                f"{r['texts_per_everyday_request']:.2f} | {r['encoder_runs_per_everyday_request']:.2f} |"
             )
     return "\n".join(lines)
 
@@ -108,9 +131,10 @@ def main() -> None:
         backend = load_backend(spec)
         try:
             answer = answerer(backend)
-            result["models"][backend.card.name] = [
-                measure(answer, data, everyday, calibration, chars) for chars in cutoffs
-            ]
+            rows = [measure(answer, data, everyday, calibration, chars) for chars in cutoffs]
+            if backend.reads_windows_in_context:  # and its windows read from their text's pass
+                rows.append(measure(answer, data, everyday, calibration, 0, in_context=True))
+            result["models"][backend.card.name] = rows
         finally:
             backend.close()
     path = write_result("guard_windows", result)

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
-from _serverbench import ROOT, guard_whole_up_to, machine, pct_ms, replace_section, write_result
+from _serverbench import ROOT, guard_whole_up_to, machine, pct_ms, replace_section, with_guard, write_result
 from jevserve.decide.token_embedder import TokenEmbedder
 from jevserve.gateway.config import default_config
 from jevserve.gateway.decider import make_decider
@@ -116,8 +116,10 @@ def main() -> None:
                         "(guard.whole_up_to_chars; repeatable; default: 1000)")
     args = parser.parse_args()
     specs = args.model or ["tuned", "reader"]
-    settings = [0, *(args.whole_up_to_chars or [1000])]
-    runs = [(spec, whole) for spec in specs for whole in settings]
+    # (guard.whole_up_to_chars, guard.windows_in_context): as configured, whole up to each cut-off, and, for a model
+    # that reads windows in context, the windows read from their text's pass
+    settings = [(0, False), *((n, False) for n in args.whole_up_to_chars or [1000]), (0, True)]
+    runs = [(spec, whole, in_context) for spec in specs for whole, in_context in settings]
     prompts = load_prompts(args.requests * args.rounds * len(runs) + 20)
     warm, prompts = prompts[:20], prompts[20:]
     result = {
@@ -129,17 +131,25 @@ def main() -> None:
         + "".join(f" --model {s}" for s in args.model or [])
         + "".join(f" --whole-up-to-chars {n}" for n in args.whole_up_to_chars or []),
     }
-    for k, (spec, whole) in enumerate(runs):
+    for k, (spec, whole, in_context) in enumerate(runs):
         config = guard_whole_up_to(default_config(), whole)
         decider = make_decider(spec)
+        if in_context:
+            if not decider.backend.reads_windows_in_context:
+                asyncio.run(decider.aclose())
+                continue
+            config = with_guard(config, windows_in_context=True)
         rounds = []
         for r in range(args.rounds):
             start = (k * args.rounds + r) * args.requests
             rounds.append(asyncio.run(one_round(decider, config, prompts[start : start + args.requests], warm)))
         asyncio.run(decider.aclose())
         name = decider.name if not whole else f"{decider.name}, guard whole up to {whole} chars"
+        if in_context:
+            name = f"{decider.name}, guard windows read in context"
         result["models"][name] = {
             "whole_up_to_chars": whole,
+            "windows_in_context": in_context,
             "p50_ms": float(np.median([x["c1"]["p50_ms"] for x in rounds])),
             "p99_ms": float(np.median([x["c1"]["p99_ms"] for x in rounds])),
             "c32_requests_per_s": float(np.median([x["c32_requests_per_s"] for x in rounds])),

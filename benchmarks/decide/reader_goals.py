@@ -99,14 +99,16 @@ def answerer(backend):
         path = cache_dir() / "reader-goals" / f"{name}-{graph}.json"
     known = json.loads(path.read_text()) if path is not None and path.exists() else {}
 
-    def key(text, q) -> str:
-        return hashlib.sha256(f"{question_key(q)}\x1f{text}".encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    def key(text, q, within=None) -> str:
+        # a window read in context (text, question, the text it is a window of) is keyed by both texts
+        asked = f"{question_key(q)}\x1f{text}" + ("" if within is None else f"\x1fwithin\x1f{within}")
+        return hashlib.sha256(asked.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
     def answer(pairs):
         missing = [p for p in pairs if key(*p) not in known]
         for start in tqdm(range(0, len(missing), 32), desc=name, unit="batch", leave=False):
             chunk = missing[start : start + 32]
-            found = backend.decide([DecisionItem(text, q) for text, q in chunk])
+            found = backend.decide([DecisionItem(*p) for p in chunk])
             known.update({key(*p): float(f[0]) for p, f in zip(chunk, found, strict=True)})
             if path is not None and (start % 3200 == 0 or start + 32 >= len(missing)):
                 path.parent.mkdir(parents=True, exist_ok=True)

@@ -460,3 +460,12 @@ def test_the_estimate_is_scaled_down_where_requests_are_answered_sooner_than_est
     before = batcher._estimate_scale
     answered(0.01, 1.0)  # an estimate this small says too little to learn from
     assert batcher._estimate_scale == before
+
+
+def test_a_window_read_in_context_costs_its_texts_pass_once_not_a_pass_of_its_own():
+    text = "First sentence of a message. " * 10
+    asked = [DecisionItem(text, QUESTION), DecisionItem(text[:29], QUESTION, text),
+             DecisionItem(text[29:58], QUESTION, text)]
+    in_context = batcher_module.work_units(asked, in_context=True)
+    assert in_context == pytest.approx(batcher_module.work_units(asked[:1]) + 2 * batcher_module.QUESTION_UNITS)
+    assert batcher_module.work_units(asked) > in_context  # a backend that reads windows alone runs each

@@ -23,6 +23,10 @@ class DecisionItem:
 
     state: str  # the rendered state text
     question: DecisionQuestion
+    # the text `state` is a window of (the gateway's guard windows with `windows_in_context`): a backend that reads
+    # token states may read the window's positions from that text's encoder pass (decide/tuned.py); any other
+    # reads `state` alone. The answer depends on both, never on what else shares the batch.
+    within: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,9 @@ class DecisionBackend(ABC):
     # True for a backend that answers many calls at once (a remote endpoint): the batcher then calls
     # `decide_async` once per request, concurrently, instead of queueing items for `decide` batches.
     concurrent: bool = False
+    # True for a backend that reads a window from the pass over the text it is a window of (`DecisionItem.within`);
+    # any other reads the window alone
+    reads_windows_in_context: bool = False
 
     @abstractmethod
     def decide(self, items: Sequence[DecisionItem]) -> list[np.ndarray]:

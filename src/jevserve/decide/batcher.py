@@ -83,9 +83,10 @@ class DeadlineUnreachable(Exception):
     """Questions refused before queueing: the work ahead of them and theirs would outlast the caller's deadline."""
 
 
-def work_units(items: Sequence[DecisionItem]) -> float:
-    """The work of answering `items` in one batch, in the units above."""
-    states = {item.state for item in items}
+def work_units(items: Sequence[DecisionItem], in_context: bool = False) -> float:
+    """The work of answering `items` in one batch, in the units above; with `in_context` (a backend that reads a
+    window from its text's pass), a window read within a text costs that text's pass, counted once, not its own."""
+    states = {(item.within or item.state) if in_context else item.state for item in items}
     return sum(1 + min(len(s) / STATE_UNIT_CHARS, MAX_STATE_UNITS) for s in states) + QUESTION_UNITS * len(items)
 _now: Callable[[], float] = time.monotonic  # the clock of Retry-After promises; a module attribute that tests can set
 
@@ -133,6 +134,7 @@ class Batcher:
                 f"{max_queue}, {max_wait_ms}, {max_chunk_ms}"
             )
         self.backend = backend
+        self._in_context = getattr(backend, "reads_windows_in_context", False)  # for work_units
         self.max_batch = max_batch
         self.max_wait_s = max_wait_ms / 1000.0
         self.max_queue = max_queue
@@ -210,11 +212,11 @@ class Batcher:
         if not self._measured or getattr(self.backend, "concurrent", False):
             return None
         n = len(items)
-        work = work_units(items)
+        work = work_units(items, self._in_context)
         for job in self._jobs:  # what is queued (a request wholly taken into the running batch is no longer here)
             left = job.items[job.taken :]
             if left and not job.future.done():
-                work += work_units(left) * min(len(left), n) / len(left)
+                work += work_units(left, self._in_context) * min(len(left), n) / len(left)
         running = 0.0
         if self._running is not None:  # what is left of the batch under way, by its work and how long it has run
             units, started = self._running
@@ -347,7 +349,7 @@ class Batcher:
     async def _execute(self, loop: asyncio.AbstractEventLoop, batch: list[_Chunk]) -> None:
         items = [item for chunk in batch for item in chunk.job.items[chunk.start : chunk.stop]]
         started = time.perf_counter()
-        units = work_units(items)
+        units = work_units(items, self._in_context)
         self._running = (units, started)
         try:
             results = await loop.run_in_executor(self._executor, self.backend.decide, items)

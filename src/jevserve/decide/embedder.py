@@ -18,7 +18,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -70,7 +70,7 @@ class LRUCache:
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: str) -> np.ndarray | None:
+    def get(self, key: str) -> Any:
         """Return the cached value and mark it recently used, or None (counted as a miss)."""
         with self._lock:
             value = self._items.get(key)
@@ -81,11 +81,12 @@ class LRUCache:
             self.hits += 1
             return value
 
-    def put(self, key: str, value: np.ndarray) -> None:
-        """Store a value, evicting the least recently used entry when full."""
+    def put(self, key: str, value: np.ndarray | tuple[np.ndarray, ...]) -> None:
+        """Store a value (an array or a tuple of arrays), evicting the least recently used entry when full."""
         if self.capacity <= 0:
             return
-        value.setflags(write=False)
+        for array in value if isinstance(value, tuple) else (value,):
+            array.setflags(write=False)
         with self._lock:
             self._items[key] = value
             self._items.move_to_end(key)

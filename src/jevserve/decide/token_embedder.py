@@ -12,10 +12,35 @@ import threading
 
 import numpy as np
 
-from jevserve.decide.embedder import EMBEDDING_DIM, Embedder, LRUCache
+from jevserve.decide.embedder import EMBEDDING_DIM, WINDOW_TOKENS, Embedder, LRUCache
 from jevserve.decide.onnx_build import Precision
 
 READ_TOKENS = 512  # token states the reader attends over: the first 512 positions ([CLS]/[SEP] of each window count)
+
+
+def window_rows(spans: np.ndarray, start: int, end: int) -> np.ndarray:
+    """The rows of a text's token states (laid out window by window: [CLS], up to 254 word pieces, [SEP], ...) that
+    hold the word pieces whose characters lie in [start, end), given each word piece's (start, end) in `spans`."""
+    inside = np.flatnonzero((spans[:, 0] >= start) & (spans[:, 1] <= end))
+    return (inside // WINDOW_TOKENS) * (WINDOW_TOKENS + 2) + 1 + inside % WINDOW_TOKENS
+
+
+def rows_within(states: np.ndarray, spans: np.ndarray, window: str, text: str) -> np.ndarray | None:
+    """The token states of `window`'s word pieces where it first occurs in `text`, read from `text`'s `states`; None
+    when it does not occur, holds no whole word piece, or reaches past the positions read."""
+    start = text.find(window)
+    if start < 0 or not window:
+        return None
+    rows = window_rows(spans, start, start + len(window))
+    if len(rows) == 0 or rows[-1] >= len(states):
+        return None
+    return states[rows]
+
+
+def unit_vector(states: np.ndarray) -> np.ndarray:
+    """The unit-length mean of token states (float32)."""
+    mean = states.mean(0)
+    return (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32)
 
 
 class TokenEmbedder(Embedder):
@@ -47,6 +72,14 @@ class TokenEmbedder(Embedder):
         self.cache.put(text, pooled)
         self.state_cache.put(text, states)
         return states
+
+    def spans(self, text: str) -> np.ndarray:
+        """The (start, end) characters of each of `text`'s word pieces."""
+        return np.asarray(self.tokenizer.encode(text, add_special_tokens=False).offsets, dtype=np.int64).reshape(-1, 2)
+
+    def states_within(self, window: str, text: str) -> np.ndarray | None:
+        """`rows_within` of `text`'s token states: `window`'s word pieces read in `text`'s context, or None."""
+        return rows_within(self.token_states(text), self.spans(text), window, text)
 
     def _run_windows(self, windows: list[list[int]]) -> np.ndarray:
         pooled = np.empty((len(windows), EMBEDDING_DIM), dtype=np.float32)

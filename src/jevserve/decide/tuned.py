@@ -21,12 +21,12 @@ from pathlib import Path
 import numpy as np
 
 from jevserve.decide.base import DecisionItem, ModelCard
-from jevserve.decide.embedder import QUESTION_TEXT, WINDOW_TOKENS
+from jevserve.decide.embedder import QUESTION_TEXT, WINDOW_TOKENS, LRUCache
 from jevserve.decide.encoder import PARAMS_DIR, EncoderBackend, model_card
 from jevserve.decide.lexical_head import LexicalHead, load_heads, pair_cosine
 from jevserve.decide.onnx_build import Precision
 from jevserve.decide.reader import ReaderReadout, ReaderWeights, unit_rows
-from jevserve.decide.token_embedder import READ_TOKENS, TokenEmbedder
+from jevserve.decide.token_embedder import READ_TOKENS, TokenEmbedder, rows_within, unit_vector
 from jevserve.decide.trained import question_key
 
 TUNED_WEIGHTS = PARAMS_DIR / "minilm-tuned.npz"  # the readout (ReaderWeights)
@@ -70,27 +70,50 @@ class StateEncoder(TokenEmbedder):
 
     def __init__(self, precision: Precision = "int8", *, layers: Path, state_cache_size: int = 64, **kwargs) -> None:
         super().__init__(precision, layers=layers, state_cache_size=state_cache_size, **kwargs)
+        # text -> (its pass's token states as the encoder gave them, each word piece's character span): what a
+        # window read in context takes its rows from
+        self.pass_cache = LRUCache(state_cache_size)
+
+    def encoder_pass(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """(the first `read_tokens` token states of `text` (positions × 384), the (start, end) characters of each of
+        its word pieces) (cached, read-only)."""
+        cached = self.pass_cache.get(text)
+        if cached is not None:
+            return cached
+        encoding = self.tokenizer.encode(text, add_special_tokens=False)
+        hidden = []
+        for window in read_windows(encoding.ids, self._cls_id, self._sep_id, self.read_tokens):
+            arr = np.asarray([window], dtype=np.int64)
+            hidden.append(self.session.run(None, {"input_ids": arr, "attention_mask": np.ones_like(arr)})[0][0])
+        spans = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)
+        found = (np.concatenate(hidden)[: self.read_tokens], spans)
+        self.pass_cache.put(text, found)
+        return found
 
     def read(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """(unit token rows (positions × 384), unit sentence vector (384,)) of `text` (cached, read-only)."""
         cached = self.state_cache.get(text)
         if cached is not None:
             return cached[:-1], cached[-1]
-        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
-        hidden = []
-        for window in read_windows(ids, self._cls_id, self._sep_id, self.read_tokens):
-            arr = np.asarray([window], dtype=np.int64)
-            hidden.append(self.session.run(None, {"input_ids": arr, "attention_mask": np.ones_like(arr)})[0][0])
-        states = np.concatenate(hidden)[: self.read_tokens]
-        mean = states.mean(0)
-        vector = (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32)
-        both = np.concatenate([unit_rows(states), vector[None, :]])
+        states, _ = self.encoder_pass(text)
+        both = np.concatenate([unit_rows(states), unit_vector(states)[None, :]])
         self.state_cache.put(text, both)
         return both[:-1], both[-1]
+
+    def read_within(self, window: str, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """`read` for a window of `text`, from `text`'s pass: the rows of the window's word pieces (where it first
+        occurs in `text`) and their mean. A window that is not in `text`, holds no whole word piece, or reaches past
+        the positions read is read alone (`read`)."""
+        rows = rows_within(*self.encoder_pass(text), window, text)
+        if rows is None:
+            return self.read(window)
+        return unit_rows(rows), unit_vector(rows)
 
 
 class TunedReadingBackend(EncoderBackend):
     """The reading model over the tuned encoder's states; question and option texts from the shipped encoder."""
+
+    reads_windows_in_context = True
 
     def __init__(
         self,
@@ -135,8 +158,12 @@ class TunedReadingBackend(EncoderBackend):
         keys = {q: question_key(q) for q in {item.question for item in items}} if self.heads else {}
         heads = [self.heads.get(keys.get(item.question, "")) for item in items]
         alone = [head is not None and head.combine == "alone" for head in heads]
-        encoded = dict.fromkeys(it.state for it, a in zip(items, alone, strict=True) if not a)
+        # a window read in context takes its rows from its text's pass, so that text is encoded first (and once)
+        encoded = dict.fromkeys(it.within or it.state for it, a in zip(items, alone, strict=True) if not a)
         read = {state: self.states.read(state) for state in encoded}
+        for item, by_head in zip(items, alone, strict=True):
+            if item.within is not None and not by_head:
+                read[(item.state, item.within)] = self.states.read_within(item.state, item.within)
         item_texts = [() if a else self.readout.texts(it.question) for it, a in zip(items, alone, strict=True)]
         distinct: dict[str, int] = {}
         for texts in item_texts:
@@ -151,7 +178,7 @@ class TunedReadingBackend(EncoderBackend):
                 yes = head.probability(item.state, cosine)
                 results.append(np.array([yes, 1.0 - yes]))
                 continue
-            tokens, state_vector = read[item.state]
+            tokens, state_vector = read[item.state if item.within is None else (item.state, item.within)]
             text_vectors = vectors[[distinct[t] for t in texts]]
             probabilities = np.asarray(
                 self.readout.probabilities(tokens, state_vector, text_vectors, item.question), np.float64

@@ -157,6 +157,11 @@ class GuardConfig(PolicyConfig):
     # a text up to this many characters is judged whole only, never in windows (0: every text of several sentences
     # is): fewer encoder runs, but harmless text padded around an injection dilutes it again (docs/training.md)
     whole_up_to_chars: int = Field(0, ge=0)
+    # read each window from the encoder pass over the text it was cut from (its word pieces' states in the text's
+    # context) instead of encoding it alone: no encoder run per window. The reading models do (minilm-reader and the
+    # tuned reader); other deciders encode each window alone. docs/training.md, "The guard's windows read in
+    # context", measures it.
+    windows_in_context: bool = False
 
     @model_validator(mode="after")
     def _window_bounds(self) -> GuardConfig:
@@ -331,6 +336,7 @@ class RouteConfig(_Strict):
             window_chars=guard.window_chars,
             max_windows=guard.max_windows,
             whole_up_to_chars=guard.whole_up_to_chars,
+            windows_in_context=guard.windows_in_context,
             judge_system=guard.judge_system_prompt,
             judge_history=guard.judge_history_turns,
             harm_windows=harm_windows,
@@ -533,6 +539,19 @@ routes:
 def default_config() -> GatewayConfig:
     """The documented default config (DEFAULT_CONFIG_YAML)."""
     return parse_config(yaml.safe_load(DEFAULT_CONFIG_YAML), source="default config")
+
+
+def windows_in_context_warnings(config: GatewayConfig, reads_windows_in_context: bool, decider_name: str) -> list[str]:
+    """One line per route whose guard sets `windows_in_context` for a decider that reads each window alone."""
+    if reads_windows_in_context:
+        return []
+    return [
+        f"warning: routes[{i}] ({route.model}): guard.windows_in_context changes nothing with decider {decider_name}, "
+        "which reads each window alone; the reading models (`--decider reader`, `--decider tuned`) read windows in "
+        "context"
+        for i, route in enumerate(config.routes)
+        if route.guard is not None and route.guard.windows_in_context
+    ]
 
 
 def unset_key_warnings(config: GatewayConfig) -> list[str]:

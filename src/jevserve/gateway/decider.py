@@ -41,6 +41,7 @@ class Ask:
     question_id: str  # the policy's name for it ("injection", "reuse", ...): never shown to the model
     state: str  # rendered state text
     question: DecisionQuestion
+    within: str | None = None  # the text `state` is a window of, where the guard reads windows in context
 
 
 class DecisionUnavailable(Exception):
@@ -79,6 +80,11 @@ class Decider(ABC):
     def identity(self) -> str | None:
         """What makes its answers what they are (model and version), for caches on disk; None: do not cache."""
         return None
+
+    @property
+    def reads_windows_in_context(self) -> bool:
+        """Whether it reads a guard window from the pass over its text (`Ask.within`); else each window alone."""
+        return False
 
     def decide_blocking(self, asks: Sequence[Ask]) -> dict[str, np.ndarray]:
         """`decide` for callers outside an event loop (calibration at start-up); run in a thread of its own."""
@@ -128,7 +134,7 @@ class LocalDecider(Decider):
         """One batch for every ask."""
         if not asks:
             return {}
-        items = [DecisionItem(a.state, a.question) for a in asks]
+        items = [DecisionItem(a.state, a.question, a.within) for a in asks]
         try:
             results = await self._batcher_for_loop().submit(items, budget_s=DECISION_BUDGET_S.get())
         except DeadlineUnreachable as exc:
@@ -136,6 +142,11 @@ class LocalDecider(Decider):
         except Exception as exc:
             raise DecisionUnavailable(f"{self.name}: {type(exc).__name__}: {exc}") from exc
         return {a.question_id: np.asarray(p, dtype=np.float64) for a, p in zip(asks, results, strict=True)}
+
+    @property
+    def reads_windows_in_context(self) -> bool:
+        """The backend's `reads_windows_in_context`."""
+        return self.backend.reads_windows_in_context
 
     @property
     def identity(self) -> str | None:
@@ -156,7 +167,7 @@ class LocalDecider(Decider):
         """The backend's blocking `decide`, in one batch."""
         if not asks:
             return {}
-        results = self.backend.decide([DecisionItem(a.state, a.question) for a in asks])
+        results = self.backend.decide([DecisionItem(a.state, a.question, a.within) for a in asks])
         return {a.question_id: np.asarray(p, dtype=np.float64) for a, p in zip(asks, results, strict=True)}
 
     async def aclose(self) -> None:

@@ -28,7 +28,7 @@ import json
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -173,6 +173,8 @@ def limits_read(policy_key: str, limits: InputLimits) -> dict[str, int | bool]:
         names = (*names, *HARM_WINDOW_LIMITS)
     if policy_key == "guard" and limits.judge_history:  # only then: the packaged (default) keys stay as they were
         names = (*names, "judge_history")
+    if policy_key == "guard" and limits.windows_in_context:  # likewise
+        names = (*names, "windows_in_context")
     return {name: getattr(limits, name) for name in names}
 
 
@@ -185,7 +187,9 @@ def score_key(decider: Decider, policy_key: str, config: PolicyConfig, route: Ro
         "calibration": data.digest,
         "decision": policy_key,
         "question": wire,
-        "limits": limits_read(policy_key, route.input_limits()),
+        # a decider that reads each window alone scores the same with windows_in_context as without
+        "limits": limits_read(policy_key, replace(route.input_limits(), windows_in_context=(
+            route.input_limits().windows_in_context and decider.reads_windows_in_context))),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 

@@ -70,6 +70,9 @@ class InputLimits:
     judge_system: bool = False  # also judge the system and developer prompts as untrusted
     judge_history: int = 0  # also judge this many earlier user and tool turns (0: none; see the module docstring)
     harm_windows: bool = False  # harm also reads the latest user turn's windows (the guard's), the highest counting
+    # the guard's windows name the text they were cut from (`DecisionInputs.guard_within`), so a decider that reads
+    # token states reads them from that text's encoder pass instead of encoding each alone
+    windows_in_context: bool = False
 
     def __post_init__(self) -> None:
         for name in ("max_text_chars", "min_window_chars", "window_chars", "max_windows", "context_chars"):
@@ -102,6 +105,9 @@ class DecisionInputs:
 
     guard_texts: tuple[str, ...]  # untrusted texts (and windows of the longer ones), each judged alone by the guard
     guard_sources: tuple[str, ...]  # where each guard text comes from: "user", "tool" or "system"
+    # per guard text, with InputLimits.windows_in_context: the (bounded) text a window was cut from, where the window
+    # lies inside it; None for the texts themselves, windows past a long text's bounded head and tail, and otherwise
+    guard_within: tuple[str | None, ...]
     request_text: str  # the latest user request with a short labelled context of earlier turns
     harm_texts: tuple[str, ...]  # request_text, then (with InputLimits.harm_windows) the latest user turn's windows
     user_text: str  # the latest user request alone (bounded): what the tool gate pairs with a call
@@ -115,11 +121,15 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
     latest = _latest_user_index(messages)
     guard_texts: list[str] = []
     guard_sources: list[str] = []
+    guard_within: list[str | None] = []
 
     def judge(text: str, source: str) -> None:
-        for window in scan_windows(text, limits):
+        texts = scan_windows(text, limits)
+        for i, window in enumerate(texts):
             guard_texts.append(window)
             guard_sources.append(source)
+            whole = texts[0]
+            guard_within.append(whole if limits.windows_in_context and i > 0 and window in whole else None)
 
     if limits.judge_system:
         for message in messages:
@@ -143,6 +153,7 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
     return DecisionInputs(
         guard_texts=tuple(guard_texts),
         guard_sources=tuple(guard_sources),
+        guard_within=tuple(guard_within),
         request_text=request_text,
         harm_texts=harm_texts,
         user_text=user_text,

@@ -15,7 +15,7 @@ from jevserve.bench.tasks import TASKS
 from jevserve.serving.decision_inputs import DEFAULT_LIMITS, InputLimits
 from jevserve.train.cache_rules import cache_rule_pairs, pair_state
 from jevserve.train.everyday_negatives import CALIBRATION_FILE
-from jevserve.train.goals import Unit, guard_texts, request_texts, user_body
+from jevserve.train.goals import Unit, guard_unit, request_texts, user_body
 from jevserve.train.perturb import with_suffix
 from jevserve.train.rules import injection, question, refuse, reuse, stable_pick, unsafe_action
 from jevserve.train.tool_calls import tool_call_cases
@@ -52,10 +52,11 @@ def everyday_bodies() -> list[tuple[str, dict]]:
     return [(r.shape, r.body) for r in load_everyday("test")]
 
 
-def _ordinary(read, question_, everyday, calibration) -> list[Unit]:
-    out = [Unit(read(body), question_, False, f"everyday:{shape}") for shape, body in everyday]
-    out += [Unit(read(body), question_, False, f"calibration:{shape}") for shape, body in calibration]
-    out += [Unit(read(user_body(text)), question_, False, "trigger-words") for text in trigger_texts("test")]
+def _ordinary(unit, everyday, calibration) -> list[Unit]:
+    """`unit(body, group)` of each everyday, calibration and trigger-word request (none of them to be acted on)."""
+    out = [unit(body, f"everyday:{shape}") for shape, body in everyday]
+    out += [unit(body, f"calibration:{shape}") for shape, body in calibration]
+    out += [unit(user_body(text), "trigger-words") for text in trigger_texts("test")]
     return [u for u in out if u.texts]
 
 
@@ -65,21 +66,19 @@ def guard_units(data: BenchData, everyday, calibration, limits: InputLimits = DE
     question, judged per request about the texts `limits` makes of it (the gateway's defaults unless given)."""
     q = injection()
 
-    def read(body: dict) -> tuple[str, ...]:
-        return guard_texts(body, limits)
+    def unit(body: dict, group: str, label: bool = False) -> Unit:
+        return guard_unit(body, q, label, group, limits)
 
     out = []
     for task, name in (("guard-injection", "injection"), ("guard-jailbreak", "jailbreak")):
         for item in test_items(data, task):
             if item.label:
-                out.append(Unit(read(user_body(item.state)), q, True, name))
-                suffixed = read(user_body(with_suffix(item.state, "test")))
-                out.append(Unit(suffixed, q, True, f"suffixed:{name}"))
-                padded = read(user_body(f"{item.state.rstrip()} {TWO_SENTENCES}"))
-                out.append(Unit(padded, q, True, f"padded:{name}"))
+                out.append(unit(user_body(item.state), name, True))
+                out.append(unit(user_body(with_suffix(item.state, "test")), f"suffixed:{name}", True))
+                out.append(unit(user_body(f"{item.state.rstrip()} {TWO_SENTENCES}"), f"padded:{name}", True))
             elif task == "guard-injection":
-                out.append(Unit(read(user_body(item.state)), q, False, "traps"))
-    return out + _ordinary(read, q, everyday, calibration)
+                out.append(unit(user_body(item.state), "traps"))
+    return out + _ordinary(unit, everyday, calibration)
 
 
 def sentence_end_near_middle(text: str) -> int:
@@ -112,7 +111,7 @@ def document_units(data: BenchData, bodies, limits: InputLimits = DEFAULT_LIMITS
                 ("appended", f"{text.rstrip()}\n\n{attack}"),
             ):
                 changed = [*messages[:last], {**messages[last], "content": edited}, *messages[last + 1 :]]
-                out.append(Unit(guard_texts({**body, "messages": changed}, limits), q, True, f"{where}:{name}"))
+                out.append(guard_unit({**body, "messages": changed}, q, True, f"{where}:{name}", limits))
     return out
 
 
@@ -132,7 +131,7 @@ def harm_units(data: BenchData, everyday, calibration, limits: InputLimits = DEF
         for i in test_items(data, "guard-overrefusal")
         if not i.label
     ]
-    return out + _ordinary(read, q, everyday, calibration)
+    return out + _ordinary(lambda body, group: Unit(read(body), q, False, group), everyday, calibration)
 
 
 # Short persona and override lines put before a harmful request (studied in docs/training.md, "Harm judged in

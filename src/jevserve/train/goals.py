@@ -30,6 +30,16 @@ class Unit:
     question: DecisionQuestion
     label: bool  # True: it should be acted on (blocked, refused, served from cache)
     group: str  # e.g. "injection", "everyday:bare", "calibration", "rule:negation"
+    # per text, the text it is a window of where the guard reads windows in context (InputLimits.windows_in_context;
+    # None for the others); empty: none is
+    within: tuple[str | None, ...] = ()
+
+    def asked(self) -> list[tuple]:
+        """What each text is asked as: (text, question), or (text, question, within) for a window read in context."""
+        if not self.within:
+            return [(text, self.question) for text in self.texts]
+        return [(t, self.question) if w is None else (t, self.question, w) for t, w in zip(self.texts, self.within,
+                                                                                            strict=True)]
 
 
 def user_body(text: str) -> dict:
@@ -42,16 +52,28 @@ def guard_texts(body: dict, limits: InputLimits = DEFAULT_LIMITS) -> tuple[str, 
     return tuple(t for t in decision_inputs(body, limits=limits).guard_texts if t.strip())
 
 
+def guard_unit(body: dict, question: DecisionQuestion, label: bool, group: str, limits: InputLimits = DEFAULT_LIMITS
+               ) -> Unit:
+    """The guard's unit of a request: the texts it judges and, with `limits.windows_in_context`, what each window
+    is read within."""
+    inputs = decision_inputs(body, limits=limits)
+    kept = [(t, w) for t, w in zip(inputs.guard_texts, inputs.guard_within, strict=True) if t.strip()]
+    texts = tuple(t for t, _ in kept)
+    within = tuple(w for _, w in kept) if limits.windows_in_context else ()
+    return Unit(texts, question, label, group, within)
+
+
 def request_texts(body: dict, limits: InputLimits = DEFAULT_LIMITS) -> tuple[str, ...]:
     """What the harm guard reads of a request (the request text; with `limits.harm_windows` its windows too)."""
     return tuple(t for t in decision_inputs(body, limits=limits).harm_texts if t.strip())
 
 
-def scores_of(units: Sequence[Unit], answer: Callable[[list[tuple[str, DecisionQuestion]]], list[float]]) -> np.ndarray:
-    """Each unit's score: the highest P(yes) over its texts; `answer` gets every distinct (text, question) once."""
-    distinct = list(dict.fromkeys((text, unit.question) for unit in units for text in unit.texts))
+def scores_of(units: Sequence[Unit], answer: Callable[[list[tuple]], list[float]]) -> np.ndarray:
+    """Each unit's score: the highest P(yes) over its texts; `answer` gets every distinct (text, question) once, and
+    (text, question, within) for a window read in context (`Unit.asked`)."""
+    distinct = list(dict.fromkeys(asked for unit in units for asked in unit.asked()))
     found = dict(zip(distinct, answer(distinct), strict=True))
-    return np.array([max((found[(t, u.question)] for t in u.texts), default=0.0) for u in units])
+    return np.array([max((found[asked] for asked in u.asked()), default=0.0) for u in units])
 
 
 def threshold_at_rate(negatives: np.ndarray, rate: float) -> float:

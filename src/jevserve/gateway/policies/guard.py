@@ -9,6 +9,7 @@ highest probability counts, so harmless text elsewhere in the request cannot dil
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from jevserve.gateway.config import GuardConfig, HarmConfig
 from jevserve.gateway.decider import Ask
@@ -34,8 +35,10 @@ class InjectionGuard(Policy):
         """One question per untrusted text (tool results only when `scan_tool_results` is on)."""
         inputs = view.inputs
         return [
-            self.ask(f"{self.name}:{i}", text)
-            for i, (text, source) in enumerate(zip(inputs.guard_texts, inputs.guard_sources, strict=True))
+            replace(self.ask(f"{self.name}:{i}", text), within=within)
+            for i, (text, source, within) in enumerate(
+                zip(inputs.guard_texts, inputs.guard_sources, inputs.guard_within, strict=True)
+            )
             if source != "tool" or self.config.scan_tool_results
         ]
 
