@@ -190,14 +190,16 @@ class ReadingBackend(EncoderBackend):
         read every item on its own."""
         from jevserve.decide.lexical import word_bag
         from jevserve.decide.reader import unit_rows
-        from jevserve.decide.token_embedder import unit_vector
+        from jevserve.decide.token_embedder import rows_within, unit_vector
 
         # a window read in context (`DecisionItem.within`): its word pieces' rows of its text's pass, their mean the
         # sentence vector; one that is not in its text, or lies past the positions read, is read alone
         within: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+        passes = {text: (self.embedder.token_states(text), self.embedder.spans(text))
+                  for text in dict.fromkeys(item.within for item in items if item.within is not None)}
         for item in items:
             if item.within is not None and (item.state, item.within) not in within:
-                rows = self.embedder.states_within(item.state, item.within)
+                rows = rows_within(*passes[item.within], item.state, item.within)
                 if rows is not None:
                     within[(item.state, item.within)] = (unit_rows(rows), unit_vector(rows))
         alone = {item.state for item in items if (item.state, item.within) not in within}

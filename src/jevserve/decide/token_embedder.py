@@ -77,10 +77,6 @@ class TokenEmbedder(Embedder):
         """The (start, end) characters of each of `text`'s word pieces."""
         return np.asarray(self.tokenizer.encode(text, add_special_tokens=False).offsets, dtype=np.int64).reshape(-1, 2)
 
-    def states_within(self, window: str, text: str) -> np.ndarray | None:
-        """`rows_within` of `text`'s token states: `window`'s word pieces read in `text`'s context, or None."""
-        return rows_within(self.token_states(text), self.spans(text), window, text)
-
     def _run_windows(self, windows: list[list[int]]) -> np.ndarray:
         pooled = np.empty((len(windows), EMBEDDING_DIM), dtype=np.float32)
         window_states = []
