@@ -36,7 +36,7 @@ import numpy as np
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
-from _serverbench import guard_whole_up_to, machine, replace_section
+from _serverbench import guard_whole_up_to, machine, replace_section, with_guard
 from jevserve.bench.data import BenchData
 from jevserve.bench.sources.everyday import load_everyday
 from jevserve.bench.task import split_items
@@ -221,12 +221,16 @@ def main() -> None:
     parser.add_argument("--whole-up-to-chars", type=int, default=None,
                         help="the guard judges texts up to this long whole only (guard.whole_up_to_chars; default: "
                         "the config's, 0: every text of several sentences also in windows)")
+    parser.add_argument("--windows-in-context", action="store_true",
+                        help="the guard reads its windows from their text's encoder pass (guard.windows_in_context)")
     args = parser.parse_args()
     config = default_config()
     if args.decider:
         config = config.model_copy(update={"decider": args.decider})
     if args.whole_up_to_chars:
         config = guard_whole_up_to(config, args.whole_up_to_chars)
+    if args.windows_in_context:
+        config = with_guard(config, windows_in_context=True)
     if args.decision_timeout_ms:
         config = config.model_copy(update={"decision_timeout_ms": args.decision_timeout_ms})
     decider = make_decider(config.decider)
@@ -237,12 +241,14 @@ def main() -> None:
         re.sub(r"[^a-z0-9]+", "-", args.decider.lower()).strip("-") if args.decider else "",
         f"timeout-{args.decision_timeout_ms:g}ms" if args.decision_timeout_ms else "",
         f"whole-{args.whole_up_to_chars}" if args.whole_up_to_chars else "",
+        "in-context" if args.windows_in_context else "",
     ]
     slug = "-".join(part for part in parts if part)
     result_path = RESULT.with_name(f"gateway_everyday_{slug}.json") if slug else RESULT
     command = COMMAND + (f" --decider {args.decider}" if args.decider else "") + (
         f" --decision-timeout-ms {args.decision_timeout_ms:g}" if args.decision_timeout_ms else "") + (
-        f" --whole-up-to-chars {args.whole_up_to_chars}" if args.whole_up_to_chars else "")
+        f" --whole-up-to-chars {args.whole_up_to_chars}" if args.whole_up_to_chars else "") + (
+        " --windows-in-context" if args.windows_in_context else "")
     saved = {} if args.fresh or not result_path.exists() else json.loads(result_path.read_text())
     # A run is resumed only for the same weights: the identity changes when a model is retrained under its name.
     same_run = (saved.get("decider_identity"), saved.get("decision_timeout_ms")) == (

@@ -201,3 +201,22 @@ def test_a_readout_reuses_a_questions_queries_only_for_the_same_weights_and_text
     assert not np.array_equal(fresh.logits(tokens, vector, other, q), first)  # other text vectors: computed again
     fresh.weights = replace(fresh.weights, query_bias=fresh.weights.query_bias + 1.0)
     assert not np.array_equal(fresh.logits(tokens, vector, texts, q), first)  # other weights: computed again
+
+
+def test_calibration_asks_the_guard_windows_with_the_text_they_are_read_within():
+    from jevserve.gateway.calibration import score_requests
+    from jevserve.gateway.config import GuardConfig
+    from jevserve.gateway.decider import FixedDecider
+    from jevserve.gateway.policies.guard import InjectionGuard
+
+    class Recording(FixedDecider):
+        def decide_blocking(self, asks):
+            seen.extend(asks)
+            return super().decide_blocking(asks)
+
+    seen = []
+    request = type("Request", (), {"body": user_body(TEXT)})()
+    score_requests(Recording({}), InjectionGuard(GuardConfig(threshold=0.5, windows_in_context=True)), [request],
+                   IN_CONTEXT)
+    assert len(seen) > 1 and seen[0].within is None
+    assert all(a.within == seen[0].state for a in seen[1:])

@@ -30,13 +30,13 @@ import gzip
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from jevserve.gateway.decider import Ask, Decider
+from jevserve.gateway.decider import Decider
 from jevserve.gateway.errors import ConfigError
 from jevserve.gateway.policies.base import CacheCandidate, Policy, RequestView
 from jevserve.gateway.policies.tool_gate import ToolGate
@@ -211,7 +211,8 @@ def _score_views(
     for start in range(0, len(requests), BATCH):
         chunk = requests[start : start + BATCH]
         views = [view_of(r) for r in chunk]
-        asks = [Ask(f"{i}|{a.question_id}", a.state, a.question) for i, v in enumerate(views) for a in policy.asks(v)]
+        # each ask as the policy made it (a guard window keeps the text it is read within), under an id of its request
+        asks = [replace(a, question_id=f"{i}|{a.question_id}") for i, v in enumerate(views) for a in policy.asks(v)]
         answers = decider.decide_blocking(asks)
         for i, view in enumerate(views):
             own = {k.partition("|")[2]: v for k, v in answers.items() if k.partition("|")[0] == str(i)}
@@ -235,7 +236,7 @@ def score_tool_calls(
     for r, request in enumerate(requests):
         user_text = decision_inputs(request.body, limits=limits).user_text
         for c, ask in enumerate(gate.asks_for_calls(user_text, request.tool_calls, limits)):
-            asks.append(Ask(f"{r}|{c}|{ask.question_id}", ask.state, ask.question))
+            asks.append(replace(ask, question_id=f"{r}|{c}|{ask.question_id}"))
             owners.append(r)
     scores = np.zeros(len(asks))
     for start in range(0, len(asks), BATCH):
