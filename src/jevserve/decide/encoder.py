@@ -178,8 +178,6 @@ def trained_file_backend(kind: str, weights: Path) -> EncoderBackend:
 class ReadingBackend(EncoderBackend):
     """The reading model: the state's token states (one encoder pass per distinct state) are read by each option."""
 
-    reads_windows_in_context = True
-
     def __init__(self, readout, *, card: ModelCard, embedder=None, precision: Precision = "int8") -> None:
         from jevserve.decide.token_embedder import TokenEmbedder
 
@@ -190,21 +188,9 @@ class ReadingBackend(EncoderBackend):
         read every item on its own."""
         from jevserve.decide.lexical import word_bag
         from jevserve.decide.reader import unit_rows
-        from jevserve.decide.token_embedder import rows_within, unit_vector
 
-        # a window read in context (`DecisionItem.within`): its word pieces' rows of its text's pass, their mean the
-        # sentence vector; one that is not in its text, or lies past the positions read, is read alone
-        within: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
-        passes = {text: (self.embedder.token_states(text), self.embedder.spans(text))
-                  for text in dict.fromkeys(item.within for item in items if item.within is not None)}
-        for item in items:
-            if item.within is not None and (item.state, item.within) not in within:
-                rows = rows_within(*passes[item.within], item.state, item.within)
-                if rows is not None:
-                    within[(item.state, item.within)] = (unit_rows(rows), unit_vector(rows))
-        alone = {item.state for item in items if (item.state, item.within) not in within}
-        tokens = {state: unit_rows(self.embedder.token_states(state)) for state in alone}
-        bags = {item.state: word_bag(item.state) for item in items} if self.readout.weights.lexical_dim else {}
+        tokens = {state: unit_rows(self.embedder.token_states(state)) for state in {item.state for item in items}}
+        bags = {state: word_bag(state) for state in tokens} if self.readout.weights.lexical_dim else {}
         item_texts = [self.readout.texts(item.question) for item in items]
         distinct: dict[str, int] = {}
         for texts in item_texts:
@@ -215,8 +201,9 @@ class ReadingBackend(EncoderBackend):
         results = []
         for item, texts in zip(items, item_texts, strict=True):
             text_vecs = vectors[[distinct[t] for t in texts]]
-            rows, vector = within.get((item.state, item.within)) or (tokens[item.state], states[item.state])
-            probabilities = self.readout.probabilities(rows, vector, text_vecs, item.question, bags.get(item.state))
+            probabilities = self.readout.probabilities(
+                tokens[item.state], states[item.state], text_vecs, item.question, bags.get(item.state)
+            )
             results.append(np.asarray(probabilities, np.float64))
         return results
 

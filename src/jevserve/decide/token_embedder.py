@@ -73,10 +73,6 @@ class TokenEmbedder(Embedder):
         self.state_cache.put(text, states)
         return states
 
-    def spans(self, text: str) -> np.ndarray:
-        """The (start, end) characters of each of `text`'s word pieces."""
-        return np.asarray(self.tokenizer.encode(text, add_special_tokens=False).offsets, dtype=np.int64).reshape(-1, 2)
-
     def _run_windows(self, windows: list[list[int]]) -> np.ndarray:
         pooled = np.empty((len(windows), EMBEDDING_DIM), dtype=np.float32)
         window_states = []

@@ -158,9 +158,8 @@ class GuardConfig(PolicyConfig):
     # is): fewer encoder runs, but harmless text padded around an injection dilutes it again (docs/training.md)
     whole_up_to_chars: int = Field(0, ge=0)
     # read each window from the encoder pass over the text it was cut from (its word pieces' states in the text's
-    # context) instead of encoding it alone: no encoder run per window. The reading models do (minilm-reader and the
-    # tuned reader); other deciders encode each window alone. docs/training.md, "The guard's windows read in
-    # context", measures it.
+    # context) instead of encoding it alone: no encoder run per window. The tuned reader does; every other decider
+    # encodes each window alone. docs/training.md, "The guard's windows read in context", measures it.
     windows_in_context: bool = False
 
     @model_validator(mode="after")
@@ -541,17 +540,24 @@ def default_config() -> GatewayConfig:
     return parse_config(yaml.safe_load(DEFAULT_CONFIG_YAML), source="default config")
 
 
-def windows_in_context_warnings(config: GatewayConfig, reads_windows_in_context: bool, decider_name: str) -> list[str]:
-    """One line per route whose guard sets `windows_in_context` for a decider that reads each window alone."""
-    if reads_windows_in_context:
-        return []
-    return [
-        f"warning: routes[{i}] ({route.model}): guard.windows_in_context changes nothing with decider {decider_name}, "
-        "which reads each window alone; the reading models (`--decider reader`, `--decider tuned`) read windows in "
-        "context"
-        for i, route in enumerate(config.routes)
-        if route.guard is not None and route.guard.windows_in_context
-    ]
+def windows_in_context_notes(config: GatewayConfig, reads_windows_in_context: bool, decider_name: str) -> list[str]:
+    """One line per route whose guard sets `windows_in_context`: that it reads its windows in context, or a warning
+    where that changes nothing (a decider that reads each window alone, or `max_windows: 1`)."""
+    lines = []
+    for i, route in enumerate(config.routes):
+        guard = route.guard
+        if guard is None or not guard.windows_in_context:
+            continue
+        where = f"routes[{i}] ({route.model}): guard.windows_in_context"
+        if not reads_windows_in_context:
+            lines.append(f"warning: {where} changes nothing with decider {decider_name}, which reads each window "
+                         "alone; only the tuned reader (`--decider tuned`) reads windows in context")
+        elif guard.max_windows == 1:
+            lines.append(f"warning: {where} changes nothing with max_windows 1, which cuts no windows")
+        else:
+            lines.append(f"note: {where}: each window is read from its text's encoder pass (docs/gateway.md says "
+                         "what it catches and misses)")
+    return lines
 
 
 def unset_key_warnings(config: GatewayConfig) -> list[str]:

@@ -52,6 +52,9 @@ from jevserve.gateway.questions import DEFAULTS
 from jevserve.serving.decision_inputs import InputLimits
 
 SCORING_VERSION = 2  # bump when the way a calibration request is scored changes (the cache keys change with it)
+# the same for a guard that reads its windows in context only, so that the packaged keys stay as they are: 2 since
+# calibration asks each window with the text it is read within (scores cached before were of windows read alone)
+IN_CONTEXT_SCORING_VERSION = 2
 PACKAGED_SCORES = Path(__file__).parent / "data" / "operating-points.json"
 
 Progress = Callable[[str], None]
@@ -181,16 +184,19 @@ def limits_read(policy_key: str, limits: InputLimits) -> dict[str, int | bool]:
 def score_key(decider: Decider, policy_key: str, config: PolicyConfig, route: RouteConfig, data: CalibrationSet) -> str:
     """The cache key of one decision's calibration scores (None-free; see the module docstring)."""
     wire = dict(config.question) if config.question else dict(DEFAULTS[POLICIES[policy_key].question_key])
+    limits = route.input_limits()
+    # a decider that reads each window alone, or a guard that cuts no windows, scores the same either way
+    in_context = limits.windows_in_context and decider.reads_windows_in_context and limits.max_windows > 1
     parts = {
         "version": SCORING_VERSION,
         "decider": decider.identity,
         "calibration": data.digest,
         "decision": policy_key,
         "question": wire,
-        # a decider that reads each window alone scores the same with windows_in_context as without
-        "limits": limits_read(policy_key, replace(route.input_limits(), windows_in_context=(
-            route.input_limits().windows_in_context and decider.reads_windows_in_context))),
+        "limits": limits_read(policy_key, replace(limits, windows_in_context=in_context)),
     }
+    if in_context and policy_key == "guard":
+        parts["in_context_version"] = IN_CONTEXT_SCORING_VERSION
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
 
