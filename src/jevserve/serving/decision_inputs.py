@@ -49,9 +49,10 @@ from dataclasses import dataclass
 from typing import Any
 
 ELLIPSIS = " … "
-# A sentence ends at . ! ? (or their CJK forms), possibly followed by a closing quote or bracket, before whitespace,
-# or at a blank line. A single line break is no end: the lines of a list or of code stay together.
-_SENTENCE_END = re.compile(r"[.!?…。！？]+[\"'”’)\]]*\s+|\n\s*\n\s*")
+# A sentence ends at . ! ? … (possibly followed by a closing quote or bracket) before whitespace; at the full-width
+# 。！？ of Chinese and Japanese with or without it, as those scripts put no space between sentences; or at a blank
+# line. A single line break is no end: the lines of a list or of code stay together.
+_SENTENCE_END = re.compile(r"[.!?…]+[\"'”’)\]]*\s+|[。！？]+[」』”’)\]）]*\s*|\n\s*\n\s*")
 _SPACES = re.compile(r"\s+")
 
 
