@@ -246,7 +246,8 @@ def test_a_broken_calibration_file_is_a_config_error_naming_the_line(tmp_path):
 def test_a_decider_that_fails_while_scoring_stops_the_gateway_with_the_decision_named(tmp_path):
     from jevserve.gateway.decider import FixedDecider
 
-    calibration = write_calibration(tmp_path / "cal.jsonl.gz", num_per_shape=5)
+    # enough requests for the rate, so that the decider is reached
+    calibration = write_calibration(tmp_path / "cal.jsonl.gz", num_per_shape=20)
     with pytest.raises(ConfigError, match=r"m\.guard\.max_false_action_rate: scoring the calibration requests"):
         make_app({"guard": {"max_false_action_rate": 0.1}}, decider=FixedDecider(fail=True),
                  config={"calibration": str(calibration)})  # fmt: skip
@@ -500,6 +501,25 @@ def test_a_rate_a_shape_is_too_small_for_is_refused_naming_the_shape_and_what_it
     labelled = write_jsonl(tmp_path / "labelled.jsonl", [user_record(i, labels={"guard": True}) for i in range(30)])
     with pytest.raises(ConfigError, match=r"all 30 requests .* are labelled for guard"):
         resolve_operating_points(rate_config(labelled), CountingDecider(hash_score), scores=ScoreCache(tmp_path))
+
+
+def test_a_shape_too_small_for_its_rate_is_refused_before_anything_is_scored(tmp_path):
+    # `check` (which scores nothing) passed such a file and the gateway then refused to start; and start-up said so
+    # only after scoring every request
+    system_only = {"id": "s", "shape": "a", "body": {"messages": [{"role": "system", "content": "Be brief."}]}}
+    small = write_jsonl(tmp_path / "small.jsonl", [user_record(i, "a") for i in range(30)])
+    hollow = write_jsonl(tmp_path / "hollow.jsonl", [user_record(i, "a") for i in range(30)] + [system_only] * 80)
+    for path, found in ((small, "'a' has 30"), (hollow, "'a' has 30")):  # requests judged nothing of do not count
+        decider = CountingDecider(hash_score)
+        for score_missing in (False, True):
+            with pytest.raises(ConfigError, match=f"at least 100 requests per shape, and {found};"):
+                resolve_operating_points(rate_config(path, max_false_action_rate=0.01), decider,
+                                         scores=ScoreCache(tmp_path), score_missing=score_missing)  # fmt: skip
+        assert decider.states == []
+    enough = write_jsonl(tmp_path / "enough.jsonl", [user_record(i, "a") for i in range(100)])
+    _, points = resolve_operating_points(rate_config(enough, max_false_action_rate=0.01), CountingDecider(hash_score),
+                                         scores=ScoreCache(tmp_path), score_missing=False)  # fmt: skip
+    assert math.isnan(next(p for p in points if p.decision == "guard").threshold)  # valid, not scored yet
 
 
 def test_a_log_used_as_it_stands_warns_of_what_it_caught_and_labels_can_leave_a_request_out(tmp_path):

@@ -170,6 +170,22 @@ def test_check_warns_of_an_unset_upstream_key_and_says_valid_only_after_the_cali
     assert "valid" not in said.out and "none.jsonl" in said.err
 
 
+def test_check_warns_of_an_upstream_url_that_names_no_api_version(tmp_path, capsys):
+    # an outside tester's `url: http://127.0.0.1:20101` passed check, and every request got the server's bare 404
+    config = tmp_path / "gw.yaml"
+    urls = {"http://127.0.0.1:8000": True, "http://127.0.0.1:8000/": True, "https://host.example/openai": True,
+            "http://127.0.0.1:8000/v1": False, "https://api.deepinfra.com/v1/openai": False,
+            "https://generativelanguage.googleapis.com/v1beta/openai/": False}
+    for url, warned in urls.items():
+        config.write_text(f"decider: remote:http://127.0.0.1:9\nroutes: [{{model: m}}]\n"
+                          f"upstreams: [{{name: up, url: '{url}'}}]\n")
+        assert main(["gateway", "check", str(config)]) == 0
+        said = capsys.readouterr()
+        assert ("names no API version" in said.err) is warned, url
+        if warned:
+            assert f"go to {url.rstrip('/')}/chat/completions" in said.err and "/v1" in said.err
+
+
 def test_check_says_where_the_decision_log_goes_and_whether_its_folder_is_made(tmp_path, capsys, monkeypatch):
     from jevserve.gateway.log import DecisionLog
 

@@ -159,7 +159,7 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
 
     from jevserve.decide.registry import UnknownSpecError
     from jevserve.gateway.app import create_app
-    from jevserve.gateway.config import unset_key_warnings, windows_in_context_notes
+    from jevserve.gateway.config import unset_key_warnings, upstream_url_warnings, windows_in_context_notes
     from jevserve.gateway.decider import make_decider
     from jevserve.gateway.starting import StartingApp
 
@@ -184,7 +184,7 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
         print(f"  decider:   {decider.name} (decision timeout {config.decision_timeout_ms:.0f} ms)", flush=True)
         print(f"  models:    {', '.join(r.model for r in config.routes) or '(none)'}", flush=True)
         print(f"  upstreams: {upstreams}", flush=True)
-        for line in unset_key_warnings(config) + windows_in_context_notes(
+        for line in upstream_url_warnings(config) + unset_key_warnings(config) + windows_in_context_notes(
             config, decider.reads_windows_in_context, decider.name
         ):
             print(f"  {line}", file=sys.stderr, flush=True)

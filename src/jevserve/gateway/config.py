@@ -18,6 +18,8 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import re
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -557,6 +559,27 @@ def windows_in_context_notes(config: GatewayConfig, reads_windows_in_context: bo
         else:
             lines.append(f"note: {where}: each window is read from its text's encoder pass (docs/gateway.md says "
                          "what it catches and misses)")
+    return lines
+
+
+_VERSION_SEGMENT = re.compile(r"^v\d+\w*$")  # v1, v1beta, v2: an OpenAI-compatible API's version in its base path
+
+
+def upstream_url_warnings(config: GatewayConfig) -> list[str]:
+    """One line per upstream whose URL names no API version (`/v1`, `/v1beta`) in its path: vLLM, Ollama, llama.cpp and
+    the hosted APIs serve under one, and `http://host:8000` sends every request to `/chat/completions`, where such a
+    server answers a bare 404 the client reads as the gateway's. A warning, not an error: a server may serve there."""
+    lines = []
+    for i, upstream in enumerate(config.upstreams):
+        if upstream.url == PLACEHOLDER_URL:
+            continue
+        segments = urllib.parse.urlsplit(upstream.url).path.split("/")
+        if not any(_VERSION_SEGMENT.match(segment) for segment in segments):
+            lines.append(
+                f"warning: upstreams[{i}] ({upstream.name}): url {upstream.url} names no API version, so chat requests "
+                f"go to {upstream.url}/chat/completions; OpenAI-compatible servers (vLLM, Ollama, llama.cpp) serve "
+                f"under /v1 ({upstream.url}/v1): add it unless your server answers there"
+            )
     return lines
 
 

@@ -310,6 +310,15 @@ def _calibrate(
     unit = {"tool_gate": "calls", "cache": "pairs"}.get(key, "requests")
     cache_key = score_key(decider, key, policy_config, route, data) if decider.identity is not None else None
     found = cache.get(cache_key) if cache_key is not None else None
+    if found is None or len(found) != len(shapes):
+        # too few requests of a shape is known before anything is scored: `check` says so as start-up would, and
+        # start-up says so before a minute of scoring (requests the decision judges nothing of are not counted)
+        counted = shapes
+        if not calls and key != "cache":
+            policy = POLICIES[key](policy_config.model_copy(update={"threshold": 0.5}))
+            judged = judged_requests(policy, negatives, route.input_limits())
+            counted = shapes[judged] if judged.any() else counted
+        _require_enough(route, key, policy_config.max_false_action_rate, counted, data, unit)
     if (found is None or len(found) != len(shapes)) and not score_missing:
         return OperatingPoint(
             route.model, key, math.nan, policy_config.mode, policy_config.max_false_action_rate,
@@ -351,18 +360,7 @@ def _calibrate(
         unjudged = int((~judged).sum())
         found, shapes = found[judged], shapes[judged]
     rate = policy_config.max_false_action_rate
-    counts = {str(s): int(n) for s, n in zip(*np.unique(shapes, return_counts=True), strict=True)}
-    needed = requests_needed(rate)
-    thin = [(s, n) for s, n in sorted(counts.items()) if n < needed]
-    if thin:  # its threshold would sit just above the few ordinary requests it has, wherever they happen to score
-        listed = ", ".join(f"{s!r} has {n:,}" for s, n in thin)
-        coarser = "" if rate >= 0.05 else f", ask for a coarser rate (0.05 needs {requests_needed(0.05)} per shape)"
-        raise ConfigError(
-            f"routes: {route.model}.{key}.max_false_action_rate: {rate:g} cannot be set on {data.name}: it takes at "
-            f"least {needed:,} {unit} per shape, and {listed}; with fewer, the threshold lands just above the few it "
-            f"has, however low, and acts on most traffic. Add {unit}, give shapes that are alike one shape"
-            f"{coarser}, or give a threshold"
-        )
+    _require_enough(route, key, rate, shapes, data, unit)
     threshold = threshold_for_rate(found, shapes, rate)
     by_shape = tuple((s, float(np.mean(found[shapes == s] >= threshold))) for s in sorted(set(shapes.tolist())))
     return OperatingPoint(
@@ -380,6 +378,25 @@ def _calibrate(
         acted_unlabelled=data.acted_unlabelled(key),
         num_unjudged=unjudged,
     )
+
+
+def _require_enough(
+    route: RouteConfig, key: str, rate: float, shapes: np.ndarray, data: CalibrationSet, unit: str
+) -> None:
+    """Raise ConfigError when a shape holds fewer requests than `rate` needs (`requests_needed`): its threshold would
+    sit just above the few ordinary requests it has, wherever they happen to score."""
+    counts = {str(s): int(n) for s, n in zip(*np.unique(shapes, return_counts=True), strict=True)}
+    needed = requests_needed(rate)
+    thin = [(s, n) for s, n in sorted(counts.items()) if n < needed]
+    if thin:
+        listed = ", ".join(f"{s!r} has {n:,}" for s, n in thin)
+        coarser = "" if rate >= 0.05 else f", ask for a coarser rate (0.05 needs {requests_needed(0.05)} per shape)"
+        raise ConfigError(
+            f"routes: {route.model}.{key}.max_false_action_rate: {rate:g} cannot be set on {data.name}: it takes at "
+            f"least {needed:,} {unit} per shape, and {listed}; with fewer, the threshold lands just above the few it "
+            f"has, however low, and acts on most traffic. Add {unit}, give shapes that are alike one shape"
+            f"{coarser}, or give a threshold"
+        )
 
 
 def tenths(doing: str, total: int, progress: Progress | None) -> Callable[[int], None] | None:
