@@ -13,6 +13,14 @@ from jevserve.train.run import read_state_hashes
 # every committed model trained on train sides (the tuned reader once its weights are committed)
 COMMITTED = [TRAINED_HEAD, READER_WEIGHTS, LEXICAL_READER_WEIGHTS] + ([TUNED_WEIGHTS] if TUNED_WEIGHTS.exists() else [])
 
+# States the recipe reads now that the committed weights were not trained on, by weights file. Chinese and Japanese
+# sentence ends with no space after them became window breaks (serving.decision_inputs) after the tuned reader was
+# trained, so two train-side everyday texts in Chinese now give the recipe a window it did not give then. Retraining
+# writes them into the manifest; the test then says to empty this.
+RECUT_SINCE_TRAINED = {
+    "minilm-tuned": frozenset({"655331e8d778b75daf64b66769b232db5071b7f6", "c75cd5611b9de99ef50e8a74fad8d1ea3c7fe737"}),
+}
+
 
 def test_weights_are_small_and_the_manifest_names_data_seeds_and_versions():
     assert TRAINED_HEAD.stat().st_size < 4 * 1024 * 1024
@@ -107,7 +115,10 @@ def test_manifest_hashes_are_exactly_the_examples_training_reads(weights):
     config = json.loads(weights.with_suffix(".json").read_text())["config"]
     attributes = bool(config.get("reader", config).get("attribute_questions", False))
     hashes = _example_hashes(attributes, "reader" in config)
-    assert hashes == read_state_hashes(weights.with_suffix(".states.gz"))
+    trained_on = read_state_hashes(weights.with_suffix(".states.gz"))
+    recut = RECUT_SINCE_TRAINED.get(weights.stem, frozenset())
+    assert recut.isdisjoint(trained_on), f"retrained on {sorted(recut & trained_on)}: empty RECUT_SINCE_TRAINED"
+    assert hashes == trained_on | recut
 
 
 @pytest.mark.skipif(not TUNED_WEIGHTS.exists(), reason="no committed tuned reader")

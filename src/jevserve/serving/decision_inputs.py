@@ -8,14 +8,13 @@ negatives) build their states with the same function, so what is measured and tr
     inputs.request_text   # what harm, clarify, route and the length prediction read
     inputs.cache_text     # what the semantic cache compares
 
-- **guard_texts**: the latest user turn and each tool result sent back since the last assistant turn, each judged
-  on its own. The operator's system prompt is trusted and not among them (`InputLimits.judge_system` adds it).
-  Earlier turns were judged when they were the latest; a client that writes its own history can put an injection
-  there, and `InputLimits.judge_history` (N) also judges the last N earlier user and tool turns. A
-  text of several sentences is judged whole and also in windows of whole sentences (at least `min_window_chars`
-  each, so a short sentence joins its neighbour), so harmless sentences around an injection cannot dilute it. A line
-  break ends a window only after a sentence end or at a blank line, so a pasted list is judged as a list and never
-  item by item.
+- **guard_texts**: the latest user turn and each tool result (and any other user turn) sent since the last assistant
+  turn, each judged on its own. The operator's system prompt is trusted and not among them (`InputLimits.judge_system`
+  adds it). Earlier turns were judged when they were the latest; a client that writes its own history can put an
+  injection there, and `InputLimits.judge_history` (N) also judges the last N earlier user and tool turns. A text of
+  several sentences is judged whole and also in windows of whole sentences (at least `min_window_chars` each, so a
+  short sentence joins its neighbour), so harmless sentences around an injection cannot dilute it. A line break ends a
+  window only after a sentence end or at a blank line, so a pasted list is judged as a list and never item by item.
 - **request_text**: the latest user request. When earlier user or assistant turns exist it is preceded by a short
   labelled context ("Earlier turns:" … "Current request: …"). The system prompt and the offered tools are not part
   of it, so they cannot change what harm, clarify, route or priority decide about an ordinary request.
@@ -138,11 +137,11 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
                 judge(message_text(message), "system")
     if latest is not None:
         judge(message_text(messages[latest]), "user")
-    trailing = _trailing_tool_results(messages)
-    for message in trailing:
-        judge(message_text(message), "tool")
+    unseen = _since_last_assistant(messages, latest)
+    for i in unseen:
+        judge(message_text(messages[i]), _role(messages[i]))
     if limits.judge_history:
-        for message in _earlier_turns(messages, latest, len(trailing))[-limits.judge_history :]:
+        for message in _earlier_turns(messages, latest, unseen)[-limits.judge_history :]:
             judge(message_text(message), "history")
     current = _current_request(messages, latest)
     user_text = bounded(current, limits)
@@ -301,24 +300,28 @@ def _current_request(messages: Sequence[Mapping[str, Any]], latest: int | None) 
     return ""
 
 
-def _trailing_tool_results(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The tool results sent back since the last assistant turn (where indirect injections ride in)."""
+def _since_last_assistant(messages: Sequence[Mapping[str, Any]], latest: int | None) -> list[int]:
+    """The tool results, and user turns other than the latest, sent since the last assistant turn (oldest first):
+    where indirect injections ride in. None of them was the latest turn of a request the gateway answered, so none
+    has been judged: a client may send a tool result and then a user turn ("thanks, the short version?") at once."""
     out = []
-    for message in reversed(messages):
-        if _role(message) != "tool":
+    for i in range(len(messages) - 1, -1, -1):
+        role = _role(messages[i])
+        if role == "assistant":
             break
-        out.append(message)
+        if role in ("user", "tool") and i != latest:
+            out.append(i)
     return out[::-1]
 
 
 def _earlier_turns(
-    messages: Sequence[Mapping[str, Any]], latest: int | None, trailing: int
+    messages: Sequence[Mapping[str, Any]], latest: int | None, judged: Sequence[int]
 ) -> list[Mapping[str, Any]]:
-    """The user and tool turns other than the latest user turn and the trailing tool results (those are judged
-    anyway), oldest first. Assistant turns are not among them: the guard's question is about text a user or a tool
-    sends, and replies are long (judging them made a second turn cost five times the texts)."""
-    kept = messages[: len(messages) - trailing]
-    return [m for i, m in enumerate(kept) if i != latest and _role(m) in ("user", "tool")]
+    """The user and tool turns other than the latest user turn and those sent since the last assistant turn (those
+    are judged anyway), oldest first. Assistant turns are not among them: the guard's question is about text a user
+    or a tool sends, and replies are long (judging them made a second turn cost five times the texts)."""
+    skip = {latest, *judged}
+    return [m for i, m in enumerate(messages) if i not in skip and _role(m) in ("user", "tool")]
 
 
 def _turn_text(message: Mapping[str, Any]) -> str:
