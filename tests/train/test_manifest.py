@@ -3,12 +3,15 @@ content hash)."""
 
 import functools
 import json
+from pathlib import Path
 
 import pytest
 
 from jevserve.decide.encoder import LEXICAL_READER_WEIGHTS, READER_WEIGHTS, TRAINED_HEAD, ZERO_SHOT_PARAMS
 from jevserve.decide.tuned import TUNED_WEIGHTS, layers_file, lexical_file
 from jevserve.train.run import read_state_hashes
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # every committed model trained on train sides (the tuned reader once its weights are committed)
 COMMITTED = [TRAINED_HEAD, READER_WEIGHTS, LEXICAL_READER_WEIGHTS] + ([TUNED_WEIGHTS] if TUNED_WEIGHTS.exists() else [])
@@ -83,6 +86,15 @@ def test_no_training_state_is_on_any_task_test_side(weights):
 
 
 @functools.cache
+def _tuned_states() -> tuple[str, ...]:
+    """The states of the tuned reader's own examples (everyday, rule-made and composed families), built once."""
+    from jevserve.bench import BenchData
+    from jevserve.train.tuned_data import tuned_examples
+
+    return tuple(ex.state for ex in tuned_examples(BenchData(), log=lambda message: None))
+
+
+@functools.cache
 def _example_hashes(attributes: bool, tuned: bool) -> frozenset[str]:
     """The content hashes of the examples a recipe reads, built once per kind of recipe: three of the committed
     models read the attribute questions, and building the examples is most of this module's time."""
@@ -94,11 +106,7 @@ def _example_hashes(attributes: bool, tuned: bool) -> frozenset[str]:
     try:
         data = BenchData()
         if tuned:
-            from jevserve.train.tuned_data import tuned_examples
-
-            return _example_hashes(attributes, False) | {
-                content_hash(ex.state) for ex in tuned_examples(data, log=lambda message: None)
-            }
+            return _example_hashes(attributes, False) | {content_hash(state) for state in _tuned_states()}
         examples = collect_examples(data, list(TASKS.values()), attributes=attributes, log=lambda message: None)
     except SourceMissingError as exc:
         pytest.skip(f"needs the bench data ({exc})")
@@ -133,3 +141,33 @@ def test_the_tuned_reader_ships_its_layers_small_with_a_manifest_naming_them():
     lexical = lexical_file(TUNED_WEIGHTS)
     assert manifest["lexical_heads_file"] == lexical.name and manifest["lexical_heads_bytes"] == lexical.stat().st_size
     assert lexical.stat().st_size < 2 * 1024 * 1024
+
+
+@pytest.mark.slow
+def test_no_training_text_is_near_the_guard_requests_written_blind():
+    # benchmarks/decide/guard_blind.json measures the guard on attacks nobody trained on; a recipe that read them (or
+    # near copies) would make its figures in-sample
+    from jevserve.bench.neardup import ReferenceIndex
+    from jevserve.serving.decision_inputs import decision_inputs
+    from jevserve.train.examples import content_hash
+
+    records = json.loads((ROOT / "benchmarks" / "decide" / "guard_blind.json").read_text(encoding="utf-8"))
+
+    def texts(label: str) -> list[str]:
+        return sorted({t for r in records if r["label"] == label
+                       for t in decision_inputs({"messages": r["messages"]}).guard_texts if t.strip()})
+
+    attacks, ordinary = texts("attack"), texts("benign")
+    assert len(records) == 300 and len(attacks) > 300 and len(ordinary) > 300
+    hashes = {content_hash(t) for t in attacks + ordinary}
+    for weights in COMMITTED:
+        trained_on = read_state_hashes(weights.with_suffix(".states.gz"))
+        assert not hashes & trained_on, f"{weights.stem} was trained on {len(hashes & trained_on)} blind texts"
+    if TUNED_WEIGHTS.exists():
+        index = ReferenceIndex(sorted(set(_tuned_states())))
+        near = [t for t, bad in zip(attacks, index.overlaps(attacks), strict=True) if bad]
+        assert not near, f"{len(near)} blind attack texts are near a text the tuned recipe reads, e.g. {near[:2]}"
+        # ordinary requests may share a common sentence with everyday turns (training reads those as negatives);
+        # the one that does is named in docs/training.md, and any other fails here
+        near = [t for t, bad in zip(ordinary, index.overlaps(ordinary), strict=True) if bad]
+        assert near == ["Can you give me feedback on my thesis statement?"], near
