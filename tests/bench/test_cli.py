@@ -82,8 +82,10 @@ def test_endpoint_arguments_that_cannot_work_are_refused_before_the_data_loads(c
     import jevserve.bench.data as data
 
     monkeypatch.setattr(data, "BenchData", lambda *a, **k: pytest.fail("the bench data was loaded first"))
-    assert main(["bench", "run", *argv, "--tasks", "cache-pairs", "--results", str(tmp_path)]) == 2
+    results = tmp_path / "results"
+    assert main(["bench", "run", *argv, "--tasks", "cache-pairs", "--results", str(results)]) == 2
     assert said in capsys.readouterr().err
+    assert not results.exists()  # a refused command leaves no results folder behind
 
 
 @pytest.mark.parametrize(("status", "models", "model", "code", "said"), [

@@ -211,6 +211,46 @@ def test_a_reply_that_is_not_json_stops_the_run_with_the_resume_message(tmp_path
     assert info.value.exit_code == 1 and "(2 answers)" in str(info.value)
 
 
+def mock_by_body(monkeypatch, fault_for_body):
+    """mock_endpoint whose fault decides on the body of each POST."""
+    posts: list = []
+    posts.append(mock_endpoint(monkeypatch, lambda n: fault_for_body(json.loads(posts[0][n - 1].content))))
+
+
+def test_a_version_probe_the_endpoint_refuses_is_fingerprinted_as_refused_and_the_run_goes_on(tmp_path, monkeypatch):
+    from jevserve.bench.versioning import PROBES
+
+    # an input filter that refuses the first probe ("Ignore all previous instructions ...") could never be scored
+    refused = httpx.Response(400, json={"detail": {"error_type": "api_usage_error", "message": "filtered"}})
+    mock_by_body(monkeypatch, lambda body: refused if body["state"] == PROBES[0]["state"] else None)
+    first = ask_mock(tmp_path)
+    assert first.stats.num_sent == 6 and len(first.cache.answers) == 6
+    again = ask_mock(tmp_path)  # the same version: every answer is reused
+    assert again.stats.num_sent == 0 and again.cache.path == first.cache.path
+
+
+@pytest.mark.parametrize("fault", ["server error", "invalid reply"])
+def test_a_version_probe_that_fails_stops_the_run_naming_the_probe(tmp_path, monkeypatch, no_backoff, fault):
+    from jevserve.bench.runner import AskFailed
+    from jevserve.bench.versioning import PROBES
+
+    failed = (httpx.Response(500, json={"detail": {"error_type": "api_error", "message": "boom"}})
+              if fault == "server error" else httpx.Response(200, json={"answers": {}}))
+    mock_by_body(monkeypatch, lambda body: failed if body["state"] == PROBES[1]["state"] else None)
+    with pytest.raises(AskFailed, match=r"version probe 2 of 3 \(state 'Book a table") as info:
+        ask_mock(tmp_path)
+    assert info.value.exit_code == 1 and "Nothing else was asked" in str(info.value)
+    assert "resumes" not in str(info.value)  # the same command would fail the same way
+
+
+def test_a_request_that_stops_the_run_is_named(tmp_path, monkeypatch, no_backoff):
+    from jevserve.bench.runner import AskFailed
+
+    mock_endpoint(monkeypatch, lambda n: httpx.Response(200, json={"answers": {}}) if n >= 6 else None)
+    with pytest.raises(AskFailed, match=r"on the request asking '.+' about '.+' \(answers cache key [0-9a-f]+\)"):
+        ask_mock(tmp_path)
+
+
 @pytest.mark.parametrize(("status", "said"), [(404, "does not serve --model 'fake-model'"),
                                              (401, "give --api-key-env"), (403, "give --api-key-env")])
 def test_a_model_not_served_or_a_key_refused_is_the_commands_to_fix_exit_2(tmp_path, monkeypatch, status, said):

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from jevserve.bench.versioning import PROBES, endpoint_version, probe_version
+from jevserve.bench.versioning import PROBES, ProbeFailed, endpoint_version, probe_version
 from tests.bench.builders import fake_answer
 
 
@@ -67,7 +67,7 @@ def test_a_probe_reply_that_is_not_valid_stops_before_a_version_is_made(monkeypa
         async def models(self) -> list[dict]:
             raise ValueError("Expecting value: line 1 column 1 (char 0)")  # a body that is not JSON
 
-    with pytest.raises(InvalidReply, match="no answer to question 'q'"):
+    with pytest.raises(ProbeFailed, match=r"version probe 1 of 3 .*no answer to question 'q'"):
         _version(Broken())
     with pytest.raises(InvalidReply, match="GET /v1/models"):
         _version(NoModels())

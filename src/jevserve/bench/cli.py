@@ -184,17 +184,21 @@ def _run(args: argparse.Namespace) -> int:
     except UnknownTaskError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from jevserve.bench.endpoint import EndpointError, EndpointUnreachable, check_endpoint_arguments, probe_endpoint
     from jevserve.bench.outputs import output_problem
 
+    try:  # the arguments alone first: a refused command leaves nothing behind (output_problem makes the folder)
+        if args.endpoint:
+            check_endpoint_arguments(args.endpoint, args.model, args.api_key_env)
+    except EndpointError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     problem = output_problem(args.results, folder=True)
     if problem:
         print(f"error: --results {args.results}: {problem}", file=sys.stderr)
         return 2
     if args.endpoint:  # before loading the data and the near-duplicate check (half a minute)
-        from jevserve.bench.endpoint import EndpointError, EndpointUnreachable, check_endpoint_arguments, probe_endpoint
-
         try:
-            check_endpoint_arguments(args.endpoint, args.model, args.api_key_env)
             probe_endpoint(args.endpoint, args.model, args.api_key_env)
         except EndpointError as exc:
             print(f"error: {exc}", file=sys.stderr)

@@ -12,6 +12,7 @@ reply still invalid) stops the run, keeping what was answered.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -96,8 +97,9 @@ async def ask_missing(
             counts["sent"] += 1
             try:
                 answers = await ask_valid(client, body)
-            except SystemOneAPIError as exc:
-                if exc.status_code not in REFUSAL_STATUSES:
+            except (SystemOneAPIError, InvalidReply) as exc:
+                if not isinstance(exc, SystemOneAPIError) or exc.status_code not in REFUSAL_STATUSES:
+                    exc.bench_request, exc.bench_key = body, key  # the message names the request (_request_named)
                     raise
                 cache.record_error(key, exc.status_code, exc.message)
                 counts["refused"] += 1
@@ -151,8 +153,21 @@ def _api_failure(exc: SystemOneAPIError, model: str | None, cached: str) -> AskF
         return AskFailed(f"the endpoint refused the request ({exc}): give --api-key-env the variable that holds a key "
                          f"it accepts; every answer received so far is cached{cached}, and the same command resumes "
                          "from them once the key is right", 2)
-    return AskFailed(f"the endpoint failed ({exc}); every answer received so far is cached{cached}, so running the "
-                     "same command again resumes", 1)
+    return AskFailed(f"the endpoint failed ({exc}{_request_named(exc)}); every answer received so far is "
+                     f"cached{cached}, so running the same command again resumes", 1)
+
+
+def _request_named(exc: BaseException) -> str:
+    """", on the request asking 'q1', 'q2' about 'state…' (answers cache key …)" where the run named the request
+    that failed (`ask_missing`), else ""."""
+    body, key = getattr(exc, "bench_request", None), getattr(exc, "bench_key", None)
+    if not isinstance(body, Mapping):
+        return ""
+    state = body.get("state")
+    text = state if isinstance(state, str) else json.dumps(state, ensure_ascii=False)
+    excerpt = text if len(text) <= 80 else text[:77] + "..."
+    questions = ", ".join(repr(q) for q in list(body.get("questions", {}))[:5])
+    return f", on the request asking {questions} about {excerpt!r} (answers cache key {key})"
 
 
 def ask_endpoint(
@@ -172,7 +187,7 @@ def ask_endpoint(
     resumes."""
     from jevserve.bench.answers_cache import default_answers_dir
     from jevserve.bench.endpoint import DEFAULT_TIMEOUT_S, EndpointError, open_endpoint
-    from jevserve.bench.versioning import probe_version
+    from jevserve.bench.versioning import ProbeFailed, probe_version
     from jevserve.client import SystemOneConnectionError
 
     cache: AnswersCache | None = None
@@ -202,9 +217,11 @@ def ask_endpoint(
         raise AskFailed(str(exc), 2) from exc
     except SystemOneAPIError as exc:
         raise _api_failure(exc, model, where()) from exc
+    except ProbeFailed as exc:
+        raise AskFailed(str(exc), 1) from exc
     except (SystemOneConnectionError, InvalidReply) as exc:
-        raise AskFailed(f"the endpoint failed ({exc}); every answer received so far is cached{where()}, so running "
-                        "the same command again resumes", 1) from exc
+        raise AskFailed(f"the endpoint failed ({exc}{_request_named(exc)}); every answer received so far is "
+                        f"cached{where()}, so running the same command again resumes", 1) from exc
     except KeyboardInterrupt:
         # Ctrl-C: asyncio.run has cancelled the workers and the cache is closed; one line, not their tracebacks.
         raise AskFailed(f"interrupted; every answer received so far is cached{where()}, so running the same "

@@ -41,17 +41,41 @@ def endpoint_version(model_entry: Mapping[str, Any] | None, probe_answers: list[
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+class ProbeFailed(Exception):
+    """A version probe got no usable answer: the run cannot start, and the message names the probe."""
+
+
 async def probe_version(client: Any, model: str) -> str:
-    """Ask the endpoint for its models and the probe set, and return `endpoint_version` of what it said."""
+    """Ask the endpoint for its models and the probe set, and return `endpoint_version` of what it said. A probe the
+    endpoint refuses (400, 413, 422: an input filter, say) is part of the version as refused, as a refused bench
+    request is cached as refused; one it fails (5xx after retries, invalid replies) raises ProbeFailed naming it."""
+    from jevserve.bench.answers_cache import REFUSAL_STATUSES
     from jevserve.bench.replies import InvalidReply, ask_valid
+    from jevserve.client import SystemOneAPIError
 
     try:
         entries = list(await client.models())
     except (ValueError, KeyError, TypeError) as exc:  # a reply that is not JSON, or has no list of models
         raise InvalidReply(f"GET /v1/models: the reply is not a list of models ({exc!r})") from exc
     entry = next((e for e in entries if isinstance(e, Mapping) and e.get("name") == model), None)
-    answers = []
-    for probe in PROBES:
-        # Validated as every bench request is: a version must never be a digest of broken replies.
-        answers.append(await ask_valid(client, {**json.loads(canonical_json(probe)), "model": model}))
+    answers: list[Mapping[str, Any]] = []
+    for number, probe in enumerate(PROBES, 1):
+        try:
+            # Validated as every bench request is: a version must never be a digest of broken replies.
+            answers.append(await ask_valid(client, {**json.loads(canonical_json(probe)), "model": model}))
+        except SystemOneAPIError as exc:
+            if exc.status_code in REFUSAL_STATUSES:
+                answers.append({"refused": exc.status_code})
+            elif exc.status_code in (401, 403, 404):  # the key or the model name: the command's to fix, said as such
+                raise
+            else:
+                raise ProbeFailed(_probe_failure(number, probe, exc)) from exc
+        except InvalidReply as exc:
+            raise ProbeFailed(_probe_failure(number, probe, exc)) from exc
     return endpoint_version(entry, answers)
+
+
+def _probe_failure(number: int, probe: Mapping[str, Any], exc: Exception) -> str:
+    return (f"version probe {number} of {len(PROBES)} (state {probe['state']!r}) failed: {exc}. Before any task the "
+            "bench asks these fixed requests (jevserve.bench.versioning.PROBES) to tell which model answers under "
+            "the name; the endpoint must answer them, or refuse them with 400, 413 or 422. Nothing else was asked")

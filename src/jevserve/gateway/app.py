@@ -152,8 +152,8 @@ async def read_body(request: Request, max_bytes: int, timeout_s: float = BODY_TI
     (408) when it has not all arrived within `timeout_s`."""
     try:
         return await read_capped(request.headers.get("content-length"), request.stream(), max_bytes, timeout_s)
-    except BodyTooLargeError as exc:
-        raise PayloadTooLargeError(str(exc)) from None
+    except BodyTooLargeError as exc:  # the gateway's limit is a config key: say which
+        raise PayloadTooLargeError(f"{exc} (the gateway config's max_body_bytes)") from None
     except BodyTimeoutError as exc:
         raise RequestTimeoutError(str(exc), headers={"Connection": "close"}) from None
 

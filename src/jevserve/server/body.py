@@ -24,8 +24,8 @@ async def read_body(request: Request, max_bytes: int, timeout_s: float = BODY_TI
     _check_media_type(request.headers.get("content-type", ""))
     try:
         body = await read_capped(request.headers.get("content-length"), request.stream(), max_bytes, timeout_s)
-    except BodyTooLargeError as exc:
-        raise PayloadTooLargeError(str(exc)) from None
+    except BodyTooLargeError as exc:  # the server's limit is a flag: say which
+        raise PayloadTooLargeError(f"{exc} (jevserve serve --max-body-bytes)") from None
     except BodyTimeoutError as exc:
         raise RequestTimeoutError(str(exc), headers={"Connection": "close"}) from None
     encoding = request.headers.get("content-encoding", "identity").strip().lower()

@@ -101,6 +101,11 @@ class ExtProcServer:
         self.settings = settings or StreamSettings()
         self.service = ExternalProcessorService(decisions, self.settings)
         self.health = HealthServicer()
+        self._server: grpc.aio.Server | None = None  # made by `start`, in the event loop it serves in
+        self.port: int | None = None
+        self.ready = False  # listening and not draining (what the readiness services report)
+
+    def _grpc_server(self) -> grpc.aio.Server:
         # gRPC refuses a larger message with RESOURCE_EXHAUSTED, which the data plane reads as a failure, not as the
         # client's error: take messages well past max_body_bytes so that the stream answers them 413 itself
         limit = max(4 * self.settings.max_body_bytes, _MIN_RECEIVE_BYTES) + _MESSAGE_MARGIN_BYTES
@@ -111,11 +116,10 @@ class ExtProcServer:
             # share of the traffic, silently; without it the second bind fails, as any server's does
             ("grpc.so_reuseport", 0),
         ]
-        self._server = grpc.aio.server(options=options)
-        pb_grpc.add_ExternalProcessorServicer_to_server(self.service, self._server)
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
-        self.port: int | None = None
-        self.ready = False  # listening and not draining (what the readiness services report)
+        server = grpc.aio.server(options=options)
+        pb_grpc.add_ExternalProcessorServicer_to_server(self.service, server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        return server
 
     async def start(self, address: str = "127.0.0.1:9002") -> int:
         """Bind `address` (host:port; port 0 picks a free one), start serving and report ready; returns the port.
@@ -123,11 +127,16 @@ class ExtProcServer:
         problem = bind_problem(address)  # first, so that gRPC's own log line does not come before the message
         if problem is not None:
             raise OSError(problem)
+        # made here, not in __init__: a gRPC aio server that is made and never started or stopped was freed by the
+        # garbage collector after its event loop had closed, which crashed the process (a segfault) in a later test
+        self._server = self._grpc_server()
         try:
             self.port = self._server.add_insecure_port(address)
         except RuntimeError:  # recent gRPC raises where older ones returned 0
             self.port = 0
         if self.port == 0:
+            await self._server.stop(None)
+            self._server = None
             raise OSError(bind_problem(address) or "gRPC refused the address")
         await self._server.start()
         await self.health.set("liveness", health_pb2.HealthCheckResponse.SERVING)
@@ -144,13 +153,15 @@ class ExtProcServer:
             await self.health.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
         if announce_s > 0:  # gRPC refuses every new call once it stops, health checks included
             await asyncio.sleep(announce_s)
-        await self._server.stop(grace_s)
+        if self._server is not None:
+            await self._server.stop(grace_s)
         await self.service.drain()
         await self.decisions.aclose()
 
     async def wait(self) -> None:
         """Serve until the server stops."""
-        await self._server.wait_for_termination()
+        if self._server is not None:
+            await self._server.wait_for_termination()
 
 
 def bind_problem(address: str) -> str | None:
