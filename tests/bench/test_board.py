@@ -47,6 +47,33 @@ def test_rows_that_miss_ranking_tasks_are_shown_but_not_ranked(tmp_path):
     assert style.rank is None and style.probe and "never ranked" in style.notes[0]
 
 
+def test_a_row_scored_on_some_headline_tasks_gets_a_paired_difference_on_those_tasks(tmp_path):
+    # a user scoring their own model on a few tasks got two intervals to eyeball, no paired answer
+    class OtherTask(KeywordTask):
+        name = "toy-keyword-2"
+
+    results = tmp_path / "results"
+    both, _ = load_tasks([KeywordTask(), OtherTask()], data=None)
+    cache = AnswersCache(tmp_path / "answers", "fake-model")
+    ask(FakeClient(), "fake-model", both, cache, concurrency=2, progress=False)
+    for document in score_baselines(both, None, command="jevserve bench run --baselines", num_resamples=200):
+        write_result(results, document)
+    one = [t for t in both if t.task.name == "toy-keyword"]
+    write_result(results, score_model("my-rule", one, None, cache, command="jevserve bench run --tasks toy-keyword",
+                                      wall_s=1.0, num_decisions=20, num_resamples=200))
+    board = build_board(results)
+    row = next(r for r in board.rows if r.model == "my-rule")
+    assert row.rank is None
+    covered, delta = board.partial_deltas["my-rule"]
+    assert covered == ("toy-keyword",) and delta.b == "tfidf-lr" == board.comparison_row
+    assert delta.delta == board.task_deltas["my-rule"]["toy-keyword"].delta  # one task: its own Δ
+    assert "tfidf-lr" not in board.partial_deltas and "default-rules" not in board.partial_deltas  # ranked rows
+    text = render_markdown(board)
+    assert "## Rows on some headline tasks, against tfidf-lr on the same tasks" in text
+    number = r"[+-]\d+\.\d"
+    assert re.search(rf"\| my-rule \| 1 of 2 \| {number} \[{number}, {number}\] \| \d\.\d\d \| toy-keyword ", text)
+
+
 def test_the_html_page_is_self_contained_with_its_sections(tmp_path):
     page = render_html(build_board(make_results(tmp_path)))
     assert "fake-model" in page and "jevserve bench run --baselines" in page

@@ -96,6 +96,9 @@ class Board:
     pairs: tuple[PairedDelta, ...] = ()  # headline Δ for every ordered pair of ranked rows
     task_deltas: dict[str, dict[str, PairedDelta]] = field(default_factory=dict)  # row → task → Δ vs comparison
     comparison_row: str | None = None  # the row task_deltas are taken against
+    # a row scored on some of the headline tasks (not ranked) against the comparison row on those tasks: row →
+    # (the tasks, the paired Δ of the two averages over them)
+    partial_deltas: dict[str, tuple[tuple[str, ...], PairedDelta]] = field(default_factory=dict)
     mdd: dict[str, float] = field(default_factory=dict)  # task (and "headline") → MDD of the top two rows
     mdd_rows: tuple[str, ...] = ()  # the two rows the MDDs are for
 
@@ -234,6 +237,7 @@ def build_board(results_dir: Path, num_resamples: int | None = None, seed: int =
                                  headline_of[a.model].draws, headline_of[b.model].draws)
                     for a in ranked_rows for b in ranked_rows if a.model != b.model),
         task_deltas=_task_deltas(rows, comparison), comparison_row=comparison,
+        partial_deltas=_partial_deltas(rows, comparison, headline, set(headline_of)),
         **_mdd(ranked_rows, headline_of),
     )
 
@@ -289,6 +293,24 @@ def _task_deltas(rows: Sequence[Row], comparison: str) -> dict[str, dict[str, Pa
                   for n, c in r.cells.items() if n in base.cells}
         for r in rows if not r.probe and r.model != comparison
     }
+
+
+def _partial_deltas(
+    rows: Sequence[Row], comparison: str, headline: Sequence[str], ranked: set[str]
+) -> dict[str, tuple[tuple[str, ...], PairedDelta]]:
+    """For each row scored on some but not all headline tasks: the paired Δ of its average over those tasks and the
+    comparison row's over the same tasks, on the same draws (a quick run of a few tasks gets a paired answer)."""
+    base = next((r for r in rows if r.model == comparison), None)
+    if base is None:
+        return {}
+    out = {}
+    for row in rows:
+        covered = tuple(n for n in headline if n in row.cells and n in base.cells)
+        if row.probe or row.model in ranked or row.model == comparison or not covered:
+            continue
+        a, b = average(row.cells, covered), average(base.cells, covered)
+        out[row.model] = (covered, paired_delta(row.model, comparison, a.score, b.score, a.draws, b.draws))
+    return out
 
 
 def _mdd(ranked: Sequence[Row], headline_of: dict[str, Average]) -> dict[str, Any]:

@@ -104,6 +104,14 @@ def render_markdown(board: Board, html: str = "docs/board/index.html") -> str:
         lines += ["", "## Paired headline differences", "", "| a − b | Δ [95%] | P(Δ > 0) |", "|---|---|---|"]
         lines += [f"| {p.a} − {p.b} | {p.delta:+.1f} [{p.low:+.1f}, {p.high:+.1f}] | {p.p_greater:.2f} |"
                   for p in board.pairs]
+    if board.partial_deltas:
+        lines += ["", f"## Rows on some headline tasks, against {board.comparison_row} on the same tasks", "",
+                  "| row | tasks | Δ [95%] | P(Δ > 0) | per task Δ [95%] |", "|---|---|---|---|---|"]
+        for model, (covered, d) in board.partial_deltas.items():
+            per_task = "; ".join(f"{n} {t.delta:+.1f} [{t.low:+.1f}, {t.high:+.1f}]" for n in covered
+                                 if (t := board.task_deltas.get(model, {}).get(n)) is not None)
+            lines.append(f"| {model} | {len(covered)} of {len(board.headline_tasks)} | {d.delta:+.1f} "
+                         f"[{d.low:+.1f}, {d.high:+.1f}] | {d.p_greater:.2f} | {per_task} |")
     mdd_of = " vs ".join(board.mdd_rows) or "the top two rows"
     lines += ["", f"## Tasks (MDD: 80% power, {mdd_of})", "",
               "| task | test items | metric | chance | default | oracle | default's share on train | MDD |",
