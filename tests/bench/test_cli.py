@@ -193,6 +193,24 @@ def test_a_rerun_served_from_the_cache_keeps_the_measured_latency(tmp_path):
     assert "latency" not in _metadata(args, "http://host:1", "other", argparse.Namespace(num_sent=0, wall_s=0.0))
 
 
+def test_a_same_day_rerun_from_other_answers_says_it_replaced_them(tmp_path):
+    # a rule and then another model under the same --model name: the day's file was replaced without a word
+    from jevserve.bench.cli import _answers_version_of, _replacement_warning
+    from jevserve.bench.results import write_result
+
+    first = {"model": "m", "date": "2026-01-01", "tasks": ["a"], "answers_version": "aaaa"}
+    write_result(tmp_path, first)
+    again = {**first, "answers_version": "aaaa"}
+    assert _replacement_warning(write_result(tmp_path, again), again, _answers_version_of(tmp_path, again)) is None
+    other = {**first, "answers_version": "bbbb"}
+    previous = _answers_version_of(tmp_path, other)
+    warning = _replacement_warning(write_result(tmp_path, other), other, previous)
+    assert previous == "aaaa" and "from other answers (version aaaa, now bbbb)" in warning
+    narrower = {**other, "tasks": [], "answers_version": "cccc"}  # kept beside it: nothing replaced
+    previous = _answers_version_of(tmp_path, narrower)
+    assert _replacement_warning(write_result(tmp_path, narrower), narrower, previous) is None
+
+
 def test_a_damaged_data_cache_is_one_error_line(capsys, monkeypatch, tmp_path):
     from jevserve.bench.sources import SourceFormatError
 

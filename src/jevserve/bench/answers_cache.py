@@ -126,6 +126,7 @@ class AnswersCache:
         # answers of an older version are never mistaken for the current one's.
         self.path = Path(directory) / f"{safe_name(model)}{'@' + safe_name(version) if version else ''}.jsonl"
         self.model = model
+        self.version = version
         self.answers: dict[str, dict[str, Any]] = {}
         self.errors: dict[str, dict[str, Any]] = {}
         self.num_torn_lines = 0  # lines skipped on reading: torn by a killed run, or otherwise damaged

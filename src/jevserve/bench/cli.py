@@ -245,9 +245,14 @@ def _run(args: argparse.Namespace) -> int:
     )
     document["metadata"] = _metadata(args, asked.label, asked.model, stats)
     document["wall_s"] = time.perf_counter() - started
+    document["answers_version"] = asked.cache.version  # what the answers depend on beyond the name (bench.md)
+    replaced = _answers_version_of(args.results, document)
     path = write_result(args.results, document)
     print(f"{asked.model}: {_summary(document)}; {stats.num_sent} requests sent, {stats.num_cached} cached, "
           f"{stats.wall_s:.0f} s asking -> {path}")
+    warning = _replacement_warning(path, document, replaced)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     note = unanswered_note(document)
     if note:
         print(f"warning: {note}; `jevserve bench validate` refuses a row with over "
@@ -285,6 +290,28 @@ def _metadata(args: argparse.Namespace, label: str, model: str, stats: object) -
             metadata["latency"] = latency
     metadata.update(dict(args.metadata))
     return metadata
+
+
+def _answers_version_of(results_dir: Path, document: dict) -> str | None:
+    """The answers version recorded in the results file this document would replace (same row, same date), if any."""
+    from jevserve.bench.results import ResultsFormatError, read_result, result_path
+
+    path = result_path(results_dir, document["model"], document["date"])
+    try:
+        return read_result(path).get("answers_version") if path.exists() else None
+    except ResultsFormatError:
+        return None
+
+
+def _replacement_warning(written: Path, document: dict, previous: str | None) -> str | None:
+    """What to say when `written` replaced the row's results file of the day whose answers had another version
+    (`previous`): another model answered under the same --model name, and its row is gone."""
+    now = document.get("answers_version")
+    if previous is None or previous == now or written.name != f"{document['date']}.json":
+        return None
+    return (f"{written} held today's results of {document['model']} from other answers (version {previous}, now "
+            f"{now}): another model answered under the name; they are replaced, so give a new model a --model name "
+            "of its own to keep both rows")
 
 
 def _previous_metadata(results_dir: Path, model: str) -> dict:
