@@ -156,8 +156,14 @@ def test_metrics_count_requests_questions_errors_and_batches():
     with client_for() as c:
         c.post("/v1/systemone", json=ticket_body())
         c.post("/v1/systemone", json={"state": "x"})
+        c.get("/v1/nothere")
+        c.get("/v1/systemone")
         text = c.get("/metrics").text
     assert 'jevserve_requests_total{route="/v1/systemone",status="200"} 1.0' in text
+    # a request to no route is an error and a request, as every other error answer is
+    assert 'jevserve_requests_total{route="unmatched",status="404"} 1.0' in text
+    assert 'jevserve_errors_total{error_type="not_found"} 1.0' in text
+    assert 'jevserve_requests_total{route="/v1/systemone",status="405"} 1.0' in text
     assert 'jevserve_questions_total{type="choice"} 1.0' in text
     assert 'jevserve_errors_total{error_type="validation_error"} 1.0' in text
     assert 'jevserve_batch_size_count{model="fake-1"} 1.0' in text

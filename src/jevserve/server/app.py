@@ -226,6 +226,10 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         error_type = "not_found" if exc.status_code == 404 else "api_usage_error"
         metrics.errors.labels(error_type=error_type).inc()
+        # every error answer is a request too: one to no route (or with a method the route lacks) is counted under
+        # "unmatched", a bounded label whatever paths clients try
+        metrics.requests.labels(route=ROUTE if request.url.path == ROUTE else "unmatched",
+                                status=str(exc.status_code)).inc()
         message = f"no route {request.method} {request.url.path}" if exc.status_code in (404, 405) else str(exc.detail)
         return _json(error_body(error_type, message), exc.status_code, getattr(exc, "headers", None))
 
