@@ -129,7 +129,8 @@ def markdown(result: dict) -> str:
         f"Measured {result['date']} with `{result['command']}` ({result['machine']['cpus']} CPUs; load average "
         f"{result['load_before'][0]:.1f} before, {result['load_after'][0]:.1f} after; other jobs on the "
         f"machine add to both). Page weight is the HTML plus the CSS and script it loads, uncompressed. The first "
-        f"board request after start computes every row's resamples: {result['cold_first_board_ms']:.0f} ms here.",
+        f"request of `/` over HTTP, after the {result['rounds_in_db']} rounds were played through the same app "
+        f"(whose reveal pages read the board): {result['cold_first_board_ms']:.0f} ms here.",
         "",
         "| page | HTML | + assets | total | p50 | p90 | p99 |",
         "|---|---:|---:|---:|---:|---:|---:|",

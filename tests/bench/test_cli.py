@@ -130,9 +130,20 @@ def test_an_endpoint_where_nothing_answers_is_exit_1_before_the_data_loads(capsy
     import jevserve.bench.data as data
 
     monkeypatch.setattr(data, "BenchData", lambda *a, **k: pytest.fail("the bench data was loaded first"))
+    results = tmp_path / "new" / "results"
     assert main(["bench", "run", "--endpoint", "http://127.0.0.1:9", "--model", "m", "--tasks", "cache-pairs",
-                 "--results", str(tmp_path)]) == 1
+                 "--results", str(results)]) == 1
     assert "nothing answered GET http://127.0.0.1:9/v1/models" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()  # the folders made to check it is writable went again
+
+
+def test_the_writable_check_leaves_no_folder_it_made_and_keeps_those_that_were_there(tmp_path):
+    from jevserve.bench.outputs import output_problem
+
+    assert output_problem(tmp_path / "a" / "b", folder=True) is None and not (tmp_path / "a").exists()
+    (tmp_path / "kept").mkdir()
+    assert output_problem(tmp_path / "kept", folder=True) is None and (tmp_path / "kept").is_dir()
+    assert output_problem(tmp_path / "c" / "out.jsonl", folder=False) is None and not (tmp_path / "c").exists()
 
 
 def test_predict_lengths_refuses_an_unwritable_out_before_asking(capsys, tmp_path):

@@ -41,6 +41,24 @@ def test_a_gateway_that_cannot_be_built_exits_2_with_the_reason(capsys, tmp_path
     assert "tool_gate.max_false_action_rate: the calibration file" in captured.err, captured.err
 
 
+def test_a_calibration_shape_too_small_for_its_rate_exits_2_before_the_port_is_bound(capsys, tmp_path):
+    # start-up said "listening" first and refused after; a supervisor reading the log saw a server come up
+    calibration = tmp_path / "cal.jsonl"
+    calibration.write_text("".join(
+        f'{{"id": "r{i}", "shape": "support", "body": {{"messages": [{{"role": "user", "content": "q {i}"}}]}}}}\n'
+        for i in range(30)))
+    config = tmp_path / "gw.yaml"
+    config.write_text(f"calibration: {calibration}\n"
+                      "routes:\n  - model: m\n    guard: {max_false_action_rate: 0.01}\n")
+    with socket.socket() as probe:  # the port stays free: nothing bound it
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert main(["gateway", "--config", str(config), "--port", str(port), "--decider", "embedded"]) == 2
+    captured = capsys.readouterr()
+    assert "listening on" not in captured.out
+    assert "at least 100 requests per shape, and 'support' has 30" in captured.err, captured.err
+
+
 def test_a_port_another_process_listens_on_exits_2_naming_the_flags(capsys):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -63,7 +63,9 @@ def test_web_with_a_bad_gateway_config_exits_2(tmp_path, capsys):
     bad = tmp_path / "gateway.yaml"
     bad.write_text("routes: [1, 2\n")
     assert main(["web", "--results", str(tmp_path), "--port", "0", "--gateway-config", str(bad)]) == 2
-    assert "gateway.yaml" in capsys.readouterr().err
+    assert f"jevserve web: --gateway-config {bad}" in capsys.readouterr().err  # the flag, then its value
+    assert main(["web", "--results", str(tmp_path), "--port", "0", "--gateway-config", "/nonexistent.yaml"]) == 2
+    assert "--gateway-config /nonexistent.yaml: cannot read the config" in capsys.readouterr().err
 
 
 def test_a_file_that_is_not_a_database_exits_2(tmp_path, capsys):

@@ -125,6 +125,9 @@ def test_two_players_at_once_keep_their_own_rounds(app, tmp_path):
 def test_reload_of_an_item_page_keeps_the_first_shown_time(app, tmp_path):
     client = _client(app)
     url = start_round(client)
+    assert client.head(url).status_code == 200  # a link checker's HEAD shows nobody the item: no clock yet
+    assert Store(tmp_path / "db.sqlite").get_round(url.rsplit("/", 1)[1]).items[0].shown_at is None
+    assert client.get(url + "/reveal/²").status_code == 400
     client.get(url)
     first = Store(tmp_path / "db.sqlite").get_round(url.rsplit("/", 1)[1]).items[0].shown_at
     client.get(url)
@@ -157,6 +160,7 @@ def test_bad_urls_get_a_4xx_page(app, path, data, status):
         ({"position": "7", "choice": "yes"}, 400),  # unknown item
         ({"position": "-1", "choice": "yes"}, 400),
         ({"position": "zero", "choice": "yes"}, 400),
+        ({"position": "²", "choice": "yes"}, 400),  # a digit to str.isdigit(), not to int(): it was a 500
         ({"choice": "yes"}, 400),
         ({"position": "3", "choice": "yes"}, 409),  # not the current item
         ({"position": "0", "choice": "x" * 100_000}, 413),  # huge form field
@@ -306,6 +310,41 @@ def test_the_people_page_does_not_wait_for_the_item_pools(tmp_path, monkeypatch)
         threading.Event().wait(0.01)
     later = client.get("/people")
     assert 'id="expected"' in later.text and 'id="expected-loading"' not in later.text
+
+
+def test_starting_a_round_while_the_pools_load_leaves_every_other_page_answering(tmp_path, monkeypatch):
+    # the first "Start a round" after a fresh start loaded the pools inside the event loop: every page of the site
+    # waited for it (41 s for /methodology in an outside tester's run)
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from jevserve.web import decisions
+    from jevserve.web.app import WebSettings, create_app
+    from tests.web.builders import RESULTS, StubDecider, results_pools, shared_site
+
+    release = threading.Event()
+
+    def slow_pools(data):
+        release.wait(30)
+        return results_pools()
+
+    monkeypatch.setattr(decisions, "load_pools", slow_pools)
+    app = create_app(WebSettings(results_dir=RESULTS, db_path=tmp_path / "db.sqlite", decider=StubDecider(),
+                                 site=shared_site(), data_factory=lambda: None))  # fmt: skip
+    with TestClient(app) as client:
+        started: list[int] = []
+        starter = threading.Thread(target=lambda: started.append(
+            client.post("/play/rounds", follow_redirects=False).status_code))
+        starter.start()
+        time.sleep(0.3)  # the start is waiting for the pools
+        before = time.monotonic()
+        page = client.get("/play")
+        waited = time.monotonic() - before
+        release.set()
+        starter.join(30)
+    assert page.status_code == 200 and waited < 10, waited  # 30 s when the loop was held
+    assert started == [303]
 
 
 def test_only_starting_a_round_sets_the_session_cookie(app):

@@ -187,7 +187,7 @@ def _run(args: argparse.Namespace) -> int:
     from jevserve.bench.endpoint import EndpointError, EndpointUnreachable, check_endpoint_arguments, probe_endpoint
     from jevserve.bench.outputs import output_problem
 
-    try:  # the arguments alone first: a refused command leaves nothing behind (output_problem makes the folder)
+    try:  # the arguments alone first, before the folder is tried
         if args.endpoint:
             check_endpoint_arguments(args.endpoint, args.model, args.api_key_env)
     except EndpointError as exc:

@@ -141,6 +141,9 @@ def run_gateway(args: argparse.Namespace) -> int:
         return _fail(f"--port {args.port}: expected 1-65535")
     try:
         config = _load(args)
+        from jevserve.gateway.operating_points import check_calibration_sizes
+
+        check_calibration_sizes(config)  # before the port is bound and "listening" is printed
     except ConfigError as exc:
         return _fail(f"--config: {exc}")
     try:

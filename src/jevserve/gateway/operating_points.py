@@ -312,12 +312,8 @@ def _calibrate(
     found = cache.get(cache_key) if cache_key is not None else None
     if found is None or len(found) != len(shapes):
         # too few requests of a shape is known before anything is scored: `check` says so as start-up would, and
-        # start-up says so before a minute of scoring (requests the decision judges nothing of are not counted)
-        counted = shapes
-        if not calls and key != "cache":
-            policy = POLICIES[key](policy_config.model_copy(update={"threshold": 0.5}))
-            judged = judged_requests(policy, negatives, route.input_limits())
-            counted = shapes[judged] if judged.any() else counted
+        # start-up says so before a minute of scoring
+        counted = _counted_shapes(route, key, policy_config, negatives, shapes)
         _require_enough(route, key, policy_config.max_false_action_rate, counted, data, unit)
     if (found is None or len(found) != len(shapes)) and not score_missing:
         return OperatingPoint(
@@ -378,6 +374,40 @@ def _calibrate(
         acted_unlabelled=data.acted_unlabelled(key),
         num_unjudged=unjudged,
     )
+
+
+def _counted_shapes(
+    route: RouteConfig, key: str, policy_config: PolicyConfig, negatives: list, shapes: np.ndarray
+) -> np.ndarray:
+    """The shapes a rate is set on, less those of requests the decision judges nothing of (no decider needed)."""
+    if key in ("tool_gate", "cache"):
+        return shapes
+    policy = POLICIES[key](policy_config.model_copy(update={"threshold": 0.5}))
+    judged = judged_requests(policy, negatives, route.input_limits())
+    return shapes[judged] if judged.any() else shapes
+
+
+def check_calibration_sizes(config: GatewayConfig) -> None:
+    """Raise ConfigError where a calibration file holds too few requests of a shape for its decision's rate: known
+    without a decider or scoring, so the gateway can refuse such a config before it binds its port. In the packaged
+    files every request has something for each decision to judge, so their shapes are counted as they are (building
+    each request's inputs to tell costs a fraction of a second per decision at every start)."""
+    files: dict[str, CalibrationSet] = {}
+    for route in config.routes:
+        for key in POLICIES:
+            policy_config = getattr(route, key, None)
+            if policy_config is None or not policy_config.enabled or not policy_config.needs_calibration:
+                continue
+            own = policy_config.calibration
+            path = None if own == PACKAGED else own or config.calibration
+            data = calibration_for(key, path, files)
+            negatives = data.negatives(key)
+            if not negatives:
+                continue  # said with what to do when the operating points are resolved
+            shapes = call_shapes(negatives) if key == "tool_gate" else np.array([r.shape for r in negatives])
+            counted = shapes if path is None else _counted_shapes(route, key, policy_config, negatives, shapes)
+            unit = {"tool_gate": "calls", "cache": "pairs"}.get(key, "requests")
+            _require_enough(route, key, policy_config.max_false_action_rate, counted, data, unit)
 
 
 def _require_enough(

@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match, Route
 
 from jevserve.web import pages, play
-from jevserve.web.context import HERE, Context, WebSettings
+from jevserve.web.context import HEAD_SCOPE_KEY, HERE, Context, WebSettings
 
 __all__ = ["WebSettings", "create_app"]
 
@@ -105,4 +105,5 @@ class HeadAsGet:
                 message = {**message, "body": b""}
             await send(message)
 
-        await self.app({**scope, "method": "GET"}, receive, headers_only)
+        # marked, so that a page with a side effect of being seen (a round's item clock) can leave it out
+        await self.app({**scope, "method": "GET", HEAD_SCOPE_KEY: True}, receive, headers_only)

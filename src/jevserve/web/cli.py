@@ -108,7 +108,10 @@ def serve_command(args: argparse.Namespace) -> int:
     try:
         if args.max_rounds < 0:
             raise ValueError(f"--max-rounds {args.max_rounds}: expected 0 (no limit) or more")
-        gateway_config = load_config(args.gateway_config)  # checked before anything starts
+        try:
+            gateway_config = load_config(args.gateway_config)  # checked before anything starts
+        except ConfigError as exc:
+            raise ConfigError(f"--gateway-config {exc}") from None
         sock = _bind(args.host, args.port)
     except (ValueError, ConfigError) as exc:
         print(f"jevserve web: {exc}", file=sys.stderr)

@@ -25,6 +25,7 @@ from jevserve.web.site import SiteCache
 from jevserve.web.store import Store
 
 HERE = Path(__file__).parent
+HEAD_SCOPE_KEY = "jevserve.head"  # in the scope of a HEAD request answered as GET (app.HeadAsGet)
 SESSION_COOKIE = "jevserve_session"
 MAX_FORM_BYTES = 16_384  # the playground's forms (a position and a choice)
 MAX_LIVE_CHARS = 4_000  # the live demo's request text, in characters (the textarea's maxlength)

@@ -24,6 +24,7 @@ from starlette.concurrency import run_in_threadpool
 
 from jevserve.web.answering import StoredRow, ask_model, cached_probabilities, stored_choice
 from jevserve.web.context import (
+    HEAD_SCOPE_KEY,
     Context,
     PageError,
     keep_session,
@@ -47,7 +48,8 @@ def _round(context: Context, request: Request, round_id: str) -> Round:
 
 
 def _position(value: str, round_: Round) -> int:
-    if not value.isdigit() or int(value) >= len(round_.items):
+    # ASCII digits only: str.isdigit() also accepts "²", which int() refuses (a 500)
+    if not (value.isascii() and value.isdigit()) or int(value) >= len(round_.items):
         last = len(round_.items) - 1
         raise PageError(400, f"position {value[:20]!r} is not an item of this round; expected 0–{last}")
     return int(value)
@@ -111,7 +113,9 @@ def register(app: FastAPI, context: Context) -> None:
                                  f"{limit.window_s / 60:g} minutes, the most one address may; try again in "
                                  f"{max(1, round(wait_s / 60))} minute{'s' if round(wait_s / 60) > 1 else ''}",
                             headers=retry_after(wait_s))
-        pools = context.pools()
+        # loading the pools takes tens of seconds on a fresh start: in a worker thread, so that every other page
+        # answers meanwhile (called in the event loop it held the whole site for that long)
+        pools = await run_in_threadpool(context.pools)
         seed = secrets.randbits(63)
         round_id = secrets.token_urlsafe(16)
         model = context.settings.decider.name if context.settings.decider else "-"
@@ -132,7 +136,8 @@ def register(app: FastAPI, context: Context) -> None:
         pool_item = context.pools().get(item.decision, item.item_id)
         if pool_item is None:
             raise PageError(410, f"item {item.item_id} is no longer in the {item.decision} pool (data changed)")
-        context.store.mark_shown(round_id, position)
+        if not request.scope.get(HEAD_SCOPE_KEY):  # a HEAD (a link checker) shows nobody the item: no clock yet
+            context.store.mark_shown(round_id, position)
         return context.render(request, "item.html", round=round_, position=position, item=pool_item,
                               decision=DECISIONS[item.decision])
 
@@ -153,7 +158,7 @@ def register(app: FastAPI, context: Context) -> None:
         if item.choice is None:
             if item.shown_at is None:
                 raise PageError(409, "this item was never shown; open the round page first")
-            pool_item = context.pools().get(item.decision, item.item_id)
+            pool_item = (await run_in_threadpool(context.pools)).get(item.decision, item.item_id)
             if pool_item is None:
                 raise PageError(410, f"item {item.item_id} is no longer in the {item.decision} pool")
             time_ms = max(0.0, (time.time() - item.shown_at) * 1000.0)
