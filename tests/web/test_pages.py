@@ -226,7 +226,7 @@ def test_framework_errors_are_the_site_error_page_with_a_sentence(client):
     assert ">Not Found<" not in missing.text
     wrong = client.put("/live")
     assert wrong.status_code == 405 and set(wrong.headers["allow"].split(", ")) >= {"GET", "POST"}
-    assert "PUT is not accepted at /live; it answers" in wrong.text
+    assert 'PUT is not accepted at <a href="/live">/live</a>; it answers' in wrong.text
     assert 'class="error"' in missing.text and 'class="error"' in wrong.text
 
 

@@ -197,7 +197,16 @@ def test_non_utf8_form_body_is_a_400(app):
 def test_reveal_before_answering_is_a_409(app):
     client = _client(app)
     url = start_round(client)
-    assert client.get(f"{url}/reveal/0").status_code == 409
+    page = client.get(f"{url}/reveal/0")
+    assert page.status_code == 409
+    assert f'answer it at <a href="{url}">{url}</a>' in page.text  # where to go is a link, not text to copy
+
+
+def test_an_error_page_links_the_site_paths_it_names_and_escapes_the_rest(app):
+    page = _client(app).get("/play/rounds/%3Cb%3Eplay")
+    assert page.status_code == 404
+    assert "<b>play" not in page.text and "&#39;&lt;b&gt;play&#39;" in page.text  # the id as sent, escaped
+    assert 'start one at <a href="/play">/play</a>' in page.text
 
 
 def test_model_that_fails_gives_a_503_page_and_the_answer_is_kept(tmp_path):

@@ -4,6 +4,7 @@ reading and the error type pages raise. `app.py` builds the app from these; the 
 from __future__ import annotations
 
 import math
+import re
 import secrets
 import threading
 import time
@@ -17,6 +18,7 @@ from urllib.parse import parse_qs
 from fastapi import Request
 from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup, escape
 from starlette.exceptions import HTTPException
 
 from jevserve.web.answering import Decider
@@ -131,6 +133,7 @@ class Context:
         self.templates.env.filters["num"] = _num
         self.templates.env.filters["duration"] = duration
         self.templates.env.filters["ratio"] = ratio
+        self.templates.env.filters["linked_paths"] = linked_paths
         self._pools = settings.pools
         self._pools_loading = False  # pools_if_ready started loading them
         self._data: Any = None
@@ -266,6 +269,17 @@ class Context:
         """Render a template with the shared context (and extra response headers, e.g. Allow or Retry-After)."""
         return self.templates.TemplateResponse(request, name, {"page": name.removesuffix(".html"), **context},
                                                status_code=status_code, headers=headers)
+
+
+# a path of this site inside an error sentence ("answer it at /play/rounds/ID"): what the page makes a link of
+# (no "&" in it: the sentence is matched escaped, where "&" starts an entity)
+_SITE_PATH = re.compile(r"(?<![\w/])/(?:play|models|tasks|people|methodology|live)(?:[/?][\w\-/?=%.]*)?(?<![.,;:])")
+
+
+def linked_paths(text: Any) -> Markup:
+    """`text` escaped, with every path of this site in it made a link (an error page's sentence names where to go)."""
+    escaped = str(escape(str(text)))
+    return Markup(_SITE_PATH.sub(lambda m: f'<a href="{m.group(0)}">{m.group(0)}</a>', escaped))
 
 
 def duration(ms: Any) -> str:
