@@ -290,6 +290,17 @@ def test_reveal_shows_a_board_row_probabilities_from_its_answers_cache(tmp_path)
     assert any("yes 0.12 · no 0.88" in t for t in texts)
 
 
+def test_a_baseline_row_on_a_length_item_says_why_it_shows_no_bin(app):
+    # its stored value is the score it ranks by, not a token count: a bare "–" left visitors guessing
+    client = _client(app)
+    url = start_round(client)
+    texts = [client.get(play_item(client, url, p).headers["location"]).text for p in range(5)]
+    length = [t for t in texts if "the bin of its stored length-regression prediction" in t]
+    assert length, "a round holds a reply-length item"
+    assert "no bin: its length score ranks requests, it predicts no token count" in length[0]
+    assert all("no bin:" not in t for t in texts if t not in length)
+
+
 def test_the_people_page_does_not_wait_for_the_item_pools(tmp_path, monkeypatch):
     import threading
 
