@@ -306,8 +306,7 @@ def _calibrate(
             "whose answers differ (records with 'cached' beside 'body'; docs/gateway.md, Operating points); add them, "
             "give the cache `calibration: packaged` (jevserve's blind-written pairs) or give it a threshold"
         )
-    shapes = call_shapes(negatives) if calls else np.array([r.shape for r in negatives])
-    unit = {"tool_gate": "calls", "cache": "pairs"}.get(key, "requests")
+    shapes, unit = _shapes_and_unit(key, negatives)
     cache_key = score_key(decider, key, policy_config, route, data) if decider.identity is not None else None
     found = cache.get(cache_key) if cache_key is not None else None
     if found is None or len(found) != len(shapes):
@@ -392,6 +391,24 @@ def check_calibration_sizes(config: GatewayConfig) -> None:
     without a decider or scoring, so the gateway can refuse such a config before it binds its port. In the packaged
     files every request has something for each decision to judge, so their shapes are counted as they are (building
     each request's inputs to tell costs a fraction of a second per decision at every start)."""
+    for route, key, policy_config, path, data in _rated_decisions(config):
+        negatives = data.negatives(key)
+        if not negatives:
+            continue  # said with what to do when the operating points are resolved
+        shapes, unit = _shapes_and_unit(key, negatives)
+        counted = shapes if path is None else _counted_shapes(route, key, policy_config, negatives, shapes)
+        _require_enough(route, key, policy_config.max_false_action_rate, counted, data, unit)
+
+
+def _shapes_and_unit(key: str, negatives: list) -> tuple[np.ndarray, str]:
+    """The shape of each thing a decision's rate is set on (each call of a reply for the tool gate), and its name."""
+    shapes = call_shapes(negatives) if key == "tool_gate" else np.array([r.shape for r in negatives])
+    return shapes, {"tool_gate": "calls", "cache": "pairs"}.get(key, "requests")
+
+
+def _rated_decisions(config: GatewayConfig):
+    """(route, decision, its config, its calibration path (None: packaged), the calibration set) of every decision
+    whose operating point is a rate still to resolve; each file read once."""
     files: dict[str, CalibrationSet] = {}
     for route in config.routes:
         for key in POLICIES:
@@ -400,14 +417,7 @@ def check_calibration_sizes(config: GatewayConfig) -> None:
                 continue
             own = policy_config.calibration
             path = None if own == PACKAGED else own or config.calibration
-            data = calibration_for(key, path, files)
-            negatives = data.negatives(key)
-            if not negatives:
-                continue  # said with what to do when the operating points are resolved
-            shapes = call_shapes(negatives) if key == "tool_gate" else np.array([r.shape for r in negatives])
-            counted = shapes if path is None else _counted_shapes(route, key, policy_config, negatives, shapes)
-            unit = {"tool_gate": "calls", "cache": "pairs"}.get(key, "requests")
-            _require_enough(route, key, policy_config.max_false_action_rate, counted, data, unit)
+            yield route, key, policy_config, path, calibration_for(key, path, files)
 
 
 def _require_enough(
@@ -458,20 +468,13 @@ def write_packaged(
 ) -> list[str]:
     """Put the cached scores of `config`'s rate-based decisions for `decider` into the packaged file in place of any
     scores packaged under its name before; their keys."""
-    files: dict[str, CalibrationSet] = {}
     scores: dict[str, list[float]] = {}
-    for route in config.routes:
-        for key in POLICIES:
-            policy_config = getattr(route, key, None)
-            if policy_config is None or not policy_config.enabled or not policy_config.needs_calibration:
-                continue
-            own = policy_config.calibration
-            data = calibration_for(key, None if own == PACKAGED else own or config.calibration, files)
-            score_id = score_key(decider, key, policy_config, route, data)
-            found = cache.get(score_id)
-            if found is None:
-                raise ValueError(f"{route.model}/{key}: no scores cached for {decider.name}; score them first")
-            scores[score_id] = [round(float(s), 7) for s in found]
+    for route, key, policy_config, _, data in _rated_decisions(config):
+        score_id = score_key(decider, key, policy_config, route, data)
+        found = cache.get(score_id)
+        if found is None:
+            raise ValueError(f"{route.model}/{key}: no scores cached for {decider.name}; score them first")
+        scores[score_id] = [round(float(s), 7) for s in found]
     models = read_packaged(path) | {decider.name: scores}
     path.write_text(json.dumps({"models": models}, sort_keys=True, separators=(",", ":")) + "\n")
     return list(scores)
