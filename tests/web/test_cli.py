@@ -130,3 +130,45 @@ def test_max_rounds_defaults_to_the_site_default_and_refuses_a_negative(tmp_path
     assert cli.MAX_ROUNDS == context.MAX_ROUNDS
     assert main(["web", "--results", str(tmp_path), "--port", "0", "--max-rounds", "-1"]) == 2
     assert "--max-rounds -1" in capsys.readouterr().err
+
+
+def _client_address_seen(forwarded_allow_ips: str | None) -> str:
+    """The client address the site's uvicorn settings hand a route when a loopback client sends X-Forwarded-For."""
+    import socket
+    import threading
+    import time
+
+    import httpx
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from jevserve.web.cli import uvicorn_config
+
+    def who(request):
+        return JSONResponse(request.client.host if request.client else "-")
+
+    app = Starlette(routes=[Route("/who", who)])
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn_config(app, forwarded_allow_ips))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        port = sock.getsockname()[1]
+        return httpx.get(f"http://127.0.0.1:{port}/who", headers={"X-Forwarded-For": "203.0.113.7"}).json()
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def test_x_forwarded_for_names_the_client_only_from_a_proxy_named_on_the_command_line():
+    # uvicorn's own default trusts the header from 127.0.0.1, which let a client on the host pass the round limit
+    assert _client_address_seen(None) == "127.0.0.1"
+    assert _client_address_seen("127.0.0.1") == "203.0.113.7"

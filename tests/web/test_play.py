@@ -380,6 +380,40 @@ def test_only_starting_a_round_sets_the_session_cookie(app):
     assert again.status_code == 303 and "set-cookie" not in again.headers
 
 
+def test_a_session_id_the_client_chose_is_replaced_by_one_the_site_signs(tmp_path):
+    db = tmp_path / "db.sqlite"
+    chooser = TestClient(make_app(db), cookies={"jevserve_session": "chosen_by_client_1234"})
+    started = chooser.post("/play/rounds", follow_redirects=False)
+    assert started.status_code == 303 and "jevserve_session=" in started.headers["set-cookie"]
+    issued = _cookie_set(started)
+    assert issued != "chosen_by_client_1234" and "." in issued
+    (stored,) = {row[0] for row in _sessions(db)}
+    assert stored == issued
+    url = started.headers["location"]
+    assert TestClient(make_app(db), cookies={"jevserve_session": issued}).get(url).status_code == 200
+    assert TestClient(make_app(db), cookies={"jevserve_session": "chosen_by_client_1234"}).get(url).status_code == 404
+    # each check opens a new app on the file, as a restart does: the key is kept in the database
+    # the same token with another signature, or the token alone, is no session: the round is a 404
+    token = issued.partition(".")[0]
+    for forged in (token, f"{token}.{'0' * 32}", f"{token}.{issued.partition('.')[2].upper()}"):
+        assert TestClient(make_app(db), cookies={"jevserve_session": forged}).get(url).status_code == 404
+    # another database signs with another key, so an id from one site opens nothing on the other
+    other = TestClient(make_app(tmp_path / "other.sqlite"), cookies={"jevserve_session": issued})
+    moved = other.post("/play/rounds", follow_redirects=False)
+    assert moved.status_code == 303 and _cookie_set(moved) not in ("", issued)
+
+
+def _cookie_set(response) -> str:
+    return response.headers.get("set-cookie", "").partition("jevserve_session=")[2].partition(";")[0]
+
+
+def _sessions(db):
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT session_id FROM rounds").fetchall()
+
+
 def test_an_address_may_start_a_limited_number_of_rounds(tmp_path):
     app = make_app(tmp_path / "db.sqlite", max_rounds=3)
     players = [_client(app) for _ in range(4)]  # four "players" without cookies, as a script poses them

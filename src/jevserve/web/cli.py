@@ -46,6 +46,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     web.add_argument("--max-rounds", type=int, default=MAX_ROUNDS, metavar="N",
                      help="playground rounds one client address may start per 10 minutes; more get a 429 page "
                      "(default: %(default)s; 0: no limit)")
+    web.add_argument("--forwarded-allow-ips", default=None, metavar="ADDRS",
+                     help="comma-separated addresses of reverse proxies whose X-Forwarded-For names the client "
+                     "(the round limit then counts the client's address); by default the header is ignored, from "
+                     "every address, loopback included, so no client can name itself another address")
     web.set_defaults(func=serve_command)
     commands = web.add_subparsers(dest="web_command", metavar="SUBCOMMAND")
     export = commands.add_parser("export-rounds", help="write every stored playground answer as JSON lines",
@@ -71,6 +75,17 @@ def _bind(host: str, port: int) -> socket.socket:
         hint = "check --host" if isinstance(exc, socket.gaierror) else "try --port 0"
         raise ValueError(f"--host {host} --port {port}: cannot listen there ({exc.strerror}); {hint}") from exc
     return sock
+
+
+def uvicorn_config(app: Any, forwarded_allow_ips: str | None) -> Any:
+    """The site's uvicorn settings. uvicorn trusts X-Forwarded-For from 127.0.0.1 by default, which let any client on
+    the host name itself another address and pass the per-address round limit: here the header is read only from
+    the proxies named."""
+    import uvicorn
+
+    if not forwarded_allow_ips:
+        return uvicorn.Config(app, log_level="warning", proxy_headers=False)
+    return uvicorn.Config(app, log_level="warning", proxy_headers=True, forwarded_allow_ips=forwarded_allow_ips)
 
 
 def _bench_data_factory(embed: Any) -> Any:
@@ -138,7 +153,7 @@ def serve_command(args: argparse.Namespace) -> int:
             shown = f"[{host}]" if ":" in host else host
             print(f"jevserve web: serving on http://{shown}:{port}/ (playground model {endpoint.model} at "
                   f"{endpoint.label}; rounds in {settings.db_path})", flush=True)
-            server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+            server = uvicorn.Server(uvicorn_config(app, args.forwarded_allow_ips))
             server.run(sockets=[sock])
     except (EndpointError, StoreError) as exc:
         print(f"jevserve web: {exc}", file=sys.stderr)

@@ -3,6 +3,8 @@ reading and the error type pages raise. `app.py` builds the app from these; the 
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
 import re
 import secrets
@@ -145,6 +147,7 @@ class Context:
         self._background_lock = threading.Lock()  # not self._lock, which data() holds while the data is set up
         self._plot_lock = threading.Lock()
         self.round_limit = RoundLimit(settings.max_rounds, settings.rounds_window_s)
+        self.session_key = self.store.key("session")
 
     def data(self) -> Any:
         """The bench data (one BenchData for the app's lifetime, so each source is read once)."""
@@ -316,18 +319,27 @@ def _num(value: Any, digits: int = 1) -> str:
     return "–" if number != number else f"{number:.{digits}f}"  # NaN → dash
 
 
-def session_id(request: Request) -> str | None:
-    """The request's anonymous session id (its cookie), or None when it has no well-formed one. Reading pages never
-    create one: a session starts with a round or a live decision (`start_session`)."""
+def sign_session(key: bytes, token: str) -> str:
+    """A session id the site issues: a random token and its HMAC-SHA256 under the site's key (hex, 32 digits), so
+    the site accepts only ids it issued, never one a client chose."""
+    return f"{token}.{hmac.new(key, token.encode('ascii'), hashlib.sha256).hexdigest()[:32]}"
+
+
+def session_id(request: Request, key: bytes) -> str | None:
+    """The request's session id (its cookie) when the site issued it under `key`, else None: a missing, malformed,
+    client-chosen or tampered cookie counts as no session. Reading pages never create one: a session starts with a
+    round or a live decision (`start_session`)."""
     cookie = request.cookies.get(SESSION_COOKIE, "")
-    valid = 16 <= len(cookie) <= 64 and cookie.replace("-", "").replace("_", "").isalnum()
-    return cookie if valid else None
+    token, _, _ = cookie.partition(".")
+    if not (16 <= len(token) <= 64 and token.isascii() and token.replace("-", "").replace("_", "").isalnum()):
+        return None
+    return cookie if hmac.compare_digest(cookie, sign_session(key, token)) else None
 
 
-def start_session(request: Request) -> tuple[str, bool]:
+def start_session(request: Request, key: bytes) -> tuple[str, bool]:
     """The request's session id, or a new random one; and whether it is new (then `keep_session` must set it)."""
-    found = session_id(request)
-    return (found, False) if found else (secrets.token_urlsafe(18), True)
+    found = session_id(request, key)
+    return (found, False) if found else (sign_session(key, secrets.token_urlsafe(18)), True)
 
 
 def keep_session(response: Response, session: str) -> Response:

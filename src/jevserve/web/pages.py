@@ -224,7 +224,7 @@ def register(app: FastAPI, context: Context) -> None:
             raise PageError(400, f"unknown route {route[:60]!r}; expected one of: {', '.join(live.routes)}")
         # The demo's cache is the visitor's own (its tenant comes from the session), so a repeat is served from it
         # only when this visitor typed it before: another visitor's text is never found there.
-        session, fresh = start_session(request)
+        session, fresh = start_session(request, context.session_key)
         result = await live.run(text, route or None, tenant=f"web-live:{pseudonym(session)}")
         page = context.render(request, "live.html", live=live, result=result, text=text, route=route,
                               max_chars=MAX_LIVE_CHARS)

@@ -42,7 +42,8 @@ _ROUND_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 
 def _round(context: Context, request: Request, round_id: str) -> Round:
     found = context.store.get_round(round_id) if _ROUND_ID.match(round_id) else None
-    if found is None or session_id(request) is None or found.session_id != session_id(request):
+    session = session_id(request, context.session_key)
+    if found is None or session is None or found.session_id != session:
         raise PageError(404, f"no round {round_id[:80]!r} in this session; start one at /play")
     return found
 
@@ -119,7 +120,7 @@ def register(app: FastAPI, context: Context) -> None:
         seed = secrets.randbits(63)
         round_id = secrets.token_urlsafe(16)
         model = context.settings.decider.name if context.settings.decider else "-"
-        session, fresh = start_session(request)
+        session, fresh = start_session(request, context.session_key)
         context.store.create_round(round_id, session, seed, model, draw_round(pools, seed))
         response = RedirectResponse(f"/play/rounds/{round_id}", status_code=303)
         return keep_session(response, session) if fresh else response

@@ -2,19 +2,21 @@
 
 Every write is one short transaction in WAL mode, so a killed server loses at most the request it was answering and
 never leaves half a round. Answers are keyed by (round, position): a double submit or a reload inserts nothing new,
-and the first answer stands. Sessions are a random cookie value; nothing personal is stored.
+and the first answer stands. Sessions are a random cookie value the site signs; nothing personal is stored.
 
     schema_version(version)                       one row: the number of migrations applied
     rounds(round_id, session_id, seed, model, created_at)
     round_items(round_id, position, decision, item_id, shown_at)     shown_at: first time the item page was served
     answers(round_id, position, choice, truth, correct, time_ms, answered_at)
     model_answers(round_id, position, model, choice, probabilities, decision_ms)
+    keys(name, value)                             the session cookie's signing key, made on first use
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
@@ -63,6 +65,13 @@ MIGRATIONS: tuple[str, ...] = (
         FOREIGN KEY (round_id, position) REFERENCES round_items(round_id, position)
     );
     CREATE INDEX rounds_by_session ON rounds(session_id);
+    """,
+    # the site's own keys (the session cookie's signing key), kept with the rounds so a restart keeps sessions
+    """
+    CREATE TABLE keys (
+        name TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
     """,
 )
 
@@ -181,6 +190,13 @@ class Store:
         """The number of migrations applied."""
         with self._connect() as conn:
             return int(conn.execute("SELECT version FROM schema_version").fetchone()[0])
+
+    def key(self, name: str) -> bytes:
+        """The site's key `name`: 32 random bytes made on first use and kept in the database, so every process
+        serving this file, and every restart, signs with the same one."""
+        with self._transaction() as conn:
+            conn.execute("INSERT OR IGNORE INTO keys VALUES (?, ?)", (name, secrets.token_hex(32)))
+            return bytes.fromhex(conn.execute("SELECT value FROM keys WHERE name = ?", (name,)).fetchone()[0])
 
     def create_round(
         self, round_id: str, session_id: str, seed: int, model: str, items: Sequence[tuple[str, str]]
