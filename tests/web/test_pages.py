@@ -72,6 +72,36 @@ def test_server_side_sort_orders_rows_by_the_column_descending(client):
     assert ranked == sorted(scores, key=lambda m: -scores[m])
 
 
+def test_a_sort_column_the_category_view_does_not_show_is_refused(client):
+    refused = client.get("/?sort=task:cache-pairs&category=guard")
+    assert refused.status_code == 400
+    assert "is not on the guard view" in refused.text and "guard-injection" in refused.text
+    assert client.get("/?sort=category:cache&category=guard").status_code == 400
+    for shown in ("average", "category:guard", "task:guard-injection"):
+        assert client.get(f"/?sort={shown}&category=guard").status_code == 200
+
+
+def test_a_kind_filter_leaves_out_the_notes_about_the_rows_it_hides(client):
+    board = client.app.state.context.site.board()
+    named = {w.split(":", 1)[0] for w in board.warnings} & {r.model for r in board.rows}
+    if not named:
+        pytest.skip("the committed results have no note naming a row")
+    everything = html_text(client.get("/").text)
+    assert all(w in everything for w in board.warnings)
+    kinds = {r.model: r.kind for r in board.rows}
+    for kind in {*kinds.values(), "people"}:
+        page = html_text(client.get(f"/?kind={kind}").text)
+        for warning in board.warnings:
+            model = warning.split(":", 1)[0]
+            assert (warning in page) == (model not in kinds or kinds[model] == kind), (kind, warning[:60])
+
+
+def html_text(page: str) -> str:
+    import html
+
+    return html.unescape(page)
+
+
 def test_board_reads_without_javascript(client):
     page = client.get("/").text
     assert "<table" in page and 'src="/static/sort.js"' in page

@@ -135,13 +135,20 @@ def register(app: FastAPI, context: Context) -> None:
             raise PageError(400, f"unknown sort column {sort!r}; expected average, category:<name> or task:<name>")
         # Task columns only within one category: all 16 at once would not fit a screen (pick a category to see them).
         tasks = [t for t in board.tasks if category and board.task_categories[t] == category]
+        if category and sort.startswith(("task:", "category:")) and sort.split(":", 1)[1] not in (category, *tasks):
+            # sorting by a column the view does not show would order the rows by numbers nobody can see
+            raise PageError(400, f"sort column {sort!r} is not on the {category} view; sort by average, "
+                                 f"category:{category} or one of its tasks ({', '.join(tasks)}), or drop category")
         people = _people(context)
         rows = [r for r in board_rows(board, people, sort) if not kind or r["kind"] == kind]
+        hidden = {r.model for r in board.rows} - {r["model"] for r in rows}
+        # a note about a row the kind filter hides is left out with the row
+        warnings = [w for w in board.warnings if w.split(":", 1)[0] not in hidden]
         categories = [c for c in CATEGORIES if any(board.task_categories[t] == c for t in board.tasks)]
         return context.render(
             request, "board.html", board=board, rows=rows, tasks=tasks, categories=categories,
             shown_categories=[category] if category else categories, category=category, kind=kind, kinds=kinds,
-            sort=sort, playground_tasks=TASK_DECISION, people_note=_people_note(context, people),
+            sort=sort, playground_tasks=TASK_DECISION, people_note=_people_note(context, people), warnings=warnings,
             other_tasks=[t for t in board.tasks if t not in board.headline_tasks and t not in board.near_oracle_tasks],
         )
 
