@@ -21,10 +21,21 @@ from jevserve.sim.metrics import Slo
 
 
 def stub_app(*, fail_every: int = 0, hang: bool = False, error_event: dict | None = None,
-             models_status: int = 200, speedup: float | None = None) -> FastAPI:
+             models_status: int = 200, speedup: float | None = None, server_ttft_s: float | None = None) -> FastAPI:
     """Streams `max_tokens` one-word chunks, 1 ms apart; every `fail_every`-th request gets a 500; with
-    `error_event`, one chunk and then that event. `app.state.posts` counts the requests received."""
+    `error_event`, one chunk and then that event. `app.state.posts` counts the requests received. With
+    `server_ttft_s`, /metrics reports that TTFT for every request received, as vLLM's histogram does."""
     app = FastAPI()
+
+    if server_ttft_s is not None:
+        from fastapi.responses import PlainTextResponse
+
+        @app.get("/metrics")
+        async def metrics():
+            name, n = "vllm:time_to_first_token_seconds", app.state.posts
+            return PlainTextResponse(f"# TYPE {name} histogram\n{name}_bucket{{le=\"+Inf\"}} {n}\n"
+                                     f"{name}_count {n}\n{name}_sum {n * server_ttft_s}\n")
+
     app.state.posts = 0
     counter = itertools.count(1)
 
@@ -169,13 +180,34 @@ def test_the_command_line_writes_json_and_markdown_with_vllm_named_flags(tmp_pat
                      "95", "--save-result", "--result-dir", str(tmp_path), "--result-filename", "run.json",
                      "--disable-tqdm"])
     assert code == 0
-    data = json.loads((tmp_path / "run.json").read_text())
+    data = json.loads((tmp_path / "run.json").read_text(), parse_constant=_refuse)  # standard JSON: no NaN
     assert (data["completed"], data["failed"], data["failures"]) == (38, 2, {"http 500: boom": 2})
+    assert not {"max_wait_s", "long_wait_p999_s", "num_preemptions"} & set(data)  # the engine's, not a client's
     assert data["model"] == "stub" and data["arrival_process"] == "gamma" and data["slo"] == {"ttft": 500, "tpot": 50}
     assert math.isfinite(data["ttft_ms"]["p99"]) and "p95" in data["percentiles_ms"]["ttft"]
     assert len(data["requests"]) == 40 and data["requests_time_unit"].startswith("wall seconds")
     assert "| failed: http 500: boom | 2 |" in (tmp_path / "run.md").read_text()
     assert "SLO attainment" in capsys.readouterr().out
+
+
+def test_a_client_ttft_far_above_the_servers_own_is_called_out(tmp_path, capsys):
+    argv = ["--random-input-len", "4", "--random-output-len", "3", "--num-prompts", "20", "--request-rate", "inf",
+            "--speedup", "100", "--save-result", "--result-dir", str(tmp_path), "--disable-tqdm"]
+    with Served(stub_app(server_ttft_s=0.0001)) as url:  # the server: 0.1 ms; the client, x100: several ms more
+        assert main(["loadgen", "--base-url", url, "--dataset-name", "random", *argv,
+                     "--result-filename", "far.json"]) == 0
+    err = capsys.readouterr().err
+    assert "note: the server's /metrics put these requests' mean TTFT at 0.1 ms" in err and "lower --speedup" in err
+    assert json.loads((tmp_path / "far.json").read_text())["server_mean_ttft_ms"] == pytest.approx(0.1)
+    with Served(stub_app()) as url:  # no /metrics: nothing to compare, nothing said, the replay unharmed
+        assert main(["loadgen", "--base-url", url, "--dataset-name", "random", *argv,
+                     "--result-filename", "none.json"]) == 0
+    assert "/metrics" not in capsys.readouterr().err
+    assert json.loads((tmp_path / "none.json").read_text())["server_mean_ttft_ms"] is None
+
+
+def _refuse(constant: str) -> None:
+    raise ValueError(f"{constant} is not standard JSON")
 
 
 def _exit_code(argv: list[str]) -> int:

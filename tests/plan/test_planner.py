@@ -40,3 +40,15 @@ def test_bad_plan_inputs_name_the_option(kwargs, message):
     capacity = CapacityModel(make_workload(), make_profile(), EngineConfig(), ttft_slo_s=1.0).capacity()
     with pytest.raises(PlanError, match=message):
         plan_replicas(**{"rate_rps": 10, "capacity": capacity, **kwargs})
+
+
+def test_no_replica_is_planned_above_max_load_of_its_bound():
+    capacity = CapacityModel(make_workload(), make_profile(), EngineConfig(), ttft_slo_s=10.0).capacity()
+    bound = capacity.bound.rate_rps
+    assert capacity.slo_rate_rps >= 0.98 * bound  # a loose SLO: only the bound limits
+    rate = 4 * 0.97 * bound  # four replicas at 97% of the bound each
+    default = plan_replicas(rate, capacity)
+    assert default.replicas == 5 and default.utilisation <= 0.9 and default.limited_by == "stability bound"
+    assert plan_replicas(rate, capacity, max_load=1.0).replicas == 4
+    with pytest.raises(PlanError, match="--max-load 0"):
+        plan_replicas(rate, capacity, max_load=0.0)

@@ -175,6 +175,29 @@ def test_a_short_run_says_its_keeps_up_verdict_may_only_mean_it_is_short(capsys)
     assert main(["sim", "run", "--num-requests", "200", "--rate", "30"]) == 0  # 6 % of the bound: it keeps up
     out = capsys.readouterr().out
     assert "keeps_up: False" in out and "may say only that the run is short" in out
-    long_run = [SimpleNamespace(arrival_s=float(i), e2el_s=1.0) for i in range(100)]  # second half: 49.5 s
+    long_run = [SimpleNamespace(arrival_s=float(i), e2el_s=1.0) for i in range(1000)]  # second half: 499.5 s
     assert too_short_to_tell(long_run) is None
     assert "under five median E2E latencies" in too_short_to_tell(long_run[:8])
+    # long enough in latencies, but 50 arrivals in the half: 1 in flight, a chance swing of 3 > 5% of 50
+    assert "swings by about 3 by chance, more than 5% of the arrivals" in too_short_to_tell(long_run[:100])
+
+
+def test_a_steady_run_at_low_load_is_not_called_behind_without_a_note(capsys):
+    # at 10 req/s one replica runs at 6% of its bound; 200 requests put ~13 in flight against a 5% tolerance of ~5
+    assert main(["sim", "run", "--num-requests", "200", "--rate", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "keeps_up: True" in out or "whose count swings" in out
+
+
+def test_a_run_summary_is_standard_json_and_names_what_was_run(tmp_path):
+    def refuse(constant):
+        raise ValueError(f"{constant} is not standard JSON")
+
+    out = tmp_path / "run.json"
+    # two requests: the second half of arrivals has one, so several of the summary's numbers are undefined
+    assert main(["sim", "run", "--num-requests", "2", "--rate", "5", "--json", str(out)]) == 0
+    data = json.loads(out.read_text(), parse_constant=refuse)
+    inputs = data["inputs"]
+    assert (inputs["rate_rps"], inputs["policy"], inputs["seed"], inputs["num_requests"]) == (5.0, "fcfs", 0, 2)
+    assert inputs["slo"]["ttft_ms"] == 1000 and inputs["profile"] == "qwen3-8b-h200"
+    assert data["completion_ratio"] is None  # undefined, written as null

@@ -6,7 +6,6 @@ where it has them (`--base-url`, `--backend`, `--endpoint`, `--model`, `--datase
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from datetime import UTC, datetime
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from jevserve import json_report
 from jevserve.argtypes import check_writable, percentile_list, positive_float, positive_int
 from jevserve.argtypes import port as port_arg
 from jevserve.argtypes import seed as seed_arg
@@ -190,7 +190,7 @@ def _write_result(path: Path, data: dict, results: list[RequestResult], table: s
                         for r in results]
     # the summary is in engine time (wall times multiplied by --speedup); the entries above are as measured
     data["requests_time_unit"] = "wall seconds, not multiplied by speedup"
-    path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    path.write_text(json_report.dumps(data, indent=1, default=str) + "\n")
     path.with_suffix(".md").write_text(table)
     print(f"result: {path} and {path.with_suffix('.md')}" + (" (interrupted: partial)" if interrupted else ""),
           file=sys.stderr)
@@ -203,6 +203,7 @@ def _cmd_loadgen(args: argparse.Namespace) -> int:
 
     from jevserve.loadgen.report import build_report, markdown, report_dict
     from jevserve.loadgen.run import replay
+    from jevserve.loadgen.server_metrics import disagreement, read_server_ttft, server_mean_ttft_ms
     from jevserve.sim.metrics import Slo
 
     date = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
@@ -228,6 +229,7 @@ def _cmd_loadgen(args: argparse.Namespace) -> int:
     goals = dict(args.goodput or [("ttft", 1000.0)])
     slo = Slo(goals.get("ttft"), goals.get("tpot"), goals.get("e2el"))
     endpoint = args.endpoint or BACKENDS[args.backend]
+    server_before = read_server_ttft(url)
     bar = tqdm(total=len(requests), unit="req", desc="loadgen", disable=args.disable_tqdm)
     results, interrupted = asyncio.run(replay(
         requests, url=url + endpoint, model=model, chat=args.backend == "openai-chat",
@@ -236,14 +238,21 @@ def _cmd_loadgen(args: argparse.Namespace) -> int:
     bar.close()
     report = build_report(results, slo=slo, speedup=args.speedup, interrupted=interrupted,
                           percentiles=args.metric_percentiles)
+    server_after = read_server_ttft(url) if server_before is not None else None
+    server_ms = server_mean_ttft_ms(server_before, server_after)
     settings = {"date": date, "base_url": url, "endpoint": endpoint,
                 "backend": args.backend, "model": model, "dataset_name": args.dataset_name,
                 "request_rate": args.request_rate if math.isfinite(args.request_rate) else "inf",
                 "arrival_process": process if math.isfinite(args.request_rate) else "all at once",
                 "burstiness": args.burstiness, "max_concurrency": args.max_concurrency, "seed": args.seed,
-                "speedup": args.speedup, "slo": goals}
+                "speedup": args.speedup, "slo": goals, "server_mean_ttft_ms": server_ms}
     table = markdown(report, settings)
     print(table, end="")
+    if report.summary is not None:
+        note = disagreement(report.summary.ttft_ms.mean, server_ms, server_after.lag_s if server_after else None,
+                            args.speedup)
+        if note:
+            print(note, file=sys.stderr)
     if path is not None or interrupted:
         _write_result(path or _result_path(args, date), report_dict(report, settings), results, table, interrupted)
     if interrupted:

@@ -84,7 +84,10 @@ def report_dict(report: LoadgenReport, settings: dict) -> dict:
            "interrupted": report.interrupted, "slo_attainment_all": report.attainment_all,
            "percentiles_ms": report.percentiles}
     if report.summary is not None:
-        out.update(report.summary.as_dict())
+        # the summary is the simulator's; what a client cannot see (the engine's wait before admission, its
+        # preemptions) is left out rather than written as a measured 0 or NaN
+        unseen = ("max_wait_s", "long_wait_p999_s", "num_preemptions")
+        out.update({k: v for k, v in report.summary.as_dict().items() if k not in unseen})
     return out
 
 

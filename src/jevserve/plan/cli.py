@@ -31,7 +31,12 @@ def _common(p: argparse.ArgumentParser, *, num_requests: int) -> None:
     p.add_argument("--attainment", type=float, default=0.9,
                    help="share of requests that must meet the SLO (default: %(default)s)")
     p.add_argument("--gpus-per-replica", type=int, default=1,
-                   help="GPUs one replica uses (tensor parallel; default: %(default)s)")
+                   help="GPUs one replica uses, for the GPU count only (default: %(default)s): a replica's speed and "
+                   "KV memory come from its --profile, so a tensor-parallel replica needs a profile of the whole "
+                   "replica (docs/capacity.md, \"A profile of your own\")")
+    p.add_argument("--max-load", type=float, default=0.9,
+                   help="the most of its stability bound a replica is planned at (default: %(default)s: the model's "
+                   "bound is within 10%% of the simulator's, docs/capacity.md)")
     add_replica_arguments(p)
 
 
@@ -212,8 +217,12 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
     if args.rate is None:
         raise PlanError("--rate is required: the total request rate to serve, e.g. `jevserve plan --rate 500`")
-    if args.slo_tpot_ms is not None or args.slo_e2el_ms is not None:
-        print("note: the model plans for the TTFT target only; TPOT and E2E targets are ignored", file=sys.stderr)
+    ignored = [f"{name} <= {value:g} ms" for name, value in (("TPOT", args.slo_tpot_ms), ("E2E", args.slo_e2el_ms))
+               if value is not None]
+    if ignored:
+        print(f"note: the model plans for the TTFT target only; {' and '.join(ignored)} is not planned for: check "
+              "the answer with `jevserve sim run` or `jevserve plan table`, which simulate every target",
+              file=sys.stderr)
     unmodelled = _unmodelled_engine_options(args)
     if unmodelled:
         print(f"note: the analytic model does not read {', '.join(unmodelled)}: the answer is the same without "
@@ -221,7 +230,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     requests = _requests(args)
     plan = plan_for(args.rate, requests, load_profile(args.profile), engine_config_from_args(args),
                     ttft_slo_s=args.slo_ttft_ms / 1000, attainment_target=args.attainment,
-                    decision_delay_s=args.decision_delay_ms / 1000, gpus_per_replica=args.gpus_per_replica)
+                    decision_delay_s=args.decision_delay_ms / 1000, gpus_per_replica=args.gpus_per_replica,
+                    max_load=args.max_load)
     print(plan_text(plan, workload=f"{args.workload}: {_describe(requests)}", slo_ms=args.slo_ttft_ms))
     return 0
 

@@ -33,10 +33,17 @@ def plan_text(plan: Plan, *, workload: str, slo_ms: float) -> str:
 def _limit(plan) -> str:
     """What sets the replica count: one replica is the least there is, so a load it carries with room to spare is
     limited by nothing yet (saying "the stability bound" at 6 % of it misled)."""
-    per_replica_limit = min(plan.capacity.slo_rate_rps, plan.capacity.bound.rate_rps)
+    per_replica_limit = min(plan.capacity.slo_rate_rps, plan.max_load * plan.capacity.bound.rate_rps)
     if plan.replicas == 1 and plan.per_replica_rate_rps < per_replica_limit:
-        return f"one replica is the least, with room for {per_replica_limit:.3g} req/s ({plan.limited_by} first)"
-    return f"limited by the {plan.limited_by}"
+        return f"one replica is the least, with room for {per_replica_limit:.3g} req/s ({_named(plan)} first)"
+    flag = " (--max-load)" if plan.limited_by == "stability bound" and plan.max_load < 1 else ""
+    return f"limited by {_named(plan)}{flag}"
+
+
+def _named(plan) -> str:
+    if plan.limited_by != "stability bound":
+        return f"the {plan.limited_by}"
+    return "the stability bound" if plan.max_load >= 1 else f"{100 * plan.max_load:g}% of the stability bound"
 
 
 def _pct_diff(model: float, measured: float) -> str:
@@ -89,7 +96,13 @@ def deployment_table(rows: list[dict]) -> str:
         if below is not None:
             fewer = f"{100 * below:.1f}%"
         else:
-            fewer = "not run: unstable" if n is not None and n - 1 < r["stable_replicas"] else "—"
+            floor = r.get("floor_replicas", r["stable_replicas"])
+            if n is None or n - 1 >= floor:
+                fewer = "—"
+            elif n - 1 < r["stable_replicas"]:
+                fewer = "not run: unstable"
+            else:
+                fewer = f"not run: over {100 * r.get('max_load', 1):g}% of the bound"
         lines.append(
             f"| {r['profile']} | {r['policy']} | {r['stable_replicas']} | {r['analytic_replicas']} | {found} | "
             f"{'—' if n is None else n * r['gpus_per_replica']} | {'—' if at is None else f'{100 * at:.1f}%'} | "

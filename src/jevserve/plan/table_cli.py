@@ -40,6 +40,7 @@ def run_table(args: argparse.Namespace, requests) -> int:
     from jevserve.plan.planner import CapacityModel, plan_replicas
     from jevserve.plan.report import deployment_table, write_section
     from jevserve.plan.table import TableContext, parse_policy, search_replicas, simulated_attainment
+    from jevserve.serving.registry import reads_predictions
     from jevserve.sim.engine_args import engine_config_from_args, slo_from_args
     from jevserve.sim.profile import load_profile
     from jevserve.sim.workloads.predictions import noisy_oracle
@@ -52,7 +53,9 @@ def run_table(args: argparse.Namespace, requests) -> int:
     for text in args.policies:  # names checked when the arguments were parsed
         choice = parse_policy(text, aging_s=args.aging_s, decision_delay_s=args.decision_delay_ms / 1000)
         policies[choice.label] = choice
-    requests, tau = noisy_oracle(list(requests), kendall_tau=args.oracle_tau, seed=args.workload_seed)
+    tau = None  # predictions are drawn only for a policy that reads them (a constant-length workload has none)
+    if any(reads_predictions(choice.name) for choice in policies.values()):
+        requests, tau = noisy_oracle(list(requests), kendall_tau=args.oracle_tau, seed=args.workload_seed)
     ctx = TableContext(tuple(requests), profiles, policies, config, slo, args.rate, args.router, 256.0)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / ("table-" + _fingerprint({
@@ -65,17 +68,22 @@ def run_table(args: argparse.Namespace, requests) -> int:
             model = CapacityModel(requests, profile, config, ttft_slo_s=slo.ttft_ms / 1000,
                                   decision_delay_s=choice.decision_delay_s)
             capacity = model.capacity(args.attainment)
-            analytic = plan_replicas(args.rate, capacity, gpus_per_replica=args.gpus_per_replica).replicas
+            analytic = plan_replicas(args.rate, capacity, gpus_per_replica=args.gpus_per_replica,
+                                      max_load=args.max_load).replicas
             stable = math.ceil(args.rate / capacity.bound.rate_rps * (1 - 1e-12))
+            # a finite run close to saturation can meet the target before its queue has grown: the search goes no
+            # lower than the count that keeps each replica within --max-load of its bound, as the analytic plan does
+            floor = math.ceil(args.rate / (args.max_load * capacity.bound.rate_rps) * (1 - 1e-12))
             found, probes = None, {}
             if not args.no_simulate:
                 with tqdm(desc=f"{name} {label}", unit="probe") as bar:
                     attainment = simulated_attainment(name, label, ctx, seeds=args.seeds, results_path=path,
                                                       jobs=args.jobs)
                     found, probes = search_replicas(
-                        attainment, analytic, args.attainment, floor=stable,
+                        attainment, analytic, args.attainment, floor=floor,
                         on_probe=lambda n, a, bar=bar: (bar.update(), bar.set_postfix(n=n, att=a)))
             rows.append({"profile": name, "policy": label, "analytic_replicas": analytic, "stable_replicas": stable,
+                         "floor_replicas": floor, "max_load": args.max_load,
                          "simulated_replicas": found, "probes": {str(k): v for k, v in probes.items()},
                          "gpus_per_replica": args.gpus_per_replica})
     table = deployment_table(rows)
@@ -91,8 +99,8 @@ def run_table(args: argparse.Namespace, requests) -> int:
             f"{100 * args.attainment:g}% of requests; engine max_num_seqs={config.max_num_seqs}, "
             f"max_num_batched_tokens={config.max_num_batched_tokens}",
             f"- simulated clusters: router {args.router}, arrival seeds {list(args.seeds)} (attainment is their mean); "
-            f"plf predictions: noisy oracle, Kendall tau {tau:.3f}; aging {args.aging_s:g} s; plf decision delay "
-            f"{args.decision_delay_ms:g} ms",
+            + (f"plf predictions: noisy oracle, Kendall tau {tau:.3f}; aging {args.aging_s:g} s; plf decision delay "
+             f"{args.decision_delay_ms:g} ms" if tau is not None else "no policy reads predictions"),
             f"- run time: {summary['wall_s']:.0f} s wall for this command (cached runs are reused)", "", table])
         write_section(args.doc, args.section, body)
         print(f"report: {args.doc} (section {args.section!r})")

@@ -147,7 +147,9 @@ def _outputs_writable(**paths: Path | None) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    import json
+    import dataclasses
+
+    from jevserve import json_report
 
     _outputs_writable(step_log=args.step_log, json=args.json)
 
@@ -171,6 +173,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     # a trace's rows are all sent (--num-requests is refused beside one), with its own send times if asked for
     requests = load_workload(args, seed=args.seed, split=args.split, whole_trace=True,
                              need_arrival=args.arrivals == "trace")
+    if args.arrivals != "trace" and args.workload not in ("sharegpt", "synthetic") and \
+            len({r.arrival_s for r in requests}) > 1:
+        print(f"note: the trace's own send times are replaced by {args.arrivals} arrivals at {args.rate:g} req/s; "
+              "pass --arrivals trace to replay them", file=sys.stderr)
     if args.arrivals != "trace":
         requests = with_arrivals(requests, make_arrivals(args.arrivals, len(requests), args.rate, args.seed,
                                                          cv=gamma_cv(args.arrivals, args.cv)))
@@ -186,8 +192,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     work = WorkCounter(profile.step_time)
     _, recorder = simulate(requests, profile, policy, engine_config_from_args(args),
                            observers=(work, logger) if logger else (work,))
-    summary = SimulationSummary(summarize_recorded(recorder, slo_from_args(args)), recorder.num_steps,
+    slo = slo_from_args(args)
+    summary = SimulationSummary(summarize_recorded(recorder, slo), recorder.num_steps,
                                 recorder.num_rejected, keep_up(recorder.records)).as_dict()
+    slo_text = " and ".join(f"{name} <= {value:g}" for name, value in dataclasses.asdict(slo).items()
+                            if value is not None)
+    print(f"run: {len(requests)} requests, {args.arrivals} arrivals"
+          + (f" at {args.rate:g} req/s" if args.arrivals != "trace" else " at the trace's times")
+          + f", policy {args.policy}, profile {profile.name}, seed {args.seed}; SLO {slo_text} (slo_attainment: the "
+          "share of requests meeting all of it)")
     for key, value in summary.items():
         if isinstance(value, dict):
             print(f"{key:>20}: " + "  ".join(f"{k} {v:.1f}" for k, v in value.items()))
@@ -207,7 +220,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
         logger.write_csv(args.step_log)
         print(f"step log: {len(logger.rows)} rows -> {args.step_log}")
     if args.json is not None:
-        args.json.write_text(json.dumps(summary, indent=1) + "\n")
+        # what the run was, so that saved summaries can be told apart and rerun
+        summary["inputs"] = {
+            "num_requests": len(requests),
+            "workload": args.workload, "arrivals": args.arrivals, "rate_rps": args.rate, "policy": args.policy,
+            "profile": profile.name, "seed": args.seed, "slo": dataclasses.asdict(slo),
+            "engine": dataclasses.asdict(engine_config_from_args(args)),
+        }
+        args.json.write_text(json_report.dumps(summary, indent=1) + "\n")
     return 0
 
 

@@ -85,7 +85,8 @@ def load_profile(name_or_path: str | Path) -> Profile:
     path = Path(name_or_path)
     if path.suffix == ".toml" or path.exists():
         if not path.is_file():
-            raise ProfileError(f"profile file {str(path)!r} does not exist; give a .toml path or one of: "
+            raise ProfileError(f"profile file {str(path)!r} {'is a folder' if path.is_dir() else 'does not exist'}; "
+                               "give a .toml path or one of: "
                                f"{', '.join(shipped_profile_names())}")
         text, origin = path.read_text(), str(path)
     else:

@@ -72,16 +72,32 @@ def keep_up(records: Sequence[RequestRecord], tol: float = KEEP_UP_TOLERANCE) ->
     return KeepUp(margin >= 0, float(ratio), growth, float(margin))
 
 
-def too_short_to_tell(records: Sequence[RequestRecord]) -> str | None:
-    """Why the steady-state verdict cannot tell, or None: its second half of arrivals lasts under five median E2E
-    latencies, so the requests still running at its end count against completions whatever the backlog does."""
+def too_short_to_tell(records: Sequence[RequestRecord], tol: float = KEEP_UP_TOLERANCE) -> str | None:
+    """Why the steady-state verdict cannot tell, or None. Two ways a run is too short for the completion test:
+
+    - its second half of arrivals lasts under five median E2E latencies, so the requests still running at its end
+      count against completions whatever the backlog does;
+    - its second half has too few arrivals for a `tol` test: the test compares the requests in flight at the half's
+      start and end, about lambda x mean E2E each (Little's law), and their count swings by chance by about
+      2 sqrt(2 x that) (a Poisson count, two of them, two sigma) even in a steady state; when that swing exceeds
+      `tol` of the arrivals, a steady engine fails the test by chance (at 10 req/s with 1.3 s E2E latencies, 100
+      arrivals in the half are too few: 13 in flight, a swing of 10, against a tolerance of 5).
+    """
     if len(records) < 4:
         return "fewer than 4 requests"
     arrival = np.array([r.arrival_s for r in records])
+    e2el = np.array([r.e2el_s for r in records])
     half = (arrival.max() - arrival.min()) / 2
-    latency = float(np.median([r.e2el_s for r in records]))
+    latency = float(np.median(e2el))
     if half < 5 * latency:
         return f"its second half of arrivals lasts {half:.1f} s, under five median E2E latencies ({latency:.1f} s)"
+    arrived = int(np.count_nonzero(arrival >= arrival.min() + half))
+    in_flight = arrived / half * float(np.mean(e2el))
+    swing = 2 * math.sqrt(2 * in_flight)
+    if swing > tol * arrived:
+        return (f"its second half has {arrived} arrivals with about {in_flight:.0f} requests in flight at a time, "
+                f"whose count swings by about {swing:.0f} by chance, more than {100 * tol:g}% of the arrivals "
+                f"({tol * arrived:.0f})")
     return None
 
 

@@ -53,7 +53,8 @@ def write_steplog(rows: list[tuple], path: Path) -> None:
 def read_steplog(path: Path) -> np.ndarray:
     """Rows of a step-log CSV as an (n, 5) float array, every value checked."""
     if not path.is_file():
-        raise TraceError(f"step log {str(path)!r} does not exist; write one with `jevserve sim run --step-log FILE`")
+        what = "is a folder" if path.is_dir() else "does not exist"
+        raise TraceError(f"step log {str(path)!r} {what}; write one with `jevserve sim run --step-log FILE`")
     try:
         return _read_steplog(path)
     except UnicodeDecodeError as exc:

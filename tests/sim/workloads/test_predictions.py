@@ -45,3 +45,22 @@ def test_a_perfect_oracle_predicts_the_true_lengths():
     requests = sample_sharegpt(50, seed=0, split="test")
     predicted, tau = noisy_oracle(requests, kendall_tau=1.0, seed=0)
     assert tau == 1.0 and all(r.predicted_output_tokens == r.num_output_tokens for r in predicted)
+
+
+def _requests_with_outputs(lengths):
+    return [Request(f"r{i}", 0.0, 100, n) for i, n in enumerate(lengths)]
+
+
+def test_a_noisy_oracle_on_equal_output_lengths_is_refused_with_what_to_do():
+    with pytest.raises(WorkloadError, match=r"every request's output length is 300 tokens.*oracle tau of 1"):
+        noisy_oracle(_requests_with_outputs([300] * 40), kendall_tau=0.6)
+    exact, tau = noisy_oracle(_requests_with_outputs([300] * 40), kendall_tau=1.0)
+    assert tau == 1.0 and {r.predicted_output_tokens for r in exact} == {300.0}
+
+
+def test_a_tau_that_ties_put_out_of_reach_is_refused_naming_the_highest():
+    lengths = [100] * 30 + [200] * 30 + [300]  # tau-b with these ties cannot reach 0.99
+    with pytest.raises(WorkloadError, match=r"out of reach.*highest tau a noisy oracle reaches is 0\.\d+"):
+        noisy_oracle(_requests_with_outputs(lengths), kendall_tau=0.99)
+    _, tau = noisy_oracle(_requests_with_outputs(lengths), kendall_tau=0.3)
+    assert tau == pytest.approx(0.3, abs=0.02)

@@ -14,6 +14,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from jevserve import json_report
 from jevserve.argtypes import check_writable, kendall_tau, nonnegative_float, positive_float, positive_int
 from jevserve.argtypes import seed as seed_arg
 from jevserve.sim.argtypes import arrivals_arg, gamma_cv
@@ -166,7 +167,7 @@ def run_cluster_command(args: argparse.Namespace, config, slo) -> int:
         "default_output_tokens": args.default_output_tokens, "wall_s": time.perf_counter() - started,
     }
     summary_path = args.out / f"summary-{args.section}.json"
-    summary_path.write_text(json.dumps({"meta": meta, "aggregate": agg}, indent=1, default=str) + "\n")
+    summary_path.write_text(json_report.dumps({"meta": meta, "aggregate": agg}, indent=1, default=str) + "\n")
     print(f"summary: {summary_path}")
     for router, data in agg["routers"].items():
         value, qualifier = data["goodput_rps"]
@@ -177,8 +178,9 @@ def run_cluster_command(args: argparse.Namespace, config, slo) -> int:
                      if e.get("keeps_up") is None})
     if untold:
         print(f"note: at {', '.join(f'{r:g}' for r in untold)} req/s the runs are too short to tell whether the "
-              "cluster keeps up (their second half of arrivals lasts under five median end-to-end latencies, and the "
-              "waiting queue does not grow); the goodput gives them the doubt; rerun with more --num-requests to know",
+              "cluster keeps up (their second half of arrivals lasts under five median end-to-end latencies or holds "
+              "too few arrivals for a 5% test, and the waiting queue does not grow); the goodput gives them the "
+              "doubt; rerun with more --num-requests to know",
               file=sys.stderr)
     if args.doc is not None:
         images = plot(agg, args.img_dir, args.section)

@@ -174,7 +174,8 @@ def section_text(agg: dict, meta: dict, images: list[Path], doc: Path) -> str:
         "Keeps up: over the second half of the arrivals, completions keep pace and the waiting queue does not grow, "
         "for every seed (`jevserve.sim.steady`); no: the cluster falls behind, and the goodput below does not count "
         "that rate; –: a run too short for the completion test (its second half of arrivals lasts under five median "
-        "end-to-end latencies) whose waiting queue does not grow, which cannot tell, and is given the doubt.",
+        "end-to-end latencies, or holds too few arrivals for the requests in flight to be counted within 5%) whose "
+        "waiting queue does not grow, which cannot tell, and is given the doubt.",
         "",
         goodput_table(agg),
         "",

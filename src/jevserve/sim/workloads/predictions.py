@@ -17,7 +17,8 @@ from jevserve.sim.errors import WorkloadError
 def read_predictions(path: Path) -> dict[str, float]:
     """`{request_id: predicted_tokens}` from JSONL lines `{"request_id": ..., "predicted_tokens": ...}`."""
     if not path.is_file():
-        raise WorkloadError(f"predictions file {str(path)!r} does not exist")
+        what = "is a folder; give a .jsonl file" if path.is_dir() else "does not exist"
+        raise WorkloadError(f"predictions file {str(path)!r} {what}")
     out: dict[str, float] = {}
     for line_no, line in enumerate(path.read_text().splitlines(), start=1):
         if not line.strip():
@@ -59,11 +60,24 @@ def noisy_oracle(requests: list[Request], *, kendall_tau: float = 0.6, seed: int
     if kendall_tau == 1:  # a perfect oracle: the true lengths (no noise level reaches tau 1 exactly)
         exact = [dataclasses.replace(r, predicted_output_tokens=float(t)) for r, t in zip(requests, true, strict=True)]
         return exact, 1.0
+    if np.unique(true).size < 2:
+        raise WorkloadError(
+            f"every request's output length is {true[0]:g} tokens, so no prediction can rank them (Kendall's tau is "
+            "undefined); pass an oracle tau of 1 (predictions equal the true lengths) or a workload whose output "
+            "lengths vary"
+        )
     noise = np.random.default_rng(seed).standard_normal(true.size)  # drawn once: tau falls as sigma grows
 
     def tau_at(sigma: float) -> float:
         return float(stats.kendalltau(true, np.log(true) + sigma * noise).statistic)
 
+    highest = tau_at(1e-6)  # tied true lengths cap tau-b below 1 however little noise there is
+    if highest < kendall_tau:
+        raise WorkloadError(
+            f"kendall_tau={kendall_tau:g} is out of reach on these requests: {true.size - np.unique(true).size} of "
+            f"{true.size} share an output length with another, and the highest tau a noisy oracle reaches is "
+            f"{highest:.3f}; ask for at most that, or 1 (predictions equal the true lengths)"
+        )
     sigma = optimize.brentq(lambda s: tau_at(s) - kendall_tau, 1e-6, 50.0, xtol=1e-6)
     predicted = true * np.exp(sigma * noise)
     out = [dataclasses.replace(r, predicted_output_tokens=float(p)) for r, p in zip(requests, predicted, strict=True)]

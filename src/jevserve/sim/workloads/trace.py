@@ -64,7 +64,8 @@ def _row_to_request(row: dict, index: int, where: str, *, need_arrival: bool) ->
 def read_trace(path: Path, *, need_arrival: bool = True) -> list[Request]:
     """Requests from a `.jsonl` or `.csv` trace, sorted by arrival time."""
     if not path.is_file():
-        raise TraceError(f"trace file {str(path)!r} does not exist")
+        what = "is a folder; give a .jsonl or .csv file" if path.is_dir() else "does not exist"
+        raise TraceError(f"trace file {str(path)!r} {what}")
     try:
         return _read_trace(path, need_arrival=need_arrival)
     except UnicodeDecodeError as exc:

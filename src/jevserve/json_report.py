@@ -1,0 +1,30 @@
+"""JSON for the reports commands write (sim, cluster and loadgen summaries): standard JSON, which has no NaN.
+
+Python's json writes float('nan') as a bare NaN, which JavaScript's JSON.parse, jq and most other parsers reject, so
+a report with an undefined number (a maximum over no requests, an interval over one draw) could not be read outside
+Python. Undefined and infinite numbers are written as null; the report's prose says what a missing number means.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+
+def finite_or_null(value: Any) -> Any:
+    """`value` with every NaN and infinity, at any depth, replaced by None (numpy scalars become Python ones)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_or_null(v) for v in value]
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 1) == 0:  # numpy scalars
+        return finite_or_null(value.item())
+    return value
+
+
+def dumps(value: Any, **kwargs: Any) -> str:
+    """`json.dumps` of `value` as standard JSON: NaN and infinities as null, and a failure if any is left."""
+    return json.dumps(finite_or_null(value), allow_nan=False, **kwargs)

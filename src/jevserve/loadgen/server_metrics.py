@@ -1,0 +1,74 @@
+"""What the server says about the same requests: its own TTFT histogram (vLLM's and `jevserve engine`'s
+`vllm:time_to_first_token_seconds` on /metrics), read before and after a replay.
+
+A load generator measures TTFT at the client, which adds HTTP, event handling and, on a host too slow for the
+engine's `--speedup`, the engine's own lateness (every wall-clock cost is multiplied by the speedup). When the two
+disagree by much, the client's figure describes the host more than the engine; the replay says so instead of
+reporting it silently.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+TTFT_METRIC = "vllm:time_to_first_token_seconds"
+LAG_METRIC = "jevserve:engine_lag_seconds"
+# the client's mean TTFT over the server's is called out past both: twice the server's, and 50 ms of engine time
+FAR_RATIO, FAR_MS = 2.0, 50.0
+
+
+@dataclass(frozen=True)
+class ServerTtft:
+    """The server's cumulative TTFT histogram sum and count (seconds, requests) and its lag gauge, if any."""
+
+    sum_s: float
+    count: float
+    lag_s: float | None
+
+
+def read_server_ttft(base_url: str, timeout_s: float = 5.0) -> ServerTtft | None:
+    """The server's TTFT totals from `base_url`/metrics, or None where it has no such metric (not a vLLM-style
+    server, or unreachable): the comparison is a courtesy, never a reason to fail a replay."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        response = httpx.get(f"{base_url}/metrics", timeout=timeout_s)
+        if response.status_code != 200:
+            return None
+        total_s = count = 0.0
+        lag_s, seen = None, False
+        for family in text_string_to_metric_families(response.text):
+            for sample in family.samples:
+                if sample.name == f"{TTFT_METRIC}_sum":
+                    total_s, seen = total_s + sample.value, True
+                elif sample.name == f"{TTFT_METRIC}_count":
+                    count += sample.value
+                elif sample.name == LAG_METRIC:
+                    lag_s = max(lag_s or 0.0, sample.value)
+    except (httpx.HTTPError, ValueError):
+        return None
+    return ServerTtft(total_s, count, lag_s) if seen else None
+
+
+def server_mean_ttft_ms(before: ServerTtft | None, after: ServerTtft | None) -> float | None:
+    """The server's mean TTFT over the requests it finished between the two readings, in its own clock's ms."""
+    if before is None or after is None or after.count <= before.count:
+        return None
+    return 1000 * (after.sum_s - before.sum_s) / (after.count - before.count)
+
+
+def disagreement(
+    client_mean_ms: float, server_mean_ms: float | None, lag_s: float | None, speedup: float
+) -> str | None:
+    """A note when the client's mean TTFT is far above the server's for the same requests, else None."""
+    if server_mean_ms is None or math.isnan(client_mean_ms):
+        return None
+    if client_mean_ms < FAR_RATIO * server_mean_ms or client_mean_ms - server_mean_ms < FAR_MS:
+        return None
+    lag = f"; the engine's last step started {lag_s:.2f} s of engine time late" if lag_s else ""
+    return (f"note: the server's /metrics put these requests' mean TTFT at {server_mean_ms:.1f} ms and this client "
+            f"measured {client_mean_ms:.1f} ms: the {client_mean_ms - server_mean_ms:.0f} ms between them is spent "
+            f"outside the engine's steps (HTTP, the client, and, at --speedup {speedup:g}, a host too slow to keep "
+            f"the engine's clock{lag}); lower --speedup or --request-rate to measure the engine")
