@@ -469,3 +469,24 @@ def test_a_window_read_in_context_costs_its_texts_pass_once_not_a_pass_of_its_ow
     in_context = batcher_module.work_units(asked, in_context=True)
     assert in_context == pytest.approx(batcher_module.work_units(asked[:1]) + 2 * batcher_module.QUESTION_UNITS)
     assert batcher_module.work_units(asked) > in_context  # a backend that reads windows alone runs each
+
+
+def test_no_retry_hint_reaches_the_sdks_thirty_second_give_up(monkeypatch):
+    from jevserve.decide import batcher as batcher_module
+
+    monkeypatch.setattr(batcher_module, "_now", lambda: 0.0)
+
+    async def scenario():
+        backend = FakeBackend()
+        batcher = Batcher(backend, max_batch=8, max_wait_ms=0, max_queue=4)
+        submitted = await held_with_three_queued(batcher, backend)
+        batcher._seconds_per_item = 20.0  # slow enough that the work ahead is minutes
+        with pytest.raises(OverloadedError) as info:
+            batcher.check_room(4)
+        backend.release.set()
+        await asyncio.gather(*submitted)
+        await batcher.close()
+        return info.value
+
+    refused = asyncio.run(scenario())
+    assert refused.retry_after_s == batcher_module.MAX_RETRY_AFTER_S < 30

@@ -150,6 +150,8 @@ def test_unknown_route_and_wrong_method_get_json_errors():
         assert c.get("/v2/other").json()["detail"]["error_type"] == "not_found"
         r = c.get("/v1/systemone")
     assert r.status_code == 405 and r.headers["content-type"].startswith("application/json")
+    # the route is there: the message says the method is wrong and which one to send, not "no route"
+    assert r.json()["detail"]["message"] == "/v1/systemone does not take GET; send POST"
 
 
 def test_metrics_count_requests_questions_errors_and_batches():
@@ -173,6 +175,14 @@ def test_metrics_count_requests_questions_errors_and_batches():
 def test_healthz_reports_ok_and_queue_depths():
     with client_for() as c:
         assert c.get("/healthz").json() == {"status": "ok", "models": ["fake-1"], "queue_depth": {"fake-1": 0}}
+        assert c.head("/healthz").status_code == 200  # what many load balancers' probes send
+
+
+def test_a_request_is_never_allowed_more_questions_than_the_queue_holds_by_default():
+    from jevserve.server.defaults import DEFAULT_MAX_QUESTIONS
+
+    # a request larger than the queue is admitted only when nothing is queued: told to retry forever on a busy server
+    assert ServerSettings().max_queue >= DEFAULT_MAX_QUESTIONS
 
 
 def test_backend_failure_is_500_internal_error_not_a_dropped_connection():

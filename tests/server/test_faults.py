@@ -162,3 +162,47 @@ def test_the_per_upstream_in_flight_limit_holds_and_every_request_is_still_answe
         replies = asyncio.run(scenario())
     assert [r.status_code for r in replies] == [200] * 6
     assert counters.peak_in_flight == 2
+
+
+def _health(proxy_url: str) -> httpx.Response:
+    return httpx.get(f"{proxy_url}/healthz", timeout=10)
+
+
+def test_healthz_says_when_the_upstream_refuses_the_proxys_key_until_it_answers_again(proxy):
+    assert post(proxy, "mode:401 a ticket").status_code == 502
+    failing = _health(proxy)
+    assert failing.status_code == 503 and failing.json()["status"] == "upstream_failing"
+    (problem,) = failing.json()["upstream_problems"].values()
+    assert "refused this server's key" in problem and "--remote-key-env" in problem
+    assert post(proxy, "mode:422 the client's own bad request").status_code == 422  # the client's, not the upstream's
+    assert _health(proxy).status_code == 503
+    assert post(proxy, "a normal ticket").status_code == 200
+    assert _health(proxy).status_code == 200 and "upstream_problems" not in _health(proxy).json()
+
+
+def test_healthz_says_an_upstream_unreachable_at_start():
+    with resetting_upstream() as url:
+        pass  # nothing listens there now
+    with running_server(create_app([RemoteBackend(url, timeout_s=TIMEOUT_S)])) as p:
+        deadline = time.monotonic() + 10
+        while (health := _health(p)).status_code == 200 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the upstream's listing is read in the background
+    assert health.status_code == 503 and "could not be reached" in str(health.json()["upstream_problems"])
+
+
+def test_a_hung_upstream_does_not_hold_the_proxys_start():
+    import socket
+
+    listener = socket.socket()  # accepts connections (the kernel's backlog) and never answers
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        started = time.monotonic()
+        # waited for, the listing's 3 s timeout held the start (and the first request's 504 came that much late)
+        with running_server(create_app([RemoteBackend(url, timeout_s=5.0)])) as p:
+            took = time.monotonic() - started
+            assert _health(p).status_code == 200  # nothing has failed yet: the listing is still pending
+    finally:
+        listener.close()
+    assert took < 2.5, took

@@ -155,3 +155,26 @@ def test_a_utf8_byte_order_mark_is_ignored_and_errors_carry_a_request_id():
                          headers={"content-type": "application/json"})  # fmt: skip
     assert bad.status_code == 422 and len(bad.headers["x-typesafe-request-id"]) == 32
     assert unknown.status_code == 404 and len(unknown.headers["x-typesafe-request-id"]) == 32
+
+
+class _Limited(FakeBackend):
+    """Refuses, as the embedded encoder does, a state or question text marked as over its token limit."""
+
+    def check(self, items):
+        from jevserve.decide.base import InputTooLongError
+
+        for item in items:
+            if "LONGSTATE" in item.state:
+                raise InputTooLongError("state has more than 512 tokens, this model's limit; shorten or split it")
+            if "LONG" in item.question.instructions:
+                raise InputTooLongError("a question's instructions or option text has more than 512 tokens")
+
+
+def test_a_question_text_over_the_models_limit_is_named_by_its_id():
+    questions = {f"q{i}": {"type": "noul", "instructions": "Is it fine?"} for i in range(5)}
+    questions["q3"] = {"type": "noul", "instructions": "LONG " * 3}
+    with TestClient(create_app([_Limited()])) as c:
+        r = c.post("/v1/systemone", json={"state": "a ticket", "questions": questions})
+        assert r.status_code == 413 and r.json()["detail"]["message"].startswith("question 'q3': a question's")
+        whole = c.post("/v1/systemone", json={"state": "LONGSTATE", "questions": questions})
+    assert whole.status_code == 413 and whole.json()["detail"]["message"].startswith("state has more than")

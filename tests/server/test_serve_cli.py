@@ -18,6 +18,32 @@ def test_a_taken_port_exits_2_without_printing_the_serving_banner(capsys):
     assert f"--port {port}" in err.err and "serving" not in err.err + err.out and "curl" not in err.out
 
 
+def test_a_taken_port_is_found_before_the_model_loads(monkeypatch, capsys):
+    import jevserve.decide.registry as registry
+
+    loaded = []
+    monkeypatch.setattr(registry, "load_backends", lambda *a, **k: loaded.append(a) or [])
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        assert main(["serve", "--port", str(taken.getsockname()[1])]) == 2
+    assert loaded == [] and "loading model" not in capsys.readouterr().err
+
+
+def test_more_questions_per_request_than_the_queue_holds_are_capped_at_the_queue(monkeypatch, capsys):
+    import uvicorn
+
+    limits = []
+    monkeypatch.setattr(uvicorn.Server, "run",
+                        lambda self, sockets: limits.append(self.config.app.state.jevserve.settings.max_questions))
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    assert main(["serve", "remote:http://127.0.0.1:9", "--port", str(port), "--max-questions", "5000",
+                 "--max-queue", "3000"]) == 0
+    assert limits == [3000] and "requests are limited to 3000 questions" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("spec", ["remote:not-a-url", "remote:"])
 def test_a_remote_spec_without_a_usable_url_exits_2_at_startup(spec, capsys):
     assert main(["serve", spec]) == 2

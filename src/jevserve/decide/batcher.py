@@ -79,6 +79,11 @@ MIN_SCALE, MAX_SCALE = 0.25, 1.0
 MIN_LEARNED_ESTIMATE_S = 0.02
 
 
+# The longest Retry-After told: typesafe-sdk gives up at once on a hint of 30 s or more (its retry budget is 30 s), so
+# a longer estimate would turn a wait into a failure; a client told 29 s and still early is told again.
+MAX_RETRY_AFTER_S = 29.0
+
+
 class DeadlineUnreachable(Exception):
     """Questions refused before queueing: the work ahead of them and theirs would outlast the caller's deadline."""
 
@@ -269,7 +274,7 @@ class Batcher:
             f"ahead of this request; limit {self.max_queue}); retry later",
             # at least 1 s, in retry-after-ms too: told a few milliseconds, clients came back before the time per
             # question they were sized on had held and were refused again (more tries, no sooner served)
-            retry_after_s=max(1.0, retry_at - now),
+            retry_after_s=min(MAX_RETRY_AFTER_S, max(1.0, retry_at - now)),
         )
 
     async def _decide_concurrently(self, items: Sequence[DecisionItem]) -> Decisions:

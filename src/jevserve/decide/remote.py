@@ -142,6 +142,9 @@ class RemoteBackend(DecisionBackend):
             description=f"{model} at {self.url} (forwarded; release date unknown: not read from the upstream at start)",
             release_date=UNKNOWN_RELEASE_DATE,
         )
+        # Why the upstream cannot answer, as the last exchange with it showed (None once one succeeded): a proxy's
+        # /healthz reports it, since a proxy whose upstream refuses its key or does not answer serves nothing.
+        self.upstream_problem: str | None = None
 
     # -- async path (the server) -------------------------------------------------------------------------------
 
@@ -152,7 +155,11 @@ class RemoteBackend(DecisionBackend):
         try:
             response = await http.get("/v1/models", timeout=min(self.timeout_s, CARD_TIMEOUT_S))
         except httpx.HTTPError as exc:
-            return f"the upstream {self.url} could not be reached ({type(exc).__name__})"
+            self.upstream_problem = f"the upstream {self.url} could not be reached ({type(exc).__name__})"
+            return self.upstream_problem
+        if response.status_code in (401, 403):
+            self.upstream_problem = str(self.upstream_error(response))
+            return self.upstream_problem
         try:
             listed = response.json().get("models", []) if response.status_code == 200 else None
         except (ValueError, AttributeError):
@@ -211,7 +218,14 @@ class RemoteBackend(DecisionBackend):
             async with asyncio.timeout(self.timeout_s):
                 answered = await ask_all()
         except TimeoutError as exc:
+            self.upstream_problem = str(self._timeout())
             raise self._timeout() from exc
+        except UpstreamRejected:  # the client's request, not the upstream's health
+            raise
+        except BackendError as exc:  # an upstream 429 is its load, not its health: it is not recorded
+            self.upstream_problem = str(exc)
+            raise
+        self.upstream_problem = None
         return self._assemble(items, groups, answered)
 
     async def aclose(self) -> None:

@@ -141,6 +141,21 @@ async def _until_disconnect(request: Request) -> None:
         pass
 
 
+def _name_too_long(
+    backend: DecisionBackend, parsed: SystemOneRequest, items: list[DecisionItem], exc: InputTooLongError
+) -> str:
+    """The backend's too-long message with the first question it names (checked one by one, on this error path only,
+    so a client with many questions learns which to shorten)."""
+    if str(exc).startswith("state "):  # the state is every question's: no question to name
+        return str(exc)
+    for qid, item in zip(parsed.questions, items, strict=True):
+        try:
+            backend.check([item])
+        except InputTooLongError:
+            return f"question {qid!r}: {exc}"
+    return str(exc)  # the state itself, shared by every question
+
+
 def _check_caps(settings: ServerSettings, questions: Sequence[Question]) -> None:
     if len(questions) > settings.max_questions:
         raise PayloadTooLargeError(
@@ -204,21 +219,33 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
         metrics.watch_queue(name, lambda b=batcher: b.queue_depth)
         state.models[name] = ServedModel(backend, batcher)
 
+    async def learn_card(served: ServedModel) -> None:
+        problem = await served.backend.learn_card()
+        if problem is not None:
+            log.warning("%s: %s at start, so /v1/models gives no release date for it until a restart%s",
+                        served.backend.card.name, problem,
+                        "; every request to it fails until the upstream answers (GET /healthz says so)"
+                        if getattr(served.backend, "upstream_problem", None) else "")
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        # A forwarded model's card is its upstream's, learnt in the background: waited for here, a hung upstream
+        # delayed the start by the listing's timeout, and a first request sent once "serving" was printed got its
+        # 504 that much after the proxy's deadline.
+        learning = [asyncio.create_task(learn_card(served)) for served in state.models.values()
+                    if getattr(served.backend, "learn_card", None) is not None]
         for served in state.models.values():
-            learn_card = getattr(served.backend, "learn_card", None)  # a forwarded model's card is its upstream's
-            problem = await learn_card() if learn_card is not None else None
-            if problem is not None:
-                log.warning("%s: %s at start, so /v1/models gives no release date for it until a restart",
-                            served.backend.card.name, problem)
             served.batcher.start()
         yield
+        for task in learning:
+            task.cancel()
         for served in state.models.values():
             await served.batcher.close()
 
+    # no /openapi.json: the routes read raw bodies, so FastAPI's schema of them was empty; the contract is the schema
     app = FastAPI(
-        title="jevserve System One server", lifespan=lifespan, redirect_slashes=False, docs_url=None, redoc_url=None
+        title="jevserve System One server", lifespan=lifespan, redirect_slashes=False, docs_url=None, redoc_url=None,
+        openapi_url=None,
     )
     app.state.jevserve = state
 
@@ -230,7 +257,13 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
         # "unmatched", a bounded label whatever paths clients try
         metrics.requests.labels(route=ROUTE if request.url.path == ROUTE else "unmatched",
                                 status=str(exc.status_code)).inc()
-        message = f"no route {request.method} {request.url.path}" if exc.status_code in (404, 405) else str(exc.detail)
+        if exc.status_code == 405:  # the route is there; the method is wrong (Starlette's Allow header names the right)
+            allowed = (getattr(exc, "headers", None) or {}).get("Allow", "")
+            message = f"{request.url.path} does not take {request.method}" + (f"; send {allowed}" if allowed else "")
+        elif exc.status_code == 404:
+            message = f"no route {request.method} {request.url.path}"
+        else:
+            message = str(exc.detail)
         return _json(error_body(error_type, message), exc.status_code, getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
@@ -261,7 +294,7 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
         try:
             served.backend.check(items)
         except InputTooLongError as exc:
-            raise PayloadTooLargeError(str(exc)) from exc
+            raise PayloadTooLargeError(_name_too_long(served.backend, parsed, items, exc)) from exc
         return parsed, name, served, items
 
     def finish(
@@ -360,15 +393,21 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
     app.add_api_route("/v1/models", list_models, methods=["GET"])
 
     async def healthz() -> Response:
+        # A forwarded model whose last exchange with its upstream failed (a refused key, no answer) serves nothing:
+        # 503 names why, so a load balancer stops sending and a person sees the cause; the next success clears it.
+        upstream = {name: problem for name, served in state.models.items()
+                    if (problem := getattr(served.backend, "upstream_problem", None))}
         return _json(
             {
-                "status": "ok",
+                "status": "upstream_failing" if upstream else "ok",
                 "models": list(state.models),
                 "queue_depth": {name: served.batcher.queue_depth for name, served in state.models.items()},
-            }
+                **({"upstream_problems": upstream} if upstream else {}),
+            },
+            503 if upstream else 200,
         )
 
-    app.add_api_route("/healthz", healthz, methods=["GET"])
+    app.add_api_route("/healthz", healthz, methods=["GET", "HEAD"])  # HEAD: what many load balancers' probes send
 
     async def prometheus() -> Response:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

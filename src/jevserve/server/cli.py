@@ -147,12 +147,41 @@ def run_serve(args: argparse.Namespace) -> int:
         remote_timeout_s=args.remote_timeout_s,
         remote_max_in_flight=args.remote_max_in_flight,
     )
+    # Bind before loading the model (seconds, or minutes for a large one) and before printing anything that says
+    # "serving": a taken port is an error at once, not after the load, and not a banner and a traceback.
+    # Bound, not listening: a client that connects while the model loads is refused rather than left waiting
+    # (uvicorn listens once it starts).
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((args.host, args.port))
+    except OSError as exc:
+        sock.close()
+        print(f"error: --host {args.host} --port {args.port}: cannot listen there: {exc.strerror}", file=sys.stderr)
+        return 2
     print(f"loading model {args.model!r} ...", file=sys.stderr, flush=True)
     try:
         backends = load_backends(args.model, options)
     except (UnknownSpecError, ValueError, FileNotFoundError) as exc:
+        sock.close()
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    # limits no request can pass: started as asked (a test may want it), but said, since every request gets a 413
+    smallest = len(b'{"state":"x","questions":{"q":{"type":"noul","instructions":"?"}}}')
+    if args.max_options < 2:
+        print(f"note: --max-options {args.max_options} refuses every request (a yes/no question counts 2 options)",
+              file=sys.stderr)
+    if args.max_body_bytes < smallest:
+        print(f"note: --max-body-bytes {args.max_body_bytes} refuses every request (the smallest is {smallest} "
+              "bytes)", file=sys.stderr)
+    max_questions = args.max_questions
+    if max_questions > args.max_queue:
+        # a request larger than the queue is admitted only when nothing else is queued: on a busy server it would be
+        # told to retry forever, so it is refused as too large (413, "split it") instead, and x_limits says so
+        print(f"note: --max-questions {max_questions} is over --max-queue {args.max_queue}; requests are limited to "
+              f"{args.max_queue} questions (raise --max-queue to accept more)", file=sys.stderr)
+        max_questions = args.max_queue
     settings = ServerSettings(
         api_key=api_key,
         max_batch=args.max_batch,
@@ -161,17 +190,10 @@ def run_serve(args: argparse.Namespace) -> int:
         max_chunk_ms=args.max_chunk_ms or None,
         max_body_bytes=args.max_body_bytes,
         body_timeout_s=args.body_timeout_s,
-        max_questions=args.max_questions,
+        max_questions=max_questions,
         max_options=args.max_options,
     )
     app = create_app(backends, settings)
-    # Bind before printing anything that says "serving": a taken port is an error, not a banner and a traceback.
-    try:
-        family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-        sock = socket.create_server((args.host, args.port), family=family)
-    except OSError as exc:
-        print(f"error: --host {args.host} --port {args.port}: cannot listen there: {exc.strerror}", file=sys.stderr)
-        return 2
     base = f"http://{args.host}:{sock.getsockname()[1]}"
     auth = f" -H 'Authorization: Bearer '\"${args.api_key_env}\"" if args.api_key_env else ""
     names = [b.card.name for b in backends]
