@@ -30,6 +30,24 @@ def test_state_rejects_null_numbers_and_booleans(state):
     assert errors_of(ticket_body(state=state))
 
 
+@pytest.mark.parametrize("where, value, kind", [
+    (("state",), None, "null"),
+    (("questions", "q", "score", "criteria", 1), None, "null"),
+    (("questions", "q", "choice", "criteria", "b"), 7, "a number"),
+    (("questions", "q", "noul", "instructions"), True, "a boolean"),
+])
+def test_a_value_that_is_no_text_is_one_error_naming_what_it_is(where, value, kind):
+    # pydantic's union gave one error per member, their type names ("str", "dict[str,any]") in the location
+    questions = {"score": {"type": "score", "criteria": ["low", value]},
+                 "choice": {"type": "choice", "criteria": {"a": None, "b": value}},
+                 "noul": {"type": "noul", "instructions": value}}
+    body = {"state": value if where == ("state",) else "a ticket",
+            "questions": {"q": questions[where[2]] if len(where) > 1 else questions["noul"] | {"instructions": "?"}}}
+    (error,) = errors_of(body)
+    assert tuple(error["loc"]) == where and error["type"] == "text_type"
+    assert error["msg"] == f"expected a text: a string, a JSON object or a JSON list, not {kind}"
+
+
 def test_missing_model_defaults_to_alias_and_unknown_fields_are_ignored():
     body = ticket_body(x_nonce="ab12", seed=3)
     del body["model"]

@@ -12,7 +12,16 @@ import math
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import InitErrorDetails, PydanticCustomError, from_json
 
 from jevserve.protocol.text import Text
@@ -22,7 +31,26 @@ MIN_OPTIONS, MAX_OPTIONS = 2, 255
 MIN_LEVELS, MAX_LEVELS = 2, 10
 DEFAULT_MODEL = "jev-latest"
 
-WireText = StrictStr | dict[str, Any] | list[Any]
+def _json_kind(value: Any) -> str:
+    return {bool: "a boolean", int: "a number", float: "a number", type(None): "null"}.get(type(value), "another type")
+
+
+def _text(value: Any) -> str | dict[str, Any] | list[Any]:
+    # One error, in the contract's words, instead of pydantic's one per union member, whose names ("str",
+    # "dict[str,any]", "list[any]") reached clients as parts of the field's location.
+    if isinstance(value, str | dict | list):
+        return value
+    raise PydanticCustomError("text_type", "expected a text: a string, a JSON object or a JSON list, not {kind}",
+                              {"kind": _json_kind(value)})
+
+
+def _text_or_null(value: Any) -> str | dict[str, Any] | list[Any] | None:
+    return None if value is None else _text(value)
+
+
+# A text on the wire (§3.1): a string, or structured JSON (an object or a list) the server renders as text.
+WireText = Annotated[Any, AfterValidator(_text)]
+WireTextOrNull = Annotated[Any, AfterValidator(_text_or_null)]
 
 
 class NoulCriteria(BaseModel):
@@ -30,8 +58,8 @@ class NoulCriteria(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    true: WireText | None = None
-    false: WireText | None = None
+    true: WireTextOrNull = None
+    false: WireTextOrNull = None
 
 
 class NoulQuestion(BaseModel):
@@ -40,7 +68,7 @@ class NoulQuestion(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     type: Literal["noul"]
-    instructions: WireText | None = None
+    instructions: WireTextOrNull = None
     criteria: NoulCriteria | None = None
 
 
@@ -50,8 +78,8 @@ class ChoiceQuestion(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     type: Literal["choice"]
-    instructions: WireText | None = None
-    criteria: dict[str, WireText | None] = Field(min_length=MIN_OPTIONS, max_length=MAX_OPTIONS)
+    instructions: WireTextOrNull = None
+    criteria: dict[str, WireTextOrNull] = Field(min_length=MIN_OPTIONS, max_length=MAX_OPTIONS)
 
 
 class ScoreQuestion(BaseModel):
@@ -60,7 +88,7 @@ class ScoreQuestion(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     type: Literal["score"]
-    instructions: WireText | None = None
+    instructions: WireTextOrNull = None
     criteria: list[WireText] = Field(min_length=MIN_LEVELS, max_length=MAX_LEVELS)
 
 
