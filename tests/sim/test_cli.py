@@ -201,3 +201,12 @@ def test_a_run_summary_is_standard_json_and_names_what_was_run(tmp_path):
     assert (inputs["rate_rps"], inputs["policy"], inputs["seed"], inputs["num_requests"]) == (5.0, "fcfs", 0, 2)
     assert inputs["slo"]["ttft_ms"] == 1000 and inputs["profile"] == "qwen3-8b-h200"
     assert data["completion_ratio"] is None  # undefined, written as null
+
+
+def test_a_queue_growing_within_the_tolerance_is_called_out(capsys):
+    # just past a replica's saturation (about 117 req/s at 256 sequences): within the 5% tolerance, but growing
+    assert main(["sim", "run", "--rate", "125", "--max-num-seqs", "256", "--num-requests", "3000"]) == 0
+    out = capsys.readouterr().out
+    assert "keeps_up: True" in out and "the waiting queue grew by" in out
+    assert main(["sim", "run", "--rate", "100", "--max-num-seqs", "256", "--num-requests", "3000"]) == 0
+    assert "the waiting queue grew by" not in capsys.readouterr().out
