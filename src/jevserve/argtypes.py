@@ -99,6 +99,16 @@ def positive_int(flag: str) -> Callable[[str], int]:
     return parse
 
 
+def nonnegative_int(flag: str) -> Callable[[str], int]:
+    """An integer >= 0 (a setting where 0 turns something off)."""
+
+    def parse(text: str) -> int:
+        return _integer_at_least(text, 0, f"{flag} {text!r}: expected an integer >= 0")
+
+    parse.__name__ = "non-negative integer"
+    return parse
+
+
 def port(flag: str, *, zero: bool = False) -> Callable[[str], int]:
     """A TCP port, 1 to 65535 (0 too with `zero`: any free port), checked before a model loads."""
     low = 0 if zero else 1

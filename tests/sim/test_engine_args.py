@@ -31,9 +31,17 @@ def test_given_options_override_the_base():
     assert (config.long_prefill_token_threshold, config.head_of_line_blocking) == (64, False)
 
 
-def test_a_bad_value_is_refused_by_the_config_naming_the_field():
-    with pytest.raises(ValueError, match="max_num_seqs=0"):
-        engine_config_from_args(parse(["--max-num-seqs", "0"]))
+def test_a_bad_value_is_refused_naming_its_flag(capsys):
+    # the flag the user typed, not the settings' field (max_num_seqs=0), and 0 where 0 means off
+    for argv, said in ((["--max-num-seqs", "0"], "--max-num-seqs '0': expected an integer >= 1"),
+                       (["--num-kv-blocks", "0"], "--num-kv-blocks '0': expected an integer >= 1"),
+                       (["--long-prefill-token-threshold", "-1"], "expected an integer >= 0")):
+        with pytest.raises(SystemExit):
+            parse(argv)
+        assert said in capsys.readouterr().err
+    assert engine_config_from_args(parse(["--long-prefill-token-threshold", "0"])).long_prefill_token_threshold == 0
+    with pytest.raises(ValueError, match="max_num_seqs=0"):  # the settings still check themselves
+        EngineConfig(max_num_seqs=0)
 
 
 def test_help_shows_the_defaults_of_the_settings_a_command_starts_from():

@@ -12,7 +12,7 @@ import argparse
 import dataclasses
 from typing import TYPE_CHECKING
 
-from jevserve.argtypes import positive_float
+from jevserve.argtypes import nonnegative_int, positive_float, positive_int
 
 if TYPE_CHECKING:  # imported where used, so `import jevserve.sim.cli` stays free of numpy
     from jevserve.serving.engine_config import EngineConfig
@@ -60,7 +60,10 @@ def add_engine_arguments(parser: argparse.ArgumentParser, base: EngineConfig | N
             group.add_argument(_flag(field.name), dest=field.name, choices=KV_ADMISSION_MODES, default=None,
                                help=shown)
         else:
-            group.add_argument(_flag(field.name), dest=field.name, type=int, default=None, metavar="N", help=shown)
+            # checked here, so a bad value names its flag (the settings' own check names the field: max_num_seqs=0)
+            kind = nonnegative_int if field.name == "long_prefill_token_threshold" else positive_int
+            group.add_argument(_flag(field.name), dest=field.name, type=kind(_flag(field.name)), default=None,
+                               metavar="N", help=shown)
     # The short form older commands took, kept as a synonym.
     group.add_argument("--no-hol-blocking", dest="head_of_line_blocking", action="store_false",
                        help=argparse.SUPPRESS)
