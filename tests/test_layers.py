@@ -28,7 +28,7 @@ ALLOWED: dict[str, frozenset[str] | str] = {
     # The lab (experiments, sweeps, reports) sits above every runtime part and may use any of them; nothing
     # imports it but the command line.
     "lab": frozenset({"web", "train", "bench", "gateway", "server", "engine", "loadgen", "plan", "sim", "predict",
-                      "decide", "client", "serving", "protocol", "docsections", "argtypes"}),
+                      "decide", "client", "serving", "protocol", "docsections", "argtypes", "json_report"}),
     "web": frozenset({"gateway", "bench", "client", "protocol"}),
     # train also reaches serving, for serving/decision_inputs.py: everyday negatives are built as the gateway
     # builds its decision texts, so what is trained on is what is served.
@@ -41,9 +41,9 @@ ALLOWED: dict[str, frozenset[str] | str] = {
     "engine": frozenset({"argtypes", "sim", "serving"}),
     # `jevserve loadgen` replays the simulator's workloads and arrivals and reports with its metrics (sim/metrics.py),
     # so a live run and a simulated one are measured alike; it speaks HTTP to any server, not to jevserve's.
-    "loadgen": frozenset({"argtypes", "sim", "serving"}),
+    "loadgen": frozenset({"argtypes", "sim", "serving", "json_report"}),
     "plan": frozenset({"argtypes", "sim", "serving", "docsections"}),
-    "sim": frozenset({"argtypes", "serving"}),
+    "sim": frozenset({"argtypes", "serving", "json_report"}),
     "predict": frozenset({"client", "protocol"}),
     "decide": frozenset({"client", "protocol"}),
     "client": frozenset({"protocol"}),
@@ -55,6 +55,8 @@ ALLOWED: dict[str, frozenset[str] | str] = {
     # argtypes.py, the number types of every command line, is a leaf for the same reason: the decision server's
     # command line parses its limits as the simulator's does without reaching into sim/.
     "argtypes": frozenset(),
+    # json_report.py writes the reports of sim, the lab's sweeps and loadgen as standard JSON (no NaN): a leaf too.
+    "json_report": frozenset(),
 }
 
 
