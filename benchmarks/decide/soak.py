@@ -148,9 +148,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     result = {"machine": machine(), "command": " ".join(["python benchmarks/decide/soak.py", *sys.argv[1:]])}
-    # 3,000-question requests: over the default cap (2,048, the default queue), so both are raised to 3,000, which
-    # admits such a request only when nothing is queued, as the defaults of the committed runs did
-    server_args = ["--max-body-bytes", str(MAX_BODY), "--max-questions", "3000", "--max-queue", "3000"]
+    # 3,000-question requests: over the default cap (1,024, half the default queue), so the queue is raised to 6,000
+    # (a request may hold half of it) and the cap to 3,000
+    server_args = ["--max-body-bytes", str(MAX_BODY), "--max-questions", "3000", "--max-queue", "6000"]
     if args.max_chunk_ms is not None:
         server_args += ["--max-chunk-ms", f"{args.max_chunk_ms:g}"]
     result["server_args"] = server_args

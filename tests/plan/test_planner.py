@@ -52,3 +52,14 @@ def test_no_replica_is_planned_above_max_load_of_its_bound():
     assert plan_replicas(rate, capacity, max_load=1.0).replicas == 4
     with pytest.raises(PlanError, match="--max-load 0"):
         plan_replicas(rate, capacity, max_load=0.0)
+
+
+def test_the_command_lines_max_load_default_is_the_planners():
+    import argparse
+
+    from jevserve.plan import cli
+    from jevserve.plan.planner import MAX_LOAD
+
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers())
+    assert parser.parse_args(["plan"]).max_load == MAX_LOAD

@@ -97,8 +97,15 @@ def _error(status: int, error_type: str, message: str, headers: dict | None = No
 def fake_upstream() -> Iterator[tuple[str, FakeUpstream]]:
     """Serve a FakeUpstream on a free loopback port; yields (base URL, the upstream's counters)."""
     upstream = FakeUpstream()
+    with serving(upstream.app) as url:
+        yield url, upstream
+
+
+@contextmanager
+def serving(app) -> Iterator[str]:
+    """Serve an ASGI app on a free loopback port; yields its base URL."""
     config = uvicorn.Config(
-        upstream.app, host="127.0.0.1", port=0, log_level="critical", access_log=False, timeout_graceful_shutdown=1
+        app, host="127.0.0.1", port=0, log_level="critical", access_log=False, timeout_graceful_shutdown=1
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -110,7 +117,7 @@ def fake_upstream() -> Iterator[tuple[str, FakeUpstream]]:
         time.sleep(0.01)
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
-        yield f"http://127.0.0.1:{port}", upstream
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)

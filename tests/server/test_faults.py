@@ -168,16 +168,42 @@ def _health(proxy_url: str) -> httpx.Response:
     return httpx.get(f"{proxy_url}/healthz", timeout=10)
 
 
-def test_healthz_says_when_the_upstream_refuses_the_proxys_key_until_it_answers_again(proxy):
-    assert post(proxy, "mode:401 a ticket").status_code == 502
-    failing = _health(proxy)
-    assert failing.status_code == 503 and failing.json()["status"] == "upstream_failing"
-    (problem,) = failing.json()["upstream_problems"].values()
-    assert "refused this server's key" in problem and "--remote-key-env" in problem
-    assert post(proxy, "mode:422 the client's own bad request").status_code == 422  # the client's, not the upstream's
-    assert _health(proxy).status_code == 503
-    assert post(proxy, "a normal ticket").status_code == 200
-    assert _health(proxy).status_code == 200 and "upstream_problems" not in _health(proxy).json()
+def test_healthz_says_when_the_upstream_refuses_the_proxys_key_and_recovers_without_traffic(monkeypatch):
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    import jevserve.decide.remote as remote
+    from tests.server.fake_upstream import FakeUpstream, serving
+
+    monkeypatch.setattr(remote, "RECHECK_S", 0.0)  # ask the upstream again on every /healthz
+    key = {"accepted": False}
+    fake = FakeUpstream()
+
+    async def models(request):
+        if not key["accepted"]:
+            return JSONResponse({"detail": {"error_type": "authentication_error", "message": "bad key"}}, 401)
+        return JSONResponse({"models": []})
+
+    async def systemone(request):
+        if not key["accepted"]:
+            return JSONResponse({"detail": {"error_type": "authentication_error", "message": "bad key"}}, 401)
+        return await fake.systemone(request)
+
+    app = Starlette(routes=[Route("/v1/models", models), Route("/v1/systemone", systemone, methods=["POST"])])
+    with serving(app) as url, running_server(create_app([RemoteBackend(url, timeout_s=TIMEOUT_S)])) as p:
+        assert post(p, "a ticket").status_code == 502
+        failing = _health(p)
+        assert failing.status_code == 503 and failing.json()["status"] == "upstream_failing"
+        (problem,) = failing.json()["upstream_problems"].values()
+        assert "refused this server's key" in problem and "--remote-key-env" in problem
+        key["accepted"] = True  # the upstream takes the key now: healthy again with no client request in between
+        assert _health(p).status_code == 200 and "upstream_problems" not in _health(p).json()
+
+
+def test_a_clients_own_rejected_request_does_not_make_the_proxy_unhealthy(proxy):
+    assert post(proxy, "mode:422 the client's own bad request").status_code == 422
+    assert _health(proxy).status_code == 200
 
 
 def test_healthz_says_an_upstream_unreachable_at_start():

@@ -30,7 +30,7 @@ def test_a_taken_port_is_found_before_the_model_loads(monkeypatch, capsys):
     assert loaded == [] and "loading model" not in capsys.readouterr().err
 
 
-def test_more_questions_per_request_than_the_queue_holds_are_capped_at_the_queue(monkeypatch, capsys):
+def test_more_questions_per_request_than_half_the_queue_are_capped_at_half(monkeypatch, capsys):
     import uvicorn
 
     limits = []
@@ -41,7 +41,7 @@ def test_more_questions_per_request_than_the_queue_holds_are_capped_at_the_queue
         port = free.getsockname()[1]
     assert main(["serve", "remote:http://127.0.0.1:9", "--port", str(port), "--max-questions", "5000",
                  "--max-queue", "3000"]) == 0
-    assert limits == [3000] and "requests are limited to 3000 questions" in capsys.readouterr().err
+    assert limits == [1500] and "requests are limited to 1500 questions" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("spec", ["remote:not-a-url", "remote:"])

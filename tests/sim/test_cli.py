@@ -177,7 +177,7 @@ def test_a_short_run_says_its_keeps_up_verdict_may_only_mean_it_is_short(capsys)
     assert "keeps_up: False" in out and "may say only that the run is short" in out
     long_run = [SimpleNamespace(arrival_s=float(i), e2el_s=1.0) for i in range(1000)]  # second half: 499.5 s
     assert too_short_to_tell(long_run) is None
-    assert "under five median E2E latencies" in too_short_to_tell(long_run[:8])
+    assert "less than five times the median E2E latency" in too_short_to_tell(long_run[:8])
     # long enough in latencies, but 50 arrivals in the half: 1 in flight, a chance swing of 3 > 5% of 50
     assert "swings by about 3 by chance, more than 5% of the arrivals" in too_short_to_tell(long_run[:100])
 
@@ -197,6 +197,7 @@ def test_a_run_summary_is_standard_json_and_names_what_was_run(tmp_path):
     # two requests: the second half of arrivals has one, so several of the summary's numbers are undefined
     assert main(["sim", "run", "--num-requests", "2", "--rate", "5", "--json", str(out)]) == 0
     data = json.loads(out.read_text(), parse_constant=refuse)
+    assert data["keeps_up"] is False and data["keep_up_too_short"]  # a program reading it sees why, as a person does
     inputs = data["inputs"]
     assert (inputs["rate_rps"], inputs["policy"], inputs["seed"], inputs["num_requests"]) == (5.0, "fcfs", 0, 2)
     assert inputs["slo"]["ttft_ms"] == 1000 and inputs["profile"] == "qwen3-8b-h200"

@@ -77,6 +77,8 @@ def test_a_sort_column_the_category_view_does_not_show_is_refused(client):
     assert refused.status_code == 400
     assert "is not on the guard view" in refused.text and "guard-injection" in refused.text
     assert client.get("/?sort=category:cache&category=guard").status_code == 400
+    hidden = client.get("/?sort=task:cache-pairs")  # no category: the task columns are not on the page either
+    assert hidden.status_code == 400 and "/?category=cache&amp;sort=task:cache-pairs" in hidden.text
     for shown in ("average", "category:guard", "task:guard-injection"):
         assert client.get(f"/?sort={shown}&category=guard").status_code == 200
 

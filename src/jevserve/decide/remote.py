@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -48,6 +49,7 @@ from jevserve.protocol.answers import (
 DEFAULT_REMOTE_TIMEOUT_S = 8.0  # below the SDK's DEFAULT_TIMEOUT_S, so the client does not give up first
 DEFAULT_MAX_IN_FLIGHT = 32
 CARD_TIMEOUT_S = 3.0  # how long a starting server waits for the upstream's model listing
+RECHECK_S = 5.0  # how often /healthz may ask a failing upstream again
 UNKNOWN_RELEASE_DATE = "1970-01-01"  # what the card says until the upstream's listing gives the date
 assert DEFAULT_REMOTE_TIMEOUT_S < DEFAULT_TIMEOUT_S
 
@@ -145,6 +147,7 @@ class RemoteBackend(DecisionBackend):
         # Why the upstream cannot answer, as the last exchange with it showed (None once one succeeded): a proxy's
         # /healthz reports it, since a proxy whose upstream refuses its key or does not answer serves nothing.
         self.upstream_problem: str | None = None
+        self._rechecked = -math.inf  # when recheck() last asked the upstream (monotonic seconds)
 
     # -- async path (the server) -------------------------------------------------------------------------------
 
@@ -177,6 +180,25 @@ class RemoteBackend(DecisionBackend):
                                 description=f"{said}({self.model} at {self.url}, forwarded)")
             return None
         return f"the upstream {self.url} does not list {self.model!r}"
+
+    async def recheck(self) -> str | None:
+        """Ask the upstream again (its `GET /v1/models`, at most once per RECHECK_S) while a problem is recorded, so
+        a proxy whose upstream came back is healthy again without waiting for a client to try: behind a load balancer
+        that stops sending to an unhealthy proxy, no client would. Returns the problem left, if any."""
+        if self.upstream_problem is None or time.monotonic() - self._rechecked < RECHECK_S:
+            return self.upstream_problem
+        self._rechecked = time.monotonic()
+        http, _ = self._async_client()
+        try:
+            response = await http.get("/v1/models", timeout=min(self.timeout_s, CARD_TIMEOUT_S))
+        except httpx.HTTPError as exc:
+            self.upstream_problem = f"the upstream {self.url} could not be reached ({type(exc).__name__})"
+            return self.upstream_problem
+        if response.status_code in (401, 403) or response.status_code >= 500:
+            self.upstream_problem = str(self.upstream_error(response))
+        else:
+            self.upstream_problem = None  # it answers, and accepts the key; a request will say more
+        return self.upstream_problem
 
     def _async_client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()

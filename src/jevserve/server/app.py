@@ -224,7 +224,7 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
         if problem is not None:
             log.warning("%s: %s at start, so /v1/models gives no release date for it until a restart%s",
                         served.backend.card.name, problem,
-                        "; every request to it fails until the upstream answers (GET /healthz says so)"
+                        "; every request to it fails until that is mended (GET /healthz says so)"
                         if getattr(served.backend, "upstream_problem", None) else "")
 
     @asynccontextmanager
@@ -395,8 +395,12 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
     async def healthz() -> Response:
         # A forwarded model whose last exchange with its upstream failed (a refused key, no answer) serves nothing:
         # 503 names why, so a load balancer stops sending and a person sees the cause; the next success clears it.
-        upstream = {name: problem for name, served in state.models.items()
-                    if (problem := getattr(served.backend, "upstream_problem", None))}
+        upstream = {}
+        for name, served in state.models.items():
+            recheck = getattr(served.backend, "recheck", None)  # a failing upstream is asked again (rate-limited)
+            problem = await recheck() if recheck is not None else None
+            if problem:
+                upstream[name] = problem
         return _json(
             {
                 "status": "upstream_failing" if upstream else "ok",

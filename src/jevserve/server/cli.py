@@ -13,7 +13,7 @@ from jevserve.argtypes import nonnegative_float, positive_float, positive_int
 from jevserve.argtypes import port as port_arg
 from jevserve.decide.registry import SPEC_HELP
 from jevserve.protocol.body import BODY_TIMEOUT_S
-from jevserve.server.defaults import DEFAULT_MAX_OPTIONS, DEFAULT_MAX_QUESTIONS
+from jevserve.server.defaults import DEFAULT_MAX_OPTIONS, DEFAULT_MAX_QUESTIONS, max_request_questions
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -176,12 +176,14 @@ def run_serve(args: argparse.Namespace) -> int:
         print(f"note: --max-body-bytes {args.max_body_bytes} refuses every request (the smallest is {smallest} "
               "bytes)", file=sys.stderr)
     max_questions = args.max_questions
-    if max_questions > args.max_queue:
-        # a request larger than the queue is admitted only when nothing else is queued: on a busy server it would be
-        # told to retry forever, so it is refused as too large (413, "split it") instead, and x_limits says so
-        print(f"note: --max-questions {max_questions} is over --max-queue {args.max_queue}; requests are limited to "
-              f"{args.max_queue} questions (raise --max-queue to accept more)", file=sys.stderr)
-        max_questions = args.max_queue
+    if max_questions > max_request_questions(args.max_queue):
+        # A request of n questions is admitted while what is queued ahead of it is at most --max-queue - n: one near
+        # the queue's size was refused whenever a few small requests were queued, and told to retry again and again.
+        # At most half the queue, it is refused only when the queue is over half full, as every request then is.
+        cap = max_request_questions(args.max_queue)
+        print(f"note: --max-questions {max_questions} is over half of --max-queue {args.max_queue}; requests are "
+              f"limited to {cap} questions (raise --max-queue to accept more)", file=sys.stderr)
+        max_questions = cap
     settings = ServerSettings(
         api_key=api_key,
         max_batch=args.max_batch,

@@ -226,6 +226,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         logger.write_csv(args.step_log)
         print(f"step log: {len(logger.rows)} rows -> {args.step_log}")
     if args.json is not None:
+        summary["keep_up_too_short"] = short  # why keeps_up False may only mean a short run (None: it can tell)
         # what the run was, so that saved summaries can be told apart and rerun
         summary["inputs"] = {
             "num_requests": len(requests),

@@ -90,7 +90,8 @@ def too_short_to_tell(records: Sequence[RequestRecord], tol: float = KEEP_UP_TOL
     half = (arrival.max() - arrival.min()) / 2
     latency = float(np.median(e2el))
     if half < 5 * latency:
-        return f"its second half of arrivals lasts {half:.1f} s, under five median E2E latencies ({latency:.1f} s)"
+        return (f"its second half of arrivals lasts {half:.1f} s, less than five times the median E2E latency "
+                f"({latency:.1f} s)")
     arrived = int(np.count_nonzero(arrival >= arrival.min() + half))
     in_flight = arrived / half * float(np.mean(e2el))
     swing = 2 * math.sqrt(2 * in_flight)

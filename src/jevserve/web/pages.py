@@ -135,6 +135,9 @@ def register(app: FastAPI, context: Context) -> None:
             raise PageError(400, f"unknown sort column {sort!r}; expected average, category:<name> or task:<name>")
         # Task columns only within one category: all 16 at once would not fit a screen (pick a category to see them).
         tasks = [t for t in board.tasks if category and board.task_categories[t] == category]
+        if not category and sort.startswith("task:"):  # task columns show within their category only
+            home = board.task_categories[sort.split(":", 1)[1]]
+            raise PageError(400, f"sort column {sort!r} is shown on the {home} view: /?category={home}&sort={sort}")
         if category and sort.startswith(("task:", "category:")) and sort.split(":", 1)[1] not in (category, *tasks):
             # sorting by a column the view does not show would order the rows by numbers nobody can see
             raise PageError(400, f"sort column {sort!r} is not on the {category} view; sort by average, "
