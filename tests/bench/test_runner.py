@@ -301,5 +301,6 @@ def test_ctrl_c_while_asking_says_how_many_answers_are_cached_and_exits_130(tmp_
     except KeyboardInterrupt:  # not the test session's own Ctrl-C
         pytest.fail("ask_endpoint let KeyboardInterrupt through")
     assert info.value.exit_code == 130 and "\n" not in str(info.value)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C is Python's own again afterwards
     num_cached = len(next(tmp_path.glob("*.jsonl")).read_text().splitlines())
     assert 2 <= num_cached < 20 and f"({num_cached} answers)" in str(info.value)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import signal
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -191,10 +193,21 @@ def ask_endpoint(
     from jevserve.client import SystemOneConnectionError
 
     cache: AnswersCache | None = None
+    interrupted = False
+
+    def on_ctrl_c(task: asyncio.Task) -> None:
+        # Recorded as well as acted on: asyncio.run's own handler cancels the run, but a Ctrl-C that lands as the
+        # last answers arrive can cancel a task that then returns without another await, and the run ended as if
+        # none had come.
+        nonlocal interrupted
+        interrupted = True
+        task.cancel()
 
     async def versioned_ask(opened: Any) -> AskStats:
         # One event loop for the probe and the run: the HTTP client's connections belong to it.
         nonlocal cache
+        if threading.current_thread() is threading.main_thread():
+            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, on_ctrl_c, asyncio.current_task())
         client = PatientSystemOne(opened.base_url, opened.api_key, timeout_s=DEFAULT_TIMEOUT_S)
         # A URL's version: what /v1/models says of the model and its answers to the probe set (embedded: weights).
         version = opened.version or await probe_version(client, opened.model)
@@ -212,7 +225,13 @@ def ask_endpoint(
 
     try:
         with open_endpoint(endpoint, model, api_key_env, serve_embedded=serve_embedded) as opened:
-            stats = asyncio.run(versioned_ask(opened))
+            try:
+                stats = asyncio.run(versioned_ask(opened))
+            except asyncio.CancelledError:
+                if not interrupted:
+                    raise
+            if interrupted:
+                raise KeyboardInterrupt
     except EndpointError as exc:
         raise AskFailed(str(exc), 2) from exc
     except SystemOneAPIError as exc:
