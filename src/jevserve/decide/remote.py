@@ -154,14 +154,8 @@ class RemoteBackend(DecisionBackend):
     async def learn_card(self) -> str | None:
         """Take the forwarded model's description and release date from the upstream's `GET /v1/models`. None when
         it did, else why not (the card stays as it was: a listing must not fail a server's start)."""
-        http, _ = self._async_client()
-        try:
-            response = await http.get("/v1/models", timeout=min(self.timeout_s, CARD_TIMEOUT_S))
-        except httpx.HTTPError as exc:
-            self.upstream_problem = f"the upstream {self.url} could not be reached ({type(exc).__name__})"
-            return self.upstream_problem
-        if response.status_code in (401, 403):
-            self.upstream_problem = str(self.upstream_error(response))
+        response = await self._listing()
+        if response is None or response.status_code in (401, 403):
             return self.upstream_problem
         try:
             listed = response.json().get("models", []) if response.status_code == 200 else None
@@ -188,17 +182,25 @@ class RemoteBackend(DecisionBackend):
         if self.upstream_problem is None or time.monotonic() - self._rechecked < RECHECK_S:
             return self.upstream_problem
         self._rechecked = time.monotonic()
+        response = await self._listing()
+        if response is not None and response.status_code >= 500:
+            self.upstream_problem = str(self.upstream_error(response))
+        elif response is not None and response.status_code not in (401, 403):
+            self.upstream_problem = None  # it answers, and accepts the key; a request will say more
+        return self.upstream_problem
+
+    async def _listing(self) -> httpx.Response | None:
+        """The upstream's answer to `GET /v1/models`, or None when it could not be reached; either, and a refused
+        key, recorded as `upstream_problem`."""
         http, _ = self._async_client()
         try:
             response = await http.get("/v1/models", timeout=min(self.timeout_s, CARD_TIMEOUT_S))
         except httpx.HTTPError as exc:
             self.upstream_problem = f"the upstream {self.url} could not be reached ({type(exc).__name__})"
-            return self.upstream_problem
-        if response.status_code in (401, 403) or response.status_code >= 500:
+            return None
+        if response.status_code in (401, 403):
             self.upstream_problem = str(self.upstream_error(response))
-        else:
-            self.upstream_problem = None  # it answers, and accepts the key; a request will say more
-        return self.upstream_problem
+        return response
 
     def _async_client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()

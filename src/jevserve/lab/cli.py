@@ -40,10 +40,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from jevserve.sim.engine_config import EngineConfig
 
     add_replica_arguments(cl, EngineConfig(max_num_seqs=DEFAULT_MAX_NUM_SEQS))
-    for action in cl._actions:  # the one engine default that differs from `sim run` and `plan`: say so where it shows
-        if action.dest == "max_num_seqs":
-            action.help = (f"running-batch cap (vLLM's max_num_seqs) (default here: {DEFAULT_MAX_NUM_SEQS}; `sim run` "
-                           "and `plan` default to vLLM's 1024: pass --max-num-seqs 1024 to check a `plan` answer)")
     cl.set_defaults(func=guarded(_cmd_cluster))
 
 

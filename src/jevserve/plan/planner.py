@@ -129,6 +129,12 @@ class CapacityModel:
         return ReplicaCapacity(self.profile.name, bound, slo_rate, servers, self.ttft_slo_s, attainment_target)
 
 
+def replicas_for(rate_rps: float, per_replica_rps: float) -> int:
+    """The fewest replicas (at least one) that carry `rate_rps` at no more than `per_replica_rps` each (a rate equal
+    to a whole multiple of it, up to float noise, needs no extra replica)."""
+    return max(1, math.ceil(rate_rps / per_replica_rps * (1 - 1e-12)))
+
+
 def plan_replicas(
     rate_rps: float, capacity: ReplicaCapacity, *, gpus_per_replica: int = 1, max_load: float = MAX_LOAD
 ) -> Plan:
@@ -147,7 +153,7 @@ def plan_replicas(
             "--attainment, or use a faster profile"
         )
     headroom_rps = max_load * capacity.bound.rate_rps
-    replicas = max(1, math.ceil(rate_rps / min(capacity.slo_rate_rps, headroom_rps) * (1 - 1e-12)))
+    replicas = replicas_for(rate_rps, min(capacity.slo_rate_rps, headroom_rps))
     # Within 2% of the most a replica is planned at, the waiting-time model adds nothing a user could act on: the
     # bound decides.
     limited_by = "stability bound" if capacity.slo_rate_rps >= 0.98 * headroom_rps else "SLO"

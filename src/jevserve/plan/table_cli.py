@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import shlex
 import sys
 import time
@@ -37,7 +36,7 @@ def run_table(args: argparse.Namespace, requests) -> int:
         check_writable(args.doc, "--doc")  # before the work, not after it
     from tqdm import tqdm
 
-    from jevserve.plan.planner import CapacityModel, plan_replicas
+    from jevserve.plan.planner import CapacityModel, plan_replicas, replicas_for
     from jevserve.plan.report import deployment_table, write_section
     from jevserve.plan.table import TableContext, parse_policy, search_replicas, simulated_attainment
     from jevserve.serving.registry import reads_predictions
@@ -70,10 +69,10 @@ def run_table(args: argparse.Namespace, requests) -> int:
             capacity = model.capacity(args.attainment)
             analytic = plan_replicas(args.rate, capacity, gpus_per_replica=args.gpus_per_replica,
                                       max_load=args.max_load).replicas
-            stable = math.ceil(args.rate / capacity.bound.rate_rps * (1 - 1e-12))
+            stable = replicas_for(args.rate, capacity.bound.rate_rps)
             # a finite run close to saturation can meet the target before its queue has grown: the search goes no
             # lower than the count that keeps each replica within --max-load of its bound, as the analytic plan does
-            floor = math.ceil(args.rate / (args.max_load * capacity.bound.rate_rps) * (1 - 1e-12))
+            floor = replicas_for(args.rate, args.max_load * capacity.bound.rate_rps)
             found, probes = None, {}
             if not args.no_simulate:
                 with tqdm(desc=f"{name} {label}", unit="probe") as bar:

@@ -45,13 +45,18 @@ def add_engine_arguments(parser: argparse.ArgumentParser, base: EngineConfig | N
     command starts from settings of its own (`show_defaults=False`, and the title says where they come from)."""
     from jevserve.serving.engine_config import KV_ADMISSION_MODES, EngineConfig
 
-    base = base or EngineConfig()
+    vllm = EngineConfig()
+    base = base or vllm
     group = parser.add_argument_group(title)
     for field in dataclasses.fields(EngineConfig):
         text = HELP[field.name]
         if text is None:
             continue
         default = getattr(base, field.name)
+        if show_defaults and default != getattr(vllm, field.name):
+            # a command starting from other settings says so where users look: checking `plan` (vLLM's defaults)
+            # with `sim cluster` (256 sequences) changed the engine without a word
+            text = f"{text}, not vLLM's {getattr(vllm, field.name)} as in `sim run` and `plan`"
         shown = f"{text} (default: {default})" if default is not None and show_defaults else text
         if field.type in (bool, "bool"):
             group.add_argument(_flag(field.name), dest=field.name, action=argparse.BooleanOptionalAction,
