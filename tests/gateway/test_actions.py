@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from jevserve.gateway.decider import FixedDecider
-from tests.gateway.upstreams import StubUpstream, client, completion, make_app, run
+from tests.gateway.upstreams import StubUpstream, client, completion, make_app, run, streamed_when_asked
 
 HI = {"model": "m", "messages": [{"role": "user", "content": "what is the capital of France?"}]}
 TOOLS = [{"type": "function", "function": {"name": "delete_files", "parameters": {"type": "object"}}}]
@@ -263,14 +263,47 @@ def test_the_log_keeps_the_calls_the_gate_judged_so_a_log_calibrates_the_gate(tm
     assert request.tool_calls[0]["id"] == "call_1" and "capital of France" in request.body["messages"][0]["content"]
 
 
-def test_tool_gate_applies_to_streaming_clients_too():
+def _reasoning_call_reply(body):
+    """A reasoning model's stream (vLLM with a reasoning parser): reasoning with logprobs, then a call; JSON when
+    asked without streaming, which a stream request must never be (the test's upstream refuses it as vLLM does)."""
+    if not body.get("stream") and body.get("stream_options") is not None:
+        return httpx.Response(400, json={"object": "error", "message": "Stream options can only be defined when "
+                                         "`stream=True`.", "type": "BadRequestError", "code": 400})
+    def chunk(delta, finish=None, logprobs=None):
+        return {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "stub",
+                "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]}
+    chunks = [
+        chunk({"role": "assistant", "reasoning_content": "The user wants the files gone."},
+              logprobs={"content": [{"token": "The", "logprob": -0.1}]}),
+        chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                               "function": {"name": "delete_files", "arguments": '{"path": "/"}'}}]}),
+        chunk({}, "tool_calls"),
+        {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "stub", "choices": [],
+         "usage": {"prompt_tokens": 3, "completion_tokens": 9, "total_tokens": 12}},
+    ]
+    events = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+    return httpx.Response(200, content=events, headers={"content-type": "text/event-stream"})
+
+
+@pytest.mark.parametrize("p_unsafe", [0.9, 0.1])
+def test_tool_gate_applies_to_streaming_clients_too(p_unsafe):
+    # A stream request that offers tools is streamed upstream as it was asked (`stream_options` kept, which vLLM
+    # refuses without `stream: true`); the reasoning before the call streams live, with its logprobs, and the call
+    # is held and judged whole.
     app, _, upstreams = make_app(
-        {"tool_gate": {}}, answers={"tool_gate:0": 0.9}, upstreams={"u": StubUpstream(_tool_reply)}
+        {"tool_gate": {"threshold": 0.5}}, answers={"tool_gate:0": p_unsafe},
+        upstreams={"u": StubUpstream(_reasoning_call_reply)},
     )
-    response = post(app, {**HI, "tools": TOOLS, "stream": True})
-    assert upstreams["u"].requests[0]["stream"] is False  # asked whole, so the gate sees every call
-    assert "blocked tool call(s) delete_files" in response.text
-    assert '"tool_calls"' not in response.text
+    response = post(app, {**HI, "tools": TOOLS, "stream": True, "stream_options": {"include_usage": True}})
+    assert response.status_code == 200, response.text
+    sent = upstreams["u"].requests[0]
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+    assert '"reasoning_content": "The user wants the files gone."' in response.text.replace('":"', '": "')
+    assert '"logprob"' in response.text and '"completion_tokens"' in response.text
+    if p_unsafe > 0.5:
+        assert "blocked tool call(s) delete_files" in response.text and '"tool_calls"' not in response.text
+    else:
+        assert '"delete_files"' in response.text and "blocked" not in response.text
 
 
 def _streamed_call_reply(body):
@@ -346,7 +379,8 @@ def _choices_reply(body):
 def test_tool_gate_judges_every_choice_and_each_call_by_its_place(stream: bool):
     # asks in reply order: choice 0's call, choice 1's two (both id call_1), choice 2's call
     answers = {"tool_gate:0": 0.9, "tool_gate:1": 0.9, "tool_gate:2": 0.1, "tool_gate:3": 0.9}
-    app, _, _ = make_app({"tool_gate": {}}, answers=answers, upstreams={"u": StubUpstream(_choices_reply)})
+    upstream = StubUpstream(streamed_when_asked(_choices_reply))
+    app, _, _ = make_app({"tool_gate": {}}, answers=answers, upstreams={"u": upstream})
     response = post(app, {**HI, "tools": TOOLS, "n": 3, "stream": stream})
     assert response.status_code == 200
     if stream:
@@ -373,14 +407,15 @@ def _legacy_reply(body):
 def test_tool_gate_judges_a_legacy_function_call(stream: bool):
     functions = [{"name": "delete_files", "parameters": {"type": "object"}}]
     app, decider, _ = make_app({"tool_gate": {}, "client_details": "scores"}, answers={"tool_gate:0": 0.9},
-                               upstreams={"u": StubUpstream(_legacy_reply)})
+                               upstreams={"u": StubUpstream(streamed_when_asked(_legacy_reply))})
     response = post(app, {**HI, "functions": functions, "stream": stream})
     assert "Agent action: delete_files" in decider.states[-1]
-    assert "tool_gate=block:0.900" in response.headers["x-jevserve-decisions"]
     assert "blocked tool call(s) delete_files" in response.text and '"function_call"' not in response.text
-    if not stream:
+    if not stream:  # a stream's headers go out before its calls are judged (the decision log has the verdict)
+        assert "tool_gate=block:0.900" in response.headers["x-jevserve-decisions"]
         assert response.json()["choices"][0]["finish_reason"] == "stop"
-    app, _, _ = make_app({"tool_gate": {}}, answers={"tool_gate:0": 0.1}, upstreams={"u": StubUpstream(_legacy_reply)})
+    app, _, _ = make_app({"tool_gate": {}}, answers={"tool_gate:0": 0.1},
+                         upstreams={"u": StubUpstream(streamed_when_asked(_legacy_reply))})
     allowed = post(app, {**HI, "functions": functions, "stream": stream})
     assert '"function_call"' in allowed.text and "delete_files" in allowed.text  # a safe call reaches the client
 

@@ -105,3 +105,17 @@ def test_a_relative_calibration_path_is_read_from_the_config_files_folder(tmp_pa
     assert route.cache.calibration == "packaged" and route.harm.calibration == "/abs/harm.jsonl"
     with pytest.raises(ConfigError, match="empty: give a calibration file's path or 'packaged'"):
         parse_config({"routes": [{"model": "m", "guard": {"max_false_action_rate": 0.05, "calibration": ""}}]})
+
+
+def test_a_block_given_as_a_scalar_and_an_unknown_field_of_a_later_model_are_explained():
+    # an outside tester's `log: /path`, `guard: true` and `rate_limit: {rps: 5}`: pydantic's class names, and an
+    # empty list of known fields for a model defined after the one that holds it
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"log": "/tmp/d.jsonl", "routes": [{"model": "m", "guard": True, "rate_limit": {"rps": 5}}]})
+    message = str(caught.value)
+    assert ("log: expected a mapping of settings (`log: {}` takes the defaults; fields: path, max_bytes, backups), "
+            "got the string '/tmp/d.jsonl'") in message
+    assert "routes[0].guard: expected a mapping of settings (`guard: {}` takes the defaults; fields: enabled," in (
+        message)
+    assert "got true" in message and "GuardConfig" not in message and "LogConfig" not in message
+    assert "routes[0].rate_limit.rps: unknown field; expected one of: requests_per_s, burst" in message

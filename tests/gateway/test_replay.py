@@ -284,7 +284,7 @@ def test_an_interrupted_replay_exits_130_and_reports_and_writes_what_it_replayed
     path = write_records(tmp_path, ["m"] * 6)
     config = tmp_path / "gw.yaml"
     config.write_text("routes:\n  - {model: m, guard: {threshold: 0.5}}\n")
-    monkeypatch.setattr(decider_module, "make_decider", lambda spec: InterruptingDecider(after=4))
+    monkeypatch.setattr(decider_module, "make_decider", lambda spec, **_: InterruptingDecider(after=4))
     out = tmp_path / "replay.json"
     assert main(["gateway", "replay", str(path), "--config", str(config), "--json", str(out)]) == 130
     captured = capsys.readouterr()
@@ -348,3 +348,52 @@ def test_requests_the_rate_limit_refused_are_skipped_not_reported_as_changed(tmp
     result = replay(path, answers, route=route)
     assert [r.changed() for r in result.requests] == [[], []] and result.num_undecided == 2
     assert "0 request(s) changed" in format_report(result)
+
+
+def test_check_fails_a_cache_the_install_cannot_embed_for_and_says_what_to_install(tmp_path, capsys, monkeypatch):
+    # an outside tester's base install (`pip install .`, a remote decider) passed check with `cache:` on, then the
+    # gateway scored its calibration for two minutes and exited naming no extra
+    import importlib.util
+
+    from jevserve.gateway import cache
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(cache.importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else
+                        real(name, *a))
+    config = tmp_path / "gw.yaml"
+    config.write_text("decider: remote:http://127.0.0.1:9\nroutes: [{model: m, cache: {min_similarity: 0.9}}]\n")
+    assert main(["gateway", "check", str(config)]) == 2
+    said = capsys.readouterr()
+    assert "valid" not in said.out and "needs onnxruntime: pip install 'jevserve[embedded]'" in said.err
+    with pytest.raises(ImportError, match=r"jevserve\[embedded\]"):
+        cache.embedded_embed()
+    config.write_text("decider: remote:http://127.0.0.1:9\nroutes: [{model: m}]\n")  # no cache: nothing needed
+    assert main(["gateway", "check", str(config)]) == 0
+
+
+def test_check_with_a_decider_names_it_in_the_calibrate_command_it_suggests(tmp_path, capsys):
+    config = tmp_path / "gw.yaml"
+    config.write_text("routes: [{model: m, guard: {max_false_action_rate: 0.02}}]\n")
+    assert main(["gateway", "check", str(config), "--decider", "remote:http://127.0.0.1:9"]) == 0
+    assert f"`jevserve gateway calibrate --config {config} --decider remote:http://127.0.0.1:9`" in (
+        capsys.readouterr().out)
+
+
+def test_a_remote_decider_gets_the_key_decider_key_env_names(tmp_path, capsys, monkeypatch):
+    # an outside tester's keyed `jevserve serve` could not be used: the gateway had no way to send a key
+    from jevserve.gateway.config import load_config
+    from jevserve.gateway.decider import decider_for
+
+    config = tmp_path / "gw.yaml"
+    config.write_text("decider: remote:http://127.0.0.1:9\ndecider_key_env: JEV_TEST_DECIDER_KEY\n"
+                      "routes: [{model: m}]\n")
+    monkeypatch.delenv("JEV_TEST_DECIDER_KEY", raising=False)
+    with pytest.raises(SystemExit) as exited:
+        main(["gateway", "check", str(config)])
+    assert exited.value.code == 2
+    assert "decider_key_env: the environment variable JEV_TEST_DECIDER_KEY is unset or empty" in (
+        capsys.readouterr().err)
+    monkeypatch.setenv("JEV_TEST_DECIDER_KEY", "s3cret")
+    decider = decider_for(load_config(str(config)))
+    assert decider.backend.headers["Authorization"] == "Bearer s3cret"
+    assert "decider_key_env" in decider.backend.key_setting

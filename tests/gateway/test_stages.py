@@ -152,6 +152,47 @@ def test_a_hit_on_a_streamed_reply_carries_the_upstreams_id_and_model_and_only_i
     assert {c["model"] for c in chunks} == {"Qwen/Qwen3-8B"} and chunks[-1]["usage"] == reply["usage"]
 
 
+REASONING_REPLY = {"reasoning_content": "Paris is the seat of government.", "content": "Paris"}
+LOGPROBS = [{"token": "Paris", "logprob": -0.01, "top_logprobs": []}]
+
+
+def _reasoning_upstream(body):
+    # a reasoning model behind vLLM's reasoning parser, asked for logprobs: its stream or its whole reply
+    if body.get("stream"):
+        def chunk(delta, logprobs=None, finish=None):
+            return {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                    "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]}
+        chunks = [chunk({"role": "assistant", "reasoning_content": "Paris is the seat "}),
+                  chunk({"reasoning_content": "of government."}),
+                  chunk({"content": "Paris"}, {"content": LOGPROBS}), chunk({}, None, "stop")]
+        events = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+        return httpx.Response(200, content=events, headers={"content-type": "text/event-stream"})
+    return httpx.Response(200, json={"id": "c", "object": "chat.completion", "created": 1, "model": "m", "choices": [
+        {"index": 0, "message": {"role": "assistant", **REASONING_REPLY}, "logprobs": {"content": LOGPROBS},
+         "finish_reason": "stop"}], "usage": None})
+
+
+@pytest.mark.parametrize("first_streams", [False, True])
+@pytest.mark.parametrize("hit_streams", [False, True])
+def test_a_hit_keeps_the_replys_reasoning_and_logprobs_in_either_form(first_streams, hit_streams):
+    app, _, upstreams = make_app({"cache": {}}, upstreams={"u": StubUpstream(_reasoning_upstream)})
+    assert post(app, {**HI, "stream": first_streams, "logprobs": True}).status_code == 200
+    hit = post(app, {**HI, "stream": hit_streams, "logprobs": True})
+    assert hit.headers["x-jevserve-cache"] == "hit" and len(upstreams["u"].requests) == 1
+    if hit_streams:
+        chunks = [json.loads(line[6:]) for line in hit.text.splitlines() if line.startswith("data: {")]
+        deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+        reasoning = "".join(d.get("reasoning_content", "") for d in deltas)
+        content = "".join(d.get("content", "") for d in deltas)
+        logprobs = [e for c in chunks for ch in c["choices"] for e in ((ch.get("logprobs") or {}).get("content") or [])]
+    else:
+        choice = hit.json()["choices"][0]
+        reasoning, content = choice["message"]["reasoning_content"], choice["message"]["content"]
+        logprobs = choice["logprobs"]["content"]
+    assert (reasoning, content) == (REASONING_REPLY["reasoning_content"], "Paris")
+    assert logprobs == LOGPROBS
+
+
 def test_an_exact_repeat_is_served_from_the_cache_without_the_reuse_question():
     decider = FixedDecider({"cache": 0.0})  # the reuse question would say no
     app, _, upstreams = make_app({"cache": {}}, decider=decider)
@@ -199,3 +240,28 @@ def test_completions_through_the_placeholder_upstream_are_text_completions_for_t
         streamed = "".join(c.choices[0].text for c in api.completions.create(model="m", prompt="hi", stream=True))
     assert reply.object == "text_completion" and "placeholder reply" in reply.choices[0].text
     assert "placeholder reply" in streamed
+
+
+def test_the_clients_request_id_and_trace_context_reach_the_upstream_and_come_back():
+    # an outside tester's x-request-id was replaced and reached no upstream, so the gateway's log and vLLM's could
+    # not be lined up
+    seen = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        seen.append(dict(request.headers))
+        return httpx.Response(200, json=completion())
+
+    app, _, _ = make_app({}, upstreams={"u": httpx.MockTransport(upstream)})
+    trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+    async def go(headers):
+        async with client(app) as c:
+            return await c.post("/v1/chat/completions", json=HI, headers=headers)
+
+    kept = run(go({"x-request-id": "my-trace-123", "traceparent": trace}))
+    assert kept.headers["x-request-id"] == "my-trace-123"
+    assert seen[-1]["x-request-id"] == "my-trace-123" and seen[-1]["traceparent"] == trace
+    replaced = run(go({"x-request-id": "x" * 200}))  # not a usable id: a new one, sent on too
+    assert replaced.headers["x-request-id"] != "x" * 200
+    assert seen[-1]["x-request-id"] == replaced.headers["x-request-id"]
+    assert "traceparent" not in seen[-1]

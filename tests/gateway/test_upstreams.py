@@ -116,6 +116,17 @@ def test_circuit_opens_after_consecutive_failures_and_skips_the_upstream():
     assert health["upstreams"]["a"]["circuit"] == "open"
 
 
+def test_a_request_and_its_retries_count_as_one_failure_towards_the_circuit():
+    # an outside tester's upstream down for a moment: with the default 3 tries per request, counting each try
+    # opened the circuit (5 failures) on the second request, and the route answered 503 for 30 s
+    config = {"upstreams": [{"name": "a", "url": "http://a.test/v1", "max_retries": 2, "backoff_s": 0.001,
+                             "breaker_failures": 3}]}  # fmt: skip
+    down = failing(httpx.ConnectError("refused"))
+    app, _, _ = make_app(upstreams={"a": down}, config=config)
+    assert [post(app, HI).status_code for _ in range(4)] == [502, 502, 502, 503]
+    assert len(down.requests) == 9  # three requests of three tries each; the fourth found the circuit open
+
+
 async def _get(app, path):
     async with client(app) as c:
         return await c.get(path)

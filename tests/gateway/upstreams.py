@@ -112,6 +112,36 @@ class StubUpstream:
         return httpx.MockTransport(self)
 
 
+def streamed_when_asked(reply: Callable[[dict], httpx.Response]) -> Callable[[dict], httpx.Response]:
+    """`reply`'s whole chat completion, sent as the events vLLM would stream for it when the request streams: per
+    choice its content, each tool call (id, type and name, then its arguments) or legacy function call, its finish."""
+    def streaming(body: dict) -> httpx.Response:
+        whole = reply(body)
+        if not body.get("stream"):
+            return whole
+        completion = whole.json()
+        head = {k: completion[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+        chunks = []
+        for choice in completion["choices"]:
+            index, message = choice["index"], choice["message"]
+            def chunk(delta, finish=None, index=index):
+                return {**head, "choices": [{"index": index, "delta": delta, "finish_reason": finish}]}
+            chunks.append(chunk({"role": "assistant", "content": message.get("content") or ""}))
+            for position, call in enumerate(message.get("tool_calls") or []):
+                function = call["function"]
+                chunks.append(chunk({"tool_calls": [{"index": position, "id": call["id"], "type": "function",
+                                                     "function": {"name": function["name"], "arguments": ""}}]}))
+                chunks.append(chunk({"tool_calls": [{"index": position,
+                                                     "function": {"arguments": function["arguments"]}}]}))
+            if message.get("function_call"):
+                chunks.append(chunk({"function_call": message["function_call"]}))
+            chunks.append(chunk({}, choice["finish_reason"]))
+        events = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+        return httpx.Response(200, content=events, headers={"content-type": "text/event-stream"})
+
+    return streaming
+
+
 def char_embed(texts):
     """Bag-of-characters unit vectors: near-identical texts are near, so tests control cache neighbours."""
     rows = []

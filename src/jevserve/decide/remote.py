@@ -117,6 +117,7 @@ class RemoteBackend(DecisionBackend):
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         transport: httpx.AsyncBaseTransport | None = None,
         sync_transport: httpx.BaseTransport | None = None,
+        key_setting: str = "--remote-key-env",
     ) -> None:
         parsed = httpx.URL(url) if "://" in url else None
         if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
@@ -124,6 +125,7 @@ class RemoteBackend(DecisionBackend):
         if timeout_s <= 0 or max_in_flight < 1:
             raise ValueError(f"need timeout_s > 0 and max_in_flight >= 1; got {timeout_s}, {max_in_flight}")
         self.url = str(parsed).rstrip("/").removesuffix("/v1")
+        self.key_setting = key_setting  # where its user sets the key it sends, for a refused key's message
         self.model = model
         self.timeout_s = timeout_s
         self.max_in_flight = max_in_flight
@@ -330,8 +332,8 @@ class RemoteBackend(DecisionBackend):
             return error
         if status in (401, 403):
             return BackendError(
-                f"upstream {self.url} refused this server's key ({status}: {message}); the proxy's upstream key "
-                "(--remote-key-env) is missing or wrong, not the client's"
+                f"upstream {self.url} refused this server's key ({status}: {message}); the key sent to it "
+                f"({self.key_setting}) is missing or wrong, not the client's"
             )
         if status == 404:
             return BackendError(

@@ -17,8 +17,8 @@ from starlette.responses import Response, StreamingResponse
 
 from jevserve.gateway.cache import Embed
 from jevserve.gateway.config import GatewayConfig
-from jevserve.gateway.context import RequestContext, cache_directives, tenant_of
-from jevserve.gateway.decider import Decider, make_decider
+from jevserve.gateway.context import request_context
+from jevserve.gateway.decider import Decider, decider_for
 from jevserve.gateway.endpoints import API_PREFIX, ENDPOINT_PATHS, MODELS_PATH, http_error_body, model_list
 from jevserve.gateway.errors import GatewayError, PayloadTooLargeError, RequestTimeoutError
 from jevserve.gateway.operating_points import Progress
@@ -43,7 +43,7 @@ def create_app(
     network by upstream name (tests), `embed` the semantic cache's encoder."""
     gateway = build_gateway(
         config,
-        decider or make_decider(config.decider),
+        decider or decider_for(config),
         store=store,
         transports=transports,
         embed=embed,
@@ -138,8 +138,7 @@ def json_response(payload: object, status: int = 200, headers: dict[str, str] | 
 
 async def handle(gateway: Gateway, request: Request, endpoint: str) -> Response:
     """Serve one chat or legacy completions request through the stages."""
-    ctx = RequestContext(endpoint, tenant=tenant_of(request.headers))
-    ctx.cache_control = cache_directives(request.headers.get("cache-control"))
+    ctx = request_context(endpoint, request.headers)
     try:
         raw = await read_body(request, gateway.config.max_body_bytes, gateway.config.body_timeout_s)
     except (PayloadTooLargeError, RequestTimeoutError) as exc:

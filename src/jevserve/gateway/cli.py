@@ -163,12 +163,12 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
     from jevserve.decide.registry import UnknownSpecError
     from jevserve.gateway.app import create_app
     from jevserve.gateway.config import unset_key_warnings, upstream_url_warnings, windows_in_context_notes
-    from jevserve.gateway.decider import make_decider
+    from jevserve.gateway.decider import decider_for
     from jevserve.gateway.starting import StartingApp
 
     try:
-        decider = make_decider(config.decider)
-    except UnknownSpecError as exc:
+        decider = decider_for(config)
+    except (UnknownSpecError, ValueError) as exc:
         where = f"--decider {args.decider}" if args.decider else f"{args.config or 'the built-in config'}: decider"
         return _fail(f"{where}: {exc}")
     host, port = sock.getsockname()[:2]

@@ -50,13 +50,13 @@ def _fail(message: str) -> int:
 def _config_and_decider(path: str | None, spec: str | None):
     from jevserve.decide.registry import UnknownSpecError
     from jevserve.gateway.config import load_config
-    from jevserve.gateway.decider import make_decider
+    from jevserve.gateway.decider import decider_for
 
     config = load_config(path)
     if spec:
         config = config.model_copy(update={"decider": spec})
     try:
-        return config, make_decider(config.decider)
+        return config, decider_for(config)
     except (UnknownSpecError, ValueError) as exc:
         where = f"--decider {spec}" if spec else f"{path or 'the built-in config'}: decider: {config.decider}"
         raise SystemExit(_fail(f"{where}: {exc}")) from None
@@ -88,6 +88,12 @@ def run_check(args: argparse.Namespace) -> int:
         _, points = resolve_operating_points(config, decider, progress=_progress, score_missing=args.score)
     except ConfigError as exc:
         return _fail(str(exc))
+    if any(r.cache is not None and r.cache.enabled for r in config.routes):
+        from jevserve.gateway.cache import cache_install_problem
+
+        problem = cache_install_problem()  # the gateway would fail at start: the check says so now
+        if problem is not None:
+            return _fail(problem)
     print(f"{args.config}: valid ({len(config.routes)} routes, {len(config.upstreams)} upstreams)")
     print(_log_line(config.log.path))
     if not config.routes:
@@ -102,7 +108,9 @@ def run_check(args: argparse.Namespace) -> int:
         print(f"  {point.describe()}")
     missing = [p for p in points if p.max_false_action_rate is not None and p.threshold != p.threshold]
     if missing:
-        print(f"{len(missing)} rate(s) not scored yet: `jevserve gateway calibrate --config {args.config}` scores them")
+        named = f" --decider {args.decider}" if args.decider else ""  # the same decider, or another is calibrated
+        print(f"{len(missing)} rate(s) not scored yet: `jevserve gateway calibrate --config {args.config}{named}` "
+              "scores them")
     return 0
 
 

@@ -23,7 +23,7 @@ import urllib.parse
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, ClassVar, ForwardRef, Literal, get_args
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -363,6 +363,8 @@ class GatewayConfig(_Strict):
     """The whole gateway config."""
 
     decider: str = "embedded"
+    # the environment variable holding the key a `remote:` decider takes (`jevserve serve --api-key-env`)
+    decider_key_env: str | None = None
     decision_timeout_ms: float = Field(1000.0, gt=0)
     on_decision_timeout: Literal["reject", "fallback"] = "reject"
     upstreams: list[UpstreamConfig] = Field(default_factory=list)
@@ -420,6 +422,15 @@ def _message(error: Mapping[str, Any]) -> str:
     msg = str(error.get("msg", "invalid value"))
     for prefix in ("Value error, ", "Assertion failed, "):
         msg = msg.removeprefix(prefix)
+    if error.get("type") in ("model_type", "model_attributes_type"):  # a block given as a scalar or a list
+        loc = tuple(error.get("loc", ()))
+        name = next((str(part) for part in reversed(loc) if not isinstance(part, int)), "block")
+        got = error.get("input")
+        kind = {"str": "string", "int": "number", "float": "number"}.get(type(got).__name__, type(got).__name__)
+        described = ("a list" if isinstance(got, list) else f"{got!r}".lower() if isinstance(got, bool) or got is None
+                     else f"the {kind} {got!r}")
+        return (f"expected a mapping of settings (`{name}: {{}}` takes the defaults; fields: "
+                f"{', '.join(_fields_at(loc))}), got {described}")
     if error.get("type") == "extra_forbidden":
         loc = tuple(error.get("loc", ()))
         known = _fields_at(loc[:-1])
@@ -447,6 +458,10 @@ def _fields_at(loc: tuple[Any, ...]) -> list[str]:
 
 def _model_in(annotation: Any) -> Any:
     """The pydantic model inside an annotation such as `GuardConfig | None` or `list[RouteConfig]`."""
+    if isinstance(annotation, ForwardRef):  # a model named before it was defined
+        annotation = annotation.__forward_arg__
+    if isinstance(annotation, str):
+        annotation = eval(annotation, globals())
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in get_args(annotation):

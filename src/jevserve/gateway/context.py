@@ -37,6 +37,28 @@ def new_request_id() -> str:
     return f"{_ID_PREFIX}{next(_ID_COUNTER):016x}"
 
 
+def usable_request_id(value: str | None) -> bool:
+    """Whether a caller's `x-request-id` (a client's, or a data plane's behind Envoy) can be jevserve's id too, so
+    their logs and jevserve's line up: 1-128 printable ASCII characters, safe in a header and a log line."""
+    return value is not None and 0 < len(value) <= 128 and value.isascii() and value.isprintable()
+
+
+# W3C trace context: passed from the client to the upstream as it came, so a trace spans the gateway
+TRACE_HEADERS = ("traceparent", "tracestate")
+
+
+def request_context(endpoint: str, headers: Mapping[str, str]) -> RequestContext:
+    """A request's context from its headers: tenant, cache directives, the caller's request id where usable (else a
+    new one) and its trace context."""
+    ctx = RequestContext(endpoint, tenant=tenant_of(headers))
+    ctx.cache_control = cache_directives(headers.get("cache-control"))
+    request_id = headers.get("x-request-id")
+    if usable_request_id(request_id):
+        ctx.request_id = request_id
+    ctx.trace = {name: headers[name] for name in TRACE_HEADERS if usable_request_id(headers.get(name))}
+    return ctx
+
+
 def cache_directives(cache_control: str | None) -> frozenset[str]:
     """The directives of a request's `Cache-Control` header the gateway's cache honours: `no-cache` (do not serve
     this request from the cache; `max-age=0`, which asks for a reply no older than now, counts as it) and `no-store`
@@ -98,6 +120,7 @@ class RequestContext:
     flags: dict[str, str] = field(default_factory=dict)  # extra x-jevserve-* headers
     stored: bool = False  # the reply went into the cache (replay rebuilds the cache from this)
     cache_control: frozenset[str] = frozenset()  # the client's `no-cache` / `no-store` (cache_directives)
+    trace: dict[str, str] = field(default_factory=dict)  # the client's W3C trace context, sent on upstream
 
     @property
     def is_chat(self) -> bool:

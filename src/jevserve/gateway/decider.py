@@ -16,12 +16,13 @@ import asyncio
 import contextvars
 import hashlib
 import json
+import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import httpx
 import numpy as np
@@ -32,6 +33,9 @@ from jevserve.decide.batcher import Batcher, DeadlineUnreachable
 from jevserve.decide.remote import RemoteBackend
 from jevserve.gateway.questions import wire_to_decision
 from jevserve.protocol import DecisionOption, DecisionQuestion, Text, render_text
+
+if TYPE_CHECKING:
+    from jevserve.gateway.config import GatewayConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +194,8 @@ class RemoteDecider(LocalDecider):
         timeout_s: float = 5.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        super().__init__(RemoteBackend(url, api_key=api_key, model=model, timeout_s=timeout_s, transport=transport))
+        super().__init__(RemoteBackend(url, api_key=api_key, model=model, timeout_s=timeout_s, transport=transport,
+                                       key_setting="`decider_key_env` in the gateway's config"))
         self.name = f"remote:{url}"
 
     @property
@@ -262,6 +267,17 @@ def make_decider(spec: str = "embedded", *, remote_key: str | None = None) -> De
 
     threadpool_limits(1, "blas")
     return LocalDecider(load_backend(spec))
+
+
+def decider_for(config: GatewayConfig) -> Decider:
+    """The decider a gateway config names (`decider`), a `remote:` one with the key `decider_key_env` holds; raises
+    ValueError when that variable is unset or empty (every decision would be refused for want of it)."""
+    key = None
+    if config.decider_key_env:
+        key = os.environ.get(config.decider_key_env, "").strip() or None
+        if key is None:
+            raise ValueError(f"decider_key_env: the environment variable {config.decider_key_env} is unset or empty")
+    return make_decider(config.decider, remote_key=key)
 
 
 class Decided(NamedTuple):

@@ -330,7 +330,7 @@ def _calibrate(
         except Exception as exc:  # a decider that cannot answer cannot place a threshold: say so, by name
             raise ConfigError(
                 f"routes: {route.model}.{key}.max_false_action_rate: scoring the calibration requests with "
-                f"{decider.name} failed ({type(exc).__name__}: {exc}); start the decider or give a threshold"
+                f"{decider.name} failed ({type(exc).__name__}: {exc}); make the decider answer, or give a threshold"
             ) from exc
         if cache_key is not None:
             cache.put(cache_key, found)

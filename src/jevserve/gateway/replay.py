@@ -257,10 +257,10 @@ def replay_log(
     embed: Embed | None = None,
 ) -> Replay:  # fmt: skip
     """Re-decide the first `limit` records of the log at `path` (raises LogError for a log that cannot be read)."""
-    from jevserve.gateway.decider import make_decider
+    from jevserve.gateway.decider import decider_for
 
     records = read_log_strict(path)[:limit]
-    decider = decider or make_decider(config.decider)
+    decider = decider or decider_for(config)
 
     async def run() -> Replay:
         try:

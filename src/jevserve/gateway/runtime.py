@@ -82,6 +82,10 @@ def build_gateway(
 ) -> Gateway:
     """Wire up a gateway; `transports` replaces upstreams' network by name (tests), `embed` the cache's encoder.
     Rate-based operating points are resolved to thresholds first (scored once per decider, then cached)."""
+    # the cache's encoder first: an install that lacks it fails in a second, not after the calibration's minutes
+    cache_embed = None
+    if any(r.cache is not None and r.cache.enabled for r in config.routes):
+        cache_embed = embed or embedded_embed()
     config, points = resolve_operating_points(config, decider, progress=progress)
     store = store or open_store(config.store)
     upstream_configs = list(config.upstreams) or [UpstreamConfig(name=PLACEHOLDER_NAME, url=PLACEHOLDER_URL)]
@@ -96,9 +100,7 @@ def build_gateway(
             aging_s=aging_s,
             transport=transports.get(upstream_config.name),
         )
-    cache = None
-    if any(r.cache is not None and r.cache.enabled for r in config.routes):
-        cache = SemanticCache(embed or embedded_embed(), store.cache)
+    cache = None if cache_embed is None else SemanticCache(cache_embed, store.cache)
     log = None
     if config.log.path:
         log = DecisionLog(config.log.path, max_bytes=config.log.max_bytes, backups=config.log.backups)

@@ -41,8 +41,12 @@ def chat_completion(
     }
 
 
+REASONING_FIELDS = ("reasoning_content", "reasoning")  # a reasoning model's thinking, by the names servers use
+
+
 def completion_to_chunks(completion: dict[str, Any], *, include_usage: bool) -> list[dict[str, Any]]:
-    """A complete chat completion replayed as `chat.completion.chunk`s (role, content, finish, optional usage)."""
+    """A complete chat completion replayed as `chat.completion.chunk`s (role, reasoning, content with its logprobs,
+    finish, optional usage)."""
     base = {
         "id": completion["id"],
         "object": "chat.completion.chunk",
@@ -59,6 +63,11 @@ def completion_to_chunks(completion: dict[str, Any], *, include_usage: bool) -> 
                 "choices": [{"index": index, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
             }
         )
+        # a reasoning model's reasoning (vLLM's `reasoning_content`, newer servers' `reasoning`) comes first, as the
+        # upstream streamed it
+        reasoning = {k: message[k] for k in REASONING_FIELDS if isinstance(message.get(k), str) and message[k]}
+        if reasoning:
+            chunks.append({**base, "choices": [{"index": index, "delta": reasoning, "finish_reason": None}]})
         delta: dict[str, Any] = {}
         if message.get("content"):
             delta["content"] = message["content"]
@@ -67,7 +76,10 @@ def completion_to_chunks(completion: dict[str, Any], *, include_usage: bool) -> 
         if message.get("function_call"):  # the legacy functions API
             delta["function_call"] = message["function_call"]
         if delta:
-            chunks.append({**base, "choices": [{"index": index, "delta": delta, "finish_reason": None}]})
+            carried: dict[str, Any] = {"index": index, "delta": delta, "finish_reason": None}
+            if choice.get("logprobs") is not None:  # the whole reply's logprobs, with its content
+                carried["logprobs"] = choice["logprobs"]
+            chunks.append({**base, "choices": [carried]})
         chunks.append(
             {**base, "choices": [{"index": index, "delta": {}, "finish_reason": choice.get("finish_reason")}]}
         )

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from jevserve.gateway.shapes import chat_completion, sse
+from jevserve.gateway.shapes import REASONING_FIELDS, chat_completion, sse
 
 
 @dataclass
@@ -21,6 +21,8 @@ class ChoiceSummary:
     """What a stream carried for one choice (`index`): a request with `n` > 1 gets several."""
 
     text: list[str] = field(default_factory=list)  # content deltas
+    reasoning: dict[str, list[str]] = field(default_factory=dict)  # reasoning deltas, by the field that carried them
+    logprobs: list[Any] | None = None  # the chunks' `logprobs.content` entries, joined (None: no chunk had any)
     finish_reason: str | None = None
     tool_call_deltas: list[Any] = field(default_factory=list)  # tool-call deltas, as sent
     function_call: dict[str, str] | None = None  # the legacy functions API's call, its name and arguments joined
@@ -55,12 +57,17 @@ class StreamSummary:
 
     def _choice(self, index: int, choice: ChoiceSummary) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": "".join(choice.text)}
+        for name, pieces in choice.reasoning.items():
+            message[name] = "".join(pieces)
         if choice.tool_call_deltas:
             message["tool_calls"] = merged_tool_calls(choice.tool_call_deltas)
         if choice.function_call is not None:
             message["function_call"] = dict(choice.function_call)
-        return {"index": index, "message": message,
-                "finish_reason": choice.finish_reason if self.status == 200 else None}
+        whole = {"index": index, "message": message,
+                 "finish_reason": choice.finish_reason if self.status == 200 else None}
+        if choice.logprobs is not None:
+            whole["logprobs"] = {"content": list(choice.logprobs)}
+        return whole
 
     def observe(self, payload: dict[str, Any]) -> None:
         """Fold one chunk into the summary."""
@@ -80,6 +87,14 @@ class StreamSummary:
             delta = choice.get("delta") or {}
             if delta.get("content"):
                 into.text.append(delta["content"])
+            for name in REASONING_FIELDS:
+                if isinstance(delta.get(name), str) and delta[name]:
+                    into.reasoning.setdefault(name, []).append(delta[name])
+            logprobs = choice.get("logprobs")
+            if isinstance(logprobs, dict) and isinstance(logprobs.get("content"), list):
+                if into.logprobs is None:
+                    into.logprobs = []
+                into.logprobs.extend(logprobs["content"])
             if delta.get("tool_calls"):
                 into.tool_call_deltas.extend(delta["tool_calls"])
             legacy = delta.get("function_call")

@@ -1,7 +1,7 @@
 """Calling upstreams: concurrency gate, retries only while nothing reached the model, fallback, circuit breaker.
 
 For each upstream of the route, in order:
-  1. skip it while its circuit is open (`breaker_failures` failures in a row open it for `breaker_reset_s`; after
+  1. skip it while its circuit is open (`breaker_failures` failed requests in a row open it for `breaker_reset_s`; after
      that requests pass again, and the next failure re-opens it at once);
   2. take a slot at its gate (gate.py), where admission applies: `defer` waits until the deadline, `reject`
      answers 429 when the queue is full, `overflow` moves on to the next upstream;
@@ -201,7 +201,6 @@ async def _try_upstream(
                 return response
             attempts.append(Attempt(upstream.name, status, "retryable status", _ms(started), f"http_{status}"))
             await response.aclose()
-        await upstream.store.record_result(upstream.name, False, config.breaker_failures, config.breaker_reset_s)
         if retry == config.max_retries:
             break
         delay = _hinted_delay_s(response)
@@ -210,6 +209,9 @@ async def _try_upstream(
         if time.monotonic() + delay >= deadline_at:
             break
         await asyncio.sleep(delay)
+    # one failure per request, its retries included: counted per try, two requests to an upstream restarting for a
+    # few seconds opened its circuit (with the defaults' 3 tries each) and the route answered 503 for 30 s
+    await upstream.store.record_result(upstream.name, False, config.breaker_failures, config.breaker_reset_s)
     return None
 
 

@@ -150,10 +150,10 @@ class LiveDemo:
 def live_demo(endpoint: Any, config: Any) -> LiveDemo:
     """The demo `jevserve web` runs: the gateway config's decider in process for `embedded`, else the endpoint."""
     from jevserve.gateway.cache import SemanticCache, embedded_embed
-    from jevserve.gateway.decider import RemoteDecider, make_decider
+    from jevserve.gateway.decider import RemoteDecider, decider_for
 
     if endpoint.label == "embedded":
-        decider = make_decider(config.decider)  # what `jevserve gateway` with this config would ask
+        decider = decider_for(config)  # what `jevserve gateway` with this config would ask
     else:
         decider = RemoteDecider(endpoint.base_url, api_key=endpoint.api_key, model=endpoint.model)
     return LiveDemo(decider, config, SemanticCache(embedded_embed(), VisitorCaches()))

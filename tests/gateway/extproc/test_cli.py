@@ -144,7 +144,7 @@ def test_a_decider_that_cannot_resolve_operating_points_is_a_clear_error(capsys)
     # the default config sets guard, harm and clarify by target rate: scoring them needs the decider
     assert main(["extproc", "--decider", "remote:http://127.0.0.1:9", "--port", str(free_port())]) == 2
     err = capsys.readouterr().err
-    assert "start the decider or give a threshold" in err and "Traceback" not in err
+    assert "make the decider answer, or give a threshold" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("port", ["70000", "0", "-1"])

@@ -21,12 +21,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from jevserve.gateway.context import RequestContext, cache_directives, tenant_of
+from jevserve.gateway.context import RequestContext, request_context, usable_request_id
 from jevserve.gateway.decisions import policies_for
 from jevserve.gateway.endpoints import ENDPOINT_PATHS, MODELS_PATH, http_error_body, model_list
 from jevserve.gateway.errors import GatewayError
 from jevserve.gateway.extproc.calls import CallWatch
-from jevserve.gateway.extproc.respond import JSON_TYPE, REQUEST_ID, usable_request_id
+from jevserve.gateway.extproc.respond import JSON_TYPE, REQUEST_ID
 from jevserve.gateway.extproc.seam import Exchange, Respond, ResponseEdit, ResponsePlan, StreamEnd
 from jevserve.gateway.extproc.seam import Forward as ForwardOutcome
 from jevserve.gateway.inference_headers import MODEL_NAME_HEADER, client_control_headers
@@ -79,11 +79,8 @@ def context_of(headers: Mapping[str, str]) -> RequestContext | None:
     endpoint = endpoint_of(headers)
     if endpoint is None:
         return None
-    ctx = RequestContext(endpoint, tenant=tenant_of(headers))
-    ctx.cache_control = cache_directives(headers.get("cache-control"))
-    request_id = headers.get(REQUEST_ID)
-    if usable_request_id(request_id):
-        ctx.request_id = request_id  # the data plane's id, so its access log and jevserve's log line up
+    ctx = request_context(endpoint, headers)  # with the data plane's id, so its access log and jevserve's line up
+    ctx.trace = {}  # the data plane sends the client's headers on itself
     return ctx
 
 
@@ -167,7 +164,7 @@ class GatewayExchange(Exchange):
         # the HTTP gateway gates every whole chat reply on a tool-gated route, and holds a live stream's calls:
         # upstreams add tools of their own, and clients send `tools: []`, so a reply may carry calls unasked for
         gates_calls = ctx.is_chat and any(isinstance(p, ToolGate) for p in policies_for(ctx.route))
-        if plan.needs_whole_reply or (gates_calls and not sent["stream"]):
+        if gates_calls and not sent["stream"]:
             response_plan = ResponsePlan.HOLD
         elif gates_calls:
             response_plan = ResponsePlan.HOLD_CALLS
@@ -190,14 +187,13 @@ class GatewayExchange(Exchange):
         return enabled and self.ctx.is_chat and "no-store" not in self.ctx.cache_control
 
     async def response_headers(self, status: int, headers: Mapping[str, str]) -> ResponseEdit:
-        """A held reply the client asked to stream is replayed as events: say so in content-type."""
+        """Note the upstream's status; a 2xx reply whose tool calls are to be held is watched as it streams (or kept
+        whole when it is not a stream)."""
         if self.forwarded_at is not None:  # the upstream's time to its first byte, as the HTTP gateway counts it
             self.ctx.upstream_ms = (time.monotonic() - self.forwarded_at) * 1000
         self.upstream_status = status
         if self.ctx is not None:
             self.ctx.outcome["status"] = status  # the upstream's, even when the client gets another
-        if self.plan is not None and self.plan.needs_whole_reply and self.ctx.streams and status < 300:
-            return ResponseEdit(set_headers={"content-type": SSE_TYPE, "cache-control": "no-cache"})
         if self.response_plan is ResponsePlan.HOLD_CALLS and 200 <= status < 300:
             if headers.get("content-type", "").lower().startswith(SSE_TYPE):
                 self.watch = CallWatch()
@@ -275,7 +271,7 @@ class GatewayExchange(Exchange):
     def _observed(self, end: StreamEnd) -> dict[str, Any] | None:
         if end.response_body is None:
             return None
-        if self.plan is not None and self.ctx.streams and not self.plan.needs_whole_reply:
+        if self.plan is not None and self.ctx.streams:
             summary = summarise(end.response_body)
             return summary.completion(self.ctx.body["model"]) if summary.status == 200 else None
         return _json_object(end.response_body)

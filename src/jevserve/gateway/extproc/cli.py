@@ -122,7 +122,7 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
     import asyncio
 
     from jevserve.decide.registry import UnknownSpecError
-    from jevserve.gateway.decider import DecisionUnavailable, make_decider
+    from jevserve.gateway.decider import DecisionUnavailable, decider_for
     from jevserve.gateway.extproc import wire
     from jevserve.gateway.extproc.binding import GatewayDecisions
     from jevserve.gateway.extproc.metrics_http import start_metrics
@@ -132,8 +132,8 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
     from jevserve.protocol.errors import BackendError
 
     try:
-        decider = make_decider(config.decider)
-    except UnknownSpecError as exc:
+        decider = decider_for(config)
+    except (UnknownSpecError, ValueError) as exc:
         return _fail(f"{_decider_source(args, config)}: {exc}")
     try:
         # rate-based operating points resolve to the same thresholds as in `jevserve gateway` (scored, then cached)

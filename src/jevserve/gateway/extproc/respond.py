@@ -13,12 +13,6 @@ JSON_TYPE = "application/json"
 REQUEST_ID = "x-request-id"
 
 
-def usable_request_id(value: str | None) -> bool:
-    """Whether the data plane's `x-request-id` can be jevserve's id too (so both logs line up): 1-128 printable
-    ASCII characters, safe in a header and a log line."""
-    return value is not None and 0 < len(value) <= 128 and value.isascii() and value.isprintable()
-
-
 def error_reply(
     status: int,
     message: str,

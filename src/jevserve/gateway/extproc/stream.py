@@ -31,9 +31,9 @@ from typing import Literal
 
 from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 
-from jevserve.gateway.context import new_request_id
+from jevserve.gateway.context import new_request_id, usable_request_id
 from jevserve.gateway.extproc import wire
-from jevserve.gateway.extproc.respond import REQUEST_ID, error_reply, usable_request_id
+from jevserve.gateway.extproc.respond import REQUEST_ID, error_reply
 from jevserve.gateway.extproc.seam import Exchange, Forward, Respond, ResponseEdit, ResponsePlan, StreamEnd
 from jevserve.gateway.inference_headers import client_control_headers
 from jevserve.gateway.streaming import error_event

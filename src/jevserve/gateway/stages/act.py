@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from jevserve.gateway.context import RequestContext
-from jevserve.gateway.decisions import DecisionReport, policies_for
+from jevserve.gateway.decisions import DecisionReport
 from jevserve.gateway.errors import BlockedError
 from jevserve.gateway.shapes import chat_completion, rough_tokens
-from jevserve.gateway.types import Action, ClarifyDetail, GuardDetail, Phase, PriorityDetail, RouteDetail, Verdict
+from jevserve.gateway.types import Action, ClarifyDetail, GuardDetail, PriorityDetail, RouteDetail, Verdict
 from jevserve.serving.decision_inputs import message_text
 
 # what `strip_tools` removes: the tools API's fields and the legacy functions API's
@@ -35,7 +35,6 @@ class Forward:
     body: dict[str, Any]  # the body to send (the stream flag is the forward stage's)
     upstreams: tuple[str, ...] | None  # upstream names chosen by the route decision; None: the route's
     predicted_tokens: float | None  # the predicted reply length, which orders the queue; None: arrival order
-    needs_whole_reply: bool  # a reply-phase policy reads the reply, so the upstream is asked without streaming
 
 
 def act(ctx: RequestContext) -> Answer | Forward:
@@ -104,10 +103,7 @@ def _forward_plan(ctx: RequestContext, report: DecisionReport) -> Forward:
         # no prediction (backend down): the middle level, so the request neither jumps nor starves the queue
         levels = route.priority.level_tokens
         predicted = levels[len(levels) // 2]
-    reply_phase = any(p.phase is Phase.REPLY for p in policies_for(route))
-    offers_tools = bool(body.get("tools") or body.get("functions"))
-    needs_whole_reply = ctx.is_chat and offers_tools and reply_phase
-    return Forward(body, upstreams, predicted, needs_whole_reply)
+    return Forward(body, upstreams, predicted)
 
 
 def set_dotted(body: dict[str, Any], path: str, value: Any) -> None:

@@ -103,16 +103,20 @@ def is_event_stream(response: httpx.Response) -> bool:
 
 
 def streams_upstream(ctx: RequestContext, plan: Forward) -> bool:
-    """The upstream streams when the client asked for a stream and no reply-phase policy needs the whole reply."""
-    return ctx.streams and not plan.needs_whole_reply
+    """The upstream streams when the client asked for a stream. A tool gate reads a streamed reply's calls by
+    holding the events from the first call on (streaming.relay): asked whole instead, a stream request kept
+    `stream_options`, which vLLM refuses without `stream: true`, lost the reasoning and logprobs of its chunks, and
+    had the whole generation, not the gap between bytes, under the upstream's timeout."""
+    return ctx.streams
 
 
 def upstream_headers(ctx: RequestContext, plan: Forward) -> dict[str, str]:
     """Headers added to the upstream request: the llm-d / GIE headers of the route's `inference` block (both front
-    ends, this stage and the ext_proc server, send them)."""
-    return inference_headers(
+    ends, this stage and the ext_proc server, send them), the request's id (vLLM takes it as its own with
+    `--enable-request-id-headers`, so the two logs line up) and the client's trace context."""
+    return {"x-request-id": ctx.request_id, **ctx.trace, **inference_headers(
         ctx.route.inference, predicted_tokens=plan.predicted_tokens, tenant=ctx.tenant, model=plan.body.get("model")
-    )
+    )}
 
 
 def _whole_reply(dispatched: Dispatched, response: httpx.Response) -> UpstreamReply:
