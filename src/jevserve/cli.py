@@ -145,10 +145,20 @@ class CommandParser(argparse.ArgumentParser):
     """argparse's parser with a two-line usage error: the message and where the options are. argparse's own prints
     the whole usage block first, up to 30 lines for `sim run`, above the one line that says what was wrong."""
 
+    def parse_known_args(self, args=None, namespace=None):
+        self._arguments_seen = list(sys.argv[1:] if args is None else args)  # for `error`
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
         # argparse writes "argument --port: " before a refusal that already begins with its flag (argtypes' do)
         named = re.match(r"argument (\S+): (\1 .*)", message, re.DOTALL)
         message = named.group(2) if named else message
+        # an unknown flag before a value: argparse takes the value for the optional sub-command and says "invalid
+        # choice: 'X'", which hides the flag at fault
+        unknown = [a for a in getattr(self, "_arguments_seen", ()) if a.startswith("--")
+                   and a.split("=", 1)[0] not in self._option_string_actions]
+        if unknown and "invalid choice" in message:
+            message = f"unrecognized arguments: {' '.join(unknown)}"
         self.exit(2, f"{self.prog}: error: {message}\nrun `{self.prog} --help` to see its options\n")
 
 

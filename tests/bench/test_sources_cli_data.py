@@ -85,3 +85,27 @@ def test_list_shows_a_damaged_release_and_says_to_fetch_it_again(tmp_path, capsy
     line = next(line for line in captured.out.splitlines() if line.startswith("bastioncorpus "))
     assert "damaged" in line and line.endswith("jevserve data fetch --source bastioncorpus --force")
     assert captured.err.startswith("error: bastioncorpus: ") and "`jevserve data fetch --force`" in captured.err
+
+
+def test_list_on_an_install_without_an_optional_reader_notes_it_and_succeeds(tmp_path, capsys, monkeypatch):
+    # an outside tester's base install: `data list` printed the table and exited 1 over a parquet source it could
+    # not count without pyarrow, which is a package left out, not a fault of the data
+    from types import SimpleNamespace
+
+    from jevserve.bench import sources
+    from jevserve.bench.sources.errors import SourceMissingError
+
+    parquet = next(iter(SOURCES))
+
+    def load(name, cache_dir):
+        if name == parquet:
+            raise SourceMissingError.needs_module(name, "pyarrow", "jevserve[parquet]")
+        return [{}]
+
+    monkeypatch.setattr(sources, "source_status",
+                        lambda name, cache_dir: SimpleNamespace(state="cached", location=tmp_path, fetch_command=None))
+    monkeypatch.setattr(sources, "load_source", load)
+    assert run(["data", "list", "--cache", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert f"note: {parquet}: data source {parquet!r} needs the Python package 'pyarrow'" in err
+    assert "pip install 'jevserve[parquet]'" in err and "error:" not in err

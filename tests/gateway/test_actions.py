@@ -488,6 +488,7 @@ def test_an_overloaded_decider_refuses_429_rather_than_forwarding_undecided(fall
     assert response.status_code == 429 and response.headers["retry-after"] == "1"
     error = response.json()["error"]
     assert error["type"] == "rate_limit_error" and "guard" in error["message"] and "overloaded" in error["message"]
+    assert error["code"] == "gateway_overloaded"  # not the client's rate limit (rate_limit_exceeded)
     assert upstreams["u"].requests == []  # neither forwarded undecided nor refused as if it were an injection
     # the header says what happened to the guard, not the fallback that was not used
     assert "guard=reject!fallback" in response.headers["x-jevserve-decisions"]

@@ -129,3 +129,12 @@ def test_default_gateway_serves_placeholder_replies_offline_with_the_embedded_mo
     # once built, the banner goes on with what it serves, its operating points, and "ready"
     assert "decider:   minilm-reader" in printed and "jev-gateway/guard    threshold" in printed, printed
     assert printed.splitlines()[-1] == "  ready", printed
+
+
+def test_an_unknown_flag_of_the_gateway_is_named_not_taken_for_a_sub_command(capsys):
+    # an outside tester's `jevserve gateway --remote-key-env DKEY` was told "invalid choice: 'DKEY'"
+    with pytest.raises(SystemExit) as exited:
+        main(["gateway", "--remote-key-env", "DKEY"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: --remote-key-env" in err and "invalid choice" not in err

@@ -75,6 +75,13 @@ def test_openai_client_lists_the_configured_virtual_models():
 
     assert run(scenario()) == ["m"]
 
+    async def retrieve(name):
+        return await async_openai(app).models.retrieve(name)
+
+    assert run(retrieve("m")).id == "m"  # models.retrieve: GET /v1/models/{id}
+    with pytest.raises(openai.NotFoundError, match="unknown model 'nope'; this gateway serves: m"):
+        run(retrieve("nope"))
+
 
 def test_openai_client_legacy_completions():
     def reply(body):

@@ -340,11 +340,13 @@ def test_requests_the_rate_limit_refused_are_skipped_not_reported_as_changed(tmp
         async with client(app) as c:
             for text in TEXTS[:4]:
                 body = {"model": "m", "messages": [{"role": "user", "content": text}]}
-                await c.post("/v1/chat/completions", json=body)
+                last = await c.post("/v1/chat/completions", json=body)
         await app.state.gateway.aclose()
+        return last
 
-    asyncio.run(scenario())
+    last = asyncio.run(scenario())
     assert [r["status"] for r in read_log_strict(path)] == [200, 200, 429, 429]
+    assert last.json()["error"]["code"] == "rate_limit_exceeded"  # the client's limit, not the gateway's overload
     result = replay(path, answers, route=route)
     assert [r.changed() for r in result.requests] == [[], []] and result.num_undecided == 2
     assert "0 request(s) changed" in format_report(result)

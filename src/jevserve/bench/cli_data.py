@@ -82,7 +82,7 @@ def run_list(args: argparse.Namespace) -> int:
     from jevserve.bench.sources import SOURCES, DataSourceError, load_source, resolve_cache_dir, source_status
 
     cache_dir = resolve_cache_dir(args.cache)
-    entries, problems = [], []
+    entries, problems, notes = [], [], []
     for name in SOURCES:
         spec, rows = SOURCES[name], None
         try:
@@ -96,7 +96,8 @@ def run_list(args: argparse.Namespace) -> int:
                 try:
                     rows = len(load_source(name, cache_dir))
                 except DataSourceError as exc:
-                    problems.append(f"{name}: {exc}")
+                    # a package the install leaves out is said, not failed: the list is complete without its count
+                    (notes if getattr(exc, "missing_module", None) else problems).append(f"{name}: {exc}")
         entries.append(
             {
                 "source": name,
@@ -130,6 +131,8 @@ def run_list(args: argparse.Namespace) -> int:
         ]
         print(_table(header, rows_out))
         print(f"\ncache: {cache_dir}")
+    for note in notes:
+        print(f"note: {note} (its records are not counted)", file=sys.stderr)
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     return 1 if problems else 0

@@ -64,7 +64,7 @@ def load_model(
     if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().is_dir():
         raise ModelFilesNotFoundError(
             f"causal model {model!r}: no such directory; give a directory written by save_pretrained (or, where "
-            "downloads are allowed, a hub id with ?network=1)"
+            "downloads are allowed, a hub id with --allow-network or ?network=1)"
         )
     model = str(Path(model).expanduser()) if model.startswith("~") else model
     if Path(model).is_dir() and not (Path(model) / "config.json").is_file():
@@ -88,8 +88,8 @@ def load_model(
         where = "locally or on the hub" if allow_network else "locally, and the network is not allowed"
         raise ModelFilesNotFoundError(
             f"causal model {model!r}: its files (config.json, weights, tokenizer) were not found {where}. Give a "
-            "local directory written by save_pretrained, or allow downloads with allow_network=True "
-            f"(spec: causal:{model}?network=1). Cause: {exc}"
+            "local directory written by save_pretrained, or allow downloads (`jevserve serve --allow-network`, the "
+            f"spec causal:{model}?network=1, or allow_network=True in Python). Cause: {exc}"
         ) from exc
     except (ValueError, KeyError) as exc:  # files there, but not a tokenizer and causal LM transformers can build
         raise ModelFilesNotFoundError(

@@ -19,7 +19,14 @@ from jevserve.gateway.cache import Embed
 from jevserve.gateway.config import GatewayConfig
 from jevserve.gateway.context import request_context
 from jevserve.gateway.decider import Decider, decider_for
-from jevserve.gateway.endpoints import API_PREFIX, ENDPOINT_PATHS, MODELS_PATH, http_error_body, model_list
+from jevserve.gateway.endpoints import (
+    API_PREFIX,
+    ENDPOINT_PATHS,
+    MODELS_PATH,
+    http_error_body,
+    model_entry,
+    model_list,
+)
 from jevserve.gateway.errors import GatewayError, PayloadTooLargeError, RequestTimeoutError
 from jevserve.gateway.operating_points import Progress
 from jevserve.gateway.pipeline import refuse, serve
@@ -92,6 +99,11 @@ def create_app(
     @app.get(API_PREFIX + MODELS_PATH)
     async def models() -> Response:
         return json_response(model_list(gateway))
+
+    @app.get(API_PREFIX + MODELS_PATH + "/{model_id:path}")  # a route's name may hold a "/" (Qwen/Qwen3-8B)
+    async def model(model_id: str) -> Response:
+        status, body = model_entry(gateway, model_id)
+        return json_response(body, status)
 
     @app.get("/healthz")
     async def healthz() -> Response:

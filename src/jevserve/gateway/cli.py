@@ -68,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--print-config", action="store_true", help="print the built-in default config and exit")
     p.add_argument("--log-level", default="warning", help="uvicorn log level (default: warning)")
     p.set_defaults(func=run_gateway)
-    sub = p.add_subparsers(dest="gateway_command", metavar="SUBCOMMAND")
+    sub = p.add_subparsers(dest="gateway_command", metavar="[SUBCOMMAND]")
     r = sub.add_parser(
         "replay",
         help="re-decide a decision log with another model or config and list the requests whose actions change",

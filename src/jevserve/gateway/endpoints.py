@@ -33,6 +33,18 @@ def model_list(gateway: Gateway) -> dict:
     return {"object": "list", "data": data}
 
 
+def model_entry(gateway: Gateway, model_id: str) -> tuple[int, dict]:
+    """`GET /v1/models/{id}` (the openai client's `models.retrieve`): the route's entry, or a 404 naming the routes."""
+    from jevserve.gateway.errors import UnknownModelError
+
+    for entry in model_list(gateway)["data"]:
+        if entry["id"] == model_id:
+            return 200, entry
+    known = ", ".join(r.model for r in gateway.config.routes) or "none"
+    error = UnknownModelError(f"unknown model {model_id!r}; this gateway serves: {known}", param="model")
+    return error.status_code, error.body()
+
+
 # What a 404 says: which paths there are, and, since behind Envoy a platform fronts other paths on the same listener,
 # that the decision filter is what answered, not the model server
 NOT_SERVED = (

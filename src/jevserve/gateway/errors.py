@@ -6,7 +6,8 @@ GatewayError                  an HTTP answer other than 2xx: status, OpenAI `typ
 ├── RequestTimeoutError       408 invalid_request_error: the body stalled past `body_timeout_s`
 ├── UnknownModelError         404 model_not_found
 ├── BlockedError              400 content_policy_violation: a decision blocked the request
-├── RateLimitedError          429 rate_limit_exceeded, with Retry-After
+├── RateLimitedError          429 rate_limit_exceeded, with Retry-After: the client's rate limit
+│   └── OverloadedError       429 gateway_overloaded, with Retry-After: the decider or every upstream queue is full
 └── UpstreamError             502 upstream_error: no upstream answered (the reason is in the message)
     ├── UpstreamUnavailableError  503 upstream_unavailable, with Retry-After: every upstream's circuit is open
     └── UpstreamTimeoutError      504 upstream_timeout: the upstream took the request and then sent nothing in time
@@ -87,6 +88,13 @@ class RateLimitedError(GatewayError):
     def __init__(self, message: str, *, retry_after_s: float) -> None:
         super().__init__(message, headers={"Retry-After": str(max(1, math.ceil(retry_after_s)))})
         self.retry_after_s = retry_after_s
+
+
+class OverloadedError(RateLimitedError):
+    """The gateway is overloaded (its decider or every upstream queue), not the client over its rate limit: the same
+    429 and Retry-After, which clients already retry, under a code of its own so the two can be told apart."""
+
+    code = "gateway_overloaded"
 
 
 class UpstreamError(GatewayError):

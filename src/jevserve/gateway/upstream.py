@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from jevserve.gateway.config import PLACEHOLDER_URL, AdmissionConfig, UpstreamConfig
-from jevserve.gateway.errors import RateLimitedError, UpstreamError, UpstreamTimeoutError, UpstreamUnavailableError
+from jevserve.gateway.errors import OverloadedError, UpstreamError, UpstreamTimeoutError, UpstreamUnavailableError
 from jevserve.gateway.gate import QueueFull, UpstreamGate
 from jevserve.gateway.placeholder import placeholder_transport
 from jevserve.gateway.store import Store
@@ -236,7 +236,7 @@ async def dispatch(
     headers: Mapping[str, str] | None = None,
 ) -> Dispatched:
     """Send `body` to the first upstream that answers (see the module docstring); raises UpstreamError or
-    RateLimitedError (429) when none can."""
+    OverloadedError (429) when none can."""
     attempts: list[Attempt] = []
     num_full = 0
     now_epoch = time.time()
@@ -254,11 +254,11 @@ async def dispatch(
         except QueueFull as exc:
             num_full += 1
             if admission.action == "reject":
-                raise RateLimitedError(f"overloaded: {exc}", retry_after_s=1.0) from None
+                raise OverloadedError(f"overloaded: {exc}", retry_after_s=1.0) from None
             attempts.append(Attempt(upstream.name, None, "queue full (overflow)", 0.0, "queue_full"))
             continue
         except TimeoutError:
-            raise RateLimitedError(
+            raise OverloadedError(
                 f"overloaded: no upstream slot within the {admission.deadline_s:.0f} s deadline "
                 "(decision time included)",
                 retry_after_s=max(1.0, admission.deadline_s / 4),
@@ -284,7 +284,7 @@ async def dispatch(
                 await dispatched.close()
         return dispatched
     if num_full and num_full == len(upstreams):
-        raise RateLimitedError("overloaded: every upstream's queue is full", retry_after_s=1.0)
+        raise OverloadedError("overloaded: every upstream's queue is full", retry_after_s=1.0)
     if attempts and all(a.outcome == "circuit_open" for a in attempts):
         # nothing was tried: say when one will be, as for any overload (OpenAI's clients retry a 503 after it)
         raise UpstreamUnavailableError(

@@ -33,9 +33,10 @@ class UnknownSourceError(DataSourceError, KeyError):
 class SourceMissingError(DataSourceError):
     """A source that cannot be read on this machine yet; `command` is what to run, and the message names it."""
 
-    def __init__(self, name: str, message: str, command: str) -> None:
+    def __init__(self, name: str, message: str, command: str, missing_module: str | None = None) -> None:
         self.name = name
         self.command = command
+        self.missing_module = missing_module  # an optional package this install leaves out (not a fault of the data)
         super().__init__(f"{message}; run `{command}`")
 
     @classmethod
@@ -51,7 +52,8 @@ class SourceMissingError(DataSourceError):
     @classmethod
     def needs_module(cls, name: str, module: str, requirement: str) -> SourceMissingError:
         """The source's files are here but reading them needs an optional Python package."""
-        return cls(name, f"data source {name!r} needs the Python package {module!r}", f"pip install '{requirement}'")
+        return cls(name, f"data source {name!r} needs the Python package {module!r}", f"pip install '{requirement}'",
+                   missing_module=module)
 
 
 class FetchError(DataSourceError):

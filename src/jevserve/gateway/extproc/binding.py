@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
 from jevserve.gateway.context import RequestContext, request_context, usable_request_id
 from jevserve.gateway.decisions import policies_for
-from jevserve.gateway.endpoints import ENDPOINT_PATHS, MODELS_PATH, http_error_body, model_list
+from jevserve.gateway.endpoints import ENDPOINT_PATHS, MODELS_PATH, http_error_body, model_entry, model_list
 from jevserve.gateway.errors import GatewayError
 from jevserve.gateway.extproc.calls import CallWatch
 from jevserve.gateway.extproc.respond import JSON_TYPE, REQUEST_ID
@@ -64,8 +65,12 @@ def other_request(gateway: Gateway, headers: Mapping[str, str]) -> GatewayRespon
     method, path = headers.get(":method", "").upper(), _path(headers)
     # the stream gave every request an id (the data plane's, or its own): the answer carries it, as every reply does
     request_id = {REQUEST_ID: headers[REQUEST_ID]} if usable_request_id(headers.get(REQUEST_ID)) else {}
-    if path.endswith(MODELS_PATH):
+    one = path.partition(MODELS_PATH + "/")[2] if MODELS_PATH + "/" in path else None
+    if path.endswith(MODELS_PATH) or one:
         if method in ("GET", "HEAD"):
+            if one:
+                status, body = model_entry(gateway, urllib.parse.unquote(one))
+                return GatewayResponse(status, headers=request_id, body=body)
             return GatewayResponse(200, headers=request_id, body=model_list(gateway))
         return GatewayResponse(405, headers={**request_id, "allow": "GET, HEAD"}, body=http_error_body(405))
     if any(path.endswith(suffix) for suffix, _ in ENDPOINTS):

@@ -9,7 +9,7 @@ from jevserve.gateway.cache import NoLookup
 from jevserve.gateway.config import RouteConfig
 from jevserve.gateway.context import RequestContext
 from jevserve.gateway.decisions import DecisionReport, request_policies, run_decisions
-from jevserve.gateway.errors import RateLimitedError
+from jevserve.gateway.errors import OverloadedError
 from jevserve.gateway.runtime import Gateway
 from jevserve.gateway.types import Action
 
@@ -22,7 +22,7 @@ OVERLOAD_RETRY_AFTER_S = 1.0
 async def decide(gateway: Gateway, ctx: RequestContext) -> None:
     """Set `ctx.report`: the route's verdicts about the request (a failed decider gives the fallbacks, no error).
     A request sent with `Cache-Control: no-cache` is not looked up in the cache (its reply is still stored). Raises
-    RateLimitedError (429) when an enforced refusal got no answer in time (see `unanswered_refusals`)."""
+    OverloadedError (429) when an enforced refusal got no answer in time (see `unanswered_refusals`)."""
     cache = gateway.cache if ctx.is_chat else None
     if cache is not None and "no-cache" in ctx.cache_control:
         cache = NoLookup()
@@ -47,7 +47,7 @@ async def decide(gateway: Gateway, ctx: RequestContext) -> None:
                 replace(v, action=Action.REJECT, reason=f"{why}: refused undecided (on_decision_timeout: reject)")
                 if v.decision in unanswered else v
                 for v in ctx.report.verdicts))
-            raise RateLimitedError(
+            raise OverloadedError(
                 f"the {' and '.join(unanswered)} decision(s) this request needs {why}: the gateway is overloaded and "
                 f"does not forward a request undecided; retry after {OVERLOAD_RETRY_AFTER_S:g} s",
                 retry_after_s=OVERLOAD_RETRY_AFTER_S,
