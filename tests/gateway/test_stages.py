@@ -265,3 +265,29 @@ def test_the_clients_request_id_and_trace_context_reach_the_upstream_and_come_ba
     assert replaced.headers["x-request-id"] != "x" * 200
     assert seen[-1]["x-request-id"] == replaced.headers["x-request-id"]
     assert "traceparent" not in seen[-1]
+
+
+def test_a_page_of_a_listed_origin_may_call_the_gateway_from_a_browser_and_others_may_not():
+    app, _, _ = make_app({}, config={"cors_origins": ["https://app.example.com"]})
+
+    async def go(method, origin, **kw):
+        async with client(app) as c:
+            return await c.request(method, "/v1/chat/completions", headers={"origin": origin, **kw.pop("h", {})},
+                                   **kw)
+
+    preflight = run(go("OPTIONS", "https://app.example.com", h={"access-control-request-method": "POST",
+                                                                  "access-control-request-headers": "authorization"}))
+    assert preflight.status_code == 200
+    assert preflight.headers["access-control-allow-origin"] == "https://app.example.com"
+    answer = run(go("POST", "https://app.example.com", json=HI))
+    assert answer.status_code == 200 and answer.headers["access-control-allow-origin"] == "https://app.example.com"
+    assert "x-jevserve-decisions" in answer.headers["access-control-expose-headers"]
+    other = run(go("OPTIONS", "https://evil.example", h={"access-control-request-method": "POST"}))
+    assert other.status_code == 400 and "access-control-allow-origin" not in other.headers
+    plain, _, _ = make_app({})  # off by default: no CORS headers, and a preflight is a 405
+    async def preflight_plain():
+        async with client(plain) as c:
+            return await c.options("/v1/chat/completions", headers={"origin": "https://app.example.com",
+                                                                    "access-control-request-method": "POST"})
+    refused = run(preflight_plain())
+    assert refused.status_code == 405 and "access-control-allow-origin" not in refused.headers

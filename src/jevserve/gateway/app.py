@@ -36,6 +36,11 @@ from jevserve.gateway.store import Store
 from jevserve.protocol.body import BODY_TIMEOUT_S, BodyTimeoutError, BodyTooLargeError, read_capped
 
 logger = logging.getLogger("jevserve.gateway")
+# the headers a browser page may read of an answer (CORS exposes none but a few by default)
+CLIENT_HEADERS = ("x-jevserve-decisions", "x-jevserve-decision-ms", "x-jevserve-overhead-ms", "x-jevserve-upstream",
+                  "x-jevserve-cache", "x-jevserve-clarify", "x-jevserve-flagged", "x-jevserve-tool-gate-ms",
+                  "retry-after")
+
 
 def create_app(
     config: GatewayConfig,
@@ -64,6 +69,17 @@ def create_app(
 
     app = FastAPI(title="jevserve gateway", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
     app.state.gateway = gateway
+    if config.cors_origins:  # a web page on another origin calling the gateway: its browser asks first (preflight)
+        from starlette.middleware.cors import CORSMiddleware
+
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(config.cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["*"],
+            expose_headers=["x-request-id", *CLIENT_HEADERS],  # what the page may read of an answer
+            max_age=600,
+        )
 
     @app.exception_handler(GatewayError)
     async def _gateway_error(request: Request, exc: GatewayError) -> Response:

@@ -365,6 +365,9 @@ class GatewayConfig(_Strict):
     decider: str = "embedded"
     # the environment variable holding the key a `remote:` decider takes (`jevserve serve --api-key-env`)
     decider_key_env: str | None = None
+    # origins whose web pages may call the gateway from a browser (CORS), e.g. ["https://app.example.com"]; "*" for
+    # any. None by default: a browser refuses a page of another origin the answer
+    cors_origins: list[str] = Field(default_factory=list)
     decision_timeout_ms: float = Field(1000.0, gt=0)
     on_decision_timeout: Literal["reject", "fallback"] = "reject"
     upstreams: list[UpstreamConfig] = Field(default_factory=list)
