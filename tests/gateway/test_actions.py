@@ -527,3 +527,26 @@ def test_a_request_the_decider_turns_away_is_told_it_would_not_be_answered_in_ti
     message = response.json()["error"]["message"]
     assert "would not be answered within 1000 ms" in message and "got no answer" not in message
     assert float(response.headers["x-jevserve-decision-ms"]) < 500 and upstreams["u"].requests == []
+
+
+def test_reasoning_written_after_a_blocked_call_is_replayed_with_the_rest_of_its_choice():
+    # an outside re-tester's model reasoned again after its call: allowed, it reached the client; blocked, the
+    # replay of the held rest wrote only content and calls, and dropped it
+    def reply(body):
+        def chunk(delta, finish=None):
+            return {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "stub",
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        chunks = [chunk({"role": "assistant", "reasoning_content": "before the call. "}),
+                  chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                         "function": {"name": "delete_files", "arguments": '{"path": "/"}'}}]}),
+                  chunk({"reasoning_content": "after the call."}), chunk({}, "tool_calls")]
+        events = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+        return httpx.Response(200, content=events, headers={"content-type": "text/event-stream"})
+
+    app, _, _ = make_app({"tool_gate": {"threshold": 0.5}}, answers={"tool_gate:0": 0.9},
+                         upstreams={"u": StubUpstream(reply)})
+    response = post(app, {**HI, "tools": TOOLS, "stream": True})
+    chunks = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert "".join(d.get("reasoning_content", "") for d in deltas) == "before the call. after the call."
+    assert "blocked tool call(s) delete_files" in response.text and '"tool_calls"' not in response.text

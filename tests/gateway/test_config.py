@@ -111,11 +111,19 @@ def test_a_block_given_as_a_scalar_and_an_unknown_field_of_a_later_model_are_exp
     # an outside tester's `log: /path`, `guard: true` and `rate_limit: {rps: 5}`: pydantic's class names, and an
     # empty list of known fields for a model defined after the one that holds it
     with pytest.raises(ConfigError) as caught:
-        parse_config({"log": "/tmp/d.jsonl", "routes": [{"model": "m", "guard": True, "rate_limit": {"rps": 5}}]})
+        parse_config({"log": "/tmp/d.jsonl", "routes": [{"model": "m", "guard": 3, "rate_limit": {"rps": 5}}]})
     message = str(caught.value)
-    assert ("log: expected a mapping of settings (`log: {}` takes the defaults; fields: path, max_bytes, backups), "
-            "got the string '/tmp/d.jsonl'") in message
+    assert "log: write `log: {path: /tmp/d.jsonl}`: log is a mapping (fields: path, max_bytes, backups)" in message
     assert "routes[0].guard: expected a mapping of settings (`guard: {}` takes the defaults; fields: enabled," in (
         message)
-    assert "got true" in message and "GuardConfig" not in message and "LogConfig" not in message
+    assert "got the number 3" in message and "GuardConfig" not in message and "LogConfig" not in message
     assert "routes[0].rate_limit.rps: unknown field; expected one of: requests_per_s, burst" in message
+
+
+def test_a_decision_switched_with_a_boolean_and_a_list_item_given_as_a_scalar():
+    # `guard: false` as YAML users write a switch (it was refused), and `routes: [m]` got a hint to write `routes: {}`
+    config = parse_config({"routes": [{"model": "m", "guard": False, "harm": True}]})
+    assert config.routes[0].guard.enabled is False and config.routes[0].harm.enabled is True
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"routes": ["m"]})
+    assert "routes[0]: each item of routes is a mapping such as `{model: ...}`" in str(caught.value)

@@ -260,7 +260,10 @@ def test_the_clients_request_id_and_trace_context_reach_the_upstream_and_come_ba
 
     kept = run(go({"x-request-id": "my-trace-123", "traceparent": trace}))
     assert kept.headers["x-request-id"] == "my-trace-123"
-    assert seen[-1]["x-request-id"] == "my-trace-123" and seen[-1]["traceparent"] == trace
+    # sent on unique (vLLM's engine needs it so), starting with the client's id so the logs line up
+    assert seen[-1]["x-request-id"].startswith("my-trace-123-") and seen[-1]["traceparent"] == trace
+    run(go({"x-request-id": "my-trace-123"}))
+    assert seen[-1]["x-request-id"].startswith("my-trace-123-") and seen[-1]["x-request-id"] != seen[-2]["x-request-id"]
     replaced = run(go({"x-request-id": "x" * 200}))  # not a usable id: a new one, sent on too
     assert replaced.headers["x-request-id"] != "x" * 200
     assert seen[-1]["x-request-id"] == replaced.headers["x-request-id"]

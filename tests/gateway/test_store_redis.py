@@ -57,7 +57,7 @@ def test_the_rate_limit_is_shared_across_replicas(redis_clean):
 
 
 def test_a_circuit_opened_by_one_replica_is_open_for_the_other(redis_clean):
-    bad = StubUpstream(lambda body: httpx.Response(500, json={"error": {"message": "down"}}))
+    bad = StubUpstream(lambda body: httpx.Response(502, json={"error": {"message": "down"}}))
     good = StubUpstream()
     config = {
         "upstreams": [

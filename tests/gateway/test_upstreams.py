@@ -325,3 +325,30 @@ def test_an_unexpected_error_answers_500_in_the_openai_shape_with_its_reason():
     response = run(scenario())
     assert response.status_code == 500
     assert "RuntimeError: handler bug" in response.json()["error"]["message"]
+
+
+def test_a_failing_decider_is_said_in_the_log_and_in_healthz_and_a_refused_key_stops_the_start(caplog):
+    # an outside re-tester's keyed decider with a wrong key (thresholds set by hand): "ready", /healthz ok, and every
+    # guard fell back open with no word anywhere but each request's header
+    from jevserve.gateway.cli import check_decider
+    from jevserve.gateway.config import parse_config
+    from jevserve.gateway.decider import FixedDecider, RemoteDecider
+    from jevserve.gateway.errors import ConfigError
+
+    down = FixedDecider(fail=True)
+    app, _, _ = make_app({"guard": {"threshold": 0.5}}, decider=down)
+    with caplog.at_level("WARNING", logger="jevserve.gateway"):
+        for _ in range(3):
+            assert "guard=allow!fallback" in post(app, HI).headers["x-jevserve-decisions"]
+    assert caplog.text.count("every decision takes its fallback until it answers") == 1  # once per interval
+    health = run(_get(app, "/healthz")).json()
+    assert health["status"] == "degraded" and "fixed decider set to fail" in health["decider_problem"]
+
+    refusing = RemoteDecider("http://decider.test")
+    refusing.backend._sync_transport = httpx.MockTransport(lambda request: httpx.Response(
+        401, json={"detail": {"error_type": "authentication_error", "message": "invalid API key"}}))
+    config = parse_config({"decider": "remote:http://decider.test", "decider_key_env": "DKEY"})
+    with pytest.raises(ConfigError, match=r"refused the key: set decider_key_env \(DKEY\) to the key it takes"):
+        check_decider(refusing, config)
+    silent = RemoteDecider("http://127.0.0.1:9")  # nothing listens: warned of, not refused
+    assert "does not answer" in check_decider(silent, parse_config({}))

@@ -102,6 +102,9 @@ def _upstream_message(response: httpx.Response) -> str:
     return str(detail)[:300]
 
 
+KEY_REFUSED = "refused this server's key"  # in the message of a 401/403 from the upstream (callers look for it)
+
+
 class RemoteBackend(DecisionBackend):
     """Forwards to `url` with an optional bearer key, asking for `model`."""
 
@@ -332,7 +335,7 @@ class RemoteBackend(DecisionBackend):
             return error
         if status in (401, 403):
             return BackendError(
-                f"upstream {self.url} refused this server's key ({status}: {message}); the key sent to it "
+                f"upstream {self.url} {KEY_REFUSED} ({status}: {message}); the key sent to it "
                 f"({self.key_setting}) is missing or wrong, not the client's"
             )
         if status == 404:

@@ -144,7 +144,7 @@ async def refresh_gauges(gateway: Gateway) -> None:
 
 
 async def health(gateway: Gateway) -> dict:
-    """Liveness plus each upstream's circuit and in-flight count."""
+    """Liveness plus each upstream's circuit and in-flight count, and why the decider fails when it does."""
     upstreams = {}
     for name, upstream in gateway.upstreams.items():
         circuit = await gateway.store.circuit(name)
@@ -152,11 +152,14 @@ async def health(gateway: Gateway) -> dict:
             "url": upstream.config.url,
             "in_flight": await gateway.store.in_flight(name),
             "waiting": upstream.gate.num_waiting,
-            "circuit": "open" if circuit.open_until else "closed",
+            "circuit": "open" if circuit.open_until > time.time() else "closed",
         }
     describe = getattr(gateway.store, "describe", None)  # a shared store says whether it answers
     store = describe() if describe is not None else "memory"
-    return {"status": "ok", "decider": gateway.decider.name, "store": store, "upstreams": upstreams}
+    # a failing decider leaves every decision to its fallback: still serving (200), but not as configured
+    problem = gateway.decider.problem
+    return {"status": "degraded" if problem else "ok", "decider": gateway.decider.name,
+            **({"decider_problem": problem} if problem else {}), "store": store, "upstreams": upstreams}
 
 
 def json_response(payload: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:

@@ -157,6 +157,24 @@ def run_gateway(args: argparse.Namespace) -> int:
     return _serve(config, sock, args)
 
 
+def check_decider(decider, config) -> str | None:
+    """Ask a remote decider one question before saying ready: a refused key stops the start (ConfigError, naming
+    `decider_key_env`); for one that does not answer, the warning to print, since every decision falls back until
+    it does."""
+    from jevserve.decide.remote import KEY_REFUSED
+    from jevserve.gateway.decider import startup_problem
+    from jevserve.gateway.errors import ConfigError
+
+    problem = startup_problem(decider)
+    if problem is None:
+        return
+    if KEY_REFUSED in problem:
+        setting = f"decider_key_env ({config.decider_key_env})" if config.decider_key_env else "decider_key_env"
+        raise ConfigError(f"decider {decider.name} refused the key: set {setting} to the key it takes ({problem})")
+    return (f"WARNING: decider {decider.name} does not answer ({problem}); every decision takes its fallback until "
+            "it does (a guard's default fallback lets requests through)")
+
+
 def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -179,7 +197,11 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
             progress(message)
             _progress(message)
 
-        return create_app(config, decider=decider, progress=both)
+        app = create_app(config, decider=decider, progress=both)
+        warning = check_decider(decider, config)
+        if warning is not None:
+            print(f"  {warning}", file=sys.stderr, flush=True)
+        return app
 
     def ready(app) -> None:
         gateway = app.state.gateway

@@ -327,6 +327,16 @@ class RouteConfig(_Strict):
     # every caller the margin by which an attack missed, which is what tuning one needs; the decision log keeps them.
     client_details: Literal["actions", "scores"] = "actions"
 
+    @model_validator(mode="before")
+    @classmethod
+    def _switches(cls, data: Any) -> Any:
+        # `guard: false` / `guard: true`, as YAML users write a switch: a block with `enabled` off, or its defaults
+        if not isinstance(data, dict):
+            return data
+        blocks = ("guard", "harm", "route", "cache", "clarify", "tool_gate", "priority", "admission")
+        return {key: ({"enabled": False} if value is False else {}) if key in blocks and isinstance(value, bool)
+                else value for key, value in data.items()}
+
     def input_limits(self) -> InputLimits:
         """The bounds of the texts its decisions read: the guard's scan settings, the defaults for the rest."""
         guard, harm_windows = self.guard, self.harm is not None and self.harm.windows
@@ -432,8 +442,16 @@ def _message(error: Mapping[str, Any]) -> str:
         kind = {"str": "string", "int": "number", "float": "number"}.get(type(got).__name__, type(got).__name__)
         described = ("a list" if isinstance(got, list) else f"{got!r}".lower() if isinstance(got, bool) or got is None
                      else f"the {kind} {got!r}")
-        return (f"expected a mapping of settings (`{name}: {{}}` takes the defaults; fields: "
-                f"{', '.join(_fields_at(loc))}), got {described}")
+        fields = _fields_at(loc)
+        if loc and isinstance(loc[-1], int):  # an item of a list: `routes: [m]` for `routes: [{model: m}]`
+            required = _required_at(loc) or fields[:1]
+            example = ", ".join(f"{f}: ..." for f in required)
+            return (f"each item of {name} is a mapping such as `{{{example}}}` (fields: {', '.join(fields)}), "
+                    f"got {described}")
+        if isinstance(got, str) and "path" in fields:  # `log: /var/log/d.jsonl`
+            return f"write `{name}: {{path: {got}}}`: {name} is a mapping (fields: {', '.join(fields)})"
+        return (f"expected a mapping of settings (`{name}: {{}}` takes the defaults; fields: {', '.join(fields)}), "
+                f"got {described}")
     if error.get("type") == "extra_forbidden":
         loc = tuple(error.get("loc", ()))
         known = _fields_at(loc[:-1])
@@ -457,6 +475,21 @@ def _fields_at(loc: tuple[Any, ...]) -> list[str]:
             return []
         model = _model_in(field.annotation)
     return list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
+
+
+def _required_at(loc: tuple[Any, ...]) -> list[str]:
+    """The required field names of the config model at `loc` (as `_fields_at` finds it)."""
+    model: Any = GatewayConfig
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        if field is None:
+            return []
+        model = _model_in(field.annotation)
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return []
+    return [name for name, field in model.model_fields.items() if field.is_required()]
 
 
 def _model_in(annotation: Any) -> Any:

@@ -52,9 +52,14 @@ def request_context(endpoint: str, headers: Mapping[str, str]) -> RequestContext
     new one) and its trace context."""
     ctx = RequestContext(endpoint, tenant=tenant_of(headers))
     ctx.cache_control = cache_directives(headers.get("cache-control"))
+    ctx.upstream_id = ctx.request_id
     request_id = headers.get("x-request-id")
     if usable_request_id(request_id):
         ctx.request_id = request_id
+        # sent on with a suffix of its own: vLLM takes the header as its engine's request id, which must be unique
+        # (a client that reuses one id for requests in flight would give its engine duplicates), and the caller's
+        # id still starts it, so the two logs line up by prefix
+        ctx.upstream_id = f"{request_id[:96]}-{ctx.upstream_id}"
     ctx.trace = {name: headers[name] for name in TRACE_HEADERS if usable_request_id(headers.get(name))}
     return ctx
 
@@ -121,6 +126,7 @@ class RequestContext:
     stored: bool = False  # the reply went into the cache (replay rebuilds the cache from this)
     cache_control: frozenset[str] = frozenset()  # the client's `no-cache` / `no-store` (cache_directives)
     trace: dict[str, str] = field(default_factory=dict)  # the client's W3C trace context, sent on upstream
+    upstream_id: str | None = None  # the x-request-id sent upstream (None: the data plane sends its own)
 
     @property
     def is_chat(self) -> bool:

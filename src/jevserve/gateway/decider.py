@@ -16,6 +16,7 @@ import asyncio
 import contextvars
 import hashlib
 import json
+import logging
 import os
 import time
 from abc import ABC, abstractmethod
@@ -36,6 +37,8 @@ from jevserve.protocol import DecisionOption, DecisionQuestion, Text, render_tex
 
 if TYPE_CHECKING:
     from jevserve.gateway.config import GatewayConfig
+
+logger = logging.getLogger("jevserve.gateway")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,17 @@ class Decider(ABC):
     """Answers a request's questions in one call."""
 
     name: str = "decider"
+    # what the last calls said (timed_decide keeps them): /healthz reports a decider whose last call failed, and the
+    # log says so at most once per FAILURE_LOG_INTERVAL_S, since every decision then takes its fallback
+    answered_at: float = 0.0
+    failed_at: float = 0.0
+    failure: str | None = None
+    failure_logged_at: float = 0.0
+
+    @property
+    def problem(self) -> str | None:
+        """Why the last call failed, when no call has answered since (timeouts of an overloaded decider aside)."""
+        return self.failure if self.failed_at > self.answered_at else None
 
     @abstractmethod
     async def decide(self, asks: Sequence[Ask]) -> dict[str, np.ndarray]:
@@ -304,9 +318,39 @@ async def timed_decide(decider: Decider, asks: Sequence[Ask], timeout_s: float) 
     except DecisionOverloaded as exc:  # turned away at once: as good as a timeout, without the wait
         return Decided(None, (time.perf_counter() - started) * 1000, str(exc), timed_out=True, turned_away=True)
     except DecisionUnavailable as exc:
-        return Decided(None, (time.perf_counter() - started) * 1000, str(exc))
+        return _failed(decider, started, str(exc))
     except Exception as exc:  # a broken backend must degrade to the fallbacks, never to a 5xx
-        return Decided(None, (time.perf_counter() - started) * 1000, f"{type(exc).__name__}: {exc}")
+        return _failed(decider, started, f"{type(exc).__name__}: {exc}")
     finally:
         DECISION_BUDGET_S.reset(budget)
+    decider.answered_at = time.time()
     return Decided(answers, (time.perf_counter() - started) * 1000, None)
+
+
+FAILURE_LOG_INTERVAL_S = 30.0
+
+
+def _failed(decider: Decider, started: float, error: str) -> Decided:
+    # a decider that fails (down, a refused key) leaves every decision to its fallback, which for a guard is "open"
+    # by default: said in the log, once per interval, and in /healthz, rather than only in each request's header
+    now = time.time()
+    decider.failed_at, decider.failure = now, error
+    if now - decider.failure_logged_at >= FAILURE_LOG_INTERVAL_S:
+        decider.failure_logged_at = now
+        logger.warning("the decider %s failed (%s): every decision takes its fallback until it answers",
+                       decider.name, error)
+    return Decided(None, (time.perf_counter() - started) * 1000, error)
+
+
+def startup_problem(decider: Decider) -> str | None:
+    """A remote decider asked one question at start: None when it answers, else why not. A local decider fails
+    loudly as it loads; a remote one that is down or refuses the key would otherwise start "ready" and leave every
+    decision to its fallback."""
+    if not isinstance(decider, RemoteDecider):
+        return None
+    probe = IDENTITY_PROBES[0]
+    try:
+        decider.decide_blocking([Ask("probe", probe.state, probe.question)])
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None

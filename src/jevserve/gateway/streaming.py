@@ -187,15 +187,23 @@ class HeldCalls:
     choices: set[int] = field(default_factory=set)  # the choices that have events held
     usage: dict[str, Any] | None = None  # a usage chunk held with them (sent last)
     sent: dict[int, int] = field(default_factory=dict)
+    # the same for each reasoning field (`reasoning_content`, `reasoning`), by choice
+    sent_reasoning: dict[tuple[int, str], int] = field(default_factory=dict)
 
     def note_sent(self, payload: Any) -> None:
-        """Count the content a relayed chunk carried."""
+        """Count the content and reasoning a relayed chunk carried."""
         choices = payload.get("choices") if isinstance(payload, dict) else None
         for choice in choices if isinstance(choices, list) else ():
             delta = choice.get("delta") if isinstance(choice, dict) else None
-            if isinstance(delta, dict) and isinstance(delta.get("content"), str):
-                index = choice.get("index", 0)
+            if not isinstance(delta, dict):
+                continue
+            index = choice.get("index", 0)
+            if isinstance(delta.get("content"), str):
                 self.sent[index] = self.sent.get(index, 0) + len(delta["content"])
+            for name in REASONING_FIELDS:
+                if isinstance(delta.get(name), str):
+                    key = (index, name)
+                    self.sent_reasoning[key] = self.sent_reasoning.get(key, 0) + len(delta[name])
 
     def hold(self, payload: Any) -> None:
         """Keep a chunk back."""
@@ -228,6 +236,10 @@ class HeldCalls:
                 continue
             message = choice.get("message") or {}
             delta: dict[str, Any] = {}
+            for name in REASONING_FIELDS:  # reasoning the model wrote after its first call, not yet sent
+                after = (message.get(name) or "")[self.sent_reasoning.get((index, name), 0):]
+                if after:
+                    delta[name] = after
             rest = (message.get("content") or "")[self.sent.get(index, 0):]
             if rest:
                 delta["content"] = rest
@@ -288,7 +300,9 @@ async def relay(
                 )
                 yield error_event(summary.error)
     except httpx.HTTPError as exc:
+        # the log keeps the library's words; the client gets what happened (they named a transfer-length "400")
         summary.error = f"upstream stream failed: {type(exc).__name__} {exc}".strip()
-        yield error_event(summary.error)
+        broke = "sent nothing within its timeout" if isinstance(exc, httpx.TimeoutException) else "broke off"
+        yield error_event(f"upstream stream failed: the upstream {broke} before the stream ended")
     finally:
         await on_end(summary)

@@ -39,6 +39,7 @@ MAX_HINTED_BACKOFF_S = 5.0
 
 # Answers that say the upstream did not start on the request, so sending it again cannot run it twice.
 RETRYABLE_STATUSES = frozenset({429, 503})
+UNHEALTHY_STATUSES = frozenset({502, 504})  # answers that count against the circuit (with the retried 503)
 
 
 @dataclass(frozen=True)
@@ -196,7 +197,10 @@ async def _try_upstream(
             status = response.status_code
             if status not in RETRYABLE_STATUSES:
                 attempts.append(Attempt(upstream.name, status, None, _ms(started), f"http_{status}"))
-                ok = status < 500
+                # a proxy's 502/504 says the server behind it is unreachable; a 500 is about this request (one
+                # client's prompt the model fails on, retried twice by the openai client): counted, it let one bad
+                # prompt open the circuit and black out the route for everyone
+                ok = status not in UNHEALTHY_STATUSES
                 await upstream.store.record_result(upstream.name, ok, config.breaker_failures, config.breaker_reset_s)
                 return response
             attempts.append(Attempt(upstream.name, status, "retryable status", _ms(started), f"http_{status}"))

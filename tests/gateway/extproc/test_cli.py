@@ -96,7 +96,7 @@ def test_the_command_serves_health_and_requests_then_stops_on_sigterm(tmp_path) 
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         banner = proc.stdout.readline()
-        assert f"jevserve extproc listening on 127.0.0.1:{port}" in banner, banner + proc.stdout.read()
+        assert f"jevserve extproc listening on 127.0.0.1:{port}" in banner, banner
 
         async def scenario():
             async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -204,11 +204,13 @@ def test_ctrl_c_exits_130_after_a_graceful_stop(tmp_path) -> None:
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         banner = proc.stdout.readline()
-        assert f"jevserve extproc listening on 127.0.0.1:{port}" in banner, banner + proc.stdout.read()
+        assert f"jevserve extproc listening on 127.0.0.1:{port}" in banner, banner
         proc.send_signal(signal.SIGINT)
         assert proc.wait(20) == 130  # as `jevserve gateway`; SIGTERM (an orchestrated stop) exits 0
         out = proc.stdout.read()
         assert "stopping (not ready for 2 s, then open streams get 12 s)" in out and "Traceback" not in out
+        # the decider at 127.0.0.1:9 answers nothing: said at start, since every decision falls back
+        assert "WARNING: decider remote:http://127.0.0.1:9 does not answer" in out
     finally:
         if proc.poll() is None:
             proc.kill()

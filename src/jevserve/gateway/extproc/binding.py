@@ -85,7 +85,7 @@ def context_of(headers: Mapping[str, str]) -> RequestContext | None:
     if endpoint is None:
         return None
     ctx = request_context(endpoint, headers)  # with the data plane's id, so its access log and jevserve's line up
-    ctx.trace = {}  # the data plane sends the client's headers on itself
+    ctx.trace, ctx.upstream_id = {}, None  # the data plane sends the client's headers and its own id on itself
     return ctx
 
 

@@ -122,6 +122,7 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
     import asyncio
 
     from jevserve.decide.registry import UnknownSpecError
+    from jevserve.gateway.cli import check_decider
     from jevserve.gateway.decider import DecisionUnavailable, decider_for
     from jevserve.gateway.extproc import wire
     from jevserve.gateway.extproc.binding import GatewayDecisions
@@ -138,9 +139,10 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
     try:
         # rate-based operating points resolve to the same thresholds as in `jevserve gateway` (scored, then cached)
         gateway = build_gateway(config, decider, progress=_progress)
+        warning = check_decider(decider, config)  # as `jevserve gateway` does before it says ready
     except (DecisionUnavailable, BackendError) as exc:  # scoring a rate-based operating point needs answers
         return _fail(f"{_decider_source(args, config)}: it did not answer while resolving operating points ({exc})")
-    except ValueError as exc:
+    except (ValueError, ImportError) as exc:  # a bad value; a part the install lacks (the cache's encoder)
         return _fail(str(exc))
     mode = wire.BodyMode.Value(args.body_mode)
     settings = StreamSettings(
@@ -157,6 +159,7 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
         f"  models:    {', '.join(r.model for r in config.routes) or '(none)'}",
         f"  store:     {config.store}   log: {config.log.path or 'off'}",
         *(f"  {point.describe()}" for point in gateway.operating_points),
+        *([f"  {warning}"] if warning else []),
     ]
     started = None
     if args.metrics_port is not None:

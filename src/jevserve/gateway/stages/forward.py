@@ -112,9 +112,10 @@ def streams_upstream(ctx: RequestContext, plan: Forward) -> bool:
 
 def upstream_headers(ctx: RequestContext, plan: Forward) -> dict[str, str]:
     """Headers added to the upstream request: the llm-d / GIE headers of the route's `inference` block (both front
-    ends, this stage and the ext_proc server, send them), the request's id (vLLM takes it as its own with
-    `--enable-request-id-headers`, so the two logs line up) and the client's trace context."""
-    return {"x-request-id": ctx.request_id, **ctx.trace, **inference_headers(
+    ends, this stage and the ext_proc server, send them), the request's id where this front end sends it (vLLM
+    takes it as its own with `--enable-request-id-headers`, so the two logs line up) and the client's trace context."""
+    request_id = {"x-request-id": ctx.upstream_id} if ctx.upstream_id else {}
+    return {**request_id, **ctx.trace, **inference_headers(
         ctx.route.inference, predicted_tokens=plan.predicted_tokens, tenant=ctx.tenant, model=plan.body.get("model")
     )}
 
