@@ -114,7 +114,9 @@ def test_the_command_serves_health_and_requests_then_stops_on_sigterm(tmp_path) 
             return ready.status, got, metrics, health
 
         status, got, metrics, health = asyncio.run(scenario())
-        assert health.status_code == 200 and health.json() == {"status": "ok"}
+        # still serving (by the fallbacks), and saying why: the decider at 127.0.0.1:9 answers nothing
+        assert health.status_code == 200 and health.json()["status"] == "degraded"
+        assert "remote:http://127.0.0.1:9" in health.json()["decider_problem"]
         assert 'jevserve_gateway_requests_total{endpoint="chat",model="qwen3",status="200"} 1.0' in metrics.text
         assert status == health_pb2.HealthCheckResponse.SERVING
         # the decider is unreachable: guard falls back open, route falls back to the route's own model

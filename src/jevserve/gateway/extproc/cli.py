@@ -167,7 +167,8 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
 
         async def started(server):
             try:
-                runner = await start_metrics(gateway.metrics, lambda: server.ready, args.host, args.metrics_port)
+                runner = await start_metrics(gateway.metrics, lambda: server.ready, args.host, args.metrics_port,
+                                             problem=lambda: decider.problem)
             except OSError as exc:
                 raise MetricsPortError() from exc
             return runner.cleanup

@@ -15,15 +15,20 @@ from jevserve.gateway.metrics import GatewayMetrics
 CONTENT_TYPE = "text/plain; version=0.0.4"
 
 
-def metrics_app(metrics: GatewayMetrics, ready: Callable[[], bool]) -> web.Application:
-    """`/metrics` and `/healthz` (200 while the ext_proc server is ready, 503 while it drains)."""
+def metrics_app(
+    metrics: GatewayMetrics, ready: Callable[[], bool], problem: Callable[[], str | None] = lambda: None
+) -> web.Application:
+    """`/metrics` and `/healthz` (200 while the ext_proc server is ready, "degraded" with `decider_problem` while
+    its decider fails, as the HTTP gateway's; 503 while it drains)."""
 
     async def scrape(request: web.Request) -> web.Response:
         return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
     async def health(request: web.Request) -> web.Response:
-        ok = ready()
-        return web.json_response({"status": "ok" if ok else "draining"}, status=200 if ok else 503)
+        if not ready():
+            return web.json_response({"status": "draining"}, status=503)
+        failing = problem()
+        return web.json_response({"status": "degraded", "decider_problem": failing} if failing else {"status": "ok"})
 
     app = web.Application()
     app.router.add_get("/metrics", scrape)
@@ -31,9 +36,12 @@ def metrics_app(metrics: GatewayMetrics, ready: Callable[[], bool]) -> web.Appli
     return app
 
 
-async def start_metrics(metrics: GatewayMetrics, ready: Callable[[], bool], host: str, port: int) -> web.AppRunner:
+async def start_metrics(
+    metrics: GatewayMetrics, ready: Callable[[], bool], host: str, port: int,
+    problem: Callable[[], str | None] = lambda: None,
+) -> web.AppRunner:
     """Serve `metrics_app` on host:port; the returned runner's `cleanup()` stops it."""
-    runner = web.AppRunner(metrics_app(metrics, ready), access_log=None)
+    runner = web.AppRunner(metrics_app(metrics, ready, problem), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     return runner
