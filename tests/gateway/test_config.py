@@ -127,3 +127,8 @@ def test_a_decision_switched_with_a_boolean_and_a_list_item_given_as_a_scalar():
     with pytest.raises(ConfigError) as caught:
         parse_config({"routes": ["m"]})
     assert "routes[0]: each item of routes is a mapping such as `{model: ...}`" in str(caught.value)
+
+
+def test_blocks_without_an_enabled_field_take_false_as_off():
+    config = parse_config({"log": False, "routes": [{"model": "m", "rate_limit": False, "inference": False}]})
+    assert config.log.path is None and config.routes[0].rate_limit is None and config.routes[0].inference is None

@@ -352,3 +352,29 @@ def test_a_failing_decider_is_said_in_the_log_and_in_healthz_and_a_refused_key_s
         check_decider(refusing, config)
     silent = RemoteDecider("http://127.0.0.1:9")  # nothing listens: warned of, not refused
     assert "does not answer" in check_decider(silent, parse_config({}))
+
+
+def test_healthz_asks_a_failing_remote_decider_again_and_recovers_without_a_request(monkeypatch):
+    # an outside re-tester's /healthz said ok from "ready" until the first request, and degraded until a request
+    # went through, though the start had warned and the decider had come back
+    from jevserve.gateway import app as app_module
+    from jevserve.gateway.cli import check_decider
+    from jevserve.gateway.config import parse_config
+    from jevserve.gateway.decider import RemoteDecider
+
+    answers = {"up": False}
+
+    def decider_server(request: httpx.Request) -> httpx.Response:
+        if not answers["up"]:
+            raise httpx.ConnectError("refused")
+        return httpx.Response(200, json={"model": "m", "answers": {"q0": {"type": "noul", "noul": 0.1}},
+                                         "usage": {"input_tokens": 1, "output_tokens": 0}})
+
+    decider = RemoteDecider("http://decider.test")
+    decider.backend._sync_transport = httpx.MockTransport(decider_server)
+    assert "does not answer" in check_decider(decider, parse_config({}))
+    app, _, _ = make_app({"guard": {"threshold": 0.5}}, decider=decider)
+    assert run(_get(app, "/healthz")).json()["status"] == "degraded"  # from the start, before any request
+    answers["up"] = True
+    monkeypatch.setattr(app_module, "DECIDER_RECHECK_S", 0.0)
+    assert run(_get(app, "/healthz")).json()["status"] == "ok"

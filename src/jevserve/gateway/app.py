@@ -4,6 +4,7 @@ answered in OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`)."
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Mapping
@@ -143,6 +144,24 @@ async def refresh_gauges(gateway: Gateway) -> None:
         gateway.metrics.in_flight.labels(name).set(await gateway.store.in_flight(name))
 
 
+DECIDER_RECHECK_S = 5.0
+
+
+async def recheck_decider(decider: Decider) -> str | None:
+    """The decider's problem, after asking a failing one again when it was last asked over DECIDER_RECHECK_S ago."""
+    from jevserve.gateway.decider import RemoteDecider, startup_problem
+
+    if (decider.problem is None or not isinstance(decider, RemoteDecider)  # a local one is asked by requests only
+            or time.time() - decider.failed_at < DECIDER_RECHECK_S):
+        return decider.problem
+    problem = await asyncio.to_thread(startup_problem, decider)
+    if problem is None:
+        decider.answered_at = time.time()
+    else:
+        decider.failed_at, decider.failure = time.time(), problem
+    return decider.problem
+
+
 async def health(gateway: Gateway) -> dict:
     """Liveness plus each upstream's circuit and in-flight count, and why the decider fails when it does."""
     upstreams = {}
@@ -156,8 +175,9 @@ async def health(gateway: Gateway) -> dict:
         }
     describe = getattr(gateway.store, "describe", None)  # a shared store says whether it answers
     store = describe() if describe is not None else "memory"
-    # a failing decider leaves every decision to its fallback: still serving (200), but not as configured
-    problem = gateway.decider.problem
+    # a failing decider leaves every decision to its fallback: still serving (200), but not as configured; asked
+    # again here (at most every few seconds) so that health recovers without waiting for a request
+    problem = await recheck_decider(gateway.decider)
     return {"status": "degraded" if problem else "ok", "decider": gateway.decider.name,
             **({"decider_problem": problem} if problem else {}), "store": store, "upstreams": upstreams}
 

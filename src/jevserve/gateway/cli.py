@@ -6,6 +6,7 @@ import argparse
 import os
 import socket
 import sys
+import time
 import warnings
 from typing import TYPE_CHECKING
 
@@ -167,7 +168,8 @@ def check_decider(decider, config) -> str | None:
 
     problem = startup_problem(decider)
     if problem is None:
-        return
+        return None
+    decider.failed_at, decider.failure = time.time(), problem  # /healthz says degraded from the start
     if KEY_REFUSED in problem:
         setting = f"decider_key_env ({config.decider_key_env})" if config.decider_key_env else "decider_key_env"
         raise ConfigError(f"decider {decider.name} refused the key: set {setting} to the key it takes ({problem})")

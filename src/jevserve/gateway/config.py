@@ -334,8 +334,15 @@ class RouteConfig(_Strict):
         if not isinstance(data, dict):
             return data
         blocks = ("guard", "harm", "route", "cache", "clarify", "tool_gate", "priority", "admission")
-        return {key: ({"enabled": False} if value is False else {}) if key in blocks and isinstance(value, bool)
-                else value for key, value in data.items()}
+        optional = ("rate_limit", "inference")  # no `enabled`: off is their absence
+        switched = {}
+        for key, value in data.items():
+            if key in blocks and isinstance(value, bool):
+                value = {} if value else {"enabled": False}
+            elif key in optional and value is False:
+                value = None
+            switched[key] = value
+        return switched
 
     def input_limits(self) -> InputLimits:
         """The bounds of the texts its decisions read: the guard's scan settings, the defaults for the rest."""
@@ -418,6 +425,14 @@ class GatewayConfig(_Strict):
                         where = f"routes[{i}].route.targets[{j}].upstreams[{k}]"
                         raise ValueError(f"{where}: unknown upstream {ref!r}; declared: {names}")
         return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _log_switch(cls, data: Any) -> Any:
+        # `log: false`, as a decision takes a switch: no log (its path is what turns it on)
+        if isinstance(data, dict) and data.get("log") is False:
+            return {**data, "log": {}}
+        return data
 
     def find_route(self, model: str) -> RouteConfig | None:
         """The route whose virtual model is `model`, or None."""

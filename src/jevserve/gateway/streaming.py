@@ -7,6 +7,7 @@ An upstream that fails mid-stream (connection cut, timeout, malformed event) end
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,8 @@ from typing import Any
 import httpx
 
 from jevserve.gateway.shapes import REASONING_FIELDS, chat_completion, sse
+
+logger = logging.getLogger("jevserve.gateway")
 
 
 @dataclass
@@ -302,6 +305,7 @@ async def relay(
     except httpx.HTTPError as exc:
         # the log keeps the library's words; the client gets what happened (they named a transfer-length "400")
         summary.error = f"upstream stream failed: {type(exc).__name__} {exc}".strip()
+        logger.warning("%s", summary.error)  # the details, kept where the decision log is off too
         broke = "sent nothing within its timeout" if isinstance(exc, httpx.TimeoutException) else "broke off"
         yield error_event(f"upstream stream failed: the upstream {broke} before the stream ended")
     finally:

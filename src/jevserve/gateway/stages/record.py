@@ -25,6 +25,8 @@ def record(gateway: Gateway, ctx: RequestContext, status: int) -> None:
     gateway.log.write(
         {
             "request_id": ctx.request_id,
+            # the id the upstream was sent, where it differs (a client's id with a suffix): vLLM logs this one
+            **({"upstream_request_id": ctx.upstream_id} if ctx.upstream_id not in (None, ctx.request_id) else {}),
             "time": time.time(),
             "endpoint": ctx.endpoint,
             "tenant": ctx.tenant,  # a digest of the key, never the key
