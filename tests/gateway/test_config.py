@@ -132,3 +132,10 @@ def test_a_decision_switched_with_a_boolean_and_a_list_item_given_as_a_scalar():
 def test_blocks_without_an_enabled_field_take_false_as_off():
     config = parse_config({"log": False, "routes": [{"model": "m", "rate_limit": False, "inference": False}]})
     assert config.log.path is None and config.routes[0].rate_limit is None and config.routes[0].inference is None
+
+
+def test_a_name_yaml_read_as_a_boolean_says_to_quote_it():
+    import yaml
+
+    with pytest.raises(ConfigError, match=r"routes\[0\]\.model: .*YAML read an unquoted yes/no/on/off as false: quote"):
+        parse_config(yaml.safe_load("routes: [{model: off}]"))

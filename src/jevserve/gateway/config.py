@@ -467,6 +467,9 @@ def _message(error: Mapping[str, Any]) -> str:
             return f"write `{name}: {{path: {got}}}`: {name} is a mapping (fields: {', '.join(fields)})"
         return (f"expected a mapping of settings (`{name}: {{}}` takes the defaults; fields: {', '.join(fields)}), "
                 f"got {described}")
+    if error.get("type") == "string_type" and isinstance(error.get("input"), bool):
+        # YAML 1.1 reads unquoted yes/no/on/off/true/false as booleans: `model: off` is False, not the name "off"
+        return f"{msg}; YAML read an unquoted yes/no/on/off as {str(error['input']).lower()}: quote the name ('off')"
     if error.get("type") == "extra_forbidden":
         loc = tuple(error.get("loc", ()))
         known = _fields_at(loc[:-1])
