@@ -258,7 +258,15 @@ def test_a_prompt_of_token_ids_is_refused_saying_the_decisions_read_text(prompt)
     response = run(scenario())
     assert response.status_code == 400 and response.json()["error"]["param"] == "prompt"
     message = response.json()["error"]["message"]
-    assert "token ids" in message and "send the prompt as text" in message
+    assert "token ids" in message and "send the prompt as text" in message and "(guard)" in message
+    # a route with no decisions reads nothing of the prompt: token ids go on, as vLLM takes them
+    upstream = StubUpstream(lambda body: httpx.Response(200, json={
+        "id": "cmpl-1", "object": "text_completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "text": "ok", "logprobs": None, "finish_reason": "stop"}], "usage": None}))
+    app, _, _ = make_app({}, upstreams={"u": upstream})
+    response = run(scenario())
+    assert response.status_code == 200, response.text
+    assert upstream.requests[0]["prompt"] == prompt
 
 
 def test_decision_log_has_every_request_after_shutdown(tmp_path):

@@ -123,4 +123,6 @@ def prompt_tokens(body: dict[str, Any]) -> int:
     if "messages" in body:
         return sum(rough_tokens(message_text(m)) for m in body["messages"])
     prompt = body.get("prompt")
+    if isinstance(prompt, list) and prompt and not all(isinstance(p, str) for p in prompt):  # token ids: counted
+        return sum(len(p) if isinstance(p, list) else 1 for p in prompt)
     return rough_tokens(prompt if isinstance(prompt, str) else "\n".join(prompt or []))

@@ -11,6 +11,7 @@ from jevserve.gateway.context import RequestContext
 from jevserve.gateway.decisions import DecisionReport, request_policies, run_decisions
 from jevserve.gateway.errors import OverloadedError
 from jevserve.gateway.runtime import Gateway
+from jevserve.gateway.stages.read import token_id_prompt
 from jevserve.gateway.types import Action
 
 # request-phase decisions whose action refuses the request: forwarding the request without their answer is the one
@@ -72,4 +73,6 @@ def messages_of(body: dict[str, Any]) -> list[dict[str, Any]]:
     if "messages" in body:
         return body["messages"]
     prompt = body.get("prompt")
+    if token_id_prompt(body):  # on a route with no decisions only (the route stage refuses it elsewhere): no text
+        return [{"role": "user", "content": ""}]
     return [{"role": "user", "content": prompt if isinstance(prompt, str) else "\n".join(prompt or [])}]

@@ -97,14 +97,17 @@ def check_completion(body: dict[str, Any]) -> None:
     """The legacy completion fields: `model` and a string (or list of strings) `prompt`."""
     _check_model(body)
     prompt = body.get("prompt")
-    if (isinstance(prompt, list) and prompt and all(_token_ids(p) for p in prompt)) or _token_ids(prompt):
-        # valid for vLLM and OpenAI, but no decision can read token ids: passed on, they would go undecided
-        raise BadRequestError(
-            "'prompt' as token ids is refused: the gateway's decisions (guard, harm, ...) read text, not token ids; "
-            "send the prompt as text (a string or an array of strings)", param="prompt")
-    if not (isinstance(prompt, str) or (isinstance(prompt, list) and all(isinstance(p, str) for p in prompt))):
-        raise BadRequestError("'prompt' must be a string or an array of strings", param="prompt")
+    if token_id_prompt(body):
+        pass  # valid for vLLM and OpenAI; the route stage refuses it where a decision would have to read it
+    elif not (isinstance(prompt, str) or (isinstance(prompt, list) and all(isinstance(p, str) for p in prompt))):
+        raise BadRequestError("'prompt' must be a string or an array of strings (or token ids)", param="prompt")
     _check_stream(body)
+
+
+def token_id_prompt(body: dict[str, Any]) -> bool:
+    """Whether a legacy completions body's `prompt` is token ids (a list of integers, or a list of such lists)."""
+    prompt = body.get("prompt")
+    return (isinstance(prompt, list) and bool(prompt) and all(_token_ids(p) for p in prompt)) or _token_ids(prompt)
 
 
 def _token_ids(value: Any) -> bool:
