@@ -190,11 +190,13 @@ def test_models_health_and_vllm_metrics():
     async def scenario():
         async with serve() as (url, _), httpx.AsyncClient(base_url=url) as client:
             await client.post("/v1/chat/completions", json=chat("Hello", max_tokens=3))
+            heads = [(await client.head(path)).status_code for path in ("/health", "/v1/models", "/metrics")]
             return ((await client.get("/health")).status_code, (await client.get("/v1/models")).json(),
-                    (await client.get("/metrics")).text)
+                    (await client.get("/metrics")).text, heads)
 
-    health, models, metrics = asyncio.run(scenario())
+    health, models, metrics, heads = asyncio.run(scenario())
     assert health == 200 and models["data"][0]["id"] == MODEL
+    assert heads == [200, 200, 200]  # what load balancers' probes and uptime monitors send
     assert models["data"][0]["speedup"] == 200.0  # the builder's default: what `loadgen` compares --speedup with
     for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
                  "vllm:cache_config_info", "vllm:time_to_first_token_seconds_bucket",

@@ -170,6 +170,37 @@ def test_a_streamed_reply_of_several_choices_is_served_again_with_every_choice()
     assert len(upstream.requests) == 1
 
 
+def _stream_with_usage_when_asked(body: dict) -> httpx.Response:
+    """One choice streamed; the usage chunk only when the request asks for it, as vLLM and OpenAI do."""
+    base = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "stub"}
+    chunks = [{**base, "choices": [{"index": 0, "delta": {"content": "hello"}, "finish_reason": None}]},
+              {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
+    if (body.get("stream_options") or {}).get("include_usage"):
+        chunks.append({**base, "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 1, "total_tokens": 8}})
+    events = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    return httpx.Response(200, content=events.encode(), headers={"content-type": "text/event-stream"})
+
+
+def test_a_stream_asking_for_usage_is_not_served_a_reply_stored_without_it():
+    # an outside tester's repeat asked for usage and got a usage chunk of null: the stored stream had sent none
+    upstream = StubUpstream(_stream_with_usage_when_asked)
+    app, _, _ = make_app({"cache": {"min_similarity": 0.5}}, answers={"cache": 0.99}, upstreams={"u": upstream})
+    streamed, with_usage = {**HI, "stream": True}, {**HI, "stream": True, "stream_options": {"include_usage": True}}
+
+    def usage_chunks(reply) -> list:
+        return [json.loads(line[6:]).get("usage") for line in reply.text.splitlines()
+                if line.startswith("data: {") and json.loads(line[6:])["choices"] == []]
+
+    post(app, streamed)
+    assert post(app, streamed).headers["x-jevserve-cache"] == "hit"  # asked for no usage: served
+    missed = post(app, with_usage)  # asked for usage: fetched, with it, and stored
+    assert missed.headers.get("x-jevserve-cache") is None and usage_chunks(missed)[0]["total_tokens"] == 8
+    hit = post(app, with_usage)
+    assert hit.headers["x-jevserve-cache"] == "hit" and usage_chunks(hit) == [
+        {"prompt_tokens": 7, "completion_tokens": 1, "total_tokens": 8}]
+    assert len(upstream.requests) == 2
+
+
 def test_cache_is_per_tenant():
     app, _, _ = make_app({"cache": {"min_similarity": 0.5}}, answers={"cache": 0.99})
     post(app, HI, headers={"Authorization": "Bearer alice"})

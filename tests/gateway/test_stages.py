@@ -149,7 +149,10 @@ def test_a_hit_on_a_streamed_reply_carries_the_upstreams_id_and_model_and_only_i
     assert reply["usage"] == ({"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4} if usage else None)
     streamed = post(app, {**HI, "stream": True, "stream_options": {"include_usage": True}})
     chunks = [json.loads(line[6:]) for line in streamed.text.splitlines() if line.startswith("data: {")]
-    assert {c["model"] for c in chunks} == {"Qwen/Qwen3-8B"} and chunks[-1]["usage"] == reply["usage"]
+    assert {c["model"] for c in chunks} == {"Qwen/Qwen3-8B"}
+    # a stream asking for usage is served the stored usage, never a usage chunk of null: without one it is a miss
+    assert streamed.headers.get("x-jevserve-cache") == ("hit" if usage else None)
+    assert chunks[-1].get("usage") == reply["usage"]
 
 
 REASONING_REPLY = {"reasoning_content": "Paris is the seat of government.", "content": "Paris"}

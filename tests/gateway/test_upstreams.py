@@ -132,6 +132,18 @@ async def _get(app, path):
         return await c.get(path)
 
 
+def test_the_read_only_endpoints_answer_head_as_get():
+    # load balancers' probes and uptime monitors send HEAD: a 405 reads as down
+    app, _, _ = make_app({})
+
+    async def heads():
+        async with client(app) as c:
+            return [(await c.head(path)).status_code for path in ("/healthz", "/metrics", "/v1/models",
+                                                                    "/v1/models/m")]
+
+    assert run(heads()) == [200, 200, 200, 200]
+
+
 def test_admission_reject_answers_429_with_retry_after_when_the_queue_is_full():
     release = asyncio.Event()
 
@@ -365,7 +377,7 @@ def test_a_failing_decider_is_said_in_the_log_and_in_healthz_and_a_refused_key_s
 def test_healthz_asks_a_failing_remote_decider_again_and_recovers_without_a_request(monkeypatch):
     # an outside re-tester's /healthz said ok from "ready" until the first request, and degraded until a request
     # went through, though the start had warned and the decider had come back
-    from jevserve.gateway import app as app_module
+    from jevserve.gateway import decider as decider_module
     from jevserve.gateway.cli import check_decider
     from jevserve.gateway.config import parse_config
     from jevserve.gateway.decider import RemoteDecider
@@ -384,5 +396,5 @@ def test_healthz_asks_a_failing_remote_decider_again_and_recovers_without_a_requ
     app, _, _ = make_app({"guard": {"threshold": 0.5}}, decider=decider)
     assert run(_get(app, "/healthz")).json()["status"] == "degraded"  # from the start, before any request
     answers["up"] = True
-    monkeypatch.setattr(app_module, "DECIDER_RECHECK_S", 0.0)
+    monkeypatch.setattr(decider_module, "DECIDER_RECHECK_S", 0.0)
     assert run(_get(app, "/healthz")).json()["status"] == "ok"

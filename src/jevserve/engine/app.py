@@ -89,18 +89,19 @@ def create_app(engine: LiveEngine, lengths: ReplyLengths, *, model_name: str, ma
         headers = {"Retry-After": str(RETRY_AFTER_S)} if exc.status == 429 else None
         return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
 
-    @app.get("/health")
+    # HEAD as well: what load balancers' probes and uptime monitors send (a 405 reads as down)
+    @app.api_route("/health", methods=["GET", "HEAD"])
     async def health() -> Response:
         return Response(status_code=200)
 
-    @app.get("/v1/models")
+    @app.api_route("/v1/models", methods=["GET", "HEAD"])
     async def models() -> dict:
         # `speedup`: how much faster than the wall clock this engine runs, so a load generator can scale back
         return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0,
                                             "owned_by": "jevserve", "max_model_len": lengths.max_model_len,
                                             "speedup": engine.speedup}]}
 
-    @app.get("/metrics")
+    @app.api_route("/metrics", methods=["GET", "HEAD"])
     async def prometheus() -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 

@@ -4,7 +4,6 @@ answered in OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`)."
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Mapping
@@ -19,7 +18,7 @@ from starlette.responses import Response, StreamingResponse
 from jevserve.gateway.cache import Embed
 from jevserve.gateway.config import GatewayConfig
 from jevserve.gateway.context import request_context
-from jevserve.gateway.decider import Decider, decider_for
+from jevserve.gateway.decider import Decider, decider_for, recheck_decider
 from jevserve.gateway.endpoints import (
     API_PREFIX,
     ENDPOINT_PATHS,
@@ -113,20 +112,22 @@ def create_app(
     app.add_route(API_PREFIX + ENDPOINT_PATHS["chat"], chat_completions, methods=["POST"])
     app.add_route(API_PREFIX + ENDPOINT_PATHS["completions"], completions, methods=["POST"])
 
-    @app.get(API_PREFIX + MODELS_PATH)
+    # HEAD as well: what load balancers' probes and uptime monitors send (a 405 reads as down)
+    @app.api_route(API_PREFIX + MODELS_PATH, methods=["GET", "HEAD"])
     async def models() -> Response:
         return json_response(model_list(gateway))
 
-    @app.get(API_PREFIX + MODELS_PATH + "/{model_id:path}")  # a route's name may hold a "/" (Qwen/Qwen3-8B)
+    # a route's name may hold a "/" (Qwen/Qwen3-8B)
+    @app.api_route(API_PREFIX + MODELS_PATH + "/{model_id:path}", methods=["GET", "HEAD"])
     async def model(model_id: str) -> Response:
         status, body = model_entry(gateway, model_id)
         return json_response(body, status)
 
-    @app.get("/healthz")
+    @app.api_route("/healthz", methods=["GET", "HEAD"])
     async def healthz() -> Response:
         return json_response(await health(gateway))
 
-    @app.get("/metrics")
+    @app.api_route("/metrics", methods=["GET", "HEAD"])
     async def metrics() -> Response:
         await refresh_gauges(gateway)
         return Response(gateway.metrics.render(), media_type="text/plain; version=0.0.4")
@@ -142,24 +143,6 @@ async def refresh_gauges(gateway: Gateway) -> None:
         gateway.metrics.circuit_open.labels(name).set(1 if circuit.open_until > now else 0)
         gateway.metrics.queue_depth.labels(name).set(upstream.gate.num_waiting)
         gateway.metrics.in_flight.labels(name).set(await gateway.store.in_flight(name))
-
-
-DECIDER_RECHECK_S = 5.0
-
-
-async def recheck_decider(decider: Decider) -> str | None:
-    """The decider's problem, after asking a failing one again when it was last asked over DECIDER_RECHECK_S ago."""
-    from jevserve.gateway.decider import RemoteDecider, startup_problem
-
-    if (decider.problem is None or not isinstance(decider, RemoteDecider)  # a local one is asked by requests only
-            or time.time() - decider.failed_at < DECIDER_RECHECK_S):
-        return decider.problem
-    problem = await asyncio.to_thread(startup_problem, decider)
-    if problem is None:
-        decider.answered_at = time.time()
-    else:
-        decider.failed_at, decider.failure = time.time(), problem
-    return decider.problem
 
 
 async def health(gateway: Gateway) -> dict:

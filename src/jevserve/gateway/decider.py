@@ -354,3 +354,19 @@ def startup_problem(decider: Decider) -> str | None:
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
+
+
+DECIDER_RECHECK_S = 5.0
+
+
+async def recheck_decider(decider: Decider) -> str | None:
+    """The decider's problem, after asking a failing one again when it was last asked over DECIDER_RECHECK_S ago."""
+    if (decider.problem is None or not isinstance(decider, RemoteDecider)  # a local one is asked by requests only
+            or time.time() - decider.failed_at < DECIDER_RECHECK_S):
+        return decider.problem
+    problem = await asyncio.to_thread(startup_problem, decider)
+    if problem is None:
+        decider.answered_at = time.time()
+    else:
+        decider.failed_at, decider.failure = time.time(), problem
+    return decider.problem

@@ -390,7 +390,7 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
         metrics.requests.labels(route="/v1/models", status="200").inc()
         return _json({"models": entries, "x_limits": settings.limits()})
 
-    app.add_api_route("/v1/models", list_models, methods=["GET"])
+    app.add_api_route("/v1/models", list_models, methods=["GET", "HEAD"])
 
     async def healthz() -> Response:
         # A forwarded model whose last exchange with its upstream failed (a refused key, no answer) serves nothing:
@@ -416,5 +416,5 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
     async def prometheus() -> Response:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    app.add_api_route("/metrics", prometheus, methods=["GET"])
+    app.add_api_route("/metrics", prometheus, methods=["GET", "HEAD"])
     return app

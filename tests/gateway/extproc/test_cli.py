@@ -103,6 +103,9 @@ def test_the_command_serves_health_and_requests_then_stops_on_sigterm(tmp_path) 
                 ready = await health_pb2_grpc.HealthStub(channel).Check(
                     health_pb2.HealthCheckRequest(service="readiness"), timeout=5
                 )
+                decider = await health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(service="jevserve.decider"), timeout=5
+                )
                 body = {"model": "qwen3", "messages": [{"role": "user", "content": "hello"}]}
                 stream = EnvoyStream(channel, "FULL_DUPLEX_STREAMED")
                 got = await stream.request(json.dumps(body).encode())
@@ -111,14 +114,15 @@ def test_the_command_serves_health_and_requests_then_stops_on_sigterm(tmp_path) 
                 await asyncio.sleep(0.2)
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{metrics_port}") as http:
                 metrics, health = await http.get("/metrics"), await http.get("/healthz")
-            return ready.status, got, metrics, health
+            return ready.status, decider.status, got, metrics, health
 
-        status, got, metrics, health = asyncio.run(scenario())
+        status, decider_status, got, metrics, health = asyncio.run(scenario())
         # still serving (by the fallbacks), and saying why: the decider at 127.0.0.1:9 answers nothing
         assert health.status_code == 200 and health.json()["status"] == "degraded"
         assert "remote:http://127.0.0.1:9" in health.json()["decider_problem"]
         assert 'jevserve_gateway_requests_total{endpoint="chat",model="qwen3",status="200"} 1.0' in metrics.text
-        assert status == health_pb2.HealthCheckResponse.SERVING
+        assert status == health_pb2.HealthCheckResponse.SERVING  # ready: the fallbacks answer every request
+        assert decider_status == health_pb2.HealthCheckResponse.NOT_SERVING  # and the decider's own service says so
         # the decider is unreachable: guard falls back open, route falls back to the route's own model
         assert isinstance(got, Forwarded) and json.loads(got.body)["model"] == "qwen3-8b"
         decisions = got.headers["x-jevserve-decisions"]

@@ -16,6 +16,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from jevserve.gateway.extproc import ExtProcServer, ResponsePlan, StreamSettings, error_reply, wire
 from jevserve.gateway.extproc.seam import Forward
+from jevserve.gateway.extproc.server import DECIDER_SERVICE
 from tests.gateway.extproc.envoy import (
     Delivered,
     EnvoyStream,
@@ -428,12 +429,17 @@ def test_health_reports_liveness_and_readiness_then_not_ready_when_stopping() ->
                 statuses[service] = answer.status
             await server.health.set("readiness", health_pb2.HealthCheckResponse.NOT_SERVING)
             after = (await stub.Check(health_pb2.HealthCheckRequest(service="readiness"))).status
+            decider = []  # the decider's own service follows what it is told, and readiness does not
+            for problem in ("ConnectError: refused", None):
+                await server.report_decider(problem)
+                decider.append((await stub.Check(health_pb2.HealthCheckRequest(service=DECIDER_SERVICE))).status)
         await server.stop(grace_s=0.1)
-        return statuses, after
+        return statuses, after, decider
 
-    statuses, after = run(scenario())
+    statuses, after, decider = run(scenario())
     assert set(statuses.values()) == {health_pb2.HealthCheckResponse.SERVING}
     assert after == health_pb2.HealthCheckResponse.NOT_SERVING
+    assert decider == [health_pb2.HealthCheckResponse.NOT_SERVING, health_pb2.HealthCheckResponse.SERVING]
 
 
 def test_error_reply_is_openai_shaped() -> None:

@@ -123,7 +123,7 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
 
     from jevserve.decide.registry import UnknownSpecError
     from jevserve.gateway.cli import check_decider
-    from jevserve.gateway.decider import DecisionUnavailable, decider_for
+    from jevserve.gateway.decider import DECIDER_RECHECK_S, DecisionUnavailable, decider_for, recheck_decider
     from jevserve.gateway.extproc import wire
     from jevserve.gateway.extproc.binding import GatewayDecisions
     from jevserve.gateway.extproc.metrics_http import start_metrics
@@ -161,17 +161,33 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
         *(f"  {point.describe()}" for point in gateway.operating_points),
         *([f"  {warning}"] if warning else []),
     ]
-    started = None
     if args.metrics_port is not None:
         banner.append(f"  metrics:   http://{args.host}:{args.metrics_port}/metrics")
 
-        async def started(server):
+    async def watch_decider(server) -> None:
+        # a remote decider that failed is asked again every DECIDER_RECHECK_S without waiting for a request, as in
+        # `jevserve gateway`; its state is the grpc.health.v1 answer for DECIDER_SERVICE
+        while True:
+            await server.report_decider(await recheck_decider(decider))
+            await asyncio.sleep(DECIDER_RECHECK_S)
+
+    async def started(server):
+        watcher = asyncio.create_task(watch_decider(server))
+        runner = None
+        if args.metrics_port is not None:
             try:
                 runner = await start_metrics(gateway.metrics, lambda: server.ready, args.host, args.metrics_port,
                                              problem=lambda: decider.problem)
             except OSError as exc:
+                watcher.cancel()
                 raise MetricsPortError() from exc
-            return runner.cleanup
+
+        async def stop() -> None:
+            watcher.cancel()
+            if runner is not None:
+                await runner.cleanup()
+
+        return stop
 
     address = f"{args.host}:{args.port}"
     try:

@@ -28,6 +28,10 @@ logger = logging.getLogger("jevserve.extproc")
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["ExternalProcessor"].full_name
 READY_SERVICES = ("", "readiness", SERVICE_NAME)
+# SERVING while the decider answers, NOT_SERVING while it fails. Readiness does not follow it: while the decider fails
+# every request still gets its decisions' fallbacks (`--failure` for the stream), and a data plane that reads the
+# server as unhealthy fails every request instead (Envoy, with the panic threshold at 0). Probe this one to alert.
+DECIDER_SERVICE = "jevserve.decider"
 _MESSAGE_MARGIN_BYTES = 256 * 1024  # protobuf framing around a buffered body
 _MIN_RECEIVE_BYTES = 64 * 1024 * 1024  # the largest message taken only to be refused with 413
 # on SIGTERM, readiness reads NOT_SERVING this long while requests are still served: Envoy's health checker and a
@@ -144,6 +148,11 @@ class ExtProcServer:
             await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
         self.ready = True
         return self.port
+
+    async def report_decider(self, problem: str | None) -> None:
+        """Set the `DECIDER_SERVICE` health answer: SERVING when `problem` is None, else NOT_SERVING."""
+        answers = health_pb2.HealthCheckResponse
+        await self.health.set(DECIDER_SERVICE, answers.SERVING if problem is None else answers.NOT_SERVING)
 
     async def stop(self, grace_s: float = 5.0, announce_s: float = 0.0) -> None:
         """Report not ready and keep serving for `announce_s` (so that health checks can see it), then let open
