@@ -29,7 +29,7 @@ def test_ctrl_c_while_the_commands_load_or_run_is_one_line_and_exit_130(monkeypa
     real_build_parser = cli.build_parser
     monkeypatch.setattr(cli, "build_parser", interrupted)  # Ctrl-C while the commands' modules are imported
     assert cli.main(["data", "list"]) == 128 + signal.SIGINT
-    assert capsys.readouterr().err == "jevserve: interrupted\n"
+    assert capsys.readouterr().err == "jevserve data: interrupted\n"  # named by the command asked for
 
     class Parser:  # a command that leaves Ctrl-C to the entry point
         def parse_args(self, argv):

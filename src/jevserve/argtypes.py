@@ -198,6 +198,9 @@ def check_writable(path: Path, flag: str) -> None:
     where = f"{flag} {path}"
     if path.is_dir():
         raise OSError(errno.EISDIR, "is a folder; name a file in it", where)
+    blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:  # mkdir would say "File exists" of the file in the way
+        raise OSError(errno.ENOTDIR, f"cannot write there ({blocker} is a file, not a folder)", where)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".write-check-"):

@@ -136,8 +136,8 @@ def _register(module_name: str, subparsers: argparse._SubParsersAction) -> None:
             subparsers.choices[name] = stub
 
 
-def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
+def _fail(message: str, command: str | None = None) -> int:
+    print(f"{command}: error: {message}" if command else f"error: {message}", file=sys.stderr)
     return 2
 
 
@@ -191,8 +191,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser()  # imports every command's module: a second or two in which Ctrl-C may land
         args = parser.parse_args(argv)
-    except KeyboardInterrupt:
-        return _interrupted("jevserve")
+    except KeyboardInterrupt:  # named by the command asked for, as once it runs
+        given = list(sys.argv[1:] if argv is None else argv)
+        return _interrupted(" ".join(["jevserve", *[a for a in given if not a.startswith("-")][:1]]))
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -221,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         if exc.filename is None:  # not about a path the user gave: a defect, shown with its traceback
             raise
-        return _fail(f"{exc.filename}: {exc.strerror or exc}")
+        return _fail(f"{exc.filename}: {exc.strerror or exc}", f"jevserve {args.command}")
     return int(result or 0)
 
 

@@ -68,7 +68,7 @@ def test_a_sharegpt_prompt_gets_its_recorded_reply_length_and_another_a_seeded_d
     drawn = lengths.reply_tokens("not a ShareGPT prompt, surely", 10, None)
     assert drawn[1] == "draw" and lengths.reply_tokens("not a ShareGPT prompt, surely", 10, None) == drawn
     assert lengths.reply_tokens(pair.prompt, 10, 3) == (3, "max_tokens")
-    assert lengths.reply_tokens("x", 40950, None)[0] <= 10  # cut to the room the context limit leaves
+    assert lengths.reply_tokens("x", 40959, None) == (1, "max_model_len")  # cut to the room the context leaves
 
     async def scenario():
         async with serve() as (url, _), httpx.AsyncClient(base_url=url, timeout=60) as client:
@@ -137,6 +137,20 @@ def test_a_client_that_goes_away_has_its_request_dropped_and_its_kv_blocks_freed
     ("/v1/chat/completions", {"model": "other", "messages": [{"role": "user", "content": "hi"}]}, 404, "model"),
     ("/v1/completions", {"model": MODEL, "prompt": {"a": 1}}, 400, "prompt"),
     ("/v1/completions", {"model": MODEL, "prompt": "hi", "stream": "yes"}, 400, "stream"),
+    # a prompt that alone fills the context is the prompt's fault, not max_tokens'
+    ("/v1/chat/completions", chat("word " * 45000, max_tokens=4), 400, "messages"),
+    ("/v1/completions", {"model": MODEL, "prompt": "word " * 45000}, 400, "prompt"),
+    # what vLLM refuses, and what a simulated engine cannot answer, are 400s, never a silent null
+    ("/v1/chat/completions", chat("hi", temperature=-1), 400, "temperature"),
+    ("/v1/chat/completions", chat("hi", top_p=0), 400, "top_p"),
+    ("/v1/chat/completions", {"model": MODEL, "messages": [{"role": "wizard", "content": "hi"}]}, 400,
+     "messages[0].role"),
+    ("/v1/chat/completions", chat("hi", stop=5), 400, "stop"),
+    ("/v1/chat/completions", chat("hi", logprobs=True, top_logprobs=2), 400, "logprobs"),
+    ("/v1/completions", {"model": MODEL, "prompt": "hi", "logprobs": 2}, 400, "logprobs"),
+    ("/v1/completions", {"model": MODEL, "prompt": ""}, 400, "prompt"),
+    ("/v1/completions", {"model": MODEL, "prompt": [1, 2], "echo": True}, 400, "echo"),
+    ("/v1/chat/completions", {"model": 5, "messages": [{"role": "user", "content": "hi"}]}, 400, "model"),
 ])
 def test_bad_requests_get_a_4xx_naming_the_field(path, body, status, param):
     async def scenario():
@@ -215,3 +229,130 @@ def test_a_stream_interval_sends_the_tokens_in_chunks_of_that_many():
     assert "".join(texts) == filler_text(0, 13)
     # the first token, then up to the 4th, 8th and 12th, and the 13th with the finish
     assert [len(t.split()) for t in texts] == [1, 3, 4, 4, 1]
+
+
+def test_a_reply_cut_by_the_context_length_ends_with_length():
+    # an outside tester's replies filled the context exactly and said "stop": vLLM's default max_tokens is the room
+    async def scenario():
+        async with serve() as (url, _), httpx.AsyncClient(base_url=url, timeout=60) as client:
+            got = await client.post("/v1/completions", json={"model": MODEL, "prompt": [7] * 40955})
+            return got.json(), (await client.get("/metrics")).text
+
+    body, metrics = asyncio.run(scenario())
+    assert body["usage"] == {"prompt_tokens": 40955, "completion_tokens": 5, "total_tokens": 40960}
+    assert body["choices"][0]["finish_reason"] == "length"
+    assert 'finished_reason="length"' in metrics and 'finished_reason="stop"' not in metrics
+
+
+def test_a_stop_string_ends_the_reply_before_it_streamed_or_not():
+    async def scenario():
+        async with serve() as (url, _), httpx.AsyncClient(base_url=url) as client:
+            whole = (await client.post("/v1/chat/completions", json=chat("hi", max_tokens=50,
+                                                                          stop=["filler text", "nowhere"]))).json()
+            streamed = await events(client, "/v1/chat/completions", chat("hi", max_tokens=50, stop="filler text",
+                                                                          stream=True))
+            kept = (await client.post("/v1/completions", json={"model": MODEL, "prompt": "hi", "max_tokens": 50,
+                                                                "stop": "simulated",
+                                                                "include_stop_str_in_output": True})).json()
+            absent = (await client.post("/v1/completions", json={"model": MODEL, "prompt": "hi", "max_tokens": 4,
+                                                                  "stop": "nowhere"})).json()
+            return whole, streamed, kept, absent
+
+    whole, streamed, kept, absent = asyncio.run(scenario())
+    before = "[jevserve engine: simulated reply, "
+    assert whole["choices"][0]["message"]["content"] == before and whole["choices"][0]["finish_reason"] == "stop"
+    # generation ends with the token that completes the stop string ("text,", the sixth), as vLLM's does
+    assert whole["usage"]["completion_tokens"] == 6
+    texts = "".join(c["choices"][0]["delta"].get("content", "") for c in streamed[:-1])
+    assert texts == before and streamed[-2]["choices"][0]["finish_reason"] == "stop"  # no part of it is sent
+    assert kept["choices"][0]["text"] == "[jevserve engine: simulated" and kept["usage"]["completion_tokens"] == 3
+    assert absent["choices"][0]["text"] == filler_text(0, 4) and absent["choices"][0]["finish_reason"] == "length"
+
+
+def test_echo_sends_the_prompt_back_before_the_reply():
+    async def scenario():
+        async with serve() as (url, _), httpx.AsyncClient(base_url=url) as client:
+            body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 3, "echo": True}
+            whole = (await client.post("/v1/completions", json=body)).json()
+            streamed = await events(client, "/v1/completions", {**body, "stream": True})
+            return whole, streamed
+
+    whole, streamed = asyncio.run(scenario())
+    assert whole["choices"][0]["text"] == "Once upon a time" + filler_text(0, 3)
+    assert whole["usage"]["completion_tokens"] == 3
+    assert "".join(c["choices"][0]["text"] for c in streamed[:-1]) == "Once upon a time" + filler_text(0, 3)
+
+
+def test_token_counters_move_as_steps_sample_and_count_a_request_whose_client_left():
+    # vLLM counts tokens every step: a router's rate() over them must not wait for a request's end
+    def counter(text: str, name: str) -> float:
+        line = next(x for x in text.splitlines() if x.startswith(name + "{"))
+        return float(line.rsplit(" ", 1)[1])
+
+    async def scenario():
+        async with serve(speedup=2.0) as (url, engine), httpx.AsyncClient(base_url=url) as client:
+            async with client.stream("POST", "/v1/completions", json={"model": MODEL, "prompt": [7] * 500,
+                                                                      "max_tokens": 5000, "stream": True}) as r:
+                seen = 0
+                async for line in r.aiter_lines():
+                    seen += line.startswith("data: {")
+                    if seen >= 20:
+                        break
+                during = (await client.get("/metrics")).text
+            for _ in range(200):
+                await asyncio.sleep(0.01)
+                if engine.num_running == 0:
+                    break
+            return during, (await client.get("/metrics")).text
+
+    during, after = asyncio.run(scenario())
+    assert counter(during, "vllm:generation_tokens_total") >= 19  # before the request's end
+    assert counter(during, "vllm:prompt_tokens_total") == 500
+    assert counter(during, "vllm:time_to_first_token_seconds_count") == 1
+    # the client left: what the engine processed stays counted, and no success is
+    assert counter(after, "vllm:generation_tokens_total") >= counter(during, "vllm:generation_tokens_total")
+    assert counter(after, "vllm:prompt_tokens_total") == 500 and "vllm:request_success_total{" not in after
+
+
+def test_a_model_card_by_id():
+    async def scenario():
+        async with serve() as (url, _), httpx.AsyncClient(base_url=url) as client:
+            return await client.get(f"/v1/models/{MODEL}"), await client.get("/v1/models/other")
+
+    found, missing = asyncio.run(scenario())
+    assert found.status_code == 200 and found.json()["id"] == MODEL and found.json()["created"] > 0
+    assert missing.status_code == 404 and missing.json()["error"]["param"] == "model"
+
+
+def test_a_stream_open_at_shutdown_ends_with_an_error_event_not_a_cut_body():
+    import uvicorn
+
+    from jevserve.engine.app import create_app
+    from jevserve.engine.core import LiveEngine
+    from jevserve.serving import EngineConfig, make_queue_policy
+    from jevserve.sim.profile import load_profile
+    from tests.engine.builders import reply_lengths
+
+    async def scenario():
+        engine = LiveEngine(load_profile("qwen3-8b-h200"), EngineConfig(), make_queue_policy("fcfs"), speedup=1.0)
+        app = create_app(engine, reply_lengths(), model_name=MODEL, max_num_waiting=10)
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="critical",
+                                               timeout_graceful_shutdown=0.3))
+        task = asyncio.create_task(server.serve())
+        while not server.started:
+            await asyncio.sleep(0.01)
+        url = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+        lines = []
+        async with httpx.AsyncClient(base_url=url) as client, client.stream(
+                "POST", "/v1/completions", json={"model": MODEL, "prompt": "hi", "max_tokens": 20000,
+                                                 "stream": True}) as response:
+            async for line in response.aiter_lines():
+                lines.append(line)
+                if len(lines) == 4:
+                    server.should_exit = True  # what SIGTERM does
+        await task
+        return lines
+
+    lines = asyncio.run(scenario())
+    last = json.loads([x for x in lines if x.startswith("data: ")][-1][6:])
+    assert "shutting down" in last["error"]["message"] and last["error"]["code"] == 503

@@ -230,6 +230,7 @@ def _loadgen(url: str, *extra: str) -> list[str]:
     (["--base-url", "not-a-url"], "--base-url 'not-a-url': expected http://HOST[:PORT]"),
     (["--base-url", "ftp://127.0.0.1:21"], "--base-url 'ftp://127.0.0.1:21'"),
     (["--base-url", "http://127.0.0.1:8000/v1"], "give the server's root without /v1"),
+    (["--request-rate", "abc"], "--request-rate 'abc': expected requests per second > 0, or inf"),
 ])
 def test_a_bad_flag_value_exits_2_before_any_request(argv, message, capsys):
     assert _exit_code(["loadgen", "--model", "m", "--num-prompts", "3", *argv]) == 2
@@ -278,5 +279,63 @@ def test_an_unwritable_result_dir_is_refused_before_the_run(tmp_path, capsys):
     with Served(app) as url:
         assert main(_loadgen(url, "--save-result", "--result-dir", str(blocker / "out"))) == 2
     captured = capsys.readouterr()
-    assert captured.err.startswith("error:") and str(blocker) in captured.err
+    assert captured.err.startswith("jevserve loadgen: error:") and str(blocker) in captured.err
     assert app.state.posts == 0 and "completed / failed" not in captured.out  # refused before the run
+
+
+def test_arrival_processes_loadgen_cannot_take_are_not_offered(capsys):
+    assert _exit_code(["loadgen", "--model", "m", "--arrival-process", "weird"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown arrival process 'weird'" in err and "trace" not in err
+
+
+def test_a_result_dir_under_a_file_says_so_in_the_commands_words(tmp_path, capsys):
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x")
+    assert _exit_code(["loadgen", "--model", "m", "--save-result", "--result-dir", str(a_file)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("jevserve loadgen: error: --result-dir") and f"{a_file} is a file, not a folder" in err
+
+
+def test_the_client_server_note_names_the_host_only_when_the_engine_fell_behind():
+    from jevserve.loadgen.server_metrics import disagreement
+
+    kept = disagreement(300.0, 10.0, 0.0, 10.0)
+    assert "the engine kept its clock" in kept and "too slow" not in kept
+    behind = disagreement(300.0, 10.0, 2.5, 10.0)
+    assert "a host too slow to keep the engine's clock" in behind and "2.50 s of engine time late" in behind
+
+
+SECOND_CTRL_C_S = 0.01  # inside the window in which the replay had ended and the result was not yet written
+
+
+def test_two_quick_ctrl_cs_still_write_the_partial_result(tmp_path):
+    # an outside tester's second SIGINT 5-50 ms after the first (a wrapper passing the terminal's on) lost the
+    # partial result: every press until it is written is taken
+    import signal
+    import subprocess
+    import sys
+
+    app = stub_app(hang=True, server_ttft_s=0.01)  # with /metrics, read again after the replay, as an engine's
+    with Served(app) as url:
+        proc = subprocess.Popen([sys.executable, "-m", "jevserve.cli", *_loadgen(url, "--num-prompts", "200",
+                                 "--request-rate", "20", "--save-result", "--result-dir", str(tmp_path),
+                                 "--result-filename", "cut.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        try:
+            for _ in range(3000):  # until the replay has sent something
+                if app.state.posts >= 2:
+                    break
+                time.sleep(0.01)
+            proc.send_signal(signal.SIGINT)
+            time.sleep(SECOND_CTRL_C_S)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    # 130, or killed by the second SIGINT when it came after the result was written and the command had returned
+    assert proc.returncode in (130, -signal.SIGINT), err
+    data = json.loads((tmp_path / "cut.json").read_text())
+    assert data["interrupted"] is True and len(data["requests"]) == 200 and (tmp_path / "cut.md").exists()
+    assert "(interrupted: partial)" in err and "Traceback" not in err

@@ -127,7 +127,8 @@ def test_outputs_get_their_folders_before_the_run_and_an_unwritable_one_is_one_l
     blocker.write_text("")
     assert main(["sim", "run", "--num-requests", "20", "--json", str(blocker / "x" / "s.json")]) == 2
     captured = capsys.readouterr()
-    assert captured.err.startswith("error:") and str(blocker) in captured.err and "Traceback" not in captured.err
+    assert captured.err.startswith("jevserve sim: error:") and str(blocker) in captured.err
+    assert "Traceback" not in captured.err
     assert "engine work" not in captured.out  # refused before the simulation ran
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,13 +21,16 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from jevserve.engine.core import LiveEngine
-from jevserve.engine.filler import filler_text
+from jevserve.engine.filler import filler_text, stop_point
 from jevserve.engine.lengths import ReplyLengths
 from jevserve.engine.metrics import EngineMetrics
 from jevserve.engine.openai import Completion, RequestError, ResponseWriter, parse_body, parse_completion
 from jevserve.engine.requests import LiveRequest
 
 RETRY_AFTER_S = 1
+SHUTDOWN_EVENT = ("data: " + json.dumps({"error": {
+    "message": "the engine is shutting down: the reply was cut off before its end", "type": "server_error",
+    "param": None, "code": 503}}) + "\n\n").encode()
 
 
 def _sse(data: dict) -> str:
@@ -65,6 +69,11 @@ class EventStream(Response):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError:
             pass  # the connection broke while writing: the client is gone
+        except asyncio.CancelledError:
+            # the server's graceful shutdown ran out with this stream open (SIGTERM): the client gets an error event
+            # it can read instead of a body cut mid-event, and the log one line instead of a traceback
+            with contextlib.suppress(Exception):
+                await send({"type": "http.response.body", "body": SHUTDOWN_EVENT, "more_body": False})
         finally:
             gone.cancel()
             await self.events.aclose()
@@ -94,12 +103,23 @@ def create_app(engine: LiveEngine, lengths: ReplyLengths, *, model_name: str, ma
     async def health() -> Response:
         return Response(status_code=200)
 
+    started = int(time.time())
+
+    def card() -> dict:
+        # `speedup`: how much faster than the wall clock this engine runs, so a load generator can scale back
+        return {"id": model_name, "object": "model", "created": started, "owned_by": "jevserve", "root": model_name,
+                "parent": None, "max_model_len": lengths.max_model_len, "speedup": engine.speedup}
+
     @app.api_route("/v1/models", methods=["GET", "HEAD"])
     async def models() -> dict:
-        # `speedup`: how much faster than the wall clock this engine runs, so a load generator can scale back
-        return {"object": "list", "data": [{"id": model_name, "object": "model", "created": 0,
-                                            "owned_by": "jevserve", "max_model_len": lengths.max_model_len,
-                                            "speedup": engine.speedup}]}
+        return {"object": "list", "data": [card()]}
+
+    @app.api_route("/v1/models/{model_id:path}", methods=["GET", "HEAD"])  # a served name may hold a "/"
+    async def model(model_id: str) -> dict:
+        if model_id != model_name:
+            raise RequestError(f"the model `{model_id}` does not exist; this engine serves `{model_name}`",
+                               status=404, param="model", error_type="NotFoundError")
+        return card()
 
     @app.api_route("/metrics", methods=["GET", "HEAD"])
     async def prometheus() -> Response:
@@ -122,38 +142,48 @@ def create_app(engine: LiveEngine, lengths: ReplyLengths, *, model_name: str, ma
         limit = lengths.max_model_len
         asked = num_prompt + (completion.max_tokens or 1)
         if asked > limit:
+            # the field at fault: the prompt when it leaves no room for one token, else the reply's max_tokens
+            at_fault = "max_tokens" if completion.max_tokens and num_prompt < limit else completion.prompt_param
             raise RequestError(f"this model's maximum context length is {limit} tokens; the request has {asked} "
                                f"({num_prompt} in the prompt, {completion.max_tokens or 1} in the reply)",
-                               param="max_tokens" if completion.max_tokens else "messages")
+                               param=at_fault)
         reply, source = lengths.reply_tokens(completion.prompt_text, num_prompt, completion.max_tokens)
+        finish_reason = "length" if source in ("max_tokens", "max_model_len") else "stop"
+        stopped = stop_point(completion.stop, reply, keep=completion.include_stop_str)
+        if stopped is not None:
+            reply, finish_reason = stopped.num_tokens, "stop"
         need = engine.blocks_needed(num_prompt, reply)
         if need > engine.num_total_blocks:
+            alone = engine.blocks_needed(num_prompt, 1) > engine.num_total_blocks
             raise RequestError(f"the request needs {need} KV blocks ({num_prompt} prompt + {reply} reply tokens) "
                                f"but the engine has {engine.num_total_blocks}; send a shorter prompt or max_tokens",
-                               param="max_tokens")
+                               param=completion.prompt_param if alone else "max_tokens")
         if engine.num_waiting >= max_num_waiting:
             raise RequestError(f"the engine has {engine.num_waiting} requests waiting (limit {max_num_waiting}); "
                                f"retry after {RETRY_AFTER_S} s", status=429, error_type="rate_limit_error")
         return engine.submit(uuid.uuid4().hex, num_prompt, reply, priority=completion.priority,
-                             capped_by_max_tokens=source == "max_tokens")
-
-    def _finish_reason(live: LiveRequest) -> str:
-        return "length" if live.capped_by_max_tokens else "stop"
+                             finish_reason=finish_reason, text_chars=stopped.num_chars if stopped else None)
 
     async def _stream(live: LiveRequest, writer: ResponseWriter) -> AsyncIterator[str]:
-        sent = 0
+        sent = chars = 0
         try:
             if writer.completion.chat:
                 yield _sse(writer.chunk("", first=True))
+            elif writer.completion.echo:
+                yield writer.text_chunk_sse(writer.completion.echo)
             while True:
                 await live.wake.wait()
                 live.wake.clear()
                 if live.num_visible > sent:
-                    yield writer.text_chunk_sse(filler_text(sent, live.num_visible))
-                    sent = live.num_visible
+                    text = filler_text(sent, live.num_visible)
+                    if live.text_chars is not None:  # never past a stop string, not even its first part
+                        text = text[: max(0, live.text_chars - chars)]
+                    if text:
+                        yield writer.text_chunk_sse(text)
+                    sent, chars = live.num_visible, chars + len(text)
                 if live.finished:
                     break
-            yield _sse(writer.chunk("", _finish_reason(live)))
+            yield _sse(writer.chunk("", live.finish_reason))
             if writer.completion.include_usage:
                 yield _sse(writer.usage_chunk(writer.usage(live.spec.num_prompt_tokens, live.num_generated)))
             yield "data: [DONE]\n\n"
@@ -178,7 +208,10 @@ def create_app(engine: LiveEngine, lengths: ReplyLengths, *, model_name: str, ma
             engine.cancel(live)
             return Response(status_code=499)  # nobody reads it: the client closed the connection
         usage = writer.usage(live.spec.num_prompt_tokens, live.num_generated)
-        return JSONResponse(writer.response(filler_text(0, live.num_generated), _finish_reason(live), usage))
+        text = filler_text(0, live.num_generated)
+        if live.text_chars is not None:
+            text = text[: live.text_chars]
+        return JSONResponse(writer.response(writer.completion.echo + text, live.finish_reason, usage))
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:

@@ -40,15 +40,20 @@ class StreamingBatch(RunningBatch):
         super().__init__()
         self.stream_interval = stream_interval
         self.step_end_s = 0.0  # engine time of the step being applied (set by the engine before applying it)
+        self.num_sampled_tokens = 0  # every token sampled so far, those of requests dropped later included
+        self.first_tokens: list[LiveRequest] = []  # requests that sampled their first token in the step applied
 
     def record_step(self, num_rows: int, sampled: np.ndarray | None, num_steps: int) -> None:
-        """Tell the requests whose stream is due that they sampled tokens."""
+        """Count the tokens sampled and tell the requests whose stream is due that they sampled tokens."""
         generated = self.generated[:num_rows]
+        self.num_sampled_tokens += num_steps * (num_rows if sampled is None else int(np.count_nonzero(sampled)))
         due = (generated == 1) | (generated % self.stream_interval == 0)
         if sampled is not None:
             due &= sampled
         for i in np.flatnonzero(due).tolist():
-            self.requests[i].on_token(int(generated[i]), self.step_end_s)
+            request = self.requests[i]
+            if request.on_token(int(generated[i]), self.step_end_s):
+                self.first_tokens.append(request)
 
 
 class LiveEngine:
@@ -73,7 +78,8 @@ class LiveEngine:
         self.lag_s = 0.0  # engine seconds the last step's tokens went out after their time
         self.num_steps = 0
         self.num_preemptions = 0
-        self.observers: list[Callable[[str, LiveRequest], None]] = []  # ("finish" | "preempt", request)
+        # (event, request): "first_token", "finish" or "preempt"
+        self.observers: list[Callable[[str, LiveRequest], None]] = []
 
     def now_s(self) -> float:
         """Engine time: wall seconds since the engine started, times `speedup`."""
@@ -84,11 +90,13 @@ class LiveEngine:
         return int(blocks_for(num_prompt_tokens + num_output_tokens, self.config.block_size))
 
     def submit(self, request_id: str, num_prompt_tokens: int, num_output_tokens: int, *, priority: int = 0,
-               capped_by_max_tokens: bool = False) -> LiveRequest:
-        """Hand a request to the engine, arrived now; it joins the waiting queue before the next step is planned."""
+               finish_reason: str = "stop", text_chars: int | None = None) -> LiveRequest:
+        """Hand a request to the engine, arrived now; it joins the waiting queue before the next step is planned.
+        `finish_reason` and `text_chars` are what its reply ends with (LiveRequest)."""
         now = self.now_s()
         spec = Request(request_id, now, num_prompt_tokens, num_output_tokens, priority=priority)
-        request = LiveRequest(spec, num_output_tokens, capped_by_max_tokens=capped_by_max_tokens, arrival_s=now)
+        request = LiveRequest(spec, num_output_tokens, finish_reason=finish_reason, text_chars=text_chars,
+                              arrival_s=now)
         self._arrived.append(request)
         self._wake.set()
         return request
@@ -171,9 +179,17 @@ class LiveEngine:
         self.batch.step_end_s = end_s
         finished = self.planner.apply_step(plan)
         self.num_steps += 1
+        first, self.batch.first_tokens = self.batch.first_tokens, []
+        for request in first:  # before their finish: a one-token reply has both in one step
+            self._notify("first_token", request)
         for request in finished:
             request.on_finish(end_s)
             self._notify("finish", request)
+
+    @property
+    def num_generation_tokens(self) -> int:
+        """Tokens sampled so far, counted as each step samples them (vLLM's generation token counter)."""
+        return self.batch.num_sampled_tokens
 
     def _notify(self, event: str, request: LiveRequest) -> None:
         for observer in self.observers:

@@ -4,7 +4,8 @@ Reply length, in this order: the client's `max_tokens` (the reply stops there, a
 for a prompt that is the first human turn of a ShareGPT conversation, the recorded reply's token count (the same
 counts the simulator's ShareGPT workload uses); else a draw from ShareGPT's reply lengths, seeded by the prompt's
 text so the same prompt always gets the same length (never by request id, order or timing). Either is cut to the
-room `max_model_len` leaves after the prompt.
+room `max_model_len` leaves after the prompt, and a reply so cut ends with finish reason "length", as vLLM's does
+(its default `max_tokens` is that room).
 
 Prompt tokens are counted with the workload's tokenizer (Qwen3's, `jevserve.sim.workloads.tokens`) on the raw text
 of every message, without a chat template, as the ShareGPT counts were made.
@@ -54,12 +55,14 @@ class ReplyLengths:
         return max(1, sum(len(e.ids) for e in encoded))
 
     def reply_tokens(self, prompt_text: str, num_prompt_tokens: int, max_tokens: int | None) -> tuple[int, str]:
-        """(reply length, where it came from: "max_tokens", "sharegpt" or "draw"), cut to the model's room."""
+        """(reply length, where it came from: "max_tokens", "sharegpt" or "draw", or "max_model_len" when the room
+        the context leaves cut it; the first and the last end with finish reason "length")."""
         room = max(1, self.max_model_len - num_prompt_tokens)
         if max_tokens is not None:
-            return min(max_tokens, room), "max_tokens"
+            return (max_tokens, "max_tokens") if max_tokens <= room else (room, "max_model_len")
         recorded = self._recorded.get(_digest(prompt_text))
         if recorded is not None:
-            return min(recorded, room), "sharegpt"
+            return (recorded, "sharegpt") if recorded <= room else (room, "max_model_len")
         rng = np.random.default_rng([self.seed, int(_digest(prompt_text)[:15], 16)])
-        return min(int(rng.choice(self._draws)), room), "draw"
+        drawn = int(rng.choice(self._draws))
+        return (drawn, "draw") if drawn <= room else (room, "max_model_len")

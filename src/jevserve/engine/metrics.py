@@ -1,13 +1,19 @@
 """The live engine's Prometheus metrics, with vLLM's names and labels, so dashboards and routers that read a vLLM
 server's `/metrics` read this engine's too (vLLM's `vllm/v1/metrics/loggers.py`).
 
-Gauges are read from the engine when scraped; latencies are observed in engine seconds when a request finishes
-(time to first token, time per output token after the first, end to end, time in the queue).
+Gauges and the generation token counter are read from the engine when scraped (the counter moves as each step
+samples tokens, as vLLM's does); the prompt token counter and time to first token are recorded at a request's
+first token, so a request whose client leaves later is counted; the other latencies (time per output token after
+the first, end to end, time in the queue) and the success counter when a request finishes. Times are engine
+seconds.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily
 
 from jevserve.engine.core import LiveEngine
 from jevserve.engine.requests import LiveRequest
@@ -54,8 +60,8 @@ class EngineMetrics:
                                names, buckets=LATENCY_BUCKETS, registry=self.registry).labels(**labels)
         self.prompt_tokens = Counter("vllm:prompt_tokens", "Number of prefill tokens processed.", names,
                                      registry=self.registry).labels(**labels)
-        self.generation_tokens = Counter("vllm:generation_tokens", "Number of generation tokens processed.", names,
-                                         registry=self.registry).labels(**labels)
+        # read from the engine when scraped: it counts tokens as each step samples them, as vLLM's counter moves
+        self.registry.register(_GenerationTokens(engine, labels))
         self.preemptions = Counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", names,
                                    registry=self.registry).labels(**labels)
         self.success = Counter("vllm:request_success", "Count of successfully processed requests.",
@@ -64,21 +70,33 @@ class EngineMetrics:
         engine.observers.append(self.observe)
 
     def observe(self, event: str, request: LiveRequest) -> None:
-        """Record a finished or preempted request."""
+        """Record a request's first token (its prompt is processed), its finish, or a preemption."""
         if event == "preempt":
             self.preemptions.inc()
             return
-        ttft = request.first_token_s - request.arrival_s
-        self.ttft.observe(ttft)
+        if event == "first_token":  # counted when it happens, so a request dropped later is counted too
+            self.ttft.observe(request.first_token_s - request.arrival_s)
+            self.prompt_tokens.inc(request.spec.num_prompt_tokens)
+            return
         self.e2e.observe(request.finish_s - request.arrival_s)
         self.queue.observe(request.first_admit_s - request.arrival_s)
         if request.num_generated > 1:
             self.tpot.observe((request.finish_s - request.first_token_s) / (request.num_generated - 1))
-        self.prompt_tokens.inc(request.spec.num_prompt_tokens)
-        self.generation_tokens.inc(request.num_generated)
-        reason = "length" if request.capped_by_max_tokens else "stop"
-        self.success.labels(**self._labels, finished_reason=reason).inc()
+        self.success.labels(**self._labels, finished_reason=request.finish_reason).inc()
 
     def render(self) -> bytes:
         """The metrics in Prometheus' text format."""
         return generate_latest(self.registry)
+
+
+class _GenerationTokens:
+    """`vllm:generation_tokens_total`, read from the engine's count of sampled tokens when scraped."""
+
+    def __init__(self, engine: LiveEngine, labels: dict[str, str]) -> None:
+        self.engine, self.labels = engine, labels
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily("vllm:generation_tokens", "Number of generation tokens processed.",
+                                     labels=list(self.labels))
+        family.add_metric(list(self.labels.values()), self.engine.num_generation_tokens)
+        yield family

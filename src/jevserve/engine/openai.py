@@ -36,6 +36,10 @@ class Completion:
     stream: bool
     include_usage: bool
     priority: int
+    stop: tuple[str, ...] = ()  # stop strings: the reply ends at the first, which is left out of its text
+    include_stop_str: bool = False  # vLLM's `include_stop_str_in_output`: the stop string is kept
+    echo: str = ""  # a completions prompt sent back before the reply (`echo: true`)
+    prompt_param: str = "messages"  # the field holding the prompt, named by errors about its length
 
 
 def _text_of(content: Any, param: str) -> str:
@@ -56,6 +60,44 @@ def _int_field(body: Mapping[str, Any], name: str, *, minimum: int | None = None
         expected = f"an integer >= {minimum}" if minimum is not None else "an integer"
         raise RequestError(f"{name}={value!r}; expected {expected}", param=name)
     return value
+
+
+# the roles OpenAI's chat API and vLLM's chat templates take
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+
+def _number_field(body: Mapping[str, Any], name: str, low: float, high: float, *, low_open: bool = False) -> None:
+    value = body.get(name)
+    if value is None:
+        return
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and value <= high and (
+        value > low if low_open else value >= low)
+    if not ok:
+        if high == float("inf"):
+            bound = f"> {low:g}" if low_open else f">= {low:g}"
+        else:
+            bound = f"in ({low:g}, {high:g}]" if low_open else f"in [{low:g}, {high:g}]"
+        raise RequestError(f"{name}={value!r}; expected a number {bound}", param=name)
+
+
+def _stop_strings(body: Mapping[str, Any]) -> tuple[str, ...]:
+    stop = body.get("stop")
+    if stop is None:
+        return ()
+    if isinstance(stop, str):
+        stop = [stop]
+    if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
+        raise RequestError(f"stop={stop!r}; expected a string or a list of strings", param="stop")
+    return tuple(s for s in stop if s)
+
+
+def _refuse_unsupported(body: Mapping[str, Any], *, chat: bool) -> None:
+    """What a model would answer and a simulated engine cannot: a 400 saying so, never a silent `null`."""
+    wants_logprobs = (body.get("logprobs") not in (None, False)) or (chat and body.get("top_logprobs") is not None)
+    if wants_logprobs:
+        field = "logprobs" if body.get("logprobs") not in (None, False) else "top_logprobs"
+        raise RequestError(f"{field}: this engine is simulated and samples no tokens from a model, so it has no log "
+                           "probabilities to return; leave the field out", param=field)
 
 
 def _refuse_constant(name: str) -> Any:
@@ -86,6 +128,8 @@ def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
     if not isinstance(body, Mapping):
         raise RequestError("the request body must be a JSON object")
     model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise RequestError(f"model={model!r}; expected the model's name, a string", param="model")
     if model is not None and model != model_name:
         raise RequestError(f"the model `{model}` does not exist; this engine serves `{model_name}`",
                            status=404, param="model", error_type="NotFoundError")
@@ -97,9 +141,12 @@ def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
         for index, message in enumerate(messages):
             if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
                 raise RequestError(f"messages[{index}] must be an object with a string role", param="messages")
+            if message["role"] not in ROLES:
+                raise RequestError(f"messages[{index}].role={message['role']!r}; expected one of "
+                                   f"{', '.join(sorted(ROLES))}", param=f"messages[{index}].role")
             texts.append(_text_of(message.get("content"), f"messages[{index}].content"))
         users = [t for m, t in zip(messages, texts, strict=True) if m.get("role") == "user"]
-        prompt_text, token_ids = (users[-1] if users else texts[-1]), None
+        prompt_text, token_ids, echo = (users[-1] if users else texts[-1]), None, ""
     else:
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1:
@@ -112,6 +159,24 @@ def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
         else:
             raise RequestError("prompt must be a string, a list of one string, or a list of token ids",
                                param="prompt")
+        if not prompt:  # vLLM: "The decoder prompt cannot be empty"
+            raise RequestError("prompt is empty; send at least one token", param="prompt")
+        echo = ""
+        if body.get("echo") not in (None, False):
+            if body.get("echo") is not True:
+                raise RequestError(f"echo={body.get('echo')!r}; expected true or false", param="echo")
+            if token_ids is not None:
+                raise RequestError("echo: a prompt of token ids cannot be sent back as text by this engine (it "
+                                   "has no detokenizer for them); send the prompt as a string", param="echo")
+            echo = prompt_text
+    _refuse_unsupported(body, chat=chat)
+    _number_field(body, "temperature", 0.0, float("inf"))  # vLLM's bound (OpenAI's stops at 2)
+    _number_field(body, "top_p", 0.0, 1.0, low_open=True)
+    stop = _stop_strings(body)
+    include_stop = body.get("include_stop_str_in_output", False)
+    if not isinstance(include_stop, bool):
+        raise RequestError(f"include_stop_str_in_output={include_stop!r}; expected true or false",
+                           param="include_stop_str_in_output")
     if (_int_field(body, "n", minimum=1) or 1) != 1:
         raise RequestError("n must be 1: the engine returns one choice per request", param="n")
     max_tokens = _int_field(body, "max_completion_tokens", minimum=1) if chat else None
@@ -125,7 +190,8 @@ def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
         raise RequestError("stream_options must be an object", param="stream_options")
     priority = _int_field(body, "priority") or 0
     return Completion(chat, tuple(texts), prompt_text, token_ids, max_tokens, stream,
-                      bool(options.get("include_usage")), priority)
+                      bool(options.get("include_usage")), priority, stop, include_stop, echo,
+                      "messages" if chat else "prompt")
 
 
 class ResponseWriter:

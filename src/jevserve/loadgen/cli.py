@@ -6,7 +6,10 @@ where it has them (`--base-url`, `--backend`, `--endpoint`, `--model`, `--datase
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import math
+import signal
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,7 +47,10 @@ def _base_url(text: str) -> str:
 
 
 def _rate(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
     if not value > 0:
         raise argparse.ArgumentTypeError(f"--request-rate {text!r}: expected requests per second > 0, or inf")
     return value
@@ -197,13 +203,10 @@ def _write_result(path: Path, data: dict, results: list[RequestResult], table: s
 
 
 def _cmd_loadgen(args: argparse.Namespace) -> int:
-    import asyncio
-
     from tqdm import tqdm
 
-    from jevserve.loadgen.report import build_report, markdown, report_dict
     from jevserve.loadgen.run import replay
-    from jevserve.loadgen.server_metrics import disagreement, read_server_ttft, server_mean_ttft_ms
+    from jevserve.loadgen.server_metrics import read_server_ttft
     from jevserve.sim.metrics import Slo
 
     date = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
@@ -230,12 +233,59 @@ def _cmd_loadgen(args: argparse.Namespace) -> int:
     slo = Slo(goals.get("ttft"), goals.get("tpot"), goals.get("e2el"))
     endpoint = args.endpoint or BACKENDS[args.backend]
     server_before = read_server_ttft(url)
-    bar = tqdm(total=len(requests), unit="req", desc="loadgen", disable=args.disable_tqdm)
-    results, interrupted = asyncio.run(replay(
-        requests, url=url + endpoint, model=model, chat=args.backend == "openai-chat",
-        max_concurrency=args.max_concurrency, speedup=args.speedup, timeout_s=args.timeout,
-        ignore_eos=args.ignore_eos, on_done=lambda _: bar.update()))
-    bar.close()
+    # the bar's rate is the wall clock's; the summary's is the engine's (times --speedup)
+    desc = "loadgen" if args.speedup == 1 else "loadgen (wall-clock rate)"
+    bar = tqdm(total=len(requests), unit="req", desc=desc, disable=args.disable_tqdm)
+    with _sigint_stops_the_replay() as stop:
+        results, interrupted = asyncio.run(_replay_until(stop, replay, requests, url=url + endpoint, model=model,
+                                                         chat=args.backend == "openai-chat",
+                                                         max_concurrency=args.max_concurrency, speedup=args.speedup,
+                                                         timeout_s=args.timeout, ignore_eos=args.ignore_eos,
+                                                         on_done=lambda _: bar.update()))
+        bar.close()
+        status = _finish(args, results, interrupted, url=url, endpoint=endpoint, model=model, process=process,
+                         goals=goals, slo=slo, path=path, date=date, server_before=server_before)
+    return INTERRUPTED if stop.pressed and status == 0 else status
+
+
+class _Stop:
+    """Ctrl-C while the replay runs: the first stops it; every press until the result is written is taken, not
+    raised, so a second Ctrl-C (a wrapper passing the terminal's on) cannot lose the partial result."""
+
+    def __init__(self) -> None:
+        self.pressed = 0
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.event: asyncio.Event | None = None
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.pressed += 1
+        if self.loop is not None and not self.loop.is_closed() and self.event is not None:
+            self.loop.call_soon_threadsafe(self.event.set)
+
+
+@contextlib.contextmanager
+def _sigint_stops_the_replay():
+    stop = _Stop()
+    previous = signal.signal(signal.SIGINT, stop)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+async def _replay_until(stop: _Stop, replay, requests, **kwargs):
+    stop.loop, stop.event = asyncio.get_running_loop(), asyncio.Event()
+    if stop.pressed:
+        stop.event.set()
+    return await replay(requests, stop=stop.event, handle_sigint=False, **kwargs)
+
+
+def _finish(args: argparse.Namespace, results, interrupted: bool, *, url: str, endpoint: str, model: str,
+            process: str, goals: dict, slo, path: Path | None, date: str, server_before) -> int:
+    """Report and save a replay (partial when `interrupted`); the exit status."""
+    from jevserve.loadgen.report import build_report, markdown, report_dict
+    from jevserve.loadgen.server_metrics import disagreement, read_server_ttft, server_mean_ttft_ms
+
     report = build_report(results, slo=slo, speedup=args.speedup, interrupted=interrupted,
                           percentiles=args.metric_percentiles)
     server_after = read_server_ttft(url) if server_before is not None else None

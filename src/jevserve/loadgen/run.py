@@ -28,13 +28,16 @@ async def replay(
     ignore_eos: bool = False,
     on_done: Callable[[RequestResult], None] | None = None,
     stop: asyncio.Event | None = None,
+    handle_sigint: bool = True,
 ) -> tuple[list[RequestResult], bool]:
     """Send every request at its `send_s / speedup` wall seconds after the start; returns (one result per request,
-    in the order given, and whether the replay was stopped early by `stop` or SIGINT)."""
+    in the order given, and whether the replay was stopped early by `stop` or SIGINT). `handle_sigint=False` leaves
+    SIGINT to the caller (which sets `stop` on it)."""
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):  # no signal handlers off the main thread
-        loop.add_signal_handler(signal.SIGINT, stop.set)
+    if handle_sigint:
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # no signal handlers off the main thread
+            loop.add_signal_handler(signal.SIGINT, stop.set)
     results = [RequestResult(r.request_id, r.send_s / speedup, num_prompt_tokens=r.num_prompt_tokens)
                for r in requests]
     gate = asyncio.Semaphore(max_concurrency) if max_concurrency else contextlib.nullcontext()
@@ -64,8 +67,9 @@ async def replay(
             with contextlib.suppress(asyncio.CancelledError):
                 await everything
         stopped.cancel()
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.remove_signal_handler(signal.SIGINT)
+    if handle_sigint:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
     for result in results:
         if not result.ok and result.error is None:
             result.error = "interrupted" if result.sent else NOT_SENT

@@ -18,7 +18,8 @@ def arrivals_arg(*, allow_trace: bool) -> Callable[[str], str]:
         try:
             spec = ArrivalSpec.parse(text)
         except WorkloadError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
+            said = str(exc) if allow_trace else str(exc).replace(" or trace", "")  # not offered where refused
+            raise argparse.ArgumentTypeError(said) from None
         if spec.process == "trace" and not allow_trace:
             raise argparse.ArgumentTypeError(
                 f"{text!r}: this command generates arrivals; expected poisson, gamma:CV or mmpp:...")
