@@ -67,6 +67,8 @@ def test_a_sharegpt_prompt_gets_its_recorded_reply_length_and_another_a_seeded_d
     assert lengths.reply_tokens(pair.prompt, 10, None) == (counts[pair.request_id].num_output_tokens, "sharegpt")
     drawn = lengths.reply_tokens("not a ShareGPT prompt, surely", 10, None)
     assert drawn[1] == "draw" and lengths.reply_tokens("not a ShareGPT prompt, surely", 10, None) == drawn
+    longer = drawn[0] + 5  # min_tokens holds off the reply's own end
+    assert lengths.reply_tokens("not a ShareGPT prompt, surely", 10, None, min_tokens=longer) == (longer, "draw")
     assert lengths.reply_tokens(pair.prompt, 10, 3) == (3, "max_tokens")
     assert lengths.reply_tokens("x", 40959, None) == (1, "max_model_len")  # cut to the room the context leaves
 
@@ -148,6 +150,11 @@ def test_a_client_that_goes_away_has_its_request_dropped_and_its_kv_blocks_freed
     ("/v1/chat/completions", chat("hi", stop=5), 400, "stop"),
     ("/v1/chat/completions", chat("hi", logprobs=True, top_logprobs=2), 400, "logprobs"),
     ("/v1/completions", {"model": MODEL, "prompt": "hi", "logprobs": 2}, 400, "logprobs"),
+    ("/v1/completions", {"model": MODEL, "prompt": "hi", "logprobs": 0}, 400, "logprobs"),  # the sampled token's
+    ("/v1/chat/completions", chat("hi", prompt_logprobs=1), 400, "prompt_logprobs"),
+    ("/v1/chat/completions", chat("hi", stop=["done", ""]), 400, "stop"),
+    ("/v1/chat/completions", chat("hi", stream_options={"include_usage": True}), 400, "stream_options"),
+    ("/v1/chat/completions", chat("hi", max_tokens=3, min_tokens=5), 400, "min_tokens"),
     ("/v1/completions", {"model": MODEL, "prompt": ""}, 400, "prompt"),
     ("/v1/completions", {"model": MODEL, "prompt": [1, 2], "echo": True}, 400, "echo"),
     ("/v1/chat/completions", {"model": 5, "messages": [{"role": "user", "content": "hi"}]}, 400, "model"),
@@ -269,6 +276,23 @@ def test_a_stop_string_ends_the_reply_before_it_streamed_or_not():
     assert absent["choices"][0]["text"] == filler_text(0, 4) and absent["choices"][0]["finish_reason"] == "length"
 
 
+def test_min_tokens_holds_off_stop_strings_and_the_replys_own_end_and_ignore_eos_runs_to_the_room():
+    async def scenario():
+        async with serve() as (url, _), httpx.AsyncClient(base_url=url, timeout=60) as client:
+            held = (await client.post("/v1/chat/completions", json=chat("hi", max_tokens=50, stop="filler",
+                                                                         min_tokens=8))).json()
+            ignoring = (await client.post("/v1/completions", json={"model": MODEL, "prompt": [7] * 40900,
+                                                                    "ignore_eos": True})).json()
+            return held, ignoring
+
+    held, ignoring = asyncio.run(scenario())
+    # "filler" completes at token 5 (under min_tokens 8), and again at token 14: the reply ends there
+    assert held["usage"]["completion_tokens"] == 14 and held["choices"][0]["finish_reason"] == "stop"
+    assert held["choices"][0]["message"]["content"] == filler_text(0, 13)  # up to the second "filler"
+    # no max_tokens: the reply runs to the 60 tokens the context leaves, whatever its own length would be
+    assert ignoring["usage"]["completion_tokens"] == 60 and ignoring["choices"][0]["finish_reason"] == "length"
+
+
 def test_echo_sends_the_prompt_back_before_the_reply():
     async def scenario():
         async with serve() as (url, _), httpx.AsyncClient(base_url=url) as client:
@@ -343,16 +367,21 @@ def test_a_stream_open_at_shutdown_ends_with_an_error_event_not_a_cut_body():
             await asyncio.sleep(0.01)
         url = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
         lines = []
-        async with httpx.AsyncClient(base_url=url) as client, client.stream(
-                "POST", "/v1/completions", json={"model": MODEL, "prompt": "hi", "max_tokens": 20000,
-                                                 "stream": True}) as response:
-            async for line in response.aiter_lines():
-                lines.append(line)
-                if len(lines) == 4:
-                    server.should_exit = True  # what SIGTERM does
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            whole = asyncio.create_task(client.post("/v1/completions", json={"model": MODEL, "prompt": "hi",
+                                                                             "max_tokens": 20000}))
+            async with client.stream("POST", "/v1/completions", json={"model": MODEL, "prompt": "hi",
+                                                                      "max_tokens": 20000, "stream": True}) as r:
+                async for line in r.aiter_lines():
+                    lines.append(line)
+                    if len(lines) == 4:
+                        server.should_exit = True  # what SIGTERM does
+            whole = await whole
         await task
-        return lines
+        return lines, whole
 
-    lines = asyncio.run(scenario())
+    lines, whole = asyncio.run(scenario())
     last = json.loads([x for x in lines if x.startswith("data: ")][-1][6:])
     assert "shutting down" in last["error"]["message"] and last["error"]["code"] == 503
+    # a reply asked whole gets the same in OpenAI's shape, not a plain-text 500
+    assert whole.status_code == 503 and "shutting down" in whole.json()["error"]["message"]

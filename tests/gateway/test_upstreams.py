@@ -398,3 +398,38 @@ def test_healthz_asks_a_failing_remote_decider_again_and_recovers_without_a_requ
     answers["up"] = True
     monkeypatch.setattr(decider_module, "DECIDER_RECHECK_S", 0.0)
     assert run(_get(app, "/healthz")).json()["status"] == "ok"
+
+
+class _HangingUpstream(httpx.AsyncBaseTransport):
+    """An upstream that takes its time; says whether the gateway's request to it was cancelled."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.started, self.cancelled = threading.Event(), threading.Event()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        return httpx.Response(200, json=completion())
+
+
+def test_a_client_that_leaves_has_its_upstream_request_cancelled():
+    # an outside tester's client gave up on a whole (not streamed) request through the gateway after 1 s, and the
+    # engine behind it still generated all 8,000 tokens: the gateway waited on for nobody
+    from tests.gateway.upstreams import LoopbackServer
+
+    upstream = _HangingUpstream()
+    app, _, _ = make_app({}, upstreams={"u": upstream}, config={"upstreams": [
+        {"name": "u", "url": "http://u.test/v1", "max_retries": 0, "timeout_s": 60}]})
+    with LoopbackServer(app) as server:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(server.base_url + "/chat/completions", json=HI, timeout=1.0)
+        assert upstream.started.is_set()
+        assert upstream.cancelled.wait(10)  # the client's close reached the upstream request
+        metrics = httpx.get(server.base_url.removesuffix("/v1") + "/metrics").text
+    assert 'jevserve_gateway_requests_total{endpoint="chat",model="m",status="499"} 1.0' in metrics

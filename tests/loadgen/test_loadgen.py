@@ -199,10 +199,11 @@ def test_a_client_ttft_far_above_the_servers_own_is_called_out(tmp_path, capsys)
     err = capsys.readouterr().err
     assert "note: the server's /metrics put these requests' mean TTFT at 0.1 ms" in err and "lower --speedup" in err
     assert json.loads((tmp_path / "far.json").read_text())["server_mean_ttft_ms"] == pytest.approx(0.1)
-    with Served(stub_app()) as url:  # no /metrics: nothing to compare, nothing said, the replay unharmed
+    with Served(stub_app()) as url:  # no /metrics (a gateway in front): nothing to compare, and it says so
         assert main(["loadgen", "--base-url", url, "--dataset-name", "random", *argv,
                      "--result-filename", "none.json"]) == 0
-    assert "/metrics" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "/metrics has no vLLM TTFT histogram" in err and "mean TTFT at" not in err
     assert json.loads((tmp_path / "none.json").read_text())["server_mean_ttft_ms"] is None
 
 
@@ -339,3 +340,9 @@ def test_two_quick_ctrl_cs_still_write_the_partial_result(tmp_path):
     data = json.loads((tmp_path / "cut.json").read_text())
     assert data["interrupted"] is True and len(data["requests"]) == 200 and (tmp_path / "cut.md").exists()
     assert "(interrupted: partial)" in err and "Traceback" not in err
+
+
+def test_a_failure_in_fastapis_detail_shape_keeps_its_message(capsys):
+    with Served(stub_app()) as url:
+        assert main(_loadgen(url, "--endpoint", "/v1/nope")) == 1
+    assert "| failed: http 404: Not Found | 3 |" in capsys.readouterr().out

@@ -28,9 +28,9 @@ from jevserve.engine.openai import Completion, RequestError, ResponseWriter, par
 from jevserve.engine.requests import LiveRequest
 
 RETRY_AFTER_S = 1
-SHUTDOWN_EVENT = ("data: " + json.dumps({"error": {
-    "message": "the engine is shutting down: the reply was cut off before its end", "type": "server_error",
-    "param": None, "code": 503}}) + "\n\n").encode()
+SHUTDOWN_ERROR = {"error": {"message": "the engine is shutting down: the reply was cut off before its end",
+                             "type": "server_error", "param": None, "code": 503}}
+SHUTDOWN_EVENT = ("data: " + json.dumps(SHUTDOWN_ERROR) + "\n\n").encode()
 
 
 def _sse(data: dict) -> str:
@@ -147,9 +147,11 @@ def create_app(engine: LiveEngine, lengths: ReplyLengths, *, model_name: str, ma
             raise RequestError(f"this model's maximum context length is {limit} tokens; the request has {asked} "
                                f"({num_prompt} in the prompt, {completion.max_tokens or 1} in the reply)",
                                param=at_fault)
-        reply, source = lengths.reply_tokens(completion.prompt_text, num_prompt, completion.max_tokens)
+        reply, source = lengths.reply_tokens(completion.prompt_text, num_prompt, completion.max_tokens,
+                                             min_tokens=completion.min_tokens, ignore_eos=completion.ignore_eos)
         finish_reason = "length" if source in ("max_tokens", "max_model_len") else "stop"
-        stopped = stop_point(completion.stop, reply, keep=completion.include_stop_str)
+        stopped = stop_point(completion.stop, reply, keep=completion.include_stop_str,
+                             min_tokens=completion.min_tokens)
         if stopped is not None:
             reply, finish_reason = stopped.num_tokens, "stop"
         need = engine.blocks_needed(num_prompt, reply)
@@ -201,9 +203,16 @@ def create_app(engine: LiveEngine, lengths: ReplyLengths, *, model_name: str, ma
                 pass
 
         done, gone = asyncio.create_task(finished()), asyncio.create_task(disconnected())
-        await asyncio.wait({done, gone}, return_when=asyncio.FIRST_COMPLETED)
-        for task in (done, gone):
-            task.cancel()
+        try:
+            await asyncio.wait({done, gone}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # the server's graceful shutdown ran out before the reply was done (SIGTERM): an answer in OpenAI's
+            # shape, as a stream's error event says, instead of a plain-text 500 and a traceback
+            engine.cancel(live)
+            return JSONResponse(SHUTDOWN_ERROR, status_code=503)
+        finally:
+            for task in (done, gone):
+                task.cancel()
         if not live.finished:
             engine.cancel(live)
             return Response(status_code=499)  # nobody reads it: the client closed the connection

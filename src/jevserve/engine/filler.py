@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,20 +24,27 @@ class StopPoint:
     num_chars: int  # the reply's text, cut before the stop string (or after it, when it is kept)
 
 
-def stop_point(stops: Sequence[str], num_tokens: int, *, keep: bool = False) -> StopPoint | None:
+def stop_point(stops: Sequence[str], num_tokens: int, *, keep: bool = False, min_tokens: int = 0) -> StopPoint | None:
     """The first of `stops` to appear in the reply's text within its `num_tokens` tokens, as a model's server ends
     a reply on a stop string: generation ends with the token that completes it, and the text ends before it (after
-    it with `keep`, vLLM's `include_stop_str_in_output`). None when no stop string appears."""
+    it with `keep`, vLLM's `include_stop_str_in_output`). As in vLLM, a stop string completed before the reply has
+    `min_tokens` tokens is not checked for. None when no stop string ends the reply."""
     if not stops:
         return None
     text = filler_text(0, num_tokens)
-    found = [(text.find(s), s) for s in stops]
-    found = [(at, s) for at, s in found if at >= 0]
-    if not found:
+    token_ends = list(itertools.accumulate(len(FILLER[i % len(FILLER)]) + 1 for i in range(num_tokens)))
+    best: tuple[int, int, int] | None = None  # (tokens, start, end) of the first stop string to end the reply
+    for stop in stops:
+        at = text.find(stop)
+        while at >= 0:
+            end = at + len(stop)
+            tokens = bisect.bisect_left(token_ends, end) + 1  # the token whose text holds the stop's last character
+            if tokens >= max(min_tokens, 1):
+                if best is None or (tokens, at) < best[:2]:
+                    best = (tokens, at, end)
+                break
+            at = text.find(stop, at + 1)
+    if best is None:
         return None
-    at, stop = min(found, key=lambda f: (f[0] + len(f[1]), f[0]))  # the first to be complete
-    end, covered, token = at + len(stop), 0, 0
-    while covered < end:
-        covered += len(FILLER[token % len(FILLER)]) + 1
-        token += 1
-    return StopPoint(token, end if keep else at)
+    tokens, at, end = best
+    return StopPoint(tokens, end if keep else at)

@@ -54,10 +54,21 @@ class ReplyLengths:
         encoded = self._tokenizer.encode_batch(texts, add_special_tokens=False) if texts else []
         return max(1, sum(len(e.ids) for e in encoded))
 
-    def reply_tokens(self, prompt_text: str, num_prompt_tokens: int, max_tokens: int | None) -> tuple[int, str]:
+    def reply_tokens(self, prompt_text: str, num_prompt_tokens: int, max_tokens: int | None, *,
+                     min_tokens: int = 0, ignore_eos: bool = False) -> tuple[int, str]:
         """(reply length, where it came from: "max_tokens", "sharegpt" or "draw", or "max_model_len" when the room
-        the context leaves cut it; the first and the last end with finish reason "length")."""
+        the context leaves cut it; the first and the last end with finish reason "length"). With `ignore_eos` the
+        reply runs to `max_tokens` or the room; a reply that would end itself before `min_tokens` runs to it."""
         room = max(1, self.max_model_len - num_prompt_tokens)
+        if ignore_eos and max_tokens is None:
+            return room, "max_model_len"
+        length, source = self._own_length(prompt_text, room, max_tokens)
+        if source in ("sharegpt", "draw") and length < min_tokens:  # the end is held off, as vLLM holds off EOS
+            length = min(min_tokens, room)
+            source = source if length == min_tokens else "max_model_len"
+        return length, source
+
+    def _own_length(self, prompt_text: str, room: int, max_tokens: int | None) -> tuple[int, str]:
         if max_tokens is not None:
             return (max_tokens, "max_tokens") if max_tokens <= room else (room, "max_model_len")
         recorded = self._recorded.get(_digest(prompt_text))

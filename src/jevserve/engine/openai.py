@@ -40,6 +40,8 @@ class Completion:
     include_stop_str: bool = False  # vLLM's `include_stop_str_in_output`: the stop string is kept
     echo: str = ""  # a completions prompt sent back before the reply (`echo: true`)
     prompt_param: str = "messages"  # the field holding the prompt, named by errors about its length
+    min_tokens: int = 0  # vLLM's: the reply runs at least this long, and no stop string ends it before
+    ignore_eos: bool = False  # vLLM's: the reply runs to max_tokens (or the context's room), never ending itself
 
 
 def _text_of(content: Any, param: str) -> str:
@@ -88,16 +90,20 @@ def _stop_strings(body: Mapping[str, Any]) -> tuple[str, ...]:
         stop = [stop]
     if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
         raise RequestError(f"stop={stop!r}; expected a string or a list of strings", param="stop")
-    return tuple(s for s in stop if s)
+    if "" in stop:  # vLLM: "stop cannot contain an empty string"
+        raise RequestError("stop cannot contain an empty string", param="stop")
+    return tuple(stop)
 
 
 def _refuse_unsupported(body: Mapping[str, Any], *, chat: bool) -> None:
-    """What a model would answer and a simulated engine cannot: a 400 saying so, never a silent `null`."""
-    wants_logprobs = (body.get("logprobs") not in (None, False)) or (chat and body.get("top_logprobs") is not None)
-    if wants_logprobs:
-        field = "logprobs" if body.get("logprobs") not in (None, False) else "top_logprobs"
-        raise RequestError(f"{field}: this engine is simulated and samples no tokens from a model, so it has no log "
-                           "probabilities to return; leave the field out", param=field)
+    """What a model would answer and a simulated engine cannot: a 400 saying so, never a silent `null`. Chat's
+    `logprobs` is a switch (false asks for nothing); completions' is a count, and 0 asks for the sampled token's."""
+    asked = [name for name in ("logprobs", "top_logprobs", "prompt_logprobs")
+             if body.get(name) is not None and not (body.get(name) is False and name == "logprobs")
+             and not (chat and name == "top_logprobs" and body.get("logprobs") in (None, False))]
+    if asked:
+        raise RequestError(f"{asked[0]}: this engine is simulated and samples no tokens from a model, so it has no "
+                           "log probabilities to return; leave the field out", param=asked[0])
 
 
 def _refuse_constant(name: str) -> Any:
@@ -188,10 +194,18 @@ def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
     options = body.get("stream_options") or {}
     if not isinstance(options, Mapping):
         raise RequestError("stream_options must be an object", param="stream_options")
+    if body.get("stream_options") is not None and not stream:  # vLLM's and OpenAI's rule
+        raise RequestError("stream_options can only be set when stream is true", param="stream_options")
+    min_tokens = _int_field(body, "min_tokens", minimum=0) or 0
+    if max_tokens is not None and min_tokens > max_tokens:
+        raise RequestError(f"min_tokens={min_tokens} is over max_tokens={max_tokens}", param="min_tokens")
+    ignore_eos = body.get("ignore_eos", False)
+    if not isinstance(ignore_eos, bool):
+        raise RequestError(f"ignore_eos={ignore_eos!r}; expected true or false", param="ignore_eos")
     priority = _int_field(body, "priority") or 0
     return Completion(chat, tuple(texts), prompt_text, token_ids, max_tokens, stream,
                       bool(options.get("include_usage")), priority, stop, include_stop, echo,
-                      "messages" if chat else "prompt")
+                      "messages" if chat else "prompt", min_tokens, ignore_eos)
 
 
 class ResponseWriter:

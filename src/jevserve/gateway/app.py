@@ -4,6 +4,8 @@ answered in OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`)."
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Mapping
@@ -32,6 +34,7 @@ from jevserve.gateway.operating_points import Progress
 from jevserve.gateway.pipeline import refuse, serve
 from jevserve.gateway.responses import GatewayResponse
 from jevserve.gateway.runtime import Gateway, build_gateway
+from jevserve.gateway.stages import record
 from jevserve.gateway.store import Store
 from jevserve.protocol.body import BODY_TIMEOUT_S, BodyTimeoutError, BodyTooLargeError, read_capped
 
@@ -177,7 +180,29 @@ async def handle(gateway: Gateway, request: Request, endpoint: str) -> Response:
         raw = await read_body(request, gateway.config.max_body_bytes, gateway.config.body_timeout_s)
     except (PayloadTooLargeError, RequestTimeoutError) as exc:
         return to_http(refuse(gateway, ctx, exc))
-    return to_http(await serve(gateway, ctx, raw))
+    # A client that leaves before the answer (a timeout, a retry) has its request cancelled, the upstream request
+    # with it: the connection to the upstream closes and vLLM aborts the generation, instead of generating a whole
+    # reply for nobody. A stream's relay stops the same way once it has begun (Starlette's streaming response).
+    served = asyncio.create_task(serve(gateway, ctx, raw))
+    gone = asyncio.create_task(_client_gone(request))
+    await asyncio.wait({served, gone}, return_when=asyncio.FIRST_COMPLETED)
+    if served.done():
+        gone.cancel()
+        return to_http(served.result())
+    served.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await served
+    record(gateway, ctx, CLIENT_CLOSED)
+    return Response(status_code=CLIENT_CLOSED)  # nobody reads it
+
+
+CLIENT_CLOSED = 499  # nginx's status for a request whose client closed the connection first, as logged and counted
+
+
+async def _client_gone(request: Request) -> None:
+    """Return once the client has closed its connection (the body is read: what comes next is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 async def read_body(request: Request, max_bytes: int, timeout_s: float = BODY_TIMEOUT_S) -> bytes:

@@ -22,7 +22,7 @@ def model_list(gateway: Gateway) -> dict:
         {
             "id": r.model,
             "object": "model",
-            "created": 0,
+            "created": gateway.started_at,
             "owned_by": "jevserve-gateway",
             "description": r.description,
             "decisions": {p.decision: p.to_dict() if r.client_details == "scores" else {"mode": p.mode}

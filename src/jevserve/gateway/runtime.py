@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -31,6 +32,7 @@ class Gateway:
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
     log: DecisionLog | None = None
     operating_points: tuple[OperatingPoint, ...] = ()  # every thresholded decision's threshold and its origin
+    started_at: int = field(default_factory=lambda: int(time.time()))  # `created` in the model list
 
     def upstreams_for(self, route: RouteConfig, names: list[str] | None = None) -> list[Upstream]:
         """The upstreams to try for `route`, in fallback order (`names` overrides the route's list)."""

@@ -301,6 +301,10 @@ def _finish(args: argparse.Namespace, results, interrupted: bool, *, url: str, e
     if report.summary is not None:
         note = disagreement(report.summary.ttft_ms.mean, server_ms, server_after.lag_s if server_after else None,
                             args.speedup)
+        if server_before is None:  # a gateway or another proxy in front: nothing to tell the two latencies apart
+            note = (f"note: {url}/metrics has no vLLM TTFT histogram (vllm:time_to_first_token_seconds), so the "
+                    "TTFT measured here cannot be compared with the engine's; with a gateway or proxy in front, "
+                    "its time is in every latency above")
         if note:
             print(note, file=sys.stderr)
     if path is not None or interrupted:

@@ -61,13 +61,16 @@ def _content(chunk: dict) -> str:
 
 
 def _error_text(body: bytes) -> str:
-    """": MESSAGE" of an error body in the OpenAI shape (or vLLM's older one), "" for any other body: a 400 says
+    """": MESSAGE" of an error body in the OpenAI shape (or vLLM's older one, or FastAPI's `{"detail": ...}`), ""
+    for any other body: a 400 says
     what was wrong with the request, which the failure count should say too."""
     try:
         parsed = json.loads(body)
     except ValueError:
         return ""
     message = _stream_error(parsed) if isinstance(parsed, dict) else None
+    if message is None and isinstance(parsed, dict) and isinstance(parsed.get("detail"), str):
+        message = parsed["detail"][:200]  # FastAPI's shape, which vLLM answers a path it does not serve with
     return f": {message}" if message else ""
 
 
