@@ -49,6 +49,9 @@ from jevserve.server.defaults import DEFAULT_MAX_OPTIONS, DEFAULT_MAX_QUESTIONS
 from jevserve.server.metrics import ServerMetrics
 
 LATEST_ALIAS = "jev-latest"
+# how long a model listing asked right at start waits for forwarded models' cards (their listing's own timeout is
+# 3 s, decide.remote.CARD_TIMEOUT_S; a hung upstream then leaves the date unknown, never the listing unanswered)
+CARD_WAIT_S = 5.0
 ROUTE = "/v1/systemone"
 
 log = logging.getLogger("jevserve.server")
@@ -96,6 +99,7 @@ class ServerState:
     metrics: ServerMetrics = field(default_factory=ServerMetrics)
     num_arriving: int = 0
     aliases: dict[str, str] = field(default_factory=dict)  # a model's other name → its concrete name
+    learning: list[asyncio.Task] = field(default_factory=list)  # forwarded models' cards, learnt at start
 
     def resolve(self, name: str) -> tuple[str, ServedModel]:
         """Map a requested model name (or an alias) to the served model, or raise UnknownModelError."""
@@ -232,12 +236,12 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
         # A forwarded model's card is its upstream's, learnt in the background: waited for here, a hung upstream
         # delayed the start by the listing's timeout, and a first request sent once "serving" was printed got its
         # 504 that much after the proxy's deadline.
-        learning = [asyncio.create_task(learn_card(served)) for served in state.models.values()
-                    if getattr(served.backend, "learn_card", None) is not None]
+        state.learning = [asyncio.create_task(learn_card(served)) for served in state.models.values()
+                          if getattr(served.backend, "learn_card", None) is not None]
         for served in state.models.values():
             served.batcher.start()
         yield
-        for task in learning:
+        for task in state.learning:
             task.cancel()
         for served in state.models.values():
             await served.batcher.close()
@@ -372,6 +376,9 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
             _check_auth(state, request)
         except SystemOneError as exc:
             return _error(state, exc)
+        pending = [task for task in state.learning if not task.done()]
+        if pending:  # a listing asked right at start waits for the cards being learnt (each bounded by its timeout)
+            await asyncio.wait(pending, timeout=CARD_WAIT_S)
         default = state.models[state.default_name].backend.card
         entries = [
             {
