@@ -62,7 +62,7 @@ def test_an_unwritable_results_folder_is_refused_before_anything_is_asked(capsys
     a_file = tmp_path / "afile.txt"
     a_file.write_text("")
     # The endpoint is unreachable and the data missing: either would answer 1, so 2 means the check came first.
-    for results, expected in ((a_file, "is a file; expected a folder"), (a_file / "sub", "Not a directory")):
+    for results, expected in ((a_file, "is a file; expected a folder"), (a_file / "sub", f"{a_file} is a file")):
         code = main(["bench", "run", "--endpoint", "http://127.0.0.1:9", "--model", "m", "--tasks", "cache-pairs",
                      "--data-cache", str(tmp_path / "data"), "--results", str(results)])
         err = capsys.readouterr().err
@@ -76,6 +76,10 @@ def test_an_unwritable_results_folder_is_refused_before_anything_is_asked(capsys
     (["--endpoint", "http://127.0.0.1:9", "--model", "m", "--api-key-env", "JEVSERVE_NO_SUCH_VARIABLE"],
      "that environment variable is not set"),
     (["--endpoint", "embedded", "--api-key-env", "JEVSERVE_NO_SUCH_VARIABLE"], "--api-key-env is for a URL endpoint"),
+    # an outside tester's mistakes: a URL with no host, a port past 65535, the route instead of the server's root
+    (["--endpoint", "http://", "--model", "m"], "the URL names no host"),
+    (["--endpoint", "http://127.0.0.1:99999", "--model", "m"], "the port is not a number from 1 to 65535"),
+    (["--endpoint", "http://127.0.0.1:9/v1/systemone", "--model", "m"], "give the server's root (http://127.0.0.1:9)"),
 ])
 def test_endpoint_arguments_that_cannot_work_are_refused_before_the_data_loads(capsys, tmp_path, monkeypatch, argv,
                                                                               said):
@@ -256,6 +260,9 @@ def test_the_recorded_command_keeps_a_resample_count_other_than_the_default():
 
     assert _command(args(10_000)) == "jevserve bench run --endpoint http://h:1 --model m --tasks route-math"
     assert _command(args(200)).endswith("--tasks route-math --resamples 200")  # its intervals depend on it
+    keyed = argparse.Namespace(**{**vars(args(10_000)), "api_key_env": "MY_KEY"})  # a keyed server needs the flag
+    assert _command(keyed) == ("jevserve bench run --endpoint http://h:1 --model m --api-key-env MY_KEY "
+                               "--tasks route-math")
 
 
 @pytest.mark.parametrize("count", ["1", "99"])
@@ -270,3 +277,21 @@ def test_validate_of_a_missing_file_names_it_before_looking_for_the_reference_ro
     missing = tmp_path / "nope.json"
     assert main(["bench", "validate", str(missing), "--results", str(tmp_path / "no-results")]) == 2
     assert capsys.readouterr().err.strip() == f"error: no such results file: {missing}"
+
+
+def test_an_answers_cache_under_a_file_is_named_before_the_data_loads(capsys, tmp_path, monkeypatch):
+    import jevserve.bench.data as data
+    from jevserve.bench import endpoint
+
+    monkeypatch.setattr(data, "BenchData", lambda *a, **k: pytest.fail("the bench data was loaded first"))
+    monkeypatch.setattr(endpoint, "probe_endpoint", lambda *a, **k: None)
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x")
+    code = main(["bench", "run", "--endpoint", "http://127.0.0.1:9", "--model", "m", "--tasks", "cache-pairs",
+                 "--results", str(tmp_path / "results"), "--answers-cache", str(a_file / "sub")])
+    assert code == 2 and f"error: --answers-cache {a_file / 'sub'}: {a_file} is a file" in capsys.readouterr().err
+
+
+def test_validate_names_a_folder_given_for_a_file(capsys, tmp_path):
+    assert main(["bench", "validate", str(tmp_path)]) == 2
+    assert "a folder; name the results files in it" in capsys.readouterr().err

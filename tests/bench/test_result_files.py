@@ -53,3 +53,17 @@ def test_the_board_says_which_newer_run_it_left_out(tmp_path):
     assert row.date != "2999-01-01" and row.rank is not None  # the complete run stays on the board, ranked
     assert any("2999-01-01" in w and "left out although newer" in w for w in board.warnings)
     assert "left out although newer" in render_markdown(board)
+
+
+def test_two_same_day_runs_of_other_tasks_the_board_reads_the_later_and_names_the_other(tmp_path):
+    # an outside tester's two 2-task runs of one day: the board showed the earlier and never named the later
+    import os
+
+    first = write_result(tmp_path, _document("2026-12-06", ["route", "cache"]))
+    write_result(tmp_path, _document("2026-12-06", ["verify", "steps"]))
+    os.utime(first, (1_000_000, 1_000_000))  # written first, whatever the file system's clock resolution
+    latest = latest_results(tmp_path)
+    (document,) = latest.documents
+    assert set(document["tasks"]) == {"verify", "steps"}
+    (note,) = latest.ignored
+    assert str(first) in note and "cache, route" in note and "run those tasks together" in note

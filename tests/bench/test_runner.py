@@ -208,7 +208,7 @@ def test_a_reply_that_is_not_json_stops_the_run_with_the_resume_message(tmp_path
     with pytest.raises(AskFailed, match=r"the endpoint failed .*not JSON.* running the same command again resumes") \
             as info:
         ask_mock(tmp_path)
-    assert info.value.exit_code == 1 and "(2 answers)" in str(info.value)
+    assert info.value.exit_code == 1 and "(2 answers from this run, 2 in all)" in str(info.value)
 
 
 def mock_by_body(monkeypatch, fault_for_body):
@@ -303,4 +303,4 @@ def test_ctrl_c_while_asking_says_how_many_answers_are_cached_and_exits_130(tmp_
     assert info.value.exit_code == 130 and "\n" not in str(info.value)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C is Python's own again afterwards
     num_cached = len(next(tmp_path.glob("*.jsonl")).read_text().splitlines())
-    assert 2 <= num_cached < 20 and f"({num_cached} answers)" in str(info.value)
+    assert 2 <= num_cached < 20 and f"({num_cached} answers from this run, {num_cached} in all)" in str(info.value)

@@ -32,6 +32,14 @@ def test_tampered_rows_name_what_is_wrong(tmp_path):
         "bench_version": lambda d: d.update(bench_version="0.3"),
         "unknown task": lambda d: d["tasks"].update({"guard-nope": d["tasks"]["toy-keyword"]}),
         "items_sha256": lambda d: d["tasks"]["toy-keyword"].update(items_sha256="0" * 64),
+        # an outside tester's forged summary numbers passed as valid: every stored number is recomputed
+        "average.score": lambda d: d["average"].update(score=55.0),
+        "average_all.interval": lambda d: d["average_all"].update(interval=[80.0, 95.0]),
+        "stored score_interval": lambda d: d["tasks"]["toy-keyword"].update(score_interval=[80.0, 95.0]),
+        "stored gap_share ": lambda d: d["tasks"]["toy-keyword"].update(gap_share=99.0),
+        "stored p_beats_rule": lambda d: d["tasks"]["toy-keyword"].update(
+            p_beats_rule=0.0 if d["tasks"]["toy-keyword"]["p_beats_rule"] > 0.5 else 1.0),
+        "metrics.model.value": lambda d: d["tasks"]["toy-keyword"]["metrics"]["model"].update(value=0.123),
     }
     for expected, tamper in cases.items():
         document = copy.deepcopy(model)

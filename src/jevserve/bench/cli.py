@@ -131,6 +131,8 @@ def _command(args: argparse.Namespace, model: str | None = None) -> str:
         parts += ["--endpoint", args.endpoint]
         if model or args.model:
             parts += ["--model", model or args.model]
+        if getattr(args, "api_key_env", None):  # the variable's name, never its value: a keyed server needs it
+            parts += ["--api-key-env", args.api_key_env]
     if args.tasks:
         parts += ["--tasks", args.tasks]
     if args.baselines:
@@ -197,6 +199,11 @@ def _run(args: argparse.Namespace) -> int:
     if problem:
         print(f"error: --results {args.results}: {problem}", file=sys.stderr)
         return 2
+    if args.endpoint and args.answers_cache is not None:
+        problem = output_problem(args.answers_cache, folder=True)
+        if problem:  # said now and naming the flag, not after the data has loaded
+            print(f"error: --answers-cache {args.answers_cache}: {problem}", file=sys.stderr)
+            return 2
     if args.endpoint:  # before loading the data and the near-duplicate check (half a minute)
         try:
             probe_endpoint(args.endpoint, args.model, args.api_key_env)

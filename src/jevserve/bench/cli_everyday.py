@@ -140,6 +140,11 @@ def validate_command(args: argparse.Namespace) -> int:
     from jevserve.bench.results import ResultsFormatError, latest_results, read_result
     from jevserve.bench.validate import validate_document
 
+    folders = [str(path) for path in args.files if path.is_dir()]
+    if folders:
+        print(f"error: {', '.join(folders)}: a folder; name the results files in it (e.g. "
+              f"{Path(folders[0]) / '*.json'})", file=sys.stderr)
+        return 2
     missing = [str(path) for path in args.files if not path.is_file()]
     if missing:
         print(f"error: no such results file: {', '.join(missing)}", file=sys.stderr)

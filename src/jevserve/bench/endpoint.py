@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 EMBEDDED = "embedded"
 DEFAULT_TIMEOUT_S = 600.0  # a request may wait behind a full batch queue, minutes on two shared cores
@@ -72,6 +73,18 @@ def check_endpoint_arguments(endpoint: str, model: str | None, api_key_env: str 
         return
     if not endpoint.startswith(("http://", "https://")):
         raise EndpointError(f"--endpoint {endpoint!r}; expected 'embedded' or a URL such as http://127.0.0.1:8795")
+    parts = urlsplit(endpoint)
+    try:
+        parts.port  # noqa: B018 - read for its ValueError: a port out of range
+    except ValueError:
+        raise EndpointError(f"--endpoint {endpoint!r}: the port is not a number from 1 to 65535") from None
+    if not parts.hostname:
+        raise EndpointError(f"--endpoint {endpoint!r}: the URL names no host; e.g. http://127.0.0.1:8795")
+    path = parts.path.rstrip("/")
+    if path.endswith(("/v1/systemone", "/v1/models", "/v1")):
+        root = endpoint[: endpoint.rstrip("/").rfind("/v1")]
+        raise EndpointError(f"--endpoint {endpoint!r}: give the server's root ({root}); the bench adds "
+                            "/v1/models and /v1/systemone itself")
     if not model:
         raise EndpointError(
             "--model is required with a URL endpoint: the model name to ask for, which also names the results "

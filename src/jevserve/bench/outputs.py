@@ -12,8 +12,9 @@ def output_problem(path: Path, *, folder: bool) -> str | None:
     directory = path if folder else path.parent
     if not folder and path.is_dir():
         return f"{path} is a folder; expected a file to write"
-    if directory.exists() and not directory.is_dir():
-        return f"{directory} is a file; expected a folder"
+    blocker = next((d for d in (directory, *directory.parents) if d.exists() and not d.is_dir()), None)
+    if blocker is not None:
+        return f"{blocker} is a file; expected a folder"
     made = [d for d in (directory, *directory.parents) if not d.exists()]  # deepest first
     try:
         directory.mkdir(parents=True, exist_ok=True)

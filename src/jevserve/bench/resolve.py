@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from jevserve.bench.cells import average, average_fields, cell_fields, row_cells
+from jevserve.bench.cells import TaskCell, average, average_fields, cell_fields, row_cells
 from jevserve.bench.paired import StoredTask, near_oracle, resample
 from jevserve.bench.stats import BOOTSTRAP_SEED, NUM_RESAMPLES, interval
 
@@ -24,9 +24,10 @@ ROW = "row"
 
 def resolve_tasks(
     task_results: dict[str, dict[str, Any]], tasks: Mapping[str, Any], num_resamples: int = NUM_RESAMPLES,
-    seed: int = BOOTSTRAP_SEED,
+    seed: int = BOOTSTRAP_SEED, cells_out: dict[str, TaskCell] | None = None,
 ) -> dict[str, Any]:
-    """Update every task result in place from the shared draws; return the averages and the near-oracle list."""
+    """Update every task result in place from the shared draws; return the averages and the near-oracle list
+    (`cells_out`, when given, receives the cells with their draws)."""
     if not task_results:
         empty = {"score": float("nan"), "interval": [float("nan"), float("nan")], "num_tasks": 0, "tasks": []}
         return {"average": empty, "average_all": dict(empty), "near_oracle_tasks": []}
@@ -35,6 +36,8 @@ def resolve_tasks(
     resampled = resample(stored, {ROW: values}, num_resamples, seed)
     near = {n: near_oracle(r.get("default_train_share")) for n, r in task_results.items()}
     cells = row_cells(stored, ROW, values, resampled, near)
+    if cells_out is not None:
+        cells_out.update(cells)
     for name, result in task_results.items():
         result.update(cell_fields(cells[name]))
         metrics = result["metrics"]

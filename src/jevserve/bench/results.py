@@ -107,18 +107,25 @@ def latest_results(results_dir: Path) -> LatestResults:
         most = max(len(document.get("tasks") or ()) for _, document in readable)
         chosen_path, chosen = next((p, d) for p, d in readable if len(d.get("tasks") or ()) == most)
         documents.append(chosen)
+        newer = True
         for path, document in readable:
             if path == chosen_path:
-                break
-            ignored.append(f"{path} scores {len(document.get('tasks') or ())} of the {most} tasks of {chosen_path} "
-                           "and is left out although newer (a row is read from its broadest run)")
+                newer = False
+                continue
+            own = sorted(set(document.get("tasks") or ()) - set(chosen.get("tasks") or ()))
+            if newer:
+                ignored.append(f"{path} scores {len(document.get('tasks') or ())} of the {most} tasks of "
+                               f"{chosen_path} and is left out although newer (a row is read from its broadest run)")
+            elif own:  # an older run is history, unless it holds tasks the row's run does not
+                ignored.append(f"{path} scores tasks the row's run ({chosen_path}) does not ({', '.join(own)}) and "
+                               "is left out (a row is read from one run: run those tasks together with the others)")
     return LatestResults(tuple(documents), tuple(ignored))
 
 
-def _newest_first(path: Path) -> tuple[str, int]:
-    # `DATE.json` before `DATE.DIGEST.json` of the same day; later days first
+def _newest_first(path: Path) -> tuple[str, float]:
+    # later days first; within a day (`DATE.json` and the quick runs' `DATE.DIGEST.json`), the later written
     date = path.name[:10]
-    return (date, 1 if path.name == f"{date}.json" else 0)
+    return (date, path.stat().st_mtime)
 
 
 # A row whose endpoint left more of its items unanswered than this is not the model's score but the endpoint's

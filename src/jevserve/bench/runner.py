@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from jevserve.bench.answers_cache import REFUSAL_STATUSES, AnswersCache, request_key
 from jevserve.bench.replies import DecisionClient, InvalidReply, ask_valid
-from jevserve.client import AsyncSystemOne, RetryPolicy, SystemOneAPIError
+from jevserve.client import AsyncSystemOne, RetryPolicy, SystemOneAPIError, SystemOneConnectionError
 
 if TYPE_CHECKING:
     import httpx
@@ -99,6 +99,9 @@ async def ask_missing(
             counts["sent"] += 1
             try:
                 answers = await ask_valid(client, body)
+            except SystemOneConnectionError as exc:  # the endpoint went away on this request: named too
+                exc.bench_request, exc.bench_key = body, key
+                raise
             except (SystemOneAPIError, InvalidReply) as exc:
                 if not isinstance(exc, SystemOneAPIError) or exc.status_code not in REFUSAL_STATUSES:
                     exc.bench_request, exc.bench_key = body, key  # the message names the request (_request_named)
@@ -193,6 +196,7 @@ def ask_endpoint(
     from jevserve.client import SystemOneConnectionError
 
     cache: AnswersCache | None = None
+    held_before = [0]  # answers the cache held when this run opened it
     interrupted = False
 
     def on_ctrl_c(task: asyncio.Task) -> None:
@@ -212,6 +216,7 @@ def ask_endpoint(
         # A URL's version: what /v1/models says of the model and its answers to the probe set (embedded: weights).
         version = opened.version or await probe_version(client, opened.model)
         cache = AnswersCache(answers_dir or default_answers_dir(), opened.model, version)
+        held_before[0] = len(cache.answers)
         try:
             return await ask_missing(client, opened.model, requests_for(opened.model), cache,
                                      concurrency=concurrency, progress=progress)
@@ -221,7 +226,8 @@ def ask_endpoint(
     def where() -> str:
         if cache is None:
             return f" (none yet) under {answers_dir or default_answers_dir()}"
-        return f" ({len(cache.answers)} answers) in {cache.path}"
+        this_run = len(cache.answers) - held_before[0]
+        return f" ({this_run} answers from this run, {len(cache.answers)} in all) in {cache.path}"
 
     try:
         with open_endpoint(endpoint, model, api_key_env, serve_embedded=serve_embedded) as opened:

@@ -5,8 +5,10 @@ A submission is a results file exactly as `jevserve bench run` writes it (docs/b
 accepted when: it reads as a bench result of this file version and of the current bench version; it names its row
 and the command that made it; every task is a task of the bench; per task, its test items (ids, labels, clusters),
 the default rule's and the oracle's test actions, and the items' digest (`items_sha256`) equal those of the current
-reference row (default-rules), it has one prediction per item, its stored score is what its predictions give, and
-its endpoint answered all but at most 5% of the items it was asked about (`MAX_UNANSWERED_SHARE`).
+reference row (default-rules), it has one prediction per item, its stored score and every other number it stores
+(intervals, gap shares, differences, P(beats the rule), metric values, the averages) are what its predictions give
+on the file's own draws, and its endpoint answered all but at most 5% of the items it was asked about
+(`MAX_UNANSWERED_SHARE`).
 """
 
 from __future__ import annotations
@@ -53,6 +55,93 @@ def _task_problems(name: str, task: Mapping[str, Any], reference: Mapping[str, A
     return problems
 
 
+CELL_KEYS = ("score_interval", "gap_share", "gap_share_interval", "difference", "difference_interval", "p_beats_rule")
+AVERAGE_KEYS = ("average", "average_all")
+
+
+def _same(stored: Any, computed: Any) -> bool:
+    """Whether a stored number (or list of numbers) is what was computed, NaN equal to NaN."""
+    if isinstance(computed, list | tuple):
+        return isinstance(stored, list | tuple) and len(stored) == len(computed) and all(
+            _same(a, b) for a, b in zip(stored, computed, strict=True))
+    if not isinstance(stored, int | float) or isinstance(stored, bool):
+        return stored is None and not np.isfinite(computed)  # strict JSON writes an undefined number as null
+    return bool(np.isclose(stored, computed, rtol=1e-9, atol=1e-6, equal_nan=True))
+
+
+def _beats_bounds(score_draws: np.ndarray) -> tuple[float, float]:
+    """The share of draws on which the row beats the default rule, not counting and counting the draws on which it
+    ties it: a tie's difference is 0 up to float rounding, which the order of a weighted sum's terms can tip either
+    way (a row's stored P(beats the rule) lies between the two)."""
+    finite = score_draws[np.isfinite(score_draws)]
+    if not finite.size:
+        return np.nan, np.nan
+    return float(np.mean(finite > TIE_SCORE)), float(np.mean(finite > -TIE_SCORE))
+
+
+TIE_SCORE = 1e-6  # score points: far above float rounding, far below any difference one item makes
+
+
+def _summary_problems(document: Mapping[str, Any], headline: set[str]) -> list[str]:
+    """Every stored number that does not follow from the predictions: each task's interval, gap share, difference,
+    P(beats the rule) and metric values and intervals, and the averages, recomputed from the same draws (the
+    file's own resample count and seed). Fields a file does not hold are not asked for (older files hold fewer)."""
+    from types import SimpleNamespace
+
+    from jevserve.bench.resolve import resolve_tasks
+    from jevserve.bench.stats import BOOTSTRAP_SEED, NUM_RESAMPLES
+
+    stored_tasks = document["tasks"]
+    recomputed = json.loads(json.dumps(stored_tasks))  # resolve_tasks fills its input in place
+    for task in recomputed.values():
+        for key in ("model", "default", "oracle"):  # the point values, from the arrays as scoring computes them
+            if key in task.get("metrics", {}):
+                task["metrics"][key] = {}
+    tasks = {name: SimpleNamespace(headline=name in headline) for name in recomputed}
+    num_resamples = document.get("num_resamples", NUM_RESAMPLES)
+    seed = document.get("bootstrap_seed", BOOTSTRAP_SEED)
+    if not isinstance(num_resamples, int) or isinstance(num_resamples, bool) or num_resamples < 1:
+        return [f"num_resamples {num_resamples!r}: expected a positive integer"]
+    cells: dict = {}
+    averages = resolve_tasks(recomputed, tasks, num_resamples, seed, cells_out=cells)
+    problems = []
+    for name, task in stored_tasks.items():
+        fresh = recomputed[name]
+        stored_task = StoredTask.from_result(name, task)
+        for key in CELL_KEYS:
+            if key == "p_beats_rule" and key in task:
+                low, high = _beats_bounds(cells[name].draws)
+                if not (isinstance(task[key], int | float) and low - 1e-9 <= task[key] <= high + 1e-9):
+                    problems.append(f"{name}: stored p_beats_rule {task[key]!r}, its predictions give {fresh[key]!r}"
+                                    f" (between {low:g} and {high:g} counting the draws it ties the rule on)")
+            elif key in task and not _same(task[key], fresh[key]):
+                problems.append(f"{name}: stored {key} {task[key]!r}, its predictions give {fresh[key]!r}")
+        arrays = {"model": task["items"]["values"], "default": task["items"]["default"],
+                  "oracle": task["items"]["oracle"]}
+        for key, values in arrays.items():
+            stored_metric = task.get("metrics", {}).get(key)
+            if not isinstance(stored_metric, Mapping):
+                continue
+            value = float(stored_task.metric(stored_task.labels, np.asarray(values)))
+            if "value" in stored_metric and not _same(stored_metric["value"], value):
+                problems.append(f"{name}: stored metrics.{key}.value {stored_metric['value']!r}, its "
+                                f"{'predictions' if key == 'model' else key + ' actions'} give {value!r}")
+            interval = fresh["metrics"].get(key, {}).get("interval")
+            if interval is not None and "interval" in stored_metric and not _same(stored_metric["interval"], interval):
+                problems.append(f"{name}: stored metrics.{key}.interval {stored_metric['interval']!r}, the draws "
+                                f"give {interval!r}")
+    for key in AVERAGE_KEYS:
+        stored, fresh = document.get(key), averages[key]
+        if not isinstance(stored, Mapping):
+            continue
+        for field_name in ("score", "interval"):
+            if field_name in stored and not _same(stored[field_name], fresh[field_name]):
+                problems.append(f"{key}.{field_name} {stored[field_name]!r}, its tasks give {fresh[field_name]!r}")
+        if "tasks" in stored and list(stored["tasks"]) != fresh["tasks"]:
+            problems.append(f"{key}.tasks {stored['tasks']!r}; the bench averages {fresh['tasks']!r}")
+    return problems
+
+
 def validate_document(document: Mapping[str, Any], reference: Mapping[str, Any], bench_version: str) -> list[str]:
     """Every problem that keeps `document` off the board (empty: it is valid)."""
     problems = []
@@ -70,6 +159,9 @@ def validate_document(document: Mapping[str, Any], reference: Mapping[str, Any],
     for name, task in tasks.items():
         if name in reference["tasks"]:
             problems += _task_problems(name, task, reference["tasks"][name])
+    if not problems:  # the summary's numbers are checked once every task's items and scores are right
+        headline = set(reference.get("average", {}).get("tasks") or reference["tasks"])
+        problems += _summary_problems(document, headline)
     if unanswered_share(dict(document)) > MAX_UNANSWERED_SHARE:
         problems.append(f"{unanswered_note(dict(document))}: over {100 * MAX_UNANSWERED_SHARE:g}%, so its scores read "
                         "the endpoint's refusals more than the model; fix what it refuses (its log says why, e.g. "
