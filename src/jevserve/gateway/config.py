@@ -482,32 +482,29 @@ def _message(error: Mapping[str, Any]) -> str:
     return msg
 
 
-def _fields_at(loc: tuple[Any, ...]) -> list[str]:
-    """The field names of the config model found by following `loc` from GatewayConfig (list indexes skipped)."""
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The config model found by following `loc` from GatewayConfig (list indexes skipped), or None."""
     model: Any = GatewayConfig
     for part in loc:
         if isinstance(part, int):
             continue
         field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
         if field is None:
-            return []
+            return None
         model = _model_in(field.annotation)
-    return list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _fields_at(loc: tuple[Any, ...]) -> list[str]:
+    """The field names of the config model at `loc` (`_model_at`)."""
+    model = _model_at(loc)
+    return list(model.model_fields) if model is not None else []
 
 
 def _required_at(loc: tuple[Any, ...]) -> list[str]:
-    """The required field names of the config model at `loc` (as `_fields_at` finds it)."""
-    model: Any = GatewayConfig
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
-        if field is None:
-            return []
-        model = _model_in(field.annotation)
-    if not (isinstance(model, type) and issubclass(model, BaseModel)):
-        return []
-    return [name for name, field in model.model_fields.items() if field.is_required()]
+    """The required field names of the config model at `loc` (`_model_at`)."""
+    model = _model_at(loc)
+    return [name for name, field in model.model_fields.items() if field.is_required()] if model is not None else []
 
 
 def _model_in(annotation: Any) -> Any:
