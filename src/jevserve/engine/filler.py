@@ -31,8 +31,12 @@ def stop_point(stops: Sequence[str], num_tokens: int, *, keep: bool = False, min
     `min_tokens` tokens is not checked for. None when no stop string ends the reply."""
     if not stops:
         return None
-    text = filler_text(0, num_tokens)
-    token_ends = list(itertools.accumulate(len(FILLER[i % len(FILLER)]) + 1 for i in range(num_tokens)))
+    # The text repeats every len(FILLER) tokens, so the first stop string to complete at or after min_tokens does
+    # within one cycle plus the tokens the longest stop string can span (each token is at least 4 characters):
+    # the search never builds a whole long reply's text on the event loop.
+    window = min(num_tokens, max(min_tokens, 1) + len(FILLER) + max(len(s) for s in stops) // 4 + 2)
+    text = filler_text(0, window)
+    token_ends = list(itertools.accumulate(len(FILLER[i % len(FILLER)]) + 1 for i in range(window)))
     best: tuple[int, int, int] | None = None  # (tokens, start, end) of the first stop string to end the reply
     for stop in stops:
         at = text.find(stop)

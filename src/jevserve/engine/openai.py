@@ -95,12 +95,17 @@ def _stop_strings(body: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(stop)
 
 
-def _refuse_unsupported(body: Mapping[str, Any], *, chat: bool) -> None:
+def _refuse_unsupported(body: Mapping[str, Any]) -> None:
     """What a model would answer and a simulated engine cannot: a 400 saying so, never a silent `null`. Chat's
     `logprobs` is a switch (false asks for nothing); completions' is a count, and 0 asks for the sampled token's."""
-    asked = [name for name in ("logprobs", "top_logprobs", "prompt_logprobs")
-             if body.get(name) is not None and not (body.get(name) is False and name == "logprobs")
-             and not (chat and name == "top_logprobs" and body.get("logprobs") in (None, False))]
+    logprobs = body.get("logprobs")
+    wants_logprobs = logprobs is not None and logprobs is not False  # `is`: completions' 0 asks (0 == False)
+    asks = {
+        "logprobs": wants_logprobs,
+        "top_logprobs": body.get("top_logprobs") is not None and wants_logprobs,  # chat reads it with logprobs only
+        "prompt_logprobs": body.get("prompt_logprobs") is not None,
+    }
+    asked = [name for name, wanted in asks.items() if wanted]
     if asked:
         raise RequestError(f"{asked[0]}: this engine is simulated and samples no tokens from a model, so it has no "
                            "log probabilities to return; leave the field out", param=asked[0])
@@ -175,7 +180,7 @@ def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
                 raise RequestError("echo: a prompt of token ids cannot be sent back as text by this engine (it "
                                    "has no detokenizer for them); send the prompt as a string", param="echo")
             echo = prompt_text
-    _refuse_unsupported(body, chat=chat)
+    _refuse_unsupported(body)
     _number_field(body, "temperature", 0.0, float("inf"))  # vLLM's bound (OpenAI's stops at 2)
     _number_field(body, "top_p", 0.0, 1.0, low_open=True)
     stop = _stop_strings(body)

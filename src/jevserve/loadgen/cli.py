@@ -13,7 +13,7 @@ import signal
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from jevserve import json_report
@@ -205,7 +205,6 @@ def _write_result(path: Path, data: dict, results: list[RequestResult], table: s
 def _cmd_loadgen(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from jevserve.loadgen.run import replay
     from jevserve.loadgen.server_metrics import read_server_ttft
     from jevserve.sim.metrics import Slo
 
@@ -237,7 +236,7 @@ def _cmd_loadgen(args: argparse.Namespace) -> int:
     desc = "loadgen" if args.speedup == 1 else "loadgen (wall-clock rate)"
     bar = tqdm(total=len(requests), unit="req", desc=desc, disable=args.disable_tqdm)
     with _sigint_stops_the_replay() as stop:
-        results, interrupted = asyncio.run(_replay_until(stop, replay, requests, url=url + endpoint, model=model,
+        results, interrupted = asyncio.run(_replay_until(stop, requests, url=url + endpoint, model=model,
                                                          chat=args.backend == "openai-chat",
                                                          max_concurrency=args.max_concurrency, speedup=args.speedup,
                                                          timeout_s=args.timeout, ignore_eos=args.ignore_eos,
@@ -273,7 +272,9 @@ def _sigint_stops_the_replay():
         signal.signal(signal.SIGINT, previous)
 
 
-async def _replay_until(stop: _Stop, replay, requests, **kwargs):
+async def _replay_until(stop: _Stop, requests: list[PlannedRequest], **kwargs: Any) -> tuple[list, bool]:
+    from jevserve.loadgen.run import replay
+
     stop.loop, stop.event = asyncio.get_running_loop(), asyncio.Event()
     if stop.pressed:
         stop.event.set()
