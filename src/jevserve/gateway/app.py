@@ -32,7 +32,7 @@ from jevserve.gateway.endpoints import (
 from jevserve.gateway.errors import GatewayError, PayloadTooLargeError, RequestTimeoutError
 from jevserve.gateway.operating_points import Progress
 from jevserve.gateway.pipeline import refuse, serve
-from jevserve.gateway.responses import GatewayResponse
+from jevserve.gateway.responses import CLIENT_CLOSED, GatewayResponse
 from jevserve.gateway.runtime import Gateway, build_gateway
 from jevserve.gateway.stages import record
 from jevserve.gateway.store import Store
@@ -194,9 +194,6 @@ async def handle(gateway: Gateway, request: Request, endpoint: str) -> Response:
         await served
     record(gateway, ctx, CLIENT_CLOSED)
     return Response(status_code=CLIENT_CLOSED)  # nobody reads it
-
-
-CLIENT_CLOSED = 499  # nginx's status for a request whose client closed the connection first, as logged and counted
 
 
 async def _client_gone(request: Request) -> None:

@@ -15,6 +15,10 @@ from jevserve.gateway.context import RequestContext
 from jevserve.gateway.errors import GatewayError
 from jevserve.gateway.shapes import endpoint_events, text_completion_from_chat
 
+# nginx's status for a request whose client closed the connection before its answer, as logged and counted (both
+# front ends)
+CLIENT_CLOSED = 499
+
 
 @dataclass
 class GatewayResponse:

@@ -33,7 +33,7 @@ from jevserve.gateway.extproc.seam import Forward as ForwardOutcome
 from jevserve.gateway.inference_headers import MODEL_NAME_HEADER, client_control_headers
 from jevserve.gateway.pipeline import plan_request, refuse
 from jevserve.gateway.policies.tool_gate import ToolGate
-from jevserve.gateway.responses import GatewayResponse, completion_response, json_response
+from jevserve.gateway.responses import CLIENT_CLOSED, GatewayResponse, completion_response, json_response
 from jevserve.gateway.runtime import Gateway
 from jevserve.gateway.stages import Answer, Forward, gate_reply, record
 from jevserve.gateway.stages.forward import bad_upstream_answer, streams_upstream, upstream_headers
@@ -263,7 +263,7 @@ class GatewayExchange(Exchange):
         ctx = self.ctx or (context_of(end.request_headers) if end.immediate else None)
         if ctx is None:
             return
-        status = end.status if end.status is not None else 499  # the client went away before any reply
+        status = end.status if end.status is not None else CLIENT_CLOSED  # the client went away before any reply
         if end.error is not None:
             ctx.outcome["stream_error"] = end.error
         if not end.immediate:
