@@ -138,7 +138,7 @@ def validate_command(args: argparse.Namespace) -> int:
     """`jevserve bench validate`."""
     from jevserve.bench.pipeline import BENCH_VERSION
     from jevserve.bench.results import ResultsFormatError, latest_results, read_result
-    from jevserve.bench.validate import validate_document
+    from jevserve.bench.validate import headline_tasks, validate_document
 
     folders = [str(path) for path in args.files if path.is_dir()]
     if folders:
@@ -156,7 +156,7 @@ def validate_command(args: argparse.Namespace) -> int:
               "--results DIR", file=sys.stderr)
         return 2
     failed = 0
-    headline = set(reference.get("average", {}).get("tasks") or reference["tasks"])
+    headline = headline_tasks(reference)
     for path in args.files:
         document = None
         try:

@@ -13,6 +13,7 @@ on the file's own draws, and its endpoint answered all but at most 5% of the ite
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Mapping
@@ -92,7 +93,7 @@ def _summary_problems(document: Mapping[str, Any], headline: set[str]) -> list[s
     from jevserve.bench.stats import BOOTSTRAP_SEED, NUM_RESAMPLES
 
     stored_tasks = document["tasks"]
-    recomputed = json.loads(json.dumps(stored_tasks))  # resolve_tasks fills its input in place
+    recomputed = copy.deepcopy(dict(stored_tasks))  # resolve_tasks fills its input in place
     for task in recomputed.values():
         for key in ("model", "default", "oracle"):  # the point values, from the arrays as scoring computes them
             if key in task.get("metrics", {}):
@@ -142,6 +143,11 @@ def _summary_problems(document: Mapping[str, Any], headline: set[str]) -> list[s
     return problems
 
 
+def headline_tasks(reference: Mapping[str, Any]) -> set[str]:
+    """The tasks the current bench's headline averages: the reference row's (default-rules) headline."""
+    return set(reference.get("average", {}).get("tasks") or reference["tasks"])
+
+
 def validate_document(document: Mapping[str, Any], reference: Mapping[str, Any], bench_version: str) -> list[str]:
     """Every problem that keeps `document` off the board (empty: it is valid)."""
     problems = []
@@ -160,8 +166,7 @@ def validate_document(document: Mapping[str, Any], reference: Mapping[str, Any],
         if name in reference["tasks"]:
             problems += _task_problems(name, task, reference["tasks"][name])
     if not problems:  # the summary's numbers are checked once every task's items and scores are right
-        headline = set(reference.get("average", {}).get("tasks") or reference["tasks"])
-        problems += _summary_problems(document, headline)
+        problems += _summary_problems(document, headline_tasks(reference))
     if unanswered_share(dict(document)) > MAX_UNANSWERED_SHARE:
         problems.append(f"{unanswered_note(dict(document))}: over {100 * MAX_UNANSWERED_SHARE:g}%, so its scores read "
                         "the endpoint's refusals more than the model; fix what it refuses (its log says why, e.g. "
