@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
+import queue
 import re
 import secrets
 import threading
@@ -142,6 +143,10 @@ class Context:
         self._lock = threading.Lock()
         self.task_pages: dict[str, Any] = {}  # name → TaskDescription, or the exception reading its data raised
         self._task_pages_loading: set[str] = set()
+        # task pages are read one at a time, by one thread: read together they each loaded the same sources (the
+        # data's cache is filled by whichever finishes first) and held the interpreter from the pages being served
+        self._task_queue: queue.SimpleQueue[tuple[str, dict[str, Any] | None]] = queue.SimpleQueue()
+        self._task_reader: threading.Thread | None = None
         self.memo: dict[str, Any] = {}  # computed pages' parts: reliability curves, the people row, plots
         self._background: set[str] = set()  # memo keys when_ready is computing
         self._background_lock = threading.Lock()  # not self._lock, which data() holds while the data is set up
@@ -191,9 +196,15 @@ class Context:
         with self._lock:
             if name not in self._task_pages_loading:
                 self._task_pages_loading.add(name)
-                args = (name, baseline)
-                threading.Thread(target=self._read_task, args=args, name=f"task-{name}", daemon=True).start()
+                self._task_queue.put((name, baseline))
+                if self._task_reader is None:
+                    self._task_reader = threading.Thread(target=self._read_tasks, name="task-pages", daemon=True)
+                    self._task_reader.start()
         return None
+
+    def _read_tasks(self) -> None:
+        while True:
+            self._read_task(*self._task_queue.get())
 
     def _read_task(self, name: str, baseline: dict[str, Any] | None) -> None:
         from jevserve.web.site import describe_task
