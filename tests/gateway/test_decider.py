@@ -118,3 +118,35 @@ def test_a_burst_the_local_decider_cannot_answer_in_time_is_turned_away_at_once_
     assert answered and turned_away
     assert all(d.timed_out and d.turned_away and "work is queued" in d.error and d.ms < 100 for d in turned_away)
     assert all(d.ms <= 200 for d in answered)  # what was let in was answered within the deadline
+
+
+def test_a_decider_that_answers_no_call_within_its_deadline_for_a_while_reports_a_problem(monkeypatch):
+    # an outside tester froze a remote decider for 21 s: every guarded request was refused (429), yet /healthz said
+    # ok and the `jevserve.decider` health service SERVING, because a timeout never counted as a failure
+    from jevserve.gateway import decider as decider_module
+
+    class Hung(FixedDecider):
+        hung = True
+
+        async def decide(self, asks):
+            if self.hung:
+                await asyncio.sleep(10)
+            return await super().decide(asks)
+
+    decider = Hung({"guard": 0.1})
+    guard = [ask("guard", "hello", INJECTION)]
+
+    async def scenario():
+        first = await timed_decide(decider, guard, timeout_s=0.01)
+        after_one = decider.problem  # one timeout is an overloaded decider's too: no problem yet
+        monkeypatch.setattr(decider_module, "DECIDER_STALL_S", 0.0)
+        await timed_decide(decider, guard, timeout_s=0.01)
+        stalled = decider.problem
+        decider.hung = False
+        answered = await timed_decide(decider, guard, timeout_s=1)
+        return first, after_one, stalled, answered, decider.problem
+
+    first, after_one, stalled, answered, recovered = asyncio.run(scenario())
+    assert first.timed_out and after_one is None
+    assert stalled is not None and "no call answered within the decision timeout" in stalled
+    assert answered.answers is not None and recovered is None

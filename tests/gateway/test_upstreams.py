@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import httpx
 import pytest
@@ -433,3 +434,50 @@ def test_a_client_that_leaves_has_its_upstream_request_cancelled():
         assert upstream.cancelled.wait(10)  # the client's close reached the upstream request
         metrics = httpx.get(server.base_url.removesuffix("/v1") + "/metrics").text
     assert 'jevserve_gateway_requests_total{endpoint="chat",model="m",status="499"} 1.0' in metrics
+
+
+class _StallingStream(httpx.AsyncBaseTransport):
+    """An upstream whose stream sends one event and then waits; says whether the gateway stopped reading it."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.closed = threading.Event()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        async def events():
+            try:
+                chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                         "choices": [{"index": 0, "delta": {"content": "Hello"}, "finish_reason": None}]}
+                yield f"data: {json.dumps(chunk)}\n\n".encode()
+                await asyncio.sleep(30)
+                yield b"data: [DONE]\n\n"
+            finally:
+                self.closed.set()
+
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=events())
+
+
+def test_a_client_that_leaves_a_stream_is_counted_as_499_not_as_an_upstream_failure():
+    # an outside tester's client cut a streamed request after its first words; the gateway logged and counted it
+    # as a 502, which reads as an upstream failure on a dashboard
+    from tests.gateway.upstreams import LoopbackServer
+
+    upstream = _StallingStream()
+    app, _, _ = make_app({}, upstreams={"u": upstream}, config={"upstreams": [
+        {"name": "u", "url": "http://u.test/v1", "max_retries": 0, "timeout_s": 60}]})
+    with LoopbackServer(app) as server:
+        with httpx.stream("POST", server.base_url + "/chat/completions", json={**HI, "stream": True},
+                          timeout=10.0) as response:
+            assert response.status_code == 200
+            first = next(response.iter_lines())
+            assert "Hello" in first
+        assert upstream.closed.wait(10)  # the relay stopped reading the upstream's stream
+        metrics = ""
+        for _ in range(50):  # the relay's end runs just after the upstream stream is closed
+            metrics = httpx.get(server.base_url.removesuffix("/v1") + "/metrics").text
+            if 'status="499"' in metrics:
+                break
+            time.sleep(0.1)
+    assert 'jevserve_gateway_requests_total{endpoint="chat",model="m",status="499"} 1.0' in metrics
+    assert 'status="502"' not in metrics

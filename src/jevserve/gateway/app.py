@@ -35,7 +35,7 @@ from jevserve.gateway.pipeline import refuse, serve
 from jevserve.gateway.responses import CLIENT_CLOSED, GatewayResponse
 from jevserve.gateway.runtime import Gateway, build_gateway
 from jevserve.gateway.stages import record
-from jevserve.gateway.store import Store
+from jevserve.gateway.store import Store, store_state
 from jevserve.protocol.body import BODY_TIMEOUT_S, BodyTimeoutError, BodyTooLargeError, read_capped
 
 logger = logging.getLogger("jevserve.gateway")
@@ -159,8 +159,7 @@ async def health(gateway: Gateway) -> dict:
             "waiting": upstream.gate.num_waiting,
             "circuit": "open" if circuit.open_until > time.time() else "closed",
         }
-    describe = getattr(gateway.store, "describe", None)  # a shared store says whether it answers
-    store = describe() if describe is not None else "memory"
+    store = store_state(gateway.store)  # a shared store says whether it answers
     # a failing decider leaves every decision to its fallback: still serving (200), but not as configured; asked
     # again here (at most every few seconds) so that health recovers without waiting for a request
     problem = await recheck_decider(gateway.decider)

@@ -80,10 +80,12 @@ class Decider(ABC):
     failed_at: float = 0.0
     failure: str | None = None
     failure_logged_at: float = 0.0
+    timing_out_since: float = 0.0  # the first call since the last answer that ran past its deadline
 
     @property
     def problem(self) -> str | None:
-        """Why the last call failed, when no call has answered since (timeouts of an overloaded decider aside)."""
+        """Why the last call failed, when no call has answered since (a timeout counts once no call has answered for
+        DECIDER_STALL_S: an overloaded decider that answers some calls has no problem)."""
         return self.failure if self.failed_at > self.answered_at else None
 
     @abstractmethod
@@ -314,6 +316,7 @@ async def timed_decide(decider: Decider, asks: Sequence[Ask], timeout_s: float) 
         answers = await asyncio.wait_for(decider.decide(asks), timeout_s)
     except TimeoutError:
         took = f"decision backend took over {timeout_s * 1000:.0f} ms"
+        _timed_out(decider, took)
         return Decided(None, (time.perf_counter() - started) * 1000, took, timed_out=True)
     except DecisionOverloaded as exc:  # turned away at once: as good as a timeout, without the wait
         return Decided(None, (time.perf_counter() - started) * 1000, str(exc), timed_out=True, turned_away=True)
@@ -330,7 +333,18 @@ async def timed_decide(decider: Decider, asks: Sequence[Ask], timeout_s: float) 
 FAILURE_LOG_INTERVAL_S = 30.0
 
 
+# A decider none of whose calls has answered within the decision timeout for this long is failing, not busy: a hung
+# remote server (it accepts connections and answers nothing) left every guarded request refused while /healthz and
+# the `jevserve.decider` health service said all was well
+DECIDER_STALL_S = 5.0
+
+
 def _failed(decider: Decider, started: float, error: str) -> Decided:
+    _mark_failed(decider, error)
+    return Decided(None, (time.perf_counter() - started) * 1000, error)
+
+
+def _mark_failed(decider: Decider, error: str) -> None:
     # a decider that fails (down, a refused key) leaves every decision to its fallback, which for a guard is "open"
     # by default: said in the log, once per interval, and in /healthz, rather than only in each request's header
     now = time.time()
@@ -339,7 +353,16 @@ def _failed(decider: Decider, started: float, error: str) -> Decided:
         decider.failure_logged_at = now
         logger.warning("the decider %s failed (%s): every decision takes its fallback until it answers",
                        decider.name, error)
-    return Decided(None, (time.perf_counter() - started) * 1000, error)
+
+
+def _timed_out(decider: Decider, took: str) -> None:
+    """Note a call that ran past its deadline: a failure once no call has answered for DECIDER_STALL_S."""
+    now = time.time()
+    if decider.timing_out_since <= decider.answered_at:
+        decider.timing_out_since = now  # the first since the last answer
+    elif now - decider.timing_out_since >= DECIDER_STALL_S:
+        waited = now - decider.timing_out_since
+        _mark_failed(decider, f"no call answered within the decision timeout for {waited:.0f} s ({took})")
 
 
 def startup_problem(decider: Decider) -> str | None:

@@ -51,6 +51,12 @@ class Store(Protocol):
         """Release connections."""
 
 
+def store_state(store: Store) -> str:
+    """What /healthz says of the store (both front ends): `memory`, or a shared store's URL and whether it answers."""
+    describe = getattr(store, "describe", None)
+    return describe() if describe is not None else "memory"
+
+
 class MemoryStore:
     """All state in this process."""
 

@@ -6,6 +6,7 @@ An upstream that fails mid-stream (connection cut, timeout, malformed event) end
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -14,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from jevserve.gateway.responses import CLIENT_CLOSED
 from jevserve.gateway.shapes import REASONING_FIELDS, chat_completion, sse
 
 logger = logging.getLogger("jevserve.gateway")
@@ -40,11 +42,15 @@ class StreamSummary:
     error: str | None = None
     done: bool = False  # the upstream sent [DONE]
     header: dict[str, Any] = field(default_factory=dict)  # the chunks' `id`, `created` and `model`, as first sent
+    client_left: bool = False  # the client closed its connection before the stream ended
 
     @property
     def status(self) -> int:
-        """200 for a stream that ended with [DONE] and no error event, else 502."""
-        return 200 if self.done and self.error is None else 502
+        """200 for a stream that ended with [DONE] and no error event; 499 when the client left before it ended (a
+        cancelled stream is no upstream failure); else 502."""
+        if self.done and self.error is None:
+            return 200
+        return CLIENT_CLOSED if self.client_left else 502
 
     def completion(self, model: str) -> dict[str, Any]:
         """What the stream carried as one chat completion, every choice it sent by index (finish_reason None unless
@@ -308,5 +314,10 @@ async def relay(
         logger.warning("%s", summary.error)  # the details, kept where the decision log is off too
         broke = "sent nothing within its timeout" if isinstance(exc, httpx.TimeoutException) else "broke off"
         yield error_event(f"upstream stream failed: the upstream {broke} before the stream ended")
+    except (asyncio.CancelledError, GeneratorExit):
+        # the front end stops the relay when its client goes away (Starlette cancels a streaming response whose
+        # client disconnected): counted as the client's 499, not as the upstream's 502
+        summary.client_left = True
+        raise
     finally:
         await on_end(summary)

@@ -20,7 +20,7 @@ from jevserve.gateway.runtime import build_gateway
 from jevserve.gateway.store_redis import RedisStore
 from tests.gateway.extproc.envoy import Delivered, EnvoyStream, Forwarded, Immediate, header_map
 from tests.gateway.extproc.scripted import serving
-from tests.gateway.upstreams import StubUpstream, char_embed, client, make_app
+from tests.gateway.upstreams import StubUpstream, char_embed, client, completion, make_app
 
 HI = {"model": "m", "messages": [{"role": "user", "content": "What is the capital of France?"}]}
 INFERENCE = {
@@ -182,7 +182,7 @@ def test_the_decision_log_gets_one_line_per_request_with_the_final_status(tmp_pa
     assert lines[1]["decisions"]["verdicts"][0]["action"] == "block"
 
 
-def test_a_client_gone_mid_reply_is_logged_with_the_stream_error(tmp_path) -> None:
+def test_a_client_gone_mid_reply_is_logged_as_499_with_the_stream_error(tmp_path) -> None:
     log = tmp_path / "decisions.jsonl"
     gateway = gateway_for({"guard": {}}, {"guard": 0.01}, config={"log": {"path": str(log)}})
 
@@ -202,7 +202,10 @@ def test_a_client_gone_mid_reply_is_logged_with_the_stream_error(tmp_path) -> No
     (line,) = [json.loads(line) for line in log.read_text().splitlines()]
     # gRPC either cancels the handler or ends its messages, depending on timing: both say the reply was cut short
     cut_short = ("the data plane cancelled the stream", "the stream ended before the reply did")
-    assert line["status"] == 200 and line["upstream"]["stream_error"].startswith(cut_short)
+    assert line["upstream"]["stream_error"].startswith(cut_short)
+    # counted as a client that left (the HTTP gateway's 499), not as the 200 the upstream had begun: an outside
+    # tester's dashboards read a cut stream as served whole
+    assert line["status"] == 499 and line["upstream"]["status"] == 200
 
 
 @pytest.fixture
@@ -248,9 +251,12 @@ def test_a_rate_limit_is_shared_between_the_http_gateway_and_extproc(redis_clean
     assert isinstance(third, Immediate) and third.status == 429 and int(third.headers["retry-after"]) >= 1
 
 
-def test_stages_slower_than_the_deadline_fail_open_unchanged() -> None:
-    # a decider slower than both the decision timeout and the server's deadline: the deadline answers first
-    gateway = gateway_for({"guard": {"fallback": "closed"}}, decider=FixedDecider({"guard": 0.99}, delay_s=2.0),
+def test_stages_slower_than_the_deadline_fail_open_undecided_under_the_routes_own_model() -> None:
+    # a decider slower than both the decision timeout and the server's deadline: the deadline answers first. An
+    # outside tester's failed-open requests went on with the client's model name and no model header: Envoy sent
+    # them to the first route's cluster, whose vLLM answered 404 "the model `chat` does not exist"
+    route = {"upstream_model": "qwen3-8b", "guard": {"fallback": "closed"}}
+    gateway = gateway_for(route, decider=FixedDecider({"guard": 0.99}, delay_s=2.0),
                           config={"decision_timeout_ms": 5000})
     settings = StreamSettings(deadline_s=0.2, failure="open")
 
@@ -259,8 +265,31 @@ def test_stages_slower_than_the_deadline_fail_open_unchanged() -> None:
             return await EnvoyStream(channel, "BUFFERED").request(body_of(HI), headers=SPOOFED)
 
     got = asyncio.run(scenario())
+    assert isinstance(got, Forwarded)
+    assert json.loads(got.body) == {**HI, "model": "qwen3-8b"}  # nothing else changed: no decision acted
+    assert got.headers["x-gateway-model-name"] == "qwen3-8b" and got.route_cache_cleared
+    assert not set(SPOOFED) & set(got.headers)  # and none of what a client may not set
+
+
+def test_a_request_failing_open_before_its_route_is_known_goes_on_unchanged() -> None:
+    class Broken(GatewayDecisions):
+        def open(self):
+            exchange = super().open()
+
+            async def request(headers, body):
+                raise RuntimeError("broken before the route")
+
+            exchange.request = request
+            return exchange
+
+    gateway = gateway_for({"guard": {}}, {"guard": 0.01})
+
+    async def scenario():
+        async with serving(Broken(gateway), StreamSettings(failure="open")) as channel:
+            return await EnvoyStream(channel, "BUFFERED").request(body_of(HI))
+
+    got = asyncio.run(scenario())
     assert isinstance(got, Forwarded) and got.body == body_of(HI)
-    assert not set(SPOOFED) & set(got.headers)  # unchanged but for what a client may not set
 
 
 def test_a_guard_without_an_answer_in_time_is_a_429_not_a_forward() -> None:
@@ -374,6 +403,53 @@ def test_a_gated_reply_that_is_no_json_completion_is_a_502_never_passed_unjudged
     assert got.headers["x-request-id"] and "x-jevserve-decisions" in got.headers
     (line,) = [json.loads(line) for line in log.read_text().splitlines()]
     assert line["status"] == 502 and line["upstream"]["status"] == 200 and not line["stored"]
+
+
+@pytest.mark.parametrize("mode", ["BUFFERED", "FULL_DUPLEX_STREAMED"])
+def test_a_stream_request_answered_with_an_html_page_on_a_gated_route_is_a_502(tmp_path, mode: str) -> None:
+    # an outside tester's proxy answered a streamed request with a 200 HTML page: the client got a 200 `text/html`
+    # carrying the 502's JSON, and the openai client an empty stream with no error; the HTTP gateway answers 502
+    log = tmp_path / "decisions.jsonl"
+    gateway = gateway_for({"tool_gate": {"threshold": 0.5}}, {"tool_gate:0": 0.9}, config={"log": {"path": str(log)}})
+
+    async def scenario():
+        async with serving(GatewayDecisions(gateway)) as channel:
+            stream = EnvoyStream(channel, mode)
+            await stream.request(body_of({**HI, "stream": True}))
+            got = await stream.respond(200, {"content-type": "text/html"}, [b"<html>pro", b"xy error</html>"])
+            await stream.finish()
+        await asyncio.sleep(0.05)
+        return got
+
+    got = asyncio.run(scenario())
+    assert isinstance(got, Immediate) and got.status == 502, got
+    assert json.loads(got.body)["error"]["code"] == "bad_upstream_answer" and b"<html>" not in got.body
+    (line,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert line["status"] == 502 and line["upstream"]["status"] == 200
+
+
+def test_a_stream_request_answered_with_json_on_a_gated_route_is_gated_and_replayed_as_events() -> None:
+    # a server that ignores `stream: true` answers one JSON completion: its calls are judged whole, and the client,
+    # which asked for a stream, gets one (the blocked call removed)
+    gateway = gateway_for({"tool_gate": {"threshold": 0.5}}, {"tool_gate:0": 0.9})
+    reply = completion()
+    reply["choices"][0]["message"]["tool_calls"] = [
+        {"id": "call_1", "type": "function", "function": {"name": "sh", "arguments": '{"cmd": "rm -rf /"}'}}]
+    reply["choices"][0]["finish_reason"] = "tool_calls"
+    body = json.dumps(reply).encode()
+
+    async def scenario():
+        async with serving(GatewayDecisions(gateway)) as channel:
+            stream = EnvoyStream(channel, "FULL_DUPLEX_STREAMED")
+            await stream.request(body_of({**HI, "stream": True}))
+            got = await stream.respond(200, {"content-type": "application/json"}, [body[:30], body[30:]])
+            await stream.finish()
+            return got
+
+    got = asyncio.run(scenario())
+    assert isinstance(got, Delivered), got
+    assert got.headers["content-type"].startswith("text/event-stream")
+    assert b"rm -rf" not in got.body and got.body.rstrip().endswith(b"data: [DONE]")
 
 
 def test_in_streamed_reply_mode_an_unreadable_gated_reply_is_replaced_by_the_502_body() -> None:

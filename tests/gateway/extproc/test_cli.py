@@ -120,6 +120,9 @@ def test_the_command_serves_health_and_requests_then_stops_on_sigterm(tmp_path) 
         # still serving (by the fallbacks), and saying why: the decider at 127.0.0.1:9 answers nothing
         assert health.status_code == 200 and health.json()["status"] == "degraded"
         assert "remote:http://127.0.0.1:9" in health.json()["decider_problem"]
+        # and names the decider and the store, as the HTTP gateway's does (an outside tester's frozen Redis showed
+        # nowhere on extproc's)
+        assert health.json()["decider"] == "remote:http://127.0.0.1:9" and health.json()["store"] == "memory"
         assert 'jevserve_gateway_requests_total{endpoint="chat",model="qwen3",status="200"} 1.0' in metrics.text
         assert status == health_pb2.HealthCheckResponse.SERVING  # ready: the fallbacks answer every request
         assert decider_status == health_pb2.HealthCheckResponse.NOT_SERVING  # and the decider's own service says so
@@ -221,3 +224,14 @@ def test_ctrl_c_exits_130_after_a_graceful_stop(tmp_path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_deadline_not_above_the_decision_timeout_is_warned_of_at_start():
+    # an outside tester set --deadline-ms 400 under decision_timeout_ms 1000: with the decider hung, an injection
+    # went upstream undecided (failed open) where the docs promise a 429 and nothing forwarded undecided
+    from jevserve.gateway.extproc.cli import _short_deadline
+
+    assert _short_deadline(1500, 1000, "open") is None  # the default: decision_timeout_ms + 500
+    warning = _short_deadline(400, 1000, "open")
+    assert warning.startswith("warning: --deadline-ms 400 is not above") and "undecided" in warning
+    assert "503" in _short_deadline(1000, 1000, "closed")

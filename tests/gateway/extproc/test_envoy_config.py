@@ -94,6 +94,27 @@ def test_routes_with_their_own_model_names_need_no_metadata_filter() -> None:
     assert [r["route"]["cluster"] for r in _routes(bootstrap)] == ["gpu-b", "gpu-a"]
 
 
+def test_a_route_target_named_like_its_routes_model_goes_where_the_route_decision_sends_it() -> None:
+    # an outside tester's route decision picked `big-model` on gpu-b (as the decision log said); Envoy sent it to the
+    # route's own gpu-a, without a word, and for another config warned of a fallback that was not in it
+    route = {"model": "smart", "upstream_model": "big-model", "upstreams": ["gpu-a"], "route": {"targets": [
+        {"model": "small-model", "cost": 0.1, "upstreams": ["gpu-a"]},
+        {"model": "big-model", "cost": 1.0, "upstreams": ["gpu-b"]}]}}
+    first = {"model": "agent", "upstream_model": "big-model", "upstreams": ["gpu-b"]}
+    for routes in ([first, route], [route]):
+        bootstrap, warnings = bootstrap_for_config(parse_config({**COLLIDE, "routes": routes}))
+        sent = {}
+        for r in _routes(bootstrap):
+            headers = r["match"].get("headers")
+            sent[headers[0]["string_match"]["exact"] if headers else "*"] = r["route"]["cluster"]
+        assert sent["small-model"] == "gpu-a" and sent.get("big-model", sent["*"]) == "gpu-b", sent
+        names = [f["name"] for f in _manager(bootstrap)["http_filters"]]
+        assert "envoy.filters.http.json_to_metadata" not in names  # no two routes send one name apart
+        (warning,) = warnings
+        assert "sends 'big-model' to 'gpu-b', also when the route decision does not act" in warning
+        assert "fallback" not in warning
+
+
 def test_https_upstream_speaks_tls_with_sni_and_its_host(monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-never-in-the-bootstrap")
     bootstrap, _ = bootstrap_for_config(parse_config(HTTPS))

@@ -130,7 +130,6 @@ class GatewayExchange(Exchange):
         self.upstream_status: int | None = None  # the reply's status, once its headers arrived
         self.response_plan = ResponsePlan.PASS
         self.watch: CallWatch | None = None  # HOLD_CALLS: a 2xx event stream, read as it passes
-        self.whole: bytearray | None = None  # HOLD_CALLS: a 2xx reply that is no event stream, kept back whole
         self.client_headers: Mapping[str, str] = {}  # the request's headers as the client sent them
 
     async def request(self, headers: Mapping[str, str], body: bytes) -> ForwardOutcome | Respond:
@@ -186,6 +185,20 @@ class GatewayExchange(Exchange):
             response_headers=decisions,
         )
 
+    def failed_open(self) -> ForwardOutcome | None:
+        """The request with its route's own upstream model and the model header Envoy's routes match, when the
+        decisions failed after the route was found: forwarded with the client's name for it, it went to the first
+        route's cluster under a name no model server serves (a vLLM answers 404). No decision acts on it."""
+        ctx = self.ctx
+        if ctx is None or ctx.route is None or not isinstance(ctx.body, dict):
+            return None
+        model = ctx.route.upstream_model or ctx.route.model
+        sent = {**ctx.body, "model": model}
+        removed = client_control_headers(self.client_headers)
+        return ForwardOutcome(set_headers={MODEL_NAME_HEADER: model}, remove_headers=removed,
+                              body=json.dumps(sent, ensure_ascii=False, separators=(",", ":")).encode(),
+                              response_headers={"x-jevserve-decisions": "failed-open"})
+
     def _may_store(self) -> bool:
         route = self.ctx.route
         enabled = self.gateway.cache is not None and route.cache is not None and route.cache.enabled
@@ -202,37 +215,25 @@ class GatewayExchange(Exchange):
         if self.response_plan is ResponsePlan.HOLD_CALLS and 200 <= status < 300:
             if headers.get("content-type", "").lower().startswith(SSE_TYPE):
                 self.watch = CallWatch()
-            else:  # JSON from a server that ignores `stream: true`: its calls are judged whole at its end
-                self.whole = bytearray()
+            else:
+                # JSON from a server that ignores `stream: true`, or a proxy's HTML page: held whole and judged at its
+                # end (response_body), so that one that is not a JSON object gets the 502 with its status, not a 200
+                self.response_plan = ResponsePlan.HOLD
+                return ResponseEdit(hold_whole=True)
         return ResponseEdit()
 
     def response_chunk(self, piece: bytes) -> int:
-        """A live stream's events pass until one carries a tool call; from there on they are kept back (a 2xx reply
-        that is no event stream all of it). Error replies pass: they carry no calls."""
-        if self.watch is not None:
-            return self.watch.feed(piece)
-        if self.whole is not None:
-            self.whole += piece
-            return len(self.whole)
-        return 0
+        """A live stream's events pass until one carries a tool call; from there on they are kept back. Error
+        replies pass: they carry no calls."""
+        return self.watch.feed(piece) if self.watch is not None else 0
 
     async def response_release(self) -> bytes | None:
         """The tool gate on the calls kept back: None when it removes none, else the held choices replayed without
-        the blocked calls (calls.py). A whole reply kept back is gated as the HTTP gateway gates a whole reply; one
-        that is not a JSON object gets the 502's body (its status went out before it)."""
+        the blocked calls (calls.py)."""
         ctx = self.ctx
-        if self.watch is not None:
-            return await self.watch.release(ctx.body["model"], lambda reply: gate_reply(self.gateway, ctx, reply))
-        if self.whole is None:
+        if self.watch is None:
             return None
-        completion = _json_object(bytes(self.whole))
-        if completion is None:
-            error = bad_upstream_answer(bytes(self.whole).decode("utf-8", "replace"))
-            return json_response(ctx, 502, error).json_bytes()
-        if "choices" not in completion:
-            return None  # a 2xx error object passes as it is
-        gated = await gate_reply(self.gateway, ctx, completion)
-        return None if gated is completion else json.dumps(gated, ensure_ascii=False, separators=(",", ":")).encode()
+        return await self.watch.release(ctx.body["model"], lambda reply: gate_reply(self.gateway, ctx, reply))
 
     async def response_body(self, body: bytes) -> ResponseEdit | Respond:
         """The tool gate on a held whole reply; the reply re-rendered (as events when the client streams). A 2xx
@@ -266,6 +267,11 @@ class GatewayExchange(Exchange):
         status = end.status if end.status is not None else CLIENT_CLOSED  # the client went away before any reply
         if end.error is not None:
             ctx.outcome["stream_error"] = end.error
+            if not end.complete and not end.immediate:
+                # the data plane ended the stream in the reply's middle: its client went away (or the upstream
+                # broke off, which Envoy does not tell apart here); the client did not get the status's reply, so it
+                # is counted as the HTTP gateway counts a client that left, not as the reply's 200
+                status = CLIENT_CLOSED
         if not end.immediate:
             ctx.outcome.setdefault("status", status)
             completion = self.gated if self.gated is not None else self._observed(end)

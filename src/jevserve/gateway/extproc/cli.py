@@ -114,6 +114,17 @@ def _decider_source(args: argparse.Namespace, config) -> str:
     return f"{args.config or 'the built-in config'}: decider: {config.decider}"
 
 
+def _short_deadline(deadline_ms: float, decision_timeout_ms: float, failure: str) -> str | None:
+    """A warning when the server's deadline comes before the decision call's own timeout: a slow decider's requests
+    then meet `--failure` (open: forwarded undecided) where the gateway would answer 429 and forward none."""
+    if deadline_ms > decision_timeout_ms:
+        return None
+    then = "go on undecided (--failure open)" if failure == "open" else "get a 503 (--failure closed)"
+    return (f"warning: --deadline-ms {deadline_ms:g} is not above the config's decision_timeout_ms "
+            f"{decision_timeout_ms:g}: requests whose decisions are slow {then} before the decision timeout can "
+            "refuse them with a 429; leave --deadline-ms out (decision_timeout_ms + 500) or set it above")
+
+
 class MetricsPortError(Exception):
     """The metrics port could not be bound (the cause says why)."""
 
@@ -130,6 +141,7 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
     from jevserve.gateway.extproc.server import serve_until_stopped
     from jevserve.gateway.extproc.stream import StreamSettings
     from jevserve.gateway.runtime import build_gateway
+    from jevserve.gateway.store import store_state
     from jevserve.protocol.errors import BackendError
 
     try:
@@ -160,6 +172,7 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
         f"  store:     {config.store}   log: {config.log.path or 'off'}",
         *(f"  {point.describe()}" for point in gateway.operating_points),
         *([f"  {warning}"] if warning else []),
+        *([f"  {short}"] if (short := _short_deadline(deadline_ms, config.decision_timeout_ms, args.failure)) else []),
     ]
     if args.metrics_port is not None:
         banner.append(f"  metrics:   http://{args.host}:{args.metrics_port}/metrics")
@@ -177,7 +190,9 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
         if args.metrics_port is not None:
             try:
                 runner = await start_metrics(gateway.metrics, lambda: server.ready, args.host, args.metrics_port,
-                                             problem=lambda: decider.problem)
+                                             problem=lambda: decider.problem,
+                                             details=lambda: {"decider": decider.name,
+                                                              "store": store_state(gateway.store)})
             except OSError as exc:
                 watcher.cancel()
                 raise MetricsPortError() from exc

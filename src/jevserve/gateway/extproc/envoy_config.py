@@ -462,10 +462,23 @@ def bootstrap_for_config(
 
     for i, route in enumerate(config.routes):
         names = route.upstreams or list(declared)
-        add(route.model, route.upstream_model or route.model, names, f"routes[{i}] ({route.model})")
+        own = route.upstream_model or route.model
+        # what the route sends each model name to: its targets' upstreams (what the route decision picks) over its
+        # own model's, where a target has the same name: Envoy matches the name, so one of the two must win
+        sends = {own: (names, f"routes[{i}] ({route.model})")}
         for j, target in enumerate(route.route.targets if route.route is not None else ()):
             where = f"routes[{i}].route.targets[{j}] ({route.model})"
-            add(route.model, target.model, target.upstreams or names, where)
+            chosen = target.upstreams or names
+            if target.model == own and chosen[0] != names[0]:
+                warnings.append(
+                    f"{where}: the route's upstream_model {own!r} is also this target, with other upstreams "
+                    f"({', '.join(chosen)} against the route's {', '.join(names)}); Envoy routes a model name to one "
+                    f"upstream, so it sends {own!r} to {chosen[0]!r}, also when the route decision does not act "
+                    f"(where the HTTP gateway uses {names[0]!r}); give the target another model name to keep them apart"
+                )
+            sends[target.model] = (chosen, where)
+        for model, (chosen, where) in sends.items():
+            add(route.model, model, chosen, where)
     first_route = config.routes[0]
     default = first_route.upstream_model or first_route.model
     for u in {u.name: u for u in [*models.values(), *by_route.values()]}.values():

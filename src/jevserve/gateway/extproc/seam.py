@@ -5,8 +5,10 @@ decision side implements `Exchange` (one per HTTP request) and `Decisions` (whic
 this order, each at most once (response_chunk once per piece of the reply's body):
 
     request(headers, body)          → Forward (let it go upstream, changed) | Respond (answer it from here)
+    failed_open()                   → Forward | None  (only when request() failed or overran and the server fails open)
     response_headers(status, hdrs)  → ResponseEdit of the reply's headers
-    response_body(body)             → ResponseEdit: new body, final headers   (only when Forward.response is HOLD)
+    response_body(body)             → ResponseEdit: new body, final headers   (only when Forward.response is HOLD, or
+                                      response_headers said `hold_whole`)
                                       | Respond (a reply the decisions cannot judge, answered from here instead)
     response_chunk(piece)           → how many of the last bytes stay back     (HOLD_CALLS: each piece, in order)
     response_release()              → what goes out in their place, or None   (HOLD_CALLS: once, at the end)
@@ -64,6 +66,10 @@ class ResponseEdit:
     set_headers: Mapping[str, str] = field(default_factory=dict)
     remove_headers: tuple[str, ...] = ()
     body: bytes | None = None  # the body the client gets instead of the held reply; None: unchanged
+    # from response_headers under HOLD_CALLS: the reply is no event stream after all (an HTML page, JSON from a server
+    # that ignores `stream: true`), so hold it whole, as under HOLD: response_body judges it at its end, and may
+    # refuse it with its own status where the reply mode still holds the headers
+    hold_whole: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,12 @@ class Exchange(ABC):
     @abstractmethod
     async def request(self, headers: Mapping[str, str], body: bytes) -> Forward | Respond:
         """Decide on the request: its headers (lower-case names, pseudo-headers included) and whole body."""
+
+    def failed_open(self) -> Forward | None:
+        """When request() failed or ran past the deadline and the server fails open: the changes that still follow
+        from the config alone (the route's own model name, which the data plane's routes match); None: forward the
+        request unchanged."""
+        return None
 
     async def response_headers(self, status: int, headers: Mapping[str, str]) -> ResponseEdit:
         """Changes to the reply's headers (default: none)."""

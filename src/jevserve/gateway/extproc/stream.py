@@ -11,7 +11,8 @@
     response_body    ─── PASS / OBSERVE: every chunk answered unchanged as it comes (OBSERVE keeps a copy)
                          HOLD: held to its end, then replaced by what the decisions say
                          HOLD_CALLS: each chunk answered with what the decisions let out of it (all of it until an
-                         event carries a tool call); what they keep back goes out at the end, or its replacement:
+                         event carries a tool call; a reply that is no event stream turns HOLD at its headers);
+                         what they keep back goes out at the end, or its replacement:
                          FULL_DUPLEX_STREAMED and STREAMED as it comes (STREAMED: one answer per chunk, its body
                          replaced), BUFFERED whole in its one message. A STREAMED reply that ends with trailers
                          loses what was kept back (no answer is left to carry it): the calls never go out
@@ -230,6 +231,13 @@ class StreamProcessor:
 
     def _failed(self, reason: str) -> Forward | Respond:
         if self.settings.failure == "open":
+            try:
+                routed = self.exchange.failed_open()  # the route's own model name, where the route was found
+            except Exception:
+                logger.exception("failing open: the route's model could not be set; the request goes on unchanged")
+                routed = None
+            if routed is not None:
+                return routed
             # unchanged but for the control headers a client may have sent itself (inference_headers.py)
             removed = client_control_headers(self._headers or {})
             return Forward(remove_headers=removed, response_headers={"x-jevserve-decisions": "failed-open"},
@@ -287,6 +295,8 @@ class StreamProcessor:
             )
             set_headers.update(edit.set_headers)
             remove += edit.remove_headers
+            if edit.hold_whole and self._plan is ResponsePlan.HOLD_CALLS:
+                self._plan = ResponsePlan.HOLD  # no event stream: judged whole, so that it can still be refused
         except Exception:  # the reply goes on unchanged rather than broken
             logger.exception("response header decisions failed")
         if message.end_of_stream:
