@@ -265,7 +265,8 @@ def test_a_models_endpoint_answering_an_error_status_is_named_by_its_status(caps
 def test_a_server_whose_clock_runs_at_another_speedup_is_named_with_the_flag_to_give(model, capsys):
     with Served(stub_app(speedup=10.0)) as url:
         assert main(_loadgen(url, *model)) == 0
-        assert "--speedup is 1, so every latency is off by 10 times; give --speedup 10" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "--speedup is 1, so every latency reported is 10 times too small; give --speedup 10" in err
         assert main(_loadgen(url, *model, "--speedup", "10")) == 0
         assert "warning" not in capsys.readouterr().err
     with Served(stub_app()) as url:  # a server that lists no speedup (vLLM): nothing to compare, nothing said
@@ -296,6 +297,16 @@ def test_a_result_dir_under_a_file_says_so_in_the_commands_words(tmp_path, capsy
     assert _exit_code(["loadgen", "--model", "m", "--save-result", "--result-dir", str(a_file)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("jevserve loadgen: error: --result-dir") and f"{a_file} is a file, not a folder" in err
+
+
+def test_a_speedup_mismatch_is_named_as_such_in_both_directions_and_not_blamed_on_the_host():
+    # an outside tester's engine ran at speedup 1 and loadgen at 10: the warning said latencies were "off by 0.1
+    # times" (they were 10 times too large) and the closing note blamed HTTP and the client for the gap
+    from jevserve.loadgen.server_metrics import disagreement, speedup_error
+
+    assert speedup_error(10.0, 1.0) == "10 times too large" and speedup_error(1.0, 10.0) == "10 times too small"
+    note = disagreement(56368.3, 5633.0, 0.0, 10.0, server_speedup=1.0)
+    assert "every latency above is 10 times too large: rerun with --speedup 1" in note and "HTTP" not in note
 
 
 def test_the_client_server_note_names_the_host_only_when_the_engine_fell_behind():

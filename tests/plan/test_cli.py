@@ -61,7 +61,19 @@ def test_plan_table_draws_predictions_only_for_a_policy_that_reads_them(tmp_path
     assert main(["plan", "table", "--policies", "fcfs", *const]) == 0
     assert "| fcfs |" in capsys.readouterr().out
     assert main(["plan", "table", "--policies", "fcfs,plf", *const]) == 2
-    assert "oracle tau of 1" in capsys.readouterr().err
+    assert "oracle tau of 1 (`--oracle-tau 1`" in capsys.readouterr().err
+
+
+def test_plan_table_keeps_the_other_rows_when_one_policy_cannot_meet_the_target(tmp_path, capsys):
+    # an outside tester's table aborted on plf+aging, blaming the profile, after the fcfs row had been computed:
+    # the cause was plf's decision delay, which the TTFT target could not hold
+    assert main(["plan", "table", "--rate", "20", "--num-requests", "200", "--no-simulate", "--out", str(tmp_path),
+                 "--profile", "qwen3-8b-h200", "--policies", "fcfs,plf+aging", "--slo-ttft-ms", "100",
+                 "--decision-delay-ms", "95"]) == 0  # fmt: skip
+    captured = capsys.readouterr()
+    fcfs, plf = [line for line in captured.out.splitlines() if line.startswith("| qwen3-8b-h200")]
+    assert "none meets" not in fcfs and "none meets the target even unloaded" in plf
+    assert "--decision-delay-ms 95 alone takes 95% of the TTFT target" in captured.err
 
 
 def test_plan_table_with_one_profile_makes_a_table_of_that_one(tmp_path, capsys):

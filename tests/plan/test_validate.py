@@ -41,3 +41,11 @@ def test_validation_runs_every_fraction_and_the_overload_and_compares():
 def test_unknown_validation_case_lists_the_known_ones():
     with pytest.raises(WorkloadError, match="unknown validation case 'huge'; expected one of: sharegpt"):
         build_case("huge", make_profile(), EngineConfig(), Slo())
+
+
+def test_the_validation_runs_every_case_by_default():
+    from jevserve.cli import build_parser
+    from jevserve.plan.validate import CASES
+
+    args = build_parser().parse_args(["plan", "validate"])
+    assert args.cases.split(",") == list(CASES)

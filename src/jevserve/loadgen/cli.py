@@ -157,14 +157,19 @@ def _listed_model(url: str) -> dict:
     return listed
 
 
-def _warn_on_other_speedup(listed: dict, speedup: float) -> None:
+def _warn_on_other_speedup(listed: dict, speedup: float) -> float | None:
     """`jevserve engine` lists its clock's speedup with its model: a replay with another --speedup reports latencies
-    off by their ratio, so say so (other servers list none, and nothing is said)."""
+    off by their ratio, so say so (other servers list none, and nothing is said). Returns the server's speedup
+    where it differs."""
+    from jevserve.loadgen.server_metrics import speedup_error
+
     server = listed.get("speedup")
     if isinstance(server, int | float) and not isinstance(server, bool) and server > 0 and server != speedup:
         print(f"jevserve loadgen: warning: the server runs its clock {server:g} times faster than the wall clock "
-              f"(`speedup` in /v1/models) and --speedup is {speedup:g}, so every latency is off by "
-              f"{server / speedup:g} times; give --speedup {server:g}", file=sys.stderr)
+              f"(`speedup` in /v1/models) and --speedup is {speedup:g}, so every latency reported is "
+              f"{speedup_error(speedup, server)}; give --speedup {server:g}", file=sys.stderr)
+        return float(server)
+    return None
 
 
 def _result_path(args: argparse.Namespace, date: str) -> Path:
@@ -220,7 +225,7 @@ def _cmd_loadgen(args: argparse.Namespace) -> int:
     else:
         listed = _listed_model(url)
         model = listed["id"]
-    _warn_on_other_speedup(listed, args.speedup)
+    other_speedup = _warn_on_other_speedup(listed, args.speedup)
     from jevserve.sim.errors import SimError
 
     try:
@@ -243,7 +248,8 @@ def _cmd_loadgen(args: argparse.Namespace) -> int:
                                                          on_done=lambda _: bar.update()))
         bar.close()
         status = _finish(args, results, interrupted, url=url, endpoint=endpoint, model=model, process=process,
-                         goals=goals, slo=slo, path=path, date=date, server_before=server_before)
+                         goals=goals, slo=slo, path=path, date=date, server_before=server_before,
+                         server_speedup=other_speedup)
     return INTERRUPTED if stop.pressed and status == 0 else status
 
 
@@ -282,7 +288,8 @@ async def _replay_until(stop: _Stop, requests: list[PlannedRequest], **kwargs: A
 
 
 def _finish(args: argparse.Namespace, results, interrupted: bool, *, url: str, endpoint: str, model: str,
-            process: str, goals: dict, slo, path: Path | None, date: str, server_before) -> int:
+            process: str, goals: dict, slo, path: Path | None, date: str, server_before,
+            server_speedup: float | None = None) -> int:
     """Report and save a replay (partial when `interrupted`); the exit status."""
     from jevserve.loadgen.report import build_report, markdown, report_dict
     from jevserve.loadgen.server_metrics import disagreement, read_server_ttft, server_mean_ttft_ms
@@ -301,7 +308,7 @@ def _finish(args: argparse.Namespace, results, interrupted: bool, *, url: str, e
     print(table, end="")
     if report.summary is not None:
         note = disagreement(report.summary.ttft_ms.mean, server_ms, server_after.lag_s if server_after else None,
-                            args.speedup)
+                            args.speedup, server_speedup=server_speedup)
         if server_before is None:  # a gateway or another proxy in front: nothing to tell the two latencies apart
             note = (f"note: {url}/metrics has no vLLM TTFT histogram (vllm:time_to_first_token_seconds), so the "
                     "TTFT measured here cannot be compared with the engine's; with a gateway or proxy in front, "

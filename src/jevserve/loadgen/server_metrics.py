@@ -60,12 +60,26 @@ def server_mean_ttft_ms(before: ServerTtft | None, after: ServerTtft | None) -> 
     return 1000 * (after.sum_s - before.sum_s) / (after.count - before.count)
 
 
+def speedup_error(speedup: float, server_speedup: float) -> str:
+    """How far latencies replayed at `speedup` are off on a server whose clock runs at `server_speedup`: the client
+    scales wall time by its own speedup, the server's steps by the server's."""
+    ratio = speedup / server_speedup
+    return f"{ratio:g} times too large" if ratio > 1 else f"{1 / ratio:g} times too small"
+
+
 def disagreement(
-    client_mean_ms: float, server_mean_ms: float | None, lag_s: float | None, speedup: float
+    client_mean_ms: float, server_mean_ms: float | None, lag_s: float | None, speedup: float,
+    *, server_speedup: float | None = None,
 ) -> str | None:
-    """A note when the client's mean TTFT is far above the server's for the same requests, else None."""
+    """A note when the client's mean TTFT is far from the server's for the same requests, else None; with the
+    server's clock at another speedup, the note names that instead of the host."""
     if server_mean_ms is None or math.isnan(client_mean_ms):
         return None
+    if server_speedup is not None and server_speedup != speedup:
+        return (f"note: the server's /metrics put these requests' mean TTFT at {server_mean_ms:.1f} ms and this "
+                f"client measured {client_mean_ms:.1f} ms; with --speedup {speedup:g} on a server whose clock runs "
+                f"at {server_speedup:g}, every latency above is {speedup_error(speedup, server_speedup)}: rerun "
+                f"with --speedup {server_speedup:g}")
     if client_mean_ms < FAR_RATIO * server_mean_ms or client_mean_ms - server_mean_ms < FAR_MS:
         return None
     gap_ms = client_mean_ms - server_mean_ms

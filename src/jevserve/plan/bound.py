@@ -20,13 +20,22 @@ unless token work fills at least 90% of every step at λ* (λ* within 10% of the
 slots or memory would then buy at most a tenth more, so compute binds whichever of the three is smallest.
 λ_kv is "KV capacity / (mean step time x a request's cumulative KV demand)" written with τ(λ*).
 
-With a roofline-bounded profile a step is never faster than its floor (`jevserve.sim.roofline`), so the same
-reasoning runs again with the floor's terms: the weights read once per step at peak bandwidth are its constant and
-each request's KV traffic at peak bandwidth its token work, which gives a second τ(λ) and second slot, KV and
-bandwidth limits; and the FLOPs arriving per second may not exceed the GPU's peak, λ_peak = 1 / E[FLOPs / peak].
-Each resource's limit is the lower of the two, and the mean step time the larger τ. Means, not peaks:
-fragmentation, head-of-line blocking and preemption make the measured saturation rate lower, and a GPU reaches
-only part of its peaks, so the roofline limits are upper bounds.
+With a roofline-bounded profile a step is never faster than its floor (`jevserve.sim.roofline`): the weights read
+once per step at peak bandwidth, the KV traffic of its tokens at peak bandwidth, its FLOPs at peak compute. The
+floor and the fit bind in different steps: a step that prefills a long prompt takes its fitted time, while a
+decode-only step over many long contexts takes the time to read their KV. So the mean step time is not the larger
+of two means but the mean over two kinds of step, each the longer of its fitted time and its floor: λ E[chunks]
+prefill steps a second (every step, when there are fewer steps than chunks), each with its share of the prompts'
+work, and the rest decode-only; both carry the running requests' decode work, λ E[decode work] τ by Little's law.
+Steps run back to back, so τ(λ) solves
+
+    busy(τ) = (prefill steps/s) × T_prefill(τ) + (1/τ − prefill steps/s) × T_decode(τ) = 1
+
+(without a floor this is τ = constant / (1 - λ E[w]) again), and the slot and KV limits are the highest λ with
+λ E[L] τ(λ) ≤ S and λ E[D] τ(λ) ≤ C. The bandwidth limit (the floor's terms with the token budget, as for compute)
+and the FLOPs arriving per second at the GPU's peak, λ_peak = 1 / E[FLOPs / peak], bound the rate as well. Means,
+not peaks: fragmentation, head-of-line blocking and preemption make the measured saturation rate lower, and a GPU
+reaches only part of its peaks, so the roofline limits are upper bounds.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import optimize
 
 from jevserve.plan.demand import Demand
 
@@ -62,16 +72,55 @@ def _tau(rate_rps: float, constant_s: float, work_s: float) -> float:
     return constant_s / (1.0 - load) if load < 1.0 else math.inf
 
 
+def busy_per_second(rate_rps: float, constant_s: float, demand: Demand, tau_s: float, *,
+                    peak_compute: bool = True) -> float:
+    """Seconds of steps per second when steps average `tau_s` at `rate_rps`: prefill steps and decode-only steps,
+    each the longer of its fitted time and its roofline floor (without a floor, constant / τ + λ E[w])."""
+    floor = demand.floor
+    steps = 1.0 / tau_s
+    prefill_steps = min(rate_rps * demand.mean_prefill_chunks, steps)
+    decode_fit = rate_rps * (demand.mean_work_s - demand.mean_prefill_work_s) * tau_s
+    prefill_fit = rate_rps * demand.mean_prefill_work_s
+    if floor is None:
+        return constant_s * steps + prefill_fit + decode_fit * steps
+    flops = 1.0 if peak_compute else 0.0
+    decode_memory = rate_rps * (floor.mean_memory_s - floor.mean_prefill_memory_s) * tau_s
+    decode_flops = flops * rate_rps * (floor.mean_compute_s - floor.mean_prefill_compute_s) * tau_s
+    decode_step = max(constant_s + decode_fit, floor.weights_s + decode_memory, decode_flops)
+    if prefill_steps <= 0:
+        return steps * decode_step
+    per = rate_rps / prefill_steps  # each prefill step's share of the prompts arriving per second
+    prefill_step = max(constant_s + decode_fit + per * demand.mean_prefill_work_s,
+                       floor.weights_s + decode_memory + per * floor.mean_prefill_memory_s,
+                       decode_flops + flops * per * floor.mean_prefill_compute_s)
+    return prefill_steps * prefill_step + (steps - prefill_steps) * decode_step
+
+
+_LONGEST_STEP_S = 1e4  # a mean step longer than this is no steady state
+
+
 def step_time_s(rate_rps: float, constant_s: float, demand: Demand, *, peak_compute: bool = True) -> float:
-    """Mean step time τ(λ) when requests arrive at rate_rps (inf at or beyond the compute limit, or the GPU's peak
-    compute unless `peak_compute` is False): the fitted terms', or the roofline floor's when that is longer."""
+    """Mean step time τ(λ) when requests arrive at rate_rps: the τ at which steps fill every second (inf at or
+    beyond the compute limit, or the GPU's peak compute unless `peak_compute` is False)."""
     tau = _tau(rate_rps, constant_s, demand.mean_work_s)
     floor = demand.floor
-    if floor is None:
+    if floor is None or not math.isfinite(tau):
         return tau
     if peak_compute and rate_rps * floor.mean_compute_s >= 1.0:
         return math.inf
-    return max(tau, _tau(rate_rps, floor.weights_s, floor.mean_memory_s))
+
+    def over(t: float) -> float:
+        return busy_per_second(rate_rps, constant_s, demand, t, peak_compute=peak_compute) - 1.0
+
+    low = tau  # no step is shorter than its fitted time, so the fitted mean is a lower bound
+    if over(low) <= 0:
+        return low
+    high = 2.0 * low
+    while over(high) > 0:
+        if high > _LONGEST_STEP_S:
+            return math.inf
+        low, high = high, 2.0 * high
+    return float(optimize.brentq(over, low, high, xtol=1e-9, rtol=1e-9))
 
 
 def _limits(demand: Demand, constant_s: float, work_s: float, *, max_num_seqs: int, num_kv_blocks: int,
@@ -82,6 +131,18 @@ def _limits(demand: Demand, constant_s: float, work_s: float, *, max_num_seqs: i
         "kv memory": num_kv_blocks / (demand.mean_kv_block_steps * constant_s + num_kv_blocks * work_s),
         "compute": 1.0 / (work_s + constant_s * float(np.mean(demand.prompt_tokens)) / max_num_batched_tokens),
     }
+
+
+def _highest_rate(held_at, capacity: float, ceiling_rps: float) -> float:
+    """The highest rate below `ceiling_rps` at which `held_at(rate)` (what the replica holds on average, rising with
+    the rate, infinite past a steady state) stays within `capacity`; `ceiling_rps` when it does up to there."""
+    low, high = 0.0, ceiling_rps * (1 - 1e-9)
+    if held_at(high) <= capacity:
+        return ceiling_rps
+    while high - low > ceiling_rps * 1e-7:  # bisection: held_at may be infinite, which root finders do not take
+        middle = (low + high) / 2
+        low, high = (middle, high) if held_at(middle) <= capacity else (low, middle)
+    return low
 
 
 def stability_bound(demand: Demand, *, constant_s: float, max_num_seqs: int, num_kv_blocks: int,
@@ -98,10 +159,25 @@ def stability_bound(demand: Demand, *, constant_s: float, max_num_seqs: int, num
     floor = demand.floor
     if floor is not None:
         at_floor = _limits(demand, floor.weights_s, floor.mean_memory_s, **caps)
-        limits["batch slots"] = min(limits["batch slots"], at_floor["batch slots"])
-        limits["kv memory"] = min(limits["kv memory"], at_floor["kv memory"])
         limits["memory bandwidth"] = at_floor["compute"]
         limits["peak compute"] = 1.0 / floor.mean_compute_s
+        # Both kinds of step, each the longer of its fit and its floor (peak FLOPs are their own limit): the rate at
+        # which they fill every second, and the slot and KV limits with their mean step time. Each replaces the
+        # limit above only where it binds below the throughput limits; elsewhere the closed forms stand, so the
+        # report still says how far each resource is from binding.
+        ceiling = min(limits["compute"], limits["memory bandwidth"])
+
+        def tau(rate: float) -> float:
+            return step_time_s(rate, constant_s, demand, peak_compute=False)
+
+        steady = _highest_rate(lambda rate: 0.0 if math.isfinite(tau(rate)) else 1.0, 0.5, ceiling)
+        if steady < ceiling * (1 - 1e-6):
+            limits["compute"] = steady
+        for name, per_request, capacity in (("batch slots", demand.mean_steps, max_num_seqs),
+                                            ("kv memory", demand.mean_kv_block_steps, num_kv_blocks)):
+            mixed = _highest_rate(lambda rate, n=per_request: rate * n * tau(rate), capacity, steady)
+            if mixed < steady * (1 - 1e-6):
+                limits[name] = min(limits[name], mixed)
     binding = min(limits, key=limits.__getitem__)
     rate = limits[binding]
     if binding in ("batch slots", "kv memory") and rate * w >= COMPUTE_BOUND_SHARE:

@@ -139,7 +139,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     val = sub.add_parser("validate", help="check the model against the simulator on several workloads",
                          description="Simulate one replica per workload at fractions of the analytic bound and "
                          "compare saturation rate and SLO rate with the model.")
-    val.add_argument("--cases", default="sharegpt,sharegpt-256,long-reply,long-prompt",
+    val.add_argument("--cases", default="sharegpt,sharegpt-256,long-reply,long-prompt,long-prompt-reply",
                      help="comma-separated validation workloads (default: %(default)s)")
     val.add_argument("--seeds", type=parse_ints, default=(0, 1), help="arrival seeds (default: 0,1)")
     val.add_argument("--out", type=Path, default=Path("results/cache/plan"), help="cache folder (resumable)")

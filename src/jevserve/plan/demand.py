@@ -37,6 +37,12 @@ class Demand:
     prompt_tokens: np.ndarray
     prefill_work_s: np.ndarray  # the part of w spent on its prompt (prefill tokens and their attention pairs)
     floor: FloorDemand | None = None  # the roofline's view of the same requests; None without a roofline
+    prefill_chunks: np.ndarray | None = None  # steps that compute part of its prompt, ceil(p / M); None: 1 each
+
+    @property
+    def mean_prefill_chunks(self) -> float:
+        """E[ceil(p / M)]: prefill chunks per request."""
+        return 1.0 if self.prefill_chunks is None else float(np.mean(self.prefill_chunks))
 
     @property
     def mean_steps(self) -> float:
@@ -71,6 +77,18 @@ class FloorDemand:
     compute_s: np.ndarray  # the request's FLOPs (its tokens' matmuls and its attention) at peak compute
     memory_s: np.ndarray  # its KV reads (decode context) and writes (every token computed) at peak bandwidth
     weights_s: float  # the weights read once per step at peak bandwidth: the floor's per-step constant
+    prefill_compute_s: np.ndarray | None = None  # the part of compute_s spent on its prompt; None: none
+    prefill_memory_s: np.ndarray | None = None  # the part of memory_s spent on its prompt (its KV writes)
+
+    @property
+    def mean_prefill_compute_s(self) -> float:
+        """E[prefill part of compute_s]."""
+        return 0.0 if self.prefill_compute_s is None else float(np.mean(self.prefill_compute_s))
+
+    @property
+    def mean_prefill_memory_s(self) -> float:
+        """E[prefill part of memory_s]."""
+        return 0.0 if self.prefill_memory_s is None else float(np.mean(self.prefill_memory_s))
 
     @property
     def mean_compute_s(self) -> float:
@@ -123,6 +141,8 @@ def request_demand(
         tokens = (p + o - 1).astype(np.float64)
         flops = roof.flops_per_token * tokens + roof.attention_flops_per_pair * (context + pairs / 2)
         memory_s = roof.kv_bytes_per_token * (context + tokens) / roof.memory_bandwidth
-        floor = FloorDemand(flops / roof.peak_flops, memory_s, roof.weight_bytes / roof.memory_bandwidth)
+        prefill_flops = roof.flops_per_token * p + roof.attention_flops_per_pair * pairs / 2
+        floor = FloorDemand(flops / roof.peak_flops, memory_s, roof.weight_bytes / roof.memory_bandwidth,
+                            prefill_flops / roof.peak_flops, roof.kv_bytes_per_token * p / roof.memory_bandwidth)
     return Demand(steps.astype(np.float64), kv.astype(np.float64), work_us * 1e-6, p.astype(np.float64),
-                  prefill_us * 1e-6, floor)
+                  prefill_us * 1e-6, floor, chunks.astype(np.float64))

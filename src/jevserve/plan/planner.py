@@ -178,8 +178,13 @@ def plan_for(
         return plan_replicas(rate_rps, model.capacity(attainment_target), gpus_per_replica=gpus_per_replica,
                              max_load=max_load)
     except PlanError as exc:
-        if decision_delay_s > 0 and "even unloaded" in str(exc):  # the delay may be what eats the budget
-            share = decision_delay_s / ttft_slo_s
-            raise PlanError(f"{exc}; --decision-delay-ms {decision_delay_s * 1000:g} alone takes {share:.0%} of "
-                            "the TTFT target: shorten it") from None
-        raise
+        raise PlanError(with_delay_named(str(exc), decision_delay_s, ttft_slo_s)) from None
+
+
+def with_delay_named(message: str, decision_delay_s: float, ttft_slo_s: float) -> str:
+    """A plan error that the decision delay may cause (the target missed even unloaded), with the delay named."""
+    if decision_delay_s > 0 and "even unloaded" in message:  # the delay may be what eats the budget
+        share = decision_delay_s / ttft_slo_s
+        return (f"{message}; --decision-delay-ms {decision_delay_s * 1000:g} alone takes {share:.0%} of the TTFT "
+                "target: shorten it")
+    return message

@@ -89,6 +89,10 @@ def deployment_table(rows: list[dict]) -> str:
              "replicas, simulated | GPUs, simulated | simulated attainment at that count | at one replica fewer |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        if r.get("unplannable"):
+            lines.append(f"| {r['profile']} | {r['policy']} | {r['stable_replicas']} | none meets the target even "
+                         "unloaded | not simulated | — | — | — |")
+            continue
         n = r["simulated_replicas"]
         found = "not simulated" if not r["probes"] else "not found" if n is None else n
         below = r["probes"].get(str(n - 1)) if n is not None else None

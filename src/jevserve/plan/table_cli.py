@@ -36,7 +36,7 @@ def run_table(args: argparse.Namespace, requests) -> int:
         check_writable(args.doc, "--doc")  # before the work, not after it
     from tqdm import tqdm
 
-    from jevserve.plan.planner import CapacityModel, plan_replicas, replicas_for
+    from jevserve.plan.planner import CapacityModel, PlanError, plan_replicas, replicas_for, with_delay_named
     from jevserve.plan.report import deployment_table, write_section
     from jevserve.plan.table import TableContext, parse_policy, search_replicas, simulated_attainment
     from jevserve.serving.registry import reads_predictions
@@ -67,8 +67,18 @@ def run_table(args: argparse.Namespace, requests) -> int:
             model = CapacityModel(requests, profile, config, ttft_slo_s=slo.ttft_ms / 1000,
                                   decision_delay_s=choice.decision_delay_s)
             capacity = model.capacity(args.attainment)
-            analytic = plan_replicas(args.rate, capacity, gpus_per_replica=args.gpus_per_replica,
-                                      max_load=args.max_load).replicas
+            try:
+                analytic = plan_replicas(args.rate, capacity, gpus_per_replica=args.gpus_per_replica,
+                                          max_load=args.max_load).replicas
+            except PlanError as exc:
+                # one policy the target is out of reach for (its decision delay, say) leaves the other rows standing
+                reason = with_delay_named(str(exc), choice.decision_delay_s, slo.ttft_ms / 1000)
+                print(f"jevserve plan: note: {name} {label}: {reason}", file=sys.stderr)
+                rows.append({"profile": name, "policy": label, "analytic_replicas": None,
+                             "stable_replicas": replicas_for(args.rate, capacity.bound.rate_rps),
+                             "floor_replicas": None, "max_load": args.max_load, "simulated_replicas": None,
+                             "probes": {}, "gpus_per_replica": args.gpus_per_replica, "unplannable": reason})
+                continue
             stable = replicas_for(args.rate, capacity.bound.rate_rps)
             # a finite run close to saturation can meet the target before its queue has grown: the search goes no
             # lower than the count that keeps each replica within --max-load of its bound, as the analytic plan does

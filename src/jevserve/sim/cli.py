@@ -98,7 +98,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="CSV with num_prefill_tokens, num_decode_tokens, decode_context_tokens, "
                      "prefill_attention_pairs, step_time_us")
     cal.add_argument("--out", type=Path, required=True, metavar="PROFILE.toml", help="profile file to write")
-    cal.add_argument("--base", default="qwen3-8b-h200", help="profile whose memory and model shape are kept")
+    cal.add_argument("--base", default="qwen3-8b-h200",
+                     help="profile whose GPU (memory, peaks) and model shape the new profile keeps; only the step "
+                     "time is fitted, so name the profile of the GPU and model the log came from "
+                     "(default: %(default)s)")
     cal.add_argument("--name", default=None, help="name of the new profile (default: the file stem)")
     cal.set_defaults(func=guarded(_cmd_calibrate))
 
@@ -118,10 +121,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_ignored_flags(argv: list[str]) -> None:
-    from jevserve.argtypes import flag_value, flags_given, refuse_ignored
+    from jevserve.argtypes import UsageError, flag_value, flags_given, refuse_ignored
     from jevserve.serving.registry import queue_policy_names, reads_predictions
+    from jevserve.sim.errors import TraceError
+    from jevserve.sim.workload_args import check_workload_name
 
     workload = flag_value(argv, "--workload", "sharegpt")
+    try:  # a typo first: it would otherwise read as a trace file and its flags be refused
+        check_workload_name(workload)
+    except TraceError as exc:
+        raise UsageError(str(exc)) from None
     trace = workload not in ("sharegpt", "synthetic")
     policy = flag_value(argv, "--policy", "fcfs")
     reads = reads_predictions(policy) or policy not in queue_policy_names()  # an unknown name is refused later
@@ -261,7 +270,10 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         sources=(source, *(f"memory and shape from {base.name}: {s}" for s in base.sources)),
     )
     args.out.write_text(profile_to_toml(profile))
-    print(f"profile -> {args.out}")
+    # only the step time is the log's: the KV capacity and the roofline come from --base, which a log from another
+    # GPU would silently give the H200's (twice an H100's KV blocks)
+    print(f"profile -> {args.out} (step time fitted; GPU, memory and model shape from --base {base.name}: "
+          f"{base.gpu}, {profile.num_kv_blocks(16)} KV blocks of 16 tokens)")
     return 0
 
 

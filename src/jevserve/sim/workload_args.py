@@ -4,6 +4,7 @@ which requests, and reply lengths scaled to stand in for longer (thinking-mode) 
 from __future__ import annotations
 
 import argparse
+import difflib
 from pathlib import Path
 
 from jevserve.argtypes import positive_int
@@ -17,6 +18,17 @@ def add_length_scaling_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-model-len", type=positive_int("--max-model-len"), default=40960,
                    help="the engine's context: a reply is cut where it ends, a prompt that fills it is refused "
                    "(default: Qwen3-8B's 40960)")
+
+
+def check_workload_name(workload: str) -> None:
+    """Raise TraceError for a `--workload` that is neither a built-in name nor a file but close to a name (a typo
+    read as a missing trace file said only "does not exist")."""
+    from jevserve.sim.errors import TraceError
+
+    near = difflib.get_close_matches(workload, ["sharegpt", "synthetic"], n=1, cutoff=0.75)
+    if near and workload not in ("sharegpt", "synthetic") and not Path(workload).exists():
+        raise TraceError(f"--workload {workload!r}: no such workload or trace file; did you mean {near[0]!r}? "
+                         "(expected 'sharegpt', 'synthetic' or a .jsonl/.csv trace)")
 
 
 def load_workload(args: argparse.Namespace, *, seed: int | None = None, split: str = "all",
@@ -35,6 +47,7 @@ def load_workload(args: argparse.Namespace, *, seed: int | None = None, split: s
     elif args.workload == "synthetic":
         requests = synthetic_requests(args.num_requests, args.prompt_dist, args.output_dist, seed=seed)
     else:
+        check_workload_name(args.workload)
         requests = read_trace(Path(args.workload), need_arrival=need_arrival)
         requests = requests if whole_trace else requests[: args.num_requests]
     if args.output_scale is not None:

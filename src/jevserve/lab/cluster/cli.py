@@ -38,7 +38,7 @@ def add_cluster_arguments(p: argparse.ArgumentParser, floats, ints) -> None:
                    help="comma-separated routers: rr, jsq, lot, latency (default: %(default)s)")
     p.add_argument("--rates", type=floats, default=DEFAULT_RATES,
                    help="total request rates, req/s (default: 300,...,600: up to 1.15x the stability bound of "
-                   "4 H200 replicas on ShareGPT with max_num_seqs 256, about 516 req/s by `jevserve plan`)")
+                   "4 H200 replicas on ShareGPT with max_num_seqs 256, about 504 req/s by `jevserve plan`)")
     p.add_argument("--seeds", type=ints, default=(0, 1), help="arrival seeds (default: 0,1)")
     p.add_argument("--workload", default="sharegpt", help="'sharegpt', 'synthetic' or a trace file (.jsonl/.csv)")
     p.add_argument("--num-requests", type=positive_int("--num-requests"), default=8000,
@@ -170,6 +170,10 @@ def run_cluster_command(args: argparse.Namespace, config, slo) -> int:
     summary_path.write_text(json_report.dumps({"meta": meta, "aggregate": agg}, indent=1, default=str) + "\n")
     print(f"summary: {summary_path}")
     for router, data in agg["routers"].items():
+        for entry in data["per_rate"]:  # the means over seeds; intervals and estimator figures are in the summary
+            keeps = {True: "keeps up", False: "falls behind", None: "too short to tell"}[entry.get("keeps_up")]
+            print(f"  {router:>8} at {entry['rate_rps']:g} req/s: attainment {100 * entry['slo_attainment'][0]:.1f}%,"
+                  f" p90 TTFT {entry['ttft_p90_ms'][0]:.0f} ms, p99 {entry['ttft_p99_ms'][0]:.0f} ms; {keeps}")
         value, qualifier = data["goodput_rps"]
         behind = [f"{e['rate_rps']:g}" for e in data["per_rate"] if e.get("keeps_up") is False]
         print(f"  {router:>8}: max rate with >= 90% attainment, keeping up, {qualifier}{value:.0f} req/s"

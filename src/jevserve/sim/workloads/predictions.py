@@ -63,8 +63,8 @@ def noisy_oracle(requests: list[Request], *, kendall_tau: float = 0.6, seed: int
     if np.unique(true).size < 2:
         raise WorkloadError(
             f"every request's output length is {true[0]:g} tokens, so no prediction can rank them (Kendall's tau is "
-            "undefined); pass an oracle tau of 1 (predictions equal the true lengths) or a workload whose output "
-            "lengths vary"
+            "undefined); pass an oracle tau of 1 (`--oracle-tau 1`: predictions equal the true lengths; in `sim "
+            "cluster` also `--length-predictions true`) or a workload whose output lengths vary"
         )
     noise = np.random.default_rng(seed).standard_normal(true.size)  # drawn once: tau falls as sigma grows
 
