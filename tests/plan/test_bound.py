@@ -92,3 +92,36 @@ def test_a_roofline_adds_the_peak_compute_and_bandwidth_limits_and_never_raises_
     assert b.rate_rps <= plain.rate_rps and b.slots_rps <= plain.slots_rps and b.kv_rps <= plain.kv_rps
     assert b.binding == "peak compute" and b.rate_rps == pytest.approx(b.peak_compute_rps)
     assert step_time_s(0.5 * b.rate_rps, 0.004, d) >= step_time_s(0.5 * b.rate_rps, 0.004, demand_of(workload, fit))
+
+
+def test_the_mean_step_counts_prefill_steps_at_their_fit_and_decode_steps_at_their_floor():
+    # long prompts, medium replies, a floor that reads much KV per decode step: prefill steps are the fit's, decode
+    # steps the floor's, and their mean is longer than the larger of the two means (the bound once used that, and
+    # put an outside tester's H100 replica 30% above the simulator)
+    from jevserve.plan.bound import busy_per_second
+    from jevserve.sim.roofline import Roofline
+
+    roof = Roofline(peak_flops=1e16, memory_bandwidth=3e12, weight_bytes=1.5e10, flops_per_token=1.6e10,
+                    kv_bytes_per_token=1.5e5, attention_flops_per_pair=6e5)
+    st = StepTimeModel(5750.0, 17.25, 6.0, roofline=roof)
+    d = demand_of([Request(str(i), 0.0, 3000 + 100 * (i % 5), 200) for i in range(50)], st)
+    rate, constant = 10.0, 0.00575
+    tau = step_time_s(rate, constant, d, peak_compute=False)
+    fit_alone = constant / (1 - rate * d.mean_work_s)
+    floor_alone = d.floor.weights_s / (1 - rate * d.floor.mean_memory_s)
+    assert tau > 1.5 * max(fit_alone, floor_alone)
+    assert busy_per_second(rate, constant, d, tau, peak_compute=False) == pytest.approx(1.0)
+    # the KV limit is where what the replica holds at that mean step fills the cache
+    b = stability_bound(d, constant_s=constant, max_num_seqs=1024, num_kv_blocks=25_000, max_num_batched_tokens=8192)
+    held = b.kv_rps * d.mean_kv_block_steps * step_time_s(b.kv_rps, constant, d, peak_compute=False)
+    assert b.binding == "kv memory" and held == pytest.approx(25_000, rel=1e-3)
+
+
+def test_without_a_floor_the_busy_time_is_the_closed_form():
+    from jevserve.plan.bound import busy_per_second
+
+    st = StepTimeModel(4000.0, 17.0, 4.0)
+    d = demand_of(make_workload(), st)
+    tau = step_time_s(20.0, 0.004, d)
+    assert tau == pytest.approx(0.004 / (1 - 20.0 * d.mean_work_s))
+    assert busy_per_second(20.0, 0.004, d, tau) == pytest.approx(1.0)
