@@ -132,6 +132,16 @@ def test_a_2xx_page_that_is_not_json_is_a_502_whether_the_client_streams_or_not(
     assert "login" not in response.text  # described, never quoted: an unjudged reply must not reach the client
 
 
+def test_a_json_completion_sent_as_plain_text_to_a_stream_request_is_called_json_not_text():
+    # a re-tester's upstream sent a whole completion as text/plain: the 502 called it "text that is not a JSON object"
+    plain = StubUpstream(lambda body: httpx.Response(200, text=json.dumps(completion("Paris")),
+                                                     headers={"content-type": "text/plain"}))
+    app, _, _ = make_app({}, upstreams={"u": plain})
+    response = post(app, {**HI, "stream": True})
+    message = response.json()["error"]["message"]
+    assert response.status_code == 502 and "without any event" in message and "not a JSON object" not in message
+
+
 @pytest.mark.parametrize("usage", [False, True])
 def test_a_hit_on_a_streamed_reply_carries_the_upstreams_id_and_model_and_only_its_usage(usage):
     def streams(body):

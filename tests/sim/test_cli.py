@@ -220,7 +220,8 @@ def test_a_queue_growing_within_the_tolerance_is_called_out(capsys):
 
 
 @pytest.mark.parametrize("command", [["sim", "run", "--num-requests", "5"], ["plan", "--rate", "5"]])
-def test_a_workload_name_with_a_typo_is_named_with_the_likely_one(command, capsys):
+@pytest.mark.parametrize("typo", ["sharegtp", "ShareGPT"])
+def test_a_workload_name_with_a_typo_is_named_with_the_likely_one(command, typo, capsys):
     # an outside tester's `--workload sharegtp` was read as a trace file that "does not exist"
-    assert main([*command, "--workload", "sharegtp"]) == 2
-    assert "--workload 'sharegtp': no such workload or trace file; did you mean 'sharegpt'?" in capsys.readouterr().err
+    assert main([*command, "--workload", typo]) == 2
+    assert f"--workload '{typo}': no such workload or trace file; did you mean 'sharegpt'?" in capsys.readouterr().err

@@ -48,6 +48,12 @@ class GatewayMetrics:
             buckets=MS_BUCKETS,
             registry=self.registry,
         )
+        self.failed_open = Counter(
+            "jevserve_gateway_failed_open",
+            "Requests forwarded undecided: the ext_proc server's decisions failed or ran past --deadline-ms "
+            "(--failure open)",
+            registry=self.registry,
+        )
         self.upstream_attempts = Counter(
             "jevserve_gateway_upstream_attempts",
             "Upstream tries by upstream and outcome (http_<status>, connect_error, read_timeout, circuit_open, ...)",

@@ -138,6 +138,10 @@ CASES: dict[str, dict] = {
     "long-prompt-reply": {"workload": "synthetic", "prompt": "lognormal:3000:0.5:8000",
                           "output": "lognormal:200:0.5:1000", "num_requests": 4000,
                           "about": "synthetic long prompts (median 3,000), replies of median 200"},
+    # heavy-tailed lengths on both sides (lognormal sigma 1): a replica bound by KV memory that new requests fill
+    # and long replies outgrow, so it preempts
+    "mixed": {"workload": "synthetic", "prompt": "lognormal:800:1.0:16000", "output": "lognormal:300:1.0:8000",
+              "num_requests": 4000, "about": "synthetic mixed lengths (medians 800 and 300, heavy tails)"},
 }
 
 

@@ -25,7 +25,7 @@ def check_workload_name(workload: str) -> None:
     read as a missing trace file said only "does not exist")."""
     from jevserve.sim.errors import TraceError
 
-    near = difflib.get_close_matches(workload, ["sharegpt", "synthetic"], n=1, cutoff=0.75)
+    near = difflib.get_close_matches(workload.lower(), ["sharegpt", "synthetic"], n=1, cutoff=0.75)
     if near and workload not in ("sharegpt", "synthetic") and not Path(workload).exists():
         raise TraceError(f"--workload {workload!r}: no such workload or trace file; did you mean {near[0]!r}? "
                          "(expected 'sharegpt', 'synthetic' or a .jsonl/.csv trace)")

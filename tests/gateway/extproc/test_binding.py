@@ -251,24 +251,34 @@ def test_a_rate_limit_is_shared_between_the_http_gateway_and_extproc(redis_clean
     assert isinstance(third, Immediate) and third.status == 429 and int(third.headers["retry-after"]) >= 1
 
 
-def test_stages_slower_than_the_deadline_fail_open_undecided_under_the_routes_own_model() -> None:
+def test_stages_slower_than_the_deadline_fail_open_undecided_under_the_routes_own_model(tmp_path) -> None:
     # a decider slower than both the decision timeout and the server's deadline: the deadline answers first. An
     # outside tester's failed-open requests went on with the client's model name and no model header: Envoy sent
     # them to the first route's cluster, whose vLLM answered 404 "the model `chat` does not exist"
+    log = tmp_path / "decisions.jsonl"
     route = {"upstream_model": "qwen3-8b", "guard": {"fallback": "closed"}}
     gateway = gateway_for(route, decider=FixedDecider({"guard": 0.99}, delay_s=2.0),
-                          config={"decision_timeout_ms": 5000})
+                          config={"decision_timeout_ms": 5000, "log": {"path": str(log)}})
     settings = StreamSettings(deadline_s=0.2, failure="open")
 
     async def scenario():
         async with serving(GatewayDecisions(gateway), settings) as channel:
-            return await EnvoyStream(channel, "BUFFERED").request(body_of(HI), headers=SPOOFED)
+            stream = EnvoyStream(channel, "BUFFERED")
+            got = await stream.request(body_of(HI), headers=SPOOFED)
+            await stream.respond(200, {"content-type": "application/json"}, [json.dumps(completion()).encode()])
+            await stream.finish()
+        await asyncio.sleep(0.05)
+        return got
 
     got = asyncio.run(scenario())
     assert isinstance(got, Forwarded)
     assert json.loads(got.body) == {**HI, "model": "qwen3-8b"}  # nothing else changed: no decision acted
     assert got.headers["x-gateway-model-name"] == "qwen3-8b" and got.route_cache_cleared
     assert not set(SPOOFED) & set(got.headers)  # and none of what a client may not set
+    # a skipped guard is counted and logged (a re-tester found no trace of it in either), so it can be alerted on
+    (line,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert line["upstream"]["failed_open"].startswith("the decisions took over 200 ms")
+    assert "jevserve_gateway_failed_open_total 1.0" in gateway.metrics.render().decode()
 
 
 def test_a_request_failing_open_before_its_route_is_known_goes_on_unchanged() -> None:

@@ -185,11 +185,15 @@ class GatewayExchange(Exchange):
             response_headers=decisions,
         )
 
-    def failed_open(self) -> ForwardOutcome | None:
+    def failed_open(self, reason: str) -> ForwardOutcome | None:
         """The request with its route's own upstream model and the model header Envoy's routes match, when the
         decisions failed after the route was found: forwarded with the client's name for it, it went to the first
-        route's cluster under a name no model server serves (a vLLM answers 404). No decision acts on it."""
+        route's cluster under a name no model server serves (a vLLM answers 404). No decision acts on it; that is
+        counted (`jevserve_gateway_failed_open_total`) and logged (`upstream.failed_open`), so it can be alerted on."""
+        self.gateway.metrics.failed_open.inc()
         ctx = self.ctx
+        if ctx is not None:
+            ctx.outcome["failed_open"] = reason
         if ctx is None or ctx.route is None or not isinstance(ctx.body, dict):
             return None
         model = ctx.route.upstream_model or ctx.route.model

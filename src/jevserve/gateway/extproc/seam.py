@@ -5,7 +5,7 @@ decision side implements `Exchange` (one per HTTP request) and `Decisions` (whic
 this order, each at most once (response_chunk once per piece of the reply's body):
 
     request(headers, body)          → Forward (let it go upstream, changed) | Respond (answer it from here)
-    failed_open()                   → Forward | None  (only when request() failed or overran and the server fails open)
+    failed_open(reason)             → Forward | None  (only when request() failed or overran and the server fails open)
     response_headers(status, hdrs)  → ResponseEdit of the reply's headers
     response_body(body)             → ResponseEdit: new body, final headers   (only when Forward.response is HOLD, or
                                       response_headers said `hold_whole`)
@@ -94,10 +94,10 @@ class Exchange(ABC):
     async def request(self, headers: Mapping[str, str], body: bytes) -> Forward | Respond:
         """Decide on the request: its headers (lower-case names, pseudo-headers included) and whole body."""
 
-    def failed_open(self) -> Forward | None:
-        """When request() failed or ran past the deadline and the server fails open: the changes that still follow
-        from the config alone (the route's own model name, which the data plane's routes match); None: forward the
-        request unchanged."""
+    def failed_open(self, reason: str) -> Forward | None:
+        """When request() failed or ran past the deadline (`reason`) and the server fails open: the changes that
+        still follow from the config alone (the route's own model name, which the data plane's routes match); None:
+        forward the request unchanged. Also where the decision side counts and logs that it was skipped."""
         return None
 
     async def response_headers(self, status: int, headers: Mapping[str, str]) -> ResponseEdit:

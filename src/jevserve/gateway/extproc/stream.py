@@ -232,7 +232,7 @@ class StreamProcessor:
     def _failed(self, reason: str) -> Forward | Respond:
         if self.settings.failure == "open":
             try:
-                routed = self.exchange.failed_open()  # the route's own model name, where the route was found
+                routed = self.exchange.failed_open(reason)  # the route's own model, where the route was found
             except Exception:
                 logger.exception("failing open: the route's model could not be set; the request goes on unchanged")
                 routed = None

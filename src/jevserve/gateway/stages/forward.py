@@ -134,7 +134,11 @@ def _whole_reply(dispatched: Dispatched, response: httpx.Response) -> UpstreamRe
 def not_a_stream(response: httpx.Response) -> dict[str, Any]:
     """The error body for a 2xx answer to a stream request that is not a stream of events."""
     kind = response.headers.get("content-type", "none")
-    if "json" not in kind:
+    try:  # by what it is, not by its content type: a JSON object sent as text/plain is still no stream
+        is_json_object = isinstance(response.json(), dict)
+    except ValueError:
+        is_json_object = False
+    if not is_json_object:
         return bad_upstream_answer(response.text)
     error = bad_upstream_answer(response.text)
     error["error"]["message"] = (
