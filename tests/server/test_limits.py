@@ -132,6 +132,8 @@ def test_a_lone_surrogate_escape_is_named_as_such():
         '{"state": "x", "questions": {"a": {"type": "noul"}, "a": {"type": "choice", "criteria": {"p": "", "q": ""}}}}',
         '{"state": "x", "questions": {"a": {"type": "choice", "criteria": {"p": "one", "q": null, "p": "two"}}}}',
         '{"state": {"who": "me", "who": "you"}, "questions": {"a": {"type": "noul"}}}',
+        # two option names, one repeated: once called "at least 2 items", about the option left after the parse
+        '{"state": "x", "questions": {"a": {"type": "choice", "criteria": {"A": null, "A": null}}}}',
     ],
 )
 def test_a_key_repeated_in_one_object_gets_422_rather_than_a_silently_lost_question_or_option(body):

@@ -170,6 +170,9 @@ def parse_request(body: bytes) -> SystemOneRequest:
             parsed = None  # invalid anyway: pydantic's own message below
         if parsed is not None and _has_non_finite(parsed):
             raise _invalid_json("a number is out of range: beyond ±1.8e308 it is no finite double") from None
+    # a repeated key first: the parse keeps the last, so the schema would judge what is left (two option names,
+    # one kept: "at least 2 items") and name another fault than the client's
+    _refuse_duplicate_keys(body)
     try:
         request = SystemOneRequest.model_validate_json(body)
     except ValidationError as exc:
@@ -177,7 +180,6 @@ def parse_request(body: bytes) -> SystemOneRequest:
             message = "a lone UTF-16 surrogate escape (\\ud800–\\udfff without its pair) is not text"
             raise _invalid_json(message) from None
         raise
-    _refuse_duplicate_keys(body)
     return request
 
 
