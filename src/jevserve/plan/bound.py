@@ -170,7 +170,8 @@ def stability_bound(demand: Demand, *, constant_s: float, max_num_seqs: int, num
         def tau(rate: float) -> float:
             return step_time_s(rate, constant_s, demand, peak_compute=False)
 
-        steady = _highest_rate(lambda rate: 0.0 if math.isfinite(tau(rate)) else 1.0, 0.5, ceiling)
+        # the highest rate whose mean step is finite: "what it holds" is nothing below it and without end past it
+        steady = _highest_rate(lambda rate: 0.0 if math.isfinite(tau(rate)) else math.inf, 0.0, ceiling)
         if steady < ceiling * (1 - 1e-6):
             limits["compute"] = steady
         for name, per_request, capacity in (("batch slots", demand.mean_steps, max_num_seqs),
