@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from fastapi.testclient import TestClient
 
 from jevserve.cli import main
 from tests.web.builders import make_app, play_item, start_round
+
+RESULTS = Path(__file__).resolve().parents[2] / "results"  # the committed bench results: a folder the site reads
 
 
 def test_export_rounds_writes_one_json_line_per_answer(tmp_path, capsys):
@@ -34,13 +37,29 @@ def test_web_with_a_missing_results_folder_exits_2(tmp_path, capsys):
     assert "--results" in capsys.readouterr().err
 
 
+def test_web_with_a_results_folder_holding_no_results_exits_2(tmp_path, capsys):
+    # an outside tester's mistyped --results named an empty folder: the site said "serving" and every board page
+    # was a 500 "this is a bug in jevserve web"
+    assert main(["web", "--results", str(tmp_path), "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert f"--results {tmp_path}: no bench results in it" in err
+
+
+def test_the_playground_database_is_readable_by_its_owner_only(tmp_path):
+    # it holds the session cookies and the key that signs them; an outside tester found it world-readable
+    from jevserve.web.store import Store
+
+    Store(tmp_path / "play.sqlite")
+    assert (tmp_path / "play.sqlite").stat().st_mode & 0o777 == 0o600
+
+
 def test_web_with_a_bad_port_exits_2(tmp_path, capsys):
-    assert main(["web", "--results", str(tmp_path), "--port", "70000"]) == 2
+    assert main(["web", "--results", str(RESULTS), "--port", "70000"]) == 2
     assert "--port 70000" in capsys.readouterr().err
 
 
 def test_web_with_a_bad_endpoint_exits_2(tmp_path, capsys):
-    assert main(["web", "--results", str(tmp_path), "--port", "0", "--endpoint", "ftp://x"]) == 2
+    assert main(["web", "--results", str(RESULTS), "--port", "0", "--endpoint", "ftp://x"]) == 2
     assert "--endpoint" in capsys.readouterr().err
 
 
@@ -62,9 +81,9 @@ def test_export_rounds_reads_a_db_given_before_the_subcommand(tmp_path):
 def test_web_with_a_bad_gateway_config_exits_2(tmp_path, capsys):
     bad = tmp_path / "gateway.yaml"
     bad.write_text("routes: [1, 2\n")
-    assert main(["web", "--results", str(tmp_path), "--port", "0", "--gateway-config", str(bad)]) == 2
+    assert main(["web", "--results", str(RESULTS), "--port", "0", "--gateway-config", str(bad)]) == 2
     assert f"jevserve web: --gateway-config {bad}" in capsys.readouterr().err  # the flag, then its value
-    assert main(["web", "--results", str(tmp_path), "--port", "0", "--gateway-config", "/nonexistent.yaml"]) == 2
+    assert main(["web", "--results", str(RESULTS), "--port", "0", "--gateway-config", "/nonexistent.yaml"]) == 2
     assert "--gateway-config /nonexistent.yaml: cannot read the config" in capsys.readouterr().err
 
 
@@ -104,7 +123,7 @@ def test_export_names_sessions_by_a_pseudonym_not_by_their_cookie(tmp_path):
 
 
 def test_a_host_that_does_not_resolve_points_at_the_host(tmp_path, capsys):
-    assert main(["web", "--results", str(tmp_path), "--host", "256.1.1.1", "--port", "0"]) == 2
+    assert main(["web", "--results", str(RESULTS), "--host", "256.1.1.1", "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert "check --host" in err and "try --port 0" not in err
 
@@ -128,7 +147,7 @@ def test_max_rounds_defaults_to_the_site_default_and_refuses_a_negative(tmp_path
     from jevserve.web import cli, context
 
     assert cli.MAX_ROUNDS == context.MAX_ROUNDS
-    assert main(["web", "--results", str(tmp_path), "--port", "0", "--max-rounds", "-1"]) == 2
+    assert main(["web", "--results", str(RESULTS), "--port", "0", "--max-rounds", "-1"]) == 2
     assert "--max-rounds -1" in capsys.readouterr().err
 
 

@@ -38,10 +38,23 @@ def test_half_right_on_positives_scores_50():
     assert math.isclose(human_cells(answers, _refs(), num_resamples=200)["guard-injection"].score, 50.0)
 
 
-def test_interval_resamples_players_not_answers():
+def test_interval_resamples_players_not_answers_and_one_player_gives_none():
+    # one player: every resample draws the same answers, so the interval was [100, 100], which an outside tester
+    # read as measured exactly; it is not told
     answers = [_answer(i, "yes" if i in "ab" else "no", "yes" if i in "ab" else "no", session="one") for i in "abcd"]
     cell = human_cells(answers, _refs(), num_resamples=200)["guard-injection"]
-    assert (cell.low, cell.high) == (100.0, 100.0)  # one player: every resample draws the same answers
+    assert cell.score == 100.0 and math.isnan(cell.low) and math.isnan(cell.high)
+    two = answers + [_answer(i, "yes", "yes" if i in "ab" else "no", session="two", round_id="r2") for i in "abcd"]
+    cell = human_cells(two, _refs(), num_resamples=200)["guard-injection"]
+    assert cell.low < cell.high  # two players: draws differ
+
+
+def test_items_that_all_had_one_truth_leave_the_cell_undefined_for_reply_lengths_too():
+    # an outside tester's single reply-length answer was shown 0.0 [0.0, 0.0] (τ-b of one item reads 0)
+    refs = {"schedule-reply-length": {"metric": "kendall_tau_b", "by_id": {"x": (3.0, 2.0, 3.0)}}}
+    answer = {**_answer("x", "medium", "medium"), "decision": "length"}
+    cell = human_cells([answer], refs, num_resamples=50)["schedule-reply-length"]
+    assert math.isnan(cell.score) and cell.num_answers == 1
 
 
 def test_versus_reports_people_and_model_accuracy_and_median_times():

@@ -105,6 +105,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
     from jevserve.bench.answers_cache import default_answers_dir
     from jevserve.bench.endpoint import EndpointError, open_endpoint
+    from jevserve.bench.results import latest_results
     from jevserve.gateway.config import load_config
     from jevserve.gateway.errors import ConfigError
     from jevserve.web.answering import SystemOneDecider
@@ -120,6 +121,12 @@ def serve_command(args: argparse.Namespace) -> int:
                   "--results DIR", file=sys.stderr)
             return 2
         results = None
+    elif not latest_results(args.results).documents:  # an empty or mistyped folder: every board page would fail
+        ignored = latest_results(args.results).ignored
+        print(f"jevserve web: --results {args.results}: no bench results in it"
+              + (f" that can be read ({'; '.join(ignored)})" if ignored else "")
+              + "; pass the folder `jevserve bench run` writes to (default: results/)", file=sys.stderr)
+        return 2
     try:
         if args.max_rounds < 0:
             raise ValueError(f"--max-rounds {args.max_rounds}: expected 0 (no limit) or more")

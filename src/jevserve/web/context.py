@@ -23,6 +23,7 @@ from fastapi.responses import HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from jevserve.web.answering import Decider
 from jevserve.web.decisions import Pools
@@ -103,6 +104,9 @@ class Pending:
 PENDING = Pending()
 
 
+CLIENT_CLOSED = 499  # nginx's status for a request whose client closed the connection first
+
+
 async def read_form(request: Request, max_bytes: int = MAX_FORM_BYTES, too_large: str = "") -> dict[str, str]:
     """The url-encoded form body as single values; 413 over `max_bytes` (saying `too_large` when given), 400 when it
     is not a form."""
@@ -113,11 +117,15 @@ async def read_form(request: Request, max_bytes: int = MAX_FORM_BYTES, too_large
     if declared and declared.isdigit() and int(declared) > max_bytes:
         raise PageError(413, too_large or f"the form is {int(declared):,} bytes; at most {max_bytes:,} are accepted")
     body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > max_bytes:
-            raise PageError(413, too_large or f"the form is over {max_bytes:,} bytes; at most {max_bytes:,} are "
-                                              "accepted")
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > max_bytes:
+                raise PageError(413, too_large or f"the form is over {max_bytes:,} bytes; at most {max_bytes:,} are "
+                                                  "accepted")
+    except ClientDisconnect:
+        # the visitor left before sending the whole form: nothing to answer or store, and no traceback in the log
+        raise PageError(CLIENT_CLOSED, "the client closed the connection before its form arrived") from None
     try:
         parsed = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=32)
     except (UnicodeDecodeError, ValueError) as exc:

@@ -107,6 +107,14 @@ def human_cells(
         labels = np.array([s[0] for s in stored], dtype=dtype)
         default = np.array([s[1] for s in stored], dtype=dtype)
         oracle = np.array([s[2] for s in stored], dtype=dtype)
+        num_rounds, num_players = len({a["round_id"] for a in rows}), len({a["session_id"] for a in rows})
+        if np.unique(labels).size < 2:
+            # every answered item had one truth: no metric tells players apart there (τ-b would read 0, "the same as
+            # today's rule"); undefined, shown "–", as the docs say
+            nan = math.nan
+            cells[decision.task] = HumanCell(nan, nan, nan, len(rows), num_rounds, num_players,
+                                             np.full(num_resamples, nan))
+            continue
         values = np.array([_human_value(decision.key, a["choice"]) for a in rows])
         if decision.key != "length":
             values = values.astype(bool)
@@ -118,8 +126,9 @@ def human_cells(
             paired = metric.weighted(labels, values, weights) - metric.weighted(labels, default, weights)
             draws = np.asarray(scale.score(paired + scale.default), dtype=float)
             low, high = interval(draws)
-        cells[decision.task] = HumanCell(point, low, high, len(rows), len({a["round_id"] for a in rows}),
-                                         len({a["session_id"] for a in rows}), draws)
+        if num_players < 2:  # the draws resample players: with one, every draw is the same and no interval is told
+            low = high = math.nan
+        cells[decision.task] = HumanCell(point, low, high, len(rows), num_rounds, num_players, draws)
     return cells
 
 
@@ -138,6 +147,8 @@ def category_cells(cells: Mapping[str, HumanCell], category_tasks: Mapping[str, 
             warnings.simplefilter("ignore", RuntimeWarning)
             means = np.nanmean(np.vstack([cells[n].draws for n in present]), axis=0)
         low, high = interval(means)
+        if any(not math.isfinite(cells[n].low) for n in present):  # a task without an interval (one player)
+            low = high = math.nan
         out[category] = Cell(float(np.mean([cells[n].score for n in present])), low, high)
     return out
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import replace
 from typing import Any
@@ -26,6 +27,11 @@ from jevserve.web.humans import NUM_RESAMPLES, HumanCell, category_cells, counte
 from jevserve.web.store import pseudonym
 
 PEOPLE_ROW = "people (playground)"
+
+
+def _scored(cell: Any) -> bool:
+    """Whether a row's task cell has a score (an undefined one is shown "–" and averages nothing)."""
+    return cell is not None and math.isfinite(getattr(cell, "score", math.nan))
 
 
 def category_tasks(board: Board) -> dict[str, list[str]]:
@@ -55,7 +61,7 @@ def board_rows(board: Board, people: dict[str, HumanCell], sort: str | None) -> 
          "near": {t: c for t, c in r.cells.items() if t in board.near_oracle_tasks}} for r in board.rows
     ]
     if people:
-        headline = sum(t in people for t in board.headline_tasks)
+        headline = sum(_scored(people.get(t)) for t in board.headline_tasks)
         rows.append({
             "model": PEOPLE_ROW, "kind": "people", "rank": None, "average": None,
             "categories": category_cells(people, by_category), "tasks": dict(people), "link": False, "near": {},
@@ -64,8 +70,9 @@ def board_rows(board: Board, people: dict[str, HumanCell], sort: str | None) -> 
                       f"intervals resample players ({NUM_RESAMPLES:,} draws of its own, not the board's)"),
         })
     for row in rows:
-        row["coverage"] = {c: (sum(t in row["tasks"] for t in names), len(names)) for c, names in by_category.items()
-                           if c in row["categories"]}
+        # a task counts where its cell has a score: an undefined one ("–") is not in the category's average
+        row["coverage"] = {c: (sum(_scored(row["tasks"].get(t)) for t in names), len(names))
+                           for c, names in by_category.items() if c in row["categories"]}
     if sort:
         def key(row: dict[str, Any]) -> tuple[int, float]:
             if sort == "average":
@@ -227,7 +234,9 @@ def register(app: FastAPI, context: Context) -> None:
         if not text:
             raise PageError(400, "the request text is empty; type the request to decide on")
         # Characters as the textarea's maxlength counts them: a line break, sent as CRLF, is one.
-        length = len(text.replace("\r\n", "\n"))
+        # as the textarea's maxlength counts: UTF-16 code units, a line break one (an emoji is two, which the
+        # browser counts and Python's len does not)
+        length = len(text.replace("\r\n", "\n").encode("utf-16-le")) // 2
         if length > MAX_LIVE_CHARS:
             raise PageError(413, f"the request text is {length:,} characters; at most {MAX_LIVE_CHARS:,} here")
         if route and route not in live.routes:
@@ -236,6 +245,9 @@ def register(app: FastAPI, context: Context) -> None:
         # only when this visitor typed it before: another visitor's text is never found there.
         session, fresh = start_session(request, context.session_key)
         result = await live.run(text, route or None, tenant=f"web-live:{pseudonym(session)}")
+        if result.error:  # the page says only that it failed: the why (a backend URL) is the host's
+            logging.getLogger("jevserve.web").warning("the live demo's decision model gave no answer: %s",
+                                                      result.error)
         page = context.render(request, "live.html", live=live, result=result, text=text, route=route,
                               max_chars=MAX_LIVE_CHARS)
         return keep_session(page, session) if fresh else page

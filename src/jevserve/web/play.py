@@ -11,6 +11,7 @@ A round belongs to the session that started it; any other id (unknown, tampered,
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 import time
@@ -37,7 +38,9 @@ from jevserve.web.decisions import DECISIONS, draw_round
 from jevserve.web.humans import counted, expected_accuracy, versus
 from jevserve.web.store import ModelAnswer, Round
 
+log = logging.getLogger("jevserve.web")
 _ROUND_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+POOLS_RETRY_S = 15  # what a visitor who starts a round while the item pools load is told to wait
 
 
 def _round(context: Context, request: Request, round_id: str) -> Round:
@@ -72,7 +75,9 @@ def _served_answer(
     try:
         answer = ask_model(decider, DECISIONS[item.decision], pool_item, context.site.get().stored)
     except Exception as exc:  # a remote endpoint that is down or refuses: the page says so, the round goes on
-        raise PageError(503, f"the decision model {decider.name!r} did not answer ({exc}); {retry}") from exc
+        # the why (an internal URL, a library's message) is the host's, in the log; the visitor is told what to do
+        log.warning("the playground's decision model %s did not answer: %s", decider.name, exc)
+        raise PageError(503, f"the decision model did not answer; {retry}") from exc
     context.store.record_model_answer(round_.round_id, position, answer)
     return context.store.model_answer(round_.round_id, position, round_.model)
 
@@ -114,9 +119,13 @@ def register(app: FastAPI, context: Context) -> None:
                                  f"{limit.window_s / 60:g} minutes, the most one address may; try again in "
                                  f"{max(1, round(wait_s / 60))} minute{'s' if round(wait_s / 60) > 1 else ''}",
                             headers=retry_after(wait_s))
-        # loading the pools takes tens of seconds on a fresh start: in a worker thread, so that every other page
-        # answers meanwhile (called in the event loop it held the whole site for that long)
-        pools = await run_in_threadpool(context.pools)
+        # loading the pools takes tens of seconds on a fresh start (in the background, started here if not yet):
+        # the visitor is told to come back rather than left waiting on a spinning tab for up to a minute
+        pools = context.pools_if_ready()
+        if pools is None:
+            raise PageError(503, "the playground's items are still being read after the site started (under a "
+                                 f"minute); try again in {POOLS_RETRY_S} seconds",
+                            headers={"Retry-After": str(POOLS_RETRY_S)})
         seed = secrets.randbits(63)
         round_id = secrets.token_urlsafe(16)
         model = context.settings.decider.name if context.settings.decider else "-"

@@ -133,6 +133,10 @@ class Store:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.path.exists():
+            # the file holds the session cookies and the key that signs them: readable by its owner only (the
+            # WAL files SQLite makes beside it take the same mode)
+            self.path.touch(mode=0o600)
         try:
             with self._connect() as conn:
                 conn.execute("PRAGMA journal_mode=WAL")
