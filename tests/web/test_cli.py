@@ -191,3 +191,16 @@ def test_x_forwarded_for_names_the_client_only_from_a_proxy_named_on_the_command
     # uvicorn's own default trusts the header from 127.0.0.1, which let a client on the host pass the round limit
     assert _client_address_seen(None) == "127.0.0.1"
     assert _client_address_seen("127.0.0.1") == "203.0.113.7"
+
+
+def test_the_access_log_is_off_unless_asked_for():
+    # an outside tester hosting the site found no line per request and no flag to turn one on
+    from starlette.applications import Starlette
+
+    from jevserve.cli import build_parser
+    from jevserve.web.cli import uvicorn_config
+
+    app = Starlette()
+    quiet, loud = uvicorn_config(app, None), uvicorn_config(app, None, access_log=True)
+    assert not quiet.access_log and loud.access_log and loud.log_level == "info"  # the access lines' level
+    assert build_parser().parse_args(["web", "--access-log"]).access_log is True

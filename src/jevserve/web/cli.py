@@ -50,6 +50,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="comma-separated addresses of reverse proxies whose X-Forwarded-For names the client "
                      "(the round limit then counts the client's address); by default the header is ignored, from "
                      "every address, loopback included, so no client can name itself another address")
+    web.add_argument("--access-log", action="store_true",
+                     help="print one line per request (uvicorn's access log: client, method, path, status); off by "
+                     "default, when only warnings and errors are printed")
     web.set_defaults(func=serve_command)
     commands = web.add_subparsers(dest="web_command", metavar="SUBCOMMAND")
     export = commands.add_parser("export-rounds", help="write every stored playground answer as JSON lines",
@@ -77,15 +80,17 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def uvicorn_config(app: Any, forwarded_allow_ips: str | None) -> Any:
+def uvicorn_config(app: Any, forwarded_allow_ips: str | None, access_log: bool = False) -> Any:
     """The site's uvicorn settings. uvicorn trusts X-Forwarded-For from 127.0.0.1 by default, which let any client on
     the host name itself another address and pass the per-address round limit: here the header is read only from
-    the proxies named."""
+    the proxies named. uvicorn's access lines are at INFO, so `access_log` lowers the level to it."""
     import uvicorn
 
+    level = "info" if access_log else "warning"
     if not forwarded_allow_ips:
-        return uvicorn.Config(app, log_level="warning", proxy_headers=False)
-    return uvicorn.Config(app, log_level="warning", proxy_headers=True, forwarded_allow_ips=forwarded_allow_ips)
+        return uvicorn.Config(app, log_level=level, access_log=access_log, proxy_headers=False)
+    return uvicorn.Config(app, log_level=level, access_log=access_log, proxy_headers=True,
+                          forwarded_allow_ips=forwarded_allow_ips)
 
 
 def _bench_data_factory(embed: Any) -> Any:
@@ -160,7 +165,7 @@ def serve_command(args: argparse.Namespace) -> int:
             shown = f"[{host}]" if ":" in host else host
             print(f"jevserve web: serving on http://{shown}:{port}/ (playground model {endpoint.model} at "
                   f"{endpoint.label}; rounds in {settings.db_path})", flush=True)
-            server = uvicorn.Server(uvicorn_config(app, args.forwarded_allow_ips))
+            server = uvicorn.Server(uvicorn_config(app, args.forwarded_allow_ips, args.access_log))
             server.run(sockets=[sock])
     except (EndpointError, StoreError) as exc:
         print(f"jevserve web: {exc}", file=sys.stderr)
