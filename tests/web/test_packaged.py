@@ -98,4 +98,4 @@ def cli_args(tmp_path):
 
     return argparse.Namespace(results=DEFAULT_RESULTS, gateway_config=None, host="127.0.0.1", port=0,
                               db=tmp_path / "db.sqlite", endpoint="embedded", model=None, api_key_env=None,
-                              answers_cache=None, max_rounds=30, forwarded_allow_ips=None)
+                              answers_cache=None, max_rounds=30, forwarded_allow_ips=None, access_log=False)
