@@ -126,8 +126,8 @@ def serve_command(args: argparse.Namespace) -> int:
                   "--results DIR", file=sys.stderr)
             return 2
         results = None
-    elif not latest_results(args.results).documents:  # an empty or mistyped folder: every board page would fail
-        ignored = latest_results(args.results).ignored
+    elif not (found := latest_results(args.results)).documents:  # an empty or mistyped folder: every page would fail
+        ignored = found.ignored
         print(f"jevserve web: --results {args.results}: no bench results in it"
               + (f" that can be read ({'; '.join(ignored)})" if ignored else "")
               + "; pass the folder `jevserve bench run` writes to (default: results/)", file=sys.stderr)

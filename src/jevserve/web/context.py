@@ -25,6 +25,7 @@ from markupsafe import Markup, escape
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
+from jevserve.gateway.responses import CLIENT_CLOSED
 from jevserve.web.answering import Decider
 from jevserve.web.decisions import Pools
 from jevserve.web.site import SiteCache
@@ -102,9 +103,6 @@ class Pending:
 
 
 PENDING = Pending()
-
-
-CLIENT_CLOSED = 499  # nginx's status for a request whose client closed the connection first
 
 
 async def read_form(request: Request, max_bytes: int = MAX_FORM_BYTES, too_large: str = "") -> dict[str, str]:

@@ -26,6 +26,7 @@ from jevserve.web.decisions import DECISIONS, TASK_DECISION
 from jevserve.web.humans import NUM_RESAMPLES, HumanCell, category_cells, counted, human_cells
 from jevserve.web.store import pseudonym
 
+log = logging.getLogger("jevserve.web")
 PEOPLE_ROW = "people (playground)"
 
 
@@ -246,8 +247,7 @@ def register(app: FastAPI, context: Context) -> None:
         session, fresh = start_session(request, context.session_key)
         result = await live.run(text, route or None, tenant=f"web-live:{pseudonym(session)}")
         if result.error:  # the page says only that it failed: the why (a backend URL) is the host's
-            logging.getLogger("jevserve.web").warning("the live demo's decision model gave no answer: %s",
-                                                      result.error)
+            log.warning("the live demo's decision model gave no answer: %s", result.error)
         page = context.render(request, "live.html", live=live, result=result, text=text, route=route,
                               max_chars=MAX_LIVE_CHARS)
         return keep_session(page, session) if fresh else page
