@@ -48,6 +48,45 @@ def test_replay_with_the_same_config_and_decider_reports_no_change_cache_hits_in
     assert "0 request(s) changed" in format_report(result)
 
 
+def test_the_logs_of_replicas_sharing_a_store_replay_together_merged_by_time_with_no_change(tmp_path):
+    # an outside tester ran two gateways over one Redis and replayed one replica's log: its hits on entries the
+    # other replica stored read as changes; the logs given together are one cache's traffic again
+    from jevserve.gateway.store import MemoryStore
+
+    answers = {"guard": 0.2, "cache": 0.9}
+    shared = MemoryStore()
+    paths = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    apps = [make_app(ROUTE, answers=answers, store=shared, config={"log": {"path": str(p)}})[0] for p in paths]
+
+    async def scenario():
+        for replica, text in zip([0, 1, 1, 0, 0], TEXTS, strict=True):  # each repeat hits what the other stored
+            async with client(apps[replica]) as c:
+                body = {"model": "m", "messages": [{"role": "user", "content": text}]}
+                await c.post("/v1/chat/completions", json=body)
+        for app in apps:
+            await app.state.gateway.aclose()
+
+    asyncio.run(scenario())
+    for path in paths:
+        logged = [v["action"] for r in read_log_strict(path) for v in r["decisions"]["verdicts"]]
+        assert logged.count("serve_cached") == 1
+        alone = replay(path, answers)
+        assert sum(bool(r.changed()) for r in alone.requests) == 1  # the hit on the entry the other log stored
+    config = parse_config({"routes": [{"model": "m", **ROUTE}]})
+    merged = replay_log(list(reversed(paths)), config, decider=FixedDecider(answers), embed=char_embed)
+    assert [r.changed() for r in merged.requests] == [[]] * len(TEXTS)
+    assert [r.excerpt for r in merged.requests] == TEXTS  # in the order they were served, whatever order the logs
+
+
+def test_logs_without_times_are_not_merged_by_guess(tmp_path):
+    lines = [json.dumps({"messages": [{"role": "user", "content": "hi"}]})]
+    for name in ("a.jsonl", "b.jsonl"):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    config = parse_config({"routes": [{"model": "m"}]})
+    with pytest.raises(LogError, match="no 'time'"):
+        replay_log([tmp_path / "a.jsonl", tmp_path / "b.jsonl"], config, decider=FixedDecider({}))
+
+
 def test_replay_names_each_changed_request_with_old_and_new_action_and_probability(tmp_path):
     path = write_log(tmp_path, {"guard": 0.2, "cache": 0.9})
     result = replay(path, {"guard": 0.9, "cache": 0.9})

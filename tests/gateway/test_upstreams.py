@@ -481,3 +481,56 @@ def test_a_client_that_leaves_a_stream_is_counted_as_499_not_as_an_upstream_fail
             time.sleep(0.1)
     assert 'jevserve_gateway_requests_total{endpoint="chat",model="m",status="499"} 1.0' in metrics
     assert 'status="502"' not in metrics
+
+
+class _Slow:
+    """A shared store's round trips: `inner`'s answers, each async one after a real wait (as Redis takes)."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str):
+        method = getattr(self._inner, name)
+        if not asyncio.iscoroutinefunction(method):
+            return method
+
+        async def slow(*args, **kwargs):
+            await asyncio.sleep(0.05)
+            return await method(*args, **kwargs)
+
+        return slow
+
+
+def test_a_stream_its_client_closes_at_done_is_still_logged_counted_stored_and_its_slot_given_back(tmp_path):
+    # an outside tester's openai client closes the connection as soon as it reads [DONE]; with a store that awaits
+    # (Redis), the relay's end was cancelled with it: no log line, no count, no cache entry, and the upstream's slot
+    # not given back
+    from jevserve.gateway.store import MemoryStore
+    from tests.gateway.upstreams import LoopbackServer
+
+    memory = MemoryStore()
+    store = _Slow(memory)
+    store.cache = _Slow(memory.cache)
+    log = tmp_path / "decisions.jsonl"
+    app, _, upstreams = make_app({"cache": {"min_similarity": 0.5}}, answers={"cache": 0.99}, store=store,
+                                 config={"log": {"path": str(log)}})
+    with LoopbackServer(app) as server:
+        for _ in range(3):
+            with httpx.stream("POST", server.base_url + "/chat/completions", json={**HI, "stream": True},
+                              headers={"cache-control": "no-cache"}, timeout=10.0) as response:
+                assert response.status_code == 200
+                for line in response.iter_lines():
+                    if line == "data: [DONE]":
+                        break  # and close, as the openai client does
+        metrics = ""
+        for _ in range(50):
+            metrics = httpx.get(server.base_url.removesuffix("/v1") + "/metrics").text
+            if 'status="200"} 3.0' in metrics:
+                break
+            time.sleep(0.1)
+        again = httpx.post(server.base_url + "/chat/completions", json=HI, timeout=10.0)
+        in_flight = run(memory.in_flight("u"))
+    assert 'jevserve_gateway_requests_total{endpoint="chat",model="m",status="200"} 3.0' in metrics
+    assert [line["status"] for line in read_log(log)] == [200, 200, 200, 200]
+    assert again.headers["x-jevserve-cache"] == "hit" and len(upstreams["u"].requests) == 3
+    assert in_flight == 0

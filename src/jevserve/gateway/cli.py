@@ -79,7 +79,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--sweep adds, per decision, how many requests would be acted on at each threshold (recall and "
         "false-action rate where the log carries labels), as a table and a PNG.",
     )
-    r.add_argument("log", metavar="LOG", help="a decision log written by `jevserve gateway --log`")
+    r.add_argument("log", metavar="LOG", nargs="+",
+                   help="a decision log written by `jevserve gateway --log`; give the logs of replicas that share a "
+                   "store (--store redis://) together: they are merged by time, as one cache served them")
     r.add_argument("--config", metavar="YAML", help="config to re-decide with (default: the built-in one)")
     r.add_argument("--decider", "--model", dest="decider", metavar="SPEC", help="decision backend to re-decide with")
     r.add_argument("--limit", type=positive_int("--limit"), help="replay only the first N records")
@@ -271,7 +273,7 @@ def run_replay(args: argparse.Namespace) -> int:
     if replay.skipped_models and not replay.requests and not replay.interrupted:
         source = f"--config {args.config}" if args.config else "the built-in config (no --config given)"
         return _fail(
-            f"no record of {args.log} could be replayed: {describe_skipped(replay)}; {source} has the routes "
+            f"no record of {' '.join(args.log)} could be replayed: {describe_skipped(replay)}; {source} has the routes "
             f"{[r.model for r in config.routes]}. Pass the --config the gateway ran with"
         )
     if replay.skipped_models:

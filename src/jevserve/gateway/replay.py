@@ -19,6 +19,7 @@ An interrupt (Ctrl-C) stops the replay between two requests: what was replayed s
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections import Counter
 from collections.abc import Sequence
@@ -252,14 +253,29 @@ async def replay_records(
     )  # fmt: skip
 
 
+def read_logs(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """The records of one decision log, or of several merged by the time each line was written: replicas that
+    share a store (one cache) each log only their own requests, and a hit in one replica's log was stored by a
+    request in another's, so replaying one of them alone reports the hits as changes."""
+    logs = [read_log_strict(path) for path in paths]
+    if len(logs) == 1:
+        return logs[0]
+    for path, records in zip(paths, logs, strict=True):
+        for number, record in enumerate(records, 1):
+            if not isinstance(record.get("time"), (int, float)):
+                raise LogError(f"{path} record {number}: no 'time', so it cannot be merged with the other logs")
+    return sorted(itertools.chain.from_iterable(logs), key=lambda record: record["time"])  # stable: ties keep order
+
+
 def replay_log(
-    path: str | Path, config: GatewayConfig, *, limit: int | None = None, decider: Decider | None = None,
-    embed: Embed | None = None,
+    paths: str | Path | Sequence[str | Path], config: GatewayConfig, *, limit: int | None = None,
+    decider: Decider | None = None, embed: Embed | None = None,
 ) -> Replay:  # fmt: skip
-    """Re-decide the first `limit` records of the log at `path` (raises LogError for a log that cannot be read)."""
+    """Re-decide the first `limit` records of the log at `paths`, or of several logs merged by time (`read_logs`);
+    raises LogError for a log that cannot be read."""
     from jevserve.gateway.decider import decider_for
 
-    records = read_log_strict(path)[:limit]
+    records = read_logs([paths] if isinstance(paths, (str, Path)) else paths)[:limit]
     decider = decider or decider_for(config)
 
     async def run() -> Replay:

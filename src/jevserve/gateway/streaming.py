@@ -263,6 +263,31 @@ class HeldCalls:
         return events
 
 
+# Stream ends still running after their relay was cancelled, each referenced until done (a task nobody holds can be
+# collected mid-way).
+_ENDS_LEFT_RUNNING: set[asyncio.Task] = set()
+
+
+async def _end_even_if_cancelled(end: Awaitable[None]) -> None:
+    """Run a stream's end (the upstream's slot given back, the reply stored, the log line and counts) to completion
+    even when the relay is cancelled. A client that closes at [DONE], as the openai client does, or mid-stream makes
+    Starlette cancel the relay, and in a cancelled scope every await is cancelled again: an end that waits on a
+    shared store (Redis) stopped at its first round trip and left no trace. The end goes on as a task of its own."""
+    task = asyncio.ensure_future(end)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        _ENDS_LEFT_RUNNING.add(task)
+        task.add_done_callback(_ended_alone)
+        raise
+
+
+def _ended_alone(task: asyncio.Task) -> None:
+    _ENDS_LEFT_RUNNING.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("a stream's end failed after its client left", exc_info=task.exception())
+
+
 async def relay(
     response: httpx.Response,
     summary: StreamSummary,
@@ -320,4 +345,4 @@ async def relay(
         summary.client_left = True
         raise
     finally:
-        await on_end(summary)
+        await _end_even_if_cancelled(on_end(summary))
