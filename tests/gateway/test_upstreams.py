@@ -401,6 +401,56 @@ def test_healthz_asks_a_failing_remote_decider_again_and_recovers_without_a_requ
     assert run(_get(app, "/healthz")).json()["status"] == "ok"
 
 
+def test_a_remote_decider_that_stops_answering_with_no_traffic_is_found_by_an_idle_probe(monkeypatch):
+    # with no requests a hung decider was never found: /healthz kept saying what the last call said. One not heard
+    # from for DECIDER_IDLE_PROBE_S is asked one question in the background; /healthz never waits for it
+    import threading
+
+    from jevserve.gateway import decider as decider_module
+    from jevserve.gateway.decider import RemoteDecider
+
+    state = {"up": True, "asked": 0}
+    release = threading.Event()
+
+    def decider_server(request: httpx.Request) -> httpx.Response:
+        state["asked"] += 1
+        if not state["up"]:
+            release.wait(10)  # a server that accepts the request and answers nothing, until the test ends
+            raise httpx.ReadTimeout("no answer", request=request)
+        return httpx.Response(200, json={"model": "m", "answers": {"q0": {"type": "noul", "noul": 0.1}},
+                                         "usage": {"input_tokens": 1, "output_tokens": 0}})
+
+    decider = RemoteDecider("http://decider.test")
+    decider.backend._sync_transport = httpx.MockTransport(decider_server)
+    monkeypatch.setattr(decider_module, "DECIDER_IDLE_PROBE_S", 0.0)
+    app, _, _ = make_app({"guard": {"threshold": 0.5}}, decider=decider)
+
+    async def scenario():
+        async with client(app) as c:
+            first = (await c.get("/healthz")).json()["status"]  # starts a probe, which answers
+            for _ in range(100):
+                if not decider.probing:
+                    break
+                await asyncio.sleep(0.02)
+            answered = state["asked"]
+            state["up"] = False
+            started = time.perf_counter()
+            second = (await c.get("/healthz")).json()  # starts a probe that hangs: not waited for
+            took = time.perf_counter() - started
+            release.set()  # the hung call ends in its timeout
+            for _ in range(100):
+                if not decider.probing:
+                    break
+                await asyncio.sleep(0.02)
+            third = (await c.get("/healthz")).json()
+        return first, answered, second, took, third
+
+    first, answered, second, took, third = run(scenario())
+    assert first == "ok" and answered == 1
+    assert second["status"] == "ok" and took < 1.0
+    assert third["status"] == "degraded" and "asked while idle, it did not answer" in third["decider_problem"]
+
+
 class _HangingUpstream(httpx.AsyncBaseTransport):
     """An upstream that takes its time; says whether the gateway's request to it was cancelled."""
 

@@ -213,6 +213,8 @@ class RemoteDecider(LocalDecider):
         super().__init__(RemoteBackend(url, api_key=api_key, model=model, timeout_s=timeout_s, transport=transport,
                                        key_setting="`decider_key_env` in the gateway's config"))
         self.name = f"remote:{url}"
+        self.probing = False  # an idle probe is under way (recheck_decider)
+        self.probed_at = 0.0
 
     @property
     def identity(self) -> str | None:
@@ -376,14 +378,25 @@ def startup_problem(decider: Decider) -> str | None:
         decider.decide_blocking([Ask("probe", probe.state, probe.question)])
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
+    decider.answered_at = max(decider.answered_at, time.time())
     return None
 
 
 DECIDER_RECHECK_S = 5.0
+# A remote decider that no call has answered for this long is asked one question in the background, so that one that
+# hangs (or went away) while there is no traffic is found before the first request takes its fallbacks. A health
+# check does not wait for the probe (it could take the decider's whole timeout): it reports the probe's outcome once
+# there is one, on the next check.
+DECIDER_IDLE_PROBE_S = 30.0
+_IDLE_PROBES: set[asyncio.Task] = set()  # probes under way, each referenced until done
 
 
 async def recheck_decider(decider: Decider) -> str | None:
-    """The decider's problem, after asking a failing one again when it was last asked over DECIDER_RECHECK_S ago."""
+    """The decider's problem, after asking a failing one again when it was last asked over DECIDER_RECHECK_S ago;
+    a remote one that answers but has not been heard from for DECIDER_IDLE_PROBE_S is probed in the background."""
+    if decider.problem is None and isinstance(decider, RemoteDecider):
+        _probe_when_idle(decider)
+        return None
     if (decider.problem is None or not isinstance(decider, RemoteDecider)  # a local one is asked by requests only
             or time.time() - decider.failed_at < DECIDER_RECHECK_S):
         return decider.problem
@@ -393,3 +406,23 @@ async def recheck_decider(decider: Decider) -> str | None:
     else:
         decider.failed_at, decider.failure = time.time(), problem
     return decider.problem
+
+
+def _probe_when_idle(decider: RemoteDecider) -> None:
+    now = time.time()
+    if decider.probing or now - max(decider.answered_at, decider.probed_at) < DECIDER_IDLE_PROBE_S:
+        return
+    decider.probing, decider.probed_at = True, now
+    task = asyncio.get_running_loop().create_task(_idle_probe(decider))
+    _IDLE_PROBES.add(task)
+    task.add_done_callback(_IDLE_PROBES.discard)
+
+
+async def _idle_probe(decider: RemoteDecider) -> None:
+    asked = time.time()
+    try:
+        problem = await asyncio.to_thread(startup_problem, decider)
+    finally:
+        decider.probing = False
+    if problem is not None and decider.answered_at < asked:  # no request's call answered meanwhile
+        _mark_failed(decider, f"asked while idle, it did not answer: {problem}")
