@@ -203,7 +203,7 @@ def test_a_rerun_served_from_the_cache_keeps_the_measured_latency(tmp_path):
     args = argparse.Namespace(concurrency=32, metadata=[], results=tmp_path)
     measured = _metadata(args, "http://host:1", "m", argparse.Namespace(num_sent=100, wall_s=4.0))
     assert measured["latency"].startswith("25 requests/s")
-    write_result(tmp_path, {"model": "m", "date": "2026-01-01", "metadata": measured})
+    write_result(tmp_path, {"model": "m", "date": "2026-01-01", "tasks": {}, "metadata": measured})
     assert _metadata(args, "http://host:1", "m", argparse.Namespace(num_sent=0, wall_s=0.0)) == measured
     assert "latency" not in _metadata(args, "http://host:1", "other", argparse.Namespace(num_sent=0, wall_s=0.0))
 
@@ -213,7 +213,7 @@ def test_a_same_day_rerun_from_other_answers_says_it_replaced_them(tmp_path):
     from jevserve.bench.cli import _answers_version_of, _replacement_warning
     from jevserve.bench.results import write_result
 
-    first = {"model": "m", "date": "2026-01-01", "tasks": ["a"], "answers_version": "aaaa"}
+    first = {"model": "m", "date": "2026-01-01", "tasks": {"a": {}}, "answers_version": "aaaa"}
     write_result(tmp_path, first)
     again = {**first, "answers_version": "aaaa"}
     assert _replacement_warning(write_result(tmp_path, again), again, _answers_version_of(tmp_path, again)) is None
@@ -221,7 +221,7 @@ def test_a_same_day_rerun_from_other_answers_says_it_replaced_them(tmp_path):
     previous = _answers_version_of(tmp_path, other)
     warning = _replacement_warning(write_result(tmp_path, other), other, previous)
     assert previous == "aaaa" and "from other answers (version aaaa, now bbbb)" in warning
-    narrower = {**other, "tasks": [], "answers_version": "cccc"}  # kept beside it: nothing replaced
+    narrower = {**other, "tasks": {}, "answers_version": "cccc"}  # kept beside it: nothing replaced
     previous = _answers_version_of(tmp_path, narrower)
     assert _replacement_warning(write_result(tmp_path, narrower), narrower, previous) is None
 

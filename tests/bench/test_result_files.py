@@ -67,3 +67,20 @@ def test_two_same_day_runs_of_other_tasks_the_board_reads_the_later_and_names_th
     assert set(document["tasks"]) == {"verify", "steps"}
     (note,) = latest.ignored
     assert str(first) in note and "cache, route" in note and "run those tasks together" in note
+
+
+def test_a_result_without_its_tasks_is_left_out_of_the_board_and_named(tmp_path):
+    # an outside tester's results file had the result kind and version but no `tasks`: the web site said it was
+    # serving, and every board, model and task page was a 500 (KeyError), not only its row
+    import json
+
+    from jevserve.bench.results import KIND, VERSION
+
+    write_result(tmp_path, _document("2026-12-04", ["a"], model="good"))
+    (tmp_path / "cut").mkdir()
+    cut = tmp_path / "cut" / "2026-12-05.json"
+    cut.write_text(json.dumps({"kind": KIND, "version": VERSION, "model": "cut"}))
+    latest = latest_results(tmp_path)
+    assert [d["model"] for d in latest.documents] == ["good"]
+    (note,) = latest.ignored
+    assert str(cut) in note and "'tasks'" in note

@@ -141,10 +141,18 @@ def test_a_key_repeated_in_one_object_gets_422_rather_than_a_silently_lost_quest
         r = c.post("/v1/systemone", content=body.encode(), headers={"content-type": "application/json"})
         assert r.status_code == 422
         detail = r.json()["detail"][0]
-        assert detail["type"] == "duplicate_key" and "appears twice" in detail["msg"]
+        assert detail["type"] == "duplicate_key" and "appears more than once" in detail["msg"]
         # the same keys in different objects are fine
         fine = '{"state": {"a": 1}, "questions": {"a": {"type": "choice", "criteria": {"a": null, "b": null}}}}'
         assert c.post("/v1/systemone", content=fine.encode(), headers={"content-type": "application/json"}).is_success
+
+
+def test_a_body_that_is_not_json_is_told_so_even_when_it_also_repeats_a_key():
+    # an outside tester's body repeated a key and had trailing characters: it was called a duplicate key
+    body = b'{"state": "x", "questions": {"a": {"type": "noul"}, "a": {"type": "noul"}}} trailing'
+    with TestClient(create_app([FakeBackend()])) as c:
+        r = c.post("/v1/systemone", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422 and r.json()["detail"][0]["type"] == "json_invalid"
 
 
 def test_a_utf8_byte_order_mark_is_ignored_and_errors_carry_a_request_id():

@@ -53,6 +53,16 @@ def test_the_playground_database_is_readable_by_its_owner_only(tmp_path):
     assert (tmp_path / "play.sqlite").stat().st_mode & 0o777 == 0o600
 
 
+def test_a_playground_database_left_readable_by_others_is_made_owner_only(tmp_path):
+    # an outside tester re-testing the fix above: a database an older jevserve made (0644) kept its mode
+    from jevserve.web.store import Store
+
+    Store(tmp_path / "play.sqlite")
+    (tmp_path / "play.sqlite").chmod(0o644)
+    Store(tmp_path / "play.sqlite")
+    assert (tmp_path / "play.sqlite").stat().st_mode & 0o777 == 0o600
+
+
 def test_web_with_a_bad_port_exits_2(tmp_path, capsys):
     assert main(["web", "--results", str(RESULTS), "--port", "70000"]) == 2
     assert "--port 70000" in capsys.readouterr().err

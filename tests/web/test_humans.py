@@ -67,6 +67,27 @@ def test_versus_reports_people_and_model_accuracy_and_median_times():
     assert (row.people_median_ms, row.model_median_ms) == (3000.0, 5.0)
 
 
+def test_versus_tells_no_interval_for_one_player_and_the_people_page_says_so(tmp_path):
+    # an outside tester re-testing the one-player fix: the board said "no interval" while /people still showed
+    # `0% [0, 0]` and the model's `67% [67, 67]`, intervals over players that one player cannot give
+    from fastapi.testclient import TestClient
+
+    from tests.web.builders import make_app, options
+
+    one = [_answer("a", "yes", "yes", model_choice="yes"), _answer("c", "yes", "no", model_choice="no")]
+    (row,) = versus(one)
+    assert all(math.isnan(b) for b in (*row.people_interval, *row.model_interval))
+    two = [*one, {**_answer("a", "yes", "no", model_choice="yes"), "session_id": "other"}]
+    (row,) = versus(two)
+    assert all(math.isfinite(b) for b in (*row.people_interval, *row.model_interval))
+
+    client = TestClient(make_app(tmp_path / "db.sqlite"))
+    first = client.post("/play/rounds", follow_redirects=False).headers["location"]
+    client.post(f"{first}/answer", data={"position": "0", "choice": options(client.get(first).text)[0]})
+    people = client.get("/people").text
+    assert people.count("[one player: no interval]") == 2 and "[0, 0]" not in people and "[100, 100]" not in people
+
+
 def test_expected_accuracy_is_the_mean_of_per_answer_shares():
     from jevserve.web.answering import StoredRow
     from jevserve.web.decisions import PoolItem, Pools

@@ -79,6 +79,12 @@ def read_result(path: Path) -> dict[str, Any]:
         raise ResultsFormatError(f"{path} is not a bench result (its 'kind' is not {KIND!r})")
     if document.get("version") != VERSION:
         raise ResultsFormatError(f"{path} has version {document.get('version')!r}; this jevserve reads {VERSION}")
+    tasks = document.get("tasks")
+    if not isinstance(document.get("model"), str) or not isinstance(tasks, dict) or not all(
+            isinstance(result, dict) for result in tasks.values()):
+        # every reader indexes these; one file without them took down every page of the board, not only its row
+        raise ResultsFormatError(f"{path} is a bench result without its 'model' name or its 'tasks' (an object of "
+                                 "per-task results): not written by `jevserve bench run`, or cut short")
     return document
 
 

@@ -208,13 +208,17 @@ def _refuse_duplicate_keys(body: bytes) -> None:
     try:
         json.loads(body, object_pairs_hook=_unique_pairs)
     except _DuplicateKeyError as exc:
+        try:
+            json.loads(body)  # a body that is not JSON at all is told so (pydantic's json_invalid), not this
+        except (ValueError, RecursionError):
+            return
         raise ValidationError.from_exception_data(
             "SystemOneRequest",
             [InitErrorDetails(
                 type=PydanticCustomError(
                     "duplicate_key",
-                    "the key {key} appears twice in one JSON object; only one of them would be read (each question "
-                    "id, option name and field may appear once)",
+                    "the key {key} appears more than once in one JSON object; only one of them would be read (each "
+                    "question id, option name and field may appear once)",
                     {"key": json.dumps(exc.key, ensure_ascii=False)},
                 ),
                 loc=(),

@@ -16,6 +16,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 from starlette.routing import Match, Route
 
+from jevserve.gateway.responses import CLIENT_CLOSED
 from jevserve.web import pages, play
 from jevserve.web.context import HEAD_SCOPE_KEY, HERE, Context, WebSettings
 
@@ -40,6 +41,8 @@ def create_app(settings: WebSettings) -> FastAPI:
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:
+        if exc.status_code == CLIENT_CLOSED:
+            return Response(status_code=CLIENT_CLOSED)  # the visitor has gone: nobody reads a page
         headers = dict(exc.headers or {})
         if exc.status_code == 405:
             # the router names only the first route of the path; a path served by several (GET and POST) takes all
@@ -77,7 +80,11 @@ PAGES = "/, /models/NAME, /tasks/NAME, /play, /people, /live and /methodology"
 def _sentence(request: Request, status: int, detail: str, headers: dict[str, str]) -> str:
     """The error's own sentence; the framework's bare reason phrase ("Not Found") becomes one naming what was
     wrong."""
-    if detail != HTTPStatus(status).phrase:
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:  # a status the standard library does not name
+        return detail
+    if detail != phrase:
         return detail
     path = request.url.path[:200]
     if status == 404:

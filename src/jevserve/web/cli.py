@@ -122,7 +122,8 @@ def serve_command(args: argparse.Namespace) -> int:
     results: Path | None = args.results
     if not args.results.is_dir():
         if args.results != DEFAULT_RESULTS or not PACKAGED_BOARD.exists():
-            print(f"jevserve web: --results {args.results}: no such folder; run from the repository root or pass "
+            what = "a file, not a folder" if args.results.exists() else "no such folder"
+            print(f"jevserve web: --results {args.results}: {what}; run from the repository root or pass "
                   "--results DIR", file=sys.stderr)
             return 2
         results = None

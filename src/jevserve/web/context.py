@@ -26,6 +26,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from jevserve.gateway.responses import CLIENT_CLOSED
+from jevserve.protocol.body import BODY_TIMEOUT_S, BodyTimeoutError, body_chunks
 from jevserve.web.answering import Decider
 from jevserve.web.decisions import Pools
 from jevserve.web.site import SiteCache
@@ -98,6 +99,9 @@ class RoundLimit:
             return None
 
 
+FORM_TIMEOUT_S = BODY_TIMEOUT_S  # the whole form, as the other servers read a body
+
+
 class Pending:
     """What `Context.when_ready` answers while a page's part is still computed in the background."""
 
@@ -105,9 +109,12 @@ class Pending:
 PENDING = Pending()
 
 
-async def read_form(request: Request, max_bytes: int = MAX_FORM_BYTES, too_large: str = "") -> dict[str, str]:
+async def read_form(
+    request: Request, max_bytes: int = MAX_FORM_BYTES, too_large: str = "", timeout_s: float | None = None
+) -> dict[str, str]:
     """The url-encoded form body as single values; 413 over `max_bytes` (saying `too_large` when given), 400 when it
-    is not a form."""
+    is not a form, 408 when it has not all arrived within `timeout_s` (default FORM_TIMEOUT_S)."""
+    timeout_s = FORM_TIMEOUT_S if timeout_s is None else timeout_s
     media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media and media != "application/x-www-form-urlencoded":  # a JSON or multipart body parses as an empty form
         raise PageError(415, f"the body is {media}; send the form as application/x-www-form-urlencoded")
@@ -116,7 +123,7 @@ async def read_form(request: Request, max_bytes: int = MAX_FORM_BYTES, too_large
         raise PageError(413, too_large or f"the form is {int(declared):,} bytes; at most {max_bytes:,} are accepted")
     body = b""
     try:
-        async for chunk in request.stream():
+        async for chunk in body_chunks(request.stream(), timeout_s):
             body += chunk
             if len(body) > max_bytes:
                 raise PageError(413, too_large or f"the form is over {max_bytes:,} bytes; at most {max_bytes:,} are "
@@ -124,6 +131,10 @@ async def read_form(request: Request, max_bytes: int = MAX_FORM_BYTES, too_large
     except ClientDisconnect:
         # the visitor left before sending the whole form: nothing to answer or store, and no traceback in the log
         raise PageError(CLIENT_CLOSED, "the client closed the connection before its form arrived") from None
+    except BodyTimeoutError:
+        # a client that declares a form and stops sending it would hold its connection open for as long as it likes
+        raise PageError(408, f"the form did not arrive within {timeout_s:g} s",
+                        headers={"Connection": "close"}) from None
     try:
         parsed = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=32)
     except (UnicodeDecodeError, ValueError) as exc:

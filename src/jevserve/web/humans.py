@@ -156,6 +156,8 @@ def category_cells(cells: Mapping[str, HumanCell], category_tasks: Mapping[str, 
 def _share_with_interval(hits: np.ndarray, clusters: Sequence[str], seed: int) -> tuple[float, tuple[float, float]]:
     if hits.size == 0:
         return float("nan"), (float("nan"), float("nan"))
+    if len(set(clusters)) < 2:  # the draws resample players: with one, every draw is the same and no interval is told
+        return float(hits.mean()), (float("nan"), float("nan"))
     weights = bootstrap_weights(list(clusters), NUM_RESAMPLES, seed)
     with np.errstate(invalid="ignore", divide="ignore"):
         resampled = (weights * hits).sum(axis=1) / weights.sum(axis=1)

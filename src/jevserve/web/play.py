@@ -111,6 +111,14 @@ def register(app: FastAPI, context: Context) -> None:
     @app.post("/play/rounds")
     async def start_round(request: Request) -> RedirectResponse:
         await read_form(request)
+        # loading the pools takes tens of seconds on a fresh start (in the background, started here if not yet):
+        # the visitor is told to come back rather than left waiting on a spinning tab for up to a minute; asked
+        # before the round limit, so that a start refused for it is not counted as a round started
+        pools = context.pools_if_ready()
+        if pools is None:
+            raise PageError(503, "the playground's items are still being read after the site started (under a "
+                                 f"minute); try again in {POOLS_RETRY_S} seconds",
+                            headers={"Retry-After": str(POOLS_RETRY_S)})
         address = request.client.host if request.client else "-"
         wait_s = context.round_limit.admit(address)
         if wait_s is not None:
@@ -119,13 +127,6 @@ def register(app: FastAPI, context: Context) -> None:
                                  f"{limit.window_s / 60:g} minutes, the most one address may; try again in "
                                  f"{max(1, round(wait_s / 60))} minute{'s' if round(wait_s / 60) > 1 else ''}",
                             headers=retry_after(wait_s))
-        # loading the pools takes tens of seconds on a fresh start (in the background, started here if not yet):
-        # the visitor is told to come back rather than left waiting on a spinning tab for up to a minute
-        pools = context.pools_if_ready()
-        if pools is None:
-            raise PageError(503, "the playground's items are still being read after the site started (under a "
-                                 f"minute); try again in {POOLS_RETRY_S} seconds",
-                            headers={"Retry-After": str(POOLS_RETRY_S)})
         seed = secrets.randbits(63)
         round_id = secrets.token_urlsafe(16)
         model = context.settings.decider.name if context.settings.decider else "-"

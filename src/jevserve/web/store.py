@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import secrets
 import sqlite3
 import time
@@ -24,6 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 # Each entry moves the schema one version up; never edit an applied one, append a new one.
 MIGRATIONS: tuple[str, ...] = (
@@ -127,6 +130,20 @@ class StoreError(Exception):
     """The file given as the database is not one (the command line reports it in one line)."""
 
 
+def _owner_only(*paths: Path) -> None:
+    """Take the group's and others' access away from the files of a database made readable to them (by an older
+    jevserve, or a copy): it holds the session cookies and their signing key."""
+    for path in paths:
+        try:
+            mode = path.stat().st_mode & 0o777
+            if mode & 0o077:
+                path.chmod(mode & 0o700)
+        except FileNotFoundError:
+            continue
+        except PermissionError:
+            logger.warning("--db %s is readable by others and cannot be changed here: chmod 600 it", path)
+
+
 class Store:
     """Open (and migrate) the database at `path`; every method is one transaction on its own connection."""
 
@@ -137,6 +154,7 @@ class Store:
             # the file holds the session cookies and the key that signs them: readable by its owner only (the
             # WAL files SQLite makes beside it take the same mode)
             self.path.touch(mode=0o600)
+        _owner_only(self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm"))
         try:
             with self._connect() as conn:
                 conn.execute("PRAGMA journal_mode=WAL")
