@@ -13,8 +13,10 @@ from jevserve.gateway.calibration import PACKAGED_CALIBRATION, PACKAGED_TOOL_CAL
 from jevserve.gateway.config import default_config, parse_config
 from jevserve.gateway.errors import ConfigError
 from jevserve.gateway.operating_points import (
+    SCORE_RESOLUTION,
     ScoreCache,
     calibration_for,
+    kept_scores,
     resolve_operating_points,
     threshold_for_rate,
 )
@@ -32,6 +34,34 @@ def test_threshold_for_rate_acts_on_at_most_the_rate_in_every_shape():
         assert np.mean(scores[shapes == shape] >= threshold) <= 0.26
     assert threshold_for_rate(np.array([0.3, 0.2]), np.array(["x", "x"]), 0.5) == pytest.approx(0.2, abs=1e-12)
     assert threshold_for_rate(np.array([1.0] * 10), np.array(["x"] * 10), 0.05) > 1.0  # never acts
+
+
+def test_a_threshold_set_on_rounded_scores_sits_above_every_live_score_they_stand_for():
+    # scores are kept to 7 decimals; a threshold set just above a kept score sat below the live score about half the
+    # time, and an outside tester's calibration request was blocked live at P=0.9600908174 ≥ 0.9600908000000001
+    live = np.array([0.99, 0.9600908174131557, 0.5, 0.1] * 25)
+    shapes = np.array(["a"] * 100)
+    threshold = threshold_for_rate(kept_scores(live), shapes, 0.25, resolution=SCORE_RESOLUTION)
+    assert np.mean(live >= threshold) <= 0.25 and threshold < 0.99
+    assert threshold_for_rate(kept_scores(live), shapes, 0.25) <= 0.9600908174131557  # what it did before
+
+
+class ManyDigitsDecider(TextDecider):
+    """hash_score plus a part below the kept scores' seventh decimal, as a model's scores have."""
+
+    identity = "many-digits-test-decider"
+
+    def __init__(self) -> None:
+        super().__init__(lambda policy, state: hash_score(policy, state) * 0.999 + 4.9e-8)
+
+
+def test_scores_read_back_from_the_cache_give_the_threshold_the_fresh_ones_gave(tmp_path):
+    calibration = write_calibration(tmp_path / "cal.jsonl.gz")
+    cache = ScoreCache(tmp_path / "cache")
+    _, fresh = resolve_operating_points(rate_config(calibration), ManyDigitsDecider(), scores=cache)
+    decider = ManyDigitsDecider()
+    _, cached = resolve_operating_points(rate_config(calibration), decider, scores=cache)
+    assert decider.states == [] and cached == fresh  # read back, and the same point
 
 
 def write_calibration(path, num_per_shape=60):
@@ -363,7 +393,7 @@ def test_a_cache_rate_is_met_on_pairs_whose_answers_differ_asked_as_the_cache_as
     assert cache_pair_state("how do I negation thing 0?", "why negation item 0?") in decider.states
     assert not any("what is" in state for state in decider.states)
     scores = [cache_score("cache", state) for state in decider.states]
-    assert point.threshold == float(np.nextafter(max(scores), 2.0))  # the lowest that serves none of them
+    assert max(scores) < point.threshold <= max(scores) + 1e-7  # the lowest that serves none of them
     # and live, the resolved cache serves none of the calibration pairs and serves a pair scoring above them all
     policy = SemanticCacheDecision(resolved.routes[0].cache)
     top = decider.states[int(np.argmax(scores))]
@@ -520,6 +550,12 @@ def test_a_shape_too_small_for_its_rate_is_refused_before_anything_is_scored(tmp
     _, points = resolve_operating_points(rate_config(enough, max_false_action_rate=0.01), CountingDecider(hash_score),
                                          scores=ScoreCache(tmp_path), score_missing=False)  # fmt: skip
     assert math.isnan(next(p for p in points if p.decision == "guard").threshold)  # valid, not scored yet
+    # a file every request of which is labelled for the decision is known before scoring too (`check` passed one)
+    labelled = write_jsonl(tmp_path / "labelled.jsonl", [user_record(i, labels={"guard": True}) for i in range(120)])
+    decider = CountingDecider(hash_score)
+    with pytest.raises(ConfigError, match=r"all 120 requests .* are labelled for guard"):
+        resolve_operating_points(rate_config(labelled), decider, scores=ScoreCache(tmp_path), score_missing=False)
+    assert decider.states == []
 
 
 def test_a_log_used_as_it_stands_warns_of_what_it_caught_and_labels_can_leave_a_request_out(tmp_path):

@@ -146,6 +146,11 @@ def test_the_sweep_counts_actions_per_threshold_with_recall_and_false_actions_fr
     png = plot_sweep(rows, result, tmp_path / "sweep.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert {0.97, 0.99, 0.995, 0.999} <= set(at)  # finer near 1, where rate-set thresholds lie
+    # a threshold between the grid's, as rates set them, is told apart from its grid neighbour (an outside tester saw
+    # two rows of "0.960")
+    near = parse_config({"routes": [{"model": "m", "guard": {"threshold": 0.9600908}}]})
+    table = format_sweep(sweep(replay_log(path, near, decider=FixedDecider(answers))))
+    assert "guard          0.96 " not in table and " 0.960091 " in table and table.count("(in force)") == 1
 
 
 def test_a_null_label_leaves_a_request_out_of_the_sweeps_columns_and_thresholds_can_be_given(tmp_path, capsys):

@@ -89,7 +89,7 @@ class OperatingPoint:
 
     def describe(self) -> str:
         """One line: `route/guard  threshold 0.973  (max_false_action_rate 0.01: 0.98 % of 1,626 everyday ...)`."""
-        head = f"{self.route}/{self.decision:<8} threshold {self.threshold:.3f} [{self.mode}]"
+        head = f"{self.route}/{self.decision:<8} threshold {threshold_text(self.threshold)} [{self.mode}]"
         if self.max_false_action_rate is None and self.by_default:
             if self.rate_allowed:  # the usual slip: `guard: {}` read as "on, as recommended"
                 return (f"{head}  (WARNING: no max_false_action_rate or threshold given, so the fixed default 0.5, "
@@ -136,15 +136,37 @@ def requests_needed(rate: float) -> int:
     return max(MIN_PER_SHAPE, math.ceil(1 / rate - 1e-9)) if rate > 0 else MIN_PER_SHAPE
 
 
-def threshold_for_rate(scores: np.ndarray, shapes: np.ndarray, rate: float) -> float:
-    """The lowest threshold at which no shape has more than `rate` of its requests at or above it."""
+# Scores are kept (cached, packaged) to this many decimals. A kept score stands for any live score within half a step
+# of it, so a threshold set just above the kept score sat below the live one about half the time: the request it was
+# set to leave alone was acted on live (an outside tester's calibration file: 2 of 50 of a shape at a rate of 2%).
+SCORE_DECIMALS = 7
+SCORE_RESOLUTION = 10.0**-SCORE_DECIMALS
+
+
+def threshold_text(threshold: float) -> str:
+    """A threshold for people: three decimals, more where three would read as 0 or 1 (0.99981 is no "1.000": it
+    acts on a few requests, 1.000 on none)."""
+    text = f"{threshold:.3f}"
+    if text in ("0.000", "1.000") and 0 < threshold < 1:
+        return f"{threshold:.6f}".rstrip("0")
+    return text
+
+
+def kept_scores(scores: np.ndarray) -> np.ndarray:
+    """Scores as they are kept: rounded to SCORE_DECIMALS."""
+    return np.round(np.asarray(scores, dtype=np.float64), SCORE_DECIMALS)
+
+
+def threshold_for_rate(scores: np.ndarray, shapes: np.ndarray, rate: float, *, resolution: float = 0.0) -> float:
+    """The lowest threshold at which no shape has more than `rate` of its requests at or above it. With
+    `resolution` (scores rounded to that step), above the highest value the rounded score may stand for."""
     threshold = 0.0
     for shape in np.unique(shapes):
         ranked = np.sort(scores[shapes == shape])[::-1]
         allowed = math.floor(rate * len(ranked) + 1e-9)  # requests of this shape that may be acted on
         if allowed < len(ranked):
             # just above the first score that must not be acted on (a threshold above 1 never acts)
-            threshold = max(threshold, float(np.nextafter(ranked[allowed], np.inf)))
+            threshold = max(threshold, float(np.nextafter(ranked[allowed] + resolution / 2, np.inf)))
     return threshold
 
 
@@ -222,7 +244,7 @@ class ScoreCache:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             tmp = self.directory / f"{key}.json.tmp"
-            tmp.write_text(json.dumps([round(float(s), 7) for s in scores]))
+            tmp.write_text(json.dumps([float(s) for s in kept_scores(scores)]))
             tmp.replace(self.directory / f"{key}.json")
         except OSError:
             return
@@ -306,6 +328,12 @@ def _calibrate(
             "whose answers differ (records with 'cached' beside 'body'; docs/gateway.md, Operating points); add them, "
             "give the cache `calibration: packaged` (jevserve's blind-written pairs) or give it a threshold"
         )
+    if not negatives:  # every request labelled for this decision (known before scoring: `check` says so)
+        raise ConfigError(
+            f"routes: {route.model}.{key}.max_false_action_rate: all {len(data.requests):,} requests of the "
+            f"calibration file {data.name} are labelled for {key} (true or null), so none is left as an ordinary "
+            "request to set its rate on; add unlabelled ones or give a threshold"
+        )
     shapes, unit = _shapes_and_unit(key, negatives)
     cache_key = score_key(decider, key, policy_config, route, data) if decider.identity is not None else None
     found = cache.get(cache_key) if cache_key is not None else None
@@ -332,14 +360,9 @@ def _calibrate(
                 f"routes: {route.model}.{key}.max_false_action_rate: scoring the calibration requests with "
                 f"{decider.name} failed ({type(exc).__name__}: {exc}); make the decider answer, or give a threshold"
             ) from exc
+        found = kept_scores(found)  # as the cache keeps them: the same threshold whether scored now or read back
         if cache_key is not None:
             cache.put(cache_key, found)
-    if not negatives:  # every request labelled for this decision (the tool gate and cache said so above)
-        raise ConfigError(
-            f"routes: {route.model}.{key}.max_false_action_rate: all {len(data.requests):,} requests of the "
-            f"calibration file {data.name} are labelled for {key} (true or null), so none is left as an ordinary "
-            "request to set its rate on; add unlabelled ones or give a threshold"
-        )
     unjudged = 0
     # a request the decision asks nothing about is never acted on, and is scored 0.0 (score_requests): only where
     # some score is 0.0 is each request's inputs rebuilt to tell which (start-up reads thousands of cached scores)
@@ -356,7 +379,7 @@ def _calibrate(
         found, shapes = found[judged], shapes[judged]
     rate = policy_config.max_false_action_rate
     _require_enough(route, key, rate, shapes, data, unit)
-    threshold = threshold_for_rate(found, shapes, rate)
+    threshold = threshold_for_rate(found, shapes, rate, resolution=SCORE_RESOLUTION)
     by_shape = tuple((s, float(np.mean(found[shapes == s] >= threshold))) for s in sorted(set(shapes.tolist())))
     return OperatingPoint(
         route=route.model,
@@ -474,7 +497,7 @@ def write_packaged(
         found = cache.get(score_id)
         if found is None:
             raise ValueError(f"{route.model}/{key}: no scores cached for {decider.name}; score them first")
-        scores[score_id] = [round(float(s), 7) for s in found]
+        scores[score_id] = [float(s) for s in kept_scores(found)]
     models = read_packaged(path) | {decider.name: scores}
     path.write_text(json.dumps({"models": models}, sort_keys=True, separators=(",", ":")) + "\n")
     return list(scores)

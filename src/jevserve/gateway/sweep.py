@@ -30,6 +30,7 @@ class SweepRow:
     num_scored: int  # replayed requests the decision gave a probability for
     recall: float | None  # acted share of the labelled positives (None: no positive labels)
     false_action_rate: float | None  # acted share of the labelled negatives (None: no negative labels)
+    in_force: bool = False  # the threshold the config sets (rate-set ones fall between the grid's)
 
 
 def sweep(replay: Replay, thresholds: tuple[float, ...] = THRESHOLDS) -> list[SweepRow]:
@@ -55,6 +56,7 @@ def sweep(replay: Replay, thresholds: tuple[float, ...] = THRESHOLDS) -> list[Sw
                     len(p),
                     float(acted[positive].mean()) if positive.any() else None,
                     float(acted[negative].mean()) if negative.any() else None,
+                    in_force=bool(extra) and t == extra[0],
                 )
             )
     return rows
@@ -67,8 +69,10 @@ def format_sweep(rows: list[SweepRow]) -> str:
         recall = "-" if r.recall is None else f"{r.recall:.3f}"
         false = "-" if r.false_action_rate is None else f"{r.false_action_rate:.3f}"
         share = r.num_acted / r.num_scored if r.num_scored else 0.0
-        line = f"{r.decision:<10} {r.threshold:>9.3f} {r.num_acted:>7} {r.num_scored:>6} {share:>7.1%}"
-        lines.append(f"{line} {recall:>7} {false:>7}")
+        # the one in force to six decimals: a rate-set 0.9600908 beside the grid's 0.96 read as the same row twice
+        threshold = f"{r.threshold:.6f}".rstrip("0") if r.in_force else f"{r.threshold:.3f}"
+        line = f"{r.decision:<10} {threshold:>9} {r.num_acted:>7} {r.num_scored:>6} {share:>7.1%}"
+        lines.append(f"{line} {recall:>7} {false:>7}" + ("  (in force)" if r.in_force else ""))
     return "\n".join(lines)
 
 

@@ -91,8 +91,10 @@ def test_bad_port_and_bad_config_are_refused(tmp_path, capsys) -> None:
 
 def test_the_command_serves_health_and_requests_then_stops_on_sigterm(tmp_path) -> None:
     port, metrics_port = free_port(), free_port()
+    # a deadline far above the decisions' (200 ms + 500 by default): on a loaded 2-core machine the first request's
+    # decisions took longer, the exchange failed open as it should, and the stream ended before the reply's phase
     command = [sys.executable, "-m", "jevserve.cli", "extproc", "--config", str(write_config(tmp_path)),
-               "--port", str(port), "--metrics-port", str(metrics_port)]
+               "--port", str(port), "--metrics-port", str(metrics_port), "--deadline-ms", "10000"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         banner = proc.stdout.readline()
