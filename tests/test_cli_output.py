@@ -39,3 +39,16 @@ def test_ctrl_c_while_the_commands_load_or_run_is_one_line_and_exit_130(monkeypa
     assert cli.main(["data", "list"]) == 128 + signal.SIGINT
     assert capsys.readouterr().err == "jevserve data: interrupted\n"
 
+
+
+def test_ctrl_c_during_a_fetch_says_a_rerun_fetches_the_rest(monkeypatch, capsys):
+    # an outside tester's interrupted fetch printed only "interrupted", where its --help promises a rerun resumes
+    import jevserve.bench.sources as sources
+    from jevserve.cli import main
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sources, "fetch_sources", interrupted)
+    assert main(["data", "fetch"]) == 128 + signal.SIGINT
+    assert "running the same command again fetches the rest" in capsys.readouterr().err

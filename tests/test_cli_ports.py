@@ -28,6 +28,10 @@ def test_a_port_out_of_range_exits_2_before_anything_loads(argv, low, value, cap
         (["serve", "--port", "abc"], "jevserve serve: error: --port 'abc': expected a port from 1 to 65535"),
         (["sim", "run", "--rate", "abc"], "jevserve sim run: error: argument --rate: 'abc' is not a number"),
         (["bench", "run", "--tasks"], "jevserve bench run: error: argument --tasks: expected one argument"),
+        # an unknown flag is refused by the top parser, whose help lists no sub-command's options
+        (["bench", "run", "--endpont", "x"], "jevserve bench run: error: unrecognized arguments: --endpont x"),
+        (["serve", "--prot"], "jevserve serve: error: unrecognized arguments: --prot"),
+        (["--bogus"], "jevserve: error: unrecognized arguments: --bogus"),
     ],
 )
 def test_a_refused_option_gets_two_lines_not_the_usage_block(argv, says, capsys):

@@ -159,7 +159,20 @@ class CommandParser(argparse.ArgumentParser):
                    and a.split("=", 1)[0] not in self._option_string_actions]
         if unknown and "invalid choice" in message:
             message = f"unrecognized arguments: {' '.join(unknown)}"
-        self.exit(2, f"{self.prog}: error: {message}\nrun `{self.prog} --help` to see its options\n")
+        # the root parser refuses what no parser took: its help does not list a sub-command's options, so point at
+        # the sub-command's (`jevserve bench run --endpont` → `jevserve bench run --help`)
+        prog = self._command_prog() if message.startswith("unrecognized arguments") else self.prog
+        self.exit(2, f"{prog}: error: {message}\nrun `{prog} --help` to see its options\n")
+
+    def _command_prog(self) -> str:
+        parser: argparse.ArgumentParser = self
+        for arg in getattr(self, "_arguments_seen", ()):
+            commands = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+            if commands is None:
+                break
+            if arg in commands.choices:
+                parser = commands.choices[arg]
+        return parser.prog
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,7 +23,8 @@ def test_a_run_with_no_data_here_says_to_fetch_it(capsys, tmp_path):
                  "--results", str(tmp_path / "r")])
     err = capsys.readouterr().err
     assert code == 1
-    assert "jevserve data fetch --source fow-cache-pairs" in err
+    # into the cache this run reads (an outside tester fetched into the default one and failed the same way again)
+    assert f"jevserve data fetch --source fow-cache-pairs --cache {tmp_path}`" in err
 
 
 def test_board_without_results_says_to_run_first(capsys, tmp_path):

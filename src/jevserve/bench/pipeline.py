@@ -63,6 +63,9 @@ def load_tasks(
     real data, test items that are near-duplicates of a text training may read are dropped (bench.leaks), and
     (with `everyday`) each task gets the items it reads on everyday traffic."""
     loaded, skipped = [], []
+    if isinstance(data, BenchData):  # reading the sources and the leak check take half a minute before any request
+        log(f"reading the data of {len(tasks)} task{'s' if len(tasks) != 1 else ''} and the texts training may read "
+            "(about half a minute)")
     for task in tasks:
         try:
             train, test = split_items(task.load_items(data))

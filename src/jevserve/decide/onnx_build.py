@@ -17,6 +17,7 @@ and renamed into place, so concurrent processes never read a half-written model.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import tempfile
 import warnings
@@ -196,10 +197,27 @@ def _quantise_int8(fp32: Path, out: Path) -> None:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    quantize_dynamic(
-        str(fp32),
-        str(out),
-        weight_type=QuantType.QInt8,
-        per_channel=True,
-        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT, "MatMulConstBOnly": True},
-    )
+    # onnxruntime advises pre-processing (shape inference) on the root logger, with a link to an image-classification
+    # example: nothing a user of the first start can act on; the graph is already optimised above
+    root = logging.getLogger()
+    advice = _DropMessage("pre-processing before quantization")
+    root.addFilter(advice)
+    try:
+        quantize_dynamic(
+            str(fp32),
+            str(out),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT, "MatMulConstBOnly": True},
+        )
+    finally:
+        root.removeFilter(advice)
+
+
+class _DropMessage(logging.Filter):
+    def __init__(self, part: str) -> None:
+        super().__init__()
+        self.part = part
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.part not in record.getMessage()

@@ -156,7 +156,7 @@ def run_gateway(args: argparse.Namespace) -> int:
         # not listened on yet: until uvicorn listens (after the decider is loaded) a client is refused at once
         # rather than held in the backlog; from then on it answers, 503 until the gateway is built (starting.py)
     except OSError as exc:
-        return _fail(f"--host {args.host} --port {args.port}: cannot bind ({exc.strerror})")
+        return _fail(f"--host {args.host} --port {args.port}: cannot listen there ({exc.strerror})")
     return _serve(config, sock, args)
 
 

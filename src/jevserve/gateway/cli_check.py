@@ -94,7 +94,9 @@ def run_check(args: argparse.Namespace) -> int:
         problem = cache_install_problem()  # the gateway would fail at start: the check says so now
         if problem is not None:
             return _fail(problem)
-    print(f"{args.config}: valid ({len(config.routes)} routes, {len(config.upstreams)} upstreams)")
+    routes, upstreams = len(config.routes), len(config.upstreams)
+    print(f"{args.config}: valid ({routes} route{'s' if routes != 1 else ''}, "
+          f"{upstreams} upstream{'s' if upstreams != 1 else ''})")
     print(_log_line(config.log.path))
     if not config.routes:
         print("warning: no routes, so every request gets 404 (model not found); add one under `routes:` "

