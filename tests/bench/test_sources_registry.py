@@ -65,8 +65,16 @@ def fake_pip(wheels: dict[str, Path], failing: set[str] = frozenset(), calls: li
 def test_a_missing_source_names_the_exact_fetch_command(tmp_path):
     with pytest.raises(SourceMissingError) as caught:
         load_source("bastioncorpus", cache=tmp_path, use_installed=False)
-    assert "run `jevserve data fetch --source bastioncorpus`" in str(caught.value)
     assert "bastioncorpus==0.6.0" in str(caught.value)
+    # into the cache asked for: a fetch into the default one would leave this one as it is
+    assert caught.value.command == f"jevserve data fetch --source bastioncorpus --cache {tmp_path}"
+    assert f"run `{caught.value.command}`" in str(caught.value)
+
+
+def test_a_source_missing_from_the_default_cache_names_the_plain_fetch_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("JEVSERVE_CACHE", str(tmp_path))
+    with pytest.raises(SourceMissingError) as caught:
+        load_source("bastioncorpus", use_installed=False)
     assert caught.value.command == "jevserve data fetch --source bastioncorpus"
 
 

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 
 
 class DataSourceError(RuntimeError):
@@ -41,13 +40,16 @@ class SourceMissingError(DataSourceError):
         super().__init__(f"{message}; run `{command}`")
 
     @classmethod
-    def not_fetched(cls, name: str, package: str, version: str, cache_dir: str) -> SourceMissingError:
-        """The source's release is neither in the cache nor installed."""
+    def not_fetched(
+        cls, name: str, package: str, version: str, cache_dir: str, *, default_cache: bool = True
+    ) -> SourceMissingError:
+        """The source's release is neither in the cache nor installed; the command fetches into `cache_dir` where it
+        is not the default cache (a fetch into the default one would not help)."""
         return cls(
             name,
             f"data source {name!r} ({package}=={version}) is not in the cache at {cache_dir} and that version is not "
             "installed",
-            f"jevserve data fetch --source {name}{_cache_flag(cache_dir)}",
+            f"jevserve data fetch --source {name}" + ("" if default_cache else f" --cache {cache_dir}"),
         )
 
     @classmethod
@@ -55,13 +57,6 @@ class SourceMissingError(DataSourceError):
         """The source's files are here but reading them needs an optional Python package."""
         return cls(name, f"data source {name!r} needs the Python package {module!r}", f"pip install '{requirement}'",
                    missing_module=module)
-
-
-def _cache_flag(cache_dir: str) -> str:
-    """` --cache DIR` where the cache asked for is not the default one: a fetch into the default would not help."""
-    from jevserve.bench.sources.cache import default_cache_dir  # that module imports this one
-
-    return "" if Path(cache_dir).expanduser().resolve() == default_cache_dir().resolve() else f" --cache {cache_dir}"
 
 
 class FetchError(DataSourceError):

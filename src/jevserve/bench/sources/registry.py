@@ -14,7 +14,7 @@ from typing import Any
 from tqdm import tqdm
 
 from jevserve.bench.sources import agent, champ, chitchat, harmful, injection, overrefusal, semantic_cache, tools
-from jevserve.bench.sources.cache import Location, intact_location, locate, resolve_cache_dir
+from jevserve.bench.sources.cache import Location, default_cache_dir, intact_location, locate, resolve_cache_dir
 from jevserve.bench.sources.errors import (
     DataSourceError,
     FetchError,
@@ -101,7 +101,8 @@ def load_source(
     cache_dir = resolve_cache_dir(cache)
     location = locate(spec, cache_dir, use_installed=use_installed)
     if location is None:
-        raise SourceMissingError.not_fetched(spec.name, spec.archive.package, spec.archive.version, str(cache_dir))
+        raise SourceMissingError.not_fetched(spec.name, spec.archive.package, spec.archive.version, str(cache_dir),
+                                             default_cache=cache_dir.resolve() == default_cache_dir().resolve())
     stamp = f"{location.manifest.sha256}@{location.manifest.fetched_at}" if location.manifest else location.kind
     refetch = f"jevserve data fetch --source {name} --force"
     try:
