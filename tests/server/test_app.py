@@ -174,7 +174,8 @@ def test_metrics_count_requests_questions_errors_and_batches():
 
 def test_healthz_reports_ok_and_queue_depths():
     with client_for() as c:
-        assert c.get("/healthz").json() == {"status": "ok", "models": ["fake-1"], "queue_depth": {"fake-1": 0}}
+        assert c.get("/healthz").json() == {"status": "ok", "models": ["fake-1"], "queue_depth": {"fake-1": 0},
+                                            "running": {"fake-1": 0}}
         assert c.head("/healthz").status_code == 200  # what many load balancers' probes send
         assert c.head("/v1/models").status_code == 200 and c.head("/metrics").status_code == 200
 

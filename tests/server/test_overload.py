@@ -36,10 +36,13 @@ def test_full_queue_answers_429_with_retry_after_and_recovers():
                 while app.state.jevserve.models["fake-1"].batcher.queue_depth < 3:
                     await asyncio.sleep(0.01)
                 rejected = await c.post("/v1/systemone", json=ticket_body(state="one too many"))
+                # what the model is answering shows beside what waits (a tester read 0 while a model computed)
+                busy = (await c.get("/healthz")).json()
                 backend.release.set()
-                return rejected, await blocker, await queued, await c.post("/v1/systemone", json=ticket_body())
+                return rejected, await blocker, await queued, await c.post("/v1/systemone", json=ticket_body()), busy
 
-        rejected, blocker, queued, after = asyncio.run(scenario())
+        rejected, blocker, queued, after, busy = asyncio.run(scenario())
+    assert busy["running"] == {"fake-1": 3} and busy["queue_depth"] == {"fake-1": 3}
     assert rejected.status_code == 429
     assert int(rejected.headers["retry-after"]) >= 1
     assert rejected.json()["detail"]["error_type"] == "overloaded_error"

@@ -161,10 +161,16 @@ class Batcher:
         self._timed_unit_seconds = 0.0
         self._timed_units = 0.0
         self._running: tuple[float, float] | None = None  # the batch under way: its work units and perf_counter start
+        self._running_items = 0  # the questions of the batch under way
         # actual over estimated waits of admitted requests, decayed: what the units leave out (batches of many short
         # texts run faster per unit than a few long ones; other work on the machine slows every batch)
         self._estimate_scale = 1.0
         self._promised_until = 0.0  # on `_now()`'s clock: when the work of the clients already refused should be done
+
+    @property
+    def running(self) -> int:
+        """Questions in the batch the backend is answering now (0 for a concurrent backend: see queue_depth)."""
+        return self._running_items
 
     @property
     def queue_depth(self) -> int:
@@ -355,7 +361,7 @@ class Batcher:
         items = [item for chunk in batch for item in chunk.job.items[chunk.start : chunk.stop]]
         started = time.perf_counter()
         units = work_units(items, self._in_context)
-        self._running = (units, started)
+        self._running, self._running_items = (units, started), len(items)
         try:
             results = await loop.run_in_executor(self._executor, self.backend.decide, items)
             if len(results) != len(items):
@@ -369,7 +375,7 @@ class Batcher:
                     await self._execute(loop, [chunk])
             return
         finally:
-            self._running = None
+            self._running, self._running_items = None, 0
         elapsed = time.perf_counter() - started
         keep = 0.5 ** (len(items) / TIMING_HALF_LIFE_ITEMS)
         self._timed_seconds = keep * self._timed_seconds + elapsed

@@ -220,7 +220,7 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
             on_batch=metrics.batch_observer(name),
             arriving=lambda: state.num_arriving,
         )
-        metrics.watch_queue(name, lambda b=batcher: b.queue_depth)
+        metrics.watch_queue(name, lambda b=batcher: b.queue_depth, lambda b=batcher: b.running)
         state.models[name] = ServedModel(backend, batcher)
 
     async def learn_card(served: ServedModel) -> None:
@@ -413,6 +413,8 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
                 "status": "upstream_failing" if upstream else "ok",
                 "models": list(state.models),
                 "queue_depth": {name: served.batcher.queue_depth for name, served in state.models.items()},
+                # a model computing a long batch has nothing queued: what it is answering says it is busy
+                "running": {name: served.batcher.running for name, served in state.models.items()},
                 **({"upstream_problems": upstream} if upstream else {}),
             },
             503 if upstream else 200,

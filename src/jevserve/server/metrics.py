@@ -45,13 +45,18 @@ class ServerMetrics:
         self.queue_depth = Gauge(
             "jevserve_queue_depth", "Questions waiting for a batch", ["model"], registry=self.registry
         )
+        self.running = Gauge(
+            "jevserve_batch_running", "Questions in the batch being answered", ["model"], registry=self.registry
+        )
         self.disconnects = Counter(
             "jevserve_client_disconnects", "Requests whose client left before the answer", registry=self.registry
         )
 
-    def watch_queue(self, model: str, depth: Callable[[], int]) -> None:
-        """Report a batcher's queue depth at scrape time."""
+    def watch_queue(self, model: str, depth: Callable[[], int], running: Callable[[], int] | None = None) -> None:
+        """Report a batcher's queue depth (and the questions of its batch under way) at scrape time."""
         self.queue_depth.labels(model=model).set_function(depth)
+        if running is not None:
+            self.running.labels(model=model).set_function(running)
 
     def batch_observer(self, model: str) -> Callable[[int, float], None]:
         """A callback for the batcher that records each batch's size and duration."""
