@@ -147,6 +147,19 @@ def test_a_key_repeated_in_one_object_gets_422_rather_than_a_silently_lost_quest
         assert c.post("/v1/systemone", content=fine.encode(), headers={"content-type": "application/json"}).is_success
 
 
+@pytest.mark.parametrize(
+    "extra",
+    ['"x_extra": {"z": 1, "z": 2}', '"x_extra": [{"z": 1, "z": 2}]', '"x_extra": 1, "x_extra": 2'],
+)
+def test_a_key_repeated_only_in_a_field_the_server_ignores_refuses_nothing(extra):
+    # an outside tester's repeated key inside an unknown field refused the whole request; the contract says unknown
+    # fields SHOULD be ignored
+    body = '{"state": "x", "questions": {"a": {"type": "noul"}}, ' + extra + "}"
+    with TestClient(create_app([FakeBackend()])) as c:
+        r = c.post("/v1/systemone", content=body.encode(), headers={"content-type": "application/json"})
+    assert r.status_code == 200, r.text
+
+
 def test_a_body_that_is_not_json_is_told_so_even_when_it_also_repeats_a_key():
     # an outside tester's body repeated a key and had trailing characters: it was called a duplicate key
     body = b'{"state": "x", "questions": {"a": {"type": "noul"}, "a": {"type": "noul"}}} trailing'

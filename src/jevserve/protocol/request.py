@@ -183,51 +183,76 @@ def parse_request(body: bytes) -> SystemOneRequest:
     return request
 
 
-class _DuplicateKeyError(ValueError):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
+class _Parsed(dict):
+    """A parsed JSON object that remembers the first key repeated in it or in any object within it."""
+
+    repeated: str | None = None  # repeated in this object itself
+    repeated_within: str | None = None  # here or in an object it contains
 
 
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found = dict(pairs)
-    if len(found) != len(pairs):
+def _repeated_in(value: Any) -> str | None:
+    stack = [value]
+    while stack:  # lists are walked here; an object carries what was found within it already
+        item = stack.pop()
+        if isinstance(item, _Parsed):
+            if item.repeated_within is not None:
+                return item.repeated_within
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
+def _noting_repeats(pairs: list[tuple[str, Any]]) -> _Parsed:
+    parsed = _Parsed(pairs)
+    if len(parsed) != len(pairs):
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise _DuplicateKeyError(key)
+                parsed.repeated = key
+                break
             seen.add(key)
-    return found
+    parsed.repeated_within = parsed.repeated or next(
+        (found for _, value in pairs if (found := _repeated_in(value)) is not None), None)
+    return parsed
+
+
+# The fields a request is read by; a repeated key within any other is in a field the server ignores (the contract:
+# unknown fields SHOULD be ignored), so it refuses nothing
+_READ_FIELDS = frozenset({"model", "state", "questions", "assets"})
 
 
 def _refuse_duplicate_keys(body: bytes) -> None:
-    """A 422 for a key repeated within one JSON object. JSON parsers keep the last of them (pydantic's too), so a
-    repeated question id or option name would lose a question or an option without a word; RFC 8259 §4 leaves
-    such objects' meaning to the parser. A second parse of an already valid body: a few ms per MB, a tenth of
-    the validation's own time."""
+    """A 422 for a key repeated within one JSON object of what the request is read by. JSON parsers keep the last of
+    them (pydantic's too), so a repeated question id or option name would lose a question or an option without a
+    word; RFC 8259 §4 leaves such objects' meaning to the parser. A second parse of an already valid body: a few ms
+    per MB, a tenth of the validation's own time."""
     try:
-        json.loads(body, object_pairs_hook=_unique_pairs)
-    except _DuplicateKeyError as exc:
-        try:
-            json.loads(body)  # a body that is not JSON at all is told so (pydantic's json_invalid), not this
-        except (ValueError, RecursionError):
-            return
-        raise ValidationError.from_exception_data(
-            "SystemOneRequest",
-            [InitErrorDetails(
-                type=PydanticCustomError(
-                    "duplicate_key",
-                    "the key {key} appears more than once in one JSON object; only one of them would be read (each "
-                    "question id, option name and field may appear once)",
-                    {"key": json.dumps(exc.key, ensure_ascii=False)},
-                ),
-                loc=(),
-                input="",
-            )],
-            input_type="json",
-        ) from None
+        top = json.loads(body, object_pairs_hook=_noting_repeats)
     except (ValueError, RecursionError):
-        return  # a body pydantic reads and this parser does not: pydantic's reading stands
+        return  # not JSON (pydantic's json_invalid says so), or a body pydantic reads and this parser does not
+    if not isinstance(top, _Parsed) or top.repeated_within is None:
+        return
+    if top.repeated in _READ_FIELDS:
+        key = top.repeated
+    else:
+        key = next((found for name, value in top.items() if name in _READ_FIELDS
+                    and (found := _repeated_in(value)) is not None), None)
+        if key is None:
+            return
+    raise ValidationError.from_exception_data(
+        "SystemOneRequest",
+        [InitErrorDetails(
+            type=PydanticCustomError(
+                "duplicate_key",
+                "the key {key} appears more than once in one JSON object; only one of them would be read (each "
+                "question id, option name and field may appear once)",
+                {"key": json.dumps(key, ensure_ascii=False)},
+            ),
+            loc=(),
+            input="",
+        )],
+        input_type="json",
+    )
 
 
 # Numbers that may overflow a double: the parser reads `1e999` as infinity, which no JSON answer can carry back
