@@ -25,6 +25,7 @@ def test_a_run_with_no_data_here_says_to_fetch_it(capsys, tmp_path):
     assert code == 1
     # into the cache this run reads (an outside tester fetched into the default one and failed the same way again)
     assert f"jevserve data fetch --source fow-cache-pairs --cache {tmp_path}`" in err
+    assert f"no task has its data here; run `jevserve data fetch --cache {tmp_path}`" in err
 
 
 def test_board_without_results_says_to_run_first(capsys, tmp_path):

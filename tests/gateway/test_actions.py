@@ -543,6 +543,9 @@ def test_the_reason_shows_probability_and_threshold_at_a_precision_that_tells_th
     assert comparison(0.97, 0.5) == "0.970 ≥ 0.500"
     assert comparison(0.2, 0.25) == "0.200 < 0.250"
     assert comparison(0.5, 0.5) == "0.500000 ≥ 0.500000"
+    # a rate-set tool-gate threshold read "P=0.000 < 1.000" in an outside tester's log, as if nothing could reach it
+    assert comparison(0.0, 0.9998108) == "0.0000 < 0.9998"
+    assert comparison(0.2, 1.0) == "0.200 < 1.000"
 
 
 def test_a_request_the_decider_turns_away_is_told_it_would_not_be_answered_in_time():

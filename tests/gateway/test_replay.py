@@ -78,6 +78,22 @@ def test_the_logs_of_replicas_sharing_a_store_replay_together_merged_by_time_wit
     assert [r.excerpt for r in merged.requests] == TEXTS  # in the order they were served, whatever order the logs
 
 
+def test_a_log_given_twice_is_refused_and_an_empty_one_beside_others_adds_nothing(tmp_path):
+    # an outside re-tester gave one log twice (every request replayed twice, 62 false changes) and an empty one
+    # beside a full one (the whole replay stopped)
+    path = write_log(tmp_path, {"guard": 0.2, "cache": 0.9})
+    config = parse_config({"routes": [{"model": "m", **ROUTE}]})
+    with pytest.raises(LogError, match="given twice"):
+        replay_log([path, tmp_path / "." / path.name], config, decider=FixedDecider({}), embed=char_embed)
+    (tmp_path / "idle.jsonl").write_text("")
+    both = replay_log([path, tmp_path / "idle.jsonl"], config, decider=FixedDecider({"guard": 0.2, "cache": 0.9}),
+                      embed=char_embed)
+    assert len(both.requests) == len(TEXTS) and [r.changed() for r in both.requests] == [[]] * len(TEXTS)
+    (tmp_path / "idle2.jsonl").write_text("")
+    with pytest.raises(LogError, match="hold no records"):
+        replay_log([tmp_path / "idle.jsonl", tmp_path / "idle2.jsonl"], config, decider=FixedDecider({}))
+
+
 def test_logs_without_times_are_not_merged_by_guess(tmp_path):
     lines = [json.dumps({"messages": [{"role": "user", "content": "hi"}]})]
     for name in ("a.jsonl", "b.jsonl"):

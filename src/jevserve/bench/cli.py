@@ -217,7 +217,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if not loaded:
-        print("error: no task has its data here; run `jevserve data fetch`", file=sys.stderr)
+        cache = f" --cache {args.data_cache}" if args.data_cache else ""  # where this run reads, not the default
+        print(f"error: no task has its data here; run `jevserve data fetch{cache}`", file=sys.stderr)
         return 1
     if args.baselines:
         tasks = ["--tasks", args.tasks] if args.tasks else []

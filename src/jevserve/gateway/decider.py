@@ -213,7 +213,7 @@ class RemoteDecider(LocalDecider):
         super().__init__(RemoteBackend(url, api_key=api_key, model=model, timeout_s=timeout_s, transport=transport,
                                        key_setting="`decider_key_env` in the gateway's config"))
         self.name = f"remote:{url}"
-        self.probing = False  # an idle probe is under way (recheck_decider)
+        self.probing = False  # a probe is under way (recheck_decider)
         self.probed_at = 0.0
 
     @property
@@ -388,41 +388,44 @@ DECIDER_RECHECK_S = 5.0
 # check does not wait for the probe (it could take the decider's whole timeout): it reports the probe's outcome once
 # there is one, on the next check.
 DECIDER_IDLE_PROBE_S = 30.0
-_IDLE_PROBES: set[asyncio.Task] = set()  # probes under way, each referenced until done
+_PROBES: set[asyncio.Task] = set()  # probes under way, each referenced until done
 
 
 async def recheck_decider(decider: Decider) -> str | None:
-    """The decider's problem, after asking a failing one again when it was last asked over DECIDER_RECHECK_S ago;
-    a remote one that answers but has not been heard from for DECIDER_IDLE_PROBE_S is probed in the background."""
-    if decider.problem is None and isinstance(decider, RemoteDecider):
-        _probe_when_idle(decider)
-        return None
-    if (decider.problem is None or not isinstance(decider, RemoteDecider)  # a local one is asked by requests only
-            or time.time() - decider.failed_at < DECIDER_RECHECK_S):
+    """The decider's problem as known now; never waits for the decider. A remote one is asked one question in the
+    background: a failing one when it was last asked over DECIDER_RECHECK_S ago (its answer clears the problem),
+    one that answers when no call has answered for DECIDER_IDLE_PROBE_S. A local one is asked by requests only."""
+    if not isinstance(decider, RemoteDecider):
         return decider.problem
-    problem = await asyncio.to_thread(startup_problem, decider)
-    if problem is None:
-        decider.answered_at = time.time()
-    else:
-        decider.failed_at, decider.failure = time.time(), problem
+    if decider.problem is None:
+        _probe_when_idle(decider)
+    elif not decider.probing and time.time() - max(decider.failed_at, decider.probed_at) >= DECIDER_RECHECK_S:
+        _start_probe(decider)
     return decider.problem
 
 
 def _probe_when_idle(decider: RemoteDecider) -> None:
-    now = time.time()
-    if decider.probing or now - max(decider.answered_at, decider.probed_at) < DECIDER_IDLE_PROBE_S:
-        return
-    decider.probing, decider.probed_at = True, now
-    task = asyncio.get_running_loop().create_task(_idle_probe(decider))
-    _IDLE_PROBES.add(task)
-    task.add_done_callback(_IDLE_PROBES.discard)
+    if not decider.probing and time.time() - max(decider.answered_at, decider.probed_at) >= DECIDER_IDLE_PROBE_S:
+        _start_probe(decider)
 
 
-async def _idle_probe(decider: RemoteDecider) -> None:
+def _start_probe(decider: RemoteDecider) -> None:
+    decider.probing, decider.probed_at = True, time.time()
+    task = asyncio.get_running_loop().create_task(_probe(decider))
+    _PROBES.add(task)
+    task.add_done_callback(_PROBES.discard)
+
+
+async def _probe(decider: RemoteDecider) -> None:
     asked = time.time()
+    failing = decider.problem is not None
     try:
-        problem = await asyncio.to_thread(startup_problem, decider)
+        problem = await asyncio.to_thread(startup_problem, decider)  # an answer marks it answered
     finally:
         decider.probing = False
-    if problem is not None and decider.answered_at < asked:  # no request's call answered meanwhile
+    if problem is None or decider.answered_at >= asked:  # it answered (or a request's call did meanwhile)
+        return
+    if failing:
+        decider.failed_at, decider.failure = time.time(), problem
+    else:
         _mark_failed(decider, f"asked while idle, it did not answer: {problem}")

@@ -316,6 +316,12 @@ def _calibrate(
 ) -> OperatingPoint:
     negatives = data.negatives(key)
     calls = key == "tool_gate"  # the tool gate acts on each call of a reply, not on the request
+    if calls and not negatives and any(r.tool_calls for r in data.requests):
+        raise ConfigError(
+            f"routes: {route.model}.tool_gate.max_false_action_rate: every request with tool_calls in the calibration "
+            f"file {data.name} is labelled for tool_gate (true or null), so no call is left as an ordinary one to set "
+            "its rate on; add unlabelled ones or give a threshold"
+        )
     if calls and not negatives:
         raise ConfigError(
             f"routes: {route.model}.tool_gate.max_false_action_rate: the calibration file {data.name} holds no request "

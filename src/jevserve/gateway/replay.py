@@ -257,14 +257,29 @@ def read_logs(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
     """The records of one decision log, or of several merged by the time each line was written: replicas that
     share a store (one cache) each log only their own requests, and a hit in one replica's log was stored by a
     request in another's, so replaying one of them alone reports the hits as changes."""
-    logs = [read_log_strict(path) for path in paths]
-    if len(logs) == 1:
-        return logs[0]
+    if len(paths) == 1:
+        return read_log_strict(paths[0])
+    seen: dict[Path, str | Path] = {}
+    for path in paths:
+        if (same := Path(path).resolve()) in seen:  # its requests would be replayed twice, each a false change
+            raise LogError(f"{path}: given twice (as {seen[same]}); give each replica's log once")
+        seen[same] = path
+    # a replica that served nothing has an empty log: with the others, it adds nothing rather than stopping the replay
+    logs = [[] if _empty(path) else read_log_strict(path) for path in paths]
+    if not any(logs):
+        raise LogError(f"{', '.join(map(str, paths))}: the logs hold no records")
     for path, records in zip(paths, logs, strict=True):
         for number, record in enumerate(records, 1):
             if not isinstance(record.get("time"), (int, float)):
                 raise LogError(f"{path} record {number}: no 'time', so it cannot be merged with the other logs")
     return sorted(itertools.chain.from_iterable(logs), key=lambda record: record["time"])  # stable: ties keep order
+
+
+def _empty(path: str | Path) -> bool:
+    try:
+        return Path(path).stat().st_size == 0
+    except OSError:
+        return False  # read_log_strict names the fault
 
 
 def replay_log(
