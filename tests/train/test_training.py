@@ -1,6 +1,7 @@
 """Training on synthetic embeddings whose answers are known: the head learns, the zero-shot fit recovers constants."""
 
 import numpy as np
+import pytest
 
 from jevserve.decide.readout import ZeroShotParams, ZeroShotReadout
 from jevserve.decide.trained import TrainedReadout, question_texts
@@ -167,3 +168,33 @@ def test_a_rerun_reads_the_embeddings_a_run_stored_and_another_text_set_or_encod
                    progress=False)  # fmt: skip
     assert other_encoder.texts and more.texts and len(list(tmp_path.glob("*.npy"))) == 3
     assert not list(tmp_path.glob("*.partial.npy"))
+
+
+def test_an_embedding_pass_stopped_midway_goes_on_from_the_texts_it_had_embedded(tmp_path):
+    # an outside tester's Ctrl-C after 17 of 76 batches kept nothing, and the same command started at batch 0
+    from jevserve.train.dataset import embed_examples
+
+    class Stopping:
+        identity = "graph-a"
+
+        def __init__(self, stop_after=None):
+            self.stop_after, self.texts = stop_after, []
+
+        def embed(self, texts):
+            if self.stop_after is not None and len(self.texts) >= self.stop_after:
+                raise KeyboardInterrupt
+            self.texts += texts
+            return np.stack([unit(np.full(384, float(len(t)))) for t in texts]).astype(np.float32)
+
+    question = decision({"type": "noul", "instructions": "Is it about money?"})
+    examples = [Example(f"text number {i}" + "x" * i, question, 0, "fam", ()) for i in range(10)]
+    stopped = Stopping(stop_after=4)
+    with pytest.raises(KeyboardInterrupt):
+        embed_examples(examples, question_texts, stopped, store=tmp_path, progress=False, batch=2)
+    assert len(stopped.texts) == 4 and len(list(tmp_path.glob("*.partial.npz"))) == 1
+    rest = Stopping()
+    resumed = embed_examples(examples, question_texts, rest, store=tmp_path, progress=False, batch=2)
+    whole = embed_examples(examples, question_texts, Stopping(), store=tmp_path / "fresh", progress=False, batch=2)
+    assert not set(rest.texts) & set(stopped.texts) and len(rest.texts) + 4 == len(whole.vectors)
+    assert np.array_equal(resumed.vectors, whole.vectors)
+    assert not list(tmp_path.glob("*.partial.npz")) and len(list(tmp_path.glob("*.npy"))) == 1

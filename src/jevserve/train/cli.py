@@ -198,6 +198,9 @@ def run_train(args: argparse.Namespace) -> int:
     if args.report:
         from jevserve.train.report import write_report
 
+        if not args.results.is_dir():
+            raise UsageError(f"--results {args.results}: no such folder; run from the repository root or pass "
+                             "--results DIR")
         write_report(args.results, args.report)
         print(f"wrote {args.report}")
         return 0
@@ -216,7 +219,7 @@ def run_train(args: argparse.Namespace) -> int:
     if args.probe:
         from jevserve.train.cli_studies import run_probe
 
-        return run_probe(tasks, args.probe_encoder or "minilm")
+        return _data_missing(tasks) or run_probe(tasks, args.probe_encoder or "minilm")
     if args.open_questions:
         from jevserve.train.cli_studies import run_open_questions
 
@@ -243,7 +246,7 @@ def run_train(args: argparse.Namespace) -> int:
             raise UsageError("--heldout --reader --lexical is not built yet: leave-one-task-out covers minilm-reader")
         from jevserve.train.cli_studies import run_heldout
 
-        return run_heldout(args, tasks, _config(args))
+        return _data_missing(tasks) or run_heldout(args, tasks, _config(args))
     if args.zero_shot:
         out = _out_path(args, ZERO_SHOT_PARAMS)
         check_writable(out, "--out")
@@ -251,7 +254,11 @@ def run_train(args: argparse.Namespace) -> int:
         print(f"wrote {out}: {params}")
         return 0
     if args.check:
-        return _run_check(args, tasks, leave_out)
+        try:
+            return _data_missing(tasks, leave_out) or _run_check(args, tasks, leave_out)
+        except KeyboardInterrupt:  # the retrain keeps what the training it runs keeps
+            print(f"\njevserve train: interrupted; {_kept_note(args)}", file=sys.stderr)
+            return 130
     if args.lexical_heads_only:  # the heads go with an existing readout: by default the committed one
         from jevserve.train.tuned_run import train_lexical_heads_only
 
@@ -261,12 +268,15 @@ def run_train(args: argparse.Namespace) -> int:
         return 0
     out = _out_path(args, _shipped(args))
     check_writable(out, "--out")  # now, not after an hour of training
+    if out.exists():
+        print(f"note: --out {out} exists and is replaced when training ends", file=sys.stderr)
+    if code := _data_missing(tasks, leave_out):
+        return code
     try:
         manifest = _train_model(args, tasks, out, leave_out)
     except KeyboardInterrupt:
-        if not args.tuned:
-            raise
-        print(f"\njevserve train: interrupted; {_tuned_kept(out)}", file=sys.stderr)
+        print(f"\njevserve train: interrupted; {_tuned_kept(args, out) if args.tuned else _kept_note(args)}",
+              file=sys.stderr)
         return 130
     print(
         f"wrote {out} ({manifest['num_examples']} examples, {manifest['train_seconds']} s); "
@@ -275,12 +285,32 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tuned_kept(out: Path) -> str:
-    """What an interrupted `--tuned` run leaves for the same command to go on from (only the layer phase is saved)."""
-    from jevserve.train.tuned import checkpoint_state
+def _kept_note(args: argparse.Namespace) -> str:
+    """What an interrupted readout or reading-model run leaves for the same command (a `--tuned` one: _tuned_kept)."""
+    if args.tuned:
+        return ("the retrain's layer phase keeps its checkpoints only for this run's temporary folder; the same "
+                "command starts again")
+    note = ("the texts embedded so far are kept (saved every minute and at Ctrl-C), and the same command goes on "
+            "from them")
+    if args.reader:
+        return note + "; the token states are kept once all are computed, and the training starts again"
+    return note + "; the training after the embedding starts again"
+
+
+def _checkpoint(args: argparse.Namespace, out: Path) -> Path:
+    """Where a `--tuned` run saves its layer phase: per --out path; without --out, one place for the default output
+    (whose name carries the time), so that the same command run again resumes it (the checkpoint says which data and
+    settings it is of, and another run's is not resumed)."""
     from jevserve.train.tuned_run import checkpoint_path
 
-    checkpoint = checkpoint_path(out)
+    return checkpoint_path(out if args.out else DEFAULT_OUT_DIR / _shipped(args).name)
+
+
+def _tuned_kept(args: argparse.Namespace, out: Path) -> str:
+    """What an interrupted `--tuned` run leaves for the same command to go on from (only the layer phase is saved)."""
+    from jevserve.train.tuned import checkpoint_state
+
+    checkpoint = _checkpoint(args, out)
     state = checkpoint_state(checkpoint)
     if state == "finished":
         return (f"the finished layer phase is kept ({checkpoint}); the same command reuses it and runs the phases "
@@ -288,8 +318,40 @@ def _tuned_kept(out: Path) -> str:
     if state == "partial":
         return (f"the layer phase's last checkpoint is kept ({checkpoint}, saved every 5 minutes); the same command "
                 "resumes from it")
-    return ("nothing was kept: the layer phase saves its progress every 5 minutes and stopped before its first save; "
-            "the same command starts again")
+    return ("nothing of the layer phase was kept: it saves its progress every 5 minutes, and this run stopped before "
+            "its first save (in its first minutes, or in a step before it, such as the hidden states entering the "
+            "tuned layers); the same command starts it again")
+
+
+class DataMissing(Exception):
+    """Bench data a training run reads is not here; training on the rest would write a model of fewer tasks."""
+
+
+def _require_data(tasks: list, leave_out=None) -> None:
+    """Refuse, before any work, a run whose tasks' data is missing: it would train on the tasks whose data is here,
+    write a model and exit 0 (an outside tester's run with no data trained on 2 of 16 tasks)."""
+    from jevserve.bench.sources import SOURCES, resolve_cache_dir, source_status
+
+    banned = set(leave_out.sources) if leave_out else set()
+    needed = sorted({s for t in tasks if not banned & set(t.sources) for s in t.sources if s in SOURCES})
+    cache = resolve_cache_dir(None)
+    missing = [name for name in needed if source_status(name, cache).location is None]
+    if missing:
+        raise DataMissing(
+            f"the bench data of {len(missing)} of the {len(needed)} sources training reads is not in {cache} "
+            f"({', '.join(missing)}); run `jevserve data fetch` first (training on the rest would write a model of "
+            "fewer tasks)"
+        )
+
+
+def _data_missing(tasks: list, leave_out=None) -> int:
+    """1 with the error printed when `_require_data` refuses, else 0."""
+    try:
+        _require_data(tasks, leave_out)
+    except DataMissing as exc:
+        print(f"jevserve train: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _leave_out(name: str, select_tasks):
@@ -388,7 +450,7 @@ def _train_model(args: argparse.Namespace, tasks: list, out: Path, leave_out) ->
         data, extra = _tuned_data(args)
         config = _config(args)
         _, manifest = train_tuned_model(tasks, out=out, config=config, data=data, extra=extra, leave_out=leave_out,
-                                        progress=progress)
+                                        checkpoint=_checkpoint(args, out), progress=progress)
         return manifest
     trainer = train_reading_model if args.reader else train
     _, manifest = trainer(tasks, out=out, config=_config(args), leave_out=leave_out, progress=progress)
@@ -424,7 +486,11 @@ def _run_check(args: argparse.Namespace, tasks: list, leave_out) -> int:
     from jevserve.train.run import compare_weights
 
     committed = args.out or _shipped(args)
+    if not committed.is_file():  # now, not after the retraining
+        raise UsageError(f"--out {committed}: no such weights file to compare the retrain with")
     kind = "tuned" if args.tuned else "reader" if args.reader else "encoder"
+    print(f"retraining the {kind} recipe into a temporary folder, then comparing its answers with {committed}'s "
+          "(docs/training.md gives each recipe's time)", file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
         fresh = Path(tmp) / committed.name
         _train_model(args, tasks, fresh, leave_out)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,53 @@ class EmbeddedExamples:
     families: list[str]
 
 
+PARTIAL_SAVE_S = 60.0  # how often a pass under way keeps what it has embedded (and at Ctrl-C)
+
+
+def _embed_resumably(texts: list[str], embedder: Embedder, *, batch: int, progress: bool,
+                     path: Path | None) -> np.ndarray:
+    vectors = np.empty((len(texts), 384), np.float32)
+    partial = None if path is None else path.with_name(f"{path.stem}.partial.npz")
+    done = 0
+    if partial is not None and partial.exists():
+        try:
+            with np.load(partial) as saved:
+                if saved["vectors"].shape == vectors.shape:  # the key names every text: the same texts in order
+                    done = int(saved["done"])
+                    vectors[:done] = saved["vectors"][:done]
+        except (OSError, ValueError, KeyError):
+            done = 0  # a save cut short: start again
+
+    def keep() -> None:
+        if partial is not None and done:
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            tmp = partial.with_name(f"{partial.stem}.tmp.npz")
+            np.savez(tmp, vectors=vectors, done=done)
+            tmp.replace(partial)
+
+    num_batches = -(-len(texts) // batch)
+    saved_at = time.monotonic()
+    try:
+        for start in tqdm(range(done, len(texts), batch), desc="embedding", unit="batch", disable=not progress,
+                          initial=done // batch, total=num_batches):
+            vectors[start : start + batch] = embedder.embed(texts[start : start + batch])
+            done = min(start + batch, len(texts))
+            if time.monotonic() - saved_at > PARTIAL_SAVE_S:
+                keep()
+                saved_at = time.monotonic()
+    except KeyboardInterrupt:
+        keep()
+        raise
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        whole = path.with_name(f"{path.stem}.whole.npy")
+        np.save(whole, vectors)
+        whole.replace(path)  # whole or not at all
+        if partial is not None:
+            partial.unlink(missing_ok=True)
+    return vectors
+
+
 def embed_examples(
     examples: Sequence[Example],
     texts_of: Callable[[DecisionQuestion], list[str]],
@@ -46,7 +94,8 @@ def embed_examples(
 ) -> EmbeddedExamples:
     """Embed each distinct state and question text once (the embedder's cache spans calls). With `store` (a folder),
     the embedding matrix is kept there between runs, keyed by the embedder's identity and every text in order: a
-    rerun, a reproduction check or a retry after Ctrl-C reads it instead of encoding for minutes again."""
+    rerun or a reproduction check reads it instead of encoding for minutes again, and a pass stopped midway (Ctrl-C,
+    or a kill after its last save) goes on from the texts it had embedded."""
     index: dict[str, int] = {}
     for ex in examples:
         index.setdefault(ex.state, len(index))
@@ -62,14 +111,7 @@ def embed_examples(
     if path is not None and path.exists():
         vectors = np.load(path)
     else:
-        vectors = np.empty((len(texts), 384), np.float32)
-        for start in tqdm(range(0, len(texts), batch), desc="embedding", unit="batch", disable=not progress):
-            vectors[start : start + batch] = embedder.embed(texts[start : start + batch])
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(".partial.npy")
-            np.save(partial, vectors)
-            partial.replace(path)  # whole or not at all
+        vectors = _embed_resumably(texts, embedder, batch=batch, progress=progress, path=path)
     return EmbeddedExamples(
         vectors=vectors,
         state_rows=np.array([index[ex.state] for ex in examples], dtype=np.int64),

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from jevserve.bench.results import latest_results
+from jevserve.bench.results import ResultsFormatError, read_result
 from jevserve.decide.encoder import LEXICAL_READER_NAME, READER_NAME, TRAINED_NAME, ZERO_SHOT_NAME, row_name
 from jevserve.decide.tuned import TUNED_NAME
 from jevserve.docsections import write_block
@@ -205,8 +205,56 @@ def probe_markdown(path: Path = PROBE_RESULT) -> list[str]:
     return lines
 
 
+def bench_version(document: dict[str, Any]) -> str:
+    """The bench version a result was scored on; a rebased one counts as the version it was rebased to."""
+    version = str(document.get("bench_version") or "unknown")
+    return version.rsplit(" rebased to ", 1)[-1]
+
+
+def _version_key(version: str) -> tuple:
+    return tuple(int(part) if part.isdigit() else -1 for part in version.split("."))
+
+
+def comparable_results(results_dir: Path) -> tuple[str, dict[str, dict[str, Any]], list[str]]:
+    """The newest bench version every row of ROWS was scored on, each row's result of that version (the one scoring
+    the most tasks, then the newest), and the rows scored only on later versions. Rows of two bench versions are not
+    compared: their tasks' items and the headline's tasks differ (a newer run of one row beside older runs of the
+    others read as a 9-point gain)."""
+    by_model: dict[str, list[dict[str, Any]]] = {}
+    for folder in sorted(p for p in Path(results_dir).iterdir() if p.is_dir()):
+        for path in sorted(folder.glob("????-??-??*.json"), reverse=True):  # newest first
+            try:
+                document = read_result(path)
+            except ResultsFormatError:
+                continue
+            by_model.setdefault(document["model"], []).append(document)
+    required = list(ROWS.values())
+    missing = [name for name in required if name not in by_model]
+    if missing:
+        raise SystemExit(f"no results for {', '.join(missing)}: run the commands in docs/training.md first")
+    shared = set.intersection(*({bench_version(d) for d in by_model[name]} for name in required))
+    if not shared:
+        raise SystemExit(f"the rows {', '.join(required)} share no bench version: score them on one")
+    version = max(shared, key=_version_key)
+    chosen, later = {}, []
+    for model, documents in by_model.items():
+        of_version = [d for d in documents if bench_version(d) == version]
+        if of_version:
+            chosen[model] = max(of_version, key=lambda d: len(d.get("tasks") or ()))  # max keeps the newest of ties
+        elif any(_version_key(bench_version(d)) > _version_key(version) for d in documents):
+            later.append(model)
+    return version, chosen, sorted(later)
+
+
 def write_report(results_dir: Path, doc_path: Path) -> None:
     """Replace the generated section of `doc_path` (text outside it is kept)."""
-    documents = {doc["model"]: doc for doc in latest_results(results_dir).documents}
-    section = f"{START}\n\nRegenerate: `jevserve train --report`\n\n{report_markdown(documents)}\n\n{END}"
+    version, documents, later = comparable_results(results_dir)
+    shown = {*ROWS.values(), *READER_ROWS.values(), "tfidf-lr"}
+    later_rows = [name for name in later if name in shown]
+    note = (f"Every row is read from its bench {version} results, the newest version all of zero-shot, trained and "
+            "held-out were scored on; rows of two bench versions are not compared (their tasks' items differ)"
+            + (f". Scored on later versions only: {', '.join(later_rows)} (the board, docs/board.md)."
+               if later_rows else "."))
+    section = (f"{START}\n\nRegenerate: `jevserve train --report`\n\n{note}\n\n{report_markdown(documents)}"
+               f"\n\n{END}")
     write_block(doc_path, START, END, section, "# Decision training")

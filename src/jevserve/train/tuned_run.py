@@ -164,13 +164,15 @@ def train_tuned_model(
     extra: Sequence[Example] = (),
     leave_out: Task | None = None,
     average_layers: Sequence[Path] = (),
+    checkpoint: Path | None = None,
     progress: bool = True,
     log=print,
 ) -> tuple[ReaderWeights, dict[str, Any]]:
     """Train the tuned reader on the reading model's examples plus `extra` and write `out` (the readout),
     `out`.layers.npz (the fine-tuned layers, float16), `out`.json and `out`.states.gz. With `average_layers`
     (layer files of earlier runs) the first phase is not run: its layers are their mean (a "soup"), and the reader
-    is trained over them (benchmarks/decide/layer_soup.py)."""
+    is trained over them (benchmarks/decide/layer_soup.py). `checkpoint`: where the first phase saves its progress
+    (default: `checkpoint_path(out)`)."""
     started = time.perf_counter()
     config = config or TunedConfig()
     data = data or BenchData(embed=embed_texts)
@@ -186,7 +188,8 @@ def train_tuned_model(
     else:
         layer_rows = layer_phase_rows(examples, fit_rows, config)
         log(f"layers: {len(layer_rows)} examples on {len(np.unique(inputs.token_index[layer_rows]))} states")
-        train_layers(inputs, layer_rows, config, layers, checkpoint=checkpoint_path(out), progress=progress, log=log)
+        train_layers(inputs, layer_rows, config, layers, checkpoint=checkpoint or checkpoint_path(out),
+                     progress=progress, log=log)
     tokens, vectors = served_states(inputs.states, layers, progress=progress)
     served = with_state_vectors(inputs.embedded, vectors, inputs.token_index)
     net = train_reader(subset(served, fit_rows), tokens, inputs.token_index[fit_rows], config.reader, progress=progress)
