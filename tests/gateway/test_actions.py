@@ -463,6 +463,69 @@ def test_vllm_upstream_gets_the_predicted_length_as_priority():
     assert stub.requests[0]["priority"] == 100
 
 
+def test_a_priority_in_shadow_sends_vllm_no_priority():
+    # an outside tester's shadow route sent the middle level (235), which ranked its requests behind every request
+    # that carries none: shadow changed the order
+    stub = StubUpstream()
+    app, _, _ = make_app({"priority": {"mode": "shadow"}}, answers={"priority": [1.0, 0.0, 0.0, 0.0, 0.0]},
+                         upstreams={"u": stub},
+                         config={"upstreams": [{"name": "u", "url": "http://u.test/v1", "kind": "vllm"}]})
+    response = post(app, HI)
+    assert "priority=prioritise~shadow" in response.headers["x-jevserve-decisions"]
+    assert "priority" not in stub.requests[0]
+
+
+@pytest.mark.parametrize(
+    ("priority", "said"),
+    [
+        ({"queue_policy": "tlf"}, "ranks by what only a simulation knows"),
+        ({"aging_s": -1}, "aging_s -1.0"),
+        ({"aging_s": 0}, "aging_s 0.0"),
+        ({"level_tokens": [1200, 575, 235, 75, 15]}, "level_tokens must not decrease"),
+    ],
+)
+def test_a_priority_the_gateway_cannot_run_is_a_config_error(priority, said):
+    # each passed `gateway check`; tlf then answered 500 to every queued request, aging_s <= 0 stopped the start,
+    # and reversed levels served the longest replies first
+    from jevserve.gateway.config import parse_config
+    from jevserve.gateway.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=said):
+        parse_config({"routes": [{"model": "m", "priority": priority}]})
+
+
+def test_a_route_without_a_prediction_queues_behind_a_predicting_one_without_failing():
+    # routes share an upstream whose queue ranks by predicted length (the first route's plf): a request of a route
+    # with no priority decision carried no prediction, and ranking it raised (a 500 to the client)
+    import asyncio
+
+    release = asyncio.Event()
+
+    class Slow(httpx.AsyncBaseTransport):
+        async def handle_async_request(self, request):
+            await release.wait()
+            return httpx.Response(200, json=completion())
+
+    config = {"upstreams": [{"name": "u", "url": "http://u.test/v1", "max_concurrency": 1}],
+              "routes": [{"model": "m", "priority": {}}, {"model": "plain"}]}
+    app, _, _ = make_app({}, answers={"priority": [1.0, 0.0, 0.0, 0.0, 0.0]}, upstreams={"u": Slow()},
+                         config=config)
+
+    async def scenario():
+        async with client(app) as c:
+            def ask(model):
+                return asyncio.create_task(c.post("/v1/chat/completions", json={**HI, "model": model}))
+
+            first = ask("m")
+            await asyncio.sleep(0.1)
+            waiting = [ask("plain"), ask("m"), ask("plain")]
+            await asyncio.sleep(0.1)
+            release.set()
+            return [r.status_code for r in await asyncio.gather(first, *waiting)]
+
+    assert run(scenario()) == [200, 200, 200, 200]
+
+
 def test_openai_upstream_gets_no_priority_field():
     app, _, upstreams = make_app({"priority": {}}, answers={"priority": [1, 0, 0, 0, 0]})
     post(app, HI)

@@ -259,6 +259,23 @@ class PriorityConfig(PolicyConfig):
         return value
 
     @model_validator(mode="after")
+    def _a_policy_the_gateway_can_run(self) -> PriorityConfig:
+        # built and asked to rank a request as the gateway makes one (a predicted length, no true one), here rather
+        # than at start or at the first queued request: `tlf`, the simulator's true-length oracle, passed the check
+        # and answered 500 to every request that queued; aging_s <= 0 passed the check and stopped the start
+        from jevserve.serving import MissingPredictionError, Request, make_queue_policy
+
+        try:
+            policy = make_queue_policy(self.queue_policy, aging_s=self.aging_s)
+            policy.sort_key(Request("check", 0.0, 1, predicted_output_tokens=1.0), 0.0)
+        except MissingPredictionError:
+            raise ValueError(f"queue_policy {self.queue_policy!r} ranks by what only a simulation knows (the true "
+                             "reply length); the gateway has a predicted one: use plf") from None
+        except ValueError as exc:
+            raise ValueError(f"queue_policy {self.queue_policy!r} with aging_s {self.aging_s!r}: {exc}") from None
+        return self
+
+    @model_validator(mode="after")
     def _a_length_per_level(self) -> PriorityConfig:
         # the predicted length is Σ P(level) × level_tokens[level]: a list of another length than the question's
         # levels would leave every request without a prediction
@@ -270,6 +287,10 @@ class PriorityConfig(PolicyConfig):
             )
         if not all(math.isfinite(t) and t >= 0 for t in self.level_tokens):
             raise ValueError(f"level_tokens must be finite numbers >= 0, got {self.level_tokens}")
+        if any(b < a for a, b in zip(self.level_tokens, self.level_tokens[1:], strict=False)):
+            # the levels run from the shortest reply up: a reversed list would serve the longest replies first
+            raise ValueError(f"level_tokens must not decrease (one reply length per level, shortest first), got "
+                             f"{self.level_tokens}")
         return self
 
 

@@ -99,8 +99,9 @@ def _forward_plan(ctx: RequestContext, report: DecisionReport) -> Forward:
     predicted = None
     if priority is not None and priority.acts and isinstance(priority.detail, PriorityDetail):
         predicted = priority.detail.predicted_tokens
-    if predicted is None and route.priority is not None and route.priority.enabled:
-        # no prediction (backend down): the middle level, so the request neither jumps nor starves the queue
+    if predicted is None and route.priority is not None and route.priority.enabled and route.priority.mode != "shadow":
+        # no prediction (backend down): the middle level, so the request neither jumps nor starves the queue; in
+        # shadow the decision changes nothing, so no priority is sent
         levels = route.priority.level_tokens
         predicted = levels[len(levels) // 2]
     return Forward(body, upstreams, predicted)
