@@ -252,7 +252,10 @@ def test_check_says_where_the_decision_log_goes_and_whether_its_folder_is_made(t
     config = tmp_path / "gw.yaml"
     config.write_text("decider: remote:http://127.0.0.1:9\nroutes: [{model: m}]\n")
     assert main(["gateway", "check", str(config)]) == 0
-    assert "decision log: off" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "decision log: off" in out
+    # no decision that acts at a threshold: said, not a heading over nothing (an outside tester's check ended so)
+    assert "operating points for decider remote:http://127.0.0.1:9: none (no route has a decision" in out
     log = tmp_path / "new" / "gw.jsonl"
     config.write_text(f"decider: remote:http://127.0.0.1:9\nroutes: [{{model: m}}]\nlog: {{path: {log}}}\n")
     assert main(["gateway", "check", str(config)]) == 0

@@ -167,3 +167,14 @@ def test_replies_past_the_context_are_cut_where_it_ends():
     assert [r.num_output_tokens for r in fitted] == [200, 20, None]
     with pytest.raises(WorkloadError, match="leaves no room"):
         fit_context([Request("d", 0.0, 300, 5)], 300)
+
+
+def test_a_predictions_file_is_said_with_its_kendall_tau_as_the_stand_in_is(capsys):
+    # an outside tester's run with --predictions FILE printed no tau, where the stand-in's run prints its own
+    from pathlib import Path
+
+    predictions = Path(__file__).resolve().parents[2] / "predictions" / "sharegpt-jev-minilm-2.jsonl"
+    assert main(["sim", "run", "--num-requests", "50", "--rate", "1", "--policy", "plf",
+                 "--predictions", str(predictions)]) == 0
+    said = capsys.readouterr().out
+    assert f"predictions: {predictions}, Kendall tau " in said and "with the true lengths (50 requests)" in said

@@ -105,7 +105,10 @@ def run_check(args: argparse.Namespace) -> int:
         config, decider.reads_windows_in_context, decider.name
     ):
         print(line, file=sys.stderr)
-    print(f"operating points for decider {decider.name}:")
+    if points:
+        print(f"operating points for decider {decider.name}:")
+    else:  # said, not a heading over nothing
+        print(f"operating points for decider {decider.name}: none (no route has a decision that acts at a threshold)")
     for point in points:
         print(f"  {point.describe()}")
     missing = [p for p in points if p.max_false_action_rate is not None and p.threshold != p.threshold]

@@ -191,6 +191,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
                                                          cv=gamma_cv(args.arrivals, args.cv)))
     if args.predictions is not None:
         requests = attach_predictions(requests, read_predictions(args.predictions))
+        paired = [(r.predicted_output_tokens, r.num_output_tokens) for r in requests
+                  if r.predicted_output_tokens is not None and r.num_output_tokens is not None]
+        if len(paired) > 1:  # what the file's order is worth, said as the stand-in's is
+            from scipy.stats import kendalltau
+
+            tau = kendalltau([p for p, _ in paired], [t for _, t in paired]).statistic
+            print(f"predictions: {args.predictions}, Kendall tau {tau:.3f} with the true lengths ({len(paired):,} "
+                  "requests)")
     policy = make_queue_policy(args.policy, aging_s=args.aging_s, decision_delay_s=args.decision_delay_ms / 1000)
     unpredicted = any(r.predicted_output_tokens is None for r in requests)
     if args.predictions is None and getattr(policy, "reads_predictions", False) and unpredicted:
