@@ -482,6 +482,8 @@ def test_a_priority_in_shadow_sends_vllm_no_priority():
         ({"aging_s": -1}, "aging_s -1.0"),
         ({"aging_s": 0}, "aging_s 0.0"),
         ({"level_tokens": [1200, 575, 235, 75, 15]}, "level_tokens must not decrease"),
+        ({"queue_policy": "priority"}, "does not carry"),  # it would serve every request by arrival
+        ({"aging_s": float("inf")}, "expected a finite number"),
     ],
 )
 def test_a_priority_the_gateway_cannot_run_is_a_config_error(priority, said):
@@ -609,6 +611,7 @@ def test_the_reason_shows_probability_and_threshold_at_a_precision_that_tells_th
     # a rate-set tool-gate threshold read "P=0.000 < 1.000" in an outside tester's log, as if nothing could reach it
     assert comparison(0.0, 0.9998108) == "0.0000 < 0.9998"
     assert comparison(0.2, 1.0) == "0.200 < 1.000"
+    assert comparison(0.5, 0.9999995) == "0.5000000 < 0.9999995"
 
 
 def test_a_request_the_decider_turns_away_is_told_it_would_not_be_answered_in_time():

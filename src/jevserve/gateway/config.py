@@ -265,6 +265,11 @@ class PriorityConfig(PolicyConfig):
         # and answered 500 to every request that queued; aging_s <= 0 passed the check and stopped the start
         from jevserve.serving import MissingPredictionError, Request, make_queue_policy
 
+        if self.queue_policy == "priority":  # it ranks by vLLM's `priority` field, which the gateway's queue never has
+            raise ValueError("queue_policy 'priority' ranks by a client's vLLM priority, which the gateway's own queue "
+                             "does not carry (every request would be served by arrival): use plf, or fcfs for that")
+        if self.aging_s is not None and not math.isfinite(self.aging_s):
+            raise ValueError(f"aging_s {self.aging_s!r}: expected a finite number of seconds > 0, or null for none")
         try:
             policy = make_queue_policy(self.queue_policy, aging_s=self.aging_s)
             policy.sort_key(Request("check", 0.0, 1, predicted_output_tokens=1.0), 0.0)

@@ -487,7 +487,8 @@ def _run_check(args: argparse.Namespace, tasks: list, leave_out) -> int:
 
     committed = args.out or _shipped(args)
     if not committed.is_file():  # now, not after the retraining
-        raise UsageError(f"--out {committed}: no such weights file to compare the retrain with")
+        what = "a folder, not a weights file" if committed.is_dir() else "no such weights file"
+        raise UsageError(f"--out {committed}: {what} to compare the retrain with")
     kind = "tuned" if args.tuned else "reader" if args.reader else "encoder"
     print(f"retraining the {kind} recipe into a temporary folder, then comparing its answers with {committed}'s "
           "(docs/training.md gives each recipe's time)", file=sys.stderr)

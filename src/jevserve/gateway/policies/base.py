@@ -96,13 +96,13 @@ class Policy:
 
 
 def comparison(p: float, threshold: float) -> str:
-    """`0.985 < 0.990`, both at the same precision, with as many decimals (3 to 6) as it takes for the two to read
-    differently and the threshold not to read as 0 or 1: "0.985 ≥ 0.9854" looked false although 0.98546 ≥ 0.9854
-    holds."""
-    for decimals in range(3, 7):
+    """`0.985 < 0.990`, both at the same precision, with as many decimals (3 to 6; up to 9 near 0 or 1) as it takes
+    for the two to read differently and the threshold not to read as 0 or 1: "0.985 ≥ 0.9854" looked false although
+    0.98546 ≥ 0.9854 holds."""
+    for decimals in range(3, 10):
         shown_p, shown_t = f"{p:.{decimals}f}", f"{threshold:.{decimals}f}"
         # nor may a threshold of 0.99981 read "1.000", a threshold nothing reaches
         rounded_to_bound = float(shown_t) in (0.0, 1.0) and threshold not in (0.0, 1.0)
-        if shown_p != shown_t and not rounded_to_bound:
+        if (shown_p != shown_t or decimals >= 6) and not rounded_to_bound:  # 6 for equal values, 9 near a bound
             break
     return f"{shown_p} {'≥' if p >= threshold else '<'} {shown_t}"
