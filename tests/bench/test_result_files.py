@@ -84,3 +84,66 @@ def test_a_result_without_its_tasks_is_left_out_of_the_board_and_named(tmp_path)
     assert [d["model"] for d in latest.documents] == ["good"]
     (note,) = latest.ignored
     assert str(cut) in note and "'tasks'" in note
+
+
+def test_a_result_of_another_model_in_a_rows_folder_is_left_out_and_named(tmp_path):
+    # an outside tester put tfidf-lr's file into jev-minilm-2/: that row vanished from the board and tfidf-lr
+    # was on it twice
+    import json
+    import shutil
+
+    write_result(tmp_path, _document("2026-12-04", ["a"], model="good"))
+    (tmp_path / "other").mkdir()
+    shutil.copy(next((tmp_path / "good").glob("*.json")), tmp_path / "other" / "2026-12-05.json")
+    latest = latest_results(tmp_path)
+    assert [d["model"] for d in latest.documents] == ["good"]
+    (note,) = latest.ignored
+    assert "is a result of 'good', not of the row its folder is (other)" in note
+    assert json.loads((tmp_path / "other" / "2026-12-05.json").read_text())["model"] == "good"
+
+
+def test_validate_refuses_everyday_numbers_that_do_not_add_up():
+    # an outside tester changed a task's everyday false-action rate from 28.1% to 1%: the file was "valid" and the
+    # board printed 1.0%
+    import copy
+    from pathlib import Path
+
+    from jevserve.bench.validate import everyday_problems
+
+    committed = Path(__file__).resolve().parents[2] / "results" / "jev-minilm-2" / "2026-12-02.json"
+    everyday = read_result(committed)["tasks"]["guard-injection"]["everyday"]
+    assert everyday_problems(everyday) == []
+    changed = copy.deepcopy(everyday)
+    changed["rate"] = 0.01
+    assert any("rate 0.01 is not acted/n" in p for p in everyday_problems(changed))
+    fewer = copy.deepcopy(everyday)
+    fewer["acted"], fewer["rate"] = 17, 17 / fewer["n"]  # the count changed with its rate, the list not
+    found = everyday_problems(fewer)
+    assert any("interval" in p for p in found) and any("distinct acted requests" in p for p in found)
+
+
+def test_validate_counts_the_items_a_file_scored_where_it_does_not_say_how_many():
+    # an outside tester set num_unanswered to 10000 in a file written before num_items was kept: "valid"
+    from pathlib import Path
+
+    from jevserve.bench.validate import validate_document
+
+    results = Path(__file__).resolve().parents[2] / "results"
+    reference = read_result(results / "default-rules" / "2026-12-02.json")
+    document = read_result(results / "jev-minilm-2" / "2026-12-02.json")
+    assert "num_items" not in document and validate_document(document, reference, "0.4") == []
+    problems = validate_document({**document, "num_unanswered": 10000}, reference, "0.4")
+    assert any("over 5%" in p for p in problems)
+
+
+def test_a_result_with_a_key_twice_is_refused(tmp_path):
+    # an outside tester's file held a task twice, the altered copy first: the parse kept the other, and it passed
+    import pytest
+
+    from jevserve.bench.results import KIND, VERSION, ResultsFormatError
+
+    path = tmp_path / "2026-12-05.json"
+    path.write_text(f'{{"kind": "{KIND}", "version": {VERSION}, "model": "m", '
+                    '"tasks": {"a": {"score": 99.0}, "a": {"score": 1.0}}}')
+    with pytest.raises(ResultsFormatError, match="the key 'a' twice"):
+        read_result(path)

@@ -67,10 +67,31 @@ def write_result(results_dir: Path, document: dict[str, Any]) -> Path:
     return path
 
 
+class _RepeatedKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _one_of_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(key)
+            seen.add(key)
+    return found
+
+
 def read_result(path: Path) -> dict[str, Any]:
     """Read one result document, checking its kind and version."""
     try:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
+        document = json.loads(Path(path).read_text(encoding="utf-8"), object_pairs_hook=_one_of_each)
+    except _RepeatedKey as exc:
+        # JSON keeps the last of a repeated key: a task twice, its altered copy first, passed as the other
+        raise ResultsFormatError(f"{path} has the key {exc.key!r} twice in one object; only one would be "
+                                 "read") from None
     except UnicodeDecodeError as exc:
         raise ResultsFormatError(f"{path} is not UTF-8 text ({exc})") from exc
     except json.JSONDecodeError as exc:
@@ -105,9 +126,15 @@ def latest_results(results_dir: Path) -> LatestResults:
         readable: list[tuple[Path, dict[str, Any]]] = []
         for path in sorted(folder.glob("????-??-??*.json"), key=_newest_first, reverse=True):
             try:
-                readable.append((path, read_result(path)))
+                document = read_result(path)
             except ResultsFormatError as exc:
                 ignored.append(str(exc))
+                continue
+            if safe_name(document["model"]) != folder.name:  # a row's folder holds that row's results only
+                ignored.append(f"{path} is a result of {document['model']!r}, not of the row its folder is "
+                               f"({folder.name}); it belongs in {safe_name(document['model'])}/")
+                continue
+            readable.append((path, document))
         if not readable:
             continue
         most = max(len(document.get("tasks") or ()) for _, document in readable)

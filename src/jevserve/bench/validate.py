@@ -143,6 +143,42 @@ def _summary_problems(document: Mapping[str, Any], headline: set[str]) -> list[s
     return problems
 
 
+def everyday_problems(everyday: Any) -> list[str]:
+    """What does not add up in a task's everyday numbers. They come from answers the file does not carry, so they
+    cannot be recomputed here; each must agree with the acted requests it lists (one changed number does not)."""
+    if everyday is None:
+        return []
+    if not isinstance(everyday, Mapping):
+        return ["is not an object"]
+    problems = []
+    acted_ids = everyday.get("acted_requests")
+    blocks = {"": everyday, **{f"shape {k} ": v for k, v in (everyday.get("by_shape") or {}).items()}}
+    for label, block in blocks.items():
+        n, acted = block.get("n"), block.get("acted")
+        if not isinstance(n, int) or not isinstance(acted, int) or not 0 <= acted <= n:
+            problems.append(f"{label}counts n={n!r}, acted={acted!r} are not counts")
+            continue
+        if not _same(block.get("rate"), acted / n if n else float("nan")):
+            problems.append(f"{label}rate {block.get('rate')!r} is not acted/n = {acted}/{n}")
+        if n and not _same(list(block.get("interval") or ()), _exact_interval(acted, n)):
+            problems.append(f"{label}interval {block.get('interval')!r} is not the exact binomial interval of "
+                            f"{acted}/{n}")
+    if not isinstance(acted_ids, list) or len(set(map(str, acted_ids))) != everyday.get("acted"):
+        problems.append(f"acted={everyday.get('acted')!r} is not the number of distinct acted requests it lists")
+    shapes = everyday.get("by_shape") or {}
+    if shapes and (sum(b.get("n", 0) for b in shapes.values()) != everyday.get("n")
+                   or sum(b.get("acted", 0) for b in shapes.values()) != everyday.get("acted")):
+        problems.append("the shapes' counts do not add up to the task's")
+    return problems
+
+
+def _exact_interval(acted: int, n: int) -> list[float]:
+    from scipy.stats import binomtest
+
+    ci = binomtest(acted, n).proportion_ci(method="exact")
+    return [float(ci.low), float(ci.high)]
+
+
 def headline_tasks(reference: Mapping[str, Any]) -> set[str]:
     """The tasks the current bench's headline averages: the reference row's (default-rules) headline."""
     return set(reference.get("average", {}).get("tasks") or reference["tasks"])
@@ -167,6 +203,12 @@ def validate_document(document: Mapping[str, Any], reference: Mapping[str, Any],
             problems += _task_problems(name, task, reference["tasks"][name])
     if not problems:  # the summary's numbers are checked once every task's items and scores are right
         problems += _summary_problems(document, headline_tasks(reference))
+    for name, task in tasks.items():
+        problems += [f"{name}: everyday {p}" for p in everyday_problems(task.get("everyday"))]
+    if "num_items" not in document and document.get("num_unanswered"):
+        # files written before num_items was kept: the items the file itself says it scored
+        counted = sum(int(t.get("n_train") or 0) + int(t.get("n_test") or 0) for t in tasks.values())
+        document = {**document, "num_items": counted or None}
     if unanswered_share(dict(document)) > MAX_UNANSWERED_SHARE:
         problems.append(f"{unanswered_note(dict(document))}: over {100 * MAX_UNANSWERED_SHARE:g}%, so its scores read "
                         "the endpoint's refusals more than the model; fix what it refuses (its log says why, e.g. "
