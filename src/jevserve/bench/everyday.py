@@ -78,12 +78,16 @@ def union_rate(results: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     acted = set().union(*(r.get("acted_requests", ()) for r in results))
     n = max(r["n"] for r in results)
-    return _rate(np.array([True] * len(acted) + [False] * (n - len(acted))))
+    return rate_of(len(acted), n)
 
 
 def _rate(acted: np.ndarray) -> dict[str, Any]:
+    return rate_of(int(np.sum(acted)), len(acted))
+
+
+def rate_of(k: int, n: int) -> dict[str, Any]:
+    """`k` acted on of `n`: the counts, the rate and its exact (Clopper-Pearson) 95% interval, as results store them."""
     from scipy.stats import binomtest  # here: scipy.stats costs a second at start-up
-    n, k = len(acted), int(np.sum(acted))
     ci = binomtest(k, n).proportion_ci(method="exact") if n else None
     return {"n": n, "acted": k, "rate": k / n if n else float("nan"),
             "interval": [float(ci.low), float(ci.high)] if ci else [float("nan"), float("nan")]}

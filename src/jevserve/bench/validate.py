@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from jevserve.bench.everyday import rate_of
 from jevserve.bench.paired import StoredTask
 from jevserve.bench.results import MAX_UNANSWERED_SHARE, unanswered_note, unanswered_share
 
@@ -158,9 +159,10 @@ def everyday_problems(everyday: Any) -> list[str]:
         if not isinstance(n, int) or not isinstance(acted, int) or not 0 <= acted <= n:
             problems.append(f"{label}counts n={n!r}, acted={acted!r} are not counts")
             continue
-        if not _same(block.get("rate"), acted / n if n else float("nan")):
+        stored = rate_of(acted, n)  # as the bench computes them from the counts
+        if not _same(block.get("rate"), stored["rate"]):
             problems.append(f"{label}rate {block.get('rate')!r} is not acted/n = {acted}/{n}")
-        if n and not _same(list(block.get("interval") or ()), _exact_interval(acted, n)):
+        if n and not _same(list(block.get("interval") or ()), stored["interval"]):
             problems.append(f"{label}interval {block.get('interval')!r} is not the exact binomial interval of "
                             f"{acted}/{n}")
     if not isinstance(acted_ids, list) or len(set(map(str, acted_ids))) != everyday.get("acted"):
@@ -170,13 +172,6 @@ def everyday_problems(everyday: Any) -> list[str]:
                    or sum(b.get("acted", 0) for b in shapes.values()) != everyday.get("acted")):
         problems.append("the shapes' counts do not add up to the task's")
     return problems
-
-
-def _exact_interval(acted: int, n: int) -> list[float]:
-    from scipy.stats import binomtest
-
-    ci = binomtest(acted, n).proportion_ci(method="exact")
-    return [float(ci.low), float(ci.high)]
 
 
 def headline_tasks(reference: Mapping[str, Any]) -> set[str]:

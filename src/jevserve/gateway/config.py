@@ -265,9 +265,6 @@ class PriorityConfig(PolicyConfig):
         # and answered 500 to every request that queued; aging_s <= 0 passed the check and stopped the start
         from jevserve.serving import MissingPredictionError, Request, make_queue_policy
 
-        if self.queue_policy == "priority":  # it ranks by vLLM's `priority` field, which the gateway's queue never has
-            raise ValueError("queue_policy 'priority' ranks by a client's vLLM priority, which the gateway's own queue "
-                             "does not carry (every request would be served by arrival): use plf, or fcfs for that")
         if self.aging_s is not None and not math.isfinite(self.aging_s):
             raise ValueError(f"aging_s {self.aging_s!r}: expected a finite number of seconds > 0, or null for none")
         try:
@@ -278,6 +275,10 @@ class PriorityConfig(PolicyConfig):
                              "reply length); the gateway has a predicted one: use plf") from None
         except ValueError as exc:
             raise ValueError(f"queue_policy {self.queue_policy!r} with aging_s {self.aging_s!r}: {exc}") from None
+        if getattr(policy, "reads_client_priority", False):  # the gateway's queue never carries one
+            raise ValueError(f"queue_policy {self.queue_policy!r} ranks by a client's vLLM priority, which the "
+                             "gateway's own queue does not carry (every request would be served by arrival): use plf, "
+                             "or fcfs for that")
         return self
 
     @model_validator(mode="after")

@@ -27,6 +27,7 @@ class _RankedQueue:
 
     name = "base"
     reads_predictions = False  # whether its order reads a request's predicted reply length
+    reads_client_priority = False  # whether its order reads vLLM's `priority` field, which only a client sets
 
     def __init__(self, *, aging_s: float | None = None, decision_delay_s: float = 0.0) -> None:
         if aging_s is not None and not aging_s > 0:
@@ -123,6 +124,7 @@ class PriorityFirst(_RankedQueue):
     preempt the highest value, latest arrival first."""
 
     name = "priority"
+    reads_client_priority = True
 
     def size(self, request: Request) -> float:
         """The request's priority value (vLLM: lower is served earlier)."""

@@ -323,35 +323,22 @@ def _tuned_kept(args: argparse.Namespace, out: Path) -> str:
             "tuned layers); the same command starts it again")
 
 
-class DataMissing(Exception):
-    """Bench data a training run reads is not here; training on the rest would write a model of fewer tasks."""
-
-
-def _require_data(tasks: list, leave_out=None) -> None:
-    """Refuse, before any work, a run whose tasks' data is missing: it would train on the tasks whose data is here,
-    write a model and exit 0 (an outside tester's run with no data trained on 2 of 16 tasks)."""
+def _data_missing(tasks: list, leave_out=None) -> int:
+    """1, with the error printed, when a source the tasks read is not here, else 0: refused before any work, since
+    the run would train on the tasks whose data is here, write a model and exit 0 (an outside tester's run with no
+    data trained on 2 of 16 tasks)."""
     from jevserve.bench.sources import SOURCES, resolve_cache_dir, source_status
 
     banned = set(leave_out.sources) if leave_out else set()
     needed = sorted({s for t in tasks if not banned & set(t.sources) for s in t.sources if s in SOURCES})
     cache = resolve_cache_dir(None)
     missing = [name for name in needed if source_status(name, cache).location is None]
-    if missing:
-        raise DataMissing(
-            f"the bench data of {len(missing)} of the {len(needed)} sources training reads is not in {cache} "
-            f"({', '.join(missing)}); run `jevserve data fetch` first (training on the rest would write a model of "
-            "fewer tasks)"
-        )
-
-
-def _data_missing(tasks: list, leave_out=None) -> int:
-    """1 with the error printed when `_require_data` refuses, else 0."""
-    try:
-        _require_data(tasks, leave_out)
-    except DataMissing as exc:
-        print(f"jevserve train: error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    if not missing:
+        return 0
+    print(f"jevserve train: error: the bench data of {len(missing)} of the {len(needed)} sources training reads is "
+          f"not in {cache} ({', '.join(missing)}); run `jevserve data fetch` first (training on the rest would write "
+          "a model of fewer tasks)", file=sys.stderr)
+    return 1
 
 
 def _leave_out(name: str, select_tasks):
