@@ -68,3 +68,27 @@ def test_rows_are_read_from_the_newest_bench_version_every_required_row_was_scor
     assert version == "0.3"
     assert chosen[READER_ROWS["reading (in-task)"]]["tasks"]["a"]["score"] == 2.0  # its 0.3 run, not its newest
     assert "tfidf-lr" not in chosen and set(later) == {"tfidf-lr", READER_ROWS["reading, tuned layers (in-task)"]}
+
+
+def test_the_report_reads_the_same_files_as_the_board(tmp_path):
+    # the report walked the results folders on its own and read a result filed in another row's folder, which the
+    # board leaves out; both now take the one walk in bench.results
+    import json
+
+    from jevserve.bench.results import KIND, VERSION, latest_results
+    from jevserve.train.report import comparable_results
+
+    def write(folder_name, model, date, scores):
+        folder = tmp_path / folder_name
+        folder.mkdir(exist_ok=True)
+        doc = {**document(model, scores), "kind": KIND, "version": VERSION, "date": date, "bench_version": "0.4"}
+        (folder / f"{date}.json").write_text(json.dumps(doc))
+
+    for model in ROWS.values():
+        write(model, model, "2026-01-01", {"a": 1.0})
+    trained = ROWS["trained (in-task)"]
+    # the trained row's broader, newer result filed in the zero-shot row's folder
+    write(ROWS["zero-shot"], trained, "2026-02-01", {"a": 50.0, "b": 50.0})
+    _, chosen, _ = comparable_results(tmp_path)
+    board = {d["model"]: d for d in latest_results(tmp_path).documents}
+    assert chosen[trained]["tasks"]["a"]["score"] == board[trained]["tasks"]["a"]["score"] == 1.0

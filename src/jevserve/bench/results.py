@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -117,11 +118,11 @@ class LatestResults:
     ignored: tuple[str, ...]  # paths skipped, with the reason
 
 
-def latest_results(results_dir: Path) -> LatestResults:
-    """Each model folder's newest result among those that score the most tasks: a quick run of a few tasks does not
-    replace a row's complete one (it is named in `ignored`). Folders without bench results (e.g. other caches) are
-    left out."""
-    documents, ignored = [], []
+def row_results(results_dir: Path, ignored: list[str]) -> Iterator[list[tuple[Path, dict[str, Any]]]]:
+    """Every row folder's readable results, newest first (later days first; within a day, the later written). Files
+    that are not bench results, or that are another row's result, are named in `ignored` with the reason; folders
+    without bench results (e.g. other caches) yield nothing. The one walk every reader of a results folder uses, so
+    the board, `bench validate` and the training report never read different files."""
     for folder in sorted(p for p in Path(results_dir).iterdir() if p.is_dir()):
         readable: list[tuple[Path, dict[str, Any]]] = []
         for path in sorted(folder.glob("????-??-??*.json"), key=_newest_first, reverse=True):
@@ -135,8 +136,17 @@ def latest_results(results_dir: Path) -> LatestResults:
                                f"({folder.name}); it belongs in {safe_name(document['model'])}/")
                 continue
             readable.append((path, document))
-        if not readable:
-            continue
+        if readable:
+            yield readable
+
+
+def latest_results(results_dir: Path) -> LatestResults:
+    """Each model folder's newest result among those that score the most tasks: a quick run of a few tasks does not
+    replace a row's complete one (it is named in `ignored`). Folders without bench results (e.g. other caches) are
+    left out."""
+    documents: list[dict[str, Any]] = []
+    ignored: list[str] = []
+    for readable in row_results(results_dir, ignored):
         most = max(len(document.get("tasks") or ()) for _, document in readable)
         chosen_path, chosen = next((p, d) for p, d in readable if len(d.get("tasks") or ()) == most)
         documents.append(chosen)

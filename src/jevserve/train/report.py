@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from jevserve.bench.results import ResultsFormatError, read_result
+from jevserve.bench.results import row_results
 from jevserve.decide.encoder import LEXICAL_READER_NAME, READER_NAME, TRAINED_NAME, ZERO_SHOT_NAME, row_name
 from jevserve.decide.tuned import TUNED_NAME
 from jevserve.docsections import write_block
@@ -221,12 +221,8 @@ def comparable_results(results_dir: Path) -> tuple[str, dict[str, dict[str, Any]
     compared: their tasks' items and the headline's tasks differ (a newer run of one row beside older runs of the
     others read as a 9-point gain)."""
     by_model: dict[str, list[dict[str, Any]]] = {}
-    for folder in sorted(p for p in Path(results_dir).iterdir() if p.is_dir()):
-        for path in sorted(folder.glob("????-??-??*.json"), reverse=True):  # newest first
-            try:
-                document = read_result(path)
-            except ResultsFormatError:
-                continue
+    for readable in row_results(results_dir, ignored=[]):  # the board's walk: the same files, newest first
+        for _, document in readable:
             by_model.setdefault(document["model"], []).append(document)
     required = list(ROWS.values())
     missing = [name for name in required if name not in by_model]
