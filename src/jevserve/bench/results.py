@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from jevserve.bench.answers_cache import safe_name
+from jevserve.protocol.json_keys import first_repeated_key
 
 KIND = "jevserve-bench-result"
 VERSION = 1
@@ -75,14 +76,10 @@ class _RepeatedKey(ValueError):
 
 
 def _one_of_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found = dict(pairs)
-    if len(found) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _RepeatedKey(key)
-            seen.add(key)
-    return found
+    repeated = first_repeated_key(pairs)
+    if repeated is not None:
+        raise _RepeatedKey(repeated)
+    return dict(pairs)
 
 
 def read_result(path: Path) -> dict[str, Any]:

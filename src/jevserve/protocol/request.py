@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError, from_json
 
+from jevserve.protocol.json_keys import first_repeated_key
 from jevserve.protocol.text import Text
 
 # The contract's option and level ranges (§3.4, §3.5). Outside them the server answers 422.
@@ -204,13 +205,7 @@ def _repeated_in(value: Any) -> str | None:
 
 def _noting_repeats(pairs: list[tuple[str, Any]]) -> _Parsed:
     parsed = _Parsed(pairs)
-    if len(parsed) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                parsed.repeated = key
-                break
-            seen.add(key)
+    parsed.repeated = first_repeated_key(pairs)
     parsed.repeated_within = parsed.repeated or next(
         (found for _, value in pairs if (found := _repeated_in(value)) is not None), None)
     return parsed
