@@ -650,3 +650,12 @@ def test_reasoning_written_after_a_blocked_call_is_replayed_with_the_rest_of_its
     deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
     assert "".join(d.get("reasoning_content", "") for d in deltas) == "before the call. after the call."
     assert "blocked tool call(s) delete_files" in response.text and '"tool_calls"' not in response.text
+
+def test_a_threshold_is_shown_by_the_reasons_rule_wherever_it_is_printed():
+    # the sweep's and check's threshold had its own rule, which printed 0.9999995 as "1." (six decimals, zeros cut)
+    from jevserve.gateway.policies.base import threshold_text
+
+    assert threshold_text(0.5) == "0.500" and threshold_text(1.0) == "1.000" and threshold_text(0.0) == "0.000"
+    assert threshold_text(0.99981) == "0.9998"
+    assert threshold_text(0.9999995) == "0.9999995"
+    assert threshold_text(0.00004) == "0.00004"

@@ -47,6 +47,7 @@ from jevserve.gateway.calibration import (
 from jevserve.gateway.config import GatewayConfig, PolicyConfig, RouteConfig, default_config
 from jevserve.gateway.decider import Decider
 from jevserve.gateway.errors import ConfigError
+from jevserve.gateway.policies.base import threshold_text
 from jevserve.gateway.policies.build import POLICIES
 from jevserve.gateway.questions import DEFAULTS
 from jevserve.serving.decision_inputs import InputLimits
@@ -141,15 +142,6 @@ def requests_needed(rate: float) -> int:
 # set to leave alone was acted on live (an outside tester's calibration file: 2 of 50 of a shape at a rate of 2%).
 SCORE_DECIMALS = 7
 SCORE_RESOLUTION = 10.0**-SCORE_DECIMALS
-
-
-def threshold_text(threshold: float) -> str:
-    """A threshold for people: three decimals, more where three would read as 0 or 1 (0.99981 is no "1.000": it
-    acts on a few requests, 1.000 on none)."""
-    text = f"{threshold:.3f}"
-    if text in ("0.000", "1.000") and 0 < threshold < 1:
-        return f"{threshold:.6f}".rstrip("0")
-    return text
 
 
 def kept_scores(scores: np.ndarray) -> np.ndarray:

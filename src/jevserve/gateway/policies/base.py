@@ -95,14 +95,26 @@ class Policy:
         return self.verdict(on if hit else off, reason, detail, probability=p, threshold=t)
 
 
+def _reads_as_bound(shown: str, threshold: float) -> bool:
+    # a threshold of 0.99981 shown "1.000" reads as one nothing reaches, though it acts on a few requests
+    return float(shown) in (0.0, 1.0) and 0.0 < threshold < 1.0
+
+
+def threshold_text(threshold: float) -> str:
+    """A threshold for people: three decimals, more (up to 9) where three would read as 0 or 1."""
+    for decimals in range(3, 10):
+        shown = f"{threshold:.{decimals}f}"
+        if not _reads_as_bound(shown, threshold):
+            break
+    return shown
+
+
 def comparison(p: float, threshold: float) -> str:
     """`0.985 < 0.990`, both at the same precision, with as many decimals (3 to 6; up to 9 near 0 or 1) as it takes
-    for the two to read differently and the threshold not to read as 0 or 1: "0.985 ≥ 0.9854" looked false although
-    0.98546 ≥ 0.9854 holds."""
+    for the two to read differently and the threshold not to read as 0 or 1 (the rule of `threshold_text`):
+    "0.985 ≥ 0.9854" looked false although 0.98546 ≥ 0.9854 holds."""
     for decimals in range(3, 10):
         shown_p, shown_t = f"{p:.{decimals}f}", f"{threshold:.{decimals}f}"
-        # nor may a threshold of 0.99981 read "1.000", a threshold nothing reaches
-        rounded_to_bound = float(shown_t) in (0.0, 1.0) and threshold not in (0.0, 1.0)
-        if (shown_p != shown_t or decimals >= 6) and not rounded_to_bound:  # 6 for equal values, 9 near a bound
-            break
+        if (shown_p != shown_t or decimals >= 6) and not _reads_as_bound(shown_t, threshold):
+            break  # 6 decimals for equal values, up to 9 near a bound
     return f"{shown_p} {'≥' if p >= threshold else '<'} {shown_t}"
