@@ -463,6 +463,17 @@ def test_vllm_upstream_gets_the_predicted_length_as_priority():
     assert stub.requests[0]["priority"] == 100
 
 
+def test_a_failed_prediction_queues_as_the_middle_of_the_routes_own_levels():
+    # the middle level was worked out twice (the vLLM field from the route's levels, the gateway's queue from the
+    # default ones); both now read the route's
+    stub = StubUpstream()
+    app, _, _ = make_app({"priority": {"level_tokens": [10, 100, 1000, 2000, 3000]}}, decider=FixedDecider(fail=True),
+                         upstreams={"u": stub},
+                         config={"upstreams": [{"name": "u", "url": "http://u.test/v1", "kind": "vllm"}]})
+    response = post(app, HI)
+    assert response.status_code == 200 and stub.requests[0]["priority"] == 1000
+
+
 def test_a_priority_in_shadow_sends_vllm_no_priority():
     # an outside tester's shadow route sent the middle level (235), which ranked its requests behind every request
     # that carries none: shadow changed the order

@@ -30,7 +30,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from jevserve.gateway.errors import ConfigError
 from jevserve.gateway.inference_headers import InferenceHeadersConfig
-from jevserve.gateway.questions import DEFAULTS, LENGTH_LEVEL_TOKENS, wire_to_decision
+from jevserve.gateway.questions import DEFAULTS, LENGTH_LEVEL_TOKENS, middle_level_tokens, wire_to_decision
 from jevserve.protocol.body import BODY_TIMEOUT_S
 from jevserve.serving.decision_inputs import DEFAULT_LIMITS, InputLimits
 
@@ -248,6 +248,11 @@ class PriorityConfig(PolicyConfig):
     queue_policy: str = "plf"  # a name in serving's queue-policy registry
     aging_s: float | None = 30.0
     level_tokens: list[float] = Field(default_factory=lambda: list(LENGTH_LEVEL_TOKENS))
+
+    @property
+    def middle_tokens(self) -> float:
+        """What a request of this route queues as when its prediction failed."""
+        return middle_level_tokens(self.level_tokens)
 
     @field_validator("queue_policy")
     @classmethod

@@ -7,7 +7,7 @@ question (SYSTEMONE_API.md §3). tests/gateway/test_questions.py keeps them equa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -80,6 +80,12 @@ LENGTH = {
 }
 # Reply tokens each LENGTH level stands for: the middle of the bench's level edges (30, 120, 350, 800 tokens).
 LENGTH_LEVEL_TOKENS = (15.0, 75.0, 235.0, 575.0, 1200.0)
+
+
+def middle_level_tokens(level_tokens: Sequence[float]) -> float:
+    """The reply length a request without a prediction queues as: the middle level's, so it neither jumps the queue
+    nor starves in it (the gateway's queue and vLLM's `priority` field read it alike)."""
+    return float(level_tokens[len(level_tokens) // 2])
 
 DEFAULTS: MappingProxyType[str, dict[str, Any]] = MappingProxyType(
     {

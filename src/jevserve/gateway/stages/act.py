@@ -102,8 +102,7 @@ def _forward_plan(ctx: RequestContext, report: DecisionReport) -> Forward:
     if predicted is None and route.priority is not None and route.priority.enabled and route.priority.mode != "shadow":
         # no prediction (backend down): the middle level, so the request neither jumps nor starves the queue; in
         # shadow the decision changes nothing, so no priority is sent
-        levels = route.priority.level_tokens
-        predicted = levels[len(levels) // 2]
+        predicted = route.priority.middle_tokens
     return Forward(body, upstreams, predicted)
 
 

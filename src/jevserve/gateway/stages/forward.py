@@ -19,13 +19,13 @@ import httpx
 from jevserve.gateway.context import RequestContext
 from jevserve.gateway.errors import UpstreamError
 from jevserve.gateway.inference_headers import inference_headers
-from jevserve.gateway.questions import LENGTH_LEVEL_TOKENS
+from jevserve.gateway.questions import LENGTH_LEVEL_TOKENS, middle_level_tokens
 from jevserve.gateway.runtime import Gateway
 from jevserve.gateway.stages.act import Forward, prompt_tokens
 from jevserve.gateway.upstream import Dispatched, dispatch
 from jevserve.serving import Request as QueueRequest
 
-MIDDLE_LEVEL_TOKENS = LENGTH_LEVEL_TOKENS[len(LENGTH_LEVEL_TOKENS) // 2]
+MIDDLE_LEVEL_TOKENS = middle_level_tokens(LENGTH_LEVEL_TOKENS)
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +53,9 @@ async def forward(gateway: Gateway, ctx: RequestContext, plan: Forward) -> Upstr
     priority = None if plan.predicted_tokens is None else round(plan.predicted_tokens)
     # the gateway's own queue ranks by a prediction where its policy reads one (plf): a request without one (a route
     # with no priority decision, or one in shadow, sharing the upstream) ranks as the middle level, as a request
-    # whose prediction failed does, rather than failing the ranking
-    queued_as = plan.predicted_tokens if plan.predicted_tokens is not None else MIDDLE_LEVEL_TOKENS
+    # whose prediction failed does, rather than failing the ranking; a route's own level lengths where it has them
+    middle = route.priority.middle_tokens if route.priority is not None else MIDDLE_LEVEL_TOKENS
+    queued_as = plan.predicted_tokens if plan.predicted_tokens is not None else middle
     queue_request = QueueRequest(
         ctx.request_id, ctx.arrival, max(1, prompt_tokens(ctx.body)), predicted_output_tokens=queued_as
     )
