@@ -66,6 +66,13 @@ def test_bad_yaml_file_is_a_config_error(tmp_path):
         ({"routes": [{"model": "m", "priority": {"level_tokens": [1, 2, 3, 4, float("nan")]}}]},
          r"level_tokens must be finite numbers >= 0"),
         ({"store": "postgres://x"}, r"store: unknown store 'postgres://x'; expected 'memory' or a redis://"),
+        # a YAML `true` was read as 1 second and a quoted "0.9" as 0.9: what is meant is not guessed
+        ({"routes": [{"model": "m", "priority": {"aging_s": True}}]},
+         r"routes\[0\]\.priority\.aging_s: Input should be a valid number"),
+        ({"routes": [{"model": "m", "guard": {"threshold": "0.9"}}]},
+         r"routes\[0\]\.guard\.threshold: Input should be a valid number"),
+        ({"routes": [{"model": "m", "guard": {"enabled": "no"}}]},
+         r"routes\[0\]\.guard\.enabled: Input should be a valid boolean"),
     ],
 )
 def test_what_the_gateway_cannot_run_with_is_refused_at_reading(raw, said):

@@ -43,7 +43,7 @@ Fallback = Literal["open", "closed"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 def _named(value: str) -> str:
