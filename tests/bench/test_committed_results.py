@@ -23,7 +23,8 @@ def _committed() -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def fresh_baselines(bench_tasks) -> dict[str, dict]:
     data, loaded = bench_tasks
-    return {d["model"]: d for d in score_baselines(loaded, data, command="")}
+    # few resamples: the intervals are not compared here, and the full count tripled this fixture's time
+    return {d["model"]: d for d in score_baselines(loaded, data, command="", num_resamples=10)}
 
 
 def _same_task(committed: dict, fresh: dict, where: str) -> None:

@@ -670,3 +670,20 @@ def test_a_threshold_is_shown_by_the_reasons_rule_wherever_it_is_printed():
     assert threshold_text(0.99981) == "0.9998"
     assert threshold_text(0.9999995) == "0.9999995"
     assert threshold_text(0.00004) == "0.00004"
+
+
+def test_a_chat_path_with_a_trailing_slash_is_decided_on_as_the_ext_proc_server_does():
+    # the HTTP gateway answered it a 307 with an empty body (which OpenAI clients do not follow for a POST); the
+    # ext_proc server strips the slash and decides
+    stub = StubUpstream()
+    app, _, _ = make_app({"guard": {"threshold": 0.5}}, answers={"guard": 0.1}, upstreams={"u": stub})
+
+    async def scenario():
+        async with client(app) as c:
+            ok = await c.post("/v1/chat/completions/", json=HI)
+            other = await c.post("/v1/embeddings/", json={"input": "x"})
+            return ok, other
+
+    ok, other = run(scenario())
+    assert ok.status_code == 200 and "guard=allow" in ok.headers["x-jevserve-decisions"] and len(stub.requests) == 1
+    assert other.status_code == 404 and "not found" in other.json()["error"]["message"]

@@ -67,6 +67,16 @@ def test_the_compute_limit_counts_one_step_constant_per_full_token_budget():
     assert b.compute_rps == pytest.approx(1 / (4096 * 10e-6 + 0.004 / 2))
 
 
+def test_decode_tokens_share_the_token_budget_with_prompts():
+    # an outside tester planned 38.9 req/s on a 16-token budget where the simulator served 9.7: the limit counted
+    # prompt tokens only, while every running request's decode token takes a place in each step's budget too
+    st = StepTimeModel(4000.0, 0.0, 0.0)  # no token work: the budget alone limits
+    d = request_demand([Request("r", 0.0, 10, 11)] * 10, st, max_num_batched_tokens=16, block_size=16)
+    b = stability_bound(d, constant_s=0.004, max_num_seqs=1024, num_kv_blocks=10**6, max_num_batched_tokens=16)
+    assert d.mean_budget_tokens == 10 + 10  # its prompt and 10 decode steps (the first token comes with the prefill)
+    assert b.compute_rps == pytest.approx(16 / (20 * 0.004))
+
+
 def test_step_time_grows_with_rate_and_is_infinite_at_the_compute_limit():
     st = StepTimeModel(4000.0, 17.0, 4.0)
     d = demand_of(make_workload(), st)

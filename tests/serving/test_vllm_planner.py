@@ -40,7 +40,7 @@ def test_admission_follows_the_queue_policy_and_the_batch_cap():
 
 
 def test_the_token_budget_chunks_the_last_prompt_admitted():
-    planner = make_planner(max_num_batched_tokens=64)
+    planner = make_planner(max_num_seqs=64, max_num_batched_tokens=64)
     for request in (make_request("a", 40), make_request("b", 100)):
         planner.add_request(request, 0.0)
     plan = planner.plan_step(0.0)

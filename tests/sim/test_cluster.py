@@ -160,7 +160,7 @@ def test_snapshot_reports_the_step_in_flight_not_the_whole_decode_run():
 
 def test_snapshot_of_a_prefill_step_lists_the_chunk_it_computes():
     engine = Engine(make_profile(constant_us=1000, prefill_us=10), make_queue_policy("fcfs"),
-                    EngineConfig(max_num_batched_tokens=64))
+                    EngineConfig(max_num_seqs=64, max_num_batched_tokens=64))
     sim = Simulator([engine])
     sim.push(Arrival(0.0, 0, SimRequest(Request("r", 0.0, 100, 5))))
     sim.run(0.0001)

@@ -56,7 +56,7 @@ def test_single_request_timeline_equals_the_step_model_sum(fast_forward):
 def test_chunked_prefill_splits_a_long_prompt_over_the_token_budget():
     profile = make_profile(constant_us=1000, prefill_us=10)
     entities, recorder = run([Request("r", 0.0, 100, 1)], profile=profile,
-                             config=EngineConfig(max_num_batched_tokens=64))
+                             config=EngineConfig(max_num_seqs=64, max_num_batched_tokens=64))
     assert recorder.num_steps == 2
     assert entities[0].first_token_s == pytest.approx(0.001 + 64e-5 + 0.001 + 36e-5)
 

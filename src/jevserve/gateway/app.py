@@ -70,7 +70,8 @@ def create_app(
         yield
         await gateway.aclose()  # the decision log is flushed and closed last
 
-    app = FastAPI(title="jevserve gateway", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app = FastAPI(title="jevserve gateway", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan,
+                  redirect_slashes=False)  # any other path with a slash too many: a 404 in OpenAI's shape
     app.state.gateway = gateway
     if config.cors_origins:  # a web page on another origin calling the gateway: its browser asks first (preflight)
         from starlette.middleware.cors import CORSMiddleware
@@ -112,11 +113,15 @@ def create_app(
 
     # Plain Starlette routes: the handlers read the request themselves, so FastAPI's per-request dependency
     # solving (~0.2 ms of CPU) would buy nothing on the hot path.
-    app.add_route(API_PREFIX + ENDPOINT_PATHS["chat"], chat_completions, methods=["POST"])
-    app.add_route(API_PREFIX + ENDPOINT_PATHS["completions"], completions, methods=["POST"])
+    # A trailing slash is the same endpoint, as in the ext_proc server (which strips it): Starlette's own answer was
+    # a 307 with an empty body, which the OpenAI clients do not follow for a POST
+    for path, handler in ((ENDPOINT_PATHS["chat"], chat_completions), (ENDPOINT_PATHS["completions"], completions)):
+        for served in (API_PREFIX + path, API_PREFIX + path + "/"):
+            app.add_route(served, handler, methods=["POST"])
 
     # HEAD as well: what load balancers' probes and uptime monitors send (a 405 reads as down)
     @app.api_route(API_PREFIX + MODELS_PATH, methods=["GET", "HEAD"])
+    @app.api_route(API_PREFIX + MODELS_PATH + "/", methods=["GET", "HEAD"], include_in_schema=False)
     async def models() -> Response:
         return json_response(model_list(gateway))
 

@@ -11,9 +11,12 @@ exceed its capacity, the batch cap S (`max_num_seqs`) and the KV cache C (blocks
     λ_slots = S / (E[L] constant + S E[w])        λ_kv = C / (E[D] constant + C E[w])
 
 Compute limits the rate even with unlimited slots and memory: a step holds at most M tokens (the token budget),
-so every M prompt tokens cost at least one step constant on top of their token work,
+prompt and decode tokens together, so every M of a request's p + o - 1 scheduled tokens cost at least one step
+constant on top of their token work,
 
-    λ_compute = 1 / (E[w] + constant E[p] / M)
+    λ_compute = 1 / (E[w] + constant E[p + o - 1] / M)
+
+(counting the prompt alone overstated a small budget's rate fourfold: decodes fill it first.)
 
 and the replica is unstable above λ* = min(λ_slots, λ_kv, λ_compute); the smallest names the binding resource,
 unless token work fills at least 90% of every step at λ* (λ* within 10% of the pure compute limit 1/E[w]): more
@@ -129,7 +132,7 @@ def _limits(demand: Demand, constant_s: float, work_s: float, *, max_num_seqs: i
     return {
         "batch slots": max_num_seqs / (demand.mean_steps * constant_s + max_num_seqs * work_s),
         "kv memory": num_kv_blocks / (demand.mean_kv_block_steps * constant_s + num_kv_blocks * work_s),
-        "compute": 1.0 / (work_s + constant_s * float(np.mean(demand.prompt_tokens)) / max_num_batched_tokens),
+        "compute": 1.0 / (work_s + constant_s * demand.mean_budget_tokens / max_num_batched_tokens),
     }
 
 

@@ -50,6 +50,12 @@ class Demand:
         return float(np.mean(self.steps))
 
     @property
+    def mean_budget_tokens(self) -> float:
+        """E[p + o - 1]: the tokens a request puts through the steps' token budget, its prompt and one per decode step
+        (L minus its prefill chunks)."""
+        return float(np.mean(self.prompt_tokens)) + self.mean_steps - self.mean_prefill_chunks
+
+    @property
     def mean_kv_block_steps(self) -> float:
         """E[D]."""
         return float(np.mean(self.kv_block_steps))

@@ -41,6 +41,13 @@ class EngineConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise SchedulerConfigError(f"{name}={value!r}; expected an integer >= 1")
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            # vLLM refuses this at start: a step's budget could not give every running request its decode token
+            raise SchedulerConfigError(
+                f"max_num_batched_tokens={self.max_num_batched_tokens} is below max_num_seqs={self.max_num_seqs}; "
+                "vLLM refuses that (every running request needs a token of each step's budget): raise the budget or "
+                "lower max_num_seqs"
+            )
         if self.kv_admission not in KV_ADMISSION_MODES:
             raise SchedulerConfigError(
                 f"kv_admission={self.kv_admission!r}; expected one of: {', '.join(KV_ADMISSION_MODES)}"

@@ -186,9 +186,13 @@ def test_extproc_failures_answer_in_the_gateways_error_shape() -> None:
     assert set(body["error"]) == set(GatewayError("x").body()["error"])
     assert body["error"]["code"] == "decisions_unavailable" and "unreachable" in body["error"]["message"]
     assert mapper["status_code"] == 503
+    assert {"header": {"key": "retry-after", "value": "1"}, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"} in \
+        mapper["headers_to_add"]  # as jevserve's own 503: the request never went out and may be sent again
     codes = [(m["status_code"], m["body_format_override"]["json_format"]["error"]["code"]) for m in upstream_failures]
-    # as the HTTP gateway answers them (and jevserve answers a body over its limit)
-    assert codes == [(502, "upstream_failed"), (504, "upstream_timeout"), (413, "payload_too_large")]
+    # as the HTTP gateway answers them (and jevserve answers a body over its limit); the idle timeout of a request
+    # that never reached a model server (the ext_proc server stopped answering) is jevserve's 503
+    assert codes == [(502, "upstream_failed"), (504, "upstream_timeout"), (503, "decisions_unavailable"),
+                     (413, "payload_too_large")]
     bare, _ = bootstrap_for_config(parse_config(COLLIDE), extproc=None)
     assert len(_manager(bare)["local_reply_config"]["mappers"]) == 3  # no ext_proc, no ext_proc failures
 

@@ -15,8 +15,9 @@ import pytest
 
 from jevserve.gateway.config import parse_config
 from jevserve.gateway.decider import FixedDecider
-from jevserve.gateway.extproc import Forward, ResponsePlan, error_reply
+from jevserve.gateway.extproc import Forward, ResponsePlan, error_reply, wire
 from jevserve.gateway.extproc.binding import GatewayDecisions
+from jevserve.gateway.extproc.stream import StreamSettings
 from jevserve.gateway.runtime import build_gateway
 from tests.gateway.extproc.deploy_examples import envoy_or_skip
 from tests.gateway.extproc.live import bootstrap_for, free_port, running_envoy, running_models
@@ -243,3 +244,39 @@ def test_a_stuck_ext_proc_server_fails_requests_at_once_instead_of_holding_them(
     assert reply.status_code == 503 and reply.json()["error"]["code"] == "decisions_unavailable"
     assert seconds < 10
     assert all(not m.received for m in models.values())  # nothing undecided reached a model server
+
+
+def test_a_request_held_by_a_stuck_ext_proc_server_is_not_blamed_on_the_model_server() -> None:
+    # an outside tester froze the ext_proc server with requests waiting on it: at the route's idle timeout they got
+    # the model server's 504 "not retried, since the model may have run it", though none had reached one
+    envoy = envoy_or_skip()
+    script = Scripted()
+
+    def short_idle(node) -> None:  # the routes' idle timeout (the upstream's timeout_s) down to 1 s
+        if isinstance(node, dict):
+            if "cluster" in node and "idle_timeout" in node:
+                node["idle_timeout"] = "1s"
+            for value in node.values():
+                short_idle(value)
+        elif isinstance(node, list):
+            for value in node:
+                short_idle(value)
+
+    async def scenario():
+        settings = StreamSettings(request_body_mode=wire.FULL_DUPLEX_STREAMED,
+                                  response_body_mode=wire.FULL_DUPLEX_STREAMED, deadline_s=60)
+        async with serving_at(script, settings) as (_, port), running_models(SMALL, "qwen3-8b") as (models, ports):
+            listen = free_port()
+            config = bootstrap_for(listen_port=listen, extproc_port=port, upstream_ports=ports,
+                                   mode="FULL_DUPLEX_STREAMED")  # fmt: skip
+            short_idle(config)
+            async with running_envoy(envoy, config, listen) as base, httpx.AsyncClient(base_url=base, timeout=30) as c:
+                script.delay_s = 20  # from now on the server holds every request past the idle timeout
+                reply = await c.post("/v1/chat/completions", json=chat("hello"))
+                script.delay_s = 0
+                return reply, models
+
+    reply, models = asyncio.run(scenario())
+    assert reply.status_code == 503, reply.text
+    assert reply.json()["error"]["code"] == "decisions_unavailable" and reply.headers["retry-after"] == "1"
+    assert all(not m.received for m in models.values())

@@ -46,8 +46,13 @@ UNREACHABLE_MESSAGE = (
 _UPSTREAM_UNREACHABLE = "response.code_details.startsWith('upstream_reset_before_response_started')"
 UPSTREAM_UNREACHABLE_MESSAGE = "no upstream answered: the model server could not be reached; the request was not run"
 # the route's idle timeout after the whole request went out: the upstream's `timeout_s` passed without a byte (the
-# same timer answers 408 while the client is still sending, which stays as it is)
-_UPSTREAM_SILENT = "response.code == 504 && response.code_details == 'stream_idle_timeout'"
+# same timer answers 408 while the client is still sending, which stays as it is). The same timer also ends a request
+# the ext_proc server stopped answering before it went out (in FULL_DUPLEX_STREAMED mode Envoy applies no
+# message_timeout): that one has no upstream address (reading the absent attribute makes the filter false) and is
+# jevserve's failure, not the model server's
+_IDLE = "response.code == 504 && response.code_details == 'stream_idle_timeout'"
+_UPSTREAM_SILENT = f"{_IDLE} && upstream.address != ''"
+_EXTPROC_SILENT = _IDLE  # evaluated after _UPSTREAM_SILENT: what is left had no upstream
 UPSTREAM_SILENT_MESSAGE = (
     "the model server sent nothing within its timeout after the request reached it; not retried, since the model "
     "may have run it"
@@ -248,13 +253,18 @@ def _cel_filter(expression: str) -> dict[str, Any]:
     }
 
 
-def _error_mapper(expression: str, status: int, message: str, error_type: str, code: str) -> dict[str, Any]:
-    request_id = {"key": "x-request-id", "value": "%REQ(x-request-id)%"}  # as on jevserve's own replies
+def _error_mapper(
+    expression: str, status: int, message: str, error_type: str, code: str, *, retry_after_s: int | None = None
+) -> dict[str, Any]:
+    headers = {"x-request-id": "%REQ(x-request-id)%"}  # as on jevserve's own replies
+    if retry_after_s is not None:
+        headers["retry-after"] = str(retry_after_s)
     body = {"message": message, "type": error_type, "param": None, "code": code}
     return {
         "filter": _cel_filter(expression),
         "status_code": status,
-        "headers_to_add": [{"header": request_id, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}],
+        "headers_to_add": [{"header": {"key": k, "value": v}, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
+                           for k, v in headers.items()],
         "body_format_override": {"json_format": {"error": body}, "content_type": "application/json"},
     }
 
@@ -262,21 +272,25 @@ def _error_mapper(expression: str, status: int, message: str, error_type: str, c
 def _local_reply_config(*, extproc: bool) -> dict[str, Any]:
     """Envoy's own failure replies in the HTTP gateway's error shape, status and code, where Envoy would answer a
     plain-text line (or an empty 500) that OpenAI clients report without its meaning: ext_proc's failures (jevserve
-    unreachable, a broken stream, a timeout), a model server that could not be reached (after the retries), and one
+    unreachable, a broken stream, a timeout, silence until the idle timeout), a model server that could not be reached
+    (after the retries), and one
     that went silent for its `timeout_s`, and a BUFFERED body over the listener's buffer (the 413 jevserve answers
     itself in FULL_DUPLEX_STREAMED mode). Replies jevserve sends through ext_proc carry details of their own and are
     left as they are."""
     # not a number: the listener's buffer may be changed by hand, and the message must not name a limit that is not
     too_large = "request body is larger than the proxy accepts (its listener's per_connection_buffer_limit_bytes)"
+    # Envoy answers with the first mapper whose filter holds: the model server's silence is told apart from the
+    # ext_proc server's by the upstream address only the first has
+    unavailable = ("api_error", "decisions_unavailable")
     mappers = [
+        *([_error_mapper(_EXTPROC_FAILED, 503, UNREACHABLE_MESSAGE, *unavailable, retry_after_s=1)] if extproc else []),
         _error_mapper(_UPSTREAM_UNREACHABLE, 502, UPSTREAM_UNREACHABLE_MESSAGE, "upstream_error", "upstream_failed"),
         _error_mapper(_UPSTREAM_SILENT, 504, UPSTREAM_SILENT_MESSAGE, "upstream_error", "upstream_timeout"),
+        # the ext_proc server silent: the request never went out, so it may be sent again (jevserve's own 503 says so
+        # with Retry-After too)
+        *([_error_mapper(_EXTPROC_SILENT, 503, UNREACHABLE_MESSAGE, *unavailable, retry_after_s=1)] if extproc else []),
         _error_mapper(_PAYLOAD_TOO_LARGE, 413, too_large, "invalid_request_error", "payload_too_large"),
     ]
-    if extproc:
-        # the 503 jevserve itself answers when its decisions are unavailable (`--failure closed`)
-        failed = _error_mapper(_EXTPROC_FAILED, 503, UNREACHABLE_MESSAGE, "api_error", "decisions_unavailable")
-        mappers.insert(0, failed)
     return {"mappers": mappers}
 
 
