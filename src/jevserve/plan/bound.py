@@ -46,7 +46,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
 from scipy import optimize
 
 from jevserve.plan.demand import Demand
