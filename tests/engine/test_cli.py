@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import socket
 
+import pytest
+
 from jevserve.cli import main
 
 
@@ -19,3 +21,11 @@ def test_a_port_in_use_is_one_line_and_exit_2(capsys):
     captured = capsys.readouterr()
     assert f"cannot listen on 127.0.0.1:{port}" in captured.err and "Traceback" not in captured.err
     assert "/v1" not in captured.out  # never announced as serving
+
+
+def test_a_speedup_that_would_stop_the_clock_is_refused(capsys):
+    # an outside tester's `--speedup 1e-9` started an engine whose every step would sleep for weeks
+    with pytest.raises(SystemExit) as exc:
+        main(["engine", "--speedup", "1e-9", "--no-sharegpt-lengths"])
+    assert exc.value.code == 2
+    assert "--speedup '1e-9': expected at least 0.01" in capsys.readouterr().err

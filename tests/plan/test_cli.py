@@ -126,3 +126,21 @@ def test_ctrl_c_during_plan_validate_is_one_line_saying_how_to_resume(tmp_path, 
     err = capsys.readouterr().err.splitlines()
     assert err[-1].startswith(f"jevserve plan: interrupted; finished runs are kept in {tmp_path}")
     assert err[-1].endswith("run the same command again to resume from them")
+
+
+def test_a_profile_that_profiles_check_refuses_is_warned_about_where_it_is_used(tmp_path, capsys):
+    # an outside tester's L4-like profile (an H100's fitted step times on a GPU ten times slower): `sim profiles
+    # --check` refused it, while `plan` answered from it without a word
+    from importlib import resources
+
+    shipped = resources.files("jevserve.sim").joinpath("profiles", "qwen3-8b-h100.toml").read_text()
+    slow = tmp_path / "slow-gpu.toml"
+    slow.write_text(shipped.replace('name = "qwen3-8b-h100"', 'name = "slow-gpu"')
+                    .replace("memory_bandwidth_tbps = 3.35", "memory_bandwidth_tbps = 0.3"))
+    assert _exit_code(["sim", "profiles", "--check", str(slow)]) == 1
+    capsys.readouterr()
+    assert main(["plan", "--rate", "5", "--num-requests", "200", "--profile", str(slow)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: jevserve plan: profile slow-gpu:" in err and "fitted" in err and "< floor" in err
+    assert main(["plan", "--rate", "5", "--num-requests", "200", "--profile", "qwen3-8b-h100"]) == 0
+    assert "warning" not in capsys.readouterr().err  # a sound profile is used without one

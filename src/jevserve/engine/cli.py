@@ -13,6 +13,16 @@ from jevserve.sim.engine_args import add_engine_arguments, add_profile_argument
 
 DEFAULT_MAX_MODEL_LEN = 40960  # Qwen3-8B's
 
+# Below this an engine step of a few ms would take minutes of wall time: a slip of the exponent, not a setting.
+MIN_SPEEDUP = 0.01
+
+
+def _speedup(text: str) -> float:
+    value = positive_float("--speedup")(text)
+    if value < MIN_SPEEDUP:
+        raise argparse.ArgumentTypeError(f"--speedup {text!r}: expected at least {MIN_SPEEDUP:g} (a step of 4 ms "
+                                         f"would take {0.004 / value:,.0f} s of wall time)")
+    return value
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `jevserve engine`."""
@@ -26,9 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=port_arg("--port"), default=8000, help="port (default: %(default)s, vLLM's)")
     p.add_argument("--served-model-name", default=None,
                    help="model name clients send and /v1/models lists (default: the profile's model)")
-    p.add_argument("--speedup", type=positive_float("--speedup"), default=1.0,
-                   help="run the engine's clock this many times faster than the wall clock; latencies in /metrics "
-                   "stay in engine seconds (default: 1, real time)")
+    p.add_argument("--speedup", type=_speedup, default=1.0,
+                   help="run the engine's clock this many times faster than the wall clock, from "
+                   f"{MIN_SPEEDUP:g} (slower) up; latencies in /metrics stay in engine seconds (default: 1, real time)")
     p.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default="fcfs",
                    help="vLLM's: first come first served, or by each request's `priority` field, lower first "
                    "(default: fcfs)")
@@ -59,10 +69,11 @@ def _cmd_engine(args: argparse.Namespace) -> int:
     from jevserve.serving.registry import make_queue_policy
     from jevserve.sim.engine_args import engine_config_from_args
     from jevserve.sim.errors import SimError
-    from jevserve.sim.profile import load_profile
+    from jevserve.sim.profile import load_profile, warn_if_impossible
 
     try:
         profile = load_profile(args.profile)
+        warn_if_impossible(profile, "jevserve engine")
         config = engine_config_from_args(args)
         policy = make_queue_policy(args.scheduling_policy, aging_s=args.aging_s)
     except (SimError, ServingError) as exc:

@@ -213,7 +213,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from jevserve.plan.planner import PlanError, plan_for
     from jevserve.plan.report import plan_text
     from jevserve.sim.engine_args import engine_config_from_args
-    from jevserve.sim.profile import load_profile
+    from jevserve.sim.profile import load_profile, warn_if_impossible
 
     if args.rate is None:
         raise PlanError("--rate is required: the total request rate to serve, e.g. `jevserve plan --rate 500`")
@@ -228,7 +228,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         print(f"note: the analytic model does not read {', '.join(unmodelled)}: the answer is the same without "
               f"{'them' if len(unmodelled) > 1 else 'it'}; `jevserve plan table` simulates them", file=sys.stderr)
     requests = _requests(args)
-    plan = plan_for(args.rate, requests, load_profile(args.profile), engine_config_from_args(args),
+    profile = load_profile(args.profile)
+    warn_if_impossible(profile, "jevserve plan")
+    plan = plan_for(args.rate, requests, profile, engine_config_from_args(args),
                     ttft_slo_s=args.slo_ttft_ms / 1000, attainment_target=args.attainment,
                     decision_delay_s=args.decision_delay_ms / 1000, gpus_per_replica=args.gpus_per_replica,
                     max_load=args.max_load)

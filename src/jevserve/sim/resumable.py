@@ -56,10 +56,16 @@ def run_keyed(
     on_done: Callable[[dict], None] | None = None,
 ) -> list[dict]:
     """Run `worker(cell, context)` for every cell (anything with a `.key`) not already in `results_path`, in
-    `jobs` processes, appending each row (which carries the key) as it finishes; returns the rows in cell order."""
+    `jobs` processes, appending each row (which carries the key) as it finishes; returns the rows in cell order.
+    `on_done` sees every cell's row, those read back from `results_path` first (a resumed sweep's progress bar
+    starts where the last run stopped, not at 0)."""
     cells = list(cells)
     done = read_rows(results_path) if results_path is not None else {}
     todo = [c for c in cells if c.key not in done]
+    if on_done is not None:
+        for cell in cells:
+            if cell.key in done:
+                on_done(done[cell.key])
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
     pool = None
     sink = results_path.open("a") if results_path is not None else None

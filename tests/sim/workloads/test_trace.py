@@ -42,3 +42,18 @@ def test_trace_suffix_must_be_known(tmp_path):
     path.write_text("x")
     with pytest.raises(TraceError, match=r"expected \.jsonl or \.csv"):
         read_trace(path)
+
+
+def test_a_request_id_twice_is_refused_naming_both_rows(tmp_path):
+    # an outside tester's trace with one id on two rows was accepted: a prediction keyed by it went to either
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"request_id": "a", "arrival_s": 1, "prompt_tokens": 5, "output_tokens": 6}\n'
+                    '{"request_id": "b", "arrival_s": 2, "prompt_tokens": 5, "output_tokens": 6}\n'
+                    '{"request_id": "a", "arrival_s": 3, "prompt_tokens": 5, "output_tokens": 6}\n')
+    with pytest.raises(TraceError, match=r"t.jsonl:3: request_id 'a' is also the id at .*t.jsonl:1"):
+        read_trace(path)
+    # a row without an id is given its row number, which an explicit id may also be
+    path.write_text('{"request_id": "1", "arrival_s": 1, "prompt_tokens": 5, "output_tokens": 6}\n'
+                    '{"arrival_s": 2, "prompt_tokens": 5, "output_tokens": 6}\n')
+    with pytest.raises(TraceError, match=r"request_id '1' is also the id at"):
+        read_trace(path)

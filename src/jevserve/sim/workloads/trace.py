@@ -96,4 +96,11 @@ def _read_trace(path: Path, *, need_arrival: bool) -> list[Request]:
     if not rows:
         raise TraceError(f"trace file {str(path)!r} has no rows")
     requests = [_row_to_request(row, i, where, need_arrival=need_arrival) for i, (row, where) in enumerate(rows)]
+    first_at: dict[str, str] = {}
+    for request, (_, where) in zip(requests, rows, strict=True):
+        # predictions, records and the loadgen's results are keyed by id: a second row with one would take the
+        # first's prediction, or its record's place, without a word
+        if (seen := first_at.setdefault(request.request_id, where)) != where:
+            raise TraceError(f"{where}: request_id {request.request_id!r} is also the id at {seen} (a row without "
+                             "one is given its row number); each request needs its own")
     return sorted(requests, key=lambda r: r.arrival_s)
