@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 import grpc
 import httpx
@@ -237,3 +238,33 @@ def test_a_deadline_not_above_the_decision_timeout_is_warned_of_at_start():
     warning = _short_deadline(400, 1000, "open")
     assert warning.startswith("warning: --deadline-ms 400 is not above") and "undecided" in warning
     assert "503" in _short_deadline(1000, 1000, "closed")
+
+
+def test_the_decider_health_service_follows_the_decider_within_a_poll() -> None:
+    # an outside tester's gRPC `jevserve.decider` still read SERVING 5 s after /healthz read degraded: it was brought
+    # up to date at the recheck interval only
+    from jevserve.gateway.decider import FixedDecider
+    from jevserve.gateway.extproc.cli import watch_decider
+
+    decider = FixedDecider({})
+    reports: list[tuple[float, str | None]] = []
+
+    async def scenario():
+        started = time.monotonic()
+
+        async def report(problem):
+            reports.append((time.monotonic() - started, problem))
+
+        watcher = asyncio.create_task(watch_decider(decider, report, poll_s=0.05))
+        await asyncio.sleep(0.2)
+        decider.failed_at, decider.failure = time.time(), "connection refused"  # as a failed call marks it
+        failed = time.monotonic() - started
+        await asyncio.sleep(0.2)
+        decider.answered_at = time.time()  # and as an answer clears it
+        await asyncio.sleep(0.2)
+        watcher.cancel()
+        return failed
+
+    failed = asyncio.run(scenario())
+    assert [problem for _, problem in reports] == [None, "connection refused", None]  # changes only, each once
+    assert reports[1][0] - failed < 0.15

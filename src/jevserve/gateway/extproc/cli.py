@@ -23,6 +23,28 @@ cacheable replies stored. See docs/deploy.md.
 MODES = ("BUFFERED", "FULL_DUPLEX_STREAMED")
 
 
+
+# How often the grpc.health.v1 answer for `jevserve.decider` is brought up to date with the decider's state (what
+# /healthz reads at once): at the recheck interval it lagged /healthz by up to 5 s after the decider failed.
+DECIDER_HEALTH_POLL_S = 0.5
+
+
+async def watch_decider(decider, report, poll_s: float = DECIDER_HEALTH_POLL_S) -> None:
+    """Report the decider's problem (None: it answers) through `report` whenever it changes, polling every `poll_s`.
+    A remote decider that failed is asked again every DECIDER_RECHECK_S without waiting for a request, as in
+    `jevserve gateway` (`recheck_decider` keeps to that interval however often it is called)."""
+    import asyncio
+
+    from jevserve.gateway.decider import recheck_decider
+
+    reported: object = object()  # nothing reported yet
+    while True:
+        problem = await recheck_decider(decider)
+        if problem != reported:
+            await report(problem)
+            reported = problem
+        await asyncio.sleep(poll_s)
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `extproc` command."""
     p = subparsers.add_parser(
@@ -134,7 +156,7 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
 
     from jevserve.decide.registry import UnknownSpecError
     from jevserve.gateway.cli import check_decider
-    from jevserve.gateway.decider import DECIDER_RECHECK_S, DecisionUnavailable, decider_for, recheck_decider
+    from jevserve.gateway.decider import DecisionUnavailable, decider_for
     from jevserve.gateway.extproc import wire
     from jevserve.gateway.extproc.binding import GatewayDecisions
     from jevserve.gateway.extproc.metrics_http import start_metrics
@@ -177,15 +199,8 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
     if args.metrics_port is not None:
         banner.append(f"  metrics:   http://{args.host}:{args.metrics_port}/metrics")
 
-    async def watch_decider(server) -> None:
-        # a remote decider that failed is asked again every DECIDER_RECHECK_S without waiting for a request, as in
-        # `jevserve gateway`; its state is the grpc.health.v1 answer for DECIDER_SERVICE
-        while True:
-            await server.report_decider(await recheck_decider(decider))
-            await asyncio.sleep(DECIDER_RECHECK_S)
-
     async def started(server):
-        watcher = asyncio.create_task(watch_decider(server))
+        watcher = asyncio.create_task(watch_decider(decider, server.report_decider))
         runner = None
         if args.metrics_port is not None:
             try:
