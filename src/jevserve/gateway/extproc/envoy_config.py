@@ -272,11 +272,10 @@ def _error_mapper(
 def _local_reply_config(*, extproc: bool) -> dict[str, Any]:
     """Envoy's own failure replies in the HTTP gateway's error shape, status and code, where Envoy would answer a
     plain-text line (or an empty 500) that OpenAI clients report without its meaning: ext_proc's failures (jevserve
-    unreachable, a broken stream, a timeout, silence until the idle timeout), a model server that could not be reached
-    (after the retries), and one
-    that went silent for its `timeout_s`, and a BUFFERED body over the listener's buffer (the 413 jevserve answers
-    itself in FULL_DUPLEX_STREAMED mode). Replies jevserve sends through ext_proc carry details of their own and are
-    left as they are."""
+    unreachable, a broken stream, a timeout, silence until the idle timeout), a model server that could not be
+    reached (after the retries), one that went silent for its `timeout_s`, and a BUFFERED body over the listener's
+    buffer (the 413 jevserve answers itself in FULL_DUPLEX_STREAMED mode). Replies jevserve sends through ext_proc
+    carry details of their own and are left as they are."""
     # not a number: the listener's buffer may be changed by hand, and the message must not name a limit that is not
     too_large = "request body is larger than the proxy accepts (its listener's per_connection_buffer_limit_bytes)"
     # Envoy answers with the first mapper whose filter holds: the model server's silence is told apart from the
