@@ -222,13 +222,13 @@ def test_a_queue_growing_within_the_tolerance_is_called_out(capsys):
 def test_completions_short_of_arrivals_are_called_out_when_the_queue_trend_is_flat():
     # an outside tester's run 4% past saturation (122 req/s, seed 2): the waiting queue swung about a high level
     # (trend -0.8%) while completions fell 1.6% short, and no note was printed
-    from jevserve.sim.cli import _falling_behind
+    from jevserve.sim.steady import falling_behind
 
-    said = _falling_behind({"waiting_growth": -0.008, "completion_ratio": 0.9843}, swing=0.009)
+    said = falling_behind(-0.008, 0.9843, swing=0.009)
     assert said == "completions fell 1.6% short of the second half's arrivals"
-    assert _falling_behind({"waiting_growth": 0.005, "completion_ratio": 1.011}, swing=0.009) is None
+    assert falling_behind(0.005, 1.011, swing=0.009) is None
     # a short run's completions swing more by chance: 2.6% short in 1,500 arrivals with about 180 in flight is noise
-    assert _falling_behind({"waiting_growth": 0.0, "completion_ratio": 0.974}, swing=0.038) is None
+    assert falling_behind(0.0, 0.974, swing=0.038) is None
 
 
 @pytest.mark.parametrize("command", [["sim", "run", "--num-requests", "5"], ["plan", "--rate", "5"]])

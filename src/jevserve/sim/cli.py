@@ -167,7 +167,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from jevserve.sim.metrics import summarize_recorded
     from jevserve.sim.profile import load_profile, warn_if_impossible
     from jevserve.sim.run import SimulationSummary, simulate, with_arrivals
-    from jevserve.sim.steady import KEEP_UP_TOLERANCE, completion_swing, keep_up, too_short_to_tell
+    from jevserve.sim.steady import (
+        KEEP_UP_TOLERANCE,
+        completion_swing,
+        falling_behind,
+        keep_up,
+        too_short_to_tell,
+    )
     from jevserve.sim.steplog import StepLogger
     from jevserve.sim.work import WorkCounter
     from jevserve.sim.workloads.predictions import attach_predictions, noisy_oracle, read_predictions
@@ -227,7 +233,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     short = too_short_to_tell(recorder.records)
     if short and not summary["keeps_up"]:
         print(f"note: keeps_up False may say only that the run is short: {short}; rerun with more requests")
-    elif summary["keeps_up"] and (behind := _falling_behind(summary, completion_swing(recorder.records))):
+    elif summary["keeps_up"] and (behind := falling_behind(summary["waiting_growth"], summary["completion_ratio"],
+                                                           completion_swing(recorder.records))):
         # within the tolerance, but a backlog that grows at all grows without end: the verdict cannot see a rate just
         # past saturation (at 97% of a replica's bound its queue grew 2.5% of the arrivals, attainment 30%). The
         # waiting queue's trend alone missed runs 4% past saturation whose queue swung about a high level while
@@ -333,21 +340,3 @@ def _cmd_sharegpt_counts(args: argparse.Namespace) -> int:
         write_counts_csv(counts, args.out)
         print(f"counts -> {args.out}")
     return 0 if not differ and len(counts) == len(shipped) else 1
-
-
-# A backlog that grew by more than this share of the second half's arrivals is noted, though within the tolerance.
-NOTED_GROWTH = 0.01
-
-
-def _falling_behind(summary: dict, swing: float) -> str | None:
-    """What says a passing run may be falling behind: the waiting queue trending up by more than NOTED_GROWTH of the
-    arrivals, or completions short of them by more than that and more than their chance `swing` (a share of the
-    arrivals, `steady.completion_swing`); None when neither does."""
-    said = []
-    if summary["waiting_growth"] > NOTED_GROWTH:
-        said.append(f"the waiting queue grew by {100 * summary['waiting_growth']:.1f}% of the second half's arrivals")
-    if summary["completion_ratio"] < 1 - max(NOTED_GROWTH, swing):
-        said.append(f"completions fell {100 * (1 - summary['completion_ratio']):.1f}% short of the second half's "
-                    "arrivals")
-    return " and ".join(said) or None
-

@@ -131,3 +131,19 @@ def verdict_as_far_as_told(
         return verdict.keeps_up, verdict.margin
     margin = tol - verdict.waiting_growth
     return (False if margin < 0 else None), margin
+
+
+# A backlog that grew by more than this share of the second half's arrivals is noted, though within the tolerance.
+NOTED_GROWTH = 0.01
+
+
+def falling_behind(waiting_growth: float, completion_ratio: float, swing: float) -> str | None:
+    """What says a run that keeps up may still be falling behind: its waiting queue trending up by more than
+    NOTED_GROWTH of the second half's arrivals, or its completions short of them by more than that and more than
+    their chance `swing` (`completion_swing`); None when neither does."""
+    said = []
+    if waiting_growth > NOTED_GROWTH:
+        said.append(f"the waiting queue grew by {100 * waiting_growth:.1f}% of the second half's arrivals")
+    if completion_ratio < 1 - max(NOTED_GROWTH, swing):
+        said.append(f"completions fell {100 * (1 - completion_ratio):.1f}% short of the second half's arrivals")
+    return " and ".join(said) or None
