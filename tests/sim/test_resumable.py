@@ -62,17 +62,18 @@ def test_a_guarded_command_turns_ctrl_c_into_one_line_and_status_130(raised, lin
     assert line in err and err.count("\n") == 1
 
 
-def test_a_resumed_sweep_reports_the_cells_it_reuses_so_progress_starts_where_it_stopped(tmp_path):
+
+def test_a_resumed_sweep_counts_the_cells_it_reuses_so_progress_starts_where_it_stopped(tmp_path):
     # an outside tester's resumed `sim cluster` sat at 0/24 with 16 runs already done, as if nothing was reused
+    from jevserve.sim.resumable import count_reused
+
     path = tmp_path / "runs.jsonl"
-    path.write_text("".join(json.dumps({"key": k, "ran": "before"}) + "\n" for k in ("a", "c")))
-    ran, seen = [], []
-
-    def worker(cell: Cell, _context: None) -> dict:
-        ran.append(cell.key)
-        return {"key": cell.key, "ran": "now"}
-
-    rows = run_keyed([Cell(k) for k in "abcd"], worker, None, results_path=path, jobs=1, on_done=seen.append)
-    assert ran == ["b", "d"]
-    assert [(r["key"], r["ran"]) for r in seen] == [("a", "before"), ("c", "before"), ("b", "now"), ("d", "now")]
-    assert [r["key"] for r in rows] == ["a", "b", "c", "d"]
+    path.write_text("".join(json.dumps({"key": k}) + "\n" for k in ("a", "c", "z")) + '{"key": "b", "ro')  # torn
+    cells = [Cell(k) for k in "abcd"]
+    assert count_reused(cells, path) == 2  # "z" is another sweep's cell; the torn "b" is run again
+    ran = []
+    run_keyed(cells, lambda cell, _context: ran.append(cell.key) or {"key": cell.key}, None, results_path=path,
+              jobs=1)
+    # found while writing this: the first row after a torn line was appended to it, unreadable, and run again on
+    # the next resume; it starts a line of its own
+    assert ran == ["b", "d"] and count_reused(cells, path) == 4

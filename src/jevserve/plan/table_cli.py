@@ -129,7 +129,7 @@ def run_validate(args: argparse.Namespace) -> int:
     from jevserve.plan.validate import CASES, build_case, cells_for, compare, run_validation_cell
     from jevserve.sim.engine_args import engine_config_from_args, slo_from_args
     from jevserve.sim.profile import load_profile
-    from jevserve.sim.resumable import run_keyed
+    from jevserve.sim.resumable import count_reused, run_keyed
 
     started = time.perf_counter()
     config, slo = engine_config_from_args(args), slo_from_args(args)
@@ -144,7 +144,7 @@ def run_validate(args: argparse.Namespace) -> int:
             "version": [SIM_MODEL_VERSION, PLAN_RESULTS_VERSION], "profile": asdict(profile),
             "config": asdict(case.config), "slo": asdict(slo), "requests": [asdict(r) for r in case.requests]})
             + ".jsonl")
-        with tqdm(total=len(cells), desc=f"validate {name}", unit="run") as bar:
+        with tqdm(total=len(cells), initial=count_reused(cells, path), desc=f"validate {name}", unit="run") as bar:
             rows = run_keyed(cells, run_validation_cell, cases, results_path=path, jobs=args.jobs,
                              on_done=lambda _, bar=bar: bar.update())
             bar.update(len(cells) - bar.n)

@@ -46,6 +46,21 @@ def read_rows(path: Path) -> dict[str, dict]:
     return done
 
 
+def _ends_torn(path: Path) -> bool:
+    if not path.exists() or path.stat().st_size == 0:
+        return False
+    with path.open("rb") as f:
+        f.seek(-1, 2)
+        return f.read(1) != b"\n"
+
+
+def count_reused(cells: Iterable[Any], results_path: Path) -> int:
+    """How many of `cells` a run over `results_path` reads back instead of computing: where a resumed sweep's
+    progress starts (a bar at 0 read as if nothing was kept)."""
+    done = read_rows(results_path)
+    return sum(1 for cell in cells if cell.key in done)
+
+
 def run_keyed(
     cells: Iterable[Any],
     worker: Callable[[Any, Any], dict],
@@ -57,18 +72,15 @@ def run_keyed(
 ) -> list[dict]:
     """Run `worker(cell, context)` for every cell (anything with a `.key`) not already in `results_path`, in
     `jobs` processes, appending each row (which carries the key) as it finishes; returns the rows in cell order.
-    `on_done` sees every cell's row, those read back from `results_path` first (a resumed sweep's progress bar
-    starts where the last run stopped, not at 0)."""
+    `on_done` sees each row computed here (`count_reused` counts the others)."""
     cells = list(cells)
     done = read_rows(results_path) if results_path is not None else {}
     todo = [c for c in cells if c.key not in done]
-    if on_done is not None:
-        for cell in cells:
-            if cell.key in done:
-                on_done(done[cell.key])
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
     pool = None
     sink = results_path.open("a") if results_path is not None else None
+    if sink is not None and _ends_torn(results_path):
+        sink.write("\n")  # a killed run's torn last line: the next row starts on a line of its own, or it is lost too
     try:
         if jobs == 1:
             results: Iterable[dict] = (worker(c, context) for c in todo)

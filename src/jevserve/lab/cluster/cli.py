@@ -117,6 +117,7 @@ def run_cluster_command(args: argparse.Namespace, config, slo) -> int:
     from jevserve.sim.cluster_run import ClusterSetup
     from jevserve.sim.engine import SIM_MODEL_VERSION
     from jevserve.sim.profile import load_profile
+    from jevserve.sim.resumable import count_reused
 
     started = time.perf_counter()
     routers = _names(args.router, "router", tuple(n for n in router_names() if n != "utility"))
@@ -145,7 +146,9 @@ def run_cluster_command(args: argparse.Namespace, config, slo) -> int:
                 "arrivals": [args.arrivals, cv]}
         path = args.out / f"runs-{_fingerprint(base)}.jsonl"
         cells = cells_for(routers if index == 0 else ["latency"], args.rates, args.seeds)
-        with tqdm(total=len(cells), desc=f"cluster ({source} predictions)", unit="run") as bar:
+        # a resumed sweep's bar starts at the runs it reuses (at 0 it read as if nothing was kept)
+        with tqdm(total=len(cells), initial=count_reused(cells, path), desc=f"cluster ({source} predictions)",
+                  unit="run") as bar:
             found = run_cluster_cells(cells, setup, results_path=path, jobs=args.jobs, on_done=lambda _: bar.update())
             bar.update(len(cells) - bar.n)
         rows += [(source, run) for run in found]

@@ -130,6 +130,8 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, slo: Slo) -> dict
     """Calibrate (or reuse) the knob, run the resumable sweep and return the aggregate with its metadata."""
     from tqdm import tqdm
 
+    from jevserve.sim.resumable import count_reused
+
     started = time.perf_counter()
     config = scenario_config(scenario, args)
     setup = QueueOrderSetup(
@@ -151,9 +153,9 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, slo: Slo) -> dict
     context, predictions = build_context(setup, value)
     cells = [Cell(p, r, s) for p in setup.policies() for r in setup.rates for s in setup.seeds]
     runs_path = folder / f"runs-{_fingerprint({**base, 'knob': value, 'predictions': predictions})}.jsonl"
-    num_reused = len(runs_path.read_text().splitlines()) if runs_path.exists() else 0
+    num_reused = count_reused(cells, runs_path)
     sweep_started = time.perf_counter()
-    with tqdm(total=len(cells), desc=f"queue-order {scenario.name}", unit="run") as bar:
+    with tqdm(total=len(cells), initial=num_reused, desc=f"queue-order {scenario.name}", unit="run") as bar:
         rows = run_cells(cells, context, results_path=runs_path, jobs=args.jobs, on_done=lambda _: bar.update())
         bar.update(len(cells) - bar.n)
     agg = aggregate(rows, setup)
@@ -169,7 +171,7 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, slo: Slo) -> dict
         "calibration_target": setup.target_fcfs_goodput if setup.knob_value is None else None,
         "calibration_reused": reused, "calibration_wall_s": calibrated_s,
         "sweep_wall_s": time.perf_counter() - sweep_started, "num_cells": len(cells),
-        "num_reused": min(num_reused, len(cells)), "runs_file": str(runs_path), "predictions": predictions,
+        "num_reused": num_reused, "runs_file": str(runs_path), "predictions": predictions,
         "mean_prompt_tokens": float(np.mean([r.num_prompt_tokens for r in context.requests])),
         "output_tokens": output_length_stats(context.requests),
         "num_capped": count_capped(context.requests, scenario.max_model_len) if scenario.knob == "output_scale"
