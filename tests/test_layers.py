@@ -33,8 +33,10 @@ ALLOWED: dict[str, frozenset[str] | str] = {
     # train also reaches serving, for serving/decision_inputs.py: everyday negatives are built as the gateway
     # builds its decision texts, so what is trained on is what is served.
     "train": frozenset({"argtypes", "bench", "predict", "decide", "client", "protocol", "serving", "docsections"}),
-    "bench": frozenset({"argtypes", "client", "predict", "serving", "sim", "protocol", "docsections"}),
-    "gateway": frozenset({"argtypes", "serving", "predict", "client", "decide", "protocol"}),
+    "bench": frozenset({"argtypes", "client", "predict", "serving", "sim", "protocol", "docsections", "json_report"}),
+    # json_report also opens every append-only JSONL file (the bench's answers, the decision log), closing a torn
+    # last line first
+    "gateway": frozenset({"argtypes", "serving", "predict", "client", "decide", "protocol", "json_report"}),
     "server": frozenset({"argtypes", "decide", "protocol"}),
     # The live engine (`jevserve engine`) is the HTTP shell around the simulator's engine: the one step planner of
     # serving/ run on the wall clock, with sim/'s profiles, workloads and engine options; sim/ itself knows no HTTP.
@@ -55,7 +57,8 @@ ALLOWED: dict[str, frozenset[str] | str] = {
     # argtypes.py, the number types of every command line, is a leaf for the same reason: the decision server's
     # command line parses its limits as the simulator's does without reaching into sim/.
     "argtypes": frozenset(),
-    # json_report.py writes the reports of sim, the lab's sweeps and loadgen as standard JSON (no NaN): a leaf too.
+    # json_report.py writes the reports of sim, the lab's sweeps and loadgen as standard JSON (no NaN), and opens
+    # append-only JSONL files: a leaf too.
     "json_report": frozenset(),
 }
 

@@ -1,4 +1,5 @@
-"""JSON for the reports commands write (sim, cluster and loadgen summaries): standard JSON, which has no NaN.
+"""JSON for the reports commands write (sim, cluster and loadgen summaries): standard JSON, which has no NaN; and
+the one way append-only JSONL files are opened.
 
 Python's json writes float('nan') as a bare NaN, which JavaScript's JSON.parse, jq and most other parsers reject, so
 a report with an undefined number (a maximum over no requests, an interval over one draw) could not be read outside
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+import os
+from pathlib import Path
+from typing import Any, TextIO
 
 
 def finite_or_null(value: Any) -> Any:
@@ -28,3 +31,17 @@ def finite_or_null(value: Any) -> Any:
 def dumps(value: Any, **kwargs: Any) -> str:
     """`json.dumps` of `value` as standard JSON: NaN and infinities as null, and a failure if any is left."""
     return json.dumps(finite_or_null(value), allow_nan=False, **kwargs)
+
+
+def open_for_append(path: Path) -> TextIO:
+    """`path` opened to append JSON lines to (UTF-8), after closing a torn last line that a killed writer left: the
+    next line must start on a line of its own, or it is unreadable too. Every append-only JSONL file of jevserve
+    (the sweeps' runs, the bench's answers, the gateway's decision log) is opened with this."""
+    if path.exists() and path.stat().st_size > 0:
+        with path.open("rb") as f:
+            f.seek(-1, os.SEEK_END)
+            torn = f.read(1) != b"\n"
+        if torn:
+            with path.open("a", encoding="utf-8") as f:
+                f.write("\n")
+    return path.open("a", encoding="utf-8")

@@ -23,3 +23,13 @@ def test_read_log_skips_a_truncated_last_line(tmp_path):
     path = tmp_path / "d.jsonl"
     path.write_text('{"i": 1}\n{"i": 2}\n{"i": 3, "trunc')
     assert [r["i"] for r in read_log(path)] == [1, 2]
+
+
+def test_a_gateway_restarted_after_a_crash_mid_line_loses_no_record_of_its_own(tmp_path):
+    # the next start appended its first record to the torn line, where no reader could tell the two apart
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"i": 1}\n{"i": 2, "trunc')
+    log = DecisionLog(path)
+    log.write({"i": 3})
+    log.close()
+    assert [r["i"] for r in read_log(path)] == [1, 3]

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from jevserve.json_report import open_for_append
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 # Statuses that say the endpoint can never answer this one request (bad, too long or invalid for it): such a request
 # is cached as refused and read as "no information". Every other status says something about the endpoint (auth,
@@ -167,15 +169,7 @@ class AnswersCache:
     def _append(self, row: dict[str, Any]) -> None:
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            # Close a torn last line first, so the next record starts on a line of its own.
-            if self.path.exists() and self.path.stat().st_size > 0:
-                with self.path.open("rb") as f:
-                    f.seek(-1, os.SEEK_END)
-                    torn = f.read(1) != b"\n"
-                if torn:
-                    with self.path.open("a", encoding="utf-8") as f:
-                        f.write("\n")
-            self._file = self.path.open("a", encoding="utf-8")
+            self._file = open_for_append(self.path)  # a torn last line closed first
         self._file.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n")
         self._file.flush()  # per answer: a killed process keeps every answer it received
 

@@ -13,6 +13,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from jevserve.json_report import open_for_append
+
 
 class DecisionLog:
     """Append-only JSONL with size-based rotation; safe to call from several threads."""
@@ -23,7 +25,7 @@ class DecisionLog:
         self.max_bytes = max_bytes
         self.backups = backups
         self._lock = threading.Lock()
-        self._file = self.path.open("a", encoding="utf-8")
+        self._file = open_for_append(self.path)  # a gateway killed mid-write left a torn line: closed first
         self.num_written = 0
 
     def write(self, record: dict[str, Any]) -> None:

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from jevserve.json_report import open_for_append
+
 _WORKER: tuple[Callable[[Any, Any], dict], Any] | None = None  # (worker, context), set by _init_worker
 
 
@@ -46,14 +48,6 @@ def read_rows(path: Path) -> dict[str, dict]:
     return done
 
 
-def _ends_torn(path: Path) -> bool:
-    if not path.exists() or path.stat().st_size == 0:
-        return False
-    with path.open("rb") as f:
-        f.seek(-1, 2)
-        return f.read(1) != b"\n"
-
-
 def count_reused(cells: Iterable[Any], results_path: Path) -> int:
     """How many of `cells` a run over `results_path` reads back instead of computing: where a resumed sweep's
     progress starts (a bar at 0 read as if nothing was kept)."""
@@ -78,9 +72,7 @@ def run_keyed(
     todo = [c for c in cells if c.key not in done]
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
     pool = None
-    sink = results_path.open("a") if results_path is not None else None
-    if sink is not None and _ends_torn(results_path):
-        sink.write("\n")  # a killed run's torn last line: the next row starts on a line of its own, or it is lost too
+    sink = open_for_append(results_path) if results_path is not None else None
     try:
         if jobs == 1:
             results: Iterable[dict] = (worker(c, context) for c in todo)
