@@ -21,7 +21,7 @@ def _speedup(text: str) -> float:
     value = positive_float("--speedup")(text)
     if value < MIN_SPEEDUP:
         raise argparse.ArgumentTypeError(f"--speedup {text!r}: expected at least {MIN_SPEEDUP:g} (a step of 4 ms "
-                                         f"would take {0.004 / value:,.0f} s of wall time)")
+                                         f"would take {0.004 / value:.3g} s of wall time)")
     return value
 
 def register(subparsers: argparse._SubParsersAction) -> None:

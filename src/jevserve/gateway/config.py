@@ -478,6 +478,17 @@ def _path(loc: tuple[Any, ...]) -> str:
     return out
 
 
+_SCALAR_TYPES = frozenset({"float_type", "int_type", "int_from_float", "bool_type", "float_parsing", "int_parsing"})
+
+
+def _reads_as_scalar(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return text.strip().lower() in ("true", "false", "yes", "no", "on", "off")
+    return True
+
+
 def _message(error: Mapping[str, Any]) -> str:
     msg = str(error.get("msg", "invalid value"))
     for prefix in ("Value error, ", "Assertion failed, "):
@@ -502,6 +513,11 @@ def _message(error: Mapping[str, Any]) -> str:
     if error.get("type") == "string_type" and isinstance(error.get("input"), bool):
         # YAML 1.1 reads unquoted yes/no/on/off/true/false as booleans: `model: off` is False, not the name "off"
         return f"{msg}; YAML read an unquoted yes/no/on/off as {str(error['input']).lower()}: quote the name ('off')"
+    if error.get("type") in _SCALAR_TYPES and "input" in error:
+        # read strictly (a quoted "0.9" is no number, `true` no count of seconds): say what was given
+        got = error["input"]
+        hint = " (quoted: write it without quotes)" if isinstance(got, str) and _reads_as_scalar(got) else ""
+        return f"{msg}, got {got!r}{hint}"
     if error.get("type") == "extra_forbidden":
         loc = tuple(error.get("loc", ()))
         known = _fields_at(loc[:-1])

@@ -53,9 +53,11 @@ UPSTREAM_UNREACHABLE_MESSAGE = "no upstream answered: the model server could not
 _IDLE = "response.code == 504 && response.code_details == 'stream_idle_timeout'"
 _UPSTREAM_SILENT = f"{_IDLE} && upstream.address != ''"
 _EXTPROC_SILENT = _IDLE  # evaluated after _UPSTREAM_SILENT: what is left had no upstream
+# the same timer also fires while a stuck ext_proc server holds a reply the model server sent: no CEL attribute tells
+# the two apart once the request reached the model, so the message names both; the advice (no retry) holds for both
 UPSTREAM_SILENT_MESSAGE = (
-    "the model server sent nothing within its timeout after the request reached it; not retried, since the model "
-    "may have run it"
+    "nothing came back within the model server's timeout after the request reached it (the model server silent, "
+    "or jevserve holding its reply); not retried, since the model may have run it"
 )
 
 # a BUFFERED body over the listener's buffer (per_connection_buffer_limit_bytes), which Envoy answers itself
