@@ -462,3 +462,17 @@ def test_a_remote_decider_gets_the_key_decider_key_env_names(tmp_path, capsys, m
     decider = decider_for(load_config(str(config)))
     assert decider.backend.headers["Authorization"] == "Bearer s3cret"
     assert "decider_key_env" in decider.backend.key_setting
+
+
+def test_check_notes_a_default_objective_that_is_none_of_the_bands(tmp_path, capsys):
+    # an outside tester's `default_objective: nope` beside objectives x and y passed without a word; it may be an
+    # InferenceObjective of its own, so it is a note, not an error
+    config = tmp_path / "gw.yaml"
+    config.write_text("decider: remote:http://127.0.0.1:9\nroutes:\n  - model: m\n    inference:\n"
+                      "      objectives: [{name: x, max_tokens: 10}, {name: y}]\n      default_objective: nope\n"
+                      "  - model: n\n    inference:\n      objectives: [{name: x, max_tokens: 10}, {name: y}]\n"
+                      "      default_objective: y\n")
+    assert main(["gateway", "check", str(config)]) == 0
+    err = capsys.readouterr().err
+    assert "note: routes[0] (m): inference.default_objective 'nope' is none of its objectives (x, y)" in err
+    assert "routes[1]" not in err

@@ -184,7 +184,12 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
 
     from jevserve.decide.registry import UnknownSpecError
     from jevserve.gateway.app import create_app
-    from jevserve.gateway.config import unset_key_warnings, upstream_url_warnings, windows_in_context_notes
+    from jevserve.gateway.config import (
+        objective_notes,
+        unset_key_warnings,
+        upstream_url_warnings,
+        windows_in_context_notes,
+    )
     from jevserve.gateway.decider import decider_for
     from jevserve.gateway.starting import StartingApp
 
@@ -213,9 +218,8 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
         print(f"  decider:   {decider.name} (decision timeout {config.decision_timeout_ms:.0f} ms)", flush=True)
         print(f"  models:    {', '.join(r.model for r in config.routes) or '(none)'}", flush=True)
         print(f"  upstreams: {upstreams}", flush=True)
-        for line in upstream_url_warnings(config) + unset_key_warnings(config) + windows_in_context_notes(
-            config, decider.reads_windows_in_context, decider.name
-        ):
+        notes = windows_in_context_notes(config, decider.reads_windows_in_context, decider.name)
+        for line in upstream_url_warnings(config) + unset_key_warnings(config) + objective_notes(config) + notes:
             print(f"  {line}", file=sys.stderr, flush=True)
         print(f"  store:     {config.store}   log: {config.log.path or 'off'}", flush=True)
         for point in gateway.operating_points:

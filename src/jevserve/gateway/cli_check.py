@@ -78,7 +78,12 @@ def _log_line(path: str | None) -> str:
 
 def run_check(args: argparse.Namespace) -> int:
     """Validate the config; print the resolved operating points (exit 2 on an invalid config)."""
-    from jevserve.gateway.config import unset_key_warnings, upstream_url_warnings, windows_in_context_notes
+    from jevserve.gateway.config import (
+        objective_notes,
+        unset_key_warnings,
+        upstream_url_warnings,
+        windows_in_context_notes,
+    )
     from jevserve.gateway.errors import ConfigError
     from jevserve.gateway.operating_points import resolve_operating_points
 
@@ -101,9 +106,8 @@ def run_check(args: argparse.Namespace) -> int:
     if not config.routes:
         print("warning: no routes, so every request gets 404 (model not found); add one under `routes:` "
               "(docs/gateway.md, Config reference)", file=sys.stderr)
-    for line in upstream_url_warnings(config) + unset_key_warnings(config) + windows_in_context_notes(
-        config, decider.reads_windows_in_context, decider.name
-    ):
+    notes = windows_in_context_notes(config, decider.reads_windows_in_context, decider.name)
+    for line in upstream_url_warnings(config) + unset_key_warnings(config) + objective_notes(config) + notes:
         print(line, file=sys.stderr)
     if points:
         print(f"operating points for decider {decider.name}:")

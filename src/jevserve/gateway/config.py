@@ -697,6 +697,23 @@ def upstream_url_warnings(config: GatewayConfig) -> list[str]:
     return lines
 
 
+def objective_notes(config: GatewayConfig) -> list[str]:
+    """One line per route whose `inference.default_objective` names none of its bands' objectives. Not an error: the
+    default may be an InferenceObjective of its own (requests without a prediction, or longer than every band); but a
+    misspelt one is stamped on each such request, and only the cluster knows whether it exists."""
+    lines = []
+    for i, route in enumerate(config.routes):
+        inference = route.inference
+        if inference is None or inference.default_objective is None or not inference.objectives:
+            continue
+        names = [band.name for band in inference.objectives]
+        if inference.default_objective not in names:
+            lines.append(f"note: routes[{i}] ({route.model}): inference.default_objective "
+                         f"{inference.default_objective!r} is none of its objectives ({', '.join(names)}); it goes on "
+                         "every request without a prediction, so it must exist as an InferenceObjective too")
+    return lines
+
+
 def unset_key_warnings(config: GatewayConfig) -> list[str]:
     """One line per upstream whose `api_key_env` names a variable that is unset or empty here: its requests would go
     out with no key and come back 401 from a hosted API."""
