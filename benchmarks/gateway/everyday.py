@@ -36,7 +36,7 @@ import numpy as np
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
-from _serverbench import guard_whole_up_to, machine, replace_section, with_guard
+from _serverbench import guard_whole_up_to, machine, publish, replace_section, with_guard
 from jevserve.bench.data import BenchData
 from jevserve.bench.sources.everyday import load_everyday
 from jevserve.bench.task import split_items
@@ -317,6 +317,22 @@ def at_default_points(spec: str | None, decisions: Sequence[str]) -> tuple:
     resolved, _ = resolve_operating_points(config, decider)
     route = resolved.routes[0]
     return decider, resolved, {d: getattr(route, d).threshold for d in decisions}
+
+
+def publish_request_set(description: str, script: str, requests: Path, name: str, doc: Path, *,
+                        fields: Callable[[list[dict]], dict], measure: Callable[[str | None, list[dict]], dict],
+                        markdown: Callable[[dict], str]) -> None:
+    """The command line of a benchmark that reads a committed set of requests (`requests`, JSONL) with each decider
+    given (`--decider`, default the embedded one and tuned): `fields` of the rows, each decider's `measure`, the
+    command that reproduces them, written as benchmarks/results/NAME.json and section NAME of `doc`."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--decider", action="append", help="decider specs (default: the embedded default and tuned)")
+    args = parser.parse_args()
+    rows = [json.loads(line) for line in requests.read_text(encoding="utf-8").splitlines() if line.strip()]
+    result = {"machine": machine(), **fields(rows),
+              "runs": [measure(spec, rows) for spec in args.decider or [None, "tuned"]]}
+    result["command"] = f"python benchmarks/gateway/{script}" + "".join(f" --decider {s}" for s in args.decider or [])
+    publish(name, result, markdown(result), path=doc)
 
 
 def refused_by(probabilities: dict[str, Sequence[float | None]], thresholds: dict[str, float]) -> np.ndarray:

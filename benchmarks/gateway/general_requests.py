@@ -18,8 +18,6 @@ Run: .venv/bin/python benchmarks/gateway/general_requests.py [--decider SPEC ...
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -27,10 +25,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from everyday import rate, show
+from everyday import publish_request_set, rate, show
 from product_requests import last_user_text, measure, refused
-
-from _serverbench import machine, publish
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUESTS = ROOT / "benchmarks" / "gateway" / "general_requests.jsonl"
@@ -72,16 +68,10 @@ def markdown(result: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--decider", action="append", help="decider specs (default: the embedded default and tuned)")
-    args = parser.parse_args()
-    rows = [json.loads(line) for line in REQUESTS.read_text(encoding="utf-8").splitlines() if line.strip()]
-    specs = args.decider or [None, "tuned"]
-    result = {"machine": machine(), "kinds": [r["kind"] for r in rows], "shapes": [r["shape"] for r in rows],
-              "texts": [last_user_text(r["body"]) for r in rows], "runs": [measure(spec, rows) for spec in specs]}
-    result["command"] = "python benchmarks/gateway/general_requests.py" + "".join(
-        f" --decider {s}" for s in args.decider or [])  # fmt: skip
-    publish("gateway_general_requests", result, markdown(result), path=DOC)
+    publish_request_set(__doc__.split("\n\n")[0], "general_requests.py", REQUESTS, "gateway_general_requests", DOC,
+                        fields=lambda rows: {"kinds": [r["kind"] for r in rows], "shapes": [r["shape"] for r in rows],
+                                             "texts": [last_user_text(r["body"]) for r in rows]},
+                        measure=measure, markdown=markdown)
 
 
 if __name__ == "__main__":

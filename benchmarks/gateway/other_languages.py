@@ -15,9 +15,7 @@ Run: .venv/bin/python benchmarks/gateway/other_languages.py [--decider SPEC ...]
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import sys
 from pathlib import Path
 
@@ -25,9 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from everyday import at_default_points, rate, refused_by, show, verdict_probabilities
-
-from _serverbench import machine, publish
+from everyday import at_default_points, publish_request_set, rate, refused_by, show, verdict_probabilities
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUESTS = ROOT / "benchmarks" / "gateway" / "other_language_requests.jsonl"
@@ -93,16 +89,10 @@ def markdown(result: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--decider", action="append", help="decider specs (default: the embedded default and tuned)")
-    args = parser.parse_args()
-    rows = [json.loads(line) for line in REQUESTS.read_text(encoding="utf-8").splitlines() if line.strip()]
-    specs = args.decider or [None, "tuned"]
-    result = {"machine": machine(), "languages": [r["language"] for r in rows], "texts": [r["text"] for r in rows],
-              "runs": [measure(spec, rows) for spec in specs]}  # fmt: skip
-    result["command"] = "python benchmarks/gateway/other_languages.py" + "".join(
-        f" --decider {s}" for s in args.decider or [])  # fmt: skip
-    publish("gateway_other_languages", result, markdown(result), path=DOC)
+    publish_request_set(__doc__.split("\n\n")[0], "other_languages.py", REQUESTS, "gateway_other_languages", DOC,
+                        fields=lambda rows: {"languages": [r["language"] for r in rows],
+                                             "texts": [r["text"] for r in rows]},
+                        measure=measure, markdown=markdown)
 
 
 if __name__ == "__main__":
