@@ -51,6 +51,8 @@ def body_of(payload) -> bytes:
         ("POST", "/v1/chat/completions", "chat"),
         ("POST", "/openai/v1/chat/completions?api-version=1", "chat"),
         ("POST", "/v1/completions", "completions"),
+        ("POST", "/v1/chat/completions%2F", "chat"),  # decoded as the HTTP gateway's server decodes it
+        ("POST", "/v1/chat%2Fcompletions", "chat"),
         ("GET", "/v1/chat/completions", None),
         ("POST", "/v1/embeddings", None),
         ("GET", "/v1/models", None),

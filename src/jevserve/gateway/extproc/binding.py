@@ -47,7 +47,8 @@ SSE_TYPE = "text/event-stream"
 
 
 def _path(headers: Mapping[str, str]) -> str:
-    return headers.get(":path", "").split("?", 1)[0].rstrip("/")
+    # decoded as uvicorn decodes it for the HTTP gateway (`%2F` is a slash there), so both front ends read one path
+    return urllib.parse.unquote(headers.get(":path", "").split("?", 1)[0]).rstrip("/")
 
 
 def endpoint_of(headers: Mapping[str, str]) -> str | None:
@@ -69,7 +70,7 @@ def other_request(gateway: Gateway, headers: Mapping[str, str]) -> GatewayRespon
     if path.endswith(MODELS_PATH) or one:
         if method in ("GET", "HEAD"):
             if one:
-                status, body = model_entry(gateway, urllib.parse.unquote(one))
+                status, body = model_entry(gateway, one)
                 return GatewayResponse(status, headers=request_id, body=body)
             return GatewayResponse(200, headers=request_id, body=model_list(gateway))
         return GatewayResponse(405, headers={**request_id, "allow": "GET, HEAD"}, body=http_error_body(405))
