@@ -1,5 +1,6 @@
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -144,3 +145,15 @@ def test_a_profile_that_profiles_check_refuses_is_warned_about_where_it_is_used(
     assert "warning: jevserve plan: profile slow-gpu:" in err and "fitted" in err and "< floor" in err
     assert main(["plan", "--rate", "5", "--num-requests", "200", "--profile", "qwen3-8b-h100"]) == 0
     assert "warning" not in capsys.readouterr().err  # a sound profile is used without one
+
+
+def test_plan_warns_when_the_profiles_fit_is_faster_than_its_hardware(tmp_path, capsys):
+    # a fit at a tenth of the step constant reads the weights faster than the GPU's bandwidth allows
+    text = (Path(__file__).parents[2] / "src/jevserve/sim/profiles/qwen3-8b-h200.toml").read_text()
+    too_fast = tmp_path / "too-fast.toml"
+    too_fast.write_text(text.replace("constant = 4014.9", "constant = 401.49"))
+    assert main(["plan", "--rate", "1", "--profile", str(too_fast)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: jevserve plan: profile" in err and "`jevserve sim profiles --check` refuses it" in err
+    assert main(["plan", "--rate", "1"]) == 0
+    assert "warning" not in capsys.readouterr().err

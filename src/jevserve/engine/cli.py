@@ -69,11 +69,12 @@ def _cmd_engine(args: argparse.Namespace) -> int:
     from jevserve.serving.registry import make_queue_policy
     from jevserve.sim.engine_args import engine_config_from_args
     from jevserve.sim.errors import SimError
-    from jevserve.sim.profile import load_profile, warn_if_impossible
+    from jevserve.sim.profile import impossible_fit_warnings, load_profile
 
     try:
         profile = load_profile(args.profile)
-        warn_if_impossible(profile, "jevserve engine")
+        for warning in impossible_fit_warnings(profile, "jevserve engine"):
+            print(warning, file=sys.stderr)
         config = engine_config_from_args(args)
         policy = make_queue_policy(args.scheduling_policy, aging_s=args.aging_s)
     except (SimError, ServingError) as exc:

@@ -213,7 +213,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from jevserve.plan.planner import PlanError, plan_for
     from jevserve.plan.report import plan_text
     from jevserve.sim.engine_args import engine_config_from_args
-    from jevserve.sim.profile import load_profile, warn_if_impossible
+    from jevserve.sim.profile import impossible_fit_warnings, load_profile
 
     if args.rate is None:
         raise PlanError("--rate is required: the total request rate to serve, e.g. `jevserve plan --rate 500`")
@@ -229,7 +229,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
               f"{'them' if len(unmodelled) > 1 else 'it'}; `jevserve plan table` simulates them", file=sys.stderr)
     requests = _requests(args)
     profile = load_profile(args.profile)
-    warn_if_impossible(profile, "jevserve plan")
+    for warning in impossible_fit_warnings(profile, "jevserve plan"):
+        print(warning, file=sys.stderr)
     plan = plan_for(args.rate, requests, profile, engine_config_from_args(args),
                     ttft_slo_s=args.slo_ttft_ms / 1000, attainment_target=args.attainment,
                     decision_delay_s=args.decision_delay_ms / 1000, gpus_per_replica=args.gpus_per_replica,

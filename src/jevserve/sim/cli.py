@@ -165,7 +165,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from jevserve.serving import make_queue_policy
     from jevserve.sim.arrivals import make_arrivals
     from jevserve.sim.metrics import summarize_recorded
-    from jevserve.sim.profile import load_profile, warn_if_impossible
+    from jevserve.sim.profile import impossible_fit_warnings, load_profile
     from jevserve.sim.run import SimulationSummary, simulate, with_arrivals
     from jevserve.sim.steady import (
         KEEP_UP_TOLERANCE,
@@ -212,7 +212,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"predictions: noisy oracle, Kendall tau {tau:.3f}")
     logger = StepLogger() if args.step_log else None
     profile = load_profile(args.profile)
-    warn_if_impossible(profile, "jevserve sim run")
+    for warning in impossible_fit_warnings(profile, "jevserve sim run"):
+        print(warning, file=sys.stderr)
     work = WorkCounter(profile.step_time)
     _, recorder = simulate(requests, profile, policy, engine_config_from_args(args),
                            observers=(work, logger) if logger else (work,))

@@ -104,19 +104,17 @@ def load_profile(name_or_path: str | Path) -> Profile:
     return parse_profile(data, origin)
 
 
-def warn_if_impossible(profile: Profile, command: str) -> None:
-    """A warning on stderr for a profile whose fitted step times are faster than its roofline floor, which
-    `jevserve sim profiles --check` refuses: the floor then sets its steps, so its answers look sound though its fit
-    cannot be (a fit made on another GPU, or coefficients in the wrong unit)."""
-    import sys
-
+def impossible_fit_warnings(profile: Profile, command: str) -> list[str]:
+    """Warnings for a profile whose fitted step times are faster than its roofline floor, which `jevserve sim
+    profiles --check` refuses: the floor then sets its steps, so its answers look sound though its fit cannot be (a
+    fit made on another GPU, or coefficients in the wrong unit). The command prints them; nothing here does."""
     from jevserve.sim.roofline import check_fit
 
     if profile.roofline is None:
-        return
-    for problem in check_fit(profile.step_time.fitted_step_s, profile.roofline).problems:
-        print(f"warning: {command}: profile {profile.name}: {problem} (`jevserve sim profiles --check` refuses it; "
-              "its steps are the roofline floor's, not its fit's)", file=sys.stderr)
+        return []
+    return [f"warning: {command}: profile {profile.name}: {problem} (`jevserve sim profiles --check` refuses it; "
+            "its steps are the roofline floor's, not its fit's)"
+            for problem in check_fit(profile.step_time.fitted_step_s, profile.roofline).problems]
 
 
 def _number(data: dict, section: str, key: str, origin: str, *, minimum: float = 0.0, maximum: float = math.inf,
