@@ -85,6 +85,10 @@ def test_a_log_given_twice_is_refused_and_an_empty_one_beside_others_adds_nothin
     config = parse_config({"routes": [{"model": "m", **ROUTE}]})
     with pytest.raises(LogError, match="given twice"):
         replay_log([path, tmp_path / "." / path.name], config, decider=FixedDecider({}), embed=char_embed)
+    copy = tmp_path / "copy.jsonl"  # a byte-identical copy under another name is the same log
+    copy.write_bytes(path.read_bytes())
+    with pytest.raises(LogError, match=r"copy.jsonl record 1 is .*log.jsonl record 1 .*given twice under two names"):
+        replay_log([path, copy], config, decider=FixedDecider({}), embed=char_embed)
     (tmp_path / "idle.jsonl").write_text("")
     both = replay_log([path, tmp_path / "idle.jsonl"], config, decider=FixedDecider({"guard": 0.2, "cache": 0.9}),
                       embed=char_embed)

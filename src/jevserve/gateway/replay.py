@@ -268,10 +268,18 @@ def read_logs(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
     logs = [[] if _empty(path) else read_log_strict(path) for path in paths]
     if not any(logs):
         raise LogError(f"{', '.join(map(str, paths))}: the logs hold no records")
+    first_seen: dict[tuple[Any, float], tuple[str | Path, int]] = {}
     for path, records in zip(paths, logs, strict=True):
         for number, record in enumerate(records, 1):
             if not isinstance(record.get("time"), (int, float)):
                 raise LogError(f"{path} record {number}: no 'time', so it cannot be merged with the other logs")
+            # one request logged at one instant in two logs is a copy of a log under another name, whose requests
+            # would be replayed twice (the path check above cannot see it)
+            key = (record.get("request_id"), record["time"])
+            if key[0] is not None and (earlier := first_seen.get(key)) is not None and earlier[0] is not path:
+                raise LogError(f"{path} record {number} is {earlier[0]} record {earlier[1]} (request "
+                               f"{key[0]!r}, same time): one log given twice under two names? give each once")
+            first_seen.setdefault(key, (path, number))
     return sorted(itertools.chain.from_iterable(logs), key=lambda record: record["time"])  # stable: ties keep order
 
 
