@@ -93,6 +93,9 @@ def test_a_log_given_twice_is_refused_and_an_empty_one_beside_others_adds_nothin
     both = replay_log([path, tmp_path / "idle.jsonl"], config, decider=FixedDecider({"guard": 0.2, "cache": 0.9}),
                       embed=char_embed)
     assert len(both.requests) == len(TEXTS) and [r.changed() for r in both.requests] == [[]] * len(TEXTS)
+    (tmp_path / "blank.jsonl").write_text("\n\n")  # blank lines only: as empty
+    assert len(replay_log([path, tmp_path / "blank.jsonl"], config, decider=FixedDecider({}),
+                          embed=char_embed).requests) == len(TEXTS)
     (tmp_path / "idle2.jsonl").write_text("")
     with pytest.raises(LogError, match="hold no records"):
         replay_log([tmp_path / "idle.jsonl", tmp_path / "idle2.jsonl"], config, decider=FixedDecider({}))

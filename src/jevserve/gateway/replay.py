@@ -133,8 +133,9 @@ class Replay:
         }
 
 
-def read_log_strict(path: str | Path) -> list[dict[str, Any]]:
-    """Every record of a decision log; raises LogError for a missing or empty file or any line that is not one."""
+def read_log_strict(path: str | Path, *, allow_empty: bool = False) -> list[dict[str, Any]]:
+    """Every record of a decision log; raises LogError for a missing file, any line that is not one, and (unless
+    `allow_empty`) a file with no record (empty, or blank lines only)."""
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -151,7 +152,7 @@ def read_log_strict(path: str | Path) -> list[dict[str, Any]]:
         if not isinstance(record, dict) or not isinstance(record.get("messages"), list):
             raise LogError(f"{path} line {number}: not a gateway decision record (no 'messages' list)")
         records.append(record)
-    if not records:
+    if not records and not allow_empty:
         raise LogError(f"{path}: the log holds no records")
     return records
 
@@ -265,7 +266,7 @@ def read_logs(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
             raise LogError(f"{path}: given twice (as {seen[same]}); give each replica's log once")
         seen[same] = path
     # a replica that served nothing has an empty log: with the others, it adds nothing rather than stopping the replay
-    logs = [[] if _empty(path) else read_log_strict(path) for path in paths]
+    logs = [read_log_strict(path, allow_empty=True) for path in paths]
     if not any(logs):
         raise LogError(f"{', '.join(map(str, paths))}: the logs hold no records")
     first_seen: dict[tuple[Any, float], tuple[str | Path, int]] = {}
@@ -281,13 +282,6 @@ def read_logs(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
                                f"{key[0]!r}, same time): one log given twice under two names? give each once")
             first_seen.setdefault(key, (path, number))
     return sorted(itertools.chain.from_iterable(logs), key=lambda record: record["time"])  # stable: ties keep order
-
-
-def _empty(path: str | Path) -> bool:
-    try:
-        return Path(path).stat().st_size == 0
-    except OSError:
-        return False  # read_log_strict names the fault
 
 
 def replay_log(
