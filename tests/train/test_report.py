@@ -92,3 +92,13 @@ def test_the_report_reads_the_same_files_as_the_board(tmp_path):
     _, chosen, _ = comparable_results(tmp_path)
     board = {d["model"]: d for d in latest_results(tmp_path).documents}
     assert chosen[trained]["tasks"]["a"]["score"] == board[trained]["tasks"]["a"]["score"] == 1.0
+
+
+def test_a_report_run_away_from_the_checkout_names_the_parts_it_left_out(tmp_path, monkeypatch):
+    # outside the checkout the study results are not there, and their parts were left out without a word
+    from jevserve.train.report import missing_results
+
+    assert missing_results() == []  # the checkout has all three
+    monkeypatch.chdir(tmp_path)
+    missing = missing_results()
+    assert len(missing) == 3 and "length_reference.json (`jevserve train --length-reference` writes it)" in missing[0]

@@ -196,13 +196,16 @@ def run_train(args: argparse.Namespace) -> int:
     from jevserve.train.run import train_zero_shot
 
     if args.report:
-        from jevserve.train.report import write_report
+        from jevserve.train.report import missing_results, write_report
 
         if not args.results.is_dir():
             raise UsageError(f"--results {args.results}: no such folder; run from the repository root or pass "
                              "--results DIR")
         write_report(args.results, args.report)
         print(f"wrote {args.report}")
+        for missing in missing_results():
+            print(f"note: left out the part read from {missing}; run from the checkout, or run that first",
+                  file=sys.stderr)
         return 0
     if args.length_reference:
         from jevserve.train.length_reference import RESULT, write_length_reference

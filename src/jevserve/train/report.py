@@ -11,6 +11,7 @@ from jevserve.decide.encoder import LEXICAL_READER_NAME, READER_NAME, TRAINED_NA
 from jevserve.decide.tuned import TUNED_NAME
 from jevserve.docsections import write_block
 from jevserve.train.heldout import HELDOUT_ROW, READER_HELDOUT_ROW
+from jevserve.train.length_reference import RESULT as LENGTH_RESULT
 from jevserve.train.open_questions import RESULT as OPEN_RESULT
 from jevserve.train.probe import RESULT as PROBE_RESULT
 
@@ -144,9 +145,8 @@ def report_markdown(documents: dict[str, dict[str, Any]]) -> str:
         reference = next(d for d in length.values() if d)
         rows = [(label, d["model"]) for label, d in length.items() if d]
         rows += [("prompt length alone (reference)", reference["prompt_length"]), ("train mean", reference["mean"])]
-        embedding = Path("benchmarks/results/length_reference.json")
-        if embedding.exists():
-            reference_result = json.loads(embedding.read_text())
+        if LENGTH_RESULT.exists():
+            reference_result = json.loads(LENGTH_RESULT.read_text())
             rows.append(("ridge on the frozen embedding (reference)", reference_result["test"]))
             if "test_perceptron" in reference_result:
                 rows.append(("perceptron on the frozen embedding (reference)", reference_result["test_perceptron"]))
@@ -158,6 +158,20 @@ def report_markdown(documents: dict[str, dict[str, Any]]) -> str:
     lines += probe_markdown()
     lines += open_questions_markdown()
     return "\n".join(lines)
+
+
+# the report's parts read from files a study command writes (relative to the checkout): the command, for each
+OPTIONAL_RESULTS = {
+    LENGTH_RESULT: "jevserve train --length-reference",
+    PROBE_RESULT: "jevserve train --probe",
+    OPEN_RESULT: "jevserve train --open-questions",
+}
+
+
+def missing_results() -> list[str]:
+    """A line for each of the report's optional parts left out because its result file is not here (e.g. the report
+    was run outside the checkout): the file and the command that writes it."""
+    return [f"{path} (`{command}` writes it)" for path, command in OPTIONAL_RESULTS.items() if not path.exists()]
 
 
 def open_questions_markdown(path: Path = OPEN_RESULT) -> list[str]:
