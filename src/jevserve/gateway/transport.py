@@ -106,6 +106,10 @@ def _as_httpx_error(exc: Exception, request: httpx.Request) -> Exception:
         return httpx.ConnectTimeout(f"connecting timed out: {exc}", request=request)
     if isinstance(exc, asyncio.TimeoutError):  # aiohttp's read timeouts are TimeoutErrors too
         return httpx.ReadTimeout(f"no answer in time: {exc}", request=request)
+    if isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(exc, aiohttp.ClientSSLError):
+        # aiohttp's text names "ssl:default" even for plain http, which reads as a TLS fault in the gateway's log
+        reason = getattr(exc.os_error, "strerror", None) or exc.os_error
+        return httpx.ConnectError(f"cannot connect to {exc.host}:{exc.port} ({reason})", request=request)
     if isinstance(exc, aiohttp.ClientConnectorError):
         return httpx.ConnectError(str(exc), request=request)
     if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
