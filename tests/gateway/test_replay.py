@@ -119,8 +119,15 @@ def test_replay_names_each_changed_request_with_old_and_new_action_and_probabili
     report = format_report(result)
     first = changed[0]
     assert first.request_id in report and "'hi there'" in report
-    assert "guard allow (0.200) → block (0.900)" in report
+    assert "guard allow (0.200 < 0.500) → block (0.900 ≥ 0.500)" in report
     assert result.to_dict()["changed"][0]["request_id"] == first.request_id
+
+
+def test_each_probability_is_shown_beside_the_threshold_it_was_compared_with(tmp_path):
+    # an outside tester read "harm allow (0.964) → block (0.933)" as a contradiction: each side has its own threshold
+    path = write_log(tmp_path, {"guard": 0.2, "cache": 0.9})
+    lower = replay(path, {"guard": 0.2, "cache": 0.9}, route={**ROUTE, "guard": {"threshold": 0.1}})
+    assert "guard allow (0.200 < 0.500) → block (0.200 ≥ 0.100)" in format_report(lower)
 
 
 def test_a_decision_the_new_config_removes_is_named_apart_not_a_change_of_every_request(tmp_path):
@@ -316,7 +323,7 @@ def test_replay_gates_the_logged_tool_calls_again(tmp_path):
     assert same.requests[0].old["tool_gate"] == ("allow", 0.3) and not same.requests[0].changed()
     stricter = replay(path, {"tool_gate:0": 0.9}, route=route)
     assert stricter.requests[0].changed() == ["tool_gate"]
-    assert "tool_gate allow (0.300) → block (0.900)" in format_report(stricter)
+    assert "tool_gate allow (0.300 < 0.500) → block (0.900 ≥ 0.500)" in format_report(stricter)
 
 
 class InterruptingDecider(FixedDecider):

@@ -33,6 +33,7 @@ from jevserve.gateway.decider import Decider, DecisionUnavailable
 from jevserve.gateway.decisions import resolve_route, run_decisions
 from jevserve.gateway.errors import UnknownModelError
 from jevserve.gateway.operating_points import OperatingPoint, resolve_operating_points
+from jevserve.gateway.policies.base import comparison
 from jevserve.gateway.policies.tool_gate import ToolGate
 
 Outcome = tuple[str, float | None]  # (action, probability)
@@ -54,6 +55,9 @@ class ReplayedRequest:
     # decision → True (should act), False (should not) or None (neither: left out of its columns), when logged
     labels: dict[str, bool | None] = field(default_factory=dict)
     decision_ms: float = 0.0
+    # decision → (logged threshold, replayed threshold): two deciders' probabilities are compared with their own
+    # thresholds, so "allow (0.964) → block (0.933)" reads as a contradiction unless the lines show them
+    thresholds: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
 
     def changed(self) -> list[str]:
         """The decisions whose action differs, except a decision the config added or removed where it did nothing
@@ -162,6 +166,13 @@ def _logged(record: dict[str, Any]) -> dict[str, Outcome]:
     return {v["decision"]: (v["action"], v.get("probability")) for v in verdicts if isinstance(v, dict)}
 
 
+def _thresholds(record: dict[str, Any], replayed: Sequence[Any]) -> dict[str, tuple[float | None, float | None]]:
+    logged = (record.get("decisions") or {}).get("verdicts") or []
+    old = {v["decision"]: v.get("threshold") for v in logged if isinstance(v, dict) and "decision" in v}
+    new = {v.decision: v.threshold for v in replayed}
+    return {d: (old.get(d), new.get(d)) for d in set(old) | set(new)}
+
+
 def _strongest(verdicts: Sequence[dict[str, Any]]) -> Outcome:
     """A request's tool-gate outcome from its calls' verdicts: the first acting action, else allow; the highest P."""
     acting = [v["action"] for v in verdicts if v.get("action") not in ("allow", "skip")]
@@ -169,14 +180,20 @@ def _strongest(verdicts: Sequence[dict[str, Any]]) -> Outcome:
     return (acting[0] if acting else "allow", max(found) if found else None)
 
 
-async def _regate(decider: Decider, route: RouteConfig, user_text: str, calls: list[dict[str, Any]]) -> Outcome:
-    """The tool-gate outcome of `calls` under `route`'s gate (its fallback when the decider cannot answer)."""
+async def _regate(
+    decider: Decider, route: RouteConfig, user_text: str, calls: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The tool gate's verdicts on `calls` under `route`'s gate (its fallback when the decider cannot answer)."""
     gate = ToolGate(route.tool_gate)
     try:
         answers = await decider.decide(gate.asks_for_calls(user_text, calls, route.input_limits()))
     except DecisionUnavailable:
         answers = None
-    return _strongest([v.to_dict() for v in gate.act_on_calls(calls, answers)])
+    return [v.to_dict() for v in gate.act_on_calls(calls, answers)]
+
+
+def _gate_threshold(verdicts: Sequence[dict[str, Any]]) -> float | None:
+    return next((v["threshold"] for v in verdicts if v.get("threshold") is not None), None)
 
 
 def _was_stored(record: dict[str, Any]) -> bool:
@@ -223,12 +240,17 @@ async def replay_records(
             )  # fmt: skip
             new = {v.decision: (str(v.action), v.probability) for v in report.verdicts}
             old = _logged(record)
+            thresholds = _thresholds(record, report.verdicts)
             calls = [c for c in record.get("tool_calls") or () if isinstance(c, dict)]
             gated = route.tool_gate is not None and route.tool_gate.enabled and report.inputs is not None
             if calls and gated:
-                new["tool_gate"] = await _regate(decider, route, report.inputs.user_text, calls)
+                regated = await _regate(decider, route, report.inputs.user_text, calls)
+                new["tool_gate"] = _strongest(regated)
+                thresholds["tool_gate"] = (None, _gate_threshold(regated))
             if calls and record.get("tool_gate"):
-                old["tool_gate"] = _strongest([v for v in record["tool_gate"] if isinstance(v, dict)])
+                gated_then = [v for v in record["tool_gate"] if isinstance(v, dict)]
+                old["tool_gate"] = _strongest(gated_then)
+                thresholds["tool_gate"] = (_gate_threshold(gated_then), thresholds.get("tool_gate", (None, None))[1])
             had_reply = _was_stored(record) or old.get("cache", ("",))[0] == "serve_cached"
             if cache is not None and report.cache_keys is not None and report.final is None and had_reply:
                 inputs = report.inputs
@@ -239,7 +261,8 @@ async def replay_records(
             given = record.get("labels")
             labels = {k: None if v is None else bool(v) for k, v in given.items()} if isinstance(given, dict) else {}
             replayed.append(
-                ReplayedRequest(str(record.get("request_id", "?")), excerpt, old, new, labels, report.decision_ms)
+                ReplayedRequest(str(record.get("request_id", "?")), excerpt, old, new, labels, report.decision_ms,
+                                thresholds)
             )
     except (asyncio.CancelledError, KeyboardInterrupt):
         # Ctrl-C: asyncio.run cancels this task; what was replayed is returned as a partial replay (the request being
@@ -331,7 +354,8 @@ def format_report(replay: Replay, *, max_listed: int = 50) -> str:
     changed = [r for r in replay.requests if r.changed()]
     lines.append(f"{len(changed)} request(s) changed" + (":" if changed else ""))
     for r in changed[:max_listed]:
-        moves = "; ".join(f"{d} {_show(r.old, d)} → {_show(r.new, d)}" for d in r.changed())
+        moves = "; ".join(f"{d} {_show(r.old, d, r.thresholds.get(d, (None, None))[0])} → "
+                          f"{_show(r.new, d, r.thresholds.get(d, (None, None))[1])}" for d in r.changed())
         lines.append(f"  {r.request_id}  {r.excerpt!r}  {moves}")
     if len(changed) > max_listed:
         lines.append(f"  ... and {len(changed) - max_listed} more (--json lists them all)")
@@ -351,8 +375,11 @@ def describe_skipped(replay: Replay) -> str:
     return "; ".join(parts) or "none"
 
 
-def _show(outcomes: dict[str, Outcome], decision: str) -> str:
+def _show(outcomes: dict[str, Outcome], decision: str, threshold: float | None = None) -> str:
+    """`block (0.933 ≥ 0.920)`: the action, and its probability beside the threshold it was compared with."""
     if decision not in outcomes:
         return "-"
     action, p = outcomes[decision]
-    return action if p is None else f"{action} ({p:.3f})"
+    if p is None:
+        return action
+    return f"{action} ({comparison(p, threshold) if threshold is not None else f'{p:.3f}'})"
