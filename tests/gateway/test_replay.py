@@ -128,6 +128,7 @@ def test_each_probability_is_shown_beside_the_threshold_it_was_compared_with(tmp
     path = write_log(tmp_path, {"guard": 0.2, "cache": 0.9})
     lower = replay(path, {"guard": 0.2, "cache": 0.9}, route={**ROUTE, "guard": {"threshold": 0.1}})
     assert "guard allow (0.200 < 0.500) → block (0.200 ≥ 0.100)" in format_report(lower)
+    assert lower.to_dict()["changed"][0]["thresholds"] == {"guard": [0.5, 0.1]}
 
 
 def test_a_decision_the_new_config_removes_is_named_apart_not_a_change_of_every_request(tmp_path):

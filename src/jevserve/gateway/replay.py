@@ -130,7 +130,8 @@ class Replay:
             "transitions": {d: dict(c.most_common()) for d, c in self.transitions().items()},
             "added_or_removed": self.added_or_removed(),
             "changed": [
-                {"request_id": r.request_id, "excerpt": r.excerpt, "old": r.old, "new": r.new, "changed": r.changed()}
+                {"request_id": r.request_id, "excerpt": r.excerpt, "old": r.old, "new": r.new, "changed": r.changed(),
+                 "thresholds": {d: list(pair) for d, pair in sorted(r.thresholds.items()) if d in r.changed()}}
                 for r in self.requests
                 if r.changed()
             ],
