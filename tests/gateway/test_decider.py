@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import httpx
 import numpy as np
@@ -47,6 +48,17 @@ def test_remote_decider_that_cannot_connect_reports_unavailable():
     remote = RemoteDecider("http://decider", transport=httpx.MockTransport(refuse))
     answers, _, error, *_ = asyncio.run(timed_decide(remote, asks(), timeout_s=5))
     assert answers is None and "remote:http://decider" in error
+
+
+def test_a_remote_deciders_429_is_its_load_so_the_call_is_turned_away_not_failed():
+    def busy(request):
+        return httpx.Response(429, headers={"retry-after": "2"}, json={"detail": {"error_type": "overloaded_error",
+                                                                               "message": "queue full"}})
+
+    remote = RemoteDecider("http://decider", transport=httpx.MockTransport(busy))
+    decided = asyncio.run(timed_decide(remote, asks(), timeout_s=5))
+    assert decided.answers is None and decided.timed_out and decided.turned_away and "429" in decided.error
+    assert remote.failure is None
 
 
 def test_fixed_decider_answers_no_to_unset_yes_no_questions():
@@ -118,6 +130,37 @@ def test_a_burst_the_local_decider_cannot_answer_in_time_is_turned_away_at_once_
     assert answered and turned_away
     assert all(d.timed_out and d.turned_away and "work is queued" in d.error and d.ms < 100 for d in turned_away)
     assert all(d.ms <= 200 for d in answered)  # what was let in was answered within the deadline
+
+
+def test_a_full_decision_queue_is_an_overload_not_a_failure_so_no_guard_falls_open():
+    # an outside tester padded an injection with thousands of user turns while other requests were in flight: the
+    # in-process queue's "full" refusal was read as a broken decider, the guard took its open fallback and the
+    # injection went upstream; refused for load, it is turned away like a request past its deadline (a 429)
+    release = threading.Event()
+
+    class Held(FakeBackend):
+        def decide(self, items):
+            release.wait(5)
+            return super().decide(items)
+
+    decider = LocalDecider(Held())
+
+    async def scenario():
+        decider._batcher_for_loop().max_queue = 4
+        first = asyncio.ensure_future(timed_decide(decider, [ask(f"q{i}", "one", INJECTION) for i in range(3)], 10))
+        await asyncio.sleep(0.05)  # the first request's 3 questions are being answered
+        second = asyncio.ensure_future(timed_decide(decider, [ask(f"q{i}", "two", INJECTION) for i in range(3)], 10))
+        await asyncio.sleep(0.05)  # and 3 more are queued: 6 > 4
+        padded = await timed_decide(decider, [ask(f"q{i}", "three", INJECTION) for i in range(3)], 10)
+        release.set()
+        done = await asyncio.gather(first, second)
+        await decider.aclose()
+        return padded, done
+
+    padded, done = asyncio.run(scenario())
+    assert all(d.answers is not None for d in done)
+    assert padded.answers is None and padded.timed_out and padded.turned_away and "queue is full" in padded.error
+    assert decider.failure is None  # load, not ill health: nothing reads the decider as failing
 
 
 def test_a_decider_that_answers_no_call_within_its_deadline_for_a_while_reports_a_problem(monkeypatch):

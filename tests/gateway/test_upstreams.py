@@ -145,7 +145,7 @@ def test_the_read_only_endpoints_answer_head_as_get():
     assert run(heads()) == [200, 200, 200, 200]
 
 
-def test_admission_reject_answers_429_with_retry_after_when_the_queue_is_full():
+def test_admission_reject_answers_429_with_retry_after_when_the_queue_is_full(tmp_path):
     release = asyncio.Event()
 
     async def slow(request):
@@ -154,7 +154,9 @@ def test_admission_reject_answers_429_with_retry_after_when_the_queue_is_full():
 
     config = {"upstreams": [{"name": "u", "url": "http://u.test/v1", "max_concurrency": 1}]}
     route = {"admission": {"action": "reject", "max_queue": 0}}
-    app, _, _ = make_app(route, config=config, upstreams={"u": httpx.MockTransport(slow)})
+    log = tmp_path / "log.jsonl"
+    app, _, _ = make_app(route, config={**config, "log": {"path": str(log)}},
+                         upstreams={"u": httpx.MockTransport(slow)})
 
     async def scenario():
         async with client(app) as c:
@@ -162,13 +164,20 @@ def test_admission_reject_answers_429_with_retry_after_when_the_queue_is_full():
             await asyncio.sleep(0.2)
             second = await c.post("/v1/chat/completions", json=HI)
             release.set()
-            return await first, second
+            metrics = (await c.get("/metrics")).text
+            result = await first, second, metrics
+        await app.state.gateway.aclose()
+        return result
 
-    first, second = run(scenario())
+    first, second, metrics = run(scenario())
     assert first.status_code == 200
     assert second.status_code == 429
     assert int(second.headers["retry-after"]) >= 1
     assert second.json()["error"]["type"] == "rate_limit_error"
+    # an outside tester saw thousands of these 429s and neither the metric nor the log said the queue was full
+    assert 'jevserve_gateway_upstream_attempts_total{outcome="queue_full",upstream="u"} 1.0' in metrics
+    refused = [r for r in map(json.loads, log.read_text().splitlines()) if r["status"] == 429]
+    assert len(refused) == 1 and refused[0]["upstream"]["attempts"][0].startswith("u: queue full")
 
 
 def test_admission_overflow_sends_to_the_next_upstream():
@@ -226,6 +235,7 @@ def test_admission_defer_past_the_deadline_is_a_429_counting_decision_time():
     _, second = run(scenario())
     assert second.status_code == 429
     assert "deadline" in second.json()["error"]["message"]
+    assert app.state.gateway.metrics.upstream_attempts.labels("u", "queue_timeout")._value.get() == 1
 
 
 def test_rate_limit_per_key_is_a_429_with_retry_after():

@@ -33,7 +33,7 @@ from jevserve.decide.base import DecisionBackend, DecisionItem
 from jevserve.decide.batcher import Batcher, DeadlineUnreachable
 from jevserve.decide.remote import RemoteBackend
 from jevserve.gateway.questions import wire_to_decision
-from jevserve.protocol import DecisionOption, DecisionQuestion, Text, render_text
+from jevserve.protocol import DecisionOption, DecisionQuestion, OverloadedError, Text, render_text
 
 if TYPE_CHECKING:
     from jevserve.gateway.config import GatewayConfig
@@ -157,7 +157,10 @@ class LocalDecider(Decider):
         items = [DecisionItem(a.state, a.question, a.within) for a in asks]
         try:
             results = await self._batcher_for_loop().submit(items, budget_s=DECISION_BUDGET_S.get())
-        except DeadlineUnreachable as exc:
+        except (DeadlineUnreachable, OverloadedError) as exc:
+            # a full queue (or a remote endpoint's 429) is load, not a broken decider: turned away like a request past
+            # its deadline, never the fallback, which for a guard is open (padding a request until the queue refuses
+            # it skipped the guard while other requests were in flight)
             raise DecisionOverloaded(f"{self.name}: {exc}") from exc
         except Exception as exc:
             raise DecisionUnavailable(f"{self.name}: {type(exc).__name__}: {exc}") from exc

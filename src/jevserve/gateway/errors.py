@@ -8,6 +8,7 @@ GatewayError                  an HTTP answer other than 2xx: status, OpenAI `typ
 ├── BlockedError              400 content_policy_violation: a decision blocked the request
 ├── RateLimitedError          429 rate_limit_exceeded, with Retry-After: the client's rate limit
 │   └── OverloadedError       429 gateway_overloaded, with Retry-After: the decider or every upstream queue is full
+│       └── UpstreamsBusyError    the upstreams' queues: with the attempts, for the log and the metrics
 └── UpstreamError             502 upstream_error: no upstream answered (the reason is in the message)
     ├── UpstreamUnavailableError  503 upstream_unavailable, with Retry-After: every upstream's circuit is open
     └── UpstreamTimeoutError      504 upstream_timeout: the upstream took the request and then sent nothing in time
@@ -95,6 +96,15 @@ class OverloadedError(RateLimitedError):
     429 and Retry-After, which clients already retry, under a code of its own so the two can be told apart."""
 
     code = "gateway_overloaded"
+
+
+class UpstreamsBusyError(OverloadedError):
+    """Every upstream the request could go to was full (its queue) or gave no slot before the deadline: a 429, with
+    the attempts for the log and the metrics, as an UpstreamError keeps them."""
+
+    def __init__(self, message: str, *, retry_after_s: float, attempts: Sequence[Any] = ()) -> None:
+        super().__init__(message, retry_after_s=retry_after_s)
+        self.attempts = list(attempts)
 
 
 class UpstreamError(GatewayError):

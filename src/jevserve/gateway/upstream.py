@@ -27,7 +27,12 @@ from dataclasses import dataclass, field
 import httpx
 
 from jevserve.gateway.config import PLACEHOLDER_URL, AdmissionConfig, UpstreamConfig
-from jevserve.gateway.errors import OverloadedError, UpstreamError, UpstreamTimeoutError, UpstreamUnavailableError
+from jevserve.gateway.errors import (
+    UpstreamError,
+    UpstreamsBusyError,
+    UpstreamTimeoutError,
+    UpstreamUnavailableError,
+)
 from jevserve.gateway.gate import QueueFull, UpstreamGate
 from jevserve.gateway.placeholder import placeholder_transport
 from jevserve.gateway.store import Store
@@ -68,6 +73,7 @@ _PUBLIC_OUTCOMES = {
     "connect_timeout": "no connection within its connect timeout",
     "circuit_open": "circuit open after repeated failures",
     "queue_full": "queue full",
+    "queue_timeout": "no slot before the deadline",
     "read_timeout": "nothing within its timeout after the request was sent",
     "read_error": "connection broken after the request was sent",
 }
@@ -240,7 +246,7 @@ async def dispatch(
     headers: Mapping[str, str] | None = None,
 ) -> Dispatched:
     """Send `body` to the first upstream that answers (see the module docstring); raises UpstreamError or
-    OverloadedError (429) when none can."""
+    UpstreamsBusyError (429) when every one is full."""
     attempts: list[Attempt] = []
     num_full = 0
     now_epoch = time.time()
@@ -258,14 +264,18 @@ async def dispatch(
         except QueueFull as exc:
             num_full += 1
             if admission.action == "reject":
-                raise OverloadedError(f"overloaded: {exc}", retry_after_s=1.0) from None
+                attempts.append(Attempt(upstream.name, None, f"queue full: {exc}", 0.0, "queue_full"))
+                raise UpstreamsBusyError(f"overloaded: {exc}", retry_after_s=1.0, attempts=attempts) from None
             attempts.append(Attempt(upstream.name, None, "queue full (overflow)", 0.0, "queue_full"))
             continue
         except TimeoutError:
-            raise OverloadedError(
+            waited = f"no slot within the {admission.deadline_s:.0f} s deadline"
+            attempts.append(Attempt(upstream.name, None, waited, 0.0, "queue_timeout"))
+            raise UpstreamsBusyError(
                 f"overloaded: no upstream slot within the {admission.deadline_s:.0f} s deadline "
                 "(decision time included)",
                 retry_after_s=max(1.0, admission.deadline_s / 4),
+                attempts=attempts,
             ) from None
         sent = dict(body)
         if priority is not None and upstream.takes_priority:
@@ -288,7 +298,7 @@ async def dispatch(
                 await dispatched.close()
         return dispatched
     if num_full and num_full == len(upstreams):
-        raise OverloadedError("overloaded: every upstream's queue is full", retry_after_s=1.0)
+        raise UpstreamsBusyError("overloaded: every upstream's queue is full", retry_after_s=1.0, attempts=attempts)
     if attempts and all(a.outcome == "circuit_open" for a in attempts):
         # nothing was tried: say when one will be, as for any overload (OpenAI's clients retry a 503 after it)
         raise UpstreamUnavailableError(

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from jevserve.gateway.context import RequestContext
-from jevserve.gateway.errors import UpstreamError
+from jevserve.gateway.errors import UpstreamError, UpstreamsBusyError
 from jevserve.gateway.inference_headers import inference_headers
 from jevserve.gateway.questions import LENGTH_LEVEL_TOKENS, middle_level_tokens
 from jevserve.gateway.runtime import Gateway
@@ -72,12 +72,13 @@ async def forward(gateway: Gateway, ctx: RequestContext, plan: Forward) -> Upstr
             priority=priority,
             headers=upstream_headers(ctx, plan),
         )
-    except UpstreamError as exc:  # the client's message names no host; the log and the metrics keep the details
+    except (UpstreamError, UpstreamsBusyError) as exc:  # the client's message names no host; the log keeps them
         ctx.upstream_ms = (time.monotonic() - started) * 1000
         ctx.outcome = {"upstream": None, "status": exc.status_code, "attempts": [a.describe() for a in exc.attempts]}
         for attempt in exc.attempts:
             gateway.metrics.upstream_attempts.labels(attempt.upstream, attempt.outcome).inc()
-        logger.warning("request %s: %s (%s)", ctx.request_id, exc.message, "; ".join(ctx.outcome["attempts"]))
+        if isinstance(exc, UpstreamError):  # a full queue is load, counted and logged per request, not a warning
+            logger.warning("request %s: %s (%s)", ctx.request_id, exc.message, "; ".join(ctx.outcome["attempts"]))
         raise
     ctx.upstream_ms = (time.monotonic() - started) * 1000  # until the first byte when streaming
     response = dispatched.response
