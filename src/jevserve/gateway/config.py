@@ -242,6 +242,32 @@ class ToolGateConfig(PolicyConfig):
     action: Literal["block", "flag"] = "block"
 
 
+def _ranked_as_the_gateway_ranks(name: str, aging_s: float | None) -> Any:
+    """The queue policy `name`, built and asked to rank a request as the gateway makes one (a predicted reply length,
+    no true one, no client priority); raises what the policy raises."""
+    from jevserve.serving import Request, make_queue_policy
+
+    policy = make_queue_policy(name, aging_s=aging_s)
+    policy.sort_key(Request("check", 0.0, 1, predicted_output_tokens=1.0), 0.0)
+    return policy
+
+
+def gateway_queue_policies() -> list[str]:
+    """The queue policies the gateway can run: the registry's, less those that rank by what only a simulation knows
+    (`tlf`) or by a client's priority its queue never carries (`priority`)."""
+    from jevserve.serving import MissingPredictionError, queue_policy_names
+
+    runnable = []
+    for name in queue_policy_names():
+        try:
+            policy = _ranked_as_the_gateway_ranks(name, 30.0)
+        except (MissingPredictionError, ValueError):
+            continue
+        if not getattr(policy, "reads_client_priority", False):
+            runnable.append(name)
+    return runnable
+
+
 class PriorityConfig(PolicyConfig):
     """Predicted reply length → priority: vLLM's `priority` field, or the gateway's own queue order."""
 
@@ -260,7 +286,7 @@ class PriorityConfig(PolicyConfig):
         from jevserve.serving import queue_policy_names
 
         if value not in queue_policy_names():
-            raise ValueError(f"unknown queue policy {value!r}; expected one of: {', '.join(queue_policy_names())}")
+            raise ValueError(f"unknown queue policy {value!r}; expected one of: {', '.join(gateway_queue_policies())}")
         return value
 
     @model_validator(mode="after")
@@ -268,13 +294,12 @@ class PriorityConfig(PolicyConfig):
         # built and asked to rank a request as the gateway makes one (a predicted length, no true one), here rather
         # than at start or at the first queued request: `tlf`, the simulator's true-length oracle, passed the check
         # and answered 500 to every request that queued; aging_s <= 0 passed the check and stopped the start
-        from jevserve.serving import MissingPredictionError, Request, make_queue_policy
+        from jevserve.serving import MissingPredictionError
 
         if self.aging_s is not None and not math.isfinite(self.aging_s):
             raise ValueError(f"aging_s {self.aging_s!r}: expected a finite number of seconds > 0, or null for none")
         try:
-            policy = make_queue_policy(self.queue_policy, aging_s=self.aging_s)
-            policy.sort_key(Request("check", 0.0, 1, predicted_output_tokens=1.0), 0.0)
+            policy = _ranked_as_the_gateway_ranks(self.queue_policy, self.aging_s)
         except MissingPredictionError:
             raise ValueError(f"queue_policy {self.queue_policy!r} ranks by what only a simulation knows (the true "
                              "reply length); the gateway has a predicted one: use plf") from None
