@@ -163,6 +163,10 @@ class GuardConfig(PolicyConfig):
     # context) instead of encoding it alone: no encoder run per window. The tuned reader does; every other decider
     # encodes each window alone. docs/training.md, "The guard's windows read in context", measures it.
     windows_in_context: bool = False
+    # a text longer than its windows reach (about max_windows × window_chars) has a middle no guard question reads,
+    # so padding both sides of an injection moves it past the guard: "allow" judges what the windows read and logs
+    # the characters left unread; "act" takes the guard's action on such a request without asking
+    unread_text: Literal["allow", "act"] = "allow"
 
     @model_validator(mode="after")
     def _window_bounds(self) -> GuardConfig:

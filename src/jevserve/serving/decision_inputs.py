@@ -8,8 +8,10 @@ negatives) build their states with the same function, so what is measured and tr
     inputs.request_text   # what harm, clarify, route and the length prediction read
     inputs.cache_text     # what the semantic cache compares
 
-- **guard_texts**: the latest user turn and each tool result (and any other user turn) sent since the last assistant
-  turn, each judged on its own. The operator's system prompt is trusted and not among them (`InputLimits.judge_system`
+- **guard_texts**: the latest user turn and each tool result (`tool`, or the legacy `function` role; and any other
+  user turn) sent since the last assistant turn, each judged on its own, and a judged turn's `name`. A message's text
+  is every text its content carries (`message_text`: any part type's `text`, a refusal, a thinking part, nested
+  content), since a model server renders them all. The operator's system prompt is trusted and not among them (`InputLimits.judge_system`
   adds it). Earlier turns were judged when they were the latest; a client that writes its own history can put an
   injection there, and `InputLimits.judge_history` (N) also judges the last N earlier user and tool turns. A text of
   several sentences is judged whole and also in windows of whole sentences (at least `min_window_chars` each, so a
@@ -30,7 +32,7 @@ runs and fewer chances of a false block, but harmless text padded around an inje
 (docs/training.md measures both). A longer text is cut into at most `max_windows` (8) windows: each at least
 `min_window_chars` (40) and, as the text grows, up to about `window_chars` (400), so a text of up to about 3,200
 characters is covered whole; beyond that half the windows come from its start and half from its end, and the middle
-of a very long document is not judged. In a long text an injection shares its window with the prose around it, which
+of a very long document is not judged (`guard_unread` counts its characters, so the guard can say so or act). In a long text an injection shares its window with the prose around it, which
 dilutes it: smaller windows (`window_chars` 120, `max_windows` 64) catch more such injections and cost encoder runs
 and false blocks (docs/training.md, "Injections inside pasted documents"). Each earlier turn in the context is cut
 to `context_chars` (240) and at most `context_turns` (2) are shown. Nothing here raises on a body a client may send:
@@ -48,6 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 ELLIPSIS = " … "
+TOOL_ROLES = ("tool", "function")  # a tool result, in OpenAI's current and legacy (function-calling) shape
 # A sentence ends at . ! ? … (possibly followed by a closing quote or bracket) before whitespace; at the full-width
 # 。！？ of Chinese and Japanese with or without it, as those scripts put no space between sentences; or at a blank
 # line. A single line break is no end: the lines of a list or of code stay together.
@@ -113,6 +116,9 @@ class DecisionInputs:
     user_text: str  # the latest user request alone (bounded): what the tool gate pairs with a call
     cache_text: str  # the normalised conversation the semantic cache compares
     cache_complete: bool  # False when cache_text was cut: then only an exact repeat may be served
+    # per guard text: the characters of the text it stands for that no guard question reads (the middle of a text
+    # longer than its windows reach; 0 for a window, and for any text they cover)
+    guard_unread: tuple[int, ...] = ()
 
 
 def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LIMITS) -> DecisionInputs:
@@ -122,6 +128,7 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
     guard_texts: list[str] = []
     guard_sources: list[str] = []
     guard_within: list[str | None] = []
+    guard_unread: list[int] = []
 
     def judge(text: str, source: str) -> None:
         texts = scan_windows(text, limits)
@@ -130,6 +137,7 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
             guard_sources.append(source)
             whole = texts[0]
             guard_within.append(whole if limits.windows_in_context and i > 0 and window in whole else None)
+            guard_unread.append(unread_chars(text, limits, texts) if i == 0 else 0)
 
     if limits.judge_system:
         for message in messages:
@@ -139,7 +147,10 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
         judge(message_text(messages[latest]), "user")
     unseen = _since_last_assistant(messages, latest)
     for i in unseen:
-        judge(message_text(messages[i]), _role(messages[i]))
+        judge(message_text(messages[i]), "tool" if _role(messages[i]) in TOOL_ROLES else "user")
+    for i in [latest, *unseen] if latest is not None else unseen:  # a speaker's name reaches the model's template too
+        if isinstance(name := messages[i].get("name"), str):
+            judge(name, "tool" if _role(messages[i]) in TOOL_ROLES else "user")
     if limits.judge_history:
         for message in _earlier_turns(messages, latest, unseen)[-limits.judge_history :]:
             judge(message_text(message), "history")
@@ -159,6 +170,7 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
         user_text=user_text,
         cache_text=cache_text,
         cache_complete=cache_text == cache_full,
+        guard_unread=tuple(guard_unread),
     )
 
 
@@ -184,20 +196,33 @@ def _compact_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+# the keys of a content part whose string a model server renders as text: vLLM's chat parser reads `text` of the
+# `text`, `input_text` and `output_text` parts, `refusal` of a refusal part and `thinking` of a thinking part; any
+# part's `text` is read here whatever its type (a type unknown here may be known upstream), and a nested `content`
+# (a tool-result part) is read as a message's is
+_PART_TEXT_KEYS = ("text", "refusal", "thinking")
+
+
 def message_text(message: Mapping[str, Any]) -> str:
-    """The text of a message's `content` (a string, or the text parts of a list), "" for anything else."""
-    content = message.get("content")
+    """The text of a message's `content`: a string, or every text a list of content parts carries (any part type's
+    `text`, a refusal's `refusal`, a thinking part's `thinking`, nested `content`); "" for anything else."""
+    return _content_text(message.get("content"), depth=0)
+
+
+def _content_text(content: Any, depth: int) -> str:
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, Mapping) and part.get("type") == "text" and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-        return "\n".join(parts)
-    return ""
+    if not isinstance(content, list) or depth > 8:
+        return ""
+    parts = []
+    for part in content:
+        if isinstance(part, str):
+            parts.append(part)
+        elif isinstance(part, Mapping):
+            parts.extend(part[key] for key in _PART_TEXT_KEYS if isinstance(part.get(key), str))
+            if (nested := _content_text(part.get("content"), depth + 1)) != "":
+                parts.append(nested)
+    return "\n".join(parts)
 
 
 def bounded(text: str, limits: InputLimits = DEFAULT_LIMITS) -> str:
@@ -230,6 +255,30 @@ def scan_windows(text: str, limits: InputLimits = DEFAULT_LIMITS) -> list[str]:
         head = _windows(text[:reach], min_chars, limits.window_chars)[:half]
         windows = head + tail[len(tail) - (limits.max_windows - half) :]
     return [whole] if len(windows) < 2 else [whole, *windows]
+
+
+def unread_chars(text: str, limits: InputLimits = DEFAULT_LIMITS, judged: Sequence[str] | None = None) -> int:
+    """How many non-space characters of `text` neither its bounded whole nor any of its windows holds: the middle
+    of a text longer than `max_windows` windows reach, which no guard question reads. `judged` is
+    `scan_windows(text, limits)` where the caller has it."""
+    text = text.strip()
+    if len(text) <= limits.max_text_chars:
+        return 0  # judged whole
+    judged = scan_windows(text, limits) if judged is None else judged
+    tail = limits.max_text_chars - limits.head_chars - len(ELLIPSIS)
+    spans = [(0, limits.head_chars), (len(text) - tail, len(text))]
+    position = 0
+    for window in judged[1:]:  # in text order: the head's windows, then the tail's
+        start = text.find(window, position)
+        if start >= 0:
+            spans.append((start, start + len(window)))
+            position = start + len(window)
+    unread, reached = 0, 0
+    for start, end in sorted(spans):
+        if start > reached:
+            unread += len(_SPACES.sub("", text[reached:start]))
+        reached = max(reached, end)
+    return unread
 
 
 def _windows(text: str, min_chars: int, max_piece_chars: int) -> list[str]:
@@ -309,7 +358,7 @@ def _since_last_assistant(messages: Sequence[Mapping[str, Any]], latest: int | N
         role = _role(messages[i])
         if role == "assistant":
             break
-        if role in ("user", "tool") and i != latest:
+        if role in ("user", *TOOL_ROLES) and i != latest:
             out.append(i)
     return out[::-1]
 
@@ -321,7 +370,7 @@ def _earlier_turns(
     are judged anyway), oldest first. Assistant turns are not among them: the guard's question is about text a user
     or a tool sends, and replies are long (judging them made a second turn cost five times the texts)."""
     skip = {latest, *judged}
-    return [m for i, m in enumerate(messages) if i not in skip and _role(m) in ("user", "tool")]
+    return [m for i, m in enumerate(messages) if i not in skip and _role(m) in ("user", *TOOL_ROLES)]
 
 
 def _turn_text(message: Mapping[str, Any]) -> str:
@@ -339,7 +388,7 @@ def _turn_text(message: Mapping[str, Any]) -> str:
     return text
 
 
-_LABELS = {"user": "User", "assistant": "Assistant", "tool": "Tool"}
+_LABELS = {"user": "User", "assistant": "Assistant", "tool": "Tool", "function": "Tool"}
 
 
 def _context_lines(messages: Sequence[Mapping[str, Any]], latest: int | None, limits: InputLimits) -> list[str]:

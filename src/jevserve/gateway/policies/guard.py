@@ -43,16 +43,27 @@ class InjectionGuard(Policy):
         ]
 
     def act(self, view: RequestView, answers: Answers | None) -> Verdict:
-        """block / strip_tools / flag, or allow; `source` in detail names the text that scored highest."""
+        """block / strip_tools / flag, or allow; `source` in detail names the text that scored highest, and
+        `unread_chars` what no question read (with `unread_text: act`, any makes the guard act without asking)."""
         action = Action(self.config.action)
+        inputs = view.inputs
+        unread = {i: n for i, n in enumerate(inputs.guard_unread)
+                  if n and (inputs.guard_sources[i] != "tool" or self.config.scan_tool_results)}
+        total_unread = sum(unread.values())
+        if unread and self.config.unread_text == "act":
+            first = min(unread)
+            source = _SOURCE_NAMES[inputs.guard_sources[first]]
+            return self.verdict(action, f"{total_unread} characters of {source} are past what the guard's windows read "
+                                f"(max_windows × window_chars) and were read by no question (unread_text: act)",
+                                GuardDetail(source, total_unread))
         if answers is None:
             return self.threshold_verdict(None, action)
         scores = {k: float(v[0]) for k, v in answers.items() if k.startswith(f"{self.name}:")}
         if not scores:
             return self.verdict(Action.ALLOW, "no untrusted text to judge")
         where = max(scores, key=lambda k: (scores[k], -int(k.partition(":")[2])))
-        source = view.inputs.guard_sources[int(where.partition(":")[2])]
-        return self.threshold_verdict(scores[where], action, detail=GuardDetail(_SOURCE_NAMES[source]))
+        source = inputs.guard_sources[int(where.partition(":")[2])]
+        return self.threshold_verdict(scores[where], action, detail=GuardDetail(_SOURCE_NAMES[source], total_unread))
 
 
 class HarmGuard(Policy):

@@ -72,10 +72,13 @@ def unanswered_refusals(route: RouteConfig, report: DecisionReport) -> list[str]
 
 
 def messages_of(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """A chat body's messages, or a completions body's prompt as one user turn."""
+    """A chat body's messages, or a completions body's prompt as one user turn, its `suffix` after it (the model
+    reads both; a batch of several prompts is refused by the route stage where decisions read them)."""
     if "messages" in body:
         return body["messages"]
     prompt = body.get("prompt")
     if token_id_prompt(body):  # on a route with no decisions only (the route stage refuses it elsewhere): no text
         return [{"role": "user", "content": ""}]
-    return [{"role": "user", "content": prompt if isinstance(prompt, str) else "\n".join(prompt or [])}]
+    text = prompt if isinstance(prompt, str) else "\n".join(prompt or [])
+    suffix = body.get("suffix")
+    return [{"role": "user", "content": f"{text}\n{suffix}" if isinstance(suffix, str) and suffix else text}]
