@@ -640,6 +640,27 @@ def test_a_request_the_decider_turns_away_is_told_it_would_not_be_answered_in_ti
     assert float(response.headers["x-jevserve-decision-ms"]) < 500 and upstreams["u"].requests == []
 
 
+def test_a_request_the_decider_refuses_as_too_large_is_413_not_forwarded_by_the_open_fallback():
+    # an outside re-tester padded an injection until the remote decision server answered 413: the guard and harm
+    # took their open fallback and the injection was answered by the model
+    from jevserve.gateway.decider import DecisionTooLarge
+
+    class Small(FixedDecider):
+        async def decide(self, asks):
+            if len(asks) > 3:
+                raise DecisionTooLarge("remote:http://d: upstream rejected the request (413): too many questions")
+            return await super().decide(asks)
+
+    app, _, upstreams = make_app({"guard": {}, "harm": {}}, decider=Small({}))
+    padded = {**HI, "messages": [{"role": "user", "content": f"note {i}"} for i in range(5)] + HI["messages"]}
+    response = post(app, padded)
+    assert response.status_code == 413 and "retry-after" not in response.headers
+    message = response.json()["error"]["message"]
+    assert "guard and harm decision(s)" in message and "send a shorter request" in message
+    assert "guard=reject!fallback" in response.headers["x-jevserve-decisions"] and upstreams["u"].requests == []
+    assert post(app, HI).status_code == 200 and app.state.gateway.decider.failure is None
+
+
 def test_reasoning_written_after_a_blocked_call_is_replayed_with_the_rest_of_its_choice():
     # an outside re-tester's model reasoned again after its call: allowed, it reached the client; blocked, the
     # replay of the held rest wrote only content and calls, and dropped it

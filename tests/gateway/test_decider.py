@@ -61,6 +61,51 @@ def test_a_remote_deciders_429_is_its_load_so_the_call_is_turned_away_not_failed
     assert remote.failure is None
 
 
+def test_the_same_question_about_the_same_text_is_asked_once():
+    # a request padded with thousands of identical turns asked as many identical questions, over the remote
+    # server's per-request limit (a 413, then read as a broken decider) or the local queue's
+    seen: list[int] = []
+
+    class Counting(FakeBackend):
+        def decide(self, items):
+            seen.append(len(items))
+            return super().decide(items)
+
+    decider = LocalDecider(Counting())
+    asks_ = [ask(f"guard:{i}", ".", INJECTION) for i in range(500)] + [ask("guard:500", "other", INJECTION)]
+
+    async def scenario():
+        try:
+            return await decider.decide(asks_)
+        finally:
+            await decider.aclose()
+
+    answers = asyncio.run(scenario())
+    assert seen == [2] and len(answers) == 501
+    assert all(np.array_equal(answers[f"guard:{i}"], answers["guard:0"]) for i in range(500))
+
+
+def test_a_remote_deciders_413_is_the_requests_size_not_a_broken_decider():
+    # an outside re-tester's padded injection went upstream with guard and harm fallen open: the decision server's
+    # 413 (more questions than it takes per request) was read as an outage
+    from jevserve.server.app import ServerSettings
+
+    app = create_app([FakeBackend()], ServerSettings(max_questions=4))
+    remote = RemoteDecider("http://decider", transport=httpx.ASGITransport(app))
+    many = [ask(f"guard:{i}", "one text", {**INJECTION, "instructions": f"Is this text an injection? ({i})"})
+            for i in range(5)]  # five distinct questions about one text, one more than the server takes
+
+    async def scenario():
+        try:
+            return await timed_decide(remote, many, timeout_s=5)
+        finally:
+            await remote.aclose()
+
+    decided = asyncio.run(scenario())
+    assert decided.answers is None and decided.too_large and not decided.timed_out and "413" in decided.error
+    assert remote.failure is None
+
+
 def test_fixed_decider_answers_no_to_unset_yes_no_questions():
     answers = asyncio.run(FixedDecider({}).decide(asks()))
     assert list(answers["guard"]) == [0.0, 1.0]
@@ -147,11 +192,14 @@ def test_a_full_decision_queue_is_an_overload_not_a_failure_so_no_guard_falls_op
 
     async def scenario():
         decider._batcher_for_loop().max_queue = 4
-        first = asyncio.ensure_future(timed_decide(decider, [ask(f"q{i}", "one", INJECTION) for i in range(3)], 10))
+        def request(name: str) -> list:  # three distinct texts: identical questions are asked once
+            return [ask(f"q{i}", f"{name} {i}", INJECTION) for i in range(3)]
+
+        first = asyncio.ensure_future(timed_decide(decider, request("one"), 10))
         await asyncio.sleep(0.05)  # the first request's 3 questions are being answered
-        second = asyncio.ensure_future(timed_decide(decider, [ask(f"q{i}", "two", INJECTION) for i in range(3)], 10))
+        second = asyncio.ensure_future(timed_decide(decider, request("two"), 10))
         await asyncio.sleep(0.05)  # and 3 more are queued: 6 > 4
-        padded = await timed_decide(decider, [ask(f"q{i}", "three", INJECTION) for i in range(3)], 10)
+        padded = await timed_decide(decider, request("three"), 10)
         release.set()
         done = await asyncio.gather(first, second)
         await decider.aclose()

@@ -491,3 +491,21 @@ def test_check_notes_a_default_objective_that_is_none_of_the_bands(tmp_path, cap
     err = capsys.readouterr().err
     assert "note: routes[0] (m): inference.default_objective 'nope' is none of its objectives (x, y)" in err
     assert "routes[1]" not in err
+
+
+def test_a_skipped_decision_shows_no_comparison_and_moves_the_client_never_sees_are_not_counted_as_changes():
+    # an outside re-tester read "harm block (0.998 ≥ 0.985) → skip (0.998 ≥ 0.300)" as if harm would act, and a
+    # table row "harm 1 changed" above "0 request(s) changed"
+    from jevserve.gateway.replay import Replay, ReplayedRequest
+
+    blocked_first = ReplayedRequest("a", "text", {"guard": ("allow", 0.1), "harm": ("block", 0.998)},
+                                    {"guard": ("block", 0.9), "harm": ("skip", 0.998)},
+                                    thresholds={"guard": (0.5, 0.5), "harm": (0.985, 0.3)})
+    unseen = ReplayedRequest("b", "other", {"harm": ("allow", 0.1)}, {"harm": ("skip", 0.1)},
+                             thresholds={"harm": (0.985, 0.3)})
+    report = format_report(Replay("fixed", (blocked_first, unseen), 0, ()))
+    last = report.rstrip().splitlines()[-1]
+    assert last.endswith("guard allow (0.100 < 0.500) → block (0.900 ≥ 0.500); harm block (0.998 ≥ 0.985) → skip")
+    harm_row = next(line for line in report.splitlines() if line.startswith("harm "))
+    assert harm_row.split()[1] == "1"  # block→skip is a change the client sees; allow→skip is not
+    assert "1 request(s) changed" in report

@@ -29,9 +29,9 @@ import httpx
 import numpy as np
 
 from jevserve import __version__
-from jevserve.decide.base import DecisionBackend, DecisionItem
+from jevserve.decide.base import DecisionBackend, DecisionItem, InputTooLongError
 from jevserve.decide.batcher import Batcher, DeadlineUnreachable
-from jevserve.decide.remote import RemoteBackend
+from jevserve.decide.remote import RemoteBackend, UpstreamRejected
 from jevserve.gateway.questions import wire_to_decision
 from jevserve.protocol import DecisionOption, DecisionQuestion, OverloadedError, Text, render_text
 
@@ -57,6 +57,11 @@ class DecisionUnavailable(Exception):
 
 class DecisionOverloaded(DecisionUnavailable):
     """The decider has more work queued than it can answer within the call's deadline: turned away at once."""
+
+
+class DecisionTooLarge(DecisionUnavailable):
+    """The decider refused this call's input as too large (a remote endpoint's 413, a text past a local model's
+    window): the request cannot be judged as sent, which is the request's doing, not a broken decider's."""
 
 
 # The deadline of the decision call under way (timed_decide sets it): a local decider turns away questions it cannot
@@ -154,9 +159,20 @@ class LocalDecider(Decider):
         """One batch for every ask."""
         if not asks:
             return {}
-        items = [DecisionItem(a.state, a.question, a.within) for a in asks]
+        # the same question about the same text once: an answer depends on the text and the question alone (tested
+        # invariance), and a request padded with thousands of identical turns asked thousands of identical questions
+        distinct: dict[DecisionItem, int] = {}
+        for a in asks:
+            distinct.setdefault(DecisionItem(a.state, a.question, a.within), len(distinct))
+        items = list(distinct)
         try:
             results = await self._batcher_for_loop().submit(items, budget_s=DECISION_BUDGET_S.get())
+        except InputTooLongError as exc:
+            raise DecisionTooLarge(f"{self.name}: {exc}") from exc
+        except UpstreamRejected as exc:
+            if getattr(exc, "status_code", None) == 413:  # a remote endpoint's limit on a request's size
+                raise DecisionTooLarge(f"{self.name}: {exc}") from exc
+            raise DecisionUnavailable(f"{self.name}: {type(exc).__name__}: {exc}") from exc
         except (DeadlineUnreachable, OverloadedError) as exc:
             # a full queue (or a remote endpoint's 429) is load, not a broken decider: turned away like a request past
             # its deadline, never the fallback, which for a guard is open (padding a request until the queue refuses
@@ -164,7 +180,8 @@ class LocalDecider(Decider):
             raise DecisionOverloaded(f"{self.name}: {exc}") from exc
         except Exception as exc:
             raise DecisionUnavailable(f"{self.name}: {type(exc).__name__}: {exc}") from exc
-        return {a.question_id: np.asarray(p, dtype=np.float64) for a, p in zip(asks, results, strict=True)}
+        return {a.question_id: np.asarray(results[distinct[DecisionItem(a.state, a.question, a.within)]],
+                                          dtype=np.float64) for a in asks}
 
     @property
     def reads_windows_in_context(self) -> bool:
@@ -309,6 +326,7 @@ class Decided(NamedTuple):
     error: str | None  # None when it answered
     timed_out: bool = False  # it failed by running past its deadline (an overloaded decider), not by an error
     turned_away: bool = False  # of those: refused before queueing, as work it could not answer in time
+    too_large: bool = False  # the decider refused the input as too large: this request's doing, not a failure
 
 
 async def timed_decide(decider: Decider, asks: Sequence[Ask], timeout_s: float) -> Decided:
@@ -325,6 +343,8 @@ async def timed_decide(decider: Decider, asks: Sequence[Ask], timeout_s: float) 
         return Decided(None, (time.perf_counter() - started) * 1000, took, timed_out=True)
     except DecisionOverloaded as exc:  # turned away at once: as good as a timeout, without the wait
         return Decided(None, (time.perf_counter() - started) * 1000, str(exc), timed_out=True, turned_away=True)
+    except DecisionTooLarge as exc:  # the request's size, not the decider's health: never marked failed
+        return Decided(None, (time.perf_counter() - started) * 1000, str(exc), too_large=True)
     except DecisionUnavailable as exc:
         return _failed(decider, started, str(exc))
     except Exception as exc:  # a broken backend must degrade to the fallbacks, never to a 5xx

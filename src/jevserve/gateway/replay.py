@@ -344,7 +344,9 @@ def format_report(replay: Replay, *, max_listed: int = 50) -> str:
         f"{'decision':<10} {'changed':>8} {'of':>6}   transitions (logged→replayed)",
     ]
     for decision, counts in sorted(replay.transitions().items()):
-        changed = sum(n for t, n in counts.items() if t.split("→")[0] != t.split("→")[1])
+        # counted as the request list below counts them: a move between actions the client never sees is no change
+        changed = sum(n for t, n in counts.items()
+                      if (pair := t.split("→"))[0] != pair[1] and not set(pair) <= _UNSEEN)
         moves = ", ".join(f"{t} ×{n}" for t, n in counts.most_common())
         lines.append(f"{decision:<10} {changed:>8} {sum(counts.values()):>6}   {moves}")
     moved = replay.added_or_removed()
@@ -381,6 +383,6 @@ def _show(outcomes: dict[str, Outcome], decision: str, threshold: float | None =
     if decision not in outcomes:
         return "-"
     action, p = outcomes[decision]
-    if p is None:
+    if p is None or action == "skip":  # skipped: another verdict answered first, so its probability decided nothing
         return action
     return f"{action} ({comparison(p, threshold) if threshold is not None else f'{p:.3f}'})"

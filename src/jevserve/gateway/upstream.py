@@ -269,10 +269,10 @@ async def dispatch(
             attempts.append(Attempt(upstream.name, None, "queue full (overflow)", 0.0, "queue_full"))
             continue
         except TimeoutError:
-            waited = f"no slot within the {admission.deadline_s:.0f} s deadline"
+            waited = f"no slot within the {admission.deadline_s:g} s deadline"
             attempts.append(Attempt(upstream.name, None, waited, 0.0, "queue_timeout"))
             raise UpstreamsBusyError(
-                f"overloaded: no upstream slot within the {admission.deadline_s:.0f} s deadline "
+                f"overloaded: no upstream slot within the {admission.deadline_s:g} s deadline "
                 "(decision time included)",
                 retry_after_s=max(1.0, admission.deadline_s / 4),
                 attempts=attempts,

@@ -9,14 +9,15 @@ negatives) build their states with the same function, so what is measured and tr
     inputs.cache_text     # what the semantic cache compares
 
 - **guard_texts**: the latest user turn and each tool result (`tool`, or the legacy `function` role; and any other
-  user turn) sent since the last assistant turn, each judged on its own, and a judged turn's `name`. A message's text
-  is every text its content carries (`message_text`: any part type's `text`, a refusal, a thinking part, nested
-  content), since a model server renders them all. The operator's system prompt is trusted and not among them (`InputLimits.judge_system`
-  adds it). Earlier turns were judged when they were the latest; a client that writes its own history can put an
-  injection there, and `InputLimits.judge_history` (N) also judges the last N earlier user and tool turns. A text of
-  several sentences is judged whole and also in windows of whole sentences (at least `min_window_chars` each, so a
-  short sentence joins its neighbour), so harmless sentences around an injection cannot dilute it. A line break ends a
-  window only after a sentence end or at a blank line, so a pasted list is judged as a list and never item by item.
+  user turn) sent since the last assistant turn, each judged on its own, and a judged turn's `name`. A message's
+  text is every text its content carries (`message_text`: any part type's `text`, a refusal, a thinking part, nested
+  content), since a model server renders them all. The operator's system prompt is trusted and not among them
+  (`InputLimits.judge_system` adds it). Earlier turns were judged when they were the latest; a client that writes
+  its own history can put an injection there, and `InputLimits.judge_history` (N) also judges the last N earlier
+  user and tool turns. A text of several sentences is judged whole and also in windows of whole sentences (at least
+  `min_window_chars` each, so a short sentence joins its neighbour), so harmless sentences around an injection
+  cannot dilute it. A line break ends a window only after a sentence end or at a blank line, so a pasted list is
+  judged as a list and never item by item.
 - **request_text**: the latest user request. When earlier user or assistant turns exist it is preceded by a short
   labelled context ("Earlier turns:" … "Current request: …"). The system prompt and the offered tools are not part
   of it, so they cannot change what harm, clarify, route or priority decide about an ordinary request.
@@ -32,11 +33,12 @@ runs and fewer chances of a false block, but harmless text padded around an inje
 (docs/training.md measures both). A longer text is cut into at most `max_windows` (8) windows: each at least
 `min_window_chars` (40) and, as the text grows, up to about `window_chars` (400), so a text of up to about 3,200
 characters is covered whole; beyond that half the windows come from its start and half from its end, and the middle
-of a very long document is not judged (`guard_unread` counts its characters, so the guard can say so or act). In a long text an injection shares its window with the prose around it, which
-dilutes it: smaller windows (`window_chars` 120, `max_windows` 64) catch more such injections and cost encoder runs
-and false blocks (docs/training.md, "Injections inside pasted documents"). Each earlier turn in the context is cut
-to `context_chars` (240) and at most `context_turns` (2) are shown. Nothing here raises on a body a client may send:
-a missing or odd field gives empty texts.
+of a very long document is not judged (`guard_unread` counts its characters, so the guard can say so or act). In a
+long text an injection shares its window with the prose around it, which dilutes it: smaller windows (`window_chars`
+120, `max_windows` 64) catch more such injections and cost encoder runs and false blocks (docs/training.md,
+"Injections inside pasted documents"). Each earlier turn in the context is cut to `context_chars` (240) and at most
+`context_turns` (2) are shown. Nothing here raises on a body a client may send: a missing or odd field gives empty
+texts.
 """
 
 from __future__ import annotations

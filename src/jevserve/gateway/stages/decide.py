@@ -9,7 +9,7 @@ from jevserve.gateway.cache import NoLookup, UsageRequired
 from jevserve.gateway.config import RouteConfig
 from jevserve.gateway.context import RequestContext
 from jevserve.gateway.decisions import DecisionReport, request_policies, run_decisions
-from jevserve.gateway.errors import OverloadedError
+from jevserve.gateway.errors import OverloadedError, PayloadTooLargeError
 from jevserve.gateway.runtime import Gateway
 from jevserve.gateway.stages.read import token_id_prompt
 from jevserve.gateway.types import Action
@@ -40,6 +40,16 @@ async def decide(gateway: Gateway, ctx: RequestContext) -> None:
         timeout_ms=gateway.config.decision_timeout_ms,
         params={k: v for k, v in ctx.body.items() if k not in ("messages", "tools")},
     )
+    if ctx.report.too_large and (unanswered := unanswered_refusals(ctx.route, ctx.report)):
+        # the decider will never read this request as sent: its fallback (open by default) would let whoever sends
+        # a request over the decider's size limits past the guard, and a retry gets the same answer, so no 429
+        why = "the decider refused to read it as too large"
+        ctx.report = replace(ctx.report, verdicts=tuple(
+            replace(v, action=Action.REJECT, reason=f"{why}: refused undecided") if v.decision in unanswered else v
+            for v in ctx.report.verdicts))
+        raise PayloadTooLargeError(
+            f"the {' and '.join(unanswered)} decision(s) this request needs cannot be made: {why} "
+            f"({ctx.report.error}); send a shorter request (fewer or shorter messages)")
     if gateway.config.on_decision_timeout == "reject":
         unanswered = unanswered_refusals(ctx.route, ctx.report)
         if unanswered:
@@ -60,8 +70,9 @@ async def decide(gateway: Gateway, ctx: RequestContext) -> None:
 
 def unanswered_refusals(route: RouteConfig, report: DecisionReport) -> list[str]:
     """The enforced decisions that could refuse the request (block, strip tools) and fell back because the decision
-    call ran past its deadline; empty when the decider answered, or failed by an error (its fallbacks then decide)."""
-    if not report.timed_out:
+    call ran past its deadline or was refused as too large; empty when the decider answered, or failed by an error
+    (its fallbacks then decide)."""
+    if not (report.timed_out or report.too_large):
         return []
     refusing = {
         p.name
