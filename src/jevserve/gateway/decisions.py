@@ -28,7 +28,7 @@ from jevserve.gateway.operating_points import resolve_operating_points
 from jevserve.gateway.policies.base import Policy, RequestView
 from jevserve.gateway.policies.build import POLICIES, build_policies
 from jevserve.gateway.types import FINAL_ACTIONS, Action, Phase, Verdict
-from jevserve.serving.decision_inputs import DecisionInputs, decision_inputs
+from jevserve.serving.decision_inputs import TEMPLATE_FIELDS, DecisionInputs, decision_inputs
 
 DEFAULT_TENANT = "default"
 
@@ -208,7 +208,10 @@ async def run_decisions(
     if timeout_ms is None:
         timeout_ms = config.decision_timeout_ms if isinstance(config, GatewayConfig) else 1000.0
     policies = request_policies(route)
-    inputs = decision_inputs({"messages": list(messages), "tools": list(tools or ())}, limits=route.input_limits())
+    # with the request fields a chat template renders for the model (RAG documents, template variables)
+    rendered = {k: params[k] for k in TEMPLATE_FIELDS if params and k in params}
+    body = {"messages": list(messages), "tools": list(tools or ()), **rendered}
+    inputs = decision_inputs(body, limits=route.input_limits())
     view = RequestView(inputs)
     vector = keys = None
     if cache is not None and route.cache is not None and route.cache.enabled:

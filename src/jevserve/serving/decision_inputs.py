@@ -109,7 +109,7 @@ class DecisionInputs:
     """The texts a request's decisions read (see the module docstring)."""
 
     guard_texts: tuple[str, ...]  # untrusted texts (and windows of the longer ones), each judged alone by the guard
-    guard_sources: tuple[str, ...]  # where each guard text comes from: "user", "tool" or "system"
+    guard_sources: tuple[str, ...]  # where each guard text comes from: "user", "tool", "system", "history", "field"
     # per guard text, with InputLimits.windows_in_context: the (bounded) text a window was cut from, where the window
     # lies inside it; None for the texts themselves, windows past a long text's bounded head and tail, and otherwise
     guard_within: tuple[str | None, ...]
@@ -141,21 +141,33 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
             guard_within.append(whole if limits.windows_in_context and i > 0 and window in whole else None)
             guard_unread.append(unread_chars(text, limits, texts) if i == 0 else 0)
 
+    def judge_message(message: Mapping[str, Any], source: str) -> None:
+        judge(message_text(message), source)
+        # a message's other text (a speaker's `name`, fields a chat template may print) reaches the model too
+        extra = "\n".join(_strings(message, skip=_MESSAGE_KEYS_READ_ELSEWHERE))
+        if extra:
+            judge(extra, source)
+
     if limits.judge_system:
         for message in messages:
             if _role(message) in ("system", "developer"):
-                judge(message_text(message), "system")
+                judge_message(message, "system")
     if latest is not None:
-        judge(message_text(messages[latest]), "user")
+        judge_message(messages[latest], "user")
     unseen = _since_last_assistant(messages, latest)
     for i in unseen:
-        judge(message_text(messages[i]), "tool" if _role(messages[i]) in TOOL_ROLES else "user")
-    for i in [latest, *unseen] if latest is not None else unseen:  # a speaker's name reaches the model's template too
-        if isinstance(name := messages[i].get("name"), str):
-            judge(name, "tool" if _role(messages[i]) in TOOL_ROLES else "user")
+        judge_message(messages[i], "tool" if _role(messages[i]) in TOOL_ROLES else "user")
+    together = sorted({*unseen, *([latest] if latest is not None and latest > _last_assistant(messages) else [])})
+    if len(together) > 1:  # the model reads consecutive turns as one text: an injection split across them is judged
+        any_tool = any(_role(messages[i]) in TOOL_ROLES for i in together)
+        judge("\n".join(message_text(messages[i]) for i in together), "tool" if any_tool else "user")
+    for field in TEMPLATE_FIELDS:  # request fields a chat template renders for the model (RAG documents, ...)
+        for item in (body.get(field) if isinstance(body.get(field), list) else [body.get(field)]):
+            if text := "\n".join(_strings(item)):
+                judge(text, "field")
     if limits.judge_history:
         for message in _earlier_turns(messages, latest, unseen)[-limits.judge_history :]:
-            judge(message_text(message), "history")
+            judge_message(message, "history")
     current = _current_request(messages, latest)
     user_text = bounded(current, limits)
     context = _context_lines(messages, latest, limits)
@@ -198,33 +210,49 @@ def _compact_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-# the keys of a content part whose string a model server renders as text: vLLM's chat parser reads `text` of the
-# `text`, `input_text` and `output_text` parts, `refusal` of a refusal part and `thinking` of a thinking part; any
-# part's `text` is read here whatever its type (a type unknown here may be known upstream), and a nested `content`
-# (a tool-result part) is read as a message's is
-_PART_TEXT_KEYS = ("text", "refusal", "thinking")
-
-
 def message_text(message: Mapping[str, Any]) -> str:
-    """The text of a message's `content`: a string, or every text a list of content parts carries (any part type's
-    `text`, a refusal's `refusal`, a thinking part's `thinking`, nested `content`); "" for anything else."""
+    """The text of a message's `content`: a string, or every string a list of content parts carries (any part
+    type's `text`, a refusal's `refusal`, a thinking part's `thinking`, nested `content`, any other key's but media,
+    ids and hints: `_NOT_TEXT_KEYS`); "" for anything else."""
     return _content_text(message.get("content"), depth=0)
 
 
 def _content_text(content: Any, depth: int) -> str:
     if isinstance(content, str):
         return content
-    if not isinstance(content, list) or depth > 8:
+    if not isinstance(content, list):
         return ""
-    parts = []
-    for part in content:
-        if isinstance(part, str):
-            parts.append(part)
-        elif isinstance(part, Mapping):
-            parts.extend(part[key] for key in _PART_TEXT_KEYS if isinstance(part.get(key), str))
-            if (nested := _content_text(part.get("content"), depth + 1)) != "":
-                parts.append(nested)
-    return "\n".join(parts)
+    return "\n".join(_strings(content))
+
+
+# what a part or a message carries that is no text for the model: its kind, ids, media (a URL, base64 data) and
+# cache hints; every other string in it is read, whatever its key (a part type unknown here may render its `name` or
+# `title` upstream)
+_NOT_TEXT_KEYS = frozenset({
+    "type", "id", "uuid", "cache_control", "detail", "format", "mime_type", "media_type", "url", "image_url",
+    "audio_url", "video_url", "input_audio", "input_image", "file", "file_id", "file_data", "data", "image_embeds",
+    "signature",
+})
+# a message's keys read apart from its other fields: the text itself, and an assistant's calls (the tool gate's)
+_MESSAGE_KEYS_READ_ELSEWHERE = frozenset({"role", "content", "tool_call_id", "tool_calls", "function_call"})
+# request fields a chat template may render into the prompt: RAG documents (Command R's, Granite's) and the
+# template's own variables
+TEMPLATE_FIELDS = ("documents", "chat_template_kwargs")
+
+
+def _strings(value: Any, *, skip: frozenset[str] = frozenset(), depth: int = 0) -> list[str]:
+    """Every string in `value` (a string, or lists and objects of them, 16 levels deep), in order, but those under
+    `skip` or `_NOT_TEXT_KEYS` keys."""
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    if depth > 16:
+        return []
+    if isinstance(value, Mapping):
+        return [s for key, item in value.items() if key not in skip and key not in _NOT_TEXT_KEYS
+                for s in _strings(item, depth=depth + 1)]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item, depth=depth + 1)]
+    return []
 
 
 def bounded(text: str, limits: InputLimits = DEFAULT_LIMITS) -> str:
@@ -351,18 +379,22 @@ def _current_request(messages: Sequence[Mapping[str, Any]], latest: int | None) 
     return ""
 
 
+def _last_assistant(messages: Sequence[Mapping[str, Any]]) -> int:
+    """The index of the last assistant turn before the last user or tool turn (a final assistant turn, a client's
+    prefill, answers nothing: the turns before it are still unjudged), -1 when there is none."""
+    end = len(messages)
+    while end > 0 and _role(messages[end - 1]) == "assistant":
+        end -= 1
+    return next((i for i in range(end - 1, -1, -1) if _role(messages[i]) == "assistant"), -1)
+
+
 def _since_last_assistant(messages: Sequence[Mapping[str, Any]], latest: int | None) -> list[int]:
-    """The tool results, and user turns other than the latest, sent since the last assistant turn (oldest first):
-    where indirect injections ride in. None of them was the latest turn of a request the gateway answered, so none
-    has been judged: a client may send a tool result and then a user turn ("thanks, the short version?") at once."""
-    out = []
-    for i in range(len(messages) - 1, -1, -1):
-        role = _role(messages[i])
-        if role == "assistant":
-            break
-        if role in ("user", *TOOL_ROLES) and i != latest:
-            out.append(i)
-    return out[::-1]
+    """The tool results, and user turns other than the latest, sent since the last assistant turn (oldest first;
+    a final assistant turn, a prefill, does not count): where indirect injections ride in. None of them was the
+    latest turn of a request the gateway answered, so none has been judged: a client may send a tool result and then
+    a user turn ("thanks, the short version?") at once."""
+    start = _last_assistant(messages) + 1
+    return [i for i in range(start, len(messages)) if _role(messages[i]) in ("user", *TOOL_ROLES) and i != latest]
 
 
 def _earlier_turns(

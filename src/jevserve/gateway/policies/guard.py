@@ -21,6 +21,7 @@ _SOURCE_NAMES = {
     "tool": "a tool result",
     "system": "the system prompt",
     "history": "an earlier turn",
+    "field": "a request field a chat template renders (documents, chat_template_kwargs)",
 }
 
 
