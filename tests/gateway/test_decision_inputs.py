@@ -628,3 +628,11 @@ def test_unread_text_act_refuses_what_the_guard_cannot_read_and_the_log_counts_i
     assert upstreams["u"].requests == []
     assert _post(strict, {"model": "m", "messages": [user(_padded(INJECTED, 10))]}).status_code == 400  # read: caught
     assert _post(strict, {"model": "m", "messages": [user("hello there")]}).status_code == 200
+
+
+def test_a_completions_suffix_is_judged_alone_as_well_as_with_its_prompt():
+    # joined only, a harmless prompt diluted an injected suffix under the threshold (a re-tester's: 0.990 < 0.991)
+    from jevserve.gateway.stages.decide import messages_of
+
+    inputs = decision_inputs({"messages": messages_of({"prompt": "Write a poem.", "suffix": INJECTED})})
+    assert INJECTED in inputs.guard_texts and f"Write a poem.\n{INJECTED}" in inputs.guard_texts

@@ -83,8 +83,8 @@ def unanswered_refusals(route: RouteConfig, report: DecisionReport) -> list[str]
 
 
 def messages_of(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """A chat body's messages, or a completions body's prompt as one user turn, its `suffix` after it (the model
-    reads both; a batch of several prompts is refused by the route stage where decisions read them)."""
+    """A chat body's messages, or a completions body's prompt as one user turn and its `suffix` as another (the
+    model reads both; a batch of several prompts is refused by the route stage where decisions read them)."""
     if "messages" in body:
         return body["messages"]
     prompt = body.get("prompt")
@@ -92,4 +92,6 @@ def messages_of(body: dict[str, Any]) -> list[dict[str, Any]]:
         return [{"role": "user", "content": ""}]
     text = prompt if isinstance(prompt, str) else "\n".join(prompt or [])
     suffix = body.get("suffix")
-    return [{"role": "user", "content": f"{text}\n{suffix}" if isinstance(suffix, str) and suffix else text}]
+    if isinstance(suffix, str) and suffix.strip():  # a turn of its own: judged alone and with the prompt
+        return [{"role": "user", "content": text}, {"role": "user", "content": suffix}]
+    return [{"role": "user", "content": text}]
