@@ -3,8 +3,8 @@
     request_headers ─┬─ end_of_stream (no body) ───────────────▶ decide → headers answer | immediate
                      └─ body follows: BUFFERED → CONTINUE now; FULL_DUPLEX_STREAMED → no answer yet
     request_body     ─── BUFFERED: the whole body in one message → decide → body answer (headers, body, route cache)
-                         FULL_DUPLEX_STREAMED: chunks gathered until end_of_stream (or the trailers)
-                         → decide → headers answer, streamed body answers[, trailers answer]
+                         FULL_DUPLEX_STREAMED: chunks gathered until end_of_stream → decide → headers
+                         answer, streamed body answers (request trailers: 400, see _on_request_trailers)
     response_headers ─── header changes (x-jevserve-*; content-length dropped when the body may be replaced);
                          under HOLD in FULL_DUPLEX_STREAMED mode answered with the body, so they can say what
                          reading the reply decided (in BUFFERED mode the body answer carries those changes)
@@ -176,24 +176,26 @@ class StreamProcessor:
                 return [self._immediate(outcome)]
             return [wire.body_answer("request", self._request_changes(outcome, content_length=True))]
         if message.end_of_stream:
-            return await self._duplex_request_end(trailers=False)
+            return await self._duplex_request_end()
         return []
 
     async def _on_request_trailers(self, message: pb.HttpTrailers) -> list[pb.ProcessingResponse]:
         if self.request_mode == wire.FULL_DUPLEX_STREAMED and self._outcome is None:
-            return await self._duplex_request_end(trailers=True)  # the trailers end the body
+            # Envoy (1.40) forwards a streamed request body answered before its trailers twice, back to back, so the
+            # model server would get two bodies as one; an OpenAI request has no use for trailers: refused, not sent
+            reply = self._error(400, "request trailers are not accepted with the ext_proc filter's "
+                                "FULL_DUPLEX_STREAMED request body mode: send the request without trailers (or use "
+                                "BUFFERED)", "unsupported_trailers")
+            return [self._immediate(reply)]
         return [wire.trailers_answer("request")]
 
-    async def _duplex_request_end(self, *, trailers: bool) -> list[pb.ProcessingResponse]:
+    async def _duplex_request_end(self) -> list[pb.ProcessingResponse]:
         outcome = await self._decide()
         if isinstance(outcome, Respond):
             return [self._immediate(outcome)]
         answers = [wire.headers_answer("request", self._request_changes(outcome, content_length=False))]
         body = outcome.body if outcome.body is not None else bytes(self._body)
-        answers += wire.streamed_answers("request", body, end_of_stream=not trailers)
-        if trailers:
-            answers.append(wire.trailers_answer("request"))
-        return answers
+        return answers + wire.streamed_answers("request", body, end_of_stream=True)
 
     def _request_changes(self, outcome: Forward, *, content_length: bool) -> pb.CommonResponse:
         set_headers = dict(outcome.set_headers)

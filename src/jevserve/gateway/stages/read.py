@@ -94,8 +94,13 @@ def check_chat(body: dict[str, Any]) -> None:
 
 
 def check_completion(body: dict[str, Any]) -> None:
-    """The legacy completion fields: `model` and a string (or list of strings) `prompt`."""
+    """The legacy completion fields: `model` and a string (or list of strings) `prompt`, and no `messages`."""
     _check_model(body)
+    if "messages" in body:
+        # a chat field on the completions endpoint: the model server reads the prompt, and the decisions read the
+        # messages when there are any, so a prompt forwarded beside them went unjudged (an outside red-teamer's)
+        raise BadRequestError("'messages' is a chat field: send it to /v1/chat/completions, or send 'prompt' alone",
+                              param="messages")
     prompt = body.get("prompt")
     if token_id_prompt(body):
         pass  # valid for vLLM and OpenAI; the route stage refuses it where a decision would have to read it
