@@ -9,15 +9,17 @@ negatives) build their states with the same function, so what is measured and tr
     inputs.cache_text     # what the semantic cache compares
 
 - **guard_texts**: the latest user turn and each tool result (`tool`, or the legacy `function` role; and any other
-  user turn) sent since the last assistant turn, each judged on its own, and a judged turn's `name`. A message's
-  text is every text its content carries (`message_text`: any part type's `text`, a refusal, a thinking part, nested
-  content), since a model server renders them all. The operator's system prompt is trusted and not among them
-  (`InputLimits.judge_system` adds it). Earlier turns were judged when they were the latest; a client that writes
-  its own history can put an injection there, and `InputLimits.judge_history` (N) also judges the last N earlier
-  user and tool turns. A text of several sentences is judged whole and also in windows of whole sentences (at least
-  `min_window_chars` each, so a short sentence joins its neighbour), so harmless sentences around an injection
-  cannot dilute it. A line break ends a window only after a sentence end or at a blank line, so a pasted list is
-  judged as a list and never item by item.
+  user turn) sent since the last assistant turn (a final assistant turn, a client's prefill, does not count), each
+  judged on its own, several of them also joined as the model reads them (an injection split across turns), a judged
+  turn's other string fields (its `name`, anything a chat template may print), and the request fields a chat
+  template renders (`TEMPLATE_FIELDS`). A message's text is every string its content carries (`message_text`: any
+  part type and key but media, ids and hints), since a model server may render them all. The operator's system
+  prompt is trusted and not among them (`InputLimits.judge_system` adds it). Earlier turns were judged when they
+  were the latest; a client that writes its own history can put an injection there, and `InputLimits.judge_history`
+  (N) also judges the last N earlier user and tool turns. A text of several sentences is judged whole and also in
+  windows of whole sentences (at least `min_window_chars` each, so a short sentence joins its neighbour), so
+  harmless sentences around an injection cannot dilute it. A line break ends a window only after a sentence end or
+  at a blank line, so a pasted list is judged as a list and never item by item.
 - **request_text**: the latest user request. When earlier user or assistant turns exist it is preceded by a short
   labelled context ("Earlier turns:" … "Current request: …"). The system prompt and the offered tools are not part
   of it, so they cannot change what harm, clarify, route or priority decide about an ordinary request.
