@@ -164,9 +164,14 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
         any_tool = any(_role(messages[i]) in TOOL_ROLES for i in together)
         judge("\n".join(message_text(messages[i]) for i in together), "tool" if any_tool else "user")
     for field in TEMPLATE_FIELDS:  # request fields a chat template renders for the model (RAG documents, ...)
-        for item in (body.get(field) if isinstance(body.get(field), list) else [body.get(field)]):
-            if text := "\n".join(_strings(item)):
-                judge(text, "field")
+        # plain values for a template to print, every key and value read (no media here); each item alone and, as
+        # with turns, all of them joined, so an injection split across documents is read whole
+        items = body.get(field) if isinstance(body.get(field), list) else [body.get(field)]
+        texts = [text for item in items if (text := "\n".join(_strings(item, not_text=frozenset(), keys=True)))]
+        for text in texts:
+            judge(text, "field")
+        if len(texts) > 1:
+            judge("\n".join(texts), "field")
     if limits.judge_history:
         for message in _earlier_turns(messages, latest, unseen)[-limits.judge_history :]:
             judge_message(message, "history")
@@ -242,18 +247,29 @@ _MESSAGE_KEYS_READ_ELSEWHERE = frozenset({"role", "content", "tool_call_id", "to
 TEMPLATE_FIELDS = ("documents", "chat_template_kwargs")
 
 
-def _strings(value: Any, *, skip: frozenset[str] = frozenset(), depth: int = 0) -> list[str]:
-    """Every string in `value` (a string, or lists and objects of them, 16 levels deep), in order, but those under
-    `skip` or `_NOT_TEXT_KEYS` keys."""
+# as deep as the gateway's reader lets a body nest (gateway/stages/read.py, MAX_JSON_DEPTH): nothing deeper arrives
+_MAX_DEPTH = 128
+
+
+def _strings(value: Any, *, skip: frozenset[str] = frozenset(), not_text: frozenset[str] = _NOT_TEXT_KEYS,
+             keys: bool = False, depth: int = 0) -> list[str]:
+    """Every string in `value` (a string, or lists and objects of them), in order, but those under `skip` or
+    `not_text` keys; with `keys`, the objects' keys too (a template may print them)."""
     if isinstance(value, str):
         return [value] if value.strip() else []
-    if depth > 16:
+    if depth > _MAX_DEPTH:
         return []
     if isinstance(value, Mapping):
-        return [s for key, item in value.items() if key not in skip and key not in _NOT_TEXT_KEYS
-                for s in _strings(item, depth=depth + 1)]
+        out = []
+        for key, item in value.items():
+            if key in skip or key in not_text:
+                continue
+            if keys and isinstance(key, str) and key.strip():
+                out.append(key)
+            out += _strings(item, not_text=not_text, keys=keys, depth=depth + 1)
+        return out
     if isinstance(value, list):
-        return [s for item in value for s in _strings(item, depth=depth + 1)]
+        return [s for item in value for s in _strings(item, not_text=not_text, keys=keys, depth=depth + 1)]
     return []
 
 

@@ -106,6 +106,8 @@ def check_completion(body: dict[str, Any]) -> None:
         pass  # valid for vLLM and OpenAI; the route stage refuses it where a decision would have to read it
     elif not (isinstance(prompt, str) or (isinstance(prompt, list) and all(isinstance(p, str) for p in prompt))):
         raise BadRequestError("'prompt' must be a string or an array of strings (or token ids)", param="prompt")
+    if body.get("suffix") is not None and not isinstance(body["suffix"], str):  # the decisions read a string only
+        raise BadRequestError("'suffix' must be a string", param="suffix")
     _check_stream(body)
 
 
