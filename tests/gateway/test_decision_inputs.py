@@ -666,3 +666,15 @@ def test_an_injection_split_across_turns_or_documents_is_read_whole(body):
     app, _, upstreams = make_app({"guard": {}}, decider=TextDecider(whole))
     response = _post(app, {"model": "m", **body})
     assert response.status_code == 400 and upstreams["u"].requests == []
+
+
+def test_each_string_of_a_template_field_is_judged_alone_as_well():
+    # a re-tester's: a document's harmless title joined to an injected text diluted it under the threshold
+    def alone(policy: str, state: str) -> float:
+        return 0.9 if policy == "guard" and state == INJECTED else 0.05
+
+    for extra in ({"documents": [{"title": "Quarterly report", "text": INJECTED}]},
+                  {"chat_template_kwargs": {"date_string": "2024-05-01", "x": INJECTED}}):
+        app, _, upstreams = make_app({"guard": {}}, decider=TextDecider(alone))
+        response = _post(app, {"model": "m", "messages": [user("Follow the documents.")], **extra})
+        assert response.status_code == 400 and upstreams["u"].requests == []

@@ -164,12 +164,19 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
         any_tool = any(_role(messages[i]) in TOOL_ROLES for i in together)
         judge("\n".join(message_text(messages[i]) for i in together), "tool" if any_tool else "user")
     for field in TEMPLATE_FIELDS:  # request fields a chat template renders for the model (RAG documents, ...)
-        # plain values for a template to print, every key and value read (no media here); each item alone and, as
-        # with turns, all of them joined, so an injection split across documents is read whole
+        # plain values for a template to print, every key and value read (no media here): each string alone (a
+        # title beside an injection diluted it), each item joined and, as with turns, all of them joined, so an
+        # injection split across documents is read whole
         items = body.get(field) if isinstance(body.get(field), list) else [body.get(field)]
-        texts = [text for item in items if (text := "\n".join(_strings(item, not_text=frozenset(), keys=True)))]
-        for text in texts:
-            judge(text, "field")
+        texts = []
+        for item in items:
+            strings = _strings(item, not_text=frozenset(), keys=True)
+            for string in dict.fromkeys(strings):
+                judge(string, "field")
+            if len(strings) > 1:
+                judge("\n".join(strings), "field")
+            if strings:
+                texts.append("\n".join(strings))
         if len(texts) > 1:
             judge("\n".join(texts), "field")
     if limits.judge_history:
