@@ -162,8 +162,7 @@ class LocalDecider(Decider):
         # the same question about the same text once: an answer depends on the text and the question alone (tested
         # invariance), and a request padded with thousands of identical turns asked thousands of identical questions
         distinct: dict[DecisionItem, int] = {}
-        for a in asks:
-            distinct.setdefault(DecisionItem(a.state, a.question, a.within), len(distinct))
+        slots = [distinct.setdefault(DecisionItem(a.state, a.question, a.within), len(distinct)) for a in asks]
         items = list(distinct)
         try:
             results = await self._batcher_for_loop().submit(items, budget_s=DECISION_BUDGET_S.get())
@@ -180,8 +179,7 @@ class LocalDecider(Decider):
             raise DecisionOverloaded(f"{self.name}: {exc}") from exc
         except Exception as exc:
             raise DecisionUnavailable(f"{self.name}: {type(exc).__name__}: {exc}") from exc
-        return {a.question_id: np.asarray(results[distinct[DecisionItem(a.state, a.question, a.within)]],
-                                          dtype=np.float64) for a in asks}
+        return {a.question_id: np.asarray(results[slot], dtype=np.float64) for a, slot in zip(asks, slots, strict=True)}
 
     @property
     def reads_windows_in_context(self) -> bool:

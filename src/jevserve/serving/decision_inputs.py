@@ -228,15 +228,10 @@ def message_text(message: Mapping[str, Any]) -> str:
     """The text of a message's `content`: a string, or every string a list of content parts carries (any part
     type's `text`, a refusal's `refusal`, a thinking part's `thinking`, nested `content`, any other key's but media,
     ids and hints: `_NOT_TEXT_KEYS`); "" for anything else."""
-    return _content_text(message.get("content"), depth=0)
-
-
-def _content_text(content: Any, depth: int) -> str:
+    content = message.get("content")
     if isinstance(content, str):
         return content
-    if not isinstance(content, list):
-        return ""
-    return "\n".join(_strings(content))
+    return "\n".join(_strings(content)) if isinstance(content, list) else ""
 
 
 # what a part or a message carries that is no text for the model: its kind, ids, media (a URL, base64 data) and
@@ -254,8 +249,9 @@ _MESSAGE_KEYS_READ_ELSEWHERE = frozenset({"role", "content", "tool_call_id", "to
 TEMPLATE_FIELDS = ("documents", "chat_template_kwargs")
 
 
-# as deep as the gateway's reader lets a body nest (gateway/stages/read.py, MAX_JSON_DEPTH): nothing deeper arrives
-_MAX_DEPTH = 128
+# the deepest a body may nest: the gateway's reader refuses deeper ones (gateway/stages/read.py), so every string of
+# a body it passes is read here
+MAX_JSON_DEPTH = 128
 
 
 def _strings(value: Any, *, skip: frozenset[str] = frozenset(), not_text: frozenset[str] = _NOT_TEXT_KEYS,
@@ -264,7 +260,7 @@ def _strings(value: Any, *, skip: frozenset[str] = frozenset(), not_text: frozen
     `not_text` keys; with `keys`, the objects' keys too (a template may print them)."""
     if isinstance(value, str):
         return [value] if value.strip() else []
-    if depth > _MAX_DEPTH:
+    if depth > MAX_JSON_DEPTH:
         return []
     if isinstance(value, Mapping):
         out = []

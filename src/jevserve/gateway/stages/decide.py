@@ -44,9 +44,7 @@ async def decide(gateway: Gateway, ctx: RequestContext) -> None:
         # the decider will never read this request as sent: its fallback (open by default) would let whoever sends
         # a request over the decider's size limits past the guard, and a retry gets the same answer, so no 429
         why = "the decider refused to read it as too large"
-        ctx.report = replace(ctx.report, verdicts=tuple(
-            replace(v, action=Action.REJECT, reason=f"{why}: refused undecided") if v.decision in unanswered else v
-            for v in ctx.report.verdicts))
+        ctx.report = _refused_undecided(ctx.report, unanswered, f"{why}: refused undecided")
         raise PayloadTooLargeError(
             f"the {' and '.join(unanswered)} decision(s) this request needs cannot be made: {why} "
             f"({ctx.report.error}); send a shorter request (fewer or shorter messages)")
@@ -56,16 +54,19 @@ async def decide(gateway: Gateway, ctx: RequestContext) -> None:
             timeout = f"{gateway.config.decision_timeout_ms:g} ms"
             why = (f"would not be answered within {timeout} (the decider has more work queued than that)"
                    if ctx.report.turned_away else f"got no answer within {timeout}")
-            # the header and the log say what happened to these decisions, not the fallback that was not used
-            ctx.report = replace(ctx.report, verdicts=tuple(
-                replace(v, action=Action.REJECT, reason=f"{why}: refused undecided (on_decision_timeout: reject)")
-                if v.decision in unanswered else v
-                for v in ctx.report.verdicts))
+            reason = f"{why}: refused undecided (on_decision_timeout: reject)"
+            ctx.report = _refused_undecided(ctx.report, unanswered, reason)
             raise OverloadedError(
                 f"the {' and '.join(unanswered)} decision(s) this request needs {why}: the gateway is overloaded and "
                 f"does not forward a request undecided; retry after {OVERLOAD_RETRY_AFTER_S:g} s",
                 retry_after_s=OVERLOAD_RETRY_AFTER_S,
             )
+
+
+def _refused_undecided(report: DecisionReport, decisions: list[str], reason: str) -> DecisionReport:
+    # the header and the log say what happened to these decisions, not the fallback that was not used
+    return replace(report, verdicts=tuple(replace(v, action=Action.REJECT, reason=reason)
+                                          if v.decision in decisions else v for v in report.verdicts))
 
 
 def unanswered_refusals(route: RouteConfig, report: DecisionReport) -> list[str]:

@@ -7,9 +7,11 @@ from typing import Any
 
 from jevserve.gateway.errors import BadRequestError
 
-# Deeper bodies are refused: every later step (the decision texts, the log, the upstream call) serialises the body
-# with recursive code, and no OpenAI request nests nearly this far (a tool's JSON schema: a dozen levels).
-MAX_JSON_DEPTH = 128
+# Deeper bodies than MAX_JSON_DEPTH are refused: every later step (the decision texts, the log, the upstream call)
+# serialises the body with recursive code, and no OpenAI request nests nearly this far (a tool's JSON schema: a dozen
+# levels); the decision texts read every string down to it
+from jevserve.serving.decision_inputs import MAX_JSON_DEPTH
+
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")  # OpenAI's chat roles, as it spells them
 
 

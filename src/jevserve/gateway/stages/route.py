@@ -15,20 +15,19 @@ def select_route(gateway: Gateway, ctx: RequestContext) -> None:
     prompt of token ids or a batch of prompts on a route whose decisions read the prompt (they read one text: passed
     on, token ids went undecided and a batch's prompts were judged as one)."""
     ctx.route = resolve_route(gateway.config, ctx.body["model"])
-    if not ctx.is_chat and token_id_prompt(ctx.body):
-        reading = sorted({p.name for p in policies_for(ctx.route) if p.phase is Phase.REQUEST})
-        if reading:
-            raise BadRequestError(
-                f"'prompt' as token ids is refused on {ctx.route.model}: its decisions ({', '.join(reading)}) read "
-                "text, not token ids; send the prompt as text (a string), or use a route with no decisions",
-                param="prompt")
+    if ctx.is_chat:
+        return
     prompt = ctx.body.get("prompt")
-    if not ctx.is_chat and isinstance(prompt, list) and len(prompt) > 1:
+    if token_id_prompt(ctx.body):
+        shape, why = "as token ids", "read text, not token ids; send the prompt as text (a string)"
+    elif isinstance(prompt, list) and len(prompt) > 1:
         # a model server completes each prompt of a batch alone, while the decisions read the batch as one text, in
         # which a harmless prompt diluted an injection beside it (an outside red-teamer's: it went upstream)
-        reading = sorted({p.name for p in policies_for(ctx.route) if p.phase is Phase.REQUEST})
-        if reading:
-            raise BadRequestError(
-                f"'prompt' as a batch of {len(prompt)} prompts is refused on {ctx.route.model}: its decisions "
-                f"({', '.join(reading)}) judge one request at a time; send each prompt as its own request, or use a "
-                "route with no decisions", param="prompt")
+        shape = f"as a batch of {len(prompt)} prompts"
+        why = "judge one request at a time; send each prompt as its own request"
+    else:
+        return
+    reading = sorted({p.name for p in policies_for(ctx.route) if p.phase is Phase.REQUEST})
+    if reading:
+        raise BadRequestError(f"'prompt' {shape} is refused on {ctx.route.model}: its decisions "
+                              f"({', '.join(reading)}) {why}, or use a route with no decisions", param="prompt")
