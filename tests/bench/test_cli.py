@@ -265,6 +265,9 @@ def test_the_recorded_command_keeps_a_resample_count_other_than_the_default():
     keyed = argparse.Namespace(**{**vars(args(10_000)), "api_key_env": "MY_KEY"})  # a keyed server needs the flag
     assert _command(keyed) == ("jevserve bench run --endpoint http://h:1 --model m --api-key-env MY_KEY "
                                "--tasks route-math")
+    # a tester's: the row's own metadata was left out, so the command did not make the row it was recorded in
+    described = argparse.Namespace(**{**vars(args(10_000)), "metadata": [("licence", "MIT"), ("runs", "an A10 box")]})
+    assert _command(described).endswith("--tasks route-math --metadata licence=MIT --metadata 'runs=an A10 box'")
 
 
 @pytest.mark.parametrize("count", ["1", "99"])

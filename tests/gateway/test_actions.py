@@ -56,6 +56,14 @@ def test_a_blocked_error_names_the_field_the_client_sent_its_text_in():
     assert chat.json()["error"]["param"] == "messages" and legacy.json()["error"]["param"] == "prompt"
 
 
+def test_a_request_is_forwarded_with_the_fields_its_client_sent_and_no_stream_flag_added():
+    app, _, upstreams = make_app({"guard": {}}, answers={"guard": 0.1})
+    assert post(app, HI).status_code == 200
+    assert post(app, {**HI, "stream": False}).status_code == 200
+    added, kept = upstreams["u"].requests
+    assert "stream" not in added and kept["stream"] is False
+
+
 def test_guard_strip_tools_forwards_without_tools():
     app, _, upstreams = make_app({"guard": {"action": "strip_tools"}}, answers={"guard": 0.9})
     response = post(app, {**HI, "tools": TOOLS, "tool_choice": "auto"})

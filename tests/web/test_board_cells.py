@@ -26,10 +26,8 @@ def _row_html(page: str, model: str) -> str:
 
 
 def test_a_category_cell_over_fewer_tasks_is_marked_and_sorts_after_the_complete_ones(client):
-    from jevserve.web.pages import category_tasks
-
     board = _board(client)
-    agent = category_tasks(board)["agent"]
+    agent = board.category_tasks()["agent"]
     covered = {r.model: sum(t in r.tasks for t in agent) for r in board.rows if "agent" in r.categories}
     partial = {m for m, n in covered.items() if n < len(agent)}
     assert "jev-minilm-1" in partial and covered["minilm-tuned-reader"] == len(agent)
@@ -136,3 +134,14 @@ def test_the_reveal_leaves_out_stored_answers_the_board_leaves_out(tmp_path):
         title = re.search(r'<p class="progress">Item \d+ of \d+ · ([^<]+)</p>', reveal).group(1)
         seen[title] = "jev-minilm-1 <span" in reveal
     assert seen["Prompt injection"] and not seen["Reuse a cached answer"]
+
+
+def test_a_model_page_names_the_results_file_it_read_and_what_its_run_time_covers(client):
+    # a tester's: the page printed results/... for another --results folder, and called a resumed run's time the
+    # time of every decision
+    context = client.app.state.context
+    page = re.sub(r"\s+", " ", client.get("/models/jev-minilm-2").text)
+    assert f"<code>{context.settings.results_dir}/jev-minilm-2/2026-12-02.json</code>" in page
+    assert "the run that wrote the file asked 22395 of its 48407 requests" in page  # 26,012 came from the cache
+    whole = re.sub(r"\s+", " ", client.get("/models/jev-minilm-3").text)
+    assert "Run time 342 s for 72666 decisions." in whole  # all asked in the run that wrote it

@@ -12,6 +12,7 @@ task that is not near-oracle. Leak probes and rows that lack some headline tasks
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,6 +102,23 @@ class Board:
     partial_deltas: dict[str, tuple[tuple[str, ...], PairedDelta]] = field(default_factory=dict)
     mdd: dict[str, float] = field(default_factory=dict)  # task (and "headline") → MDD of the top two rows
     mdd_rows: tuple[str, ...] = ()  # the two rows the MDDs are for
+
+    def category_tasks(self) -> dict[str, list[str]]:
+        """Per category, the tasks its average covers: every ranking task that is not near-oracle (schedule-return
+        included; guard-jailbreak and agent-web-policy, shown as Δ metric, not)."""
+        every = [t for t in self.ranking_tasks if t not in self.near_oracle_tasks]
+        return {c: [t for t in every if self.task_categories.get(t) == c] for c in CATEGORIES}
+
+    def coverage(self, cells: dict[str, Any], category: str) -> tuple[int, int]:
+        """(tasks of `category` with a score among `cells`, tasks its average covers): a partial average is marked
+        where it is shown. An undefined cell ("–") is not in the average."""
+        names = self.category_tasks()[category]
+        return sum(scored(cells.get(t)) for t in names), len(names)
+
+
+def scored(cell: Any) -> bool:
+    """Whether a task cell has a score (an undefined one is shown "–" and averages nothing)."""
+    return cell is not None and math.isfinite(getattr(cell, "score", math.nan))
 
 
 def _cell(score: float | None, low: float | None, high: float | None) -> Cell:

@@ -50,6 +50,13 @@ def _rate(rate: dict[str, Any] | None) -> str:
     return f"{pct(rate['rate'])} [{pct(rate['interval'][0])}, {pct(rate['interval'][1])}]"
 
 
+def _category_text(board: Board, row: Row, category: str) -> str:
+    """A row's category average, marked when it averages fewer of the category's tasks than a full row does."""
+    text = cell_text(row.categories.get(category))
+    covered, of = board.coverage(row.tasks, category)
+    return f"{text} ({covered} of {of} tasks)" if text != "–" and covered < of else text
+
+
 def render_markdown(board: Board, html: str = "docs/board/index.html") -> str:
     """Headline, categories, near-oracle tasks, everyday rates, paired differences, references and commands."""
     ranked = [r for r in board.rows if not r.probe and math.isfinite(r.average.score)]
@@ -70,7 +77,7 @@ def render_markdown(board: Board, html: str = "docs/board/index.html") -> str:
     ]
     for row in [*ranked, *others]:
         lines.append(f"| {rank_text(row)} | {row.model} | {cell_text(row.average)} | {cell_text(row.average_all)} | "
-                     + " | ".join(cell_text(row.categories.get(c)) for c in cats)
+                     + " | ".join(_category_text(board, row, c) for c in cats)
                      + f" | {_rate(row.everyday_blocked)} |")
     shown = [*ranked, *others]
     lines += ["", "## Per task", "", "| task | " + " | ".join(r.model for r in shown) + " |",
@@ -125,7 +132,7 @@ def render_markdown(board: Board, html: str = "docs/board/index.html") -> str:
     if probes:
         lines += ["", "## Leak probes (not ranked)", "", "| row | " + " | ".join(cats) + " |",
                   "|---|" + "---|" * len(cats)]
-        lines += [f"| {r.model} | " + " | ".join(cell_text(r.categories.get(c)) for c in cats) + " |" for r in probes]
+        lines += [f"| {r.model} | " + " | ".join(_category_text(board, r, c) for c in cats) + " |" for r in probes]
     lines += ["", "## Reproduce", ""]
     lines += [f"- {r.model}: `{r.command}`" + (f" ({'; '.join(r.notes)})" if r.notes else "") for r in board.rows]
     lines += [f"- note: {w}" for w in board.warnings]

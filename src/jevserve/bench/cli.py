@@ -139,6 +139,8 @@ def _command(args: argparse.Namespace, model: str | None = None) -> str:
         parts.append("--baselines")
     if args.split_salt:
         parts += ["--split-salt", args.split_salt]
+    for key, value in getattr(args, "metadata", None) or ():  # what the row says about itself is part of the row
+        parts += ["--metadata", f"{key}={value}"]
     return shlex.join(parts + _resamples_flag(args))
 
 
@@ -367,7 +369,8 @@ def _summary(document: dict) -> str:
         average = document.get(key)
         if average and average["num_tasks"]:
             low, high = average["interval"]
-            parts.append(f"{label} {average['score']:.1f} [{low:.1f}, {high:.1f}] over {average['num_tasks']} tasks")
+            tasks = "1 task" if average["num_tasks"] == 1 else f"{average['num_tasks']} tasks"
+            parts.append(f"{label} {average['score']:.1f} [{low:.1f}, {high:.1f}] over {tasks}")
     return "; ".join(parts) or "no task scored"
 
 

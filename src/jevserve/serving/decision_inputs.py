@@ -29,6 +29,11 @@ negatives) build their states with the same function, so what is measured and tr
 - **cache_text**: the user, assistant and tool turns with whitespace collapsed: the request's text alone for a
   single user message. The system prompt and tools belong to the cache's partition key, not to this text.
 
+Every text the guard judges and the request text are read in plain forms (`plain_forms`): a letter written in
+another form of itself (full-width, mathematical, circled) as the letter, invisible format characters dropped, so an
+injection a served model reads through is not hidden from the decision model's tokenizer. The cache's text is kept
+as sent (what it compares is what the client repeated).
+
 Bounds (`InputLimits`, defaults in brackets): a text over `max_text_chars` (2,000) keeps its first `head_chars`
 (1,200) and its end, joined by " … ". A text up to `whole_up_to_chars` (0: none) is judged whole only: fewer encoder
 runs and fewer chances of a false block, but harmless text padded around an injection dilutes it again
@@ -49,6 +54,7 @@ import contextlib
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -135,6 +141,7 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
     guard_unread: list[int] = []
 
     def judge(text: str, source: str) -> None:
+        text = plain_forms(text)
         texts = scan_windows(text, limits)
         for i, window in enumerate(texts):
             guard_texts.append(window)
@@ -172,7 +179,8 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
         for item in items:
             strings = _strings(item, not_text=frozenset(), keys=True)
             for string in dict.fromkeys(strings):
-                judge(string, "field")
+                if not is_name(string):  # a key or a one-word value is read in its item, not alone
+                    judge(string, "field")
             if len(strings) > 1:
                 judge("\n".join(strings), "field")
             if strings:
@@ -182,7 +190,7 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
     if limits.judge_history:
         for message in _earlier_turns(messages, latest, unseen)[-limits.judge_history :]:
             judge_message(message, "history")
-    current = _current_request(messages, latest)
+    current = plain_forms(_current_request(messages, latest))
     user_text = bounded(current, limits)
     context = _context_lines(messages, latest, limits)
     request_text = "\n".join(["Earlier turns:", *context, f"Current request: {user_text}"]) if context else user_text
@@ -267,13 +275,56 @@ def _strings(value: Any, *, skip: frozenset[str] = frozenset(), not_text: frozen
         for key, item in value.items():
             if key in skip or key in not_text:
                 continue
-            if keys and isinstance(key, str) and key.strip():
+            inner = _strings(item, not_text=not_text, keys=keys, depth=depth + 1)
+            # a key is read with the text it names; a name that names no text is a flag's or a number's
+            # (`enable_thinking: false`), no text to judge (alone it scored near the guard's threshold)
+            if keys and isinstance(key, str) and key.strip() and (inner or not is_name(key)):
                 out.append(key)
-            out += _strings(item, not_text=not_text, keys=keys, depth=depth + 1)
+            out += inner
         return out
     if isinstance(value, list):
         return [s for item in value for s in _strings(item, not_text=not_text, keys=keys, depth=depth + 1)]
     return []
+
+
+class _PlainForms(dict):
+    """str.translate's table for `plain_forms`, filled as characters are met."""
+
+    def __missing__(self, code: int) -> str | None:
+        char = chr(code)
+        form: str | None = char
+        if _TAG_SPACE <= code <= _TAG_TILDE:
+            form = chr(code - _TAG_OFFSET)  # an invisible tag character spells the ASCII character it mirrors
+        elif unicodedata.category(char) == "Cf":
+            form = None  # a zero-width space, joiner, soft hyphen or direction mark: nothing a reader sees
+        else:
+            compatible = unicodedata.normalize("NFKC", char)
+            if len(compatible) == 1 and compatible.isascii() and compatible.isalnum():
+                form = compatible
+        self[code] = form
+        return form
+
+
+_TAG_OFFSET, _TAG_SPACE, _TAG_TILDE = 0xE0000, 0xE0020, 0xE007E
+_PLAIN_FORMS = _PlainForms()
+
+
+def plain_forms(text: str) -> str:
+    """`text` as a reader takes it in: a letter or digit written in another form of itself (full-width ｉｇｎｏｒｅ,
+    mathematical 𝗶𝗴𝗻𝗼𝗿𝗲, circled ⓘ, superscript ²) becomes its ASCII character, an invisible tag character the
+    ASCII character it mirrors, and invisible format characters (zero-width spaces and joiners, soft hyphens,
+    direction marks) are dropped. A served LLM reads through all of them; the decision model's tokenizer does not,
+    so an injection written in them went unjudged. Everything else, accents and other scripts included, is kept as
+    sent (a look-alike letter of another script, Cyrillic а for Latin a, is not mapped)."""
+    return text if text.isascii() else text.translate(_PLAIN_FORMS)
+
+
+_NAME = re.compile(r"[^\W\d][\w.-]{0,63}")
+
+
+def is_name(text: str) -> bool:
+    """A single word or identifier (`title`, `enable_thinking`, `formal`): no instruction on its own."""
+    return _NAME.fullmatch(text.strip()) is not None
 
 
 def bounded(text: str, limits: InputLimits = DEFAULT_LIMITS) -> str:
@@ -455,7 +506,7 @@ def _context_lines(messages: Sequence[Mapping[str, Any]], latest: int | None, li
         role = _role(message)
         if role not in ("user", "assistant"):
             continue
-        text = _turn_text(message)
+        text = plain_forms(_turn_text(message))
         if not text:
             continue
         if len(text) > limits.context_chars:

@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, Response
 
-from jevserve.bench.board import Board, Cell, Row
+from jevserve.bench.board import Board, Cell, Row, scored
 from jevserve.bench.task import CATEGORIES
 from jevserve.web.context import (
     MAX_LIVE_CHARS,
@@ -30,18 +30,6 @@ log = logging.getLogger("jevserve.web")
 PEOPLE_ROW = "people (playground)"
 
 
-def _scored(cell: Any) -> bool:
-    """Whether a row's task cell has a score (an undefined one is shown "–" and averages nothing)."""
-    return cell is not None and math.isfinite(getattr(cell, "score", math.nan))
-
-
-def category_tasks(board: Board) -> dict[str, list[str]]:
-    """Per category, the tasks its average covers: every ranking task that is not near-oracle, as bench.board
-    averages them (schedule-return included; guard-jailbreak and agent-web-policy, shown as Δ metric, not)."""
-    every = [t for t in board.ranking_tasks if t not in board.near_oracle_tasks]
-    return {c: [t for t in every if board.task_categories.get(t) == c] for c in CATEGORIES}
-
-
 def _sort_key(cell: Any, partial: bool = False) -> tuple[int, float]:
     # complete cells first (best first), then cells that average fewer of their category's tasks, then none
     if cell is None or not math.isfinite(cell.score):
@@ -55,14 +43,14 @@ def board_rows(board: Board, people: dict[str, HumanCell], sort: str | None) -> 
     Each row carries, per category, how many of the category's tasks its average covers ("coverage": (n, of)), so
     a partial average is marked and sorted after the complete ones; near-oracle tasks are shown by their raw
     difference from the rule ("near": task → bench TaskCell), as the static board shows them."""
-    by_category = category_tasks(board)
+    by_category = board.category_tasks()
     rows: list[dict[str, Any]] = [
         {"model": r.model, "kind": r.kind, "rank": r.rank, "average": r.average, "categories": r.categories,
          "tasks": r.tasks, "notes": r.notes, "link": True,
          "near": {t: c for t, c in r.cells.items() if t in board.near_oracle_tasks}} for r in board.rows
     ]
     if people:
-        headline = sum(_scored(people.get(t)) for t in board.headline_tasks)
+        headline = sum(scored(people.get(t)) for t in board.headline_tasks)
         rows.append({
             "model": PEOPLE_ROW, "kind": "people", "rank": None, "average": None,
             "categories": category_cells(people, by_category), "tasks": dict(people), "link": False, "near": {},
@@ -72,8 +60,7 @@ def board_rows(board: Board, people: dict[str, HumanCell], sort: str | None) -> 
         })
     for row in rows:
         # a task counts where its cell has a score: an undefined one ("–") is not in the category's average
-        row["coverage"] = {c: (sum(_scored(row["tasks"].get(t)) for t in names), len(names))
-                           for c, names in by_category.items() if c in row["categories"]}
+        row["coverage"] = {c: board.coverage(row["tasks"], c) for c in by_category if c in row["categories"]}
     if sort:
         def key(row: dict[str, Any]) -> tuple[int, float]:
             if sort == "average":
@@ -182,6 +169,7 @@ def register(app: FastAPI, context: Context) -> None:
 
         return context.render(
             request, "model.html", row=row, notes=row.notes, document=document, board=board,
+            results_dir=context.settings.results_dir or "results",
             curve=curve, svg=reliability_svg(curve) if curve else None, preparing=preparing,
             failed=f"{type(failed).__name__}: {failed}" if failed is not None else None,
         )

@@ -36,7 +36,7 @@ from jevserve.gateway.policies.tool_gate import ToolGate
 from jevserve.gateway.responses import CLIENT_CLOSED, GatewayResponse, completion_response, json_response
 from jevserve.gateway.runtime import Gateway
 from jevserve.gateway.stages import Answer, Forward, gate_reply, record
-from jevserve.gateway.stages.forward import bad_upstream_answer, streams_upstream, upstream_headers
+from jevserve.gateway.stages.forward import bad_upstream_answer, streams_upstream, upstream_body, upstream_headers
 from jevserve.gateway.stages.store_reply import store_reply
 from jevserve.gateway.streaming import summarise
 
@@ -155,7 +155,8 @@ class GatewayExchange(Exchange):
 
     def _forward(self, plan: Forward) -> ForwardOutcome:
         ctx = self.ctx
-        sent = {**plan.body, "stream": streams_upstream(ctx, plan)}
+        stream = streams_upstream(ctx, plan)
+        sent = dict(upstream_body(plan, stream))
         upstreams = self.gateway.upstreams_for(ctx.route, list(plan.upstreams) if plan.upstreams else None)
         if plan.predicted_tokens is not None and upstreams and all(u.takes_priority for u in upstreams):
             sent["priority"] = round(plan.predicted_tokens)  # what dispatch() adds for vLLM upstreams
@@ -169,7 +170,7 @@ class GatewayExchange(Exchange):
         # the HTTP gateway gates every whole chat reply on a tool-gated route, and holds a live stream's calls:
         # upstreams add tools of their own, and clients send `tools: []`, so a reply may carry calls unasked for
         gates_calls = ctx.is_chat and any(isinstance(p, ToolGate) for p in policies_for(ctx.route))
-        if gates_calls and not sent["stream"]:
+        if gates_calls and not stream:
             response_plan = ResponsePlan.HOLD
         elif gates_calls:
             response_plan = ResponsePlan.HOLD_CALLS

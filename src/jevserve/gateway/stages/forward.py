@@ -64,7 +64,7 @@ async def forward(gateway: Gateway, ctx: RequestContext, plan: Forward) -> Upstr
         dispatched = await dispatch(
             gateway.upstreams_for(route, list(plan.upstreams) if plan.upstreams else None),
             "/chat/completions" if ctx.is_chat else "/completions",
-            {**plan.body, "stream": stream},
+            upstream_body(plan, stream),
             stream=stream,
             request=queue_request,
             admission=route.admission,
@@ -117,6 +117,12 @@ def streams_upstream(ctx: RequestContext, plan: Forward) -> bool:
     `stream_options`, which vLLM refuses without `stream: true`, lost the reasoning and logprobs of its chunks, and
     had the whole generation, not the gap between bytes, under the upstream's timeout."""
     return ctx.streams
+
+
+def upstream_body(plan: Forward, stream: bool) -> dict:
+    """The body sent upstream: the client's fields as sent (no `stream: false` added to a body that had none), its
+    stream flag set to `stream` where it differs. Both front ends send this."""
+    return plan.body if plan.body.get("stream", False) is stream else {**plan.body, "stream": stream}
 
 
 def upstream_headers(ctx: RequestContext, plan: Forward) -> dict[str, str]:
