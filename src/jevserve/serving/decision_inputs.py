@@ -179,7 +179,7 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
         for item in items:
             strings = _strings(item, not_text=frozenset(), keys=True)
             for string in dict.fromkeys(strings):
-                if not is_name(string):  # a key or a one-word value is read in its item, not alone
+                if len(strings) == 1 or not is_name(string):  # a key or a one-word value is read in its item
                     judge(string, "field")
             if len(strings) > 1:
                 judge("\n".join(strings), "field")
@@ -301,11 +301,13 @@ class _PlainForms(dict):
             compatible = unicodedata.normalize("NFKC", char)
             if len(compatible) == 1 and compatible.isascii() and compatible.isalnum():
                 form = compatible
-        self[code] = form
+        if len(self) < _PLAIN_FORMS_KEPT:  # a client can send every code point: the table stays bounded
+            self[code] = form
         return form
 
 
 _TAG_OFFSET, _TAG_SPACE, _TAG_TILDE = 0xE0000, 0xE0020, 0xE007E
+_PLAIN_FORMS_KEPT = 1 << 16
 _PLAIN_FORMS = _PlainForms()
 
 
@@ -319,11 +321,12 @@ def plain_forms(text: str) -> str:
     return text if text.isascii() else text.translate(_PLAIN_FORMS)
 
 
-_NAME = re.compile(r"[^\W\d][\w.-]{0,63}")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 
 
 def is_name(text: str) -> bool:
-    """A single word or identifier (`title`, `enable_thinking`, `formal`): no instruction on its own."""
+    """A single ASCII word or identifier (`title`, `enable_thinking`, `formal`): no instruction on its own. Only
+    ASCII: a sentence of a script written without spaces is one run of word characters."""
     return _NAME.fullmatch(text.strip()) is not None
 
 
