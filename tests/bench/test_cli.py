@@ -267,7 +267,16 @@ def test_the_recorded_command_keeps_a_resample_count_other_than_the_default():
                                "--tasks route-math")
     # a tester's: the row's own metadata was left out, so the command did not make the row it was recorded in
     described = argparse.Namespace(**{**vars(args(10_000)), "metadata": [("licence", "MIT"), ("runs", "an A10 box")]})
-    assert _command(described).endswith("--tasks route-math --metadata licence=MIT --metadata 'runs=an A10 box'")
+    assert _command(described).endswith("--tasks route-math --metadata=licence=MIT '--metadata=runs=an A10 box'")
+    import shlex
+
+    from jevserve.cli import build_parser
+
+    # a re-tester's: a key starting with "-" was recorded as `--metadata -k=v`, which a replay reads as an option
+    odd = [("-k", "v"), ("a", "b=c 'd' $HOME")]
+    replayed = build_parser().parse_args(shlex.split(_command(argparse.Namespace(**{**vars(described),
+                                                                                   "metadata": odd})))[1:])
+    assert replayed.metadata == odd
 
 
 @pytest.mark.parametrize("count", ["1", "99"])

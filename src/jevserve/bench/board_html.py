@@ -49,6 +49,13 @@ def _score_td(cell: Cell | TaskCell | None, extra: str = "", css: str = "") -> s
     return f'<td class="{css}"><span class="v">{cell.score:.1f}</span>{ci}{extra}</td>'
 
 
+def _category_td(board: Board, row: Row, category: str) -> str:
+    """A row's category average, marked when it averages fewer of the category's tasks than a full row does."""
+    covered, of = board.coverage(row.tasks, category)
+    partial = f'<span class="sub">{covered} of {of} tasks</span>' if covered < of else ""
+    return _score_td(row.categories.get(category), partial, css="cat")
+
+
 def _row_name(row: Row, notes: bool = True) -> str:
     # Notes (why a row is unranked, where its results come from) once, in the headline and rows tables.
     text = "".join(f'<span class="note">{_esc(n)}</span>' for n in row.notes) if notes else ""
@@ -83,8 +90,7 @@ def headline_table(board: Board, rows: Sequence[Row]) -> str:
                      f'{recall["n"]}</span></td>') if recall else '<td class="na">–</td>'
         body.append(
             f'<tr class="{_esc(row.kind)}"><td>{rank_text(row)}</td>{_row_name(row)}{_score_td(row.average)}'
-            + _score_td(row.average_all, css="all") + "".join(_score_td(row.categories.get(c), css="cat")
-                                                              for c in cats)
+            + _score_td(row.average_all, css="all") + "".join(_category_td(board, row, c) for c in cats)
             + _rate_td(row.everyday_blocked) + recall_td + "</tr>")
     picker = ('<div class="picker"><label><input type="checkbox" checked data-table="headline" data-hide="hide-cat">'
               'category averages</label><label><input type="checkbox" checked data-table="headline" '

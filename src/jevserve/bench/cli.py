@@ -140,7 +140,7 @@ def _command(args: argparse.Namespace, model: str | None = None) -> str:
     if args.split_salt:
         parts += ["--split-salt", args.split_salt]
     for key, value in getattr(args, "metadata", None) or ():  # what the row says about itself is part of the row
-        parts += ["--metadata", f"{key}={value}"]
+        parts.append(f"--metadata={key}={value}")  # one word: a key starting with "-" is no option on a replay
     return shlex.join(parts + _resamples_flag(args))
 
 

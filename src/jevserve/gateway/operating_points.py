@@ -52,8 +52,9 @@ from jevserve.gateway.policies.build import POLICIES
 from jevserve.gateway.questions import DEFAULTS
 from jevserve.serving.decision_inputs import InputLimits
 
-SCORING_VERSION = 3  # bump when the way a calibration request is scored changes (the cache keys change with it): 3
-# since the decision texts read letters written in other forms as plain ones (decision_inputs.plain_forms)
+SCORING_VERSION = 4  # bump when the way a calibration request is scored changes (the cache keys change with it): 4
+# since the decision texts read letters written in other forms as plain ones (decision_inputs.plain_forms), exponents
+# kept
 # the same for a guard that reads its windows in context only, so that the packaged keys stay as they are: 2 since
 # calibration asks each window with the text it is read within (scores cached before were of windows read alone)
 IN_CONTEXT_SCORING_VERSION = 2

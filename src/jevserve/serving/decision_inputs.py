@@ -11,10 +11,11 @@ negatives) build their states with the same function, so what is measured and tr
 - **guard_texts**: the latest user turn and each tool result (`tool`, or the legacy `function` role; and any other
   user turn) sent since the last assistant turn (a final assistant turn, a client's prefill, does not count), each
   judged on its own, several of them also joined as the model reads them (an injection split across turns), a judged
-  turn's other string fields (its `name`, anything a chat template may print), and the request fields a chat
-  template renders (`TEMPLATE_FIELDS`). A message's text is every string its content carries (`message_text`: any
-  part type and key but media, ids and hints), since a model server may render them all. The operator's system
-  prompt is trusted and not among them (`InputLimits.judge_system` adds it). Earlier turns were judged when they
+  turn's other string fields (its `name`, anything a chat template may print), and the documents a chat template
+  renders (`TEMPLATE_FIELDS`). A message's text is every string its content carries (`message_text`: any part type
+  and key but media, ids and hints), since a model server may render them all. The operator's system prompt and the
+  template's variables (`chat_template_kwargs`) are trusted and not among them (`InputLimits.judge_system` adds
+  them). Earlier turns were judged when they
   were the latest; a client that writes its own history can put an injection there, and `InputLimits.judge_history`
   (N) also judges the last N earlier user and tool turns. A text of several sentences is judged whole and also in
   windows of whole sentences (at least `min_window_chars` each, so a short sentence joins its neighbour), so
@@ -117,7 +118,8 @@ class DecisionInputs:
     """The texts a request's decisions read (see the module docstring)."""
 
     guard_texts: tuple[str, ...]  # untrusted texts (and windows of the longer ones), each judged alone by the guard
-    guard_sources: tuple[str, ...]  # where each guard text comes from: "user", "tool", "system", "history", "field"
+    # where each guard text comes from: "user", "tool", "system", "history", "field" (documents), "template"
+    guard_sources: tuple[str, ...]
     # per guard text, with InputLimits.windows_in_context: the (bounded) text a window was cut from, where the window
     # lies inside it; None for the texts themselves, windows past a long text's bounded head and tail, and otherwise
     guard_within: tuple[str | None, ...]
@@ -171,6 +173,10 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
         any_tool = any(_role(messages[i]) in TOOL_ROLES for i in together)
         judge("\n".join(message_text(messages[i]) for i in together), "tool" if any_tool else "user")
     for field in TEMPLATE_FIELDS:  # request fields a chat template renders for the model (RAG documents, ...)
+        # the template's own variables are the application's, as its system prompt is: judged with it
+        if field in OPERATOR_FIELDS and not limits.judge_system:
+            continue
+        source = "template" if field in OPERATOR_FIELDS else "field"
         # plain values for a template to print, every key and value read (no media here): each string alone (a
         # title beside an injection diluted it), each item joined and, as with turns, all of them joined, so an
         # injection split across documents is read whole
@@ -180,13 +186,13 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
             strings = _strings(item, not_text=frozenset(), keys=True)
             for string in dict.fromkeys(strings):
                 if len(strings) == 1 or not is_name(string):  # a key or a one-word value is read in its item
-                    judge(string, "field")
+                    judge(string, source)
             if len(strings) > 1:
-                judge("\n".join(strings), "field")
+                judge("\n".join(strings), source)
             if strings:
                 texts.append("\n".join(strings))
         if len(texts) > 1:
-            judge("\n".join(texts), "field")
+            judge("\n".join(texts), source)
     if limits.judge_history:
         for message in _earlier_turns(messages, latest, unseen)[-limits.judge_history :]:
             judge_message(message, "history")
@@ -255,6 +261,10 @@ _MESSAGE_KEYS_READ_ELSEWHERE = frozenset({"role", "content", "tool_call_id", "to
 # request fields a chat template may render into the prompt: RAG documents (Command R's, Granite's) and the
 # template's own variables
 TEMPLATE_FIELDS = ("documents", "chat_template_kwargs")
+# of those, the template's variables: set by the application (Qwen3's `enable_thinking`, a template's own
+# instructions), trusted as its system prompt is and judged with it (`InputLimits.judge_system`); "You are a helpful
+# coding assistant." there scored 0.993 against the default guard's 0.991, the same text 0.000 as a system prompt
+OPERATOR_FIELDS = ("chat_template_kwargs",)
 
 
 # the deepest a body may nest: the gateway's reader refuses deeper ones (gateway/stages/read.py), so every string of
@@ -299,7 +309,12 @@ class _PlainForms(dict):
             form = None  # a zero-width space, joiner, soft hyphen or direction mark: nothing a reader sees
         else:
             compatible = unicodedata.normalize("NFKC", char)
-            if len(compatible) == 1 and compatible.isascii() and compatible.isalnum():
+            # letters (circled and squared ones are symbols that spell a letter), and digits that are digits
+            # (full-width, mathematical): a superscript or subscript digit (x², m³) is an exponent, and read as
+            # "x2" it made ordinary maths look like something else
+            category = unicodedata.category(char)
+            spelled = category[0] == "L" or category == "Nd" or (category == "So" and compatible.isalpha())
+            if len(compatible) == 1 and compatible.isascii() and compatible.isalnum() and spelled:
                 form = compatible
         if len(self) < _PLAIN_FORMS_KEPT:  # a client can send every code point: the table stays bounded
             self[code] = form
@@ -312,8 +327,9 @@ _PLAIN_FORMS = _PlainForms()
 
 
 def plain_forms(text: str) -> str:
-    """`text` as a reader takes it in: a letter or digit written in another form of itself (full-width ｉｇｎｏｒｅ,
-    mathematical 𝗶𝗴𝗻𝗼𝗿𝗲, circled ⓘ, superscript ²) becomes its ASCII character, an invisible tag character the
+    """`text` as a reader takes it in: a letter or digit written in another form of itself (Unicode's compatibility
+    forms: full-width ｉｇｎｏｒｅ, mathematical 𝗶𝗴𝗻𝗼𝗿𝗲, circled ⓘ; not superscript digits) becomes its ASCII
+    character, an invisible tag character the
     ASCII character it mirrors, and invisible format characters (zero-width spaces and joiners, soft hyphens,
     direction marks) are dropped. A served LLM reads through all of them; the decision model's tokenizer does not,
     so an injection written in them went unjudged. Everything else, accents and other scripts included, is kept as
@@ -321,13 +337,17 @@ def plain_forms(text: str) -> str:
     return text if text.isascii() else text.translate(_PLAIN_FORMS)
 
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+# a template variable's name: up to four ASCII words joined by _ . or - (`tools_in_user_message`), at most 32
+# characters; an instruction joined by hyphens ("Ignore-all-previous-instructions-…") is longer than a name
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[_.-][A-Za-z0-9]+){0,3}")
+_NAME_CHARS = 32
 
 
 def is_name(text: str) -> bool:
-    """A single ASCII word or identifier (`title`, `enable_thinking`, `formal`): no instruction on its own. Only
-    ASCII: a sentence of a script written without spaces is one run of word characters."""
-    return _NAME.fullmatch(text.strip()) is not None
+    """A single ASCII word or a variable's name (`title`, `enable_thinking`, `formal`): no instruction on its own.
+    Only ASCII: a sentence of a script written without spaces is one run of word characters."""
+    text = text.strip()
+    return len(text) <= _NAME_CHARS and _NAME.fullmatch(text) is not None
 
 
 def bounded(text: str, limits: InputLimits = DEFAULT_LIMITS) -> str:

@@ -154,6 +154,7 @@ class Context:
         self.templates.env.filters["duration"] = duration
         self.templates.env.filters["ratio"] = ratio
         self.templates.env.filters["linked_paths"] = linked_paths
+        self.templates.env.filters["counted"] = counted_noun
         self._pools = settings.pools
         self._pools_loading = False  # pools_if_ready started loading them
         self._data: Any = None
@@ -324,6 +325,11 @@ def duration(ms: Any) -> str:
     if value < 100.0:
         return f"{value:.2g} ms" if value < 10 else f"{value:.0f} ms"
     return f"{value / 1000:.1f} s"
+
+
+def counted_noun(count: int, noun: str) -> str:
+    """`1 task`, `3 tasks`: a count with its noun (`{{ n|counted("task") }}`)."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def ratio(value: Any) -> str:

@@ -21,7 +21,8 @@ _SOURCE_NAMES = {
     "tool": "a tool result",
     "system": "the system prompt",
     "history": "an earlier turn",
-    "field": "a request field a chat template renders (documents, chat_template_kwargs)",
+    "field": "the documents a chat template renders",
+    "template": "a chat template's variables (chat_template_kwargs)",
 }
 
 
