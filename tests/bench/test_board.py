@@ -132,6 +132,17 @@ def test_an_older_row_is_shown_only_where_its_items_are_current_and_says_so(tmp_
     assert any("fake-model: task toy-keyword was scored on other test items" in w for w in board.warnings)
 
 
+def test_a_board_without_the_default_rules_row_says_whose_tasks_make_its_headline(tmp_path):
+    # a tester's: built from one model's run alone, the board ranked a one-task run with no word about it
+    import shutil
+
+    results = make_results(tmp_path)
+    assert not any("no default-rules row" in w for w in build_board(results).warnings)
+    shutil.rmtree(results / "default-rules")
+    warnings = build_board(results).warnings
+    assert any("no default-rules row under" in w and "bench run --baselines" in w for w in warnings), warnings
+
+
 def test_a_row_of_another_data_version_gets_one_warning_naming_its_left_out_tasks():
     from types import SimpleNamespace
 

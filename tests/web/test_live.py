@@ -54,7 +54,8 @@ def test_backend_down_shows_the_fallbacks_not_an_error_page(tmp_path):
 @pytest.mark.parametrize(
     ("data", "status"),
     [({"text": ""}, 400), ({"text": "x" * 5000}, 413), ({"text": "hi", "route": "nope"}, 400),
-     ({"text": "x" * 20000}, 413)],
+     ({"text": "x" * 20000}, 413),
+     ({"text": "\x00" * 40}, 400), ({"text": "\u200b\u200b \u200d"}, 400)],  # a tester's: nothing to read was decided
 )
 def test_bad_live_input_gets_a_4xx_page(tmp_path, data, status):
     assert _client(tmp_path, FixedDecider()).post("/live", data=data).status_code == status

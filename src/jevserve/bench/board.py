@@ -205,6 +205,9 @@ def build_board(results_dir: Path, num_resamples: int | None = None, seed: int =
     headline = [n for n in ranking_tasks if (not listed or n in listed) and not near[n]]
     every = [n for n in ranking_tasks if not near[n]]
     warnings: list[str] = list(latest.ignored)  # files left out (unreadable, or a row's newer narrower run)
+    if reference["model"] != REFERENCE_ROW:  # its tasks become the headline: a one-task run would be ranked on one
+        warnings.append(f"no {REFERENCE_ROW} row under {results_dir}: {reference['model']} is the reference, so "
+                        "the headline covers only its tasks; `jevserve bench run --baselines` writes the rules' row")
     values = {d["model"]: _row_values(d, stored, warnings) for d in documents}
     resampled = resample(stored, values, num_resamples, seed)
 

@@ -220,11 +220,10 @@ def register(app: FastAPI, context: Context) -> None:
         if live is None:
             raise PageError(503, "the live demo is not configured here (start the site with `jevserve web`)")
         text, route = form.get("text", "").strip(), form.get("route", "")
-        if not text:
+        if not any(c.isprintable() and not c.isspace() for c in text):  # NUL or zero-width characters only
             raise PageError(400, "the request text is empty; type the request to decide on")
-        # Characters as the textarea's maxlength counts them: a line break, sent as CRLF, is one.
-        # as the textarea's maxlength counts: UTF-16 code units, a line break one (an emoji is two, which the
-        # browser counts and Python's len does not)
+        # characters as the textarea's maxlength counts them: UTF-16 code units, a line break (sent as CRLF) one, an
+        # emoji two (which the browser counts and Python's len does not)
         length = len(text.replace("\r\n", "\n").encode("utf-16-le")) // 2
         if length > MAX_LIVE_CHARS:
             raise PageError(413, f"the request text is {length:,} characters; at most {MAX_LIVE_CHARS:,} here")
