@@ -15,12 +15,12 @@ negatives) build their states with the same function, so what is measured and tr
   renders (`TEMPLATE_FIELDS`). A message's text is every string its content carries (`message_text`: any part type
   and key but media, ids and hints), since a model server may render them all. The operator's system prompt and the
   template's variables (`chat_template_kwargs`) are trusted and not among them (`InputLimits.judge_system` adds
-  them). Earlier turns were judged when they
-  were the latest; a client that writes its own history can put an injection there, and `InputLimits.judge_history`
-  (N) also judges the last N earlier user and tool turns. A text of several sentences is judged whole and also in
-  windows of whole sentences (at least `min_window_chars` each, so a short sentence joins its neighbour), so
-  harmless sentences around an injection cannot dilute it. A line break ends a window only after a sentence end or
-  at a blank line, so a pasted list is judged as a list and never item by item.
+  them). Earlier turns were judged when they were the latest; a client that writes its own history can put an
+  injection there, and `InputLimits.judge_history` (N) also judges the last N earlier user and tool turns. A text
+  of several sentences is judged whole and also in windows of whole sentences (at least `min_window_chars` each, so
+  a short sentence joins its neighbour), so harmless sentences around an injection cannot dilute it. A line break
+  ends a window only after a sentence end or at a blank line, so a pasted list is judged as a list and never item
+  by item.
 - **request_text**: the latest user request. When earlier user or assistant turns exist it is preceded by a short
   labelled context ("Earlier turns:" … "Current request: …"). The system prompt and the offered tools are not part
   of it, so they cannot change what harm, clarify, route or priority decide about an ordinary request.
@@ -176,23 +176,8 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
         # the template's own variables are the application's, as its system prompt is: judged with it
         if field in OPERATOR_FIELDS and not limits.judge_system:
             continue
-        source = "template" if field in OPERATOR_FIELDS else "field"
-        # plain values for a template to print, every key and value read (no media here): each string alone (a
-        # title beside an injection diluted it), each item joined and, as with turns, all of them joined, so an
-        # injection split across documents is read whole
-        items = body.get(field) if isinstance(body.get(field), list) else [body.get(field)]
-        texts = []
-        for item in items:
-            strings = _strings(item, not_text=frozenset(), keys=True)
-            for string in dict.fromkeys(strings):
-                if len(strings) == 1 or not is_name(string):  # a key or a one-word value is read in its item
-                    judge(string, source)
-            if len(strings) > 1:
-                judge("\n".join(strings), source)
-            if strings:
-                texts.append("\n".join(strings))
-        if len(texts) > 1:
-            judge("\n".join(texts), source)
+        for text in _field_texts(body.get(field)):
+            judge(text, "template" if field in OPERATOR_FIELDS else "field")
     if limits.judge_history:
         for message in _earlier_turns(messages, latest, unseen)[-limits.judge_history :]:
             judge_message(message, "history")
@@ -297,6 +282,21 @@ def _strings(value: Any, *, skip: frozenset[str] = frozenset(), not_text: frozen
     return []
 
 
+def _field_texts(value: Any) -> list[str]:
+    """What the guard judges of a template field's plain values, every key and value read (no media here): each
+    string alone but a name beside other strings of its item (a title beside an injection diluted it), each item
+    joined and, as with turns, all items joined, so an injection split across documents is read whole."""
+    texts, items = [], []
+    for item in value if isinstance(value, list) else [value]:
+        strings = _strings(item, not_text=frozenset(), keys=True)
+        texts += [string for string in dict.fromkeys(strings) if len(strings) == 1 or not is_name(string)]
+        if len(strings) > 1:
+            texts.append("\n".join(strings))
+        if strings:
+            items.append("\n".join(strings))
+    return texts + (["\n".join(items)] if len(items) > 1 else [])
+
+
 class _PlainForms(dict):
     """str.translate's table for `plain_forms`, filled as characters are met."""
 
@@ -305,14 +305,13 @@ class _PlainForms(dict):
         form: str | None = char
         if _TAG_SPACE <= code <= _TAG_TILDE:
             form = chr(code - _TAG_OFFSET)  # an invisible tag character spells the ASCII character it mirrors
-        elif unicodedata.category(char) == "Cf":
+        elif (category := unicodedata.category(char)) == "Cf":
             form = None  # a zero-width space, joiner, soft hyphen or direction mark: nothing a reader sees
         else:
             compatible = unicodedata.normalize("NFKC", char)
             # letters (circled and squared ones are symbols that spell a letter), and digits that are digits
             # (full-width, mathematical): a superscript or subscript digit (x², m³) is an exponent, and read as
             # "x2" it made ordinary maths look like something else
-            category = unicodedata.category(char)
             spelled = category[0] == "L" or category == "Nd" or (category == "So" and compatible.isalpha())
             if len(compatible) == 1 and compatible.isascii() and compatible.isalnum() and spelled:
                 form = compatible
@@ -329,11 +328,11 @@ _PLAIN_FORMS = _PlainForms()
 def plain_forms(text: str) -> str:
     """`text` as a reader takes it in: a letter or digit written in another form of itself (Unicode's compatibility
     forms: full-width ｉｇｎｏｒｅ, mathematical 𝗶𝗴𝗻𝗼𝗿𝗲, circled ⓘ; not superscript digits) becomes its ASCII
-    character, an invisible tag character the
-    ASCII character it mirrors, and invisible format characters (zero-width spaces and joiners, soft hyphens,
-    direction marks) are dropped. A served LLM reads through all of them; the decision model's tokenizer does not,
-    so an injection written in them went unjudged. Everything else, accents and other scripts included, is kept as
-    sent (a look-alike letter of another script, Cyrillic а for Latin a, is not mapped)."""
+    character, an invisible tag character the ASCII character it mirrors, and invisible format characters
+    (zero-width spaces and joiners, soft hyphens, direction marks) are dropped. A served LLM reads through all of
+    them; the decision model's tokenizer does not, so an injection written in them went unjudged. Everything else,
+    accents and other scripts included, is kept as sent (a look-alike letter of another script, Cyrillic а for
+    Latin a, is not mapped)."""
     return text if text.isascii() else text.translate(_PLAIN_FORMS)
 
 
