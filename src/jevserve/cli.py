@@ -66,6 +66,13 @@ def _serve_embedded(model: str | None) -> Any:
     return serve_embedded(model)
 
 
+def _check_embedded_model(model: str | None) -> None:
+    """LookupError unless the embedded endpoint serves `model`; asked before a bench run loads its data."""
+    from jevserve.server.in_process import check_embedded_model
+
+    check_embedded_model(model)
+
+
 def _serve_backends(backends: Sequence[Any]) -> Any:
     """Any decision backends on a local server (the held-out heads of `jevserve train --heldout`)."""
     from jevserve.server.in_process import serve_backends
@@ -189,7 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
         _register(module_name, subparsers)
     # What the parts below the server get handed instead of importing it (ARCHITECTURE.md): every command's
     # namespace carries these, and the commands that need a model or an embedding pass them on.
-    parser.set_defaults(serve_embedded=_serve_embedded, serve_backends=_serve_backends, embed_texts=_embed_texts,
+    parser.set_defaults(serve_embedded=_serve_embedded, check_embedded_model=_check_embedded_model,
+                        serve_backends=_serve_backends, embed_texts=_embed_texts,
                         scoped_calibration_records=_scoped_calibration_records)
     return parser
 

@@ -208,7 +208,8 @@ def _run(args: argparse.Namespace) -> int:
             return 2
     if args.endpoint:  # before loading the data and the near-duplicate check (half a minute)
         try:
-            probe_endpoint(args.endpoint, args.model, args.api_key_env)
+            probe_endpoint(args.endpoint, args.model, args.api_key_env,
+                           check_embedded=getattr(args, "check_embedded_model", None))
         except EndpointError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1 if isinstance(exc, EndpointUnreachable) else 2

@@ -98,12 +98,19 @@ class EndpointUnreachable(EndpointError):
 
 
 def probe_endpoint(
-    endpoint: str, model: str | None, api_key_env: str | None = None, *, timeout_s: float = 10.0
+    endpoint: str, model: str | None, api_key_env: str | None = None, *, timeout_s: float = 10.0,
+    check_embedded: Callable[[str | None], None] | None = None,
 ) -> None:
     """Ask a URL endpoint's `GET /v1/models` before a command's slow start, and raise EndpointError when it is no
     System One server, refuses the key, or does not serve `model` (the command's to fix: exit 2), or
-    EndpointUnreachable when nothing answers (exit 1). `embedded` is not probed: it is served by the command."""
+    EndpointUnreachable when nothing answers (exit 1). `embedded` is served by the command: its model name is
+    checked by `check_embedded` (the command line's, which raises LookupError for a name it does not serve)."""
     if endpoint == EMBEDDED:
+        if check_embedded is not None:
+            try:
+                check_embedded(model)
+            except LookupError as exc:
+                raise EndpointError(str(exc)) from exc
         return
     from jevserve.client import RetryPolicy, SystemOne, SystemOneAPIError, SystemOneConnectionError
 

@@ -36,16 +36,21 @@ def serve_backends(backends: Sequence[DecisionBackend]) -> Iterator[str]:
         yield url
 
 
-@contextmanager
-def serve_embedded(model: str | None) -> Iterator[ServedModel]:
-    """Serve the embedded models; `model` (default: the embedded default) must be one of them."""
-    from jevserve.decide.embedded import embedded_backends, embedded_fingerprint
+def check_embedded_model(model: str | None) -> None:
+    """UnknownEmbeddedModelError unless the embedded endpoint serves `model` (None: its default). It builds the
+    backends without running them, so a command can refuse a mistyped name before its slow start."""
+    from jevserve.decide.embedded import embedded_backends
+
+    _served_name(embedded_backends(), model)
+
+
+def _served_name(backends: Sequence[DecisionBackend], model: str | None) -> tuple[str, str]:
+    """The name asked for (default: the embedded default's results row) and the model that answers to it."""
     from jevserve.decide.encoder import row_name
 
-    backends = embedded_backends()
     # a model answers to its name and its aliases; the name asked for names the results row
     concrete = {name: b.card.name for b in backends for name in (b.card.name, *b.card.aliases)}
-    chosen = model or row_name(backends[0].card.name)  # by default, the default's results row
+    chosen = model or row_name(backends[0].card.name)
     if chosen not in concrete:
         known = ", ".join(
             b.card.name + (f" (or {', '.join(b.card.aliases)})" if b.card.aliases else "") for b in backends
@@ -53,5 +58,15 @@ def serve_embedded(model: str | None) -> Iterator[ServedModel]:
         raise UnknownEmbeddedModelError(
             f"--model {chosen!r} is not served by the embedded endpoint; expected one of: {known}"
         )
+    return chosen, concrete[chosen]
+
+
+@contextmanager
+def serve_embedded(model: str | None) -> Iterator[ServedModel]:
+    """Serve the embedded models; `model` (default: the embedded default) must be one of them."""
+    from jevserve.decide.embedded import embedded_backends, embedded_fingerprint
+
+    backends = embedded_backends()
+    chosen, concrete = _served_name(backends, model)
     with serve_backends(backends) as url:
-        yield ServedModel(url, chosen, embedded_fingerprint(model=concrete[chosen]))
+        yield ServedModel(url, chosen, embedded_fingerprint(model=concrete))

@@ -155,7 +155,11 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
     def judge_message(message: Mapping[str, Any], source: str) -> None:
         judge(message_text(message), source)
         # a message's other text (a speaker's `name`, fields a chat template may print) reaches the model too
-        extra = "\n".join(_strings(message, skip=_MESSAGE_KEYS_READ_ELSEWHERE))
+        strings = _strings(message, skip=_MESSAGE_KEYS_READ_ELSEWHERE)
+        call_id = message.get("tool_call_id")
+        if isinstance(call_id, str) and not _CALL_ID.fullmatch(call_id):
+            strings.append(call_id)
+        extra = "\n".join(strings)
         if extra:
             judge(extra, source)
 
@@ -243,6 +247,10 @@ _NOT_TEXT_KEYS = frozenset({
 })
 # a message's keys read apart from its other fields: the text itself, and an assistant's calls (the tool gate's)
 _MESSAGE_KEYS_READ_ELSEWHERE = frozenset({"role", "content", "tool_call_id", "tool_calls", "function_call"})
+# what a tool call's id looks like (OpenAI's `call_…`, Anthropic's `toolu_…`, vLLM's `chatcmpl-tool-…`, Mistral's nine
+# characters): an id is not judged (it would add a text to every tool result), anything else in `tool_call_id` is,
+# since a chat template may print it
+_CALL_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 # request fields a chat template may render into the prompt: RAG documents (Command R's, Granite's) and the
 # template's own variables
 TEMPLATE_FIELDS = ("documents", "chat_template_kwargs")
