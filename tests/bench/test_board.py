@@ -167,3 +167,20 @@ def test_the_markdown_names_the_html_board_where_it_was_written(tmp_path):
     results = make_results(tmp_path)
     write_board(results, tmp_path / "site" / "board", tmp_path / "site" / "board.md")
     assert "The HTML board (board/index.html)" in (tmp_path / "site" / "board.md").read_text()
+
+
+def test_a_command_reads_back_from_the_markdown_as_it_was_recorded(tmp_path):
+    # a backtick in a metadata value ended the code span early, and tabs and newlines in one became spaces
+    from dataclasses import replace
+
+    from markdown_it import MarkdownIt
+
+    board = build_board(make_results(tmp_path))
+    commands = ["jevserve bench run --endpoint x '--metadata=note=a `b` c'", "jevserve bench run '--metadata=n=`x`'",
+                "jevserve bench run '--metadata=note=one\ttwo\nthree ```'"]
+    for command in commands:
+        rows = (replace(board.rows[0], command=command), *board.rows[1:])
+        tokens = MarkdownIt("commonmark").parse(render_markdown(replace(board, rows=rows)))
+        code = [t for t in tokens if t.type == "fence"] + [
+            c for t in tokens if t.type == "inline" for c in t.children or () if c.type == "code_inline"]
+        assert command in [c.content.removesuffix("\n") for c in code]

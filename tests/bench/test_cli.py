@@ -265,6 +265,9 @@ def test_the_recorded_command_keeps_a_resample_count_other_than_the_default():
 
     assert _command(args(10_000)) == "jevserve bench run --endpoint http://h:1 --model m --tasks route-math"
     assert _command(args(200)).endswith("--tasks route-math --resamples 200")  # its intervals depend on it
+    # the row's latency note names the concurrency it was measured at
+    assert _command(argparse.Namespace(**{**vars(args(10_000)), "concurrency": 4})) == (
+        "jevserve bench run --endpoint http://h:1 --model m --concurrency 4 --tasks route-math")
     keyed = argparse.Namespace(**{**vars(args(10_000)), "api_key_env": "MY_KEY"})  # a keyed server needs the flag
     assert _command(keyed) == ("jevserve bench run --endpoint http://h:1 --model m --api-key-env MY_KEY "
                                "--tasks route-math")

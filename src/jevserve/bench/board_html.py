@@ -28,6 +28,7 @@ th{background:#f6f8fa;font-weight:600}.txt{text-align:left}td.na{color:#aaa;text
 .note{display:block;color:#8a6d00;font-size:.72rem;font-weight:400;max-width:22rem}
 tr.baseline td{background:#fbfbfb}tr.peer td{background:#f7f3ff}.picker{font-size:.8rem;margin:.3rem 0}
 .picker label{margin-right:.8rem}.legend{font-size:.8rem;color:#444}code{font-size:.75rem;word-break:break-all}
+code.cmd{white-space:pre-wrap}
 .hide-cat .cat,.hide-all .all{display:none}img.plot{max-width:100%;height:auto;border:1px solid #eee}
 .pos{color:#1a7f37}.neg{color:#cf222e}ul.cmd li{margin:.2rem 0}
 """
@@ -208,7 +209,7 @@ def rows_table(rows: Sequence[Row]) -> str:
     body = "".join(
         f"<tr>{_row_name(r)}<td class='txt'>{_esc(r.kind)}</td>"
         + "".join(f"<td class='txt'>{_esc(r.metadata.get(k, '–'))}</td>" for k in keys)
-        + f"<td class='txt'>{_esc(r.date)}</td><td class='txt'><code>{_esc(r.command)}</code></td></tr>"
+        + f"<td class='txt'>{_esc(r.date)}</td><td class='txt'><code class='cmd'>{_esc(r.command)}</code></td></tr>"
         for r in rows)
     return f'<table id="rows"><thead>{head}</thead><tbody>{body}</tbody></table>'
 

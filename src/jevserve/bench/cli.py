@@ -13,6 +13,7 @@ from jevserve.argtypes import positive_int
 from jevserve.argtypes import resamples as resamples_arg
 
 DEFAULT_RESULTS = Path("results")
+DEFAULT_CONCURRENCY = 32
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -51,7 +52,7 @@ def _endpoint_arguments(parser: argparse.ArgumentParser, required: bool) -> None
                         "embedded: its default model, jev-minilm-2; required with a URL)")
     parser.add_argument("--api-key-env", default=None, metavar="VAR",
                         help="environment variable holding the endpoint's API key (sent as a bearer token)")
-    parser.add_argument("--concurrency", type=positive_int("--concurrency"), default=32,
+    parser.add_argument("--concurrency", type=positive_int("--concurrency"), default=DEFAULT_CONCURRENCY,
                         help="requests in flight at once (default: %(default)s)")
     parser.add_argument("--answers-cache", type=Path, default=None, metavar="DIR",
                         help="where answers are cached, one JSONL file per model (default: "
@@ -133,6 +134,9 @@ def _command(args: argparse.Namespace, model: str | None = None) -> str:
             parts += ["--model", model or args.model]
         if getattr(args, "api_key_env", None):  # the variable's name, never its value: a keyed server needs it
             parts += ["--api-key-env", args.api_key_env]
+        # the rate in the row's latency note depends on it
+        if getattr(args, "concurrency", DEFAULT_CONCURRENCY) != DEFAULT_CONCURRENCY:
+            parts += ["--concurrency", str(args.concurrency)]
     if args.tasks:
         parts += ["--tasks", args.tasks]
     if args.baselines:
