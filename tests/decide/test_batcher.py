@@ -490,3 +490,56 @@ def test_no_retry_hint_reaches_the_sdks_thirty_second_give_up(monkeypatch):
 
     refused = asyncio.run(scenario())
     assert refused.retry_after_s == batcher_module.MAX_RETRY_AFTER_S < 30
+
+
+def test_a_request_whose_answer_would_come_later_than_answer_within_s_is_told_when_to_come_back(monkeypatch):
+    # a burst of a thousand 1-question clients was admitted whole by counting questions, and the last waited 50 s,
+    # past the SDK's 10-s timeout, which then sent the request again to the same queue
+    monkeypatch.setattr(batcher_module, "_now", lambda: 100.0)
+
+    async def scenario():
+        backend = FakeBackend()
+        batcher = Batcher(backend, max_batch=8, max_wait_ms=0, answer_within_s=2.0)
+        await batcher.submit(items("first"))  # measured; nothing was ahead of it
+        submitted = await held_with_three_queued(batcher, backend)
+        batcher._seconds_per_unit = 1.0  # a short text is about one unit: a second each from here
+        own = batcher_module.work_units(items("late"))
+        hints = []
+        for _ in range(2):  # the same moment: the second is told to come after the first's work
+            with pytest.raises(OverloadedError) as info:
+                await batcher.submit(items("late"))
+            hints.append(info.value)
+        assert backend.num_started == 1  # nothing refused was queued
+        backend.release.set()
+        await asyncio.gather(*submitted)
+        # an empty queue admits any request, whatever its own work (20 texts, 20 s by the estimate)
+        alone = await batcher.submit(items("long", 20))
+        await batcher.close()
+        return own, hints, len(alone)
+
+    own, (first, second), alone = asyncio.run(scenario())
+    # ahead: what is left of the running blocker and the queued request's share (1 of its 3 texts), a second each
+    ahead = batcher_module.work_units(items("blocker")) + batcher_module.work_units(items("q", 3)) / 3
+    assert "over the 2 s this server answers within (--answer-within-s)" in str(first)
+    # told to come back when what is left ahead, with its own work, fits 2 s (less the blocker's time run)
+    assert first.retry_after_s == pytest.approx(ahead + own - 2.0, abs=0.05)
+    assert second.retry_after_s == pytest.approx(first.retry_after_s + own, abs=0.02)
+    assert alone == 20
+
+
+def test_without_answer_within_s_a_request_waits_however_long_the_queue():
+    async def scenario():
+        backend = FakeBackend()
+        batcher = Batcher(backend, max_batch=8, max_wait_ms=0)
+        await batcher.submit(items("first"))
+        submitted = await held_with_three_queued(batcher, backend)
+        batcher._seconds_per_unit = 1.0
+        late = asyncio.ensure_future(batcher.submit(items("late")))
+        await until(lambda: batcher.queue_depth == 4)
+        backend.release.set()
+        answered = await late
+        await asyncio.gather(*submitted)
+        await batcher.close()
+        return len(answered)
+
+    assert asyncio.run(scenario()) == 1

@@ -87,6 +87,7 @@ def test_auth_rejects_missing_or_wrong_key_with_401(header):
         models = c.get("/v1/models", headers=headers)
     assert r.status_code == 401 and models.status_code == 401
     assert r.json()["detail"]["error_type"] == "authentication_error"
+    assert r.headers["www-authenticate"] == models.headers["www-authenticate"] == "Bearer"  # the scheme it takes
 
 
 def test_auth_is_checked_before_the_body():

@@ -170,3 +170,28 @@ def test_a_body_that_stalls_gets_408_and_the_server_keeps_serving():
     assert reply.startswith(b"HTTP/1.1 408") and b"did not arrive within" in reply, reply[:300]
     assert waited < 5
     assert after.status_code == 200
+
+
+def test_a_request_whose_answer_would_come_too_late_gets_429_with_retry_after_not_a_long_wait():
+    backend = FakeBackend()
+    app = create_app([backend], ServerSettings(answer_within_s=0.5))
+    with running_server(app) as url:
+        batcher = app.state.jevserve.models["fake-1"].batcher
+
+        async def scenario():
+            async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+                assert (await c.post("/v1/systemone", json=ticket_body(state="measured"))).status_code == 200
+                backend.release.clear()
+                blocker = asyncio.ensure_future(c.post("/v1/systemone", json=ticket_body(state="blocker")))
+                while backend.num_started < 2:
+                    await asyncio.sleep(0.01)
+                batcher._seconds_per_unit = 1.0  # the running request's work now reads as about a second
+                late = await c.post("/v1/systemone", json=ticket_body(state="late"))
+                backend.release.set()
+                return late, await blocker
+
+        late, blocker = asyncio.run(scenario())
+    assert late.status_code == 429 and blocker.status_code == 200
+    assert late.json()["detail"]["error_type"] == "overloaded_error"
+    assert "--answer-within-s" in late.json()["detail"]["message"]
+    assert int(late.headers["retry-after"]) >= 1 and int(late.headers["retry-after-ms"]) >= 1000

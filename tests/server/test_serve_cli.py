@@ -118,3 +118,19 @@ def test_every_listed_log_level_starts_the_server_and_others_are_refused(monkeyp
     with pytest.raises(SystemExit) as refused:
         main(["serve", "--log-level", "chatty"])
     assert refused.value.code == 2 and "invalid choice: 'chatty'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "within"), [([], None), (["--answer-within-s", "2.5"], 2.5),
+                                              (["--answer-within-s", "0"], None)])
+def test_the_answer_time_limit_is_off_by_default_and_reaches_the_batcher(monkeypatch, argv, within):
+    import uvicorn
+
+    seen = []
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets: seen.append(
+        (self.config.app.state.jevserve.settings.answer_within_s,
+         next(iter(self.config.app.state.jevserve.models.values())).batcher.answer_within_s)))
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    assert main(["serve", "remote:http://127.0.0.1:9", "--port", str(port), *argv]) == 0
+    assert seen == [(within, within)]

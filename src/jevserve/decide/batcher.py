@@ -33,6 +33,12 @@ DeadlineUnreachable, before it is queued, when the work queued before it and its
 ADMISSION_HEADROOM of the budget (expected_wait_s: work in units per text read, work_units, at the measured seconds
 per unit). Checked and queued in one step, so requests arriving together are each judged against those before them.
 
+Answer time: with `answer_within_s` (the decision server's `--answer-within-s`, off by default), a request is also
+refused with OverloadedError when work is queued or running before it and the estimate says its answer would come
+later than that, for clients that would rather be told at once than wait. Its Retry-After comes from the same
+promises as a full queue's: the time when what is left before it, with its own work, fits the limit again. An
+empty queue admits any request.
+
 Backends that declare `concurrent = True` (a remote endpoint) bypass the queue: each submission is its own
 `decide_async` call, concurrently, bounded by the backend itself and by `max_queue` questions in flight.
 """
@@ -132,12 +138,16 @@ class Batcher:
         max_chunk_ms: float | None = None,
         on_batch: BatchObserver | None = None,
         arriving: Callable[[], int] = lambda: 0,
+        answer_within_s: float | None = None,
     ) -> None:
         if max_batch < 1 or max_queue < 1 or max_wait_ms < 0 or (max_chunk_ms is not None and max_chunk_ms <= 0):
             raise ValueError(
                 f"need max_batch >= 1, max_queue >= 1, max_wait_ms >= 0, max_chunk_ms > 0 or None; got {max_batch}, "
                 f"{max_queue}, {max_wait_ms}, {max_chunk_ms}"
             )
+        if answer_within_s is not None and answer_within_s <= 0:
+            raise ValueError(f"need answer_within_s > 0 or None; got {answer_within_s}")
+        self.answer_within_s = answer_within_s
         self.backend = backend
         self._in_context = getattr(backend, "reads_windows_in_context", False)  # for work_units
         self.max_batch = max_batch
@@ -247,7 +257,8 @@ class Batcher:
             self.start()
         self.check_room(len(items))
         estimate = None
-        if budget_s is not None:  # checked and queued in one step: a request arriving next sees this one queued
+        # checked and queued in one step: a request arriving next sees this one queued
+        if budget_s is not None:
             estimate = self._raw_wait_s(items)
             wait = None if estimate is None else estimate * self._estimate_scale
             if wait is not None and wait > ADMISSION_HEADROOM * budget_s:
@@ -255,6 +266,10 @@ class Batcher:
                     f"about {wait * 1000:.0f} ms of work is queued before these questions' answers, over the "
                     f"{budget_s * 1000:.0f} ms they are wanted in"
                 )
+        elif self.answer_within_s is not None:
+            estimate = self._raw_wait_s(items)
+            if estimate is not None:
+                self._check_answer_time(items, estimate * self._estimate_scale)
         if not items:
             return Decisions([])
         job = _Job(items, asyncio.get_running_loop().create_future(), next(self._seq), results=[None] * len(items),
@@ -263,6 +278,23 @@ class Batcher:
         self._queued_items += len(items)
         self._wakeup.set()
         return Decisions(await job.future)
+
+    def _check_answer_time(self, items: Sequence[DecisionItem], wait_s: float) -> None:
+        """OverloadedError when work is ahead of `items` and their answer, estimated `wait_s` from now, would come
+        later than `answer_within_s`; told to come back when what is left ahead, with their own work, fits it."""
+        own_s = work_units(items, self._in_context) * self._seconds_per_unit * self._estimate_scale
+        ahead_s = wait_s - own_s
+        if ahead_s <= 1e-9 or wait_s <= self.answer_within_s:
+            return
+        now = _now()
+        self._promised_until = max(now + ahead_s, self._promised_until) + own_s
+        retry_at = max(now, self._promised_until - self.answer_within_s)
+        raise OverloadedError(
+            f"the questions queued before this request would take about {ahead_s:.1f} s, so its answer would come "
+            f"after about {wait_s:.1f} s, over the {self.answer_within_s:g} s this server answers within "
+            "(--answer-within-s); retry later",
+            retry_after_s=min(MAX_RETRY_AFTER_S, max(1.0, retry_at - now)),
+        )
 
     def _refuse(self, ahead: int, num_items: int) -> None:
         # The work ahead alone cannot see the other clients refused at the same moment, which all come back when told:

@@ -36,10 +36,14 @@ class SystemOneError(Exception):
 
 
 class AuthenticationError(SystemOneError):
-    """A missing (403 is also allowed; 401 is used) or wrong bearer key."""
+    """A missing (403 is also allowed; 401 is used) or wrong bearer key; the 401 names the scheme it takes (RFC 9110
+    requires a `WWW-Authenticate` challenge on every 401)."""
 
     status_code = 401
     error_type = "authentication_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, headers={"WWW-Authenticate": "Bearer"})
 
 
 class UnknownModelError(SystemOneError):

@@ -64,6 +64,8 @@ class ServerSettings:
     api_key: str | None = None  # bearer key; None serves without auth
     max_batch: int = 64  # questions per forward batch
     max_queue: int = 2048  # questions waiting before 429
+    # 429 when work is queued before a request and its answer is estimated to come later than this (None: off)
+    answer_within_s: float | None = None
     max_wait_ms: float = 2.0  # longest wait for requests already arriving before a batch starts
     max_chunk_ms: float | None = 25.0  # a batch holds what the backend answers in about this time (None: max_batch)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -216,6 +218,7 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
             max_batch=settings.max_batch,
             max_wait_ms=settings.max_wait_ms,
             max_queue=settings.max_queue,
+            answer_within_s=settings.answer_within_s,
             max_chunk_ms=settings.max_chunk_ms,
             on_batch=metrics.batch_observer(name),
             arriving=lambda: state.num_arriving,

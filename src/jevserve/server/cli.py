@@ -13,7 +13,12 @@ from jevserve.argtypes import nonnegative_float, positive_float, positive_int
 from jevserve.argtypes import port as port_arg
 from jevserve.decide.registry import SPEC_HELP
 from jevserve.protocol.body import BODY_TIMEOUT_S
-from jevserve.server.defaults import DEFAULT_MAX_OPTIONS, DEFAULT_MAX_QUESTIONS, max_request_questions
+from jevserve.server.defaults import (
+    DEFAULT_ANSWER_WITHIN_S,
+    DEFAULT_MAX_OPTIONS,
+    DEFAULT_MAX_QUESTIONS,
+    max_request_questions,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,6 +39,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-queue", type=positive_int("--max-queue"), default=2048,
                    help="a request is refused 429 when the questions that would run before it finishes, its own "
                    "included, are over this (an empty queue admits any request) (default: 2048)")
+    p.add_argument(
+        "--answer-within-s",
+        type=nonnegative_float("--answer-within-s"),
+        default=DEFAULT_ANSWER_WITHIN_S,
+        help="refuse (429 with Retry-After) a request when work is queued before it and its answer would come "
+        "later than this many seconds, by the measured time of that work, for clients that would rather be told at "
+        "once than wait; 0: off, a request waits for as long as --max-queue admits (default: %(default)g; "
+        "docs/server.md says why)",
+    )
     p.add_argument(
         "--max-wait-ms",
         type=nonnegative_float("--max-wait-ms"),
@@ -188,6 +202,7 @@ def run_serve(args: argparse.Namespace) -> int:
         api_key=api_key,
         max_batch=args.max_batch,
         max_queue=args.max_queue,
+        answer_within_s=args.answer_within_s or None,
         max_wait_ms=args.max_wait_ms,
         max_chunk_ms=args.max_chunk_ms or None,
         max_body_bytes=args.max_body_bytes,

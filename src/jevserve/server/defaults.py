@@ -14,3 +14,9 @@ def max_request_questions(max_queue: int) -> int:
 
 
 DEFAULT_MAX_OPTIONS = 32_768  # per request, summed over questions (a noul counts 2)
+
+# --answer-within-s: off. Refusing a request whose estimated answer would come after 5 s, under the SDK's 10-s
+# timeout, made a burst of SDK calls fail where waiting served them all (docs/server.md, "A burst of SDK calls"):
+# the SDK gives up after three tries, and the server drops a request whose client hung up, so a timed-out call's
+# resend does not double the work.
+DEFAULT_ANSWER_WITHIN_S = 0.0
