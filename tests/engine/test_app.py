@@ -158,6 +158,15 @@ def test_a_client_that_goes_away_has_its_request_dropped_and_its_kv_blocks_freed
     ("/v1/completions", {"model": MODEL, "prompt": ""}, 400, "prompt"),
     ("/v1/completions", {"model": MODEL, "prompt": [1, 2], "echo": True}, 400, "echo"),
     ("/v1/chat/completions", {"model": 5, "messages": [{"role": "user", "content": "hi"}]}, 400, "model"),
+    # a user message with no text, a list that holds no content parts and an image for a text model were answered
+    # 200 with a one-token prompt
+    ("/v1/chat/completions", {"model": MODEL, "messages": [{"role": "user"}]}, 400, "messages[0].content"),
+    ("/v1/chat/completions", chat(None), 400, "messages[0].content"),
+    ("/v1/chat/completions", chat([5]), 400, "messages[0].content[0]"),
+    ("/v1/chat/completions", chat([{"type": "text", "text": "hi"}, {"type": "image_url", "image_url": {"url": "x"}}]),
+     400, "messages[0].content[1]"),
+    ("/v1/chat/completions", chat([{"type": "text"}]), 400, "messages[0].content[0]"),
+    ("/v1/completions", {"model": MODEL, "prompt": "hi", "best_of": 3}, 400, "best_of"),
 ])
 def test_bad_requests_get_a_4xx_naming_the_field(path, body, status, param):
     async def scenario():
@@ -385,3 +394,14 @@ def test_a_stream_open_at_shutdown_ends_with_an_error_event_not_a_cut_body():
     assert "shutting down" in last["error"]["message"] and last["error"]["code"] == 503
     # a reply asked whole gets the same in OpenAI's shape, not a plain-text 500
     assert whole.status_code == 503 and "shutting down" in whole.json()["error"]["message"]
+
+
+def test_an_unknown_route_or_method_is_answered_in_openais_error_shape():
+    async def scenario():
+        async with serve() as (url, _), httpx.AsyncClient(base_url=url) as client:
+            return await client.post("/v1/embeddings", json={}), await client.get("/v1/chat/completions")
+
+    missing, wrong_method = asyncio.run(scenario())
+    assert missing.status_code == 404 and missing.json()["error"]["message"] == "Not Found"
+    assert wrong_method.status_code == 405 and wrong_method.json()["error"]["code"] == 405
+    assert "POST" in wrong_method.headers["allow"]

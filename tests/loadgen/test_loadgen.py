@@ -232,6 +232,7 @@ def _loadgen(url: str, *extra: str) -> list[str]:
     (["--base-url", "ftp://127.0.0.1:21"], "--base-url 'ftp://127.0.0.1:21'"),
     (["--base-url", "http://127.0.0.1:8000/v1"], "give the server's root without /v1"),
     (["--request-rate", "abc"], "--request-rate 'abc': expected requests per second > 0, or inf"),
+    (["--goodput", "ttft:-5"], "--goodput 'ttft:-5': ttft needs milliseconds, a finite number > 0, e.g. ttft:1000"),
 ])
 def test_a_bad_flag_value_exits_2_before_any_request(argv, message, capsys):
     assert _exit_code(["loadgen", "--model", "m", "--num-prompts", "3", *argv]) == 2
@@ -357,3 +358,14 @@ def test_a_failure_in_fastapis_detail_shape_keeps_its_message(capsys):
     with Served(stub_app()) as url:
         assert main(_loadgen(url, "--endpoint", "/v1/nope")) == 1
     assert "| failed: http 404: Not Found | 3 |" in capsys.readouterr().out
+
+
+def test_failures_that_differ_only_in_their_numbers_are_one_reason():
+    from jevserve.loadgen.report import failure_reason
+
+    # one row per request was printed when each message carried its own token count
+    reasons = {failure_reason(f"http 400: the request has {n} tokens, over the 40,960 the model takes")
+               for n in (62609, 62817, 1234)}
+    assert reasons == {"http 400: the request has # tokens, over the # the model takes"}
+    assert failure_reason("http 500") == "http 500" and failure_reason("timeout") == "timeout"
+    assert failure_reason(None) == "unknown"

@@ -188,6 +188,29 @@ def test_a_short_run_says_its_keeps_up_verdict_may_only_mean_it_is_short(capsys)
     assert "swings by about 3 by chance, more than 5% of the arrivals" in too_short_to_tell(long_run[:100])
 
 
+def test_an_overloaded_run_is_not_said_to_be_maybe_only_short(capsys):
+    # past saturation the median latency grows with the run, so "rerun with more requests" could never help: the
+    # note came at 2,000, 4,000 and 8,000 requests alike
+    assert main(["sim", "run", "--num-requests", "400", "--rate", "3", "--max-num-seqs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "keeps_up: False" in out and "may say only that the run is short" not in out
+
+
+def test_a_run_too_long_to_double_is_told_what_to_rerun_instead():
+    import argparse
+
+    from jevserve.sim.cli import _longer_run_advice
+    from jevserve.sim.workloads.sharegpt import sharegpt_pool_size
+
+    pool = sharegpt_pool_size("all")
+    args = argparse.Namespace(workload="sharegpt", split="all")
+    assert _longer_run_advice(args, pool // 2).startswith("rerun with twice the requests")
+    advice = _longer_run_advice(args, 15000)  # twice 15,000 is past the 15,396 ShareGPT holds
+    assert f"holds {pool:,} requests, too few for a run twice as long" in advice
+    assert f"--num-requests {pool // 4} and {pool // 2}" in advice
+    assert _longer_run_advice(argparse.Namespace(workload="synthetic"), 50_000).startswith("rerun with twice")
+
+
 def test_a_steady_run_at_low_load_is_not_called_behind_without_a_note(capsys):
     # at 10 req/s one replica runs at 6% of its bound; 200 requests put ~13 in flight against a 5% tolerance of ~5
     assert main(["sim", "run", "--num-requests", "200", "--rate", "10"]) == 0

@@ -1,4 +1,5 @@
 import dataclasses
+import math
 import tomllib
 
 import pytest
@@ -59,9 +60,14 @@ def _data():
 
 @pytest.mark.parametrize(
     "section, key, value, message",
-    [("step_time_us", "per_decode_token", -1.0, r"\[step_time_us\] per_decode_token = -1.0; expected a number"),
+    [("step_time_us", "per_decode_token", -1.0,
+      r"\[step_time_us\] per_decode_token = -1.0; expected a finite number of at least 0"),
      ("memory", "gpu_memory_utilization", 1.5, r"gpu_memory_utilization = 1.5; expected a fraction in \(0, 1\]"),
-     ("model_shape", "num_layers", 2.5, r"\[model_shape\] num_layers = 2.5; expected an integer"),
+     ("model_shape", "num_layers", 2.5, r"\[model_shape\] num_layers = 2.5; expected a finite integer"),
+     # TOML's inf and nan: an infinite step time or memory failed in the simulator with a traceback
+     ("step_time_us", "constant", math.inf, r"\[step_time_us\] constant = inf; expected a finite number"),
+     ("memory", "gpu_memory_gib", math.inf, r"\[memory\] gpu_memory_gib = inf; expected a finite number"),
+     ("step_time_us", "per_decode_token", math.nan, r"per_decode_token = nan; expected a finite number"),
      ("memory", "weights_gib", 500.0, "no KV cache fits")],
 )
 def test_bad_profile_fields_are_named_with_value_and_range(section, key, value, message):

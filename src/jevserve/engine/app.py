@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from jevserve.engine.core import LiveEngine
 from jevserve.engine.filler import filler_text, stop_point
@@ -97,6 +98,13 @@ def create_app(engine: LiveEngine, lengths: ReplyLengths, *, model_name: str, ma
     async def refuse(_: Request, exc: RequestError) -> JSONResponse:
         headers = {"Retry-After": str(RETRY_AFTER_S)} if exc.status == 429 else None
         return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # an unknown route or method, in the shape an OpenAI client parses (FastAPI's own is `{"detail": ...}`)
+        kind = {404: "NotFoundError", 405: "MethodNotAllowed"}.get(exc.status_code, "invalid_request_error")
+        body = RequestError(str(exc.detail), status=exc.status_code, error_type=kind).body()
+        return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
     # HEAD as well: what load balancers' probes and uptime monitors send (a 405 reads as down)
     @app.api_route("/health", methods=["GET", "HEAD"])

@@ -44,13 +44,31 @@ class Completion:
     ignore_eos: bool = False  # vLLM's: the reply runs to max_tokens (or the context's room), never ending itself
 
 
-def _text_of(content: Any, param: str) -> str:
+# the roles whose message may carry no content: an assistant's that holds only tool calls
+CONTENT_OPTIONAL = frozenset({"assistant"})
+
+
+def _text_of(content: Any, param: str, role: str) -> str:
     if isinstance(content, str):
         return content
-    if isinstance(content, list):  # content parts: the text parts count, other parts are not read
-        return "".join(part.get("text", "") for part in content if isinstance(part, Mapping))
-    if content is None:
+    if isinstance(content, list):  # content parts: this engine's model reads text only, as a text model's server does
+        texts = []
+        for j, part in enumerate(content):
+            where = f"{param}[{j}]"
+            if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
+                raise RequestError(f"{where} must be a content part, an object with a string type", param=where)
+            if part["type"] != "text":
+                raise RequestError(f"{where}: a {part['type']!r} part; this engine serves a text model, which reads "
+                                   "only text parts", param=where)
+            if not isinstance(part.get("text"), str):
+                raise RequestError(f"{where}: a text part needs a string text", param=where)
+            texts.append(part["text"])
+        return "".join(texts)
+    if content is None and role in CONTENT_OPTIONAL:
         return ""
+    if content is None:
+        raise RequestError(f"{param} is missing; a {role} message needs a string or a list of text parts",
+                           param=param)
     raise RequestError(f"{param} must be a string or a list of content parts", param=param)
 
 
@@ -155,7 +173,7 @@ def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
             if message["role"] not in ROLES:
                 raise RequestError(f"messages[{index}].role={message['role']!r}; expected one of "
                                    f"{', '.join(sorted(ROLES))}", param=f"messages[{index}].role")
-            texts.append(_text_of(message.get("content"), f"messages[{index}].content"))
+            texts.append(_text_of(message.get("content"), f"messages[{index}].content", message["role"]))
         users = [t for m, t in zip(messages, texts, strict=True) if m.get("role") == "user"]
         prompt_text, token_ids, echo = (users[-1] if users else texts[-1]), None, ""
     else:
@@ -190,6 +208,8 @@ def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
                            param="include_stop_str_in_output")
     if (_int_field(body, "n", minimum=1) or 1) != 1:
         raise RequestError("n must be 1: the engine returns one choice per request", param="n")
+    if not chat and (_int_field(body, "best_of", minimum=1) or 1) != 1:  # vLLM's V1 engine refuses it too
+        raise RequestError("best_of must be 1: the engine samples one sequence per request", param="best_of")
     max_tokens = _int_field(body, "max_completion_tokens", minimum=1) if chat else None
     if max_tokens is None:
         max_tokens = _int_field(body, "max_tokens", minimum=1)

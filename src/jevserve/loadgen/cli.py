@@ -60,7 +60,11 @@ def _goodput(text: str) -> tuple[str, float]:
     key, _, value = text.partition(":")
     if key not in ("ttft", "tpot", "e2el") or not value:
         raise argparse.ArgumentTypeError(f"--goodput {text!r}: expected ttft:MS, tpot:MS or e2el:MS")
-    return key, positive_float("--goodput")(value)
+    try:
+        return key, positive_float("--goodput")(value)
+    except argparse.ArgumentTypeError:  # the whole KEY:MS, not the number alone, so the flag's value is findable
+        raise argparse.ArgumentTypeError(f"--goodput {text!r}: {key} needs milliseconds, a finite number > 0, "
+                                         f"e.g. {key}:1000") from None
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -57,13 +58,23 @@ def records(results: Sequence[RequestResult], speedup: float) -> tuple[list[Requ
     return out, itls
 
 
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def failure_reason(error: str | None) -> str:
+    """A failure's reason for grouping: its message with the numbers after the status (`http 400: the request has
+    62609 tokens`) written as `#`, so requests that failed alike count as one row, not one each."""
+    head, sep, message = (error or "unknown").partition(": ")
+    return head + sep + _NUMBER.sub("#", message)
+
+
 def build_report(results: Sequence[RequestResult], *, slo: Slo, speedup: float = 1.0, interrupted: bool = False,
                  percentiles: Sequence[float] = ()) -> LoadgenReport:
     """Summarise a replay; requests never sent (the replay was interrupted first) are counted apart, since they
     say nothing about the server."""
     sent = [r for r in results if r.sent]
     done, itls = records(sent, speedup)
-    failures = dict(collections.Counter(r.error for r in sent if not r.ok))
+    failures = dict(collections.Counter(failure_reason(r.error) for r in sent if not r.ok))
     summary = summarize(done, itls, slo) if done else None
     good = sum(is_good(r, slo) for r in done)
     extra: dict[str, dict[str, float]] = {}

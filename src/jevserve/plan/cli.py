@@ -36,7 +36,8 @@ def _common(p: argparse.ArgumentParser, *, num_requests: int) -> None:
                    "replica (docs/capacity.md, \"A profile of your own\")")
     p.add_argument("--max-load", type=float, default=0.8,  # planner.MAX_LOAD (not imported: --help stays fast)
                    help="the most of its stability bound a replica is planned at (default: %(default)s: the model's "
-                   "bound is up to 10%% above the simulator's saturation, docs/capacity.md)")
+                   "bound is 1-15%% above the simulator's saturation on most validation workloads, and a third "
+                   "above it where KV memory binds and lengths vary widely; docs/capacity.md)")
     add_replica_arguments(p)
 
 

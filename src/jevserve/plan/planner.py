@@ -37,10 +37,11 @@ class ReplicaCapacity:
     attainment_target: float
 
 
-# The analytic bound is up to 10% above the simulator's saturation on the validation workloads of both shipped
-# profiles (docs/capacity.md: +9.0% on the H200 and +10.1% on the H100, ShareGPT at 256 sequences). Planned at 97% of
-# that bound, a replica met its TTFT target for 30% of requests in the simulator, and 90% of the H100's is 99% of its
-# simulated saturation. So a replica is planned at most at 0.9 / 1.1 of its bound: 90% of a saturation 10% below it.
+# The analytic bound is 1-15% above the simulator's saturation on five of the six validation workloads of the
+# shipped profiles (docs/capacity.md, "Validation against the simulator"); planned at 97% of its bound, a replica met
+# its TTFT target for 30% of requests in the simulator. So a replica is planned at most at 0.8 of its bound: 80-92%
+# of its simulated saturation there. Where KV memory binds and lengths vary widely the bound is a third too high,
+# and the command says to simulate the answer (`plan table`).
 MAX_LOAD = 0.8
 
 

@@ -85,7 +85,7 @@ def run_table(args: argparse.Namespace, requests) -> int:
             floor = replicas_for(args.rate, args.max_load * capacity.bound.rate_rps)
             found, probes = None, {}
             if not args.no_simulate:
-                with tqdm(desc=f"{name} {label}", unit="probe") as bar:
+                with tqdm(desc=f"{name} {label}", unit="probe", disable=None) as bar:
                     attainment = simulated_attainment(name, label, ctx, seeds=args.seeds, results_path=path,
                                                       jobs=args.jobs)
                     found, probes = search_replicas(
@@ -144,7 +144,8 @@ def run_validate(args: argparse.Namespace) -> int:
             "version": [SIM_MODEL_VERSION, PLAN_RESULTS_VERSION], "profile": asdict(profile),
             "config": asdict(case.config), "slo": asdict(slo), "requests": [asdict(r) for r in case.requests]})
             + ".jsonl")
-        with tqdm(total=len(cells), initial=count_reused(cells, path), desc=f"validate {name}", unit="run") as bar:
+        with tqdm(total=len(cells), initial=count_reused(cells, path), desc=f"validate {name}", unit="run",
+                  disable=None) as bar:
             rows = run_keyed(cells, run_validation_cell, cases, results_path=path, jobs=args.jobs,
                              on_done=lambda _, bar=bar: bar.update())
             bar.update(len(cells) - bar.n)

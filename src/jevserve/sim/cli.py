@@ -169,10 +169,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from jevserve.sim.run import SimulationSummary, simulate, with_arrivals
     from jevserve.sim.steady import (
         KEEP_UP_TOLERANCE,
+        KeepUp,
         completion_swing,
         falling_behind,
         keep_up,
         too_short_to_tell,
+        verdict_as_far_as_told,
     )
     from jevserve.sim.steplog import StepLogger
     from jevserve.sim.work import WorkCounter
@@ -232,6 +234,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         else:
             print(f"{key:>20}: {value:.4g}" if isinstance(value, float) else f"{key:>20}: {value}")
     short = too_short_to_tell(recorder.records)
+    if short and verdict_as_far_as_told(KeepUp.from_dict(summary), short)[0] is False:
+        short = None  # its waiting queue grew past the tolerance: it falls behind, however long the run
     if short and not summary["keeps_up"]:
         print(f"note: keeps_up False may say only that the run is short: {short}; rerun with more requests")
     elif summary["keeps_up"] and (behind := falling_behind(summary["waiting_growth"], summary["completion_ratio"],
@@ -241,8 +245,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         # waiting queue's trend alone missed runs 4% past saturation whose queue swung about a high level while
         # completions fell 1.6% short of arrivals
         print(f"note: keeps_up True is within the {100 * KEEP_UP_TOLERANCE:g}% tolerance, but {behind}; if that is "
-              "no chance swing the backlog grows without end: rerun with twice the requests and compare the TTFT "
-              "and request_throughput (past saturation it stays put while the rate rises)")
+              f"no chance swing the backlog grows without end: {_longer_run_advice(args, len(requests))}")
     summary["work"] = work.summary()
     print("engine work:")
     for key, value in summary["work"].items():
@@ -341,3 +344,18 @@ def _cmd_sharegpt_counts(args: argparse.Namespace) -> int:
         write_counts_csv(counts, args.out)
         print(f"counts -> {args.out}")
     return 0 if not differ and len(counts) == len(shipped) else 1
+
+
+def _longer_run_advice(args: argparse.Namespace, num_requests: int) -> str:
+    """What to rerun to see whether a backlog grows: twice the requests, where the workload holds them."""
+    compare = "compare the TTFT and request_throughput (past saturation it stays put while the rate rises)"
+    if args.workload == "sharegpt":
+        from jevserve.sim.steady import KEEP_UP_TOLERANCE
+        from jevserve.sim.workloads.sharegpt import sharegpt_pool_size
+
+        pool = sharegpt_pool_size(args.split)
+        if 2 * num_requests > pool:  # "twice the requests" could not be drawn
+            return (f"the ShareGPT {args.split!r} split holds {pool:,} requests, too few for a run twice as long, so "
+                    f"rerun with --num-requests {pool // 4} and {pool // 2} and {compare}, or take the rate as "
+                    f"within {100 * KEEP_UP_TOLERANCE:g}% of saturation")
+    return f"rerun with twice the requests and {compare}"

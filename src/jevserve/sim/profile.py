@@ -124,11 +124,12 @@ def _number(data: dict, section: str, key: str, origin: str, *, minimum: float =
         raise ProfileError(f"profile {origin}: missing field [{section}] {key}; add it (see qwen3-8b-h200.toml)")
     value = table[key]
     ok_type = isinstance(value, int) if integer else isinstance(value, int | float)
-    if isinstance(value, bool) or not ok_type or not minimum <= value <= maximum:
-        kind = "an integer" if integer else "a number"
-        raise ProfileError(
-            f"profile {origin}: [{section}] {key} = {value!r}; expected {kind} in [{minimum}, {maximum}]"
-        )
+    # TOML reads `inf` and `nan` as floats: an infinite step time or memory is no profile (it failed deep in the
+    # simulator with a traceback)
+    if isinstance(value, bool) or not ok_type or not math.isfinite(value) or not minimum <= value <= maximum:
+        kind = "integer" if integer else "number"
+        bounds = f"of at least {minimum:g}" if maximum == math.inf else f"in [{minimum:g}, {maximum:g}]"
+        raise ProfileError(f"profile {origin}: [{section}] {key} = {value!r}; expected a finite {kind} {bounds}")
     return value
 
 

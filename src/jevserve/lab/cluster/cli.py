@@ -148,7 +148,7 @@ def run_cluster_command(args: argparse.Namespace, config, slo) -> int:
         cells = cells_for(routers if index == 0 else ["latency"], args.rates, args.seeds)
         # a resumed sweep's bar starts at the runs it reuses (at 0 it read as if nothing was kept)
         with tqdm(total=len(cells), initial=count_reused(cells, path), desc=f"cluster ({source} predictions)",
-                  unit="run") as bar:
+                  unit="run", disable=None) as bar:
             found = run_cluster_cells(cells, setup, results_path=path, jobs=args.jobs, on_done=lambda _: bar.update())
             bar.update(len(cells) - bar.n)
         rows += [(source, run) for run in found]

@@ -155,7 +155,8 @@ def run_scenario(scenario: Scenario, args: argparse.Namespace, slo: Slo) -> dict
     runs_path = folder / f"runs-{_fingerprint({**base, 'knob': value, 'predictions': predictions})}.jsonl"
     num_reused = count_reused(cells, runs_path)
     sweep_started = time.perf_counter()
-    with tqdm(total=len(cells), initial=num_reused, desc=f"queue-order {scenario.name}", unit="run") as bar:
+    with tqdm(total=len(cells), initial=num_reused, desc=f"queue-order {scenario.name}", unit="run",
+              disable=None) as bar:
         rows = run_cells(cells, context, results_path=runs_path, jobs=args.jobs, on_done=lambda _: bar.update())
         bar.update(len(cells) - bar.n)
     agg = aggregate(rows, setup)

@@ -137,6 +137,12 @@ def is_valid(counts: TokenCounts) -> bool:
     return p >= MIN_TOKENS and o >= MIN_TOKENS and p <= MAX_PROMPT_TOKENS and p + o <= MAX_TOTAL_TOKENS
 
 
+def sharegpt_pool_size(split: str = "all") -> int:
+    """How many valid requests the shipped ShareGPT `split` holds: the most one run can draw."""
+    pool = [c for c in shipped_counts() if is_valid(c)]
+    return len(pool if split == "all" else [c for c in pool if sharegpt_split(c.request_id) == split])
+
+
 def sample_sharegpt(
     num_requests: int, *, seed: int, split: str = "all", counts: list[TokenCounts] | None = None
 ) -> list[Request]:
