@@ -29,3 +29,17 @@ def test_a_speedup_that_would_stop_the_clock_is_refused(capsys):
         main(["engine", "--speedup", "1e-9", "--no-sharegpt-lengths"])
     assert exc.value.code == 2
     assert "--speedup '1e-9': expected at least 0.01 (a step of 4 ms would take 4e+06 s" in capsys.readouterr().err
+
+
+def test_the_end_of_the_shutdown_grace_is_one_note_not_uvicorns_error(capsys):
+    import logging
+
+    from jevserve.engine.cli import _ShutdownCancelNote
+
+    note = _ShutdownCancelNote()
+    cancel = logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1,
+                               "Cancel %s running task(s), timeout graceful shutdown exceeded", (2,), None)
+    other = logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1, "something else", (), None)
+    assert note.filter(cancel) is False and note.filter(other) is True
+    assert capsys.readouterr().err == (
+        "jevserve engine: shutting down: 2 open request(s) ended with a 503 after the 1 s grace\n")

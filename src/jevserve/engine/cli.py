@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import socket
 import sys
 
@@ -98,12 +99,26 @@ def _cmd_engine(args: argparse.Namespace) -> int:
     print(f"jevserve engine: {name} on {profile.name} ({engine.num_total_blocks} KV blocks, speedup "
           f"{args.speedup:g}, {args.scheduling_policy}); http://{args.host}:{sock.getsockname()[1]}/v1", flush=True)
     _quiet_garbage_collector()
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=1))
+    server_config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=1)  # sets its loggers up
+    logging.getLogger("uvicorn.error").addFilter(_ShutdownCancelNote())
+    server = uvicorn.Server(server_config)
     try:
         server.run(sockets=[sock])
     finally:
         sock.close()
     return 0
+
+
+class _ShutdownCancelNote(logging.Filter):
+    """uvicorn logs the end of its shutdown grace as an ERROR ("Cancel 2 running task(s), timeout graceful shutdown
+    exceeded"); here that is the documented end of open requests (each gets a 503), so it is said as one note."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage().endswith("timeout graceful shutdown exceeded"):
+            print(f"jevserve engine: shutting down: {record.args[0] if record.args else 'the'} open request(s) "
+                  "ended with a 503 after the 1 s grace", file=sys.stderr)
+            return False
+        return True
 
 
 def _quiet_garbage_collector() -> None:

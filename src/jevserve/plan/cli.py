@@ -13,12 +13,16 @@ from jevserve.argtypes import seed as seed_arg
 
 def _workload_args(p: argparse.ArgumentParser, *, num_requests: int) -> None:
     g = p.add_argument_group("workload")
-    g.add_argument("--workload", default="sharegpt", help="'sharegpt', 'synthetic' or a trace file (.jsonl/.csv)")
+    g.add_argument("--workload", default="sharegpt",
+                   help="'sharegpt', 'synthetic' or a trace file (.jsonl/.csv) (default: %(default)s)")
     g.add_argument("--num-requests", type=int, default=num_requests,
                    help="requests sampled to describe the workload (default: %(default)s)")
     g.add_argument("--workload-seed", type=seed_arg, default=0, help="which requests are sampled (default: 0)")
-    g.add_argument("--prompt-dist", default="lognormal:90:1.0:1024", help="synthetic prompt lengths")
-    g.add_argument("--output-dist", default="lognormal:200:1.0:2048", help="synthetic reply lengths")
+    g.add_argument("--prompt-dist", default="lognormal:90:1.0:1024",
+                   help="synthetic prompt lengths: const:N, uniform:LO:HI or lognormal:MEDIAN:SIGMA[:MAX] "
+                   "(default: %(default)s)")
+    g.add_argument("--output-dist", default="lognormal:200:1.0:2048",
+                   help="synthetic reply lengths, as --prompt-dist (default: %(default)s)")
     from jevserve.sim.workload_args import add_length_scaling_arguments
 
     add_length_scaling_arguments(g)
