@@ -171,6 +171,7 @@ def test_an_interrupted_tuned_run_says_what_it_kept(tmp_path, monkeypatch):
     assert "last checkpoint is kept" in _tuned_kept(args, out) and str(checkpoint) in _tuned_kept(args, out)
     torch.save({"run": "r", "finished": True}, checkpoint)
     assert _tuned_kept(args, out).startswith("the finished layer phase is kept")
+    assert "served states read after it (kept every minute and at Ctrl-C)" in _tuned_kept(args, out)
 
 
 def test_a_tuned_run_without_out_resumes_where_the_same_command_left_off(tmp_path, monkeypatch):

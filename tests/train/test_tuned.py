@@ -268,3 +268,29 @@ def test_a_run_into_another_path_never_resumes_this_ones_checkpoint(tmp_path):
     check = tmp_path / "tmp123" / "minilm-tuned.npz"  # what `jevserve train --check` trains into
     assert checkpoint_path(committed) == checkpoint_path(tmp_path / "params" / ".." / "params" / "minilm-tuned.npz")
     assert checkpoint_path(committed) != checkpoint_path(check)
+
+
+def test_reading_the_served_states_keeps_what_it_read_at_ctrl_c_and_goes_on_from_it(tmp_path):
+    # the phase after the layers read every state again from the first after an interrupt
+    from jevserve.train.tuned_run import partial_states_path, read_states_resumably
+
+    texts = [f"state {i}" for i in range(6)]
+    calls: list[str] = []
+
+    def read(text: str) -> tuple[np.ndarray, np.ndarray]:
+        calls.append(text)
+        if text == "state 4" and calls.count(text) == 1:
+            raise KeyboardInterrupt
+        n = 1 + int(text.split()[1])  # a token row per word piece: texts of different lengths
+        return np.full((n, 384), n, np.float32), np.full(384, n, np.float32)
+
+    path = tmp_path / "states.npz"
+    with pytest.raises(KeyboardInterrupt):
+        read_states_resumably(texts, read, path, progress=False)
+    assert partial_states_path(path).exists() and not path.exists()
+    tokens, vectors = read_states_resumably(texts, read, path, progress=False)
+    assert calls == [*texts[:5], "state 4", "state 5"]  # the second call read only what was left
+    assert path.exists() and not partial_states_path(path).exists()
+    whole, whole_vectors = read_states_resumably(texts, read, tmp_path / "again.npz", progress=False)
+    assert np.array_equal(tokens.rows, whole.rows) and np.array_equal(tokens.offsets, whole.offsets)
+    assert np.array_equal(vectors, whole_vectors)

@@ -310,14 +310,15 @@ def _checkpoint(args: argparse.Namespace, out: Path) -> Path:
 
 
 def _tuned_kept(args: argparse.Namespace, out: Path) -> str:
-    """What an interrupted `--tuned` run leaves for the same command to go on from (only the layer phase is saved)."""
+    """What an interrupted `--tuned` run leaves for the same command to go on from (the layer phase and the served
+    states are saved as they go; the reader is not)."""
     from jevserve.train.tuned import checkpoint_state
 
     checkpoint = _checkpoint(args, out)
     state = checkpoint_state(checkpoint)
     if state == "finished":
-        return (f"the finished layer phase is kept ({checkpoint}); the same command reuses it and runs the phases "
-                "after it again")
+        return (f"the finished layer phase is kept ({checkpoint}), and the served states read after it (kept "
+                "every minute and at Ctrl-C); the same command reuses them and trains the reader again")
     if state == "partial":
         return (f"the layer phase's last checkpoint is kept ({checkpoint}, saved every 5 minutes); the same command "
                 "resumes from it")

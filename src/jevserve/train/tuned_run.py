@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from jevserve.decide.reader import ReaderWeights
 from jevserve.decide.token_embedder import TokenEmbedder
 from jevserve.decide.trained import KINDS, question_texts
 from jevserve.decide.tuned import StateEncoder, layers_file
-from jevserve.train.dataset import EmbeddedExamples, subset
+from jevserve.train.dataset import PARTIAL_SAVE_S, EmbeddedExamples, subset
 from jevserve.train.examples import Example, families
 from jevserve.train.layer_inputs import layer_inputs
 from jevserve.train.lexical_head import write_lexical_heads
@@ -78,7 +78,8 @@ def tuned_inputs(examples: Sequence[Example], embedder: TokenEmbedder, *, progre
 
 def served_states(texts: Sequence[str], layers: Path, precision: Precision = "int8", *, progress: bool = True):
     """What the served tuned encoder reads of each text: (TokenStates of unit rows in float16, (n, 384) sentence
-    vectors); kept on disk under the cache directory, keyed by the layers and the texts."""
+    vectors); kept on disk under the cache directory, keyed by the layers and the texts, and kept as it goes (every
+    minute and at Ctrl-C), so that the same command goes on from the texts it had read."""
     digest = hashlib.sha256(f"{layers_digest(layers)}-{precision}".encode())
     for text in texts:
         digest.update(text.encode("utf-8", "surrogatepass") + b"\x1e")
@@ -86,17 +87,69 @@ def served_states(texts: Sequence[str], layers: Path, precision: Precision = "in
     if path.exists():
         with np.load(path) as stored:
             return TokenStates(stored["rows"], stored["offsets"]), stored["vectors"]
-    encoder = StateEncoder(precision, layers=layers, state_cache_size=0)
-    rows, vectors = [], np.empty((len(texts), 384), np.float32)
-    for i, text in enumerate(tqdm(texts, desc="served states", unit="state", disable=not progress)):
-        tokens, vectors[i] = encoder.read(text)
-        rows.append(tokens.astype(np.float16))
+    encoder: StateEncoder | None = None
+
+    def read(text: str) -> tuple[np.ndarray, np.ndarray]:
+        nonlocal encoder
+        if encoder is None:  # built only when a text is left to read
+            encoder = StateEncoder(precision, layers=layers, state_cache_size=0)
+        return encoder.read(text)
+
+    return read_states_resumably(texts, read, path, progress=progress)
+
+
+def partial_states_path(path: Path) -> Path:
+    """Where `read_states_resumably` keeps the states read so far for `path`."""
+    return path.with_name(f"{path.stem}.partial.npz")
+
+
+def read_states_resumably(
+    texts: Sequence[str], read: Callable[[str], tuple[np.ndarray, np.ndarray]], path: Path, *, progress: bool = True
+) -> tuple[TokenStates, np.ndarray]:
+    """`read` each text ((tokens, 384), (384,)) into TokenStates (float16 rows) and sentence vectors, written whole to
+    `path` at the end; what is read so far is kept beside it every PARTIAL_SAVE_S and at Ctrl-C, and read back by
+    the next call for the same `path` (its name is the digest of every text, so the same texts in order)."""
+    partial = partial_states_path(path)
+    rows: list[np.ndarray] = []
+    vectors = np.empty((len(texts), 384), np.float32)
+    if partial.exists():
+        try:
+            with np.load(partial) as saved:
+                offsets = saved["offsets"]
+                if saved["vectors"].shape == vectors.shape:
+                    done = len(offsets) - 1
+                    vectors[:done] = saved["vectors"][:done]
+                    rows = [saved["rows"][offsets[i] : offsets[i + 1]] for i in range(done)]
+        except (OSError, ValueError, KeyError):
+            rows = []  # a save cut short: start again
+
+    def keep() -> None:
+        if rows:
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            tmp = partial.with_name(f"{partial.stem}.tmp.npz")
+            offsets = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+            np.savez(tmp, rows=np.concatenate(rows), offsets=offsets, vectors=vectors)
+            tmp.replace(partial)
+
+    saved_at = time.monotonic()
+    try:
+        for i in tqdm(range(len(rows), len(texts)), desc="served states", unit="state", disable=not progress,
+                      initial=len(rows), total=len(texts)):
+            tokens, vectors[i] = read(texts[i])
+            rows.append(tokens.astype(np.float16))
+            if time.monotonic() - saved_at > PARTIAL_SAVE_S:
+                keep()
+                saved_at = time.monotonic()
+    except KeyboardInterrupt:
+        keep()
+        raise
     offsets = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
     result = TokenStates(np.concatenate(rows), offsets)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.npz")
     np.savez(tmp, rows=result.rows, offsets=offsets, vectors=vectors)
-    tmp.replace(path)
+    tmp.replace(path)  # whole or not at all
+    partial.unlink(missing_ok=True)
     return result, vectors
 
 
