@@ -99,3 +99,32 @@ def cli_args(tmp_path):
     return argparse.Namespace(results=DEFAULT_RESULTS, gateway_config=None, host="127.0.0.1", port=0,
                               db=tmp_path / "db.sqlite", endpoint="embedded", model=None, api_key_env=None,
                               answers_cache=None, max_rounds=30, forwarded_allow_ips=None, access_log=False)
+
+
+def test_a_board_snapshot_from_bench_board_out_is_served(tmp_path, monkeypatch):
+    # the site read results folders only: the board.json `bench board --out DIR` writes could not be shown
+    import dataclasses
+
+    from jevserve.bench import board_snapshot
+    from jevserve.bench.board_snapshot import read_snapshot, write_snapshot
+
+    packaged = read_snapshot(PACKAGED_BOARD)
+    mine = dataclasses.replace(packaged, rows=packaged.rows[:2])
+    snapshot = write_snapshot(mine, "not these results", tmp_path / "out" / "board.json")
+    # without a results folder it stands in for the packaged board
+    assert [r.model for r in SiteCache(None, snapshot=snapshot).board().rows] == [r.model for r in mine.rows]
+    # with one, it is read first when it was computed from those results, and never recomputed then
+    matching = write_snapshot(mine, results_key(RESULTS), tmp_path / "matching" / "board.json")
+    monkeypatch.setattr(board_snapshot, "build_board", lambda *a: (_ for _ in ()).throw(AssertionError("built")))
+    assert len(SiteCache(RESULTS, None, snapshot=matching).board().rows) == 2
+
+
+def test_a_board_file_that_is_no_snapshot_is_refused_before_anything_starts(tmp_path, capsys):
+    from jevserve.web import cli
+
+    args = cli_args(tmp_path)
+    (tmp_path / "empty.json").write_text("{}")
+    for board, said in ((tmp_path / "missing.json", "no such file"), (tmp_path / "empty.json", "not a board")):
+        args.board = board
+        assert cli.serve_command(args) == 2
+        assert f"--board {board}: {said}" in capsys.readouterr().err

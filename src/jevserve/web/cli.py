@@ -33,6 +33,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     web.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default: %(default)s; 0 picks a free one)")
     web.add_argument("--results", type=Path, default=DEFAULT_RESULTS, metavar="DIR",
                      help="bench results folder (default: %(default)s)")
+    web.add_argument("--board", type=Path, default=None, metavar="FILE",
+                     help="a board snapshot, the board.json `jevserve bench board --out DIR` writes: shown when it "
+                     "was computed from the --results folder's results (else the board is computed from them), and "
+                     "without a results folder in place of the board packaged with jevserve")
     web.add_argument("--db", type=Path, default=None, metavar="FILE",
                      help="playground SQLite file (default: ~/.cache/jevserve/web/playground.sqlite)")
     web.add_argument("--endpoint", default="embedded", metavar="URL|embedded",
@@ -109,6 +113,7 @@ def serve_command(args: argparse.Namespace) -> int:
     import uvicorn
 
     from jevserve.bench.answers_cache import default_answers_dir
+    from jevserve.bench.board_snapshot import read_snapshot, results_key
     from jevserve.bench.endpoint import EndpointError, open_endpoint
     from jevserve.bench.results import latest_results
     from jevserve.gateway.config import load_config
@@ -119,9 +124,15 @@ def serve_command(args: argparse.Namespace) -> int:
     from jevserve.web.site import PACKAGED_BOARD, default_board_cache
     from jevserve.web.store import StoreError
 
+    board_file = getattr(args, "board", None)
+    if board_file is not None and read_snapshot(board_file) is None:
+        what = "no such file" if not board_file.exists() else "not a board snapshot that can be read"
+        print(f"jevserve web: --board {board_file}: {what}; pass the board.json that `jevserve bench board --out DIR` "
+              "writes", file=sys.stderr)
+        return 2
     results: Path | None = args.results
     if not args.results.is_dir():
-        if args.results != DEFAULT_RESULTS or not PACKAGED_BOARD.exists():
+        if args.results != DEFAULT_RESULTS or not (board_file or PACKAGED_BOARD).exists():
             what = "a file, not a folder" if args.results.exists() else "no such folder"
             print(f"jevserve web: --results {args.results}: {what}; run from the repository root or pass "
                   "--results DIR", file=sys.stderr)
@@ -133,6 +144,9 @@ def serve_command(args: argparse.Namespace) -> int:
               + (f" that can be read ({'; '.join(ignored)})" if ignored else "")
               + "; pass the folder `jevserve bench run` writes to (default: results/)", file=sys.stderr)
         return 2
+    elif board_file is not None and read_snapshot(board_file, results_key(args.results)) is None:
+        print(f"jevserve web: note: --board {board_file} was computed from other results than {args.results}'s, so "
+              "the board is computed from those results (minutes, once) instead", file=sys.stderr)
     try:
         if args.max_rounds < 0:
             raise ValueError(f"--max-rounds {args.max_rounds}: expected 0 (no limit) or more")
@@ -151,7 +165,7 @@ def serve_command(args: argparse.Namespace) -> int:
             decider = SystemOneDecider(endpoint.base_url, endpoint.model, endpoint.api_key)
             settings = WebSettings(
                 results_dir=results, db_path=args.db or default_db(), decider=decider,
-                board_cache=default_board_cache(),
+                board_cache=default_board_cache(), board_file=board_file,
                 answers_dir=args.answers_cache or default_answers_dir(), max_rounds=args.max_rounds,
                 live=live_demo(endpoint, gateway_config),
                 data_factory=_bench_data_factory(getattr(args, "embed_texts", None)),
@@ -159,9 +173,9 @@ def serve_command(args: argparse.Namespace) -> int:
             app = create_app(settings)
             threading.Thread(target=app.state.context.warm, name="warm", daemon=True).start()
             if results is None:  # said once the arguments are known to be good, not before an error
-                print(f"jevserve web: no {DEFAULT_RESULTS}/ folder here, so the board is the one packaged with "
-                      f"jevserve ({PACKAGED_BOARD}); the playground's stored rows need a checkout's results (pass "
-                      "--results DIR)", file=sys.stderr)
+                shown = f"--board {board_file}" if board_file else f"the one packaged with jevserve ({PACKAGED_BOARD})"
+                print(f"jevserve web: no {DEFAULT_RESULTS}/ folder here, so the board is {shown}; the playground's "
+                      "stored rows need a checkout's results (pass --results DIR)", file=sys.stderr)
             host, port = sock.getsockname()[:2]
             shown = f"[{host}]" if ":" in host else host
             print(f"jevserve web: serving on http://{shown}:{port}/ (playground model {endpoint.model} at "

@@ -60,6 +60,7 @@ class WebSettings:
     live: Any = None  # the live demo's decision function (web.live); None: the page says it is not configured
     site: SiteCache | None = None  # share one results cache between apps (tests); None: a new one
     board_cache: Path | None = None  # where computed board snapshots are kept between starts; None: not kept
+    board_file: Path | None = None  # a snapshot of `bench board --out`: read first (or instead of the packaged one)
     max_rounds: int = MAX_ROUNDS  # rounds one client address may start per `rounds_window_s` (0: no limit)
     rounds_window_s: float = ROUNDS_WINDOW_S
     min_answer_ms: float = MIN_ANSWER_MS  # faster answers are stored but not counted in people's numbers
@@ -148,7 +149,8 @@ class Context:
     def __init__(self, settings: WebSettings) -> None:
         self.settings = settings
         self.store = Store(settings.db_path)
-        self.site = settings.site or SiteCache(settings.results_dir, settings.board_cache)
+        self.site = settings.site or SiteCache(settings.results_dir, settings.board_cache,
+                                               snapshot=settings.board_file)
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         self.templates.env.filters["num"] = _num
         self.templates.env.filters["duration"] = duration

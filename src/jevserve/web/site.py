@@ -54,14 +54,16 @@ class SiteCache:
     the results folder, or the cache folder) when there is one, else it is computed once and cached on disk.
 
     Without a results folder (`results_dir=None`, e.g. an installed package outside a checkout), the board is the
-    snapshot packaged with jevserve and the pages that need the results files say so.
+    snapshot packaged with jevserve and the pages that need the results files say so. A given `snapshot` (the
+    board.json of `jevserve bench board --out DIR`) is read first, and stands in for the packaged one.
     """
 
     def __init__(self, results_dir: Path | None, cache_dir: Path | None = None,
-                 packaged: Path = PACKAGED_BOARD) -> None:
+                 packaged: Path = PACKAGED_BOARD, *, snapshot: Path | None = None) -> None:
         self.results_dir = Path(results_dir) if results_dir is not None else None
         self.cache_dir = cache_dir
-        self.packaged = packaged
+        self.packaged = snapshot or packaged
+        self.snapshots = [snapshot] if snapshot is not None else []
         self._lock = threading.Lock()
         self._key: Any = None
         self._data: SiteData | None = None
@@ -100,10 +102,10 @@ class SiteCache:
         if self.results_dir is None:
             board = read_snapshot(self.packaged)
             if board is None:
-                raise FileNotFoundError(f"no results folder and no packaged board at {self.packaged}")
+                raise FileNotFoundError(f"no results folder and no board snapshot at {self.packaged}")
             return board
         beside = self.results_dir.resolve().parent / "docs" / "board" / "board.json"
-        return cached_board(self.results_dir, [beside], self.cache_dir)
+        return cached_board(self.results_dir, [*self.snapshots, beside], self.cache_dir)
 
 
 _CODE = re.compile(r"`([^`]*)`")
