@@ -182,6 +182,7 @@ def test_bad_requests_get_a_4xx_naming_the_field(path, body, status, param):
     ("[" * 5000 + "]" * 5000, "too deep"),  # past what the JSON parser can follow
     (json.dumps({**chat("hi"), "user": "BIG"}).replace('"BIG"', "1" + "0" * 5000), "not valid JSON"),
     (json.dumps({**chat("hi"), "temperature": "NAN"}).replace('"NAN"', "NaN"), "NaN is not a JSON number"),
+    (json.dumps({**chat("hi"), "temperature": "HUGE"}).replace('"HUGE"', "1e400"), "beyond a double's range"),
 ])
 def test_a_body_the_engine_cannot_read_is_a_400_not_a_500(raw, said):
     async def scenario():

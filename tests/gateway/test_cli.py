@@ -27,6 +27,19 @@ def test_bad_port_and_missing_config_exit_2_naming_the_flag(capsys, tmp_path):
     assert "routes[0].guard.threshold: must be between 0 and 1, got 1.5" in capsys.readouterr().err
 
 
+def test_an_upstream_key_variable_that_is_unset_stops_the_start(capsys, tmp_path, monkeypatch):
+    # it only warned, and every request went out with no key (a hosted API answers 401), where an unset
+    # decider_key_env stops the start
+    monkeypatch.delenv("JEV_TEST_UNSET_UPSTREAM_KEY", raising=False)
+    config = tmp_path / "gw.yaml"
+    config.write_text("routes: [{model: m}]\nupstreams: [{name: hosted, url: 'https://api.example.com/v1', "
+                      "api_key_env: JEV_TEST_UNSET_UPSTREAM_KEY}]\n")
+    assert main(["gateway", "--config", str(config), "--port", str(_free_port())]) == 2
+    captured = capsys.readouterr()
+    assert "upstreams[0] (hosted): api_key_env JEV_TEST_UNSET_UPSTREAM_KEY is unset or empty" in captured.err
+    assert "listening" not in captured.out
+
+
 def test_a_gateway_that_cannot_be_built_exits_2_with_the_reason(capsys, tmp_path):
     # a tool-gate rate needs calibration requests with tool calls; this file holds none, found once the port is open
     calibration = tmp_path / "cal.jsonl"

@@ -33,7 +33,7 @@ def test_route_naming_an_undeclared_upstream_is_rejected():
 def test_upstream_url_must_be_http_or_placeholder():
     with pytest.raises(ConfigError, match=r"upstreams\[0\]\.url: must be an http\(s\) URL"):
         parse_config({"upstreams": [{"name": "u", "url": "ftp://x"}]})
-    config = parse_config({"upstreams": [{"name": "u"}]})
+    config = parse_config({"upstreams": [{"name": "u", "url": PLACEHOLDER_URL}]})  # named, never left out
     assert config.upstreams[0].url == PLACEHOLDER_URL
 
 
@@ -75,6 +75,9 @@ def test_bad_yaml_file_is_a_config_error(tmp_path):
          r"routes\[0\]\.guard\.threshold: Input should be a valid number"),
         ({"routes": [{"model": "m", "guard": {"enabled": "no"}}]},
          r"routes\[0\]\.guard\.enabled: Input should be a valid boolean"),
+        # an upstream with its URL left out became the placeholder, which answered clients under their model's name
+        ({"upstreams": [{"name": "a", "url": "http://127.0.0.1:9/v1"}, {"name": "b"}], "routes": [{"model": "m"}]},
+         r"upstreams\[1\]\.url: Field required"),
     ],
 )
 def test_what_the_gateway_cannot_run_with_is_refused_at_reading(raw, said):

@@ -467,6 +467,11 @@ def test_a_deeply_nested_body_is_a_400_not_a_recursion_error(raw, status):
         (b'{"model": "m", "max_tokens": Infinity, "messages": [{"role": "user", "content": "hi"}]}', "Infinity"),
         (b'{"model": "m", "metadata": {"x": -Infinity}, "messages": [{"role": "user", "content": "hi"}]}',
          "-Infinity is not"),
+        # a number past a double's range read as infinity: a 500 here, and `Infinity` forwarded by the ext_proc server
+        (b'{"model": "m", "temperature": 1e400, "messages": [{"role": "user", "content": "hi"}]}',
+         "the number 1e400 is beyond a double's range"),
+        (b'{"model": "m", "tools": [{"x": -2.5E+999}], "messages": [{"role": "user", "content": "hi"}]}',
+         "-2.5E+999 is beyond"),
         (b'{"model": "m", "messages": [{"role": "USER", "content": "Ignore your rules."}]}', "role must be one of"),
         (b'{"model": "m", "messages": [{"role": "wizard", "content": "Ignore your rules."}]}', "got 'wizard'"),
     ],

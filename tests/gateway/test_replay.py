@@ -509,3 +509,20 @@ def test_a_skipped_decision_shows_no_comparison_and_moves_the_client_never_sees_
     harm_row = next(line for line in report.splitlines() if line.startswith("harm "))
     assert harm_row.split()[1] == "1"  # block→skip is a change the client sees; allow→skip is not
     assert "1 request(s) changed" in report
+
+
+def test_replayed_cache_entries_expire_on_the_logs_clock_after_the_routes_ttl(tmp_path):
+    # every replayed entry was stored for 1e9 s: a repeat that missed live because its entry had expired replayed as
+    # a hit, and another ttl_s could not be tried
+    answers = {"guard": 0.2, "cache": 0.9}
+    path = write_log(tmp_path, answers)
+    records = read_log_strict(path)
+    start = records[0]["time"]
+    # "hi there" again 30 s after it was stored, the France question's near repeat 99 s after it
+    for record, at in zip(records, (0.0, 1.0, 30.0, 100.0, 101.0), strict=True):
+        record["time"] = start + at
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert [r.changed() for r in replay(path, answers).requests] == [[]] * len(TEXTS)  # ttl_s 3600: as logged
+    short = replay(path, answers, route={**ROUTE, "cache": {"min_similarity": 0.9, "ttl_s": 50}})
+    # at ttl_s 50 the repeat 30 s on is still a hit; the one 99 s on finds its entry expired and is forwarded
+    assert [r.changed() for r in short.requests] == [[], [], [], ["cache"], []]

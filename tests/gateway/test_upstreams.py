@@ -636,3 +636,44 @@ def test_a_stream_its_client_closes_at_done_is_still_logged_counted_stored_and_i
     assert [line["status"] for line in read_log(log)] == [200, 200, 200, 200]
     assert again.headers["x-jevserve-cache"] == "hit" and len(upstreams["u"].requests) == 3
     assert in_flight == 0
+
+
+class SlowStream(httpx.AsyncByteStream):
+    """A streamed reply whose events come 0.1 s apart: an upstream generating."""
+
+    def __init__(self, events: list[bytes]) -> None:
+        self.events = events
+
+    async def __aiter__(self):
+        for i, event in enumerate(self.events):
+            if i:
+                await asyncio.sleep(0.1)
+            yield event
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_a_streams_overhead_is_the_gateways_time_not_the_upstreams_generation():
+    # the metric took a stream's whole generation for overhead (196 ms against 9 ms in the header)
+    from tests.gateway.upstreams import sse_events
+
+    events = [event + b"\n\n" for event in sse_events(["a", "b", "c", "d"]).split(b"\n\n") if event]
+    upstream = StubUpstream(lambda body: httpx.Response(200, stream=SlowStream(events),
+                                                        headers={"content-type": "text/event-stream"}))
+    app, _, _ = make_app(upstreams={"u": upstream})
+
+    async def scenario():
+        async with client(app) as c:
+            started = time.monotonic()
+            async with c.stream("POST", "/v1/chat/completions", json={**HI, "stream": True}) as response:
+                header = float(response.headers["x-jevserve-overhead-ms"])
+                body = b"".join([chunk async for chunk in response.aiter_bytes()])
+            took_ms = (time.monotonic() - started) * 1000
+            return header, body, took_ms, (await c.get("/metrics")).text
+
+    header, body, took_ms, text = run(scenario())
+    assert b"[DONE]" in body and took_ms >= 300  # the upstream generated for 0.3 s or more
+    observed = float(next(line.split()[-1] for line in text.splitlines()
+                          if line.startswith("jevserve_gateway_overhead_ms_sum")))
+    assert observed == pytest.approx(header, abs=0.01) and observed < 200

@@ -149,6 +149,11 @@ def run_gateway(args: argparse.Namespace) -> int:
         check_calibration_sizes(config)  # before the port is bound and "listening" is printed
     except ConfigError as exc:
         return _fail(f"--config: {exc}")
+    from jevserve.gateway.config import unset_key_warnings
+
+    unset = unset_key_warnings(config)
+    if unset:  # requests would go out with no key and come back 401: refused, as an unset decider_key_env is
+        return _fail("--config: " + "; ".join(line.removeprefix("warning: ") for line in unset))
     try:
         sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -184,12 +189,7 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
 
     from jevserve.decide.registry import UnknownSpecError
     from jevserve.gateway.app import create_app
-    from jevserve.gateway.config import (
-        objective_notes,
-        unset_key_warnings,
-        upstream_url_warnings,
-        windows_in_context_notes,
-    )
+    from jevserve.gateway.config import objective_notes, upstream_url_warnings, windows_in_context_notes
     from jevserve.gateway.decider import decider_for
     from jevserve.gateway.starting import StartingApp
 
@@ -219,7 +219,7 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
         print(f"  models:    {', '.join(r.model for r in config.routes) or '(none)'}", flush=True)
         print(f"  upstreams: {upstreams}", flush=True)
         notes = windows_in_context_notes(config, decider.reads_windows_in_context, decider.name)
-        for line in upstream_url_warnings(config) + unset_key_warnings(config) + objective_notes(config) + notes:
+        for line in upstream_url_warnings(config) + objective_notes(config) + notes:
             print(f"  {line}", file=sys.stderr, flush=True)
         print(f"  store:     {config.store}   log: {config.log.path or 'off'}", flush=True)
         for point in gateway.operating_points:

@@ -347,7 +347,9 @@ class UpstreamConfig(_Strict):
     """An OpenAI-compatible server (vLLM, Ollama, llama.cpp, a hosted API) or the built-in placeholder."""
 
     name: str
-    url: str = PLACEHOLDER_URL  # base URL ending in /v1, or builtin:placeholder
+    # base URL ending in /v1, or builtin:placeholder; required, so that an upstream whose URL was left out is an
+    # error, not the placeholder answering clients in its place
+    url: str
     kind: Literal["openai", "vllm"] = "openai"  # vllm: gets the `priority` field
     api_key_env: str | None = None  # environment variable holding the bearer key
     max_concurrency: int = Field(64, ge=1)
@@ -747,8 +749,8 @@ def unset_key_warnings(config: GatewayConfig) -> list[str]:
     """One line per upstream whose `api_key_env` names a variable that is unset or empty here: its requests would go
     out with no key and come back 401 from a hosted API."""
     return [
-        f"warning: upstreams[{i}] ({u.name}): api_key_env {u.api_key_env} is unset or empty, so requests to it carry "
-        "no key; export it before starting the gateway"
+        f"warning: upstreams[{i}] ({u.name}): api_key_env {u.api_key_env} is unset or empty, so requests to it would "
+        "carry no key; export it before starting the gateway (which refuses to start without it)"
         for i, u in enumerate(config.upstreams)
         if u.api_key_env and not os.environ.get(u.api_key_env)
     ]

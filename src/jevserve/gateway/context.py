@@ -127,6 +127,7 @@ class RequestContext:
     cache_control: frozenset[str] = frozenset()  # the client's `no-cache` / `no-store` (cache_directives)
     trace: dict[str, str] = field(default_factory=dict)  # the client's W3C trace context, sent on upstream
     upstream_id: str | None = None  # the x-request-id sent upstream (None: the data plane sends its own)
+    frozen_overhead_ms: float | None = None  # overhead_ms once first asked (see there)
 
     @property
     def is_chat(self) -> bool:
@@ -152,11 +153,19 @@ class RequestContext:
         """Milliseconds since arrival."""
         return (time.monotonic() - self.arrival) * 1000
 
+    def overhead_ms(self) -> float:
+        """The time the gateway added: all but the upstream's. Fixed when first asked, which for a stream is when its
+        headers go to the client: what follows is the upstream generating, whose time past its first byte is not in
+        `upstream_ms` (the metric counted a stream's whole generation as overhead, 196 ms against 9 ms)."""
+        if self.frozen_overhead_ms is None:
+            self.frozen_overhead_ms = max(0.0, self.total_ms() - self.upstream_ms)
+        return self.frozen_overhead_ms
+
     def headers(self) -> dict[str, str]:
         """The x-jevserve-* headers of the answer."""
         headers = {
             "x-request-id": self.request_id,
-            "x-jevserve-overhead-ms": f"{max(0.0, self.total_ms() - self.upstream_ms):.2f}",
+            "x-jevserve-overhead-ms": f"{self.overhead_ms():.2f}",
         }
         if self.report is not None:
             scores = self.shows_scores

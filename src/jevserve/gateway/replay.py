@@ -4,10 +4,12 @@ The log is replayed in order through `run_decisions`, with a cache rebuilt as th
 whose reply the gateway stored (the log's `stored`), an entry with the same keys is stored, so a repeat that was a
 cache hit is a hit again. Replaying with the same config and decider therefore reports no change. A request that
 was served from the cache and is forwarded in the replay is taken to have had a storable reply; one the client
-sent with `Cache-Control: no-cache` (the log's `cache_control`) is not looked up, as the gateway did not. Entries do not
-expire during a replay. The tool calls a logged reply made (`tool_calls`) are gated again as the route's tool gate
-would gate them; a request's tool-gate outcome is its strongest: block (or flag) when any call is, at the highest
-probability among its calls.
+sent with `Cache-Control: no-cache` (the log's `cache_control`) is not looked up, as the gateway did not. The cache's
+clock is the log's: each request is looked up and stored at its logged `time`, and entries expire after the route's
+`ttl_s` of it (to within a request's duration, as the log's time is taken when the request ends), so a repeat that
+was a miss because its entry had expired is a miss again, and a changed `ttl_s` shows what it changes. The tool
+calls a logged reply made (`tool_calls`) are gated again as the route's tool gate would gate them; a request's
+tool-gate outcome is its strongest: block (or flag) when any call is, at the highest probability among its calls.
 
 A request refused before any decision ran (before routing, or by the route's rate limit) has nothing to compare
 and is skipped, counted apart.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -214,12 +217,16 @@ async def replay_records(
     if any(r.cache is not None and r.cache.enabled for r in config.routes):
         from jevserve.gateway.cache import embedded_embed
 
-        cache = SemanticCache(embed or embedded_embed())
+        cache = SemanticCache(embed or embedded_embed(), clock=lambda: logged_at)
+    logged_at = 0.0  # the replay's clock: the logged time of the request being replayed (the last one logged)
     replayed, num_skipped, num_refused, num_undecided = [], 0, 0, 0
     skipped_models: Counter = Counter()
     interrupted = False
     try:
         for record in records:
+            when = record.get("time")
+            if isinstance(when, int | float) and not isinstance(when, bool) and math.isfinite(when):
+                logged_at = max(logged_at, float(when))  # a log's times only go forward
             tenant = str(record.get("tenant") or "default")
             try:
                 route = resolve_route(config, record.get("model"))
@@ -256,8 +263,9 @@ async def replay_records(
             if cache is not None and report.cache_keys is not None and report.final is None and had_reply:
                 inputs = report.inputs
                 text = inputs.cache_text if inputs is not None and inputs.cache_complete else None
-                await cache.put(tenant, text, {"replayed": True}, ttl_s=1e9, max_entries=route.cache.max_entries,
-                                vector=report.cache_vector, keys=report.cache_keys)  # fmt: skip
+                await cache.put(tenant, text, {"replayed": True}, ttl_s=route.cache.ttl_s,
+                                max_entries=route.cache.max_entries, vector=report.cache_vector,
+                                keys=report.cache_keys)  # fmt: skip
             excerpt = " ".join((report.inputs.user_text if report.inputs else "").split())[:80]
             given = record.get("labels")
             labels = {k: None if v is None else bool(v) for k, v in given.items()} if isinstance(given, dict) else {}

@@ -63,10 +63,10 @@ def _address(cluster: dict) -> dict:
     return cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"]
 
 
-def _print_envoy(tmp_path, data: dict, capsys) -> tuple[dict, str]:
+def _print_envoy(tmp_path, data: dict, capsys, *flags: str) -> tuple[dict, str]:
     path = tmp_path / "gw.yaml"
     path.write_text(json.dumps(data))
-    assert main(["extproc", "--config", str(path), "--print-envoy"]) == 0
+    assert main(["extproc", "--config", str(path), "--print-envoy", *flags]) == 0
     out, err = capsys.readouterr()
     return yaml.safe_load(out), err
 
@@ -202,7 +202,7 @@ def test_print_envoy_warns_about_what_it_cannot_express(tmp_path, capsys) -> Non
         "upstreams": [
             {"name": "a", "url": "http://10.0.0.1:8000/v1"},
             {"name": "b", "url": "http://10.0.0.2:8000/v1"},
-            {"name": "demo"},  # builtin:placeholder
+            {"name": "demo", "url": "builtin:placeholder"},
         ],
         "routes": [{"model": "m", "upstreams": ["a", "b"]}, {"model": "d", "upstreams": ["demo"]}],
     }
@@ -493,3 +493,16 @@ def test_live_envoy_reaches_an_https_upstream_with_sni_and_its_host(tmp_path) ->
     ((path, headers, _),) = recorder.received
     assert path == "/v1/chat/completions" and headers["Host"] == f"localhost:{port}"
     assert "localhost" in names  # the SNI Envoy sent
+
+
+def test_print_envoy_takes_the_body_mode_and_the_listener_address_it_is_given(tmp_path, capsys) -> None:
+    # `--body-mode BUFFERED` printed a FULL_DUPLEX_STREAMED filter, and the listener was 0.0.0.0 whatever was wanted
+    def modes_and_listener(bootstrap: dict) -> tuple[set, str]:
+        text = json.dumps(bootstrap)
+        modes = {m for m in ("BUFFERED", "FULL_DUPLEX_STREAMED") if f'"{m}"' in text}
+        listener = bootstrap["static_resources"]["listeners"][0]["address"]["socket_address"]["address"]
+        return modes, listener
+
+    assert modes_and_listener(_print_envoy(tmp_path, COLLIDE, capsys)[0]) == ({"FULL_DUPLEX_STREAMED"}, "0.0.0.0")
+    chosen = _print_envoy(tmp_path, COLLIDE, capsys, "--body-mode", "BUFFERED", "--envoy-host", "127.0.0.1")[0]
+    assert modes_and_listener(chosen) == ({"BUFFERED"}, "127.0.0.1")

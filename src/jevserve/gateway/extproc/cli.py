@@ -78,8 +78,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--body-mode",
         choices=MODES,
-        default="BUFFERED",
-        help="the body mode assumed when Envoy does not say (Envoy 1.3x+ does, in protocol_config)",
+        default=None,
+        help="the body mode assumed when Envoy does not say (Envoy 1.3x+ does, in protocol_config; default: "
+        "BUFFERED), and the one --print-envoy's filter asks for (default there: FULL_DUPLEX_STREAMED)",
     )
     p.add_argument(
         "--metrics-port",
@@ -96,6 +97,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--print-envoy", action="store_true", help="print an Envoy bootstrap for this config and exit")
     p.add_argument("--envoy-port", type=int, default=10000, help="the listener port of --print-envoy (default 10000)")
+    p.add_argument("--envoy-host", default="0.0.0.0",
+                   help="the listener address of --print-envoy (default 0.0.0.0: every interface; 127.0.0.1 for this "
+                   "host only)")
     p.set_defaults(func=run_extproc)
 
 
@@ -178,7 +182,7 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
         return _fail(f"{_decider_source(args, config)}: it did not answer while resolving operating points ({exc})")
     except (ValueError, ImportError) as exc:  # a bad value; a part the install lacks (the cache's encoder)
         return _fail(str(exc))
-    mode = wire.BodyMode.Value(args.body_mode)
+    mode = wire.BodyMode.Value(args.body_mode or "BUFFERED")
     settings = StreamSettings(
         request_body_mode=mode,
         response_body_mode=mode,
@@ -242,9 +246,10 @@ def _print_envoy(config, args: argparse.Namespace) -> int:
     try:
         bootstrap, warnings = bootstrap_for_config(
             config,
-            listen=("0.0.0.0", args.envoy_port),
+            listen=(args.envoy_host, args.envoy_port),
             extproc=(args.host if args.host not in ("0.0.0.0", "::") else "127.0.0.1", args.port),
             message_timeout_s=max(2.0, round(deadline_s + 0.5, 1)),
+            body_mode=args.body_mode or "FULL_DUPLEX_STREAMED",
         )
     except ValueError as exc:
         return _fail(f"--print-envoy: {exc}")

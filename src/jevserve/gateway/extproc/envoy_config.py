@@ -441,6 +441,7 @@ def bootstrap_for_config(
     listen: Address = ("0.0.0.0", 10000),
     extproc: Address | None = ("127.0.0.1", 9002),
     message_timeout_s: float = 2.0,
+    body_mode: str = "FULL_DUPLEX_STREAMED",
 ) -> tuple[dict[str, Any], list[str]]:
     """The bootstrap `--print-envoy` prints for a gateway config, and a warning for each thing in the config it
     cannot express (Envoy would silently do something else with it). Raises ValueError when there is nothing to
@@ -510,5 +511,7 @@ def bootstrap_for_config(
         message_timeout_s=message_timeout_s,
         max_body_bytes=config.max_body_bytes,
         by_route=by_route,
+        request_body_mode=body_mode,
+        response_body_mode=body_mode,
     )
     return bootstrap, warnings

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from jevserve.gateway.errors import BadRequestError
@@ -13,6 +14,15 @@ from jevserve.gateway.errors import BadRequestError
 from jevserve.serving.decision_inputs import MAX_JSON_DEPTH
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")  # OpenAI's chat roles, as it spells them
+
+
+def _finite_float(text: str) -> float:
+    # a number past a double's range (1e400) parses as infinity, which no upstream or log could be sent again: the
+    # gateway raised on it (a 500) and the ext_proc server forwarded `Infinity`, no JSON
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:32]} is beyond a double's range")
+    return value
 
 
 def _refuse_constant(name: str) -> Any:
@@ -27,7 +37,7 @@ def read_body(raw: bytes, endpoint: str) -> dict[str, Any]:
     if not raw.strip():
         raise BadRequestError("request body is empty: send a JSON object")
     try:
-        body = json.loads(raw, parse_constant=_refuse_constant)
+        body = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
     except ValueError as exc:  # not JSON, not UTF-8, NaN, or a number past what Python converts (4,300 digits)
         raise BadRequestError(f"request body is not valid JSON: {exc}") from None
     except RecursionError:  # nested past what the parser can follow

@@ -13,7 +13,7 @@ def record(gateway: Gateway, ctx: RequestContext, status: int) -> None:
     metrics = gateway.metrics
     metrics.requests.labels(ctx.endpoint, ctx.model, str(status)).inc()
     total_ms = ctx.total_ms()
-    metrics.overhead_ms.observe(max(0.0, total_ms - ctx.upstream_ms))
+    metrics.overhead_ms.observe(ctx.overhead_ms())
     report = ctx.report
     if report is not None:
         metrics.decision_ms.observe(report.decision_ms)
