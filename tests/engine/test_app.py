@@ -166,6 +166,7 @@ def test_a_client_that_goes_away_has_its_request_dropped_and_its_kv_blocks_freed
     ("/v1/chat/completions", chat([{"type": "text", "text": "hi"}, {"type": "image_url", "image_url": {"url": "x"}}]),
      400, "messages[0].content[1]"),
     ("/v1/chat/completions", chat([{"type": "text"}]), 400, "messages[0].content[0]"),
+    ("/v1/chat/completions", chat([{"type": "refusal", "text": "no"}]), 400, "messages[0].content[0]"),
     ("/v1/completions", {"model": MODEL, "prompt": "hi", "best_of": 3}, 400, "best_of"),
 ])
 def test_bad_requests_get_a_4xx_naming_the_field(path, body, status, param):
@@ -406,3 +407,19 @@ def test_an_unknown_route_or_method_is_answered_in_openais_error_shape():
     assert missing.status_code == 404 and missing.json()["error"]["message"] == "Not Found"
     assert wrong_method.status_code == 405 and wrong_method.json()["error"]["code"] == 405
     assert "POST" in wrong_method.headers["allow"]
+
+
+def test_text_parts_of_every_kind_a_text_models_template_reads_are_taken():
+    parts = [{"type": "text", "text": "a"}, {"type": "input_text", "text": "b"}]
+    refused = {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't."}]}
+    tool_calls = {"role": "assistant", "content": None,
+                  "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+    body = {"model": MODEL, "max_tokens": 2, "messages": [
+        {"role": "user", "content": parts}, refused, tool_calls,
+        {"role": "tool", "tool_call_id": "call_1", "content": "done"}, {"role": "user", "content": "and?"}]}
+
+    async def scenario():
+        async with serve() as (url, _), httpx.AsyncClient(base_url=url) as client:
+            return await client.post("/v1/chat/completions", json=body)
+
+    assert asyncio.run(scenario()).status_code == 200

@@ -47,6 +47,9 @@ class Completion:
 
 # the roles whose message may carry no content: an assistant's that holds only tool calls
 CONTENT_OPTIONAL = frozenset({"assistant"})
+# the content parts a text model's chat template reads, and the field each keeps its text in (vLLM's parser takes
+# these; an image or audio part needs a multimodal model)
+TEXT_PARTS = {"text": "text", "input_text": "text", "output_text": "text", "refusal": "refusal"}
 
 
 def _text_of(content: Any, param: str, role: str) -> str:
@@ -58,12 +61,13 @@ def _text_of(content: Any, param: str, role: str) -> str:
             where = f"{param}[{j}]"
             if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
                 raise RequestError(f"{where} must be a content part, an object with a string type", param=where)
-            if part["type"] != "text":
+            field = TEXT_PARTS.get(part["type"])
+            if field is None:
                 raise RequestError(f"{where}: a {part['type']!r} part; this engine serves a text model, which reads "
-                                   "only text parts", param=where)
-            if not isinstance(part.get("text"), str):
-                raise RequestError(f"{where}: a text part needs a string text", param=where)
-            texts.append(part["text"])
+                                   f"only {', '.join(TEXT_PARTS)} parts", param=where)
+            if not isinstance(part.get(field), str):
+                raise RequestError(f"{where}: a {part['type']} part needs a string {field}", param=where)
+            texts.append(part[field])
         return "".join(texts)
     if content is None and role in CONTENT_OPTIONAL:
         return ""
