@@ -40,7 +40,8 @@ ALLOWED: dict[str, frozenset[str] | str] = {
     "server": frozenset({"argtypes", "decide", "protocol"}),
     # The live engine (`jevserve engine`) is the HTTP shell around the simulator's engine: the one step planner of
     # serving/ run on the wall clock, with sim/'s profiles, workloads and engine options; sim/ itself knows no HTTP.
-    "engine": frozenset({"argtypes", "sim", "serving"}),
+    # It reads bodies with protocol/'s strict JSON reader (NaN, Infinity and 1e400 refused), as the gateway does.
+    "engine": frozenset({"argtypes", "sim", "serving", "protocol"}),
     # `jevserve loadgen` replays the simulator's workloads and arrivals and reports with its metrics (sim/metrics.py),
     # so a live run and a simulated one are measured alike; it speaks HTTP to any server, not to jevserve's.
     "loadgen": frozenset({"argtypes", "sim", "serving", "json_report"}),

@@ -677,3 +677,29 @@ def test_a_streams_overhead_is_the_gateways_time_not_the_upstreams_generation():
     observed = float(next(line.split()[-1] for line in text.splitlines()
                           if line.startswith("jevserve_gateway_overhead_ms_sum")))
     assert observed == pytest.approx(header, abs=0.01) and observed < 200
+
+
+def test_an_upstream_reply_that_is_no_json_for_its_numbers_is_a_502_never_cached_and_a_streams_error_event():
+    # a reply holding -1e400 was read as -inf: a 500 that the cache then served to every repeat, and a stream that
+    # sent `-Infinity` (no JSON) on to the client
+    whole = json.dumps(completion(model="m")).replace('"total_tokens": ', '"total_tokens": -1e400, "x": ')
+    event = 'data: {"id": "c", "object": "chat.completion.chunk", "choices": [], "usage": {"x": -1e400}}\n\n'
+
+    def reply(body: dict) -> httpx.Response:
+        if body.get("stream"):
+            return httpx.Response(200, content=event.encode(), headers={"content-type": "text/event-stream"})
+        return httpx.Response(200, content=whole.encode(), headers={"content-type": "application/json"})
+
+    upstream = StubUpstream(reply)
+    app, _, _ = make_app({"cache": {"threshold": 0.5}}, answers={"cache": 0.99}, upstreams={"u": upstream})
+    first, again = post(app, HI), post(app, HI)
+    assert first.status_code == again.status_code == 502, first.text
+    assert first.json()["error"]["code"] == "bad_upstream_answer"
+    assert len(upstream.requests) == 2  # nothing was stored for the repeat to be served
+
+    async def stream():
+        async with client(app) as c:
+            return await c.post("/v1/chat/completions", json={**HI, "stream": True})
+
+    streamed = run(stream())
+    assert "Infinity" not in streamed.text and "malformed event" in streamed.text

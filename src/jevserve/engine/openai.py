@@ -4,12 +4,13 @@ not), checked where they enter: a bad field gets a 400 whose message names it.""
 from __future__ import annotations
 
 import json
-import math
 import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from jevserve.protocol import strict_json
 
 
 class RequestError(ValueError):
@@ -134,25 +135,10 @@ def _refuse_unsupported(body: Mapping[str, Any]) -> None:
                            "log probabilities to return; leave the field out", param=asked[0])
 
 
-def _finite_float(text: str) -> float:
-    # a number past a double's range (1e400) parses as infinity, no number a model server takes (vLLM's parser
-    # refuses it); a `temperature` of 1e400 passed the range check as inf
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"the number {text[:32]} is beyond a double's range")
-    return value
-
-
-def _refuse_constant(name: str) -> Any:
-    # NaN, Infinity and -Infinity are Python's, not JSON's (RFC 8259): a sampling parameter of NaN would reach the
-    # scheduler as a number that compares false with everything
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def parse_body(raw: bytes) -> Any:
     """The JSON of a request body; raises RequestError (400) for anything a tokenizer or a reply could not carry."""
     try:
-        body = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
+        body = strict_json.loads(raw)
     except ValueError as exc:  # not JSON, not UTF-8, NaN or Infinity, or a number past what Python converts
         raise RequestError(f"the request body is not valid JSON: {exc}") from None
     except RecursionError:  # nested past what the parser can follow

@@ -7,7 +7,6 @@ An upstream that fails mid-stream (connection cut, timeout, malformed event) end
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ import httpx
 
 from jevserve.gateway.responses import CLIENT_CLOSED
 from jevserve.gateway.shapes import REASONING_FIELDS, chat_completion, sse
+from jevserve.protocol import strict_json
 
 logger = logging.getLogger("jevserve.gateway")
 
@@ -122,8 +122,8 @@ class StreamSummary:
             self.done = True
             return None
         try:
-            payload = json.loads(data)
-        except json.JSONDecodeError:
+            payload = strict_json.loads(data)  # an event with NaN or 1e400 in it could not be sent on as JSON
+        except ValueError:
             self.error = f"upstream sent a malformed event: {data[:200]!r}"
             return None
         if isinstance(payload, dict):

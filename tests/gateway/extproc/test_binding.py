@@ -487,3 +487,12 @@ def test_in_streamed_reply_mode_an_unreadable_gated_reply_is_replaced_by_the_502
     got = asyncio.run(scenario())
     assert isinstance(got, Delivered) and b"rm -rf" not in got.body
     assert json.loads(got.body)["error"]["code"] == "bad_upstream_answer"
+
+
+def test_a_reply_whose_numbers_are_no_json_is_neither_cached_nor_read() -> None:
+    # a reply holding -1e400 was cached as -inf, and its cache hit then failed and went on to the upstream undecided
+    from jevserve.gateway.extproc.binding import _json_object
+
+    assert _json_object(b'{"choices": [], "usage": {"x": -1e400}}') is None
+    assert _json_object(b'{"choices": [], "usage": {"x": NaN}}') is None
+    assert _json_object(b'{"choices": [], "usage": {"x": 1e308}}') == {"choices": [], "usage": {"x": 1e308}}

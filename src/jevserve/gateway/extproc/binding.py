@@ -39,6 +39,7 @@ from jevserve.gateway.stages import Answer, Forward, gate_reply, record
 from jevserve.gateway.stages.forward import bad_upstream_answer, streams_upstream, upstream_body, upstream_headers
 from jevserve.gateway.stages.store_reply import store_reply
 from jevserve.gateway.streaming import summarise
+from jevserve.protocol import strict_json
 
 # path suffix → the HTTP gateway's endpoint, matched as a suffix so that a data plane may serve the API under another
 # prefix; the longest first, since "/chat/completions" also ends with "/completions"
@@ -297,7 +298,7 @@ class GatewayExchange(Exchange):
 def _json_object(body: bytes) -> dict[str, Any] | None:
     """`body` parsed when it is a JSON object, else None."""
     try:
-        payload = json.loads(body)
+        payload = strict_json.loads(body)  # a reply with NaN or 1e400 in it is no JSON to cache or read calls from
     except ValueError:
         return None
     return payload if isinstance(payload, dict) else None

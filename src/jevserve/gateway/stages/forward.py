@@ -23,6 +23,7 @@ from jevserve.gateway.questions import LENGTH_LEVEL_TOKENS, middle_level_tokens
 from jevserve.gateway.runtime import Gateway
 from jevserve.gateway.stages.act import Forward, prompt_tokens
 from jevserve.gateway.upstream import Dispatched, dispatch
+from jevserve.protocol import strict_json
 from jevserve.serving import Request as QueueRequest
 
 MIDDLE_LEVEL_TOKENS = middle_level_tokens(LENGTH_LEVEL_TOKENS)
@@ -137,7 +138,7 @@ def upstream_headers(ctx: RequestContext, plan: Forward) -> dict[str, str]:
 
 def _whole_reply(dispatched: Dispatched, response: httpx.Response) -> UpstreamReply:
     try:
-        payload = response.json()
+        payload = strict_json.loads(response.content)  # a reply with 1e400 in it could not be sent on (or cached)
     except ValueError:
         return UpstreamReply(dispatched, 502, error=bad_upstream_answer(response.text))
     if response.status_code >= 400 or not isinstance(payload, dict):
@@ -150,7 +151,7 @@ def not_a_stream(response: httpx.Response) -> dict[str, Any]:
     """The error body for a 2xx answer to a stream request that is not a stream of events."""
     kind = response.headers.get("content-type", "none")
     try:  # by what it is, not by its content type: a JSON object sent as text/plain is still no stream
-        is_json_object = isinstance(response.json(), dict)
+        is_json_object = isinstance(strict_json.loads(response.content), dict)
     except ValueError:
         is_json_object = False
     if not is_json_object:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from jevserve.gateway.errors import BadRequestError
+from jevserve.protocol import strict_json
 
 # Deeper bodies than MAX_JSON_DEPTH are refused: every later step (the decision texts, the log, the upstream call)
 # serialises the body with recursive code, and no OpenAI request nests nearly this far (a tool's JSON schema: a dozen
@@ -16,28 +16,13 @@ from jevserve.serving.decision_inputs import MAX_JSON_DEPTH
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")  # OpenAI's chat roles, as it spells them
 
 
-def _finite_float(text: str) -> float:
-    # a number past a double's range (1e400) parses as infinity, which no upstream or log could be sent again: the
-    # gateway raised on it (a 500) and the ext_proc server forwarded `Infinity`, no JSON
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"the number {text[:32]} is beyond a double's range")
-    return value
-
-
-def _refuse_constant(name: str) -> Any:
-    # Python's parser takes NaN, Infinity and -Infinity, which are not JSON (RFC 8259): no upstream or log could be
-    # sent the body again, so they are refused here with the rest of what is not JSON
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def read_body(raw: bytes, endpoint: str) -> dict[str, Any]:
     """The body of a chat (`endpoint="chat"`) or legacy completions request, checked; raises BadRequestError."""
     too_deep = BadRequestError(f"request body nests arrays or objects more than {MAX_JSON_DEPTH} levels deep")
     if not raw.strip():
         raise BadRequestError("request body is empty: send a JSON object")
     try:
-        body = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
+        body = strict_json.loads(raw)  # NaN, Infinity and 1e400 refused: no upstream or log could be sent them
     except ValueError as exc:  # not JSON, not UTF-8, NaN, or a number past what Python converts (4,300 digits)
         raise BadRequestError(f"request body is not valid JSON: {exc}") from None
     except RecursionError:  # nested past what the parser can follow
@@ -90,6 +75,10 @@ def check_chat(body: dict[str, Any]) -> None:
                 f"got {type(content).__name__}",
                 param=f"messages[{i}].content",
             )
+        call_id = message.get("tool_call_id")
+        if call_id is not None and not isinstance(call_id, str):  # an object there went on unjudged
+            raise BadRequestError(f"messages[{i}].tool_call_id must be a string, got {type(call_id).__name__}",
+                                  param=f"messages[{i}].tool_call_id")
         for j, part in enumerate(content if isinstance(content, list) else ()):  # the decisions read the text parts
             if not isinstance(part, dict) or (part.get("type") == "text" and not isinstance(part.get("text"), str)):
                 raise BadRequestError(

@@ -1,0 +1,35 @@
+"""JSON as RFC 8259 has it, for whatever a server sends on again: a client's body, an upstream's reply or event
+(the gateway and the ext_proc server), or a body whose numbers reach a scheduler (the live engine).
+
+Python's parser takes `NaN`, `Infinity` and `-Infinity`, which are not JSON, and reads a number past a double's range
+(`1e400`) as infinity; a body holding one cannot be written back as JSON (`allow_nan=False` raises, the default
+writes `Infinity`), so it is refused where it is read: a client's body with a 400, an upstream's reply as no JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:32]} is beyond a double's range")
+    return value
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def loads(data: str | bytes) -> Any:
+    """`json.loads` refusing NaN, Infinity and numbers past a double's range (ValueError, as for any bad JSON)."""
+    try:
+        return json.loads(data, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except ValueError as exc:
+        if "integer string conversion" in str(exc):  # Python's own message tells the sender to call a Python function
+            raise ValueError(f"an integer of more than {sys.get_int_max_str_digits():,} digits") from None
+        raise
