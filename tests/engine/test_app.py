@@ -168,6 +168,8 @@ def test_a_client_that_goes_away_has_its_request_dropped_and_its_kv_blocks_freed
     ("/v1/chat/completions", chat([{"type": "text"}]), 400, "messages[0].content[0]"),
     ("/v1/chat/completions", chat([{"type": "refusal", "text": "no"}]), 400, "messages[0].content[0]"),
     ("/v1/completions", {"model": MODEL, "prompt": "hi", "best_of": 3}, 400, "best_of"),
+    ("/v1/chat/completions", chat("hi", best_of=2), 400, "best_of"),
+    ("/v1/chat/completions", chat("hi", best_of="x"), 400, "best_of"),
 ])
 def test_bad_requests_get_a_4xx_naming_the_field(path, body, status, param):
     async def scenario():

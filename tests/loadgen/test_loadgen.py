@@ -233,6 +233,7 @@ def _loadgen(url: str, *extra: str) -> list[str]:
     (["--base-url", "http://127.0.0.1:8000/v1"], "give the server's root without /v1"),
     (["--request-rate", "abc"], "--request-rate 'abc': expected requests per second > 0, or inf"),
     (["--goodput", "ttft:-5"], "--goodput 'ttft:-5': ttft needs milliseconds, a finite number > 0, e.g. ttft:1000"),
+    (["--goodput", "ttft:500", "tpot:50", "ttft:900"], "--goodput names ttft more than once"),
 ])
 def test_a_bad_flag_value_exits_2_before_any_request(argv, message, capsys):
     assert _exit_code(["loadgen", "--model", "m", "--num-prompts", "3", *argv]) == 2

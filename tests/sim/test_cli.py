@@ -211,6 +211,19 @@ def test_a_run_too_long_to_double_is_told_what_to_rerun_instead():
     assert _longer_run_advice(argparse.Namespace(workload="synthetic"), 50_000).startswith("rerun with twice")
 
 
+def test_a_short_run_of_a_whole_split_is_not_told_to_take_more_requests():
+    import argparse
+
+    from jevserve.sim.cli import _more_requests_advice
+    from jevserve.sim.workloads.sharegpt import sharegpt_pool_size
+
+    test = sharegpt_pool_size("test")
+    advice = _more_requests_advice(argparse.Namespace(workload="sharegpt", split="test"), test)
+    assert f"holds {test:,} requests, all of them in this run" in advice and "--split all" in advice
+    more = _more_requests_advice(argparse.Namespace(workload="sharegpt", split="all"), 200)
+    assert more == "rerun with more requests"
+
+
 def test_a_steady_run_at_low_load_is_not_called_behind_without_a_note(capsys):
     # at 10 req/s one replica runs at 6% of its bound; 200 requests put ~13 in flight against a 5% tolerance of ~5
     assert main(["sim", "run", "--num-requests", "200", "--rate", "10"]) == 0

@@ -61,13 +61,17 @@ def _data():
 @pytest.mark.parametrize(
     "section, key, value, message",
     [("step_time_us", "per_decode_token", -1.0,
-      r"\[step_time_us\] per_decode_token = -1.0; expected a finite number of at least 0"),
+      r"\[step_time_us\] per_decode_token = -1.0; expected a finite number in \[0, 1e\+07\]"),
      ("memory", "gpu_memory_utilization", 1.5, r"gpu_memory_utilization = 1.5; expected a fraction in \(0, 1\]"),
      ("model_shape", "num_layers", 2.5, r"\[model_shape\] num_layers = 2.5; expected a finite integer"),
      # TOML's inf and nan: an infinite step time or memory failed in the simulator with a traceback
      ("step_time_us", "constant", math.inf, r"\[step_time_us\] constant = inf; expected a finite number"),
      ("memory", "gpu_memory_gib", math.inf, r"\[memory\] gpu_memory_gib = inf; expected a finite number"),
      ("step_time_us", "per_decode_token", math.nan, r"per_decode_token = nan; expected a finite number"),
+     # huge but finite: 1e300 GiB overflowed the KV block count, a 1e308 us term the step time (tracebacks)
+     ("memory", "gpu_memory_gib", 1e300, r"gpu_memory_gib = 1e\+300; expected a finite number in \[0, 1e\+06\]"),
+     ("step_time_us", "per_decode_token", 1e308, r"per_decode_token = 1e\+308; expected a finite number in"),
+     ("model_shape", "num_layers", 10**30, r"num_layers = 10{30}; expected a finite integer in \[1, 1e\+06\]"),
      ("memory", "weights_gib", 500.0, "no KV cache fits")],
 )
 def test_bad_profile_fields_are_named_with_value_and_range(section, key, value, message):

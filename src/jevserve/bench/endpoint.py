@@ -66,6 +66,8 @@ def open_endpoint(
 def check_endpoint_arguments(endpoint: str, model: str | None, api_key_env: str | None = None) -> None:
     """EndpointError for --endpoint, --model and --api-key-env values that cannot work, found without asking
     anything, so a command can refuse them before its slow start (loading the bench data)."""
+    if model is not None and not model.strip():  # `--model ""` ran the whole bench on the default model
+        raise EndpointError(f"--model {model!r}: expected a model's name")
     if endpoint == EMBEDDED:
         if api_key_env is not None:
             raise EndpointError("--api-key-env is for a URL endpoint; the embedded models are served here and "

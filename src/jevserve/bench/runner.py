@@ -87,7 +87,9 @@ async def ask_missing(
     for key in missing:
         queue.put_nowait(key)
     counts = {"sent": 0, "refused": 0}
-    bar = tqdm(total=len(missing), desc=f"asking {model}", unit="req", disable=not progress or not missing)
+    # None: drawn only on a terminal, not into a redirected log
+    bar = tqdm(total=len(missing), desc=f"asking {model}", unit="req",
+               disable=True if not progress or not missing else None)
 
     async def worker() -> None:
         while True:

@@ -290,8 +290,8 @@ class Batcher:
         self._promised_until = max(now + ahead_s, self._promised_until) + own_s
         retry_at = max(now, self._promised_until - self.answer_within_s)
         raise OverloadedError(
-            f"the questions queued before this request would take about {ahead_s:.1f} s, so its answer would come "
-            f"after about {wait_s:.1f} s, over the {self.answer_within_s:g} s this server answers within "
+            f"the questions queued before this request would take about {ahead_s:.3g} s, so its answer would come "
+            f"after about {wait_s:.3g} s, over the {self.answer_within_s:g} s this server answers within "
             "(--answer-within-s); retry later",
             retry_after_s=min(MAX_RETRY_AFTER_S, max(1.0, retry_at - now)),
         )

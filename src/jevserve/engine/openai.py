@@ -208,7 +208,7 @@ def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
                            param="include_stop_str_in_output")
     if (_int_field(body, "n", minimum=1) or 1) != 1:
         raise RequestError("n must be 1: the engine returns one choice per request", param="n")
-    if not chat and (_int_field(body, "best_of", minimum=1) or 1) != 1:  # vLLM's V1 engine refuses it too
+    if (_int_field(body, "best_of", minimum=1) or 1) != 1:  # vLLM's V1 engine refuses it too (chat takes it as well)
         raise RequestError("best_of must be 1: the engine samples one sequence per request", param="best_of")
     max_tokens = _int_field(body, "max_completion_tokens", minimum=1) if chat else None
     if max_tokens is None:

@@ -217,6 +217,12 @@ def _cmd_loadgen(args: argparse.Namespace) -> int:
     from jevserve.loadgen.server_metrics import read_server_ttft
     from jevserve.sim.metrics import Slo
 
+    keys = [key for key, _ in args.goodput or ()]
+    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    if repeated:  # the last one won, silently
+        print(f"jevserve loadgen: error: --goodput names {', '.join(repeated)} more than once; give each target once",
+              file=sys.stderr)
+        return 2
     date = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     path = _result_path(args, date) if args.save_result else None
     url = args.base_url or f"http://{args.host}:{args.port}"
@@ -243,7 +249,8 @@ def _cmd_loadgen(args: argparse.Namespace) -> int:
     server_before = read_server_ttft(url)
     # the bar's rate is the wall clock's; the summary's is the engine's (times --speedup)
     desc = "loadgen" if args.speedup == 1 else "loadgen (wall-clock rate)"
-    bar = tqdm(total=len(requests), unit="req", desc=desc, disable=args.disable_tqdm)
+    # None: drawn only on a terminal, not into a redirected log
+    bar = tqdm(total=len(requests), unit="req", desc=desc, disable=True if args.disable_tqdm else None)
     with _sigint_stops_the_replay() as stop:
         results, interrupted = asyncio.run(_replay_until(stop, requests, url=url + endpoint, model=model,
                                                          chat=args.backend == "openai-chat",

@@ -237,7 +237,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if short and verdict_as_far_as_told(KeepUp.from_dict(summary), short)[0] is False:
         short = None  # its waiting queue grew past the tolerance: it falls behind, however long the run
     if short and not summary["keeps_up"]:
-        print(f"note: keeps_up False may say only that the run is short: {short}; rerun with more requests")
+        print(f"note: keeps_up False may say only that the run is short: {short}; "
+              f"{_more_requests_advice(args, len(requests))}")
     elif summary["keeps_up"] and (behind := falling_behind(summary["waiting_growth"], summary["completion_ratio"],
                                                            completion_swing(recorder.records))):
         # within the tolerance, but a backlog that grows at all grows without end: the verdict cannot see a rate just
@@ -344,6 +345,19 @@ def _cmd_sharegpt_counts(args: argparse.Namespace) -> int:
         write_counts_csv(counts, args.out)
         print(f"counts -> {args.out}")
     return 0 if not differ and len(counts) == len(shipped) else 1
+
+
+def _more_requests_advice(args: argparse.Namespace, num_requests: int) -> str:
+    """What to rerun when a run is too short to tell: more requests, where the workload holds more."""
+    if args.workload == "sharegpt":
+        from jevserve.sim.workloads.sharegpt import sharegpt_pool_size
+
+        pool = sharegpt_pool_size(args.split)
+        if num_requests >= pool:  # the whole split already: "more requests" cannot be drawn from it
+            whole = "" if args.split == "all" else f" or --split all ({sharegpt_pool_size('all'):,})"
+            return (f"the ShareGPT {args.split!r} split holds {pool:,} requests, all of them in this run, so a longer "
+                    f"run needs a lower --rate (the same requests over a longer time){whole}, or --workload synthetic")
+    return "rerun with more requests"
 
 
 def _longer_run_advice(args: argparse.Namespace, num_requests: int) -> str:

@@ -25,6 +25,10 @@ _MEMORY_FIELDS = ("gpu_memory_gib", "gpu_memory_utilization", "weights_gib", "no
 _SHAPE_FIELDS = ("num_layers", "num_kv_heads", "head_dim", "kv_dtype_bytes")
 _ROOFLINE_SHAPE_FIELDS = ("num_query_heads", "num_matmul_parameters")
 _GPU_FIELDS = ("peak_dense_bf16_tflops", "memory_bandwidth_tbps")
+# The largest value each field may take: far past any GPU or model (a 10 s step term, a million GiB, ten exaFLOP/s),
+# and small enough that what the simulator computes from them stays a finite float (1e300 GiB overflowed the KV
+# block count, and a 1e308 us step term overflowed the step time into an AssertionError)
+_MAXIMUM = {"step_time_us": 1e7, "memory": 1e6, "model_shape": 1e6, "num_matmul_parameters": 1e15, "gpu": 1e7}
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,21 +146,24 @@ def parse_profile(data: dict, origin: str = "<dict>") -> Profile:
     if not isinstance(sources, list) or not sources or not all(isinstance(s, str) for s in sources):
         raise ProfileError(f"profile {origin}: [profile] sources = {sources!r}; expected a non-empty list of "
                            "strings saying where each number came from")
-    coefficients = [_number(data, "step_time_us", k, origin) for k in COEFFICIENT_NAMES]
+    coefficients = [_number(data, "step_time_us", k, origin, maximum=_MAXIMUM["step_time_us"])
+                    for k in COEFFICIENT_NAMES]
     if coefficients[0] <= 0:
         raise ProfileError(f"profile {origin}: [step_time_us] constant = {coefficients[0]!r}; expected a number > 0 "
                            "(a step always costs something)")
-    memory = {k: _number(data, "memory", k, origin) for k in _MEMORY_FIELDS}
+    memory = {k: _number(data, "memory", k, origin, maximum=_MAXIMUM["memory"]) for k in _MEMORY_FIELDS}
     if not 0 < memory["gpu_memory_utilization"] <= 1:
         raise ProfileError(f"profile {origin}: [memory] gpu_memory_utilization = "
                            f"{memory['gpu_memory_utilization']!r}; expected a fraction in (0, 1]")
-    shape = {k: int(_number(data, "model_shape", k, origin, minimum=1, integer=True)) for k in _SHAPE_FIELDS}
+    shape = {k: int(_number(data, "model_shape", k, origin, minimum=1, maximum=_MAXIMUM["model_shape"], integer=True))
+             for k in _SHAPE_FIELDS}
     peaks: dict[str, float | int] = {}
     if "gpu" in data:
-        peaks = {k: _number(data, "gpu", k, origin, minimum=1e-9) for k in _GPU_FIELDS}
+        peaks = {k: _number(data, "gpu", k, origin, minimum=1e-9, maximum=_MAXIMUM["gpu"]) for k in _GPU_FIELDS}
         peaks["num_query_heads"] = int(_number(data, "model_shape", "num_query_heads", origin, minimum=1,
-                                               integer=True))
-        peaks["num_matmul_parameters"] = _number(data, "model_shape", "num_matmul_parameters", origin, minimum=1)
+                                               maximum=_MAXIMUM["model_shape"], integer=True))
+        peaks["num_matmul_parameters"] = _number(data, "model_shape", "num_matmul_parameters", origin, minimum=1,
+                                                 maximum=_MAXIMUM["num_matmul_parameters"])
     profile = Profile(
         name=meta["name"], gpu=str(meta.get("gpu", "")), model=str(meta.get("model", "")), sources=tuple(sources),
         step_time=StepTimeModel(*coefficients), **memory, **shape, **peaks,
