@@ -526,3 +526,14 @@ def test_replayed_cache_entries_expire_on_the_logs_clock_after_the_routes_ttl(tm
     short = replay(path, answers, route={**ROUTE, "cache": {"min_similarity": 0.9, "ttl_s": 50}})
     # at ttl_s 50 the repeat 30 s on is still a hit; the one 99 s on finds its entry expired and is forwarded
     assert [r.changed() for r in short.requests] == [[], [], [], ["cache"], []]
+
+
+def test_check_takes_the_config_as_the_other_commands_do_and_once(tmp_path, capsys):
+    # `check --config X` was refused, where `jevserve gateway --config X` and `replay --config X` take it
+    config = tmp_path / "gw.yaml"
+    config.write_text("routes:\n  - model: m\n    guard: {treshold: 0.5}\n")
+    assert main(["gateway", "check", "--config", str(config)]) == 2
+    assert "did you mean 'threshold'" in capsys.readouterr().err
+    for argv in ([], [str(config), "--config", str(config)]):
+        assert main(["gateway", "check", *argv]) == 2
+        assert "give the config to check once" in capsys.readouterr().err

@@ -18,7 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "are resolved from the scores cached for the decider (packaged for the embedded default); --score scores "
         "the ones missing.",
     )
-    c.add_argument("config", metavar="CONFIG", help="the YAML config to check")
+    c.add_argument("config", metavar="CONFIG", nargs="?", help="the YAML config to check")
+    # as `jevserve gateway --config` and `gateway replay --config` take it: `check --config X` was refused
+    c.add_argument("--config", dest="config_flag", metavar="CONFIG", help="the same, as the other commands take it")
     c.add_argument("--decider", metavar="SPEC", help="decision backend to resolve rates for (default: the config's)")
     c.add_argument("--score", action="store_true", help="score calibration requests that no cache holds yet")
     c.set_defaults(func=run_check)
@@ -87,6 +89,9 @@ def run_check(args: argparse.Namespace) -> int:
     from jevserve.gateway.errors import ConfigError
     from jevserve.gateway.operating_points import resolve_operating_points
 
+    if (args.config is None) == (getattr(args, "config_flag", None) is None):
+        return _fail("give the config to check once: `jevserve gateway check CONFIG` (or --config CONFIG)")
+    args.config = args.config or args.config_flag
     try:
         config, decider = _config_and_decider(args.config, args.decider)
         # the operating points read the calibration files: a missing one fails here, before "valid" is printed
