@@ -276,6 +276,19 @@ def test_tool_gate_blocks_an_unsafe_tool_call_in_the_reply():
     assert "Agent action: delete_files" in decider.states[-1]
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_reply_the_tool_gate_took_calls_out_of_is_never_cached(stream: bool):
+    # the gated reply went into the cache and was served to every repeat: a false block stuck for the entry's
+    # lifetime, the upstream never asked again
+    reply = _reasoning_call_reply if stream else _tool_reply
+    app, _, upstreams = make_app({"tool_gate": {"threshold": 0.5}, "cache": {}},
+                                 answers={"tool_gate:0": 0.9, "cache": 0.99}, upstreams={"u": StubUpstream(reply)})
+    body = {**HI, "tools": TOOLS, **({"stream": True} if stream else {})}
+    first, again = post(app, body), post(app, body)
+    assert "blocked tool call(s) delete_files" in first.text and "blocked tool call(s) delete_files" in again.text
+    assert again.headers.get("x-jevserve-cache") is None and len(upstreams["u"].requests) == 2
+
+
 def test_tool_gate_lets_a_safe_call_through_and_flags_when_configured():
     app, _, _ = make_app({"tool_gate": {}}, answers={"tool_gate:0": 0.1}, upstreams={"u": StubUpstream(_tool_reply)})
     assert post(app, {**HI, "tools": TOOLS}).json()["choices"][0]["message"]["tool_calls"][0]["id"] == "call_1"

@@ -2,7 +2,10 @@
 
 The one condition for both streamed and whole replies: a 2xx whose every choice finished with `stop` and carries no
 tool call, from a real upstream (placeholder replies are no answers), to a request not sent with
-`Cache-Control: no-store`. A conversation too long to compare whole is stored for exact repeats only.
+`Cache-Control: no-store`. A reply the upstream made with tool calls is never stored, also when the tool gate took
+them all out: the gated reply (its "blocked tool call" note) was served to every repeat for the entry's lifetime,
+so a false block stuck, without the upstream being asked again. A conversation too long to compare whole is stored
+for exact repeats only.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ async def store_reply(
         return False
     if "no-store" in ctx.cache_control:
         return False
-    if report is None or report.cache_keys is None or not cacheable(status, completion):
+    if report is None or report.cache_keys is None or not cacheable(status, completion) or ctx.reply_tool_calls:
         return False
     if report.final is not None and report.final.decision == "cache":
         return False  # a reply served from the cache is there already
