@@ -166,6 +166,10 @@ class CommandParser(argparse.ArgumentParser):
                    and a.split("=", 1)[0] not in self._option_string_actions]
         if unknown and "invalid choice" in message:
             message = f"unrecognized arguments: {' '.join(unknown)}"
+        # a config file where a sub-command goes (`jevserve gateway gw.yaml`): the flag it wants is --config
+        chosen = re.search(r"invalid choice: '([^']+\.ya?ml)'", message)
+        if chosen and "--config" in self._option_string_actions:
+            message += f"; to start with a config file, pass --config {chosen.group(1)}"
         # the root parser refuses what no parser took: its help does not list a sub-command's options, so point at
         # the sub-command's (`jevserve bench run --endpont` → `jevserve bench run --help`)
         prog = self._command_prog() if message.startswith("unrecognized arguments") else self.prog

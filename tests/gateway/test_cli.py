@@ -151,3 +151,10 @@ def test_an_unknown_flag_of_the_gateway_is_named_not_taken_for_a_sub_command(cap
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert "unrecognized arguments: --remote-key-env" in err and "invalid choice" not in err
+
+
+def test_a_config_file_given_where_a_sub_command_goes_is_told_to_pass_config(capsys):
+    with pytest.raises(SystemExit) as refused:
+        main(["gateway", "gw.yaml"])
+    assert refused.value.code == 2
+    assert "to start with a config file, pass --config gw.yaml" in capsys.readouterr().err

@@ -15,7 +15,8 @@ def add_board(commands: argparse._SubParsersAction) -> None:
     board = commands.add_parser(
         "board",
         help="write the leaderboard (static HTML page and markdown table) from results files",
-        description="Read the newest results file of every row under --results and write a self-contained, "
+        description="Read every row's results under --results (its newest file among those that score the most "
+        "tasks: a quick run of a few tasks does not replace a complete one) and write a self-contained, "
         "sortable HTML page (DIR/index.html) and a markdown table; ranks come from paired bootstrap resamples.",
     )
     board.add_argument("--results", type=Path, default=DEFAULT_RESULTS, metavar="DIR",
