@@ -364,6 +364,10 @@ def test_starting_a_round_while_the_pools_load_is_told_to_come_back_and_no_page_
         page = client.get("/play")
         release.set()
         for _ in range(100):  # the pools finish loading in the background
+            if 'id="pools-loading"' not in (ready_page := client.get("/play")).text:
+                break
+            time.sleep(0.05)
+        for _ in range(100):  # the pools finish loading in the background
             later = client.post("/play/rounds", follow_redirects=False)
             if later.status_code != 503:
                 break
@@ -371,6 +375,8 @@ def test_starting_a_round_while_the_pools_load_is_told_to_come_back_and_no_page_
     assert early.status_code == 503 and early.headers["retry-after"] == "15" and waited < 5, waited
     assert "still being read" in early.text
     assert page.status_code == 200 and later.status_code == 303
+    # the Play page says the items are still being read, and stops saying it once they are
+    assert 'id="pools-loading"' in page.text and 'id="pools-loading"' not in ready_page.text
 
 
 def test_only_starting_a_round_sets_the_session_cookie(app):

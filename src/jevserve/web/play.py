@@ -105,8 +105,10 @@ def register(app: FastAPI, context: Context) -> None:
     @app.get("/play", response_class=HTMLResponse)
     def play_page(request: Request) -> HTMLResponse:
         decider = context.settings.decider
+        # loading starts here if not yet; the page says so rather than a round start being the first to tell
+        ready = context.pools_if_ready() is not None
         return context.render(request, "play.html", decisions=DECISIONS.values(),
-                              model=decider.name if decider else None)
+                              model=decider.name if decider else None, ready=ready)
 
     @app.post("/play/rounds")
     async def start_round(request: Request) -> RedirectResponse:
@@ -116,8 +118,8 @@ def register(app: FastAPI, context: Context) -> None:
         # before the round limit, so that a start refused for it is not counted as a round started
         pools = context.pools_if_ready()
         if pools is None:
-            raise PageError(503, "the playground's items are still being read after the site started (under a "
-                                 f"minute); try again in {POOLS_RETRY_S} seconds",
+            raise PageError(503, "the playground's items are still being read after the site started (a minute "
+                                 f"or two); try again in {POOLS_RETRY_S} seconds",
                             headers={"Retry-After": str(POOLS_RETRY_S)})
         address = request.client.host if request.client else "-"
         wait_s = context.round_limit.admit(address)
