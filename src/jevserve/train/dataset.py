@@ -39,6 +39,27 @@ class EmbeddedExamples:
 PARTIAL_SAVE_S = 60.0  # how often a pass under way keeps what it has embedded (and at Ctrl-C)
 
 
+class KeptAsItGoes:
+    """A long pass's keeper: `tick()` after each step calls `keep` once PARTIAL_SAVE_S have passed since the last
+    time, and leaving the `with` block on Ctrl-C calls it once more, so the same command goes on from what was done."""
+
+    def __init__(self, keep: Callable[[], None], every_s: float = PARTIAL_SAVE_S) -> None:
+        self.keep, self.every_s = keep, every_s
+        self.saved_at = time.monotonic()
+
+    def tick(self) -> None:
+        if time.monotonic() - self.saved_at > self.every_s:
+            self.keep()
+            self.saved_at = time.monotonic()
+
+    def __enter__(self) -> KeptAsItGoes:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is KeyboardInterrupt:
+            self.keep()
+
+
 def _embed_resumably(texts: list[str], embedder: Embedder, *, batch: int, progress: bool,
                      path: Path | None) -> np.ndarray:
     vectors = np.empty((len(texts), 384), np.float32)
@@ -61,18 +82,12 @@ def _embed_resumably(texts: list[str], embedder: Embedder, *, batch: int, progre
             tmp.replace(partial)
 
     num_batches = -(-len(texts) // batch)
-    saved_at = time.monotonic()
-    try:
+    with KeptAsItGoes(keep) as kept:
         for start in tqdm(range(done, len(texts), batch), desc="embedding", unit="batch", disable=not progress,
                           initial=done // batch, total=num_batches):
             vectors[start : start + batch] = embedder.embed(texts[start : start + batch])
             done = min(start + batch, len(texts))
-            if time.monotonic() - saved_at > PARTIAL_SAVE_S:
-                keep()
-                saved_at = time.monotonic()
-    except KeyboardInterrupt:
-        keep()
-        raise
+            kept.tick()
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         whole = path.with_name(f"{path.stem}.whole.npy")

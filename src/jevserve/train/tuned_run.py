@@ -30,7 +30,7 @@ from jevserve.decide.reader import ReaderWeights
 from jevserve.decide.token_embedder import TokenEmbedder
 from jevserve.decide.trained import KINDS, question_texts
 from jevserve.decide.tuned import StateEncoder, layers_file
-from jevserve.train.dataset import PARTIAL_SAVE_S, EmbeddedExamples, subset
+from jevserve.train.dataset import EmbeddedExamples, KeptAsItGoes, subset
 from jevserve.train.examples import Example, families
 from jevserve.train.layer_inputs import layer_inputs
 from jevserve.train.lexical_head import write_lexical_heads
@@ -125,32 +125,28 @@ def read_states_resumably(
 
     def keep() -> None:
         if rows:
-            partial.parent.mkdir(parents=True, exist_ok=True)
-            tmp = partial.with_name(f"{partial.stem}.tmp.npz")
-            offsets = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
-            np.savez(tmp, rows=np.concatenate(rows), offsets=offsets, vectors=vectors)
-            tmp.replace(partial)
+            _write_states(partial, rows, vectors)
 
-    saved_at = time.monotonic()
-    try:
+    with KeptAsItGoes(keep) as kept:
         for i in tqdm(range(len(rows), len(texts)), desc="served states", unit="state", disable=not progress,
                       initial=len(rows), total=len(texts)):
             tokens, vectors[i] = read(texts[i])
             rows.append(tokens.astype(np.float16))
-            if time.monotonic() - saved_at > PARTIAL_SAVE_S:
-                keep()
-                saved_at = time.monotonic()
-    except KeyboardInterrupt:
-        keep()
-        raise
-    offsets = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
-    result = TokenStates(np.concatenate(rows), offsets)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, rows=result.rows, offsets=offsets, vectors=vectors)
-    tmp.replace(path)  # whole or not at all
+            kept.tick()
+    result = _write_states(path, rows, vectors)  # whole or not at all
     partial.unlink(missing_ok=True)
     return result, vectors
+
+
+def _write_states(path: Path, rows: list[np.ndarray], vectors: np.ndarray) -> TokenStates:
+    """The rows as TokenStates, written with the vectors to `path` atomically (a reader never sees half a file)."""
+    offsets = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+    states = TokenStates(np.concatenate(rows), offsets)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.stem}.tmp.npz")
+    np.savez(tmp, rows=states.rows, offsets=offsets, vectors=vectors)
+    tmp.replace(path)
+    return states
 
 
 def with_state_vectors(data: EmbeddedExamples, vectors: np.ndarray, token_index: np.ndarray) -> EmbeddedExamples:

@@ -137,10 +137,15 @@ def is_valid(counts: TokenCounts) -> bool:
     return p >= MIN_TOKENS and o >= MIN_TOKENS and p <= MAX_PROMPT_TOKENS and p + o <= MAX_TOTAL_TOKENS
 
 
+def _valid_pool(counts: list[TokenCounts], split: str) -> list[TokenCounts]:
+    """The valid requests of `split`, sorted by id (the order a seed shuffles)."""
+    pool = sorted((c for c in counts if is_valid(c)), key=lambda c: c.request_id)
+    return pool if split == "all" else [c for c in pool if sharegpt_split(c.request_id) == split]
+
+
 def sharegpt_pool_size(split: str = "all") -> int:
     """How many valid requests the shipped ShareGPT `split` holds: the most one run can draw."""
-    pool = [c for c in shipped_counts() if is_valid(c)]
-    return len(pool if split == "all" else [c for c in pool if sharegpt_split(c.request_id) == split])
+    return len(_valid_pool(shipped_counts(), split))
 
 
 def sample_sharegpt(
@@ -149,12 +154,7 @@ def sample_sharegpt(
     """`num_requests` valid ShareGPT requests: ids sorted, shuffled by `seed`, the first n taken (arrival_s = 0)."""
     if split not in ("all", "train", "test"):
         raise WorkloadError(f"split={split!r}; expected one of: all, train, test")
-    pool = sorted(
-        (c for c in (counts if counts is not None else shipped_counts()) if is_valid(c)),
-        key=lambda c: c.request_id,
-    )
-    if split != "all":
-        pool = [c for c in pool if sharegpt_split(c.request_id) == split]
+    pool = _valid_pool(counts if counts is not None else shipped_counts(), split)
     if not 1 <= num_requests <= len(pool):
         raise WorkloadError(
             f"num_requests={num_requests}; the ShareGPT {split!r} split has {len(pool)} valid requests, "
