@@ -87,6 +87,13 @@ def _embed_texts(texts: Sequence[str]) -> Any:
     return embed_texts(texts)
 
 
+def _board_names() -> dict[str, str]:
+    """Each renamed embedded model's served name → the name its board row is filed under (web pages' redirects)."""
+    from jevserve.decide.encoder import EARLIER_NAMES
+
+    return dict(EARLIER_NAMES)
+
+
 def _scoped_calibration_records() -> Any:
     """The composed templates' scoped calibration calls, for `bench export-tool-calls` (the bench may not import the
     training package)."""
@@ -201,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     # What the parts below the server get handed instead of importing it (ARCHITECTURE.md): every command's
     # namespace carries these, and the commands that need a model or an embedding pass them on.
     parser.set_defaults(serve_embedded=_serve_embedded, check_embedded_model=_check_embedded_model,
-                        serve_backends=_serve_backends, embed_texts=_embed_texts,
+                        serve_backends=_serve_backends, embed_texts=_embed_texts, board_names=_board_names,
                         scoped_calibration_records=_scoped_calibration_records)
     return parser
 

@@ -316,3 +316,18 @@ def test_an_answers_cache_under_a_file_is_named_before_the_data_loads(capsys, tm
 def test_validate_names_a_folder_given_for_a_file(capsys, tmp_path):
     assert main(["bench", "validate", str(tmp_path)]) == 2
     assert "a folder; name the results files in it" in capsys.readouterr().err
+
+
+def test_a_board_written_elsewhere_keeps_its_markdown_inside_its_folder(capsys, tmp_path, monkeypatch):
+    # `--out docs/board2` wrote docs/board.md beside it, over the committed table
+    from tests.bench.test_board import make_results
+
+    results = make_results(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "board.md").write_text("committed")
+    assert main(["bench", "board", "--results", str(results), "--out", "docs/board2"]) == 0
+    assert (tmp_path / "docs" / "board.md").read_text() == "committed"
+    table = (tmp_path / "docs" / "board2" / "board.md").read_text()
+    assert "The HTML board (index.html)" in table
+    assert "wrote docs/board2/board.md" in capsys.readouterr().out

@@ -170,6 +170,7 @@ def test_a_client_that_goes_away_has_its_request_dropped_and_its_kv_blocks_freed
     ("/v1/completions", {"model": MODEL, "prompt": "hi", "best_of": 3}, 400, "best_of"),
     ("/v1/chat/completions", chat("hi", best_of=2), 400, "best_of"),
     ("/v1/chat/completions", chat("hi", best_of="x"), 400, "best_of"),
+    ("/v1/chat/completions", chat("hi", max_tokens=3.5), 400, "max_tokens"),
 ])
 def test_bad_requests_get_a_4xx_naming_the_field(path, body, status, param):
     async def scenario():
@@ -178,6 +179,14 @@ def test_bad_requests_get_a_4xx_naming_the_field(path, body, status, param):
 
     response = asyncio.run(scenario())
     assert response.status_code == status and response.json()["error"]["param"] == param
+
+
+def test_max_tokens_written_as_a_whole_float_is_taken_as_vllm_takes_it():
+    async def scenario():
+        async with serve() as (url, _), httpx.AsyncClient(base_url=url) as client:
+            return (await client.post("/v1/chat/completions", json=chat("hi", max_tokens=3.0))).json()
+
+    assert asyncio.run(scenario())["usage"]["completion_tokens"] == 3
 
 
 @pytest.mark.parametrize(("raw", "said"), [

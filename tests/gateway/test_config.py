@@ -151,3 +151,12 @@ def test_a_name_yaml_read_as_a_boolean_says_to_quote_it():
 
     with pytest.raises(ConfigError, match=r"routes\[0\]\.model: .*YAML read an unquoted yes/no/on/off as false: quote"):
         parse_config(yaml.safe_load("routes: [{model: off}]"))
+
+
+def test_a_rate_limits_burst_is_a_whole_number_of_requests():
+    # a bucket of 1.5 let one request through at once: a fraction of a request was taken silently
+    assert parse_config({"routes": [{"model": "m", "rate_limit": {"requests_per_s": 1, "burst": 3}}]}).routes[
+        0].rate_limit.burst == 3
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"routes": [{"model": "m", "rate_limit": {"requests_per_s": 1, "burst": 1.5}}]})
+    assert "routes[0].rate_limit.burst" in str(caught.value)

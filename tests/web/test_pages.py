@@ -268,3 +268,17 @@ def test_no_page_can_be_framed_and_the_favicon_is_not_an_error(client):
         assert response.headers["x-frame-options"] == "DENY"
         assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
     assert client.get("/favicon.ico").status_code == 204
+
+
+def test_a_models_served_name_leads_to_the_board_row_filed_under_its_earlier_name(tmp_path):
+    # the playground and /v1/models say minilm-reader; its results (and row) are filed as jev-minilm-2
+    from jevserve.cli import build_parser
+
+    names = build_parser().parse_args(["web"]).board_names()
+    assert names["minilm-reader"] == "jev-minilm-2"
+    client = TestClient(make_app(tmp_path / "db.sqlite", board_names=names), raise_server_exceptions=False)
+    moved = client.get("/models/minilm-reader", follow_redirects=False)
+    assert moved.status_code == 308 and moved.headers["location"] == "/models/jev-minilm-2"
+    assert client.get("/models/minilm-reader").url.path == "/models/jev-minilm-2"
+    missing = client.get("/models/no-such-model")
+    assert missing.status_code == 404 and "jev-minilm-2" in missing.text

@@ -24,7 +24,8 @@ def add_board(commands: argparse._SubParsersAction) -> None:
     board.add_argument("--out", type=Path, default=DEFAULT_BOARD, metavar="DIR",
                        help="folder of the HTML page (default: %(default)s)")
     board.add_argument("--markdown", type=Path, default=None, metavar="FILE",
-                       help="markdown table (default: board.md next to --out, e.g. docs/board.md)")
+                       help="markdown table (default: docs/board.md with the default --out; with another --out, "
+                       "board.md inside it, so that a board written elsewhere leaves the committed table alone)")
     board.add_argument("--into", type=Path, default=None, metavar="FILE",
                        help="also replace the generated 'glance' and 'tasks' blocks of this file (docs/bench.md)")
     board.add_argument("--package", action="store_true",
@@ -41,7 +42,7 @@ def board_command(args: argparse.Namespace) -> int:
         print(f"error: results folder {str(args.results)!r} does not exist; run `jevserve bench run` first",
               file=sys.stderr)
         return 1
-    markdown = args.markdown or args.out.parent / "board.md"
+    markdown = args.markdown or (DEFAULT_BOARD.parent if args.out == DEFAULT_BOARD else args.out) / "board.md"
     try:
         written = write_board(args.results, args.out, markdown)
     except FileNotFoundError as exc:

@@ -82,9 +82,12 @@ def _int_field(body: Mapping[str, Any], name: str, *, minimum: int | None = None
     value = body.get(name)
     if value is None:
         return None
+    # a float with nothing after the point (3.0) is taken as vLLM takes it (pydantic's lax int); 3.5 is not
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
         expected = f"an integer >= {minimum}" if minimum is not None else "an integer"
-        raise RequestError(f"{name}={value!r}; expected {expected}", param=name)
+        raise RequestError(f"{name}={body.get(name)!r}; expected {expected}", param=name)
     return value
 
 

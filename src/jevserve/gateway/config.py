@@ -428,7 +428,7 @@ class RateLimitConfig(_Strict):
     """A token bucket per tenant (bearer key) for one route, shared across replicas with a Redis store."""
 
     requests_per_s: float = Field(gt=0)
-    burst: float = Field(10.0, ge=1)
+    burst: int = Field(10, ge=1)  # how many requests may come at once: a whole number (1.5 would act as 1)
 
 
 class LogConfig(_Strict):

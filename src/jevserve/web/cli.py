@@ -169,6 +169,7 @@ def serve_command(args: argparse.Namespace) -> int:
                 answers_dir=args.answers_cache or default_answers_dir(), max_rounds=args.max_rounds,
                 live=live_demo(endpoint, gateway_config),
                 data_factory=_bench_data_factory(getattr(args, "embed_texts", None)),
+                board_names=args.board_names() if hasattr(args, "board_names") else {},
             )
             app = create_app(settings)
             threading.Thread(target=app.state.context.warm, name="warm", daemon=True).start()

@@ -12,8 +12,8 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -64,6 +64,8 @@ class WebSettings:
     max_rounds: int = MAX_ROUNDS  # rounds one client address may start per `rounds_window_s` (0: no limit)
     rounds_window_s: float = ROUNDS_WINDOW_S
     min_answer_ms: float = MIN_ANSWER_MS  # faster answers are stored but not counted in people's numbers
+    # a model served under a new name whose board row keeps its earlier one: /models/<new> leads to the row
+    board_names: Mapping[str, str] = field(default_factory=dict)
 
 
 class PageError(HTTPException):

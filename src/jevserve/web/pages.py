@@ -6,9 +6,10 @@ import logging
 import math
 from dataclasses import replace
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from jevserve.bench.board import Board, Cell, Row, scored
 from jevserve.bench.task import CATEGORIES
@@ -157,8 +158,12 @@ def register(app: FastAPI, context: Context) -> None:
         return Response(context.plot(name), media_type="image/png")
 
     @app.get("/models/{name}", response_class=HTMLResponse)
-    def model_page(request: Request, name: str) -> HTMLResponse:
+    def model_page(request: Request, name: str) -> Response:
         board = context.site.board()
+        filed_as = context.settings.board_names.get(name)
+        if filed_as and not any(r.model == name for r in board.rows) and any(r.model == filed_as for r in board.rows):
+            # the name the playground and /v1/models show leads to the row its results are filed under
+            return RedirectResponse(f"/models/{quote(filed_as, safe='')}", status_code=308)
         row = _row(board, name)
         document = context.site.get().documents.get(name)
         curve = _reliability(context, name, document) if document else None
