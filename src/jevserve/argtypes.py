@@ -148,8 +148,13 @@ def kendall_tau(text: str) -> float:
     return value
 
 
+def _repeated(values: Sequence[float]) -> list[float]:
+    return sorted({v for v in values if values.count(v) > 1})
+
+
 def float_list(text: str) -> tuple[float, ...]:
-    """Comma-separated finite numbers > 0 (rates), e.g. `1.05,1.2,1.54`."""
+    """Comma-separated finite numbers > 0 (a sweep's rates), e.g. `1.05,1.2,1.54`, returned in increasing order
+    (a sweep reads its rates in order); a number given twice is refused, as a typo rather than a wish."""
     try:
         values = tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
@@ -158,11 +163,15 @@ def float_list(text: str) -> tuple[float, ...]:
         raise argparse.ArgumentTypeError(f"{text!r}: expected at least one number")
     if not all(math.isfinite(v) and v > 0 for v in values):
         raise argparse.ArgumentTypeError(f"{text!r}: expected finite numbers > 0")
-    return values
+    if repeated := _repeated(values):
+        raise argparse.ArgumentTypeError(f"{text!r}: {', '.join(f'{v:g}' for v in repeated)} given twice; "
+                                         "give each rate once")
+    return tuple(sorted(values))
 
 
 def int_list(text: str) -> tuple[int, ...]:
-    """Comma-separated integers >= 0 (seeds), e.g. `0,1`."""
+    """Comma-separated integers >= 0 (seeds), e.g. `0,1`; a seed given twice is refused (its runs would be counted
+    as independent samples, narrowing every interval)."""
     try:
         values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
@@ -171,6 +180,9 @@ def int_list(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"{text!r}: expected at least one integer")
     if min(values) < 0:
         raise argparse.ArgumentTypeError(f"{text!r}: seeds are integers >= 0")
+    if repeated := _repeated(values):
+        raise argparse.ArgumentTypeError(f"{text!r}: seed {', '.join(map(str, repeated))} given twice; "
+                                         "give each seed once")
     return values
 
 

@@ -184,7 +184,8 @@ class SystemOne(_ClientCore):
         self, state: Any, questions: Mapping[str, Any], *, model: str | None = None, **extra: Any
     ) -> SystemOneResponse:
         """Ask `questions` about `state`; returns the parsed response (raises SystemOneAPIError on 4xx/5xx)."""
-        return SystemOneResponse.model_validate(self.decide_raw(self.payload(state, questions, model, extra)))
+        raw = self.decide_raw(self.payload(state, questions, model, extra))
+        return SystemOneResponse.model_validate(raw, strict=True)
 
     def decide_raw(self, body: Mapping[str, Any]) -> dict:
         """POST a ready-made body and return the JSON answer as a dict."""
@@ -243,7 +244,8 @@ class AsyncSystemOne(_ClientCore):
         self, state: Any, questions: Mapping[str, Any], *, model: str | None = None, **extra: Any
     ) -> SystemOneResponse:
         """Ask `questions` about `state`; returns the parsed response (raises SystemOneAPIError on 4xx/5xx)."""
-        return SystemOneResponse.model_validate(await self.decide_raw(self.payload(state, questions, model, extra)))
+        raw = await self.decide_raw(self.payload(state, questions, model, extra))
+        return SystemOneResponse.model_validate(raw, strict=True)
 
     async def decide_raw(self, body: Mapping[str, Any]) -> dict:
         """POST a ready-made body and return the JSON answer as a dict."""

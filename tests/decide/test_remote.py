@@ -74,4 +74,28 @@ def test_an_upstream_that_cannot_list_leaves_the_date_marked_unknown_and_the_ser
     with TestClient(create_app([RemoteBackend(f"http://127.0.0.1:{port}", timeout_s=2)])) as proxy:
         entry = next(m for m in proxy.get("/v1/models").json()["models"] if m["name"] == "remote-jev-latest")
     assert "release date unknown" in entry["description"]
-    assert "could not be reached" in caplog.text and "until a restart" in caplog.text
+    assert "could not be reached" in caplog.text and "until the upstream answers" in caplog.text
+
+
+def test_an_upstream_down_at_start_gives_its_models_date_once_it_answers(monkeypatch):
+    # the listing kept "1970-01-01" (release date unknown) until the proxy was restarted
+    import time
+
+    import jevserve.decide.remote as remote
+
+    monkeypatch.setattr(remote, "RECHECK_S", 0.0)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with TestClient(create_app([RemoteBackend(f"http://127.0.0.1:{port}", timeout_s=2)])) as proxy:
+        while proxy.get("/healthz").status_code == 200:  # the listing at start is read in the background
+            time.sleep(0.05)
+        with running_server(create_app([FakeBackend()]), port=port):
+            deadline = time.monotonic() + 10
+            while proxy.get("/healthz").status_code != 200 and time.monotonic() < deadline:
+                time.sleep(0.05)  # each check sends the upstream one question in the background
+            while (entry := next(m for m in proxy.get("/v1/models").json()["models"]
+                                 if m["name"] == "remote-jev-latest"))["release_date"] == "1970-01-01" and (
+                    time.monotonic() < deadline):
+                time.sleep(0.05)
+    assert entry["release_date"] != "1970-01-01" and "forwarded" in entry["description"]

@@ -200,7 +200,11 @@ def test_a_body_over_the_cap_gets_413_in_the_openai_shape():
 ODD_BODIES = [
     ({"messages": [{"role": "user", "content": {"text": "hi"}}]}, 400),
     ({"messages": [{"role": "user", "content": 42}]}, 400),
-    ({"messages": [{"role": "user"}]}, 200),
+    # no content: as OpenAI (and the simulated engine) refuse it; an assistant turn that calls tools may have none
+    ({"messages": [{"role": "user"}]}, 400),
+    ({"messages": [{"role": "user", "content": None}]}, 400),
+    ({"messages": [user("hi"), {"role": "assistant", "content": None, "tool_calls": []}, {"role": "tool"}]}, 400),
+    ({"messages": [user("hi"), {"role": "assistant", "content": None}, user("and?")]}, 200),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]}]}, 200),
     # parts the decisions cannot read as text, which an upstream might: refused, not passed on unjudged
     ({"messages": [{"role": "user", "content": [{"type": "text", "text": 7}]}]}, 400),

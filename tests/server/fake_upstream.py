@@ -65,6 +65,8 @@ class FakeUpstream:
             await asyncio.sleep(3600)
         elif mode == "429":
             return _error(429, "rate_limit_error", "slow down", {"Retry-After": "1", "retry-after-ms": "50"})
+        elif mode == "429forever":  # an absurd hint and a body with no detail
+            return Response("{}", 429, {"Retry-After": "99999999999"}, media_type="application/json")
         elif mode == "503":
             return _error(503, "overloaded_error", "upstream is down for maintenance")
         elif mode == "401":
@@ -82,6 +84,12 @@ class FakeUpstream:
                 if answer["type"] == "noul":
                     answer["noul"] = float("nan")
             return Response(json.dumps(ok), media_type="application/json")  # json.dumps writes NaN
+        elif mode in ("boolnoul", "textnoul"):  # what lax parsing would read as a certain yes, and as 0.5
+            for answer in answers.values():
+                if answer["type"] == "noul":
+                    answer["noul"] = True if mode == "boolnoul" else "0.5"
+        elif mode == "negativeusage":
+            ok["usage"]["input_tokens"] = -5
         elif mode == "missing":
             answers.popitem()
         elif mode == "truncated":

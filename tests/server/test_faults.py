@@ -52,6 +52,9 @@ def test_a_good_upstream_answer_is_passed_on_with_the_upstreams_token_count(prox
         ("wrongcase", 502, "are not the options"),
         ("nan", 502, "noul"),
         ("missing", 502, "missing question"),
+        ("boolnoul", 502, "noul"),
+        ("textnoul", 502, "noul"),
+        ("negativeusage", 502, "input_tokens"),
         ("truncated", 502, "not a valid System One response"),
         ("503", 502, "upstream is down for maintenance"),
         ("401", 502, "refused this server's key"),
@@ -72,6 +75,12 @@ def test_an_upstream_429_is_passed_on_as_429_with_its_retry_after(proxy):
     r = post(proxy, "mode:429 ticket")
     assert r.status_code == 429
     assert r.headers["retry-after-ms"] == "50" and int(r.headers["retry-after"]) >= 1
+
+
+def test_an_upstream_429_with_an_absurd_retry_after_and_no_message_is_passed_on_bounded(proxy):
+    r = post(proxy, "mode:429forever ticket")
+    assert r.status_code == 429
+    assert 1 <= int(r.headers["retry-after"]) <= 600 and "None" not in r.json()["detail"]["message"]
 
 
 def test_retries_on_a_rate_limited_upstream_do_not_multiply(proxy, upstream):
@@ -198,7 +207,51 @@ def test_healthz_says_when_the_upstream_refuses_the_proxys_key_and_recovers_with
         (problem,) = failing.json()["upstream_problems"].values()
         assert "refused this server's key" in problem and "--remote-key-env" in problem
         key["accepted"] = True  # the upstream takes the key now: healthy again with no client request in between
-        assert _health(p).status_code == 200 and "upstream_problems" not in _health(p).json()
+        assert _health_once_probed(p).status_code == 200 and "upstream_problems" not in _health(p).json()
+
+
+def _health_once_probed(proxy_url: str) -> httpx.Response:
+    """/healthz after the background probe a failing upstream gets has had time to answer (it is never waited for)."""
+    deadline = time.monotonic() + 10
+    while (health := _health(proxy_url)).status_code != 200 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return health
+
+
+@pytest.mark.parametrize("mode", ["500", "hung"])
+def test_healthz_stays_failing_while_decisions_fail_though_the_listing_answers(monkeypatch, mode):
+    # the upstream's GET /v1/models answered, and /healthz said ok within 5 s of each failed (or hung) request
+    import jevserve.decide.remote as remote
+    from tests.server.fake_upstream import FakeUpstream, serving
+
+    monkeypatch.setattr(remote, "RECHECK_S", 0.0)  # ask the upstream again on every /healthz
+    fake = FakeUpstream()
+    failing = {"on": True}
+
+    async def systemone(request):
+        if not failing["on"]:
+            return await fake.systemone(request)
+        if mode == "hung":
+            await asyncio.sleep(3600)
+        return Response("<html>oops</html>", 500)
+
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    async def models(request):
+        return JSONResponse({"models": [{"name": "jev-latest", "release_date": "2026-01-02", "description": "d"}]})
+
+    app = Starlette(routes=[Route("/v1/models", models), Route("/v1/systemone", systemone, methods=["POST"])])
+    with serving(app) as url, running_server(create_app([RemoteBackend(url, timeout_s=0.5)])) as p:
+        assert post(p, "a ticket").status_code in (502, 504)
+        for _ in range(20):  # every check for a second and more: each finds the problem, none waits for a probe
+            started = time.monotonic()
+            health = _health(p)
+            assert health.status_code == 503 and time.monotonic() - started < 0.4
+            time.sleep(0.06)
+        failing["on"] = False
+        assert _health_once_probed(p).status_code == 200
 
 
 def test_a_clients_own_rejected_request_does_not_make_the_proxy_unhealthy(proxy):

@@ -22,7 +22,9 @@ What the client sees for what the upstream did (`upstream_error`):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
+import json
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -36,7 +38,15 @@ from pydantic import ValidationError
 from jevserve import __version__
 from jevserve.client import DEFAULT_TIMEOUT_S, _retry_after_s
 from jevserve.decide.base import DecisionBackend, DecisionItem, Decisions, ModelCard
-from jevserve.protocol import BackendError, DecisionQuestion, OverloadedError, SystemOneError, to_wire
+from jevserve.protocol import (
+    BackendError,
+    DecisionQuestion,
+    NoulQuestion,
+    OverloadedError,
+    SystemOneError,
+    to_decision,
+    to_wire,
+)
 from jevserve.protocol.answers import (
     ChoiceAnswer,
     InvalidProbabilitiesError,
@@ -99,9 +109,14 @@ def _upstream_message(response: httpx.Response) -> str:
         return response.text[:300]
     if isinstance(detail, dict):
         return str(detail.get("message", detail))[:300]
+    if detail is None:  # a body with no `detail` (`{}`): what it holds, not "None"
+        return response.text.strip()[:300] or "(empty body)"
     return str(detail)[:300]
 
 
+# what recheck() asks a failing upstream: one yes/no question about a short text, as any client might
+PROBE = DecisionItem("The proxy asks whether its upstream answers.", to_decision(NoulQuestion(type="noul")))
+MAX_RETRY_AFTER_S = 600.0  # the longest upstream Retry-After passed on to clients
 KEY_REFUSED = "refused this server's key"  # in the message of a 401/403 from the upstream (callers look for it)
 
 
@@ -153,6 +168,8 @@ class RemoteBackend(DecisionBackend):
         # /healthz reports it, since a proxy whose upstream refuses its key or does not answer serves nothing.
         self.upstream_problem: str | None = None
         self._rechecked = -math.inf  # when recheck() last asked the upstream (monotonic seconds)
+        self._probe_task: asyncio.Task | None = None  # recheck()'s question under way
+        self._card_task: asyncio.Task | None = None  # the listing asked again once a failing upstream answers
 
     # -- async path (the server) -------------------------------------------------------------------------------
 
@@ -181,18 +198,25 @@ class RemoteBackend(DecisionBackend):
         return f"the upstream {self.url} does not list {self.model!r}"
 
     async def recheck(self) -> str | None:
-        """Ask the upstream again (its `GET /v1/models`, at most once per RECHECK_S) while a problem is recorded, so
-        a proxy whose upstream came back is healthy again without waiting for a client to try: behind a load balancer
-        that stops sending to an unhealthy proxy, no client would. Returns the problem left, if any."""
-        if self.upstream_problem is None or time.monotonic() - self._rechecked < RECHECK_S:
-            return self.upstream_problem
-        self._rechecked = time.monotonic()
-        response = await self._listing()
-        if response is not None and response.status_code >= 500:
-            self.upstream_problem = str(self.upstream_error(response))
-        elif response is not None and response.status_code not in (401, 403):
-            self.upstream_problem = None  # it answers, and accepts the key; a request will say more
+        """Ask the upstream again while a problem is recorded (at most once per RECHECK_S), so a proxy whose
+        upstream came back is healthy again without waiting for a client to try: behind a load balancer that stops
+        sending to an unhealthy proxy, no client would. Returns the problem left, if any.
+
+        It asks what clients ask, one small decision (PROBE), not the upstream's model listing: a listing answers
+        while decisions fail or hang, which cleared the problem within seconds of every failed request. The probe
+        runs in the background, so a health check never waits for a hung upstream: its outcome is what the next
+        check reads."""
+        if self.upstream_problem is None:
+            return None
+        idle = self._probe_task is None or self._probe_task.done()
+        if idle and time.monotonic() - self._rechecked >= RECHECK_S:
+            self._rechecked = time.monotonic()
+            self._probe_task = asyncio.get_running_loop().create_task(self._probe())
         return self.upstream_problem
+
+    async def _probe(self) -> None:
+        with contextlib.suppress(SystemOneError):  # decide_async records the outcome (a 429 or a 4xx: unchanged)
+            await self.decide_async([PROBE])
 
     async def _listing(self) -> httpx.Response | None:
         """The upstream's answer to `GET /v1/models`, or None when it could not be reached; either, and a refused
@@ -254,11 +278,19 @@ class RemoteBackend(DecisionBackend):
         except BackendError as exc:  # an upstream 429 is its load, not its health: it is not recorded
             self.upstream_problem = str(exc)
             raise
+        if self.upstream_problem is not None and self.card.release_date == UNKNOWN_RELEASE_DATE:
+            # an upstream that could not list its model at start (down, or refusing the key) answers now
+            self._card_task = asyncio.get_running_loop().create_task(self.learn_card())
         self.upstream_problem = None
         return self._assemble(items, groups, answered)
 
     async def aclose(self) -> None:
         """Close the async connection pool."""
+        for task in (self._probe_task, self._card_task):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self._http is not None:
             await self._http.aclose()
             self._http, self._loop = None, None
@@ -307,11 +339,18 @@ class RemoteBackend(DecisionBackend):
         if response.status_code != 200:
             raise self.upstream_error(response)
         try:
-            parsed = SystemOneResponse.model_validate_json(response.content)
+            parsed = SystemOneResponse.model_validate_json(response.content, strict=True)
         except ValidationError as exc:
             first = exc.errors(include_url=False)[0]
-            where = ".".join(str(p) for p in first.get("loc", ()))
-            raise BackendError(f"upstream answer is not a valid System One response: {where}: {first['msg']}") from exc
+            loc = list(first.get("loc", ()))
+            if len(loc) > 2 and loc[0] == "answers" and loc[2] in ("noul", "choice", "score"):
+                del loc[2]  # pydantic's name for the union member the answer's type picked, not a field
+            got = first.get("input")
+            short = isinstance(got, int | float | bool) or (isinstance(got, str) and len(got) <= 40)
+            shown = f" (got {json.dumps(got)})" if loc and short else ""
+            where = f"{'.'.join(map(str, loc))}: " if loc else ""
+            raise BackendError(f"upstream answer is not a valid System One response: {where}{first['msg']}{shown}"
+                               ) from exc
         probabilities = []
         for n, i in enumerate(indices):
             answer = parsed.answers.get(f"q{n}")
@@ -328,11 +367,10 @@ class RemoteBackend(DecisionBackend):
         status, message = response.status_code, _upstream_message(response)
         if status == 429:
             hint = _retry_after_s(response.headers)
-            error = OverloadedError(
-                f"upstream {self.url} is rate limiting (429): {message}",
-                retry_after_s=hint if hint is not None and hint > 0 else 1.0,
-            )
-            return error
+            # passed on within (0, MAX_RETRY_AFTER_S]: an upstream's 99999999999 s (or NaN) would park clients
+            retry_after_s = min(hint, MAX_RETRY_AFTER_S) if hint is not None and hint > 0 else 1.0
+            return OverloadedError(f"upstream {self.url} is rate limiting (429): {message}",
+                                   retry_after_s=retry_after_s)
         if status in (401, 403):
             return BackendError(
                 f"upstream {self.url} {KEY_REFUSED} ({status}: {message}); the key sent to it "

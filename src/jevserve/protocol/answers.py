@@ -55,16 +55,19 @@ Answer = Annotated[NoulAnswer | ChoiceAnswer | ScoreAnswer, Field(discriminator=
 
 
 class Usage(BaseModel):
-    """Token counts; both are JSON integers (the SDK rejects 12.0)."""
+    """Token counts; both are JSON integers >= 0 (the SDK rejects 12.0)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    input_tokens: StrictInt
-    output_tokens: StrictInt
+    input_tokens: StrictInt = Field(ge=0)
+    output_tokens: StrictInt = Field(ge=0)
 
 
 class SystemOneResponse(BaseModel):
-    """The 200 body: the model that answered, one answer per question id, and usage."""
+    """The 200 body: the model that answered, one answer per question id, and usage.
+
+    Read a server's body with `strict=True`: lax parsing would make `"noul": true` a certain yes and `"0.5"` a
+    number, an answer the server never gave."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 

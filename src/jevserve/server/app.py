@@ -229,10 +229,11 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
     async def learn_card(served: ServedModel) -> None:
         problem = await served.backend.learn_card()
         if problem is not None:
-            log.warning("%s: %s at start, so /v1/models gives no release date for it until a restart%s",
+            failing = getattr(served.backend, "upstream_problem", None)
+            log.warning("%s: %s at start, so /v1/models gives no release date for it %s",
                         served.backend.card.name, problem,
-                        "; every request to it fails until that is mended (GET /healthz says so)"
-                        if getattr(served.backend, "upstream_problem", None) else "")
+                        "until the upstream answers; every request to it fails until then (GET /healthz says so)"
+                        if failing else "until a restart")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

@@ -38,8 +38,13 @@ class SystemOneDecider:
         self._client = SystemOne(base_url, api_key, timeout_s=30.0)
 
     def decide(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
-        """POST the body (with this model's name) and return its answers."""
-        return self._client.decide_raw({**body, "model": self.name})["answers"]
+        """POST the body (with this model's name) and return its answers, read as the contract says (strictly: a
+        `"noul": true` is no probability)."""
+        from jevserve.protocol import SystemOneResponse
+
+        raw = self._client.decide_raw({**body, "model": self.name})
+        SystemOneResponse.model_validate(raw, strict=True)
+        return raw["answers"]
 
     def close(self) -> None:
         """Close the connection pool."""

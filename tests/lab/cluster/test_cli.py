@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from jevserve.cli import main
 
 
@@ -58,3 +60,24 @@ def test_a_rate_the_cluster_falls_behind_at_is_not_goodput_however_the_slo_reads
     assert qualifier == "" and 2 <= value < 50  # capped where the margin crosses zero, not ">=50"
     doc = (tmp_path / "cluster.md").read_text()
     assert "| keeps up |" in doc and "| no |" in doc and "keeping up (req/s)" in doc
+
+
+def test_sim_cluster_refuses_a_repeated_rate_or_seed_an_empty_replica_and_utility_before_running(capsys):
+    # `--rates 300,300` ran the whole sweep and then failed with a traceback; `--seeds 0,0` printed a zero-width
+    # interval; `h100,,` ran one replica; `--router utility` was called unknown
+    for args, said in ((["--rates", "300,300"], "300 given twice"), (["--seeds", "0,0"], "seed 0 given twice")):
+        with pytest.raises(SystemExit) as stopped:
+            main(["sim", "cluster", "--num-requests", "10", *args])
+        assert stopped.value.code == 2 and said in capsys.readouterr().err
+    for args, said in ((["--replica-profiles", "qwen3-8b-h100,,"], "has an empty item"),
+                       (["--router", "utility"], "utility routes among models of different size")):
+        assert main(["sim", "cluster", "--num-requests", "10", *args]) == 2
+        assert said in capsys.readouterr().err
+
+
+def test_sim_cluster_reads_rates_in_increasing_order(tmp_path):
+    out = tmp_path / "out"
+    assert main(["sim", "cluster", "--workload", "synthetic", "--num-requests", "40", "--rates", "40,20", "--seeds",
+                 "0", "--replicas", "2", "--max-num-seqs", "4", "--router", "rr", "--jobs", "1", "--out", str(out),
+                 "--doc", str(tmp_path / "c.md"), "--img-dir", str(tmp_path / "img")]) == 0
+    assert json.loads((out / "summary-main.json").read_text())["meta"]["rates"] == [20.0, 40.0]

@@ -69,6 +69,12 @@ def check_chat(body: dict[str, Any]) -> None:
                 param=f"messages[{i}].role",
             )
         content = message.get("content")
+        if content is None and message["role"] != "assistant":
+            # as OpenAI refuses it (and vLLM's templates would render nothing): only an assistant turn, one that
+            # calls tools, may come without content
+            raise BadRequestError(f"messages[{i}].content is missing or null; a {message['role']} message needs "
+                                  "a string or an array of content parts (only an assistant turn may have none)",
+                                  param=f"messages[{i}].content")
         if content is not None and not isinstance(content, str | list):
             raise BadRequestError(
                 f"messages[{i}].content must be a string, an array of content parts or null, "

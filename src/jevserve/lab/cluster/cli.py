@@ -81,10 +81,18 @@ def _fingerprint(data: dict) -> str:
 def _names(text: str, field: str, allowed: tuple[str, ...] | None = None) -> list[str]:
     from jevserve.sim.errors import WorkloadError
 
-    names = [x.strip() for x in text.split(",") if x.strip()]
+    items = [x.strip() for x in text.split(",")]
+    if allowed is None and "" in items[:-1]:  # a trailing comma is a habit; `h100,,h200` meant three replicas
+        raise WorkloadError(f"--{field} {text!r} has an empty item; name one profile per replica, e.g. "
+                            "qwen3-8b-h100,qwen3-8b-h100,qwen3-8b-h200")
+    names = [x for x in items if x]
     bad = [x for x in names if allowed is not None and x not in allowed]
+    if field == "router" and "utility" in bad:
+        raise WorkloadError(f"--router {text!r}: utility routes among models of different size and price; "
+                            f"sim cluster's replicas serve one model (routers: {', '.join(allowed or ())})")
     if not names or bad:
-        raise WorkloadError(f"--{field} {text!r}; expected a comma-separated list of: {', '.join(allowed or ())}")
+        expected = f"; expected a comma-separated list of: {', '.join(allowed)}" if allowed else ""
+        raise WorkloadError(f"--{field} {text!r}{expected}")
     return names
 
 

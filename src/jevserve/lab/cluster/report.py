@@ -70,6 +70,16 @@ def aggregate(rows: list[tuple[str, RouterRun]], main_source: str, rates: Sequen
     return {"main_source": main_source, "routers": routers, "estimator": estimator}
 
 
+def _seeds_sentence(num_seeds: int) -> str:
+    if num_seeds == 1:
+        return "One arrival seed: each cell is one run, without an interval (give `--seeds` two or more for one)."
+    if num_seeds == 2:  # t(0.975, 1 df) = 12.7: brackets that read as a bug unless the page says why
+        return ("Means over arrival seeds with 95% Student-t intervals in brackets. Two seeds make them ±12.7 "
+                "standard errors wide; they are shown as computed, so one may pass its metric's range (an "
+                "attainment over 100%, a latency below 0): more seeds narrow them.")
+    return "Means over arrival seeds with 95% Student-t intervals in brackets."
+
+
 def _interval(stat, scale: float = 1.0, digits: int = 0, pct: bool = False) -> str:
     mean, low, high = stat
     unit = "%" if pct else ""
@@ -166,8 +176,7 @@ def section_text(agg: dict, meta: dict, images: list[Path], doc: Path) -> str:
         f"{meta['default_output_tokens']:g} tokens",
         f"- run time: {meta['wall_s']:.0f} s wall for this command (runs already in `--out` are reused, not rerun)",
         "",
-        "Means over arrival seeds with 95% Student-t intervals in brackets." if len(meta["seeds"]) > 1
-        else "One arrival seed: each cell is one run, without an interval (give `--seeds` two or more for one).",
+        _seeds_sentence(len(meta["seeds"])),
         "",
         router_table(agg),
         "",
