@@ -29,7 +29,7 @@ ALLOWED: dict[str, frozenset[str] | str] = {
     # imports it but the command line.
     "lab": frozenset({"web", "train", "bench", "gateway", "server", "engine", "loadgen", "plan", "sim", "predict",
                       "decide", "client", "serving", "protocol", "docsections", "argtypes", "json_report"}),
-    "web": frozenset({"gateway", "bench", "client", "protocol"}),
+    "web": frozenset({"argtypes", "gateway", "bench", "client", "protocol"}),
     # train also reaches serving, for serving/decision_inputs.py: everyday negatives are built as the gateway
     # builds its decision texts, so what is trained on is what is served.
     "train": frozenset({"argtypes", "bench", "predict", "decide", "client", "protocol", "serving", "docsections"}),

@@ -109,3 +109,27 @@ def test_list_on_an_install_without_an_optional_reader_notes_it_and_succeeds(tmp
     err = capsys.readouterr().err
     assert f"note: {parquet}: data source {parquet!r} needs the Python package 'pyarrow'" in err
     assert "pip install 'jevserve[parquet]'" in err and "error:" not in err
+
+
+def test_a_cache_that_is_a_file_or_not_there_is_said_not_listed_as_empty(tmp_path, capsys):
+    # a mistyped --cache listed every source as missing, with a 124 MB fetch to run, and exited 0
+    a_file = tmp_path / "passwd"
+    a_file.write_text("x")
+    assert run(["data", "list", "--cache", str(a_file)]) == 2
+    assert f"--cache {a_file}: a file, not a folder" in capsys.readouterr().err
+    assert run(["data", "list", "--cache", str(tmp_path / "nope")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    assert run(["data", "fetch", "--source", "bastioncorpus", "--cache", str(a_file)]) == 2
+    assert "a file, not a folder" in capsys.readouterr().err
+
+
+def test_a_source_named_twice_is_fetched_once(tmp_path, monkeypatch):
+    asked = []
+
+    def fetch_sources(sources, *_args, **_kwargs):
+        asked.append(sources)
+        return []
+
+    monkeypatch.setattr("jevserve.bench.sources.fetch_sources", fetch_sources)
+    assert run(["data", "fetch", "--source", "champ-steps", "--source", "champ-steps", "--cache", str(tmp_path)]) == 0
+    assert asked == [["champ-steps"]]

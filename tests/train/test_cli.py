@@ -76,7 +76,7 @@ def test_tuned_trains_its_own_file_with_its_own_settings():
 def test_flags_that_do_not_go_together_say_so(flags):
     from jevserve.train.cli import run_train
 
-    with pytest.raises(SystemExit, match=r"add --tuned|leave out --reader"):
+    with pytest.raises(SystemExit, match=r"add --tuned|leave out --reader|--heldout does not read --tuned"):
         run_train(parse(*flags))
 
 
@@ -91,6 +91,15 @@ def test_flags_that_do_not_go_together_say_so(flags):
         (("--force",), "--force lets --out name a file the package ships: add --out"),
         (("--probe-encoder", "e5-small"), "add --probe"),
         (("--leave-out", "NOSUCHTASK"), "--leave-out: unknown task(s) 'NOSUCHTASK'"),
+        # jobs other than training read few flags: the rest were ignored while the job ran
+        (("--probe", "--tuned", "--layers", "5"), "--probe does not read --tuned, --layers: leave them out"),
+        (("--zero-shot", "--leave-out", "guard-injection", "--epochs", "3"),
+         "--zero-shot does not read --epochs, --leave-out"),
+        (("--heldout", "--check"), "--heldout does not read --check: leave it out"),
+        (("--open-questions", "--reader", "--out", "f.npz"), "--open-questions does not read --out, --reader"),
+        (("--report", "--tuned"), "--report does not read --tuned"),
+        (("--probe", "--report"), "--report and --probe are separate jobs: run one at a time"),
+        (("--report", "no/such/doc.md"), "--report no/such/doc.md: no such file"),
     ],
 )
 def test_flags_that_would_be_ignored_or_fail_late_are_refused_before_any_work(flags, said, monkeypatch):

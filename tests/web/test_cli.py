@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from jevserve.cli import main
@@ -104,6 +105,39 @@ def test_a_file_that_is_not_a_database_exits_2(tmp_path, capsys):
     assert "not a playground database" in capsys.readouterr().err
 
 
+def test_a_db_that_is_not_the_playgrounds_is_refused_untouched(tmp_path, capsys):
+    # a mistyped --db lost its group's and others' access before being refused (as root: any file), and another
+    # program's SQLite database would have had the playground's tables added
+    import sqlite3
+
+    from jevserve.web.store import Store, StoreError
+
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n")
+    text.chmod(0o644)
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE things (x)")
+    other.chmod(0o644)
+    for path in (text, other):
+        with pytest.raises(StoreError):
+            Store(path)
+        assert main(["web", "export-rounds", "-", "--db", str(path)]) == 2
+        assert path.stat().st_mode & 0o777 == 0o644
+    with sqlite3.connect(other) as conn:
+        assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["things"]
+    assert "a SQLite database of something else (tables: things)" in capsys.readouterr().err
+    with pytest.raises(StoreError, match="not a file"):
+        Store(tmp_path)
+
+
+def test_export_leaves_the_databases_modes_as_they_are(tmp_path):
+    db = _db_with_one_answer(tmp_path)
+    db.chmod(0o640)
+    assert main(["web", "export-rounds", str(tmp_path / "r.jsonl"), "--db", str(db)]) == 0
+    assert db.stat().st_mode & 0o777 == 0o640
+
+
 def test_export_into_a_missing_folder_exits_2_and_creates_nothing(tmp_path, capsys):
     db = _db_with_one_answer(tmp_path)
     out = tmp_path / "new" / "folder" / "rounds.jsonl"
@@ -157,8 +191,30 @@ def test_max_rounds_defaults_to_the_site_default_and_refuses_a_negative(tmp_path
     from jevserve.web import cli, context
 
     assert cli.MAX_ROUNDS == context.MAX_ROUNDS
-    assert main(["web", "--results", str(RESULTS), "--port", "0", "--max-rounds", "-1"]) == 2
-    assert "--max-rounds -1" in capsys.readouterr().err
+    for value in ("-1", "x"):  # one style for both: argparse's own words for "x" were another
+        with pytest.raises(SystemExit) as refused:
+            main(["web", "--results", str(RESULTS), "--port", "0", "--max-rounds", value])
+        assert refused.value.code == 2 and f"--max-rounds {value!r}: expected an integer >= 0" in (
+            capsys.readouterr().err)
+
+
+@pytest.mark.parametrize(("given", "taken"), [("*", "*"), ("127.0.0.1, 10.0.0.0/8", "127.0.0.1,10.0.0.0/8"),
+                                               ("::1", "::1"), ("notanip", None), ("10.0.0.1/8", None), ("", None)])
+def test_proxy_addresses_are_ip_addresses_or_networks(given, taken, capsys):
+    # a typo was started with and never matched any connection: the header was ignored without a word
+    from jevserve.cli import build_parser
+
+    if taken is not None:
+        assert build_parser().parse_args(["web", "--forwarded-allow-ips", given]).forwarded_allow_ips == taken
+        return
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["web", "--forwarded-allow-ips", given])
+    assert "--forwarded-allow-ips" in capsys.readouterr().err
+
+
+def test_an_answers_cache_that_is_not_there_exits_2(tmp_path, capsys):
+    assert main(["web", "--results", str(RESULTS), "--port", "0", "--answers-cache", str(tmp_path / "no")]) == 2
+    assert f"--answers-cache {tmp_path / 'no'}: no such folder" in capsys.readouterr().err
 
 
 def _client_address_seen(forwarded_allow_ips: str | None) -> str:

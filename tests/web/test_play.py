@@ -9,8 +9,10 @@ import threading
 import pytest
 from fastapi.testclient import TestClient
 
+from jevserve.web.answering import stored_rows
+from jevserve.web.decisions import DECISIONS
 from jevserve.web.store import Store
-from tests.web.builders import make_app, options, play_item, start_round
+from tests.web.builders import RESULTS, make_app, options, play_item, start_round
 
 
 @pytest.fixture()
@@ -30,8 +32,16 @@ def test_full_round_reveals_truth_model_and_time_then_summarises(app, tmp_path):
         assert answered.headers["location"] == f"{url}/reveal/{position}"
         reveal = client.get(answered.headers["location"])
         assert reveal.status_code == 200
-        assert "The answer is" in reveal.text and "jev-minilm-1 (served, asked live)" in reveal.text
-        assert "default-rules" in reveal.text  # a board row's stored answer
+        assert "The answer is" in reveal.text and "default-rules" in reveal.text  # a board row's stored answer
+        decision = next(d for d in DECISIONS.values() if f"· {d.title}</p>" in reveal.text)
+        if decision.key == "length":  # the bin is the stored prediction's, only the probabilities are asked
+            assert "jev-minilm-1 (served, asked live; the bin is its stored prediction's)" in html.unescape(reveal.text)
+            continue
+        assert "jev-minilm-1 (served, asked live)" in reveal.text
+        # the rule its answer applies, as its results hold it: a "Yes" at P(yes) 0.49 is readable beside it
+        rule = next(r for r in stored_rows(RESULTS) if r.model == "jev-minilm-1").rules[decision.task]
+        sign = "≥" if rule["direction"] > 0 else "≤"
+        assert f"“Yes” at P(yes) {sign} {rule['threshold']:.3f}" in reveal.text
     summary = client.get(url)
     assert "Round done" in summary.text
     counts = Store(tmp_path / "db.sqlite").counts()
@@ -161,6 +171,7 @@ def test_bad_urls_get_a_4xx_page(app, path, data, status):
         ({"position": "-1", "choice": "yes"}, 400),
         ({"position": "zero", "choice": "yes"}, 400),
         ({"position": "²", "choice": "yes"}, 400),  # a digit to str.isdigit(), not to int(): it was a 500
+        ({"position": "0" * 5000, "choice": "yes"}, 400),  # past int()'s 4,300 digits: it was a 500
         ({"choice": "yes"}, 400),
         ({"position": "3", "choice": "yes"}, 409),  # not the current item
         ({"position": "0", "choice": "x" * 100_000}, 413),  # huge form field
@@ -194,6 +205,12 @@ def test_non_utf8_form_body_is_a_400(app):
     assert response.status_code == 400
 
 
+def test_a_reveal_of_a_position_of_thousands_of_digits_is_a_400(app):
+    client = _client(app)
+    url = start_round(client)
+    assert client.get(f"{url}/reveal/{'0' * 5000}").status_code == 400
+
+
 def test_reveal_before_answering_is_a_409(app):
     client = _client(app)
     url = start_round(client)
@@ -225,7 +242,7 @@ def test_model_that_fails_gives_a_503_page_and_the_answer_is_kept(tmp_path):
     (row,) = Store(tmp_path / "db.sqlite").answer_rows()
     assert reveal.status_code == 200 and "The answer is" in reveal.text
     assert 'id="served-error"' in reveal.text and "not available yet" in reveal.text and "did not answer" in reveal.text
-    assert "reload to retry" in reveal.text and "(served, asked live)" not in reveal.text
+    assert "reload to retry" in reveal.text and "(served, asked live" not in reveal.text
     # the why stays in the host's log: an outside tester read the backend's internal URL on the public page
     assert "connection refused" not in answered.text and "connection refused" not in reveal.text
     label = dict(_decision_options(reveal.text))
@@ -263,7 +280,7 @@ def test_a_model_down_when_the_answer_is_stored_is_asked_again_by_the_reveal(tmp
     assert store.counts()["answers"] == 1 and store.counts()["model_answers"] == 0
     decider.down = False
     reveal = client.get(f"{url}/reveal/0")
-    assert reveal.status_code == 200 and "(served, asked live)" in reveal.text
+    assert reveal.status_code == 200 and "(served, asked live" in reveal.text
     assert store.counts()["model_answers"] == 1
 
 

@@ -65,10 +65,13 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
         "run",
         help="ask an endpoint every task's questions and write results/<model>/<date>.json",
         description="Ask the endpoint the questions of every task (train and test items; train answers tune the "
-        "thresholds), then score the test items. Answers are cached as they arrive, so an interrupted run resumes "
-        "and a rerun sends nothing. A task whose data is missing is skipped with the command that fetches it. "
-        "With --baselines, also (or only, without --endpoint) write the rows that need no endpoint: default rules, "
-        "the supervised tfidf-lr baseline and the source-only baselines.",
+        "thresholds), "
+        "then score the test items. A task whose decision acts on traffic also asks the same question about the "
+        "everyday requests, for its false-action rate on ordinary traffic: most of a full run's 48,407 requests "
+        "(docs/bench.md), and most of a guard task's own. Answers are cached as they arrive, so an interrupted run "
+        "resumes and a rerun sends nothing. A task whose data is missing is skipped with the command that fetches"
+        " it. With --baselines, also (or only, without --endpoint) write the rows that need no endpoint: default "
+        "rules, the supervised tfidf-lr baseline and the source-only baselines.",
     )
     _endpoint_arguments(run, required=False)
     run.add_argument("--tasks", default=None, metavar="A,B",

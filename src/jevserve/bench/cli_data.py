@@ -82,6 +82,11 @@ def run_list(args: argparse.Namespace) -> int:
     from jevserve.bench.sources import SOURCES, DataSourceError, load_source, resolve_cache_dir, source_status
 
     cache_dir = resolve_cache_dir(args.cache)
+    if args.cache and not cache_dir.is_dir():  # a mistyped path read as an empty cache: every source "missing"
+        what = "a file, not a folder" if cache_dir.exists() else "no such folder"
+        print(f"error: --cache {args.cache}: {what}; pass the folder `jevserve data fetch --cache DIR` filled "
+              f"(a fetch creates it), or leave --cache out (default: {resolve_cache_dir(None)})", file=sys.stderr)
+        return 2
     entries, problems, notes = [], [], []
     for name in SOURCES:
         spec, rows = SOURCES[name], None
@@ -143,8 +148,12 @@ def run_fetch(args: argparse.Namespace) -> int:
     from jevserve.bench.sources import DataSourceError, fetch_sources, resolve_cache_dir
 
     cache_dir = resolve_cache_dir(args.cache)
+    if cache_dir.exists() and not cache_dir.is_dir():
+        print(f"error: --cache {args.cache}: a file, not a folder; name a folder to fetch into", file=sys.stderr)
+        return 2
+    sources = list(dict.fromkeys(args.sources)) if args.sources else args.sources  # `--source X --source X`: once
     try:
-        outcomes = fetch_sources(args.sources, cache_dir, archive_paths=args.archives, force=args.force)
+        outcomes = fetch_sources(sources, cache_dir, archive_paths=args.archives, force=args.force)
     except DataSourceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -187,7 +187,41 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(writes benchmarks/results/open_questions.json)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.set_defaults(func=run_train)
+    # every flag's default, for telling which flags were given (_check_job_flags)
+    p.set_defaults(func=run_train, train_defaults=p.parse_args([]))
+
+
+# The jobs other than training a model, and the flags each reads (--no-progress goes with any): any other flag given
+# beside one was ignored while the job ran.
+JOB_FLAGS = {
+    "report": {"results"},
+    "length_reference": set(),
+    "probe": {"probe_encoder"},
+    "open_questions": set(),
+    "zero_shot": {"out", "force"},
+    "heldout": {"reader", "lexical", "seed", "epochs", "no_attribute_questions", "results"},
+}
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _check_job_flags(args: argparse.Namespace) -> None:
+    """Refuse, before any work, two jobs at once, or a flag beside a job that does not read it."""
+    jobs = [job for job in JOB_FLAGS if getattr(args, job)]
+    if len(jobs) > 1:
+        raise UsageError(f"{' and '.join(map(_flag, jobs))} are separate jobs: run one at a time")
+    if not jobs:
+        return
+    job = jobs[0]
+    read = {job, "no_progress", *JOB_FLAGS[job]}
+    given = [dest for dest, default in vars(args.train_defaults).items()
+             if dest not in read and dest != "func" and getattr(args, dest, default) != default]
+    if given:
+        reads = f" (it reads {', '.join(map(_flag, sorted(JOB_FLAGS[job])))})" if JOB_FLAGS[job] else ""
+        raise UsageError(f"{_flag(job)} does not read {', '.join(map(_flag, given))}: leave "
+                         f"{'it' if len(given) == 1 else 'them'} out{reads}")
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -195,9 +229,14 @@ def run_train(args: argparse.Namespace) -> int:
     from jevserve.bench.tasks import TASKS, select_tasks
     from jevserve.train.run import train_zero_shot
 
+    _check_flags(args)
+    _check_job_flags(args)
     if args.report:
         from jevserve.train.report import missing_results, write_report
 
+        if not args.report.is_file():  # a mistyped name, or a run outside the checkout, made a new file
+            raise UsageError(f"--report {args.report}: no such file; run from the repository root (it updates "
+                             "docs/training.md) or name the file whose generated section to replace")
         if not args.results.is_dir():
             raise UsageError(f"--results {args.results}: no such folder; run from the repository root or pass "
                              "--results DIR")
@@ -228,7 +267,6 @@ def run_train(args: argparse.Namespace) -> int:
 
         return run_open_questions()
     leave_out = _leave_out(args.leave_out, select_tasks) if args.leave_out else None
-    _check_flags(args)
     if args.lexical and not args.reader:
         raise UsageError("--lexical trains a reading model: add --reader")
     if args.tuned and (args.reader or args.heldout):

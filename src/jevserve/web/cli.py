@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 import socket
@@ -10,6 +11,8 @@ import sys
 import threading
 from pathlib import Path
 from typing import Any
+
+from jevserve.argtypes import nonnegative_int
 
 DEFAULT_PORT = 8780
 MAX_ROUNDS = 30  # the same default as jevserve.web.context.MAX_ROUNDS (not imported: it needs fastapi)
@@ -47,11 +50,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="bench answers caches, for reliability plots (default: bench's default)")
     web.add_argument("--gateway-config", type=Path, default=None, metavar="FILE",
                      help="gateway YAML config whose decisions the live demo runs (default: the gateway's default)")
-    web.add_argument("--max-rounds", type=int, default=MAX_ROUNDS, metavar="N",
+    web.add_argument("--max-rounds", type=nonnegative_int("--max-rounds"), default=MAX_ROUNDS, metavar="N",
                      help="playground rounds one client address may start per 10 minutes; more get a 429 page "
                      "(default: %(default)s; 0: no limit)")
-    web.add_argument("--forwarded-allow-ips", default=None, metavar="ADDRS",
-                     help="comma-separated addresses of reverse proxies whose X-Forwarded-For names the client "
+    web.add_argument("--forwarded-allow-ips", type=_proxy_addresses, default=None, metavar="ADDRS",
+                     help="comma-separated addresses (or networks, 10.0.0.0/8) of reverse proxies whose "
+                     "X-Forwarded-For names the client, or * for any "
                      "(the round limit then counts the client's address); by default the header is ignored, from "
                      "every address, loopback included, so no client can name itself another address")
     web.add_argument("--access-log", action="store_true",
@@ -95,6 +99,24 @@ def uvicorn_config(app: Any, forwarded_allow_ips: str | None, access_log: bool =
         return uvicorn.Config(app, log_level=level, access_log=access_log, proxy_headers=False)
     return uvicorn.Config(app, log_level=level, access_log=access_log, proxy_headers=True,
                           forwarded_allow_ips=forwarded_allow_ips)
+
+
+def _proxy_addresses(text: str) -> str:
+    """`--forwarded-allow-ips`: `*`, or IP addresses and networks; uvicorn would take a typo as a name that no
+    connection's address ever matches, and the header would be ignored without a word."""
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if items == ["*"]:
+        return "*"
+    for item in items:
+        try:
+            ipaddress.ip_network(item) if "/" in item else ipaddress.ip_address(item)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{item!r} is not an IP address or network (a network's host bits are zero: 10.0.0.0/8); expected "
+                "e.g. 127.0.0.1,10.0.0.0/8, or * for any") from None
+    if not items:
+        raise argparse.ArgumentTypeError("expected IP addresses or networks, e.g. 127.0.0.1,10.0.0.0/8, or *")
+    return ",".join(items)
 
 
 def _bench_data_factory(embed: Any) -> Any:
@@ -147,9 +169,11 @@ def serve_command(args: argparse.Namespace) -> int:
     elif board_file is not None and read_snapshot(board_file, results_key(args.results)) is None:
         print(f"jevserve web: note: --board {board_file} was computed from other results than {args.results}'s, so "
               "the board is computed from those results (minutes, once) instead", file=sys.stderr)
+    if args.answers_cache is not None and not args.answers_cache.is_dir():
+        print(f"jevserve web: --answers-cache {args.answers_cache}: no such folder; pass the folder `jevserve bench "
+              f"run --answers-cache` wrote, or leave it out (default: {default_answers_dir()})", file=sys.stderr)
+        return 2
     try:
-        if args.max_rounds < 0:
-            raise ValueError(f"--max-rounds {args.max_rounds}: expected 0 (no limit) or more")
         try:
             gateway_config = load_config(args.gateway_config)  # checked before anything starts
         except ConfigError as exc:
@@ -201,7 +225,7 @@ def export_command(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     try:
-        rows = Store(db).answer_rows()
+        rows = Store(db, keep_modes=True).answer_rows()
     except StoreError as exc:
         print(f"jevserve web export-rounds: {exc}", file=sys.stderr)
         return 2

@@ -52,8 +52,9 @@ def _round(context: Context, request: Request, round_id: str) -> Round:
 
 
 def _position(value: str, round_: Round) -> int:
-    # ASCII digits only: str.isdigit() also accepts "²", which int() refuses (a 500)
-    if not (value.isascii() and value.isdigit()) or int(value) >= len(round_.items):
+    # ASCII digits only: str.isdigit() also accepts "²", which int() refuses (a 500); and few of them: int() refuses
+    # over 4,300 digits (a 500 too), and no round is that long
+    if not (value.isascii() and value.isdigit() and len(value) <= 6) or int(value) >= len(round_.items):
         last = len(round_.items) - 1
         raise PageError(400, f"position {value[:20]!r} is not an item of this round; expected 0–{last}")
     return int(value)
@@ -214,8 +215,14 @@ def register(app: FastAPI, context: Context) -> None:
              if pool_item and r.kind == "model" else {}}
             for r in _on_board(context) if r.model != round_.model and decision.task in r.values
         ]
+        # the served answer's rule, shown beside it: a "yes" at P(yes) 0.49 reads as a bug unless its threshold shows
+        own = next((r for r in context.site.get().stored if r.model == round_.model), None)
+        rule = own.rules.get(decision.task) if own else None
+        threshold = None if decision.key == "length" else (
+            (float(rule["threshold"]), int(rule["direction"])) if rule else (0.5, 1))
         return context.render(request, "reveal.html", round=round_, item=item, pool_item=pool_item,
                               decision=decision, served=served, served_error=served_error, others=others,
+                              threshold=threshold,
                               levels=_levels(decision), next_position=round_.next_position,
                               not_stored=not_stored if not_stored in dict(decision.options) and
                               not_stored != item.choice else None)

@@ -147,14 +147,19 @@ def _owner_only(*paths: Path) -> None:
 class Store:
     """Open (and migrate) the database at `path`; every method is one transaction on its own connection."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, keep_modes: bool = False) -> None:
+        """`keep_modes`: leave an existing file's permissions as they are (a read-only export)."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if not self.path.exists():
             # the file holds the session cookies and the key that signs them: readable by its owner only (the
             # WAL files SQLite makes beside it take the same mode)
             self.path.touch(mode=0o600)
-        _owner_only(self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm"))
+        # before anything changes the file: a mistyped --db naming some other file (or another program's SQLite
+        # database) had its permissions changed, and a database its tables added
+        self._check_playground_file()
+        if not keep_modes:
+            _owner_only(self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm"))
         try:
             with self._connect() as conn:
                 conn.execute("PRAGMA journal_mode=WAL")
@@ -164,6 +169,28 @@ class Store:
                 f"--db {self.path}: not a playground database (SQLite: {exc}); pass the file `jevserve web` created, "
                 "or a new path"
             ) from None
+
+    def _check_playground_file(self) -> None:
+        """StoreError unless the file is empty (a new database) or a SQLite database holding no tables or the
+        playground's, read without writing anything."""
+        if not self.path.is_file():
+            raise StoreError(f"--db {self.path}: not a file; pass a playground SQLite file or a new path")
+        if self.path.stat().st_size == 0:
+            return
+        try:
+            conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+            try:
+                tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"--db {self.path}: not a playground database (SQLite: {exc}); pass the file `jevserve web` created, "
+                "or a new path"
+            ) from None
+        if tables and "schema_version" not in tables:
+            raise StoreError(f"--db {self.path}: a SQLite database of something else (tables: "
+                             f"{', '.join(sorted(tables)[:5])}); pass the file `jevserve web` created, or a new path")
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
