@@ -15,6 +15,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 
+def jsonl_lines(text: str) -> list[str]:
+    """The lines of a JSONL text, split at \\n only (a \\r before it dropped). str.splitlines also splits at
+    U+2028, U+2029, U+0085 and other characters a JSON string may hold unescaped (Python's json.dumps with
+    ensure_ascii=False writes them so): a prompt holding one tore its record in two."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 def finite_or_null(value: Any) -> Any:
     """`value` with every NaN and infinity, at any depth, replaced by None (numpy scalars become Python ones)."""
     if isinstance(value, float):

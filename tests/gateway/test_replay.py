@@ -48,6 +48,16 @@ def test_replay_with_the_same_config_and_decider_reports_no_change_cache_hits_in
     assert "0 request(s) changed" in format_report(result)
 
 
+def test_a_logged_prompt_holding_a_unicode_line_separator_is_read_back_as_one_record(tmp_path, monkeypatch):
+    # the log is written with ensure_ascii=False, so U+2028 stays raw in its line: read with str.splitlines, the
+    # record was torn in two and replay refused the whole log
+    monkeypatch.setattr("tests.gateway.test_replay.TEXTS", ["first line\u2028second line", "and\x85more"])
+    path = write_log(tmp_path, {"guard": 0.2, "cache": 0.1})
+    assert "\u2028" in path.read_text(encoding="utf-8")
+    assert len(read_log_strict(path)) == 2
+    assert [r.changed() for r in replay(path, {"guard": 0.2, "cache": 0.1}).requests] == [[], []]
+
+
 def test_the_logs_of_replicas_sharing_a_store_replay_together_merged_by_time_with_no_change(tmp_path):
     # an outside tester ran two gateways over one Redis and replayed one replica's log: its hits on entries the
     # other replica stored read as changes; the logs given together are one cache's traffic again

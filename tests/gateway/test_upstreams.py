@@ -58,15 +58,45 @@ def test_falls_back_to_the_next_upstream_after_connect_errors():
 def test_every_upstream_failing_is_a_502_naming_each_attempt_but_no_address(tmp_path, caplog):
     refused = httpx.ConnectError("Cannot connect to host 10.1.2.3:8000 [Connect call failed ('10.1.2.3', 8000)]")
     log = tmp_path / "log.jsonl"
-    app, _, _ = make_app(upstreams={"a": failing(503), "b": failing(refused)}, config={"log": {"path": str(log)}})
+    slow = httpx.ConnectTimeout("timed out connecting to 10.1.2.4:8000")
+    app, _, _ = make_app(upstreams={"a": failing(slow), "b": failing(refused)}, config={"log": {"path": str(log)}})
     with caplog.at_level("WARNING", logger="jevserve.gateway"):
         response = post(app, HI)
     assert response.status_code == 502
     message = response.json()["error"]["message"]
-    assert message == "no upstream answered: a: 503 (×2); b: could not connect (×2)"  # one try + one retry each
+    # one try + one retry each
+    assert message == ("no upstream answered: a: no connection within its connect timeout (×2); "
+                       "b: could not connect (×2)")
     assert "10.1.2.3" in caplog.text  # the operator's log keeps what the client is not told
     (line,) = read_log(log)
     assert line["status"] == 502 and any("10.1.2.3" in a for a in line["upstream"]["attempts"])
+
+
+def test_an_upstream_still_refusing_for_load_after_the_retries_is_passed_on_with_its_retry_after():
+    # a 429 reached clients as a 502 without Retry-After: the openai client retried it at once (9 upstream requests
+    # for one call) and code catching RateLimitError missed it
+    limited = StubUpstream(lambda body: httpx.Response(
+        429, json={"error": {"message": "Rate limit reached", "type": "rate_limit_error"}},
+        headers={"retry-after": "0", "x-ratelimit-remaining-requests": "0"}))
+    app, _, _ = make_app(upstreams={"a": limited, "b": failing(httpx.ConnectError("refused"))})
+    response = post(app, HI)
+    assert response.status_code == 429 and response.json()["error"]["message"] == "Rate limit reached"
+    assert response.headers["retry-after"] == "0" and response.headers["x-ratelimit-remaining-requests"] == "0"
+    assert len(limited.requests) == 2  # one try + one retry, then the fallback, then the refusal passed on
+    unavailable = StubUpstream(lambda body: httpx.Response(503, text="Service Unavailable"))
+    app, _, _ = make_app(upstreams={"a": unavailable})
+    response = post(app, HI)
+    assert response.status_code == 503 and response.json()["error"]["code"] == "upstream_unavailable"
+    assert "Service Unavailable" not in response.text  # a plain-text body is described, never quoted
+
+
+def test_a_rate_limiting_upstream_keeps_its_circuit_closed_for_the_other_routes():
+    # one model's 429s opened the circuit of the whole upstream: every route on that URL answered 503 for 30 s
+    config = {"upstreams": [{"name": "a", "url": "http://a.test/v1", "max_retries": 0, "breaker_failures": 1}]}
+    limited = StubUpstream(lambda body: httpx.Response(429, json={"error": {"message": "slow down"}}))
+    app, _, _ = make_app(upstreams={"a": limited}, config=config)
+    assert [post(app, HI).status_code for _ in range(3)] == [429, 429, 429]
+    assert len(limited.requests) == 3  # each one tried: no circuit opened
 
 
 def test_every_circuit_open_is_a_503_with_retry_after():
@@ -703,3 +733,41 @@ def test_an_upstream_reply_that_is_no_json_for_its_numbers_is_a_502_never_cached
 
     streamed = run(stream())
     assert "Infinity" not in streamed.text and "malformed event" in streamed.text
+
+
+def test_a_stream_whose_text_holds_unicode_line_separators_is_relayed_whole():
+    # U+2028, U+2029 and U+0085 are no line ends in an event stream, and vLLM writes them unescaped: split as
+    # str.splitlines splits, a reply holding one was cut mid-event and the client's stream ended in an error
+    text = "Line one.\u2028Line two.\u2029Para.\x85Next line."
+    chunks = [{"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+               "choices": [{"index": 0, "delta": {"content": part}, "finish_reason": None}]}
+              for part in (text[:12], text[12:])]
+    raw = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\r\n\r\n" for c in chunks) + "data: [DONE]\r\n\r\n"
+
+    def reply(body: dict) -> httpx.Response:
+        return httpx.Response(200, content=raw.encode(), headers={"content-type": "text/event-stream"})
+
+    app, _, _ = make_app(upstreams={"u": StubUpstream(reply)})
+
+    async def stream():
+        async with client(app) as c:
+            return await c.post("/v1/chat/completions", json={**HI, "stream": True})
+
+    streamed = run(stream())
+    assert streamed.status_code == 200 and "error" not in streamed.text
+    events = [json.loads(line[5:]) for line in streamed.text.split("\n") if line.startswith("data: {")]
+    assert "".join(e["choices"][0]["delta"].get("content", "") for e in events) == text
+    assert streamed.text.rstrip().endswith("data: [DONE]")
+
+
+def test_event_lines_split_at_cr_and_lf_only_across_chunks():
+    from jevserve.gateway.streaming import stream_event_lines
+
+    async def lines(chunks):
+        async def source():
+            for chunk in chunks:
+                yield chunk
+        return [line async for line in stream_event_lines(source())]
+
+    assert run(lines(["a\u2028b\r", "\nc\rd\n", "e"])) == ["a\u2028b", "c", "d", "e"]
+    assert run(lines(["x\r", "", "y\n"])) == ["x", "y"]

@@ -18,6 +18,7 @@ from scipy.stats import binomtest
 
 from jevserve.bench.sources.everyday import EverydayRequest
 from jevserve.bench.sources.everyday_shapes import SHAPES, unit_hash
+from jevserve.json_report import jsonl_lines
 
 PER_SHAPE = 300
 MAX_BYTES = 1_000_000
@@ -85,7 +86,7 @@ class Contamination:
 
 def read_handcheck(path: Path = HANDCHECK_PATH) -> list[dict]:
     """The hand-check labels: one `{"id", "shape", "label", "note"}` object per line."""
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [json.loads(line) for line in jsonl_lines(path.read_text(encoding="utf-8")) if line.strip()]
     for row in rows:
         if row.get("label") not in HANDCHECK_LABELS:
             raise ValueError(f"{path}: {row.get('id')}: label {row.get('label')!r}; expected one of {HANDCHECK_LABELS}")

@@ -40,6 +40,7 @@ from jevserve.gateway.decider import Decider
 from jevserve.gateway.errors import ConfigError
 from jevserve.gateway.policies.base import CacheCandidate, Policy, RequestView
 from jevserve.gateway.policies.tool_gate import ToolGate
+from jevserve.json_report import jsonl_lines
 from jevserve.serving.decision_inputs import InputLimits, decision_inputs
 
 PACKAGED_CALIBRATION = Path(__file__).parent / "data" / "everyday-calibration.jsonl.gz"
@@ -109,7 +110,7 @@ def load_calibration(path: str | Path | None = None) -> CalibrationSet:
         raise ConfigError(f"calibration: {path} is a JSON array; expected JSON lines, one record per line "
                           "(docs/gateway.md, \"Operating points and modes\")")
     requests = []
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(jsonl_lines(text), 1):
         if not line.strip():
             continue
         try:

@@ -123,6 +123,7 @@ class RequestContext:
     upstream_ms: float = 0.0  # time spent waiting for the upstream (until its first byte when streaming)
     outcome: dict[str, Any] = field(default_factory=dict)  # the upstream's name, status and attempts, for the log
     flags: dict[str, str] = field(default_factory=dict)  # extra x-jevserve-* headers
+    upstream_headers: dict[str, str] = field(default_factory=dict)  # the upstream's, passed on (forward.passed_headers)
     stored: bool = False  # the reply went into the cache (replay rebuilds the cache from this)
     cache_control: frozenset[str] = frozenset()  # the client's `no-cache` / `no-store` (cache_directives)
     trace: dict[str, str] = field(default_factory=dict)  # the client's W3C trace context, sent on upstream
@@ -162,8 +163,9 @@ class RequestContext:
         return self.frozen_overhead_ms
 
     def headers(self) -> dict[str, str]:
-        """The x-jevserve-* headers of the answer."""
+        """The x-jevserve-* headers of the answer, after those of the upstream's passed on."""
         headers = {
+            **self.upstream_headers,
             "x-request-id": self.request_id,
             "x-jevserve-overhead-ms": f"{self.overhead_ms():.2f}",
         }

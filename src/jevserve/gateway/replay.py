@@ -38,6 +38,7 @@ from jevserve.gateway.errors import UnknownModelError
 from jevserve.gateway.operating_points import OperatingPoint, resolve_operating_points
 from jevserve.gateway.policies.base import comparison
 from jevserve.gateway.policies.tool_gate import ToolGate
+from jevserve.json_report import jsonl_lines
 
 Outcome = tuple[str, float | None]  # (action, probability)
 REFUSED_MODEL = "(unknown)"  # a logged request's model when it was refused before a route was found (context.py)
@@ -146,7 +147,7 @@ def read_log_strict(path: str | Path, *, allow_empty: bool = False) -> list[dict
     `allow_empty`) a file with no record (empty, or blank lines only)."""
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = jsonl_lines(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise LogError(f"{path}: cannot read the log ({exc})") from None
     records = []

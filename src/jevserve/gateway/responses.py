@@ -35,8 +35,11 @@ class GatewayResponse:
 
 
 def error_response(ctx: RequestContext, exc: GatewayError) -> GatewayResponse:
-    """An error in OpenAI's shape, with the request's headers and the error's own (Retry-After)."""
-    return GatewayResponse(exc.status_code, {**ctx.headers(), **exc.headers}, body=exc.body())
+    """An error in OpenAI's shape, with the request's headers and the error's own (Retry-After), which replace an
+    upstream's of the same name whatever its case."""
+    own = {name.lower() for name in exc.headers}
+    headers = {name: value for name, value in ctx.headers().items() if name.lower() not in own}
+    return GatewayResponse(exc.status_code, {**headers, **exc.headers}, body=exc.body())
 
 
 def json_response(ctx: RequestContext, status: int, body: dict[str, Any]) -> GatewayResponse:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,7 +125,8 @@ class StreamSummary:
         try:
             payload = strict_json.loads(data)  # an event with NaN or 1e400 in it could not be sent on as JSON
         except ValueError:
-            self.error = f"upstream sent a malformed event: {data[:200]!r}"
+            # described, never quoted: a held tool call the gate has not judged must not reach the client in it
+            self.error = f"upstream sent a malformed event ({len(data):,} characters that are no JSON value)"
             return None
         if isinstance(payload, dict):
             if payload.get("error"):
@@ -155,10 +157,35 @@ def merged_tool_calls(deltas: list[Any]) -> list[dict[str, Any]]:
     return list(calls.values())
 
 
+# An event stream's lines end at CR LF, LF or CR, and nowhere else: str.splitlines (and httpx's aiter_lines) also end
+# a line at U+2028, U+2029, U+0085 and others, which vLLM writes unescaped inside a chunk's JSON, so a reply holding
+# one had its event cut in two and the client's stream ended with an error.
+_EVENT_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def event_lines(text: str) -> list[str]:
+    """The lines of an event stream's text."""
+    return _EVENT_LINE_END.split(text)
+
+
+async def stream_event_lines(chunks: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The lines of an event stream as its text arrives in chunks (a CR at a chunk's end may begin a CR LF)."""
+    rest = ""
+    async for chunk in chunks:
+        text = rest + chunk
+        cr_at_end = text.endswith("\r")
+        *lines, rest = event_lines(text[:-1] if cr_at_end else text)
+        rest += "\r" if cr_at_end else ""
+        for line in lines:
+            yield line
+    if rest:
+        yield rest.removesuffix("\r")
+
+
 def summarise(events: bytes) -> StreamSummary:
     """What a whole stream carried, from its bytes (the ext_proc server sees a relayed stream as it passes)."""
     summary = StreamSummary()
-    for line in events.decode("utf-8", "replace").splitlines():
+    for line in event_lines(events.decode("utf-8", "replace")):
         if line.startswith("data:"):
             payload = summary.read(line[5:].strip())
             if summary.done or (payload is None and summary.error is not None):
@@ -304,7 +331,7 @@ async def relay(
     held: HeldCalls | None = None
     tracking = HeldCalls() if gate_calls is not None else None  # content sent before any hold
     try:
-        async for line in response.aiter_lines():
+        async for line in stream_event_lines(response.aiter_text()):
             if not line.startswith("data:"):
                 continue  # comments, blank separators and event names are re-framed below
             events += 1

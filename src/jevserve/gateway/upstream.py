@@ -95,6 +95,7 @@ class Dispatched:
     response: httpx.Response
     upstream: Upstream
     attempts: list[Attempt] = field(default_factory=list)
+    holds_slot: bool = True  # False: a refusal (429, 503) read whole after its slot was given back
     _closed: bool = False
 
     async def close(self) -> None:
@@ -103,7 +104,8 @@ class Dispatched:
             return
         self._closed = True
         await self.response.aclose()
-        await self.upstream.gate.release()
+        if self.holds_slot:
+            await self.upstream.gate.release()
 
 
 class Upstream:
@@ -179,10 +181,13 @@ async def _try_upstream(
     attempts: list[Attempt],
     deadline_at: float,
     headers: Mapping[str, str] | None = None,
+    refusals: list[tuple[Upstream, httpx.Response]] | None = None,
 ) -> httpx.Response | None:
     """The upstream's final answer, or None when it could not take the request (try the next upstream); raises
-    UpstreamError when the request was sent and then failed (it must not be sent again)."""
+    UpstreamError when the request was sent and then failed (it must not be sent again). A 429 or 503 it still
+    answered after the retries is appended to `refusals`, read whole, for the client when no upstream answers."""
     config = upstream.config
+    status = None
     for retry in range(config.max_retries + 1):
         started = time.monotonic()
         response = None
@@ -210,18 +215,21 @@ async def _try_upstream(
                 await upstream.store.record_result(upstream.name, ok, config.breaker_failures, config.breaker_reset_s)
                 return response
             attempts.append(Attempt(upstream.name, status, "retryable status", _ms(started), f"http_{status}"))
-            await response.aclose()
-        if retry == config.max_retries:
-            break
+            await response.aread()  # a small body, kept for the client should this be the last answer
         delay = _hinted_delay_s(response)
         if delay is None:
             delay = config.backoff_s * (2**retry)
-        if time.monotonic() + delay >= deadline_at:
+        if retry == config.max_retries or time.monotonic() + delay >= deadline_at:
+            if response is not None and refusals is not None:
+                refusals.append((upstream, response))
             break
         await asyncio.sleep(delay)
     # one failure per request, its retries included: counted per try, two requests to an upstream restarting for a
-    # few seconds opened its circuit (with the defaults' 3 tries each) and the route answered 503 for 30 s
-    await upstream.store.record_result(upstream.name, False, config.breaker_failures, config.breaker_reset_s)
+    # few seconds opened its circuit (with the defaults' 3 tries each) and the route answered 503 for 30 s. A 429
+    # is the upstream's answer about its load, not its health (a hosted API limits per model: counted, one model's
+    # limit opened the circuit of every route on that URL), so it is not counted against the circuit.
+    await upstream.store.record_result(upstream.name, status == 429 and response is not None,
+                                       config.breaker_failures, config.breaker_reset_s)
     return None
 
 
@@ -248,6 +256,7 @@ async def dispatch(
     """Send `body` to the first upstream that answers (see the module docstring); raises UpstreamError or
     UpstreamsBusyError (429) when every one is full."""
     attempts: list[Attempt] = []
+    refusals: list[tuple[Upstream, httpx.Response]] = []  # 429s and 503s still answered after the retries
     num_full = 0
     now_epoch = time.time()
     open_until: list[float] = []  # of the circuits found open, for the Retry-After when all of them are
@@ -282,7 +291,8 @@ async def dispatch(
             sent["priority"] = priority
         try:
             response = await _try_upstream(
-                upstream, path, sent, stream=stream, attempts=attempts, deadline_at=deadline_at, headers=headers
+                upstream, path, sent, stream=stream, attempts=attempts, deadline_at=deadline_at, headers=headers,
+                refusals=refusals,
             )
         except BaseException:
             await upstream.gate.release()
@@ -297,6 +307,12 @@ async def dispatch(
             finally:
                 await dispatched.close()
         return dispatched
+    if refusals:
+        # an upstream that answered still refused for its load: its answer (status, body, Retry-After) reaches the
+        # client as any other upstream error does, so clients back off as it asks (as a 502 the openai client retried
+        # at once, three requests for one, and code catching RateLimitError missed it)
+        refused_by, refusal = refusals[-1]
+        return Dispatched(refusal, refused_by, attempts, holds_slot=False)
     if num_full and num_full == len(upstreams):
         raise UpstreamsBusyError("overloaded: every upstream's queue is full", retry_after_s=1.0, attempts=attempts)
     if attempts and all(a.outcome == "circuit_open" for a in attempts):

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from jevserve.json_report import open_for_append
+from jevserve.json_report import jsonl_lines, open_for_append
 
 _WORKER: tuple[Callable[[Any, Any], dict], Any] | None = None  # (worker, context), set by _init_worker
 
@@ -39,7 +39,7 @@ def read_rows(path: Path) -> dict[str, dict]:
     """Finished cells of a results file by key (a torn last line from a killed run is skipped)."""
     done: dict[str, dict] = {}
     if path.exists():
-        for line in path.read_text().splitlines():
+        for line in jsonl_lines(path.read_text()):
             try:
                 row = json.loads(line)
             except json.JSONDecodeError:

@@ -89,6 +89,7 @@ async def forward(gateway: Gateway, ctx: RequestContext, plan: Forward) -> Upstr
         "attempts": [a.describe() for a in dispatched.attempts],
     }
     ctx.flags["x-jevserve-upstream"] = dispatched.upstream.name
+    ctx.upstream_headers = passed_headers(response.headers)
     for attempt in dispatched.attempts:
         gateway.metrics.upstream_attempts.labels(attempt.upstream, attempt.outcome).inc()
     if stream and response.status_code < 400 and is_event_stream(response):
@@ -102,6 +103,18 @@ async def forward(gateway: Gateway, ctx: RequestContext, plan: Forward) -> Upstr
     if stream and response.status_code < 400:
         return UpstreamReply(dispatched, 502, error=not_a_stream(response))
     return _whole_reply(dispatched, response)
+
+
+# The upstream's answer headers a client paces itself by (OpenAI's rate-limit headers, vLLM's and OpenAI's
+# Retry-After, OpenAI's processing time); the rest (server, content length, cookies) are the gateway's own to set.
+PASSED_HEADERS = frozenset({"retry-after", "retry-after-ms", "openai-processing-ms"})
+PASSED_PREFIXES = ("x-ratelimit-",)
+
+
+def passed_headers(headers: httpx.Headers) -> dict[str, str]:
+    """The upstream headers the client gets with the answer."""
+    return {name: value for name, value in headers.items()
+            if name.lower() in PASSED_HEADERS or name.lower().startswith(PASSED_PREFIXES)}
 
 
 def is_event_stream(response: httpx.Response) -> bool:
@@ -140,6 +153,12 @@ def _whole_reply(dispatched: Dispatched, response: httpx.Response) -> UpstreamRe
     try:
         payload = strict_json.loads(response.content)  # a reply with 1e400 in it could not be sent on (or cached)
     except ValueError:
+        payload = None
+    if response.status_code in (429, 503) and not isinstance(payload, dict):
+        # a refusal for load in plain text (a proxy's "Too Many Requests"): still a refusal the client should back
+        # off from, with the upstream's Retry-After, not a 502 it retries at once
+        return UpstreamReply(dispatched, response.status_code, error=refused_for_load(response))
+    if payload is None:
         return UpstreamReply(dispatched, 502, error=bad_upstream_answer(response.text))
     if response.status_code >= 400 or not isinstance(payload, dict):
         error = payload if isinstance(payload, dict) else bad_upstream_answer(response.text)
@@ -171,6 +190,21 @@ def _what_it_is(text: str) -> str:
     if head.startswith(("<!doctype", "<html", "<")):
         return "an HTML or XML page (a proxy's error page?)"
     return "text that is not a JSON object" if text.strip() else "an empty body"
+
+
+def refused_for_load(response: httpx.Response) -> dict[str, Any]:
+    """The error body for an upstream's 429 or 503 whose body is no JSON object (it is not quoted, as below)."""
+    limited = response.status_code == 429
+    when = "after the Retry-After it gave" if "retry-after" in response.headers else "later"
+    return {
+        "error": {
+            "message": f"the upstream is {'rate limiting' if limited else 'unavailable'} ({response.status_code}); "
+            f"retry {when}",
+            "type": "rate_limit_error" if limited else "upstream_error",
+            "param": None,
+            "code": "upstream_rate_limited" if limited else "upstream_unavailable",
+        }
+    }
 
 
 def bad_upstream_answer(text: str) -> dict[str, Any]:

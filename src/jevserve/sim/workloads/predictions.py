@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 from scipy import optimize, stats
 
+from jevserve.json_report import jsonl_lines
 from jevserve.serving.types import Request
 from jevserve.sim.errors import WorkloadError
 
@@ -20,7 +21,7 @@ def read_predictions(path: Path) -> dict[str, float]:
         what = "is a folder; give a .jsonl file" if path.is_dir() else "does not exist"
         raise WorkloadError(f"predictions file {str(path)!r} {what}")
     out: dict[str, float] = {}
-    for line_no, line in enumerate(path.read_text().splitlines(), start=1):
+    for line_no, line in enumerate(jsonl_lines(path.read_text()), start=1):
         if not line.strip():
             continue
         where = f"{path}:{line_no}"

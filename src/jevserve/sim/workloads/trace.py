@@ -11,6 +11,7 @@ import json
 import math
 from pathlib import Path
 
+from jevserve.json_report import jsonl_lines
 from jevserve.serving.types import Request
 from jevserve.sim.errors import TraceError
 
@@ -76,7 +77,7 @@ def read_trace(path: Path, *, need_arrival: bool = True) -> list[Request]:
 def _read_trace(path: Path, *, need_arrival: bool) -> list[Request]:
     rows: list[tuple[dict, str]] = []
     if path.suffix == ".jsonl":
-        for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        for line_no, line in enumerate(jsonl_lines(path.read_text(encoding="utf-8")), start=1):
             if not line.strip():
                 continue
             try:
