@@ -709,7 +709,7 @@ def test_a_threshold_is_shown_by_the_reasons_rule_wherever_it_is_printed():
     from jevserve.gateway.policies.base import threshold_text
 
     assert threshold_text(0.5) == "0.500" and threshold_text(1.0) == "1.000" and threshold_text(0.0) == "0.000"
-    assert threshold_text(0.99981) == "0.9998"
+    assert threshold_text(0.99981) == "0.99981"  # as set, so that copying it into a config sets the same point
     assert threshold_text(0.9999995) == "0.9999995"
     assert threshold_text(0.00004) == "0.00004"
 

@@ -512,6 +512,50 @@ def test_requests_a_decision_asks_nothing_about_are_left_out_and_none_at_all_is_
     nothing = write_jsonl(tmp_path / "nothing.jsonl", [system_only] * 30)
     with pytest.raises(ConfigError, match=r"none of the 30 requests .* gives guard anything to judge"):
         resolve_operating_points(rate_config(nothing), CountingDecider(hash_score), scores=ScoreCache(tmp_path))
+    # known before scoring: `check` (which scores nothing) called such a file valid, and only a start refused it
+    decider = CountingDecider(hash_score)
+    with pytest.raises(ConfigError, match=r"none of the 30 requests .* gives guard anything to judge"):
+        resolve_operating_points(rate_config(nothing), decider, scores=ScoreCache(tmp_path / "c"), score_missing=False)
+    assert decider.states == []
+
+
+def test_refused_rates_and_odd_thresholds_get_advice_that_fits(tmp_path):
+    # on the packaged file: no "add requests" nor "give shapes that are alike one shape" (neither can be done to it),
+    # and the nearest rate it can set (0.01), not 0.05
+    config = parse_config({"routes": [{"model": "m", "guard": {"max_false_action_rate": 0.005}}]})
+    with pytest.raises(ConfigError) as refused:
+        resolve_operating_points(config, CountingDecider(hash_score), score_missing=False)
+    said = str(refused.value)
+    assert "Give your own calibration file (`calibration:`), ask for 0.01 (it needs 100 per shape)" in said
+    assert "alike one shape" not in said and "Add requests" not in said
+    one_shape = write_jsonl(tmp_path / "one.jsonl", [user_record(i) for i in range(60)])
+    with pytest.raises(ConfigError, match=r"Add requests, ask for 0.02 \(it needs 50 per shape\), or give a"):
+        resolve_operating_points(rate_config(one_shape, max_false_action_rate=0.01), CountingDecider(hash_score),
+                                 scores=ScoreCache(tmp_path))  # fmt: skip
+    _, points = resolve_operating_points(parse_config({"routes": [{"model": "m", "guard": {"threshold": 0.0}}]}),
+                                         CountingDecider(hash_score))  # fmt: skip
+    assert "WARNING: acts on every request it judges" in points[0].describe()
+    with pytest.raises(ConfigError, match="did you mean `packaged`"):
+        load_calibration(tmp_path / "Packaged")
+
+
+def test_a_rate_set_threshold_is_printed_as_it_is_set_so_that_a_copy_sets_the_same_point():
+    from jevserve.gateway.policies.base import threshold_text
+
+    assert threshold_text(0.990525) == "0.990525" and threshold_text(0.7) == "0.700"
+    assert float(threshold_text(0.99887654)) == 0.99887654 and threshold_text(1e-7) == "0.0000001"
+
+
+def test_a_top_level_calibration_packaged_means_the_packaged_files():
+    # it was read as a file named "packaged" ("cannot read packaged"), where a decision's own `packaged` worked
+    from jevserve.gateway.operating_points import calibration_path
+
+    assert calibration_path(None, "packaged") is None and calibration_path("packaged", "mine.jsonl") is None
+    assert calibration_path(None, "mine.jsonl") == "mine.jsonl" and calibration_path("own.jsonl", None) == "own.jsonl"
+    config = parse_config({"calibration": "packaged", "routes": [{"model": "m", "guard": {"max_false_action_rate":
+                                                                                           0.01}}]})
+    _, points = resolve_operating_points(config, CountingDecider(hash_score), score_missing=False)
+    assert next(p for p in points if p.decision == "guard").calibration == "packaged everyday"
 
 
 def test_a_rate_a_shape_is_too_small_for_is_refused_naming_the_shape_and_what_it_takes(tmp_path):

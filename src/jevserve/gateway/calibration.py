@@ -104,7 +104,9 @@ def load_calibration(path: str | Path | None = None) -> CalibrationSet:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise ConfigError(f"calibration: cannot read {path}: {exc.strerror}") from None
+        packaged = " (did you mean `packaged`, the file jevserve ships, in lower case?)" if (
+            path.name.lower() == "packaged" and path.name != "packaged") else ""
+        raise ConfigError(f"calibration: cannot read {path}: {exc.strerror}{packaged}") from None
     text = gzip.decompress(raw).decode("utf-8") if raw[:2] == b"\x1f\x8b" else raw.decode("utf-8")
     if text.lstrip().startswith("["):
         raise ConfigError(f"calibration: {path} is a JSON array; expected JSON lines, one record per line "

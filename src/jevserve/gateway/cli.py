@@ -262,7 +262,7 @@ def run_replay(args: argparse.Namespace) -> int:
         return _fail("--thresholds sets the thresholds of --sweep: add --sweep")
     try:  # the imports too: they take a second or two, in which Ctrl-C must not end in a traceback either
         from jevserve.gateway.errors import ConfigError
-        from jevserve.gateway.replay import LogError, describe_skipped, format_report, replay_log
+        from jevserve.gateway.replay import DeciderError, LogError, describe_skipped, format_report, replay_log
 
         try:
             config = _load(args)
@@ -271,6 +271,9 @@ def run_replay(args: argparse.Namespace) -> int:
             return _fail(f"LOG {exc}")
         except ConfigError as exc:
             return _fail(f"--config: {exc}")
+        except DeciderError as exc:  # a typo in --decider ended in a traceback
+            where = f"--decider {args.decider}" if args.decider else f"{args.config or 'the built-in config'}: decider"
+            return _fail(f"{where}: {exc}")
     except KeyboardInterrupt:
         print("interrupted before any request was replayed; nothing reported or written", file=sys.stderr)
         return 130

@@ -101,7 +101,8 @@ class OperatingPoint:
                         f"{recommended_rate(self.decision):g}}})")
             return f"{head}  (the default: no threshold given)"
         if self.max_false_action_rate is None:
-            return f"{head}  (set by hand)"
+            bound = {0.0: "acts on every request it judges", 1.0: "acts only where P is exactly 1"}.get(self.threshold)
+            return f"{head}  (set by hand" + (f"; WARNING: {bound})" if bound else ")")
         if math.isnan(self.threshold):
             return (
                 f"{self.route}/{self.decision:<8} max_false_action_rate {self.max_false_action_rate:g} [{self.mode}]: "
@@ -131,6 +132,9 @@ class OperatingPoint:
 # The fewest calibration requests (calls, pairs) per shape a rate is set on, whatever the rate: at 0, "none of n
 # acted on" bounds the rate at about 3/n (95 %), so below 20 it says next to nothing.
 MIN_PER_SHAPE = 20
+
+
+COARSER_RATES = (0.01, 0.02, 0.05, 0.1, 0.2)  # what a refused rate's message offers in its place, nearest first
 
 
 def requests_needed(rate: float) -> int:
@@ -273,8 +277,7 @@ def resolve_operating_points(
                     by_default=policy_config.threshold is None, rate_allowed=policy_config.calibrated,
                 ))
                 continue
-            own = policy_config.calibration
-            data = calibration_for(key, None if own == PACKAGED else own or config.calibration, files)
+            data = calibration_for(key, calibration_path(policy_config.calibration, config.calibration), files)
             point = _calibrate(route, key, policy_config, decider, data, scores, progress, score_missing)
             points.append(point)
             if not math.isnan(point.threshold):
@@ -285,6 +288,13 @@ def resolve_operating_points(
 
 PACKAGED_FOR = {"tool_gate": PACKAGED_TOOL_CALLS, "cache": PACKAGED_CACHE_PAIRS}  # else the packaged everyday file
 PACKAGED = "packaged"  # a decision's `calibration:` naming the file jevserve ships for it
+
+
+def calibration_path(own: str | None, configs: str | None) -> str | None:
+    """The calibration file a decision reads: its own, else the config's; None (the packaged file for it) where the
+    one that applies says `packaged`, at the top level too (which read it as a file named "packaged")."""
+    path = own or configs
+    return None if path == PACKAGED else path
 
 
 def calibration_for(decision: str, path: str | None, loaded: dict[str, CalibrationSet] | None = None) -> CalibrationSet:
@@ -340,7 +350,7 @@ def _calibrate(
     if found is None or len(found) != len(shapes):
         # too few requests of a shape is known before anything is scored: `check` says so as start-up would, and
         # start-up says so before a minute of scoring
-        counted = _counted_shapes(route, key, policy_config, negatives, shapes)
+        counted = _counted_shapes(route, key, policy_config, negatives, shapes, data.name)
         _require_enough(route, key, policy_config.max_false_action_rate, counted, data, unit)
     if (found is None or len(found) != len(shapes)) and not score_missing:
         return OperatingPoint(
@@ -370,11 +380,7 @@ def _calibrate(
         policy = POLICIES[key](policy_config.model_copy(update={"threshold": 0.5}))
         judged = judged_requests(policy, negatives, route.input_limits())
         if not judged.any():
-            raise ConfigError(
-                f"routes: {route.model}.{key}.max_false_action_rate: none of the {len(negatives):,} requests of the "
-                f"calibration file {data.name} gives {key} anything to judge (no user turn it reads); check that their "
-                "messages are OpenAI chat messages with role 'user' and text content, or give a threshold"
-            )
+            raise nothing_to_judge(route, key, negatives, data.name)
         unjudged = int((~judged).sum())
         found, shapes = found[judged], shapes[judged]
     rate = policy_config.max_false_action_rate
@@ -398,15 +404,26 @@ def _calibrate(
     )
 
 
+def nothing_to_judge(route: RouteConfig, key: str, negatives: list, data_name: str) -> ConfigError:
+    """The error for a calibration file none of whose requests gives the decision anything to judge."""
+    return ConfigError(
+        f"routes: {route.model}.{key}.max_false_action_rate: none of the {len(negatives):,} requests of the "
+        f"calibration file {data_name} gives {key} anything to judge (no user turn it reads); check that their "
+        "messages are OpenAI chat messages with role 'user' and text content, or give a threshold"
+    )
+
+
 def _counted_shapes(
-    route: RouteConfig, key: str, policy_config: PolicyConfig, negatives: list, shapes: np.ndarray
+    route: RouteConfig, key: str, policy_config: PolicyConfig, negatives: list, shapes: np.ndarray, data_name: str
 ) -> np.ndarray:
     """The shapes a rate is set on, less those of requests the decision judges nothing of (no decider needed)."""
     if key in ("tool_gate", "cache"):
         return shapes
     policy = POLICIES[key](policy_config.model_copy(update={"threshold": 0.5}))
     judged = judged_requests(policy, negatives, route.input_limits())
-    return shapes[judged] if judged.any() else shapes
+    if not judged.any():  # known before anything is scored: `check` says so as start-up does
+        raise nothing_to_judge(route, key, negatives, data_name)
+    return shapes[judged]
 
 
 def check_calibration_sizes(config: GatewayConfig) -> None:
@@ -419,7 +436,7 @@ def check_calibration_sizes(config: GatewayConfig) -> None:
         if not negatives:
             continue  # said with what to do when the operating points are resolved
         shapes, unit = _shapes_and_unit(key, negatives)
-        counted = shapes if path is None else _counted_shapes(route, key, policy_config, negatives, shapes)
+        counted = shapes if path is None else _counted_shapes(route, key, policy_config, negatives, shapes, data.name)
         _require_enough(route, key, policy_config.max_false_action_rate, counted, data, unit)
 
 
@@ -438,8 +455,7 @@ def _rated_decisions(config: GatewayConfig):
             policy_config = getattr(route, key, None)
             if policy_config is None or not policy_config.enabled or not policy_config.needs_calibration:
                 continue
-            own = policy_config.calibration
-            path = None if own == PACKAGED else own or config.calibration
+            path = calibration_path(policy_config.calibration, config.calibration)
             yield route, key, policy_config, path, calibration_for(key, path, files)
 
 
@@ -453,12 +469,18 @@ def _require_enough(
     thin = [(s, n) for s, n in sorted(counts.items()) if n < needed]
     if thin:
         listed = ", ".join(f"{s!r} has {n:,}" for s, n in thin)
-        coarser = "" if rate >= 0.05 else f", ask for a coarser rate (0.05 needs {requests_needed(0.05)} per shape)"
+        fewest = min(counts.values())
+        # the advice fits the file: the nearest coarser rate it can set, and no "add requests" to a packaged file
+        coarser = next((r for r in COARSER_RATES if r > rate and requests_needed(r) <= fewest), None)
+        fixes = ["give your own calibration file (`calibration:`)"] if data.name.startswith("packaged") else (
+            [f"add {unit}"] + (["give shapes that are alike one shape"] if len(counts) > 1 else []))
+        if coarser is not None:
+            fixes.append(f"ask for {coarser:g} (it needs {requests_needed(coarser)} per shape)")
         raise ConfigError(
             f"routes: {route.model}.{key}.max_false_action_rate: {rate:g} cannot be set on {data.name}: it takes at "
             f"least {needed:,} {unit} per shape, and {listed}; with fewer, the threshold lands just above the few it "
-            f"has, however low, and acts on most traffic. Add {unit}, give shapes that are alike one shape"
-            f"{coarser}, or give a threshold"
+            f"has, however low, and acts on most traffic. {', '.join(fixes)[:1].upper()}{', '.join(fixes)[1:]}, or "
+            "give a threshold"
         )
 
 

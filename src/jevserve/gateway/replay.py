@@ -48,6 +48,10 @@ class LogError(ValueError):
     """A decision log that cannot be replayed: missing, empty, or with a line that is not a gateway record."""
 
 
+class DeciderError(ValueError):
+    """The decider the config (or --decider) names cannot be made: an unknown spec, an unset key variable."""
+
+
 @dataclass(frozen=True)
 class ReplayedRequest:
     """One logged request, its logged verdicts and its replayed ones."""
@@ -68,16 +72,25 @@ class ReplayedRequest:
         the client sees (allow, skip, a queue priority ↔ not run; `Replay.added_or_removed` names such decisions).
         Counted, a removed clarify or priority listed every request as changed and hid those whose guard or cache
         did change; a block that is gone, or new, is a change."""
-        out = []
-        for d in sorted(set(self.old) | set(self.new)):
-            before, after = _action(self.old, d), _action(self.new, d)
-            if before != after and not {before, after} <= _UNSEEN:
-                out.append(d)
-        return out
+        return [d for d in sorted(set(self.old) | set(self.new))
+                if is_change(_action(self.old, d), _action(self.new, d))]
 
 
 # a decision not run ("-") and the actions that change nothing the client receives
 _UNSEEN = frozenset({"-", "allow", "skip", "prioritise"})
+SHADOW = "~shadow"  # marks an action taken in shadow mode (logged, not carried out), as the decisions header does
+
+
+def _shown(action: str, mode: Any) -> str:
+    """The action as the replay lists it: `block~shadow` when it was only logged."""
+    return f"{action}{SHADOW}" if str(mode) == "shadow" and action not in ("allow", "skip") else action
+
+
+def is_change(before: str, after: str) -> bool:
+    """Whether the client would see a difference: an action in shadow mode is seen as none (a shadow block that
+    is enforced now is a change, one in shadow on both sides is not)."""
+    seen_before, seen_after = (a if not a.endswith(SHADOW) else "allow" for a in (before, after))
+    return seen_before != seen_after and not {seen_before, seen_after} <= _UNSEEN
 
 
 def _action(outcomes: dict[str, Outcome], decision: str) -> str:
@@ -168,7 +181,8 @@ def read_log_strict(path: str | Path, *, allow_empty: bool = False) -> list[dict
 
 def _logged(record: dict[str, Any]) -> dict[str, Outcome]:
     verdicts = (record.get("decisions") or {}).get("verdicts") or []
-    return {v["decision"]: (v["action"], v.get("probability")) for v in verdicts if isinstance(v, dict)}
+    return {v["decision"]: (_shown(v["action"], v.get("mode")), v.get("probability"))
+            for v in verdicts if isinstance(v, dict)}
 
 
 def _thresholds(record: dict[str, Any], replayed: Sequence[Any]) -> dict[str, tuple[float | None, float | None]]:
@@ -180,7 +194,7 @@ def _thresholds(record: dict[str, Any], replayed: Sequence[Any]) -> dict[str, tu
 
 def _strongest(verdicts: Sequence[dict[str, Any]]) -> Outcome:
     """A request's tool-gate outcome from its calls' verdicts: the first acting action, else allow; the highest P."""
-    acting = [v["action"] for v in verdicts if v.get("action") not in ("allow", "skip")]
+    acting = [_shown(v["action"], v.get("mode")) for v in verdicts if v.get("action") not in ("allow", "skip")]
     found = [v["probability"] for v in verdicts if v.get("probability") is not None]
     return (acting[0] if acting else "allow", max(found) if found else None)
 
@@ -247,11 +261,14 @@ async def replay_records(
                 record["messages"], config=route, decider=decider, tools=record.get("tools"), cache=lookup,
                 tenant=tenant, params=record.get("params") or {"model": record.get("model")},
             )  # fmt: skip
-            new = {v.decision: (str(v.action), v.probability) for v in report.verdicts}
+            new = {v.decision: (_shown(str(v.action), v.mode), v.probability) for v in report.verdicts}
             old = _logged(record)
             thresholds = _thresholds(record, report.verdicts)
             calls = [c for c in record.get("tool_calls") or () if isinstance(c, dict)]
-            gated = route.tool_gate is not None and route.tool_gate.enabled and report.inputs is not None
+            # the reply's calls are gated only when the request reaches the upstream: one the new config refuses (or
+            # answers from the cache) first has no reply to gate
+            gated = (route.tool_gate is not None and route.tool_gate.enabled and report.inputs is not None
+                     and report.final is None)
             if calls and gated:
                 regated = await _regate(decider, route, report.inputs.user_text, calls)
                 new["tool_gate"] = _strongest(regated)
@@ -323,10 +340,14 @@ def replay_log(
 ) -> Replay:  # fmt: skip
     """Re-decide the first `limit` records of the log at `paths`, or of several logs merged by time (`read_logs`);
     raises LogError for a log that cannot be read."""
+    from jevserve.decide.registry import UnknownSpecError
     from jevserve.gateway.decider import decider_for
 
     records = read_logs([paths] if isinstance(paths, (str, Path)) else paths)[:limit]
-    decider = decider or decider_for(config)
+    try:
+        decider = decider or decider_for(config)
+    except (UnknownSpecError, ValueError) as exc:
+        raise DeciderError(str(exc)) from None
 
     async def run() -> Replay:
         try:
@@ -354,8 +375,7 @@ def format_report(replay: Replay, *, max_listed: int = 50) -> str:
     ]
     for decision, counts in sorted(replay.transitions().items()):
         # counted as the request list below counts them: a move between actions the client never sees is no change
-        changed = sum(n for t, n in counts.items()
-                      if (pair := t.split("→"))[0] != pair[1] and not set(pair) <= _UNSEEN)
+        changed = sum(n for t, n in counts.items() if is_change(*t.split("→")))
         moves = ", ".join(f"{t} ×{n}" for t, n in counts.most_common())
         lines.append(f"{decision:<10} {changed:>8} {sum(counts.values()):>6}   {moves}")
     moved = replay.added_or_removed()

@@ -101,10 +101,11 @@ def _reads_as_bound(shown: str, threshold: float) -> bool:
 
 
 def threshold_text(threshold: float) -> str:
-    """A threshold for people: three decimals, more (up to 9) where three would read as 0 or 1."""
+    """A threshold for people to read and to copy into a config: three decimals, more (up to 9) where three would
+    change it (a rate-set 0.990525 printed as 0.991 moved the operating point when copied) or read as 0 or 1."""
     for decimals in range(3, 10):
         shown = f"{threshold:.{decimals}f}"
-        if not _reads_as_bound(shown, threshold):
+        if abs(float(shown) - threshold) < 1e-12 and not _reads_as_bound(shown, threshold):
             break
     return shown
 
