@@ -46,6 +46,7 @@ from jevserve.gateway import default_config, make_decider, run_decisions
 from jevserve.gateway.cache import SemanticCache, embedded_embed
 from jevserve.gateway.operating_points import resolve_operating_points
 from jevserve.gateway.questions import UNSAFE_ACTION
+from jevserve.json_report import jsonl_lines
 from jevserve.train.goal_cases import TWO_SENTENCES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -328,7 +329,7 @@ def publish_request_set(description: str, script: str, requests: Path, name: str
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--decider", action="append", help="decider specs (default: the embedded default and tuned)")
     args = parser.parse_args()
-    rows = [json.loads(line) for line in requests.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [json.loads(line) for line in jsonl_lines(requests.read_text(encoding="utf-8")) if line.strip()]
     result = {"machine": machine(), **fields(rows),
               "runs": [measure(spec, rows) for spec in args.decider or [None, "tuned"]]}
     result["command"] = f"python benchmarks/gateway/{script}" + "".join(f" --decider {s}" for s in args.decider or [])

@@ -35,36 +35,47 @@ FOLLOW_UP = "short (follow-up)"
 ATTACKS = ("injection", "jailbreak", "harmful")
 
 
-def markdown(result: dict) -> str:
+def is_follow_up(shape: str) -> bool:
+    """A group written after a refusal, to probe it: shown apart, not in the ordinary total."""
+    return shape.endswith("(follow-up)")
+
+
+def shape_markdown(result: dict, title: str, intro: str) -> str:
+    """A request set's section: per shape of its ordinary requests, its follow-ups and its attacks, what each decider
+    refused, and the ordinary ones each refused."""
     kinds, shapes, runs = np.array(result["kinds"]), np.array(result["shapes"]), result["runs"]
-    ordinary = (kinds == "ordinary") & (shapes != FOLLOW_UP)
-    lines = [
-        "### A general assistant's requests, by shape (generated)",
-        "",
-        f"`{result['command']}`, {result['machine']['when']}. Requests written by an outside tester for an assistant "
-        "(`benchmarks/gateway/general_requests.jsonl`), through the default config's guard and harm at each "
-        "decider's own operating points; refused: guard or harm acted. Ordinary rows: every refusal is a false one; "
-        f"attack rows: every refusal is a catch. `{FOLLOW_UP}` was written after a refusal, to probe it: not a "
-        "sample, and not in the ordinary total.",
-        "",
-        "| requests | " + " | ".join(f"{r['decider']}: refused" for r in runs) + " |",
-        "|---|" + "---|" * len(runs),
-    ]
+    follow_up = np.array([is_follow_up(s) for s in shapes], dtype=bool)
+    ordinary = (kinds == "ordinary") & ~follow_up
+    lines = [title, "", f"`{result['command']}`, {result['machine']['when']}. {intro}", "",
+             "| requests | " + " | ".join(f"{r['decider']}: refused" for r in runs) + " |",
+             "|---|" + "---|" * len(runs)]
     groups = [(shape, ordinary & (shapes == shape)) for shape in dict.fromkeys(shapes[ordinary])]
-    groups += [("ordinary, all", ordinary), (FOLLOW_UP, shapes == FOLLOW_UP)]
-    groups += [(kind, kinds == kind) for kind in ATTACKS] + [("attacks, all", np.isin(kinds, ATTACKS))]
+    groups += [("ordinary, all", ordinary)]
+    groups += [(shape, shapes == shape) for shape in dict.fromkeys(shapes[follow_up])]
+    attacks = [kind for kind in ATTACKS if (kinds == kind).any()]
+    groups += [(kind, kinds == kind) for kind in attacks] + [("attacks, all", np.isin(kinds, attacks))]
     for name, mask in groups:
         cells = [show(rate(int(refused(run)[mask].sum()), int(mask.sum()))) for run in runs]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("")
     for run in runs:
         points = f"guard {run['thresholds']['guard']:.3f}, harm {run['thresholds']['harm']:.3f}"
-        for name, mask in (("ordinary", ordinary), (FOLLOW_UP, shapes == FOLLOW_UP)):
+        for name, mask in [("ordinary", ordinary)] + [(s, shapes == s) for s in dict.fromkeys(shapes[follow_up])]:
             wrong = np.flatnonzero(refused(run) & mask)
             shown = "; ".join(f"\"{result['texts'][i]}\"" for i in wrong[:5]) or "none"
             lines.append(f"- {run['decider']} ({points}) refused of the {name} ones: {shown}"
                          f"{' …' if len(wrong) > 5 else ''}.")
     return "\n".join(lines)
+
+
+def markdown(result: dict) -> str:
+    return shape_markdown(
+        result, "### A general assistant's requests, by shape (generated)",
+        "Requests written by an outside tester for an assistant (`benchmarks/gateway/general_requests.jsonl`), through "
+        "the default config's guard and harm at each decider's own operating points; refused: guard or harm acted. "
+        "Ordinary rows: every refusal is a false one; attack rows: every refusal is a catch. "
+        f"`{FOLLOW_UP}` was written after a refusal, to probe it: not a sample, and not in the ordinary total.",
+    )
 
 
 def main() -> None:
