@@ -57,14 +57,16 @@ class RetryPolicy:
 
     def delay_s(self, retry_index: int, headers: Mapping[str, str] | None, rng: random.Random) -> float:
         """Seconds to wait before retry number `retry_index` (0-based), honouring the server's hints first."""
-        hinted = _retry_after_s(headers) if headers is not None else None
+        hinted = retry_after_s(headers) if headers is not None else None
         if hinted is not None:
             return max(0.0, hinted)
         backoff = min(self.initial_backoff_s * (2**retry_index), self.max_backoff_s)
         return backoff * (1.0 - self.jitter * rng.random())
 
 
-def _retry_after_s(headers: Mapping[str, str]) -> float | None:
+def retry_after_s(headers: Mapping[str, str]) -> float | None:
+    """The wait a 429 or 503 asks for, in seconds: `retry-after-ms`, else `Retry-After` as seconds or an HTTP date;
+    None when it gives none that can be read."""
     ms = headers.get("retry-after-ms")
     if ms is not None:
         try:

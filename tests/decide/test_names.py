@@ -68,3 +68,12 @@ def test_a_readout_you_trained_is_served_from_its_file_under_a_name_of_its_own(t
     (tmp_path / "junk.npz").write_text("not a zip")
     with pytest.raises(ValueError, match="not a weights file"):
         load_backends(f"encoder:{tmp_path / 'junk.npz'}")
+
+
+def test_embedded_with_anything_after_it_is_refused_not_run_as_the_default():
+    import pytest
+
+    from jevserve.decide.registry import UnknownSpecError, load_backends
+
+    with pytest.raises(UnknownSpecError, match="embedded takes nothing after it"):
+        load_backends("embedded:nosuch")

@@ -160,3 +160,14 @@ def test_a_rate_limits_burst_is_a_whole_number_of_requests():
     with pytest.raises(ConfigError) as caught:
         parse_config({"routes": [{"model": "m", "rate_limit": {"requests_per_s": 1, "burst": 1.5}}]})
     assert "routes[0].rate_limit.burst" in str(caught.value)
+
+
+def test_a_rate_in_e_notation_without_a_point_says_yaml_read_it_as_text():
+    # PyYAML reads 1e-2 as the text "1e-2", quoted or not: "write it without quotes" sent the user in circles
+    import yaml
+
+    with pytest.raises(ConfigError) as caught:
+        parse_config(yaml.safe_load("routes: [{model: m, guard: {max_false_action_rate: 1e-2}}]"))
+    assert "YAML reads 1e-2 as text: write 0.01 or put a point in it, 1.0e-2" in str(caught.value)
+    assert parse_config(yaml.safe_load("routes: [{model: m, guard: {max_false_action_rate: 1.0e-2}}]")).routes[
+        0].guard.max_false_action_rate == 0.01

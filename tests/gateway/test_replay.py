@@ -340,7 +340,8 @@ def test_replay_gates_the_logged_tool_calls_again(tmp_path):
     # a config that refuses the request first (harm) calls no upstream: there is no reply whose calls it gates
     refusing = {**route, "harm": {"threshold": 0.5}}
     refused = replay(path, {"tool_gate:0": 0.9, "harm": 0.9}, route=refusing)
-    assert "tool_gate" not in refused.requests[0].new and refused.requests[0].changed() == ["harm"]
+    assert refused.requests[0].new["tool_gate"] == ("skip", None) and refused.requests[0].changed() == ["harm"]
+    assert "tool_gate" not in refused.added_or_removed()  # still in the config: skipped, not removed
 
 
 def _shadow_log(tmp_path, mode):

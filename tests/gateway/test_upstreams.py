@@ -771,3 +771,35 @@ def test_event_lines_split_at_cr_and_lf_only_across_chunks():
 
     assert run(lines(["a\u2028b\r", "\nc\rd\n", "e"])) == ["a\u2028b", "c", "d", "e"]
     assert run(lines(["x\r", "", "y\n"])) == ["x", "y"]
+
+
+def test_an_absurd_upstream_retry_after_ends_the_tries_and_is_passed_on_bounded():
+    # 99999999999 s was waited 5 s twice, then passed on as it was; -5 likewise
+    for hint, passed in (("99999999999", "600"), ("-5", "0")):
+        limited = StubUpstream(lambda body, hint=hint: httpx.Response(
+            429, json={"error": {"message": "slow down"}}, headers={"retry-after": hint}))
+        app, _, _ = make_app(upstreams={"a": limited})
+        started = time.monotonic()
+        response = post(app, HI)
+        assert response.status_code == 429 and response.headers["retry-after"] == passed
+        tries = 1 if hint == "99999999999" else 2  # a long hint is not waited for; 0 s is, once (max_retries: 1)
+        assert len(limited.requests) == tries and time.monotonic() - started < 4
+
+
+def test_a_429_between_failures_neither_opens_nor_resets_the_circuit():
+    # counted as a success, one 429 among failing 503s kept a failing upstream's circuit closed
+    answers = iter([503, 429, 503])
+    config = {"upstreams": [{"name": "a", "url": "http://a.test/v1", "max_retries": 0, "breaker_failures": 2}]}
+    flaky = StubUpstream(lambda body: httpx.Response(next(answers), json={"error": {"message": "x"}}))
+    app, _, _ = make_app(upstreams={"a": flaky}, config=config)
+    assert [post(app, HI).status_code for _ in range(3)] == [503, 429, 503]
+    last = post(app, HI)
+    assert last.status_code == 503 and last.json()["error"]["code"] == "upstream_unavailable"
+    assert len(flaky.requests) == 3  # the fourth found the circuit open
+
+
+def test_a_browser_page_may_read_the_pacing_headers_passed_on():
+    from jevserve.gateway.app import CLIENT_HEADERS
+    from jevserve.gateway.stages.forward import PASSED_HEADERS
+
+    assert {"retry-after", "retry-after-ms", "x-ratelimit-remaining-requests", *PASSED_HEADERS} <= set(CLIENT_HEADERS)

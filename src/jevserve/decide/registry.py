@@ -60,6 +60,9 @@ def load_backends(spec: str, options: BackendOptions | None = None) -> list[Deci
     options = options or BackendOptions()
     kind, _, arg = spec.partition(":")
     if kind == "embedded":
+        if arg:  # `embedded:nosuch` ran the default model without a word
+            raise UnknownSpecError(f"unknown model spec {spec!r}: embedded takes nothing after it (the embedded "
+                                   "models, the default first); name one model as reader, tuned, encoder, ...")
         from jevserve.decide.embedded import embedded_backends
 
         return embedded_backends()

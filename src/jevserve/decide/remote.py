@@ -36,7 +36,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from jevserve import __version__
-from jevserve.client import DEFAULT_TIMEOUT_S, _retry_after_s
+from jevserve.client import DEFAULT_TIMEOUT_S, retry_after_s
 from jevserve.decide.base import DecisionBackend, DecisionItem, Decisions, ModelCard
 from jevserve.protocol import (
     BackendError,
@@ -366,11 +366,10 @@ class RemoteBackend(DecisionBackend):
         """The error the client gets for an upstream's non-200 answer (table in the module docstring)."""
         status, message = response.status_code, _upstream_message(response)
         if status == 429:
-            hint = _retry_after_s(response.headers)
+            hint = retry_after_s(response.headers)
             # passed on within (0, MAX_RETRY_AFTER_S]: an upstream's 99999999999 s (or NaN) would park clients
-            retry_after_s = min(hint, MAX_RETRY_AFTER_S) if hint is not None and hint > 0 else 1.0
-            return OverloadedError(f"upstream {self.url} is rate limiting (429): {message}",
-                                   retry_after_s=retry_after_s)
+            wait_s = min(hint, MAX_RETRY_AFTER_S) if hint is not None and hint > 0 else 1.0
+            return OverloadedError(f"upstream {self.url} is rate limiting (429): {message}", retry_after_s=wait_s)
         if status in (401, 403):
             return BackendError(
                 f"upstream {self.url} {KEY_REFUSED} ({status}: {message}); the key sent to it "

@@ -42,7 +42,11 @@ logger = logging.getLogger("jevserve.gateway")
 # the headers a browser page may read of an answer (CORS exposes none but a few by default)
 CLIENT_HEADERS = ("x-jevserve-decisions", "x-jevserve-decision-ms", "x-jevserve-overhead-ms", "x-jevserve-upstream",
                   "x-jevserve-cache", "x-jevserve-clarify", "x-jevserve-flagged", "x-jevserve-tool-gate-ms",
-                  "retry-after")
+                  "retry-after", "x-request-id",
+                  # the upstream's pacing headers passed on (stages/forward.py): OpenAI's names for them
+                  "retry-after-ms", "openai-processing-ms", "x-ratelimit-limit-requests", "x-ratelimit-limit-tokens",
+                  "x-ratelimit-remaining-requests", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-requests",
+                  "x-ratelimit-reset-tokens")
 
 
 def create_app(

@@ -512,6 +512,11 @@ def _path(loc: tuple[Any, ...]) -> str:
 _SCALAR_TYPES = frozenset({"float_type", "int_type", "int_from_float", "bool_type", "float_parsing", "int_parsing"})
 
 
+def _with_point(text: str) -> str:
+    mantissa, _, exponent = text.strip().lower().partition("e")
+    return f"{mantissa}.0e{exponent}"
+
+
 def _reads_as_scalar(text: str) -> bool:
     try:
         float(text)
@@ -547,7 +552,12 @@ def _message(error: Mapping[str, Any]) -> str:
     if error.get("type") in _SCALAR_TYPES and "input" in error:
         # read strictly (a quoted "0.9" is no number, `true` no count of seconds): say what was given
         got = error["input"]
-        hint = " (quoted: write it without quotes)" if isinstance(got, str) and _reads_as_scalar(got) else ""
+        hint = ""
+        if isinstance(got, str) and re.fullmatch(r"\s*[-+]?\d+[eE][-+]?\d+\s*", got):
+            # YAML 1.1 (PyYAML) reads a number in e-notation without a point as text, quoted or not
+            hint = f" (YAML reads {got.strip()} as text: write {float(got):g} or put a point in it, {_with_point(got)})"
+        elif isinstance(got, str) and _reads_as_scalar(got):
+            hint = " (quoted: write it without quotes)"
         return f"{msg}, got {got!r}{hint}"
     if error.get("type") == "extra_forbidden":
         loc = tuple(error.get("loc", ()))

@@ -267,12 +267,13 @@ async def replay_records(
             calls = [c for c in record.get("tool_calls") or () if isinstance(c, dict)]
             # the reply's calls are gated only when the request reaches the upstream: one the new config refuses (or
             # answers from the cache) first has no reply to gate
-            gated = (route.tool_gate is not None and route.tool_gate.enabled and report.inputs is not None
-                     and report.final is None)
-            if calls and gated:
+            has_gate = route.tool_gate is not None and route.tool_gate.enabled and report.inputs is not None
+            if calls and has_gate and report.final is None:
                 regated = await _regate(decider, route, report.inputs.user_text, calls)
                 new["tool_gate"] = _strongest(regated)
                 thresholds["tool_gate"] = (None, _gate_threshold(regated))
+            elif calls and has_gate:  # skipped, as a decision another verdict answered first is: not removed
+                new["tool_gate"] = ("skip", None)
             if calls and record.get("tool_gate"):
                 gated_then = [v for v in record["tool_gate"] if isinstance(v, dict)]
                 old["tool_gate"] = _strongest(gated_then)

@@ -19,6 +19,7 @@ upstream that took the request (per read: a stream may last longer while bytes k
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from jevserve.client import retry_after_s
 from jevserve.gateway.config import PLACEHOLDER_URL, AdmissionConfig, UpstreamConfig
 from jevserve.gateway.errors import (
     UpstreamError,
@@ -163,13 +165,11 @@ class Upstream:
 
 
 def _hinted_delay_s(response: httpx.Response | None) -> float | None:
+    """The upstream's Retry-After (seconds or an HTTP date, as clients read it), None when it gives none."""
     if response is None:
         return None
-    value = response.headers.get("retry-after")
-    try:
-        return min(float(value), MAX_HINTED_BACKOFF_S) if value is not None else None
-    except ValueError:
-        return None
+    hint = retry_after_s(response.headers)
+    return None if hint is None or not math.isfinite(hint) else max(0.0, hint)
 
 
 async def _try_upstream(
@@ -219,7 +219,10 @@ async def _try_upstream(
         delay = _hinted_delay_s(response)
         if delay is None:
             delay = config.backoff_s * (2**retry)
-        if retry == config.max_retries or time.monotonic() + delay >= deadline_at:
+        # a hint past MAX_HINTED_BACKOFF_S ends the tries here: its refusal goes on (to the next upstream, or to the
+        # client with that Retry-After) rather than being asked again 5 s later
+        long_hint = delay > MAX_HINTED_BACKOFF_S
+        if retry == config.max_retries or long_hint or time.monotonic() + delay >= deadline_at:
             if response is not None and refusals is not None:
                 refusals.append((upstream, response))
             break
@@ -227,9 +230,10 @@ async def _try_upstream(
     # one failure per request, its retries included: counted per try, two requests to an upstream restarting for a
     # few seconds opened its circuit (with the defaults' 3 tries each) and the route answered 503 for 30 s. A 429
     # is the upstream's answer about its load, not its health (a hosted API limits per model: counted, one model's
-    # limit opened the circuit of every route on that URL), so it is not counted against the circuit.
-    await upstream.store.record_result(upstream.name, status == 429 and response is not None,
-                                       config.breaker_failures, config.breaker_reset_s)
+    # limit opened the circuit of every route on that URL), so it is not counted against the circuit; nor for it
+    # (counted as a success, one 429 among failing 503s kept a failing upstream's circuit closed).
+    if not (status == 429 and response is not None):
+        await upstream.store.record_result(upstream.name, False, config.breaker_failures, config.breaker_reset_s)
     return None
 
 

@@ -10,12 +10,14 @@ becomes the same 502; only what goes wrong after the events began ends the clien
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from jevserve.client import retry_after_s
 from jevserve.gateway.context import RequestContext
 from jevserve.gateway.errors import UpstreamError, UpstreamsBusyError
 from jevserve.gateway.inference_headers import inference_headers
@@ -107,14 +109,23 @@ async def forward(gateway: Gateway, ctx: RequestContext, plan: Forward) -> Upstr
 
 # The upstream's answer headers a client paces itself by (OpenAI's rate-limit headers, vLLM's and OpenAI's
 # Retry-After, OpenAI's processing time); the rest (server, content length, cookies) are the gateway's own to set.
-PASSED_HEADERS = frozenset({"retry-after", "retry-after-ms", "openai-processing-ms"})
+PASSED_HEADERS = frozenset({"openai-processing-ms"})
 PASSED_PREFIXES = ("x-ratelimit-",)
+MAX_PASSED_RETRY_AFTER_S = 600  # an upstream's Retry-After of 99999999999 s (or -5) is no wait to pass on as it is
 
 
 def passed_headers(headers: httpx.Headers) -> dict[str, str]:
-    """The upstream headers the client gets with the answer."""
-    return {name: value for name, value in headers.items()
-            if name.lower() in PASSED_HEADERS or name.lower().startswith(PASSED_PREFIXES)}
+    """The upstream headers the client gets with the answer; its Retry-After (seconds or a date) as whole seconds
+    within [0, MAX_PASSED_RETRY_AFTER_S], and retry-after-ms with it where it gave one."""
+    out = {name: value for name, value in headers.items()
+           if name.lower() in PASSED_HEADERS or name.lower().startswith(PASSED_PREFIXES)}
+    wait_s = retry_after_s(headers)
+    if wait_s is not None and math.isfinite(wait_s):
+        wait_s = min(max(wait_s, 0.0), MAX_PASSED_RETRY_AFTER_S)
+        out["retry-after"] = str(math.ceil(wait_s))
+        if "retry-after-ms" in headers:
+            out["retry-after-ms"] = str(round(wait_s * 1000))
+    return out
 
 
 def is_event_stream(response: httpx.Response) -> bool:
