@@ -133,3 +133,16 @@ def test_a_source_named_twice_is_fetched_once(tmp_path, monkeypatch):
     monkeypatch.setattr("jevserve.bench.sources.fetch_sources", fetch_sources)
     assert run(["data", "fetch", "--source", "champ-steps", "--source", "champ-steps", "--cache", str(tmp_path)]) == 0
     assert asked == [["champ-steps"]]
+
+
+def test_a_cache_variable_naming_a_file_and_the_caches_root_given_for_its_data_are_said(tmp_path, capsys, monkeypatch):
+    a_file = tmp_path / "cachefile"
+    a_file.write_text("x")
+    monkeypatch.setenv("JEVSERVE_CACHE", str(a_file))
+    assert run(["data", "list"]) == 2
+    assert f"$JEVSERVE_CACHE {a_file}: a file, not a folder" in capsys.readouterr().err
+    monkeypatch.delenv("JEVSERVE_CACHE")
+    monkeypatch.setattr("jevserve.bench.sources.cache.metadata.distribution", _not_installed)
+    (tmp_path / "root" / "data").mkdir(parents=True)
+    assert run(["data", "list", "--cache", str(tmp_path / "root"), "--no-rows"]) == 0
+    assert f"did you mean --cache {tmp_path / 'root' / 'data'}?" in capsys.readouterr().err

@@ -100,6 +100,10 @@ def test_flags_that_do_not_go_together_say_so(flags):
         (("--report", "--tuned"), "--report does not read --tuned"),
         (("--probe", "--report"), "--report and --probe are separate jobs: run one at a time"),
         (("--report", "no/such/doc.md"), "--report no/such/doc.md: no such file"),
+        (("--results", "elsewhere"), "--results names the results folder --report and --heldout read"),
+        (("--check", "--results", "elsewhere"), "--results names the results folder"),
+        (("--tuned", "--lexical-heads-only", "--epochs", "2", "--seed", "3"),
+         "does not read --epochs, --seed: leave them out"),
     ],
 )
 def test_flags_that_would_be_ignored_or_fail_late_are_refused_before_any_work(flags, said, monkeypatch):

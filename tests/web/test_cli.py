@@ -131,6 +131,42 @@ def test_a_db_that_is_not_the_playgrounds_is_refused_untouched(tmp_path, capsys)
         Store(tmp_path)
 
 
+def test_databases_that_only_look_like_the_playgrounds_are_refused_untouched(tmp_path, capsys):
+    # another program's schema_version table was taken for the playground's (tables added, version bumped, WAL on);
+    # a newer jevserve's database ended in a traceback after its mode changed; an export made an empty file a
+    # database; refusing a WAL database left -wal and -shm files beside it
+    import sqlite3
+
+    from jevserve.web.store import MIGRATIONS, Store, StoreError
+
+    flyway = tmp_path / "flyway.sqlite"
+    conn = sqlite3.connect(flyway, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE schema_version (version INTEGER)")
+    conn.execute("CREATE TABLE invoices (x)")
+    conn.close()  # the last connection checkpoints the WAL into the file and removes it
+    flyway.chmod(0o644)
+    newer = tmp_path / "newer.sqlite"
+    Store(newer)
+    conn = sqlite3.connect(newer, isolation_level=None)
+    conn.execute("UPDATE schema_version SET version = ?", (len(MIGRATIONS) + 5,))
+    conn.close()
+    newer.chmod(0o644)
+    for path, said in ((flyway, "something else (tables: invoices)"), (newer, "of a newer jevserve")):
+        before = path.read_bytes()
+        with pytest.raises(StoreError) as refused:
+            Store(path)
+        assert said in str(refused.value)
+        assert main(["web", "export-rounds", "-", "--db", str(path)]) == 2
+        assert said in capsys.readouterr().err
+        assert path.read_bytes() == before and path.stat().st_mode & 0o777 == 0o644
+    assert not (tmp_path / "flyway.sqlite-wal").exists() and not (tmp_path / "flyway.sqlite-shm").exists()
+    empty = tmp_path / "empty.sqlite"
+    empty.touch()
+    assert main(["web", "export-rounds", "-", "--db", str(empty)]) == 2
+    assert "an empty file, which holds no rounds" in capsys.readouterr().err and empty.stat().st_size == 0
+
+
 def test_export_leaves_the_databases_modes_as_they_are(tmp_path):
     db = _db_with_one_answer(tmp_path)
     db.chmod(0o640)

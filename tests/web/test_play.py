@@ -314,7 +314,7 @@ def test_a_baseline_row_on_a_length_item_says_why_it_shows_no_bin(app):
     client = _client(app)
     url = start_round(client)
     texts = [client.get(play_item(client, url, p).headers["location"]).text for p in range(5)]
-    length = [t for t in texts if "the bin of its stored length-regression prediction" in t]
+    length = [t for t in texts if "bin is that of its stored\nlength-regression prediction" in t]
     assert length, "a round holds a reply-length item"
     assert "no bin: its length score ranks requests, it predicts no token count" in length[0]
     assert all("no bin:" not in t for t in texts if t not in length)
@@ -560,3 +560,25 @@ def test_a_visitor_who_leaves_mid_form_gets_no_traceback_in_the_log(app, caplog,
         asyncio.run(app(scope, receive, send))
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert [m["status"] for m in sent if m["type"] == "http.response.start"] == [499]
+
+
+def test_a_model_served_under_its_new_name_applies_the_thresholds_filed_under_its_row(tmp_path):
+    # `jevserve web --model minilm-reader` applied 0.5 (no row of that name) and listed its own stored row beside it
+    from tests.web.builders import StubDecider
+
+    class Renamed(StubDecider):
+        name = "minilm-reader-new"
+
+    app = make_app(tmp_path / "db.sqlite", Renamed(), board_names={"minilm-reader-new": "jev-minilm-1"})
+    client = _client(app)
+    url = start_round(client)
+    rules = next(r for r in stored_rows(RESULTS) if r.model == "jev-minilm-1").rules
+    for position in range(5):
+        reveal = client.get(play_item(client, url, position).headers["location"]).text
+        decision = next(d for d in DECISIONS.values() if f"· {d.title}</p>" in reveal)
+        assert "minilm-reader-new (served, asked live" in reveal
+        assert "jev-minilm-1 <span" not in reveal  # not again as a stored row
+        if decision.key != "length":
+            rule = rules[decision.task]
+            sign = "≥" if rule["direction"] > 0 else "≤"
+            assert f"“Yes” at P(yes) {sign} {rule['threshold']:.3f}" in reveal

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from jevserve.web.store import MIGRATIONS, ModelAnswer, Store
+from jevserve.web.store import MIGRATIONS, ModelAnswer, Store, StoreError
 
 
 def _round(store: Store, round_id: str = "r" * 22) -> str:
@@ -32,7 +32,7 @@ def test_database_newer_than_the_code_is_refused_with_a_message(tmp_path):
     Store(tmp_path / "db.sqlite")
     with sqlite3.connect(tmp_path / "db.sqlite") as conn:
         conn.execute("UPDATE schema_version SET version = 99")
-    with pytest.raises(RuntimeError, match="schema version 99 is newer"):
+    with pytest.raises(StoreError, match=r"of a newer jevserve \(schema version 99"):  # before anything is written
         Store(tmp_path / "db.sqlite")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -82,9 +83,16 @@ def run_list(args: argparse.Namespace) -> int:
     from jevserve.bench.sources import SOURCES, DataSourceError, load_source, resolve_cache_dir, source_status
 
     cache_dir = resolve_cache_dir(args.cache)
-    if args.cache and not cache_dir.is_dir():  # a mistyped path read as an empty cache: every source "missing"
-        what = "a file, not a folder" if cache_dir.exists() else "no such folder"
-        print(f"error: --cache {args.cache}: {what}; pass the folder `jevserve data fetch --cache DIR` filled "
+    # a mistyped path read as an empty cache: every source "missing", with a 124 MB fetch to run
+    root = Path(os.environ[CACHE_ENV]).expanduser() if not args.cache and os.environ.get(CACHE_ENV) else None
+    named = f"--cache {args.cache}" if args.cache else f"the data cache {cache_dir}"
+    for path, given in ((root, f"${CACHE_ENV} {root}"), (cache_dir, named)):
+        if path is not None and path.exists() and not path.is_dir():
+            print(f"error: {given}: a file, not a folder; name the folder `jevserve data fetch` fills",
+                  file=sys.stderr)
+            return 2
+    if args.cache and not cache_dir.is_dir():
+        print(f"error: --cache {args.cache}: no such folder; pass the folder `jevserve data fetch --cache DIR` filled "
               f"(a fetch creates it), or leave --cache out (default: {resolve_cache_dir(None)})", file=sys.stderr)
         return 2
     entries, problems, notes = [], [], []
@@ -136,6 +144,10 @@ def run_list(args: argparse.Namespace) -> int:
         ]
         print(_table(header, rows_out))
         print(f"\ncache: {cache_dir}")
+    if all(e["status"] == "missing" for e in entries) and (cache_dir / "data").is_dir():
+        # the cache's root (~/.cache/jevserve) given for its data folder
+        print(f"note: nothing is cached in {cache_dir}, but {cache_dir / 'data'} is there: did you mean --cache "
+              f"{cache_dir / 'data'}?", file=sys.stderr)
     for note in notes:
         print(f"note: {note} (its records are not counted)", file=sys.stderr)
     for problem in problems:

@@ -406,6 +406,15 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise UsageError("--no-attribute-questions changes a reading model's training: add --reader (or --tuned)")
     if args.force and not args.out:
         raise UsageError("--force lets --out name a file the package ships: add --out")
+    if args.results != args.train_defaults.results and not (args.report or args.heldout):
+        raise UsageError("--results names the results folder --report and --heldout read: leave it out, or add one")
+    if args.lexical_heads_only:  # fits heads on the committed (or --out) readout: no training settings of its own
+        settings = (("--epochs", args.epochs, None), ("--layers", args.layers, None),
+                    ("--leave-out", args.leave_out, None), ("--seed", args.seed, args.train_defaults.seed))
+        given = [flag for flag, value, default in settings if value != default]
+        if given:
+            raise UsageError(f"--lexical-heads-only fits the heads of an existing tuned reader and does not read "
+                             f"{', '.join(given)}: leave {'it' if len(given) == 1 else 'them'} out")
 
 
 def _shipped(args: argparse.Namespace) -> Path:

@@ -103,7 +103,7 @@ def _threshold_choice(probabilities: Mapping[str, float], rule: Mapping[str, Any
 
 
 def ask_model(
-    decider: Decider, decision: PlayDecision, item: PoolItem, rows: tuple[StoredRow, ...]
+    decider: Decider, decision: PlayDecision, item: PoolItem, rows: tuple[StoredRow, ...], row_name: str | None = None
 ) -> ModelAnswer:
     """Ask the served model about one item, time the call, and apply its board rule (see the module doc)."""
     from jevserve.bench import TASKS
@@ -114,7 +114,9 @@ def ask_model(
     answers = decider.decide(body)
     decision_ms = (time.perf_counter() - started) * 1000.0
     probabilities = _probabilities(answers.get(task.primary))
-    own = next((r for r in rows if r.model == decider.name), None)
+    # its row: the one filed under its name, or under the name its results were filed under (`row_name`: a model
+    # served as minilm-reader has its results, and its thresholds, as jev-minilm-2)
+    own = next((r for r in rows if r.model in (decider.name, row_name)), None)
     if decision.key == "length":
         choice = stored_choice(own, decision, item.item_id) if own else None
     else:

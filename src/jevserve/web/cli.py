@@ -107,6 +107,8 @@ def _proxy_addresses(text: str) -> str:
     items = [x.strip() for x in text.split(",") if x.strip()]
     if items == ["*"]:
         return "*"
+    if "*" in items:
+        raise argparse.ArgumentTypeError("* trusts every address, so it stands alone: give * or a list of addresses")
     for item in items:
         try:
             ipaddress.ip_network(item) if "/" in item else ipaddress.ip_address(item)
@@ -170,7 +172,8 @@ def serve_command(args: argparse.Namespace) -> int:
         print(f"jevserve web: note: --board {board_file} was computed from other results than {args.results}'s, so "
               "the board is computed from those results (minutes, once) instead", file=sys.stderr)
     if args.answers_cache is not None and not args.answers_cache.is_dir():
-        print(f"jevserve web: --answers-cache {args.answers_cache}: no such folder; pass the folder `jevserve bench "
+        what = "a file, not a folder" if args.answers_cache.exists() else "no such folder"
+        print(f"jevserve web: --answers-cache {args.answers_cache}: {what}; pass the folder `jevserve bench "
               f"run --answers-cache` wrote, or leave it out (default: {default_answers_dir()})", file=sys.stderr)
         return 2
     try:
@@ -225,7 +228,7 @@ def export_command(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     try:
-        rows = Store(db, keep_modes=True).answer_rows()
+        rows = Store(db, reading_only=True).answer_rows()
     except StoreError as exc:
         print(f"jevserve web export-rounds: {exc}", file=sys.stderr)
         return 2

@@ -74,7 +74,8 @@ def _served_answer(
     item = round_.items[position]
     pool_item = context.pools().get(item.decision, item.item_id)
     try:
-        answer = ask_model(decider, DECISIONS[item.decision], pool_item, context.site.get().stored)
+        answer = ask_model(decider, DECISIONS[item.decision], pool_item, context.site.get().stored,
+                           row_name=context.settings.board_names.get(decider.name))
     except Exception as exc:  # a remote endpoint that is down or refuses: the page says so, the round goes on
         # the why (an internal URL, a library's message) is the host's, in the log; the visitor is told what to do
         log.warning("the playground's decision model %s did not answer: %s", decider.name, exc)
@@ -209,14 +210,16 @@ def register(app: FastAPI, context: Context) -> None:
             served, served_error = _served_answer(context, round_, index), None
         except PageError as exc:
             served, served_error = None, str(exc.detail)
+        # the served model's names: the one it is served under, and the one its results are filed under
+        served_as = {round_.model, context.settings.board_names.get(round_.model)}
         others: list[dict[str, Any]] = [
             {"model": r.model, "kind": r.kind, "choice": stored_choice(r, decision, item.item_id),
              "probabilities": cached_probabilities(context.cached_answers(r.model), r.model, decision, pool_item)
              if pool_item and r.kind == "model" else {}}
-            for r in _on_board(context) if r.model != round_.model and decision.task in r.values
+            for r in _on_board(context) if r.model not in served_as and decision.task in r.values
         ]
         # the served answer's rule, shown beside it: a "yes" at P(yes) 0.49 reads as a bug unless its threshold shows
-        own = next((r for r in context.site.get().stored if r.model == round_.model), None)
+        own = next((r for r in context.site.get().stored if r.model in served_as), None)
         rule = own.rules.get(decision.task) if own else None
         threshold = None if decision.key == "length" else (
             (float(rule["threshold"]), int(rule["direction"])) if rule else (0.5, 1))

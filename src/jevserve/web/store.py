@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import secrets
 import sqlite3
 import time
@@ -28,7 +29,8 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-# Each entry moves the schema one version up; never edit an applied one, append a new one.
+# Each entry moves the schema one version up; never edit an applied one, append a new one (PLAYGROUND_TABLES
+# reads the tables they make).
 MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE rounds (
@@ -126,6 +128,13 @@ def pseudonym(session_id: str) -> str:
     return hashlib.sha256(session_id.encode("utf-8")).hexdigest()[:16]
 
 
+# what a playground database holds: any other table is another program's (sqlite_sequence is SQLite's own)
+PLAYGROUND_TABLES = frozenset(
+    {"schema_version", "sqlite_sequence"}
+    | set(re.findall(r"CREATE TABLE (?:IF NOT EXISTS )?(\w+)", "".join(MIGRATIONS)))
+)
+
+
 class StoreError(Exception):
     """The file given as the database is not one (the command line reports it in one line)."""
 
@@ -147,8 +156,9 @@ def _owner_only(*paths: Path) -> None:
 class Store:
     """Open (and migrate) the database at `path`; every method is one transaction on its own connection."""
 
-    def __init__(self, path: Path | str, *, keep_modes: bool = False) -> None:
-        """`keep_modes`: leave an existing file's permissions as they are (a read-only export)."""
+    def __init__(self, path: Path | str, *, reading_only: bool = False) -> None:
+        """`reading_only` (an export): the file's permissions are left as they are, and an empty file, which holds no
+        rounds, is refused rather than made a database."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if not self.path.exists():
@@ -157,8 +167,8 @@ class Store:
             self.path.touch(mode=0o600)
         # before anything changes the file: a mistyped --db naming some other file (or another program's SQLite
         # database) had its permissions changed, and a database its tables added
-        self._check_playground_file()
-        if not keep_modes:
+        self._check_playground_file(reading_only)
+        if not reading_only:
             _owner_only(self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm"))
         try:
             with self._connect() as conn:
@@ -170,17 +180,26 @@ class Store:
                 "or a new path"
             ) from None
 
-    def _check_playground_file(self) -> None:
-        """StoreError unless the file is empty (a new database) or a SQLite database holding no tables or the
-        playground's, read without writing anything."""
+    def _check_playground_file(self, reading_only: bool) -> None:
+        """StoreError unless the file is empty (a new database; not for reading only) or a SQLite database holding no
+        tables or only the playground's, of a schema this jevserve knows: read without writing anything (immutable:
+        no lock, no -wal or -shm file left beside another program's database)."""
         if not self.path.is_file():
             raise StoreError(f"--db {self.path}: not a file; pass a playground SQLite file or a new path")
         if self.path.stat().st_size == 0:
+            if reading_only:
+                raise StoreError(f"--db {self.path}: an empty file, which holds no rounds; pass the file `jevserve "
+                                 "web` created")
             return
         try:
-            conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+            # immutable unless a -wal file is there already: then part of the database is in it, and reading it
+            # leaves nothing new beside the file
+            live = Path(f"{self.path}-wal").exists()
+            conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro{'' if live else '&immutable=1'}", uri=True)
             try:
                 tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                row = conn.execute("SELECT version FROM schema_version").fetchone() if (
+                    "schema_version" in tables) else None
             finally:
                 conn.close()
         except sqlite3.DatabaseError as exc:
@@ -188,9 +207,15 @@ class Store:
                 f"--db {self.path}: not a playground database (SQLite: {exc}); pass the file `jevserve web` created, "
                 "or a new path"
             ) from None
-        if tables and "schema_version" not in tables:
-            raise StoreError(f"--db {self.path}: a SQLite database of something else (tables: "
-                             f"{', '.join(sorted(tables)[:5])}); pass the file `jevserve web` created, or a new path")
+        version = row[0] if row else 0
+        if isinstance(version, int) and version > len(MIGRATIONS):
+            raise StoreError(f"--db {self.path}: a playground database of a newer jevserve (schema version {version}, "
+                             f"this one knows {len(MIGRATIONS)}); upgrade jevserve or pass another --db")
+        others = sorted(tables - PLAYGROUND_TABLES)
+        if others or (tables and "schema_version" not in tables):
+            named = ", ".join((others or sorted(tables))[:5])
+            raise StoreError(f"--db {self.path}: a SQLite database of something else (tables: {named}); pass the "
+                             "file `jevserve web` created, or a new path")
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
