@@ -171,3 +171,9 @@ def test_a_rate_in_e_notation_without_a_point_says_yaml_read_it_as_text():
     assert "YAML reads 1e-2 as text: write 0.01 or put a point in it, 1.0e-2" in str(caught.value)
     assert parse_config(yaml.safe_load("routes: [{model: m, guard: {max_false_action_rate: 1.0e-2}}]")).routes[
         0].guard.max_false_action_rate == 0.01
+
+
+def test_a_setting_outside_its_choices_is_named_with_what_was_given():
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"routes": [{"model": "m", "guard": {"mode": "Shadow", "threshold": 0.9}}]})
+    assert "routes[0].guard.mode: Input should be 'enforce' or 'shadow', got 'Shadow'" in str(caught.value)

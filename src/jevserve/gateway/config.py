@@ -559,6 +559,8 @@ def _message(error: Mapping[str, Any]) -> str:
         elif isinstance(got, str) and _reads_as_scalar(got):
             hint = " (quoted: write it without quotes)"
         return f"{msg}, got {got!r}{hint}"
+    if error.get("type") in ("literal_error", "enum") and "input" in error:  # `mode: Shadow`: say what was given
+        return f"{msg}, got {error['input']!r}"
     if error.get("type") == "extra_forbidden":
         loc = tuple(error.get("loc", ()))
         known = _fields_at(loc[:-1])
