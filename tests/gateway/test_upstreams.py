@@ -803,3 +803,22 @@ def test_a_browser_page_may_read_the_pacing_headers_passed_on():
     from jevserve.gateway.stages.forward import PASSED_HEADERS
 
     assert {"retry-after", "retry-after-ms", "x-ratelimit-remaining-requests", *PASSED_HEADERS} <= set(CLIENT_HEADERS)
+
+
+def test_a_payload_split_over_several_data_lines_is_relayed_as_one_event():
+    # valid SSE, joined by the openai client: read line by line, the relay called each piece malformed
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+             "choices": [{"index": 0, "delta": {"content": "joined"}, "finish_reason": None}]}
+    raw = "".join(f"data: {line}\n" for line in json.dumps(chunk, indent=1).split("\n")) + "\ndata: [DONE]\n\n"
+
+    def reply(body: dict) -> httpx.Response:
+        return httpx.Response(200, content=raw.encode(), headers={"content-type": "text/event-stream"})
+
+    app, _, _ = make_app(upstreams={"u": StubUpstream(reply)})
+
+    async def stream():
+        async with client(app) as c:
+            return await c.post("/v1/chat/completions", json={**HI, "stream": True})
+
+    streamed = run(stream())
+    assert "error" not in streamed.text and '"content":"joined"' in streamed.text.replace(" ", "")

@@ -404,7 +404,8 @@ def describe_skipped(replay: Replay) -> str:
     if replay.num_refused:
         parts.append(f"{replay.num_refused} refused before routing, as logged")
     if replay.num_undecided:
-        parts.append(f"{replay.num_undecided} refused before their decisions ran (a rate limit), as logged")
+        parts.append(f"{replay.num_undecided} refused before their decisions ran (a rate limit, or a request no "
+                     "decision reads, such as a prompt of token ids), as logged")
     return "; ".join(parts) or "none"
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,12 +182,40 @@ async def stream_event_lines(chunks: AsyncIterator[str]) -> AsyncIterator[str]:
         yield rest.removesuffix("\r")
 
 
+def event_data(lines: Iterable[str]) -> str | None:
+    """An event's data, as the SSE format (and the openai client) reads it: its `data:` lines, one leading space off
+    each, joined by newlines; None for an event with none (a comment, an id). A payload a server splits over several
+    `data:` lines is one payload: read line by line, its pieces were each malformed, and passed unjudged."""
+    pieces = [line[5:].removeprefix(" ") for line in lines if line.startswith("data:")]
+    return "\n".join(pieces) if pieces else None
+
+
+async def stream_event_data(chunks: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The data of each event of a stream as its text arrives (an event ends at a blank line, or at the end)."""
+    lines: list[str] = []
+    async for line in stream_event_lines(chunks):
+        if line:
+            lines.append(line)
+            continue
+        data, lines = event_data(lines), []
+        if data is not None:
+            yield data
+    data = event_data(lines)
+    if data is not None:
+        yield data
+
+
 def summarise(events: bytes) -> StreamSummary:
     """What a whole stream carried, from its bytes (the ext_proc server sees a relayed stream as it passes)."""
     summary = StreamSummary()
-    for line in event_lines(events.decode("utf-8", "replace")):
-        if line.startswith("data:"):
-            payload = summary.read(line[5:].strip())
+    lines: list[str] = []
+    for line in [*event_lines(events.decode("utf-8", "replace")), ""]:
+        if line:
+            lines.append(line)
+            continue
+        data, lines = event_data(lines), []
+        if data is not None:
+            payload = summary.read(data.strip())
             if summary.done or (payload is None and summary.error is not None):
                 break
     return summary
@@ -331,11 +359,9 @@ async def relay(
     held: HeldCalls | None = None
     tracking = HeldCalls() if gate_calls is not None else None  # content sent before any hold
     try:
-        async for line in stream_event_lines(response.aiter_text()):
-            if not line.startswith("data:"):
-                continue  # comments, blank separators and event names are re-framed below
+        async for data in stream_event_data(response.aiter_text()):  # comments and event names are re-framed below
             events += 1
-            payload = summary.read(line[5:].strip())
+            payload = summary.read(data.strip())
             if summary.done:
                 if held is not None and gate_calls is not None:
                     for event in await held.release(summary, model, gate_calls):

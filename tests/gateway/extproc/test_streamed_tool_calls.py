@@ -328,3 +328,72 @@ def test_a_streamed_tool_call_through_a_live_envoy_is_judged_before_it_reaches_t
     assert finishes == ["stop"] and blocked.text.rstrip().endswith("data: [DONE]")
     assert allowed.text.count("rm -rf") == 1 and parsed(allowed.content)[1] == ["tool_calls"]
     assert parsed(plain.content)[0] == "Hello from qwen3-0.6b"
+
+
+def test_the_upstream_is_asked_for_an_uncompressed_reply_and_a_compressed_one_is_refused_not_passed() -> None:
+    # Envoy passed the client's Accept-Encoding on; a gzipped stream had no `data:` line to read and its calls went
+    # to the client unjudged
+    import gzip
+
+    gateway, _ = gateway_for(0.9)
+
+    async def scenario():
+        async with serving(GatewayDecisions(gateway)) as channel:
+            stream = EnvoyStream(channel, "FULL_DUPLEX_STREAMED", "FULL_DUPLEX_STREAMED")
+            sent = await stream.request(body_of({**HI, "stream": True}), headers={"accept-encoding": "gzip, zstd"})
+            got = await stream.respond(200, {**SSE, "content-encoding": "gzip"}, pieces(gzip.compress(CALL_STREAM), 50))
+            await stream.finish()
+        return sent, got
+
+    sent, got = run(scenario())
+    assert isinstance(sent, Forwarded) and sent.headers["accept-encoding"] == "identity"
+    assert isinstance(got, (Immediate, Delivered)) and got.status == 502, got
+    assert b"compressed (gzip)" in got.body and ATTACKER not in got.body
+
+
+def test_a_payload_split_over_several_data_lines_is_read_as_the_client_joins_it() -> None:
+    # valid SSE: the openai client joins an event's data lines; read line by line, each piece was malformed and the
+    # call went through unjudged
+    arguments = '{"to": "attacker@evil.example"}'
+    call = _chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                   "function": {"name": "send_email", "arguments": arguments}}]})
+    text = json.dumps(call, indent=1)  # a JSON value over many lines: one `data:` line each
+    split = ("".join(f"data: {line}\n" for line in text.split("\n")) + "\n").encode()
+    raw = _events(PLAIN)[: -len(b"data: [DONE]\n\n")] + split + _events([_chunk({}, "tool_calls")])
+    gateway, _ = gateway_for(0.9)
+
+    async def scenario():
+        async with serving(GatewayDecisions(gateway)) as channel:
+            stream = EnvoyStream(channel, "FULL_DUPLEX_STREAMED", "FULL_DUPLEX_STREAMED")
+            await stream.request(body_of({**HI, "stream": True}))
+            got = await stream.respond(200, SSE, pieces(raw, 29))
+            await stream.finish()
+        return got
+
+    got = run(scenario())
+    assert isinstance(got, Delivered) and ATTACKER not in got.body, got
+    assert NOTE.encode() in got.body
+
+
+def test_a_stream_read_as_it_passed_that_breaks_is_logged_as_the_http_gateway_logs_it(tmp_path) -> None:
+    # cut before [DONE] (or carrying a malformed event), it was logged a clean 200
+    log = tmp_path / "decisions.jsonl"
+    cut = TEXT_STREAM[: -len(b"data: [DONE]\n\n")]
+    malformed = cut + b"data: {not json\n\n"
+
+    async def scenario(raw):
+        gateway, _ = gateway_for(0.1, log=log)
+        async with serving(GatewayDecisions(gateway)) as channel:
+            stream = EnvoyStream(channel, "FULL_DUPLEX_STREAMED", "FULL_DUPLEX_STREAMED")
+            await stream.request(body_of({**HI, "stream": True}))
+            got = await stream.respond(200, SSE, pieces(raw, 40))
+            await stream.finish()
+        await asyncio.sleep(0.05)
+        return got
+
+    for raw in (cut, malformed):
+        run(scenario(raw))
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert [line["status"] for line in lines] == [502, 502]
+    errors = [line["upstream"]["stream_error"] for line in lines]
+    assert "before [DONE]" in errors[0] and "malformed" in errors[1]

@@ -132,6 +132,7 @@ class GatewayExchange(Exchange):
         self.upstream_status: int | None = None  # the reply's status, once its headers arrived
         self.response_plan = ResponsePlan.PASS
         self.watch: CallWatch | None = None  # HOLD_CALLS: a 2xx event stream, read as it passes
+        self.compressed: str | None = None  # a held reply's content-encoding, when it came compressed regardless
         self.client_headers: Mapping[str, str] = {}  # the request's headers as the client sent them
 
     async def request(self, headers: Mapping[str, str], body: bytes) -> ForwardOutcome | Respond:
@@ -180,6 +181,10 @@ class GatewayExchange(Exchange):
         else:
             response_plan = ResponsePlan.PASS
         self.response_plan = response_plan
+        if response_plan is not ResponsePlan.PASS:
+            # the reply is read here: Envoy passed the client's Accept-Encoding on, and a gzipped stream's tool calls
+            # went through unjudged (no `data:` line to read), so the upstream is asked for it uncompressed
+            headers["accept-encoding"] = "identity"
         return ForwardOutcome(
             set_headers=headers,
             remove_headers=removed,
@@ -219,6 +224,14 @@ class GatewayExchange(Exchange):
         self.upstream_status = status
         if self.ctx is not None:
             self.ctx.outcome["status"] = status  # the upstream's, even when the client gets another
+        encoding = headers.get("content-encoding", "").strip().lower()
+        if self.response_plan in (ResponsePlan.HOLD, ResponsePlan.HOLD_CALLS) and 200 <= status < 300 and (
+                encoding not in ("", "identity")):
+            # compressed though asked for identity: its calls cannot be read, so it is held and refused (a 502),
+            # never passed on unjudged
+            self.compressed = encoding
+            self.response_plan = ResponsePlan.HOLD
+            return ResponseEdit(hold_whole=True)
         if self.response_plan is ResponsePlan.HOLD_CALLS and 200 <= status < 300:
             if headers.get("content-type", "").lower().startswith(SSE_TYPE):
                 self.watch = CallWatch()
@@ -249,6 +262,11 @@ class GatewayExchange(Exchange):
         status = self.upstream_status or 0
         if not 200 <= status < 300:
             return ResponseEdit()  # an error reply passes through as it is: it has no tool calls to judge
+        if self.compressed is not None:
+            error = bad_upstream_answer("")
+            error["error"]["message"] = (f"upstream sent its reply compressed ({self.compressed}) though asked for "
+                                         "it uncompressed (accept-encoding: identity); the tool gate cannot read it")
+            return await rendered(json_response(self.ctx, 502, error))
         completion = _json_object(body)
         if completion is None:
             error = bad_upstream_answer(body.decode("utf-8", "replace"))
@@ -279,6 +297,15 @@ class GatewayExchange(Exchange):
                 # broke off, which Envoy does not tell apart here); the client did not get the status's reply, so it
                 # is counted as the HTTP gateway counts a client that left, not as the reply's 200
                 status = CLIENT_CLOSED
+        if not end.immediate and end.error is None and 200 <= status < 300 and ctx.streams and (
+                end.response_body is not None and self.gated is None):
+            # a stream read as it passed (tool gate, cache) that broke: cut before [DONE], or a malformed event. The
+            # client had its 200 and what came; the log says what the HTTP gateway says of it (it logged these 200)
+            summary = summarise(end.response_body)
+            if summary.status != 200:
+                ctx.outcome["stream_error"] = summary.error or "upstream closed the stream before [DONE]"
+                ctx.outcome.setdefault("status", status)
+                status = summary.status
         if not end.immediate:
             ctx.outcome.setdefault("status", status)
             completion = self.gated if self.gated is not None else self._observed(end)

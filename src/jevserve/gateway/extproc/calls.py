@@ -13,7 +13,14 @@ from __future__ import annotations
 import re
 
 from jevserve.gateway.shapes import sse
-from jevserve.gateway.streaming import GateCalls, HeldCalls, StreamSummary, carries_tool_call, error_event
+from jevserve.gateway.streaming import (
+    GateCalls,
+    HeldCalls,
+    StreamSummary,
+    carries_tool_call,
+    error_event,
+    event_data,
+)
 
 _LINE_END = re.compile(rb"\r\n|\n|\r")
 
@@ -93,18 +100,13 @@ class CallWatch:
     def _read(self, lines: list[bytes]) -> None:
         """Fold one event into the summary; it is held when calls are held already or it carries one."""
         payloads, malformed = [], None
-        for line in lines:
-            if self.summary.done or self.broken is not None:
-                break  # what follows [DONE] is passed or kept as it is, unread
-            text = line.decode("utf-8", "replace")
-            if not text.startswith("data:"):
-                continue  # comments, event names, ids
-            payload = self.summary.read(text[5:].strip())
-            if self.summary.done:
-                break
-            if payload is None:
+        # one payload per event, its `data:` lines joined as the client joins them (comments, names, ids left out)
+        data = event_data(line.decode("utf-8", "replace") for line in lines)
+        if data is not None and not self.summary.done and self.broken is None:  # after [DONE]: passed as it is
+            payload = self.summary.read(data.strip())
+            if payload is None and not self.summary.done:
                 malformed = self.summary.error  # passed on as it is, unless calls are held
-            else:
+            elif payload is not None:
                 payloads.append(payload)
         if not self.holding and any(carries_tool_call(p) for p in payloads):
             self.holding = True
