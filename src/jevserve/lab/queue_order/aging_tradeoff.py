@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         START, "", f"Regenerate: `{command.strip()}`", "",
         f"`two-seqs`, step-time scale {args.step_scale:.4f}, predictions `{args.predictions}` (Kendall tau "
         f"{source.get('kendall_tau')}), arrival seeds {list(seeds)}, rates {', '.join(f'{r:g}' for r in DEFAULT_RATES)}"
-        f" req/s; {sum(not r['keeps_up'] for r in rows)} of {len(rows)} runs fail the keep-up test.", "",
+        f" req/s; {sum(not r.keep_up.keeps_up for r in rows)} of {len(rows)} runs fail the keep-up test.", "",
         table(summary), "", END])
     write_block(args.doc, START, END, text, "# Queue order: which request runs next")
     print(table(summary))
