@@ -278,7 +278,8 @@ def test_a_decider_that_fails_while_scoring_stops_the_gateway_with_the_decision_
 
     # enough requests for the rate, so that the decider is reached
     calibration = write_calibration(tmp_path / "cal.jsonl.gz", num_per_shape=20)
-    with pytest.raises(ConfigError, match=r"m\.guard\.max_false_action_rate: scoring the calibration requests"):
+    with pytest.raises(ConfigError,
+                       match=r"routes\[0\]\.guard\.max_false_action_rate: scoring the calibration requests"):
         make_app({"guard": {"max_false_action_rate": 0.1}}, decider=FixedDecider(fail=True),
                  config={"calibration": str(calibration)})  # fmt: skip
 
@@ -343,7 +344,8 @@ def test_the_tool_gate_rate_is_met_per_call_on_each_shape_as_the_gate_asks_about
 
 def test_a_tool_gate_rate_on_a_file_without_calls_says_what_to_add(tmp_path):
     calibration = write_tool_calls(tmp_path / "calls.jsonl", with_calls=False)
-    with pytest.raises(ConfigError, match=r"m.tool_gate.max_false_action_rate: .* holds no request with tool_calls"):
+    with pytest.raises(ConfigError,
+                       match=r"routes\[0\]\.tool_gate.max_false_action_rate: .* holds no request with tool_calls"):
         resolve_operating_points(
             tool_gate_config(calibration), CountingDecider(hash_score), scores=ScoreCache(tmp_path)
         )
@@ -414,7 +416,8 @@ def test_a_cache_rate_on_a_file_without_pairs_says_what_to_add(tmp_path):
     calibration = write_calibration(tmp_path / "cal.jsonl.gz")
     config = parse_config({"calibration": str(calibration),
                            "routes": [{"model": "m", "cache": {"max_false_action_rate": 0}}]})  # fmt: skip
-    with pytest.raises(ConfigError, match=r"m.cache.max_false_action_rate: .* holds no cache pair whose answers"):
+    with pytest.raises(ConfigError,
+                       match=r"routes\[0\]\.cache.max_false_action_rate: .* holds no cache pair whose answers"):
         resolve_operating_points(config, CountingDecider(hash_score), scores=ScoreCache(tmp_path))
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"body": {"messages": []}, "cached": "the question"}) + "\n")
@@ -537,6 +540,19 @@ def test_refused_rates_and_odd_thresholds_get_advice_that_fits(tmp_path):
     assert "WARNING: acts on every request it judges" in points[0].describe()
     with pytest.raises(ConfigError, match="did you mean `packaged`"):
         load_calibration(tmp_path / "Packaged")
+
+
+def test_a_refused_rate_is_named_by_its_path_in_the_config():
+    # it was named `routes: MODEL.guard...`, which is no path into the YAML the other errors name
+    from jevserve.gateway.operating_points import check_calibration_sizes
+
+    config = parse_config({"routes": [{"model": "a", "guard": {"threshold": 0.9}},
+                                      {"model": "b", "guard": {"max_false_action_rate": 0.005}}]})
+    for resolve in (lambda: check_calibration_sizes(config),
+                    lambda: resolve_operating_points(config, CountingDecider(hash_score), score_missing=False)):
+        with pytest.raises(ConfigError) as refused:
+            resolve()
+        assert str(refused.value).startswith("routes[1].guard.max_false_action_rate: 0.005 cannot be set on")
 
 
 def test_a_rate_set_threshold_is_printed_as_it_is_set_so_that_a_copy_sets_the_same_point():

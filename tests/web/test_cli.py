@@ -165,6 +165,9 @@ def test_databases_that_only_look_like_the_playgrounds_are_refused_untouched(tmp
     empty.touch()
     assert main(["web", "export-rounds", "-", "--db", str(empty)]) == 2
     assert "an empty file, which holds no rounds" in capsys.readouterr().err and empty.stat().st_size == 0
+    with pytest.raises(StoreError, match="no such file"):
+        Store(tmp_path / "new" / "none.sqlite", reading_only=True)
+    assert not (tmp_path / "new").exists()
 
 
 def test_export_leaves_the_databases_modes_as_they_are(tmp_path):

@@ -27,7 +27,8 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -277,8 +278,9 @@ def resolve_operating_points(
                     by_default=policy_config.threshold is None, rate_allowed=policy_config.calibrated,
                 ))
                 continue
-            data = calibration_for(key, calibration_path(policy_config.calibration, config.calibration), files)
-            point = _calibrate(route, key, policy_config, decider, data, scores, progress, score_missing)
+            with _named_by_index(config, route):
+                data = calibration_for(key, calibration_path(policy_config.calibration, config.calibration), files)
+                point = _calibrate(route, key, policy_config, decider, data, scores, progress, score_missing)
             points.append(point)
             if not math.isnan(point.threshold):
                 updates[key] = policy_config.model_copy(update={"threshold": point.threshold})
@@ -436,8 +438,25 @@ def check_calibration_sizes(config: GatewayConfig) -> None:
         if not negatives:
             continue  # said with what to do when the operating points are resolved
         shapes, unit = _shapes_and_unit(key, negatives)
-        counted = shapes if path is None else _counted_shapes(route, key, policy_config, negatives, shapes, data.name)
-        _require_enough(route, key, policy_config.max_false_action_rate, counted, data, unit)
+        with _named_by_index(config, route):
+            counted = shapes if path is None else _counted_shapes(route, key, policy_config, negatives, shapes,
+                                                                  data.name)
+            _require_enough(route, key, policy_config.max_false_action_rate, counted, data, unit)
+
+
+@contextmanager
+def _named_by_index(config: GatewayConfig, route: RouteConfig) -> Iterator[None]:
+    """A rate's error names its setting as the config's other errors do (`routes[0].guard.max_false_action_rate`),
+    where the messages below write `routes: MODEL.guard...`, which is no path into the YAML."""
+    try:
+        yield
+    except ConfigError as exc:
+        prefix = f"routes: {route.model}."
+        message = str(exc)
+        if not message.startswith(prefix):
+            raise
+        index = next(i for i, r in enumerate(config.routes) if r is route or r == route)
+        raise ConfigError(f"routes[{index}].{message[len(prefix):]}") from None
 
 
 def _shapes_and_unit(key: str, negatives: list) -> tuple[np.ndarray, str]:

@@ -160,6 +160,8 @@ class Store:
         """`reading_only` (an export): the file's permissions are left as they are, and an empty file, which holds no
         rounds, is refused rather than made a database."""
         self.path = Path(path)
+        if reading_only and not self.path.exists():  # nothing to read: none is made
+            raise StoreError(f"--db {self.path}: no such file; pass the file `jevserve web` created")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if not self.path.exists():
             # the file holds the session cookies and the key that signs them: readable by its owner only (the
