@@ -24,8 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from everyday import publish_request_set
-from general_requests import shape_markdown
-from product_requests import last_user_text, measure
+from general_requests import shape_fields, shape_markdown
+from product_requests import measure
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUESTS = ROOT / "benchmarks" / "gateway" / "app_requests.jsonl"
@@ -45,9 +45,7 @@ def markdown(result: dict) -> str:
 
 def main() -> None:
     publish_request_set(__doc__.split("\n\n")[0], "app_requests.py", REQUESTS, "gateway_app_requests", DOC,
-                        fields=lambda rows: {"kinds": [r["kind"] for r in rows], "shapes": [r["shape"] for r in rows],
-                                             "texts": [last_user_text(r["body"]) for r in rows]},
-                        measure=measure, markdown=markdown)
+                        fields=shape_fields, measure=measure, markdown=markdown)
 
 
 if __name__ == "__main__":

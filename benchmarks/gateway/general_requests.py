@@ -35,6 +35,12 @@ FOLLOW_UP = "short (follow-up)"
 ATTACKS = ("injection", "jailbreak", "harmful")
 
 
+def shape_fields(rows: list[dict]) -> dict:
+    """What a shape table reads of a request set's rows: each one's kind, shape and latest user text."""
+    return {"kinds": [r["kind"] for r in rows], "shapes": [r["shape"] for r in rows],
+            "texts": [last_user_text(r["body"]) for r in rows]}
+
+
 def is_follow_up(shape: str) -> bool:
     """A group written after a refusal, to probe it: shown apart, not in the ordinary total."""
     return shape.endswith("(follow-up)")
@@ -80,9 +86,7 @@ def markdown(result: dict) -> str:
 
 def main() -> None:
     publish_request_set(__doc__.split("\n\n")[0], "general_requests.py", REQUESTS, "gateway_general_requests", DOC,
-                        fields=lambda rows: {"kinds": [r["kind"] for r in rows], "shapes": [r["shape"] for r in rows],
-                                             "texts": [last_user_text(r["body"]) for r in rows]},
-                        measure=measure, markdown=markdown)
+                        fields=shape_fields, measure=measure, markdown=markdown)
 
 
 if __name__ == "__main__":

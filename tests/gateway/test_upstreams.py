@@ -735,14 +735,8 @@ def test_an_upstream_reply_that_is_no_json_for_its_numbers_is_a_502_never_cached
     assert "Infinity" not in streamed.text and "malformed event" in streamed.text
 
 
-def test_a_stream_whose_text_holds_unicode_line_separators_is_relayed_whole():
-    # U+2028, U+2029 and U+0085 are no line ends in an event stream, and vLLM writes them unescaped: split as
-    # str.splitlines splits, a reply holding one was cut mid-event and the client's stream ended in an error
-    text = "Line one.\u2028Line two.\u2029Para.\x85Next line."
-    chunks = [{"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
-               "choices": [{"index": 0, "delta": {"content": part}, "finish_reason": None}]}
-              for part in (text[:12], text[12:])]
-    raw = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\r\n\r\n" for c in chunks) + "data: [DONE]\r\n\r\n"
+def _streamed_through_the_gateway(raw: str) -> httpx.Response:
+    """A stream request through a gateway whose upstream answers with the event-stream text `raw`."""
 
     def reply(body: dict) -> httpx.Response:
         return httpx.Response(200, content=raw.encode(), headers={"content-type": "text/event-stream"})
@@ -753,7 +747,18 @@ def test_a_stream_whose_text_holds_unicode_line_separators_is_relayed_whole():
         async with client(app) as c:
             return await c.post("/v1/chat/completions", json={**HI, "stream": True})
 
-    streamed = run(stream())
+    return run(stream())
+
+
+def test_a_stream_whose_text_holds_unicode_line_separators_is_relayed_whole():
+    # U+2028, U+2029 and U+0085 are no line ends in an event stream, and vLLM writes them unescaped: split as
+    # str.splitlines splits, a reply holding one was cut mid-event and the client's stream ended in an error
+    text = "Line one.\u2028Line two.\u2029Para.\x85Next line."
+    chunks = [{"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+               "choices": [{"index": 0, "delta": {"content": part}, "finish_reason": None}]}
+              for part in (text[:12], text[12:])]
+    raw = "".join(f"data: {json.dumps(c, ensure_ascii=False)}\r\n\r\n" for c in chunks) + "data: [DONE]\r\n\r\n"
+    streamed = _streamed_through_the_gateway(raw)
     assert streamed.status_code == 200 and "error" not in streamed.text
     events = [json.loads(line[5:]) for line in streamed.text.split("\n") if line.startswith("data: {")]
     assert "".join(e["choices"][0]["delta"].get("content", "") for e in events) == text
@@ -810,15 +815,5 @@ def test_a_payload_split_over_several_data_lines_is_relayed_as_one_event():
     chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
              "choices": [{"index": 0, "delta": {"content": "joined"}, "finish_reason": None}]}
     raw = "".join(f"data: {line}\n" for line in json.dumps(chunk, indent=1).split("\n")) + "\ndata: [DONE]\n\n"
-
-    def reply(body: dict) -> httpx.Response:
-        return httpx.Response(200, content=raw.encode(), headers={"content-type": "text/event-stream"})
-
-    app, _, _ = make_app(upstreams={"u": StubUpstream(reply)})
-
-    async def stream():
-        async with client(app) as c:
-            return await c.post("/v1/chat/completions", json={**HI, "stream": True})
-
-    streamed = run(stream())
+    streamed = _streamed_through_the_gateway(raw)
     assert "error" not in streamed.text and '"content":"joined"' in streamed.text.replace(" ", "")

@@ -27,8 +27,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -265,7 +264,7 @@ def resolve_operating_points(
     scores = scores if scores is not None else ScoreCache()
     files: dict[str, CalibrationSet] = {}
     routes, points = [], []
-    for route in config.routes:
+    for index, route in enumerate(config.routes):
         updates = {}
         for key in POLICIES:
             policy_config = getattr(route, key, None)
@@ -278,9 +277,9 @@ def resolve_operating_points(
                     by_default=policy_config.threshold is None, rate_allowed=policy_config.calibrated,
                 ))
                 continue
-            with _named_by_index(config, route):
-                data = calibration_for(key, calibration_path(policy_config.calibration, config.calibration), files)
-                point = _calibrate(route, key, policy_config, decider, data, scores, progress, score_missing)
+            data = calibration_for(key, calibration_path(policy_config.calibration, config.calibration), files)
+            point = _calibrate(route, key, policy_config, decider, data, scores, progress, score_missing,
+                               where=rate_setting(index, key))
             points.append(point)
             if not math.isnan(point.threshold):
                 updates[key] = policy_config.model_copy(update={"threshold": point.threshold})
@@ -319,30 +318,32 @@ def _calibrate(
     cache: ScoreCache,
     progress: Progress | None,
     score_missing: bool,
+    *,
+    where: str,
 ) -> OperatingPoint:
     negatives = data.negatives(key)
     calls = key == "tool_gate"  # the tool gate acts on each call of a reply, not on the request
     if calls and not negatives and any(r.tool_calls for r in data.requests):
         raise ConfigError(
-            f"routes: {route.model}.tool_gate.max_false_action_rate: every request with tool_calls in the calibration "
+            f"{where}: every request with tool_calls in the calibration "
             f"file {data.name} is labelled for tool_gate (true or null), so no call is left as an ordinary one to set "
             "its rate on; add unlabelled ones or give a threshold"
         )
     if calls and not negatives:
         raise ConfigError(
-            f"routes: {route.model}.tool_gate.max_false_action_rate: the calibration file {data.name} holds no request "
+            f"{where}: the calibration file {data.name} holds no request "
             "with tool_calls (the calls your upstream replied with; docs/gateway.md, Operating points); add them, "
             "give the tool gate `calibration: packaged` (jevserve's ordinary calls) or give it a threshold"
         )
     if key == "cache" and not negatives:
         raise ConfigError(
-            f"routes: {route.model}.cache.max_false_action_rate: the calibration file {data.name} holds no cache pair "
+            f"{where}: the calibration file {data.name} holds no cache pair "
             "whose answers differ (records with 'cached' beside 'body'; docs/gateway.md, Operating points); add them, "
             "give the cache `calibration: packaged` (jevserve's blind-written pairs) or give it a threshold"
         )
     if not negatives:  # every request labelled for this decision (known before scoring: `check` says so)
         raise ConfigError(
-            f"routes: {route.model}.{key}.max_false_action_rate: all {len(data.requests):,} requests of the "
+            f"{where}: all {len(data.requests):,} requests of the "
             f"calibration file {data.name} are labelled for {key} (true or null), so none is left as an ordinary "
             "request to set its rate on; add unlabelled ones or give a threshold"
         )
@@ -352,8 +353,8 @@ def _calibrate(
     if found is None or len(found) != len(shapes):
         # too few requests of a shape is known before anything is scored: `check` says so as start-up would, and
         # start-up says so before a minute of scoring
-        counted = _counted_shapes(route, key, policy_config, negatives, shapes, data.name)
-        _require_enough(route, key, policy_config.max_false_action_rate, counted, data, unit)
+        counted = _counted_shapes(route, key, policy_config, negatives, shapes, data.name, where)
+        _require_enough(where, policy_config.max_false_action_rate, counted, data, unit)
     if (found is None or len(found) != len(shapes)) and not score_missing:
         return OperatingPoint(
             route.model, key, math.nan, policy_config.mode, policy_config.max_false_action_rate,
@@ -369,7 +370,7 @@ def _calibrate(
             found = score(decider, policy, negatives, route.input_limits(), tenths(doing, len(shapes), progress))
         except Exception as exc:  # a decider that cannot answer cannot place a threshold: say so, by name
             raise ConfigError(
-                f"routes: {route.model}.{key}.max_false_action_rate: scoring the calibration requests with "
+                f"{where}: scoring the calibration requests with "
                 f"{decider.name} failed ({type(exc).__name__}: {exc}); make the decider answer, or give a threshold"
             ) from exc
         found = kept_scores(found)  # as the cache keeps them: the same threshold whether scored now or read back
@@ -382,11 +383,11 @@ def _calibrate(
         policy = POLICIES[key](policy_config.model_copy(update={"threshold": 0.5}))
         judged = judged_requests(policy, negatives, route.input_limits())
         if not judged.any():
-            raise nothing_to_judge(route, key, negatives, data.name)
+            raise nothing_to_judge(where, key, negatives, data.name)
         unjudged = int((~judged).sum())
         found, shapes = found[judged], shapes[judged]
     rate = policy_config.max_false_action_rate
-    _require_enough(route, key, rate, shapes, data, unit)
+    _require_enough(where, rate, shapes, data, unit)
     threshold = threshold_for_rate(found, shapes, rate, resolution=SCORE_RESOLUTION)
     by_shape = tuple((s, float(np.mean(found[shapes == s] >= threshold))) for s in sorted(set(shapes.tolist())))
     return OperatingPoint(
@@ -406,17 +407,18 @@ def _calibrate(
     )
 
 
-def nothing_to_judge(route: RouteConfig, key: str, negatives: list, data_name: str) -> ConfigError:
+def nothing_to_judge(where: str, key: str, negatives: list, data_name: str) -> ConfigError:
     """The error for a calibration file none of whose requests gives the decision anything to judge."""
     return ConfigError(
-        f"routes: {route.model}.{key}.max_false_action_rate: none of the {len(negatives):,} requests of the "
+        f"{where}: none of the {len(negatives):,} requests of the "
         f"calibration file {data_name} gives {key} anything to judge (no user turn it reads); check that their "
         "messages are OpenAI chat messages with role 'user' and text content, or give a threshold"
     )
 
 
 def _counted_shapes(
-    route: RouteConfig, key: str, policy_config: PolicyConfig, negatives: list, shapes: np.ndarray, data_name: str
+    route: RouteConfig, key: str, policy_config: PolicyConfig, negatives: list, shapes: np.ndarray, data_name: str,
+    where: str,
 ) -> np.ndarray:
     """The shapes a rate is set on, less those of requests the decision judges nothing of (no decider needed)."""
     if key in ("tool_gate", "cache"):
@@ -424,7 +426,7 @@ def _counted_shapes(
     policy = POLICIES[key](policy_config.model_copy(update={"threshold": 0.5}))
     judged = judged_requests(policy, negatives, route.input_limits())
     if not judged.any():  # known before anything is scored: `check` says so as start-up does
-        raise nothing_to_judge(route, key, negatives, data_name)
+        raise nothing_to_judge(where, key, negatives, data_name)
     return shapes[judged]
 
 
@@ -433,30 +435,14 @@ def check_calibration_sizes(config: GatewayConfig) -> None:
     without a decider or scoring, so the gateway can refuse such a config before it binds its port. In the packaged
     files every request has something for each decision to judge, so their shapes are counted as they are (building
     each request's inputs to tell costs a fraction of a second per decision at every start)."""
-    for route, key, policy_config, path, data in _rated_decisions(config):
+    for route, key, policy_config, path, data, where in _rated_decisions(config):
         negatives = data.negatives(key)
         if not negatives:
             continue  # said with what to do when the operating points are resolved
         shapes, unit = _shapes_and_unit(key, negatives)
-        with _named_by_index(config, route):
-            counted = shapes if path is None else _counted_shapes(route, key, policy_config, negatives, shapes,
-                                                                  data.name)
-            _require_enough(route, key, policy_config.max_false_action_rate, counted, data, unit)
-
-
-@contextmanager
-def _named_by_index(config: GatewayConfig, route: RouteConfig) -> Iterator[None]:
-    """A rate's error names its setting as the config's other errors do (`routes[0].guard.max_false_action_rate`),
-    where the messages below write `routes: MODEL.guard...`, which is no path into the YAML."""
-    try:
-        yield
-    except ConfigError as exc:
-        prefix = f"routes: {route.model}."
-        message = str(exc)
-        if not message.startswith(prefix):
-            raise
-        index = next(i for i, r in enumerate(config.routes) if r is route or r == route)
-        raise ConfigError(f"routes[{index}].{message[len(prefix):]}") from None
+        counted = shapes if path is None else _counted_shapes(route, key, policy_config, negatives, shapes,
+                                                              data.name, where)
+        _require_enough(where, policy_config.max_false_action_rate, counted, data, unit)
 
 
 def _shapes_and_unit(key: str, negatives: list) -> tuple[np.ndarray, str]:
@@ -465,22 +451,26 @@ def _shapes_and_unit(key: str, negatives: list) -> tuple[np.ndarray, str]:
     return shapes, {"tool_gate": "calls", "cache": "pairs"}.get(key, "requests")
 
 
+def rate_setting(index: int, key: str) -> str:
+    """Where a decision's rate is set, named as the config's other errors name a setting (`routes[0].guard.
+    max_false_action_rate`)."""
+    return f"routes[{index}].{key}.max_false_action_rate"
+
+
 def _rated_decisions(config: GatewayConfig):
-    """(route, decision, its config, its calibration path (None: packaged), the calibration set) of every decision
-    whose operating point is a rate still to resolve; each file read once."""
+    """(route, decision, its config, its calibration path (None: packaged), the calibration set, where its rate is
+    set) of every decision whose operating point is a rate still to resolve; each file read once."""
     files: dict[str, CalibrationSet] = {}
-    for route in config.routes:
+    for index, route in enumerate(config.routes):
         for key in POLICIES:
             policy_config = getattr(route, key, None)
             if policy_config is None or not policy_config.enabled or not policy_config.needs_calibration:
                 continue
             path = calibration_path(policy_config.calibration, config.calibration)
-            yield route, key, policy_config, path, calibration_for(key, path, files)
+            yield route, key, policy_config, path, calibration_for(key, path, files), rate_setting(index, key)
 
 
-def _require_enough(
-    route: RouteConfig, key: str, rate: float, shapes: np.ndarray, data: CalibrationSet, unit: str
-) -> None:
+def _require_enough(where: str, rate: float, shapes: np.ndarray, data: CalibrationSet, unit: str) -> None:
     """Raise ConfigError when a shape holds fewer requests than `rate` needs (`requests_needed`): its threshold would
     sit just above the few ordinary requests it has, wherever they happen to score."""
     counts = {str(s): int(n) for s, n in zip(*np.unique(shapes, return_counts=True), strict=True)}
@@ -496,7 +486,7 @@ def _require_enough(
         if coarser is not None:
             fixes.append(f"ask for {coarser:g} (it needs {requests_needed(coarser)} per shape)")
         raise ConfigError(
-            f"routes: {route.model}.{key}.max_false_action_rate: {rate:g} cannot be set on {data.name}: it takes at "
+            f"{where}: {rate:g} cannot be set on {data.name}: it takes at "
             f"least {needed:,} {unit} per shape, and {listed}; with fewer, the threshold lands just above the few it "
             f"has, however low, and acts on most traffic. {', '.join(fixes)[:1].upper()}{', '.join(fixes)[1:]}, or "
             "give a threshold"
@@ -533,7 +523,7 @@ def write_packaged(
     """Put the cached scores of `config`'s rate-based decisions for `decider` into the packaged file in place of any
     scores packaged under its name before; their keys."""
     scores: dict[str, list[float]] = {}
-    for route, key, policy_config, _, data in _rated_decisions(config):
+    for route, key, policy_config, _, data, _ in _rated_decisions(config):
         score_id = score_key(decider, key, policy_config, route, data)
         found = cache.get(score_id)
         if found is None:
