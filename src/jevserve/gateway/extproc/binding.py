@@ -38,7 +38,7 @@ from jevserve.gateway.runtime import Gateway
 from jevserve.gateway.stages import Answer, Forward, gate_reply, record
 from jevserve.gateway.stages.forward import bad_upstream_answer, streams_upstream, upstream_body, upstream_headers
 from jevserve.gateway.stages.store_reply import store_reply
-from jevserve.gateway.streaming import summarise
+from jevserve.gateway.streaming import StreamSummary, summarise
 from jevserve.protocol import strict_json
 
 # path suffix → the HTTP gateway's endpoint, matched as a suffix so that a data plane may serve the API under another
@@ -297,27 +297,27 @@ class GatewayExchange(Exchange):
                 # broke off, which Envoy does not tell apart here); the client did not get the status's reply, so it
                 # is counted as the HTTP gateway counts a client that left, not as the reply's 200
                 status = CLIENT_CLOSED
-        if not end.immediate and end.error is None and 200 <= status < 300 and ctx.streams and (
-                end.response_body is not None and self.gated is None):
-            # a stream read as it passed (tool gate, cache) that broke: cut before [DONE], or a malformed event. The
-            # client had its 200 and what came; the log says what the HTTP gateway says of it (it logged these 200)
-            summary = summarise(end.response_body)
-            if summary.status != 200:
-                ctx.outcome["stream_error"] = summary.error or "upstream closed the stream before [DONE]"
-                ctx.outcome.setdefault("status", status)
-                status = summary.status
+        # a stream read as it passed (tool gate, cache), summarised once: for the log here and the cache below
+        read = not end.immediate and end.response_body is not None and ctx.streams and self.plan is not None
+        summary = summarise(end.response_body) if read else None
+        if summary is not None and summary.status != 200 and end.error is None and 200 <= status < 300 and (
+                self.gated is None):
+            # it broke: cut before [DONE], or a malformed event. The client had its 200 and what came; the log says
+            # what the HTTP gateway says of it (it logged these 200)
+            ctx.outcome["stream_error"] = summary.error or "upstream closed the stream before [DONE]"
+            ctx.outcome.setdefault("status", status)
+            status = summary.status
         if not end.immediate:
             ctx.outcome.setdefault("status", status)
-            completion = self.gated if self.gated is not None else self._observed(end)
+            completion = self.gated if self.gated is not None else self._observed(end, summary)
             if completion is not None and end.complete and end.error is None:
                 await store_reply(self.gateway, ctx, status, completion, placeholder=False)
         record(self.gateway, ctx, status)
 
-    def _observed(self, end: StreamEnd) -> dict[str, Any] | None:
+    def _observed(self, end: StreamEnd, summary: StreamSummary | None) -> dict[str, Any] | None:
         if end.response_body is None:
             return None
-        if self.plan is not None and self.ctx.streams:
-            summary = summarise(end.response_body)
+        if summary is not None:
             return summary.completion(self.ctx.body["model"]) if summary.status == 200 else None
         return _json_object(end.response_body)
 
