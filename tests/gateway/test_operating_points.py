@@ -555,6 +555,26 @@ def test_a_refused_rate_is_named_by_its_path_in_the_config():
         assert str(refused.value).startswith("routes[1].guard.max_false_action_rate: 0.005 cannot be set on")
 
 
+def test_every_refused_rate_of_a_config_is_said_at_once():
+    # only the first was said: a config with two wrong rates took two starts to mend
+    from jevserve.gateway.operating_points import check_calibration_sizes
+
+    config = parse_config({"routes": [{"model": "a", "guard": {"max_false_action_rate": 0.005}},
+                                      {"model": "b", "harm": {"max_false_action_rate": 0.001},
+                                       "tool_gate": {"max_false_action_rate": 0.0001}}]})
+    for resolve in (lambda: check_calibration_sizes(config),
+                    lambda: resolve_operating_points(config, CountingDecider(hash_score), score_missing=False)):
+        with pytest.raises(ConfigError) as refused:
+            resolve()
+        lines = str(refused.value).splitlines()
+        assert lines[0] == "3 rates cannot be set:"
+        assert lines[1].startswith("  routes[0].guard.max_false_action_rate: 0.005 cannot be set on")
+        assert lines[2].startswith("  routes[1].harm.max_false_action_rate: 0.001 cannot be set on")
+        # the packaged calls hold 200 of each shape: 0.005 can be set, and is offered (only 0.01 and coarser were)
+        assert lines[3].startswith("  routes[1].tool_gate.max_false_action_rate: 0.0001 cannot be set on")
+        assert "ask for 0.005 (it needs 200 per shape)" in lines[3]
+
+
 def test_a_rate_set_threshold_is_printed_as_it_is_set_so_that_a_copy_sets_the_same_point():
     from jevserve.gateway.policies.base import threshold_text
 

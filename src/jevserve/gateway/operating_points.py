@@ -134,7 +134,7 @@ class OperatingPoint:
 MIN_PER_SHAPE = 20
 
 
-COARSER_RATES = (0.01, 0.02, 0.05, 0.1, 0.2)  # what a refused rate's message offers in its place, nearest first
+COARSER_RATES = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)  # what a refused rate is offered instead, nearest first
 
 
 def requests_needed(rate: float) -> int:
@@ -263,7 +263,7 @@ def resolve_operating_points(
     """
     scores = scores if scores is not None else ScoreCache()
     files: dict[str, CalibrationSet] = {}
-    routes, points = [], []
+    routes, points, refused = [], [], []
     for index, route in enumerate(config.routes):
         updates = {}
         for key in POLICIES:
@@ -278,13 +278,29 @@ def resolve_operating_points(
                 ))
                 continue
             data = calibration_for(key, calibration_path(policy_config.calibration, config.calibration), files)
-            point = _calibrate(route, key, policy_config, decider, data, scores, progress, score_missing,
-                               where=rate_setting(index, key))
+            try:
+                point = _calibrate(route, key, policy_config, decider, data, scores, progress, score_missing,
+                                   where=rate_setting(index, key))
+            except ConfigError as exc:
+                if exc.__cause__ is not None:  # the decider failed: it fails the same way for every other rate
+                    raise
+                refused.append(exc)
+                continue
             points.append(point)
             if not math.isnan(point.threshold):
                 updates[key] = policy_config.model_copy(update={"threshold": point.threshold})
         routes.append(route.model_copy(update=updates) if updates else route)
+    _raise_all(refused)
     return config.model_copy(update={"routes": routes}), tuple(points)
+
+
+def _raise_all(refused: list[ConfigError]) -> None:
+    """Raise one ConfigError saying every refused rate (a config with two wrong rates is mended in one go, not one
+    start at a time); nothing when none was refused."""
+    if len(refused) == 1:
+        raise refused[0]
+    if refused:
+        raise ConfigError(f"{len(refused)} rates cannot be set:\n  " + "\n  ".join(map(str, refused)))
 
 
 PACKAGED_FOR = {"tool_gate": PACKAGED_TOOL_CALLS, "cache": PACKAGED_CACHE_PAIRS}  # else the packaged everyday file
@@ -435,14 +451,19 @@ def check_calibration_sizes(config: GatewayConfig) -> None:
     without a decider or scoring, so the gateway can refuse such a config before it binds its port. In the packaged
     files every request has something for each decision to judge, so their shapes are counted as they are (building
     each request's inputs to tell costs a fraction of a second per decision at every start)."""
+    refused = []
     for route, key, policy_config, path, data, where in _rated_decisions(config):
         negatives = data.negatives(key)
         if not negatives:
             continue  # said with what to do when the operating points are resolved
         shapes, unit = _shapes_and_unit(key, negatives)
-        counted = shapes if path is None else _counted_shapes(route, key, policy_config, negatives, shapes,
-                                                              data.name, where)
-        _require_enough(where, policy_config.max_false_action_rate, counted, data, unit)
+        try:
+            counted = shapes if path is None else _counted_shapes(route, key, policy_config, negatives, shapes,
+                                                                  data.name, where)
+            _require_enough(where, policy_config.max_false_action_rate, counted, data, unit)
+        except ConfigError as exc:
+            refused.append(exc)
+    _raise_all(refused)
 
 
 def _shapes_and_unit(key: str, negatives: list) -> tuple[np.ndarray, str]:
