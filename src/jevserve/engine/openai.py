@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jevserve.protocol import strict_json
+from jevserve.protocol.chat import CHAT_ROLES, CONTENT_OPTIONAL_ROLES
 
 
 class RequestError(ValueError):
@@ -46,8 +47,6 @@ class Completion:
     ignore_eos: bool = False  # vLLM's: the reply runs to max_tokens (or the context's room), never ending itself
 
 
-# the roles whose message may carry no content: an assistant's that holds only tool calls
-CONTENT_OPTIONAL = frozenset({"assistant"})
 # the content parts a text model's chat template reads, and the field each keeps its text in (vLLM's parser takes
 # these; an image or audio part needs a multimodal model)
 TEXT_PARTS = {"text": "text", "input_text": "text", "output_text": "text", "refusal": "refusal"}
@@ -70,7 +69,7 @@ def _text_of(content: Any, param: str, role: str) -> str:
                 raise RequestError(f"{where}: a {part['type']} part needs a string {field}", param=where)
             texts.append(part[field])
         return "".join(texts)
-    if content is None and role in CONTENT_OPTIONAL:
+    if content is None and role in CONTENT_OPTIONAL_ROLES:
         return ""
     if content is None:
         raise RequestError(f"{param} is missing; a {role} message needs a string or a list of text parts",
@@ -89,10 +88,6 @@ def _int_field(body: Mapping[str, Any], name: str, *, minimum: int | None = None
         expected = f"an integer >= {minimum}" if minimum is not None else "an integer"
         raise RequestError(f"{name}={body.get(name)!r}; expected {expected}", param=name)
     return value
-
-
-# the roles OpenAI's chat API and vLLM's chat templates take
-ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
 
 def _number_field(body: Mapping[str, Any], name: str, low: float, high: float, *, low_open: bool = False) -> None:
@@ -173,9 +168,9 @@ def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
         for index, message in enumerate(messages):
             if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
                 raise RequestError(f"messages[{index}] must be an object with a string role", param="messages")
-            if message["role"] not in ROLES:
+            if message["role"] not in CHAT_ROLES:
                 raise RequestError(f"messages[{index}].role={message['role']!r}; expected one of "
-                                   f"{', '.join(sorted(ROLES))}", param=f"messages[{index}].role")
+                                   f"{', '.join(CHAT_ROLES)}", param=f"messages[{index}].role")
             texts.append(_text_of(message.get("content"), f"messages[{index}].content", message["role"]))
         users = [t for m, t in zip(messages, texts, strict=True) if m.get("role") == "user"]
         prompt_text, token_ids, echo = (users[-1] if users else texts[-1]), None, ""

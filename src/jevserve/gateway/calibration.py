@@ -41,6 +41,7 @@ from jevserve.gateway.errors import ConfigError
 from jevserve.gateway.policies.base import CacheCandidate, Policy, RequestView
 from jevserve.gateway.policies.tool_gate import ToolGate
 from jevserve.json_report import jsonl_lines
+from jevserve.protocol.chat import CHAT_ROLES
 from jevserve.serving.decision_inputs import InputLimits, decision_inputs
 
 PACKAGED_CALIBRATION = Path(__file__).parent / "data" / "everyday-calibration.jsonl.gz"
@@ -169,7 +170,6 @@ def _logged_actions(record: Mapping[str, Any]) -> frozenset[str]:
     )
 
 
-CHAT_ROLES = ("system", "developer", "user", "assistant", "tool", "function")  # OpenAI's
 LABELLED_DECISIONS = ("guard", "harm", "clarify", "tool_gate", "cache")  # the decisions a rate is set for
 
 

@@ -7,13 +7,12 @@ from typing import Any
 
 from jevserve.gateway.errors import BadRequestError
 from jevserve.protocol import strict_json
+from jevserve.protocol.chat import CHAT_ROLES, CONTENT_OPTIONAL_ROLES
 
 # Deeper bodies than MAX_JSON_DEPTH are refused: every later step (the decision texts, the log, the upstream call)
 # serialises the body with recursive code, and no OpenAI request nests nearly this far (a tool's JSON schema: a dozen
 # levels); the decision texts read every string down to it
 from jevserve.serving.decision_inputs import MAX_JSON_DEPTH
-
-ROLES = ("system", "developer", "user", "assistant", "tool", "function")  # OpenAI's chat roles, as it spells them
 
 
 def read_body(raw: bytes, endpoint: str) -> dict[str, Any]:
@@ -63,15 +62,13 @@ def check_chat(body: dict[str, Any]) -> None:
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise BadRequestError(f"messages[{i}] must be an object with a string 'role'", param=f"messages[{i}]")
-        if message["role"] not in ROLES:  # the decisions read text by role: one they do not know would go unjudged
+        if message["role"] not in CHAT_ROLES:  # the decisions read text by role: one they do not know would go unjudged
             raise BadRequestError(
-                f"messages[{i}].role must be one of {', '.join(ROLES)}; got {message['role']!r}",
+                f"messages[{i}].role must be one of {', '.join(CHAT_ROLES)}; got {message['role']!r}",
                 param=f"messages[{i}].role",
             )
         content = message.get("content")
-        if content is None and message["role"] != "assistant":
-            # as OpenAI refuses it (and vLLM's templates would render nothing): only an assistant turn, one that
-            # calls tools, may come without content
+        if content is None and message["role"] not in CONTENT_OPTIONAL_ROLES:
             raise BadRequestError(f"messages[{i}].content is missing or null; a {message['role']} message needs "
                                   "a string or an array of content parts (only an assistant turn may have none)",
                                   param=f"messages[{i}].content")
