@@ -55,3 +55,16 @@ def test_format_by_metric():
     assert fmt(0.925, "slo_attainment") == "92.5%" and fmt(52.94, "ttft_p99_s") == "52.9"
     assert fmt(math.nan, "ttft_p90_s") == "—" and fmt(12.4, "num_preemptions") == "12"
     assert fmt(1234.5, "max_wait_s") == "1,234" and fmt(0.0426, "ttft_p90_s") == "0.0426"
+
+
+def test_a_knob_fixed_by_hand_is_not_called_a_prediction_of_the_number_it_may_have_been_fitted_to():
+    # a knob passed on the command line was labelled "prediction (knob not calibrated to it)" even when its value was
+    # the calibrated one, on the calibration's own runs
+    fcfs_goodput = "| goodput (req/s) | FCFS | 1.13 | "
+    fixed = side_by_side_table({"two-seqs": make_agg()}, fitted_in=[], fixed_in=["two-seqs"])
+    assert fcfs_goodput + "knob fixed by hand: fitted where these runs are the ones it was calibrated on" in fixed
+    other_target = side_by_side_table({"two-seqs": make_agg()}, fitted_in=[])
+    assert fcfs_goodput + "prediction (knob not calibrated to it) |" in other_target
+    mixed = side_by_side_table({"thinking": make_agg(), "two-seqs": make_agg()}, fitted_in=["thinking"],
+                               fixed_in=["two-seqs"])
+    assert fcfs_goodput + "**fitted** in `thinking`; knob fixed by hand in `two-seqs` |" in mixed

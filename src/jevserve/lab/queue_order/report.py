@@ -215,7 +215,8 @@ def generated_section(results: dict[str, dict], common: dict, images: dict[str, 
         "## Published vs simulated, side by side (no aging)",
         "",
         side_by_side_table({n: results[n]["policies"] for n in names},
-                           fitted_in=[n for n in names if _calibrated_to_published(results[n]["meta"])]),
+                           fitted_in=[n for n in names if _calibrated_to_published(results[n]["meta"])],
+                           fixed_in=[n for n in names if results[n]["meta"].get("calibration_target") is None]),
         "",
     ]
     for i, name in enumerate(names):

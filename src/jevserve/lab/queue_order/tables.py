@@ -83,13 +83,16 @@ def _cell(agg: dict, label: str, metric: str, rate: float | None, published) -> 
     return f"{fmt(mean, metric)}{interval}; seeds {seeds} ({_closeness(mean, published, metric)})"
 
 
-def side_by_side_table(aggs: dict[str, dict], fitted_in: Collection[str] | None = None) -> str:
+def side_by_side_table(aggs: dict[str, dict], fitted_in: Collection[str] | None = None,
+                       fixed_in: Collection[str] = ()) -> str:
     """Every published number next to each scenario's simulated value (no aging), with how close it comes.
 
     `fitted_in`: the scenarios whose knob was calibrated to the published number FITTED names (None: all); where the
-    knob was fixed on the command line, or calibrated to another target, that number is a prediction too."""
+    knob was calibrated to another target, that number is a prediction too. `fixed_in`: the scenarios whose knob
+    was fixed on the command line, where the table cannot tell whether the value came from calibrating these runs."""
     names = list(aggs)
     fitted = set(names if fitted_in is None else fitted_in) & set(names)
+    fixed = set(fixed_in) & set(names) - fitted
     lines = ["| metric | policy | published | fitted or predicted | " + " | ".join(f"`{n}`" for n in names) + " |",
              "|---|---|---|---|" + "---|" * len(names)]
     for (metric, rate), values in PUBLISHED.items():
@@ -98,19 +101,27 @@ def side_by_side_table(aggs: dict[str, dict], fitted_in: Collection[str] | None 
             pub = (f"{published[0]:.2f}–{published[1]:.2f}" if isinstance(published, tuple)
                    else fmt(published, metric))
             cells = [_cell(aggs[n], policy, metric, rate, published) for n in names]
-            kind = _fitted_or_predicted(names, fitted) if (metric, rate, policy) in FITTED else "prediction"
+            kind = _fitted_or_predicted(names, fitted, fixed) if (metric, rate, policy) in FITTED else "prediction"
             lines.append(f"| {METRIC_TITLES[metric]}{where} | {POLICY_TITLES[policy]} | {pub} | {kind} | "
                          + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def _fitted_or_predicted(names: list[str], fitted: set[str]) -> str:
+FIXED_KNOB = "knob fixed by hand: fitted where these runs are the ones it was calibrated on, else a prediction"
+
+
+def _fitted_or_predicted(names: list[str], fitted: set[str], fixed: set[str]) -> str:
+    """The label of the calibration target's row. A knob fixed on the command line may hold a value calibrated on
+    these very runs (fitted) or on others (a prediction); the table cannot tell which, so it says what it depends on."""
     if fitted == set(names):
         return "**fitted** (calibration target)"
-    if not fitted:
+    if fixed == set(names):
+        return FIXED_KNOB
+    if not fitted and not fixed:
         return "prediction (knob not calibrated to it)"
-    return ("**fitted** in " + ", ".join(f"`{n}`" for n in names if n in fitted) + "; prediction in "
-            + ", ".join(f"`{n}`" for n in names if n not in fitted))
+    kinds = {"**fitted**": fitted, "knob fixed by hand": fixed, "prediction": set(names) - fitted - fixed}
+    return "; ".join(f"{kind} in " + ", ".join(f"`{n}`" for n in names if n in members)
+                     for kind, members in kinds.items() if members)
 
 
 def rate_table(agg: dict, rates: tuple[float, ...], metric: str) -> str:
