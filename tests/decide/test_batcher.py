@@ -234,6 +234,7 @@ def test_promises_not_kept_by_the_time_the_queue_runs_dry_are_forgotten(monkeypa
         async def refusal_with_three_queued() -> float:
             submitted = await held_with_three_queued(batcher, backend)
             batcher._seconds_per_item = 0.25
+            batcher._seconds_per_unit = 0.0  # the time per question alone, as the promises' arithmetic is checked on
             hints = []
             for _ in range(4):  # four clients refused; none of them comes back
                 with pytest.raises(OverloadedError) as info:
@@ -543,3 +544,69 @@ def test_without_answer_within_s_a_request_waits_however_long_the_queue():
         return len(answered)
 
     assert asyncio.run(scenario()) == 1
+
+
+def test_a_full_queues_retry_hint_is_sized_by_what_its_queued_texts_cost_not_by_the_questions_timed_before(monkeypatch):
+    # after requests of 32 questions about one short text, the time per question timed was tiny, and a burst of
+    # requests of 8 questions about a long text each was told to come back in 1 s, all together, for seconds of work
+    monkeypatch.setattr(batcher_module, "_now", lambda: 3.0)
+
+    async def scenario():
+        backend = FakeBackend()
+        batcher = Batcher(backend, max_batch=8, max_wait_ms=0, max_queue=16)
+        backend.release.clear()
+        blocker = asyncio.ensure_future(batcher.submit(items("blocker")))
+        await until(lambda: backend.num_started == 1)
+        long_text = "a long ticket pasted in full " * 20  # 580 characters: 1 + 580/256 units
+        queued = asyncio.ensure_future(batcher.submit([DecisionItem(long_text, QUESTION)] * 8))
+        await until(lambda: batcher.queue_depth == 8)
+        # a slow model, timed before on requests of many questions about one short text each: half a second a unit,
+        # a hundredth of a second a question
+        batcher._measured, batcher._seconds_per_unit, batcher._seconds_per_item = True, 0.5, 0.01
+        with pytest.raises(OverloadedError) as info:
+            batcher.check_room(16)
+        spq = batcher._queued_seconds_per_item()
+        backend.release.set()
+        await asyncio.gather(blocker, queued)
+        await batcher.close()
+        return info.value, spq
+
+    refused, spq = asyncio.run(scenario())
+    text_units = 1 + len("a long ticket pasted in full " * 20) / batcher_module.STATE_UNIT_CHARS
+    units = text_units + 8 * batcher_module.QUESTION_UNITS
+    assert spq == pytest.approx(units * 0.5 / 8)  # the queued text's units, over its questions
+    # told when the 8 ahead and its own 16, less the queue's 16, will have run at that cost (1.83 s, where the time
+    # per question timed before said 0.08 s, and the floor 1 s)
+    assert refused.retry_after_s == pytest.approx((8 + 16 - 16) * spq) and refused.retry_after_s > 1.5
+
+
+def test_a_text_queued_ahead_is_not_counted_again_in_a_later_requests_wait(monkeypatch):
+    # requests about one shared document, each with its own question, read the document once (in one batch, or
+    # from the backend's cache after): counted once per request, a burst of 8 of them at a fresh gateway was
+    # estimated at 1.3 s of work, 21 of 24 were turned away, and the 3 admitted took 0.3 s
+    document = "A pasted document that several users ask about. " * 40
+    counted: set[str] = set()
+    first = batcher_module.work_units([DecisionItem(document, QUESTION)], counted=counted)
+    again = batcher_module.work_units([DecisionItem(document, QUESTION)], counted=counted)
+    assert first == batcher_module.work_units([DecisionItem(document, QUESTION)])
+    assert again == pytest.approx(batcher_module.QUESTION_UNITS) and counted == {document}
+
+    async def scenario():
+        backend = FakeBackend()
+        batcher = Batcher(backend, max_batch=8, max_wait_ms=0, max_queue=64)
+        backend.release.clear()
+        blocker = asyncio.ensure_future(batcher.submit(items("blocker")))
+        await until(lambda: backend.num_started == 1)
+        batcher._measured, batcher._seconds_per_unit, batcher._running = True, 0.01, None
+        queued = asyncio.ensure_future(batcher.submit([DecisionItem(document, QUESTION)]))
+        await until(lambda: batcher.queue_depth == 1)
+        ahead, own = batcher._raw_wait_parts([DecisionItem(document, QUESTION), DecisionItem("its own", QUESTION)])
+        backend.release.set()
+        await asyncio.gather(blocker, queued)
+        await batcher.close()
+        return ahead, own
+
+    ahead, own = asyncio.run(scenario())
+    assert ahead == pytest.approx(first * 0.01)
+    assert own == pytest.approx(batcher_module.work_units([DecisionItem("its own", QUESTION)]) * 0.01
+                                + batcher_module.QUESTION_UNITS * 0.01)

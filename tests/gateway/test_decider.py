@@ -241,3 +241,22 @@ def test_a_decider_that_answers_no_call_within_its_deadline_for_a_while_reports_
     assert first.timed_out and after_one is None
     assert stalled is not None and "no call answered within the decision timeout" in stalled
     assert answered.answers is not None and recovered is None
+
+
+def test_the_gateway_asks_its_routes_request_questions_once_before_it_is_ready():
+    # the first batch paid the model's start and each question's first encoding (44 ms for what took 5 ms after),
+    # and the deadline estimate timed on it turned away a burst of requests the decider answered in time
+    from jevserve.gateway.app import create_app
+    from jevserve.gateway.config import parse_config
+    from jevserve.gateway.runtime import WARM_UP_REQUEST
+    from tests.gateway.upstreams import LoopbackServer
+
+    backend = FakeBackend()
+    config = parse_config({"routes": [{"model": "m", "guard": {"threshold": 0.9}, "harm": {"threshold": 0.9}}]})
+    app = create_app(config, decider=LocalDecider(backend))
+    assert backend.batches == []
+    with LoopbackServer(app):
+        warmed = list(backend.batches), set(backend.seen_states)
+    text = WARM_UP_REQUEST["messages"][0]["content"]
+    assert len(warmed[0]) == 1 and warmed[0][0] >= 2  # one batch, the guard's and the harm question at least
+    assert warmed[1] == {text}

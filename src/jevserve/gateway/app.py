@@ -71,6 +71,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        await gateway.warm_up()  # before "ready": the first requests are judged against warm timings
         yield
         await gateway.aclose()  # the decision log is flushed and closed last
 

@@ -101,6 +101,11 @@ class Decider(ABC):
         """Release what the decider holds."""
         return None
 
+    async def warm_up(self, asks: Sequence[Ask]) -> None:
+        """Pay a local model's one-off start, and its first asking of each of `asks`' questions, before the first
+        request does (on the serving event loop)."""
+        return None
+
     @property
     def identity(self) -> str | None:
         """What makes its answers what they are (model and version), for caches on disk; None: do not cache."""
@@ -154,6 +159,11 @@ class LocalDecider(Decider):
             self._batcher = Batcher(self.backend, **self._options)
             self._loop = loop
         return self._batcher
+
+    async def warm_up(self, asks: Sequence[Ask]) -> None:
+        """The batcher's warm-up (Batcher.warm_up) on `asks`: its deadline estimates start from warm batches."""
+        await self._batcher_for_loop().warm_up(list(dict.fromkeys(DecisionItem(a.state, a.question, a.within)
+                                                                  for a in asks)))
 
     async def decide(self, asks: Sequence[Ask]) -> dict[str, np.ndarray]:
         """One batch for every ask."""

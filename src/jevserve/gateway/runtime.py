@@ -11,13 +11,17 @@ import httpx
 from jevserve.gateway.cache import Embed, SemanticCache, embedded_embed
 from jevserve.gateway.config import PLACEHOLDER_URL, REDIS_SCHEMES, GatewayConfig, RouteConfig, UpstreamConfig
 from jevserve.gateway.decider import Decider
+from jevserve.gateway.decisions import request_policies
 from jevserve.gateway.log import DecisionLog
 from jevserve.gateway.metrics import GatewayMetrics
 from jevserve.gateway.operating_points import OperatingPoint, Progress, resolve_operating_points
+from jevserve.gateway.policies.base import RequestView
 from jevserve.gateway.store import MemoryStore, Store
 from jevserve.gateway.upstream import Upstream
+from jevserve.serving.decision_inputs import decision_inputs
 
 PLACEHOLDER_NAME = "placeholder"
+WARM_UP_REQUEST = {"messages": [{"role": "user", "content": "Can you suggest a name for my cat?"}]}
 
 
 @dataclass
@@ -38,6 +42,17 @@ class Gateway:
         """The upstreams to try for `route`, in fallback order (`names` overrides the route's list)."""
         chosen = names or route.upstreams or list(self.upstreams)
         return [self.upstreams[n] for n in chosen]
+
+    async def warm_up(self) -> None:
+        """Ask the decider every question the routes ask of a request, about a short one, before the first request:
+        a local model pays its one-off start and each question's first encoding here, not in the first requests'
+        time (where it also made the deadline estimate turn away bursts it answers in time)."""
+        asks = []
+        for route in self.config.routes:
+            view = RequestView(decision_inputs(WARM_UP_REQUEST, limits=route.input_limits()))
+            for policy in request_policies(route):
+                asks.extend(policy.asks(view))
+        await self.decider.warm_up(asks)
 
     async def aclose(self) -> None:
         """Close clients, the store and the log (the log last, after everything was written)."""

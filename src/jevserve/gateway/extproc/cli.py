@@ -204,6 +204,7 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
         banner.append(f"  metrics:   http://{args.host}:{args.metrics_port}/metrics")
 
     async def started(server):
+        await gateway.warm_up()  # the first streams are judged against warm timings (Gateway.warm_up)
         watcher = asyncio.create_task(watch_decider(decider, server.report_decider))
         runner = None
         if args.metrics_port is not None:
