@@ -131,6 +131,50 @@ def test_a_client_that_goes_away_has_its_request_dropped_and_its_kv_blocks_freed
     assert held > 0 and (after, running, waiting) == (0.0, 0, 0)
 
 
+def test_a_streamed_request_whose_client_leaves_while_queued_gives_up_its_place_at_once():
+    # it stayed queued until admitted and prefilled, and dropped only at its first token: meanwhile it held a
+    # waiting place, and a new client was refused 429 with nobody waiting
+    async def scenario():
+        async with serve(speedup=2.0, max_num_seqs=1, max_num_waiting=2) as (url, engine), \
+                httpx.AsyncClient(base_url=url) as client:
+            async def stream(max_tokens: int) -> None:
+                async with client.stream("POST", "/v1/completions", json={
+                        "model": MODEL, "prompt": "hi", "max_tokens": max_tokens, "stream": True}) as r:
+                    async for _ in r.aiter_lines():
+                        pass
+
+            running = asyncio.create_task(stream(5000))  # holds the one running place
+            for _ in range(200):
+                await asyncio.sleep(0.01)
+                if engine.num_running == 1:
+                    break
+            queued = [asyncio.create_task(stream(5)) for _ in range(2)]
+            for _ in range(200):
+                await asyncio.sleep(0.01)
+                if engine.num_waiting == 2:
+                    break
+            waiting_before = engine.num_waiting
+            for task in queued:
+                task.cancel()
+            for _ in range(200):
+                await asyncio.sleep(0.01)
+                if engine.num_waiting == 0:
+                    break
+            waiting_after = engine.num_waiting
+            # two more may wait again (the long one still runs): the places the two that left held are free
+            async with client.stream("POST", "/v1/completions", json={
+                    "model": MODEL, "prompt": "hi", "max_tokens": 1, "stream": True}) as first, \
+                    client.stream("POST", "/v1/completions", json={
+                        "model": MODEL, "prompt": "hi", "max_tokens": 1, "stream": True}) as second:
+                statuses = first.status_code, second.status_code
+            running.cancel()
+            return waiting_before, waiting_after, statuses
+
+    before, after, statuses = asyncio.run(scenario())
+    assert (before, after) == (2, 0)
+    assert statuses == (200, 200)
+
+
 @pytest.mark.parametrize(("path", "body", "status", "param"), [
     ("/v1/chat/completions", {"model": MODEL}, 400, "messages"),
     ("/v1/chat/completions", chat("hi", max_tokens=0), 400, "max_tokens"),
@@ -171,6 +215,12 @@ def test_a_client_that_goes_away_has_its_request_dropped_and_its_kv_blocks_freed
     ("/v1/chat/completions", chat("hi", best_of=2), 400, "best_of"),
     ("/v1/chat/completions", chat("hi", best_of="x"), 400, "best_of"),
     ("/v1/chat/completions", chat("hi", max_tokens=3.5), 400, "max_tokens"),
+    # what vLLM refuses and this engine took (an outside tester's list)
+    ("/v1/chat/completions", chat("hi", seed="x"), 400, "seed"),
+    ("/v1/chat/completions", chat("hi", tools="x"), 400, "tools"),
+    ("/v1/chat/completions", chat("hi", stream=True, stream_options={"include_usage": "yes"}), 400,
+     "stream_options.include_usage"),
+    ("/v1/completions", {"model": MODEL, "prompt": [-1, 5]}, 400, "prompt"),
 ])
 def test_bad_requests_get_a_4xx_naming_the_field(path, body, status, param):
     async def scenario():
@@ -434,3 +484,13 @@ def test_text_parts_of_every_kind_a_text_models_template_reads_are_taken():
             return await client.post("/v1/chat/completions", json=body)
 
     assert asyncio.run(scenario()).status_code == 200
+
+
+def test_stream_null_is_taken_as_not_given():
+    # the spec types it "boolean or null" and vLLM takes null; it was refused 400
+    async def scenario():
+        async with serve() as (url, _), httpx.AsyncClient(base_url=url) as client:
+            return await client.post("/v1/chat/completions", json=chat("hi", max_tokens=2, stream=None))
+
+    response = asyncio.run(scenario())
+    assert response.status_code == 200 and response.json()["object"] == "chat.completion"

@@ -275,6 +275,18 @@ def test_rate_limit_per_key_is_a_429_with_retry_after():
     assert post(app, HI, headers={"Authorization": "Bearer k2"}).status_code == 200
 
 
+def test_stream_null_is_taken_as_not_given():
+    # OpenAI's spec types it "boolean or null" and vLLM takes null; the gateway refused it 400
+    app, _, _ = make_app({})
+
+    async def scenario():
+        async with client(app) as c:
+            return await c.post("/v1/chat/completions", json={**HI, "stream": None})
+
+    response = run(scenario())
+    assert response.status_code == 200 and response.json()["object"] == "chat.completion"
+
+
 def test_bad_input_gets_clear_4xx():
     app, _, _ = make_app(config={"max_body_bytes": 2048})
 

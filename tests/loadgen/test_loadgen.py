@@ -369,4 +369,7 @@ def test_failures_that_differ_only_in_their_numbers_are_one_reason():
                for n in (62609, 62817, 1234)}
     assert reasons == {"http 400: the request has # tokens, over the # the model takes"}
     assert failure_reason("http 500") == "http 500" and failure_reason("timeout") == "timeout"
+    # a number inside a name is left alone: the served name is what the reader needs (it read `Qwen/Qwen#-#B`)
+    assert (failure_reason("http 404: the model `nope` does not exist; this engine serves `Qwen/Qwen3-8B`")
+            == "http 404: the model `nope` does not exist; this engine serves `Qwen/Qwen3-8B`")
     assert failure_reason(None) == "unknown"

@@ -13,7 +13,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -48,8 +48,11 @@ class EventStream(Response):
 
     media_type = "text/event-stream"
 
-    def __init__(self, events: AsyncIterator[str]) -> None:
+    def __init__(self, events: AsyncIterator[str], on_gone: Callable[[], None] | None = None) -> None:
         super().__init__(media_type=self.media_type)
+        # told the moment the client goes away, not at the next event: a request still queued has none to come
+        # until it is admitted and prefilled, and meanwhile held a waiting place (new clients got 429 for it)
+        self.on_gone = on_gone
         # The body's length is not known in advance; the response ends with an empty last message.
         self.raw_headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]
         self.events = events
@@ -60,6 +63,9 @@ class EventStream(Response):
                 pass
 
         gone = asyncio.create_task(client_gone())
+        if self.on_gone is not None:
+            on_gone = self.on_gone
+            gone.add_done_callback(lambda task: None if task.cancelled() else on_gone())
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             async for event in self.events:
@@ -143,7 +149,7 @@ def create_app(engine: LiveEngine, lengths: ReplyLengths, *, model_name: str, ma
         live = _submit(completion, num_prompt)
         writer = ResponseWriter(completion, model_name)
         if completion.stream:
-            return EventStream(_stream(live, writer))
+            return EventStream(_stream(live, writer), on_gone=lambda: _leave(live))
         return await _whole(request, live, writer)
 
     def _submit(completion: Completion, num_prompt: int) -> LiveRequest:
@@ -174,6 +180,12 @@ def create_app(engine: LiveEngine, lengths: ReplyLengths, *, model_name: str, ma
         return engine.submit(uuid.uuid4().hex, num_prompt, reply, priority=completion.priority,
                              finish_reason=finish_reason, text_chars=stopped.num_chars if stopped else None)
 
+    def _leave(live: LiveRequest) -> None:
+        """A stream's client went away: the engine drops the request at its next step, and the stream stops waiting
+        for its tokens."""
+        engine.cancel(live)
+        live.wake.set()
+
     async def _stream(live: LiveRequest, writer: ResponseWriter) -> AsyncIterator[str]:
         sent = chars = 0
         try:
@@ -184,6 +196,8 @@ def create_app(engine: LiveEngine, lengths: ReplyLengths, *, model_name: str, ma
             while True:
                 await live.wake.wait()
                 live.wake.clear()
+                if live.left:
+                    return
                 if live.num_visible > sent:
                     text = filler_text(sent, live.num_visible)
                     if live.text_chars is not None:  # never past a stop string, not even its first part

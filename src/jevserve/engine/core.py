@@ -103,7 +103,8 @@ class LiveEngine:
 
     def cancel(self, request: LiveRequest) -> None:
         """The client went away: drop the request before the next step, freeing its KV blocks."""
-        if not request.finished and not request.aborted:
+        if not request.finished and not request.aborted and not request.left:
+            request.left = True
             self._left.append(request)
             self._wake.set()
 
@@ -154,7 +155,10 @@ class LiveEngine:
                     self.planner.add_request(request, request.arrival_s)
         left, self._left = self._left, []
         for request in left:
-            if self.planner.abort(request):
+            if request in self._arrived:  # not yet due (it arrived while a step ran): never planned
+                self._arrived.remove(request)
+                request.aborted = True
+            elif self.planner.abort(request):
                 request.aborted = True
 
     async def _idle(self) -> None:

@@ -180,12 +180,12 @@ def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
             prompt = prompt[0]
         if isinstance(prompt, str):
             texts, prompt_text, token_ids = [prompt], prompt, None
-        elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool)
+        elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0
                                                          for t in prompt):
             texts, prompt_text, token_ids = [], "", len(prompt)
         else:
-            raise RequestError("prompt must be a string, a list of one string, or a list of token ids",
-                               param="prompt")
+            raise RequestError("prompt must be a string, a list of one string, or a list of token ids (integers "
+                               ">= 0)", param="prompt")
         if not prompt:  # vLLM: "The decoder prompt cannot be empty"
             raise RequestError("prompt is empty; send at least one token", param="prompt")
         echo = ""
@@ -211,12 +211,21 @@ def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
     max_tokens = _int_field(body, "max_completion_tokens", minimum=1) if chat else None
     if max_tokens is None:
         max_tokens = _int_field(body, "max_tokens", minimum=1)
-    stream = body.get("stream", False)
+    stream = body.get("stream")
+    if stream is None:  # null is the spec's "not given", as vLLM takes it
+        stream = False
     if not isinstance(stream, bool):
-        raise RequestError(f"stream={stream!r}; expected true or false", param="stream")
+        raise RequestError(f"stream={json.dumps(stream)}; expected true, false or null", param="stream")
     options = body.get("stream_options") or {}
     if not isinstance(options, Mapping):
         raise RequestError("stream_options must be an object", param="stream_options")
+    include_usage = options.get("include_usage")
+    if include_usage is not None and not isinstance(include_usage, bool):
+        raise RequestError(f"stream_options.include_usage={json.dumps(include_usage)}; expected true or false",
+                           param="stream_options.include_usage")
+    _int_field(body, "seed")  # sampling here ignores it, but vLLM refuses one that is no integer
+    if body.get("tools") is not None and not isinstance(body["tools"], list):
+        raise RequestError("tools must be an array of tool objects", param="tools")
     if body.get("stream_options") is not None and not stream:  # vLLM's and OpenAI's rule
         raise RequestError("stream_options can only be set when stream is true", param="stream_options")
     min_tokens = _int_field(body, "min_tokens", minimum=0) or 0
@@ -227,7 +236,7 @@ def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
         raise RequestError(f"ignore_eos={ignore_eos!r}; expected true or false", param="ignore_eos")
     priority = _int_field(body, "priority") or 0
     return Completion(chat, tuple(texts), prompt_text, token_ids, max_tokens, stream,
-                      bool(options.get("include_usage")), priority, stop, include_stop, echo,
+                      bool(include_usage), priority, stop, include_stop, echo,
                       "messages" if chat else "prompt", min_tokens, ignore_eos)
 
 

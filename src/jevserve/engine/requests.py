@@ -21,6 +21,7 @@ class LiveRequest(EngineRequest):
     finish_s: float | None = None
     num_visible: int = 0  # tokens sampled so far: what the stream may send
     finished: bool = False  # the whole reply was sampled
+    left: bool = False  # the client went away (Engine.cancel): the engine drops it at its next step
     aborted: bool = False  # the client went away; the engine dropped it
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 

@@ -116,7 +116,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--speedup", type=positive_float("--speedup"), default=1.0,
                    help="the server runs its clock this many times faster (jevserve engine --speedup): send times "
                    "are divided by it and latencies multiplied back (default: 1)")
-    p.add_argument("--save-result", action="store_true", help="write the JSON result and a markdown table")
+    p.add_argument("--save-result", action="store_true",
+                   help="write the JSON result and a markdown table (an interrupted run writes its partial result "
+                        "either way, so that Ctrl-C loses nothing)")
     p.add_argument("--result-dir", type=Path, default=Path("."), help="folder of the result (default: .)")
     p.add_argument("--result-filename", default=None, help="result file name (default: loadgen-DATE.json)")
     p.add_argument("--disable-tqdm", action="store_true", help="no progress bar")

@@ -58,7 +58,8 @@ def records(results: Sequence[RequestResult], speedup: float) -> tuple[list[Requ
     return out, itls
 
 
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+# a number standing alone, not one inside a name (`Qwen/Qwen3-8B`, `gpt-4o`, a request id), which was masked too
+_NUMBER = re.compile(r"(?<![\w/.-])\d+(?:[.,]\d+)*(?![\w-])")
 
 
 def failure_reason(error: str | None) -> str:

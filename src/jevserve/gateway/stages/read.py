@@ -132,8 +132,9 @@ def _check_model(body: dict[str, Any]) -> None:
 
 
 def _check_stream(body: dict[str, Any]) -> None:
-    if not isinstance(body.get("stream", False), bool):
-        raise BadRequestError("'stream' must be true or false", param="stream")
+    # null is "not given" in OpenAI's spec, and vLLM takes it so
+    if body.get("stream") is not None and not isinstance(body["stream"], bool):
+        raise BadRequestError("'stream' must be true, false or null", param="stream")
     options = body.get("stream_options")
     if options is not None and not isinstance(options, dict):
         raise BadRequestError("'stream_options' must be an object", param="stream_options")
