@@ -90,6 +90,15 @@ def test_auth_rejects_missing_or_wrong_key_with_401(header):
     assert r.headers["www-authenticate"] == models.headers["www-authenticate"] == "Bearer"  # the scheme it takes
 
 
+def test_a_key_sent_without_its_scheme_is_called_malformed_not_missing():
+    with client_for(api_key="s3cret") as c:
+        bare = c.post("/v1/systemone", json=ticket_body(), headers={"Authorization": "s3cret"})
+        none = c.post("/v1/systemone", json=ticket_body())
+    assert bare.status_code == none.status_code == 401
+    assert bare.json()["detail"]["message"].startswith("malformed Authorization header")
+    assert none.json()["detail"]["message"].startswith("missing API key")
+
+
 def test_auth_is_checked_before_the_body():
     with client_for(api_key="s3cret") as c:
         r = c.post("/v1/systemone", content=b"not json", headers={"Authorization": "Bearer wrong"})

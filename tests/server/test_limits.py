@@ -25,6 +25,14 @@ def test_too_many_questions_is_413_naming_the_cap_and_the_flag():
     assert "51 questions" in over.json()["detail"]["message"] and "--max-questions" in over.json()["detail"]["message"]
 
 
+def test_a_question_cap_set_by_the_queue_names_the_queue():
+    # with --max-queue 64 a 33-question request was told to raise --max-questions, which changes nothing
+    with TestClient(create_app([FakeBackend()], ServerSettings(max_queue=64, max_questions=32))) as c:
+        over = c.post("/v1/systemone", json=ticket_body(questions=many_questions(33)))
+    assert over.status_code == 413
+    assert "(--max-questions, at most half of --max-queue 64)" in over.json()["detail"]["message"]
+
+
 def test_a_ten_thousand_question_body_is_refused_by_default():
     with TestClient(create_app([FakeBackend()])) as c:
         r = c.post("/v1/systemone", json=ticket_body(questions=many_questions(10_000)))
@@ -124,6 +132,21 @@ def test_a_lone_surrogate_escape_is_named_as_such():
                         headers={"content-type": "application/json"})  # fmt: skip
     assert r.status_code == 422 and "lone UTF-16 surrogate" in r.json()["detail"][0]["msg"]
     assert paired.status_code == 200
+
+
+def test_a_state_nested_past_the_parsers_depth_is_said_to_be_too_deep_not_invalid():
+    # valid JSON nested 200 deep was answered "Invalid JSON: recursion limit exceeded"
+    def nested(depth: int) -> dict:
+        state: dict = {"leaf": "x"}
+        for _ in range(depth):
+            state = {"a": state}
+        return {"state": state, "questions": {"q": {"type": "noul", "instructions": "Is it?"}}}
+
+    with TestClient(create_app([FakeBackend()])) as c:
+        deep = c.post("/v1/systemone", json=nested(250))
+        fine = c.post("/v1/systemone", json=nested(100))
+    assert deep.status_code == 422 and "deeper than this server reads" in deep.json()["detail"][0]["msg"]
+    assert fine.status_code == 200
 
 
 @pytest.mark.parametrize(

@@ -180,6 +180,11 @@ def parse_request(body: bytes) -> SystemOneRequest:
         if any(e["type"] == "json_invalid" for e in exc.errors()) and _LONE_SURROGATE.search(body):
             message = "a lone UTF-16 surrogate escape (\\ud800–\\udfff without its pair) is not text"
             raise _invalid_json(message) from None
+        if any(e["type"] == "json_invalid" and "recursion limit" in e["msg"] for e in exc.errors()):
+            # valid JSON past the parser's depth (pydantic-core's, about 200 objects and arrays within each other):
+            # said so, not called invalid
+            raise _invalid_json("the body nests objects and arrays deeper than this server reads (about 200 levels "
+                                "within each other); send a flatter state") from None
         raise
     return request
 

@@ -45,7 +45,7 @@ from jevserve.protocol import (
 )
 from jevserve.protocol.body import BODY_TIMEOUT_S
 from jevserve.server.body import DEFAULT_MAX_BODY_BYTES, read_body
-from jevserve.server.defaults import DEFAULT_MAX_OPTIONS, DEFAULT_MAX_QUESTIONS
+from jevserve.server.defaults import DEFAULT_MAX_OPTIONS, DEFAULT_MAX_QUESTIONS, max_request_questions
 from jevserve.server.metrics import ServerMetrics
 
 LATEST_ALIAS = "jev-latest"
@@ -135,8 +135,10 @@ def _check_auth(state: ServerState, request: Request) -> None:
         return
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    if not header.strip():
         raise AuthenticationError("missing API key: send 'Authorization: Bearer <key>'")
+    if scheme.lower() != "bearer" or not token.strip():  # a key sent without its scheme is there, just malformed
+        raise AuthenticationError("malformed Authorization header: send 'Authorization: Bearer <key>'")
     if not hmac.compare_digest(token.strip().encode(), key.encode()):
         raise AuthenticationError("invalid API key")
 
@@ -164,9 +166,13 @@ def _name_too_long(
 
 def _check_caps(settings: ServerSettings, questions: Sequence[Question]) -> None:
     if len(questions) > settings.max_questions:
+        # the flag that set the limit: half of --max-queue caps --max-questions (a client told the wrong one asked its
+        # operator to raise a flag that changes nothing)
+        flag = ("--max-questions" if settings.max_questions < max_request_questions(settings.max_queue)
+                else f"--max-questions, at most half of --max-queue {settings.max_queue}")
         raise PayloadTooLargeError(
             f"request has {len(questions)} questions; this server accepts at most {settings.max_questions} per request "
-            "(--max-questions); split it into several requests"
+            f"({flag}); split it into several requests"
         )
     options = sum(2 if q.type == "noul" else len(q.criteria) for q in questions)
     if options > settings.max_options:
