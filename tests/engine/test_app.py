@@ -221,6 +221,10 @@ def test_a_streamed_request_whose_client_leaves_while_queued_gives_up_its_place_
     ("/v1/chat/completions", chat("hi", stream=True, stream_options={"include_usage": "yes"}), 400,
      "stream_options.include_usage"),
     ("/v1/completions", {"model": MODEL, "prompt": [-1, 5]}, 400, "prompt"),
+    ("/v1/chat/completions", chat("hi", seed=2**63), 400, "seed"),
+    ("/v1/chat/completions", chat("hi", tools=[1]), 400, "tools"),
+    ("/v1/chat/completions", chat("hi", stream=True, stream_options={"continuous_usage_stats": "x"}), 400,
+     "stream_options.continuous_usage_stats"),
 ])
 def test_bad_requests_get_a_4xx_naming_the_field(path, body, status, param):
     async def scenario():
@@ -484,6 +488,16 @@ def test_text_parts_of_every_kind_a_text_models_template_reads_are_taken():
             return await client.post("/v1/chat/completions", json=body)
 
     assert asyncio.run(scenario()).status_code == 200
+
+
+def test_a_prompt_of_one_token_id_is_a_one_token_prompt():
+    # `[5]` was unwrapped as a batch of one prompt, to the number 5, and refused
+    async def scenario():
+        async with serve() as (url, _), httpx.AsyncClient(base_url=url) as client:
+            return await client.post("/v1/completions", json={"model": MODEL, "prompt": [5], "max_tokens": 2})
+
+    response = asyncio.run(scenario())
+    assert response.status_code == 200 and response.json()["usage"]["prompt_tokens"] == 1
 
 
 def test_stream_null_is_taken_as_not_given():

@@ -9,6 +9,7 @@ import httpx
 import numpy as np
 import pytest
 
+from jevserve.decide.base import DecisionItem
 from jevserve.gateway.decider import FixedDecider, LocalDecider, RemoteDecider, ask, timed_decide
 from jevserve.gateway.questions import INJECTION, LENGTH, REUSE
 from jevserve.server.app import create_app
@@ -243,20 +244,31 @@ def test_a_decider_that_answers_no_call_within_its_deadline_for_a_while_reports_
     assert answered.answers is not None and recovered is None
 
 
+def backend_question():
+    from jevserve.gateway.decider import IDENTITY_PROBES
+
+    return IDENTITY_PROBES[0].question
+
+
 def test_the_gateway_asks_its_routes_request_questions_once_before_it_is_ready():
     # the first batch paid the model's start and each question's first encoding (44 ms for what took 5 ms after),
     # and the deadline estimate timed on it turned away a burst of requests the decider answered in time
     from jevserve.gateway.app import create_app
     from jevserve.gateway.config import parse_config
-    from jevserve.gateway.runtime import WARM_UP_REQUEST
+    from jevserve.gateway.runtime import TIMED_WARM_UP_REQUEST, WARM_UP_REQUEST
     from tests.gateway.upstreams import LoopbackServer
 
     backend = FakeBackend()
     config = parse_config({"routes": [{"model": "m", "guard": {"threshold": 0.9}, "harm": {"threshold": 0.9}}]})
-    app = create_app(config, decider=LocalDecider(backend))
+    decider = LocalDecider(backend)
+    app = create_app(config, decider=decider)
     assert backend.batches == []
     with LoopbackServer(app):
         warmed = list(backend.batches), set(backend.seen_states)
-    text = WARM_UP_REQUEST["messages"][0]["content"]
-    assert len(warmed[0]) == 1 and warmed[0][0] >= 2  # one batch, the guard's and the harm question at least
-    assert warmed[1] == {text}
+        # and the first requests are judged against a timed batch: with none, a burst arriving at once was all
+        # admitted unestimated, and all of it ran past the deadline on a busy machine
+        estimate = decider._batcher.expected_wait_s([DecisionItem("x" * 1000, backend_question())])
+    short, timed = WARM_UP_REQUEST["messages"][0]["content"], TIMED_WARM_UP_REQUEST["messages"][0]["content"]
+    assert len(warmed[0]) == 2 and warmed[0][0] >= 2  # two batches: the guard's and the harm question at least
+    assert {short, timed} <= warmed[1] and all(state == short or state in timed for state in warmed[1])  # windows
+    assert estimate is not None and estimate > 0

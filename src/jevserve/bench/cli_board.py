@@ -39,8 +39,8 @@ def board_command(args: argparse.Namespace) -> int:
     from jevserve.bench.board_html import write_board
 
     if not args.results.is_dir():
-        print(f"error: results folder {str(args.results)!r} does not exist; run `jevserve bench run` first",
-              file=sys.stderr)
+        print(f"error: results folder {str(args.results)!r} does not exist; run `jevserve bench run` first, or "
+              "pass --results DIR where the results are (a checkout's results/)", file=sys.stderr)
         return 1
     markdown = args.markdown or (DEFAULT_BOARD.parent if args.out == DEFAULT_BOARD else args.out) / "board.md"
     try:

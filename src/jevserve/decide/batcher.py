@@ -205,17 +205,25 @@ class Batcher:
             self._wakeup = asyncio.Event()
             self._worker = asyncio.get_running_loop().create_task(self._run(), name="batcher")
 
-    async def warm_up(self, items: Sequence[DecisionItem] = WARM_UP_ITEMS) -> None:
-        """Answer `items` once on the backend thread, untimed and before any request: a backend's first batch pays
-        its one-off start, and each question's first asking its encoding (the gateway's four request questions:
-        44 ms for a batch that takes 5 ms after). Timed, that would make every deadline estimate several times too
-        long until hundreds of questions had run, turning away bursts the decider answers in time; so a server
-        warms up with the questions it will ask, where it knows them. Best effort: a backend that fails here fails
-        the requests that follow, which say so."""
+    async def warm_up(self, items: Sequence[DecisionItem] = WARM_UP_ITEMS,
+                      timed: Sequence[DecisionItem] = ()) -> None:
+        """Before any request: answer `items` once untimed, then `timed` (the same questions about other texts) as
+        the first timed batch. A backend's first batch pays its one-off start, and each question's first asking its
+        encoding (the gateway's four request questions: 44 ms for a batch that takes 5 ms after): timed, that made
+        every deadline estimate several times too long for hundreds of questions, turning away bursts the decider
+        answers in time. With no timed batch, though, nothing is estimated until a request's batch has run, and a
+        burst arriving at once is all admitted, however long it takes. `timed` holds texts of its own: one already
+        read would come from the backend's cache, in a fraction of its time. Best effort: a backend that fails here
+        fails the requests that follow, which say so."""
         if getattr(self.backend, "concurrent", False) or not items:
             return  # a remote endpoint: nothing here to warm, and no queue whose estimate it would spoil
+        loop = asyncio.get_running_loop()
         with contextlib.suppress(Exception):
-            await asyncio.get_running_loop().run_in_executor(self._executor, self.backend.decide, list(items))
+            await loop.run_in_executor(self._executor, self.backend.decide, list(items))
+            if timed:
+                started = time.perf_counter()
+                await loop.run_in_executor(self._executor, self.backend.decide, list(timed))
+                self._time_batch(len(timed), work_units(timed, self._in_context), time.perf_counter() - started)
 
     async def close(self) -> None:
         """Stop the worker, fail what is still queued and release the backend thread."""
@@ -415,6 +423,18 @@ class Batcher:
         scale = (1 - SCALE_WEIGHT) * self._estimate_scale + SCALE_WEIGHT * ratio
         self._estimate_scale = min(MAX_SCALE, max(MIN_SCALE, scale))
 
+    def _time_batch(self, num_items: int, units: float, elapsed: float) -> None:
+        """Learn a batch's time: the decayed seconds per question and per unit of work."""
+        keep = 0.5 ** (num_items / TIMING_HALF_LIFE_ITEMS)
+        self._timed_seconds = keep * self._timed_seconds + elapsed
+        self._timed_items = keep * self._timed_items + num_items
+        self._seconds_per_item = self._timed_seconds / self._timed_items
+        keep = 0.5 ** (units / TIMING_HALF_LIFE_UNITS)
+        self._timed_unit_seconds = keep * self._timed_unit_seconds + elapsed
+        self._timed_units = keep * self._timed_units + units
+        self._seconds_per_unit = self._timed_unit_seconds / self._timed_units
+        self._measured = True
+
     def _take_batch(self) -> list[_Chunk]:
         self._drop_cancelled()
         chunks: list[_Chunk] = []
@@ -454,15 +474,7 @@ class Batcher:
         finally:
             self._running, self._running_items = None, 0
         elapsed = time.perf_counter() - started
-        keep = 0.5 ** (len(items) / TIMING_HALF_LIFE_ITEMS)
-        self._timed_seconds = keep * self._timed_seconds + elapsed
-        self._timed_items = keep * self._timed_items + len(items)
-        self._seconds_per_item = self._timed_seconds / self._timed_items
-        keep = 0.5 ** (units / TIMING_HALF_LIFE_UNITS)
-        self._timed_unit_seconds = keep * self._timed_unit_seconds + elapsed
-        self._timed_units = keep * self._timed_units + units
-        self._seconds_per_unit = self._timed_unit_seconds / self._timed_units
-        self._measured = True
+        self._time_batch(len(items), units, elapsed)
         if self.on_batch is not None:
             self.on_batch(len(items), elapsed)
         offset = 0

@@ -86,7 +86,7 @@ def _int_field(body: Mapping[str, Any], name: str, *, minimum: int | None = None
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
         expected = f"an integer >= {minimum}" if minimum is not None else "an integer"
-        raise RequestError(f"{name}={body.get(name)!r}; expected {expected}", param=name)
+        raise RequestError(f"{name}={json.dumps(body.get(name))}; expected {expected}", param=name)
     return value
 
 
@@ -176,8 +176,8 @@ def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
         prompt_text, token_ids, echo = (users[-1] if users else texts[-1]), None, ""
     else:
         prompt = body.get("prompt")
-        if isinstance(prompt, list) and len(prompt) == 1:
-            prompt = prompt[0]
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
+            prompt = prompt[0]  # a batch of one prompt (`["text"]`, `[[1, 2]]`); `[5]` is one token id
         if isinstance(prompt, str):
             texts, prompt_text, token_ids = [prompt], prompt, None
         elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0
@@ -219,12 +219,16 @@ def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
     options = body.get("stream_options") or {}
     if not isinstance(options, Mapping):
         raise RequestError("stream_options must be an object", param="stream_options")
+    for flag in ("include_usage", "continuous_usage_stats"):
+        if options.get(flag) is not None and not isinstance(options[flag], bool):
+            raise RequestError(f"stream_options.{flag}={json.dumps(options[flag])}; expected true or false",
+                               param=f"stream_options.{flag}")
     include_usage = options.get("include_usage")
-    if include_usage is not None and not isinstance(include_usage, bool):
-        raise RequestError(f"stream_options.include_usage={json.dumps(include_usage)}; expected true or false",
-                           param="stream_options.include_usage")
-    _int_field(body, "seed")  # sampling here ignores it, but vLLM refuses one that is no integer
-    if body.get("tools") is not None and not isinstance(body["tools"], list):
+    seed = _int_field(body, "seed")  # sampling here ignores it, but vLLM refuses one that is no 64-bit integer
+    if seed is not None and not -(2**63) <= seed < 2**63:
+        raise RequestError(f"seed={seed}; expected a 64-bit integer", param="seed")
+    tools = body.get("tools")
+    if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, Mapping) for t in tools)):
         raise RequestError("tools must be an array of tool objects", param="tools")
     if body.get("stream_options") is not None and not stream:  # vLLM's and OpenAI's rule
         raise RequestError("stream_options can only be set when stream is true", param="stream_options")

@@ -101,9 +101,9 @@ class Decider(ABC):
         """Release what the decider holds."""
         return None
 
-    async def warm_up(self, asks: Sequence[Ask]) -> None:
+    async def warm_up(self, asks: Sequence[Ask], timed: Sequence[Ask] = ()) -> None:
         """Pay a local model's one-off start, and its first asking of each of `asks`' questions, before the first
-        request does (on the serving event loop)."""
+        request does, then time `timed` for its deadline estimates (on the serving event loop)."""
         return None
 
     @property
@@ -160,10 +160,13 @@ class LocalDecider(Decider):
             self._loop = loop
         return self._batcher
 
-    async def warm_up(self, asks: Sequence[Ask]) -> None:
-        """The batcher's warm-up (Batcher.warm_up) on `asks`: its deadline estimates start from warm batches."""
-        await self._batcher_for_loop().warm_up(list(dict.fromkeys(DecisionItem(a.state, a.question, a.within)
-                                                                  for a in asks)))
+    async def warm_up(self, asks: Sequence[Ask], timed: Sequence[Ask] = ()) -> None:
+        """The batcher's warm-up (Batcher.warm_up): its deadline estimates start from a warm, timed batch."""
+
+        def items(of: Sequence[Ask]) -> list[DecisionItem]:
+            return list(dict.fromkeys(DecisionItem(a.state, a.question, a.within) for a in of))
+
+        await self._batcher_for_loop().warm_up(items(asks), items(timed))
 
     async def decide(self, asks: Sequence[Ask]) -> dict[str, np.ndarray]:
         """One batch for every ask."""

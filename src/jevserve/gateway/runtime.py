@@ -22,6 +22,19 @@ from jevserve.serving.decision_inputs import decision_inputs
 
 PLACEHOLDER_NAME = "placeholder"
 WARM_UP_REQUEST = {"messages": [{"role": "user", "content": "Can you suggest a name for my cat?"}]}
+# The first timed batch (Batcher.warm_up): the same questions about an ordinary message of about 1,000 characters,
+# so that the first requests are judged against a batch of the kind they bring, not admitted unestimated
+TIMED_WARM_UP_REQUEST = {"messages": [{"role": "user", "content": (
+    "I'm planning a small vegetable garden in my back yard this spring and could use some help getting started. "
+    "The space is about four metres by three, it gets sun from late morning until evening, and the soil is heavy "
+    "clay that stays wet for days after rain. I'd like to grow tomatoes, courgettes, a few kinds of lettuce, some "
+    "herbs like basil and parsley, and maybe beans if there is room. My questions: should I build raised beds or "
+    "improve the clay where it is, and what would I mix in? How should I lay out the beds so the tall plants do "
+    "not shade the short ones? Which of these can go in the ground in April and which should wait until the "
+    "nights are warmer? I work during the week, so I can water in the evenings and spend a few hours on weekends; "
+    "is that enough, or should I set up drip irrigation from the start? A rough budget for the first year would "
+    "help too, and anything beginners usually get wrong that I could avoid."
+)}]}
 
 
 @dataclass
@@ -47,12 +60,16 @@ class Gateway:
         """Ask the decider every question the routes ask of a request, about a short one, before the first request:
         a local model pays its one-off start and each question's first encoding here, not in the first requests'
         time (where it also made the deadline estimate turn away bursts it answers in time)."""
+        await self.decider.warm_up(self._request_asks(WARM_UP_REQUEST), self._request_asks(TIMED_WARM_UP_REQUEST))
+
+    def _request_asks(self, body: Mapping) -> list:
+        """What every route's request policies ask about `body`."""
         asks = []
         for route in self.config.routes:
-            view = RequestView(decision_inputs(WARM_UP_REQUEST, limits=route.input_limits()))
+            view = RequestView(decision_inputs(body, limits=route.input_limits()))
             for policy in request_policies(route):
                 asks.extend(policy.asks(view))
-        await self.decider.warm_up(asks)
+        return asks
 
     async def aclose(self) -> None:
         """Close clients, the store and the log (the log last, after everything was written)."""

@@ -125,6 +125,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_loadgen, check_argv=_ignored_flags)
 
 
+# what --result-dir and --result-filename are refused with when --save-result is not given
+NOT_SAVED = ("without --save-result a finished run writes nothing (an interrupted one writes its partial result in "
+             "the current folder); add --save-result")
+
+
 def _ignored_flags(argv: list[str]) -> None:
     from jevserve.argtypes import flags_given, refuse_ignored
 
@@ -132,8 +137,8 @@ def _ignored_flags(argv: list[str]) -> None:
     refuse_ignored(argv, [
         ("--host", "--base-url" not in given, "--base-url names the server"),
         ("--port", "--base-url" not in given, "--base-url names the server"),
-        ("--result-dir", "--save-result" in given, "nothing is written without --save-result"),
-        ("--result-filename", "--save-result" in given, "nothing is written without --save-result"),
+        ("--result-dir", "--save-result" in given, NOT_SAVED),
+        ("--result-filename", "--save-result" in given, NOT_SAVED),
         ("--burstiness", "--arrival-process" not in given, "--arrival-process sets the arrivals"),
     ])
 

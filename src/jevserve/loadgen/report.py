@@ -58,8 +58,9 @@ def records(results: Sequence[RequestResult], speedup: float) -> tuple[list[Requ
     return out, itls
 
 
-# a number standing alone, not one inside a name (`Qwen/Qwen3-8B`, `gpt-4o`, a request id), which was masked too
-_NUMBER = re.compile(r"(?<![\w/.-])\d+(?:[.,]\d+)*(?![\w-])")
+# a number that starts a word (`62609 tokens`, `30.5s`), not one inside a name (`Qwen/Qwen3-8B`, `gpt-4o`, a request
+# id), which was masked too
+_NUMBER = re.compile(r"(?<![\w/.-])\d+(?:[.,]\d+)*")
 
 
 def failure_reason(error: str | None) -> str:
