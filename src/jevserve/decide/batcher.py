@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from jevserve.decide.base import DecisionBackend, DecisionItem, Decisions
-from jevserve.protocol import DecisionOption, DecisionQuestion, OverloadedError
+from jevserve.protocol import OverloadedError
 
 BatchObserver = Callable[[int, float], None]  # (questions in the batch, seconds it took)
 
@@ -85,11 +85,6 @@ MIN_SCALE, MAX_SCALE = 0.25, 1.0
 MIN_LEARNED_ESTIMATE_S = 0.02
 
 
-# What `warm_up` asks: a short yes/no question, which every backend answers.
-WARM_UP_ITEMS = (
-    DecisionItem("Can you suggest a name for my cat?", DecisionQuestion(
-        "noul", "Is this a question?", (DecisionOption("yes", ""), DecisionOption("no", "")))),
-)
 # The longest Retry-After told: typesafe-sdk gives up at once on a hint of 30 s or more (its retry budget is 30 s), so
 # a longer estimate would turn a wait into a failure; a client told 29 s and still early is told again.
 MAX_RETRY_AFTER_S = 29.0
@@ -205,8 +200,7 @@ class Batcher:
             self._wakeup = asyncio.Event()
             self._worker = asyncio.get_running_loop().create_task(self._run(), name="batcher")
 
-    async def warm_up(self, items: Sequence[DecisionItem] = WARM_UP_ITEMS,
-                      timed: Sequence[DecisionItem] = ()) -> None:
+    async def warm_up(self, items: Sequence[DecisionItem], timed: Sequence[DecisionItem] = ()) -> None:
         """Before any request: answer `items` once untimed, then `timed` (the same questions about other texts) as
         the first timed batch. A backend's first batch pays its one-off start, and each question's first asking its
         encoding (the gateway's four request questions: 44 ms for a batch that takes 5 ms after): timed, that made

@@ -57,9 +57,10 @@ class Gateway:
         return [self.upstreams[n] for n in chosen]
 
     async def warm_up(self) -> None:
-        """Ask the decider every question the routes ask of a request, about a short one, before the first request:
-        a local model pays its one-off start and each question's first encoding here, not in the first requests'
-        time (where it also made the deadline estimate turn away bursts it answers in time)."""
+        """Before the first request, ask the decider every question the routes ask of a request, about a short one,
+        then time the same questions about an ordinary 1,000-character message (Batcher.warm_up): a local model pays
+        its one-off start and each question's first encoding here, not in the first requests' time, and the first
+        requests are admitted against a warm, timed estimate."""
         await self.decider.warm_up(self._request_asks(WARM_UP_REQUEST), self._request_asks(TIMED_WARM_UP_REQUEST))
 
     def _request_asks(self, body: Mapping) -> list:
