@@ -287,6 +287,25 @@ def test_stream_null_is_taken_as_not_given():
     assert response.status_code == 200 and response.json()["object"] == "chat.completion"
 
 
+def test_a_compressed_body_is_said_to_be_compressed():
+    # it was "not valid JSON: 'utf-8' codec can't decode byte 0x8b in position 1", which names no cause
+    import gzip
+    import zlib
+
+    app, _, _ = make_app({})
+
+    async def scenario():
+        async with client(app) as c:
+            raw = json.dumps(HI).encode()
+            return [await c.post("/v1/chat/completions", content=squeeze(raw),
+                                 headers={"content-type": "application/json"}) for squeeze in (gzip.compress,
+                                                                                              zlib.compress)]
+
+    for response, kind in zip(run(scenario()), ("gzip", "deflate (zlib)"), strict=True):
+        assert response.status_code == 400
+        assert response.json()["error"]["message"].startswith(f"request body is {kind}-compressed")
+
+
 def test_bad_input_gets_clear_4xx():
     app, _, _ = make_app(config={"max_body_bytes": 2048})
 

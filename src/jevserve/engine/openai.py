@@ -138,6 +138,9 @@ def parse_body(raw: bytes) -> Any:
     try:
         body = strict_json.loads(raw)
     except ValueError as exc:  # not JSON, not UTF-8, NaN or Infinity, or a number past what Python converts
+        if (compressed := strict_json.compression_of(raw)) is not None:
+            raise RequestError(f"the request body is {compressed}-compressed, which this engine does not read (nor "
+                               "does vLLM): send it uncompressed (no Content-Encoding)") from None
         raise RequestError(f"the request body is not valid JSON: {exc}") from None
     except RecursionError:  # nested past what the parser can follow
         raise RequestError("the request body nests arrays or objects too deep") from None

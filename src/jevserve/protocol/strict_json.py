@@ -33,3 +33,15 @@ def loads(data: str | bytes) -> Any:
         if "integer string conversion" in str(exc):  # Python's own message tells the sender to call a Python function
             raise ValueError(f"an integer of more than {sys.get_int_max_str_digits():,} digits") from None
         raise
+
+
+def compression_of(data: bytes) -> str | None:
+    """The compression `data` starts like (its magic bytes), for a body that is not JSON: a client that compressed it
+    (Content-Encoding) was told "not valid UTF-8" at byte 1, which says nothing of why. None: none recognised."""
+    if data[:2] == b"\x1f\x8b":
+        return "gzip"
+    if data[:4] == b"\x28\xb5\x2f\xfd":
+        return "zstd"
+    if len(data) >= 2 and data[0] & 0x0F == 8 and (data[0] * 256 + data[1]) % 31 == 0:  # RFC 1950's header check
+        return "deflate (zlib)"
+    return None

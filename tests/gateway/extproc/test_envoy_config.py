@@ -191,10 +191,14 @@ def test_extproc_failures_answer_in_the_gateways_error_shape() -> None:
     codes = [(m["status_code"], m["body_format_override"]["json_format"]["error"]["code"]) for m in upstream_failures]
     # as the HTTP gateway answers them (and jevserve answers a body over its limit); the idle timeout of a request
     # that never reached a model server (the ext_proc server stopped answering) is jevserve's 503
-    assert codes == [(502, "upstream_failed"), (504, "upstream_timeout"), (503, "decisions_unavailable"),
-                     (413, "payload_too_large")]
+    assert codes == [(502, "upstream_failed"), (502, "upstream_failed"), (504, "upstream_timeout"),
+                     (503, "decisions_unavailable"), (413, "payload_too_large")]
+    # only a request that never went out is called not run: a server that took it and closed the connection may
+    # have run it (every reset before the reply was called "not run", telling clients to send it again)
+    messages = [m["body_format_override"]["json_format"]["error"]["message"] for m in upstream_failures[:2]]
+    assert "was not run" in messages[0] and "may have run it" in messages[1]
     bare, _ = bootstrap_for_config(parse_config(COLLIDE), extproc=None)
-    assert len(_manager(bare)["local_reply_config"]["mappers"]) == 3  # no ext_proc, no ext_proc failures
+    assert len(_manager(bare)["local_reply_config"]["mappers"]) == 4  # no ext_proc, no ext_proc failures
 
 
 def test_print_envoy_warns_about_what_it_cannot_express(tmp_path, capsys) -> None:
@@ -264,8 +268,9 @@ def test_envoy_refuses_the_bootstrap_while_the_key_variable_is_unset(tmp_path) -
 class Recorder:
     """A model server that answers any POST and records the path and headers that reached it."""
 
-    def __init__(self, name: str, *, busy_first: int = 0, delay_s: float = 0.0) -> None:
+    def __init__(self, name: str, *, busy_first: int = 0, delay_s: float = 0.0, hangs_up: bool = False) -> None:
         self.name = name
+        self.hangs_up = hangs_up  # read the request, then close the connection without answering (a crash)
         self.busy_first = busy_first  # answer this many requests 503, as a server that has no room yet
         self.delay_s = delay_s  # wait this long before answering
         self.received: list[tuple[str, dict[str, str], dict]] = []
@@ -277,6 +282,9 @@ class Recorder:
         self.received.append((request.path, dict(request.headers), body))
         if len(self.received) <= self.busy_first:
             return web.json_response({"error": {"message": "busy"}}, status=503)
+        if self.hangs_up:
+            request.transport.close()
+            await asyncio.sleep(0.2)
         await asyncio.sleep(self.delay_s)
         message = {"role": "assistant", "content": f"Hello from {self.name}"}
         completion = {"id": "c", "object": "chat.completion", "created": 1, "model": body["model"]}
@@ -435,6 +443,19 @@ def test_live_envoy_answers_an_openai_error_when_the_upstream_is_unreachable() -
     reply = _live(RETRIED, scenario, down={"down"})
     assert reply.status_code == 502 and reply.headers["content-type"] == "application/json"
     assert reply.json()["error"]["code"] == "upstream_failed" and "could not be reached" in reply.text
+
+
+def test_live_envoy_says_a_request_a_model_server_took_and_hung_up_on_may_have_run() -> None:
+    # it was told "could not be reached; the request was not run" (every reset before the reply matched), which
+    # tells a client it may send it again, though the model server had it
+    async def scenario(client, recorders):
+        reply = await client.post("/v1/chat/completions", json=_chat("d"))
+        return reply, len(recorders["down"].received)
+
+    reply, received = _live(RETRIED, scenario, behaviour={"down": {"hangs_up": True}})
+    assert received == 1  # taken once, not retried
+    assert reply.status_code == 502 and reply.json()["error"]["code"] == "upstream_failed"
+    assert "may have run it" in reply.text and "not run" not in reply.text
 
 
 def _certificates(folder) -> tuple[str, str, str]:

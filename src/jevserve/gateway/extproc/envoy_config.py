@@ -42,9 +42,18 @@ _EXTPROC_FAILED = "response.code_details.startsWith('ext_proc_error')"
 UNREACHABLE_MESSAGE = (
     "the decision service (jevserve ext_proc) is unreachable or failed to answer; the request was not forwarded"
 )
-# a model server Envoy could not connect to (or that reset the stream before the request went out), after its retries
-_UPSTREAM_UNREACHABLE = "response.code_details.startsWith('upstream_reset_before_response_started')"
+# a model server Envoy could not connect to after its retries (or its circuit breaker held the request back): the
+# request never went out, so it may be sent again
+_RESET = "response.code_details.startsWith('upstream_reset_before_response_started')"
+_UPSTREAM_UNREACHABLE = (f"{_RESET} && (response.code_details.contains('connection_failure') || "
+                         "response.code_details.contains('overflow'))")
 UPSTREAM_UNREACHABLE_MESSAGE = "no upstream answered: the model server could not be reached; the request was not run"
+# any other reset before the reply began (the connection closed or reset once the request was out: a server killed
+# while it prefilled): evaluated after _UPSTREAM_UNREACHABLE, and said as the HTTP gateway says it (all resets were
+# called "not run", which tells a client it may safely send the request again)
+_UPSTREAM_RESET = _RESET
+UPSTREAM_RESET_MESSAGE = ("the model server closed the connection before answering; not retried, since the model may "
+                          "have run it")
 # the route's idle timeout after the whole request went out: the upstream's `timeout_s` passed without a byte (the
 # same timer answers 408 while the client is still sending, which stays as it is). The same timer also ends a request
 # the ext_proc server stopped answering before it went out (in FULL_DUPLEX_STREAMED mode Envoy applies no
@@ -286,6 +295,7 @@ def _local_reply_config(*, extproc: bool) -> dict[str, Any]:
     mappers = [
         *([_error_mapper(_EXTPROC_FAILED, 503, UNREACHABLE_MESSAGE, *unavailable, retry_after_s=1)] if extproc else []),
         _error_mapper(_UPSTREAM_UNREACHABLE, 502, UPSTREAM_UNREACHABLE_MESSAGE, "upstream_error", "upstream_failed"),
+        _error_mapper(_UPSTREAM_RESET, 502, UPSTREAM_RESET_MESSAGE, "upstream_error", "upstream_failed"),
         _error_mapper(_UPSTREAM_SILENT, 504, UPSTREAM_SILENT_MESSAGE, "upstream_error", "upstream_timeout"),
         # the ext_proc server silent: the request never went out, so it may be sent again (jevserve's own 503 says so
         # with Retry-After too)
