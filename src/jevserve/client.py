@@ -66,18 +66,21 @@ class RetryPolicy:
 
 def retry_after_s(headers: Mapping[str, str]) -> float | None:
     """The wait a 429 or 503 asks for, in seconds: `retry-after-ms`, else `Retry-After` as seconds or an HTTP date;
-    None when it gives none that can be read."""
+    None when it gives none that can be read, or a negative number of seconds (RFC 9110's delay-seconds has no sign;
+    a date already past means now, 0 or less)."""
     ms = headers.get("retry-after-ms")
     if ms is not None:
         try:
-            return float(ms) / 1000.0
+            if float(ms) >= 0:
+                return float(ms) / 1000.0
         except ValueError:
             pass
     value = headers.get("retry-after")
     if value is None:
         return None
     try:
-        return float(value)
+        seconds = float(value)
+        return seconds if seconds >= 0 else None
     except ValueError:
         try:
             when = email.utils.parsedate_to_datetime(value)

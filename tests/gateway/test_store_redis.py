@@ -191,3 +191,40 @@ def test_a_frozen_redis_costs_a_request_at_most_its_timeout():
         first, seconds, second = asyncio.run(scenario())
     assert first.status_code == 200 and second.status_code == 200 and seconds < 3
     assert second.headers["x-jevserve-cache"] == "hit"  # the replica's own entry, Redis not asked again yet
+
+
+def test_slots_given_back_while_redis_stalls_are_returned_when_it_answers_again(redis_clean):
+    # a stall of a second while requests finished left the shared count at its limit with nothing in flight: every
+    # later request of the route, on every replica, waited out its deadline and got 429 until someone ran DEL
+    async def scenario():
+        store = RedisStore(redis_clean, retry_s=0.0)
+        assert await store.try_acquire("up", 2) and await store.try_acquire("up", 2)
+        real_release, real_acquire = store._release, store._try_acquire
+
+        async def stalled(*args, **kwargs):
+            raise redis.TimeoutError("Timeout reading from socket")
+
+        store._release = stalled
+        await store.release("up")
+        await store.release("up")
+        held_during = await store.in_flight("up")  # Redis answers reads again: the two are still held there
+
+        async def ran_then_stalled(*args, **kwargs):  # the script ran, its answer never came
+            await real_acquire(*args, **kwargs)
+            raise redis.TimeoutError("Timeout reading from socket")
+
+        store._release, store._try_acquire = real_release, ran_then_stalled
+        local = await store.try_acquire("up", 2)  # taken from the replica's own state meanwhile
+        await store.release("up")
+        store._try_acquire = real_acquire
+        first, second = await store.try_acquire("up", 2), await store.try_acquire("up", 2)
+        third = await store.try_acquire("up", 2)
+        held = await store.in_flight("up")
+        await store.release("up")
+        await store.release("up")
+        return held_during, local, (first, second, third), held, await store.in_flight("up")
+
+    held_during, local, taken, held, after = asyncio.run(scenario())
+    assert held_during == 2 and local
+    assert taken == (True, True, False) and held == 2  # the stalled ones removed first, then the limit holds
+    assert after == 0

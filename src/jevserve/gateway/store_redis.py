@@ -6,10 +6,12 @@ Keys (all under `jevserve:gw:`):
     cache-order:{tenant}      zset   entry id by expiry time (expired entries and, beyond max_entries, the oldest go)
     cache-version:{tenant}    int    bumped on every add, so a replica re-reads entries only when they changed
     circuit:{upstream}        hash   failures, open_until
-    inflight:{upstream}       int    slots taken across replicas
+    slots:{upstream}          zset   in-flight slot id (one per request holding it) by the epoch second it was taken
     bucket:{key}              hash   tokens, at (seconds, Redis server clock)
 Every read-modify-write is one Lua script, so concurrent replicas cannot interleave inside it. In-flight slots of a
-replica that dies holding them are not given back (documented in docs/gateway.md; restart clears with `DEL`).
+replica that dies holding them are not given back (documented in docs/gateway.md; `DEL` clears them). A slot is an
+id, so giving it back is idempotent: one Redis was not told about (a stall, a timeout whose script ran anyway) is
+removed by the replica's next call that reaches Redis, where a counter's DECR could only be sent or lost.
 
 A Redis that stops answering must not take the replicas down with it: every operation has a short timeout, and when
 one fails the replica carries on with its own in-process state (a `MemoryStore`, as `store: memory` would) and
@@ -23,7 +25,8 @@ import base64
 import json
 import logging
 import time
-from collections import Counter
+import uuid
+from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -46,16 +49,17 @@ STORE_ERRORS = (redis.RedisError, OSError)  # redis-py's connection errors and t
 
 PREFIX = "jevserve:gw:"
 
+# ARGV: the limit, the new slot's id, now (epoch seconds), then the ids of slots this replica gave back while Redis
+# did not answer (removed first: removing one that was never added does nothing)
 _TRY_ACQUIRE = """
-local taken = tonumber(redis.call('GET', KEYS[1]) or '0')
-if taken >= tonumber(ARGV[1]) then return 0 end
-redis.call('INCR', KEYS[1])
+for i = 4, #ARGV do redis.call('ZREM', KEYS[1], ARGV[i]) end
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
 return 1
 """
 
 _RELEASE = """
-local taken = tonumber(redis.call('GET', KEYS[1]) or '0')
-if taken > 0 then redis.call('DECR', KEYS[1]) end
+for i = 1, #ARGV do redis.call('ZREM', KEYS[1], ARGV[i]) end
 return 1
 """
 
@@ -103,6 +107,10 @@ if extra > 0 then
 end
 return 1
 """
+
+
+def _slots_key(upstream: str) -> str:
+    return f"{PREFIX}slots:{upstream}"
 
 
 class Outage:
@@ -234,6 +242,9 @@ class RedisStore:
         self._record = self.client.register_script(_RECORD)
         self._take_token = self.client.register_script(_TAKE_TOKEN)
         self._local_slots: Counter[str] = Counter()  # in-flight slots this replica took from `local`, per upstream
+        self._held: defaultdict[str, list[str]] = defaultdict(list)  # ids of the slots it holds in Redis
+        # ids Redis may hold that this replica has given back (or never got: a timed-out acquire may have run)
+        self._unreturned: defaultdict[str, list[str]] = defaultdict(list)
 
     def describe(self) -> str:
         """For /healthz: the store, and whether this replica is on its own state now."""
@@ -265,6 +276,7 @@ class RedisStore:
 
     async def try_acquire(self, upstream: str, limit: int) -> bool:
         """See Store.try_acquire."""
+        slot = uuid.uuid4().hex
 
         async def local() -> bool:
             taken = await self.local.try_acquire(upstream, limit)
@@ -272,28 +284,56 @@ class RedisStore:
             return taken
 
         async def shared() -> bool:
-            return bool(await self._try_acquire(keys=[f"{PREFIX}inflight:{upstream}"], args=[limit]))
+            unreturned = list(self._unreturned[upstream])
+            try:
+                taken = await self._try_acquire(keys=[_slots_key(upstream)],
+                                                args=[limit, slot, time.time(), *unreturned])
+            except STORE_ERRORS:
+                self._unreturned[upstream].append(slot)  # the script may have run: the slot is removed later
+                raise
+            self._forget(upstream, unreturned)
+            if taken:
+                self._held[upstream].append(slot)
+            return bool(taken)
 
         return await self.outage.either(shared, local)
 
     async def release(self, upstream: str) -> None:
-        """See Store.release: a slot taken from this replica's own state goes back there, the others to Redis (a slot
-        Redis cannot be told about is lost until Redis restarts, as a dead replica's are)."""
+        """See Store.release: a slot taken from this replica's own state goes back there, the others to Redis. One
+        Redis cannot be told about now is removed by this replica's next call that reaches it: counted down with a
+        DECR that was never sent, one stall of a second kept an upstream's slots taken for good, and with them every
+        request of the route waiting out its deadline on every replica."""
         if self._local_slots[upstream] > 0:
             self._local_slots[upstream] -= 1
             await self.local.release(upstream)
             return
+        if not self._held[upstream]:
+            return
+        slot = self._held[upstream].pop()
 
-        async def lost() -> None:
-            log.warning("store %s: an in-flight slot of %s could not be given back", self.url, upstream)
+        async def shared() -> None:
+            unreturned = list(self._unreturned[upstream])
+            await self._release(keys=[_slots_key(upstream)], args=[slot, *unreturned])
+            self._forget(upstream, unreturned)
 
-        await self.outage.either(lambda: self._release(keys=[f"{PREFIX}inflight:{upstream}"]), lost)
+        async def later() -> None:
+            self._unreturned[upstream].append(slot)
+            log.warning("store %s: an in-flight slot of %s is given back when the store answers again", self.url,
+                        upstream)
+
+        await self.outage.either(shared, later)
+
+    def _forget(self, upstream: str, removed: list[str]) -> None:
+        """Drop the ids Redis was just told to remove (by id: another call may have removed or added some meanwhile)."""
+        if removed:
+            gone = set(removed)
+            self._unreturned[upstream] = [slot for slot in self._unreturned[upstream] if slot not in gone]
 
     async def in_flight(self, upstream: str) -> int:
         """See Store.in_flight."""
 
         async def shared() -> int:
-            return int(await self.client.get(f"{PREFIX}inflight:{upstream}") or 0)
+            return int(await self.client.zcard(_slots_key(upstream)))
 
         return await self.outage.either(shared, lambda: self.local.in_flight(upstream))
 

@@ -219,6 +219,8 @@ async def _try_upstream(
         delay = _hinted_delay_s(response)
         if delay is None:
             delay = config.backoff_s * (2**retry)
+        # never sooner than the backoff: told `Retry-After: 0`, the tries went out within 70 ms and all were refused
+        delay = max(delay, config.backoff_s)
         # a hint past MAX_HINTED_BACKOFF_S ends the tries here: its refusal goes on (to the next upstream, or to the
         # client with that Retry-After) rather than being asked again 5 s later
         long_hint = delay > MAX_HINTED_BACKOFF_S
