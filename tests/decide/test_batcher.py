@@ -162,6 +162,15 @@ def test_results_are_the_same_alone_or_batched():
     assert (alone == batched).all()
 
 
+async def blocked_on(batcher: Batcher, backend: FakeBackend, name: str = "blocker", n: int = 1) -> asyncio.Future:
+    """The backend held on a submission of `n` questions (release the backend and await it to finish)."""
+    backend.release.clear()
+    backend.num_started = 0
+    submitted = asyncio.ensure_future(batcher.submit(items(name, n)))
+    await until(lambda: backend.num_started == 1)
+    return submitted
+
+
 async def held_with_three_queued(batcher: Batcher, backend: FakeBackend) -> list[asyncio.Future]:
     """The backend held on one running request with three questions queued behind it; the two submissions (release
     the backend and gather them to finish)."""
@@ -554,9 +563,7 @@ def test_a_full_queues_retry_hint_is_sized_by_what_its_queued_texts_cost_not_by_
     async def scenario():
         backend = FakeBackend()
         batcher = Batcher(backend, max_batch=8, max_wait_ms=0, max_queue=16)
-        backend.release.clear()
-        blocker = asyncio.ensure_future(batcher.submit(items("blocker")))
-        await until(lambda: backend.num_started == 1)
+        blocker = await blocked_on(batcher, backend)
         long_text = "a long ticket pasted in full " * 20  # 580 characters: 1 + 580/256 units
         queued = asyncio.ensure_future(batcher.submit([DecisionItem(long_text, QUESTION)] * 8))
         await until(lambda: batcher.queue_depth == 8)
@@ -594,9 +601,7 @@ def test_a_text_queued_ahead_is_not_counted_again_in_a_later_requests_wait(monke
     async def scenario():
         backend = FakeBackend()
         batcher = Batcher(backend, max_batch=8, max_wait_ms=0, max_queue=64)
-        backend.release.clear()
-        blocker = asyncio.ensure_future(batcher.submit(items("blocker")))
-        await until(lambda: backend.num_started == 1)
+        blocker = await blocked_on(batcher, backend)
         batcher._measured, batcher._seconds_per_unit, batcher._running = True, 0.01, None
         queued = asyncio.ensure_future(batcher.submit([DecisionItem(document, QUESTION)]))
         await until(lambda: batcher.queue_depth == 1)
