@@ -827,6 +827,19 @@ def test_an_absurd_upstream_retry_after_ends_the_tries_and_is_passed_on_bounded(
             assert time.monotonic() - started >= 0.3  # the backoff
 
 
+def test_an_upstream_answering_pages_instead_of_json_opens_its_circuit_and_the_route_falls_over():
+    # a 200 holding a proxy's HTML page (the client's 502 bad_upstream_answer) counted as a success: such an upstream
+    # kept its circuit closed and the route never reached its next upstream
+    config = {"upstreams": [{"name": "a", "url": "http://a.test/v1", "max_retries": 0, "breaker_failures": 2},
+                            {"name": "b", "url": "http://b.test/v1", "max_retries": 0}]}
+    broken = StubUpstream(lambda body: httpx.Response(200, text="<html>maintenance</html>"))
+    healthy = StubUpstream()
+    app, _, _ = make_app(upstreams={"a": broken, "b": healthy}, config=config)
+    statuses = [post(app, HI).status_code for _ in range(3)]
+    assert statuses == [502, 502, 200]
+    assert len(broken.requests) == 2 and len(healthy.requests) == 1
+
+
 def test_a_429_between_failures_neither_opens_nor_resets_the_circuit():
     # counted as a success, one 429 among failing 503s kept a failing upstream's circuit closed
     answers = iter([503, 429, 503])

@@ -39,6 +39,7 @@ from jevserve.gateway.gate import QueueFull, UpstreamGate
 from jevserve.gateway.placeholder import placeholder_transport
 from jevserve.gateway.store import Store
 from jevserve.gateway.transport import AiohttpTransport
+from jevserve.protocol import strict_json
 from jevserve.serving import Request, make_queue_policy
 
 MAX_HINTED_BACKOFF_S = 5.0
@@ -210,8 +211,11 @@ async def _try_upstream(
                 attempts.append(Attempt(upstream.name, status, None, _ms(started), f"http_{status}"))
                 # a proxy's 502/504 says the server behind it is unreachable; a 500 is about this request (one
                 # client's prompt the model fails on, retried twice by the openai client): counted, it let one bad
-                # prompt open the circuit and black out the route for everyone
-                ok = status not in UNHEALTHY_STATUSES
+                # prompt open the circuit and black out the route for everyone. A whole 2xx that is no JSON object
+                # (a proxy's HTML page, a truncated body) is no answer either: counted as a success, an upstream
+                # that sent only such pages kept its circuit closed and its route never fell over to the next
+                ok = status not in UNHEALTHY_STATUSES and (stream or not 200 <= status < 300
+                                                           or _is_json_object(response.content))
                 await upstream.store.record_result(upstream.name, ok, config.breaker_failures, config.breaker_reset_s)
                 return response
             attempts.append(Attempt(upstream.name, status, "retryable status", _ms(started), f"http_{status}"))
@@ -237,6 +241,13 @@ async def _try_upstream(
     if not (status == 429 and response is not None):
         await upstream.store.record_result(upstream.name, False, config.breaker_failures, config.breaker_reset_s)
     return None
+
+
+def _is_json_object(content: bytes) -> bool:
+    try:
+        return isinstance(strict_json.loads(content), dict)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _describe(exc: Exception) -> str:
