@@ -615,3 +615,24 @@ def test_a_text_queued_ahead_is_not_counted_again_in_a_later_requests_wait(monke
     assert ahead == pytest.approx(first * 0.01)
     assert own == pytest.approx(batcher_module.work_units([DecisionItem("its own", QUESTION)]) * 0.01
                                 + batcher_module.QUESTION_UNITS * 0.01)
+
+
+def test_a_requests_later_chunks_are_charged_its_questions_not_its_text_again():
+    # the short chunks max_chunk_ms cuts (about one question each) were each charged the request's whole text, read
+    # once and then taken from the model's cache: the time per unit learned was several times too low
+    document = "A ticket pasted in full, read once for all of its questions. " * 10
+    asked = [DecisionItem(document, QUESTION)] * 4
+
+    async def scenario():
+        backend = FakeBackend()
+        batcher = Batcher(backend, max_batch=1, max_wait_ms=0, max_queue=64)
+        timed: list[float] = []
+        real_time_batch = batcher._time_batch
+        batcher._time_batch = lambda n, units, elapsed: (timed.append(units), real_time_batch(n, units, elapsed))
+        await batcher.submit(asked)
+        await batcher.close()
+        return timed
+
+    timed = asyncio.run(scenario())
+    first = batcher_module.work_units(asked[:1])
+    assert timed == pytest.approx([first] + [batcher_module.QUESTION_UNITS] * 3)

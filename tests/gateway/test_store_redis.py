@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 
 import httpx
@@ -228,3 +229,34 @@ def test_slots_given_back_while_redis_stalls_are_returned_when_it_answers_again(
     assert held_during == 2 and local
     assert taken == (True, True, False) and held == 2  # the stalled ones removed first, then the limit holds
     assert after == 0
+
+
+def test_a_slot_whose_client_left_during_a_stall_is_given_back_by_the_replicas_next_call(redis_clean):
+    # a client that left while its slot's script waited in a frozen Redis: the script ran when Redis resumed, and
+    # the slot's id was kept nowhere (only Redis errors were handled); and a replica's stalled slots went back only
+    # with its next request to that same upstream, while the other replicas waited out their deadlines
+    async def scenario():
+        store = RedisStore(redis_clean, retry_s=0.0)
+        real_acquire = store._try_acquire
+        resumed = asyncio.Event()
+
+        async def frozen_then_runs(*args, **kwargs):
+            await resumed.wait()  # the client leaves meanwhile
+            await real_acquire(*args, **kwargs)
+
+        store._try_acquire = frozen_then_runs
+        waiting = asyncio.ensure_future(store.try_acquire("up", 1))
+        await asyncio.sleep(0.05)
+        waiting.cancel()
+        resumed.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
+        await asyncio.sleep(0.05)  # what the frozen Redis does when it resumes: the script runs
+        await real_acquire(keys=["jevserve:gw:slots:up"], args=[1, store._unreturned["up"][0], 0])
+        store._try_acquire = real_acquire
+        stale = await store.in_flight("up")
+        await store.circuit("other")  # any request of the replica, to any upstream, gives the stale slot back
+        return stale, await store.in_flight("up")
+
+    stale, after = asyncio.run(scenario())
+    assert (stale, after) == (1, 0)

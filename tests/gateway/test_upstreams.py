@@ -852,6 +852,14 @@ def test_a_429_between_failures_neither_opens_nor_resets_the_circuit():
     assert len(flaky.requests) == 3  # the fourth found the circuit open
 
 
+def test_an_unreadable_retry_after_ms_beside_a_retry_after_is_not_passed_on_made_up():
+    from jevserve.gateway.stages.forward import passed_headers
+
+    assert passed_headers(httpx.Headers({"retry-after": "3", "retry-after-ms": "abc"})) == {"retry-after": "3"}
+    assert passed_headers(httpx.Headers({"retry-after": "3", "retry-after-ms": "1500"})) == {
+        "retry-after": "2", "retry-after-ms": "1500"}
+
+
 def test_a_browser_page_may_read_the_pacing_headers_passed_on():
     from jevserve.gateway.app import CLIENT_HEADERS
     from jevserve.gateway.stages.forward import PASSED_HEADERS

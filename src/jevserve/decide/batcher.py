@@ -264,7 +264,7 @@ class Batcher:
         if not self._measured or getattr(self.backend, "concurrent", False):
             return None
         n = len(items)
-        work, counted = 0.0, set()
+        work, counted = 0.0, self._read_already([(job, job.taken) for job in self._jobs])
         for job in self._jobs:  # what is queued (a request wholly taken into the running batch is no longer here)
             left = job.items[job.taken :]
             if left and not job.future.done():
@@ -360,7 +360,16 @@ class Batcher:
         queued = [item for job in self._jobs if not job.future.done() for item in job.items[job.taken :]]
         if not queued:
             return self._seconds_per_item
-        return work_units(queued, self._in_context) * self._seconds_per_unit * self._estimate_scale / len(queued)
+        units = work_units(queued, self._in_context, self._read_already([(job, job.taken) for job in self._jobs]))
+        return units * self._seconds_per_unit * self._estimate_scale / len(queued)
+
+    def _read_already(self, jobs: Sequence[tuple[_Job, int]]) -> set[str]:
+        """The texts the first `upto` questions of each (job, upto) read, in chunks already handed out. An encoder
+        backend keeps what it read (its state cache), so a later chunk of the same request pays for its questions
+        only: charged its text again, the short chunks `max_chunk_ms` cuts (about one question each) taught a time
+        per unit several times too low, and a burst's retry hints came out that much too short."""
+        return {(item.within or item.state) if self._in_context else item.state
+                for job, upto in jobs for item in job.items[:upto]}
 
     async def _decide_concurrently(self, items: Sequence[DecisionItem]) -> Decisions:
         self.check_room(len(items))
@@ -451,7 +460,7 @@ class Batcher:
     async def _execute(self, loop: asyncio.AbstractEventLoop, batch: list[_Chunk]) -> None:
         items = [item for chunk in batch for item in chunk.job.items[chunk.start : chunk.stop]]
         started = time.perf_counter()
-        units = work_units(items, self._in_context)
+        units = work_units(items, self._in_context, self._read_already([(c.job, c.start) for c in batch]))
         self._running, self._running_items = (units, started), len(items)
         try:
             results = await loop.run_in_executor(self._executor, self.backend.decide, items)

@@ -22,6 +22,7 @@ replica and its circuits its own; no request fails because of the store.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import time
@@ -49,15 +50,14 @@ STORE_ERRORS = (redis.RedisError, OSError)  # redis-py's connection errors and t
 
 PREFIX = "jevserve:gw:"
 
-# ARGV: the limit, the new slot's id, now (epoch seconds), then the ids of slots this replica gave back while Redis
-# did not answer (removed first: removing one that was never added does nothing)
+# ARGV: the limit, the new slot's id, now (epoch seconds)
 _TRY_ACQUIRE = """
-for i = 4, #ARGV do redis.call('ZREM', KEYS[1], ARGV[i]) end
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
 return 1
 """
 
+# ARGV: the ids of the slots given back (removing one that was never added does nothing)
 _RELEASE = """
 for i = 1, #ARGV do redis.call('ZREM', KEYS[1], ARGV[i]) end
 return 1
@@ -255,7 +255,12 @@ class RedisStore:
 
     async def circuit(self, upstream: str) -> CircuitState:
         """The upstream's circuit state."""
-        return await self.outage.either(lambda: self._circuit(upstream), lambda: self.local.circuit(upstream))
+
+        async def shared() -> CircuitState:
+            await self._return_unreturned()
+            return await self._circuit(upstream)
+
+        return await self.outage.either(shared, lambda: self.local.circuit(upstream))
 
     async def _circuit(self, upstream: str) -> CircuitState:
         raw = await self.client.hgetall(f"{PREFIX}circuit:{upstream}")
@@ -284,14 +289,14 @@ class RedisStore:
             return taken
 
         async def shared() -> bool:
-            unreturned = list(self._unreturned[upstream])
+            await self._return_unreturned(upstream)
             try:
-                taken = await self._try_acquire(keys=[_slots_key(upstream)],
-                                                args=[limit, slot, time.time(), *unreturned])
-            except STORE_ERRORS:
-                self._unreturned[upstream].append(slot)  # the script may have run: the slot is removed later
+                taken = await self._try_acquire(keys=[_slots_key(upstream)], args=[limit, slot, time.time()])
+            except BaseException:
+                # the script may have run (its answer timed out, or the client left while Redis was frozen, and a
+                # cancelled call still runs when Redis resumes): the slot is removed later
+                self._unreturned[upstream].append(slot)
                 raise
-            self._forget(upstream, unreturned)
             if taken:
                 self._held[upstream].append(slot)
             return bool(taken)
@@ -312,22 +317,32 @@ class RedisStore:
         slot = self._held[upstream].pop()
 
         async def shared() -> None:
-            unreturned = list(self._unreturned[upstream])
-            await self._release(keys=[_slots_key(upstream)], args=[slot, *unreturned])
-            self._forget(upstream, unreturned)
+            try:
+                await self._release(keys=[_slots_key(upstream)], args=[slot])
+            except BaseException:
+                self._unreturned[upstream].append(slot)
+                raise
+            await self._return_unreturned(upstream)
 
         async def later() -> None:
-            self._unreturned[upstream].append(slot)
+            if slot not in self._unreturned[upstream]:
+                self._unreturned[upstream].append(slot)
             log.warning("store %s: an in-flight slot of %s is given back when the store answers again", self.url,
                         upstream)
 
         await self.outage.either(shared, later)
 
-    def _forget(self, upstream: str, removed: list[str]) -> None:
-        """Drop the ids Redis was just told to remove (by id: another call may have removed or added some meanwhile)."""
-        if removed:
-            gone = set(removed)
-            self._unreturned[upstream] = [slot for slot in self._unreturned[upstream] if slot not in gone]
+    async def _return_unreturned(self, *upstreams: str) -> None:
+        """Tell Redis to remove the slots this replica gave back (or may have taken) while it could not be told, of
+        `upstreams` (all when none is named). Called by every shared call about slots or circuits, so a replica
+        that serves any request gives back its stalled slots, not only its next request to that upstream (the
+        other replicas waited out their deadlines meanwhile), and at shutdown."""
+        for upstream in upstreams or list(self._unreturned):
+            pending = list(self._unreturned.get(upstream, ()))
+            if pending:
+                await self._release(keys=[_slots_key(upstream)], args=pending)
+                gone = set(pending)  # by id: another call may have added some meanwhile
+                self._unreturned[upstream] = [slot for slot in self._unreturned[upstream] if slot not in gone]
 
     async def in_flight(self, upstream: str) -> int:
         """See Store.in_flight."""
@@ -346,5 +361,8 @@ class RedisStore:
         return await self.outage.either(shared, lambda: self.local.take_token(key, rate_per_s, burst))
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
+        """Give back what slots it still can, then close the connection pool."""
+        if not self.outage.is_down:
+            with contextlib.suppress(*STORE_ERRORS):
+                await self._return_unreturned()
         await self.client.aclose()

@@ -197,6 +197,11 @@ def test_extproc_failures_answer_in_the_gateways_error_shape() -> None:
     # have run it (every reset before the reply was called "not run", telling clients to send it again)
     messages = [m["body_format_override"]["json_format"]["error"]["message"] for m in upstream_failures[:2]]
     assert "was not run" in messages[0] and "may have run it" in messages[1]
+    # Envoy's reasons for a request that never went out (its response code details): a connect timeout was told
+    # "may have run it", after three tries that reached nothing
+    not_sent = upstream_failures[0]["filter"]["extension_filter"]["typed_config"]["expression"]
+    for reason in ("connection_failure", "connection_timeout", "overflow"):
+        assert f"contains('{reason}')" in not_sent
     bare, _ = bootstrap_for_config(parse_config(COLLIDE), extproc=None)
     assert len(_manager(bare)["local_reply_config"]["mappers"]) == 4  # no ext_proc, no ext_proc failures
 

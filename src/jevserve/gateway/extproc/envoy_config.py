@@ -46,6 +46,7 @@ UNREACHABLE_MESSAGE = (
 # request never went out, so it may be sent again
 _RESET = "response.code_details.startsWith('upstream_reset_before_response_started')"
 _UPSTREAM_UNREACHABLE = (f"{_RESET} && (response.code_details.contains('connection_failure') || "
+                         "response.code_details.contains('connection_timeout') || "
                          "response.code_details.contains('overflow'))")
 UPSTREAM_UNREACHABLE_MESSAGE = "no upstream answered: the model server could not be reached; the request was not run"
 # any other reset before the reply began (the connection closed or reset once the request was out: a server killed

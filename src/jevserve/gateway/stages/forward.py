@@ -123,8 +123,9 @@ def passed_headers(headers: httpx.Headers) -> dict[str, str]:
     if wait_s is not None and math.isfinite(wait_s):
         wait_s = min(max(wait_s, 0.0), MAX_PASSED_RETRY_AFTER_S)
         out["retry-after"] = str(math.ceil(wait_s))
-        if "retry-after-ms" in headers:
-            out["retry-after-ms"] = str(round(wait_s * 1000))
+        ms = headers.get("retry-after-ms")
+        if ms is not None and retry_after_s({"retry-after-ms": ms}) is not None:  # read: an unreadable one is not
+            out["retry-after-ms"] = str(round(wait_s * 1000))                   # made up from the Retry-After
     return out
 
 
