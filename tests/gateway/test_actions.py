@@ -28,9 +28,16 @@ def test_guard_blocks_an_injection_with_an_openai_error_and_a_reason():
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["code"] == "content_policy_violation"
-    assert error["message"] == "request blocked by the guard decision on the user's message"
+    # what the text read as is said: "blocked by the guard decision" alone told a support user asking for a human
+    # nothing they could act on
+    assert error["message"] == (
+        "request blocked by the guard decision on the user's message: it reads as an attempt to override or reveal "
+        "an AI assistant's instructions (a prompt injection)")
     assert response.headers["x-jevserve-decisions"] == "guard=block"  # no score to tune an attack against
     assert upstreams["u"].requests == []  # the model was never called
+    harmful = post(make_app({"harm": {"threshold": 0.5}}, answers={"harm": 0.97})[0], HI)
+    assert harmful.json()["error"]["message"] == (
+        "request blocked by the harm decision: it reads as a request for harmful content")
 
 
 def test_a_route_that_shows_clients_scores_gives_the_probability_and_threshold_everywhere():
@@ -594,6 +601,7 @@ def test_decider_down_falls_back_per_decision_and_never_answers_5xx():
     closed = post(app, HI)
     assert closed.status_code == 400
     assert "fallback closed" in closed.json()["error"]["message"]
+    assert "reads as" not in closed.json()["error"]["message"]  # no answer was read: nothing is said it read as
 
 
 def test_slow_decider_times_out_into_the_fallback_when_asked_to():

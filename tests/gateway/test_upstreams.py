@@ -874,3 +874,60 @@ def test_a_payload_split_over_several_data_lines_is_relayed_as_one_event():
     raw = "".join(f"data: {line}\n" for line in json.dumps(chunk, indent=1).split("\n")) + "\ndata: [DONE]\n\n"
     streamed = _streamed_through_the_gateway(raw)
     assert "error" not in streamed.text and '"content":"joined"' in streamed.text.replace(" ", "")
+
+
+def test_a_2xx_reply_nested_past_the_parsers_depth_is_a_502_bad_upstream_answer_not_a_crash():
+    # read by json.loads, a reply of 100,000 nested lists raised RecursionError out of the forward stage: a 500
+    nested = "[" * 100_000 + "]" * 100_000
+    deep = StubUpstream(lambda body: httpx.Response(200, text=nested, headers={"content-type": "application/json"}))
+    app, _, _ = make_app(upstreams={"u": deep})
+    response = post(app, HI)
+    assert response.status_code == 502 and response.json()["error"]["code"] == "bad_upstream_answer"
+
+
+def _chunk_event(text: str) -> str:
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+             "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+    return f"data: {json.dumps(chunk)}\n\n"
+
+
+def test_streams_that_break_off_count_against_the_circuit_and_the_route_falls_over():
+    # a stream's health was counted when its 2xx headers came: an upstream whose every stream broke off before
+    # [DONE] kept its circuit closed, and the route never reached its next upstream
+    config = {"upstreams": [{"name": "a", "url": "http://a.test/v1", "max_retries": 0, "breaker_failures": 2},
+                            {"name": "b", "url": "http://b.test/v1", "max_retries": 0}]}
+    cut = StubUpstream(lambda body: httpx.Response(200, content=_chunk_event("Hel").encode(),
+                                                   headers={"content-type": "text/event-stream"}))
+    whole = StubUpstream(lambda body: httpx.Response(
+        200, content=(_chunk_event("Hello") + "data: [DONE]\n\n").encode(),
+        headers={"content-type": "text/event-stream"}))
+    app, _, _ = make_app(upstreams={"a": cut, "b": whole}, config=config)
+
+    async def streams(count: int) -> list[str]:
+        async with client(app) as c:
+            return [(await c.post("/v1/chat/completions", json={**HI, "stream": True})).text for _ in range(count)]
+
+    texts = run(streams(3))
+    assert all("closed the stream before [DONE]" in text for text in texts[:2])
+    assert "Hello" in texts[2] and texts[2].rstrip().endswith("data: [DONE]")
+    assert len(cut.requests) == 2 and len(whole.requests) == 1
+    health = run(_get(app, "/healthz")).json()
+    assert health["upstreams"]["a"]["circuit"] == "open"
+
+
+def test_a_stream_that_ends_with_the_models_error_event_is_no_failure_of_the_upstream():
+    # an error event is the model's answer about this request, as a 500 is: counted, one client's prompt that the
+    # model fails on would open the circuit for everyone
+    error_event = 'data: {"error": {"message": "prompt too long", "code": 400}}\n\n'
+    failing_prompt = StubUpstream(lambda body: httpx.Response(200, content=error_event.encode(),
+                                                              headers={"content-type": "text/event-stream"}))
+    config = {"upstreams": [{"name": "a", "url": "http://a.test/v1", "max_retries": 0, "breaker_failures": 2}]}
+    app, _, _ = make_app(upstreams={"a": failing_prompt}, config=config)
+
+    async def streams(count: int) -> list[str]:
+        async with client(app) as c:
+            return [(await c.post("/v1/chat/completions", json={**HI, "stream": True})).text for _ in range(count)]
+
+    assert all("prompt too long" in text for text in run(streams(3)))
+    assert len(failing_prompt.requests) == 3
+    assert run(_get(app, "/healthz")).json()["upstreams"]["a"]["circuit"] == "closed"

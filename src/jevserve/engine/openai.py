@@ -137,13 +137,13 @@ def parse_body(raw: bytes) -> Any:
     """The JSON of a request body; raises RequestError (400) for anything a tokenizer or a reply could not carry."""
     try:
         body = strict_json.loads(raw)
+    except strict_json.TooDeep:  # nested past what the parser can follow
+        raise RequestError("the request body nests arrays or objects too deep") from None
     except ValueError as exc:  # not JSON, not UTF-8, NaN or Infinity, or a number past what Python converts
         if (compressed := strict_json.compression_of(raw)) is not None:
             raise RequestError(f"the request body is {compressed}-compressed, which this engine does not read (nor "
                                "does vLLM): send it uncompressed (no Content-Encoding)") from None
         raise RequestError(f"the request body is not valid JSON: {exc}") from None
-    except RecursionError:  # nested past what the parser can follow
-        raise RequestError("the request body nests arrays or objects too deep") from None
     if b"\\ud" in raw.lower():  # an escaped UTF-16 half: valid JSON, but no tokenizer can encode it
         try:
             json.dumps(body, ensure_ascii=False).encode()

@@ -85,7 +85,7 @@ def _relay(gateway: Gateway, ctx: RequestContext, reply: UpstreamReply) -> Async
     summary = StreamSummary()
 
     async def on_end(done: StreamSummary) -> None:
-        await reply.dispatched.close()
+        await reply.dispatched.close(healthy=done.upstream_healthy)
         if done.error is not None:
             ctx.outcome["stream_error"] = done.error
         await finish(gateway, ctx, reply, done.status, done.completion(ctx.body["model"]))

@@ -44,6 +44,16 @@ class StreamSummary:
     done: bool = False  # the upstream sent [DONE]
     header: dict[str, Any] = field(default_factory=dict)  # the chunks' `id`, `created` and `model`, as first sent
     client_left: bool = False  # the client closed its connection before the stream ended
+    upstream_broke: bool = False  # the upstream broke off, stalled, ended before [DONE] or sent no JSON
+
+    @property
+    def upstream_healthy(self) -> bool | None:
+        """Whether the stream counts for the upstream's circuit: False when the upstream broke it; None (neither) when
+        its client left first; else True, an error event included (the model's answer about this request, as a 500
+        is: counted, one client's prompt the model fails on would open the circuit for everyone)."""
+        if self.upstream_broke:
+            return False
+        return None if self.client_left else True
 
     @property
     def status(self) -> int:
@@ -127,6 +137,7 @@ class StreamSummary:
         except ValueError:
             # described, never quoted: a held tool call the gate has not judged must not reach the client in it
             self.error = f"upstream sent a malformed event ({len(data):,} characters that are no JSON value)"
+            self.upstream_broke = True
             return None
         if isinstance(payload, dict):
             if payload.get("error"):
@@ -381,6 +392,7 @@ async def relay(
             yield sse(payload)
         else:
             if not summary.done and summary.error is None:
+                summary.upstream_broke = True
                 summary.error = "upstream closed the stream before [DONE]" if events else (
                     "upstream answered a streaming request without any event (content-type "
                     f"{response.headers.get('content-type', 'none')}): check that it supports stream: true"
@@ -389,6 +401,7 @@ async def relay(
     except httpx.HTTPError as exc:
         # the log keeps the library's words; the client gets what happened (they named a transfer-length "400")
         summary.error = f"upstream stream failed: {type(exc).__name__} {exc}".strip()
+        summary.upstream_broke = True
         logger.warning("%s", summary.error)  # the details, kept where the decision log is off too
         broke = "sent nothing within its timeout" if isinstance(exc, httpx.TimeoutException) else "broke off"
         yield error_event(f"upstream stream failed: the upstream {broke} before the stream ended")

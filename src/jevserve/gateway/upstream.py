@@ -10,7 +10,9 @@ For each upstream of the route, in order:
      on it: the connection failed or timed out (`connect_timeout_s`), or it answered 429 or 503. Once the request
      was sent, a timeout (`timeout_s` without a byte) or a broken connection ends the request with a 502/504, and
      any other answer (a 500 or a 4xx included) is the client's.
-A stream is committed to an upstream once its 2xx headers arrive; the slot is released when the body is done.
+A stream is committed to an upstream once its 2xx headers arrive; the slot is released when the body is done, and
+the stream counts for or against the circuit then: against it when it broke off, stalled, ended before [DONE] or sent
+an event that is no JSON; neither when its client left first.
 
 Worst-case wait: the admission deadline (`deadline_s`, queueing and retries included) plus one `timeout_s` for the
 upstream that took the request (per read: a stream may last longer while bytes keep coming).
@@ -24,6 +26,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 
@@ -99,16 +102,21 @@ class Dispatched:
     upstream: Upstream
     attempts: list[Attempt] = field(default_factory=list)
     holds_slot: bool = True  # False: a refusal (429, 503) read whole after its slot was given back
+    payload: Any = None  # a whole answer's JSON value, parsed once here (None: no JSON, or a stream)
+    counts_at_close: bool = False  # a 2xx stream: whether it was an answer is known only when it ends
     _closed: bool = False
 
-    async def close(self) -> None:
-        """Close the response and release the upstream slot (idempotent)."""
+    async def close(self, *, healthy: bool | None = None) -> None:
+        """Close the response and release the upstream slot (idempotent). A 2xx stream counts `healthy` for or
+        against the upstream's circuit (None: neither, as for a stream its client left)."""
         if self._closed:
             return
         self._closed = True
         await self.response.aclose()
         if self.holds_slot:
             await self.upstream.gate.release()
+        if self.counts_at_close and healthy is not None:
+            await self.upstream.count(healthy)
 
 
 class Upstream:
@@ -160,6 +168,10 @@ class Upstream:
         """vLLM upstreams schedule by the request's `priority` field themselves."""
         return self.config.kind == "vllm"
 
+    async def count(self, ok: bool) -> None:
+        """Count one request's answer for (`ok`) or against the circuit."""
+        await self.store.record_result(self.name, ok, self.config.breaker_failures, self.config.breaker_reset_s)
+
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self.client.aclose()
@@ -201,7 +213,7 @@ async def _try_upstream(
         except httpx.TransportError as exc:  # sent: the model may be working on it, so it is not sent again
             kind = "read_timeout" if isinstance(exc, httpx.TimeoutException) else "read_error"
             attempts.append(Attempt(upstream.name, None, _describe(exc), _ms(started), kind))
-            await upstream.store.record_result(upstream.name, False, config.breaker_failures, config.breaker_reset_s)
+            await upstream.count(False)
             raise (UpstreamTimeoutError if kind == "read_timeout" else UpstreamError)(
                 f"{attempts[-1].public()}; not retried, since the model may have run it", attempts=attempts
             ) from None
@@ -209,15 +221,7 @@ async def _try_upstream(
             status = response.status_code
             if status not in RETRYABLE_STATUSES:
                 attempts.append(Attempt(upstream.name, status, None, _ms(started), f"http_{status}"))
-                # a proxy's 502/504 says the server behind it is unreachable; a 500 is about this request (one
-                # client's prompt the model fails on, retried twice by the openai client): counted, it let one bad
-                # prompt open the circuit and black out the route for everyone. A whole 2xx that is no JSON object
-                # (a proxy's HTML page, a truncated body) is no answer either: counted as a success, an upstream
-                # that sent only such pages kept its circuit closed and its route never fell over to the next
-                ok = status not in UNHEALTHY_STATUSES and (stream or not 200 <= status < 300
-                                                           or _is_json_object(response.content))
-                await upstream.store.record_result(upstream.name, ok, config.breaker_failures, config.breaker_reset_s)
-                return response
+                return response  # counted for or against the circuit by `dispatch`, which reads it
             attempts.append(Attempt(upstream.name, status, "retryable status", _ms(started), f"http_{status}"))
             await response.aread()  # a small body, kept for the client should this be the last answer
         delay = _hinted_delay_s(response)
@@ -239,15 +243,28 @@ async def _try_upstream(
     # limit opened the circuit of every route on that URL), so it is not counted against the circuit; nor for it
     # (counted as a success, one 429 among failing 503s kept a failing upstream's circuit closed).
     if not (status == 429 and response is not None):
-        await upstream.store.record_result(upstream.name, False, config.breaker_failures, config.breaker_reset_s)
+        await upstream.count(False)
     return None
 
 
-def _is_json_object(content: bytes) -> bool:
+def json_value(content: bytes) -> Any:
+    """An answer's JSON value, None when it is no JSON (a proxy's page, a truncated body, NaN, nesting too deep)."""
     try:
-        return isinstance(strict_json.loads(content), dict)
-    except (ValueError, RecursionError):
+        return strict_json.loads(content)
+    except ValueError:
+        return None
+
+
+def _is_an_answer(dispatched: Dispatched, *, stream: bool) -> bool:
+    """Whether a final answer counts for the upstream's circuit. A proxy's 502/504 says the server behind it is
+    unreachable; a 500 is about this request (one client's prompt the model fails on, retried twice by the openai
+    client): counted, it let one bad prompt open the circuit and black out the route for everyone. A whole 2xx that is
+    no JSON object (a proxy's HTML page, a truncated body) is no answer either: counted as a success, an upstream that
+    sent only such pages kept its circuit closed and its route never fell over to the next."""
+    status = dispatched.response.status_code
+    if status in UNHEALTHY_STATUSES:
         return False
+    return stream or not 200 <= status < 300 or isinstance(dispatched.payload, dict)
 
 
 def _describe(exc: Exception) -> str:
@@ -317,19 +334,22 @@ async def dispatch(
         if response is None:
             await upstream.gate.release()
             continue
-        dispatched = Dispatched(response, upstream, attempts)
+        dispatched = Dispatched(response, upstream, attempts, counts_at_close=stream and response.is_success)
         if not stream:
             try:
                 await response.aread()
+                dispatched.payload = json_value(response.content)
             finally:
                 await dispatched.close()
+        if not dispatched.counts_at_close:
+            await upstream.count(_is_an_answer(dispatched, stream=stream))
         return dispatched
     if refusals:
         # an upstream that answered still refused for its load: its answer (status, body, Retry-After) reaches the
         # client as any other upstream error does, so clients back off as it asks (as a 502 the openai client retried
         # at once, three requests for one, and code catching RateLimitError missed it)
         refused_by, refusal = refusals[-1]
-        return Dispatched(refusal, refused_by, attempts, holds_slot=False)
+        return Dispatched(refusal, refused_by, attempts, holds_slot=False, payload=json_value(refusal.content))
     if num_full and num_full == len(upstreams):
         raise UpstreamsBusyError("overloaded: every upstream's queue is full", retry_after_s=1.0, attempts=attempts)
     if attempts and all(a.outcome == "circuit_open" for a in attempts):

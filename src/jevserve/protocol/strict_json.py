@@ -4,6 +4,8 @@
 Python's parser takes `NaN`, `Infinity` and `-Infinity`, which are not JSON, and reads a number past a double's range
 (`1e400`) as infinity; a body holding one cannot be written back as JSON (`allow_nan=False` raises, the default
 writes `Infinity`), so it is refused where it is read: a client's body with a 400, an upstream's reply as no JSON.
+A value nested past what the parser follows is refused the same way (TooDeep, a ValueError), not with the parser's
+RecursionError: an upstream's reply of 100,000 nested lists escaped every `except ValueError` as a 500.
 """
 
 from __future__ import annotations
@@ -12,6 +14,10 @@ import json
 import math
 import sys
 from typing import Any
+
+
+class TooDeep(ValueError):
+    """A JSON value nested past what the parser follows."""
 
 
 def _finite_float(text: str) -> float:
@@ -26,9 +32,12 @@ def _refuse_constant(name: str) -> Any:
 
 
 def loads(data: str | bytes) -> Any:
-    """`json.loads` refusing NaN, Infinity and numbers past a double's range (ValueError, as for any bad JSON)."""
+    """`json.loads` refusing NaN, Infinity, numbers past a double's range and nesting past the parser's depth
+    (ValueError, as for any bad JSON; TooDeep for the depth)."""
     try:
         return json.loads(data, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise TooDeep("nested deeper than the parser follows") from None
     except ValueError as exc:
         if "integer string conversion" in str(exc):  # Python's own message tells the sender to call a Python function
             raise ValueError(f"an integer of more than {sys.get_int_max_str_digits():,} digits") from None

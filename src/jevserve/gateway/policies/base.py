@@ -49,6 +49,9 @@ class Policy:
     name: ClassVar[str] = "policy"
     question_key: ClassVar[str] = ""  # the default question in questions.DEFAULTS
     phase: ClassVar[Phase] = Phase.REQUEST
+    # what a scored block by this policy tells the client the text read as ("" for a policy that never blocks a
+    # request): "blocked by the guard decision" alone told a support user asking for a human nothing they could act on
+    blocks_because: ClassVar[str] = ""
 
     def __init__(self, config: PolicyConfig) -> None:
         self.config = config

@@ -31,6 +31,7 @@ class InjectionGuard(Policy):
 
     name = "guard"
     question_key = "injection"
+    blocks_because = "it reads as an attempt to override or reveal an AI assistant's instructions (a prompt injection)"
     config: GuardConfig
 
     def asks(self, view: RequestView) -> Sequence[Ask]:
@@ -73,6 +74,7 @@ class HarmGuard(Policy):
 
     name = "harm"
     question_key = "refuse"
+    blocks_because = "it reads as a request for harmful content"
     config: HarmConfig
 
     def asks(self, view: RequestView) -> Sequence[Ask]:

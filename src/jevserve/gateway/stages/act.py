@@ -13,6 +13,7 @@ from typing import Any
 from jevserve.gateway.context import RequestContext
 from jevserve.gateway.decisions import DecisionReport
 from jevserve.gateway.errors import BlockedError
+from jevserve.gateway.policies import POLICIES
 from jevserve.gateway.shapes import chat_completion, rough_tokens
 from jevserve.gateway.types import Action, ClarifyDetail, GuardDetail, PriorityDetail, RouteDetail, Verdict
 from jevserve.serving.decision_inputs import message_text
@@ -54,8 +55,12 @@ def _block(ctx: RequestContext, verdict: Verdict) -> Answer:
     # a scored verdict's reason is its probability and threshold, shown only where the route shows scores; a
     # fallback's says why no answer was read
     why = f" ({verdict.reason})" if ctx.shows_scores or verdict.probability is None else ""
+    policy = POLICIES.get(verdict.decision)
+    # what the text read as, for a scored block only: a fallback's or an unread text's block read nothing
+    scored = policy is not None and policy.blocks_because and verdict.probability is not None
+    because = f": {policy.blocks_because}" if scored else ""
     raise BlockedError(
-        f"request blocked by the {verdict.decision} decision{where}{why}",
+        f"request blocked by the {verdict.decision} decision{where}{why}{because}",
         param="messages" if ctx.endpoint == "chat" else "prompt",  # the field the client sent the text in
     )
 

@@ -24,8 +24,7 @@ from jevserve.gateway.inference_headers import inference_headers
 from jevserve.gateway.questions import LENGTH_LEVEL_TOKENS, middle_level_tokens
 from jevserve.gateway.runtime import Gateway
 from jevserve.gateway.stages.act import Forward, prompt_tokens
-from jevserve.gateway.upstream import Dispatched, dispatch
-from jevserve.protocol import strict_json
+from jevserve.gateway.upstream import Dispatched, dispatch, json_value
 from jevserve.serving import Request as QueueRequest
 
 MIDDLE_LEVEL_TOKENS = middle_level_tokens(LENGTH_LEVEL_TOKENS)
@@ -99,11 +98,13 @@ async def forward(gateway: Gateway, ctx: RequestContext, plan: Forward) -> Upstr
         return UpstreamReply(dispatched, response.status_code, streaming=True)
     if stream:  # an error, or an answer that is no stream, to a stream request: read whole, as without stream
         await response.aread()
-        await dispatched.close()
+        dispatched.payload = json_value(response.content)
+        # a JSON object is an answer (an upstream that ignores `stream: true`); a proxy's page in its place is not
+        await dispatched.close(healthy=isinstance(dispatched.payload, dict))
         ctx.upstream_ms = (time.monotonic() - started) * 1000
     gateway.metrics.upstream_ms.labels(dispatched.upstream.name).observe(ctx.upstream_ms)
     if stream and response.status_code < 400:
-        return UpstreamReply(dispatched, 502, error=not_a_stream(response))
+        return UpstreamReply(dispatched, 502, error=not_a_stream(response, dispatched.payload))
     return _whole_reply(dispatched, response)
 
 
@@ -162,10 +163,7 @@ def upstream_headers(ctx: RequestContext, plan: Forward) -> dict[str, str]:
 
 
 def _whole_reply(dispatched: Dispatched, response: httpx.Response) -> UpstreamReply:
-    try:
-        payload = strict_json.loads(response.content)  # a reply with 1e400 in it could not be sent on (or cached)
-    except ValueError:
-        payload = None
+    payload = dispatched.payload  # None for a reply with 1e400 in it too: it could not be sent on (or cached)
     if response.status_code in (429, 503) and not isinstance(payload, dict):
         # a refusal for load in plain text (a proxy's "Too Many Requests"): still a refusal the client should back
         # off from, with the upstream's Retry-After, not a 502 it retries at once
@@ -178,14 +176,11 @@ def _whole_reply(dispatched: Dispatched, response: httpx.Response) -> UpstreamRe
     return UpstreamReply(dispatched, response.status_code, completion=payload)
 
 
-def not_a_stream(response: httpx.Response) -> dict[str, Any]:
-    """The error body for a 2xx answer to a stream request that is not a stream of events."""
+def not_a_stream(response: httpx.Response, payload: Any) -> dict[str, Any]:
+    """The error body for a 2xx answer to a stream request that is not a stream of events (`payload`: its JSON value,
+    None when it is none)."""
     kind = response.headers.get("content-type", "none")
-    try:  # by what it is, not by its content type: a JSON object sent as text/plain is still no stream
-        is_json_object = isinstance(strict_json.loads(response.content), dict)
-    except ValueError:
-        is_json_object = False
-    if not is_json_object:
+    if not isinstance(payload, dict):  # by what it is: a JSON object sent as text/plain is no stream either
         return bad_upstream_answer(response.text)
     error = bad_upstream_answer(response.text)
     error["error"]["message"] = (

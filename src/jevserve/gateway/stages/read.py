@@ -22,13 +22,13 @@ def read_body(raw: bytes, endpoint: str) -> dict[str, Any]:
         raise BadRequestError("request body is empty: send a JSON object")
     try:
         body = strict_json.loads(raw)  # NaN, Infinity and 1e400 refused: no upstream or log could be sent them
+    except strict_json.TooDeep:  # nested past what the parser can follow
+        raise too_deep from None
     except ValueError as exc:  # not JSON, not UTF-8, NaN, or a number past what Python converts (4,300 digits)
         if (compressed := strict_json.compression_of(raw)) is not None:
             raise BadRequestError(f"request body is {compressed}-compressed, which the gateway does not read: send "
                                   "it uncompressed (no Content-Encoding)") from None
         raise BadRequestError(f"request body is not valid JSON: {exc}") from None
-    except RecursionError:  # nested past what the parser can follow
-        raise too_deep from None
     if _deeper_than(body, MAX_JSON_DEPTH):
         raise too_deep
     if not isinstance(body, dict):
