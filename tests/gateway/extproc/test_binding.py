@@ -496,3 +496,10 @@ def test_a_reply_whose_numbers_are_no_json_is_neither_cached_nor_read() -> None:
     assert _json_object(b'{"choices": [], "usage": {"x": -1e400}}') is None
     assert _json_object(b'{"choices": [], "usage": {"x": NaN}}') is None
     assert _json_object(b'{"choices": [], "usage": {"x": 1e308}}') == {"choices": [], "usage": {"x": 1e308}}
+
+
+def test_a_reply_nested_past_the_parsers_depth_is_no_json_to_read() -> None:
+    # read by json.loads, a reply of 100,000 nested lists raised RecursionError out of the reply phase
+    from jevserve.gateway.extproc.binding import _json_object
+
+    assert _json_object(b"[" * 100_000 + b"]" * 100_000) is None
