@@ -327,6 +327,7 @@ def test_bad_input_gets_clear_4xx():
     responses = run(scenario())
     assert [r.status_code for r in responses] == [400, 400, 400, 400, 400, 413, 404, 400]
     assert responses[3].json()["error"]["param"] == "messages[0]"
+    assert responses[4].json()["error"]["message"] == 'stream="yes"; expected true, false or null'  # as the engine
     for r in responses:
         assert set(r.json()["error"]) == {"message", "type", "param", "code"}
 

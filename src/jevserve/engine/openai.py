@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jevserve.protocol import strict_json
-from jevserve.protocol.chat import CHAT_ROLES, CONTENT_OPTIONAL_ROLES
+from jevserve.protocol.chat import CHAT_ROLES, CONTENT_OPTIONAL_ROLES, stream_requested
 
 
 class RequestError(ValueError):
@@ -214,11 +214,10 @@ def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
     max_tokens = _int_field(body, "max_completion_tokens", minimum=1) if chat else None
     if max_tokens is None:
         max_tokens = _int_field(body, "max_tokens", minimum=1)
-    stream = body.get("stream")
-    if stream is None:  # null is the spec's "not given", as vLLM takes it
-        stream = False
-    if not isinstance(stream, bool):
-        raise RequestError(f"stream={json.dumps(stream)}; expected true, false or null", param="stream")
+    try:
+        stream = stream_requested(body)
+    except ValueError as exc:
+        raise RequestError(str(exc), param="stream") from None
     options = body.get("stream_options") or {}
     if not isinstance(options, Mapping):
         raise RequestError("stream_options must be an object", param="stream_options")

@@ -143,7 +143,7 @@ class RequestContext:
     @property
     def streams(self) -> bool:
         """True when the client asked for a stream."""
-        return bool(self.body.get("stream"))
+        return self.body.get("stream") is True  # read checked it: true, false or null
 
     @property
     def shows_scores(self) -> bool:

@@ -7,7 +7,7 @@ from typing import Any
 
 from jevserve.gateway.errors import BadRequestError
 from jevserve.protocol import strict_json
-from jevserve.protocol.chat import CHAT_ROLES, CONTENT_OPTIONAL_ROLES
+from jevserve.protocol.chat import CHAT_ROLES, CONTENT_OPTIONAL_ROLES, stream_requested
 
 # Deeper bodies than MAX_JSON_DEPTH are refused: every later step (the decision texts, the log, the upstream call)
 # serialises the body with recursive code, and no OpenAI request nests nearly this far (a tool's JSON schema: a dozen
@@ -135,9 +135,10 @@ def _check_model(body: dict[str, Any]) -> None:
 
 
 def _check_stream(body: dict[str, Any]) -> None:
-    # null is "not given" in OpenAI's spec, and vLLM takes it so
-    if body.get("stream") is not None and not isinstance(body["stream"], bool):
-        raise BadRequestError("'stream' must be true, false or null", param="stream")
+    try:
+        stream_requested(body)
+    except ValueError as exc:
+        raise BadRequestError(str(exc), param="stream") from None
     options = body.get("stream_options")
     if options is not None and not isinstance(options, dict):
         raise BadRequestError("'stream_options' must be an object", param="stream_options")
