@@ -331,3 +331,23 @@ def test_a_board_written_elsewhere_keeps_its_markdown_inside_its_folder(capsys, 
     table = (tmp_path / "docs" / "board2" / "board.md").read_text()
     assert "The HTML board (index.html)" in table
     assert "wrote docs/board2/board.md" in capsys.readouterr().out
+
+
+def test_a_rows_results_folder_that_cannot_be_written_names_the_results_flag(tmp_path):
+    from jevserve.bench.cli import _results_problem
+
+    (tmp_path / "fake-model").write_text("not a folder")
+    assert _results_problem(tmp_path, "fake-model") == (
+        f"--results {tmp_path}: {tmp_path / 'fake-model'} is a file; expected a folder")
+    assert _results_problem(tmp_path, "other-model") is None and not (tmp_path / "other-model").exists()
+
+
+def test_the_run_summary_names_the_tasks_its_averages_cover_and_where_their_intervals_come_from():
+    # a one-task run printed "headline average 35.8 [3.6, 62.1] over 1 task", beside a board showing [2.1, 62.4]
+    from jevserve.bench.cli import _summary
+
+    one = {"score": 35.8, "interval": [3.6, 62.1], "num_tasks": 1}
+    line = _summary({"average": one, "average_all": dict(one)})
+    assert line == ("average over the 1 headline task run 35.8 [3.6, 62.1]; average over the 1 task run 35.8 "
+                    "[3.6, 62.1] (95% intervals of this run's draws; the board's shared draws differ a little)")
+    assert _summary({"average": {**one, "num_tasks": 0}}) == "no task scored"

@@ -287,20 +287,57 @@ def test_a_429_whose_retry_after_is_past_the_budget_stops_the_run(tmp_path, monk
     assert info.value.exit_code == 1
 
 
-def test_ctrl_c_while_asking_says_how_many_answers_are_cached_and_exits_130(tmp_path, monkeypatch):
+@pytest.mark.parametrize(("signum", "said", "code"), [(signal.SIGINT, "interrupted", 130),
+                                                       (signal.SIGTERM, "stopped by SIGTERM", 143)])
+def test_ctrl_c_or_sigterm_while_asking_says_how_many_answers_are_cached_and_exits_with_the_signal(
+    tmp_path, monkeypatch, signum, said, code
+):
+    # SIGTERM (what `timeout`, docker and systemd send) ended a run without a word
     from jevserve.bench.runner import AskFailed
 
     def interrupt(n: int) -> None:
-        if n == 6:  # a Ctrl-C while the third request is in flight
-            os.kill(os.getpid(), signal.SIGINT)
+        if n == 6:  # the signal while the third request is in flight
+            os.kill(os.getpid(), signum)
 
     mock_endpoint(monkeypatch, interrupt)
     try:
-        with pytest.raises(AskFailed, match=r"^interrupted; .* running the same command again resumes$") as info:
+        with pytest.raises(AskFailed, match=rf"^{said}; .* running the same command again resumes$") as info:
             ask_mock(tmp_path, n=20)
     except KeyboardInterrupt:  # not the test session's own Ctrl-C
         pytest.fail("ask_endpoint let KeyboardInterrupt through")
-    assert info.value.exit_code == 130 and "\n" not in str(info.value)
+    assert info.value.exit_code == code and "\n" not in str(info.value)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C is Python's own again afterwards
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # and SIGTERM the default
     num_cached = len(next(tmp_path.glob("*.jsonl")).read_text().splitlines())
     assert 2 <= num_cached < 20 and f"({num_cached} answers from this run, {num_cached} in all)" in str(info.value)
+
+
+def test_an_answers_file_or_results_folder_that_cannot_be_written_is_said_before_any_asking(tmp_path, monkeypatch):
+    # an outside tester's unwritable cache file failed at the first answer, and an unwritable row folder under
+    # --results after the asking and the scoring, each as "PATH: Operation not permitted", naming no flag
+    from jevserve.bench.answers_cache import AnswersCache
+    from jevserve.bench.runner import AskFailed, ask_endpoint
+
+    async def known_version(*args, **kwargs):
+        return "v1"
+
+    monkeypatch.setattr("jevserve.bench.versioning.probe_version", known_version)
+    posts = mock_endpoint(monkeypatch, lambda n: None)
+    asked: list[str] = []
+
+    def ask(**kwargs):
+        return ask_endpoint("http://bench.test", "fake-model", None, tmp_path / "answers",
+                            lambda model: asked.append(model) or make_requests(2), concurrency=1, progress=False,
+                            **kwargs)
+
+    answers_file = AnswersCache(tmp_path / "answers", "fake-model", "v1").path
+    answers_file.mkdir(parents=True)  # a folder where the answers file goes: it cannot be opened to append to
+    with pytest.raises(AskFailed, match=r"^--answers-cache .*answers: cannot read and write fake-model@v1.jsonl "
+                                        r".*name a folder this user can write") as info:
+        ask()
+    assert info.value.exit_code == 2
+    answers_file.rmdir()
+    with pytest.raises(AskFailed, match=r"^--results R: R/fake-model is a file") as info:
+        ask(output_problem=lambda model: f"--results R: R/{model} is a file")
+    assert info.value.exit_code == 2
+    assert asked == [] and posts == []  # neither asked a request

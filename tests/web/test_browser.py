@@ -234,6 +234,9 @@ def test_no_page_overflows_a_phone_screen_sideways(chromium, site):
     page.get_by_role("button", name="Answer").click()
     page.wait_for_selector("text=The answer is")
     assert overflow() <= 0, "reveal"
+    # and its answers are on screen, not only in the table's own sideways scroll (a tester saw the "Who" column alone)
+    answer_left = page.evaluate("document.querySelector('#reveal thead th:nth-child(2)').getBoundingClientRect().left")
+    assert answer_left < 375 / 2, answer_left
     page.goto(f"{site}/")
     assert page.get_by_role("link", name="open it full size").is_visible()
     context.close()

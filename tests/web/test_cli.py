@@ -129,6 +129,9 @@ def test_a_db_that_is_not_the_playgrounds_is_refused_untouched(tmp_path, capsys)
     assert "a SQLite database of something else (tables: things)" in capsys.readouterr().err
     with pytest.raises(StoreError, match="not a file"):
         Store(tmp_path)
+    # a path that cannot be made was "PATH: Permission denied", naming no flag (here: under a file)
+    with pytest.raises(StoreError, match=r"^--db .*notes.txt/rounds.sqlite: cannot create it \(.*\); pass a path"):
+        Store(text / "rounds.sqlite")
 
 
 def test_databases_that_only_look_like_the_playgrounds_are_refused_untouched(tmp_path, capsys):
@@ -309,3 +312,15 @@ def test_the_access_log_is_off_unless_asked_for():
     quiet, loud = uvicorn_config(app, None), uvicorn_config(app, None, access_log=True)
     assert not quiet.access_log and loud.access_log and loud.log_level == "info"  # the access lines' level
     assert build_parser().parse_args(["web", "--access-log"]).access_log is True
+
+
+def test_an_endpoint_nothing_answers_at_is_warned_of_and_one_that_cannot_work_refused():
+    # a site started on an unreachable --endpoint said nothing; the playground then failed item after item
+    from jevserve.bench.endpoint import EndpointError
+    from jevserve.web.cli import endpoint_warning
+
+    assert endpoint_warning("embedded", None, None) is None
+    warning = endpoint_warning("http://127.0.0.1:9", "m", None)
+    assert warning is not None and warning.startswith("--endpoint http://127.0.0.1:9: nothing answers GET")
+    with pytest.raises(EndpointError, match="--model ''"):
+        endpoint_warning("http://127.0.0.1:9", "", None)

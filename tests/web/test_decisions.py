@@ -48,3 +48,11 @@ def test_length_labels_map_to_the_four_bins_at_150_300_500_tokens():
     assert [answer_value(length, t) for t in (149, 150, 299, 300, 499, 500)] == [
         "short", "medium", "medium", "long", "long", "very long"]
     assert answer_value(DECISIONS["cache"], True) == "yes"
+
+
+def test_every_reply_length_bin_names_its_unit():
+    # shown side by side on a reveal: "very long (≥ 500)" beside "short (< 150 tokens)"
+    from jevserve.web.decisions import DECISIONS
+
+    labels = [label for _, label in DECISIONS["length"].options]
+    assert len(labels) == 4 and all(label.endswith(" tokens)") for label in labels)

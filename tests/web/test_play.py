@@ -35,9 +35,10 @@ def test_full_round_reveals_truth_model_and_time_then_summarises(app, tmp_path):
         assert "The answer is" in reveal.text and "default-rules" in reveal.text  # a board row's stored answer
         decision = next(d for d in DECISIONS.values() if f"· {d.title}</p>" in reveal.text)
         if decision.key == "length":  # the bin is the stored prediction's, only the probabilities are asked
-            assert "jev-minilm-1 (served, asked live; the bin is its stored prediction's)" in html.unescape(reveal.text)
+            assert ("jev-minilm-1<span class=\"note\">(served, asked live; the bin is its stored prediction's)"
+                    in html.unescape(reveal.text))
             continue
-        assert "jev-minilm-1 (served, asked live)" in reveal.text
+        assert 'jev-minilm-1<span class="note">(served, asked live)' in reveal.text
         # the rule its answer applies, as its results hold it: a "Yes" at P(yes) 0.49 is readable beside it
         rule = next(r for r in stored_rows(RESULTS) if r.model == "jev-minilm-1").rules[decision.task]
         sign = "≥" if rule["direction"] > 0 else "≤"
@@ -576,7 +577,7 @@ def test_a_model_served_under_its_new_name_applies_the_thresholds_filed_under_it
     for position in range(5):
         reveal = client.get(play_item(client, url, position).headers["location"]).text
         decision = next(d for d in DECISIONS.values() if f"· {d.title}</p>" in reveal)
-        assert "minilm-reader-new (served, asked live" in reveal
+        assert 'minilm-reader-new<span class="note">(served, asked live' in reveal
         assert "jev-minilm-1 <span" not in reveal  # not again as a stored row
         if decision.key != "length":
             rule = rules[decision.task]

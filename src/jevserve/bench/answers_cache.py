@@ -166,10 +166,16 @@ class AnswersCache:
         """The answers for a key, or None when the key failed or was never asked."""
         return self.answers.get(key)
 
-    def _append(self, row: dict[str, Any]) -> None:
+    def open(self) -> None:
+        """Open the file for appending now (an OSError when it cannot be written): checked before any asking, so a
+        file that cannot take answers is said at once, not after the data has loaded and the first answer came."""
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = open_for_append(self.path)  # a torn last line closed first
+
+    def _append(self, row: dict[str, Any]) -> None:
+        self.open()
+        assert self._file is not None
         self._file.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n")
         self._file.flush()  # per answer: a killed process keeps every answer it received
 

@@ -249,7 +249,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         asked = ask_endpoint(args.endpoint, args.model, args.api_key_env, args.answers_cache,
                              lambda model: needed_requests(model, loaded), concurrency=args.concurrency,
-                             progress=not args.no_progress, serve_embedded=args.serve_embedded)
+                             progress=not args.no_progress, serve_embedded=args.serve_embedded,
+                             output_problem=lambda model: _results_problem(args.results, model))
     except AskFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -276,6 +277,17 @@ def _run(args: argparse.Namespace) -> int:
         print(f"warning: {note}; `jevserve bench validate` refuses a row with over "
               f"{100 * MAX_UNANSWERED_SHARE:g}% of them (the endpoint's log says why it refused)", file=sys.stderr)
     return 0
+
+
+def _results_problem(results_dir: Path, model: str) -> str | None:
+    """Why the row's results folder under `--results` cannot be written, or None: asked before the asking, as
+    `--results` itself is, so the scoring is not lost to a folder found unwritable at the end."""
+    from jevserve.bench.outputs import output_problem
+    from jevserve.bench.results import result_path
+
+    folder = result_path(results_dir, model, "date").parent
+    problem = output_problem(folder, folder=True)
+    return f"--results {results_dir}: {problem}" if problem else None
 
 
 EMBEDDED_METADATA = {
@@ -372,14 +384,19 @@ def _peer_rows(args: argparse.Namespace, loaded: list, data: object) -> int:
 
 
 def _summary(document: dict) -> str:
+    """The run's averages, named by the tasks they cover (a run of one task printed "headline average … over 1
+    task"), with where their intervals come from: the board draws all of a row's tasks together, so the same answers
+    get slightly other brackets there (an outside tester saw [3.6, 62.1] here and [2.1, 62.4] on the board)."""
     parts = []
-    for key, label in (("average", "headline average"), ("average_all", "all-task average")):
+    for key, kind in (("average", "headline "), ("average_all", "")):
         average = document.get(key)
         if average and average["num_tasks"]:
             low, high = average["interval"]
-            tasks = "1 task" if average["num_tasks"] == 1 else f"{average['num_tasks']} tasks"
-            parts.append(f"{label} {average['score']:.1f} [{low:.1f}, {high:.1f}] over {tasks}")
-    return "; ".join(parts) or "no task scored"
+            tasks = f"the 1 {kind}task" if average["num_tasks"] == 1 else f"the {average['num_tasks']} {kind}tasks"
+            parts.append(f"average over {tasks} run {average['score']:.1f} [{low:.1f}, {high:.1f}]")
+    if not parts:
+        return "no task scored"
+    return "; ".join(parts) + " (95% intervals of this run's draws; the board's shared draws differ a little)"
 
 
 def predict_lengths_command(args: argparse.Namespace) -> int:

@@ -187,11 +187,13 @@ def ask_endpoint(
     concurrency: int,
     progress: bool = True,
     serve_embedded: ServeEmbedded | None = None,
+    output_problem: Callable[[str], str | None] | None = None,
 ) -> Asked:
     """Open `endpoint` (a URL, or `embedded`, served by `serve_embedded`) and ask it every request of
     `requests_for(model)` its answers cache lacks. Raises AskFailed for endpoint arguments that cannot work (exit 2)
     or an endpoint that failed (exit 1); every answer received before a failure stays cached, so the same command
-    resumes."""
+    resumes. Before any asking, the answers cache file is opened and `output_problem(model)` (why the model's results
+    cannot be written, or None) is asked: either failing is AskFailed (exit 2), not a failure after the scoring."""
     from jevserve.bench.answers_cache import default_answers_dir
     from jevserve.bench.endpoint import DEFAULT_TIMEOUT_S, EndpointError, open_endpoint
     from jevserve.bench.versioning import ProbeFailed, probe_version
@@ -199,26 +201,38 @@ def ask_endpoint(
 
     cache: AnswersCache | None = None
     held_before = [0]  # answers the cache held when this run opened it
-    interrupted = False
+    interrupted: signal.Signals | None = None
 
-    def on_ctrl_c(task: asyncio.Task) -> None:
+    def on_signal(signum: signal.Signals, task: asyncio.Task) -> None:
         # Recorded as well as acted on: asyncio.run's own handler cancels the run, but a Ctrl-C that lands as the
         # last answers arrive can cancel a task that then returns without another await, and the run ended as if
-        # none had come.
+        # none had come. SIGTERM (what `timeout`, docker and systemd send) ended the run without a word.
         nonlocal interrupted
-        interrupted = True
+        interrupted = signum
         task.cancel()
 
     async def versioned_ask(opened: Any) -> AskStats:
         # One event loop for the probe and the run: the HTTP client's connections belong to it.
         nonlocal cache
         if threading.current_thread() is threading.main_thread():
-            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, on_ctrl_c, asyncio.current_task())
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                asyncio.get_running_loop().add_signal_handler(signum, on_signal, signum, asyncio.current_task())
         client = PatientSystemOne(opened.base_url, opened.api_key, timeout_s=DEFAULT_TIMEOUT_S)
         # A URL's version: what /v1/models says of the model and its answers to the probe set (embedded: weights).
         version = opened.version or await probe_version(client, opened.model)
-        cache = AnswersCache(answers_dir or default_answers_dir(), opened.model, version)
+        directory = answers_dir or default_answers_dir()
+        try:
+            cache = AnswersCache(directory, opened.model, version)
+            cache.open()
+        except OSError as exc:
+            name = Path(exc.filename).name if exc.filename else "its answers file"
+            raise AskFailed(f"--answers-cache {directory}: cannot read and write {name} ({exc.strerror or exc}); "
+                            "name a folder this user can write", 2) from None
         held_before[0] = len(cache.answers)
+        problem = output_problem(opened.model) if output_problem is not None else None
+        if problem:
+            cache.close()
+            raise AskFailed(problem, 2)
         try:
             return await ask_missing(client, opened.model, requests_for(opened.model), cache,
                                      concurrency=concurrency, progress=progress)
@@ -236,9 +250,9 @@ def ask_endpoint(
             try:
                 stats = asyncio.run(versioned_ask(opened))
             except asyncio.CancelledError:
-                if not interrupted:
+                if interrupted is None:
                     raise
-            if interrupted:
+            if interrupted is not None:
                 raise KeyboardInterrupt
     except EndpointError as exc:
         raise AskFailed(str(exc), 2) from exc
@@ -250,7 +264,10 @@ def ask_endpoint(
         raise AskFailed(f"the endpoint failed ({exc}{_request_named(exc)}); every answer received so far is "
                         f"cached{where()}, so running the same command again resumes", 1) from exc
     except KeyboardInterrupt:
-        # Ctrl-C: asyncio.run has cancelled the workers and the cache is closed; one line, not their tracebacks.
-        raise AskFailed(f"interrupted; every answer received so far is cached{where()}, so running the same "
-                        "command again resumes", 130) from None
+        # Ctrl-C or SIGTERM: the workers are cancelled and the cache is closed; one line, not their tracebacks,
+        # and the shell's exit status for the signal (130, 143)
+        signum = interrupted or signal.SIGINT
+        said = "interrupted" if signum == signal.SIGINT else f"stopped by {signum.name}"
+        raise AskFailed(f"{said}; every answer received so far is cached{where()}, so running the same "
+                        "command again resumes", 128 + signum) from None
     return Asked(opened.model, opened.label, cache, stats)

@@ -177,6 +177,13 @@ def serve_command(args: argparse.Namespace) -> int:
               f"run --answers-cache` wrote, or leave it out (default: {default_answers_dir()})", file=sys.stderr)
         return 2
     try:
+        warning = endpoint_warning(args.endpoint, args.model, args.api_key_env)
+    except EndpointError as exc:
+        print(f"jevserve web: {exc}", file=sys.stderr)
+        return 2
+    if warning:
+        print(f"jevserve web: warning: {warning}", file=sys.stderr)
+    try:
         try:
             gateway_config = load_config(args.gateway_config)  # checked before anything starts
         except ConfigError as exc:
@@ -216,6 +223,24 @@ def serve_command(args: argparse.Namespace) -> int:
     finally:
         sock.close()
     return 0
+
+
+def endpoint_warning(endpoint: str, model: str | None, api_key_env: str | None) -> str | None:
+    """What to say of a URL endpoint nothing answers at now (the site starts all the same: the board needs no model,
+    and the playground says the model did not answer until it does), or None; raises EndpointError for one that can
+    never work (no System One server there, a refused key, a model it does not serve). A site started on an
+    unreachable endpoint said nothing, and its live demo then timed a call that had failed."""
+    from jevserve.bench.endpoint import EMBEDDED, EndpointUnreachable, check_endpoint_arguments, probe_endpoint
+
+    if endpoint == EMBEDDED:
+        return None
+    check_endpoint_arguments(endpoint, model, api_key_env)
+    try:
+        probe_endpoint(endpoint, model, api_key_env, timeout_s=5.0)
+    except EndpointUnreachable:
+        return (f"--endpoint {endpoint}: nothing answers GET {endpoint.rstrip('/')}/v1/models now; the board and "
+                "task pages work, and the playground and the live demo say the model gave no answer until it does")
+    return None
 
 
 def export_command(args: argparse.Namespace) -> int:

@@ -36,11 +36,11 @@ class PlayDecision:
 
 
 YES_NO = (("yes", "Yes"), ("no", "No"))
-_BIN_LABELS = (
+_BIN_LABELS = (  # each with its unit: shown side by side, "very long (≥ 500)" read as no count of anything
     f"short (< {LENGTH_BIN_EDGES[0]} tokens)",
-    f"medium ({LENGTH_BIN_EDGES[0]}–{LENGTH_BIN_EDGES[1] - 1})",
-    f"long ({LENGTH_BIN_EDGES[1]}–{LENGTH_BIN_EDGES[2] - 1})",
-    f"very long (≥ {LENGTH_BIN_EDGES[2]})",
+    f"medium ({LENGTH_BIN_EDGES[0]}–{LENGTH_BIN_EDGES[1] - 1} tokens)",
+    f"long ({LENGTH_BIN_EDGES[1]}–{LENGTH_BIN_EDGES[2] - 1} tokens)",
+    f"very long (≥ {LENGTH_BIN_EDGES[2]} tokens)",
 )
 
 DECISIONS: Mapping[str, PlayDecision] = MappingProxyType({

@@ -227,6 +227,8 @@ def register(app: FastAPI, context: Context) -> None:
         text, route = form.get("text", "").strip(), form.get("route", "")
         if not any(c.isprintable() and not c.isspace() for c in text):  # NUL or zero-width characters only
             raise PageError(400, "the request text is empty; type the request to decide on")
+        if "\x00" in text:  # no textarea can hold one, and echoed into the page it is no HTML
+            raise PageError(400, "the request text holds a NUL character (U+0000), which no page can show; remove it")
         # characters as the textarea's maxlength counts them: UTF-16 code units, a line break (sent as CRLF) one, an
         # emoji two (which the browser counts and Python's len does not)
         length = len(text.replace("\r\n", "\n").encode("utf-16-le")) // 2

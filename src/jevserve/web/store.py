@@ -162,11 +162,15 @@ class Store:
         self.path = Path(path)
         if reading_only and not self.path.exists():  # nothing to read: none is made
             raise StoreError(f"--db {self.path}: no such file; pass the file `jevserve web` created")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if not self.path.exists():
-            # the file holds the session cookies and the key that signs them: readable by its owner only (the
-            # WAL files SQLite makes beside it take the same mode)
-            self.path.touch(mode=0o600)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.exists():
+                # the file holds the session cookies and the key that signs them: readable by its owner only (the
+                # WAL files SQLite makes beside it take the same mode)
+                self.path.touch(mode=0o600)
+        except OSError as exc:  # said as every other bad --db is, naming the flag (it was "PATH: Permission denied")
+            raise StoreError(f"--db {self.path}: cannot create it ({exc.strerror or exc}); pass a path this user can "
+                             "write") from None
         # before anything changes the file: a mistyped --db naming some other file (or another program's SQLite
         # database) had its permissions changed, and a database its tables added
         self._check_playground_file(reading_only)
