@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from jevserve.gateway.log import read_log
-from tests.gateway.upstreams import StubUpstream, client, completion, make_app, run
+from tests.gateway.upstreams import CutStream, StubUpstream, client, completion, make_app, run
 
 HI = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -932,3 +932,51 @@ def test_a_stream_that_ends_with_the_models_error_event_is_no_failure_of_the_ups
     assert all("prompt too long" in text for text in run(streams(3)))
     assert len(failing_prompt.requests) == 3
     assert run(_get(app, "/healthz")).json()["upstreams"]["a"]["circuit"] == "closed"
+
+
+@pytest.mark.parametrize(("status", "content_type"), [(500, "application/json"), (502, "application/json"),
+                                                      (200, "application/json"), (503, "text/plain")])
+def test_a_whole_answer_to_a_stream_request_whose_body_breaks_is_a_502_and_gives_its_slot_back(status, content_type):
+    # read unguarded, a body that broke off was the gateway's own 500 with the library's words, and the slot of a
+    # 200, 500 or 502 was never given back: two of them held a `max_concurrency: 2` upstream for good
+    config = {"upstreams": [{"name": "a", "url": "http://a.test/v1", "max_retries": 0, "max_concurrency": 2,
+                             "breaker_failures": 3}]}
+    cut = StubUpstream(lambda body: httpx.Response(status, stream=CutStream(b'{"error": {"mess'),
+                                                   headers={"content-type": content_type}))
+    app, _, _ = make_app(upstreams={"a": cut}, config=config)
+
+    async def streams(count: int) -> list[httpx.Response]:
+        async with client(app) as c:
+            return [await c.post("/v1/chat/completions", json={**HI, "stream": True}) for _ in range(count)]
+
+    answers = run(streams(3))
+    if status == 503:  # a refusal for load whose body broke off is still that refusal, passed on
+        assert [a.status_code for a in answers] == [503, 503, 503]
+        assert all(a.json()["error"]["code"] == "upstream_unavailable" for a in answers)
+    else:
+        assert [a.status_code for a in answers] == [502, 502, 502]
+        assert all(a.json()["error"]["message"] == "a: connection broken after the request was sent; not retried, "
+                   "since the model may have run it" for a in answers)
+    health = run(_get(app, "/healthz")).json()["upstreams"]["a"]
+    assert health["in_flight"] == 0  # every slot given back
+    assert health["circuit"] == "open" and len(cut.requests) == 3  # three broken answers in a row
+
+
+def test_a_whole_answer_to_a_stream_request_whose_body_stalls_is_a_504():
+    class Stalled(httpx.AsyncByteStream):
+        async def __aiter__(self):
+            yield b'{"choices": ['
+            raise httpx.ReadTimeout("nothing within the timeout")
+
+    stalled = StubUpstream(lambda body: httpx.Response(200, stream=Stalled(),
+                                                       headers={"content-type": "application/json"}))
+    app, _, _ = make_app(upstreams={"a": stalled})
+
+    async def stream() -> httpx.Response:
+        async with client(app) as c:
+            return await c.post("/v1/chat/completions", json={**HI, "stream": True})
+
+    answer = run(stream())
+    assert answer.status_code == 504 and answer.json()["error"]["message"] == (
+        "a: nothing within its timeout after the request was sent; not retried, since the model may have run it")
+    assert run(_get(app, "/healthz")).json()["upstreams"]["a"]["in_flight"] == 0

@@ -103,12 +103,42 @@ class Dispatched:
     attempts: list[Attempt] = field(default_factory=list)
     holds_slot: bool = True  # False: a refusal (429, 503) read whole after its slot was given back
     payload: Any = None  # a whole answer's JSON value, parsed once here (None: no JSON, or a stream)
-    counts_at_close: bool = False  # a 2xx stream: whether it was an answer is known only when it ends
+    counts_at_close: bool = False  # an answer to a stream request: whether it was one is known once it is read
     _closed: bool = False
 
+    def is_an_answer(self) -> bool:
+        """Whether a whole-read answer counts for the upstream's circuit. A proxy's 502/504 says the server behind it
+        is unreachable; a 500 is about this request (one client's prompt the model fails on, retried twice by the
+        openai client): counted, it let one bad prompt open the circuit and black out the route for everyone. A 2xx
+        that is no JSON object (a proxy's HTML page, a truncated body) is no answer either: counted as a success, an
+        upstream that sent only such pages kept its circuit closed and its route never fell over to the next."""
+        status = self.response.status_code
+        return status not in UNHEALTHY_STATUSES and (not 200 <= status < 300 or isinstance(self.payload, dict))
+
+    async def read_whole(self) -> None:
+        """Read an answer to a stream request that is not relayed as a stream (an error status, or a 2xx that is no
+        event stream) whole, parse it, close it and count it; raises UpstreamError (502) or UpstreamTimeoutError (504)
+        when its body breaks off or stalls: read unguarded, that was a 500 with the library's words, and the slot of
+        the body that broke was never given back (two of them held a `max_concurrency: 2` upstream for good)."""
+        started = time.monotonic()
+        try:
+            await self.response.aread()
+        except httpx.TransportError as exc:
+            kind = "read_timeout" if isinstance(exc, httpx.TimeoutException) else "read_error"
+            self.attempts.append(Attempt(self.upstream.name, None, _describe(exc), _ms(started), kind))
+            await self.close(healthy=False)
+            raise (UpstreamTimeoutError if kind == "read_timeout" else UpstreamError)(
+                f"{self.attempts[-1].public()}; not retried, since the model may have run it", attempts=self.attempts
+            ) from None
+        except BaseException:
+            await self.close()
+            raise
+        self.payload = json_value(self.response.content)
+        await self.close(healthy=self.is_an_answer())
+
     async def close(self, *, healthy: bool | None = None) -> None:
-        """Close the response and release the upstream slot (idempotent). A 2xx stream counts `healthy` for or
-        against the upstream's circuit (None: neither, as for a stream its client left)."""
+        """Close the response and release the upstream slot (idempotent). An answer to a stream request counts
+        `healthy` for or against the upstream's circuit (None: neither, as for a stream its client left)."""
         if self._closed:
             return
         self._closed = True
@@ -223,7 +253,7 @@ async def _try_upstream(
                 attempts.append(Attempt(upstream.name, status, None, _ms(started), f"http_{status}"))
                 return response  # counted for or against the circuit by `dispatch`, which reads it
             attempts.append(Attempt(upstream.name, status, "retryable status", _ms(started), f"http_{status}"))
-            await response.aread()  # a small body, kept for the client should this be the last answer
+            response = await _read_refusal(response)  # kept for the client should this be the last answer
         delay = _hinted_delay_s(response)
         if delay is None:
             delay = config.backoff_s * (2**retry)
@@ -247,6 +277,19 @@ async def _try_upstream(
     return None
 
 
+async def _read_refusal(response: httpx.Response) -> httpx.Response:
+    """A 429 or 503 read whole (a small body); one whose body breaks off is kept as its status and headers alone,
+    still a refusal for load (read unguarded, it was the gateway's own 500)."""
+    try:
+        await response.aread()
+    except httpx.TransportError:
+        await response.aclose()
+        kept = {k: v for k, v in response.headers.items()
+                if k.lower() not in ("content-length", "content-encoding", "transfer-encoding")}
+        return httpx.Response(response.status_code, headers=kept, content=b"", request=response.request)
+    return response
+
+
 def json_value(content: bytes) -> Any:
     """An answer's JSON value, None when it is no JSON (a proxy's page, a truncated body, NaN, nesting too deep)."""
     try:
@@ -255,16 +298,6 @@ def json_value(content: bytes) -> Any:
         return None
 
 
-def _is_an_answer(dispatched: Dispatched, *, stream: bool) -> bool:
-    """Whether a final answer counts for the upstream's circuit. A proxy's 502/504 says the server behind it is
-    unreachable; a 500 is about this request (one client's prompt the model fails on, retried twice by the openai
-    client): counted, it let one bad prompt open the circuit and black out the route for everyone. A whole 2xx that is
-    no JSON object (a proxy's HTML page, a truncated body) is no answer either: counted as a success, an upstream that
-    sent only such pages kept its circuit closed and its route never fell over to the next."""
-    status = dispatched.response.status_code
-    if status in UNHEALTHY_STATUSES:
-        return False
-    return stream or not 200 <= status < 300 or isinstance(dispatched.payload, dict)
 
 
 def _describe(exc: Exception) -> str:
@@ -334,15 +367,14 @@ async def dispatch(
         if response is None:
             await upstream.gate.release()
             continue
-        dispatched = Dispatched(response, upstream, attempts, counts_at_close=stream and response.is_success)
+        dispatched = Dispatched(response, upstream, attempts, counts_at_close=stream)
         if not stream:
             try:
                 await response.aread()
                 dispatched.payload = json_value(response.content)
             finally:
                 await dispatched.close()
-        if not dispatched.counts_at_close:
-            await upstream.count(_is_an_answer(dispatched, stream=stream))
+            await upstream.count(dispatched.is_an_answer())
         return dispatched
     if refusals:
         # an upstream that answered still refused for its load: its answer (status, body, Retry-After) reaches the

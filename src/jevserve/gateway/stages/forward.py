@@ -24,7 +24,7 @@ from jevserve.gateway.inference_headers import inference_headers
 from jevserve.gateway.questions import LENGTH_LEVEL_TOKENS, middle_level_tokens
 from jevserve.gateway.runtime import Gateway
 from jevserve.gateway.stages.act import Forward, prompt_tokens
-from jevserve.gateway.upstream import Dispatched, dispatch, json_value
+from jevserve.gateway.upstream import Dispatched, dispatch
 from jevserve.serving import Request as QueueRequest
 
 MIDDLE_LEVEL_TOKENS = middle_level_tokens(LENGTH_LEVEL_TOKENS)
@@ -97,10 +97,15 @@ async def forward(gateway: Gateway, ctx: RequestContext, plan: Forward) -> Upstr
         gateway.metrics.upstream_ms.labels(dispatched.upstream.name).observe(ctx.upstream_ms)
         return UpstreamReply(dispatched, response.status_code, streaming=True)
     if stream:  # an error, or an answer that is no stream, to a stream request: read whole, as without stream
-        await response.aread()
-        dispatched.payload = json_value(response.content)
-        # a JSON object is an answer (an upstream that ignores `stream: true`); a proxy's page in its place is not
-        await dispatched.close(healthy=isinstance(dispatched.payload, dict))
+        try:
+            await dispatched.read_whole()
+        except UpstreamError as exc:  # its body broke off or stalled: a 502/504 as for a request that does not stream
+            ctx.upstream_ms = (time.monotonic() - started) * 1000
+            ctx.outcome["attempts"] = [a.describe() for a in exc.attempts]
+            ctx.outcome["status"] = exc.status_code
+            gateway.metrics.upstream_attempts.labels(dispatched.upstream.name, exc.attempts[-1].outcome).inc()
+            logger.warning("request %s: %s (%s)", ctx.request_id, exc.message, "; ".join(ctx.outcome["attempts"]))
+            raise
         ctx.upstream_ms = (time.monotonic() - started) * 1000
     gateway.metrics.upstream_ms.labels(dispatched.upstream.name).observe(ctx.upstream_ms)
     if stream and response.status_code < 400:
