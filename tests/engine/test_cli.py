@@ -43,3 +43,11 @@ def test_the_end_of_the_shutdown_grace_is_one_note_not_uvicorns_error(capsys):
     assert note.filter(cancel) is False and note.filter(other) is True
     assert capsys.readouterr().err == (
         "jevserve engine: shutting down: 2 open request(s) ended with a 503 after the 1 s grace\n")
+
+
+def test_the_start_line_says_the_scheduler_settings_a_plan_depends_on():
+    from jevserve.engine.cli import settings_said
+    from jevserve.serving.engine_config import EngineConfig
+
+    said = settings_said(50562, EngineConfig(max_num_seqs=4))
+    assert said == "50562 KV blocks, max_num_seqs 4, max_num_batched_tokens 8192"

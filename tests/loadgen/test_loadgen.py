@@ -5,6 +5,7 @@ import gc
 import itertools
 import json
 import math
+import socket
 import threading
 import time
 
@@ -14,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from jevserve.cli import main
+from jevserve.loadgen.client import RequestResult
 from jevserve.loadgen.report import build_report, markdown
 from jevserve.loadgen.run import replay
 from jevserve.loadgen.workload import PlannedRequest
@@ -373,3 +375,52 @@ def test_failures_that_differ_only_in_their_numbers_are_one_reason():
     assert (failure_reason("http 404: the model `nope` does not exist; this engine serves `Qwen/Qwen3-8B`")
             == "http 404: the model `nope` does not exist; this engine serves `Qwen/Qwen3-8B`")
     assert failure_reason(None) == "unknown"
+
+
+def _served_one_at_a_time(rate_rps: float, service_s: float, n: int = 400) -> list[RequestResult]:
+    """A server answering one request at a time in `service_s`, sent `rate_rps` requests a second."""
+    results, free_at = [], 0.0
+    for i in range(n):
+        send = i / rate_rps
+        start = max(send, free_at)
+        free_at = start + service_s
+        results.append(RequestResult(f"r{i}", send, sent=True, ok=True, ttft_s=start - send + service_s / 2,
+                                     e2el_s=free_at - send, num_output_tokens=5))
+    return results
+
+
+def test_a_server_that_falls_behind_the_offered_load_is_said_to_and_one_that_keeps_up_is_not():
+    # above a server's capacity loadgen printed plausible figures and exited 0 with no word, at 20 req/s against a
+    # bound of 3.2 as at 3.5 (an outside tester's); the simulator's steady-state test is run on the replay
+    from jevserve.loadgen.report import keeps_up_note
+
+    behind = build_report(_served_one_at_a_time(10, 0.2), slo=Slo(ttft_ms=1000))
+    assert behind.steady is not None and behind.steady.keeps_up is False
+    assert "| keeps up (steady state) | no: completions " in markdown(behind, {"slo": {"ttft": 1000}})
+    assert keeps_up_note(behind.steady, {}).startswith("warning: the server fell behind the offered load")
+    kept = build_report(_served_one_at_a_time(2, 0.2), slo=Slo(ttft_ms=1000))
+    assert kept.steady.keeps_up is True and keeps_up_note(kept.steady, {}) is None
+    assert "| keeps up (steady state) | yes |" in markdown(kept, {"slo": {"ttft": 1000}})
+    short = build_report(_served_one_at_a_time(2, 0.2, n=8), slo=Slo(ttft_ms=1000))
+    assert short.steady.keeps_up is None and "too short to tell" in keeps_up_note(short.steady, {})
+
+
+def test_the_table_names_its_slo_and_the_clock_its_times_are_in():
+    # "duration (s) 232.68" for a run of 119 s at --speedup 2, and attainment with no word of the SLO it counts
+    report = build_report(_served_one_at_a_time(2, 0.2, n=20), slo=Slo(ttft_ms=500, tpot_ms=50), speedup=2.0)
+    table = markdown(report, {"speedup": 2.0, "slo": {"ttft": 500, "tpot": 50}})
+    assert "| SLO (attainment and goodput) | ttft ≤ 500 ms and tpot ≤ 50 ms |" in table
+    assert "| duration (engine s) |" in table and "the wall clock's times the speedup" in table
+    assert "| duration (s) |" in markdown(report, {"speedup": 1, "slo": {"ttft": 500}})
+
+
+def test_a_server_that_is_not_there_is_said_so_not_told_to_give_a_model():
+    # "cannot read the model … give --model": with --model every request then failed the same way
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    with pytest.raises(SystemExit) as exc:
+        main(["loadgen", "--port", str(port), "--num-prompts", "2", "--disable-tqdm"])
+    said = str(exc.value.code)
+    assert f"nothing answers at http://127.0.0.1:{port}" in said and "is the server running there?" in said
+    assert "give --model" not in said

@@ -43,6 +43,7 @@ def test_arrival_spec_parses_what_the_cli_accepts():
     assert ArrivalSpec.parse("mmpp:8:0.1") == ArrivalSpec("mmpp", burst_ratio=8.0, burst_share=0.1)
     assert str(ArrivalSpec.parse("mmpp")) == "mmpp:4:0.2:100"
     for bad, message in [("mmpp:4:1.5", "burst_share=1.5"), ("gamma:x", "must be numbers"),
+                         ("mmpp:0.5", r"burst_ratio=0.5; expected a number >= 1 \(the burst"),
                          ("gamma:1:2", "expected poisson"), ("weibull", "unknown arrival process 'weibull'"),
                          ("gamma:inf", "expected poisson")]:
         with pytest.raises(WorkloadError, match=message):

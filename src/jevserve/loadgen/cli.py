@@ -102,7 +102,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="Gamma shape of the gaps: 1 is Poisson, lower is burstier (default: 1)")
     p.add_argument("--arrival-process", type=arrivals_arg(allow_trace=False), default=None,
                    help="poisson, gamma:CV or an on-off process mmpp:BURST_RATIO:BURST_SHARE:MEAN_PHASE_GAPS "
-                   "(overrides --burstiness)")
+                   "(trailing fields left out take 4, 0.2 and 100; overrides --burstiness)")
     p.add_argument("--max-concurrency", type=positive_int("--max-concurrency"), default=None,
                    help="at most this many requests in flight (default: no limit)")
     p.add_argument("--seed", type=seed_arg, default=0, help="seed of the sample and the arrivals (default: 0)")
@@ -153,6 +153,10 @@ def _listed_model(url: str) -> dict:
 
     try:
         response = httpx.get(f"{url}/v1/models", timeout=10)
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        # nothing there: "give --model" sent every request on to fail the same way
+        raise SystemExit(f"jevserve loadgen: error: nothing answers at {url} ({str(exc) or type(exc).__name__}): "
+                         "is the server running there? (check --base-url, --host and --port)") from None
     except httpx.HTTPError as exc:
         raise fail(str(exc) or type(exc).__name__) from None
     if response.status_code != 200:
@@ -309,7 +313,7 @@ def _finish(args: argparse.Namespace, results, interrupted: bool, *, url: str, e
             process: str, goals: dict, slo, path: Path | None, date: str, server_before,
             server_speedup: float | None = None) -> int:
     """Report and save a replay (partial when `interrupted`); the exit status."""
-    from jevserve.loadgen.report import build_report, markdown, report_dict
+    from jevserve.loadgen.report import build_report, keeps_up_note, markdown, report_dict
     from jevserve.loadgen.server_metrics import disagreement, read_server_ttft, server_mean_ttft_ms
 
     report = build_report(results, slo=slo, speedup=args.speedup, interrupted=interrupted,
@@ -324,6 +328,9 @@ def _finish(args: argparse.Namespace, results, interrupted: bool, *, url: str, e
                 "speedup": args.speedup, "slo": goals, "server_mean_ttft_ms": server_ms}
     table = markdown(report, settings)
     print(table, end="")
+    said = keeps_up_note(report.steady, {**settings, "num_sent": report.num_sent})
+    if said:
+        print(said, file=sys.stderr)
     if report.summary is not None:
         note = disagreement(report.summary.ttft_ms.mean, server_ms, server_after.lag_s if server_after else None,
                             args.speedup, server_speedup=server_speedup)

@@ -17,6 +17,7 @@ import numpy as np
 
 from jevserve.loadgen.client import RequestResult
 from jevserve.sim.metrics import RequestRecord, RunSummary, Slo, is_good, summarize
+from jevserve.sim.steady import SteadyReading, steady_reading
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,7 @@ class LoadgenReport:
     interrupted: bool
     percentiles: dict[str, dict[str, float]]  # extra percentiles asked for, by metric, in milliseconds
     num_not_sent: int = 0  # planned requests an interrupt stopped before they were sent: in no figure above
+    steady: SteadyReading | None = None  # whether the server kept up (the simulator's test); None: nothing sent
 
     @property
     def num_failed(self) -> int:
@@ -56,6 +58,20 @@ def records(results: Sequence[RequestResult], speedup: float) -> tuple[list[Requ
         if r.itls_s:
             itls.append(np.asarray(r.itls_s) * speedup)
     return out, itls
+
+
+def steady_records(sent: Sequence[RequestResult], speedup: float) -> list[RequestRecord]:
+    """Every sent request as a record for the steady-state test (engine seconds). A failed request finished when
+    its answer ended, or never (a timeout, a dropped connection: left out, an overloaded server's timeouts hid its
+    backlog); its wait is until its first token, what a client sees of the queue (the engine's wait and its
+    prefill)."""
+    out = []
+    for r in sent:
+        e2el = r.e2el_s * speedup if r.e2el_s is not None else math.inf
+        ttft = r.ttft_s * speedup if r.ttft_s is not None else e2el
+        out.append(RequestRecord(r.request_id, r.send_s * speedup, r.num_prompt_tokens or 0, r.num_output_tokens,
+                                 ttft, e2el, None, ttft, 0))
+    return out
 
 
 # a number that starts a word (`62609 tokens`, `30.5s`), not one inside a name (`Qwen/Qwen3-8B`, `gpt-4o`, a request
@@ -86,8 +102,9 @@ def build_report(results: Sequence[RequestResult], *, slo: Slo, speedup: float =
         for name, xs in values.items():
             arr = np.asarray(xs, dtype=np.float64) * 1000
             extra[name] = {f"p{p:g}": float(np.percentile(arr, p)) if arr.size else math.nan for p in percentiles}
+    steady = steady_reading(steady_records(sent, speedup)) if sent else None
     return LoadgenReport(len(sent), len(done), failures, summary, good / len(sent) if sent else math.nan,
-                         interrupted, extra, len(results) - len(sent))
+                         interrupted, extra, len(results) - len(sent), steady)
 
 
 def report_dict(report: LoadgenReport, settings: dict) -> dict:
@@ -101,14 +118,48 @@ def report_dict(report: LoadgenReport, settings: dict) -> dict:
         # preemptions) is left out rather than written as a measured 0 or NaN
         unseen = ("max_wait_s", "long_wait_p999_s", "num_preemptions")
         out.update({k: v for k, v in report.summary.as_dict().items() if k not in unseen})
+    if report.steady is not None:
+        out.update(report.steady.verdict.as_dict())
+        out["keeps_up"] = report.steady.keeps_up  # None: too short to tell
+        out["keep_up_too_short"] = report.steady.too_short
     return out
+
+
+def keeps_up_words(steady: SteadyReading) -> str:
+    """The steady-state verdict for the table."""
+    if steady.keeps_up is None:
+        return "too short to tell"
+    if not steady.keeps_up:
+        return (f"no: completions {100 * steady.verdict.completion_ratio:.0f}% of the second half's arrivals, "
+                f"waiting grew by {100 * steady.verdict.waiting_growth:.0f}% of them")
+    return "yes" if steady.behind is None else "yes, within the tolerance"
+
+
+def keeps_up_note(steady: SteadyReading | None, settings: dict) -> str | None:
+    """What to say after the table: a server that fell behind (above its capacity a finite run still prints
+    plausible latencies, worse the longer it runs), a run too short to tell, or a backlog growing within the
+    tolerance; None when it kept up."""
+    if steady is None:
+        return None
+    more = f"rerun with more requests (--num-prompts, more than {settings.get('num_sent', 'these')})"
+    if steady.keeps_up is False:
+        return ("warning: the server fell behind the offered load (the backlog grew): throughput, attainment and "
+                "goodput above are no steady-state figures, and a longer run gives worse ones; lower "
+                "--request-rate to find the rate it keeps up with")
+    if steady.too_short:
+        return f"note: the run is too short to tell whether the server keeps up: {steady.too_short}; {more}"
+    if steady.behind:
+        return f"note: the server kept up within the 5% tolerance, but {steady.behind}; {more} to see it grow"
+    return None
 
 
 def markdown(report: LoadgenReport, settings: dict) -> str:
     """A markdown table of the replay's results."""
     lines = [f"Load generator: {report.num_planned} requests to "
              f"{settings.get('base_url', '?')} ({settings.get('dataset_name', '?')}, rate "
-             f"{settings.get('request_rate', '?')} req/s, speedup {settings.get('speedup', 1)})", "",
+             f"{settings.get('request_rate', '?')} req/s, speedup {settings.get('speedup', 1)}"
+             + ("; times, rates and throughputs in the server's seconds, the wall clock's times the speedup"
+                if settings.get("speedup", 1) != 1 else "") + ")", "",
              "| metric | value |", "|---|---|",
              f"| completed / failed | {report.num_completed} / {report.num_failed} |"]
     for reason, count in sorted(report.failures.items()):
@@ -119,7 +170,10 @@ def markdown(report: LoadgenReport, settings: dict) -> str:
         lines.append(f"| not sent (interrupted first; in no figure here) | {report.num_not_sent} |")
     s = report.summary
     if s is not None:
-        lines += [f"| duration (s) | {s.duration_s:.2f} |",
+        clock = "s" if settings.get("speedup", 1) == 1 else "engine s"  # with --speedup, the server's clock
+        slo = settings.get("slo") or {}
+        lines += [f"| SLO (attainment and goodput) | {' and '.join(f'{k} ≤ {v:g} ms' for k, v in slo.items())} |",
+                  f"| duration ({clock}) | {s.duration_s:.2f} |",
                   f"| request throughput (req/s) | {s.request_throughput:.2f} |",
                   f"| output token throughput (tok/s) | {s.output_throughput:.1f} |"]
         for name, stats in (("TTFT", s.ttft_ms), ("TPOT", s.tpot_ms), ("ITL", s.itl_ms), ("E2EL", s.e2el_ms)):
@@ -128,6 +182,8 @@ def markdown(report: LoadgenReport, settings: dict) -> str:
         lines += [f"| SLO attainment (completed) | {100 * s.slo_attainment:.1f}% |",
                   f"| SLO attainment (all sent, failures as misses) | {100 * report.attainment_all:.1f}% |",
                   f"| goodput (req/s) | {s.goodput_rps:.2f} |"]
+    if report.steady is not None:
+        lines.append(f"| keeps up (steady state) | {keeps_up_words(report.steady)} |")
     for name, values in report.percentiles.items():
         lines.append(f"| {name.upper()} " + " / ".join(values) + " (ms) | "
                      + " / ".join(f"{v:.1f}" for v in values.values()) + " |")

@@ -55,7 +55,9 @@ def mmpp_arrivals(
     arrive in the same pattern at every rate and only the time scale changes.
     """
     _check("rate_rps", rate_rps)
-    _check("burst_ratio", burst_ratio, minimum=1.0 - 1e-12)
+    if not burst_ratio >= 1:  # said as the bound it is (it read "> 0.999999999999")
+        raise WorkloadError(f"burst_ratio={burst_ratio!r}; expected a number >= 1 (the burst state's rate over the "
+                            "calm state's)")
     _check("mean_phase_gaps", mean_phase_gaps)
     if not 0 < burst_share < 1:
         raise WorkloadError(f"burst_share={burst_share!r}; expected a fraction in (0, 1)")

@@ -147,3 +147,30 @@ def falling_behind(waiting_growth: float, completion_ratio: float, swing: float)
     if completion_ratio < 1 - max(NOTED_GROWTH, swing):
         said.append(f"completions fell {100 * (1 - completion_ratio):.1f}% short of the second half's arrivals")
     return " and ".join(said) or None
+
+
+@dataclass(frozen=True, slots=True)
+class SteadyReading:
+    """What one finished run says about its steady state, as far as it can tell; what `jevserve sim run` and
+    `jevserve loadgen` print after a run."""
+
+    verdict: KeepUp
+    too_short: str | None  # why the completion test cannot tell (None: it can, or the queue grew past tol anyway)
+    behind: str | None  # what says a run within the tolerance may still be falling behind
+
+    @property
+    def keeps_up(self) -> bool | None:
+        """True, False, or None when the run is too short to tell."""
+        return verdict_as_far_as_told(self.verdict, self.too_short)[0]
+
+
+def steady_reading(records: Sequence[RequestRecord]) -> SteadyReading:
+    """keep_up, too_short_to_tell and falling_behind of one run, read together."""
+    verdict = keep_up(records)
+    short = too_short_to_tell(records)
+    if short and verdict_as_far_as_told(verdict, short)[0] is False:
+        short = None  # its waiting queue grew past the tolerance: it falls behind, however long the run
+    behind = None
+    if verdict.keeps_up and not short:
+        behind = falling_behind(verdict.waiting_growth, verdict.completion_ratio, completion_swing(records))
+    return SteadyReading(verdict, short, behind)
