@@ -124,12 +124,9 @@ class Dispatched:
         try:
             await self.response.aread()
         except httpx.TransportError as exc:
-            kind = "read_timeout" if isinstance(exc, httpx.TimeoutException) else "read_error"
-            self.attempts.append(Attempt(self.upstream.name, None, _describe(exc), _ms(started), kind))
+            failed = _failed_after_sending(self.upstream.name, exc, started, self.attempts)
             await self.close(healthy=False)
-            raise (UpstreamTimeoutError if kind == "read_timeout" else UpstreamError)(
-                f"{self.attempts[-1].public()}; not retried, since the model may have run it", attempts=self.attempts
-            ) from None
+            raise failed from None
         except BaseException:
             await self.close()
             raise
@@ -241,12 +238,9 @@ async def _try_upstream(
             kind = "connect_timeout" if isinstance(exc, httpx.TimeoutException) else "connect_error"
             attempts.append(Attempt(upstream.name, None, _describe(exc), _ms(started), kind))
         except httpx.TransportError as exc:  # sent: the model may be working on it, so it is not sent again
-            kind = "read_timeout" if isinstance(exc, httpx.TimeoutException) else "read_error"
-            attempts.append(Attempt(upstream.name, None, _describe(exc), _ms(started), kind))
+            failed = _failed_after_sending(upstream.name, exc, started, attempts)
             await upstream.count(False)
-            raise (UpstreamTimeoutError if kind == "read_timeout" else UpstreamError)(
-                f"{attempts[-1].public()}; not retried, since the model may have run it", attempts=attempts
-            ) from None
+            raise failed from None
         else:
             status = response.status_code
             if status not in RETRYABLE_STATUSES:
@@ -275,6 +269,17 @@ async def _try_upstream(
     if not (status == 429 and response is not None):
         await upstream.count(False)
     return None
+
+
+def _failed_after_sending(
+    name: str, exc: httpx.TransportError, started: float, attempts: list[Attempt]
+) -> UpstreamError:
+    """The error of a request whose answer broke off (502) or stalled (504) after it was sent, its attempt appended:
+    not sent again, since the model may have run it."""
+    kind = "read_timeout" if isinstance(exc, httpx.TimeoutException) else "read_error"
+    attempts.append(Attempt(name, None, _describe(exc), _ms(started), kind))
+    return (UpstreamTimeoutError if kind == "read_timeout" else UpstreamError)(
+        f"{attempts[-1].public()}; not retried, since the model may have run it", attempts=attempts)
 
 
 async def _read_refusal(response: httpx.Response) -> httpx.Response:

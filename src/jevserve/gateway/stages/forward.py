@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,7 @@ from jevserve.gateway.inference_headers import inference_headers
 from jevserve.gateway.questions import LENGTH_LEVEL_TOKENS, middle_level_tokens
 from jevserve.gateway.runtime import Gateway
 from jevserve.gateway.stages.act import Forward, prompt_tokens
-from jevserve.gateway.upstream import Dispatched, dispatch
+from jevserve.gateway.upstream import Attempt, Dispatched, dispatch
 from jevserve.serving import Request as QueueRequest
 
 MIDDLE_LEVEL_TOKENS = middle_level_tokens(LENGTH_LEVEL_TOKENS)
@@ -75,12 +76,7 @@ async def forward(gateway: Gateway, ctx: RequestContext, plan: Forward) -> Upstr
             headers=upstream_headers(ctx, plan),
         )
     except (UpstreamError, UpstreamsBusyError) as exc:  # the client's message names no host; the log keeps them
-        ctx.upstream_ms = (time.monotonic() - started) * 1000
-        ctx.outcome = {"upstream": None, "status": exc.status_code, "attempts": [a.describe() for a in exc.attempts]}
-        for attempt in exc.attempts:
-            gateway.metrics.upstream_attempts.labels(attempt.upstream, attempt.outcome).inc()
-        if isinstance(exc, UpstreamError):  # a full queue is load, counted and logged per request, not a warning
-            logger.warning("request %s: %s (%s)", ctx.request_id, exc.message, "; ".join(ctx.outcome["attempts"]))
+        _note_failure(gateway, ctx, exc, started, None, exc.attempts)
         raise
     ctx.upstream_ms = (time.monotonic() - started) * 1000  # until the first byte when streaming
     response = dispatched.response
@@ -100,17 +96,25 @@ async def forward(gateway: Gateway, ctx: RequestContext, plan: Forward) -> Upstr
         try:
             await dispatched.read_whole()
         except UpstreamError as exc:  # its body broke off or stalled: a 502/504 as for a request that does not stream
-            ctx.upstream_ms = (time.monotonic() - started) * 1000
-            ctx.outcome["attempts"] = [a.describe() for a in exc.attempts]
-            ctx.outcome["status"] = exc.status_code
-            gateway.metrics.upstream_attempts.labels(dispatched.upstream.name, exc.attempts[-1].outcome).inc()
-            logger.warning("request %s: %s (%s)", ctx.request_id, exc.message, "; ".join(ctx.outcome["attempts"]))
+            _note_failure(gateway, ctx, exc, started, dispatched.upstream.name, exc.attempts[-1:])
             raise
         ctx.upstream_ms = (time.monotonic() - started) * 1000
     gateway.metrics.upstream_ms.labels(dispatched.upstream.name).observe(ctx.upstream_ms)
     if stream and response.status_code < 400:
         return UpstreamReply(dispatched, 502, error=not_a_stream(response, dispatched.payload))
     return _whole_reply(dispatched, response)
+
+
+def _note_failure(gateway: Gateway, ctx: RequestContext, exc: UpstreamError | UpstreamsBusyError, started: float,
+                  upstream: str | None, new_attempts: Sequence[Attempt]) -> None:
+    """Log, count and keep for the decision log a request no upstream answered (`upstream`: the one whose answer
+    broke off, None when none answered); `new_attempts` are those not counted in the metrics yet."""
+    ctx.upstream_ms = (time.monotonic() - started) * 1000
+    ctx.outcome = {"upstream": upstream, "status": exc.status_code, "attempts": [a.describe() for a in exc.attempts]}
+    for attempt in new_attempts:
+        gateway.metrics.upstream_attempts.labels(attempt.upstream, attempt.outcome).inc()
+    if isinstance(exc, UpstreamError):  # a full queue is load, counted and logged per request, not a warning
+        logger.warning("request %s: %s (%s)", ctx.request_id, exc.message, "; ".join(ctx.outcome["attempts"]))
 
 
 # The upstream's answer headers a client paces itself by (OpenAI's rate-limit headers, vLLM's and OpenAI's
