@@ -980,3 +980,59 @@ def test_a_whole_answer_to_a_stream_request_whose_body_stalls_is_a_504():
     assert answer.status_code == 504 and answer.json()["error"]["message"] == (
         "a: nothing within its timeout after the request was sent; not retried, since the model may have run it")
     assert run(_get(app, "/healthz")).json()["upstreams"]["a"]["in_flight"] == 0
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("status", [200, 500, 503])
+def test_an_answer_labelled_gzip_that_is_not_is_a_502_counted_against_the_circuit(stream, status):
+    # httpx's DecodingError is no TransportError: it was the gateway's own 500, in no metric, and the circuit never
+    # opened, so the route never fell over to its next upstream
+    config = {"upstreams": [{"name": "a", "url": "http://a.test/v1", "max_retries": 0, "breaker_failures": 2},
+                            {"name": "b", "url": "http://b.test/v1", "max_retries": 0}]}
+    class Plain(httpx.AsyncByteStream):  # read as it arrives, as from a socket (content= is decoded at once)
+        async def __aiter__(self):
+            yield b'{"choices": []}'
+
+    mislabelled = StubUpstream(lambda body: httpx.Response(
+        status, stream=Plain(), headers={"content-type": "application/json", "content-encoding": "gzip"}))
+    app, _, _ = make_app(upstreams={"a": mislabelled, "b": StubUpstream()}, config=config)
+
+    async def ask(count: int) -> list[httpx.Response]:
+        async with client(app) as c:
+            return [await c.post("/v1/chat/completions", json={**HI, "stream": stream}) for _ in range(count)]
+
+    answers = run(ask(3))
+    if status == 503 and stream:  # a refusal for load whose body cannot be read is still that refusal: the next
+        assert [a.status_code for a in answers[:2]] == [200, 200]  # upstream takes the request
+    else:
+        assert [a.status_code for a in answers[:2]] == [502, 502]
+        assert answers[0].json()["error"]["message"] == (
+            "a: answer not readable by its Content-Encoding; not retried, since the model may have run it")
+    assert answers[2].status_code == 200 and len(mislabelled.requests) == 2  # the circuit opened: b answered
+    assert run(_get(app, "/healthz")).json()["upstreams"]["a"]["in_flight"] == 0
+
+
+def test_a_client_that_leaves_while_a_refusals_body_stalls_gives_the_connection_back():
+    # the 429/503 body read had no cleanup on cancellation: two such clients held a `max_concurrency: 2`
+    # upstream's connections for good, and every later request failed to connect
+    closed: list[bool] = []
+
+    class Stalled(httpx.AsyncByteStream):
+        async def __aiter__(self):
+            yield b'{"error": '
+            await asyncio.sleep(30)
+
+        async def aclose(self) -> None:
+            closed.append(True)
+
+    busy = StubUpstream(lambda body: httpx.Response(503, stream=Stalled(),
+                                                    headers={"content-type": "application/json"}))
+    app, _, _ = make_app(upstreams={"a": busy})
+
+    async def leave() -> None:
+        async with client(app) as c:
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(c.post("/v1/chat/completions", json={**HI, "stream": True}), 0.3)
+
+    run(leave())
+    assert closed == [True]

@@ -48,6 +48,10 @@ from jevserve.serving import Request, make_queue_policy
 MAX_HINTED_BACKOFF_S = 5.0
 
 
+# An answer whose body broke off, stalled or cannot be decoded by its Content-Encoding (a body labelled gzip that is
+# not: httpx's DecodingError is no TransportError, and it was the gateway's own 500, never counted for the circuit)
+BROKEN_ANSWER = (httpx.TransportError, httpx.DecodingError)
+
 # Answers that say the upstream did not start on the request, so sending it again cannot run it twice.
 RETRYABLE_STATUSES = frozenset({429, 503})
 UNHEALTHY_STATUSES = frozenset({502, 504})  # answers that count against the circuit (with the retried 503)
@@ -82,6 +86,7 @@ _PUBLIC_OUTCOMES = {
     "queue_timeout": "no slot before the deadline",
     "read_timeout": "nothing within its timeout after the request was sent",
     "read_error": "connection broken after the request was sent",
+    "bad_encoding": "answer not readable by its Content-Encoding",
 }
 
 
@@ -123,7 +128,7 @@ class Dispatched:
         started = time.monotonic()
         try:
             await self.response.aread()
-        except httpx.TransportError as exc:
+        except BROKEN_ANSWER as exc:
             failed = _failed_after_sending(self.upstream.name, exc, started, self.attempts)
             await self.close(healthy=False)
             raise failed from None
@@ -237,7 +242,7 @@ async def _try_upstream(
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:  # it never reached the model
             kind = "connect_timeout" if isinstance(exc, httpx.TimeoutException) else "connect_error"
             attempts.append(Attempt(upstream.name, None, _describe(exc), _ms(started), kind))
-        except httpx.TransportError as exc:  # sent: the model may be working on it, so it is not sent again
+        except BROKEN_ANSWER as exc:  # sent: the model may be working on it, so it is not sent again
             failed = _failed_after_sending(upstream.name, exc, started, attempts)
             await upstream.count(False)
             raise failed from None
@@ -271,12 +276,11 @@ async def _try_upstream(
     return None
 
 
-def _failed_after_sending(
-    name: str, exc: httpx.TransportError, started: float, attempts: list[Attempt]
-) -> UpstreamError:
-    """The error of a request whose answer broke off (502) or stalled (504) after it was sent, its attempt appended:
-    not sent again, since the model may have run it."""
-    kind = "read_timeout" if isinstance(exc, httpx.TimeoutException) else "read_error"
+def _failed_after_sending(name: str, exc: httpx.HTTPError, started: float, attempts: list[Attempt]) -> UpstreamError:
+    """The error of a request whose answer broke off or could not be decoded (502) or stalled (504) after it was
+    sent, its attempt appended: not sent again, since the model may have run it."""
+    kind = ("read_timeout" if isinstance(exc, httpx.TimeoutException)
+            else "bad_encoding" if isinstance(exc, httpx.DecodingError) else "read_error")
     attempts.append(Attempt(name, None, _describe(exc), _ms(started), kind))
     return (UpstreamTimeoutError if kind == "read_timeout" else UpstreamError)(
         f"{attempts[-1].public()}; not retried, since the model may have run it", attempts=attempts)
@@ -287,11 +291,16 @@ async def _read_refusal(response: httpx.Response) -> httpx.Response:
     still a refusal for load (read unguarded, it was the gateway's own 500)."""
     try:
         await response.aread()
-    except httpx.TransportError:
+    except BROKEN_ANSWER:
         await response.aclose()
         kept = {k: v for k, v in response.headers.items()
                 if k.lower() not in ("content-length", "content-encoding", "transfer-encoding")}
         return httpx.Response(response.status_code, headers=kept, content=b"", request=response.request)
+    except BaseException:
+        # a client that left while the body stalled: its connection goes back (kept open, two of them held a
+        # `max_concurrency: 2` upstream's connections for good)
+        await response.aclose()
+        raise
     return response
 
 
