@@ -81,6 +81,7 @@ def test_an_unwritable_results_folder_is_refused_before_anything_is_asked(capsys
     # an outside tester's mistakes: a URL with no host, a port past 65535, the route instead of the server's root
     (["--endpoint", "http://", "--model", "m"], "the URL names no host"),
     (["--endpoint", "http://127.0.0.1:99999", "--model", "m"], "the port is not a number from 1 to 65535"),
+    (["--endpoint", "http://127.0.0.1:0", "--model", "m"], "the port is not a number from 1 to 65535"),  # was warned
     (["--endpoint", "http://127.0.0.1:9/v1/systemone", "--model", "m"], "give the server's root (http://127.0.0.1:9)"),
     (["--endpoint", "embedded", "--model", ""], "--model '': expected a model's name"),  # ran the whole bench
     # a mistyped embedded name was said only after the data had loaded (half a minute)

@@ -77,9 +77,11 @@ def check_endpoint_arguments(endpoint: str, model: str | None, api_key_env: str 
         raise EndpointError(f"--endpoint {endpoint!r}; expected 'embedded' or a URL such as http://127.0.0.1:8795")
     parts = urlsplit(endpoint)
     try:
-        parts.port  # noqa: B018 - read for its ValueError: a port out of range
+        port = parts.port  # read for its ValueError: a port out of range
     except ValueError:
-        raise EndpointError(f"--endpoint {endpoint!r}: the port is not a number from 1 to 65535") from None
+        port = -1
+    if port is not None and not 1 <= port <= 65535:  # port 0 too: nothing ever answers there
+        raise EndpointError(f"--endpoint {endpoint!r}: the port is not a number from 1 to 65535")
     if not parts.hostname:
         raise EndpointError(f"--endpoint {endpoint!r}: the URL names no host; e.g. http://127.0.0.1:8795")
     path = parts.path.rstrip("/")
