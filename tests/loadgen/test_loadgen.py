@@ -385,7 +385,8 @@ def _served_one_at_a_time(rate_rps: float, service_s: float, n: int = 400) -> li
         start = max(send, free_at)
         free_at = start + service_s
         results.append(RequestResult(f"r{i}", send, sent=True, ok=True, ttft_s=start - send + service_s / 2,
-                                     e2el_s=free_at - send, num_output_tokens=5))
+                                     e2el_s=free_at - send, num_output_tokens=5, planned_s=send,
+                                     ended_s=free_at - send))
     return results
 
 
@@ -397,7 +398,7 @@ def test_a_server_that_falls_behind_the_offered_load_is_said_to_and_one_that_kee
     behind = build_report(_served_one_at_a_time(10, 0.2), slo=Slo(ttft_ms=1000))
     assert behind.steady is not None and behind.steady.keeps_up is False
     assert "| keeps up (steady state) | no: completions " in markdown(behind, {"slo": {"ttft": 1000}})
-    assert keeps_up_note(behind.steady, {}).startswith("warning: the server fell behind the offered load")
+    assert keeps_up_note(behind.steady, {}).startswith("warning: the backlog grew, in the server: the offered load")
     kept = build_report(_served_one_at_a_time(2, 0.2), slo=Slo(ttft_ms=1000))
     assert kept.steady.keeps_up is True and keeps_up_note(kept.steady, {}) is None
     assert "| keeps up (steady state) | yes |" in markdown(kept, {"slo": {"ttft": 1000}})
@@ -424,3 +425,26 @@ def test_a_server_that_is_not_there_is_said_so_not_told_to_give_a_model():
     said = str(exc.value.code)
     assert f"nothing answers at http://127.0.0.1:{port}" in said and "is the server running there?" in said
     assert "give --model" not in said
+
+
+def test_the_steady_verdict_sees_a_closed_loops_queue_and_is_not_fooled_by_errors_or_a_cut_off_run():
+    # an outside tester's closed loop at 2.5 times a server's capacity (--max-concurrency 2) was said to keep up,
+    # timed from the sends; a fast server failing one request in ten "fell behind" (a failure waited for ever); one
+    # failed or cut-off request made any run "too short to tell" ("about inf requests in flight")
+    from jevserve.loadgen.report import keeps_up_note
+
+    closed = _served_one_at_a_time(10, 0.2)
+    for r in closed:  # sent when the one slot came free, due at 10 req/s
+        r.planned_s, r.send_s = r.send_s, r.send_s + r.e2el_s - 0.2
+        r.e2el_s, r.ttft_s, r.ended_s = 0.2, 0.1, 0.2
+    report = build_report(closed, slo=Slo(ttft_ms=1000))
+    assert report.steady.keeps_up is False
+    assert "behind --max-concurrency" in keeps_up_note(report.steady, {"max_concurrency": 1})
+    erring = _served_one_at_a_time(2, 0.2)
+    for r in erring[::10]:  # answered at once with a 500
+        r.ok, r.error, r.ttft_s, r.e2el_s, r.ended_s = False, "http 500", None, None, 0.01
+    erring[-1].ok, erring[-1].error, erring[-1].ended_s = False, "interrupted", None  # cut off by Ctrl-C
+    steady = build_report(erring, slo=Slo(ttft_ms=1000)).steady
+    assert steady.keeps_up is True and steady.too_short is None
+    burst = build_report(_served_one_at_a_time(2, 0.2), slo=Slo(ttft_ms=1000), judge_steady=False)
+    assert burst.steady is None and "not judged: every request sent at once" in markdown(burst, {"request_rate": "inf"})

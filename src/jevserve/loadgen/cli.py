@@ -317,7 +317,7 @@ def _finish(args: argparse.Namespace, results, interrupted: bool, *, url: str, e
     from jevserve.loadgen.server_metrics import disagreement, read_server_ttft, server_mean_ttft_ms
 
     report = build_report(results, slo=slo, speedup=args.speedup, interrupted=interrupted,
-                          percentiles=args.metric_percentiles)
+                          percentiles=args.metric_percentiles, judge_steady=math.isfinite(args.request_rate))
     server_after = read_server_ttft(url) if server_before is not None else None
     server_ms = server_mean_ttft_ms(server_before, server_after)
     settings = {"date": date, "base_url": url, "endpoint": endpoint,

@@ -36,6 +36,8 @@ class RequestResult:
     itls_s: list[float] = field(default_factory=list)
     num_output_tokens: int = 0
     num_prompt_tokens: int | None = None
+    planned_s: float | None = None  # when it was due (wall seconds after the start): later sends waited for a slot
+    ended_s: float | None = None  # wall seconds after its send when it ended, completed or failed (None: cut off)
 
 
 def request_body(request: PlannedRequest, *, model: str, chat: bool, ignore_eos: bool) -> dict:
@@ -90,6 +92,13 @@ async def send(session: aiohttp.ClientSession, url: str, body: dict, result: Req
     sent = time.perf_counter()
     result.send_s = sent - started
     result.sent = True
+    await _exchange(session, url, body, result, timeout_s=timeout_s, sent=sent)
+    result.ended_s = time.perf_counter() - sent  # not reached when the replay is cut off (cancelled)
+    return result
+
+
+async def _exchange(session: aiohttp.ClientSession, url: str, body: dict, result: RequestResult, *,
+                    timeout_s: float, sent: float) -> None:
     last = None
     chunks = 0
     try:
@@ -97,7 +106,7 @@ async def send(session: aiohttp.ClientSession, url: str, body: dict, result: Req
             async with session.post(url, json=body) as response:
                 if response.status != 200:
                     result.error = f"http {response.status}" + _error_text(await response.read())
-                    return result
+                    return
                 async for raw in response.content:
                     line = raw.decode("utf-8").strip()
                     if not line.startswith("data:"):
@@ -108,10 +117,10 @@ async def send(session: aiohttp.ClientSession, url: str, body: dict, result: Req
                     chunk = json.loads(data)
                     if not isinstance(chunk, dict):
                         result.error = "stream: not a JSON object"
-                        return result
+                        return
                     if (message := _stream_error(chunk)) is not None:
                         result.error = f"server error: {message}"  # the server gave up on the request mid-stream
-                        return result
+                        return
                     if chunk.get("usage"):
                         result.num_output_tokens = chunk["usage"].get("completion_tokens", 0)
                         result.num_prompt_tokens = chunk["usage"].get("prompt_tokens")
@@ -126,11 +135,10 @@ async def send(session: aiohttp.ClientSession, url: str, body: dict, result: Req
         result.e2el_s = time.perf_counter() - sent
         if result.ttft_s is None:
             result.error = "stream: no content"
-            return result
+            return
         result.num_output_tokens = result.num_output_tokens or chunks
         result.ok = True
     except TimeoutError:
         result.error = "timeout"
     except (aiohttp.ClientError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         result.error = f"stream: {type(exc).__name__}"
-    return result

@@ -61,16 +61,22 @@ def records(results: Sequence[RequestResult], speedup: float) -> tuple[list[Requ
 
 
 def steady_records(sent: Sequence[RequestResult], speedup: float) -> list[RequestRecord]:
-    """Every sent request as a record for the steady-state test (engine seconds). A failed request finished when
-    its answer ended, or never (a timeout, a dropped connection: left out, an overloaded server's timeouts hid its
-    backlog); its wait is until its first token, what a client sees of the queue (the engine's wait and its
-    prefill)."""
+    """The sent requests as records for the steady-state test (engine seconds), each arriving when it was due: a
+    request that waited for a `--max-concurrency` slot waited in the queue (timed from its send, a closed loop at
+    2.5 times a server's capacity was said to keep up). Its wait is until its first token, what a client sees of
+    the queue (the engine's wait and its prefill); a failed request left the queue when it ended (an error answered
+    at once is no backlog: counted as waiting for ever, a fast server failing one request in ten was said to fall
+    behind); one the replay cut off is left out."""
     out = []
     for r in sent:
-        e2el = r.e2el_s * speedup if r.e2el_s is not None else math.inf
-        ttft = r.ttft_s * speedup if r.ttft_s is not None else e2el
-        out.append(RequestRecord(r.request_id, r.send_s * speedup, r.num_prompt_tokens or 0, r.num_output_tokens,
-                                 ttft, e2el, None, ttft, 0))
+        if r.ended_s is None:
+            continue
+        queued = r.send_s - r.planned_s if r.planned_s is not None else 0.0
+        ended = queued + r.ended_s
+        ttft = queued + r.ttft_s if r.ok and r.ttft_s is not None else ended
+        due = r.planned_s if r.planned_s is not None else r.send_s
+        out.append(RequestRecord(r.request_id, due * speedup, r.num_prompt_tokens or 0, r.num_output_tokens,
+                                 ttft * speedup, ended * speedup, None, ttft * speedup, 0))
     return out
 
 
@@ -87,9 +93,10 @@ def failure_reason(error: str | None) -> str:
 
 
 def build_report(results: Sequence[RequestResult], *, slo: Slo, speedup: float = 1.0, interrupted: bool = False,
-                 percentiles: Sequence[float] = ()) -> LoadgenReport:
+                 percentiles: Sequence[float] = (), judge_steady: bool = True) -> LoadgenReport:
     """Summarise a replay; requests never sent (the replay was interrupted first) are counted apart, since they
-    say nothing about the server."""
+    say nothing about the server. `judge_steady` False (every request sent at once): no steady-state verdict, as a
+    burst has no steady state to judge."""
     sent = [r for r in results if r.sent]
     done, itls = records(sent, speedup)
     failures = dict(collections.Counter(failure_reason(r.error) for r in sent if not r.ok))
@@ -102,7 +109,7 @@ def build_report(results: Sequence[RequestResult], *, slo: Slo, speedup: float =
         for name, xs in values.items():
             arr = np.asarray(xs, dtype=np.float64) * 1000
             extra[name] = {f"p{p:g}": float(np.percentile(arr, p)) if arr.size else math.nan for p in percentiles}
-    steady = steady_reading(steady_records(sent, speedup)) if sent else None
+    steady = steady_reading(steady_records(sent, speedup)) if sent and judge_steady else None
     return LoadgenReport(len(sent), len(done), failures, summary, good / len(sent) if sent else math.nan,
                          interrupted, extra, len(results) - len(sent), steady)
 
@@ -143,9 +150,11 @@ def keeps_up_note(steady: SteadyReading | None, settings: dict) -> str | None:
         return None
     more = f"rerun with more requests (--num-prompts, more than {settings.get('num_sent', 'these')})"
     if steady.keeps_up is False:
-        return ("warning: the server fell behind the offered load (the backlog grew): throughput, attainment and "
-                "goodput above are no steady-state figures, and a longer run gives worse ones; lower "
-                "--request-rate to find the rate it keeps up with")
+        where = ("the server, or behind --max-concurrency, which holds the requests due beyond it"
+                 if settings.get("max_concurrency") else "the server")
+        return (f"warning: the backlog grew, in {where}: the offered load was not kept up with, so throughput, "
+                "attainment and goodput above are no steady-state figures (a longer run gives worse ones); lower "
+                "--request-rate to find the rate that is kept up with")
     if steady.too_short:
         return f"note: the run is too short to tell whether the server keeps up: {steady.too_short}; {more}"
     if steady.behind:
@@ -184,6 +193,8 @@ def markdown(report: LoadgenReport, settings: dict) -> str:
                   f"| goodput (req/s) | {s.goodput_rps:.2f} |"]
     if report.steady is not None:
         lines.append(f"| keeps up (steady state) | {keeps_up_words(report.steady)} |")
+    elif report.num_sent and settings.get("request_rate") == "inf":
+        lines.append("| keeps up (steady state) | not judged: every request sent at once |")
     for name, values in report.percentiles.items():
         lines.append(f"| {name.upper()} " + " / ".join(values) + " (ms) | "
                      + " / ".join(f"{v:.1f}" for v in values.values()) + " |")

@@ -38,8 +38,8 @@ async def replay(
     if handle_sigint:
         with contextlib.suppress(NotImplementedError, RuntimeError):  # no signal handlers off the main thread
             loop.add_signal_handler(signal.SIGINT, stop.set)
-    results = [RequestResult(r.request_id, r.send_s / speedup, num_prompt_tokens=r.num_prompt_tokens)
-               for r in requests]
+    results = [RequestResult(r.request_id, r.send_s / speedup, num_prompt_tokens=r.num_prompt_tokens,
+                             planned_s=r.send_s / speedup) for r in requests]
     gate = asyncio.Semaphore(max_concurrency) if max_concurrency else contextlib.nullcontext()
     connector = aiohttp.TCPConnector(limit=max_concurrency or 0, force_close=False)
     started = time.perf_counter()

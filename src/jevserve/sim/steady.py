@@ -94,7 +94,8 @@ def too_short_to_tell(records: Sequence[RequestRecord], tol: float = KEEP_UP_TOL
                 f"({latency:.1f} s)")
     arrived, in_flight, swing = _chance_swing(arrival, e2el)
     if swing > tol * arrived:
-        return (f"its second half has {arrived} arrivals with about {in_flight:.0f} requests in flight at a time, "
+        requests = "request" if round(in_flight) == 1 else "requests"
+        return (f"its second half has {arrived} arrivals with about {in_flight:.0f} {requests} in flight at a time, "
                 f"whose count swings by about {swing:.0f} by chance, more than {100 * tol:g}% of the arrivals "
                 f"({tol * arrived:.0f})")
     return None
