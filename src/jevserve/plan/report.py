@@ -35,7 +35,9 @@ def _limit(plan) -> str:
     limited by nothing yet (saying "the stability bound" at 6 % of it misled)."""
     per_replica_limit = min(plan.capacity.slo_rate_rps, plan.max_load * plan.capacity.bound.rate_rps)
     if plan.replicas == 1 and plan.per_replica_rate_rps < per_replica_limit:
-        return f"one replica is the least, with room for {per_replica_limit:.3g} req/s ({_named(plan)} first)"
+        # "with room for 2.18 req/s (the SLO first)" read as a riddle: say which limit that rate is
+        return (f"one replica is the least, and it has room for up to {per_replica_limit:.3g} req/s, where "
+                f"{_named(plan)} is reached")
     flag = " (--max-load)" if plan.limited_by == "stability bound" and plan.max_load < 1 else ""
     return f"limited by {_named(plan)}{flag}"
 

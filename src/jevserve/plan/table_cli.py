@@ -96,17 +96,19 @@ def run_table(args: argparse.Namespace, requests) -> int:
                          "simulated_replicas": found, "probes": {str(k): v for k, v in probes.items()},
                          "gpus_per_replica": args.gpus_per_replica})
     table = deployment_table(rows)
-    print(table)
+    # what the table was computed for, printed with it (it was in the --doc section only): a table read alone said
+    # neither the rate nor the SLO its replica counts meet
+    computed_for = (f"total rate {args.rate:g} req/s; workload {args.workload} ({len(requests)} requests); SLO "
+                    f"{_slo_text(slo)} for {100 * args.attainment:g}% of requests; engine "
+                    f"max_num_seqs={config.max_num_seqs}, max_num_batched_tokens={config.max_num_batched_tokens}")
+    print(f"{computed_for}\n\n{table}")
     summary = {"command": _command(), "rate_rps": args.rate, "rows": rows, "kendall_tau": tau, "runs_file": str(path),
                "wall_s": time.perf_counter() - started}
     (args.out / f"summary-{args.section}.json").write_text(json.dumps(summary, indent=1) + "\n")
     if args.doc is not None:
         body = "\n".join([
             f"Regenerate: `{summary['command']}`", "",
-            f"- total rate {args.rate:g} req/s; workload {args.workload} ({len(requests)} requests); SLO "
-            f"{_slo_text(slo)} for "
-            f"{100 * args.attainment:g}% of requests; engine max_num_seqs={config.max_num_seqs}, "
-            f"max_num_batched_tokens={config.max_num_batched_tokens}",
+            f"- {computed_for}",
             f"- simulated clusters: router {args.router}, arrival seeds {list(args.seeds)} (attainment is their mean); "
             + (f"plf predictions: noisy oracle, Kendall tau {tau:.3f}; aging {args.aging_s:g} s; plf decision delay "
              f"{args.decision_delay_ms:g} ms" if tau is not None else "no policy reads predictions"),
