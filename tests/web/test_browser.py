@@ -237,6 +237,9 @@ def test_no_page_overflows_a_phone_screen_sideways(chromium, site):
     # and its answers are on screen, not only in the table's own sideways scroll (a tester saw the "Who" column alone)
     answer_left = page.evaluate("document.querySelector('#reveal thead th:nth-child(2)').getBoundingClientRect().left")
     assert answer_left < 375 / 2, answer_left
+    widths = page.evaluate("[document.querySelector('#reveal').scrollWidth, "
+                           "document.querySelector('#reveal').parentElement.clientWidth]")
+    assert widths[0] <= widths[1], widths  # every column on screen: the Time column was in the table's own scroll
     page.goto(f"{site}/")
     assert page.get_by_role("link", name="open it full size").is_visible()
     context.close()
