@@ -593,3 +593,19 @@ def test_check_takes_the_config_as_the_other_commands_do_and_once(tmp_path, caps
     for argv in ([], [str(config), "--config", str(config)]):
         assert main(["gateway", "check", *argv]) == 2
         assert "give the config to check once" in capsys.readouterr().err
+
+
+def test_a_json_path_that_cannot_be_written_is_refused_before_the_replay(tmp_path, capsys, monkeypatch):
+    # an outside operator's `--json /nonexistent/dir/x.json` failed after the whole replay, naming neither the flag
+    # nor the command; a file where its folder should be cannot be written, whoever runs it
+    import jevserve.gateway.replay as replay_module
+
+    monkeypatch.setattr(replay_module, "replay_log", lambda *a, **k: pytest.fail("replayed before the check"))
+    path = write_records(tmp_path, ["m"])
+    config = tmp_path / "gw.yaml"
+    config.write_text("routes:\n  - {model: m, guard: {threshold: 0.5}}\n")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    out = blocker / "x.json"
+    assert main(["gateway", "replay", str(path), "--config", str(config), "--json", str(out)]) == 2
+    assert f"error: --json {out}: cannot write there ({blocker} is a file, not a folder)" in capsys.readouterr().err

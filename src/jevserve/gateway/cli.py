@@ -8,6 +8,7 @@ import socket
 import sys
 import time
 import warnings
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jevserve.argtypes import port as port_arg
@@ -260,6 +261,13 @@ def run_replay(args: argparse.Namespace) -> int:
     no record's model is a route of the config, 130 when interrupted (the part replayed is still reported)."""
     if args.thresholds and not args.sweep:
         return _fail("--thresholds sets the thresholds of --sweep: add --sweep")
+    if args.json:  # before the replay, not after it: a big log's whole replay was lost to an unwritable path
+        from jevserve.argtypes import check_writable
+
+        try:
+            check_writable(Path(args.json), "--json")
+        except OSError as exc:
+            return _fail(f"{exc.filename}: {exc.strerror}")
     try:  # the imports too: they take a second or two, in which Ctrl-C must not end in a traceback either
         from jevserve.gateway.errors import ConfigError
         from jevserve.gateway.replay import DeciderError, LogError, describe_skipped, format_report, replay_log
