@@ -398,12 +398,13 @@ def test_a_server_that_falls_behind_the_offered_load_is_said_to_and_one_that_kee
     behind = build_report(_served_one_at_a_time(10, 0.2), slo=Slo(ttft_ms=1000))
     assert behind.steady is not None and behind.steady.keeps_up is False
     assert "| keeps up (steady state) | no: completions " in markdown(behind, {"slo": {"ttft": 1000}})
-    assert keeps_up_note(behind.steady, {}).startswith("warning: the backlog grew, in the server: the offered load")
+    assert keeps_up_note(behind).startswith("warning: the backlog grew, in the server: the offered load")
     kept = build_report(_served_one_at_a_time(2, 0.2), slo=Slo(ttft_ms=1000))
-    assert kept.steady.keeps_up is True and keeps_up_note(kept.steady, {}) is None
+    assert kept.steady.keeps_up is True and keeps_up_note(kept) is None
     assert "| keeps up (steady state) | yes |" in markdown(kept, {"slo": {"ttft": 1000}})
     short = build_report(_served_one_at_a_time(2, 0.2, n=8), slo=Slo(ttft_ms=1000))
-    assert short.steady.keeps_up is None and "too short to tell" in keeps_up_note(short.steady, {})
+    assert short.steady.keeps_up is None and "too short to tell" in keeps_up_note(short)
+    assert "(--num-prompts, more than 8)" in keeps_up_note(short)
 
 
 def test_the_table_names_its_slo_and_the_clock_its_times_are_in():
@@ -439,7 +440,7 @@ def test_the_steady_verdict_sees_a_closed_loops_queue_and_is_not_fooled_by_error
         r.e2el_s, r.ttft_s, r.ended_s = 0.2, 0.1, 0.2
     report = build_report(closed, slo=Slo(ttft_ms=1000))
     assert report.steady.keeps_up is False
-    assert "behind --max-concurrency" in keeps_up_note(report.steady, {"max_concurrency": 1})
+    assert "behind --max-concurrency" in keeps_up_note(report, max_concurrency=1)
     erring = _served_one_at_a_time(2, 0.2)
     for r in erring[::10]:  # answered at once with a 500
         r.ok, r.error, r.ttft_s, r.e2el_s, r.ended_s = False, "http 500", None, None, 0.01

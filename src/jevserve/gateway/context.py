@@ -17,6 +17,7 @@ from typing import Any
 from jevserve.gateway.config import RouteConfig
 from jevserve.gateway.decisions import DecisionReport, header_part
 from jevserve.gateway.types import Verdict
+from jevserve.protocol.chat import stream_requested
 
 # Request ids: a random per-process prefix and a counter (32 hex digits, like a uuid4's hex). uuid4 reads the
 # OS's random source on every call, a syscall per request that a loaded host makes slow.
@@ -143,7 +144,7 @@ class RequestContext:
     @property
     def streams(self) -> bool:
         """True when the client asked for a stream."""
-        return self.body.get("stream") is True  # read checked it: true, false or null
+        return stream_requested(self.body)  # read checked it: true, false or null
 
     @property
     def shows_scores(self) -> bool:

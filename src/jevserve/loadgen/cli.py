@@ -328,7 +328,7 @@ def _finish(args: argparse.Namespace, results, interrupted: bool, *, url: str, e
                 "speedup": args.speedup, "slo": goals, "server_mean_ttft_ms": server_ms}
     table = markdown(report, settings)
     print(table, end="")
-    said = keeps_up_note(report.steady, {**settings, "num_sent": report.num_sent})
+    said = keeps_up_note(report, max_concurrency=args.max_concurrency)
     if said:
         print(said, file=sys.stderr)
     if report.summary is not None:

@@ -142,16 +142,17 @@ def keeps_up_words(steady: SteadyReading) -> str:
     return "yes" if steady.behind is None else "yes, within the tolerance"
 
 
-def keeps_up_note(steady: SteadyReading | None, settings: dict) -> str | None:
+def keeps_up_note(report: LoadgenReport, *, max_concurrency: int | None = None) -> str | None:
     """What to say after the table: a server that fell behind (above its capacity a finite run still prints
     plausible latencies, worse the longer it runs), a run too short to tell, or a backlog growing within the
-    tolerance; None when it kept up."""
+    tolerance; None when it kept up or was not judged."""
+    steady = report.steady
     if steady is None:
         return None
-    more = f"rerun with more requests (--num-prompts, more than {settings.get('num_sent', 'these')})"
+    more = f"rerun with more requests (--num-prompts, more than {report.num_sent})"
     if steady.keeps_up is False:
         where = ("the server, or behind --max-concurrency, which holds the requests due beyond it"
-                 if settings.get("max_concurrency") else "the server")
+                 if max_concurrency else "the server")
         return (f"warning: the backlog grew, in {where}: the offered load was not kept up with, so throughput, "
                 "attainment and goodput above are no steady-state figures (a longer run gives worse ones); lower "
                 "--request-rate to find the rate that is kept up with")
