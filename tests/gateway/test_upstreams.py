@@ -1002,13 +1002,69 @@ def test_an_answer_labelled_gzip_that_is_not_is_a_502_counted_against_the_circui
             return [await c.post("/v1/chat/completions", json={**HI, "stream": stream}) for _ in range(count)]
 
     answers = run(ask(3))
-    if status == 503 and stream:  # a refusal for load whose body cannot be read is still that refusal: the next
+    if status == 503:  # a refusal for load whose body cannot be read is still that refusal: the next
         assert [a.status_code for a in answers[:2]] == [200, 200]  # upstream takes the request
     else:
         assert [a.status_code for a in answers[:2]] == [502, 502]
         assert answers[0].json()["error"]["message"] == (
             "a: answer not readable by its Content-Encoding; not retried, since the model may have run it")
     assert answers[2].status_code == 200 and len(mislabelled.requests) == 2  # the circuit opened: b answered
+    assert run(_get(app, "/healthz")).json()["upstreams"]["a"]["in_flight"] == 0
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("status", [429, 503])
+def test_a_refusal_for_load_whose_body_breaks_or_stalls_is_that_refusal_streamed_or_not(status, stream):
+    # without stream the body was read with the headers, so a 429 or 503 whose body broke off lost its status: a 502
+    # (and a stalled one a 504) that clients retry at once, where the same answer to a stream request stayed the
+    # refusal with its Retry-After
+    class Stalled(httpx.AsyncByteStream):
+        async def __aiter__(self):
+            yield b'{"error": '
+            raise httpx.ReadTimeout("nothing within the timeout")
+
+    config = {"upstreams": [{"name": "a", "url": "http://a.test/v1", "max_retries": 0, "max_concurrency": 2}]}
+    bodies = iter([CutStream(b'{"error": {"mess'), Stalled()])
+    refusing = StubUpstream(lambda body: httpx.Response(
+        status, stream=next(bodies), headers={"content-type": "application/json", "retry-after": "7"}))
+    app, _, _ = make_app(upstreams={"a": refusing}, config=config)
+
+    async def ask(count: int) -> list[httpx.Response]:
+        async with client(app) as c:
+            return [await c.post("/v1/chat/completions", json={**HI, "stream": stream}) for _ in range(count)]
+
+    answers = run(ask(2))
+    assert [a.status_code for a in answers] == [status, status]
+    assert all(a.headers["retry-after"] == "7" for a in answers)
+    code = "upstream_rate_limited" if status == 429 else "upstream_unavailable"
+    assert all(a.json()["error"]["code"] == code for a in answers)
+    assert run(_get(app, "/healthz")).json()["upstreams"]["a"]["in_flight"] == 0
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_client_that_leaves_while_an_answers_body_stalls_gives_the_connection_back(stream):
+    # the gateway reads a whole answer itself: a client that leaves during the read gives its connection back
+    closed: list[bool] = []
+
+    class Stalled(httpx.AsyncByteStream):
+        async def __aiter__(self):
+            yield b'{"choices": '
+            await asyncio.sleep(30)
+
+        async def aclose(self) -> None:
+            closed.append(True)
+
+    slow = StubUpstream(lambda body: httpx.Response(500, stream=Stalled(),
+                                                    headers={"content-type": "application/json"}))
+    app, _, _ = make_app(upstreams={"a": slow})
+
+    async def leave() -> None:
+        async with client(app) as c:
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(c.post("/v1/chat/completions", json={**HI, "stream": stream}), 0.3)
+
+    run(leave())
+    assert closed == [True]
     assert run(_get(app, "/healthz")).json()["upstreams"]["a"]["in_flight"] == 0
 
 
@@ -1036,3 +1092,17 @@ def test_a_client_that_leaves_while_a_refusals_body_stalls_gives_the_connection_
 
     run(leave())
     assert closed == [True]
+
+
+@pytest.mark.parametrize("status", [204, 304])
+def test_an_answer_with_no_body_to_a_stream_request_is_a_502_not_a_stream_holding_an_error(status):
+    # with no content type it was relayed as a stream: a 200 whose one event was an error
+    app, _, _ = make_app(upstreams={"a": StubUpstream(lambda body: httpx.Response(status))})
+
+    async def ask() -> httpx.Response:
+        async with client(app) as c:
+            return await c.post("/v1/chat/completions", json={**HI, "stream": True})
+
+    answer = run(ask())
+    assert answer.status_code == 502 and answer.headers["content-type"].startswith("application/json")
+    assert answer.json()["error"]["message"] == "upstream sent a non-JSON answer: an empty body, 0 characters"

@@ -238,7 +238,11 @@ async def _try_upstream(
         response = None
         try:
             request = upstream.client.build_request("POST", upstream.url(path), json=body, headers=headers)
-            response = await upstream.client.send(request, stream=stream)
+            # the body is read here, not with the headers: sent whole, a 429 or 503 whose body broke off lost its
+            # status (a 502) where the same answer to a stream request stayed the refusal it is
+            response = await upstream.client.send(request, stream=True)
+            if not stream and response.status_code not in RETRYABLE_STATUSES:
+                await _read_answer(response)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:  # it never reached the model
             kind = "connect_timeout" if isinstance(exc, httpx.TimeoutException) else "connect_error"
             attempts.append(Attempt(upstream.name, None, _describe(exc), _ms(started), kind))
@@ -250,7 +254,7 @@ async def _try_upstream(
             status = response.status_code
             if status not in RETRYABLE_STATUSES:
                 attempts.append(Attempt(upstream.name, status, None, _ms(started), f"http_{status}"))
-                return response  # counted for or against the circuit by `dispatch`, which reads it
+                return response  # counted for or against the circuit by `dispatch`
             attempts.append(Attempt(upstream.name, status, "retryable status", _ms(started), f"http_{status}"))
             response = await _read_refusal(response)  # kept for the client should this be the last answer
         delay = _hinted_delay_s(response)
@@ -284,6 +288,16 @@ def _failed_after_sending(name: str, exc: httpx.HTTPError, started: float, attem
     attempts.append(Attempt(name, None, _describe(exc), _ms(started), kind))
     return (UpstreamTimeoutError if kind == "read_timeout" else UpstreamError)(
         f"{attempts[-1].public()}; not retried, since the model may have run it", attempts=attempts)
+
+
+async def _read_answer(response: httpx.Response) -> None:
+    """Read a whole answer's body; raises what the read raised (BROKEN_ANSWER: the answer broke off, stalled or
+    could not be decoded), its connection given back however the read ends."""
+    try:
+        await response.aread()
+    except BaseException:  # a client that left too: its connection goes back
+        await response.aclose()
+        raise
 
 
 async def _read_refusal(response: httpx.Response) -> httpx.Response:
@@ -382,12 +396,9 @@ async def dispatch(
             await upstream.gate.release()
             continue
         dispatched = Dispatched(response, upstream, attempts, counts_at_close=stream)
-        if not stream:
-            try:
-                await response.aread()
-                dispatched.payload = json_value(response.content)
-            finally:
-                await dispatched.close()
+        if not stream:  # read whole by `_try_upstream`
+            dispatched.payload = json_value(response.content)
+            await dispatched.close()
             await upstream.count(dispatched.is_an_answer())
         return dispatched
     if refusals:

@@ -142,9 +142,15 @@ def passed_headers(headers: httpx.Headers) -> dict[str, str]:
 def is_event_stream(response: httpx.Response) -> bool:
     """Whether a 2xx answer to a stream request is relayed as a stream: server-sent events (or no content type,
     leniently). Anything else, JSON included (an upstream that ignores `stream: true`), is read whole and answered
-    with a 502 before the client's stream starts."""
+    with a 502 before the client's stream starts, as is a 204, 205 or 304, which has no body to stream (relayed, it
+    was a 200 holding one error event)."""
+    if response.status_code in NO_BODY_STATUSES:
+        return False
     kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
     return kind in ("", "text/event-stream")
+
+
+NO_BODY_STATUSES = frozenset({204, 205, 304})  # RFC 9110: these carry no content
 
 
 def streams_upstream(ctx: RequestContext, plan: Forward) -> bool:
