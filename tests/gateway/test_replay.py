@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import numpy as np
 import pytest
 
 from jevserve.cli import main
@@ -609,3 +610,27 @@ def test_a_json_path_that_cannot_be_written_is_refused_before_the_replay(tmp_pat
     out = blocker / "x.json"
     assert main(["gateway", "replay", str(path), "--config", str(config), "--json", str(out)]) == 2
     assert f"error: --json {out}: cannot write there ({blocker} is a file, not a folder)" in capsys.readouterr().err
+
+
+def test_the_sweeps_row_in_force_says_how_many_requests_another_decision_acted_on_first(tmp_path):
+    # an outside tester saw "harm 0.985363 2 64 (in force)" where the replay and the live gateway blocked once with
+    # harm: the other request was an injection the guard blocked first, harm's block superseded
+    path = tmp_path / "log.jsonl"
+    records = [{"request_id": f"r{i}", "model": "m", "messages": [{"role": "user", "content": f"text {i}"}]}
+               for i in range(2)]  # fmt: skip
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    config = parse_config({"routes": [{"model": "m", "guard": {"threshold": 0.5}, "harm": {"threshold": 0.5}}]})
+
+    class GuardOnTheFirst(FixedDecider):
+        async def decide(self, asks):
+            answers = await super().decide(asks)
+            first = any(a.state.endswith("text 0") for a in asks)
+            return {qid: (np.array([0.9, 0.1]) if first else np.array([0.1, 0.9])) if qid.startswith("guard")
+                    else v for qid, v in answers.items()}
+
+    result = replay_log(path, config, decider=GuardOnTheFirst({"harm": 0.8}))
+    assert [r.new["harm"][0] for r in result.requests] == ["skip", "block"]
+    harm = next(r for r in sweep(result) if r.decision == "harm" and r.in_force)
+    assert (harm.num_acted, harm.num_skipped) == (2, 1)
+    table = format_sweep(sweep(result))
+    assert "(in force; the replay skipped 1 of them)" in table and "each decision is counted alone" in table

@@ -2,7 +2,9 @@
 
 Where the log carries labels (`"labels": {"guard": true}` on a record: the decision should act on it; false: it
 should not; null or absent: neither), each row also has the recall on the positives and the false-action rate on the
-negatives. Labels are per decision: a harmful request the guard should leave to harm is `{"guard": null}`, not
+negatives. Each decision is read alone: a request it reaches that another decision acted on first (harm on an
+injection the guard blocked) counts in its row, where the live gateway and the replay's report skip it; the row in
+force says how many the replay skipped so. Labels are per decision: a harmful request the guard should leave to harm is `{"guard": null}`, not
 `{"guard": false}`, or the guard's blocking it counts as a false action.
 """
 
@@ -31,6 +33,7 @@ class SweepRow:
     recall: float | None  # acted share of the labelled positives (None: no positive labels)
     false_action_rate: float | None  # acted share of the labelled negatives (None: no negative labels)
     in_force: bool = False  # the threshold the config sets (rate-set ones fall between the grid's)
+    num_skipped: int = 0  # in force: acted-on requests the replay skipped (another decision acted first)
 
 
 def sweep(replay: Replay, thresholds: tuple[float, ...] = THRESHOLDS) -> list[SweepRow]:
@@ -42,12 +45,15 @@ def sweep(replay: Replay, thresholds: tuple[float, ...] = THRESHOLDS) -> list[Sw
         scored = [(r.new[decision][1], r.labels.get(decision)) for r in replay.requests
                   if decision in r.new and r.new[decision][1] is not None]  # fmt: skip
         p = np.array([s for s, _ in scored])
+        skipped = np.array([r.new[decision][0] == "skip" for r in replay.requests
+                            if decision in r.new and r.new[decision][1] is not None])  # fmt: skip
         labels = [label for _, label in scored]
         positive = np.array([label is True for label in labels])
         negative = np.array([label is False for label in labels])
         extra = (in_force[decision],) if decision in in_force and in_force[decision] <= 1 else ()
         for t in sorted({*thresholds, *extra}):
             acted = p >= t
+            in_force_row = bool(extra) and t == extra[0]
             rows.append(
                 SweepRow(
                     decision,
@@ -56,7 +62,8 @@ def sweep(replay: Replay, thresholds: tuple[float, ...] = THRESHOLDS) -> list[Sw
                     len(p),
                     float(acted[positive].mean()) if positive.any() else None,
                     float(acted[negative].mean()) if negative.any() else None,
-                    in_force=bool(extra) and t == extra[0],
+                    in_force=in_force_row,
+                    num_skipped=int((acted & skipped).sum()) if in_force_row else 0,
                 )
             )
     return rows
@@ -72,7 +79,11 @@ def format_sweep(rows: list[SweepRow]) -> str:
         # the one in force to six decimals: a rate-set 0.9600908 beside the grid's 0.96 read as the same row twice
         threshold = f"{r.threshold:.6f}".rstrip("0") if r.in_force else f"{r.threshold:.3f}"
         line = f"{r.decision:<10} {threshold:>9} {r.num_acted:>7} {r.num_scored:>6} {share:>7.1%}"
-        lines.append(f"{line} {recall:>7} {false:>7}" + ("  (in force)" if r.in_force else ""))
+        note = f"; the replay skipped {r.num_skipped} of them" if r.num_skipped else ""
+        lines.append(f"{line} {recall:>7} {false:>7}" + (f"  (in force{note})" if r.in_force else ""))
+    if any(r.num_skipped for r in rows):
+        lines.append("each decision is counted alone: a request another decision acted on first (harm on an injection "
+                     "the guard blocked) counts in its row, where the replay and the live gateway skip it")
     return "\n".join(lines)
 
 
