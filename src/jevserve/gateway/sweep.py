@@ -4,8 +4,8 @@ Where the log carries labels (`"labels": {"guard": true}` on a record: the decis
 should not; null or absent: neither), each row also has the recall on the positives and the false-action rate on the
 negatives. Each decision is read alone: a request it reaches that another decision acted on first (harm on an
 injection the guard blocked) counts in its row, where the live gateway and the replay's report skip it; the row in
-force says how many the replay skipped so. Labels are per decision: a harmful request the guard should leave to harm is `{"guard": null}`, not
-`{"guard": false}`, or the guard's blocking it counts as a false action.
+force says how many the replay skipped so. Labels are per decision: a harmful request the guard should leave to
+harm is `{"guard": null}`, not `{"guard": false}`, or the guard's blocking it counts as a false action.
 """
 
 from __future__ import annotations
