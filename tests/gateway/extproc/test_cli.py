@@ -94,7 +94,10 @@ def test_the_command_serves_health_and_requests_then_stops_on_sigterm(tmp_path) 
     port, metrics_port = free_port(), free_port()
     # a deadline far above the decisions' (200 ms + 500 by default): on a loaded 2-core machine the first request's
     # decisions took longer, the exchange failed open as it should, and the stream ended before the reply's phase
-    command = [sys.executable, "-m", "jevserve.cli", "extproc", "--config", str(write_config(tmp_path)),
+    # and a decision timeout far above a refused connection's: at 200 ms a loaded machine ran past it now and then,
+    # and the request was refused undecided (429, on_decision_timeout: reject) instead of taking the fallbacks
+    config = write_config(tmp_path, {**CONFIG, "decision_timeout_ms": 5000})
+    command = [sys.executable, "-m", "jevserve.cli", "extproc", "--config", str(config),
                "--port", str(port), "--metrics-port", str(metrics_port), "--deadline-ms", "10000"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -112,6 +115,7 @@ def test_the_command_serves_health_and_requests_then_stops_on_sigterm(tmp_path) 
                 body = {"model": "qwen3", "messages": [{"role": "user", "content": "hello"}]}
                 stream = EnvoyStream(channel, "FULL_DUPLEX_STREAMED")
                 got = await stream.request(json.dumps(body).encode())
+                assert isinstance(got, Forwarded), got  # not answered by the decisions side
                 await stream.respond(200, {"content-type": "application/json"}, [b'{"choices": []}'])
                 await stream.finish()
                 await asyncio.sleep(0.2)
