@@ -636,3 +636,85 @@ def test_a_requests_later_chunks_are_charged_its_questions_not_its_text_again():
     timed = asyncio.run(scenario())
     first = batcher_module.work_units(asked[:1])
     assert timed == pytest.approx([first] + [batcher_module.QUESTION_UNITS] * 3)
+
+
+class ReadingTextsBackend(FakeBackend):
+    """A backend whose questions about states marked "long" have texts of their own to read, in `turns` turns."""
+
+    def __init__(self, turns: int) -> None:
+        super().__init__()
+        self.turns = turns
+        self.calls: list[str] = []  # "prepare <state>" or "decide <states>", in the order the backend was called
+
+    def question_text_chars(self, items):
+        return 10 * batcher_module.PREPARED_TEXT_CHARS if any("long" in item.state for item in items) else 10
+
+    def prepare(self, items, budget_s):
+        self.num_started += 1
+        self.release.wait(10)
+        self.calls.append(f"prepare {items[0].state}")
+        return sum(c.startswith("prepare") for c in self.calls) >= self.turns
+
+    def decide(self, items):
+        self.calls.append("decide " + " ".join(item.state for item in items))
+        return super().decide(items)
+
+
+def test_a_request_with_long_question_texts_has_them_read_in_turns_between_other_requests_batches():
+    # one question with 255 options of a page each held an encoder backend for about a minute, in one batch no
+    # chunking can cut: a one-question request sent half a second after it waited the whole minute
+    async def scenario():
+        backend = ReadingTextsBackend(turns=3)
+        batcher = Batcher(backend, max_batch=64, max_wait_ms=0, max_chunk_ms=25)
+        backend.release.clear()
+        long = asyncio.ensure_future(batcher.submit(items("long")))
+        await until(lambda: backend.num_started == 1)  # its first turn of reading is under way
+        small = asyncio.ensure_future(batcher.submit(items("small")))
+        await until(lambda: batcher.queue_depth == 2)
+        backend.release.set()
+        answers = await asyncio.gather(long, small)
+        await batcher.close()
+        return backend.calls, answers
+
+    calls, (long_answer, _) = asyncio.run(scenario())
+    # the small request waits for one turn; the long one's questions are batched once its texts are read
+    assert calls == ["prepare long #0", "decide small #0", "prepare long #0", "prepare long #0", "decide long #0"]
+    alone = asyncio.run(_answers_of(FakeBackend(), items("long")))
+    assert all((a == b).all() for a, b in zip(long_answer, alone, strict=True))  # what reading in turns changes: none
+
+
+async def _answers_of(backend, asked):
+    batcher = Batcher(backend, max_batch=64, max_wait_ms=0)
+    out = await batcher.submit(asked)
+    await batcher.close()
+    return out
+
+
+def test_short_question_texts_and_an_uncut_batcher_read_nothing_in_turns():
+    async def scenario(max_chunk_ms, state):
+        backend = ReadingTextsBackend(turns=3)
+        batcher = Batcher(backend, max_batch=64, max_wait_ms=0, max_chunk_ms=max_chunk_ms)
+        await batcher.submit(items(state))
+        await batcher.close()
+        return backend.calls
+
+    assert asyncio.run(scenario(25, "short")) == ["decide short #0"]
+    assert asyncio.run(scenario(None, "long")) == ["decide long #0"]  # --max-chunk-ms 0: nothing is cut
+
+
+def test_a_request_whose_texts_cannot_be_read_fails_alone():
+    class Failing(ReadingTextsBackend):
+        def prepare(self, items, budget_s):
+            raise RuntimeError("cannot read these texts")
+
+    async def scenario():
+        backend = Failing(turns=1)
+        batcher = Batcher(backend, max_batch=64, max_wait_ms=0, max_chunk_ms=25)
+        long = asyncio.ensure_future(batcher.submit(items("long")))
+        small = asyncio.ensure_future(batcher.submit(items("small")))
+        done = await asyncio.gather(long, small, return_exceptions=True)
+        await batcher.close()
+        return done
+
+    long, small = asyncio.run(scenario())
+    assert isinstance(long, RuntimeError) and len(small) == 1

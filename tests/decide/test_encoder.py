@@ -179,3 +179,26 @@ def test_spinning_within_a_pass_gives_the_same_embeddings():
     """Spinning changes how workers wait, never what they compute."""
     spun = Embedder("int8", spinning="run", cache_size=0)
     assert np.array_equal(spun.embed(TEXTS), int8_embedder()._embed_uncached(TEXTS))
+
+
+@pytest.mark.parametrize("name", ["minilm-pooled-head", "minilm-reader"])
+def test_texts_read_in_turns_get_exactly_the_vectors_read_at_once_and_the_same_answers(name):
+    # the batcher has a request's long question texts read in turns between other requests' batches
+    # (Embedder.warm): its answers must be those it would get read at once
+    backend = next(b for b in embedded_backends() if b.card.name == name)
+    emb = backend.embedder
+    words = " ".join(f"option{i} wording {i * 7}" for i in range(300))  # several windows
+    options = {f"o{k}": f"{k} {words}" for k in range(3)}
+    item = DecisionItem("Which option fits the ticket?", decision({"type": "choice", "criteria": options}))
+    texts = backend.question_texts([item])
+    at_once = emb._embed_uncached(texts)
+    turns = 0
+    while not backend.prepare([item], 0.0):  # a budget of 0: one window a turn
+        turns += 1
+    assert turns >= 3 * 2 - 1  # each text has several windows
+    assert np.array_equal(np.stack([emb.cache.get(t) for t in texts]), at_once)
+    warmed = backend.decide([item])[0]
+    for text in texts:
+        emb.cache._items.pop(text)
+    assert np.array_equal(warmed, backend.decide([item])[0])
+    assert backend.question_text_chars([item]) == sum(len(t) for t in texts) > 3 * len(words)

@@ -285,3 +285,28 @@ def test_a_spec_joins_only_a_question_the_recipe_asks_and_makes_its_extras_from_
     left_out = fit_spec(replace(spec, leave_out_sources=("toy",)), [Example(ATTACKS[0], ASK, 0, "x", ("toy",))])
     alone = fit_head(ASK, examples()[1:], analyzer="chars", combine="alone")
     assert left_out.probability(ATTACKS[1]) == pytest.approx(alone.probability(ATTACKS[1]), abs=1e-12)
+
+
+def test_the_tuned_reader_prepares_no_texts_for_a_question_its_head_answers_alone():
+    # the batcher has long question texts read before a request is batched (`prepare`); a question a head answers
+    # alone embeds none, so none is read for it
+    from dataclasses import replace
+
+    from jevserve.decide.base import DecisionItem
+    from jevserve.decide.tuned import TUNED_WEIGHTS, lexical_file, tuned_backend
+    from jevserve.train.rules import injection, refuse
+
+    if not lexical_file(TUNED_WEIGHTS).exists():
+        pytest.skip("the committed tuned reader has no lexical heads")
+    backend = tuned_backend()
+    try:
+        guard, harm = injection(), refuse()
+        items = [DecisionItem("How do I boil an egg?", q) for q in (guard, harm)]
+        both = backend.question_texts(items)
+        assert set(backend.readout.texts(guard)) <= set(both) and set(backend.readout.texts(harm)) <= set(both)
+        key = question_key(guard)
+        backend.heads = {**backend.heads, key: replace(backend.heads[key], combine="alone")}
+        assert backend.question_texts(items) == list(dict.fromkeys(backend.readout.texts(harm)))
+        assert backend.prepare(items, 0.0) is True or backend.prepare(items, 10.0) is True
+    finally:
+        backend.close()

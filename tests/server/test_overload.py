@@ -195,3 +195,42 @@ def test_a_request_whose_answer_would_come_too_late_gets_429_with_retry_after_no
     assert late.json()["detail"]["error_type"] == "overloaded_error"
     assert "--answer-within-s" in late.json()["detail"]["message"]
     assert int(late.headers["retry-after"]) >= 1 and int(late.headers["retry-after-ms"]) >= 1000
+
+
+def test_a_small_request_is_answered_while_another_requests_long_option_texts_are_still_being_read():
+    # an outside tester's one question of 255 options, 1 MB of descriptions, held the model for 58 s, and a
+    # one-question request sent half a second later waited all of it: the options are now read in turns
+    from tests.helpers import embedded_backends
+
+    backend = next(b for b in embedded_backends() if b.card.name == "minilm-reader")
+    app = create_app([backend], ServerSettings())
+    nonce = f"{time.time_ns() % 10**6}"  # texts no earlier test read (the backend's caches live for the session)
+    page = " ".join(f"clause {nonce} section {i} applies" for i in range(60))  # 24 KB in all: about 40 windows
+    long = {"model": "minilm-reader", "state": "Which clause applies to a late delivery?",
+            "questions": {"q": {"type": "choice", "criteria": {f"c{k}": f"{k} {page}" for k in range(16)}}}}
+    small = {"model": "minilm-reader", "state": f"Is this a greeting? {nonce}",
+             "questions": {"q": {"type": "noul", "instructions": "Is it a greeting?"}}}
+    with running_server(app) as url:
+        batcher = app.state.jevserve.models["minilm-reader"].batcher
+
+        async def scenario():
+            async with httpx.AsyncClient(base_url=url, timeout=120) as c:
+                ended: list[str] = []
+
+                async def ask(name, body):
+                    answer = await c.post("/v1/systemone", json=body)
+                    ended.append(name)
+                    return answer
+
+                first = asyncio.ensure_future(ask("long", long))
+                for _ in range(1000):  # queued (its option texts being read) or answered in a batch
+                    if batcher.queue_depth + batcher.running >= 1:
+                        break
+                    await asyncio.sleep(0.01)
+                await asyncio.sleep(0.2)
+                answers = await asyncio.gather(first, ask("small", small))
+                return ended, answers
+
+        ended, answers = asyncio.run(scenario())
+    assert [a.status_code for a in answers] == [200, 200]
+    assert ended == ["small", "long"]

@@ -88,6 +88,17 @@ class DecisionBackend(ABC):
         """Raise `InputTooLongError` for an item the backend cannot read whole; called before queueing."""
         return None
 
+    def question_text_chars(self, items: Sequence[DecisionItem]) -> int:
+        """Characters of the distinct question texts (instructions, options) the items would have the backend read
+        beside their states; 0 for a backend that reads none on its own (the batcher then never calls `prepare`)."""
+        return 0
+
+    def prepare(self, items: Sequence[DecisionItem], budget_s: float) -> bool:
+        """Read what of the items' question texts is not read yet for about `budget_s` seconds, keeping it; True
+        once nothing is left, so that `decide` on them then reads none of it. Called in the backend's thread, between
+        other requests' batches, for requests whose texts would hold the backend for long (decide/batcher.py)."""
+        return True
+
     @property
     def identity_parts(self) -> tuple[str, ...]:
         """What its answers depend on beyond its card that a few fixed probe questions may not show (a part that

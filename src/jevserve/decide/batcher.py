@@ -18,6 +18,12 @@ seconds over their questions, each batch weighted by its questions and forgotten
 `TIMING_HALF_LIFE_ITEMS` questions: one slow batch of a few questions cannot multiply the estimate (and with it
 every Retry-After and time budget), as a per-batch running mean let it.
 
+Long question texts: a request whose questions have the backend read much text of their own (255 options of a page
+each: a minute of encoding on 2 cores, in one question no batch can cut) has those texts read first, in turns of
+about `max_chunk_ms` (the backend's `prepare`) that alternate with other requests' batches, and its questions are
+batched once nothing is left to read: a small request then waits for one such turn, not for the whole reading. The
+texts are read exactly as a batch reads them, so no answer changes.
+
 Back-pressure: a request is refused with OverloadedError (429 + Retry-After) when the work that would run before it
 finishes, `n + sum(min(remaining_j, n))` over queued requests j for a request of n questions, is over `max_queue`;
 so a small request is not refused because a large one is queued, and a large one is refused while another is.
@@ -88,6 +94,10 @@ MIN_LEARNED_ESTIMATE_S = 0.02
 # The longest Retry-After told: typesafe-sdk gives up at once on a hint of 30 s or more (its retry budget is 30 s), so
 # a longer estimate would turn a wait into a failure; a client told 29 s and still early is told again.
 MAX_RETRY_AFTER_S = 29.0
+# A request whose distinct question texts (instructions, options) are longer than this is read in turns before its
+# questions are batched (see the module docstring): about 4,000 word pieces, a few tenths of a second of encoding on
+# 2 cores. The conformance suite's largest request, 255 options, is 11.5 KB.
+PREPARED_TEXT_CHARS = 16_384
 
 
 class DeadlineUnreachable(Exception):
@@ -119,6 +129,7 @@ class _Job:
     results: list[np.ndarray | None] = field(default_factory=list)
     estimate_s: float | None = None  # the wait estimated when it was admitted (unscaled), to correct the estimator
     submitted: float = 0.0  # perf_counter at submission
+    unprepared: bool = False  # its question texts are still being read in turns (`Batcher._prepare`)
 
     @property
     def remaining(self) -> int:
@@ -306,7 +317,9 @@ class Batcher:
         if not items:
             return Decisions([])
         job = _Job(items, asyncio.get_running_loop().create_future(), next(self._seq), results=[None] * len(items),
-                   estimate_s=estimate, submitted=time.perf_counter())
+                   estimate_s=estimate, submitted=time.perf_counter(),
+                   unprepared=self.max_chunk_s is not None
+                   and self.backend.question_text_chars(items) > PREPARED_TEXT_CHARS)
         self._jobs.append(job)
         self._queued_items += len(items)
         self._wakeup.set()
@@ -388,8 +401,17 @@ class Batcher:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
+            prepared_last = False
             while self._jobs:
                 await self._maybe_wait_for_more()
+                self._drop_cancelled()
+                unprepared = next((job for job in self._jobs if job.unprepared), None)
+                # a turn of reading long question texts, then a batch of the requests ready, in alternation
+                if unprepared is not None and (not prepared_last or all(job.unprepared for job in self._jobs)):
+                    await self._prepare(loop, unprepared)
+                    prepared_last = True
+                    continue
+                prepared_last = False
                 batch = self._take_batch()
                 if batch:
                     await self._execute(loop, batch)
@@ -447,7 +469,7 @@ class Batcher:
         for job in sorted(self._jobs, key=lambda j: (j.remaining, j.seq)):
             if budget == 0 or (chunks and chunks[0].start == 0 and job.taken > 0):
                 break  # full, or new requests are in this batch and this one has started: it waits one batch
-            if job.remaining == 0:
+            if job.remaining == 0 or job.unprepared:
                 continue
             n = min(job.remaining, budget)
             chunks.append(_Chunk(job, job.taken, job.taken + n))
@@ -456,6 +478,17 @@ class Batcher:
             self._queued_items -= n
         self._jobs = [job for job in self._jobs if job.remaining > 0]
         return chunks
+
+    async def _prepare(self, loop: asyncio.AbstractEventLoop, job: _Job) -> None:
+        """One turn of reading `job`'s question texts; the job is batched once they are all read."""
+        self._running, self._running_items = (0.0, time.perf_counter()), 0
+        try:
+            job.unprepared = not await loop.run_in_executor(
+                self._executor, self.backend.prepare, job.items, self.max_chunk_s)
+        except Exception as exc:  # only this request's texts were read: only it fails
+            _fail(job, exc)
+        finally:
+            self._running, self._running_items = None, 0
 
     async def _execute(self, loop: asyncio.AbstractEventLoop, batch: list[_Chunk]) -> None:
         items = [item for chunk in batch for item in chunk.job.items[chunk.start : chunk.stop]]

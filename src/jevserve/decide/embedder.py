@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -145,6 +146,7 @@ class Embedder:
         self._token_counts: dict[str, int] = {}
         self._identity_of = (model_dir, output, layers)
         self._identity: str | None = None
+        self._warming = threading.local()  # per backend thread: the texts `warm` has half read
 
     @property
     def identity(self) -> str:
@@ -215,28 +217,51 @@ class Embedder:
         return out
 
     def _embed_uncached(self, texts: list[str]) -> np.ndarray:
-        encodings = self.tokenizer.encode_batch(texts, add_special_tokens=False)
         windows: list[list[int]] = []
         owners: list[int] = []
+        for i, text_windows in enumerate(self._windows(texts)):
+            windows += text_windows
+            owners += [i] * len(text_windows)
+        return _combine(self._run_windows(windows), windows, owners, len(texts))
+
+    def _windows(self, texts: list[str]) -> list[list[list[int]]]:
+        """Each text's windows of word pieces, [CLS] and [SEP] added; InputTooLongError for one over `max_tokens`."""
+        encodings = self.tokenizer.encode_batch(texts, add_special_tokens=False)
         if len(self._token_counts) > 4 * self.cache.capacity:
             self._token_counts.clear()
-        for i, enc in enumerate(encodings):
+        out = []
+        for text, enc in zip(texts, encodings, strict=True):
             ids = enc.ids
-            self._token_counts[texts[i]] = len(ids)
+            self._token_counts[text] = len(ids)
             if len(ids) > self.max_tokens:
                 raise InputTooLongError(f"text has {len(ids)} tokens; the limit is {self.max_tokens}")
-            for start in range(0, max(len(ids), 1), WINDOW_TOKENS):
-                windows.append([self._cls_id, *ids[start : start + WINDOW_TOKENS], self._sep_id])
-                owners.append(i)
-        pooled = self._run_windows(windows)
-        weights = np.array([len(w) for w in windows], dtype=np.float32)
-        sums = np.zeros((len(texts), EMBEDDING_DIM), dtype=np.float64)
-        totals = np.zeros(len(texts), dtype=np.float64)
-        np.add.at(sums, owners, pooled.astype(np.float64) * weights[:, None])
-        np.add.at(totals, owners, weights)
-        means = sums / totals[:, None]
-        norms = np.linalg.norm(means, axis=1, keepdims=True)
-        return (means / np.maximum(norms, 1e-12)).astype(np.float32)
+            out.append([[self._cls_id, *ids[start : start + WINDOW_TOKENS], self._sep_id]
+                        for start in range(0, max(len(ids), 1), WINDOW_TOKENS)])
+        return out
+
+    def warm(self, texts: Sequence[str], budget_s: float) -> bool:
+        """Embed what of `texts` is not cached yet for about `budget_s` seconds (one window at least), keeping what
+        is half done for the next call; True once every one is cached. A request whose texts take seconds to read
+        (255 options of several pages each) is read this way between other requests' batches, so that they need not
+        wait for all of it (decide/batcher.py). Each window runs alone and a text's windows are combined as `embed`
+        combines them, so a text warmed over several calls has exactly the vector `embed` gives it."""
+        deadline = time.perf_counter() + budget_s
+        partial = getattr(self._warming, "texts", {})
+        wanted = [text for text in dict.fromkeys(texts) if self.cache.get(text) is None]
+        # what a request left half read (its client gone) is dropped when another request's texts are warmed
+        self._warming.texts = partial = {text: partial[text] for text in wanted if text in partial}
+        ran = False
+        for text in wanted:
+            windows, pooled = partial.get(text) or (self._windows([text])[0], [])
+            partial[text] = (windows, pooled)
+            while len(pooled) < len(windows):
+                if ran and time.perf_counter() >= deadline:
+                    return False
+                pooled.append(self._run_windows([windows[len(pooled)]])[0])
+                ran = True
+            self.cache.put(text, _combine(np.stack(pooled), windows, [0] * len(windows), 1)[0])
+            del partial[text]
+        return True
 
     def _run_windows(self, windows: list[list[int]]) -> np.ndarray:
         result = np.empty((len(windows), EMBEDDING_DIM), dtype=np.float32)
@@ -257,6 +282,19 @@ class Embedder:
                 mask[row, : len(windows[i])] = 1
             result[chunk] = self.session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
         return result
+
+
+def _combine(pooled: np.ndarray, windows: list[list[int]], owners: list[int], num_texts: int) -> np.ndarray:
+    """Unit vectors of `num_texts` texts from their windows' pooled rows (`owners`: each window's text), each the mean
+    over all of its word pieces: the windows' means weighted by their lengths, summed in window order."""
+    weights = np.array([len(w) for w in windows], dtype=np.float32)
+    sums = np.zeros((num_texts, EMBEDDING_DIM), dtype=np.float64)
+    totals = np.zeros(num_texts, dtype=np.float64)
+    np.add.at(sums, owners, pooled.astype(np.float64) * weights[:, None])
+    np.add.at(totals, owners, weights)
+    means = sums / totals[:, None]
+    norms = np.linalg.norm(means, axis=1, keepdims=True)
+    return (means / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
 _SHARED: dict[Precision, Embedder] = {}

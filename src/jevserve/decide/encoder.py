@@ -72,6 +72,19 @@ class EncoderBackend(DecisionBackend):
         for text in {text for item in items for text in self.readout.texts(item.question)}:
             self.embedder.check(text, QUESTION_TEXT)
 
+    def question_texts(self, items: Sequence[DecisionItem]) -> list[str]:
+        """The distinct texts of the items' questions the readout embeds, in order."""
+        return list(dict.fromkeys(text for item in items for text in self.readout.texts(item.question)))
+
+    def question_text_chars(self, items: Sequence[DecisionItem]) -> int:
+        """Characters of the distinct question texts the readout embeds (batcher: whether to `prepare` them); a
+        subclass that embeds fewer counts them all, a bound that is cheap to take for every request."""
+        return sum(len(text) for text in EncoderBackend.question_texts(self, items))
+
+    def prepare(self, items: Sequence[DecisionItem], budget_s: float) -> bool:
+        """Embed the items' question texts for about `budget_s` seconds (Embedder.warm); True once all are cached."""
+        return self.embedder.warm(self.question_texts(items), budget_s)
+
     def decide(self, items: Sequence[DecisionItem]) -> list[np.ndarray]:
         """Embed each distinct text of the batch once, then read every item independently."""
         item_texts = [self.readout.texts(item.question) for item in items]

@@ -152,6 +152,12 @@ class TunedReadingBackend(EncoderBackend):
         for text in {text for item in items for text in self.readout.texts(item.question)}:
             self.embedder.check(text, QUESTION_TEXT)
 
+    def question_texts(self, items: Sequence[DecisionItem]) -> list[str]:
+        """The distinct texts the readout embeds for the items' questions (none for one its head answers alone)."""
+        alone = {q for q in {item.question for item in items}
+                 if (head := self.heads.get(question_key(q))) is not None and head.combine == "alone"}
+        return super().question_texts([item for item in items if item.question not in alone])
+
     def decide(self, items: Sequence[DecisionItem]) -> list[np.ndarray]:
         """Encode each distinct state once, embed question texts (cached), then read every item on its own; a question
         whose lexical head answers alone is read by that head only, with no encoder run."""

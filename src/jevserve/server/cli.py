@@ -58,8 +58,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--max-chunk-ms",
         type=nonnegative_float("--max-chunk-ms"),
         default=25.0,
-        help="cut batches to what the model answers in about this time, so a large request yields to new ones "
-        "quickly; 0 turns it off (default: 25)",
+        help="cut batches to what the model answers in about this time, and read a request's long option texts in "
+        "turns of about this time, so a large request yields to new ones quickly; 0 turns both off (default: 25)",
     )
     p.add_argument("--max-body-bytes", type=positive_int("--max-body-bytes"), default=4 * 1024 * 1024,
                    help="request size limit, bytes (413 above; default: %(default)s)")
