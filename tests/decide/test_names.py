@@ -77,3 +77,16 @@ def test_embedded_with_anything_after_it_is_refused_not_run_as_the_default():
 
     with pytest.raises(UnknownSpecError, match="embedded takes nothing after it"):
         load_backends("embedded:nosuch")
+
+
+def test_a_weights_path_without_npz_is_told_what_comes_after_the_kind_not_about_precisions():
+    # `reader:./myreader` was "unknown precision './myreader'; expected one of: fp32, int8"
+    import pytest
+
+    from jevserve.decide.registry import UnknownSpecError, load_backends
+
+    for spec in ("reader:./myreader", "encoder:/etc/passwd", "tuned:weights.bin", "reader-lexical:x"):
+        with pytest.raises(UnknownSpecError, match=r"or a weights file ending in \.npz"):
+            load_backends(spec)
+    with pytest.raises(UnknownSpecError, match=r"a precision \(fp32, int8\); got 'int4'"):
+        load_backends("encoder-zs:int4")

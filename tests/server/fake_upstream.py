@@ -92,6 +92,12 @@ class FakeUpstream:
             ok["usage"]["input_tokens"] = -5
         elif mode == "missing":
             answers.popitem()
+        elif mode == "redirect":
+            return Response("", 307, {"Location": "https://elsewhere.example/v1/systemone"})
+        elif mode == "empty503":
+            return Response("", 503)
+        elif mode == "huge":  # a valid answer padded past the contract's 16 MiB
+            ok["x_pad"] = "a" * (17 * 1024 * 1024)
         elif mode == "truncated":
             return Response(json.dumps(ok)[:40], media_type="application/json")
         return JSONResponse(ok)

@@ -355,7 +355,8 @@ class Batcher:
         retry_at = max(now, self._promised_until - self.max_queue * spq)
         raise OverloadedError(
             f"decision queue is full ({self._queued_items + self._in_flight} questions waiting, {ahead} of them "
-            f"ahead of this request; limit {self.max_queue}); retry later",
+            f"ahead of this request, which asks {num_items}: {ahead + num_items} in all, over the limit of "
+            f"{self.max_queue}); retry later",
             # at least 1 s, in retry-after-ms too: told a few milliseconds, clients came back before the time per
             # question they were sized on had held and were refused again (more tries, no sooner served)
             retry_after_s=min(MAX_RETRY_AFTER_S, max(1.0, retry_at - now)),

@@ -55,6 +55,20 @@ def load_backend(spec: str, options: BackendOptions | None = None) -> DecisionBa
     return load_backends(spec, options)[0]
 
 
+def _check_precision_or_file(kind: str, arg: str, spec: str) -> None:
+    """After a kind of embedded model comes a precision or (most kinds) a weights file: `reader:./myreader` was told
+    "unknown precision './myreader'" where its `.npz` was missing."""
+    from jevserve.decide.onnx_build import PRECISIONS
+
+    if kind not in ("encoder", "reader", "reader-lexical", "tuned", "encoder-zs") or not arg or arg in PRECISIONS:
+        return
+    takes_file = kind != "encoder-zs"
+    if takes_file and arg.endswith(".npz"):
+        return
+    what = f"a precision ({', '.join(PRECISIONS)})" + (" or a weights file ending in .npz" if takes_file else "")
+    raise UnknownSpecError(f"model spec {spec!r}: after {kind}: comes {what}; got {arg!r}")
+
+
 def load_backends(spec: str, options: BackendOptions | None = None) -> list[DecisionBackend]:
     """Build the backends a spec names; the first answers `jev-latest` (some specs serve several readouts)."""
     options = options or BackendOptions()
@@ -66,6 +80,7 @@ def load_backends(spec: str, options: BackendOptions | None = None) -> list[Deci
         from jevserve.decide.embedded import embedded_backends
 
         return embedded_backends()
+    _check_precision_or_file(kind, arg, spec)
     if kind in ("encoder", "reader", "reader-lexical") and arg.endswith(".npz"):
         from jevserve.decide.encoder import trained_file_backend
 

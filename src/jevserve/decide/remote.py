@@ -10,11 +10,13 @@ What the client sees for what the upstream did (`upstream_error`):
 
     200 with a valid answer      200; usage.input_tokens is the upstream's count
     200 with an invalid answer   502 naming the fault (bad JSON, missing question, wrong option keys, NaN, ...)
+    an answer over 16 MiB        502, read no further
     429                          429 with the upstream's Retry-After (the client's own retries wait for it)
     401, 403                     502 "upstream refused this server's key" (the client's key was fine)
     404                          502 "upstream does not serve model ..." (a --remote-model problem)
     other 4xx                    the same status: the upstream refused the client's input
     5xx, 408                     502 with the upstream's message
+    3xx                          502 naming where it redirects (POST /v1/systemone is never redirected)
     no answer before timeout_s   504
     connection refused or reset  502
 """
@@ -38,6 +40,7 @@ from pydantic import ValidationError
 from jevserve import __version__
 from jevserve.client import DEFAULT_TIMEOUT_S, retry_after_s
 from jevserve.decide.base import DecisionBackend, DecisionItem, Decisions, ModelCard
+from jevserve.decide.batcher import MAX_RETRY_AFTER_S as BATCHER_MAX_RETRY_AFTER_S
 from jevserve.protocol import (
     BackendError,
     DecisionQuestion,
@@ -106,7 +109,7 @@ def _upstream_message(response: httpx.Response) -> str:
     try:
         detail = response.json().get("detail")
     except (ValueError, AttributeError):
-        return response.text[:300]
+        return response.text.strip()[:300] or "(empty body)"
     if isinstance(detail, dict):
         return str(detail.get("message", detail))[:300]
     if detail is None:  # a body with no `detail` (`{}`): what it holds, not "None"
@@ -116,7 +119,12 @@ def _upstream_message(response: httpx.Response) -> str:
 
 # what recheck() asks a failing upstream: one yes/no question about a short text, as any client might
 PROBE = DecisionItem("The proxy asks whether its upstream answers.", to_decision(NoulQuestion(type="noul")))
-MAX_RETRY_AFTER_S = 600.0  # the longest upstream Retry-After passed on to clients
+# The longest upstream Retry-After passed on to clients: the server's own bound (typesafe-sdk gives up at once on a
+# hint of 30 s or more), so a client told to wait does; told 600 s, as it was, an SDK client failed at once
+MAX_RETRY_AFTER_S = BATCHER_MAX_RETRY_AFTER_S
+# The largest upstream answer read: the contract's bound on a response body (a client drops a longer one). Read
+# unbounded, one upstream sending 200 MB grew the proxy by 200 MB, once per request in flight.
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
 KEY_REFUSED = "refused this server's key"  # in the message of a 401/403 from the upstream (callers look for it)
 
 
@@ -252,12 +260,20 @@ class RemoteBackend(DecisionBackend):
         async def ask(state: str, indices: list[int]) -> tuple[list[np.ndarray], int]:
             async with slots:
                 try:
-                    response = await http.post("/v1/systemone", json=self._payload(state, indices, items))
+                    request = http.build_request("POST", "/v1/systemone", json=self._payload(state, indices, items))
+                    response = await http.send(request, stream=True)
+                    try:
+                        body = bytearray()
+                        async for piece in response.aiter_bytes():
+                            body += piece
+                            self._check_size(len(body))
+                    finally:
+                        await response.aclose()
                 except httpx.TimeoutException as exc:
                     raise self._timeout() from exc
-                except httpx.TransportError as exc:
+                except (httpx.TransportError, httpx.DecodingError) as exc:
                     raise self._broken(exc) from exc
-            return self._read(response, indices, items)
+            return self._read(_whole(response, bytes(body)), indices, items)
 
         async def ask_all() -> list[tuple[list[np.ndarray], int]]:
             try:
@@ -307,12 +323,17 @@ class RemoteBackend(DecisionBackend):
         answered = []
         for state, indices in groups.items():
             try:
-                response = self._sync_http.post("/v1/systemone", json=self._payload(state, indices, items))
+                with self._sync_http.stream("POST", "/v1/systemone",
+                                            json=self._payload(state, indices, items)) as response:
+                    body = bytearray()
+                    for piece in response.iter_bytes():
+                        body += piece
+                        self._check_size(len(body))
             except httpx.TimeoutException as exc:
                 raise self._timeout() from exc
-            except httpx.TransportError as exc:
+            except (httpx.TransportError, httpx.DecodingError) as exc:
                 raise self._broken(exc) from exc
-            answered.append(self._read(response, indices, items))
+            answered.append(self._read(_whole(response, bytes(body)), indices, items))
         return self._assemble(items, groups, answered).probabilities
 
     def close(self) -> None:
@@ -326,6 +347,11 @@ class RemoteBackend(DecisionBackend):
     def _payload(self, state: str, indices: list[int], items: Sequence[DecisionItem]) -> dict[str, Any]:
         questions = {f"q{n}": to_wire(items[i].question) for n, i in enumerate(indices)}
         return {"state": state, "model": self.model, "questions": questions}
+
+    def _check_size(self, num_bytes: int) -> None:
+        if num_bytes > MAX_ANSWER_BYTES:
+            raise BackendError(f"upstream {self.url} sent an answer over {MAX_ANSWER_BYTES // 2**20} MiB; it was not "
+                               "read further")
 
     def _timeout(self) -> UpstreamTimeout:
         return UpstreamTimeout(f"upstream {self.url} did not answer within {self.timeout_s:g} s")
@@ -379,6 +405,11 @@ class RemoteBackend(DecisionBackend):
             return BackendError(
                 f"upstream {self.url} does not serve model {self.model!r} (404: {message}); check --remote-model"
             )
+        if 300 <= status < 400:  # "failed (307): " said nothing of where it pointed
+            location = response.headers.get("location")
+            return BackendError(
+                f"upstream {self.url} redirected ({status}) to {location or 'no location'}; a System One endpoint "
+                "does not redirect POST /v1/systemone: give remote: the URL it redirects to")
         if 400 <= status < 500 and status != 408:
             rejected = UpstreamRejected(f"upstream rejected the request ({status}): {message}")
             rejected.status_code = status
@@ -396,6 +427,13 @@ class RemoteBackend(DecisionBackend):
             for i, p in zip(indices, probabilities, strict=True):
                 out[i] = p
         return Decisions(out, input_tokens=tokens)  # type: ignore[arg-type]
+
+
+def _whole(response: httpx.Response, body: bytes) -> httpx.Response:
+    """`response` with its body read (decoded), as a whole response to parse."""
+    headers = {k: v for k, v in response.headers.items()
+               if k.lower() not in ("content-length", "content-encoding", "transfer-encoding")}
+    return httpx.Response(response.status_code, headers=headers, content=body, request=response.request)
 
 
 def _is_date(text: str) -> bool:

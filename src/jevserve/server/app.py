@@ -238,7 +238,8 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
             failing = getattr(served.backend, "upstream_problem", None)
             log.warning("%s: %s at start, so /v1/models gives no release date for it %s",
                         served.backend.card.name, problem,
-                        "until the upstream answers; every request to it fails until then (GET /healthz says so)"
+                        "until the upstream answers and lists it; every request to it fails until then (GET "
+                        "/healthz says so)"
                         if failing else "until a restart")
 
     @asynccontextmanager
