@@ -244,8 +244,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if plan.capacity.bound.binding == "kv memory":
         # the mean-based KV limit is furthest from the simulator where lengths vary widely (capacity.md, validation)
         print("note: KV memory binds. The bound counts the cache as full on average; a replica holds more at its "
-              "busiest steps and preempts, and where lengths vary widely the simulator's replica sustains a third "
-              "less (capacity.md, validation): check the answer with `jevserve plan table`, which simulates it",
+              "busiest steps and preempts, and where lengths vary widely the simulator's replica sustains about a "
+              "quarter less (capacity.md, validation): check the answer with `jevserve plan table`, which simulates it",
               file=sys.stderr)
     return 0
 

@@ -76,6 +76,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--cv", type=positive_float("--cv"), default=None,
                      help="coefficient of variation of the gaps of plain `--arrivals gamma` (default: 2)")
     run.add_argument("--seed", type=seed_arg, default=0, help="seed of arrivals and sampling (default: 0)")
+    run.add_argument("--workload-seed", type=seed_arg, default=None,
+                     help="which requests are sampled, when it should differ from --seed (default: --seed); the "
+                     "queue-order experiment keeps sample 0 and varies the arrivals' seed, so its seed-s cells are "
+                     "`--workload-seed 0 --seed s`")
     run.add_argument("--policy", default="fcfs",
                      help="queue policy: fcfs, spf, plf, tlf, plf-edf, plf-relage, or priority (vLLM's: lowest "
                      "request priority first; simulated requests all have priority 0, so it orders as fcfs) "
@@ -181,7 +185,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from jevserve.sim.workload_args import load_workload
 
     # a trace's rows are all sent (--num-requests is refused beside one), with its own send times if asked for
-    requests = load_workload(args, seed=args.seed, split=args.split, whole_trace=True,
+    workload_seed = args.seed if args.workload_seed is None else args.workload_seed
+    requests = load_workload(args, seed=workload_seed, split=args.split, whole_trace=True,
                              need_arrival=args.arrivals == "trace")
     if args.arrivals != "trace" and args.workload not in ("sharegpt", "synthetic") and \
             len({r.arrival_s for r in requests}) > 1:
@@ -219,7 +224,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
                             if value is not None)
     print(f"run: {len(requests)} requests, {args.arrivals} arrivals"
           + (f" at {args.rate:g} req/s" if args.arrivals != "trace" else " at the trace's times")
-          + f", policy {args.policy}, profile {profile.name}, seed {args.seed}; SLO {slo_text} (slo_attainment: the "
+          + f", policy {args.policy}, profile {profile.name}, seed {args.seed}"
+          + (f" (requests sampled with seed {workload_seed})" if workload_seed != args.seed else "")
+          + f"; SLO {slo_text} (slo_attainment: the "
           "share of requests meeting all of it)")
     for key, value in summary.items():
         if isinstance(value, dict):
@@ -256,7 +263,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         summary["inputs"] = {
             "num_requests": len(requests),
             "workload": args.workload, "arrivals": args.arrivals, "rate_rps": args.rate, "policy": args.policy,
-            "profile": profile.name, "seed": args.seed, "slo": dataclasses.asdict(slo),
+            "profile": profile.name, "seed": args.seed, "workload_seed": workload_seed, "slo": dataclasses.asdict(slo),
             "engine": dataclasses.asdict(engine_config_from_args(args)),
         }
         args.json.write_text(json_report.dumps(summary, indent=1) + "\n")

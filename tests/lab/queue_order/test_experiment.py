@@ -118,3 +118,13 @@ def test_a_doubled_run_sends_the_same_requests_again_in_another_order():
     assert first == context.requests and len({r.request_id for r in long.requests}) == 300
     assert sorted(r.request_id for r in second) == sorted(f"{r.request_id}#2" for r in context.requests)
     assert [r.request_id.removesuffix("#2") for r in second] != [r.request_id for r in first]
+
+
+def test_the_calibration_log_says_a_goodput_outside_the_sweep_as_such_not_as_a_number():
+    # "step-time scale 3.0000: FCFS goodput -0.100 req/s" was the sweep's lowest rate pushed down for the root finder
+    from jevserve.lab.queue_order.experiment import _said
+
+    rates = (0.9, 1.0, 1.54)
+    assert _said(0.9 - 1.0, rates) == "below the sweep (the SLO is missed at its lowest rate, 0.9 req/s)"
+    assert _said(1.54 + 1.0, rates) == "above the sweep (the SLO is met at its highest rate, 1.54 req/s)"
+    assert _said(1.25, rates) == "1.250 req/s"

@@ -64,7 +64,7 @@ def add_arguments(
                     help="JSONL of request_id -> predicted_tokens for the ShareGPT test split "
                     "(default: a noisy oracle with Kendall tau 0.6)")
     qo.add_argument("--seeds", type=ints, default=(0, 1), help="arrival seeds, e.g. 0,1,2,3 (default: 0,1)")
-    qo.add_argument("--rates", type=floats, default=None, help="request rates (default: 1.05,...,1.54)")
+    qo.add_argument("--rates", type=floats, default=None, help="request rates (default: 0.90,1.00,1.05,...,1.54)")
     qo.add_argument("--num-requests", type=positive_int("--num-requests"), default=2000,
                     help="requests per run (default: 2000)")
     qo.add_argument("--arrivals", type=arrivals_arg(allow_trace=False), default="poisson",

@@ -148,6 +148,16 @@ def fcfs_goodput(context: SweepContext, setup: QueueOrderSetup, jobs: int | None
     return rate - 1.0 if qualifier == "<" else rate + 1.0 if qualifier == ">=" else rate
 
 
+def _said(goodput: float, rates: Sequence[float]) -> str:
+    """A goodput for the calibration's log; the values fcfs_goodput pushes past the sweep's ends said as such (the
+    log printed "-0.100 req/s")."""
+    if goodput < rates[0]:
+        return f"below the sweep (the SLO is missed at its lowest rate, {rates[0]:g} req/s)"
+    if goodput > rates[-1]:
+        return f"above the sweep (the SLO is met at its highest rate, {rates[-1]:g} req/s)"
+    return f"{goodput:.3f} req/s"
+
+
 def calibrate_knob(setup: QueueOrderSetup, jobs: int | None, log: Callable[[str], None] = print) -> float:
     """The knob value at which FCFS goodput equals the target (Brent's method in the scenario's bracket)."""
     scenario, base = setup.scenario, base_requests(setup)
@@ -160,7 +170,7 @@ def calibrate_knob(setup: QueueOrderSetup, jobs: int | None, log: Callable[[str]
             for _ in range(setup.doublings):
                 context = doubled(context)
             goodput = fcfs_goodput(context, setup, jobs)
-            log(f"  {KNOBS[scenario.knob]} {value:.4f}: FCFS goodput {goodput:.3f} req/s")
+            log(f"  {KNOBS[scenario.knob]} {value:.4f}: FCFS goodput {_said(goodput, setup.rates)}")
             seen[value] = goodput - setup.target_fcfs_goodput
         return seen[value]
 
