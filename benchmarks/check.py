@@ -28,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
         description="run a benchmark script in a throwaway worktree of HEAD and print what it changed",
         usage="python benchmarks/check.py [--keep] [--repo DIR] SCRIPT [SCRIPT_ARGS ...]")
     parser.add_argument("--keep", action="store_true", help="keep the worktree (its path is printed)")
-    parser.add_argument("--repo", type=Path, default=ROOT, help="the git checkout to take HEAD from (default: this one)")
+    parser.add_argument("--repo", type=Path, default=ROOT,
+                        help="the git checkout to take HEAD from (default: this one)")
     parser.add_argument("script", help="the benchmark script, as a path relative to the repository root")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
     args = parser.parse_args(argv)
