@@ -648,7 +648,7 @@ class ReadingTextsBackend(FakeBackend):
         self.turns = turns
         self.calls: list[str] = []  # "prepare <state>" or "decide <states>", in the order the backend was called
 
-    def question_text_chars(self, items):
+    def text_chars(self, items):
         return 10 * batcher_module.PREPARED_TEXT_CHARS if any("long" in item.state for item in items) else 10
 
     def prepare(self, items, budget_s):

@@ -201,4 +201,26 @@ def test_texts_read_in_turns_get_exactly_the_vectors_read_at_once_and_the_same_a
     for text in texts:
         emb.cache._items.pop(text)
     assert np.array_equal(warmed, backend.decide([item])[0])
-    assert backend.question_text_chars([item]) == sum(len(t) for t in texts) > 3 * len(words)
+    assert backend.text_chars([item]) == len(item.state) + sum(len(t) for t in texts) > 3 * len(words)
+
+
+@pytest.mark.parametrize("name", ["minilm-pooled-head", "minilm-reader"])
+def test_a_long_state_read_in_turns_gets_exactly_what_it_gets_read_at_once(name):
+    # a pasted document of many windows is read ahead in turns too; the reading model keeps its token states
+    backend = next(b for b in embedded_backends() if b.card.name == name)
+    emb = backend.embedder
+    state = " ".join(f"clause {i} of the contract says item {i * 13} ships late" for i in range(400))
+    item = DecisionItem(state, decision({"type": "noul", "instructions": "Does the contract allow late delivery?"}))
+    while not backend.prepare([item], 0.0):
+        pass
+    warmed_vector = emb.cache.get(state)
+    warmed_states = emb.state_cache.get(state) if name == "minilm-reader" else None
+    warmed = backend.decide([item])[0]
+    emb.cache._items.pop(state)
+    if warmed_states is not None:
+        emb.state_cache._items.pop(state)
+        assert np.array_equal(emb.token_states(state), warmed_states) and len(warmed_states) == 512
+    assert np.array_equal(emb.embed([state])[0], warmed_vector)
+    for cache in (emb.cache, getattr(emb, "state_cache", emb.cache)):
+        cache._items.pop(state, None)
+    assert np.array_equal(backend.decide([item])[0], warmed)

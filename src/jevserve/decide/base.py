@@ -88,15 +88,15 @@ class DecisionBackend(ABC):
         """Raise `InputTooLongError` for an item the backend cannot read whole; called before queueing."""
         return None
 
-    def question_text_chars(self, items: Sequence[DecisionItem]) -> int:
-        """Characters of the distinct question texts (instructions, options) the items would have the backend read
-        beside their states; 0 for a backend that reads none on its own (the batcher then never calls `prepare`)."""
+    def text_chars(self, items: Sequence[DecisionItem]) -> int:
+        """Characters of the distinct texts (states, instructions, options) the items would have the backend read
+        that `prepare` can read ahead; 0 for a backend that reads none ahead (the batcher then never calls it)."""
         return 0
 
     def prepare(self, items: Sequence[DecisionItem], budget_s: float) -> bool:
-        """Read what of the items' question texts is not read yet for about `budget_s` seconds, keeping it; True
-        once nothing is left, so that `decide` on them then reads none of it. Called in the backend's thread, between
-        other requests' batches, for requests whose texts would hold the backend for long (decide/batcher.py)."""
+        """Read what of the items' texts is not read yet for about `budget_s` seconds, keeping it; True once nothing
+        is left, so that `decide` on them then reads none of it. Called in the backend's thread, between other
+        requests' batches, for requests whose texts would hold the backend for long (decide/batcher.py)."""
         return True
 
     @property

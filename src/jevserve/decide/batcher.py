@@ -18,11 +18,11 @@ seconds over their questions, each batch weighted by its questions and forgotten
 `TIMING_HALF_LIFE_ITEMS` questions: one slow batch of a few questions cannot multiply the estimate (and with it
 every Retry-After and time budget), as a per-batch running mean let it.
 
-Long question texts: a request whose questions have the backend read much text of their own (255 options of a page
-each: a minute of encoding on 2 cores, in one question no batch can cut) has those texts read first, in turns of
-about `max_chunk_ms` (the backend's `prepare`) that alternate with other requests' batches, and its questions are
-batched once nothing is left to read: a small request then waits for one such turn, not for the whole reading. The
-texts are read exactly as a batch reads them, so no answer changes.
+Long texts: a request that has the backend read much text (255 options of a page each: a minute of encoding on 2
+cores, in one question no batch can cut; a long pasted document) has those texts read first, in turns of about
+`max_chunk_ms` (the backend's `prepare`) that alternate with other requests' batches, and its questions are batched
+once nothing is left to read: a small request then waits for one such turn, not for the whole reading. The texts
+are read exactly as a batch reads them, so no answer changes.
 
 Back-pressure: a request is refused with OverloadedError (429 + Retry-After) when the work that would run before it
 finishes, `n + sum(min(remaining_j, n))` over queued requests j for a request of n questions, is over `max_queue`;
@@ -94,7 +94,7 @@ MIN_LEARNED_ESTIMATE_S = 0.02
 # The longest Retry-After told: typesafe-sdk gives up at once on a hint of 30 s or more (its retry budget is 30 s), so
 # a longer estimate would turn a wait into a failure; a client told 29 s and still early is told again.
 MAX_RETRY_AFTER_S = 29.0
-# A request whose distinct question texts (instructions, options) are longer than this is read in turns before its
+# A request whose distinct texts (states, instructions, options) are longer than this is read in turns before its
 # questions are batched (see the module docstring): about 4,000 word pieces, a few tenths of a second of encoding on
 # 2 cores. The conformance suite's largest request, 255 options, is 11.5 KB.
 PREPARED_TEXT_CHARS = 16_384
@@ -319,7 +319,7 @@ class Batcher:
         job = _Job(items, asyncio.get_running_loop().create_future(), next(self._seq), results=[None] * len(items),
                    estimate_s=estimate, submitted=time.perf_counter(),
                    unprepared=self.max_chunk_s is not None
-                   and self.backend.question_text_chars(items) > PREPARED_TEXT_CHARS)
+                   and self.backend.text_chars(items) > PREPARED_TEXT_CHARS)
         self._jobs.append(job)
         self._queued_items += len(items)
         self._wakeup.set()

@@ -17,7 +17,8 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -239,29 +240,41 @@ class Embedder:
                         for start in range(0, max(len(ids), 1), WINDOW_TOKENS)])
         return out
 
-    def warm(self, texts: Sequence[str], budget_s: float) -> bool:
+    def warm(self, texts: Sequence[str], budget_s: float, *, token_states_of: Collection[str] = ()) -> bool:
         """Embed what of `texts` is not cached yet for about `budget_s` seconds (one window at least), keeping what
-        is half done for the next call; True once every one is cached. A request whose texts take seconds to read
-        (255 options of several pages each) is read this way between other requests' batches, so that they need not
+        is half done for the next call; True once every one is cached (with `token_states_of`, their token states
+        too, where the embedder keeps them). A request whose texts take seconds to read (255 options of several
+        pages each, a long pasted document) is read this way between other requests' batches, so that they need not
         wait for all of it (decide/batcher.py). Each window runs alone and a text's windows are combined as `embed`
         combines them, so a text warmed over several calls has exactly the vector `embed` gives it."""
         deadline = time.perf_counter() + budget_s
-        partial = getattr(self._warming, "texts", {})
-        wanted = [text for text in dict.fromkeys(texts) if self.cache.get(text) is None]
+        partial: dict[tuple[str, bool], _Warming] = getattr(self._warming, "texts", {})
+        wanted = [(text, text in token_states_of) for text in dict.fromkeys(texts)]
+        wanted = [key for key in wanted if not self._is_warm(*key)]
         # what a request left half read (its client gone) is dropped when another request's texts are warmed
-        self._warming.texts = partial = {text: partial[text] for text in wanted if text in partial}
+        self._warming.texts = partial = {key: partial[key] for key in wanted if key in partial}
         ran = False
-        for text in wanted:
-            windows, pooled = partial.get(text) or (self._windows([text])[0], [])
-            partial[text] = (windows, pooled)
-            while len(pooled) < len(windows):
+        for key in wanted:
+            entry = partial.setdefault(key, _Warming(self._windows([key[0]])[0]))
+            while len(entry.pooled) < len(entry.windows):
                 if ran and time.perf_counter() >= deadline:
                     return False
-                pooled.append(self._run_windows([windows[len(pooled)]])[0])
+                entry.pooled.append(self._warm_window(entry, key[1]))
                 ran = True
-            self.cache.put(text, _combine(np.stack(pooled), windows, [0] * len(windows), 1)[0])
-            del partial[text]
+            self._put_warmed(key[0], entry, key[1])
+            del partial[key]
         return True
+
+    def _is_warm(self, text: str, token_states: bool) -> bool:
+        return self.cache.get(text) is not None
+
+    def _warm_window(self, entry: _Warming, token_states: bool) -> np.ndarray:
+        """The pooled row of the entry's next window."""
+        return self._run_windows([entry.windows[len(entry.pooled)]])[0]
+
+    def _put_warmed(self, text: str, entry: _Warming, token_states: bool) -> None:
+        windows = entry.windows
+        self.cache.put(text, _combine(np.stack(entry.pooled), windows, [0] * len(windows), 1)[0])
 
     def _run_windows(self, windows: list[list[int]]) -> np.ndarray:
         result = np.empty((len(windows), EMBEDDING_DIM), dtype=np.float32)
@@ -282,6 +295,16 @@ class Embedder:
                 mask[row, : len(windows[i])] = 1
             result[chunk] = self.session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
         return result
+
+
+@dataclass
+class _Warming:
+    """A text `Embedder.warm` is reading: its windows, the pooled rows of those read, and (for an embedder that
+    keeps them) the token states of its first windows."""
+
+    windows: list[list[int]]
+    pooled: list[np.ndarray] = field(default_factory=list)
+    kept: list[np.ndarray] = field(default_factory=list)
 
 
 def _combine(pooled: np.ndarray, windows: list[list[int]], owners: list[int], num_texts: int) -> np.ndarray:

@@ -76,14 +76,17 @@ class EncoderBackend(DecisionBackend):
         """The distinct texts of the items' questions the readout embeds, in order."""
         return list(dict.fromkeys(text for item in items for text in self.readout.texts(item.question)))
 
-    def question_text_chars(self, items: Sequence[DecisionItem]) -> int:
-        """Characters of the distinct question texts the readout embeds (batcher: whether to `prepare` them); a
-        subclass that embeds fewer counts them all, a bound that is cheap to take for every request."""
-        return sum(len(text) for text in EncoderBackend.question_texts(self, items))
+    def text_chars(self, items: Sequence[DecisionItem]) -> int:
+        """Characters of the distinct states and question texts the items have embedded (batcher: whether to
+        `prepare` them); a subclass that embeds fewer question texts counts them all, a bound cheap to take."""
+        states = {item.state for item in items}
+        return sum(map(len, states)) + sum(len(t) for t in EncoderBackend.question_texts(self, items))
 
     def prepare(self, items: Sequence[DecisionItem], budget_s: float) -> bool:
-        """Embed the items' question texts for about `budget_s` seconds (Embedder.warm); True once all are cached."""
-        return self.embedder.warm(self.question_texts(items), budget_s)
+        """Embed the items' states and question texts for about `budget_s` seconds (Embedder.warm); True once all
+        are cached."""
+        states = list(dict.fromkeys(item.state for item in items))
+        return self.embedder.warm([*states, *self.question_texts(items)], budget_s)
 
     def decide(self, items: Sequence[DecisionItem]) -> list[np.ndarray]:
         """Embed each distinct text of the batch once, then read every item independently."""
@@ -195,6 +198,11 @@ class ReadingBackend(EncoderBackend):
         from jevserve.decide.token_embedder import TokenEmbedder
 
         super().__init__(readout, card=card, embedder=embedder or TokenEmbedder(precision), precision=precision)
+
+    def prepare(self, items: Sequence[DecisionItem], budget_s: float) -> bool:
+        """EncoderBackend's, with the states' token states kept as `decide` reads them."""
+        states = list(dict.fromkeys(item.state for item in items))
+        return self.embedder.warm([*states, *self.question_texts(items)], budget_s, token_states_of=states)
 
     def decide(self, items: Sequence[DecisionItem]) -> list[np.ndarray]:
         """Encode each distinct state once (token states and pooled vector), embed question texts (cached), then

@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 
-from jevserve.decide.embedder import EMBEDDING_DIM, WINDOW_TOKENS, Embedder, LRUCache
+from jevserve.decide.embedder import EMBEDDING_DIM, WINDOW_TOKENS, Embedder, LRUCache, _Warming
 from jevserve.decide.onnx_build import Precision
 
 READ_TOKENS = 512  # token states the reader attends over: the first 512 positions ([CLS]/[SEP] of each window count)
@@ -72,6 +72,20 @@ class TokenEmbedder(Embedder):
         self.cache.put(text, pooled)
         self.state_cache.put(text, states)
         return states
+
+    def _is_warm(self, text: str, token_states: bool) -> bool:
+        return super()._is_warm(text, token_states) and (not token_states or self.state_cache.get(text) is not None)
+
+    def _warm_window(self, entry: _Warming, token_states: bool) -> np.ndarray:
+        pooled = super()._warm_window(entry, token_states)
+        if token_states and sum(len(h) for h in entry.kept) < self.read_tokens:
+            entry.kept.append(self._runs.window_states[0])
+        return pooled
+
+    def _put_warmed(self, text: str, entry: _Warming, token_states: bool) -> None:
+        super()._put_warmed(text, entry, token_states)
+        if token_states:  # as token_states keeps them: the first `read_tokens` rows of the windows in order
+            self.state_cache.put(text, np.concatenate(entry.kept)[: self.read_tokens].copy())
 
     def _run_windows(self, windows: list[list[int]]) -> np.ndarray:
         pooled = np.empty((len(windows), EMBEDDING_DIM), dtype=np.float32)

@@ -152,6 +152,14 @@ class TunedReadingBackend(EncoderBackend):
         for text in {text for item in items for text in self.readout.texts(item.question)}:
             self.embedder.check(text, QUESTION_TEXT)
 
+    def text_chars(self, items: Sequence[DecisionItem]) -> int:
+        """Characters of the question texts (a state is read up to its first 512 positions only, in its batch)."""
+        return sum(len(t) for t in EncoderBackend.question_texts(self, items))
+
+    def prepare(self, items: Sequence[DecisionItem], budget_s: float) -> bool:
+        """Embed the items' question texts for about `budget_s` seconds; True once all are cached."""
+        return self.embedder.warm(self.question_texts(items), budget_s)
+
     def question_texts(self, items: Sequence[DecisionItem]) -> list[str]:
         """The distinct texts the readout embeds for the items' questions (none for one its head answers alone)."""
         alone = {q for q in {item.question for item in items}
