@@ -255,7 +255,9 @@ class Embedder:
         self._warming.texts = partial = {key: partial[key] for key in wanted if key in partial}
         ran = False
         for key in wanted:
-            entry = partial.setdefault(key, _Warming(self._windows([key[0]])[0]))
+            entry = partial.get(key)
+            if entry is None:  # tokenized once: a long text is read over many calls
+                entry = partial[key] = _Warming(self._windows([key[0]])[0])
             while len(entry.pooled) < len(entry.windows):
                 if ran and time.perf_counter() >= deadline:
                     return False
