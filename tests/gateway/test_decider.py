@@ -272,3 +272,70 @@ def test_the_gateway_asks_its_routes_request_questions_once_before_it_is_ready()
     assert len(warmed[0]) == 2 and warmed[0][0] >= 2  # two batches: the guard's and the harm question at least
     assert {short, timed} <= warmed[1] and all(state == short or state in timed for state in warmed[1])  # windows
     assert estimate is not None and estimate > 0
+
+
+def test_a_call_whose_own_work_outlasts_its_deadline_on_an_idle_decider_is_run_so_that_its_retry_is_answered():
+    # an agent step with six tool results was refused 429 "overloaded, retry after 1 s" by an idle gateway, and every
+    # retry was refused the same way in 0.2 ms: turned away before any reading, it never got read. Run, the texts it
+    # read are kept (as the encoder's caches keep them), and the retry is answered from them
+    import time
+
+    class SlowWithCache(FakeBackend):
+        def __init__(self):
+            super().__init__()
+            self.read: set[str] = set()
+
+        def decide(self, items):
+            new = {item.state for item in items} - self.read
+            time.sleep(0.03 * len(new))  # 30 ms per text not read before
+            self.read |= new
+            return super().decide(items)
+
+    backend = SlowWithCache()
+    decider = LocalDecider(backend)
+    many = [ask(f"guard:{i}", f"tool result {i}", INJECTION) for i in range(20)]  # about 600 ms of reading
+
+    async def scenario():
+        await timed_decide(decider, [ask("guard", "measured", INJECTION)], timeout_s=5)
+        first = await timed_decide(decider, many, timeout_s=0.2)
+        for _ in range(100):  # the batch the timed-out call started runs to its end
+            if len(backend.read) == 21:
+                break
+            await asyncio.sleep(0.05)
+        retry = await timed_decide(decider, many, timeout_s=0.2)
+        await decider.aclose()
+        return first, retry
+
+    first, retry = asyncio.run(scenario())
+    assert first.answers is None and first.timed_out and not first.turned_away  # run, and past its deadline
+    assert retry.answers is not None and len(retry.answers) == 20
+
+
+def test_a_call_whose_own_work_outlasts_its_deadline_behind_a_long_queue_is_still_turned_away():
+    import threading
+
+    release = threading.Event()
+
+    class Held(FakeBackend):
+        def decide(self, items):
+            release.wait(5)
+            return super().decide(items)
+
+    decider = LocalDecider(Held())
+
+    async def scenario():
+        batcher = decider._batcher_for_loop()
+        await timed_decide(decider, [ask("guard", "measured", INJECTION)], timeout_s=5)
+        release.clear()
+        batcher._seconds_per_unit, batcher._measured = 0.03, True  # 30 ms a text
+        ahead = [asyncio.ensure_future(timed_decide(decider, [ask(f"g{i}", f"queued {i}", INJECTION)], 5))
+                 for i in range(6)]  # the first held in the backend, five queued: about 150 ms ahead
+        await asyncio.sleep(0.05)
+        big = await timed_decide(decider, [ask(f"guard:{i}", f"tool result {i}", INJECTION) for i in range(20)], 0.2)
+        release.set()
+        await asyncio.gather(*ahead)
+        await decider.aclose()
+        return big
+
+    big = asyncio.run(scenario())
+    assert big.answers is None and big.turned_away and "work is queued" in big.error

@@ -38,6 +38,8 @@ Deadline: a caller that passes `budget_s` (the gateway's decision timeout) has i
 DeadlineUnreachable, before it is queued, when the work queued before it and its own would take longer than
 ADMISSION_HEADROOM of the budget (expected_wait_s: work in units per text read, work_units, at the measured seconds
 per unit). Checked and queued in one step, so requests arriving together are each judged against those before them.
+A request whose own work alone would take longer is queued all the same behind a short queue (RUN_ANYWAY_AHEAD):
+turned away, it would be at every retry; run, its texts are read and kept for the retry.
 
 Answer time: with `answer_within_s` (the decision server's `--answer-within-s`, off by default), a request is also
 refused with OverloadedError when work is queued or running before it and the estimate says its answer would come
@@ -89,6 +91,9 @@ ADMISSION_HEADROOM = 1.0
 SCALE_WEIGHT = 0.1
 MIN_SCALE, MAX_SCALE = 0.25, 1.0
 MIN_LEARNED_ESTIMATE_S = 0.02
+# Questions whose own work alone outlasts their deadline are queued all the same while the work ahead of them is
+# at most this share of it (`Batcher._run_anyway`); behind a longer queue they are turned away like any others.
+RUN_ANYWAY_AHEAD = 0.5
 
 
 # The longest Retry-After told: typesafe-sdk gives up at once on a hint of 30 s or more (its retry budget is 30 s), so
@@ -102,6 +107,7 @@ PREPARED_TEXT_CHARS = 16_384
 
 class DeadlineUnreachable(Exception):
     """Questions refused before queueing: the work ahead of them and theirs would outlast the caller's deadline."""
+
 
 
 def work_units(items: Sequence[DecisionItem], in_context: bool = False, counted: set[str] | None = None) -> float:
@@ -302,9 +308,10 @@ class Batcher:
         estimate = None
         # checked and queued in one step: a request arriving next sees this one queued
         if budget_s is not None:
-            estimate = self._raw_wait_s(items)
+            parts = self._raw_wait_parts(items)
+            estimate = None if parts is None else sum(parts)
             wait = None if estimate is None else estimate * self._estimate_scale
-            if wait is not None and wait > ADMISSION_HEADROOM * budget_s:
+            if wait is not None and wait > ADMISSION_HEADROOM * budget_s and not self._run_anyway(parts, budget_s):
                 raise DeadlineUnreachable(
                     f"about {wait * 1000:.0f} ms of work is queued before these questions' answers, over the "
                     f"{budget_s * 1000:.0f} ms they are wanted in"
@@ -324,6 +331,14 @@ class Batcher:
         self._queued_items += len(items)
         self._wakeup.set()
         return Decisions(await job.future)
+
+    def _run_anyway(self, parts: tuple[float, float], budget_s: float) -> bool:
+        """Whether questions past their deadline are queued all the same: their own work alone outlasts it, and the
+        work ahead of them is short. Turned away, such questions were turned away at every retry (an agent step with
+        six tool results, on an idle gateway); run, what they read is kept (the encoder's caches), and the retry the
+        caller's timeout asks for finds it read."""
+        ahead, own = (part * self._estimate_scale for part in parts)
+        return own > ADMISSION_HEADROOM * budget_s and ahead <= RUN_ANYWAY_AHEAD * budget_s
 
     def _check_answer_time(self, ahead_s: float, own_s: float) -> None:
         """OverloadedError when work is ahead (`ahead_s`) and the answer, after that and the request's own work
