@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -39,7 +41,11 @@ def main(argv: list[str] | None = None) -> int:
                 else script)
     if not (repo / relative).is_file():
         parser.error(f"{args.script}: no such script in {repo}")
-    where = Path(tempfile.mkdtemp(prefix="jevserve-check-")) / "tree"
+    # SIGTERM ends the check as Ctrl-C does: the script is stopped and the worktree removed (left to the default,
+    # the worktree stayed registered and the script ran on)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    parent = Path(tempfile.mkdtemp(prefix="jevserve-check-"))
+    where = parent / "tree"
     added = subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "--quiet", str(where), "HEAD"],
                            capture_output=True, text=True)
     if added.returncode != 0:
@@ -49,7 +55,13 @@ def main(argv: list[str] | None = None) -> int:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(where / "src"), str(where),
                                                                           os.environ.get("PYTHONPATH")]))}
         print(f"check: running {relative} in {where} (HEAD of {repo})", file=sys.stderr, flush=True)
-        status = subprocess.run([sys.executable, str(relative), *args.script_args], cwd=where, env=env).returncode
+        script_run = subprocess.Popen([sys.executable, str(relative), *args.script_args], cwd=where, env=env)
+        try:
+            status = script_run.wait()
+        finally:
+            if script_run.poll() is None:
+                script_run.terminate()
+                script_run.wait()
         changed = subprocess.run(["git", "-C", str(where), "status", "--porcelain"], capture_output=True,
                                  text=True).stdout
         if not changed.strip():
@@ -69,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(where)],
                            capture_output=True)
             subprocess.run(["git", "-C", str(repo), "worktree", "prune"], capture_output=True)
+            shutil.rmtree(parent, ignore_errors=True)
 
 
 if __name__ == "__main__":

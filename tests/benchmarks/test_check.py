@@ -44,3 +44,39 @@ def test_a_script_that_is_not_there_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["--repo", str(repo), "benchmarks/nosuch.py"])
     assert "no such script" in capsys.readouterr().err
+
+
+def test_a_check_stopped_by_sigterm_stops_its_script_and_removes_its_worktree(tmp_path):
+    # SIGTERM left the worktree registered and the benchmark running on its own
+    import signal
+    import sys
+    import time
+    from pathlib import Path
+
+    repo = _repo(tmp_path)
+    pid_file = tmp_path / "slow.pid"
+    (repo / "benchmarks" / "slow.py").write_text(
+        f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n")
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "y"],
+                   check=True)
+    check = Path(__file__).resolve().parents[2] / "benchmarks" / "check.py"
+    run = subprocess.Popen([sys.executable, str(check), "--repo", str(repo), "benchmarks/slow.py"],
+                           stderr=subprocess.PIPE, text=True)
+    assert "check: running" in run.stderr.readline()
+    for _ in range(100):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.05)
+    run.send_signal(signal.SIGTERM)
+    assert run.wait(20) == 143
+    listed = subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True).stdout
+    assert len(listed.strip().splitlines()) == 1
+    import os
+
+    import pytest
+
+    with pytest.raises(ProcessLookupError):  # the script was stopped with the check
+        for _ in range(100):
+            os.kill(int(pid_file.read_text()), 0)
+            time.sleep(0.05)

@@ -649,7 +649,9 @@ class ReadingTextsBackend(FakeBackend):
         self.calls: list[str] = []  # "prepare <state>" or "decide <states>", in the order the backend was called
 
     def text_chars(self, items):
-        return 10 * batcher_module.PREPARED_TEXT_CHARS if any("long" in item.state for item in items) else 10
+        if any("long" in item.state for item in items):
+            return 10 * batcher_module.PREPARED_TEXT_CHARS
+        return 5_000 if any("medium" in item.state for item in items) else 10  # a request of 5 KB of texts
 
     def prepare(self, items, budget_s):
         self.num_started += 1
@@ -701,6 +703,8 @@ def test_short_question_texts_and_an_uncut_batcher_read_nothing_in_turns():
         return backend.calls
 
     assert asyncio.run(scenario(25, "short")) == ["decide short #0"]
+    # 5 KB of texts is read ahead too: at a threshold of 16 KB, a dozen such requests held a small one 8 to 15 s
+    assert asyncio.run(scenario(25, "medium"))[0] == "prepare medium #0"
     assert asyncio.run(scenario(None, "long")) == ["decide long #0"]  # --max-chunk-ms 0: nothing is cut
 
 
@@ -720,3 +724,31 @@ def test_a_request_whose_texts_cannot_be_read_fails_alone():
 
     long, small = asyncio.run(scenario())
     assert isinstance(long, RuntimeError) and len(small) == 1
+
+
+def test_several_requests_with_long_texts_are_read_one_at_a_time_and_a_small_one_waits_for_one_turn():
+    # a dozen requests of 15 KB each, just under the threshold then, were read within batches, and a small request
+    # waited behind all of them for 8 to 15 s
+    class TwoTurnsEach(ReadingTextsBackend):
+        def prepare(self, items, budget_s):
+            self.num_started += 1
+            self.release.wait(10)
+            self.calls.append(f"prepare {items[0].state}")
+            return self.calls.count(f"prepare {items[0].state}") >= 2
+
+    async def scenario():
+        backend = TwoTurnsEach(turns=0)
+        batcher = Batcher(backend, max_batch=64, max_wait_ms=0, max_chunk_ms=25)
+        backend.release.clear()
+        longs = [asyncio.ensure_future(batcher.submit(items(f"long{i}"))) for i in range(3)]
+        await until(lambda: backend.num_started == 1)
+        small = asyncio.ensure_future(batcher.submit(items("small")))
+        await until(lambda: batcher.queue_depth == 4)
+        backend.release.set()
+        await asyncio.gather(*longs, small)
+        await batcher.close()
+        return backend.calls
+
+    calls = asyncio.run(scenario())
+    assert calls[:2] == ["prepare long0 #0", "decide small #0"]
+    assert calls.count("decide small #0") == 1 and len([c for c in calls if c.startswith("prepare")]) == 6

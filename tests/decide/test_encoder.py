@@ -48,11 +48,13 @@ def test_int8_embeddings_are_identical_alone_or_with_companions():
 
 
 @pytest.mark.slow
-def test_fp32_padded_batches_match_single_sequences():
+def test_fp32_embeddings_are_identical_alone_or_with_companions():
+    # a padded fp32 batch moved the last bits (about 1e-7), so a long text read ahead in turns changed another
+    # question's answer in the same request (an outside tester's fp32 model): every window runs on its own
     emb = Embedder("fp32")
     alone = np.stack([emb._embed_uncached([t])[0] for t in TEXTS])
     together = emb._embed_uncached(list(reversed(TEXTS)) + ["a much longer companion " * 30])[: len(TEXTS)][::-1]
-    assert np.abs(alone - together).max() < 1e-5
+    assert np.array_equal(alone, together)
     int8 = int8_embedder()._embed_uncached(TEXTS)
     assert ((alone * int8).sum(1) > 0.97).all()  # quantisation moves embeddings only a little
 

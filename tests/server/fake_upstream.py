@@ -7,6 +7,7 @@ probabilities). The server counts requests and the peak number in flight.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import socket
 import struct
@@ -18,7 +19,7 @@ from contextlib import contextmanager
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 SLOW_S = 0.3
@@ -92,6 +93,17 @@ class FakeUpstream:
             ok["usage"]["input_tokens"] = -5
         elif mode == "missing":
             answers.popitem()
+        elif mode == "zstd":  # an encoding the proxy does not ask for (httpx would inflate it whole)
+            return Response(b"(zstd frame)", 200, {"Content-Encoding": "zstd"}, media_type="application/json")
+        elif mode == "gzipbomb":  # 40 KB of gzip that inflates to 32 MiB
+            return Response(gzip.compress(b" " * (32 * 1024 * 1024)), 200, {"Content-Encoding": "gzip"},
+                            media_type="application/json")
+        elif mode == "429broken":  # a refusal whose body breaks off: still the refusal, with its hint
+            async def broken():
+                yield b'{"detail": {"mess'
+                raise RuntimeError("connection dropped")
+
+            return StreamingResponse(broken(), 429, {"Retry-After": "3"}, media_type="application/json")
         elif mode == "redirect":
             return Response("", 307, {"Location": "https://elsewhere.example/v1/systemone"})
         elif mode == "empty503":

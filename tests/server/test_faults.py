@@ -58,7 +58,10 @@ def test_a_good_upstream_answer_is_passed_on_with_the_upstreams_token_count(prox
         ("truncated", 502, "not a valid System One response"),
         ("huge", 502, "an answer over 16 MiB"),
         ("redirect", 502, "redirected (307) to https://elsewhere.example/v1/systemone"),  # was "failed (307): "
-        ("empty503", 502, "failed (503): (empty body)"),  # read whole, 200 MB grew the proxy by 200 MB
+        ("empty503", 502, "failed (503): (empty body)"),
+        # 19 KB of zstd that inflated to 600 MB grew the proxy by 1.2 GB before the bound was checked
+        ("zstd", 502, "content-encoding 'zstd', which this proxy does not read"),
+        ("gzipbomb", 502, "an answer over 16 MiB"),  # read whole, 200 MB grew the proxy by 200 MB
         ("503", 502, "upstream is down for maintenance"),
         ("401", 502, "refused this server's key"),
         ("404", 502, "--remote-model"),
@@ -78,6 +81,11 @@ def test_an_upstream_429_is_passed_on_as_429_with_its_retry_after(proxy):
     r = post(proxy, "mode:429 ticket")
     assert r.status_code == 429
     assert r.headers["retry-after-ms"] == "50" and int(r.headers["retry-after"]) >= 1
+
+
+def test_an_upstream_429_whose_body_breaks_off_is_still_that_429_with_its_hint(proxy):
+    r = post(proxy, "mode:429broken ticket")
+    assert r.status_code == 429 and r.headers["retry-after"] == "3"
 
 
 def test_an_upstream_429_with_an_absurd_retry_after_and_no_message_is_passed_on_bounded(proxy):

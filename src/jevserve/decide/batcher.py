@@ -100,9 +100,10 @@ RUN_ANYWAY_AHEAD = 0.5
 # a longer estimate would turn a wait into a failure; a client told 29 s and still early is told again.
 MAX_RETRY_AFTER_S = 29.0
 # A request whose distinct texts (states, instructions, options) are longer than this is read in turns before its
-# questions are batched (see the module docstring): about 4,000 word pieces, a few tenths of a second of encoding on
-# 2 cores. The conformance suite's largest request, 255 options, is 11.5 KB.
-PREPARED_TEXT_CHARS = 16_384
+# questions are batched (see the module docstring): about 1,000 word pieces of English, a tenth of a second of
+# encoding on 2 cores. At 16,384, a dozen requests of 15 KB each, just under it, were read within batches, and a
+# small request waited behind all of them for 8 to 15 s.
+PREPARED_TEXT_CHARS = 4_096
 
 
 class DeadlineUnreachable(Exception):
@@ -497,7 +498,8 @@ class Batcher:
 
     async def _prepare(self, loop: asyncio.AbstractEventLoop, job: _Job) -> None:
         """One turn of reading `job`'s question texts; the job is batched once they are all read."""
-        self._running, self._running_items = (0.0, time.perf_counter()), 0
+        # its questions show as running (/healthz): the model is busy with them, as in a batch
+        self._running, self._running_items = (0.0, time.perf_counter()), len(job.items)
         try:
             job.unprepared = not await loop.run_in_executor(
                 self._executor, self.backend.prepare, job.items, self.max_chunk_s)

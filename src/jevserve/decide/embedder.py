@@ -1,9 +1,10 @@
 """Sentence embeddings from the embedded encoder, with a text cache and a window strategy for long texts.
 
-Invariance: an embedding must not depend on which texts share its batch. The fp32 graph runs padded batches with an
-attention mask (float noise around 1e-7). The int8 graph quantises activations with one scale per tensor, so a
-companion's outliers would change a text's embedding: there every sequence runs on its own. On 2 CPU cores this
-costs nothing (measured: batch 32 gives the same sequences/s as batch 1; docs/server.md).
+Invariance: an embedding must not depend on which texts share its batch. The int8 graph quantises activations with
+one scale per tensor, so a companion's outliers would change a text's embedding, and a padded fp32 batch moves the
+last bits (about 1e-7): every window runs on its own, in both graphs, so a text's vector is the same to the bit
+whatever else is read with it, and whether it is read at once or in turns (`warm`). On 2 CPU cores this costs
+nothing (measured: batch 32 gives the same sequences/s as batch 1; docs/server.md).
 
 Long texts: the encoder was trained on windows of at most 256 tokens. A longer text is split into consecutive
 windows of up to 254 word pieces (+[CLS]/[SEP]); each window is mean-pooled and the windows are averaged weighted by
@@ -111,7 +112,6 @@ class Embedder:
         spinning: Spinning | None = None,
         cache_size: int = 50_000,
         max_tokens: int = DEFAULT_MAX_TOKENS,
-        max_batch: int = 64,
         output: Output = "pooled",
         layers: Path | None = None,
     ) -> None:
@@ -121,8 +121,6 @@ class Embedder:
         model_dir = model_dir or shipped_model_dir()
         self.precision = precision
         self.max_tokens = max_tokens
-        self.max_batch = max_batch
-        self.batch_invariant_runtime = precision == "fp32"
         self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self.tokenizer.no_padding()
         self.tokenizer.no_truncation()
@@ -280,22 +278,9 @@ class Embedder:
 
     def _run_windows(self, windows: list[list[int]]) -> np.ndarray:
         result = np.empty((len(windows), EMBEDDING_DIM), dtype=np.float32)
-        if not self.batch_invariant_runtime:
-            for i, ids in enumerate(windows):
-                arr = np.asarray([ids], dtype=np.int64)
-                result[i] = self.session.run(None, {"input_ids": arr, "attention_mask": np.ones_like(arr)})[0][0]
-            return result
-        # Sort by length so a padded batch wastes little; the mask keeps padding out of every sequence.
-        order = sorted(range(len(windows)), key=lambda i: len(windows[i]))
-        for start in range(0, len(order), self.max_batch):
-            chunk = order[start : start + self.max_batch]
-            width = max(len(windows[i]) for i in chunk)
-            ids = np.zeros((len(chunk), width), dtype=np.int64)
-            mask = np.zeros((len(chunk), width), dtype=np.int64)
-            for row, i in enumerate(chunk):
-                ids[row, : len(windows[i])] = windows[i]
-                mask[row, : len(windows[i])] = 1
-            result[chunk] = self.session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+        for i, ids in enumerate(windows):  # each on its own (the module docstring says why)
+            arr = np.asarray([ids], dtype=np.int64)
+            result[i] = self.session.run(None, {"input_ids": arr, "attention_mask": np.ones_like(arr)})[0][0]
         return result
 
 

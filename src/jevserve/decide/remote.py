@@ -29,6 +29,7 @@ import datetime as dt
 import json
 import math
 import time
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -155,7 +156,10 @@ class RemoteBackend(DecisionBackend):
         self.model = model
         self.timeout_s = timeout_s
         self.max_in_flight = max_in_flight
-        self.headers = {"Accept": "application/json", "User-Agent": f"jevserve-proxy/{__version__}"}
+        # gzip or nothing: a body is decoded here in bounded steps (_BoundedBody), which zstd and brotli, decoded
+        # whole by the HTTP library, were not (19 KB of zstd grew the proxy by 1.2 GB)
+        self.headers = {"Accept": "application/json", "Accept-Encoding": "gzip",
+                        "User-Agent": f"jevserve-proxy/{__version__}"}
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
         self._transport = transport
@@ -231,7 +235,18 @@ class RemoteBackend(DecisionBackend):
         key, recorded as `upstream_problem`."""
         http, _ = self._async_client()
         try:
-            response = await http.get("/v1/models", timeout=min(self.timeout_s, CARD_TIMEOUT_S))
+            request = http.build_request("GET", "/v1/models", timeout=min(self.timeout_s, CARD_TIMEOUT_S))
+            head = await http.send(request, stream=True)
+            try:  # bounded as an answer is: a 200 MB listing grew the proxy by 600 MB at its start
+                body = self._bounded(head)
+                async for piece in head.aiter_raw():
+                    body.add(piece)
+                response = body.response()
+            finally:
+                await head.aclose()
+        except BackendError as exc:  # a listing past the bound, or in an encoding not read
+            self.upstream_problem = str(exc)
+            return None
         except httpx.HTTPError as exc:
             self.upstream_problem = f"the upstream {self.url} could not be reached ({type(exc).__name__})"
             return None
@@ -263,17 +278,21 @@ class RemoteBackend(DecisionBackend):
                     request = http.build_request("POST", "/v1/systemone", json=self._payload(state, indices, items))
                     response = await http.send(request, stream=True)
                     try:
-                        body = bytearray()
-                        async for piece in response.aiter_bytes():
-                            body += piece
-                            self._check_size(len(body))
+                        body = self._bounded(response)
+                        async for piece in response.aiter_raw():
+                            body.add(piece)
+                        answer = body.response()
+                    except (httpx.TransportError, BackendError) as exc:
+                        if response.status_code != 429:
+                            raise
+                        answer = _refusal(response, exc)  # still the upstream's refusal for its load, and its hint
                     finally:
                         await response.aclose()
                 except httpx.TimeoutException as exc:
                     raise self._timeout() from exc
-                except (httpx.TransportError, httpx.DecodingError) as exc:
+                except httpx.TransportError as exc:
                     raise self._broken(exc) from exc
-            return self._read(_whole(response, bytes(body)), indices, items)
+            return self._read(answer, indices, items)
 
         async def ask_all() -> list[tuple[list[np.ndarray], int]]:
             try:
@@ -325,15 +344,20 @@ class RemoteBackend(DecisionBackend):
             try:
                 with self._sync_http.stream("POST", "/v1/systemone",
                                             json=self._payload(state, indices, items)) as response:
-                    body = bytearray()
-                    for piece in response.iter_bytes():
-                        body += piece
-                        self._check_size(len(body))
+                    try:
+                        body = self._bounded(response)
+                        for piece in response.iter_raw():
+                            body.add(piece)
+                        answer = body.response()
+                    except (httpx.TransportError, BackendError) as exc:
+                        if response.status_code != 429:
+                            raise
+                        answer = _refusal(response, exc)
             except httpx.TimeoutException as exc:
                 raise self._timeout() from exc
-            except (httpx.TransportError, httpx.DecodingError) as exc:
+            except httpx.TransportError as exc:
                 raise self._broken(exc) from exc
-            answered.append(self._read(_whole(response, bytes(body)), indices, items))
+            answered.append(self._read(answer, indices, items))
         return self._assemble(items, groups, answered).probabilities
 
     def close(self) -> None:
@@ -348,10 +372,8 @@ class RemoteBackend(DecisionBackend):
         questions = {f"q{n}": to_wire(items[i].question) for n, i in enumerate(indices)}
         return {"state": state, "model": self.model, "questions": questions}
 
-    def _check_size(self, num_bytes: int) -> None:
-        if num_bytes > MAX_ANSWER_BYTES:
-            raise BackendError(f"upstream {self.url} sent an answer over {MAX_ANSWER_BYTES // 2**20} MiB; it was not "
-                               "read further")
+    def _bounded(self, response: httpx.Response) -> _BoundedBody:
+        return _BoundedBody(response, self.url)
 
     def _timeout(self) -> UpstreamTimeout:
         return UpstreamTimeout(f"upstream {self.url} did not answer within {self.timeout_s:g} s")
@@ -429,11 +451,51 @@ class RemoteBackend(DecisionBackend):
         return Decisions(out, input_tokens=tokens)  # type: ignore[arg-type]
 
 
-def _whole(response: httpx.Response, body: bytes) -> httpx.Response:
-    """`response` with its body read (decoded), as a whole response to parse."""
+class _BoundedBody:
+    """An upstream answer's body, decoded as it arrives and refused (BackendError) once it passes MAX_ANSWER_BYTES:
+    identity or gzip only, each piece inflated no further than the bound allows."""
+
+    def __init__(self, response: httpx.Response, url: str) -> None:
+        self.response_head, self.url = response, url
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity", "gzip", "x-gzip"):
+            raise BackendError(f"upstream {url} answered in content-encoding {encoding!r}, which this proxy does not "
+                               "read (it asks for gzip or none)")
+        self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if "gzip" in encoding else None
+        self._body = bytearray()
+
+    def add(self, raw: bytes) -> None:
+        """Decode one raw piece of the body and keep it."""
+        if self._inflate is None:
+            self._keep(raw)
+            return
+        try:
+            pending = raw
+            while pending:
+                self._keep(self._inflate.decompress(pending, MAX_ANSWER_BYTES + 1 - len(self._body)))
+                pending = self._inflate.unconsumed_tail
+        except zlib.error as exc:
+            raise BackendError(f"upstream {self.url} sent a body that is not the gzip it said: {exc}") from exc
+
+    def _keep(self, decoded: bytes) -> None:
+        self._body += decoded
+        if len(self._body) > MAX_ANSWER_BYTES:
+            raise BackendError(f"upstream {self.url} sent an answer over {MAX_ANSWER_BYTES // 2**20} MiB; it was not "
+                               "read further")
+
+    def response(self) -> httpx.Response:
+        """The answer, its body decoded, as a whole response to parse."""
+        head = self.response_head
+        headers = {k: v for k, v in head.headers.items()
+                   if k.lower() not in ("content-length", "content-encoding", "transfer-encoding")}
+        return httpx.Response(head.status_code, headers=headers, content=bytes(self._body), request=head.request)
+
+
+def _refusal(response: httpx.Response, why: Exception) -> httpx.Response:
+    """An upstream 429 whose body could not be read: its status and headers (its Retry-After) alone."""
     headers = {k: v for k, v in response.headers.items()
                if k.lower() not in ("content-length", "content-encoding", "transfer-encoding")}
-    return httpx.Response(response.status_code, headers=headers, content=body, request=response.request)
+    return httpx.Response(429, headers=headers, content=b"", request=response.request)
 
 
 def _is_date(text: str) -> bool:
