@@ -110,7 +110,6 @@ class DeadlineUnreachable(Exception):
     """Questions refused before queueing: the work ahead of them and theirs would outlast the caller's deadline."""
 
 
-
 def work_units(items: Sequence[DecisionItem], in_context: bool = False, counted: set[str] | None = None) -> float:
     """The work of answering `items` in one batch, in the units above; with `in_context` (a backend that reads a
     window from its text's pass), a window read within a text costs that text's pass, counted once, not its own.
@@ -136,7 +135,7 @@ class _Job:
     results: list[np.ndarray | None] = field(default_factory=list)
     estimate_s: float | None = None  # the wait estimated when it was admitted (unscaled), to correct the estimator
     submitted: float = 0.0  # perf_counter at submission
-    unprepared: bool = False  # its question texts are still being read in turns (`Batcher._prepare`)
+    unprepared: bool = False  # its texts are still being read in turns (`Batcher._prepare`)
 
     @property
     def remaining(self) -> int:
@@ -423,7 +422,7 @@ class Batcher:
                 await self._maybe_wait_for_more()
                 self._drop_cancelled()
                 unprepared = next((job for job in self._jobs if job.unprepared), None)
-                # a turn of reading long question texts, then a batch of the requests ready, in alternation
+                # a turn of reading a request's long texts, then a batch of the requests ready, in alternation
                 if unprepared is not None and (not prepared_last or all(job.unprepared for job in self._jobs)):
                     await self._prepare(loop, unprepared)
                     prepared_last = True
@@ -497,7 +496,7 @@ class Batcher:
         return chunks
 
     async def _prepare(self, loop: asyncio.AbstractEventLoop, job: _Job) -> None:
-        """One turn of reading `job`'s question texts; the job is batched once they are all read."""
+        """One turn of reading `job`'s texts; the job is batched once they are all read."""
         # its questions show as running (/healthz): the model is busy with them, as in a batch
         self._running, self._running_items = (0.0, time.perf_counter()), len(job.items)
         try:
