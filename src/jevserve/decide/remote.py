@@ -238,10 +238,7 @@ class RemoteBackend(DecisionBackend):
             request = http.build_request("GET", "/v1/models", timeout=min(self.timeout_s, CARD_TIMEOUT_S))
             head = await http.send(request, stream=True)
             try:  # bounded as an answer is: a 200 MB listing grew the proxy by 600 MB at its start
-                body = self._bounded(head)
-                async for piece in head.aiter_raw():
-                    body.add(piece)
-                response = body.response()
+                response = await self._read_async(head)
             finally:
                 await head.aclose()
         except BackendError as exc:  # a listing past the bound, or in an encoding not read
@@ -278,10 +275,7 @@ class RemoteBackend(DecisionBackend):
                     request = http.build_request("POST", "/v1/systemone", json=self._payload(state, indices, items))
                     response = await http.send(request, stream=True)
                     try:
-                        body = self._bounded(response)
-                        async for piece in response.aiter_raw():
-                            body.add(piece)
-                        answer = body.response()
+                        answer = await self._read_async(response)
                     except (httpx.TransportError, BackendError) as exc:
                         if response.status_code != 429:
                             raise
@@ -345,10 +339,7 @@ class RemoteBackend(DecisionBackend):
                 with self._sync_http.stream("POST", "/v1/systemone",
                                             json=self._payload(state, indices, items)) as response:
                     try:
-                        body = self._bounded(response)
-                        for piece in response.iter_raw():
-                            body.add(piece)
-                        answer = body.response()
+                        answer = self._read_sync(response)
                     except (httpx.TransportError, BackendError) as exc:
                         if response.status_code != 429:
                             raise
@@ -372,8 +363,23 @@ class RemoteBackend(DecisionBackend):
         questions = {f"q{n}": to_wire(items[i].question) for n, i in enumerate(indices)}
         return {"state": state, "model": self.model, "questions": questions}
 
-    def _bounded(self, response: httpx.Response) -> _BoundedBody:
-        return _BoundedBody(response, self.url)
+    async def _read_async(self, response: httpx.Response) -> httpx.Response:
+        """`response` (sent with stream=True) read whole within the bound (_BoundedBody)."""
+        if response.is_stream_consumed:  # already read (a mock transport's answer): as decoded as it will be
+            return _BoundedBody(response, self.url, decoded=response.content).response()
+        body = _BoundedBody(response, self.url)
+        async for piece in response.aiter_raw():
+            body.add(piece)
+        return body.response()
+
+    def _read_sync(self, response: httpx.Response) -> httpx.Response:
+        """`_read_async` for the blocking client."""
+        if response.is_stream_consumed:
+            return _BoundedBody(response, self.url, decoded=response.content).response()
+        body = _BoundedBody(response, self.url)
+        for piece in response.iter_raw():
+            body.add(piece)
+        return body.response()
 
     def _timeout(self) -> UpstreamTimeout:
         return UpstreamTimeout(f"upstream {self.url} did not answer within {self.timeout_s:g} s")
@@ -455,14 +461,18 @@ class _BoundedBody:
     """An upstream answer's body, decoded as it arrives and refused (BackendError) once it passes MAX_ANSWER_BYTES:
     identity or gzip only, each piece inflated no further than the bound allows."""
 
-    def __init__(self, response: httpx.Response, url: str) -> None:
+    def __init__(self, response: httpx.Response, url: str, *, decoded: bytes | None = None) -> None:
         self.response_head, self.url = response, url
+        self._body = bytearray()
+        self._inflate = None
+        if decoded is not None:  # a body read before (by the HTTP library, decoded): only its size is checked
+            self._keep(decoded)
+            return
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity", "gzip", "x-gzip"):
             raise BackendError(f"upstream {url} answered in content-encoding {encoding!r}, which this proxy does not "
                                "read (it asks for gzip or none)")
         self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if "gzip" in encoding else None
-        self._body = bytearray()
 
     def add(self, raw: bytes) -> None:
         """Decode one raw piece of the body and keep it."""
