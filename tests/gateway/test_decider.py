@@ -178,18 +178,24 @@ def test_a_burst_the_local_decider_cannot_answer_in_time_is_turned_away_at_once_
     assert all(d.ms <= 200 for d in answered)  # what was let in was answered within the deadline
 
 
+class HeldBackend(FakeBackend):
+    """A backend whose batches wait for `release` (at most 5 s)."""
+
+    def __init__(self, release: threading.Event) -> None:
+        super().__init__()
+        self.held = release
+
+    def decide(self, items):
+        self.held.wait(5)
+        return super().decide(items)
+
+
 def test_a_full_decision_queue_is_an_overload_not_a_failure_so_no_guard_falls_open():
     # an outside tester padded an injection with thousands of user turns while other requests were in flight: the
     # in-process queue's "full" refusal was read as a broken decider, the guard took its open fallback and the
     # injection went upstream; refused for load, it is turned away like a request past its deadline (a 429)
     release = threading.Event()
-
-    class Held(FakeBackend):
-        def decide(self, items):
-            release.wait(5)
-            return super().decide(items)
-
-    decider = LocalDecider(Held())
+    decider = LocalDecider(HeldBackend(release))
 
     async def scenario():
         decider._batcher_for_loop().max_queue = 4
@@ -312,16 +318,8 @@ def test_a_call_whose_own_work_outlasts_its_deadline_on_an_idle_decider_is_run_s
 
 
 def test_a_call_whose_own_work_outlasts_its_deadline_behind_a_long_queue_is_still_turned_away():
-    import threading
-
     release = threading.Event()
-
-    class Held(FakeBackend):
-        def decide(self, items):
-            release.wait(5)
-            return super().decide(items)
-
-    decider = LocalDecider(Held())
+    decider = LocalDecider(HeldBackend(release))
 
     async def scenario():
         batcher = decider._batcher_for_loop()
