@@ -99,3 +99,21 @@ def test_an_upstream_down_at_start_gives_its_models_date_once_it_answers(monkeyp
                     time.monotonic() < deadline):
                 time.sleep(0.05)
     assert entry["release_date"] != "1970-01-01" and "forwarded" in entry["description"]
+
+
+def test_a_gzip_answer_read_in_small_pieces_is_the_whole_answer():
+    # the proxy inflates an answer itself, in steps bounded by what it may still keep
+    import gzip
+
+    import httpx
+
+    from jevserve.decide.remote import _BoundedBody
+
+    answer = b'{"answers": {"q0": {"type": "noul", "noul": 0.25}}, "pad": "' + b"x" * 300_000 + b'"}'
+    packed = gzip.compress(answer)
+    response = httpx.Response(200, headers={"content-encoding": "gzip"}, content=b"",
+                              request=httpx.Request("POST", "http://u/v1/systemone"))
+    body = _BoundedBody(response, "http://u")
+    for start in range(0, len(packed), 7):
+        body.add(packed[start : start + 7])
+    assert body.response().content == answer

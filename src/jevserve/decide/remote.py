@@ -495,6 +495,8 @@ class _BoundedBody:
 
     def response(self) -> httpx.Response:
         """The answer, its body decoded, as a whole response to parse."""
+        if self._inflate is not None:
+            self._keep(self._inflate.flush())  # what the inflater still holds (nothing, for a whole gzip stream)
         head = self.response_head
         headers = {k: v for k, v in head.headers.items()
                    if k.lower() not in ("content-length", "content-encoding", "transfer-encoding")}
