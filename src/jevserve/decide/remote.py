@@ -276,10 +276,10 @@ class RemoteBackend(DecisionBackend):
                     response = await http.send(request, stream=True)
                     try:
                         answer = await self._read_async(response)
-                    except (httpx.TransportError, BackendError) as exc:
+                    except (httpx.TransportError, BackendError):
                         if response.status_code != 429:
                             raise
-                        answer = _refusal(response, exc)  # still the upstream's refusal for its load, and its hint
+                        answer = _with_body(response, b"")  # still the upstream's refusal for its load, and its hint
                     finally:
                         await response.aclose()
                 except httpx.TimeoutException as exc:
@@ -340,10 +340,10 @@ class RemoteBackend(DecisionBackend):
                                             json=self._payload(state, indices, items)) as response:
                     try:
                         answer = self._read_sync(response)
-                    except (httpx.TransportError, BackendError) as exc:
+                    except (httpx.TransportError, BackendError):
                         if response.status_code != 429:
                             raise
-                        answer = _refusal(response, exc)
+                        answer = _with_body(response, b"")
             except httpx.TimeoutException as exc:
                 raise self._timeout() from exc
             except httpx.TransportError as exc:
@@ -497,17 +497,15 @@ class _BoundedBody:
         """The answer, its body decoded, as a whole response to parse."""
         if self._inflate is not None:
             self._keep(self._inflate.flush())  # what the inflater still holds (nothing, for a whole gzip stream)
-        head = self.response_head
-        headers = {k: v for k, v in head.headers.items()
-                   if k.lower() not in ("content-length", "content-encoding", "transfer-encoding")}
-        return httpx.Response(head.status_code, headers=headers, content=bytes(self._body), request=head.request)
+        return _with_body(self.response_head, bytes(self._body))
 
 
-def _refusal(response: httpx.Response, why: Exception) -> httpx.Response:
-    """An upstream 429 whose body could not be read: its status and headers (its Retry-After) alone."""
-    headers = {k: v for k, v in response.headers.items()
+def _with_body(head: httpx.Response, body: bytes) -> httpx.Response:
+    """A whole response of `head`'s status and headers with `body`, already decoded (so its framing and encoding
+    headers are dropped)."""
+    headers = {k: v for k, v in head.headers.items()
                if k.lower() not in ("content-length", "content-encoding", "transfer-encoding")}
-    return httpx.Response(429, headers=headers, content=b"", request=response.request)
+    return httpx.Response(head.status_code, headers=headers, content=body, request=head.request)
 
 
 def _is_date(text: str) -> bool:
