@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 
@@ -241,7 +242,30 @@ def test_nothing_a_client_sends_makes_a_decision_raise_into_a_5xx(body, status, 
 
 def test_the_completions_prompt_is_read_as_one_user_turn():
     assert decision_inputs({"prompt": ["Write a haiku", "about rain"]}).request_text == "Write a haiku\nabout rain"
-    assert decision_inputs({"prompt": "hello"}) == decision_inputs({"messages": [user("hello")]})
+    prompt, chat = decision_inputs({"prompt": "hello"}), decision_inputs({"messages": [user("hello")]})
+    assert prompt.guard_places == ("prompt",) and chat.guard_places == ("messages[0]",)  # where a block names it
+    assert dataclasses.replace(prompt, guard_places=chat.guard_places) == chat
+
+
+def test_each_guard_text_knows_its_place_as_the_client_numbered_the_messages():
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    body = {"messages": [
+        {"role": "system", "content": "Be brief."},
+        "not a message",  # not read, but it keeps its number
+        user("look these up"),
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "first result"},
+        {"role": "tool", "tool_call_id": "c1", "content": "second result"},
+    ], "documents": ["a pasted document"]}
+    inputs = decision_inputs(body)
+    places = dict(zip(inputs.guard_texts, inputs.guard_places, strict=True))
+    assert places["look these up"] == "messages[2]"
+    assert places["first result"] == "messages[4]" and places["second result"] == "messages[5]"
+    assert places["first result\nsecond result"] == "messages[4] + messages[5]"  # read together as well
+    assert places["a pasted document"] == "documents"
+    assert "Be brief." not in places  # the system prompt is the operator's, not judged by default
+    judged = decision_inputs(body, limits=InputLimits(judge_system=True))
+    assert dict(zip(judged.guard_texts, judged.guard_places, strict=True))["Be brief."] == "messages[0]"
 
 
 def test_request_text_is_the_latest_request_after_a_short_labelled_context():

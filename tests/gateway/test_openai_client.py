@@ -141,3 +141,23 @@ def test_openai_sync_client_streams_over_loopback():
         reply = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
     assert text == "hello from the stub"
     assert reply.choices[0].message.content == "hello from the stub"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_openai_client_raises_when_a_call_its_request_forced_is_blocked(stream: bool):
+    from tests.gateway.test_actions import TOOLS, _reasoning_call_reply, _tool_reply
+
+    app, _, _ = make_app({"tool_gate": {"threshold": 0.5}}, answers={"tool_gate:0": 0.9},
+                         upstreams={"u": StubUpstream(_reasoning_call_reply if stream else _tool_reply)})
+
+    async def scenario():
+        client = async_openai(app)
+        reply = await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "clean up"}], tools=TOOLS, tool_choice="required",
+            stream=stream)
+        return [chunk async for chunk in reply] if stream else reply
+
+    with pytest.raises(openai.APIError, match="reply blocked by the tool_gate decision") as raised:
+        run(scenario())
+    if not stream:
+        assert isinstance(raised.value, openai.BadRequestError)

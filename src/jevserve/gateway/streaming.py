@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from jevserve.gateway.errors import BlockedError, GatewayError
 from jevserve.gateway.responses import CLIENT_CLOSED
 from jevserve.gateway.shapes import REASONING_FIELDS, chat_completion, sse
 from jevserve.protocol import strict_json
@@ -237,6 +238,12 @@ def error_event(message: str, *, code: str = "upstream_stream_error") -> bytes:
     return sse({"error": {"message": message, "type": "upstream_error", "param": None, "code": code}})
 
 
+def refusal_event(exc: GatewayError) -> bytes:
+    """The event that ends a stream a decision refused after its 200 went out (a tool call its request forced,
+    blocked): the error body the client would have had as a status, which the openai client raises as it reads."""
+    return sse(exc.body())
+
+
 def carries_tool_call(payload: Any) -> bool:
     """Whether a chunk carries (a piece of) a tool call or a legacy function call in any choice."""
     if not isinstance(payload, dict) or not isinstance(payload.get("choices"), list):
@@ -375,7 +382,12 @@ async def relay(
             payload = summary.read(data.strip())
             if summary.done:
                 if held is not None and gate_calls is not None:
-                    for event in await held.release(summary, model, gate_calls):
+                    try:
+                        released = await held.release(summary, model, gate_calls)
+                    except BlockedError as exc:  # the calls held are not sent, nor [DONE]: the stream ends refused
+                        yield refusal_event(exc)
+                        break
+                    for event in released:
                         yield event
                 yield sse("[DONE]")
                 break

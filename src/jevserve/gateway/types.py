@@ -53,6 +53,9 @@ class GuardDetail:
     # characters of the judged texts that no guard question read (the middle of a text longer than the windows
     # reach: InputLimits, `unread_chars`); 0 when every text was read whole or in windows
     unread_chars: int = 0
+    # where that text is in the request, as the client numbered it ("messages[3]", "messages[2] + messages[3]" for
+    # turns read as one text, or a template field's name); None where not known
+    place: str | None = None
 
 
 @dataclass(frozen=True)

@@ -131,6 +131,9 @@ class DecisionInputs:
     # per guard text: the characters of the text it stands for that no guard question reads (the middle of a text
     # longer than its windows reach; 0 for a window, and for any text they cover)
     guard_unread: tuple[int, ...] = ()
+    # per guard text: where in the request it is, as a client finds it ("messages[3]"; several message places for
+    # consecutive turns read as one text; a template field's name), so a block can name the text it acted on
+    guard_places: tuple[str, ...] = ()
 
 
 def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LIMITS) -> DecisionInputs:
@@ -141,8 +144,15 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
     guard_sources: list[str] = []
     guard_within: list[str | None] = []
     guard_unread: list[int] = []
+    guard_places: list[str] = []
+    raw = body.get("messages")
+    # the place of each message as the client numbered them (messages that are not objects are not read)
+    numbered = [i for i, m in enumerate(raw) if isinstance(m, Mapping)] if isinstance(raw, list) else []
 
-    def judge(text: str, source: str) -> None:
+    def place_of(index: int) -> str:
+        return f"messages[{numbered[index]}]" if numbered else "prompt"
+
+    def judge(text: str, source: str, place: str) -> None:
         text = plain_forms(text)
         texts = scan_windows(text, limits)
         for i, window in enumerate(texts):
@@ -151,6 +161,7 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
             whole = texts[0]
             guard_within.append(whole if limits.windows_in_context and i > 0 and window in whole else None)
             guard_unread.append(unread_chars(text, limits, texts) if i == 0 else 0)
+            guard_places.append(place)
 
     # A tool result's `tool_call_id` is judged with its other fields (a chat template may print it) unless it names a
     # call an assistant turn of the request made: that id is as trusted as the turn (assistant turns are not judged),
@@ -160,8 +171,10 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
                 for call in _listed(message.get("tool_calls"))
                 if isinstance(call, Mapping) and isinstance(call.get("id"), str)}
 
-    def judge_message(message: Mapping[str, Any], source: str) -> None:
-        judge(message_text(message), source)
+    def judge_message(index: int, source: str) -> None:
+        message = messages[index]
+        place = place_of(index)
+        judge(message_text(message), source, place)
         # a message's other text (a speaker's `name`, fields a chat template may print) reaches the model too
         strings = _strings(message, skip=_MESSAGE_KEYS_READ_ELSEWHERE)
         call_id = message.get("tool_call_id")
@@ -169,30 +182,31 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
             strings.append(call_id)
         extra = "\n".join(strings)
         if extra:
-            judge(extra, source)
+            judge(extra, source, place)
 
     if limits.judge_system:
-        for message in messages:
+        for i, message in enumerate(messages):
             if _role(message) in ("system", "developer"):
-                judge_message(message, "system")
+                judge_message(i, "system")
     if latest is not None:
-        judge_message(messages[latest], "user")
+        judge_message(latest, "user")
     unseen = _since_last_assistant(messages, latest)
     for i in unseen:
-        judge_message(messages[i], "tool" if _role(messages[i]) in TOOL_ROLES else "user")
+        judge_message(i, "tool" if _role(messages[i]) in TOOL_ROLES else "user")
     together = sorted({*unseen, *([latest] if latest is not None and latest > _last_assistant(messages) else [])})
     if len(together) > 1:  # the model reads consecutive turns as one text: an injection split across them is judged
         any_tool = any(_role(messages[i]) in TOOL_ROLES for i in together)
-        judge("\n".join(message_text(messages[i]) for i in together), "tool" if any_tool else "user")
+        judge("\n".join(message_text(messages[i]) for i in together), "tool" if any_tool else "user",
+              " + ".join(place_of(i) for i in together))
     for field in TEMPLATE_FIELDS:  # request fields a chat template renders for the model (RAG documents, ...)
         # the template's own variables are the application's, as its system prompt is: judged with it
         if field in OPERATOR_FIELDS and not limits.judge_system:
             continue
         for text in _field_texts(body.get(field)):
-            judge(text, "template" if field in OPERATOR_FIELDS else "field")
+            judge(text, "template" if field in OPERATOR_FIELDS else "field", field)
     if limits.judge_history:
-        for message in _earlier_turns(messages, latest, unseen)[-limits.judge_history :]:
-            judge_message(message, "history")
+        for i in _earlier_turns(messages, latest, unseen)[-limits.judge_history :]:
+            judge_message(i, "history")
     current = plain_forms(_current_request(messages, latest))
     user_text = bounded(current, limits)
     context = _context_lines(messages, latest, limits)
@@ -210,6 +224,7 @@ def decision_inputs(body: Mapping[str, Any], *, limits: InputLimits = DEFAULT_LI
         cache_text=cache_text,
         cache_complete=cache_text == cache_full,
         guard_unread=tuple(guard_unread),
+        guard_places=tuple(guard_places),
     )
 
 
@@ -510,12 +525,13 @@ def _since_last_assistant(messages: Sequence[Mapping[str, Any]], latest: int | N
 
 def _earlier_turns(
     messages: Sequence[Mapping[str, Any]], latest: int | None, judged: Sequence[int]
-) -> list[Mapping[str, Any]]:
-    """The user and tool turns other than the latest user turn and those sent since the last assistant turn (those
-    are judged anyway), oldest first. Assistant turns are not among them: the guard's question is about text a user
-    or a tool sends, and replies are long (judging them made a second turn cost five times the texts)."""
+) -> list[int]:
+    """The indices of the user and tool turns other than the latest user turn and those sent since the last
+    assistant turn (those are judged anyway), oldest first. Assistant turns are not among them: the guard's question
+    is about text a user or a tool sends, and replies are long (judging them made a second turn cost five times the
+    texts)."""
     skip = {latest, *judged}
-    return [m for i, m in enumerate(messages) if i not in skip and _role(m) in ("user", *TOOL_ROLES)]
+    return [i for i, m in enumerate(messages) if i not in skip and _role(m) in ("user", *TOOL_ROLES)]
 
 
 def _turn_text(message: Mapping[str, Any]) -> str:

@@ -105,6 +105,12 @@ CASES = [
          reply=_tool_reply),
     Case("tool-gate-stream-held", {"tool_gate": {}}, [{**HI, "tools": TOOLS, "stream": True}],
          {"tool_gate:0": 0.9}, reply=_streamed_tool_call),
+    # the request forces a call and the gate blocks it: a 400 when whole, the error event ending a stream
+    Case("tool-gate-forced-block", {"tool_gate": {"threshold": 0.5}},
+         [{**HI, "tools": TOOLS, "tool_choice": "required"}], {"tool_gate:0": 0.9}, reply=_tool_reply),
+    Case("tool-gate-forced-stream", {"tool_gate": {"threshold": 0.5}},
+         [{**HI, "tools": TOOLS, "tool_choice": "required", "stream": True}], {"tool_gate:0": 0.9},
+         reply=_streamed_tool_call),
     Case("tool-gate-flag", {"tool_gate": {"action": "flag"}}, [{**HI, "tools": TOOLS}], {"tool_gate:0": 0.9},
          reply=_tool_reply),
     # asked without streaming, the upstream streams anyway: the reply cannot be judged, so it is a 502, never passed
@@ -236,3 +242,10 @@ def test_same_decisions_and_actions_through_both_front_ends(case: Case, mode: st
     if case.name == "completions-with-messages":
         assert {o["status"] for o in http} == {400} and all(o["upstream"] == [] for o in http)
         assert {o["client"]["error"]["param"] for o in http} == {"messages"}
+    if case.name == "tool-gate-forced-block":  # refused, not merely the same on both sides
+        (only,) = http
+        assert only["status"] == 400 and only["client"]["error"]["code"] == "content_policy_violation"
+    if case.name == "tool-gate-forced-stream":
+        (only,) = http
+        assert only["client"][-1]["error"]["code"] == "content_policy_violation"
+        assert "[DONE]" not in only["client"]

@@ -25,7 +25,7 @@ from typing import Any
 from jevserve.gateway.context import RequestContext, request_context, usable_request_id
 from jevserve.gateway.decisions import policies_for
 from jevserve.gateway.endpoints import ENDPOINT_PATHS, MODELS_PATH, http_error_body, model_entry, model_list
-from jevserve.gateway.errors import GatewayError
+from jevserve.gateway.errors import BlockedError, GatewayError
 from jevserve.gateway.extproc.calls import CallWatch
 from jevserve.gateway.extproc.respond import JSON_TYPE, REQUEST_ID
 from jevserve.gateway.extproc.seam import Exchange, Respond, ResponseEdit, ResponsePlan, StreamEnd
@@ -33,7 +33,13 @@ from jevserve.gateway.extproc.seam import Forward as ForwardOutcome
 from jevserve.gateway.inference_headers import MODEL_NAME_HEADER, client_control_headers
 from jevserve.gateway.pipeline import plan_request, refuse
 from jevserve.gateway.policies.tool_gate import ToolGate
-from jevserve.gateway.responses import CLIENT_CLOSED, GatewayResponse, completion_response, json_response
+from jevserve.gateway.responses import (
+    CLIENT_CLOSED,
+    GatewayResponse,
+    completion_response,
+    error_response,
+    json_response,
+)
 from jevserve.gateway.runtime import Gateway
 from jevserve.gateway.stages import Answer, Forward, gate_reply, record
 from jevserve.gateway.stages.forward import bad_upstream_answer, streams_upstream, upstream_body, upstream_headers
@@ -275,7 +281,10 @@ class GatewayExchange(Exchange):
             return ResponseEdit()  # a 2xx error object passes through as it is
         ctx = self.ctx
         if ctx.is_chat:
-            completion = await gate_reply(self.gateway, ctx, completion)
+            try:
+                completion = await gate_reply(self.gateway, ctx, completion)
+            except BlockedError as exc:  # a call the request forced, blocked: the HTTP gateway's 400
+                return await rendered(error_response(ctx, exc))
         self.gated = completion
         answer = await rendered(completion_response(ctx, completion))
         return ResponseEdit(set_headers=answer.headers, body=answer.body)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from jevserve.gateway.errors import BlockedError
 from jevserve.gateway.shapes import sse
 from jevserve.gateway.streaming import (
     GateCalls,
@@ -20,6 +21,7 @@ from jevserve.gateway.streaming import (
     carries_tool_call,
     error_event,
     event_data,
+    refusal_event,
 )
 
 _LINE_END = re.compile(rb"\r\n|\n|\r")
@@ -74,7 +76,10 @@ class CallWatch:
             reason = self.broken or "upstream closed the stream before [DONE]"
             return error_event(f"{reason}; the tool calls it carried were not sent")
         completion = self.summary.completion(model)
-        gated = await gate(completion)
+        try:
+            gated = await gate(completion)
+        except BlockedError as exc:  # the calls held are not sent, nor [DONE]: the stream ends refused
+            return refusal_event(exc)
         if gated is completion:
             return None
         return b"".join(self.calls.replay(gated)) + sse("[DONE]")

@@ -58,15 +58,21 @@ class InjectionGuard(Policy):
             source = _SOURCE_NAMES[inputs.guard_sources[first]]
             return self.verdict(action, f"{total_unread} characters of {source} are past what the guard's windows read "
                                 f"(max_windows × window_chars) and were read by no question (unread_text: act)",
-                                GuardDetail(source, total_unread))
+                                GuardDetail(source, total_unread, _place(inputs.guard_places, first)))
         if answers is None:
             return self.threshold_verdict(None, action)
         scores = {k: float(v[0]) for k, v in answers.items() if k.startswith(f"{self.name}:")}
         if not scores:
             return self.verdict(Action.ALLOW, "no untrusted text to judge")
         where = max(scores, key=lambda k: (scores[k], -int(k.partition(":")[2])))
-        source = inputs.guard_sources[int(where.partition(":")[2])]
-        return self.threshold_verdict(scores[where], action, detail=GuardDetail(_SOURCE_NAMES[source], total_unread))
+        index = int(where.partition(":")[2])
+        detail = GuardDetail(_SOURCE_NAMES[inputs.guard_sources[index]], total_unread,
+                             _place(inputs.guard_places, index))
+        return self.threshold_verdict(scores[where], action, detail=detail)
+
+
+def _place(places: Sequence[str], index: int) -> str | None:
+    return places[index] if index < len(places) else None
 
 
 class HarmGuard(Policy):

@@ -51,7 +51,10 @@ def act(ctx: RequestContext) -> Answer | Forward:
 
 
 def _block(ctx: RequestContext, verdict: Verdict) -> Answer:
-    where = f" on {verdict.detail.source}" if isinstance(verdict.detail, GuardDetail) else ""
+    detail = verdict.detail if isinstance(verdict.detail, GuardDetail) else None
+    where = f" on {detail.source}" if detail is not None else ""
+    if detail is not None and detail.place is not None:
+        where += f" ({detail.place})"
     # a scored verdict's reason is its probability and threshold, shown only where the route shows scores; a
     # fallback's says why no answer was read
     why = f" ({verdict.reason})" if ctx.shows_scores or verdict.probability is None else ""
@@ -61,8 +64,16 @@ def _block(ctx: RequestContext, verdict: Verdict) -> Answer:
     because = f": {policy.blocks_because}" if scored else ""
     raise BlockedError(
         f"request blocked by the {verdict.decision} decision{where}{why}{because}",
-        param="messages" if ctx.endpoint == "chat" else "prompt",  # the field the client sent the text in
+        param=_param(ctx, detail),
     )
+
+
+def _param(ctx: RequestContext, detail: GuardDetail | None) -> str:
+    """The field the client sent the blocked text in: one message where the guard read one, else the whole."""
+    if ctx.endpoint != "chat":
+        return "prompt"
+    place = detail.place if detail is not None else None
+    return place if place is not None and place.startswith("messages[") and " " not in place else "messages"
 
 
 def _clarify(ctx: RequestContext, verdict: Verdict) -> Answer:

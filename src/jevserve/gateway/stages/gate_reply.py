@@ -10,6 +10,7 @@ from typing import Any
 from jevserve.gateway.context import RequestContext
 from jevserve.gateway.decider import timed_decide
 from jevserve.gateway.decisions import policies_for
+from jevserve.gateway.errors import BlockedError
 from jevserve.gateway.policies.tool_gate import ToolGate
 from jevserve.gateway.runtime import Gateway
 from jevserve.gateway.types import Action, Verdict
@@ -27,7 +28,9 @@ class ReplyToolCall:
 async def gate_reply(gateway: Gateway, ctx: RequestContext, completion: dict[str, Any]) -> dict[str, Any]:
     """The reply with blocked tool calls removed from every choice (and said so); sets `ctx.tool_verdicts`. When it
     removes nothing it returns `completion` itself, which the stream relays (streaming.py, extproc/calls.py) read as
-    "send the held events as they came"."""
+    "send the held events as they came". Raises BlockedError when the request forces a tool call (`tool_choice`
+    "required" or a named function, or a legacy `function_call` by name) and a choice is left without one: a reply
+    without the call its client demanded is not an answer that client can read, so it is refused instead."""
     gate = next((p for p in policies_for(ctx.route) if isinstance(p, ToolGate)), None)
     proposed = tool_calls_of(completion)
     if gate is None or not proposed or ctx.report is None or ctx.report.inputs is None:
@@ -40,7 +43,32 @@ async def gate_reply(gateway: Gateway, ctx: RequestContext, completion: dict[str
     ctx.flags["x-jevserve-tool-gate-ms"] = f"{ms:.2f}"
     if any(v.action is Action.FLAG and v.acts for v in ctx.tool_verdicts):
         ctx.flags["x-jevserve-flagged"] = "tool_call"
-    return remove_blocked_calls(completion, proposed, ctx.tool_verdicts)
+    gated = remove_blocked_calls(completion, proposed, ctx.tool_verdicts)
+    if gated is not completion and forces_tool_call(ctx.body):
+        left = {c.choice for c in tool_calls_of(gated)}
+        lost = [c for c, v in zip(proposed, ctx.tool_verdicts, strict=True)
+                if c.choice not in left and v.action is Action.BLOCK and v.acts]
+        if lost:
+            names = ", ".join(dict.fromkeys(str(_function_name(c.call)) for c in lost))
+            field = "tool_choice" if "tool_choice" in ctx.body else "function_call"
+            raise BlockedError(
+                f"reply blocked by the tool_gate decision: its call to {names} was judged unsafe to carry out, and the "
+                f"request's {field} requires a tool call, so the reply without it is not sent",
+                param=field,
+            )
+    return gated
+
+
+def forces_tool_call(body: dict[str, Any]) -> bool:
+    """Whether a chat request demands a tool call in every reply: `tool_choice` "required" or naming a tool (or
+    an `allowed_tools` choice in mode "required"), or the legacy `function_call` naming one."""
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
+        allowed = choice.get("allowed_tools")
+        return isinstance(allowed, dict) and allowed.get("mode") == "required"
+    if choice == "required" or isinstance(choice, dict):
+        return True
+    return isinstance(body.get("function_call"), dict)
 
 
 def tool_calls_of(completion: dict[str, Any]) -> list[ReplyToolCall]:
