@@ -475,6 +475,32 @@ def test_a_threshold_nobody_set_is_reported_as_the_default_not_as_set_by_hand(tm
     assert described["route"].endswith("(the default: no threshold given)")  # a decision no rate can bound
 
 
+def test_check_says_what_a_hand_set_threshold_acts_on_and_warns_above_the_documented_rate(tmp_path):
+    """A hand-set cache threshold of 0.3 served another question's answer to an outside tester, and `check` said
+    only "(set by hand)"."""
+    calibration = write_calibration(tmp_path / "cal.jsonl.gz")
+    cache = ScoreCache(tmp_path / "c")
+    config = lambda threshold: parse_config(  # noqa: E731
+        {"calibration": str(calibration), "routes": [{"model": "m", "harm": {"threshold": threshold}}]})
+    by_text = lambda policy, state: hash_score("harm", state)  # noqa: E731  (the ids scoring asks under vary)
+    decider = CountingDecider(by_text)
+    _, (untold,) = resolve_operating_points(config(0.3), decider, scores=cache)
+    assert untold.describe().endswith("(set by hand)") and decider.states == []  # start-up scores nothing for it
+    _, (told,) = resolve_operating_points(config(0.3), decider, scores=cache, rate_hand_thresholds=True)
+    expected = float(np.mean([hash_score("harm", s) >= 0.3 for s in decider.states]))
+    assert told.num_requests == 181 and told.calibration_rate == pytest.approx(expected) and expected > 0.5
+    assert told.threshold == 0.3 and told.max_false_action_rate is None  # the threshold stays the operator's
+    assert f"(set by hand: acts on {expected:.2%} of 181 requests of " in told.describe()
+    assert told.describe().endswith("WARNING: more than the 0.01 the documented config runs it at; give harm: "
+                                    "{max_false_action_rate: 0.01} to bound it)")
+    _, (strict,) = resolve_operating_points(config(0.9999), decider, scores=cache, rate_hand_thresholds=True)
+    assert strict.calibration_rate == 0.0 and "WARNING" not in strict.describe()  # read from the cache, no rescoring
+    assert len(decider.states) == 181
+    _, (not_scored,) = resolve_operating_points(config(0.3), CountingDecider(by_text), scores=ScoreCache(
+        tmp_path / "empty"), rate_hand_thresholds=True, score_missing=False)
+    assert not_scored.describe().endswith("(set by hand)")  # nothing cached and nothing scored: said as before
+
+
 def write_jsonl(path, records):
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return path

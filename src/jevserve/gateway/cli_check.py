@@ -95,7 +95,8 @@ def run_check(args: argparse.Namespace) -> int:
     try:
         config, decider = _config_and_decider(args.config, args.decider)
         # the operating points read the calibration files: a missing one fails here, before "valid" is printed
-        _, points = resolve_operating_points(config, decider, progress=_progress, score_missing=args.score)
+        _, points = resolve_operating_points(config, decider, progress=_progress, score_missing=args.score,
+                                             rate_hand_thresholds=True)
     except ConfigError as exc:
         return _fail(str(exc))
     if any(r.cache is not None and r.cache.enabled for r in config.routes):

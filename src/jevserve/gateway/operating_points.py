@@ -102,7 +102,20 @@ class OperatingPoint:
             return f"{head}  (the default: no threshold given)"
         if self.max_false_action_rate is None:
             bound = {0.0: "acts on every request it judges", 1.0: "acts only where P is exactly 1"}.get(self.threshold)
-            return f"{head}  (set by hand" + (f"; WARNING: {bound})" if bound else ")")
+            if self.calibration_rate is None:
+                return f"{head}  (set by hand" + (f"; WARNING: {bound})" if bound else ")")
+            # what the hand-set threshold does to ordinary traffic, said as a rate's point says it: a low cache
+            # threshold served another question's answer, with nothing in `check` to say so
+            worst = max((rate for _, rate in self.rates_by_shape), default=0.0)
+            line = (f"{head}  (set by hand: acts on {self.calibration_rate:.2%} of {self.num_requests:,} {self.unit} "
+                    f"of {self.calibration}, at most {worst:.2%} in any shape")
+            recommended = recommended_rate(self.decision)
+            if bound:
+                return f"{line}; WARNING: {bound})"
+            if self.calibration_rate > recommended:
+                return (f"{line}; WARNING: more than the {recommended:g} the documented config runs it at; "
+                        f"give {self.decision}: {{max_false_action_rate: {recommended:g}}} to bound it)")
+            return f"{line})"
         if math.isnan(self.threshold):
             return (
                 f"{self.route}/{self.decision:<8} max_false_action_rate {self.max_false_action_rate:g} [{self.mode}]: "
@@ -255,10 +268,13 @@ def resolve_operating_points(
     scores: ScoreCache | None = None,
     progress: Progress | None = None,
     score_missing: bool = True,
+    rate_hand_thresholds: bool = False,
 ) -> tuple[GatewayConfig, tuple[OperatingPoint, ...]]:
     """`config` with every rate turned into a threshold, and the operating point of every thresholded decision.
 
     With `score_missing` off, a rate whose scores are in no cache is left unresolved (its point's threshold is NaN).
+    With `rate_hand_thresholds` (`gateway check`), a threshold set by hand on a decision that takes a rate gets the
+    share of the calibration file it acts on, where its scores are cached (or scored, with `score_missing`).
     Raises ConfigError when the decider fails while scoring.
     """
     scores = scores if scores is not None else ScoreCache()
@@ -272,10 +288,14 @@ def resolve_operating_points(
                 continue
             if not policy_config.needs_calibration:
                 threshold = policy_config.effective_threshold
-                points.append(OperatingPoint(
+                point = OperatingPoint(
                     route.model, key, threshold, policy_config.mode,
                     by_default=policy_config.threshold is None, rate_allowed=policy_config.calibrated,
-                ))
+                )
+                if rate_hand_thresholds and policy_config.calibrated and policy_config.threshold is not None:
+                    point = _rated_by_hand(point, route, key, policy_config, decider, config, files, scores, progress,
+                                           score_missing, where=rate_setting(index, key))
+                points.append(point)
                 continue
             data = calibration_for(key, calibration_path(policy_config.calibration, config.calibration), files)
             try:
@@ -292,6 +312,42 @@ def resolve_operating_points(
         routes.append(route.model_copy(update=updates) if updates else route)
     _raise_all(refused)
     return config.model_copy(update={"routes": routes}), tuple(points)
+
+
+def _rated_by_hand(
+    point: OperatingPoint,
+    route: RouteConfig,
+    key: str,
+    policy_config: PolicyConfig,
+    decider: Decider,
+    config: GatewayConfig,
+    files: dict[str, CalibrationSet],
+    scores: ScoreCache,
+    progress: Progress | None,
+    score_missing: bool,
+    *,
+    where: str,
+) -> OperatingPoint:
+    """A hand-set threshold's point with the share of its calibration file it acts on, as a rate's point says it;
+    the point as it was where the file cannot be read or has nothing to rate it on, or no scores are cached."""
+    try:
+        data = calibration_for(key, calibration_path(policy_config.calibration, config.calibration), files)
+        negatives = data.negatives(key)
+        scored = _scores(route, key, policy_config, decider, data, negatives, scores, progress, score_missing,
+                         where=where, rate=None) if negatives else None
+    except ConfigError as exc:
+        if exc.__cause__ is not None:  # the decider failed: said as a rate's scoring says it
+            raise
+        return point
+    if scored is None:
+        return point
+    found, shapes, unit, unjudged = scored
+    threshold = point.threshold
+    by_shape = tuple((s, float(np.mean(found[shapes == s] >= threshold))) for s in sorted(set(shapes.tolist())))
+    return dataclasses.replace(
+        point, calibration_rate=float(np.mean(found >= threshold)), rates_by_shape=by_shape,
+        num_requests=len(shapes), calibration=data.name, unit=unit, num_unjudged=unjudged,
+    )
 
 
 def _raise_all(refused: list[ConfigError]) -> None:
@@ -363,45 +419,15 @@ def _calibrate(
             f"calibration file {data.name} are labelled for {key} (true or null), so none is left as an ordinary "
             "request to set its rate on; add unlabelled ones or give a threshold"
         )
-    shapes, unit = _shapes_and_unit(key, negatives)
-    cache_key = score_key(decider, key, policy_config, route, data) if decider.identity is not None else None
-    found = cache.get(cache_key) if cache_key is not None else None
-    if found is None or len(found) != len(shapes):
-        # too few requests of a shape is known before anything is scored: `check` says so as start-up would, and
-        # start-up says so before a minute of scoring
-        counted = _counted_shapes(route, key, policy_config, negatives, shapes, data.name, where)
-        _require_enough(where, policy_config.max_false_action_rate, counted, data, unit)
-    if (found is None or len(found) != len(shapes)) and not score_missing:
+    scored = _scores(route, key, policy_config, decider, data, negatives, cache, progress, score_missing,
+                     where=where, rate=policy_config.max_false_action_rate)
+    if scored is None:
+        shapes, unit = _shapes_and_unit(key, negatives)
         return OperatingPoint(
             route.model, key, math.nan, policy_config.mode, policy_config.max_false_action_rate,
             num_requests=len(shapes), calibration=data.name, unit=unit, rate_allowed=True,
         )  # fmt: skip
-    if found is None or len(found) != len(shapes):
-        doing = f"scoring {len(shapes):,} calibration {unit} for {route.model}/{key} with {decider.name}"
-        if progress is not None:
-            progress(doing)
-        policy = POLICIES[key](policy_config.model_copy(update={"threshold": 0.5}))
-        score = {"tool_gate": score_tool_calls, "cache": score_cache_pairs}.get(key, score_requests)
-        try:
-            found = score(decider, policy, negatives, route.input_limits(), tenths(doing, len(shapes), progress))
-        except Exception as exc:  # a decider that cannot answer cannot place a threshold: say so, by name
-            raise ConfigError(
-                f"{where}: scoring the calibration requests with "
-                f"{decider.name} failed ({type(exc).__name__}: {exc}); make the decider answer, or give a threshold"
-            ) from exc
-        found = kept_scores(found)  # as the cache keeps them: the same threshold whether scored now or read back
-        if cache_key is not None:
-            cache.put(cache_key, found)
-    unjudged = 0
-    # a request the decision asks nothing about is never acted on, and is scored 0.0 (score_requests): only where
-    # some score is 0.0 is each request's inputs rebuilt to tell which (start-up reads thousands of cached scores)
-    if not calls and key != "cache" and (found == 0.0).any():
-        policy = POLICIES[key](policy_config.model_copy(update={"threshold": 0.5}))
-        judged = judged_requests(policy, negatives, route.input_limits())
-        if not judged.any():
-            raise nothing_to_judge(where, key, negatives, data.name)
-        unjudged = int((~judged).sum())
-        found, shapes = found[judged], shapes[judged]
+    found, shapes, unit, unjudged = scored
     rate = policy_config.max_false_action_rate
     _require_enough(where, rate, shapes, data, unit)
     threshold = threshold_for_rate(found, shapes, rate, resolution=SCORE_RESOLUTION)
@@ -421,6 +447,62 @@ def _calibrate(
         acted_unlabelled=data.acted_unlabelled(key),
         num_unjudged=unjudged,
     )
+
+
+def _scores(
+    route: RouteConfig,
+    key: str,
+    policy_config: PolicyConfig,
+    decider: Decider,
+    data: CalibrationSet,
+    negatives: list,
+    cache: ScoreCache,
+    progress: Progress | None,
+    score_missing: bool,
+    *,
+    where: str,
+    rate: float | None,
+) -> tuple[np.ndarray, np.ndarray, str, int] | None:
+    """The decision's scores on the calibration file's ordinary requests (calls, pairs), their shapes, the unit and
+    how many it judges nothing of (left out): from the caches, else scored (None where `score_missing` is off).
+    With a `rate`, too few requests of a shape for it is refused before anything is scored."""
+    shapes, unit = _shapes_and_unit(key, negatives)
+    cache_key = score_key(decider, key, policy_config, route, data) if decider.identity is not None else None
+    found = cache.get(cache_key) if cache_key is not None else None
+    if (found is None or len(found) != len(shapes)) and rate is not None:
+        # too few requests of a shape is known before anything is scored: `check` says so as start-up would, and
+        # start-up says so before a minute of scoring
+        counted = _counted_shapes(route, key, policy_config, negatives, shapes, data.name, where)
+        _require_enough(where, rate, counted, data, unit)
+    if (found is None or len(found) != len(shapes)) and not score_missing:
+        return None
+    if found is None or len(found) != len(shapes):
+        doing = f"scoring {len(shapes):,} calibration {unit} for {route.model}/{key} with {decider.name}"
+        if progress is not None:
+            progress(doing)
+        policy = POLICIES[key](policy_config.model_copy(update={"threshold": 0.5}))
+        score = {"tool_gate": score_tool_calls, "cache": score_cache_pairs}.get(key, score_requests)
+        try:
+            found = score(decider, policy, negatives, route.input_limits(), tenths(doing, len(shapes), progress))
+        except Exception as exc:  # a decider that cannot answer cannot place a threshold: say so, by name
+            raise ConfigError(
+                f"{where}: scoring the calibration requests with "
+                f"{decider.name} failed ({type(exc).__name__}: {exc}); make the decider answer, or give a threshold"
+            ) from exc
+        found = kept_scores(found)  # as the cache keeps them: the same threshold whether scored now or read back
+        if cache_key is not None:
+            cache.put(cache_key, found)
+    unjudged = 0
+    # a request the decision asks nothing about is never acted on, and is scored 0.0 (score_requests): only where
+    # some score is 0.0 is each request's inputs rebuilt to tell which (start-up reads thousands of cached scores)
+    if key not in ("tool_gate", "cache") and (found == 0.0).any():
+        policy = POLICIES[key](policy_config.model_copy(update={"threshold": 0.5}))
+        judged = judged_requests(policy, negatives, route.input_limits())
+        if not judged.any():
+            raise nothing_to_judge(where, key, negatives, data.name)
+        unjudged = int((~judged).sum())
+        found, shapes = found[judged], shapes[judged]
+    return found, shapes, unit, unjudged
 
 
 def nothing_to_judge(where: str, key: str, negatives: list, data_name: str) -> ConfigError:
