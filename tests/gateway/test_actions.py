@@ -297,6 +297,21 @@ def test_cache_control_no_cache_asks_the_upstream_and_no_store_keeps_the_reply_o
     assert post(app, sampled, headers={"Cache-Control": "max-age=60"}).headers["x-jevserve-cache"] == "hit"
 
 
+def test_a_request_with_store_true_reaches_the_upstream_and_its_reply_serves_the_others(tmp_path):
+    """`store: true` asks an OpenAI upstream to keep the completion (evals, distillation): one served from the cache
+    never got there. `metadata` only labels what is stored, so it splits nothing."""
+    log = tmp_path / "log.jsonl"
+    app, _, upstreams = make_app({"cache": {}}, config={"log": {"path": str(log)}})
+    stored = {**HI, "store": True, "metadata": {"run": "eval-7"}}
+    post(app, HI)
+    assert post(app, stored).headers.get("x-jevserve-cache") is None and len(upstreams["u"].requests) == 2
+    assert upstreams["u"].requests[1]["store"] is True and upstreams["u"].requests[1]["metadata"] == {"run": "eval-7"}
+    assert post(app, stored).headers.get("x-jevserve-cache") is None  # every time
+    assert post(app, {**HI, "store": False, "metadata": {"run": "x"}}).headers["x-jevserve-cache"] == "hit"
+    assert len(upstreams["u"].requests) == 3
+    assert [json.loads(line)["stored"] for line in log.read_text().splitlines()] == [True, True, True, False]
+
+
 def _tool_reply(body):
     call = {"id": "call_1", "type": "function", "function": {"name": "delete_files", "arguments": '{"path": "/"}'}}
     return httpx.Response(200, json=completion(None, finish_reason="tool_calls", tool_calls=[call]))

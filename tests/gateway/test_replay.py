@@ -447,7 +447,9 @@ def test_replay_without_the_gateways_config_is_an_error_naming_the_missing_route
     )
 
 
-def test_a_request_the_client_sent_with_no_cache_is_not_a_hit_in_the_replay_either(tmp_path):
+@pytest.mark.parametrize("fresh", [{"headers": {"Cache-Control": "no-cache"}}, {"store": True}])
+def test_a_request_the_client_sent_with_no_cache_is_not_a_hit_in_the_replay_either(tmp_path, fresh):
+    """`Cache-Control: no-cache`, or `store: true` (the upstream keeps the completion)."""
     path = tmp_path / "log.jsonl"
     answers = {"cache": 0.9}
     app, _, _ = make_app(ROUTE, answers=answers, config={"log": {"path": str(path)}})
@@ -456,13 +458,20 @@ def test_a_request_the_client_sent_with_no_cache_is_not_a_hit_in_the_replay_eith
         async with client(app) as c:
             body = {"model": "m", "messages": [{"role": "user", "content": "hi there"}]}
             await c.post("/v1/chat/completions", json=body)
-            await c.post("/v1/chat/completions", json=body, headers={"Cache-Control": "no-cache"})
+            await c.post("/v1/chat/completions", json={**body, "store": fresh.get("store", False)},
+                         headers=fresh.get("headers", {}))
         await app.state.gateway.aclose()
 
     asyncio.run(scenario())
-    assert [r["cache_control"] for r in read_log_strict(path)] == [[], ["no-cache"]]
+    logged = read_log_strict(path)
+    assert [r["cache_control"] for r in logged] == [[], ["no-cache"] if "headers" in fresh else []]
+    assert [_served_cached(r) for r in logged] == [False, False]
     result = replay(path, answers)
     assert [r.changed() for r in result.requests] == [[], []]
+
+
+def _served_cached(record) -> bool:
+    return any(v["action"] == "serve_cached" for v in record["decisions"]["verdicts"])
 
 
 def test_requests_the_rate_limit_refused_are_skipped_not_reported_as_changed(tmp_path):

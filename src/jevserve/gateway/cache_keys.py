@@ -13,7 +13,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,14 @@ from typing import Any
 IGNORED_PARAMS = frozenset({"messages", "tools", "stream", "stream_options", "metadata", "store"})
 _CONTEXT_ROLES = ("system", "developer")
 _READ_ROLES = ("user", "assistant")  # the turns whose texts the reuse question reads
+
+
+def wants_a_fresh_reply(cache_control: Collection[str], params: Mapping[str, Any]) -> bool:
+    """Whether a request must not be served from the cache (its reply may still be stored): `Cache-Control:
+    no-cache`, or `store: true`, which asks the upstream to keep this completion (OpenAI's stored completions, for
+    evals and distillation), which a reply from the cache never reaches. `store` is not in the key: the reply it
+    gets is any other's, so it is stored for the requests without it."""
+    return "no-cache" in cache_control or params.get("store") is True
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from jevserve.gateway.cache import Embed, NoLookup, SemanticCache
+from jevserve.gateway.cache_keys import wants_a_fresh_reply
 from jevserve.gateway.config import GatewayConfig, RouteConfig
 from jevserve.gateway.decider import Decider, DecisionUnavailable
 from jevserve.gateway.decisions import resolve_route, run_decisions
@@ -256,7 +257,8 @@ async def replay_records(
                 num_skipped += 1
                 num_undecided += 1
                 continue
-            lookup = NoLookup() if cache is not None and "no-cache" in (record.get("cache_control") or ()) else cache
+            fresh = wants_a_fresh_reply(record.get("cache_control") or (), record.get("params") or {})
+            lookup = NoLookup() if cache is not None and fresh else cache
             report = await run_decisions(
                 record["messages"], config=route, decider=decider, tools=record.get("tools"), cache=lookup,
                 tenant=tenant, params=record.get("params") or {"model": record.get("model")},

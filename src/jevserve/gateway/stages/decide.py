@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 from jevserve.gateway.cache import NoLookup, UsageRequired
+from jevserve.gateway.cache_keys import wants_a_fresh_reply
 from jevserve.gateway.config import RouteConfig
 from jevserve.gateway.context import RequestContext
 from jevserve.gateway.decisions import DecisionReport, request_policies, run_decisions
@@ -22,11 +23,12 @@ OVERLOAD_RETRY_AFTER_S = 1.0
 
 async def decide(gateway: Gateway, ctx: RequestContext) -> None:
     """Set `ctx.report`: the route's verdicts about the request (a failed decider gives the fallbacks, no error).
-    A request sent with `Cache-Control: no-cache` is not looked up in the cache (its reply is still stored); a stream
+    A request sent with `Cache-Control: no-cache` or `store: true` is not looked up in the cache (its reply is
+    still stored; wants_a_fresh_reply); a stream
     that asks for a usage chunk is served only replies stored with usage (UsageRequired). Raises
     OverloadedError (429) when an enforced refusal got no answer in time (see `unanswered_refusals`)."""
     cache = gateway.cache if ctx.is_chat else None
-    if cache is not None and "no-cache" in ctx.cache_control:
+    if cache is not None and wants_a_fresh_reply(ctx.cache_control, ctx.body):
         cache = NoLookup()
     elif cache is not None and ctx.streams and (ctx.body.get("stream_options") or {}).get("include_usage"):
         cache = UsageRequired(cache)
