@@ -90,3 +90,14 @@ def test_a_weights_path_without_npz_is_told_what_comes_after_the_kind_not_about_
             load_backends(spec)
     with pytest.raises(UnknownSpecError, match=r"a precision \(fp32, int8\); got 'int4'"):
         load_backends("encoder-zs:int4")
+
+
+def test_a_kind_with_nothing_after_its_colon_is_refused_not_run_at_the_default_precision():
+    # `reader:$WEIGHTS` with the variable unset started the packaged reader without a word
+    import pytest
+
+    from jevserve.decide.registry import UnknownSpecError, load_backends
+
+    for kind in ("reader", "encoder", "reader-lexical", "tuned", "encoder-zs"):
+        with pytest.raises(UnknownSpecError, match=rf"nothing after {kind}: \(write {kind} alone for the default"):
+            load_backends(f"{kind}:")

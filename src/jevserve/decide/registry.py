@@ -60,9 +60,15 @@ def _check_precision_or_file(kind: str, arg: str, spec: str) -> None:
     "unknown precision './myreader'" where its `.npz` was missing."""
     from jevserve.decide.onnx_build import PRECISIONS
 
-    if kind not in ("encoder", "reader", "reader-lexical", "tuned", "encoder-zs") or not arg or arg in PRECISIONS:
+    if kind not in ("encoder", "reader", "reader-lexical", "tuned", "encoder-zs"):
         return
     takes_file = kind != "encoder-zs"
+    if not arg and spec.endswith(":"):  # `reader:` with its file left out (an unset variable) ran the default
+        file = " or a weights file (.npz)" if takes_file else ""
+        raise UnknownSpecError(f"model spec {spec!r}: nothing after {kind}: (write {kind} alone for the default "
+                               f"precision, or a precision ({', '.join(PRECISIONS)}){file} after the colon)")
+    if not arg or arg in PRECISIONS:
+        return
     if takes_file and arg.endswith(".npz"):
         return
     what = f"a precision ({', '.join(PRECISIONS)})" + (" or a weights file ending in .npz" if takes_file else "")
