@@ -11,8 +11,13 @@ def test_sim_run_prints_metrics_and_writes_json_and_step_log(tmp_path, capsys):
                  "--max-num-seqs", "4", "--json", str(out), "--step-log", str(log)]) == 0
     printed = capsys.readouterr().out
     assert "slo_attainment" in printed and "noisy oracle" in printed
-    assert json.loads(out.read_text())["num_requests"] == 60
+    data = json.loads(out.read_text())
+    assert data["num_requests"] == 60
     assert log.read_text().startswith("num_prefill_tokens,")
+    # the attainment's interval (batch means), printed under it and kept in the JSON
+    low, high = data["slo_attainment_interval"]
+    assert 0 <= low <= data["slo_attainment"] <= high <= 1
+    assert f"95% interval {100 * low:.1f}–{100 * high:.1f}% (batch means over 10 consecutive batches" in printed
 
 
 def test_sim_calibrate_writes_a_profile_that_loads(tmp_path, capsys):

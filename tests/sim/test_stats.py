@@ -1,9 +1,10 @@
 import math
 
+import numpy as np
 import pytest
 from scipy import stats
 
-from jevserve.sim.stats import max_rate_meeting, mean_interval
+from jevserve.sim.stats import batch_means_interval, max_rate_meeting, mean_interval
 
 
 def test_mean_interval_of_two_values_is_the_t_interval_with_one_degree_of_freedom():
@@ -24,3 +25,39 @@ def test_max_rate_meeting_interpolates_the_crossing():
 def test_max_rate_meeting_flags_a_target_met_everywhere_or_nowhere():
     assert max_rate_meeting([1.0, 2.0], [0.95, 0.91]) == (2.0, ">=")
     assert max_rate_meeting([1.0, 2.0], [0.5, 0.4]) == (1.0, "<")
+
+
+def _clustered(rng: np.random.Generator, n: int, p_miss: float = 0.1, stay: float = 0.95) -> np.ndarray:
+    """Met (True) or missed requests whose misses come in runs, as a backlog makes them: a two-state Markov chain
+    with stationary miss share `p_miss` that keeps its state with probability about `stay`."""
+    to_miss = (1 - stay) * p_miss / (1 - p_miss)  # P(met -> miss), so that the stationary share is p_miss
+    to_met = 1 - stay
+    out = np.empty(n, dtype=bool)
+    state = rng.random() >= p_miss
+    for i in range(n):
+        out[i] = state
+        state = (rng.random() >= to_miss) if state else (rng.random() < to_met)
+    return out
+
+
+def test_batch_means_cover_the_true_share_where_a_binomial_interval_does_not():
+    """One run's requests miss together; the interval `sim run` prints must hold the share a long run gives."""
+    rng = np.random.default_rng(7)
+    truth, runs = 0.9, 200
+    covered = binomial_covered = 0
+    for _ in range(runs):
+        met = _clustered(rng, 3000)
+        share, low, high = batch_means_interval(met)
+        assert low <= share <= high and share == pytest.approx(met.mean())
+        covered += low <= truth <= high
+        ci = stats.binomtest(int(met.sum()), met.size).proportion_ci(0.95)
+        binomial_covered += ci.low <= truth <= ci.high
+    assert covered / runs >= 0.85  # near the nominal 95% (10 batches of a chain this sticky are close to independent)
+    assert binomial_covered / runs <= 0.6  # what ignoring the clustering would claim
+
+
+def test_batch_means_need_two_requests_per_batch_and_stay_within_zero_and_one():
+    assert batch_means_interval([True] * 19) is None
+    assert batch_means_interval([True] * 20) == (1.0, 1.0, 1.0)
+    share, low, high = batch_means_interval([True] * 19 + [False])  # nine batches met, one half
+    assert share == 0.95 and 0.0 < low < share and high == 1.0  # the t interval cut at 1

@@ -169,9 +169,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     from jevserve.serving import make_queue_policy
     from jevserve.sim.arrivals import make_arrivals
-    from jevserve.sim.metrics import summarize_recorded
+    from jevserve.sim.metrics import attainment_interval, summarize_recorded
     from jevserve.sim.profile import impossible_fit_warnings, load_profile
     from jevserve.sim.run import SimulationSummary, simulate, with_arrivals
+    from jevserve.sim.stats import BATCHES
     from jevserve.sim.steady import KEEP_UP_TOLERANCE, keep_up, steady_reading
     from jevserve.sim.steplog import StepLogger
     from jevserve.sim.work import WorkCounter
@@ -228,11 +229,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
           + (f" (requests sampled with seed {workload_seed})" if workload_seed != args.seed else "")
           + f"; SLO {slo_text} (slo_attainment: the "
           "share of requests meeting all of it)")
+    interval = attainment_interval(recorder, slo)
     for key, value in summary.items():
         if isinstance(value, dict):
             print(f"{key:>20}: " + "  ".join(f"{k} {v:.1f}" for k, v in value.items()))
         else:
             print(f"{key:>20}: {value:.4g}" if isinstance(value, float) else f"{key:>20}: {value}")
+        if key == "slo_attainment" and interval is not None:
+            # one run's requests miss together (a backlog), so a binomial interval would be far too narrow
+            print(f"{'':>22}95% interval {100 * interval[0]:.1f}–{100 * interval[1]:.1f}% (batch means over "
+                  f"{BATCHES} consecutive batches of requests by arrival)")
+    if interval is not None:
+        summary["slo_attainment_interval"] = list(interval)
     reading = steady_reading(recorder.records)
     short = reading.too_short
     if short:

@@ -227,6 +227,19 @@ def summarize_recorded(recorder: MetricsRecorder, slo: Slo) -> RunSummary:
     return summarize(recorder.records, recorder.itls_s, slo, num_refused=recorder.num_rejected)
 
 
+def attainment_interval(recorder: MetricsRecorder, slo: Slo) -> tuple[float, float] | None:
+    """A 95% interval for the run's SLO attainment, by batch means over its requests in arrival order (sim.stats);
+    requests it refused count as misses, as `summarize` counts them. None for a run too short to cut in batches."""
+    from jevserve.sim.stats import batch_means_interval  # stats imports nothing of the simulator's
+
+    records = sorted(recorder.records, key=lambda r: r.arrival_s)
+    found = batch_means_interval([is_good(r, slo) for r in records])
+    if found is None:
+        return None
+    share = len(records) / (len(records) + recorder.num_rejected)
+    return found[1] * share, found[2] * share
+
+
 def require_finished(recorder: MetricsRecorder) -> None:
     """Refuse, in words, a run in which no request finished: an input error (every request larger than the KV cache,
     the only requests the simulator refuses), not a run to summarize."""

@@ -24,6 +24,25 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[fl
     return mean, float(low), float(high)
 
 
+BATCHES = 10  # batch means' batches: few enough that each is long against the queue's memory, enough for a t
+
+
+def batch_means_interval(
+    met: Sequence[bool], batches: int = BATCHES, confidence: float = 0.95
+) -> tuple[float, float, float] | None:
+    """(share, low, high): an interval for the share of `met` (one run's requests in arrival order) by the method of
+    batch means: the run cut into `batches` consecutive batches, a Student-t interval over their shares. Requests of
+    one run are not independent (a backlog makes its neighbours miss together), so a binomial interval would be far
+    too narrow; consecutive batches are close to independent when each is long against the queue's memory. None
+    with fewer than two requests per batch."""
+    x = np.asarray(met, dtype=np.float64)
+    if x.size < 2 * batches:
+        return None
+    shares = [float(np.mean(b)) for b in np.array_split(x, batches)]
+    _, low, high = mean_interval(shares, confidence)
+    return float(np.mean(x)), max(0.0, low), min(1.0, high)
+
+
 def max_rate_meeting(rates: Sequence[float], attainment: Sequence[float], target: float = 0.9) -> tuple[float, str]:
     """DistServe's goodput: the highest rate whose SLO attainment is still >= target, interpolated linearly
     between the last rate that meets it and the next one; returns (rate, qualifier) where the qualifier is
