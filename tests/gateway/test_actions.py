@@ -816,3 +816,16 @@ def test_a_chat_path_with_a_trailing_slash_is_decided_on_as_the_ext_proc_server_
     ok, other = run(scenario())
     assert ok.status_code == 200 and "guard=allow" in ok.headers["x-jevserve-decisions"] and len(stub.requests) == 1
     assert other.status_code == 404 and "not found" in other.json()["error"]["message"]
+
+
+def test_which_field_forces_a_tool_call():
+    from jevserve.gateway.stages.gate_reply import forcing_field
+
+    named = {"type": "function", "function": {"name": "f"}}
+    allowed = lambda mode: {"type": "allowed_tools", "allowed_tools": {"mode": mode, "tools": [named]}}  # noqa: E731
+    assert forcing_field({"tool_choice": "required"}) == forcing_field({"tool_choice": named}) == "tool_choice"
+    assert forcing_field({"tool_choice": allowed("required")}) == "tool_choice"
+    assert forcing_field({"tool_choice": "auto", "function_call": {"name": "f"}}) == "function_call"
+    for free in ({}, {"tool_choice": "auto"}, {"tool_choice": "none"}, {"tool_choice": allowed("auto")},
+                 {"function_call": "auto"}):
+        assert forcing_field(free) is None

@@ -44,13 +44,13 @@ async def gate_reply(gateway: Gateway, ctx: RequestContext, completion: dict[str
     if any(v.action is Action.FLAG and v.acts for v in ctx.tool_verdicts):
         ctx.flags["x-jevserve-flagged"] = "tool_call"
     gated = remove_blocked_calls(completion, proposed, ctx.tool_verdicts)
-    if gated is not completion and forces_tool_call(ctx.body):
+    field = forcing_field(ctx.body)
+    if gated is not completion and field is not None:
         left = {c.choice for c in tool_calls_of(gated)}
         lost = [c for c, v in zip(proposed, ctx.tool_verdicts, strict=True)
                 if c.choice not in left and v.action is Action.BLOCK and v.acts]
         if lost:
             names = ", ".join(dict.fromkeys(str(_function_name(c.call)) for c in lost))
-            field = "tool_choice" if "tool_choice" in ctx.body else "function_call"
             raise BlockedError(
                 f"reply blocked by the tool_gate decision: its call to {names} was judged unsafe to carry out, and the "
                 f"request's {field} requires a tool call, so the reply without it is not sent",
@@ -59,16 +59,17 @@ async def gate_reply(gateway: Gateway, ctx: RequestContext, completion: dict[str
     return gated
 
 
-def forces_tool_call(body: dict[str, Any]) -> bool:
-    """Whether a chat request demands a tool call in every reply: `tool_choice` "required" or naming a tool (or
-    an `allowed_tools` choice in mode "required"), or the legacy `function_call` naming one."""
+def forcing_field(body: dict[str, Any]) -> str | None:
+    """The field by which a chat request demands a tool call in every reply, or None: `tool_choice` "required" or
+    naming a tool (or an `allowed_tools` choice in mode "required"), or the legacy `function_call` naming one."""
     choice = body.get("tool_choice")
     if isinstance(choice, dict) and choice.get("type") == "allowed_tools":
         allowed = choice.get("allowed_tools")
-        return isinstance(allowed, dict) and allowed.get("mode") == "required"
-    if choice == "required" or isinstance(choice, dict):
-        return True
-    return isinstance(body.get("function_call"), dict)
+        if isinstance(allowed, dict) and allowed.get("mode") == "required":
+            return "tool_choice"
+    elif choice == "required" or isinstance(choice, dict):
+        return "tool_choice"
+    return "function_call" if isinstance(body.get("function_call"), dict) else None
 
 
 def tool_calls_of(completion: dict[str, Any]) -> list[ReplyToolCall]:
