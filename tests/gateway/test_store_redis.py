@@ -79,6 +79,28 @@ def test_a_circuit_opened_by_one_replica_is_open_for_the_other(redis_clean):
     assert len(bad.requests) == 2  # the second failure, on the other replica, opened the shared circuit
 
 
+def test_one_replica_alone_claims_a_half_open_circuits_trial(redis_clean):
+    async def scenario():
+        one, two = RedisStore(redis_clean), RedisStore(redis_clean)
+        try:
+            assert not await one.claim_trial("a", 30.0)  # closed: nothing to claim
+            await one.record_result("a", False, 1, 0.2)  # opened for 0.2 s
+            assert not await two.claim_trial("a", 30.0)  # still open
+            await asyncio.sleep(0.4)
+            claims = await asyncio.gather(*[s.claim_trial("a", 30.0) for s in (one, two) * 5])
+            held = (await two.circuit("a")).open_until
+            await two.record_result("a", True, 1, 0.2)  # the trial answered: closed
+            return claims, held, await one.circuit("a"), await one.claim_trial("a", 30.0)
+        finally:
+            await one.aclose()
+            await two.aclose()
+
+    claims, held, closed, again = asyncio.run(scenario())
+    assert sum(claims) == 1  # one of ten requests, on either replica
+    assert held > redis.Redis.from_url(redis_clean).time()[0] + 20  # held open while the trial tries
+    assert closed.open_until == 0.0 and closed.num_failures == 0 and not again
+
+
 def test_the_in_flight_limit_is_shared_across_replicas(redis_clean):
     release = asyncio.Event()
 

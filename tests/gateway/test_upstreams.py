@@ -158,6 +158,47 @@ def test_a_request_and_its_retries_count_as_one_failure_towards_the_circuit():
     assert len(down.requests) == 9  # three requests of three tries each; the fourth found the circuit open
 
 
+def test_a_half_open_circuit_lets_one_trial_request_through_and_its_result_decides():
+    """At the reset every request arriving passed to an upstream still down, each waiting on it (the docs said so);
+    one trial at a time goes now, the rest fall over as while it was open."""
+    tried: list[float] = []
+    health = {"up": False}
+
+    async def slow_a(request: httpx.Request) -> httpx.Response:
+        tried.append(time.monotonic())
+        await asyncio.sleep(0.2)  # the trial is still in flight when the rest of the burst arrives
+        if health["up"]:
+            return httpx.Response(200, json=completion(model="a"))
+        raise httpx.ConnectError("refused")
+
+    good = StubUpstream()
+    config = {"upstreams": [{"name": "a", "url": "http://a.test/v1", "max_retries": 0, "breaker_failures": 1,
+                             "breaker_reset_s": 1.0}, {"name": "b", "url": "http://b.test/v1"}]}  # fmt: skip
+    app, _, _ = make_app(upstreams={"a": httpx.MockTransport(slow_a), "b": good}, config=config)
+
+    async def scenario():
+        async with client(app) as c:
+            async def send():
+                return await c.post("/v1/chat/completions", json=HI)
+
+            first = await send()  # a fails: its circuit opens for 1 s; b answers
+            await asyncio.sleep(1.2)
+            down = await asyncio.gather(*[send() for _ in range(6)])  # one trial to a, which fails
+            tried_down = len(tried)
+            await asyncio.sleep(1.2)
+            health["up"] = True
+            healed = await asyncio.gather(*[send() for _ in range(6)])  # one trial to a, which answers
+            tried_healed = len(tried)
+            closed = await send()
+            return [first, *down, *healed, closed], tried_down, tried_healed
+
+    responses, tried_down, tried_healed = run(scenario())
+    assert all(r.status_code == 200 for r in responses)
+    assert (tried_down, tried_healed, len(tried)) == (2, 3, 4)  # one trial each time; then closed, a takes it
+    assert responses[-1].headers["x-jevserve-upstream"] == "a"
+    assert sum(r.headers["x-jevserve-upstream"] == "a" for r in responses[7:13]) == 1  # the trial's own answer
+
+
 async def _get(app, path):
     async with client(app) as c:
         return await c.get(path)

@@ -167,7 +167,9 @@ async def health(gateway: Gateway) -> dict:
             "url": upstream.config.url,
             "in_flight": await gateway.store.in_flight(name),
             "waiting": upstream.gate.num_waiting,
-            "circuit": "open" if circuit.open_until > time.time() else "closed",
+            # half_open: its reset passed and the next request is its trial (while the trial runs, it is open)
+            "circuit": ("open" if circuit.open_until > time.time() else "half_open" if circuit.open_until else
+                        "closed"),
         }
     store = store_state(gateway.store)  # a shared store says whether it answers
     # a failing decider leaves every decision to its fallback: still serving (200), but not as configured; asked

@@ -21,7 +21,9 @@ class CircuitState:
     """One upstream's circuit: consecutive failures, and until when it is open (0: closed)."""
 
     num_failures: int = 0
-    open_until: float = 0.0  # epoch seconds; a trial request is let through after it
+    # epoch seconds; 0 while closed. Once it has passed the circuit is half-open: one request claims the trial
+    # (claim_trial), which holds it open while it tries, and that request's result closes or re-opens it
+    open_until: float = 0.0
 
 
 class Store(Protocol):
@@ -34,6 +36,11 @@ class Store(Protocol):
 
     async def record_result(self, upstream: str, ok: bool, threshold: int, reset_s: float) -> CircuitState:
         """Count a success (closes the circuit) or a failure (opens it at `threshold` in a row)."""
+
+    async def claim_trial(self, upstream: str, hold_s: float) -> bool:
+        """Claim the one trial request of a half-open circuit (its reset passed): True for the request that claims
+        it, which holds the circuit open `hold_s` longer while it tries (if its result has not come by then, another
+        trial follows); False for every other request, and for a circuit that is closed or still open."""
 
     async def try_acquire(self, upstream: str, limit: int) -> bool:
         """Take an in-flight slot when fewer than `limit` are taken."""
@@ -80,6 +87,15 @@ class MemoryStore:
             state = CircuitState(failures, self.clock() + reset_s if failures >= threshold else 0.0)
         self._circuits[upstream] = state
         return state
+
+    async def claim_trial(self, upstream: str, hold_s: float) -> bool:
+        """See Store.claim_trial."""
+        state = self._circuits.get(upstream, CircuitState())
+        now = self.clock()
+        if state.open_until == 0.0 or state.open_until > now:
+            return False
+        self._circuits[upstream] = CircuitState(state.num_failures, now + hold_s)
+        return True
 
     async def try_acquire(self, upstream: str, limit: int) -> bool:
         """See Store.try_acquire."""

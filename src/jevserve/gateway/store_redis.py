@@ -5,7 +5,8 @@ Keys (all under `jevserve:gw:`):
                                      null), response, expires_at}
     cache-order:{tenant}      zset   entry id by expiry time (expired entries and, beyond max_entries, the oldest go)
     cache-version:{tenant}    int    bumped on every add, so a replica re-reads entries only when they changed
-    circuit:{upstream}        hash   failures, open_until
+    circuit:{upstream}        hash   failures, open_until (0: closed; past: half-open, the next request claims the
+                                     trial by moving it on)
     slots:{upstream}          zset   in-flight slot id (one per request holding it) by the epoch second it was taken
     bucket:{key}              hash   tokens, at (seconds, Redis server clock)
 Every read-modify-write is one Lua script, so concurrent replicas cannot interleave inside it. In-flight slots of a
@@ -76,6 +77,16 @@ if failures >= tonumber(ARGV[2]) then
 end
 redis.call('HSET', KEYS[1], 'open_until', tostring(open_until))
 return {failures, tostring(open_until)}
+"""
+
+_CLAIM_TRIAL = """
+local open_until = tonumber(redis.call('HGET', KEYS[1], 'open_until') or '0')
+if open_until == 0 then return 0 end
+local now_parts = redis.call('TIME')
+local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1e6
+if open_until > now then return 0 end
+redis.call('HSET', KEYS[1], 'open_until', tostring(now + tonumber(ARGV[1])))
+return 1
 """
 
 _TAKE_TOKEN = """
@@ -240,6 +251,7 @@ class RedisStore:
         self._try_acquire = self.client.register_script(_TRY_ACQUIRE)
         self._release = self.client.register_script(_RELEASE)
         self._record = self.client.register_script(_RECORD)
+        self._claim_trial = self.client.register_script(_CLAIM_TRIAL)
         self._take_token = self.client.register_script(_TAKE_TOKEN)
         self._local_slots: Counter[str] = Counter()  # in-flight slots this replica took from `local`, per upstream
         self._held: defaultdict[str, list[str]] = defaultdict(list)  # ids of the slots it holds in Redis
@@ -278,6 +290,15 @@ class RedisStore:
             return CircuitState(int(failures), float(open_until))
 
         return await self.outage.either(shared, lambda: self.local.record_result(upstream, ok, threshold, reset_s))
+
+    async def claim_trial(self, upstream: str, hold_s: float) -> bool:
+        """See Store.claim_trial: one replica's request claims it (one Lua script), the others' see the circuit
+        open."""
+
+        async def shared() -> bool:
+            return bool(await self._claim_trial(keys=[f"{PREFIX}circuit:{upstream}"], args=[hold_s]))
+
+        return await self.outage.either(shared, lambda: self.local.claim_trial(upstream, hold_s))
 
     async def try_acquire(self, upstream: str, limit: int) -> bool:
         """See Store.try_acquire."""

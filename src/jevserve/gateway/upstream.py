@@ -1,8 +1,9 @@
 """Calling upstreams: concurrency gate, retries only while nothing reached the model, fallback, circuit breaker.
 
 For each upstream of the route, in order:
-  1. skip it while its circuit is open (`breaker_failures` failed requests in a row open it for `breaker_reset_s`; after
-     that requests pass again, and the next failure re-opens it at once);
+  1. skip it while its circuit is open (`breaker_failures` failed requests in a row open it for `breaker_reset_s`;
+     after that one request at a time is let through as a trial, whose success closes it and whose failure re-opens
+     it at once);
   2. take a slot at its gate (gate.py), where admission applies: `defer` waits until the deadline, `reject`
      answers 429 when the queue is full, `overflow` moves on to the next upstream;
   3. send. An LLM call is not idempotent, so it is retried (`max_retries` times, doubling backoff, an upstream's
@@ -200,6 +201,14 @@ class Upstream:
         """vLLM upstreams schedule by the request's `priority` field themselves."""
         return self.config.kind == "vllm"
 
+    @property
+    def trial_hold_s(self) -> float:
+        """How long a half-open circuit's trial request holds it open: another `breaker_reset_s`. A trial whose
+        result counts neither way (a 429, a client that left) or comes later (a long stream) lets another through
+        then, so an upstream is never skipped longer than an open circuit skips it, and the 503's Retry-After
+        while every upstream is held stays the reset's."""
+        return self.config.breaker_reset_s
+
     async def count(self, ok: bool) -> None:
         """Count one request's answer for (`ok`) or against the circuit."""
         await self.store.record_result(self.name, ok, self.config.breaker_failures, self.config.breaker_reset_s)
@@ -357,9 +366,13 @@ async def dispatch(
     open_until: list[float] = []  # of the circuits found open, for the Retry-After when all of them are
     for upstream in upstreams:
         circuit = await upstream.store.circuit(upstream.name)
-        if circuit.open_until > now_epoch:
+        # half-open (its reset passed): one request claims the trial and holds the circuit open while it tries;
+        # the others skip it as open, so a burst arriving at the reset does not all wait on an upstream still down
+        if circuit.open_until > 0.0 and (circuit.open_until > now_epoch or not await upstream.store.claim_trial(
+                upstream.name, upstream.trial_hold_s)):
             attempts.append(Attempt(upstream.name, None, "circuit open", 0.0, "circuit_open"))
-            open_until.append(circuit.open_until)
+            held = circuit.open_until if circuit.open_until > now_epoch else now_epoch + upstream.trial_hold_s
+            open_until.append(held)
             continue
         remaining = deadline_at - time.monotonic()
         max_queue = admission.max_queue if admission.enabled and admission.action != "defer" else None
