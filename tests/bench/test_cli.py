@@ -50,7 +50,11 @@ def test_embedded_rows_name_their_own_weights():
     tuned = _metadata(args, "embedded", "minilm-tuned-reader", object())
     default = _metadata(args, "embedded", "jev-minilm-2", object())
     assert "fine-tuned" in tuned["parameters"] and "fine-tuned" not in default["parameters"]
-    assert _metadata(args, "http://host:1", "x", object()) == {"runs": "http://host:1"}
+    # a URL row's address (a loopback one, an internal host) is no answer to "where does it run": the submitter's
+    own = _metadata(args, "http://127.0.0.1:21750", "x", object())
+    assert own == {"runs": "its own server, asked over HTTP (--metadata runs=... says on what)"}
+    said = argparse.Namespace(concurrency=32, metadata=[("runs", "one A10G")])
+    assert _metadata(said, "http://127.0.0.1:21750", "x", object()) == {"runs": "one A10G"}
 
 
 def test_a_task_list_that_names_no_task_is_an_error_not_the_full_bench(capsys):
@@ -135,6 +139,49 @@ def test_the_endpoint_is_asked_what_it_serves_before_the_data_loads(capsys, tmp_
         server.shutdown()
     err = capsys.readouterr().err
     assert said in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_an_endpoint_that_answers_its_probes_invalidly_is_told_before_the_data_loads(capsys, tmp_path,
+                                                                                     monkeypatch):
+    """A submitter fixing their server waited half a minute of data loading per try; a server without the optional
+    GET /v1/models was refused as "not a System One server"."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import jevserve.bench.data as data
+
+    class Invalid(BaseHTTPRequestHandler):
+        def _send(self, status, payload):
+            body = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):  # no models route: the contract's SHOULD
+            self._send(404, {"detail": "Not Found"})
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["content-length"]))
+            self._send(200, {"answers": {"q": {"type": "noul", "noul": 1.7}}})
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Invalid)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr(data, "BenchData", lambda *a, **k: pytest.fail("the bench data was loaded first"))
+    monkeypatch.setattr("jevserve.bench.replies.INVALID_BACKOFF_S", 0.0)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        code = main(["bench", "run", "--endpoint", url, "--model", "m", "--tasks", "cache-pairs",
+                     "--results", str(tmp_path)])
+    finally:
+        server.shutdown()
+    err = capsys.readouterr().err
+    assert code == 1 and "version probe 1 of 3" in err and "noul 1.7" in err and "Traceback" not in err
 
 
 def test_an_endpoint_where_nothing_answers_is_exit_1_before_the_data_loads(capsys, tmp_path, monkeypatch):

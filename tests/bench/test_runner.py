@@ -15,6 +15,8 @@ from jevserve.bench.runner import ask_missing, keyed
 from jevserve.client import SystemOneAPIError
 from tests.bench.builders import FakeClient, fake_answer
 
+PROBE_POSTS = 6  # the three version probes, asked twice before anything else (versioning.probe_stable_version)
+
 
 def make_requests(n: int) -> dict:
     bodies = [{"state": f"message {i} {'bad' if i % 3 == 0 else ''}",
@@ -173,7 +175,7 @@ def test_a_status_about_the_endpoint_stops_the_run_and_is_never_cached_as_a_refu
 
 def mock_endpoint(monkeypatch, fault):
     """Route ask_endpoint's client to an in-process endpoint: GET /v1/models, and POST /v1/systemone answered by
-    `fault(number)` (the n-th POST, from 1; the three version probes come first) or, when it returns None, by
+    `fault(number)` (the n-th POST, from 1; the version probes, asked twice, come first) or, when it returns None, by
     fake_answer."""
     from jevserve.bench import runner
 
@@ -204,7 +206,7 @@ def ask_mock(tmp_path, n=6):
 def test_a_reply_that_is_not_json_stops_the_run_with_the_resume_message(tmp_path, monkeypatch, no_backoff):
     from jevserve.bench.runner import AskFailed
 
-    mock_endpoint(monkeypatch, lambda n: httpx.Response(200, content=b"{not json") if n >= 6 else None)
+    mock_endpoint(monkeypatch, lambda n: httpx.Response(200, content=b"{not json") if n >= PROBE_POSTS + 3 else None)
     with pytest.raises(AskFailed, match=r"the endpoint failed .*not JSON.* running the same command again resumes") \
             as info:
         ask_mock(tmp_path)
@@ -246,7 +248,8 @@ def test_a_version_probe_that_fails_stops_the_run_naming_the_probe(tmp_path, mon
 def test_a_request_that_stops_the_run_is_named(tmp_path, monkeypatch, no_backoff):
     from jevserve.bench.runner import AskFailed
 
-    mock_endpoint(monkeypatch, lambda n: httpx.Response(200, json={"answers": {}}) if n >= 6 else None)
+    mock_endpoint(monkeypatch, lambda n: httpx.Response(200, json={"answers": {}}) if n >= PROBE_POSTS + 3
+                  else None)
     with pytest.raises(AskFailed, match=r"on the request asking '.+' about '.+' \(answers cache key [0-9a-f]+\)"):
         ask_mock(tmp_path)
 
@@ -268,20 +271,20 @@ def test_a_429_is_asked_again_after_its_retry_after_past_the_sdk_retries(tmp_pat
     def overloaded(n: int) -> httpx.Response | None:  # five 429s in a row: the SDK's rules give up after three
         return httpx.Response(429, headers={"Retry-After": "0"}, json={"detail": {"error_type": "overloaded_error",
                                                                                   "message": "busy"}}) \
-            if 5 <= n < 10 else None
+            if PROBE_POSTS + 2 <= n < PROBE_POSTS + 7 else None
 
     posts = mock_endpoint(monkeypatch, overloaded)
     asked = ask_mock(tmp_path)
     assert asked.stats.num_sent == 6 and len(asked.cache.answers) == 6 and asked.stats.num_refused == 0
-    assert len(posts) == 3 + 6 + 5
+    assert len(posts) == PROBE_POSTS + 6 + 5
 
 
 def test_a_429_whose_retry_after_is_past_the_budget_stops_the_run(tmp_path, monkeypatch):
     from jevserve.bench.runner import OVERLOAD_BUDGET_S, AskFailed
 
     wait = str(int(OVERLOAD_BUDGET_S) + 1)
-    mock_endpoint(monkeypatch, lambda n: httpx.Response(429, headers={"Retry-After": wait}, json={}) if n >= 4
-                  else None)
+    mock_endpoint(monkeypatch, lambda n: httpx.Response(429, headers={"Retry-After": wait}, json={})
+                  if n > PROBE_POSTS else None)
     with pytest.raises(AskFailed, match="429") as info:
         ask_mock(tmp_path)
     assert info.value.exit_code == 1
@@ -296,7 +299,7 @@ def test_ctrl_c_or_sigterm_while_asking_says_how_many_answers_are_cached_and_exi
     from jevserve.bench.runner import AskFailed
 
     def interrupt(n: int) -> None:
-        if n == 6:  # the signal while the third request is in flight
+        if n == PROBE_POSTS + 3:  # the signal while the third request is in flight
             os.kill(os.getpid(), signum)
 
     mock_endpoint(monkeypatch, interrupt)
@@ -341,3 +344,70 @@ def test_an_answers_file_or_results_folder_that_cannot_be_written_is_said_before
         ask(output_problem=lambda model: f"--results R: R/{model} is a file")
     assert info.value.exit_code == 2
     assert asked == [] and posts == []  # neither asked a request
+
+
+def test_an_endpoint_whose_answers_vary_is_told_to_name_its_version_and_then_resumes(tmp_path, monkeypatch):
+    """A sampling model (±0.002 on each answer) got a new version on every run: an interrupted run of 48,000
+    requests reused nothing, and the rerun warned that another model answered under the name."""
+    import random
+
+    from jevserve.bench.runner import AskFailed, ask_endpoint
+
+    jitter = random.Random(0)
+
+    def varying(n: int) -> httpx.Response | None:
+        return None  # answered by `noisy` below
+
+    posts = mock_endpoint(monkeypatch, varying)
+    import tests.bench.test_runner as here
+
+    real_answer = here.fake_answer
+
+    def noisy(body):
+        answer = real_answer(body)
+        for value in answer["answers"].values():
+            if "noul" in value:
+                value["noul"] = min(1.0, max(0.0, value["noul"] + jitter.uniform(-0.002, 0.002)))
+        return answer
+
+    monkeypatch.setattr(here, "fake_answer", noisy)
+    with pytest.raises(AskFailed, match=r"differently twice in a row .* --answers-version LABEL") as info:
+        ask_mock(tmp_path)
+    assert info.value.exit_code == 2 and len(posts) <= 6 and not list(tmp_path.glob("*.jsonl"))  # nothing asked
+
+    def pinned(n=6):
+        return ask_endpoint("http://bench.test", "fake-model", None, tmp_path, lambda model: make_requests(n),
+                            concurrency=1, progress=False, version="my-release-1")
+
+    first = pinned()
+    assert first.stats.num_sent == 6 and first.cache.path.name == "fake-model@my-release-1.jsonl"
+    again = pinned(8)  # a rerun with the same label reuses every answer: only the new requests are asked
+    assert again.stats.num_sent == 2 and again.stats.num_cached == 6
+
+
+def test_a_server_without_the_optional_models_route_is_versioned_by_its_answers(tmp_path, monkeypatch):
+    from jevserve.bench import runner
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(404, json={"detail": "Not Found"})
+        return httpx.Response(200, json=fake_answer(json.loads(request.content)))
+
+    real = runner.PatientSystemOne
+    monkeypatch.setattr(runner, "PatientSystemOne", lambda base_url, api_key, timeout_s: real(
+        base_url, api_key, timeout_s=timeout_s, transport=httpx.MockTransport(handler)))
+    asked = ask_mock(tmp_path)
+    assert asked.stats.num_sent == 6 and len(asked.cache.answers) == 6
+    assert ask_mock(tmp_path).stats.num_sent == 0  # the same version again
+
+
+def test_a_request_answered_invalidly_the_same_way_each_time_is_said_to_stop_a_rerun_too(tmp_path, monkeypatch,
+                                                                                        no_backoff):
+    from jevserve.bench.runner import AskFailed
+
+    bad = {"answers": {"bad": {"type": "noul", "noul": 1.5}}}
+    mock_by_body(monkeypatch, lambda body: httpx.Response(200, json=bad) if body["state"] == "message 4 " else None)
+    with pytest.raises(AskFailed, match=r"answered one request invalidly the same way each time .*noul 1\.5.* "
+                                        r"running the same command again stops at this request again") as info:
+        ask_mock(tmp_path)
+    assert info.value.exit_code == 1 and "about 'message 4 '" in str(info.value)

@@ -57,6 +57,11 @@ def _endpoint_arguments(parser: argparse.ArgumentParser, required: bool) -> None
     parser.add_argument("--answers-cache", type=Path, default=None, metavar="DIR",
                         help="where answers are cached, one JSONL file per model (default: "
                         "$JEVSERVE_CACHE/bench/answers or ~/.cache/jevserve/bench/answers)")
+    parser.add_argument("--answers-version", default=None, metavar="LABEL",
+                        help="a URL endpoint only: name the version of its answers yourself (a release or weights "
+                        "digest) instead of the bench's probes, for an endpoint whose answers vary from call to call; "
+                        "answers cached under a label are reused by every run that gives it, so give a new one when "
+                        "the weights change")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -140,6 +145,8 @@ def _command(args: argparse.Namespace, model: str | None = None) -> str:
         # the rate in the row's latency note depends on it
         if getattr(args, "concurrency", DEFAULT_CONCURRENCY) != DEFAULT_CONCURRENCY:
             parts += ["--concurrency", str(args.concurrency)]
+        if getattr(args, "answers_version", None):  # which cached answers the row was scored on
+            parts += ["--answers-version", args.answers_version]
     if args.tasks:
         parts += ["--tasks", args.tasks]
     if args.baselines:
@@ -195,7 +202,7 @@ def _run(args: argparse.Namespace) -> int:
     except UnknownTaskError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from jevserve.bench.endpoint import EndpointError, EndpointUnreachable, check_endpoint_arguments, probe_endpoint
+    from jevserve.bench.endpoint import EndpointError, EndpointUnreachable, check_endpoint_arguments
     from jevserve.bench.outputs import output_problem
 
     try:  # the arguments alone first, before the folder is tried
@@ -213,13 +220,16 @@ def _run(args: argparse.Namespace) -> int:
         if problem:  # said now and naming the flag, not after the data has loaded
             print(f"error: --answers-cache {args.answers_cache}: {problem}", file=sys.stderr)
             return 2
+    version = None
     if args.endpoint:  # before loading the data and the near-duplicate check (half a minute)
         try:
-            probe_endpoint(args.endpoint, args.model, args.api_key_env,
-                           check_embedded=getattr(args, "check_embedded_model", None))
+            version = early_version(args)
         except EndpointError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1 if isinstance(exc, EndpointUnreachable) else 2
+        except AskFailed as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return exc.exit_code
     data = BenchData(args.data_cache, embed=args.embed_texts)
     try:
         loaded, skipped = load_tasks(tasks, data, log=lambda message: print(message, file=sys.stderr))
@@ -250,7 +260,7 @@ def _run(args: argparse.Namespace) -> int:
         asked = ask_endpoint(args.endpoint, args.model, args.api_key_env, args.answers_cache,
                              lambda model: needed_requests(model, loaded), concurrency=args.concurrency,
                              progress=not args.no_progress, serve_embedded=args.serve_embedded,
-                             output_problem=lambda model: _results_problem(args.results, model))
+                             output_problem=lambda model: _results_problem(args.results, model), version=version)
     except AskFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -279,6 +289,23 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def early_version(args: argparse.Namespace) -> str | None:
+    """Check an endpoint before a command's slow start: the arguments, `GET /v1/models`, and for a URL its answers
+    version (`--answers-version`, else the probes asked twice), returned for the asking. Raises EndpointError or
+    AskFailed (runner)."""
+    from jevserve.bench.endpoint import EMBEDDED, EndpointError, probe_endpoint
+    from jevserve.bench.runner import endpoint_version_now
+
+    if args.endpoint == EMBEDDED and args.answers_version is not None:
+        raise EndpointError("--answers-version is for a URL endpoint; the embedded models' answers are versioned by "
+                            "their weights")
+    probe_endpoint(args.endpoint, args.model, args.api_key_env,
+                   check_embedded=getattr(args, "check_embedded_model", None))
+    if args.endpoint == EMBEDDED or args.answers_version is not None:
+        return args.answers_version
+    return endpoint_version_now(args.endpoint, args.model, args.api_key_env)
+
+
 def _results_problem(results_dir: Path, model: str) -> str | None:
     """Why the row's results folder under `--results` cannot be written, or None: asked before the asking, as
     `--results` itself is, so the scoring is not lost to a folder found unwritable at the end."""
@@ -305,7 +332,9 @@ EMBEDDED_PARAMETERS = {
 def _metadata(args: argparse.Namespace, label: str, model: str, stats: object) -> dict[str, str]:
     from jevserve.bench.endpoint import EMBEDDED
 
-    metadata = {"runs": label}
+    # a URL endpoint's address says nothing to a reader of the board (a loopback one least of all), and the row's
+    # command keeps it: where the model runs is the submitter's to say
+    metadata = {"runs": "its own server, asked over HTTP (--metadata runs=... says on what)"}
     if label == EMBEDDED:
         metadata = {**EMBEDDED_METADATA, "parameters": EMBEDDED_PARAMETERS.get(model, EMBEDDED_METADATA["parameters"])}
     sent, wall = getattr(stats, "num_sent", 0), getattr(stats, "wall_s", 0.0)

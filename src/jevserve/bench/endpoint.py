@@ -135,6 +135,8 @@ def probe_endpoint(
         models = None
     finally:
         client.close()
+    if models is None and status == 404:
+        return  # the contract's models route is a SHOULD: the version probes (POST /v1/systemone) tell the rest
     if models is None:
         raise EndpointError(f"--endpoint {endpoint} is not a System One server: GET /v1/models answered "
                             f"{status} without a list of models (an OpenAI server lists `data`; the bench asks "

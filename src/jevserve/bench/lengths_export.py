@@ -53,6 +53,10 @@ def export_lengths(args: argparse.Namespace) -> int:
     if problem:
         print(f"error: --out {args.out}: {problem}", file=sys.stderr)
         return 2
+    if args.endpoint == "embedded" and args.answers_version is not None:
+        print("error: --answers-version is for a URL endpoint; the embedded models' answers are versioned by their "
+              "weights", file=sys.stderr)
+        return 2
     task = ScheduleReplyLength()
     items = _items(load_sharegpt())
     started = time.perf_counter()
@@ -60,7 +64,7 @@ def export_lengths(args: argparse.Namespace) -> int:
         asked = ask_endpoint(args.endpoint, args.model, args.api_key_env, args.answers_cache,
                              lambda model: keyed(model, [task.request(i) for i in items]),
                              concurrency=args.concurrency, progress=not args.no_progress,
-                             serve_embedded=args.serve_embedded)
+                             serve_embedded=args.serve_embedded, version=args.answers_version)
     except AskFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

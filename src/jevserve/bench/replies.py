@@ -19,7 +19,12 @@ INVALID_BACKOFF_S = 0.5  # doubled on each retry
 
 
 class InvalidReply(Exception):
-    """A 200 reply the bench cannot use (not JSON, or not a valid answer to every question asked), after retries."""
+    """A 200 reply the bench cannot use (not JSON, or not a valid answer to every question asked), after retries;
+    `same_each_time` when every try got the same invalid answer (a rerun would stop at the same request)."""
+
+    def __init__(self, message: str, *, same_each_time: bool = False) -> None:
+        super().__init__(message)
+        self.same_each_time = same_each_time
 
 
 class DecisionClient(Protocol):
@@ -34,16 +39,21 @@ async def ask_valid(client: DecisionClient, body: Mapping[str, Any]) -> dict[str
     """The answers of one request, one valid answer per question asked (only those: nothing else is cached). A
     reply that is not JSON or not valid is asked again INVALID_RETRIES times, then raises InvalidReply."""
     questions = body["questions"]
+    problems: list[str] = []
+    answered = 0  # replies that were JSON: their problem is the model's answer, not the server's reply
     for attempt in range(INVALID_RETRIES + 1):
         if attempt:
             await asyncio.sleep(INVALID_BACKOFF_S * 2 ** (attempt - 1))
         try:
             response = await client.decide_raw(body)
         except ValueError as exc:  # the client's JSON decoding of a body that is not JSON (or not UTF-8)
-            problem = f"the reply is not JSON ({exc})"
+            problems.append(f"the reply is not JSON ({exc})")
             continue
+        answered += 1
         answers = response.get("answers") if isinstance(response, Mapping) else None
         problem = answers_problem(questions, answers)
         if problem is None:
             return {qid: answers[qid] for qid in questions}
-    raise InvalidReply(f"{INVALID_RETRIES + 1} invalid replies to one request, the last: {problem}")
+        problems.append(problem)
+    raise InvalidReply(f"{INVALID_RETRIES + 1} invalid replies to one request, the last: {problems[-1]}",
+                       same_each_time=answered == len(problems) and len(set(problems)) == 1)

@@ -177,6 +177,28 @@ def _request_named(exc: BaseException) -> str:
     return f", on the request asking {questions} about {excerpt!r} (answers cache key {key})"
 
 
+def endpoint_version_now(endpoint: str, model: str, api_key_env: str | None) -> str:
+    """A URL endpoint's answers version (its models entry and the probe set, asked twice), asked before a command's
+    slow start (the data, half a minute), so an endpoint that cannot be scored is told so at once. Raises AskFailed
+    as `ask_endpoint` would for the same failure."""
+    from jevserve.bench.endpoint import DEFAULT_TIMEOUT_S, _api_key
+    from jevserve.bench.versioning import ProbeFailed, UnstableVersion, probe_stable_version
+
+    async def probe() -> str:
+        async with PatientSystemOne(endpoint, _api_key(api_key_env), timeout_s=DEFAULT_TIMEOUT_S) as client:
+            return await probe_stable_version(client, model)
+
+    try:
+        return asyncio.run(probe())
+    except ProbeFailed as exc:
+        raise AskFailed(str(exc), 2 if isinstance(exc, UnstableVersion) else 1) from exc
+    except SystemOneAPIError as exc:
+        raise _api_failure(exc, model, " (none yet)") from exc
+    except (SystemOneConnectionError, InvalidReply) as exc:
+        raise AskFailed(f"the endpoint failed while the bench asked its version probes ({exc}); nothing else was "
+                        "asked", 1) from exc
+
+
 def ask_endpoint(
     endpoint: str,
     model: str | None,
@@ -188,15 +210,17 @@ def ask_endpoint(
     progress: bool = True,
     serve_embedded: ServeEmbedded | None = None,
     output_problem: Callable[[str], str | None] | None = None,
+    version: str | None = None,
 ) -> Asked:
     """Open `endpoint` (a URL, or `embedded`, served by `serve_embedded`) and ask it every request of
     `requests_for(model)` its answers cache lacks. Raises AskFailed for endpoint arguments that cannot work (exit 2)
     or an endpoint that failed (exit 1); every answer received before a failure stays cached, so the same command
     resumes. Before any asking, the answers cache file is opened and `output_problem(model)` (why the model's results
-    cannot be written, or None) is asked: either failing is AskFailed (exit 2), not a failure after the scoring."""
+    cannot be written, or None) is asked: either failing is AskFailed (exit 2), not a failure after the scoring.
+    `version` names a URL endpoint's answers (`--answers-version`, or `endpoint_version_now`'s); None: probed."""
     from jevserve.bench.answers_cache import default_answers_dir
     from jevserve.bench.endpoint import DEFAULT_TIMEOUT_S, EndpointError, open_endpoint
-    from jevserve.bench.versioning import ProbeFailed, probe_version
+    from jevserve.bench.versioning import ProbeFailed, UnstableVersion, probe_stable_version
     from jevserve.client import SystemOneConnectionError
 
     cache: AnswersCache | None = None
@@ -219,10 +243,10 @@ def ask_endpoint(
                 asyncio.get_running_loop().add_signal_handler(signum, on_signal, signum, asyncio.current_task())
         client = PatientSystemOne(opened.base_url, opened.api_key, timeout_s=DEFAULT_TIMEOUT_S)
         # A URL's version: what /v1/models says of the model and its answers to the probe set (embedded: weights).
-        version = opened.version or await probe_version(client, opened.model)
+        answers_version = opened.version or version or await probe_stable_version(client, opened.model)
         directory = answers_dir or default_answers_dir()
         try:
-            cache = AnswersCache(directory, opened.model, version)
+            cache = AnswersCache(directory, opened.model, answers_version)
             cache.open()
         except OSError as exc:
             name = Path(exc.filename).name if exc.filename else "its answers file"
@@ -258,9 +282,17 @@ def ask_endpoint(
         raise AskFailed(str(exc), 2) from exc
     except SystemOneAPIError as exc:
         raise _api_failure(exc, model, where()) from exc
-    except ProbeFailed as exc:
-        raise AskFailed(str(exc), 1) from exc
-    except (SystemOneConnectionError, InvalidReply) as exc:
+    except ProbeFailed as exc:  # answers that vary are the command's to name (--answers-version): exit 2
+        raise AskFailed(str(exc), 2 if isinstance(exc, UnstableVersion) else 1) from exc
+    except InvalidReply as exc:
+        if exc.same_each_time:  # a rerun resumes, and stops at this request again: the model is to fix
+            raise AskFailed(f"the endpoint answered one request invalidly the same way each time ({exc}"
+                            f"{_request_named(exc)}); every answer received so far is cached{where()}, but running "
+                            "the same command again stops at this request again: fix the model's answer to it, or "
+                            "have the endpoint refuse it (400, 413 or 422: counted as unanswered)", 1) from exc
+        raise AskFailed(f"the endpoint failed ({exc}{_request_named(exc)}); every answer received so far is "
+                        f"cached{where()}, so running the same command again resumes", 1) from exc
+    except SystemOneConnectionError as exc:
         raise AskFailed(f"the endpoint failed ({exc}{_request_named(exc)}); every answer received so far is "
                         f"cached{where()}, so running the same command again resumes", 1) from exc
     except KeyboardInterrupt:

@@ -55,6 +55,10 @@ async def probe_version(client: Any, model: str) -> str:
 
     try:
         entries = list(await client.models())
+    except SystemOneAPIError as exc:
+        if exc.status_code != 404:
+            raise
+        entries = []  # the contract's models route is a SHOULD: a server without it is versioned by its answers
     except (ValueError, KeyError, TypeError) as exc:  # a reply that is not JSON, or has no list of models
         raise InvalidReply(f"GET /v1/models: the reply is not a list of models ({exc!r})") from exc
     entry = next((e for e in entries if isinstance(e, Mapping) and e.get("name") == model), None)
@@ -79,3 +83,24 @@ def _probe_failure(number: int, probe: Mapping[str, Any], exc: Exception) -> str
     return (f"version probe {number} of {len(PROBES)} (state {probe['state']!r}) failed: {exc}. Before any task the "
             "bench asks these fixed requests (jevserve.bench.versioning.PROBES) to tell which model answers under "
             "the name; the endpoint must answer them, or refuse them with 400, 413 or 422. Nothing else was asked")
+
+
+class UnstableVersion(ProbeFailed):
+    """The endpoint answered the probe set differently twice in a row: its version cannot name its weights."""
+
+
+async def probe_stable_version(client: Any, model: str) -> str:
+    """`probe_version` asked twice; UnstableVersion when the two differ. An endpoint whose answers vary from call to
+    call (a sampling model, GPU batches in bf16, refusals at random) gets a new version on every run, so a rerun
+    reused none of its cached answers and an interrupted run never resumed; it is said before anything is asked."""
+    first = await probe_version(client, model)
+    second = await probe_version(client, model)
+    if first != second:
+        raise UnstableVersion(
+            f"the endpoint answered the bench's version probes (jevserve.bench.versioning.PROBES) differently twice in "
+            f"a row (beyond {DIGITS} decimals, or refusing one of them only sometimes), so they cannot tell which "
+            "model answers: a rerun would reuse none of the cached answers and an interrupted run could not resume. "
+            "Name the version yourself with --answers-version LABEL (a release or weights digest; answers cached "
+            "under one label are reused by every run that gives it, so give a new one when the weights change), or "
+            "make the endpoint's answers deterministic. Nothing else was asked")
+    return first
