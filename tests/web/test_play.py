@@ -352,6 +352,34 @@ def test_the_people_page_does_not_wait_for_the_item_pools(tmp_path, monkeypatch)
     assert 'id="expected"' in later.text and 'id="expected-loading"' not in later.text
 
 
+def test_pools_whose_background_loading_failed_are_loaded_again_by_a_later_page(tmp_path, monkeypatch):
+    """A fresh install's loader thread died on an import error, and the pools were never loaded in the background
+    again."""
+    from jevserve.web import decisions
+    from jevserve.web.app import WebSettings, create_app
+    from tests.web.builders import RESULTS, StubDecider, results_pools, shared_site
+
+    calls = []
+
+    def failing_once(data):
+        calls.append(1)
+        if len(calls) == 1:
+            raise ImportError("cannot import name 'BaseLibSVM' from partially initialized module 'sklearn.svm._base'")
+        return results_pools()
+
+    monkeypatch.setattr(decisions, "load_pools", failing_once)
+    app = create_app(WebSettings(results_dir=RESULTS, db_path=tmp_path / "db.sqlite", decider=StubDecider(),
+                                 site=shared_site(), data_factory=lambda: None))  # fmt: skip
+    context = app.state.context
+    found = None
+    for _ in range(500):
+        found = context.pools_if_ready()
+        if found is not None:
+            break
+        threading.Event().wait(0.01)
+    assert found is not None and len(calls) == 2  # the second ask after the failure loaded them
+
+
 def test_starting_a_round_while_the_pools_load_is_told_to_come_back_and_no_page_waits(tmp_path, monkeypatch):
     # the first "Start a round" after a fresh start loaded the pools inside the event loop: every page of the site
     # waited for it (41 s for /methodology in an outside tester's run); later it waited in a worker thread, and a

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import math
 import queue
 import re
@@ -31,6 +32,8 @@ from jevserve.web.answering import Decider
 from jevserve.web.decisions import Pools
 from jevserve.web.site import SiteCache
 from jevserve.web.store import Store
+
+logger = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
 HEAD_SCOPE_KEY = "jevserve.head"  # in the scope of a HEAD request answered as GET (app.HeadAsGet)
@@ -149,6 +152,7 @@ class Context:
     """What routes share: settings, store, results, templates and the lazily loaded data."""
 
     def __init__(self, settings: WebSettings) -> None:
+        _import_before_threads()
         self.settings = settings
         self.store = Store(settings.db_path)
         self.site = settings.site or SiteCache(settings.results_dir, settings.board_cache,
@@ -206,8 +210,18 @@ class Context:
         with self._lock:
             if not self._pools_loading:
                 self._pools_loading = True
-                threading.Thread(target=self.pools, name="pools", daemon=True).start()
+                threading.Thread(target=self._load_pools, name="pools", daemon=True).start()
         return None
+
+    def _load_pools(self) -> None:
+        """pools() in the background; a failure is logged and the next page that wants them starts it again (a
+        thread that died left the pools unloaded for good)."""
+        try:
+            self.pools()
+        except Exception:
+            logger.exception("loading the playground's item pools failed; the next page that needs them retries")
+            with self._lock:
+                self._pools_loading = False
 
     def task_page_if_ready(self, name: str, baseline: dict[str, Any] | None) -> Any:
         """The task page's description (site.describe_task) when it is read; otherwise None, with its reading started
@@ -391,3 +405,11 @@ def retry_after(seconds: float) -> dict[str, str]:
     return {"Retry-After": str(max(1, math.ceil(seconds)))}
 
 
+
+
+def _import_before_threads() -> None:
+    """Import, on the thread that builds the site, the libraries its background threads and pages import lazily:
+    scikit-learn imported at the same moment by two threads (the playground's pools and a model page's reliability
+    curve) failed in both with "partially initialized module" on a fresh install, a 500 and a dead loader."""
+    import sklearn.calibration
+    import sklearn.linear_model  # noqa: F401
