@@ -29,8 +29,11 @@ def test_a_port_out_of_range_exits_2_before_anything_loads(argv, low, value, cap
         (["sim", "run", "--rate", "abc"], "jevserve sim run: error: argument --rate: 'abc' is not a number"),
         (["bench", "run", "--tasks"], "jevserve bench run: error: argument --tasks: expected one argument"),
         # an unknown flag is refused by the top parser, whose help lists no sub-command's options
-        (["bench", "run", "--endpont", "x"], "jevserve bench run: error: unrecognized arguments: --endpont x"),
-        (["serve", "--prot"], "jevserve serve: error: unrecognized arguments: --prot"),
+        # with the nearest of the command's own flags, as a misspelt config key gets "did you mean"
+        (["bench", "run", "--endpont", "x"], "jevserve bench run: error: unrecognized arguments: --endpont x; "
+                                             "--endpont (did you mean --endpoint?)"),
+        (["serve", "--prot"], "jevserve serve: error: unrecognized arguments: --prot; --prot (did you mean --port?)"),
+        (["serve", "--port=1", "--zzzz"], "jevserve serve: error: unrecognized arguments: --zzzz"),  # none near
         (["--bogus"], "jevserve: error: unrecognized arguments: --bogus"),
     ],
 )

@@ -11,6 +11,7 @@ stays listed and, when run, says which extra installs them instead of failing wi
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import re
@@ -179,10 +180,20 @@ class CommandParser(argparse.ArgumentParser):
             message += f"; to start with a config file, pass --config {chosen.group(1)}"
         # the root parser refuses what no parser took: its help does not list a sub-command's options, so point at
         # the sub-command's (`jevserve bench run --endpont` → `jevserve bench run --help`)
-        prog = self._command_prog() if message.startswith("unrecognized arguments") else self.prog
+        prog = self.prog
+        if message.startswith("unrecognized arguments"):
+            command = self._command()
+            prog = command.prog
+            # a misspelt flag (`--prot`) is named with the nearest of the command's own, as a config key is
+            guesses = [f"{flag} (did you mean {near[0]}?)" for flag in message.split(": ", 1)[1].split()
+                       if flag.startswith("--") and (near := difflib.get_close_matches(
+                           flag.split("=", 1)[0], [o for o in command._option_string_actions if o.startswith("--")],
+                           n=1, cutoff=0.7))]
+            if guesses:
+                message += "; " + "; ".join(guesses)
         self.exit(2, f"{prog}: error: {message}\nrun `{prog} --help` to see its options\n")
 
-    def _command_prog(self) -> str:
+    def _command(self) -> argparse.ArgumentParser:
         parser: argparse.ArgumentParser = self
         for arg in getattr(self, "_arguments_seen", ()):
             commands = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
@@ -190,7 +201,7 @@ class CommandParser(argparse.ArgumentParser):
                 break
             if arg in commands.choices:
                 parser = commands.choices[arg]
-        return parser.prog
+        return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
