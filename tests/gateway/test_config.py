@@ -177,3 +177,28 @@ def test_a_setting_outside_its_choices_is_named_with_what_was_given():
     with pytest.raises(ConfigError) as caught:
         parse_config({"routes": [{"model": "m", "guard": {"mode": "Shadow", "threshold": 0.9}}]})
     assert "routes[0].guard.mode: Input should be 'enforce' or 'shadow', got 'Shadow'" in str(caught.value)
+
+
+def test_an_upstream_nothing_answers_at_is_warned_of_at_start():
+    """A new user's gateway said ready and /healthz ok with its only upstream down, until the first 502."""
+    import socket
+
+    from jevserve.gateway.config import unreachable_upstream_warnings
+
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen()
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+    port = closed.getsockname()[1]
+    try:
+        config = parse_config({"upstreams": [
+            {"name": "up", "url": f"http://127.0.0.1:{listening.getsockname()[1]}/v1"},
+            {"name": "down", "url": f"http://127.0.0.1:{port}/v1"},
+            {"name": "p", "url": "builtin:placeholder"}]})
+        lines = unreachable_upstream_warnings(config)
+    finally:
+        listening.close()
+        closed.close()
+    assert lines == [f"warning: upstreams[1] (down): nothing answers at 127.0.0.1:{port} "
+                     "(connection refused); requests to it get 502 until it is up"]

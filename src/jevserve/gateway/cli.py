@@ -190,7 +190,12 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
 
     from jevserve.decide.registry import UnknownSpecError
     from jevserve.gateway.app import create_app
-    from jevserve.gateway.config import objective_notes, upstream_url_warnings, windows_in_context_notes
+    from jevserve.gateway.config import (
+        objective_notes,
+        unreachable_upstream_warnings,
+        upstream_url_warnings,
+        windows_in_context_notes,
+    )
     from jevserve.gateway.decider import decider_for
     from jevserve.gateway.starting import StartingApp
 
@@ -211,6 +216,8 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
         warning = check_decider(decider, config)
         if warning is not None:
             print(f"  {warning}", file=sys.stderr, flush=True)
+        for line in unreachable_upstream_warnings(config):  # here, off the event loop: a connect may wait 1 s
+            print(f"  {line}", file=sys.stderr, flush=True)
         return app
 
     def ready(app) -> None:

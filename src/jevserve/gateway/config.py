@@ -740,6 +740,33 @@ def upstream_url_warnings(config: GatewayConfig) -> list[str]:
     return lines
 
 
+def unreachable_upstream_warnings(config: GatewayConfig, timeout_s: float = 1.0) -> list[str]:
+    """One line per upstream nothing answers a TCP connection at (refused, no route, or no answer within
+    `timeout_s`): said at start, so a gateway that is ready while its model server is down is not a mystery until
+    the first request's 502. A warning, not an error: the server may come up later (the circuit breaker copes)."""
+    import socket
+
+    lines = []
+    for i, upstream in enumerate(config.upstreams):
+        if upstream.url == PLACEHOLDER_URL:
+            continue
+        parts = urllib.parse.urlsplit(upstream.url)
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            with socket.create_connection((parts.hostname or "", port), timeout=timeout_s):
+                pass
+        except (OSError, ValueError) as exc:
+            if isinstance(exc, ConnectionRefusedError):
+                why = "connection refused"
+            elif isinstance(exc, TimeoutError):
+                why = f"no answer within {timeout_s:g} s"
+            else:
+                why = str(exc) or type(exc).__name__
+            lines.append(f"warning: upstreams[{i}] ({upstream.name}): nothing answers at {parts.hostname}:{port} "
+                         f"({why}); requests to it get 502 until it is up")
+    return lines
+
+
 def objective_notes(config: GatewayConfig) -> list[str]:
     """One line per route whose `inference.default_objective` names none of its bands' objectives. Not an error: the
     default may be an InferenceObjective of its own (requests without a prediction, or longer than every band); but a
