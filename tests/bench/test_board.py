@@ -184,3 +184,18 @@ def test_a_command_reads_back_from_the_markdown_as_it_was_recorded(tmp_path):
         code = [t for t in tokens if t.type == "fence"] + [
             c for t in tokens if t.type == "inline" for c in t.children or () if c.type == "code_inline"]
         assert command in [c.content.removesuffix("\n") for c in code]
+
+
+def test_the_rows_table_shows_what_a_row_says_of_itself_beyond_the_four_columns():
+    """An outside submitter's `--metadata source=https://...` was kept in the results file and shown nowhere."""
+    import dataclasses
+
+    from jevserve.bench.board_html import rows_table
+    from tests.bench.test_board_browser import _wide_board
+
+    row = _wide_board(2).rows[0]
+    row = dataclasses.replace(row, metadata={**row.metadata, "source": "https://example.org/<my-model>"})
+    html = rows_table([row])
+    assert "<th class='txt'>speed (self-measured)</th>" in html and ">latency<" not in html
+    assert "<span class='note'>source: https://example.org/&lt;my-model&gt;</span>" in html  # escaped
+    assert html.count("class='note'") == 1  # the four columns' keys are not repeated

@@ -24,7 +24,7 @@ def test_the_rule_is_tuned_on_train_and_ignores_test_labels():
     again = evaluate(task, train, flipped, None, _answers(task, train), _answers(task, flipped))
     assert outcome.predictions[MODEL].rule == again.predictions[MODEL].rule
     assert np.array_equal(outcome.predictions[MODEL].values, again.predictions[MODEL].values)
-    assert set(outcome.predictions) == {MODEL, DEFAULT, ORACLE, TFIDF}
+    assert set(outcome.predictions) == {MODEL, DEFAULT, ORACLE, TFIDF, STYLE}  # the surface probe on every task
 
 
 def test_a_pooled_task_gets_the_source_only_rows():
@@ -35,6 +35,7 @@ def test_a_pooled_task_gets_the_source_only_rows():
     train, test = split_items(task.load_items(None))
     outcome = evaluate(task, train, test, None)
     assert {STYLE, MAJORITY} <= set(outcome.predictions) and MODEL not in outcome.predictions
+    assert MAJORITY not in evaluate(KeywordTask(), train, test, None).predictions  # one source: nothing to know
 
 
 def test_the_routing_oracle_sends_to_the_cheap_model_unless_only_the_strong_one_is_right():

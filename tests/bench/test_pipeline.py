@@ -36,5 +36,6 @@ def test_the_default_rules_row_scores_zero_with_a_zero_width_interval():
     documents = {d["model"]: d for d in score_baselines(loaded, None, command="jevserve bench run --baselines")}
     result = documents["default-rules"]["tasks"]["toy-keyword"]
     assert result["score"] == 0.0 and result["score_interval"] == [0.0, 0.0]
-    # the toy task does not pool sources, so the source-only rows have no score for it
-    assert documents["source-style"]["tasks"] == {}
+    # the toy task does not pool sources: the surface probe reads it, the source's majority has nothing to know
+    assert list(documents["source-style"]["tasks"]) == ["toy-keyword"]
+    assert documents["source-majority"]["tasks"] == {}

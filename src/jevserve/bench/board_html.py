@@ -208,10 +208,16 @@ def rows_table(rows: Sequence[Row]) -> str:
     head = ("<tr><th class='txt'>row</th><th class='txt'>kind</th>" + "".join(f"<th class='txt'>{shown.get(k, k)}"
                                                                               "</th>" for k in keys)
             + "<th class='txt'>date</th><th class='txt'>reproduce</th></tr>")
+
+    def more(row: Row) -> str:  # what else a row says of itself (`--metadata source=...`): kept, so shown
+        extra = [f"{k}: {v}" for k, v in row.metadata.items() if k not in keys]
+        return "".join(f"<br><span class='note'>{_esc(line)}</span>" for line in extra)
+
     body = "".join(
         f"<tr>{_row_name(r)}<td class='txt'>{_esc(r.kind)}</td>"
         + "".join(f"<td class='txt'>{_esc(r.metadata.get(k, '–'))}</td>" for k in keys)
-        + f"<td class='txt'>{_esc(r.date)}</td><td class='txt'><code class='cmd'>{_esc(r.command)}</code></td></tr>"
+        + f"<td class='txt'>{_esc(r.date)}</td><td class='txt'><code class='cmd'>{_esc(r.command)}</code>{more(r)}"
+        "</td></tr>"
         for r in rows)
     return f'<table id="rows"><thead>{head}</thead><tbody>{body}</tbody></table>'
 
