@@ -496,9 +496,16 @@ def test_check_says_what_a_hand_set_threshold_acts_on_and_warns_above_the_docume
     _, (strict,) = resolve_operating_points(config(0.9999), decider, scores=cache, rate_hand_thresholds=True)
     assert strict.calibration_rate == 0.0 and "WARNING" not in strict.describe()  # read from the cache, no rescoring
     assert len(decider.states) == 181
+    # one request of 181 acted on: 0.55 % in all, 1.67 % of its shape's 60, which a 1 % rate would not allow
+    top = max(by_text("harm", state) for state in decider.states)
+    _, (one,) = resolve_operating_points(config(top), decider, scores=cache, rate_hand_thresholds=True)
+    assert one.calibration_rate == pytest.approx(1 / 181)
+    assert "WARNING: more than the 0.01 the documented config runs it at in some shape;" in one.describe()
     _, (not_scored,) = resolve_operating_points(config(0.3), CountingDecider(by_text), scores=ScoreCache(
         tmp_path / "empty"), rate_hand_thresholds=True, score_missing=False)
-    assert not_scored.describe().endswith("(set by hand)")  # nothing cached and nothing scored: said as before
+    # nothing cached and nothing scored: said so, with what scores it (an outside re-tester's own file got no word)
+    assert not_scored.describe().endswith("(set by hand; what it acts on is not scored yet for this decider (181 "
+                                          f"requests of {calibration}): --score scores it)")
 
 
 def write_jsonl(path, records):

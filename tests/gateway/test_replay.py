@@ -306,7 +306,8 @@ def test_check_prints_the_operating_points_of_a_valid_config(tmp_path, capsys):
     assert main(["gateway", "check", str(config)]) == 0
     out = capsys.readouterr().out
     assert "valid (1 route, 0 upstreams)" in out
-    assert "m/harm     threshold 0.700 [shadow]  (set by hand)" in out
+    assert "m/harm     threshold 0.700 [shadow]  (set by hand; what it acts on is not scored yet for this decider " \
+        "(1,626 requests of packaged everyday): --score scores it)" in out
     assert "m/guard    max_false_action_rate 0.01 [enforce]: not scored yet" in out
 
 

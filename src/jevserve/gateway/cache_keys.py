@@ -30,7 +30,10 @@ def wants_a_fresh_reply(cache_control: Collection[str], params: Mapping[str, Any
     no-cache`, or `store: true`, which asks the upstream to keep this completion (OpenAI's stored completions, for
     evals and distillation), which a reply from the cache never reaches. `store` is not in the key: the reply it
     gets is any other's, so it is stored for the requests without it."""
-    return "no-cache" in cache_control or params.get("store") is True
+    # a lenient upstream may read `"true"` or 1 as true: looked up, such a request might not be kept where asked
+    store = params.get("store")
+    return "no-cache" in cache_control or store is True or store == 1 or (
+        isinstance(store, str) and store.strip().lower() == "true")
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,7 @@ class OperatingPoint:
     rate_allowed: bool = False  # the decision takes max_false_action_rate (its false actions can be measured)
     num_unjudged: int = 0  # calibration requests it asks nothing about (no user turn, say): left out of the rate
     acted_unlabelled: int = 0  # requests of a decision log that this decision acted on when logged, with no label
+    unscored: bool = False  # a hand-set threshold whose calibration scores are in no cache (check without --score)
 
     def describe(self) -> str:
         """One line: `route/guard  threshold 0.973  (max_false_action_rate 0.01: 0.98 % of 1,626 everyday ...)`."""
@@ -103,7 +104,9 @@ class OperatingPoint:
         if self.max_false_action_rate is None:
             bound = {0.0: "acts on every request it judges", 1.0: "acts only where P is exactly 1"}.get(self.threshold)
             if self.calibration_rate is None:
-                return f"{head}  (set by hand" + (f"; WARNING: {bound})" if bound else ")")
+                unscored = (f"; what it acts on is not scored yet for this decider ({self.num_requests:,} "
+                            f"{self.unit} of {self.calibration}): --score scores it" if self.unscored else "")
+                return f"{head}  (set by hand{unscored}" + (f"; WARNING: {bound})" if bound else ")")
             # what the hand-set threshold does to ordinary traffic, said as a rate's point says it: a low cache
             # threshold served another question's answer, with nothing in `check` to say so
             worst = max((rate for _, rate in self.rates_by_shape), default=0.0)
@@ -112,8 +115,9 @@ class OperatingPoint:
             recommended = recommended_rate(self.decision)
             if bound:
                 return f"{line}; WARNING: {bound})"
-            if self.calibration_rate > recommended:
-                return (f"{line}; WARNING: more than the {recommended:g} the documented config runs it at; "
+            if max(self.calibration_rate, worst) > recommended:  # a rate bounds every shape, so this is read so too
+                return (f"{line}; WARNING: more than the {recommended:g} the documented config runs it at"
+                        f"{' in some shape' if self.calibration_rate <= recommended else ''}; "
                         f"give {self.decision}: {{max_false_action_rate: {recommended:g}}} to bound it)")
             return f"{line})"
         if math.isnan(self.threshold):
@@ -340,7 +344,9 @@ def _rated_by_hand(
             raise
         return point
     if scored is None:
-        return point
+        shapes, unit = _shapes_and_unit(key, negatives) if negatives else (np.array([]), point.unit)
+        return dataclasses.replace(point, unscored=bool(negatives), num_requests=len(shapes), unit=unit,
+                                   calibration=data.name)
     found, shapes, unit, unjudged = scored
     threshold = point.threshold
     by_shape = tuple((s, float(np.mean(found[shapes == s] >= threshold))) for s in sorted(set(shapes.tolist())))

@@ -46,6 +46,9 @@ class StreamSummary:
     header: dict[str, Any] = field(default_factory=dict)  # the chunks' `id`, `created` and `model`, as first sent
     client_left: bool = False  # the client closed its connection before the stream ended
     upstream_broke: bool = False  # the upstream broke off, stalled, ended before [DONE] or sent no JSON
+    # the status of a refusal a decision made after the stream's 200 went out (a tool call its request forced,
+    # blocked: streaming.refusal_event), logged and counted as what the client was told, as a whole reply's 400 is
+    refused_status: int | None = None
 
     @property
     def upstream_healthy(self) -> bool | None:
@@ -58,8 +61,10 @@ class StreamSummary:
 
     @property
     def status(self) -> int:
-        """200 for a stream that ended with [DONE] and no error event; 499 when the client left before it ended (a
-        cancelled stream is no upstream failure); else 502."""
+        """200 for a stream that ended with [DONE] and no error event; a decision's refusal's own status; 499 when
+        the client left before it ended (a cancelled stream is no upstream failure); else 502."""
+        if self.refused_status is not None:
+            return self.refused_status
         if self.done and self.error is None:
             return 200
         return CLIENT_CLOSED if self.client_left else 502
@@ -385,6 +390,7 @@ async def relay(
                     try:
                         released = await held.release(summary, model, gate_calls)
                     except BlockedError as exc:  # the calls held are not sent, nor [DONE]: the stream ends refused
+                        summary.refused_status = exc.status_code
                         yield refusal_event(exc)
                         break
                     for event in released:

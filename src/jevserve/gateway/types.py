@@ -49,7 +49,7 @@ class Mode(StrEnum):
 class GuardDetail:
     """Which untrusted text scored highest."""
 
-    source: str  # "the user's message", "a tool result" or "the system prompt"
+    source: str  # "the user's message", "a tool result" or "the system or developer prompt"
     # characters of the judged texts that no guard question read (the middle of a text longer than the windows
     # reach: InputLimits, `unread_chars`); 0 when every text was read whole or in windows
     unread_chars: int = 0

@@ -237,8 +237,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print(f"{key:>20}: {value:.4g}" if isinstance(value, float) else f"{key:>20}: {value}")
         if key == "slo_attainment" and interval is not None:
             # one run's requests miss together (a backlog), so a binomial interval would be far too narrow
+            # past saturation attainment falls as a run gets longer: an interval of this run bounds no longer one
+            behind = "" if summary["keeps_up"] else "; this run falls behind, so a longer one would attain less"
             print(f"{'':>22}95% interval {100 * interval[0]:.1f}–{100 * interval[1]:.1f}% (batch means over "
-                  f"{BATCHES} consecutive batches of requests by arrival)")
+                  f"{BATCHES} consecutive batches of requests by arrival{behind})")
     if interval is not None:
         summary["slo_attainment_interval"] = list(interval)
     reading = steady_reading(recorder.records)

@@ -503,3 +503,26 @@ def test_a_reply_nested_past_the_parsers_depth_is_no_json_to_read() -> None:
     from jevserve.gateway.extproc.binding import _json_object
 
     assert _json_object(b"[" * 100_000 + b"]" * 100_000) is None
+
+
+@pytest.mark.parametrize("mode", ["BUFFERED", "FULL_DUPLEX_STREAMED"])
+def test_a_forced_call_refused_in_a_stream_is_logged_as_the_refusal(tmp_path, mode: str) -> None:
+    # the client read a 400's error event after its 200; the log said 200, as if the call had been served
+    log = tmp_path / "decisions.jsonl"
+    tools = [{"type": "function", "function": {"name": "sh", "parameters": {"type": "object"}}}]
+    gateway = gateway_for({"tool_gate": {"threshold": 0.5}}, {"tool_gate:0": 0.9}, config={"log": {"path": str(log)}})
+
+    async def scenario():
+        async with serving(GatewayDecisions(gateway)) as channel:
+            stream = EnvoyStream(channel, mode)
+            await stream.request(body_of({**HI, "tools": tools, "tool_choice": "required", "stream": True}))
+            got = await stream.respond(200, {"content-type": "text/event-stream"},
+                                       [TOOL_CALL_EVENTS[:40], TOOL_CALL_EVENTS[40:]])
+            await stream.finish()
+        await asyncio.sleep(0.05)
+        return got
+
+    got = asyncio.run(scenario())
+    assert b'"content_policy_violation"' in got.body and b"rm -rf" not in got.body and b"[DONE]" not in got.body
+    (line,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert line["status"] == 400 and line["upstream"]["status"] == 200

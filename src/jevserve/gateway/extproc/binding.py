@@ -309,7 +309,13 @@ class GatewayExchange(Exchange):
         # a stream read as it passed (tool gate, cache), summarised once: for the log here and the cache below
         read = not end.immediate and end.response_body is not None and ctx.streams and self.plan is not None
         summary = summarise(end.response_body) if read else None
-        if summary is not None and summary.status != 200 and end.error is None and 200 <= status < 300 and (
+        refused = self.watch.summary.refused_status if self.watch is not None else None
+        if refused is not None and end.error is None and 200 <= status < 300:
+            # a call the request forced, blocked after the 200 went out: the client read a refusal (error event),
+            # logged and counted as the HTTP gateway counts it
+            ctx.outcome.setdefault("status", status)
+            status = refused
+        elif summary is not None and summary.status != 200 and end.error is None and 200 <= status < 300 and (
                 self.gated is None):
             # it broke: cut before [DONE], or a malformed event. The client had its 200 and what came; the log says
             # what the HTTP gateway says of it (it logged these 200)

@@ -79,6 +79,7 @@ class CallWatch:
         try:
             gated = await gate(completion)
         except BlockedError as exc:  # the calls held are not sent, nor [DONE]: the stream ends refused
+            self.summary.refused_status = exc.status_code  # logged and counted as the refusal (binding.close)
             return refusal_event(exc)
         if gated is completion:
             return None

@@ -19,7 +19,7 @@ from jevserve.gateway.types import Action, GuardDetail, Verdict
 _SOURCE_NAMES = {
     "user": "the user's message",
     "tool": "a tool result",
-    "system": "the system prompt",
+    "system": "the system or developer prompt",
     "history": "an earlier turn",
     "field": "the documents a chat template renders",
     "template": "a chat template's variables (chat_template_kwargs)",

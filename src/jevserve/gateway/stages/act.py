@@ -52,9 +52,10 @@ def act(ctx: RequestContext) -> Answer | Forward:
 
 def _block(ctx: RequestContext, verdict: Verdict) -> Answer:
     detail = verdict.detail if isinstance(verdict.detail, GuardDetail) else None
+    place = _client_place(ctx, detail.place if detail is not None else None)
     where = f" on {detail.source}" if detail is not None else ""
-    if detail is not None and detail.place is not None:
-        where += f" ({detail.place})"
+    if detail is not None and place is not None and place not in detail.source:  # not "(documents)" twice
+        where += f" ({place})"
     # a scored verdict's reason is its probability and threshold, shown only where the route shows scores; a
     # fallback's says why no answer was read
     why = f" ({verdict.reason})" if ctx.shows_scores or verdict.probability is None else ""
@@ -64,16 +65,25 @@ def _block(ctx: RequestContext, verdict: Verdict) -> Answer:
     because = f": {policy.blocks_because}" if scored else ""
     raise BlockedError(
         f"request blocked by the {verdict.decision} decision{where}{why}{because}",
-        param=_param(ctx, detail),
+        param=_param(ctx, place),
     )
 
 
-def _param(ctx: RequestContext, detail: GuardDetail | None) -> str:
-    """The field the client sent the blocked text in: one message where the guard read one, else the whole."""
-    if ctx.endpoint != "chat":
-        return "prompt"
-    place = detail.place if detail is not None else None
-    return place if place is not None and place.startswith("messages[") and " " not in place else "messages"
+def _client_place(ctx: RequestContext, place: str | None) -> str | None:
+    """A guard text's place as the client's request has it: a completions request's prompt and suffix are read as
+    the turns messages[0] and messages[1] (stages.decide.messages_of)."""
+    if place is None or ctx.endpoint == "chat":
+        return place
+    return place.replace("messages[0]", "prompt").replace("messages[1]", "suffix")
+
+
+def _param(ctx: RequestContext, place: str | None) -> str:
+    """The field the client sent the blocked text in: one message, the suffix or a template field where the guard
+    read one, else the whole (`messages`, `prompt`)."""
+    whole = "messages" if ctx.endpoint == "chat" else "prompt"
+    if place is None or " " in place:  # none known, or several texts read as one
+        return whole
+    return place
 
 
 def _clarify(ctx: RequestContext, verdict: Verdict) -> Answer:
