@@ -61,7 +61,9 @@ def test_backend_down_shows_the_fallbacks_not_an_error_page(tmp_path):
      ({"text": "hi\x00there"}, 400)],  # echoed back, a NUL is no HTML  # a tester's: nothing to read was decided
 )
 def test_bad_live_input_gets_a_4xx_page(tmp_path, data, status):
-    assert _client(tmp_path, FixedDecider()).post("/live", data=data).status_code == status
+    page = _client(tmp_path, FixedDecider()).post("/live", data=data)
+    assert page.status_code == status
+    assert 'id="back-to-live"' in page.text  # the way back to the demo (the board and Play were the only links)
 
 
 def test_live_without_a_demo_says_so(tmp_path):

@@ -47,6 +47,9 @@ def test_answers_the_packaged_board_cannot_score_are_said_to_be_unscored(tmp_pat
     page = TestClient(app, raise_server_exceptions=False).get("/?kind=people")
     assert page.status_code == 200 and 'id="people-note"' in page.text
     assert "answers are not scored on this board" in page.text
+    # nor does the play page promise it (an outside tester's "Your answers join the people row" joined nothing)
+    play = TestClient(app).get("/play").text
+    assert "join the people row" not in play and "cannot score them" in " ".join(play.split())
 
 
 def test_jevserve_web_outside_a_checkout_starts_on_the_packaged_board(tmp_path, monkeypatch, capsys):

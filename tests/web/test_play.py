@@ -60,6 +60,18 @@ def test_completed_round_appears_as_the_people_row_of_the_board(app):
     assert client.get("/people").text.count("<tr>") >= 2
 
 
+def test_the_people_row_counts_the_rounds_answered_not_the_most_played_decision(app):
+    """Rounds left after one or two answers (a player who walks away) counted as none: an outside tester's board
+    said "4 rounds · 17 answers" for answers from 6 rounds."""
+    client = _client(app)
+    url = start_round(client)
+    for position in range(5):
+        play_item(client, url, position)
+    for _ in range(2):  # two more rounds, one item each: the first decision's count is 3, the rounds are 3
+        play_item(client, start_round(client), 0)
+    assert "3 rounds · 7 answers" in client.get("/").text
+
+
 def test_double_submitted_answer_is_stored_once_and_the_first_stands(app, tmp_path):
     client = _client(app)
     url = start_round(client)
@@ -506,7 +518,10 @@ def test_answers_faster_than_reading_are_stored_but_not_counted(tmp_path):
     client = _client(app)
     url = start_round(client)
     for position in range(5):
-        play_item(client, url, position)  # answered within milliseconds of the item page
+        answered = play_item(client, url, position)  # answered within milliseconds of the item page
+        # the player is told at once, not only on /people later (an outside tester was not)
+        reveal = client.get(answered.headers["location"]).text
+        assert 'id="too-fast"' in reveal and "under 1.0 s" in reveal and "not counted in the people row" in reveal
     assert Store(tmp_path / "db.sqlite").counts()["answers"] == 5
     people = client.get("/people").text
     assert 'id="left-out"' in people and "5 answers were given" in people and "less than 1.0 s" in people
@@ -520,7 +535,8 @@ def test_answers_faster_than_reading_are_stored_but_not_counted(tmp_path):
     with store._transaction() as conn:
         conn.execute("UPDATE round_items SET shown_at = shown_at - 2 WHERE round_id = ?", (round_id,))
     page = client.get(second).text
-    client.post(f"{second}/answer", data={"position": "0", "choice": options(page)[0]})
+    counted_reveal = client.post(f"{second}/answer", data={"position": "0", "choice": options(page)[0]})
+    assert "You took" in counted_reveal.text and 'id="too-fast"' not in counted_reveal.text
     people = client.get("/people").text
     assert "5 answers were given" in people and "No answers yet" not in people
     assert "people (playground)" in client.get("/").text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -38,7 +39,9 @@ def _sort_key(cell: Any, partial: bool = False) -> tuple[int, float]:
     return (1 if partial else 0, -cell.score)
 
 
-def board_rows(board: Board, people: dict[str, HumanCell], sort: str | None) -> list[dict[str, Any]]:
+def board_rows(
+    board: Board, people: dict[str, HumanCell], sort: str | None, *, num_rounds: int | None = None
+) -> list[dict[str, Any]]:
     """The board's rows plus the people row, as the template reads them, sorted by `sort` (a column key).
 
     Each row carries, per category, how many of the category's tasks its average covers ("coverage": (n, of)), so
@@ -56,7 +59,7 @@ def board_rows(board: Board, people: dict[str, HumanCell], sort: str | None) -> 
             "model": PEOPLE_ROW, "kind": "people", "rank": None, "average": None,
             "categories": category_cells(people, by_category), "tasks": dict(people), "link": False, "near": {},
             "notes": (f"covers {headline} of {len(board.headline_tasks)} headline tasks: not ranked",
-                      _rounds_note(people),
+                      _rounds_note(people, num_rounds),
                       f"intervals resample players ({NUM_RESAMPLES:,} draws of its own, not the board's)"),
         })
     for row in rows:
@@ -79,9 +82,10 @@ def board_rows(board: Board, people: dict[str, HumanCell], sort: str | None) -> 
     return rows
 
 
-def _rounds_note(people: dict[str, HumanCell]) -> str:
-    # Every round asks each decision, so the most-played task's count is the number of rounds.
-    rounds = max(c.num_rounds for c in people.values())
+def _rounds_note(people: dict[str, HumanCell], num_rounds: int | None = None) -> str:
+    """"N rounds · M answers": the rounds with an answer that counts (`num_rounds`, from the answers themselves; a
+    round left part-answered or answered too fast asks not every decision, so no task's count is the rounds')."""
+    rounds = num_rounds if num_rounds is not None else max(c.num_rounds for c in people.values())
     answers = sum(c.num_answers for c in people.values())
     return f"{rounds} round{'s' if rounds != 1 else ''} · {answers} answer{'s' if answers != 1 else ''}"
 
@@ -95,7 +99,13 @@ def _people(context: Context) -> dict[str, HumanCell]:
     answers, _ = counted(context.store.answer_rows(), context.settings.min_answer_ms)
     cells = human_cells(answers, site.refs) if version else {}
     context.memo["__people__"] = (version, site, cells)
+    context.memo["__people_rounds__"] = len({a["round_id"] for a in answers})
     return cells
+
+
+def _people_rounds(context: Context) -> int | None:
+    """The rounds with a counted answer, as `_people` last counted them."""
+    return context.memo.get("__people_rounds__")
 
 
 def _people_note(context: Context, people: dict[str, HumanCell]) -> str | None:
@@ -139,7 +149,8 @@ def register(app: FastAPI, context: Context) -> None:
             raise PageError(400, f"sort column {sort!r} is not on the {category} view; sort by average, "
                                  f"category:{category} or one of its tasks ({', '.join(tasks)}), or drop category")
         people = _people(context)
-        rows = [r for r in board_rows(board, people, sort) if not kind or r["kind"] == kind]
+        rows = [r for r in board_rows(board, people, sort, num_rounds=_people_rounds(context))
+                if not kind or r["kind"] == kind]
         hidden = {r.model for r in board.rows} - {r["model"] for r in rows}
         # a note about a row the kind filter hides is left out with the row
         warnings = [w for w in board.warnings if w.split(":", 1)[0] not in hidden]
@@ -174,7 +185,8 @@ def register(app: FastAPI, context: Context) -> None:
 
         return context.render(
             request, "model.html", row=row, notes=row.notes, document=document, board=board,
-            results_dir=context.settings.results_dir or "results",
+            # the folder's own name, not its path on the server (a public deployment's layout is nobody's business)
+            results_dir=Path(context.settings.results_dir).name if context.settings.results_dir else "results",
             curve=curve, svg=reliability_svg(curve) if curve else None, preparing=preparing,
             failed=f"{type(failed).__name__}: {failed}" if failed is not None else None,
         )

@@ -109,8 +109,10 @@ def register(app: FastAPI, context: Context) -> None:
         decider = context.settings.decider
         # loading starts here if not yet; the page says so rather than a round start being the first to tell
         ready = context.pools_if_ready() is not None
+        # outside a checkout the packaged board cannot score answers (it has no item labels): no people row to join
+        scored = bool(context.site.get().refs)
         return context.render(request, "play.html", decisions=DECISIONS.values(),
-                              model=decider.name if decider else None, ready=ready)
+                              model=decider.name if decider else None, ready=ready, scored=scored)
 
     @app.post("/play/rounds")
     async def start_round(request: Request) -> RedirectResponse:
@@ -225,7 +227,7 @@ def register(app: FastAPI, context: Context) -> None:
             (float(rule["threshold"]), int(rule["direction"])) if rule else (0.5, 1))
         return context.render(request, "reveal.html", round=round_, item=item, pool_item=pool_item,
                               decision=decision, served=served, served_error=served_error, others=others,
-                              threshold=threshold,
+                              threshold=threshold, min_answer_s=context.settings.min_answer_ms / 1000.0,
                               levels=_levels(decision), next_position=round_.next_position,
                               not_stored=not_stored if not_stored in dict(decision.options) and
                               not_stored != item.choice else None)
