@@ -118,7 +118,8 @@ def test_hi_behind_a_system_prompt_is_not_blocked_because_the_system_prompt_is_t
     assert decider.states == ["hi", "hi"]
     judged, _, _ = make_app({"guard": {"judge_system_prompt": True}}, decider=TextDecider(_instruction_like))
     blocked = _post(judged, {"model": "m", "messages": [SYSTEM, user("hi")]})
-    assert blocked.status_code == 400 and "on the system or developer prompt (messages[0])" in blocked.json()["error"]["message"]
+    assert blocked.status_code == 400
+    assert "on the system or developer prompt (messages[0])" in blocked.json()["error"]["message"]
 
 
 def test_an_injection_in_an_earlier_turn_is_judged_only_with_judge_history_turns():
