@@ -107,6 +107,7 @@ def test_endpoint_arguments_that_cannot_work_are_refused_before_the_data_loads(c
     (200, {"object": "list", "data": [{"id": "Qwen/Qwen3-8B"}]}, "Qwen/Qwen3-8B", 2, "is not a System One server"),
     (200, {"models": [{"name": "jev-latest"}, {"name": "a"}]}, "b", 2, "does not serve --model 'b'; it serves a, "),
     (401, {"detail": "no"}, "a", 2, "give --api-key-env"),
+    (500, {"detail": "boom"}, "a", 1, "GET /v1/models failed with 500; is the server up"),  # not "no System One"
 ])  # fmt: skip
 def test_the_endpoint_is_asked_what_it_serves_before_the_data_loads(capsys, tmp_path, monkeypatch, status, models,
                                                                      model, code, said):

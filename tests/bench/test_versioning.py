@@ -71,3 +71,38 @@ def test_a_probe_reply_that_is_not_valid_stops_before_a_version_is_made(monkeypa
         _version(Broken())
     with pytest.raises(InvalidReply, match="GET /v1/models"):
         _version(NoModels())
+
+
+def test_probe_answers_within_the_tolerance_are_one_model_and_a_refusal_matches_any():
+    from jevserve.bench.versioning import TOLERANCE, answers_close
+
+    a = [{"q": {"type": "noul", "noul": 0.12345}}, {"refused": 400}]
+    assert answers_close(a, [{"q": {"type": "noul", "noul": 0.12345 + TOLERANCE / 2}}, {"q": {"noul": 0.5}}])
+    assert not answers_close(a, [{"q": {"type": "noul", "noul": 0.12345 + 2 * TOLERANCE}}, {"refused": 400}])
+    assert not answers_close(a, [{"q": {"type": "choice", "noul": 0.12345}}, {"refused": 400}])  # another answer
+    assert not answers_close(a, a[:1])
+
+
+def test_settled_versions_are_recorded_and_matched_by_closeness(tmp_path):
+    from jevserve.bench.versioning import settle_version
+
+    entry = {"name": "m", "release_date": "2026-01-01"}
+    first = settle_version(tmp_path, "m", entry, [{"q": {"noul": 0.10004}}])
+    # 0.10006 rounds to 0.1001 where 0.10004 rounds to 0.1: the digests differ, the model does not
+    assert settle_version(tmp_path, "m", entry, [{"q": {"noul": 0.10006}}]) == first
+    other = settle_version(tmp_path, "m", entry, [{"q": {"noul": 0.2}}])  # other weights
+    released = settle_version(tmp_path, "m", {**entry, "release_date": "2026-02-01"}, [{"q": {"noul": 0.10004}}])
+    assert len({first, other, released}) == 3  # another models entry is another version, however close the answers
+    assert sorted(p.name for p in tmp_path.glob("*.probes.json")) == sorted(
+        f"m@{v}.probes.json" for v in (first, other, released))
+
+
+def test_an_answers_label_needs_a_letter_or_digit(capsys):
+    import pytest
+
+    from jevserve.cli import main
+
+    for label in ("...", ""):
+        with pytest.raises(SystemExit) as refused:
+            main(["bench", "run", "--endpoint", "http://127.0.0.1:9", "--model", "m", "--answers-version", label])
+        assert refused.value.code == 2 and "expected a label with letters or digits" in capsys.readouterr().err

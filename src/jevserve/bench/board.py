@@ -142,7 +142,10 @@ def _notes(
 ) -> list[str]:
     notes = []
     if probe:
-        notes.append("leak probe: knows the source, not the decision; never ranked")
+        # the two probes know different things: the source's package, or only how a text looks
+        known = "a text's look (length, punctuation), not its meaning" if document.get("model") == "source-style" \
+            else "the source, not the decision"
+        notes.append(f"leak probe: knows {known}; never ranked")
     elif unanswered_share(document) > MAX_UNANSWERED_SHARE:
         notes.append(f"over {100 * MAX_UNANSWERED_SHARE:g}% of its items unanswered: not ranked")
     elif not ranked:

@@ -211,7 +211,9 @@ def rows_table(rows: Sequence[Row]) -> str:
 
     def more(row: Row) -> str:  # what else a row says of itself (`--metadata source=...`): kept, so shown
         extra = [f"{k}: {v}" for k, v in row.metadata.items() if k not in keys]
-        return "".join(f"<br><span class='note'>{_esc(line)}</span>" for line in extra)
+        # cut, and free to wrap anywhere: one 807-character value made the page 6,350 px wide
+        return "".join(f"<br><span class='note' style='overflow-wrap:anywhere'>"
+                       f"{_esc(line if len(line) <= 200 else line[:199] + '…')}</span>" for line in extra)
 
     body = "".join(
         f"<tr>{_row_name(r)}<td class='txt'>{_esc(r.kind)}</td>"

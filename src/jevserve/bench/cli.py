@@ -43,6 +43,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_validate(commands)
 
 
+def answers_label(text: str) -> str:
+    """An `--answers-version` label: it names the answers file, so it needs a letter or digit (`...` crashed after
+    the data had loaded, and an empty one was ignored)."""
+    from jevserve.bench.answers_cache import safe_name
+
+    try:
+        safe_name(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--answers-version {text!r}: expected a label with letters or digits, "
+                                         "e.g. v1.2 or a weights digest") from None
+    return text
+
+
 def _endpoint_arguments(parser: argparse.ArgumentParser, required: bool) -> None:
     parser.add_argument("--endpoint", required=required, metavar="URL|embedded",
                         help="a System One server root (http://host:port) or 'embedded' (the shipped model, started "
@@ -57,7 +70,7 @@ def _endpoint_arguments(parser: argparse.ArgumentParser, required: bool) -> None
     parser.add_argument("--answers-cache", type=Path, default=None, metavar="DIR",
                         help="where answers are cached, one JSONL file per model (default: "
                         "$JEVSERVE_CACHE/bench/answers or ~/.cache/jevserve/bench/answers)")
-    parser.add_argument("--answers-version", default=None, metavar="LABEL",
+    parser.add_argument("--answers-version", default=None, metavar="LABEL", type=answers_label,
                         help="a URL endpoint only: name the version of its answers yourself (a release or weights "
                         "digest) instead of the bench's probes, for an endpoint whose answers vary from call to call; "
                         "answers cached under a label are reused by every run that gives it, so give a new one when "
@@ -301,9 +314,9 @@ def early_version(args: argparse.Namespace) -> str | None:
                             "their weights")
     probe_endpoint(args.endpoint, args.model, args.api_key_env,
                    check_embedded=getattr(args, "check_embedded_model", None))
-    if args.endpoint == EMBEDDED or args.answers_version is not None:
-        return args.answers_version
-    return endpoint_version_now(args.endpoint, args.model, args.api_key_env)
+    if args.endpoint == EMBEDDED:
+        return None
+    return endpoint_version_now(args.endpoint, args.model, args.api_key_env, args.answers_cache, args.answers_version)
 
 
 def _results_problem(results_dir: Path, model: str) -> str | None:

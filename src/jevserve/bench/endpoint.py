@@ -135,8 +135,11 @@ def probe_endpoint(
         models = None
     finally:
         client.close()
-    if models is None and status == 404:
+    if models is None and status in (404, 405):
         return  # the contract's models route is a SHOULD: the version probes (POST /v1/systemone) tell the rest
+    if models is None and status >= 500:
+        raise EndpointUnreachable(f"--endpoint {endpoint}: GET /v1/models failed with {status}; is the server up and "
+                                  "well? Nothing was asked")
     if models is None:
         raise EndpointError(f"--endpoint {endpoint} is not a System One server: GET /v1/models answered "
                             f"{status} without a list of models (an OpenAI server lists `data`; the bench asks "

@@ -177,16 +177,23 @@ def _request_named(exc: BaseException) -> str:
     return f", on the request asking {questions} about {excerpt!r} (answers cache key {key})"
 
 
-def endpoint_version_now(endpoint: str, model: str, api_key_env: str | None) -> str:
-    """A URL endpoint's answers version (its models entry and the probe set, asked twice), asked before a command's
-    slow start (the data, half a minute), so an endpoint that cannot be scored is told so at once. Raises AskFailed
-    as `ask_endpoint` would for the same failure."""
+def endpoint_version_now(
+    endpoint: str, model: str, api_key_env: str | None, answers_dir: Path | None = None, label: str | None = None
+) -> str:
+    """A URL endpoint's answers version, asked before a command's slow start (the data, half a minute), so an endpoint
+    that cannot be scored is told so at once: `label` (`--answers-version`) after one round of the probes (that it
+    answers them validly), else the version its probe answers, asked twice, settle on (versioning.settle_version,
+    among those recorded under `answers_dir`). Raises AskFailed as `ask_endpoint` would for the same failure."""
+    from jevserve.bench.answers_cache import default_answers_dir
     from jevserve.bench.endpoint import DEFAULT_TIMEOUT_S, _api_key
-    from jevserve.bench.versioning import ProbeFailed, UnstableVersion, probe_stable_version
+    from jevserve.bench.versioning import ProbeFailed, UnstableVersion, probe_answers, probe_stable, settle_version
 
     async def probe() -> str:
         async with PatientSystemOne(endpoint, _api_key(api_key_env), timeout_s=DEFAULT_TIMEOUT_S) as client:
-            return await probe_stable_version(client, model)
+            if label is not None:
+                await probe_answers(client, model)
+                return label
+            return settle_version(answers_dir or default_answers_dir(), model, *await probe_stable(client, model))
 
     try:
         return asyncio.run(probe())
@@ -220,7 +227,7 @@ def ask_endpoint(
     `version` names a URL endpoint's answers (`--answers-version`, or `endpoint_version_now`'s); None: probed."""
     from jevserve.bench.answers_cache import default_answers_dir
     from jevserve.bench.endpoint import DEFAULT_TIMEOUT_S, EndpointError, open_endpoint
-    from jevserve.bench.versioning import ProbeFailed, UnstableVersion, probe_stable_version
+    from jevserve.bench.versioning import ProbeFailed, UnstableVersion, probe_stable, settle_version
     from jevserve.client import SystemOneConnectionError
 
     cache: AnswersCache | None = None
@@ -243,8 +250,9 @@ def ask_endpoint(
                 asyncio.get_running_loop().add_signal_handler(signum, on_signal, signum, asyncio.current_task())
         client = PatientSystemOne(opened.base_url, opened.api_key, timeout_s=DEFAULT_TIMEOUT_S)
         # A URL's version: what /v1/models says of the model and its answers to the probe set (embedded: weights).
-        answers_version = opened.version or version or await probe_stable_version(client, opened.model)
         directory = answers_dir or default_answers_dir()
+        answers_version = opened.version or version or settle_version(
+            directory, opened.model, *await probe_stable(client, opened.model))
         try:
             cache = AnswersCache(directory, opened.model, answers_version)
             cache.open()
@@ -287,9 +295,10 @@ def ask_endpoint(
     except InvalidReply as exc:
         if exc.same_each_time:  # a rerun resumes, and stops at this request again: the model is to fix
             raise AskFailed(f"the endpoint answered one request invalidly the same way each time ({exc}"
-                            f"{_request_named(exc)}); every answer received so far is cached{where()}, but running "
-                            "the same command again stops at this request again: fix the model's answer to it, or "
-                            "have the endpoint refuse it (400, 413 or 422: counted as unanswered)", 1) from exc
+                            f"{_request_named(exc)}); every answer received so far is cached{where()}, and running "
+                            "the same command again resumes, but it will likely stop at this request again: fix the "
+                            "model's answer to it, or have the endpoint refuse it (400, 413 or 422: counted as "
+                            "unanswered)", 1) from exc
         raise AskFailed(f"the endpoint failed ({exc}{_request_named(exc)}); every answer received so far is "
                         f"cached{where()}, so running the same command again resumes", 1) from exc
     except SystemOneConnectionError as exc:
