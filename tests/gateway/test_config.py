@@ -195,10 +195,13 @@ def test_an_upstream_nothing_answers_at_is_warned_of_at_start():
         config = parse_config({"upstreams": [
             {"name": "up", "url": f"http://127.0.0.1:{listening.getsockname()[1]}/v1"},
             {"name": "down", "url": f"http://127.0.0.1:{port}/v1"},
-            {"name": "p", "url": "builtin:placeholder"}]})
+            {"name": "p", "url": "builtin:placeholder"},
+            {"name": "bad", "url": "http://127.0.0.1:99999/v1"}]})  # an outside re-tester's: start-up crashed on it
         lines = unreachable_upstream_warnings(config)
     finally:
         listening.close()
         closed.close()
     assert lines == [f"warning: upstreams[1] (down): nothing answers at 127.0.0.1:{port} "
-                     "(connection refused); requests to it get 502 until it is up"]
+                     "(connection refused); requests to it get 502 until it is up",
+                     "warning: upstreams[3] (bad): url http://127.0.0.1:99999/v1 names no port a server can listen "
+                     "on (1 to 65535); every request to it fails"]

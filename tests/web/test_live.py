@@ -64,6 +64,8 @@ def test_bad_live_input_gets_a_4xx_page(tmp_path, data, status):
     page = _client(tmp_path, FixedDecider()).post("/live", data=data)
     assert page.status_code == status
     assert 'id="back-to-live"' in page.text  # the way back to the demo (the board and Play were the only links)
+    # not on an error the demo's form did not lead to, where going back lands elsewhere
+    assert 'id="back-to-live"' not in _client(tmp_path, FixedDecider()).get("/live/nope").text
 
 
 def test_live_without_a_demo_says_so(tmp_path):

@@ -186,7 +186,8 @@ def register(app: FastAPI, context: Context) -> None:
         return context.render(
             request, "model.html", row=row, notes=row.notes, document=document, board=board,
             # the folder's own name, not its path on the server (a public deployment's layout is nobody's business)
-            results_dir=Path(context.settings.results_dir).name if context.settings.results_dir else "results",
+            results_dir=Path(context.settings.results_dir).resolve().name if context.settings.results_dir
+            else "results",
             curve=curve, svg=reliability_svg(curve) if curve else None, preparing=preparing,
             failed=f"{type(failed).__name__}: {failed}" if failed is not None else None,
         )
