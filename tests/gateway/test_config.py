@@ -195,13 +195,20 @@ def test_an_upstream_nothing_answers_at_is_warned_of_at_start():
         config = parse_config({"upstreams": [
             {"name": "up", "url": f"http://127.0.0.1:{listening.getsockname()[1]}/v1"},
             {"name": "down", "url": f"http://127.0.0.1:{port}/v1"},
-            {"name": "p", "url": "builtin:placeholder"},
-            {"name": "bad", "url": "http://127.0.0.1:99999/v1"}]})  # an outside re-tester's: start-up crashed on it
+            {"name": "p", "url": "builtin:placeholder"}]})
         lines = unreachable_upstream_warnings(config)
     finally:
         listening.close()
         closed.close()
     assert lines == [f"warning: upstreams[1] (down): nothing answers at 127.0.0.1:{port} "
-                     "(connection refused); requests to it get 502 until it is up",
-                     "warning: upstreams[3] (bad): url http://127.0.0.1:99999/v1 names no port a server can listen "
-                     "on (1 to 65535); every request to it fails"]
+                     "(connection refused); requests to it get 502 until it is up"]
+
+
+@pytest.mark.parametrize("port", ["99999", "65536", "-1", "abc", "0"])
+def test_an_upstream_url_with_no_usable_port_is_refused_by_the_config(port):
+    """An outside re-tester's port 99999 passed `gateway check` and crashed the start-up's reachability warning."""
+    from jevserve.gateway.config import _unreachable
+
+    with pytest.raises(ConfigError, match=r"upstreams\[0\]\.url: names no port a server can listen on"):
+        parse_config({"upstreams": [{"name": "u", "url": f"http://127.0.0.1:{port}/v1"}]})
+    assert "names no port a server can listen on" in _unreachable(0, "u", f"http://127.0.0.1:{port}/v1", 0.1)

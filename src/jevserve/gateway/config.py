@@ -365,6 +365,13 @@ class UpstreamConfig(_Strict):
     def _url(cls, value: str) -> str:
         if value != PLACEHOLDER_URL and not value.startswith(("http://", "https://")):
             raise ValueError(f"must be an http(s) URL or {PLACEHOLDER_URL}, got {value!r}")
+        if value != PLACEHOLDER_URL:
+            try:
+                port = urllib.parse.urlsplit(value).port  # a port out of range or not a number raises here
+            except ValueError:
+                port = 0
+            if port == 0:  # nothing listens there: refused as `gateway check` refuses any config that cannot run
+                raise ValueError(f"names no port a server can listen on (a number from 1 to 65535), got {value!r}")
         return value.rstrip("/")
 
 
@@ -761,8 +768,11 @@ def _unreachable(index: int, name: str, url: str, timeout_s: float) -> str | Non
     parts = urllib.parse.urlsplit(url)
     where = f"upstreams[{index}] ({name})"
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        given = parts.port
     except ValueError:  # a port out of range or not a number: urlsplit refuses it when asked
+        given = 0
+    port = given if given is not None else (443 if parts.scheme == "https" else 80)
+    if port == 0:
         return (f"warning: {where}: url {url} names no port a server can listen on (1 to 65535); every request to "
                 "it fails")
     try:
