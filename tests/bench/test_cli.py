@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from jevserve.cli import main
@@ -111,33 +113,12 @@ def test_endpoint_arguments_that_cannot_work_are_refused_before_the_data_loads(c
 ])  # fmt: skip
 def test_the_endpoint_is_asked_what_it_serves_before_the_data_loads(capsys, tmp_path, monkeypatch, status, models,
                                                                      model, code, said):
-    import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
     import jevserve.bench.data as data
 
-    class Models(BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = json.dumps(models).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Models)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     monkeypatch.setattr(data, "BenchData", lambda *a, **k: pytest.fail("the bench data was loaded first"))
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
+    with _json_server(get=(status, models)) as url:
         assert main(["bench", "run", "--endpoint", url, "--model", model, "--tasks", "cache-pairs",
                      "--results", str(tmp_path)]) == code
-    finally:
-        server.shutdown()
     err = capsys.readouterr().err
     assert said in err and err.count("\n") == 1 and "Traceback" not in err
 
@@ -146,14 +127,30 @@ def test_an_endpoint_that_answers_its_probes_invalidly_is_told_before_the_data_l
                                                                                      monkeypatch):
     """A submitter fixing their server waited half a minute of data loading per try; a server without the optional
     GET /v1/models was refused as "not a System One server"."""
+    import jevserve.bench.data as data
+
+    monkeypatch.setattr(data, "BenchData", lambda *a, **k: pytest.fail("the bench data was loaded first"))
+    monkeypatch.setattr("jevserve.bench.replies.INVALID_BACKOFF_S", 0.0)
+    # no models route (the contract's SHOULD), and an answer that is no probability
+    with _json_server(get=(404, {"detail": "Not Found"}),
+                      post=(200, {"answers": {"q": {"type": "noul", "noul": 1.7}}})) as url:
+        code = main(["bench", "run", "--endpoint", url, "--model", "m", "--tasks", "cache-pairs",
+                     "--results", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 1 and "version probe 1 of 3" in err and "noul 1.7" in err and "Traceback" not in err
+
+
+@contextlib.contextmanager
+def _json_server(get: tuple[int, object], post: tuple[int, object] | None = None):
+    """A loopback HTTP server answering every GET with `get` (status, JSON payload) and every POST with `post`
+    (501 without one); yields its root URL."""
     import json
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    import jevserve.bench.data as data
-
-    class Invalid(BaseHTTPRequestHandler):
-        def _send(self, status, payload):
+    class Handler(BaseHTTPRequestHandler):
+        def _send(self, answer):
+            status, payload = answer
             body = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("content-type", "application/json")
@@ -161,28 +158,22 @@ def test_an_endpoint_that_answers_its_probes_invalidly_is_told_before_the_data_l
             self.end_headers()
             self.wfile.write(body)
 
-        def do_GET(self):  # no models route: the contract's SHOULD
-            self._send(404, {"detail": "Not Found"})
+        def do_GET(self):
+            self._send(get)
 
         def do_POST(self):
             self.rfile.read(int(self.headers["content-length"]))
-            self._send(200, {"answers": {"q": {"type": "noul", "noul": 1.7}}})
+            self._send(post or (501, {"detail": "no POST here"}))
 
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Invalid)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    monkeypatch.setattr(data, "BenchData", lambda *a, **k: pytest.fail("the bench data was loaded first"))
-    monkeypatch.setattr("jevserve.bench.replies.INVALID_BACKOFF_S", 0.0)
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
-        code = main(["bench", "run", "--endpoint", url, "--model", "m", "--tasks", "cache-pairs",
-                     "--results", str(tmp_path)])
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
-    err = capsys.readouterr().err
-    assert code == 1 and "version probe 1 of 3" in err and "noul 1.7" in err and "Traceback" not in err
 
 
 def test_an_endpoint_where_nothing_answers_is_exit_1_before_the_data_loads(capsys, tmp_path, monkeypatch):
