@@ -183,7 +183,7 @@ def test_an_upstream_nothing_answers_at_is_warned_of_at_start():
     """A new user's gateway said ready and /healthz ok with its only upstream down, until the first 502."""
     import socket
 
-    from jevserve.gateway.config import unreachable_upstream_warnings
+    from jevserve.gateway.upstream import unreachable_upstream_warnings
 
     listening = socket.socket()
     listening.bind(("127.0.0.1", 0))
@@ -207,7 +207,7 @@ def test_an_upstream_nothing_answers_at_is_warned_of_at_start():
 @pytest.mark.parametrize("port", ["99999", "65536", "-1", "abc", "0"])
 def test_an_upstream_url_with_no_usable_port_is_refused_by_the_config(port):
     """An outside re-tester's port 99999 passed `gateway check` and crashed the start-up's reachability warning."""
-    from jevserve.gateway.config import _unreachable
+    from jevserve.gateway.upstream import _unreachable
 
     with pytest.raises(ConfigError, match=r"upstreams\[0\]\.url: names no port a server can listen on"):
         parse_config({"upstreams": [{"name": "u", "url": f"http://127.0.0.1:{port}/v1"}]})

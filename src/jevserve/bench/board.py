@@ -37,6 +37,9 @@ from jevserve.bench.task import CATEGORIES
 REFERENCE_ROW = "default-rules"
 # Leak probes: rows that know where an item came from, not what it says; shown in their own table, never ranked.
 PROBE_ROWS = ("source-style", "source-majority")
+# what each probe knows, as its note says: the source's package, or only how a text looks
+PROBE_KNOWS = {"source-style": "a text's look (length, punctuation), not its meaning",
+               "source-majority": "the source, not the decision"}
 COMPARISON_ROW = "tfidf-lr"  # the learned baseline every model row's per-task Δ is drawn against
 
 
@@ -142,9 +145,7 @@ def _notes(
 ) -> list[str]:
     notes = []
     if probe:
-        # the two probes know different things: the source's package, or only how a text looks
-        known = "a text's look (length, punctuation), not its meaning" if document.get("model") == "source-style" \
-            else "the source, not the decision"
+        known = PROBE_KNOWS.get(document.get("model"), "the source, not the decision")
         notes.append(f"leak probe: knows {known}; never ranked")
     elif unanswered_share(document) > MAX_UNANSWERED_SHARE:
         notes.append(f"over {100 * MAX_UNANSWERED_SHARE:g}% of its items unanswered: not ranked")

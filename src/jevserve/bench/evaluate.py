@@ -145,21 +145,20 @@ def evaluate(
     if task.thresholded:
         # surface features on every thresholded task: how far a text's look gets without its meaning (four keywords
         # and a length rule scored level with the embedded default on a verify task); on a pooled task that look
-        # includes its source's
+        # includes its source's, and knowing the source is a probe of its own
         target = task.target(train_labels)
         style = StyleBaseline().fit([i.state for i in train], target)
         predictions[STYLE] = _thresholded(
             task, style.predict_proba([i.state for i in train]), train_labels,
             style.predict_proba([i.state for i in test]), test_labels, both_directions=False, probabilities=True,
         )
-    if task.pooled and task.thresholded:
-        target = task.target(train_labels)
-        majority = SourceMajority().fit([i.source for i in train], target)
-        predictions[MAJORITY] = _thresholded(
-            task, majority.predict_proba([i.source for i in train]), train_labels,
-            majority.predict_proba([i.source for i in test]), test_labels, both_directions=False,
-            probabilities=True,
-        )
+        if task.pooled:
+            majority = SourceMajority().fit([i.source for i in train], target)
+            predictions[MAJORITY] = _thresholded(
+                task, majority.predict_proba([i.source for i in train]), train_labels,
+                majority.predict_proba([i.source for i in test]), test_labels, both_directions=False,
+                probabilities=True,
+            )
 
     return TaskOutcome(
         task=task,

@@ -190,14 +190,10 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
 
     from jevserve.decide.registry import UnknownSpecError
     from jevserve.gateway.app import create_app
-    from jevserve.gateway.config import (
-        objective_notes,
-        unreachable_upstream_warnings,
-        upstream_url_warnings,
-        windows_in_context_notes,
-    )
+    from jevserve.gateway.config import objective_notes, upstream_url_warnings, windows_in_context_notes
     from jevserve.gateway.decider import decider_for
     from jevserve.gateway.starting import StartingApp
+    from jevserve.gateway.upstream import unreachable_upstream_warnings
 
     try:
         decider = decider_for(config)

@@ -747,48 +747,6 @@ def upstream_url_warnings(config: GatewayConfig) -> list[str]:
     return lines
 
 
-def unreachable_upstream_warnings(config: GatewayConfig, timeout_s: float = 1.0) -> list[str]:
-    """One line per upstream nothing answers a TCP connection at (refused, no route, or no answer within
-    `timeout_s`), or whose URL names no port a server can listen on: said at start, so a gateway that is ready while
-    its model server is down is not a mystery until the first request's 502. A warning, not an error: the server
-    may come up later (the circuit breaker copes). The upstreams are tried at once, not one after another."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    tried = [(i, upstream) for i, upstream in enumerate(config.upstreams) if upstream.url != PLACEHOLDER_URL]
-    if not tried:
-        return []
-    with ThreadPoolExecutor(max_workers=min(16, len(tried))) as pool:
-        found = list(pool.map(lambda pair: _unreachable(pair[0], pair[1].name, pair[1].url, timeout_s), tried))
-    return [line for line in found if line is not None]
-
-
-def _unreachable(index: int, name: str, url: str, timeout_s: float) -> str | None:
-    import socket
-
-    parts = urllib.parse.urlsplit(url)
-    where = f"upstreams[{index}] ({name})"
-    try:
-        given = parts.port
-    except ValueError:  # a port out of range or not a number: urlsplit refuses it when asked
-        given = 0
-    port = given if given is not None else (443 if parts.scheme == "https" else 80)
-    if port == 0:
-        return (f"warning: {where}: url {url} names no port a server can listen on (1 to 65535); every request to "
-                "it fails")
-    try:
-        with socket.create_connection((parts.hostname or "", port), timeout=timeout_s):
-            return None
-    except (OSError, ValueError) as exc:
-        if isinstance(exc, ConnectionRefusedError):
-            why = "connection refused"
-        elif isinstance(exc, TimeoutError):
-            why = f"no answer within {timeout_s:g} s"
-        else:
-            why = str(exc) or type(exc).__name__
-        return (f"warning: {where}: nothing answers at {parts.hostname}:{port} ({why}); requests to it get 502 until "
-                "it is up")
-
-
 def objective_notes(config: GatewayConfig) -> list[str]:
     """One line per route whose `inference.default_objective` names none of its bands' objectives. Not an error: the
     default may be an InferenceObjective of its own (requests without a prediction, or longer than every band); but a

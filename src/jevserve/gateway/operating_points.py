@@ -185,6 +185,11 @@ def threshold_for_rate(scores: np.ndarray, shapes: np.ndarray, rate: float, *, r
     return threshold
 
 
+def shares_by_shape(scores: np.ndarray, shapes: np.ndarray, threshold: float) -> tuple[tuple[str, float], ...]:
+    """The share of each shape's calibration requests at or above `threshold` (a point's `rates_by_shape`)."""
+    return tuple((s, float(np.mean(scores[shapes == s] >= threshold))) for s in sorted(set(shapes.tolist())))
+
+
 def cache_dir() -> Path:
     """Where scores are cached: $JEVSERVE_CACHE/operating-points, else ~/.cache/jevserve/operating-points."""
     root = os.environ.get("JEVSERVE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "jevserve")
@@ -349,7 +354,7 @@ def _rated_by_hand(
                                    calibration=data.name)
     found, shapes, unit, unjudged = scored
     threshold = point.threshold
-    by_shape = tuple((s, float(np.mean(found[shapes == s] >= threshold))) for s in sorted(set(shapes.tolist())))
+    by_shape = shares_by_shape(found, shapes, threshold)
     return dataclasses.replace(
         point, calibration_rate=float(np.mean(found >= threshold)), rates_by_shape=by_shape,
         num_requests=len(shapes), calibration=data.name, unit=unit, num_unjudged=unjudged,
@@ -437,7 +442,7 @@ def _calibrate(
     rate = policy_config.max_false_action_rate
     _require_enough(where, rate, shapes, data, unit)
     threshold = threshold_for_rate(found, shapes, rate, resolution=SCORE_RESOLUTION)
-    by_shape = tuple((s, float(np.mean(found[shapes == s] >= threshold))) for s in sorted(set(shapes.tolist())))
+    by_shape = shares_by_shape(found, shapes, threshold)
     return OperatingPoint(
         route=route.model,
         decision=key,

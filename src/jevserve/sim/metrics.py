@@ -17,6 +17,7 @@ import numpy as np
 from jevserve.sim.entities import Batch, SimRequest
 from jevserve.sim.errors import EngineConfigError
 from jevserve.sim.observer import Observer
+from jevserve.sim.stats import batch_means_interval
 
 PERCENTILES = (50, 90, 99)
 
@@ -230,8 +231,6 @@ def summarize_recorded(recorder: MetricsRecorder, slo: Slo) -> RunSummary:
 def attainment_interval(recorder: MetricsRecorder, slo: Slo) -> tuple[float, float] | None:
     """A 95% interval for the run's SLO attainment, by batch means over its requests in arrival order (sim.stats);
     requests it refused count as misses, as `summarize` counts them. None for a run too short to cut in batches."""
-    from jevserve.sim.stats import batch_means_interval  # stats imports nothing of the simulator's
-
     records = sorted(recorder.records, key=lambda r: r.arrival_s)
     found = batch_means_interval([is_good(r, slo) for r in records])
     if found is None:

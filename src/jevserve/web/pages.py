@@ -98,14 +98,14 @@ def _people(context: Context) -> dict[str, HumanCell]:
         return cached[2]
     answers, _ = counted(context.store.answer_rows(), context.settings.min_answer_ms)
     cells = human_cells(answers, site.refs) if version else {}
-    context.memo["__people__"] = (version, site, cells)
-    context.memo["__people_rounds__"] = len({a["round_id"] for a in answers})
+    context.memo["__people__"] = (version, site, cells, len({a["round_id"] for a in answers}))
     return cells
 
 
 def _people_rounds(context: Context) -> int | None:
-    """The rounds with a counted answer, as `_people` last counted them."""
-    return context.memo.get("__people_rounds__")
+    """The rounds with a counted answer, counted with the cells `_people` last made."""
+    cached = context.memo.get("__people__")
+    return cached[3] if cached else None
 
 
 def _people_note(context: Context, people: dict[str, HumanCell]) -> str | None:
