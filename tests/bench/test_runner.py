@@ -419,3 +419,38 @@ def test_a_request_answered_invalidly_the_same_way_each_time_is_said_to_stop_a_r
                                         r"will likely stop at this request again") as info:
         ask_mock(tmp_path)
     assert info.value.exit_code == 1 and "about 'message 4 '" in str(info.value)
+
+
+def test_every_request_answered_invalidly_the_same_way_is_named_in_one_run(tmp_path, monkeypatch, no_backoff):
+    """A run named one of several requests the model answered invalidly, so each rerun found the next (an outside
+    tester's three bad requests took three runs): the others are still asked and every bad one is named."""
+    from jevserve.bench.runner import AskFailed
+
+    bad = {"answers": {"bad": {"type": "noul", "noul": 1.5}}}
+    mock_by_body(monkeypatch, lambda body: httpx.Response(200, json=bad)
+                 if body["state"] in ("message 1 ", "message 4 ") else None)
+    with pytest.raises(AskFailed) as info:
+        ask_mock(tmp_path)
+    said = str(info.value)
+    assert info.value.exit_code == 1
+    assert "answered 2 requests invalidly the same way each time" in said
+    assert "1. " in said and "2. " in said and "'message 1 '" in said and "'message 4 '" in said
+    assert "every other request was asked" in said and "(4 answers from this run, 4 in all)" in said
+    assert "will likely stop at these requests again" in said
+
+
+def test_a_model_that_answers_everything_invalidly_is_not_asked_everything(tmp_path, monkeypatch, no_backoff):
+    from jevserve.bench import runner
+    from jevserve.bench.runner import AskFailed
+
+    monkeypatch.setattr(runner, "MAX_NAMED_INVALID", 3)
+    bad = {"answers": {"bad": {"type": "noul", "noul": 1.5}}}
+    posts: list = []
+    posts.append(mock_endpoint(monkeypatch, lambda n: httpx.Response(200, json=bad)
+                               if json.loads(posts[0][n - 1].content)["state"].startswith("message") else None))
+    with pytest.raises(AskFailed, match=r"answered 3 requests invalidly .*stopped asking once it had met 3 such "
+                                        r"requests, so more may "
+                                        r"follow") as info:
+        ask_mock(tmp_path, n=12)
+    asked = {json.loads(p.content)["state"] for p in posts[0] if json.loads(p.content)["state"].startswith("message")}
+    assert len(asked) == 3 and info.value.exit_code == 1

@@ -87,6 +87,7 @@ async def ask_missing(
     for key in missing:
         queue.put_nowait(key)
     counts = {"sent": 0, "refused": 0}
+    invalid: list[tuple[dict[str, Any], str, InvalidReply]] = []
     # None: drawn only on a terminal, not into a redirected log
     bar = tqdm(total=len(missing), desc=f"asking {model}", unit="req",
                disable=True if not progress or not missing else None)
@@ -105,8 +106,16 @@ async def ask_missing(
                 exc.bench_request, exc.bench_key = body, key
                 raise
             except (SystemOneAPIError, InvalidReply) as exc:
+                if isinstance(exc, InvalidReply) and exc.same_each_time and len(invalid) < MAX_NAMED_INVALID - 1:
+                    # the model's answer to this request, not a fault of the moment: the others are still asked, so
+                    # one run names every such request (up to MAX_NAMED_INVALID), not one per rerun
+                    invalid.append((body, key, exc))
+                    bar.update(1)
+                    continue
                 if not isinstance(exc, SystemOneAPIError) or exc.status_code not in REFUSAL_STATUSES:
                     exc.bench_request, exc.bench_key = body, key  # the message names the request (_request_named)
+                    if isinstance(exc, InvalidReply) and exc.same_each_time:
+                        raise InvalidAnswers([*invalid, (body, key, exc)], complete=False) from exc
                     raise
                 cache.record_error(key, exc.status_code, exc.message)
                 counts["refused"] += 1
@@ -123,6 +132,8 @@ async def ask_missing(
         raise group_error.exceptions[0] from None
     finally:
         bar.close()
+    if invalid:
+        raise InvalidAnswers(invalid, complete=True)
     return AskStats(
         num_requests=len(requests),
         num_cached=len(requests) - len(missing),
@@ -131,6 +142,20 @@ async def ask_missing(
         num_decisions=num_decisions,
         wall_s=time.perf_counter() - started,
     )
+
+
+MAX_NAMED_INVALID = 10  # requests answered invalidly the same way each time, named before a run stops asking
+
+
+class InvalidAnswers(InvalidReply):
+    """Requests the endpoint answered invalidly the same way each time (InvalidReply.same_each_time), each with its
+    body and answers cache key: every other request was asked where `complete`, else the run stopped at the
+    MAX_NAMED_INVALID-th (a model that answers everything invalidly is not asked thousands of times over)."""
+
+    def __init__(self, found: list[tuple[dict[str, Any], str, InvalidReply]], *, complete: bool) -> None:
+        super().__init__(f"{len(found)} requests answered invalidly the same way each time, the first: {found[0][2]}",
+                         same_each_time=True)
+        self.found, self.complete = found, complete
 
 
 class AskFailed(Exception):
@@ -175,6 +200,26 @@ def _request_named(exc: BaseException) -> str:
     excerpt = text if len(text) <= 80 else text[:77] + "..."
     questions = ", ".join(repr(q) for q in list(body.get("questions", {}))[:5])
     return f", on the request asking {questions} about {excerpt!r} (answers cache key {key})"
+
+
+def _invalid_answers_said(exc: InvalidAnswers, where: str) -> str:
+    """What a run that met requests answered invalidly the same way each time says: what to do, then each one."""
+    for body, key, reply in exc.found:
+        reply.bench_request, reply.bench_key = body, key
+    if len(exc.found) == 1:
+        reply = exc.found[0][2]
+        said = f"the endpoint answered one request invalidly the same way each time ({reply}{_request_named(reply)})"
+    else:
+        said = f"the endpoint answered {len(exc.found)} requests invalidly the same way each time"
+    asked = ("every other request was asked" if exc.complete else
+             f"the run stopped asking once it had met {MAX_NAMED_INVALID} such requests, so more may follow")
+    one = len(exc.found) == 1
+    them = "it" if one else "them"
+    listed = "" if one else ":" + "".join(f"\n  {n}. {reply}{_request_named(reply)}"
+                                          for n, (_, _, reply) in enumerate(exc.found, 1))
+    return (f"{said}; {asked}, and every answer received is cached{where}. Running the same command again resumes, "
+            f"but it will likely stop at {'this request' if one else 'these requests'} again: fix the model's "
+            f"answer to {them}, or have the endpoint refuse {them} (400, 413 or 422: counted as unanswered){listed}")
 
 
 def endpoint_version_now(
@@ -292,13 +337,9 @@ def ask_endpoint(
         raise _api_failure(exc, model, where()) from exc
     except ProbeFailed as exc:  # answers that vary are the command's to name (--answers-version): exit 2
         raise AskFailed(str(exc), 2 if isinstance(exc, UnstableVersion) else 1) from exc
+    except InvalidAnswers as exc:  # a rerun resumes, and stops at these requests again: the model is to fix
+        raise AskFailed(_invalid_answers_said(exc, where()), 1) from exc
     except InvalidReply as exc:
-        if exc.same_each_time:  # a rerun resumes, and stops at this request again: the model is to fix
-            raise AskFailed(f"the endpoint answered one request invalidly the same way each time ({exc}"
-                            f"{_request_named(exc)}); every answer received so far is cached{where()}, and running "
-                            "the same command again resumes, but it will likely stop at this request again: fix the "
-                            "model's answer to it, or have the endpoint refuse it (400, 413 or 422: counted as "
-                            "unanswered)", 1) from exc
         raise AskFailed(f"the endpoint failed ({exc}{_request_named(exc)}); every answer received so far is "
                         f"cached{where()}, so running the same command again resumes", 1) from exc
     except SystemOneConnectionError as exc:
