@@ -627,3 +627,20 @@ def test_a_model_served_under_its_new_name_applies_the_thresholds_filed_under_it
             rule = rules[decision.task]
             sign = "≥" if rule["direction"] > 0 else "≤"
             assert f"“Yes” at P(yes) {sign} {rule['threshold']:.3f}" in reveal
+
+
+@pytest.mark.parametrize("data", [{"position": "0", "choice": ""}, {"position": "0"}])
+def test_answer_pressed_before_a_choice_asks_the_same_item_again_and_stores_nothing(app, tmp_path, data):
+    """The radios were `required`, which screen readers read as "invalid" before any choice: the server asks again
+    instead, saying why, with the answers focused; the question has the focus on a first showing."""
+    client = _client(app)
+    url = start_round(client)
+    first = client.get(url).text
+    assert 'id="question" tabindex="-1" autofocus' in first and " required" not in first
+    response = client.post(f"{url}/answer", data=data, follow_redirects=False)
+    assert response.status_code == 303 and response.headers["location"].endswith("?unanswered=0")
+    again = client.get(response.headers["location"]).text
+    assert 'role="alert">Choose an answer first' in again and "Item 1 of 5" in again
+    assert again.count("autofocus") == 1 and 'value="' + options(again)[0] + '" autofocus' in again
+    assert Store(tmp_path / "db.sqlite").counts()["answers"] == 0
+    assert "Choose an answer first" not in client.get(f"{url}?unanswered=3").text  # only for the item shown

@@ -142,7 +142,7 @@ def register(app: FastAPI, context: Context) -> None:
         return keep_session(response, session) if fresh else response
 
     @app.get("/play/rounds/{round_id}", response_class=HTMLResponse)
-    def round_page(request: Request, round_id: str) -> HTMLResponse:
+    def round_page(request: Request, round_id: str, unanswered: str = "") -> HTMLResponse:
         round_ = _round(context, request, round_id)
         position = round_.next_position
         if position is None:
@@ -156,7 +156,7 @@ def register(app: FastAPI, context: Context) -> None:
         if not request.scope.get(HEAD_SCOPE_KEY):  # a HEAD (a link checker) shows nobody the item: no clock yet
             context.store.mark_shown(round_id, position)
         return context.render(request, "item.html", round=round_, position=position, item=pool_item,
-                              decision=DECISIONS[item.decision])
+                              decision=DECISIONS[item.decision], unanswered=unanswered == str(position))
 
     @app.post("/play/rounds/{round_id}/answer")
     async def answer(request: Request, round_id: str) -> RedirectResponse:
@@ -169,6 +169,8 @@ def register(app: FastAPI, context: Context) -> None:
             raise PageError(409, f"item {position + 1} is not the current one; answer item "
                                  f"{round_.next_position + 1} first")
         choice = form.get("choice", "")
+        if not choice and item.choice is None:  # Answer pressed before a choice: the same item, asked again
+            return RedirectResponse(f"/play/rounds/{round_id}?unanswered={position}", status_code=303)
         if choice not in dict(decision.options):
             raise PageError(400, f"choice {choice[:40]!r} is not an answer to this item; expected one of: "
                                  f"{', '.join(v for v, _ in decision.options)}")
