@@ -65,6 +65,9 @@ def test_versus_reports_people_and_model_accuracy_and_median_times():
     (row,) = versus(answers)
     assert (row.people_accuracy, row.model_accuracy, row.num_model_answers) == (0.5, 1.0, 2)
     assert (row.people_median_ms, row.model_median_ms) == (3000.0, 5.0)
+    # a call whose answer is not counted gives no time: the packaged site showed a model time beside "0 answers"
+    (row,) = versus([_answer("a", "yes", "yes", model_choice=None, model_decision_ms=4.0)])
+    assert row.num_model_answers == 0 and math.isnan(row.model_median_ms)
 
 
 def test_versus_tells_no_interval_for_one_player_and_the_people_page_says_so(tmp_path):

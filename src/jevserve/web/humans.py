@@ -177,7 +177,9 @@ def versus(answers: Sequence[Mapping[str, Any]]) -> list[Versus]:
         answered = [a for a in rows if a["model_choice"] is not None]
         model = _share_with_interval(np.array([a["model_choice"] == a["truth"] for a in answered], dtype=float),
                                      [a["session_id"] for a in answered], seed)
-        timed = [a["model_decision_ms"] for a in rows if a["model_decision_ms"] is not None]
+        # the time of the answers counted: a call whose answer is not counted (none, or not the item's) has no time
+        # here either, so a model time is never shown beside "0 answers"
+        timed = [a["model_decision_ms"] for a in answered if a["model_decision_ms"] is not None]
         out.append(Versus(
             decision.key, len(rows), people[0], people[1], model[0], model[1], len(answered),
             float(np.median([a["time_ms"] for a in rows])),
