@@ -852,3 +852,53 @@ def test_which_field_forces_a_tool_call():
     for free in ({}, {"tool_choice": "auto"}, {"tool_choice": "none"}, {"tool_choice": allowed("auto")},
                  {"function_call": "auto"}):
         assert forcing_field(free) is None
+
+
+def test_a_remote_deciders_429_hint_reaches_the_client_and_its_reason_is_said():
+    """A decider's `Retry-After: 7` reached clients as 1 (an outside tester's), who then came back six times too
+    early, and the message blamed work queued when the decider had refused for its own rate limit."""
+    from jevserve.gateway.decider import RemoteDecider
+
+    def limited(request):
+        return httpx.Response(429, headers={"retry-after": "7"},
+                              json={"detail": {"error_type": "overloaded_error", "message": "rate limited"}})
+
+    remote = RemoteDecider("http://decider.test", transport=httpx.MockTransport(limited))
+    app, _, upstreams = make_app({"guard": {}}, decider=remote, config={"decision_timeout_ms": 2000})
+    response = post(app, HI)
+    assert response.status_code == 429 and response.headers["retry-after"] == "7"
+    message = response.json()["error"]["message"]
+    assert "refused by the decider for its load (it asked for a retry after 7 s)" in message
+    assert "retry after 7 s" in message and "more work queued" not in message and upstreams["u"].requests == []
+
+
+def test_a_remote_decider_slower_than_its_own_deadline_is_no_answer_in_time_never_the_open_fallback():
+    """The remote decider had a fixed 5 s deadline of its own: under a 10 s decision_timeout_ms an answer at 6 s
+    failed the decider, so the guard fell back open and the injection was forwarded (an outside tester's, with a
+    649 KB request the real decider took 5.06 s to read)."""
+    import asyncio
+
+    from jevserve.gateway.decider import RemoteDecider
+
+    async def slow(request):
+        await asyncio.sleep(0.5)
+        return httpx.Response(200, json={"answers": {}})
+
+    remote = RemoteDecider("http://decider.test", timeout_s=0.2, transport=httpx.MockTransport(slow))
+    app, _, upstreams = make_app({"guard": {}}, decider=remote, config={"decision_timeout_ms": 2000})
+    response = post(app, HI)
+    assert response.status_code == 429 and upstreams["u"].requests == []
+    assert "guard=reject!fallback" in response.headers["x-jevserve-decisions"]
+    assert remote.failure is None  # no answer in time is load, not a broken decider
+
+
+def test_a_gateways_remote_decider_waits_at_least_as_long_as_the_gateway():
+    from jevserve.gateway.config import parse_config
+    from jevserve.gateway.decider import REMOTE_TIMEOUT_S, decider_for
+
+    def timeout_for(ms: float) -> float:
+        config = parse_config({"decider": "remote:http://decider.test", "decision_timeout_ms": ms,
+                               "upstreams": [{"name": "u", "url": "http://u.test/v1"}], "routes": [{"model": "m"}]})
+        return decider_for(config).backend.timeout_s
+
+    assert timeout_for(1000) == REMOTE_TIMEOUT_S and timeout_for(10_000) > 10.0 and timeout_for(60_000) > 60.0

@@ -31,7 +31,7 @@ import numpy as np
 from jevserve import __version__
 from jevserve.decide.base import DecisionBackend, DecisionItem, InputTooLongError
 from jevserve.decide.batcher import Batcher, DeadlineUnreachable
-from jevserve.decide.remote import RemoteBackend, UpstreamRejected
+from jevserve.decide.remote import RemoteBackend, UpstreamRejected, UpstreamTimeout
 from jevserve.gateway.questions import wire_to_decision
 from jevserve.protocol import DecisionOption, DecisionQuestion, OverloadedError, Text, render_text
 
@@ -56,7 +56,17 @@ class DecisionUnavailable(Exception):
 
 
 class DecisionOverloaded(DecisionUnavailable):
-    """The decider has more work queued than it can answer within the call's deadline: turned away at once."""
+    """The decider has more work queued than it can answer within the call's deadline: turned away at once;
+    `retry_after_s` where a remote decider said when to come back (its 429's Retry-After)."""
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class DecisionTimedOut(DecisionUnavailable):
+    """A remote decider did not answer within its own deadline: no answer in time, as the call's deadline passing
+    is, never a broken decider (whose fallback, for a guard, is open)."""
 
 
 class DecisionTooLarge(DecisionUnavailable):
@@ -189,7 +199,11 @@ class LocalDecider(Decider):
             # a full queue (or a remote endpoint's 429) is load, not a broken decider: turned away like a request past
             # its deadline, never the fallback, which for a guard is open (padding a request until the queue refuses
             # it skipped the guard while other requests were in flight)
-            raise DecisionOverloaded(f"{self.name}: {exc}") from exc
+            # a remote decider's 429 carries its own hint (its rate limit may last longer than the gateway's 1 s)
+            told = getattr(exc, "retry_after_s", None) if isinstance(self.backend, RemoteBackend) else None
+            raise DecisionOverloaded(f"{self.name}: {exc}", retry_after_s=told) from exc
+        except UpstreamTimeout as exc:
+            raise DecisionTimedOut(f"{self.name}: {exc}") from exc
         except Exception as exc:
             raise DecisionUnavailable(f"{self.name}: {type(exc).__name__}: {exc}") from exc
         return {a.question_id: np.asarray(results[slot], dtype=np.float64) for a, slot in zip(asks, slots, strict=True)}
@@ -228,6 +242,10 @@ class LocalDecider(Decider):
         self.backend.close()
 
 
+REMOTE_TIMEOUT_S = 5.0  # a remote decider's own deadline, unless a gateway's decision timeout is longer
+REMOTE_TIMEOUT_MARGIN_S = 1.0  # past the gateway's decision timeout, so that the gateway's deadline is the one met
+
+
 class RemoteDecider(LocalDecider):
     """Any System One endpoint, through `jevserve.decide.remote.RemoteBackend`: one request per distinct state, sent
     concurrently under one deadline (`timeout_s`), never retried (the gateway has its own deadline and fallbacks)."""
@@ -238,7 +256,7 @@ class RemoteDecider(LocalDecider):
         *,
         api_key: str | None = None,
         model: str = "jev-latest",
-        timeout_s: float = 5.0,
+        timeout_s: float = REMOTE_TIMEOUT_S,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         super().__init__(RemoteBackend(url, api_key=api_key, model=model, timeout_s=timeout_s, transport=transport,
@@ -300,8 +318,11 @@ class FixedDecider(Decider):
         return out
 
 
-def make_decider(spec: str = "embedded", *, remote_key: str | None = None) -> Decider:
-    """The decider a spec names: `embedded` (default), any `jevserve.decide` spec, or `remote:URL`.
+def make_decider(
+    spec: str = "embedded", *, remote_key: str | None = None, remote_timeout_s: float | None = None
+) -> Decider:
+    """The decider a spec names: `embedded` (default), any `jevserve.decide` spec, or `remote:URL` (whose own deadline
+    is `remote_timeout_s`, RemoteDecider's default when None).
 
     An in-process decider limits this process's BLAS (OpenBLAS) to one thread: the readouts multiply a few rows at
     a time, and OpenBLAS's threaded path for 4–5 rows took 44–96 ms instead of 0.08 ms on a loaded 2-core machine
@@ -309,7 +330,9 @@ def make_decider(spec: str = "embedded", *, remote_key: str | None = None) -> De
     """
     if spec.startswith(("remote:", "http://", "https://")):
         url = spec.removeprefix("remote:")
-        return RemoteDecider(url, api_key=remote_key)
+        if remote_timeout_s is None:
+            return RemoteDecider(url, api_key=remote_key)
+        return RemoteDecider(url, api_key=remote_key, timeout_s=remote_timeout_s)
     from threadpoolctl import threadpool_limits
 
     from jevserve.decide.registry import load_backend
@@ -326,7 +349,11 @@ def decider_for(config: GatewayConfig) -> Decider:
         key = os.environ.get(config.decider_key_env, "").strip() or None
         if key is None:
             raise ValueError(f"decider_key_env: the environment variable {config.decider_key_env} is unset or empty")
-    return make_decider(config.decider, remote_key=key)
+    # a remote decider's own deadline outlasts the gateway's: when it was the shorter (5 s under a 10 s
+    # decision_timeout_ms), an answer in between failed the decider, and the guard fell back open, so that a request
+    # large enough to take over 5 s to read (an outside tester's 649 KB of tool results) was forwarded unjudged
+    remote_timeout_s = max(REMOTE_TIMEOUT_S, config.decision_timeout_ms / 1000 + REMOTE_TIMEOUT_MARGIN_S)
+    return make_decider(config.decider, remote_key=key, remote_timeout_s=remote_timeout_s)
 
 
 class Decided(NamedTuple):
@@ -338,6 +365,7 @@ class Decided(NamedTuple):
     timed_out: bool = False  # it failed by running past its deadline (an overloaded decider), not by an error
     turned_away: bool = False  # of those: refused before queueing, as work it could not answer in time
     too_large: bool = False  # the decider refused the input as too large: this request's doing, not a failure
+    retry_after_s: float | None = None  # when a decider that turned the call away said to come back
 
 
 async def timed_decide(decider: Decider, asks: Sequence[Ask], timeout_s: float) -> Decided:
@@ -353,7 +381,11 @@ async def timed_decide(decider: Decider, asks: Sequence[Ask], timeout_s: float) 
         _timed_out(decider, took)
         return Decided(None, (time.perf_counter() - started) * 1000, took, timed_out=True)
     except DecisionOverloaded as exc:  # turned away at once: as good as a timeout, without the wait
-        return Decided(None, (time.perf_counter() - started) * 1000, str(exc), timed_out=True, turned_away=True)
+        return Decided(None, (time.perf_counter() - started) * 1000, str(exc), timed_out=True, turned_away=True,
+                       retry_after_s=exc.retry_after_s)
+    except DecisionTimedOut as exc:  # a remote decider's own deadline passed: no answer in time, as above
+        _timed_out(decider, str(exc))
+        return Decided(None, (time.perf_counter() - started) * 1000, str(exc), timed_out=True)
     except DecisionTooLarge as exc:  # the request's size, not the decider's health: never marked failed
         return Decided(None, (time.perf_counter() - started) * 1000, str(exc), too_large=True)
     except DecisionUnavailable as exc:

@@ -46,6 +46,7 @@ class DecisionReport:
     timed_out: bool = False  # the backend gave no answer within the deadline (an overloaded decider)
     turned_away: bool = False  # of those: the decider refused the work at once, as more than it could answer in time
     too_large: bool = False  # the decider refused the call's input as too large (then every verdict fell back)
+    retry_after_s: float | None = None  # when a decider that turned the call away said to come back
     state: str = ""  # the request text the request-level questions read (DecisionInputs.request_text)
     cache_vector: Any = field(default=None, repr=False, compare=False)  # the request's embedding, for storing
     cached_response: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)  # served on a hit
@@ -220,9 +221,8 @@ async def run_decisions(
         candidate, vector = await cache.lookup(tenant, keys, text, route.cache.min_similarity)
         view = RequestView(inputs, candidate)
     asks = [a for p in policies for a in p.asks(view)]
-    answers, decision_ms, error, timed_out, turned_away, too_large = await timed_decide(
-        decider, asks, timeout_ms / 1000.0
-    )
+    decided = await timed_decide(decider, asks, timeout_ms / 1000.0)
+    answers, decision_ms, error = decided.answers, decided.ms, decided.error
     verdicts = superseded(tuple(p.act(view, answers) for p in policies))
     final = next((v for v in verdicts if v.decision == "cache" and v.acts and v.action == "serve_cached"), None)
     cached_response = view.cache_candidate.response if final is not None and view.cache_candidate else None
@@ -234,9 +234,10 @@ async def run_decisions(
         decision_ms=decision_ms,
         num_questions=len(asks),
         error=error,
-        timed_out=timed_out,
-        turned_away=turned_away,
-        too_large=too_large,
+        timed_out=decided.timed_out,
+        turned_away=decided.turned_away,
+        too_large=decided.too_large,
+        retry_after_s=decided.retry_after_s,
         state=inputs.request_text,
         cache_vector=vector,
         cached_response=cached_response,

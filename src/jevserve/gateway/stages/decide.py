@@ -54,14 +54,20 @@ async def decide(gateway: Gateway, ctx: RequestContext) -> None:
         unanswered = unanswered_refusals(ctx.route, ctx.report)
         if unanswered:
             timeout = f"{gateway.config.decision_timeout_ms:g} ms"
-            why = (f"would not be answered within {timeout} (the decider has more work queued than that)"
-                   if ctx.report.turned_away else f"got no answer within {timeout}")
+            told = ctx.report.retry_after_s
+            if told is not None:  # a remote decider's 429: its own load or rate limit, and its own hint
+                why = f"were refused by the decider for its load (it asked for a retry after {told:g} s)"
+            elif ctx.report.turned_away:
+                why = f"would not be answered within {timeout} (the decider has more work queued than that)"
+            else:
+                why = f"got no answer within {timeout}"
+            wait_s = max(OVERLOAD_RETRY_AFTER_S, told or 0.0)
             reason = f"{why}: refused undecided (on_decision_timeout: reject)"
             ctx.report = _refused_undecided(ctx.report, unanswered, reason)
             raise OverloadedError(
                 f"the {' and '.join(unanswered)} decision(s) this request needs {why}: the gateway is overloaded and "
-                f"does not forward a request undecided; retry after {OVERLOAD_RETRY_AFTER_S:g} s",
-                retry_after_s=OVERLOAD_RETRY_AFTER_S,
+                f"does not forward a request undecided; retry after {wait_s:g} s",
+                retry_after_s=wait_s,
             )
 
 
