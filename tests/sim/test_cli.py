@@ -17,7 +17,8 @@ def test_sim_run_prints_metrics_and_writes_json_and_step_log(tmp_path, capsys):
     # the attainment's interval (batch means), printed under it and kept in the JSON
     low, high = data["slo_attainment_interval"]
     assert 0 <= low <= data["slo_attainment"] <= high <= 1
-    assert f"95% interval {100 * low:.1f}–{100 * high:.1f}% (batch means over 10 consecutive batches" in printed
+    # 60 requests: the fewest batches
+    assert f"95% interval {100 * low:.1f}–{100 * high:.1f}% (batch means over 5 consecutive batches" in printed
 
 
 def test_sim_calibrate_writes_a_profile_that_loads(tmp_path, capsys):

@@ -24,23 +24,43 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[fl
     return mean, float(low), float(high)
 
 
-BATCHES = 10  # batch means' batches: few enough that each is long against the queue's memory, enough for a t
+MIN_BATCHES, MAX_BATCHES = 5, 10  # batch means' batches; see batches_for
+REQUESTS_PER_BATCH = 100
+SHORT_RUN_REQUESTS = 1000  # under this, a run near saturation sits measurably above a long one (sim run says so)
 
 
-def batch_means_interval(
-    met: Sequence[bool], batches: int = BATCHES, confidence: float = 0.95
-) -> tuple[float, float, float] | None:
+def batches_for(num_requests: int) -> int:
+    """How many consecutive batches `batch_means_interval` cuts a run into: one per REQUESTS_PER_BATCH requests,
+    within [MIN_BATCHES, MAX_BATCHES]. A short run gets fewer, longer batches: near saturation the queue remembers for
+    long, and ten batches of 40 requests were too short against it (their intervals held the long-run attainment in
+    82-87 % of 400-request runs; benchmarks/sim/attainment_interval.py)."""
+    return min(MAX_BATCHES, max(MIN_BATCHES, num_requests // REQUESTS_PER_BATCH))
+
+
+def batch_means_interval(met: Sequence[bool], confidence: float = 0.95) -> tuple[float, float, float] | None:
     """(share, low, high): an interval for the share of `met` (one run's requests in arrival order) by the method of
-    batch means: the run cut into `batches` consecutive batches, a Student-t interval over their shares. Requests of
-    one run are not independent (a backlog makes its neighbours miss together), so a binomial interval would be far
-    too narrow; consecutive batches are close to independent when each is long against the queue's memory. None
-    with fewer than two requests per batch."""
+    batch means. Requests of one run are not independent (a backlog makes its neighbours miss together), so a
+    binomial interval on all of them is far too narrow; consecutive batches are close to independent when each is
+    long against the queue's memory. The run is cut into `batches_for(len(met))` batches; the variance of their
+    shares gives the run's effective number of independent requests (p(1-p) over it, at most the run's length: a
+    run cannot say more than that many independent requests would), and the interval is Wilson's for the share at
+    that many requests, at the confidence a Student-t with one less degree of freedom than batches gives (the
+    variance is estimated from few batches). Wilson's, not the t interval of the batch shares: shares near 1 are
+    skewed, and a run whose batches all met gets a bound from its length rather than [1, 1]. None with fewer than
+    two requests per batch."""
     x = np.asarray(met, dtype=np.float64)
+    batches = batches_for(x.size)
     if x.size < 2 * batches:
         return None
-    shares = [float(np.mean(b)) for b in np.array_split(x, batches)]
-    _, low, high = mean_interval(shares, confidence)
-    return float(np.mean(x)), max(0.0, low), min(1.0, high)
+    share = float(np.mean(x))
+    shares = np.array([float(np.mean(b)) for b in np.array_split(x, batches)])
+    variance = float(np.var(shares, ddof=1)) / batches
+    effective = x.size if variance <= 0 else min(float(x.size), share * (1 - share) / variance)
+    z = stats.t.ppf(0.5 + confidence / 2, df=batches - 1)  # the t quantile, as a normal one's confidence
+    level = 2 * stats.norm.cdf(z) - 1
+    trials = max(1, round(effective))
+    found = stats.binomtest(min(trials, round(share * trials)), trials).proportion_ci(level, method="wilson")
+    return share, min(share, float(found.low)), max(share, float(found.high))  # share rounded to whole trials
 
 
 def max_rate_meeting(rates: Sequence[float], attainment: Sequence[float], target: float = 0.9) -> tuple[float, str]:
