@@ -337,3 +337,38 @@ def test_a_call_whose_own_work_outlasts_its_deadline_behind_a_long_queue_is_stil
 
     big = asyncio.run(scenario())
     assert big.answers is None and big.turned_away and "work is queued" in big.error
+
+
+def test_a_remote_deciders_identity_is_its_answers_not_its_address():
+    """Thresholds were keyed by the URL alone: calibrated on one model, reused for another served later at the same
+    address (an outside tester's injection then passed at P 0.568), and the same server spelt two ways was
+    scored twice."""
+    import json
+
+    def remote(url, p_yes):
+        def answer(request):  # a System One server whose model gives p_yes to yes, or to the first option
+            def one(question):
+                if question["type"] == "noul":
+                    return {"type": "noul", "noul": p_yes}
+                names = list(question["criteria"])
+                rest = (1 - p_yes) / (len(names) - 1)
+                return {"type": "choice", "choice": names[0], "confidence": p_yes,
+                        "probabilities": {n: p_yes if i == 0 else rest for i, n in enumerate(names)}}
+
+            questions = json.loads(request.content)["questions"]
+            return httpx.Response(200, json={"model": "jev-latest", "usage": {"input_tokens": 1, "output_tokens": 0},
+                                             "answers": {q: one(v) for q, v in questions.items()}})
+
+        return RemoteDecider(url, sync_transport=httpx.MockTransport(answer))
+
+    first = remote("http://127.0.0.1:8795", 0.9)
+    same_spelt_otherwise = remote("http://localhost:8795/v1", 0.9)
+    swapped = remote("http://127.0.0.1:8795", 0.6)
+    assert first.identity == same_spelt_otherwise.identity != swapped.identity
+    assert first.identity.startswith("remote|jev-latest|answers ")
+
+    def down(request):
+        raise httpx.ConnectError("refused")
+
+    unreachable = RemoteDecider("http://127.0.0.1:8795", sync_transport=httpx.MockTransport(down))
+    assert unreachable.identity == "remote:http://127.0.0.1:8795|jev-latest"  # as before, asked again next time

@@ -258,8 +258,10 @@ class RemoteDecider(LocalDecider):
         model: str = "jev-latest",
         timeout_s: float = REMOTE_TIMEOUT_S,
         transport: httpx.AsyncBaseTransport | None = None,
+        sync_transport: httpx.BaseTransport | None = None,
     ) -> None:
         super().__init__(RemoteBackend(url, api_key=api_key, model=model, timeout_s=timeout_s, transport=transport,
+                                       sync_transport=sync_transport,
                                        key_setting="`decider_key_env` in the gateway's config"))
         self.name = f"remote:{url}"
         self.probing = False  # a probe is under way (recheck_decider)
@@ -267,8 +269,21 @@ class RemoteDecider(LocalDecider):
 
     @property
     def identity(self) -> str | None:
-        """The endpoint and the model asked for (what it serves under that name can change: recalibrate then)."""
-        return f"{self.name}|{self.backend.model}"
+        """The model asked for and a digest of the endpoint's answers to the two fixed questions local models are
+        fingerprinted by (LocalDecider.identity): keyed by the URL alone, thresholds calibrated on one model were
+        reused, with no word, for another served later at the same address (an outside tester's injection then
+        passed at P 0.568 under a threshold set for another model), and the same server spelt two ways
+        (`localhost`, `127.0.0.1`) was scored twice. An endpoint that cannot answer the two questions now is keyed
+        by its address and the model asked for, as before (asked again next time)."""
+        if self._identity is None:
+            try:
+                answers = self.backend.decide(list(IDENTITY_PROBES))
+            except Exception:  # down, or refusing the key: whatever needs the scores says so when it asks
+                return f"{self.name}|{self.backend.model}"
+            rounded = [[round(float(p), IDENTITY_DIGITS) for p in a] for a in answers]
+            digest = hashlib.sha256(json.dumps(rounded).encode()).hexdigest()[:12]
+            self._identity = f"remote|{self.backend.model}|answers {digest}"
+        return self._identity
 
 
 class FixedDecider(Decider):
