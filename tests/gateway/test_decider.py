@@ -372,3 +372,42 @@ def test_a_remote_deciders_identity_is_its_answers_not_its_address():
 
     unreachable = RemoteDecider("http://127.0.0.1:8795", sync_transport=httpx.MockTransport(down))
     assert unreachable.identity == "remote:http://127.0.0.1:8795|jev-latest"  # as before, asked again next time
+
+
+def test_calibration_asks_a_remote_decider_again_after_a_429_or_a_server_error_but_not_a_refused_key():
+    """One 429 after 309 answered requests stopped an outside tester's calibration through a remote decider, keeping
+    nothing; the next run started from zero."""
+    import json
+
+    from jevserve.gateway.calibration import PATIENT_TRIES, decide_patiently
+
+    replies: list[httpx.Response] = []
+    sent: list[int] = []
+
+    def answer(request):
+        sent.append(1)
+        if replies:
+            return replies.pop(0)
+        questions = json.loads(request.content)["questions"]
+        return httpx.Response(200, json={"model": "jev-latest", "usage": {"input_tokens": 1, "output_tokens": 0},
+                                         "answers": {q: {"type": "noul", "noul": 0.25} for q in questions}})
+
+    remote = RemoteDecider("http://decider.test", sync_transport=httpx.MockTransport(answer))
+    waits: list[float] = []
+    busy = httpx.Response(429, headers={"retry-after": "3"}, json={"detail": {"message": "rate limited"}})
+    replies[:] = [busy, httpx.Response(500, json={"detail": "oops"})]
+    answers = decide_patiently(remote, asks()[:1], sleep=waits.append)
+    assert answers["guard"][0] == pytest.approx(0.25) and len(sent) == 3
+    assert waits == [3.0, 2.0]  # the decider's own hint, then the backoff
+    replies[:] = [httpx.Response(500, json={"detail": "oops"})] * PATIENT_TRIES
+    with pytest.raises(Exception, match="failed \\(500\\)"):
+        decide_patiently(remote, asks()[:1], sleep=waits.append)
+    sent.clear()
+    replies[:] = [httpx.Response(401, json={"detail": "bad key"})]
+    with pytest.raises(Exception, match="refused this server's key"):
+        decide_patiently(remote, asks()[:1], sleep=waits.append)
+    assert len(sent) == 1  # asking again gets the same answer
+    replies[:] = [httpx.Response(404, json={"detail": "no such model"})]
+    with pytest.raises(Exception, match="a gateway asks a remote decider for 'jev-latest'") as info:
+        decide_patiently(remote, asks()[:1], sleep=waits.append)
+    assert "--remote-model" not in str(info.value)  # no such setting in a gateway

@@ -506,6 +506,15 @@ def test_check_says_what_a_hand_set_threshold_acts_on_and_warns_above_the_docume
     # nothing cached and nothing scored: said so, with what scores it (an outside re-tester's own file got no word)
     assert not_scored.describe().endswith("(set by hand; what it acts on is not scored yet for this decider (181 "
                                           f"requests of {calibration}): --score scores it)")
+    # a decider that fails while a hand-set threshold is rated names the threshold, not a rate the config lacks
+    from jevserve.gateway.decider import FixedDecider
+
+    with pytest.raises(ConfigError) as info:
+        resolve_operating_points(config(0.3), FixedDecider(fail=True), scores=ScoreCache(tmp_path / "other"),
+                                 rate_hand_thresholds=True)
+    said = str(info.value)
+    assert said.startswith("routes[0].harm.threshold: scoring the calibration requests with fixed failed")
+    assert "max_false_action_rate" not in said and "or give a threshold" not in said and "threshold stands" in said
 
 
 def write_jsonl(path, records):

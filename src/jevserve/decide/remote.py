@@ -145,6 +145,7 @@ class RemoteBackend(DecisionBackend):
         transport: httpx.AsyncBaseTransport | None = None,
         sync_transport: httpx.BaseTransport | None = None,
         key_setting: str = "--remote-key-env",
+        model_hint: str = "check --remote-model",
     ) -> None:
         parsed = httpx.URL(url) if "://" in url else None
         if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
@@ -153,6 +154,7 @@ class RemoteBackend(DecisionBackend):
             raise ValueError(f"need timeout_s > 0 and max_in_flight >= 1; got {timeout_s}, {max_in_flight}")
         self.url = str(parsed).rstrip("/").removesuffix("/v1")
         self.key_setting = key_setting  # where its user sets the key it sends, for a refused key's message
+        self.model_hint = model_hint  # what its user can do about a model the upstream does not serve
         self.model = model
         self.timeout_s = timeout_s
         self.max_in_flight = max_in_flight
@@ -431,7 +433,7 @@ class RemoteBackend(DecisionBackend):
             )
         if status == 404:
             return BackendError(
-                f"upstream {self.url} does not serve model {self.model!r} (404: {message}); check --remote-model"
+                f"upstream {self.url} does not serve model {self.model!r} (404: {message}); {self.model_hint}"
             )
         if 300 <= status < 400:  # "failed (307): " said nothing of where it pointed
             location = response.headers.get("location")
@@ -442,7 +444,9 @@ class RemoteBackend(DecisionBackend):
             rejected = UpstreamRejected(f"upstream rejected the request ({status}): {message}")
             rejected.status_code = status
             return rejected
-        return BackendError(f"upstream {self.url} failed ({status}): {message}")
+        failed = BackendError(f"upstream {self.url} failed ({status}): {message}")
+        failed.upstream_status = status  # a server error a patient caller (gateway calibration) may ask again
+        return failed
 
     @staticmethod
     def _assemble(

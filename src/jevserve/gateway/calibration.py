@@ -29,6 +29,7 @@ import difflib
 import gzip
 import hashlib
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -36,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from jevserve.gateway.decider import Decider
+from jevserve.gateway.decider import Ask, Decider
 from jevserve.gateway.errors import ConfigError
 from jevserve.gateway.policies.base import CacheCandidate, Policy, RequestView
 from jevserve.gateway.policies.tool_gate import ToolGate
@@ -184,6 +185,32 @@ def _check_messages(messages: list, whose: str) -> None:
                             "(OpenAI's chat roles: write 'human' as 'user')")
 
 
+PATIENT_TRIES = 6  # a calibration's decision call asked this often before the scoring stops
+PATIENT_BACKOFF_S = 1.0  # doubled after each try, unless the decider said how long to wait (its 429's Retry-After)
+
+
+def decide_patiently(decider: Decider, asks: Sequence[Ask], *, sleep: Callable[[float], None] = time.sleep) -> dict:
+    """`decider.decide_blocking(asks)`, asked again after a refusal for load (429: after its Retry-After), a server
+    error or a timeout, up to PATIENT_TRIES times: scoring a calibration file through a remote decider takes
+    minutes, and one 429 after 309 answered requests stopped it, keeping nothing (an outside tester's)."""
+    from jevserve.decide.remote import UpstreamTimeout
+    from jevserve.protocol.errors import BackendError, OverloadedError
+
+    wait_s = PATIENT_BACKOFF_S
+    for _ in range(PATIENT_TRIES - 1):
+        try:
+            return decider.decide_blocking(asks)
+        except (OverloadedError, UpstreamTimeout, BackendError) as exc:
+            passing = isinstance(exc, OverloadedError | UpstreamTimeout) or \
+                (getattr(exc, "upstream_status", 0) or 0) >= 500
+            if not passing:  # a refused key, a model not served: asking again gets the same answer
+                raise
+            told = getattr(exc, "retry_after_s", None)
+            sleep(told if told is not None else wait_s)
+            wait_s *= 2
+    return decider.decide_blocking(asks)
+
+
 def score_requests(
     decider: Decider,
     policy: Policy,
@@ -216,7 +243,7 @@ def _score_views(
         views = [view_of(r) for r in chunk]
         # each ask as the policy made it (a guard window keeps the text it is read within), under an id of its request
         asks = [replace(a, question_id=f"{i}|{a.question_id}") for i, v in enumerate(views) for a in policy.asks(v)]
-        answers = decider.decide_blocking(asks)
+        answers = decide_patiently(decider, asks)
         for i, view in enumerate(views):
             own = {k.partition("|")[2]: v for k, v in answers.items() if k.partition("|")[0] == str(i)}
             probability = policy.act(view, own).probability
@@ -243,7 +270,7 @@ def score_tool_calls(
             owners.append(r)
     scores = np.zeros(len(asks))
     for start in range(0, len(asks), BATCH):
-        answers = decider.decide_blocking(asks[start : start + BATCH])
+        answers = decide_patiently(decider, asks[start : start + BATCH])
         for offset, ask in enumerate(asks[start : start + BATCH]):
             scores[start + offset] = float(answers[ask.question_id][0])
         if done is not None:

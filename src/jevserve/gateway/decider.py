@@ -262,7 +262,9 @@ class RemoteDecider(LocalDecider):
     ) -> None:
         super().__init__(RemoteBackend(url, api_key=api_key, model=model, timeout_s=timeout_s, transport=transport,
                                        sync_transport=sync_transport,
-                                       key_setting="`decider_key_env` in the gateway's config"))
+                                       key_setting="`decider_key_env` in the gateway's config",
+                                       model_hint=f"a gateway asks a remote decider for {model!r}: serve the model "
+                                                  "under that name (`jevserve serve` does)"))
         self.name = f"remote:{url}"
         self.probing = False  # a probe is under way (recheck_decider)
         self.probed_at = 0.0

@@ -303,7 +303,7 @@ def resolve_operating_points(
                 )
                 if rate_hand_thresholds and policy_config.calibrated and policy_config.threshold is not None:
                     point = _rated_by_hand(point, route, key, policy_config, decider, config, files, scores, progress,
-                                           score_missing, where=rate_setting(index, key))
+                                           score_missing, where=f"routes[{index}].{key}.threshold")
                 points.append(point)
                 continue
             data = calibration_for(key, calibration_path(policy_config.calibration, config.calibration), files)
@@ -496,9 +496,12 @@ def _scores(
         try:
             found = score(decider, policy, negatives, route.input_limits(), tenths(doing, len(shapes), progress))
         except Exception as exc:  # a decider that cannot answer cannot place a threshold: say so, by name
+            # a hand-set threshold (rate None) is only being rated: it stands; what it would act on is not known
+            remedy = "make the decider answer, or give a threshold" if rate is not None else \
+                "make the decider answer to learn what share of it the threshold acts on (the threshold stands)"
             raise ConfigError(
                 f"{where}: scoring the calibration requests with "
-                f"{decider.name} failed ({type(exc).__name__}: {exc}); make the decider answer, or give a threshold"
+                f"{decider.name} failed ({type(exc).__name__}: {exc}); {remedy}"
             ) from exc
         found = kept_scores(found)  # as the cache keeps them: the same threshold whether scored now or read back
         if cache_key is not None:
