@@ -411,3 +411,34 @@ def test_calibration_asks_a_remote_decider_again_after_a_429_or_a_server_error_b
     with pytest.raises(Exception, match="a gateway asks a remote decider for 'jev-latest'") as info:
         decide_patiently(remote, asks()[:1], sleep=waits.append)
     assert "--remote-model" not in str(info.value)  # no such setting in a gateway
+
+
+def test_a_call_with_many_texts_leaves_room_for_the_calls_beside_it():
+    """One request of 300 tool results became 310 remote requests that held every slot, and ten ordinary requests
+    sent beside it were turned away (an outside tester's): a call takes at most a quarter of the slots at a time."""
+    served: list[str] = []
+
+    async def answer(request):
+        import json
+
+        body = json.loads(request.content)
+        await asyncio.sleep(0.01)
+        served.append(body["state"])
+        return httpx.Response(200, json={"model": "jev-latest", "usage": {"input_tokens": 1, "output_tokens": 0},
+                                         "answers": {q: {"type": "noul", "noul": 0.5} for q in body["questions"]}})
+
+    remote = RemoteDecider("http://decider.test", transport=httpx.MockTransport(answer))
+    big = [ask(f"guard|{i}", f"tool result {i}", INJECTION) for i in range(100)]
+    small = [ask("guard", "an ordinary question", INJECTION)]
+
+    async def scenario():
+        try:
+            first = asyncio.ensure_future(remote.decide(big))
+            await asyncio.sleep(0)  # the big call's requests are queued first
+            await remote.decide(small)
+            await first
+        finally:
+            await remote.aclose()
+
+    asyncio.run(scenario())
+    assert served.index("an ordinary question") < 16  # not behind the big call's 100

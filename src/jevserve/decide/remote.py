@@ -62,6 +62,7 @@ from jevserve.protocol.answers import (
 
 DEFAULT_REMOTE_TIMEOUT_S = 8.0  # below the SDK's DEFAULT_TIMEOUT_S, so the client does not give up first
 DEFAULT_MAX_IN_FLIGHT = 32
+PER_CALL_SHARE = 4  # one decision call's requests take at most 1/PER_CALL_SHARE of the slots (decide_async)
 CARD_TIMEOUT_S = 3.0  # how long a starting server waits for the upstream's model listing
 RECHECK_S = 5.0  # how often /healthz may ask a failing upstream again
 UNKNOWN_RELEASE_DATE = "1970-01-01"  # what the card says until the upstream's listing gives the date
@@ -270,9 +271,13 @@ class RemoteBackend(DecisionBackend):
         """One upstream request per distinct state, all at once, under one deadline of `timeout_s`."""
         http, slots = self._async_client()
         groups = _by_state(items)
+        # one call's requests take at most a quarter of the shared slots at a time, so other calls' requests queue
+        # between them: a call of 310 texts (one agent step's tool results) held every slot and turned every other
+        # client's decisions away for want of time (an outside tester's)
+        own = asyncio.Semaphore(max(1, self.max_in_flight // PER_CALL_SHARE))
 
         async def ask(state: str, indices: list[int]) -> tuple[list[np.ndarray], int]:
-            async with slots:
+            async with own, slots:
                 try:
                     request = http.build_request("POST", "/v1/systemone", json=self._payload(state, indices, items))
                     response = await http.send(request, stream=True)
