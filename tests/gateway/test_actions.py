@@ -692,7 +692,7 @@ def test_route_sends_the_cheap_model_and_the_thinking_switch():
     assert second["model"] == "large" and second["chat_template_kwargs"] == {"enable_thinking": False}
 
 
-def test_decider_down_falls_back_per_decision_and_never_answers_5xx():
+def test_decider_down_falls_back_per_decision_open_forwards_closed_answers_503():
     decider = FixedDecider({"guard": 0.99}, fail=True)
     app, _, upstreams = make_app({"guard": {"fallback": "open"}, "harm": {"fallback": "open"}}, decider=decider)
     response = post(app, HI)
@@ -701,9 +701,13 @@ def test_decider_down_falls_back_per_decision_and_never_answers_5xx():
     assert "guard=allow!fallback" in response.headers["x-jevserve-decisions"]
     app, _, _ = make_app({"guard": {"fallback": "closed"}}, decider=FixedDecider({}, fail=True))
     closed = post(app, HI)
-    assert closed.status_code == 400
-    assert "fallback closed" in closed.json()["error"]["message"]
-    assert "reads as" not in closed.json()["error"]["message"]  # no answer was read: nothing is said it read as
+    # the decider's outage, not the client's text: a 503 clients retry, not a 400 content_policy_violation
+    # (an outside tester's; clients never retry a 400, and its code told them their text was at fault)
+    assert closed.status_code == 503 and closed.headers["retry-after"] == "5"
+    error = closed.json()["error"]
+    assert error["code"] == "decider_unavailable" and "fallback is closed" in error["message"]
+    assert "fixed decider set to fail" in error["message"]
+    assert "reads as" not in error["message"]  # no answer was read: nothing is said it read as
 
 
 def test_slow_decider_times_out_into_the_fallback_when_asked_to():

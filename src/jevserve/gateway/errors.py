@@ -6,6 +6,7 @@ GatewayError                  an HTTP answer other than 2xx: status, OpenAI `typ
 ├── RequestTimeoutError       408 invalid_request_error: the body stalled past `body_timeout_s`
 ├── UnknownModelError         404 model_not_found
 ├── BlockedError              400 content_policy_violation: a decision blocked the request
+├── DeciderUnavailableError   503 decider_unavailable, with Retry-After: a closed fallback refused, no answer read
 ├── RateLimitedError          429 rate_limit_exceeded, with Retry-After: the client's rate limit
 │   └── OverloadedError       429 gateway_overloaded, with Retry-After: the decider or every upstream queue is full
 │       └── UpstreamsBusyError    the upstreams' queues: with the attempts, for the log and the metrics
@@ -77,6 +78,18 @@ class BlockedError(GatewayError):
     status_code = 400
     error_type = "invalid_request_error"
     code = "content_policy_violation"
+
+
+class DeciderUnavailableError(GatewayError):
+    """A decision with `fallback: closed` refused the request because the decider gave no answer (down, failing):
+    the service's state, not the client's text, so a 503 a client retries, not a 400 it never does."""
+
+    status_code = 503
+    error_type = "api_error"
+    code = "decider_unavailable"
+
+    def __init__(self, message: str, *, retry_after_s: float) -> None:
+        super().__init__(message, headers={"Retry-After": str(max(1, math.ceil(retry_after_s)))})
 
 
 class RateLimitedError(GatewayError):
