@@ -225,6 +225,20 @@ def test_a_streamed_request_whose_client_leaves_while_queued_gives_up_its_place_
     ("/v1/chat/completions", chat("hi", tools=[1]), 400, "tools"),
     ("/v1/chat/completions", chat("hi", stream=True, stream_options={"continuous_usage_stats": "x"}), 400,
      "stream_options.continuous_usage_stats"),
+    # what a model would honour and filler text cannot, answered 200 for an outside tester
+    ("/v1/chat/completions", chat("hi", response_format={"type": "json_object"}), 400, "response_format"),
+    ("/v1/chat/completions", chat("hi", response_format={"type": "json_schema", "json_schema": {}}), 400,
+     "response_format"),
+    ("/v1/chat/completions", chat("hi", guided_json={"type": "object"}), 400, "guided_json"),
+    ("/v1/chat/completions", chat("hi", tools=[{"type": "function", "function": {"name": "f"}}],
+                                  tool_choice="required"), 400, "tool_choice"),
+    ("/v1/chat/completions", chat("hi", tool_choice={"type": "function", "function": {"name": "f"}}), 400,
+     "tool_choice"),
+    ("/v1/completions", {"model": MODEL, "prompt": "hi", "suffix": "end"}, 400, "suffix"),
+    ("/v1/chat/completions", chat("hi", presence_penalty=5), 400, "presence_penalty"),
+    ("/v1/chat/completions", chat("hi", frequency_penalty=-2.5), 400, "frequency_penalty"),
+    # vLLM's default max_tokens is the context's room: a min_tokens past it is refused, not run to the end
+    ("/v1/chat/completions", chat("hi", min_tokens=100_000), 400, "min_tokens"),
 ])
 def test_bad_requests_get_a_4xx_naming_the_field(path, body, status, param):
     async def scenario():
@@ -233,6 +247,39 @@ def test_bad_requests_get_a_4xx_naming_the_field(path, body, status, param):
 
     response = asyncio.run(scenario())
     assert response.status_code == status and response.json()["error"]["param"] == param
+
+
+def test_what_the_engine_can_honour_is_taken_and_a_huge_count_is_said_readably():
+    async def scenario():
+        async with serve() as (url, _), httpx.AsyncClient(base_url=url) as client:
+            fine = [await client.post("/v1/chat/completions", json=chat("hi", max_tokens=2, **extra)) for extra in (
+                {"response_format": {"type": "text"}}, {"tool_choice": "auto"}, {"tool_choice": "none"},
+                {"presence_penalty": 2.0, "frequency_penalty": -2.0}, {"min_tokens": 2})]
+            huge = await client.post("/v1/chat/completions", json=chat("hi", max_tokens=1e308))
+            return fine, huge
+
+    fine, huge = asyncio.run(scenario())
+    assert [r.status_code for r in fine] == [200] * 5
+    message = huge.json()["error"]["message"]
+    assert huge.status_code == 400 and "1e+308" in message and len(message) < 200  # not 309 digits
+
+
+def test_continuous_usage_stats_put_the_usage_so_far_in_every_chunk():
+    async def scenario():
+        async with serve(speedup=20.0) as (url, _), httpx.AsyncClient(base_url=url) as client:
+            return await events(client, "/v1/chat/completions", chat(
+                "Count", max_tokens=6, stream=True,
+                stream_options={"include_usage": True, "continuous_usage_stats": True}))
+
+    chunks = asyncio.run(scenario())[:-1]  # without [DONE]
+    assert all(c["usage"] is not None for c in chunks)  # a silent null in each was what vLLM does not send
+    counts = [c["usage"]["completion_tokens"] for c in chunks]
+    assert counts == sorted(counts) and counts[0] == 0 and counts[-1] == 6
+    words = 0
+    for chunk in chunks[1:-2]:  # each text chunk counts the tokens sent so far, its own included
+        words += len(chunk["choices"][0]["delta"]["content"].split())
+        assert chunk["usage"]["completion_tokens"] == words
+        assert chunk["usage"]["prompt_tokens"] == chunks[-1]["usage"]["prompt_tokens"]
 
 
 def test_max_tokens_written_as_a_whole_float_is_taken_as_vllm_takes_it():

@@ -118,6 +118,11 @@ def test_a_trace_sends_its_own_rows_and_refuses_num_requests(tmp_path, capsys):
     trace.write_text('{"prompt_tokens": 5, "output_tokens": 3}\n')
     assert _exit_code(["sim", "run", "--workload", str(trace), "--num-requests", "5"]) == 2
     assert "a trace file's rows are the requests" in capsys.readouterr().err
+    # and its send times take no rate (an outside tester's --rate 5 beside --arrivals trace went unsaid)
+    trace.write_text('{"prompt_tokens": 5, "output_tokens": 3, "arrival_s": 0.5}\n')
+    assert _exit_code(["sim", "run", "--workload", str(trace), "--arrivals", "trace", "--rate", "5"]) == 2
+    assert "--rate would be ignored: --arrivals trace sends each request at its arrival_s" in capsys.readouterr().err
+    assert _exit_code(["sim", "run", "--workload", str(trace), "--rate", "5"]) == 0
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,12 @@ SHUTDOWN_ERROR = {"error": {"message": "the engine is shutting down: the reply w
 SHUTDOWN_EVENT = ("data: " + json.dumps(SHUTDOWN_ERROR) + "\n\n").encode()
 
 
+def _count(n: int) -> str:
+    """A token count as an error says it: in full, unless past any real context (a `max_tokens` of 1e308 is an
+    integer of 309 digits), then in scientific notation."""
+    return f"{n:,}" if n < 10**15 else f"{float(n):.3g}"
+
+
 def _sse(data: dict) -> str:
     return "data: " + json.dumps(data, separators=(",", ":")) + "\n\n"
 
@@ -158,9 +164,15 @@ def create_app(engine: LiveEngine, lengths: ReplyLengths, *, model_name: str, ma
         if asked > limit:
             # the field at fault: the prompt when it leaves no room for one token, else the reply's max_tokens
             at_fault = "max_tokens" if completion.max_tokens and num_prompt < limit else completion.prompt_param
-            raise RequestError(f"this model's maximum context length is {limit} tokens; the request has {asked} "
-                               f"({num_prompt} in the prompt, {completion.max_tokens or 1} in the reply)",
-                               param=at_fault)
+            raise RequestError(f"this model's maximum context length is {limit} tokens; the request has "
+                               f"{_count(asked)} ({num_prompt} in the prompt, {_count(completion.max_tokens or 1)} "
+                               "in the reply)", param=at_fault)
+        if completion.max_tokens is None and completion.min_tokens > limit - num_prompt:
+            # vLLM fills in max_tokens (the room the context leaves) before it checks min_tokens against it: held
+            # to the context's end instead, a min_tokens of 100,000 kept a connection open for 170 s
+            raise RequestError(f"min_tokens={_count(completion.min_tokens)} is over the {limit - num_prompt} tokens "
+                               f"the context leaves for the reply ({limit} - {num_prompt} in the prompt)",
+                               param="min_tokens")
         reply, source = lengths.reply_tokens(completion.prompt_text, num_prompt, completion.max_tokens,
                                              min_tokens=completion.min_tokens, ignore_eos=completion.ignore_eos)
         finish_reason = "length" if source in ("max_tokens", "max_model_len") else "stop"
@@ -188,11 +200,19 @@ def create_app(engine: LiveEngine, lengths: ReplyLengths, *, model_name: str, ma
 
     async def _stream(live: LiveRequest, writer: ResponseWriter) -> AsyncIterator[str]:
         sent = chars = 0
+        continuous = writer.completion.continuous_usage
+        prompt_tokens = live.spec.num_prompt_tokens
+
+        def text_chunk(text: str) -> str:  # usage so far in each chunk where asked (continuous_usage_stats)
+            if continuous:
+                return _sse(writer.chunk(text, usage=writer.usage(prompt_tokens, sent)))
+            return writer.text_chunk_sse(text)
+
         try:
             if writer.completion.chat:
-                yield _sse(writer.chunk("", first=True))
+                yield _sse(writer.chunk("", first=True, usage=writer.usage(prompt_tokens, 0)))
             elif writer.completion.echo:
-                yield writer.text_chunk_sse(writer.completion.echo)
+                yield text_chunk(writer.completion.echo)
             while True:
                 await live.wake.wait()
                 live.wake.clear()
@@ -202,12 +222,12 @@ def create_app(engine: LiveEngine, lengths: ReplyLengths, *, model_name: str, ma
                     text = filler_text(sent, live.num_visible)
                     if live.text_chars is not None:  # never past a stop string, not even its first part
                         text = text[: max(0, live.text_chars - chars)]
+                    sent, chars = live.num_visible, chars + len(text)  # before the chunk: its usage counts them
                     if text:
-                        yield writer.text_chunk_sse(text)
-                    sent, chars = live.num_visible, chars + len(text)
+                        yield text_chunk(text)
                 if live.finished:
                     break
-            yield _sse(writer.chunk("", live.finish_reason))
+            yield _sse(writer.chunk("", live.finish_reason, usage=writer.usage(prompt_tokens, live.num_generated)))
             if writer.completion.include_usage:
                 yield _sse(writer.usage_chunk(writer.usage(live.spec.num_prompt_tokens, live.num_generated)))
             yield "data: [DONE]\n\n"

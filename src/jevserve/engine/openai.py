@@ -45,6 +45,7 @@ class Completion:
     prompt_param: str = "messages"  # the field holding the prompt, named by errors about its length
     min_tokens: int = 0  # vLLM's: the reply runs at least this long, and no stop string ends it before
     ignore_eos: bool = False  # vLLM's: the reply runs to max_tokens (or the context's room), never ending itself
+    continuous_usage: bool = False  # `stream_options.continuous_usage_stats` with usage: usage in every chunk
 
 
 # the content parts a text model's chat template reads, and the field each keeps its text in (vLLM's parser takes
@@ -117,6 +118,10 @@ def _stop_strings(body: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(stop)
 
 
+# vLLM's guided-decoding fields (older names and the current one): output this engine cannot constrain
+GUIDED_FIELDS = ("guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs")
+
+
 def _refuse_unsupported(body: Mapping[str, Any]) -> None:
     """What a model would answer and a simulated engine cannot: a 400 saying so, never a silent `null`. Chat's
     `logprobs` is a switch (false asks for nothing); completions' is a count, and 0 asks for the sampled token's."""
@@ -131,6 +136,23 @@ def _refuse_unsupported(body: Mapping[str, Any]) -> None:
     if asked:
         raise RequestError(f"{asked[0]}: this engine is simulated and samples no tokens from a model, so it has no "
                            "log probabilities to return; leave the field out", param=asked[0])
+    # a reply shaped by a format or a tool it cannot write: filler text under a 200 would read as the model's
+    # answer (an outside tester's json_object got "[jevserve engine: ", tool_choice "required" no call)
+    response_format = body.get("response_format")
+    kind = response_format.get("type") if isinstance(response_format, Mapping) else response_format
+    if response_format is not None and kind != "text":
+        raise RequestError(f"response_format {json.dumps(kind)}: this engine writes filler text, not structured "
+                           "output; leave response_format out (or give type text)", param="response_format")
+    for name in GUIDED_FIELDS:
+        if body.get(name) is not None:
+            raise RequestError(f"{name}: this engine writes filler text and cannot follow a guide; leave it out",
+                               param=name)
+    tool_choice = body.get("tool_choice")
+    if tool_choice is not None and tool_choice not in ("auto", "none"):
+        raise RequestError(f"tool_choice {json.dumps(tool_choice)}: this engine writes no tool calls, so it cannot "
+                           "force one; give tool_choice auto or none, or leave it out", param="tool_choice")
+    if body.get("suffix") is not None:  # vLLM's completions server: "suffix is not currently supported"
+        raise RequestError("suffix is not supported (nor by vLLM); leave it out", param="suffix")
 
 
 def parse_body(raw: bytes) -> Any:
@@ -202,6 +224,8 @@ def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
     _refuse_unsupported(body)
     _number_field(body, "temperature", 0.0, float("inf"))  # vLLM's bound (OpenAI's stops at 2)
     _number_field(body, "top_p", 0.0, 1.0, low_open=True)
+    for penalty in ("presence_penalty", "frequency_penalty"):  # OpenAI's and vLLM's bounds
+        _number_field(body, penalty, -2.0, 2.0)
     stop = _stop_strings(body)
     include_stop = body.get("include_stop_str_in_output", False)
     if not isinstance(include_stop, bool):
@@ -226,6 +250,8 @@ def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
             raise RequestError(f"stream_options.{flag}={json.dumps(options[flag])}; expected true or false",
                                param=f"stream_options.{flag}")
     include_usage = options.get("include_usage")
+    # vLLM: usage in every chunk, when usage is asked for at all
+    continuous_usage = bool(include_usage) and bool(options.get("continuous_usage_stats"))
     seed = _int_field(body, "seed")  # sampling here ignores it, but vLLM refuses one that is no 64-bit integer
     if seed is not None and not -(2**63) <= seed < 2**63:
         raise RequestError(f"seed={seed}; expected a 64-bit integer", param="seed")
@@ -243,7 +269,7 @@ def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
     priority = _int_field(body, "priority") or 0
     return Completion(chat, tuple(texts), prompt_text, token_ids, max_tokens, stream,
                       bool(include_usage), priority, stop, include_stop, echo,
-                      "messages" if chat else "prompt", min_tokens, ignore_eos)
+                      "messages" if chat else "prompt", min_tokens, ignore_eos, continuous_usage)
 
 
 class ResponseWriter:
@@ -290,12 +316,13 @@ class ResponseWriter:
                                          "\n\n").split(json.dumps(marker))
         return template[0] + json.dumps(text) + template[1]
 
-    def chunk(self, text: str, finish_reason: str | None = None, *, first: bool = False) -> dict[str, Any]:
-        """One chunk of a stream."""
+    def chunk(self, text: str, finish_reason: str | None = None, *, first: bool = False,
+              usage: dict[str, int] | None = None) -> dict[str, Any]:
+        """One chunk of a stream; `usage` so far where the request asked for continuous usage stats."""
         body = {"id": self.id, "object": self._object(True), "created": self.created, "model": self.model,
                 "choices": [self._choice(text, finish_reason, chunk=True, first=first)]}
         if self.completion.include_usage:
-            body["usage"] = None
+            body["usage"] = usage if self.completion.continuous_usage else None
         return body
 
     def usage_chunk(self, usage: dict[str, int]) -> dict[str, Any]:

@@ -149,6 +149,8 @@ def _run_ignored_flags(argv: list[str]) -> None:
         ("--output-dist", workload == "synthetic", "it sets the lengths of `--workload synthetic`"),
         ("--split", workload == "sharegpt", "it picks the ShareGPT split of `--workload sharegpt`"),
         ("--num-requests", not trace, "a trace file's rows are the requests; cut the file to send fewer"),
+        ("--rate", flag_value(argv, "--arrivals", "poisson") != "trace",
+         "--arrivals trace sends each request at its arrival_s in the trace; scale those to send faster"),
     ])
 
 
