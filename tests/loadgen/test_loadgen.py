@@ -39,6 +39,7 @@ def stub_app(*, fail_every: int = 0, hang: bool = False, error_event: dict | Non
                                      f"{name}_count {n}\n{name}_sum {n * server_ttft_s}\n")
 
     app.state.posts = 0
+    app.state.bodies = []
     counter = itertools.count(1)
 
     @app.get("/v1/models")
@@ -51,6 +52,7 @@ def stub_app(*, fail_every: int = 0, hang: bool = False, error_event: dict | Non
     async def completions(request: Request):
         body = await request.json()
         app.state.posts += 1
+        app.state.bodies.append(body)
         if fail_every and next(counter) % fail_every == 0:
             return JSONResponse({"error": {"message": "boom"}}, status_code=500)
 
@@ -289,10 +291,49 @@ def test_an_unwritable_result_dir_is_refused_before_the_run(tmp_path, capsys):
     assert app.state.posts == 0 and "completed / failed" not in captured.out  # refused before the run
 
 
-def test_arrival_processes_loadgen_cannot_take_are_not_offered(capsys):
+def test_an_unknown_arrival_process_is_refused_naming_the_ones_there_are(capsys):
     assert _exit_code(["loadgen", "--model", "m", "--arrival-process", "weird"]) == 2
-    err = capsys.readouterr().err
-    assert "unknown arrival process 'weird'" in err and "trace" not in err
+    assert "unknown arrival process 'weird'" in capsys.readouterr().err
+
+
+def test_a_trace_file_is_replayed_at_its_own_times_with_its_lengths(tmp_path, capsys):
+    """loadgen took only ShareGPT and random prompts, so a `sim run --workload trace.jsonl` prediction could not be
+    checked against a live server (an outside tester's)."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"request_id": "a", "arrival_s": 10.0, "prompt_tokens": 5, "output_tokens": 3},
+        {"request_id": "b", "arrival_s": 10.2, "prompt_tokens": 2, "output_tokens": 4},
+        {"request_id": "c", "arrival_s": 10.4, "prompt_tokens": 7, "output_tokens": 2}]))
+    app = stub_app()
+    base = ["--dataset-name", "trace", "--dataset-path", str(trace), "--disable-tqdm"]
+    with Served(app) as url:
+        assert main(["loadgen", "--base-url", url, *base, "--arrival-process", "trace", "--save-result",
+                     "--result-dir", str(tmp_path), "--result-filename", "run.json"]) == 0
+        data = json.loads((tmp_path / "run.json").read_text())
+        assert data["arrival_process"] == "trace" and data["request_rate"] == "the trace's"
+        assert [r["request_id"] for r in data["requests"]] == ["a", "b", "c"]
+        sent = [r["send_s"] for r in data["requests"]]
+        assert sent[0] < 0.1 and sent[2] - sent[0] == pytest.approx(0.4, abs=0.1)  # its own gaps, from 0
+        assert [len(b["prompt"].split()) for b in app.state.bodies] == [5, 2, 7]
+        assert [b["max_tokens"] for b in app.state.bodies] == [3, 4, 2]
+        capsys.readouterr()
+        assert main(["loadgen", "--base-url", url, *base, "--request-rate", "50"]) == 0  # generated times instead
+        assert "note: the trace's own send times are replaced by poisson arrivals at 50 req/s" in \
+            capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--dataset-name", "trace"], "--dataset-name trace needs --dataset-path FILE"),
+    (["--dataset-name", "trace", "--dataset-path", "t.jsonl", "--num-prompts", "5"], "--num-prompts would be ignored"),
+    (["--dataset-name", "trace", "--dataset-path", "t.jsonl", "--arrival-process", "trace", "--request-rate", "5"],
+     "--request-rate would be ignored"),
+    (["--arrival-process", "trace"], "--dataset-name sharegpt has no send times"),
+    (["--dataset-path", "t.jsonl"], "--dataset-path would be ignored"),
+    (["--random-input-len", "5"], "--random-input-len would be ignored"),
+])
+def test_trace_flags_that_cannot_apply_are_refused(argv, said, capsys):
+    assert _exit_code(["loadgen", "--model", "m", *argv]) == 2
+    assert said in capsys.readouterr().err
 
 
 def test_a_result_dir_under_a_file_says_so_in_the_commands_words(tmp_path, capsys):

@@ -86,8 +86,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="openai: /v1/completions; openai-chat: /v1/chat/completions (default: %(default)s)")
     p.add_argument("--endpoint", default=None, help="API path (default: the backend's)")
     p.add_argument("--model", default=None, help="model name to send (default: the first of /v1/models)")
-    p.add_argument("--dataset-name", choices=("sharegpt", "random"), default="sharegpt",
-                   help="sharegpt: the simulator's seeded ShareGPT sample; random: filler prompts (default: sharegpt)")
+    p.add_argument("--dataset-name", choices=("sharegpt", "random", "trace"), default="sharegpt",
+                   help="sharegpt: the simulator's seeded ShareGPT sample; random: filler prompts; trace: the rows "
+                        "of --dataset-path, a trace file as `jevserve sim run --workload` reads (default: sharegpt)")
+    p.add_argument("--dataset-path", type=Path, default=None,
+                   help="trace: a .jsonl or .csv file of request_id, prompt_tokens, output_tokens and, for "
+                        "--arrival-process trace, arrival_s (docs/sim.md, Other workloads)")
     p.add_argument("--sharegpt-split", choices=("all", "train", "test"), default="test",
                    help="which ShareGPT conversations (default: test, as the simulator's experiments)")
     p.add_argument("--num-prompts", type=positive_int("--num-prompts"), default=1000,
@@ -100,9 +104,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="mean requests per second; inf sends all at once (default: inf)")
     p.add_argument("--burstiness", type=positive_float("--burstiness"), default=1.0,
                    help="Gamma shape of the gaps: 1 is Poisson, lower is burstier (default: 1)")
-    p.add_argument("--arrival-process", type=arrivals_arg(allow_trace=False), default=None,
+    p.add_argument("--arrival-process", type=arrivals_arg(allow_trace=True), default=None,
                    help="poisson, gamma:CV or an on-off process mmpp:BURST_RATIO:BURST_SHARE:MEAN_PHASE_GAPS "
-                   "(trailing fields left out take 4, 0.2 and 100; overrides --burstiness)")
+                   "(trailing fields left out take 4, 0.2 and 100; overrides --burstiness), or trace: the "
+                   "arrival_s of --dataset-name trace's rows")
     p.add_argument("--max-concurrency", type=positive_int("--max-concurrency"), default=None,
                    help="at most this many requests in flight (default: no limit)")
     p.add_argument("--seed", type=seed_arg, default=0, help="seed of the sample and the arrivals (default: 0)")
@@ -131,10 +136,23 @@ NOT_SAVED = ("without --save-result a finished run writes nothing (an interrupte
 
 
 def _ignored_flags(argv: list[str]) -> None:
-    from jevserve.argtypes import flags_given, refuse_ignored
+    from jevserve.argtypes import UsageError, flag_value, flags_given, refuse_ignored
 
     given = flags_given(argv)
+    dataset = flag_value(argv, "--dataset-name", "sharegpt")
+    trace_times = flag_value(argv, "--arrival-process", "") == "trace"
+    if dataset == "trace" and "--dataset-path" not in given:
+        raise UsageError("--dataset-name trace needs --dataset-path FILE (a .jsonl or .csv trace)")
+    if trace_times and dataset != "trace":
+        raise UsageError(f"--arrival-process trace sends the rows of --dataset-name trace at their arrival_s; "
+                         f"--dataset-name {dataset} has no send times")
     refuse_ignored(argv, [
+        ("--dataset-path", dataset == "trace", "it is the file of --dataset-name trace"),
+        ("--num-prompts", dataset != "trace", "a trace file's rows are the requests; cut the file to send fewer"),
+        ("--request-rate", not trace_times, "--arrival-process trace sends each row at its arrival_s"),
+        ("--sharegpt-split", dataset == "sharegpt", "it picks the ShareGPT split of --dataset-name sharegpt"),
+        ("--random-input-len", dataset == "random", "it sets the prompts of --dataset-name random"),
+        ("--random-output-len", dataset == "random", "it sets the replies of --dataset-name random"),
         ("--host", "--base-url" not in given, "--base-url names the server"),
         ("--port", "--base-url" not in given, "--base-url names the server"),
         ("--result-dir", "--save-result" in given, NOT_SAVED),
@@ -197,10 +215,23 @@ def _result_path(args: argparse.Namespace, date: str) -> Path:
 
 def _requests(args: argparse.Namespace) -> tuple[list[PlannedRequest], str]:
     """The planned requests and the name of their arrival process."""
-    from jevserve.loadgen.workload import plan_requests, random_requests, send_times, sharegpt_requests
+    from jevserve.loadgen.workload import (
+        plan_requests,
+        random_requests,
+        send_times,
+        sharegpt_requests,
+        trace_requests,
+    )
 
     if args.dataset_name == "sharegpt":
         items = sharegpt_requests(args.num_prompts, seed=args.seed, split=args.sharegpt_split)
+    elif args.dataset_name == "trace":
+        items, own_times = trace_requests(args.dataset_path, seed=args.seed)
+        if args.arrival_process == "trace":
+            return plan_requests(items, own_times), "trace"
+        if own_times.size and own_times.max() > 0:
+            print(f"note: the trace's own send times are replaced by {_arrivals_said(args)}; pass --arrival-process "
+                  "trace to replay them", file=sys.stderr)
     else:
         items = random_requests(args.num_prompts, input_len=args.random_input_len,
                                 output_len=args.random_output_len, seed=args.seed)
@@ -208,6 +239,13 @@ def _requests(args: argparse.Namespace) -> tuple[list[PlannedRequest], str]:
     cv = 1.0 / math.sqrt(args.burstiness)
     return plan_requests(items, send_times(len(items), request_rate=args.request_rate, process=process,
                                            seed=args.seed, cv=cv)), process
+
+
+def _arrivals_said(args: argparse.Namespace) -> str:
+    """The generated arrivals, as a note names them."""
+    if math.isinf(args.request_rate):
+        return "sending every request at once (--request-rate inf)"
+    return f"{args.arrival_process or 'poisson'} arrivals at {args.request_rate:g} req/s"
 
 
 def _write_result(path: Path, data: dict, results: list[RequestResult], table: str, interrupted: bool) -> None:
@@ -316,14 +354,16 @@ def _finish(args: argparse.Namespace, results, interrupted: bool, *, url: str, e
     from jevserve.loadgen.report import build_report, keeps_up_note, markdown, report_dict
     from jevserve.loadgen.server_metrics import disagreement, read_server_ttft, server_mean_ttft_ms
 
+    timed = math.isfinite(args.request_rate) or process == "trace"  # sent over time, not all at once
     report = build_report(results, slo=slo, speedup=args.speedup, interrupted=interrupted,
-                          percentiles=args.metric_percentiles, judge_steady=math.isfinite(args.request_rate))
+                          percentiles=args.metric_percentiles, judge_steady=timed)
     server_after = read_server_ttft(url) if server_before is not None else None
     server_ms = server_mean_ttft_ms(server_before, server_after)
     settings = {"date": date, "base_url": url, "endpoint": endpoint,
                 "backend": args.backend, "model": model, "dataset_name": args.dataset_name,
-                "request_rate": args.request_rate if math.isfinite(args.request_rate) else "inf",
-                "arrival_process": process if math.isfinite(args.request_rate) else "all at once",
+                "request_rate": args.request_rate if math.isfinite(args.request_rate) else
+                ("the trace's" if process == "trace" else "inf"),
+                "arrival_process": process if timed else "all at once",
                 "burstiness": args.burstiness, "max_concurrency": args.max_concurrency, "seed": args.seed,
                 "speedup": args.speedup, "slo": goals, "server_mean_ttft_ms": server_ms}
     table = markdown(report, settings)

@@ -2,8 +2,10 @@
 
 `sharegpt` takes the simulator's ShareGPT sample (the same seeded requests `jevserve sim run` simulates) with their
 first human turn as the prompt and their recorded reply length as `max_tokens` (as `vllm bench serve` does);
-`random` makes prompts of `--random-input-len` filler words. Send times come from the simulator's arrival processes
-(`jevserve.sim.arrivals`), or all at once at an infinite rate.
+`random` makes prompts of `--random-input-len` filler words; `trace` reads a trace file of `jevserve sim run
+--workload` (its rows' prompt lengths as filler words, their reply lengths as `max_tokens`). Send times come from the
+simulator's arrival processes (`jevserve.sim.arrivals`), a trace's own `arrival_s`, or all at once at an infinite
+rate.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import numpy as np
 from jevserve.sim.arrivals import make_arrivals
 from jevserve.sim.errors import WorkloadError
 from jevserve.sim.workloads.sharegpt import read_pairs, sample_sharegpt
+
+FILLER_WORDS = ("alpha", "beta", "gamma", "delta", "echo", "foxtrot", "golf", "hotel")  # about a token each
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,9 +52,23 @@ def random_requests(num_prompts: int, *, input_len: int, output_len: int,
                     seed: int) -> list[tuple[str, str, None, int]]:
     """Prompts of `input_len` words (about as many tokens) and replies of `output_len` tokens."""
     rng = np.random.default_rng(seed)
-    words = ("alpha", "beta", "gamma", "delta", "echo", "foxtrot", "golf", "hotel")
-    return [(f"random-{i}", " ".join(rng.choice(words, size=input_len)), None, output_len)
+    return [(f"random-{i}", " ".join(rng.choice(FILLER_WORDS, size=input_len)), None, output_len)
             for i in range(num_prompts)]
+
+
+def trace_requests(path: Path, *, seed: int) -> tuple[list[tuple[str, str, int, int]], np.ndarray]:
+    """(request id, prompt text, prompt tokens, reply tokens) of a trace file (`jevserve sim run --workload`'s
+    format: request_id, prompt_tokens, output_tokens and optionally arrival_s), every row in the trace's order,
+    with a prompt of as many filler words as the row's prompt tokens (about as many tokens); and the rows' own
+    send times, shifted to start at 0 (zeros where the trace has none)."""
+    from jevserve.sim.workloads.trace import read_trace
+
+    rows = read_trace(path, need_arrival=False)
+    rng = np.random.default_rng(seed)
+    items = [(r.request_id, " ".join(rng.choice(FILLER_WORDS, size=r.num_prompt_tokens)), r.num_prompt_tokens,
+              r.num_output_tokens) for r in rows]
+    times = np.array([r.arrival_s for r in rows], dtype=float)
+    return items, times - times.min() if times.size else times
 
 
 def send_times(num_prompts: int, *, request_rate: float, process: str, seed: int, cv: float) -> np.ndarray:
