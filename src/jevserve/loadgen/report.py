@@ -165,9 +165,11 @@ def keeps_up_note(report: LoadgenReport, *, max_concurrency: int | None = None) 
 
 def markdown(report: LoadgenReport, settings: dict) -> str:
     """A markdown table of the replay's results."""
+    rate = settings.get("request_rate", "?")
+    sent = "at the trace's own send times" if settings.get("arrival_process") == "trace" else f"rate {rate} req/s"
     lines = [f"Load generator: {report.num_planned} requests to "
-             f"{settings.get('base_url', '?')} ({settings.get('dataset_name', '?')}, rate "
-             f"{settings.get('request_rate', '?')} req/s, speedup {settings.get('speedup', 1)}"
+             f"{settings.get('base_url', '?')} ({settings.get('dataset_name', '?')}, {sent}, "
+             f"speedup {settings.get('speedup', 1)}"
              + ("; times, rates and throughputs in the server's seconds, the wall clock's times the speedup"
                 if settings.get("speedup", 1) != 1 else "") + ")", "",
              "| metric | value |", "|---|---|",
