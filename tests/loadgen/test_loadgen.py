@@ -311,7 +311,7 @@ def test_a_trace_file_is_replayed_at_its_own_times_with_its_lengths(tmp_path, ca
                      "--result-dir", str(tmp_path), "--result-filename", "run.json"]) == 0
         data = json.loads((tmp_path / "run.json").read_text())
         assert data["arrival_process"] == "trace" and data["request_rate"] == "the trace's"
-        assert "(trace, at the trace's own send times, speedup 1)" in (tmp_path / "run.md").read_text()
+        assert "(trace, at the trace's own send times, speedup 1.0)" in (tmp_path / "run.md").read_text()
         assert [r["request_id"] for r in data["requests"]] == ["a", "b", "c"]
         sent = [r["send_s"] for r in data["requests"]]
         assert sent[0] < 0.1 and sent[2] - sent[0] == pytest.approx(0.4, abs=0.1)  # its own gaps, from 0
