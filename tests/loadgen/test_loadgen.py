@@ -190,6 +190,8 @@ def test_the_command_line_writes_json_and_markdown_with_vllm_named_flags(tmp_pat
     assert data["model"] == "stub" and data["arrival_process"] == "gamma" and data["slo"] == {"ttft": 500, "tpot": 50}
     assert math.isfinite(data["ttft_ms"]["p99"]) and "p95" in data["percentiles_ms"]["ttft"]
     assert len(data["requests"]) == 40 and data["requests_time_unit"].startswith("wall seconds")
+    # each request's gaps between chunks, so that ITL can be recomputed afterwards (vLLM's bench keeps them too)
+    assert all(len(r["itls_s"]) == r["num_output_tokens"] - 1 for r in data["requests"] if r["ok"])
     assert "| failed: http 500: boom | 2 |" in (tmp_path / "run.md").read_text()
     assert "SLO attainment" in capsys.readouterr().out
 
@@ -491,3 +493,20 @@ def test_the_steady_verdict_sees_a_closed_loops_queue_and_is_not_fooled_by_error
     assert steady.keeps_up is True and steady.too_short is None
     burst = build_report(_served_one_at_a_time(2, 0.2), slo=Slo(ttft_ms=1000), judge_steady=False)
     assert burst.steady is None and "not judged: every request sent at once" in markdown(burst, {"request_rate": "inf"})
+
+
+def test_inter_token_gaps_below_the_time_per_token_are_said_to_be_the_clients_not_the_servers():
+    """At --speedup 5 an outside tester's ITL p50 read 1.1 ms against engine steps of 4.0 ms, with no word: chunks
+    that reach the client together give gaps no server step has."""
+    from jevserve.loadgen.report import clumped_itl_note
+
+    def result(i: int, gaps: list[float]) -> RequestResult:  # 10 tokens over 0.036 s after the first
+        return RequestResult(f"r{i}", i * 1.0, sent=True, ok=True, ttft_s=0.01, e2el_s=0.046, itls_s=gaps,
+                             num_output_tokens=10, planned_s=i * 1.0, ended_s=0.046)
+
+    clumped = [result(i, [0.0001] * 5 + [0.009] * 4) for i in range(20)]  # pairs of chunks arriving together
+    even = [result(i, [0.004] * 9) for i in range(20)]
+    slo = Slo(1000.0)
+    note = clumped_itl_note(build_report(clumped, slo=slo, speedup=5.0), 5.0)
+    assert note is not None and "ITL p50 0.5 ms is under half of TPOT p50 20.0 ms" in note and "--speedup 5" in note
+    assert clumped_itl_note(build_report(even, slo=slo, speedup=5.0), 5.0) is None

@@ -249,8 +249,10 @@ def _arrivals_said(args: argparse.Namespace) -> str:
 
 
 def _write_result(path: Path, data: dict, results: list[RequestResult], table: str, interrupted: bool) -> None:
+    # each request's gaps between chunks too (vLLM's bench saves its `itls`), so ITL can be checked afterwards
     data["requests"] = [{"request_id": r.request_id, "ok": r.ok, "error": r.error, "send_s": r.send_s,
-                         "ttft_s": r.ttft_s, "e2el_s": r.e2el_s, "num_output_tokens": r.num_output_tokens}
+                         "ttft_s": r.ttft_s, "e2el_s": r.e2el_s, "num_output_tokens": r.num_output_tokens,
+                         "itls_s": [round(gap, 6) for gap in r.itls_s]}
                         for r in results]
     # the summary is in engine time (wall times multiplied by --speedup); the entries above are as measured
     data["requests_time_unit"] = "wall seconds, not multiplied by speedup"
@@ -351,7 +353,7 @@ def _finish(args: argparse.Namespace, results, interrupted: bool, *, url: str, e
             process: str, goals: dict, slo, path: Path | None, date: str, server_before,
             server_speedup: float | None = None) -> int:
     """Report and save a replay (partial when `interrupted`); the exit status."""
-    from jevserve.loadgen.report import build_report, keeps_up_note, markdown, report_dict
+    from jevserve.loadgen.report import build_report, clumped_itl_note, keeps_up_note, markdown, report_dict
     from jevserve.loadgen.server_metrics import disagreement, read_server_ttft, server_mean_ttft_ms
 
     timed = math.isfinite(args.request_rate) or process == "trace"  # sent over time, not all at once
@@ -368,9 +370,9 @@ def _finish(args: argparse.Namespace, results, interrupted: bool, *, url: str, e
                 "speedup": args.speedup, "slo": goals, "server_mean_ttft_ms": server_ms}
     table = markdown(report, settings)
     print(table, end="")
-    said = keeps_up_note(report, max_concurrency=args.max_concurrency)
-    if said:
-        print(said, file=sys.stderr)
+    for said in (keeps_up_note(report, max_concurrency=args.max_concurrency), clumped_itl_note(report, args.speedup)):
+        if said:
+            print(said, file=sys.stderr)
     if report.summary is not None:
         note = disagreement(report.summary.ttft_ms.mean, server_ms, server_after.lag_s if server_after else None,
                             args.speedup, server_speedup=server_speedup)
