@@ -23,7 +23,8 @@ from jevserve.sim.metrics import Slo
 
 
 def stub_app(*, fail_every: int = 0, hang: bool = False, error_event: dict | None = None,
-             models_status: int = 200, speedup: float | None = None, server_ttft_s: float | None = None) -> FastAPI:
+             models_status: int = 200, speedup: float | None = None, server_ttft_s: float | None = None,
+             chunk_gap_s: float = 0.001) -> FastAPI:
     """Streams `max_tokens` one-word chunks, 1 ms apart; every `fail_every`-th request gets a 500; with
     `error_event`, one chunk and then that event. `app.state.posts` counts the requests received. With
     `server_ttft_s`, /metrics reports that TTFT for every request received, as vLLM's histogram does."""
@@ -60,7 +61,7 @@ def stub_app(*, fail_every: int = 0, hang: bool = False, error_event: dict | Non
             if hang:
                 await asyncio.sleep(30)
             for _ in range(body["max_tokens"]):
-                await asyncio.sleep(0.001)
+                await asyncio.sleep(chunk_gap_s)
                 yield "data: " + json.dumps({"choices": [{"index": 0, "text": "w "}]}) + "\n\n"
                 if error_event is not None:
                     yield "data: " + json.dumps(error_event) + "\n\n"
@@ -150,11 +151,34 @@ def test_requests_an_interrupt_stopped_before_sending_are_not_counted_as_sent_or
     report = build_report(results, slo=Slo(ttft_ms=1000), interrupted=interrupted)
     assert interrupted and unretrieved == []
     assert 1 <= report.num_sent <= 3 and report.num_not_sent == 10 - report.num_sent
-    assert report.failures == {"interrupted": report.num_sent} and report.attainment_all == 0.0
+    # those the interrupt cut off are neither the server's failures nor its misses
+    assert report.failures == {"interrupted": report.num_sent} and math.isnan(report.attainment_all)
+    assert report.num_cut_off == report.num_sent
     assert [r.error for r in results[report.num_sent:]] == ["not sent"] * report.num_not_sent
     table = markdown(report, {})
     assert f"| completed / failed | 0 / {report.num_sent} |" in table
     assert f"| not sent (interrupted first; in no figure here) | {report.num_not_sent} |" in table
+
+
+def test_a_request_cut_off_mid_reply_keeps_the_chunks_it_got_and_leaves_attainment_alone():
+    """An outside tester's Ctrl-C counted requests already past their first token as 0 tokens and as SLO misses
+    (all-sent attainment 3.0 % fell to 1.9 %)."""
+
+    async def scenario(url):
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(0.6, stop.set)
+        fast = [PlannedRequest("quick", "hello", 2, 0.0)]
+        slow = [PlannedRequest("slow", "hello", 50, 0.0)]
+        return await replay(fast + slow, url=url + "/v1/completions", model="stub", chat=False, stop=stop)
+
+    with Served(stub_app(chunk_gap_s=0.1)) as url:
+        results, interrupted = asyncio.run(scenario(url))
+    quick, slow = results
+    assert interrupted and quick.ok and not slow.ok and slow.error == "interrupted"
+    assert slow.ttft_s is not None and 2 <= slow.num_output_tokens < 50  # the chunks it got before the stop
+    report = build_report(results, slo=Slo(ttft_ms=1000), interrupted=True)
+    assert report.attainment_all == 1.0 and report.num_cut_off == 1  # the one judged met its target
+    assert "(all sent, failures as misses; the 1 the interrupt cut off left out) | 100.0% |" in markdown(report, {})
 
 
 @pytest.mark.parametrize("event", [{"error": {"message": "engine died", "code": 500}},

@@ -19,6 +19,7 @@ import aiohttp
 from jevserve.loadgen.workload import PlannedRequest
 
 NOT_SENT = "not sent"  # the error of a request the replay was interrupted before sending; not a failure
+INTERRUPTED_ERROR = "interrupted"  # a sent request the replay stopped before it completed (Ctrl-C)
 
 
 @dataclass(slots=True)
@@ -101,6 +102,7 @@ async def _exchange(session: aiohttp.ClientSession, url: str, body: dict, result
                     timeout_s: float, sent: float) -> None:
     last = None
     chunks = 0
+    counted = False  # the server's usage was read
     try:
         async with asyncio.timeout(timeout_s):
             async with session.post(url, json=body) as response:
@@ -124,6 +126,7 @@ async def _exchange(session: aiohttp.ClientSession, url: str, body: dict, result
                     if chunk.get("usage"):
                         result.num_output_tokens = chunk["usage"].get("completion_tokens", 0)
                         result.num_prompt_tokens = chunk["usage"].get("prompt_tokens")
+                        counted = True
                     if _content(chunk):
                         now = time.perf_counter()
                         if last is None:
@@ -132,6 +135,8 @@ async def _exchange(session: aiohttp.ClientSession, url: str, body: dict, result
                             result.itls_s.append(now - last)
                         last = now
                         chunks += 1
+                        if not counted:  # so far, for a request cut off before the usage (Ctrl-C): its chunks
+                            result.num_output_tokens = chunks
         result.e2el_s = time.perf_counter() - sent
         if result.ttft_s is None:
             result.error = "stream: no content"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from jevserve.loadgen.client import RequestResult
+from jevserve.loadgen.client import INTERRUPTED_ERROR, RequestResult
 from jevserve.sim.metrics import RequestRecord, RunSummary, Slo, is_good, summarize
 from jevserve.sim.steady import SteadyReading, steady_reading
 
@@ -28,11 +28,13 @@ class LoadgenReport:
     num_completed: int
     failures: dict[str, int]  # sent requests that failed, by reason ("http 500", "timeout", "interrupted", ...)
     summary: RunSummary | None  # over the completed requests; None when none completed
-    attainment_all: float  # requests meeting the SLO over all sent requests, failures counted as misses
+    attainment_all: float  # requests meeting the SLO over all sent requests, failures counted as misses (those the
+    # interrupt cut off left out: neither the server's failures nor its misses)
     interrupted: bool
     percentiles: dict[str, dict[str, float]]  # extra percentiles asked for, by metric, in milliseconds
     num_not_sent: int = 0  # planned requests an interrupt stopped before they were sent: in no figure above
     steady: SteadyReading | None = None  # whether the server kept up (the simulator's test); None: nothing sent
+    num_cut_off: int = 0  # sent requests the interrupt cut off before they completed: left out of attainment_all
 
     @property
     def num_failed(self) -> int:
@@ -110,8 +112,11 @@ def build_report(results: Sequence[RequestResult], *, slo: Slo, speedup: float =
             arr = np.asarray(xs, dtype=np.float64) * 1000
             extra[name] = {f"p{p:g}": float(np.percentile(arr, p)) if arr.size else math.nan for p in percentiles}
     steady = steady_reading(steady_records(sent, speedup)) if sent and judge_steady else None
-    return LoadgenReport(len(sent), len(done), failures, summary, good / len(sent) if sent else math.nan,
-                         interrupted, extra, len(results) - len(sent), steady)
+    # requests the interrupt cut off are neither the server's failures nor its misses: counted as misses, a Ctrl-C
+    # pulled an outside tester's figure from 3.0 % to 1.9 %, some of them past their first token in time
+    judged = [r for r in sent if r.error != INTERRUPTED_ERROR]
+    return LoadgenReport(len(sent), len(done), failures, summary, good / len(judged) if judged else math.nan,
+                         interrupted, extra, len(results) - len(sent), steady, len(sent) - len(judged))
 
 
 def report_dict(report: LoadgenReport, settings: dict) -> dict:
@@ -119,6 +124,7 @@ def report_dict(report: LoadgenReport, settings: dict) -> dict:
     out = {**settings, "num_prompts": report.num_planned, "sent": report.num_sent, "not_sent": report.num_not_sent,
            "completed": report.num_completed, "failed": report.num_failed, "failures": report.failures,
            "interrupted": report.interrupted, "slo_attainment_all": report.attainment_all,
+           "cut_off_by_interrupt": report.num_cut_off,
            "percentiles_ms": report.percentiles}
     if report.summary is not None:
         # the summary is the simulator's; what a client cannot see (the engine's wait before admission, its
@@ -198,6 +204,7 @@ def markdown(report: LoadgenReport, settings: dict) -> str:
     s = report.summary
     if s is not None:
         clock = "s" if settings.get("speedup", 1) == 1 else "engine s"  # with --speedup, the server's clock
+        cut = f"; the {report.num_cut_off} the interrupt cut off left out" if report.num_cut_off else ""
         slo = settings.get("slo") or {}
         lines += [f"| SLO (attainment and goodput) | {' and '.join(f'{k} ≤ {v:g} ms' for k, v in slo.items())} |",
                   f"| duration ({clock}) | {s.duration_s:.2f} |",
@@ -207,7 +214,7 @@ def markdown(report: LoadgenReport, settings: dict) -> str:
             lines.append(f"| {name} mean / p50 / p90 / p99 (ms) | {stats.mean:.1f} / {stats.p50:.1f} / "
                          f"{stats.p90:.1f} / {stats.p99:.1f} |")
         lines += [f"| SLO attainment (completed) | {100 * s.slo_attainment:.1f}% |",
-                  f"| SLO attainment (all sent, failures as misses) | {100 * report.attainment_all:.1f}% |",
+                  f"| SLO attainment (all sent, failures as misses{cut}) | {100 * report.attainment_all:.1f}% |",
                   f"| goodput (req/s) | {s.goodput_rps:.2f} |"]
     if report.steady is not None:
         lines.append(f"| keeps up (steady state) | {keeps_up_words(report.steady)} |")

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import aiohttp
 
-from jevserve.loadgen.client import NOT_SENT, RequestResult, request_body, send
+from jevserve.loadgen.client import INTERRUPTED_ERROR, NOT_SENT, RequestResult, request_body, send
 from jevserve.loadgen.workload import PlannedRequest
 
 
@@ -72,5 +72,5 @@ async def replay(
             loop.remove_signal_handler(signal.SIGINT)
     for result in results:
         if not result.ok and result.error is None:
-            result.error = "interrupted" if result.sent else NOT_SENT
+            result.error = INTERRUPTED_ERROR if result.sent else NOT_SENT
     return results, interrupted
