@@ -34,6 +34,14 @@ def test_a_port_out_of_range_exits_2_before_anything_loads(argv, low, value, cap
                                              "--endpont (did you mean --endpoint?)"),
         (["serve", "--prot"], "jevserve serve: error: unrecognized arguments: --prot; --prot (did you mean --port?)"),
         (["serve", "--port=1", "--zzzz"], "jevserve serve: error: unrecognized arguments: --zzzz"),  # none near
+        # a long flag with one dash, and another command's flag, were named with no hint (an outside tester's)
+        (["loadgen", "-prot", "5"], "jevserve loadgen: error: unrecognized arguments: -prot 5; -prot (did you mean "
+                                    "--port?)"),
+        (["bench", "run", "-endpoint", "x"], "jevserve bench run: error: unrecognized arguments: -endpoint x; "
+                                             "-endpoint (did you mean --endpoint? a long option takes two dashes)"),
+        (["sim", "run", "--request-rate", "5"], "jevserve sim run: error: unrecognized arguments: --request-rate 5; "
+                                                "--request-rate (an option of `jevserve loadgen`, not of `jevserve "
+                                                "sim run`)"),
         (["--bogus"], "jevserve: error: unrecognized arguments: --bogus"),
     ],
 )

@@ -184,14 +184,31 @@ class CommandParser(argparse.ArgumentParser):
         if message.startswith("unrecognized arguments"):
             command = self._command()
             prog = command.prog
-            # a misspelt flag (`--prot`) is named with the nearest of the command's own, as a config key is
-            guesses = [f"{flag} (did you mean {near[0]}?)" for flag in message.split(": ", 1)[1].split()
-                       if flag.startswith("--") and (near := difflib.get_close_matches(
-                           flag.split("=", 1)[0], [o for o in command._option_string_actions if o.startswith("--")],
-                           n=1, cutoff=0.7))]
+            guesses = [said for flag in message.split(": ", 1)[1].split() if (said := self._guess(flag, command))]
             if guesses:
                 message += "; " + "; ".join(guesses)
         self.exit(2, f"{prog}: error: {message}\nrun `{prog} --help` to see its options\n")
+
+    def _guess(self, flag: str, command: argparse.ArgumentParser) -> str | None:
+        """What an unrecognised flag was likely meant to be: the command's own long flag with one dash (`-prot`),
+        the nearest of its flags (`--prot`, as a config key is named), or another command's (`loadgen --rate`:
+        that is `sim run`'s); None for a value, or a flag nothing resembles."""
+        if not flag.startswith("-") or re.fullmatch(r"-[\d.]+", flag):  # a value, a negative number
+            return None
+        name = flag.split("=", 1)[0]
+        long_name = "--" + name.lstrip("-")
+        own = [o for o in command._option_string_actions if o.startswith("--")]
+        if not name.startswith("--") and long_name in own:
+            return f"{flag} (did you mean {long_name}? a long option takes two dashes)"
+        near = difflib.get_close_matches(long_name, own, n=1, cutoff=0.7)
+        if near:
+            return f"{flag} (did you mean {near[0]}?)"
+        elsewhere = [p.prog for p in _all_parsers(self) if p is not command and long_name in p._option_string_actions
+                     and long_name not in ("--help", "--version")]
+        if elsewhere:
+            where = ", ".join(f"`{prog}`" for prog in elsewhere[:3]) + (", ..." if len(elsewhere) > 3 else "")
+            return f"{flag} (an option of {where}, not of `{command.prog}`)"
+        return None
 
     def _command(self) -> argparse.ArgumentParser:
         parser: argparse.ArgumentParser = self
@@ -202,6 +219,18 @@ class CommandParser(argparse.ArgumentParser):
             if arg in commands.choices:
                 parser = commands.choices[arg]
         return parser
+
+
+def _all_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """`parser` and every sub-command parser below it (the root's error sees them all), breadth first."""
+    found, stack = [], [parser]
+    while stack:
+        current = stack.pop(0)
+        found.append(current)
+        for action in current._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                stack.extend(dict.fromkeys(action.choices.values()))  # aliases once
+    return found
 
 
 def build_parser() -> argparse.ArgumentParser:
