@@ -906,3 +906,47 @@ def test_a_gateways_remote_decider_waits_at_least_as_long_as_the_gateway():
         return decider_for(config).backend.timeout_s
 
     assert timeout_for(1000) == REMOTE_TIMEOUT_S and timeout_for(10_000) > 10.0 and timeout_for(60_000) > 60.0
+
+
+def _streamed_call(body: dict) -> httpx.Response:
+    call = {"index": 0, "id": "call_9", "type": "function", "function": {"name": "delete_files", "arguments": "{}"}}
+    chunks = [{"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+               "choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}]},
+              {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+               "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]
+    events = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+    return httpx.Response(200, content=events, headers={"content-type": "text/event-stream"})
+
+
+def test_a_flagged_tool_call_is_told_to_a_streaming_client_in_a_comment_and_beside_the_requests_own_flags():
+    """`tool_gate: {action: flag}` told a streaming client nothing (its headers leave before the calls are judged),
+    and on a whole reply `tool_call` replaced the request's own flags in x-jevserve-flagged."""
+    route = {"tool_gate": {"action": "flag"}, "harm": {"action": "flag", "threshold": 0.5}}
+    answers = {"tool_gate:0": 0.9, "harm": 0.9}
+    app, _, _ = make_app(route, answers=answers, upstreams={"u": StubUpstream(_streamed_call)})
+    streamed = post(app, {**HI, "tools": TOOLS, "stream": True})
+    text = streamed.text
+    assert ": x-jevserve-flagged: tool_call\n\n" in text
+    assert text.index(": x-jevserve-flagged") < text.index("data: [DONE]")
+    assert streamed.headers["x-jevserve-flagged"] == "harm"  # what was known when the headers left
+    whole, _, _ = make_app(route, answers=answers, upstreams={"u": StubUpstream(_tool_reply)})
+    assert post(whole, {**HI, "tools": TOOLS}).headers["x-jevserve-flagged"] == "harm,tool_call"
+    quiet, _, _ = make_app({"tool_gate": {"action": "flag"}}, answers={"tool_gate:0": 0.1},
+                           upstreams={"u": StubUpstream(_streamed_call)})
+    assert "x-jevserve-flagged" not in post(quiet, {**HI, "tools": TOOLS, "stream": True}).text
+
+
+def test_a_flagged_streamed_call_reaches_the_openai_client_unharmed():
+    import openai
+
+    app, _, _ = make_app({"tool_gate": {"action": "flag"}}, answers={"tool_gate:0": 0.9},
+                         upstreams={"u": StubUpstream(_streamed_call)})
+
+    async def go():
+        async with client(app) as http:
+            api = openai.AsyncOpenAI(base_url="http://gw/v1", api_key="k", http_client=http)
+            stream = await api.chat.completions.create(model="m", messages=HI["messages"], tools=TOOLS, stream=True)
+            return [chunk async for chunk in stream]
+
+    chunks = run(go())
+    assert chunks[0].choices[0].delta.tool_calls[0].function.name == "delete_files"

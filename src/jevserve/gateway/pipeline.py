@@ -37,6 +37,7 @@ from jevserve.gateway.stages import (
     select_route,
     store_reply,
 )
+from jevserve.gateway.stages.gate_reply import stream_trailer
 from jevserve.gateway.streaming import StreamSummary, relay
 
 
@@ -94,4 +95,5 @@ def _relay(gateway: Gateway, ctx: RequestContext, reply: UpstreamReply) -> Async
     # adds itself, or a client's empty list): with a tool gate on the route, those are held and judged whole.
     gated = ctx.is_chat and any(isinstance(p, ToolGate) for p in policies_for(ctx.route))
     return relay(reply.dispatched.response, summary, on_end, model=ctx.body["model"],
-                 gate_calls=(lambda completion: gate_reply(gateway, ctx, completion)) if gated else None)
+                 gate_calls=(lambda completion: gate_reply(gateway, ctx, completion)) if gated else None,
+                 trailer=lambda: stream_trailer(ctx))

@@ -373,11 +373,13 @@ async def relay(
     *,
     gate_calls: GateCalls | None = None,
     model: str = "",
+    trailer: Callable[[], bytes] | None = None,
 ) -> AsyncIterator[bytes]:
     """Yield the upstream's events as they come; `on_end` runs once, however the stream ends. With `gate_calls`
     (a tool gate on the route), the events from the first tool-call chunk on are held until the stream ends, the
     reply's calls are judged whole by `gate_calls` (the reply as one completion → the reply with blocked calls
-    removed), and what it keeps is sent; a stream that breaks while calls are held sends none of them."""
+    removed), and what it keeps is sent, then `trailer()` (what the gate has to say after the headers left); a
+    stream that breaks while calls are held sends none of them."""
     events = 0
     held: HeldCalls | None = None
     tracking = HeldCalls() if gate_calls is not None else None  # content sent before any hold
@@ -395,6 +397,8 @@ async def relay(
                         break
                     for event in released:
                         yield event
+                    if trailer is not None and (said := trailer()):
+                        yield said
                 yield sse("[DONE]")
                 break
             if payload is None and summary.error is not None:  # malformed

@@ -42,7 +42,9 @@ async def gate_reply(gateway: Gateway, ctx: RequestContext, completion: dict[str
     ctx.tool_verdicts = tuple(gate.act_on_calls(calls, answers))
     ctx.flags["x-jevserve-tool-gate-ms"] = f"{ms:.2f}"
     if any(v.action is Action.FLAG and v.acts for v in ctx.tool_verdicts):
-        ctx.flags["x-jevserve-flagged"] = "tool_call"
+        # beside the request's own flags (harm, say), which a whole reply's headers carry too: it replaced them
+        flagged = [f for f in ctx.flags.get("x-jevserve-flagged", "").split(",") if f]
+        ctx.flags["x-jevserve-flagged"] = ",".join(dict.fromkeys([*flagged, "tool_call"]))
     gated = remove_blocked_calls(completion, proposed, ctx.tool_verdicts)
     field = forcing_field(ctx.body)
     if gated is not completion and field is not None:
@@ -57,6 +59,15 @@ async def gate_reply(gateway: Gateway, ctx: RequestContext, completion: dict[str
                 param=field,
             )
     return gated
+
+
+def stream_trailer(ctx: RequestContext) -> bytes:
+    """What a stream says of the tool gate after its held events, before `[DONE]`: its headers left before the
+    calls were judged, so a flagged call is told in an SSE comment (`: x-jevserve-flagged: tool_call`), which
+    clients that read only `data:` lines skip (adding a field to OpenAI's chunks would break strict ones)."""
+    if "tool_call" not in ctx.flags.get("x-jevserve-flagged", "").split(","):
+        return b""
+    return b": x-jevserve-flagged: tool_call\n\n"
 
 
 def forcing_field(body: dict[str, Any]) -> str | None:
