@@ -454,3 +454,33 @@ def test_a_model_that_answers_everything_invalidly_is_not_asked_everything(tmp_p
         ask_mock(tmp_path, n=12)
     asked = {json.loads(p.content)["state"] for p in posts[0] if json.loads(p.content)["state"].startswith("message")}
     assert len(asked) == 3 and info.value.exit_code == 1
+
+
+def test_a_second_run_on_the_same_answers_file_waits_for_the_first_and_reuses_its_answers(tmp_path, monkeypatch,
+                                                                                          capsys):
+    """Two bench runs on one answers cache at once each asked every request (an outside tester's): the second waits
+    for the first, saying so, and then asks only what the first did not get."""
+    import threading
+
+    from jevserve.bench import runner
+
+    monkeypatch.setattr(runner, "LOCK_POLL_S", 0.01)
+    posts = mock_endpoint(monkeypatch, lambda n: None)
+    first = ask_mock(tmp_path)  # fixes the version (probe answers) and fills the cache with 6 answers
+    assert first.stats.num_sent == 6
+    holder = AnswersCache(tmp_path, "fake-model", first.cache.version)
+    assert holder.try_lock()  # a run under way holds the file
+    done: list = []
+    waiting = threading.Thread(target=lambda: done.append(ask_mock(tmp_path, n=9)))
+    waiting.start()
+    waiting.join(timeout=1.0)
+    assert waiting.is_alive()  # it waits
+    before = len(posts)
+    holder.record("k-from-the-other-run", {"bad": {"type": "noul", "noul": 0.5}})
+    holder.close()  # the other run ends
+    waiting.join(timeout=10)
+    (second,) = done
+    assert second.stats.num_sent == 3 and second.stats.num_cached == 6  # only what neither run had asked
+    assert "another run is asking fake-model into" in capsys.readouterr().err
+    assert "k-from-the-other-run" in second.cache.answers  # it read what the other run appended meanwhile
+    assert len(posts) - before >= 3

@@ -12,6 +12,7 @@ status is not a refusal) is skipped on reading as well, so its request is asked 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import math
@@ -133,6 +134,7 @@ class AnswersCache:
         self.errors: dict[str, dict[str, Any]] = {}
         self.num_torn_lines = 0  # lines skipped on reading: torn by a killed run, or otherwise damaged
         self._file: TextIO | None = None
+        self._lock: TextIO | None = None  # held by `lock` until `close`
         if self.path.exists():
             self._read()
 
@@ -173,6 +175,27 @@ class AnswersCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = open_for_append(self.path)  # a torn last line closed first
 
+    def try_lock(self) -> bool:
+        """Take the file for this run until `close`, unless another run holds it (False): two runs asking the same
+        model into the same cache each sent every request; the second should wait (polling this) and `reread`."""
+        if self._lock is None:
+            lock_path = self.path.with_name(self.path.name + ".lock")
+            lock_path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock = lock_path.open("a")
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def reread(self) -> None:
+        """Read the file again: what another run appended while this one waited."""
+        self.answers.clear()
+        self.errors.clear()
+        self.num_torn_lines = 0
+        if self.path.exists():
+            self._read()
+
     def _append(self, row: dict[str, Any]) -> None:
         self.open()
         assert self._file is not None
@@ -191,7 +214,10 @@ class AnswersCache:
         self._append({"key": key, "error": self.errors[key]})
 
     def close(self) -> None:
-        """Close the file (answers already written stay)."""
+        """Close the file (answers already written stay) and let go of the lock."""
         if self._file is not None:
             self._file.close()
             self._file = None
+        if self._lock is not None:
+            self._lock.close()  # closing the descriptor releases the flock
+            self._lock = None

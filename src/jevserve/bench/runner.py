@@ -15,6 +15,7 @@ import asyncio
 import json
 import random
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -144,6 +145,7 @@ async def ask_missing(
     )
 
 
+LOCK_POLL_S = 0.5  # how often a run waiting for another on the same answers file tries again
 MAX_NAMED_INVALID = 10  # requests answered invalidly the same way each time, named before a run stops asking
 
 
@@ -301,6 +303,7 @@ def ask_endpoint(
         try:
             cache = AnswersCache(directory, opened.model, answers_version)
             cache.open()
+            held = cache.try_lock()
         except OSError as exc:
             name = Path(exc.filename).name if exc.filename else "its answers file"
             raise AskFailed(f"--answers-cache {directory}: cannot read and write {name} ({exc.strerror or exc}); "
@@ -311,6 +314,13 @@ def ask_endpoint(
             cache.close()
             raise AskFailed(problem, 2)
         try:
+            if not held:  # another run is asking this model into this cache: wait, then reuse its answers
+                print(f"another run is asking {opened.model} into {cache.path}; waiting for it to end, then its "
+                      "answers are reused (Ctrl-C stops waiting)", file=sys.stderr, flush=True)
+                while not cache.try_lock():
+                    await asyncio.sleep(LOCK_POLL_S)
+                cache.reread()
+                held_before[0] = len(cache.answers)
             return await ask_missing(client, opened.model, requests_for(opened.model), cache,
                                      concurrency=concurrency, progress=progress)
         finally:
