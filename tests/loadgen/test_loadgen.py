@@ -176,9 +176,17 @@ def test_a_request_cut_off_mid_reply_keeps_the_chunks_it_got_and_leaves_attainme
     quick, slow = results
     assert interrupted and quick.ok and not slow.ok and slow.error == "interrupted"
     assert slow.ttft_s is not None and 2 <= slow.num_output_tokens < 50  # the chunks it got before the stop
+    # its outcome known when it was cut: its first token in time, and nothing else asked of it
     report = build_report(results, slo=Slo(ttft_ms=1000), interrupted=True)
-    assert report.attainment_all == 1.0 and report.num_cut_off == 1  # the one judged met its target
-    assert "(all sent, failures as misses; the 1 the interrupt cut off left out) | 100.0% |" in markdown(report, {})
+    assert report.attainment_all == 1.0 and report.num_cut_off == 0
+    # not known where its end is judged too: left out, and the table says so
+    report = build_report(results, slo=Slo(ttft_ms=1000, e2el_ms=60_000), interrupted=True)
+    assert report.attainment_all == 1.0 and report.num_cut_off == 1
+    assert ("(all sent, failures as misses; 1 the interrupt cut off before their outcome was known left out) | "
+            "100.0% |") in markdown(report, {})
+    # a target already missed when it was cut counts as the miss it is (all left out, the figure read high)
+    report = build_report(results, slo=Slo(ttft_ms=1000, e2el_ms=300), interrupted=True)
+    assert report.num_cut_off == 0 and report.attainment_all == 0.5
 
 
 @pytest.mark.parametrize("event", [{"error": {"message": "engine died", "code": 500}},

@@ -213,7 +213,7 @@ def _result_path(args: argparse.Namespace, date: str) -> Path:
     return path
 
 
-def _requests(args: argparse.Namespace) -> tuple[list[PlannedRequest], str]:
+def _requests(args: argparse.Namespace, max_model_len: int | None = None) -> tuple[list[PlannedRequest], str]:
     """The planned requests and the name of their arrival process."""
     from jevserve.loadgen.workload import (
         plan_requests,
@@ -226,7 +226,8 @@ def _requests(args: argparse.Namespace) -> tuple[list[PlannedRequest], str]:
     if args.dataset_name == "sharegpt":
         items = sharegpt_requests(args.num_prompts, seed=args.seed, split=args.sharegpt_split)
     elif args.dataset_name == "trace":
-        items, own_times = trace_requests(args.dataset_path, seed=args.seed)
+        items, own_times = trace_requests(args.dataset_path, seed=args.seed,
+                                          need_arrival=args.arrival_process == "trace", max_model_len=max_model_len)
         if args.arrival_process == "trace":
             return plan_requests(items, own_times), "trace"
         if own_times.size and own_times.max() > 0:
@@ -290,7 +291,8 @@ def _cmd_loadgen(args: argparse.Namespace) -> int:
     from jevserve.sim.errors import SimError
 
     try:
-        requests, process = _requests(args)
+        limit = listed.get("max_model_len")  # vLLM and jevserve engine list it: a trace's replies fit it as sim's do
+        requests, process = _requests(args, limit if isinstance(limit, int) and limit > 0 else None)
     except SimError as exc:  # a workload that cannot be built (e.g. more prompts than the split holds): bad input
         print(f"jevserve loadgen: error: {exc}", file=sys.stderr)
         return 2
@@ -363,6 +365,7 @@ def _finish(args: argparse.Namespace, results, interrupted: bool, *, url: str, e
     server_ms = server_mean_ttft_ms(server_before, server_after)
     settings = {"date": date, "base_url": url, "endpoint": endpoint,
                 "backend": args.backend, "model": model, "dataset_name": args.dataset_name,
+                **({"dataset_path": str(args.dataset_path)} if args.dataset_name == "trace" else {}),
                 "request_rate": args.request_rate if math.isfinite(args.request_rate) else
                 ("the trace's" if process == "trace" else "inf"),
                 "arrival_process": process if timed else "all at once",
@@ -370,7 +373,8 @@ def _finish(args: argparse.Namespace, results, interrupted: bool, *, url: str, e
                 "speedup": args.speedup, "slo": goals, "server_mean_ttft_ms": server_ms}
     table = markdown(report, settings)
     print(table, end="")
-    for said in (keeps_up_note(report, max_concurrency=args.max_concurrency), clumped_itl_note(report, args.speedup)):
+    for said in (keeps_up_note(report, max_concurrency=args.max_concurrency, trace=args.dataset_name == "trace"),
+                 clumped_itl_note(report, args.speedup)):
         if said:
             print(said, file=sys.stderr)
     if report.summary is not None:

@@ -39,6 +39,7 @@ class RequestResult:
     num_prompt_tokens: int | None = None
     planned_s: float | None = None  # when it was due (wall seconds after the start): later sends waited for a slot
     ended_s: float | None = None  # wall seconds after its send when it ended, completed or failed (None: cut off)
+    cut_s: float | None = None  # wall seconds after its send when the replay cut it off (Ctrl-C), unfinished
 
 
 def request_body(request: PlannedRequest, *, model: str, chat: bool, ignore_eos: bool) -> dict:

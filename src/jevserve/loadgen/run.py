@@ -70,7 +70,10 @@ async def replay(
     if handle_sigint:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
+    cut_at = time.perf_counter() - started
     for result in results:
         if not result.ok and result.error is None:
             result.error = INTERRUPTED_ERROR if result.sent else NOT_SENT
+            if result.sent:
+                result.cut_s = max(0.0, cut_at - result.send_s)
     return results, interrupted

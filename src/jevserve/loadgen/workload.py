@@ -20,7 +20,10 @@ from jevserve.sim.arrivals import make_arrivals
 from jevserve.sim.errors import WorkloadError
 from jevserve.sim.workloads.sharegpt import read_pairs, sample_sharegpt
 
-FILLER_WORDS = ("alpha", "beta", "gamma", "delta", "echo", "foxtrot", "golf", "hotel")  # about a token each
+# one Qwen3 token each, at the start of a text or after a space, so a prompt of n words is n tokens to
+# `jevserve engine` (and about that to other tokenizers): "foxtrot" was three, and a trace's prompts came out a
+# quarter longer than its prompt_tokens (an outside tester's 34,000-token row was refused live)
+FILLER_WORDS = ("alpha", "beta", "gamma", "delta", "echo", "hotel", "water", "time")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,14 +59,20 @@ def random_requests(num_prompts: int, *, input_len: int, output_len: int,
             for i in range(num_prompts)]
 
 
-def trace_requests(path: Path, *, seed: int) -> tuple[list[tuple[str, str, int, int]], np.ndarray]:
+def trace_requests(path: Path, *, seed: int, need_arrival: bool = False,
+                   max_model_len: int | None = None) -> tuple[list[tuple[str, str, int, int]], np.ndarray]:
     """(request id, prompt text, prompt tokens, reply tokens) of a trace file (`jevserve sim run --workload`'s
-    format: request_id, prompt_tokens, output_tokens and optionally arrival_s), every row in the trace's order,
-    with a prompt of as many filler words as the row's prompt tokens (about as many tokens); and the rows' own
-    send times, shifted to start at 0 (zeros where the trace has none)."""
+    format: request_id, prompt_tokens, output_tokens and arrival_s, which `need_arrival` requires of every row), in
+    the order of their arrival_s (the file's where it has none), with a prompt of as many filler words as the row's
+    prompt tokens (as many tokens); and the rows' own send times, shifted to start at 0. With the server's
+    `max_model_len`, each reply is cut where the context ends, as `sim run` cuts it (`fit_context`), and a prompt
+    that leaves no room is refused as there (a WorkloadError naming the row)."""
+    from jevserve.sim.workloads.lengths import fit_context
     from jevserve.sim.workloads.trace import read_trace
 
-    rows = read_trace(path, need_arrival=False)
+    rows = read_trace(path, need_arrival=need_arrival)
+    if max_model_len is not None:
+        rows = fit_context(rows, max_model_len)
     rng = np.random.default_rng(seed)
     items = [(r.request_id, " ".join(rng.choice(FILLER_WORDS, size=r.num_prompt_tokens)), r.num_prompt_tokens,
               r.num_output_tokens) for r in rows]

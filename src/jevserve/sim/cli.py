@@ -242,8 +242,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             # past saturation attainment falls as a run gets longer: an interval of this run bounds no longer one
             behind = "" if summary["keeps_up"] else "; this run falls behind, so a longer one would attain less"
             if not behind and len(recorder.records) < SHORT_RUN_REQUESTS:
-                # measured: 400-request runs near saturation sat 1-3 points above long ones, so their intervals
-                # held the long-run attainment in 80-97 % of seeds (benchmarks/sim/attainment_interval.py)
+                # measured: 400-request runs near saturation sat up to 2.6 points above long ones, so their
+                # intervals held the long-run attainment in 80-98 % of seeds (benchmarks/sim/attainment_interval.py)
                 behind = ("; a run this short sits a little high (it starts empty and its last requests have none "
                           f"behind them): {SHORT_RUN_REQUESTS:,} or more requests say more")
             print(f"{'':>22}95% interval {100 * interval[0]:.1f}–{100 * interval[1]:.1f}% (batch means over "
