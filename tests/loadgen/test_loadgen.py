@@ -357,6 +357,28 @@ def test_a_trace_file_is_replayed_at_its_own_times_with_its_lengths(tmp_path, ca
             capsys.readouterr().err
 
 
+def test_a_trace_prompt_is_as_many_tokens_as_its_row_says_and_its_reply_fits_the_context(tmp_path):
+    """"foxtrot" was three tokens, so a trace's prompts came out a quarter longer than its prompt_tokens and a
+    34,000-token row that `sim run` serves was refused live (an outside re-tester's)."""
+    from jevserve.loadgen.workload import trace_requests
+    from jevserve.sim.workloads.tokens import load_tokenizer
+
+    trace = tmp_path / "t.jsonl"
+    rows = [{"request_id": f"r{n}", "arrival_s": n, "prompt_tokens": n, "output_tokens": 50}
+            for n in (1, 2, 7, 513, 34_000)]
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    items, _ = trace_requests(trace, seed=3, need_arrival=True, max_model_len=34_010)
+    tokenizer = load_tokenizer()
+    assert [len(tokenizer.encode(prompt, add_special_tokens=False).ids) for _, prompt, _, _ in items] == [
+        1, 2, 7, 513, 34_000]
+    assert [reply for *_, reply in items] == [50, 50, 50, 50, 10]  # cut where the context ends, as sim run cuts it
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text('{"request_id": "a", "prompt_tokens": 3, "output_tokens": 2}\n')
+    with pytest.raises(Exception, match="missing field 'arrival_s'"):  # trace arrivals need them, as sim run's do
+        trace_requests(bare, seed=0, need_arrival=True)
+    assert len(trace_requests(bare, seed=0)[0]) == 1
+
+
 @pytest.mark.parametrize(("argv", "said"), [
     (["--dataset-name", "trace"], "--dataset-name trace needs --dataset-path FILE"),
     (["--dataset-name", "trace", "--dataset-path", "t.jsonl", "--num-prompts", "5"], "--num-prompts would be ignored"),

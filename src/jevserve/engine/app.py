@@ -25,19 +25,20 @@ from jevserve.engine.core import LiveEngine
 from jevserve.engine.filler import filler_text, stop_point
 from jevserve.engine.lengths import ReplyLengths
 from jevserve.engine.metrics import EngineMetrics
-from jevserve.engine.openai import Completion, RequestError, ResponseWriter, parse_body, parse_completion
+from jevserve.engine.openai import (
+    Completion,
+    RequestError,
+    ResponseWriter,
+    count_said,
+    parse_body,
+    parse_completion,
+)
 from jevserve.engine.requests import LiveRequest
 
 RETRY_AFTER_S = 1
 SHUTDOWN_ERROR = {"error": {"message": "the engine is shutting down: the reply was cut off before its end",
                              "type": "server_error", "param": None, "code": 503}}
 SHUTDOWN_EVENT = ("data: " + json.dumps(SHUTDOWN_ERROR) + "\n\n").encode()
-
-
-def _count(n: int) -> str:
-    """A token count as an error says it: in full, unless past any real context (a `max_tokens` of 1e308 is an
-    integer of 309 digits), then in scientific notation."""
-    return f"{n:,}" if n < 10**15 else f"{float(n):.3g}"
 
 
 def _sse(data: dict) -> str:
@@ -164,14 +165,15 @@ def create_app(engine: LiveEngine, lengths: ReplyLengths, *, model_name: str, ma
         if asked > limit:
             # the field at fault: the prompt when it leaves no room for one token, else the reply's max_tokens
             at_fault = "max_tokens" if completion.max_tokens and num_prompt < limit else completion.prompt_param
+            reply = count_said(completion.max_tokens or 1)
             raise RequestError(f"this model's maximum context length is {limit} tokens; the request has "
-                               f"{_count(asked)} ({num_prompt} in the prompt, {_count(completion.max_tokens or 1)} "
-                               "in the reply)", param=at_fault)
+                               f"{count_said(asked)} ({num_prompt} in the prompt, {reply} in the reply)",
+                               param=at_fault)
         if completion.max_tokens is None and completion.min_tokens > limit - num_prompt:
             # vLLM fills in max_tokens (the room the context leaves) before it checks min_tokens against it: held
             # to the context's end instead, a min_tokens of 100,000 kept a connection open for 170 s
-            raise RequestError(f"min_tokens={_count(completion.min_tokens)} is over the {limit - num_prompt} tokens "
-                               f"the context leaves for the reply ({limit} - {num_prompt} in the prompt)",
+            raise RequestError(f"min_tokens={count_said(completion.min_tokens)} is over the {limit - num_prompt} "
+                               f"tokens the context leaves for the reply ({limit} - {num_prompt} in the prompt)",
                                param="min_tokens")
         reply, source = lengths.reply_tokens(completion.prompt_text, num_prompt, completion.max_tokens,
                                              min_tokens=completion.min_tokens, ignore_eos=completion.ignore_eos)

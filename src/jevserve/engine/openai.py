@@ -78,6 +78,12 @@ def _text_of(content: Any, param: str, role: str) -> str:
     raise RequestError(f"{param} must be a string or a list of content parts", param=param)
 
 
+def count_said(n: int) -> str:
+    """An integer as an error says it: in full, unless past any real count (a JSON 1e308 is an integer of 309
+    digits once taken as one), then in scientific notation."""
+    return f"{n:,}" if abs(n) < 10**15 else f"{float(n):.3g}"
+
+
 def _int_field(body: Mapping[str, Any], name: str, *, minimum: int | None = None) -> int | None:
     value = body.get(name)
     if value is None:
@@ -139,10 +145,11 @@ def _refuse_unsupported(body: Mapping[str, Any]) -> None:
     # a reply shaped by a format or a tool it cannot write: filler text under a 200 would read as the model's
     # answer (an outside tester's json_object got "[jevserve engine: ", tool_choice "required" no call)
     response_format = body.get("response_format")
-    kind = response_format.get("type") if isinstance(response_format, Mapping) else response_format
+    kind = response_format.get("type") if isinstance(response_format, Mapping) else None
     if response_format is not None and kind != "text":
-        raise RequestError(f"response_format {json.dumps(kind)}: this engine writes filler text, not structured "
-                           "output; leave response_format out (or give type text)", param="response_format")
+        said = f"type {json.dumps(kind)}" if kind is not None else f"{json.dumps(response_format)[:60]} (no type)"
+        raise RequestError(f"response_format {said}: this engine writes filler text, not structured output; leave "
+                           "response_format out (or give type text)", param="response_format")
     for name in GUIDED_FIELDS:
         if body.get(name) is not None:
             raise RequestError(f"{name}: this engine writes filler text and cannot follow a guide; leave it out",
@@ -151,8 +158,6 @@ def _refuse_unsupported(body: Mapping[str, Any]) -> None:
     if tool_choice is not None and tool_choice not in ("auto", "none"):
         raise RequestError(f"tool_choice {json.dumps(tool_choice)}: this engine writes no tool calls, so it cannot "
                            "force one; give tool_choice auto or none, or leave it out", param="tool_choice")
-    if body.get("suffix") is not None:  # vLLM's completions server: "suffix is not currently supported"
-        raise RequestError("suffix is not supported (nor by vLLM); leave it out", param="suffix")
 
 
 def parse_body(raw: bytes) -> Any:
@@ -214,6 +219,9 @@ def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
         if not prompt:  # vLLM: "The decoder prompt cannot be empty"
             raise RequestError("prompt is empty; send at least one token", param="prompt")
         echo = ""
+        if body.get("suffix") is not None:  # vLLM's completions server: "suffix is not currently supported"
+            raise RequestError("suffix is not supported (nor by vLLM's completions server); leave it out",
+                               param="suffix")
         if body.get("echo") not in (None, False):
             if body.get("echo") is not True:
                 raise RequestError(f"echo={body.get('echo')!r}; expected true or false", param="echo")
@@ -226,6 +234,12 @@ def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
     _number_field(body, "top_p", 0.0, 1.0, low_open=True)
     for penalty in ("presence_penalty", "frequency_penalty"):  # OpenAI's and vLLM's bounds
         _number_field(body, penalty, -2.0, 2.0)
+    # vLLM's own sampling fields, bounded as its SamplingParams bounds them
+    _number_field(body, "repetition_penalty", 0.0, float("inf"), low_open=True)
+    _number_field(body, "min_p", 0.0, 1.0)
+    top_k = _int_field(body, "top_k")
+    if top_k is not None and top_k < 1 and top_k not in (0, -1):  # 0 and -1 turn it off
+        raise RequestError(f"top_k={count_said(top_k)}; expected -1 or 0 (off) or an integer >= 1", param="top_k")
     stop = _stop_strings(body)
     include_stop = body.get("include_stop_str_in_output", False)
     if not isinstance(include_stop, bool):
@@ -254,7 +268,7 @@ def parse_completion(body: Any, *, chat: bool, model_name: str) -> Completion:
     continuous_usage = bool(include_usage) and bool(options.get("continuous_usage_stats"))
     seed = _int_field(body, "seed")  # sampling here ignores it, but vLLM refuses one that is no 64-bit integer
     if seed is not None and not -(2**63) <= seed < 2**63:
-        raise RequestError(f"seed={seed}; expected a 64-bit integer", param="seed")
+        raise RequestError(f"seed={count_said(seed)}; expected a 64-bit integer", param="seed")
     tools = body.get("tools")
     if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, Mapping) for t in tools)):
         raise RequestError("tools must be an array of tool objects", param="tools")
