@@ -706,7 +706,7 @@ def test_decider_down_falls_back_per_decision_open_forwards_closed_answers_503()
     assert closed.status_code == 503 and closed.headers["retry-after"] == "5"
     error = closed.json()["error"]
     assert error["code"] == "decider_unavailable" and "fallback is closed" in error["message"]
-    assert "fixed decider set to fail" in error["message"]
+    assert "fixed decider set to fail" not in error["message"]  # the decider's own words are the operator's
     assert "reads as" not in error["message"]  # no answer was read: nothing is said it read as
 
 
@@ -950,3 +950,19 @@ def test_a_flagged_streamed_call_reaches_the_openai_client_unharmed():
 
     chunks = run(go())
     assert chunks[0].choices[0].delta.tool_calls[0].function.name == "delete_files"
+
+
+def test_a_tool_gate_that_could_not_ask_the_decider_says_so_rather_than_calling_the_call_unsafe():
+    """`tool_gate: {fallback: closed}` during a decider outage removed calls as "judged unsafe to carry out", and a
+    request forcing a call got a 400 content_policy_violation (an outside re-tester's): nothing was judged."""
+    route = {"tool_gate": {"fallback": "closed", "threshold": 0.5}}
+    app, _, _ = make_app(route, decider=FixedDecider({}, fail=True), upstreams={"u": StubUpstream(_tool_reply)})
+    withheld = post(app, {**HI, "tools": TOOLS}).json()["choices"][0]["message"]
+    assert "tool_calls" not in withheld and "could not judge them" in withheld["content"]
+    assert "judged unsafe" not in withheld["content"]
+    forced = post(app, {**HI, "tools": TOOLS, "tool_choice": "required"})
+    assert forced.status_code == 503 and forced.headers["retry-after"] == "5"
+    assert forced.json()["error"]["code"] == "decider_unavailable"
+    streamed, _, _ = make_app(route, decider=FixedDecider({}, fail=True), upstreams={"u": StubUpstream(_streamed_call)})
+    text = post(streamed, {**HI, "tools": TOOLS, "tool_choice": "required", "stream": True}).text
+    assert '"decider_unavailable"' in text and "[DONE]" not in text  # the stream ends refused, as for a block

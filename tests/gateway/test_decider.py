@@ -339,11 +339,13 @@ def test_a_call_whose_own_work_outlasts_its_deadline_behind_a_long_queue_is_stil
     assert big.answers is None and big.turned_away and "work is queued" in big.error
 
 
-def test_a_remote_deciders_identity_is_its_answers_not_its_address():
+def test_a_remote_deciders_identity_is_its_answers_not_its_address(tmp_path, monkeypatch, caplog):
     """Thresholds were keyed by the URL alone: calibrated on one model, reused for another served later at the same
     address (an outside tester's injection then passed at P 0.568), and the same server spelt two ways was
     scored twice."""
     import json
+
+    monkeypatch.setenv("JEVSERVE_CACHE", str(tmp_path))  # where identities are remembered
 
     def remote(url, p_yes):
         def answer(request):  # a System One server whose model gives p_yes to yes, or to the first option
@@ -364,14 +366,31 @@ def test_a_remote_deciders_identity_is_its_answers_not_its_address():
     first = remote("http://127.0.0.1:8795", 0.9)
     same_spelt_otherwise = remote("http://localhost:8795/v1", 0.9)
     swapped = remote("http://127.0.0.1:8795", 0.6)
-    assert first.identity == same_spelt_otherwise.identity != swapped.identity
+    assert first.identity == same_spelt_otherwise.identity
     assert first.identity.startswith("remote|jev-latest|answers ")
+    assert swapped.identity != first.identity  # asked last: remembered for the address
 
     def down(request):
         raise httpx.ConnectError("refused")
 
+    # down at start: the model it served when last asked stands in, said in a WARNING (a gateway whose
+    # thresholds are known starts during an outage, as it did when it was known by its address)
     unreachable = RemoteDecider("http://127.0.0.1:8795", sync_transport=httpx.MockTransport(down))
-    assert unreachable.identity == "remote:http://127.0.0.1:8795|jev-latest"  # as before, asked again next time
+    with caplog.at_level("WARNING", logger="jevserve.gateway"):
+        assert unreachable.identity == swapped.identity
+    assert "did not answer the question that tells which model it serves" in caplog.text
+    # never asked: nothing is known of what it serves, so no cached score is read for it (not its address's)
+    assert RemoteDecider("http://127.0.0.1:9999", sync_transport=httpx.MockTransport(down)).identity is None
+
+    def no_choices(request):  # an endpoint that answers yes/no questions only still has an identity of its own
+        body = json.loads(request.content)
+        if any(q["type"] != "noul" for q in body["questions"].values()):
+            return httpx.Response(422, json={"detail": "choice questions are not served"})
+        return httpx.Response(200, json={"model": "jev-latest", "usage": {"input_tokens": 1, "output_tokens": 0},
+                                         "answers": {q: {"type": "noul", "noul": 0.3} for q in body["questions"]}})
+
+    noul_only = RemoteDecider("http://127.0.0.1:8796", sync_transport=httpx.MockTransport(no_choices))
+    assert noul_only.identity is not None and noul_only.identity.startswith("remote|jev-latest|answers ")
 
 
 def test_calibration_asks_a_remote_decider_again_after_a_429_or_a_server_error_but_not_a_refused_key():
@@ -413,9 +432,10 @@ def test_calibration_asks_a_remote_decider_again_after_a_429_or_a_server_error_b
     assert "--remote-model" not in str(info.value)  # no such setting in a gateway
 
 
-def test_a_call_with_many_texts_leaves_room_for_the_calls_beside_it():
+def test_calls_with_many_texts_leave_room_for_the_calls_beside_them():
     """One request of 300 tool results became 310 remote requests that held every slot, and ten ordinary requests
-    sent beside it were turned away (an outside tester's): a call takes at most a quarter of the slots at a time."""
+    sent beside it were turned away (an outside tester's); with a quarter of the slots each, four such requests
+    still did (an outside re-tester's): the slots are shared evenly among the calls that want them."""
     served: list[str] = []
 
     async def answer(request):
@@ -428,17 +448,23 @@ def test_a_call_with_many_texts_leaves_room_for_the_calls_beside_it():
                                          "answers": {q: {"type": "noul", "noul": 0.5} for q in body["questions"]}})
 
     remote = RemoteDecider("http://decider.test", transport=httpx.MockTransport(answer))
-    big = [ask(f"guard|{i}", f"tool result {i}", INJECTION) for i in range(100)]
+
+    def big(n: int) -> list:
+        return [ask(f"guard|{i}", f"call {n}: tool result {i}", INJECTION) for i in range(100)]
+
     small = [ask("guard", "an ordinary question", INJECTION)]
 
     async def scenario():
         try:
-            first = asyncio.ensure_future(remote.decide(big))
-            await asyncio.sleep(0)  # the big call's requests are queued first
+            first = [asyncio.ensure_future(remote.decide(big(n))) for n in range(4)]
+            await asyncio.sleep(0.005)  # the big calls' requests are queued and in flight first
             await remote.decide(small)
-            await first
+            await asyncio.gather(*first)
         finally:
             await remote.aclose()
 
     asyncio.run(scenario())
-    assert served.index("an ordinary question") < 16  # not behind the big call's 100
+    # asked as soon as one of the 32 requests in flight ends, not behind the 400 of the four big calls
+    assert served.index("an ordinary question") <= 40 and len(served) == 401
+    slots = remote.backend._slots
+    assert slots.in_flight == 0 and not slots._held and not slots._wanting  # every slot given back

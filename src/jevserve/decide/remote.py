@@ -30,7 +30,7 @@ import json
 import math
 import time
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -62,7 +62,6 @@ from jevserve.protocol.answers import (
 
 DEFAULT_REMOTE_TIMEOUT_S = 8.0  # below the SDK's DEFAULT_TIMEOUT_S, so the client does not give up first
 DEFAULT_MAX_IN_FLIGHT = 32
-PER_CALL_SHARE = 4  # one decision call's requests take at most 1/PER_CALL_SHARE of the slots (decide_async)
 CARD_TIMEOUT_S = 3.0  # how long a starting server waits for the upstream's model listing
 RECHECK_S = 5.0  # how often /healthz may ask a failing upstream again
 UNKNOWN_RELEASE_DATE = "1970-01-01"  # what the card says until the upstream's listing gives the date
@@ -130,6 +129,72 @@ MAX_ANSWER_BYTES = 16 * 1024 * 1024
 KEY_REFUSED = "refused this server's key"  # in the message of a 401/403 from the upstream (callers look for it)
 
 
+class FairSlots:
+    """At most `size` upstream requests in flight, shared evenly among the calls that want them: a call may start
+    another only while it holds fewer than `size` // (calls with requests waiting or in flight). Alone, a call may
+    use them all; beside others, each gets its share as soon as requests end. With one shared semaphore a call of
+    310 texts (one agent step's tool results) held every slot and ordinary calls beside it waited past their
+    deadline (an outside tester's), and with a fixed quarter each, four such calls still did. The bookkeeping is
+    synchronous (one event loop), so a cancelled request can never leave a slot counted as taken."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.in_flight = 0
+        self._held: dict[object, int] = {}  # per call: its requests in flight
+        self._wanting: dict[object, int] = {}  # per call: its requests waiting or in flight
+        self._waiters: list[asyncio.Future] = []
+        self._waiting: dict[object, int] = {}  # per call: its requests waiting for a slot now
+
+    def _may_start(self, call: object) -> bool:
+        # within its share, and no call waiting beside it holds fewer (the freed slot goes to the one with least)
+        held = self._held.get(call, 0)
+        share = max(1, self.size // max(1, len(self._wanting)))
+        fewest = min((self._held.get(c, 0) for c in self._waiting), default=held)
+        return self.in_flight < self.size and held < share and held <= fewest
+
+    @contextlib.asynccontextmanager
+    async def slot(self, call: object) -> AsyncIterator[None]:
+        """Hold one slot for `call` while the block runs."""
+        self._wanting[call] = self._wanting.get(call, 0) + 1
+        try:
+            while not self._may_start(call):
+                waiter = asyncio.get_running_loop().create_future()
+                self._waiters.append(waiter)
+                self._waiting[call] = self._waiting.get(call, 0) + 1
+                try:
+                    await waiter
+                finally:
+                    self._waiting[call] -= 1
+                    if not self._waiting[call]:
+                        del self._waiting[call]
+        except BaseException:
+            self._unwant(call)
+            raise
+        self._held[call] = self._held.get(call, 0) + 1
+        self.in_flight += 1
+        self._wake()  # a call that waited for this one to take its turn may go now
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
+            self._held[call] -= 1
+            if not self._held[call]:
+                del self._held[call]
+            self._unwant(call)
+
+    def _unwant(self, call: object) -> None:
+        self._wanting[call] -= 1
+        if not self._wanting[call]:
+            del self._wanting[call]
+        self._wake()
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []  # every waiter looks again: the shares have changed
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+
 class RemoteBackend(DecisionBackend):
     """Forwards to `url` with an optional bearer key, asking for `model`."""
 
@@ -169,7 +234,7 @@ class RemoteBackend(DecisionBackend):
         self._sync_transport = sync_transport
         self._loop: asyncio.AbstractEventLoop | None = None
         self._http: httpx.AsyncClient | None = None
-        self._slots: asyncio.Semaphore | None = None
+        self._slots: FairSlots | None = None
         self._sync_http: httpx.Client | None = None
         # The forwarded model's release date is the upstream's to say: learn_card() takes it from the upstream's
         # listing when the server starts. Until then (or if the upstream cannot say) the contract's YYYY-MM-DD field
@@ -254,7 +319,7 @@ class RemoteBackend(DecisionBackend):
             self.upstream_problem = str(self.upstream_error(response))
         return response
 
-    def _async_client(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+    def _async_client(self) -> tuple[httpx.AsyncClient, FairSlots]:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # a pool and a semaphore belong to one event loop
             limits = httpx.Limits(max_connections=self.max_in_flight, max_keepalive_connections=self.max_in_flight)
@@ -263,7 +328,7 @@ class RemoteBackend(DecisionBackend):
             self._http = httpx.AsyncClient(
                 base_url=self.url, headers=self.headers, timeout=self.timeout_s, transport=transport, limits=limits
             )
-            self._slots = asyncio.Semaphore(self.max_in_flight)
+            self._slots = FairSlots(self.max_in_flight)
             self._loop = loop
         return self._http, self._slots
 
@@ -271,13 +336,10 @@ class RemoteBackend(DecisionBackend):
         """One upstream request per distinct state, all at once, under one deadline of `timeout_s`."""
         http, slots = self._async_client()
         groups = _by_state(items)
-        # one call's requests take at most a quarter of the shared slots at a time, so other calls' requests queue
-        # between them: a call of 310 texts (one agent step's tool results) held every slot and turned every other
-        # client's decisions away for want of time (an outside tester's)
-        own = asyncio.Semaphore(max(1, self.max_in_flight // PER_CALL_SHARE))
+        call = object()  # this call, for the slots' fair share (FairSlots)
 
         async def ask(state: str, indices: list[int]) -> tuple[list[np.ndarray], int]:
-            async with own, slots:
+            async with slots.slot(call):
                 try:
                     request = http.build_request("POST", "/v1/systemone", json=self._payload(state, indices, items))
                     response = await http.send(request, stream=True)

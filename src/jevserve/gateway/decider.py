@@ -23,6 +23,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import httpx
@@ -242,6 +243,38 @@ class LocalDecider(Decider):
         self.backend.close()
 
 
+def _identities_path() -> Path:
+    from jevserve.gateway.operating_points import cache_dir
+
+    return cache_dir() / "remote-identities.json"
+
+
+def remembered_identities() -> dict[str, str]:
+    """The identity each remote decider (address|model) had when last asked (RemoteDecider.identity)."""
+    try:
+        known = json.loads(_identities_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in known.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(
+        known, dict) else {}
+
+
+def remember_identity(key: str, identity: str) -> None:
+    """Keep a remote decider's identity by address and model (best effort: unwritable, it is only not remembered)."""
+    known = remembered_identities()
+    if known.get(key) == identity:
+        return
+    known[key] = identity
+    path = _identities_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
+        tmp.replace(path)
+    except OSError:
+        return
+
+
 REMOTE_TIMEOUT_S = 5.0  # a remote decider's own deadline, unless a gateway's decision timeout is longer
 REMOTE_TIMEOUT_MARGIN_S = 1.0  # past the gateway's decision timeout, so that the gateway's deadline is the one met
 
@@ -266,25 +299,40 @@ class RemoteDecider(LocalDecider):
                                        model_hint=f"a gateway asks a remote decider for {model!r}: serve the model "
                                                   "under that name (`jevserve serve` does)"))
         self.name = f"remote:{url}"
+        self.warned_identity = False  # the WARNING that a remembered identity stands in was given
         self.probing = False  # a probe is under way (recheck_decider)
         self.probed_at = 0.0
 
     @property
     def identity(self) -> str | None:
-        """The model asked for and a digest of the endpoint's answers to the two fixed questions local models are
+        """The model asked for and a digest of the endpoint's answers to the fixed yes/no question local models are
         fingerprinted by (LocalDecider.identity): keyed by the URL alone, thresholds calibrated on one model were
         reused, with no word, for another served later at the same address (an outside tester's injection then
         passed at P 0.568 under a threshold set for another model), and the same server spelt two ways
-        (`localhost`, `127.0.0.1`) was scored twice. An endpoint that cannot answer the two questions now is keyed
-        by its address and the model asked for, as before (asked again next time)."""
+        (`localhost`, `127.0.0.1`) was scored twice. Only yes/no: an endpoint that answers no choice questions
+        still serves a guard, and must not fall back to being known by its address.
+
+        Each identity is remembered by address and model (`remembered_identities`): an endpoint that cannot answer
+        now (down, rate-limiting) is taken to serve what it served when last asked, said in a WARNING, so a gateway
+        whose thresholds are known still starts during an outage; one never asked has none (None: nothing cached is
+        read for it). Not kept: it is asked again next time."""
         if self._identity is None:
+            key = f"{self.backend.url}|{self.backend.model}"
             try:
-                answers = self.backend.decide(list(IDENTITY_PROBES))
-            except Exception:  # down, or refusing the key: whatever needs the scores says so when it asks
-                return f"{self.name}|{self.backend.model}"
+                answers = self.backend.decide([p for p in IDENTITY_PROBES if p.question.kind == "noul"])
+            except Exception as exc:
+                remembered = remembered_identities().get(key)
+                if remembered is not None and not self.warned_identity:
+                    self.warned_identity = True
+                    logger.warning("the decider %s did not answer the question that tells which model it serves "
+                                   "(%s: %s): its thresholds are those scored for the model it served when last "
+                                   "asked; restart the gateway once it answers if that model has changed",
+                                   self.name, type(exc).__name__, exc)
+                return remembered
             rounded = [[round(float(p), IDENTITY_DIGITS) for p in a] for a in answers]
             digest = hashlib.sha256(json.dumps(rounded).encode()).hexdigest()[:12]
             self._identity = f"remote|{self.backend.model}|answers {digest}"
+            remember_identity(key, self._identity)
         return self._identity
 
 

@@ -80,6 +80,10 @@ class BlockedError(GatewayError):
     code = "content_policy_violation"
 
 
+# a failing decider is asked again this often (decider.DECIDER_RECHECK_S): a retry sooner finds it as it was
+DECIDER_UNAVAILABLE_RETRY_AFTER_S = 5.0
+
+
 class DeciderUnavailableError(GatewayError):
     """A decision with `fallback: closed` refused the request because the decider gave no answer (down, failing):
     the service's state, not the client's text, so a 503 a client retries, not a 400 it never does."""

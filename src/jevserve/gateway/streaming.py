@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from jevserve.gateway.errors import BlockedError, GatewayError
+from jevserve.gateway.errors import BlockedError, DeciderUnavailableError, GatewayError
 from jevserve.gateway.responses import CLIENT_CLOSED
 from jevserve.gateway.shapes import REASONING_FIELDS, chat_completion, sse
 from jevserve.protocol import strict_json
@@ -391,7 +391,7 @@ async def relay(
                 if held is not None and gate_calls is not None:
                     try:
                         released = await held.release(summary, model, gate_calls)
-                    except BlockedError as exc:  # the calls held are not sent, nor [DONE]: the stream ends refused
+                    except (BlockedError, DeciderUnavailableError) as exc:  # the calls held are not sent, nor [DONE]
                         summary.refused_status = exc.status_code
                         yield refusal_event(exc)
                         break

@@ -25,7 +25,7 @@ from typing import Any
 from jevserve.gateway.context import RequestContext, request_context, usable_request_id
 from jevserve.gateway.decisions import policies_for
 from jevserve.gateway.endpoints import ENDPOINT_PATHS, MODELS_PATH, http_error_body, model_entry, model_list
-from jevserve.gateway.errors import BlockedError, GatewayError
+from jevserve.gateway.errors import BlockedError, DeciderUnavailableError, GatewayError
 from jevserve.gateway.extproc.calls import CallWatch
 from jevserve.gateway.extproc.respond import JSON_TYPE, REQUEST_ID
 from jevserve.gateway.extproc.seam import Exchange, Respond, ResponseEdit, ResponsePlan, StreamEnd
@@ -283,7 +283,7 @@ class GatewayExchange(Exchange):
         if ctx.is_chat:
             try:
                 completion = await gate_reply(self.gateway, ctx, completion)
-            except BlockedError as exc:  # a call the request forced, blocked: the HTTP gateway's 400
+            except (BlockedError, DeciderUnavailableError) as exc:  # a forced call blocked: the HTTP gateway's 400
                 return await rendered(error_response(ctx, exc))
         self.gated = completion
         answer = await rendered(completion_response(ctx, completion))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from jevserve.gateway.errors import BlockedError
+from jevserve.gateway.errors import BlockedError, DeciderUnavailableError
 from jevserve.gateway.shapes import sse
 from jevserve.gateway.streaming import (
     GateCalls,
@@ -78,7 +78,7 @@ class CallWatch:
         completion = self.summary.completion(model)
         try:
             gated = await gate(completion)
-        except BlockedError as exc:  # the calls held are not sent, nor [DONE]: the stream ends refused
+        except (BlockedError, DeciderUnavailableError) as exc:  # the calls held are not sent, nor [DONE]
             self.summary.refused_status = exc.status_code  # logged and counted as the refusal (binding.close)
             return refusal_event(exc)
         if gated is completion:

@@ -12,7 +12,7 @@ from typing import Any
 
 from jevserve.gateway.context import RequestContext
 from jevserve.gateway.decisions import DecisionReport
-from jevserve.gateway.errors import BlockedError, DeciderUnavailableError
+from jevserve.gateway.errors import DECIDER_UNAVAILABLE_RETRY_AFTER_S, BlockedError, DeciderUnavailableError
 from jevserve.gateway.policies import POLICIES
 from jevserve.gateway.shapes import chat_completion, rough_tokens
 from jevserve.gateway.types import Action, ClarifyDetail, GuardDetail, PriorityDetail, RouteDetail, Verdict
@@ -27,9 +27,6 @@ class Answer:
     """The gateway answers the request itself with this chat completion; the upstream is not called."""
 
     completion: dict[str, Any]
-
-# a failing decider is asked again this often (decider.DECIDER_RECHECK_S): a retry sooner finds it as it was
-DECIDER_UNAVAILABLE_RETRY_AFTER_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -57,10 +54,11 @@ def _block(ctx: RequestContext, verdict: Verdict) -> Answer:
     if verdict.fell_back and verdict.probability is None:
         # `fallback: closed` with no answer read: the decider's outage, not the client's text (a 400
         # content_policy_violation told the client its text was at fault, and clients never retry a 400)
+        # the decider's own words stay in the log and /healthz: they name its address and its settings, which are
+        # the operator's to read, not the client's
         raise DeciderUnavailableError(
-            f"request refused undecided: the {verdict.decision} decision has no answer from the decider "
-            f"({ctx.report.error or 'no answer'}) and its fallback is closed; retry after "
-            f"{DECIDER_UNAVAILABLE_RETRY_AFTER_S:g} s",
+            f"request refused undecided: the {verdict.decision} decision has no answer from the decider and its "
+            f"fallback is closed; retry after {DECIDER_UNAVAILABLE_RETRY_AFTER_S:g} s",
             retry_after_s=DECIDER_UNAVAILABLE_RETRY_AFTER_S,
         )
     detail = verdict.detail if isinstance(verdict.detail, GuardDetail) else None

@@ -10,7 +10,7 @@ from typing import Any
 from jevserve.gateway.context import RequestContext
 from jevserve.gateway.decider import timed_decide
 from jevserve.gateway.decisions import policies_for
-from jevserve.gateway.errors import BlockedError
+from jevserve.gateway.errors import DECIDER_UNAVAILABLE_RETRY_AFTER_S, BlockedError, DeciderUnavailableError
 from jevserve.gateway.policies.tool_gate import ToolGate
 from jevserve.gateway.runtime import Gateway
 from jevserve.gateway.types import Action, Verdict
@@ -53,6 +53,13 @@ async def gate_reply(gateway: Gateway, ctx: RequestContext, completion: dict[str
                 if c.choice not in left and v.action is Action.BLOCK and v.acts]
         if lost:
             names = ", ".join(dict.fromkeys(str(_function_name(c.call)) for c in lost))
+            if all(v.fell_back for v in ctx.tool_verdicts if v.action is Action.BLOCK and v.acts):
+                # nothing was judged: the decider's outage under a closed fallback, not the call's content (a 400
+                # content_policy_violation said it was "judged unsafe", and clients never retry a 400)
+                raise DeciderUnavailableError(
+                    f"reply withheld: the tool_gate decision has no answer from the decider about its call to "
+                    f"{names} and its fallback is closed, and the request's {field} requires a tool call; retry "
+                    f"after {DECIDER_UNAVAILABLE_RETRY_AFTER_S:g} s", retry_after_s=DECIDER_UNAVAILABLE_RETRY_AFTER_S)
             raise BlockedError(
                 f"reply blocked by the tool_gate decision: its call to {names} was judged unsafe to carry out, and the "
                 f"request's {field} requires a tool call, so the reply without it is not sent",
@@ -109,9 +116,12 @@ def remove_blocked_calls(
     choice and say why in that choice's content; flagged calls stay. A choice left without calls ends with
     `finish_reason` stop."""
     blocked: dict[int, list[ReplyToolCall]] = {}
+    unjudged: set[int] = set()  # choices whose calls were withheld for want of an answer (a closed fallback)
     for call, verdict in zip(proposed, verdicts, strict=True):
         if verdict.action is Action.BLOCK and verdict.acts:
             blocked.setdefault(call.choice, []).append(call)
+            if verdict.fell_back:
+                unjudged.add(call.choice)
     if not blocked:
         return completion
     out = copy.deepcopy(completion)
@@ -123,7 +133,9 @@ def remove_blocked_calls(
             message.pop("function_call", None)
         kept = [c for j, c in enumerate(message.get("tool_calls") or []) if j not in positions]
         names = ", ".join(str(_function_name(c.call)) for c in calls)
-        note = f"[jevserve gateway: blocked tool call(s) {names}: judged unsafe to carry out]"
+        note = (f"[jevserve gateway: withheld tool call(s) {names}: the decider could not judge them and the tool "
+                "gate's fallback is closed]" if index in unjudged else
+                f"[jevserve gateway: blocked tool call(s) {names}: judged unsafe to carry out]")
         message["content"] = (message.get("content") or "") + ("\n" if message.get("content") else "") + note
         if kept:
             message["tool_calls"] = kept
