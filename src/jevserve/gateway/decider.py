@@ -299,7 +299,7 @@ class RemoteDecider(LocalDecider):
                                        model_hint=f"a gateway asks a remote decider for {model!r}: serve the model "
                                                   "under that name (`jevserve serve` does)"))
         self.name = f"remote:{url}"
-        self.warned_identity = False  # the WARNING that a remembered identity stands in was given
+        self.identity_unknown = False  # asked, not answered, and never answered before: no identity
         self.probing = False  # a probe is under way (recheck_decider)
         self.probed_at = 0.0
 
@@ -315,19 +315,21 @@ class RemoteDecider(LocalDecider):
         Each identity is remembered by address and model (`remembered_identities`): an endpoint that cannot answer
         now (down, rate-limiting) is taken to serve what it served when last asked, said in a WARNING, so a gateway
         whose thresholds are known still starts during an outage; one never asked has none (None: nothing cached is
-        read for it). Not kept: it is asked again next time."""
-        if self._identity is None:
+        read for it). Asked once per process: a hanging endpoint is not waited for once per decision."""
+        if self._identity is None and not self.identity_unknown:
             key = f"{self.backend.url}|{self.backend.model}"
             try:
                 answers = self.backend.decide([p for p in IDENTITY_PROBES if p.question.kind == "noul"])
             except Exception as exc:
                 remembered = remembered_identities().get(key)
-                if remembered is not None and not self.warned_identity:
-                    self.warned_identity = True
-                    logger.warning("the decider %s did not answer the question that tells which model it serves "
-                                   "(%s: %s): its thresholds are those scored for the model it served when last "
-                                   "asked; restart the gateway once it answers if that model has changed",
-                                   self.name, type(exc).__name__, exc)
+                if remembered is None:
+                    self.identity_unknown = True
+                    return None
+                logger.warning("the decider %s did not answer the question that tells which model it serves "
+                               "(%s: %s): its thresholds are those scored for the model it served when last "
+                               "asked; restart the gateway once it answers if that model has changed",
+                               self.name, type(exc).__name__, exc)
+                self._identity = remembered
                 return remembered
             rounded = [[round(float(p), IDENTITY_DIGITS) for p in a] for a in answers]
             digest = hashlib.sha256(json.dumps(rounded).encode()).hexdigest()[:12]
