@@ -53,9 +53,8 @@ def act(ctx: RequestContext) -> Answer | Forward:
 def _block(ctx: RequestContext, verdict: Verdict) -> Answer:
     if verdict.fell_back and verdict.probability is None:
         # `fallback: closed` with no answer read: the decider's outage, not the client's text (a 400
-        # content_policy_violation told the client its text was at fault, and clients never retry a 400)
-        # the decider's own words stay in the log and /healthz: they name its address and its settings, which are
-        # the operator's to read, not the client's
+        # content_policy_violation told the client its text was at fault, and clients never retry a 400). The
+        # decider's own words stay in the log and /healthz: they name its address and settings, the operator's
         raise DeciderUnavailableError(
             f"request refused undecided: the {verdict.decision} decision has no answer from the decider and its "
             f"fallback is closed; retry after {DECIDER_UNAVAILABLE_RETRY_AFTER_S:g} s",
