@@ -134,7 +134,7 @@ class AnswersCache:
         self.errors: dict[str, dict[str, Any]] = {}
         self.num_torn_lines = 0  # lines skipped on reading: torn by a killed run, or otherwise damaged
         self._file: TextIO | None = None
-        self._lock: TextIO | None = None  # held by `lock` until `close`
+        self._lock: TextIO | None = None  # taken by `try_lock`, held until `close`
         if self.path.exists():
             self._read()
 
