@@ -379,6 +379,7 @@ def test_a_remote_deciders_identity_is_its_answers_not_its_address(tmp_path, mon
     with caplog.at_level("WARNING", logger="jevserve.gateway"):
         assert unreachable.identity == swapped.identity
     assert "did not answer the question that tells which model it serves" in caplog.text
+    assert not unreachable.identity_confirmed and first.identity_confirmed  # scores made now are not kept under it
     # never asked: nothing is known of what it serves, so no cached score is read for it (not its address's)
     assert RemoteDecider("http://127.0.0.1:9999", sync_transport=httpx.MockTransport(down)).identity is None
 
@@ -437,12 +438,14 @@ def test_calls_with_many_texts_leave_room_for_the_calls_beside_them():
     sent beside it were turned away (an outside tester's); with a quarter of the slots each, four such requests
     still did (an outside re-tester's): the slots are shared evenly among the calls that want them."""
     served: list[str] = []
+    opened = asyncio.Event()  # the upstream answers nothing until every call is queued: the order is not timing's
 
     async def answer(request):
         import json
 
         body = json.loads(request.content)
-        await asyncio.sleep(0.01)
+        await opened.wait()
+        await asyncio.sleep(0)
         served.append(body["state"])
         return httpx.Response(200, json={"model": "jev-latest", "usage": {"input_tokens": 1, "output_tokens": 0},
                                          "answers": {q: {"type": "noul", "noul": 0.5} for q in body["questions"]}})
@@ -457,9 +460,11 @@ def test_calls_with_many_texts_leave_room_for_the_calls_beside_them():
     async def scenario():
         try:
             first = [asyncio.ensure_future(remote.decide(big(n))) for n in range(4)]
-            await asyncio.sleep(0.005)  # the big calls' requests are queued and in flight first
-            await remote.decide(small)
-            await asyncio.gather(*first)
+            await asyncio.sleep(0.01)  # the big calls' requests are queued and in flight first
+            alone = asyncio.ensure_future(remote.decide(small))
+            await asyncio.sleep(0.01)
+            opened.set()
+            await asyncio.gather(*first, alone)
         finally:
             await remote.aclose()
 
@@ -467,4 +472,39 @@ def test_calls_with_many_texts_leave_room_for_the_calls_beside_them():
     # asked as soon as one of the 32 requests in flight ends, not behind the 400 of the four big calls
     assert served.index("an ordinary question") <= 40 and len(served) == 401
     slots = remote.backend._slots
-    assert slots.in_flight == 0 and not slots._held and not slots._wanting  # every slot given back
+    assert slots.in_flight == 0 and not slots._held and not slots._queues  # every slot given back
+
+
+def test_fair_slots_let_a_lone_call_use_them_all_share_them_between_calls_and_survive_cancellation():
+    from jevserve.decide.remote import FairSlots
+
+    async def scenario():
+        slots = FairSlots(8)
+        peak: dict[str, int] = {}
+        now: dict[str, int] = {}
+
+        async def one(call: str, hold_s: float = 0.01) -> None:
+            async with slots.slot(call):
+                now[call] = now.get(call, 0) + 1
+                peak[call] = max(peak.get(call, 0), now[call])
+                await asyncio.sleep(hold_s)
+                now[call] -= 1
+
+        await asyncio.gather(*(one("alone") for _ in range(50)))
+        alone = peak["alone"]
+        big = [asyncio.ensure_future(one("big")) for _ in range(200)]
+        await asyncio.sleep(0.005)
+        other = [asyncio.ensure_future(one("other")) for _ in range(200)]
+        await asyncio.sleep(0.05)
+        both_running = (now.get("big", 0), now.get("other", 0))
+        doomed = [asyncio.ensure_future(one("doomed", 1.0)) for _ in range(20)]
+        await asyncio.sleep(0.02)
+        for task in doomed:
+            task.cancel()
+        await asyncio.gather(*big, *other, *doomed, return_exceptions=True)
+        return alone, both_running, slots
+
+    alone, (big, other), slots = asyncio.run(scenario())
+    assert alone == 8  # a call alone uses every slot
+    assert big == other == 4  # two calls that both want them get half each
+    assert slots.in_flight == 0 and not slots._held and not slots._queues  # nothing leaked by the cancellations

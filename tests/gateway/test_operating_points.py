@@ -108,6 +108,21 @@ def test_a_rate_resolves_to_the_threshold_that_meets_it_on_each_shape_and_is_cac
     assert stricter.routes[0].guard.threshold >= guard.threshold and len(decider.states) == num_states
 
 
+def test_scores_made_under_an_identity_the_decider_did_not_answer_now_are_not_kept(tmp_path):
+    """A remote whose model had changed while it refused its identity question was scored, and the scores were
+    kept under the old model's remembered identity, whose thresholds then came from the new one's (an outside
+    tester's): they are used for this start and not kept."""
+    calibration = write_calibration(tmp_path / "cal.jsonl.gz")
+    unsure = CountingDecider(hash_score)
+    unsure.identity_confirmed = False
+    cache = ScoreCache(tmp_path / "cache")
+    _, points = resolve_operating_points(rate_config(calibration), unsure, scores=cache)
+    assert next(p for p in points if p.decision == "guard").threshold < 1 and unsure.states  # scored and used
+    assert not list((tmp_path / "cache").glob("*.json"))  # and not kept
+    resolve_operating_points(rate_config(calibration), CountingDecider(hash_score), scores=cache)
+    assert list((tmp_path / "cache").glob("*.json"))  # a decider that answered now keeps them
+
+
 def test_scores_are_kept_per_bound_the_decision_reads_and_no_other(tmp_path):
     from jevserve.gateway.operating_points import limits_read, score_key
     from jevserve.serving.decision_inputs import InputLimits

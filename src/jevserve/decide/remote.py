@@ -24,6 +24,7 @@ What the client sees for what the upstream did (`upstream_error`):
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import datetime as dt
 import json
@@ -130,69 +131,80 @@ KEY_REFUSED = "refused this server's key"  # in the message of a 401/403 from th
 
 
 class FairSlots:
-    """At most `size` upstream requests in flight, shared evenly among the calls that want them: a call may start
-    another only while it holds fewer than `size` // (calls with requests waiting or in flight). Alone, a call may
-    use them all; beside others, each gets its share as soon as requests end. With one shared semaphore a call of
-    310 texts (one agent step's tool results) held every slot and ordinary calls beside it waited past their
-    deadline (an outside tester's), and with a fixed quarter each, four such calls still did. The bookkeeping is
-    synchronous (one event loop), so a cancelled request can never leave a slot counted as taken."""
+    """At most `size` upstream requests in flight, shared evenly among the calls that want them: a call may hold at
+    most `size` // (calls with requests waiting or in flight), and a freed slot is handed to the waiting call that
+    holds fewest. Alone, a call may use them all. With one shared semaphore a call of 310 texts (one agent step's
+    tool results) held every slot and ordinary calls beside it waited past their deadline (an outside tester's),
+    and with a fixed quarter each, four such calls still did. A slot is handed to one waiter at a time (never by
+    waking them all, which cost a call of 2,000 texts the square of that), and the bookkeeping is synchronous (one
+    event loop), so a cancelled request never leaves a slot counted as taken."""
 
     def __init__(self, size: int) -> None:
         self.size = size
         self.in_flight = 0
         self._held: dict[object, int] = {}  # per call: its requests in flight
-        self._wanting: dict[object, int] = {}  # per call: its requests waiting or in flight
-        self._waiters: list[asyncio.Future] = []
-        self._waiting: dict[object, int] = {}  # per call: its requests waiting for a slot now
+        self._queues: dict[object, collections.deque[asyncio.Future]] = {}  # per call: its requests waiting
+
+    def _share(self) -> int:
+        return max(1, self.size // max(1, len(self._held.keys() | self._queues.keys())))
 
     def _may_start(self, call: object) -> bool:
-        # within its share, and no call waiting beside it holds fewer (the freed slot goes to the one with least)
         held = self._held.get(call, 0)
-        share = max(1, self.size // max(1, len(self._wanting)))
-        fewest = min((self._held.get(c, 0) for c in self._waiting), default=held)
-        return self.in_flight < self.size and held < share and held <= fewest
+        fewest = min((self._held.get(c, 0) for c in self._queues if c is not call), default=held)
+        return self.in_flight < self.size and held < self._share() and held <= fewest
+
+    def _take(self, call: object) -> None:
+        self._held[call] = self._held.get(call, 0) + 1
+        self.in_flight += 1
+
+    def _give_back(self, call: object) -> None:
+        self.in_flight -= 1
+        self._held[call] -= 1
+        if not self._held[call]:
+            del self._held[call]
+        self._hand_on()
+
+    def _hand_on(self) -> None:
+        """Hand free slots to waiting calls, the one holding fewest first, each within its share."""
+        while self.in_flight < self.size and self._queues:
+            call = min(self._queues, key=lambda c: self._held.get(c, 0))
+            if self._held.get(call, 0) >= self._share():
+                return
+            queue = self._queues[call]
+            waiter = queue.popleft()
+            if not queue:
+                del self._queues[call]
+            if waiter.done():  # its request was cancelled while it waited
+                continue
+            self._take(call)
+            waiter.set_result(None)
 
     @contextlib.asynccontextmanager
     async def slot(self, call: object) -> AsyncIterator[None]:
         """Hold one slot for `call` while the block runs."""
-        self._wanting[call] = self._wanting.get(call, 0) + 1
-        try:
-            while not self._may_start(call):
-                waiter = asyncio.get_running_loop().create_future()
-                self._waiters.append(waiter)
-                self._waiting[call] = self._waiting.get(call, 0) + 1
-                try:
-                    await waiter
-                finally:
-                    self._waiting[call] -= 1
-                    if not self._waiting[call]:
-                        del self._waiting[call]
-        except BaseException:
-            self._unwant(call)
-            raise
-        self._held[call] = self._held.get(call, 0) + 1
-        self.in_flight += 1
-        self._wake()  # a call that waited for this one to take its turn may go now
+        if call not in self._queues and self._may_start(call):
+            self._take(call)
+        else:
+            waiter = asyncio.get_running_loop().create_future()
+            self._queues.setdefault(call, collections.deque()).append(waiter)
+            try:
+                await waiter  # the slot is taken on this request's behalf before it is woken
+            except BaseException:
+                if waiter.done() and not waiter.cancelled():
+                    self._give_back(call)  # handed a slot, then cancelled before it ran
+                else:
+                    waiter.cancel()
+                    queue = self._queues.get(call)
+                    if queue is not None and waiter in queue:
+                        queue.remove(waiter)
+                        if not queue:
+                            del self._queues[call]
+                    self._hand_on()  # its leaving may change the shares
+                raise
         try:
             yield
         finally:
-            self.in_flight -= 1
-            self._held[call] -= 1
-            if not self._held[call]:
-                del self._held[call]
-            self._unwant(call)
-
-    def _unwant(self, call: object) -> None:
-        self._wanting[call] -= 1
-        if not self._wanting[call]:
-            del self._wanting[call]
-        self._wake()
-
-    def _wake(self) -> None:
-        waiters, self._waiters = self._waiters, []  # every waiter looks again: the shares have changed
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+            self._give_back(call)
 
 
 class RemoteBackend(DecisionBackend):

@@ -124,8 +124,13 @@ def run_check(args: argparse.Namespace) -> int:
     missing = [p for p in points if p.max_false_action_rate is not None and p.threshold != p.threshold]
     if missing:
         named = f" --decider {args.decider}" if args.decider else ""  # the same decider, or another is calibrated
-        print(f"{len(missing)} rate(s) not scored yet: `jevserve gateway calibrate --config {args.config}{named}` "
-              "scores them")
+        if getattr(decider, "identity_unknown", False):  # a remote never asked, not answering now: calibrate fails
+            print(f"{len(missing)} rate(s) not known: the decider {decider.name} did not answer the question that "
+                  "tells which model it serves, and was never asked before; once it answers, `jevserve gateway "
+                  f"calibrate --config {args.config}{named}` scores them")
+        else:
+            print(f"{len(missing)} rate(s) not scored yet: `jevserve gateway calibrate --config {args.config}{named}` "
+                  "scores them")
     return 0
 
 

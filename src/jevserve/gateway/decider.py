@@ -96,6 +96,9 @@ class Decider(ABC):
     failed_at: float = 0.0
     failure: str | None = None
     failure_logged_at: float = 0.0
+    # False where `identity` is what the decider was when last asked, not what it answered now (a remote one that
+    # could not answer): scores read under it may be used, scores made now are not stored under it
+    identity_confirmed: bool = True
     timing_out_since: float = 0.0  # the first call since the last answer that ran past its deadline
 
     @property
@@ -325,11 +328,12 @@ class RemoteDecider(LocalDecider):
                 if remembered is None:
                     self.identity_unknown = True
                     return None
-                logger.warning("the decider %s did not answer the question that tells which model it serves "
-                               "(%s: %s): its thresholds are those scored for the model it served when last "
-                               "asked; restart the gateway once it answers if that model has changed",
-                               self.name, type(exc).__name__, exc)
+                logger.warning("WARNING: the decider %s did not answer the question that tells which model it "
+                               "serves (%s: %s): the thresholds are those scored for the model it served when last "
+                               "asked; if that model has changed, start again once it answers, and nothing scored "
+                               "now is kept for it", self.name, type(exc).__name__, exc)
                 self._identity = remembered
+                self.identity_confirmed = False
                 return remembered
             rounded = [[round(float(p), IDENTITY_DIGITS) for p in a] for a in answers]
             digest = hashlib.sha256(json.dumps(rounded).encode()).hexdigest()[:12]

@@ -504,7 +504,9 @@ def _scores(
                 f"{decider.name} failed ({type(exc).__name__}: {exc}); {remedy}"
             ) from exc
         found = kept_scores(found)  # as the cache keeps them: the same threshold whether scored now or read back
-        if cache_key is not None:
+        # not under an identity the decider did not answer now: scored while a remote's model had changed, they
+        # were kept under the old model's, whose thresholds then came from the new one's scores (an outside tester's)
+        if cache_key is not None and decider.identity_confirmed:
             cache.put(cache_key, found)
     unjudged = 0
     # a request the decision asks nothing about is never acted on, and is scored 0.0 (score_requests): only where
