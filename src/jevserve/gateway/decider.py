@@ -23,7 +23,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import httpx
@@ -34,6 +33,7 @@ from jevserve.decide.base import DecisionBackend, DecisionItem, InputTooLongErro
 from jevserve.decide.batcher import Batcher, DeadlineUnreachable
 from jevserve.decide.remote import RemoteBackend, UpstreamRejected, UpstreamTimeout
 from jevserve.gateway.questions import wire_to_decision
+from jevserve.gateway.remote_identities import remember_identity, remembered_identities
 from jevserve.protocol import DecisionOption, DecisionQuestion, OverloadedError, Text, render_text
 
 if TYPE_CHECKING:
@@ -244,38 +244,6 @@ class LocalDecider(Decider):
         if self._batcher is not None:
             await self._batcher.close()
         self.backend.close()
-
-
-def _identities_path() -> Path:
-    from jevserve.gateway.operating_points import cache_dir
-
-    return cache_dir() / "remote-identities.json"
-
-
-def remembered_identities() -> dict[str, str]:
-    """The identity each remote decider (address|model) had when last asked (RemoteDecider.identity)."""
-    try:
-        known = json.loads(_identities_path().read_text())
-    except (OSError, ValueError):
-        return {}
-    return {k: v for k, v in known.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(
-        known, dict) else {}
-
-
-def remember_identity(key: str, identity: str) -> None:
-    """Keep a remote decider's identity by address and model (best effort: unwritable, it is only not remembered)."""
-    known = remembered_identities()
-    if known.get(key) == identity:
-        return
-    known[key] = identity
-    path = _identities_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
-        tmp.replace(path)
-    except OSError:
-        return
 
 
 REMOTE_TIMEOUT_S = 5.0  # a remote decider's own deadline, unless a gateway's decision timeout is longer

@@ -26,7 +26,6 @@ import functools
 import hashlib
 import json
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -50,6 +49,7 @@ from jevserve.gateway.errors import ConfigError
 from jevserve.gateway.policies.base import threshold_text
 from jevserve.gateway.policies.build import POLICIES
 from jevserve.gateway.questions import DEFAULTS
+from jevserve.gateway.remote_identities import operating_points_dir
 from jevserve.serving.decision_inputs import InputLimits
 
 SCORING_VERSION = 4  # bump when the way a calibration request is scored changes (the cache keys change with it): 4
@@ -192,8 +192,7 @@ def shares_by_shape(scores: np.ndarray, shapes: np.ndarray, threshold: float) ->
 
 def cache_dir() -> Path:
     """Where scores are cached: $JEVSERVE_CACHE/operating-points, else ~/.cache/jevserve/operating-points."""
-    root = os.environ.get("JEVSERVE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "jevserve")
-    return Path(root) / "operating-points"
+    return operating_points_dir()
 
 
 # The InputLimits fields each decision's scores depend on: the guard judges windows of the untrusted texts; the tool
