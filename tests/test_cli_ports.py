@@ -42,6 +42,17 @@ def test_a_port_out_of_range_exits_2_before_anything_loads(argv, low, value, cap
         (["sim", "run", "--request-rate", "5"], "jevserve sim run: error: unrecognized arguments: --request-rate 5; "
                                                 "--request-rate (an option of `jevserve loadgen`, not of `jevserve "
                                                 "sim run`)"),
+        # another command's flag before a near one of its own (`--seed`), from a sub-command's own error too, and
+        # no hint for a command's own flag after `--` (an outside re-tester's)
+        (["sim", "run", "--speedup", "2"], "jevserve sim run: error: unrecognized arguments: --speedup 2; --speedup "
+                                           "(an option of `jevserve engine`, `jevserve loadgen`, not of `jevserve sim "
+                                           "run`)"),
+        (["web", "--num-prompts", "3"], "jevserve web: error: unrecognized arguments: --num-prompts; --num-prompts "
+                                        "(an option of `jevserve loadgen`, not of `jevserve web`)"),
+        (["web", "-port", "21799"], "jevserve web: error: unrecognized arguments: -port; -port (did you mean --port? "
+                                    "a long option takes two dashes)"),
+        (["bench", "run", "--", "--endpoint", "x"], "jevserve bench run: error: unrecognized arguments: -- --endpoint "
+                                                    "x"),
         (["--bogus"], "jevserve: error: unrecognized arguments: --bogus"),
     ],
 )

@@ -170,7 +170,7 @@ class CommandParser(argparse.ArgumentParser):
         message = named.group(2) if named else message
         # an unknown flag before a value: argparse takes the value for the optional sub-command and says "invalid
         # choice: 'X'", which hides the flag at fault
-        unknown = [a for a in getattr(self, "_arguments_seen", ()) if a.startswith("--")
+        unknown = [a for a in getattr(self, "_arguments_seen", ()) if _looks_like_a_flag(a)
                    and a.split("=", 1)[0] not in self._option_string_actions]
         if unknown and "invalid choice" in message:
             message = f"unrecognized arguments: {' '.join(unknown)}"
@@ -193,21 +193,24 @@ class CommandParser(argparse.ArgumentParser):
         """What an unrecognised flag was likely meant to be: the command's own long flag with one dash (`-prot`),
         the nearest of its flags (`--prot`, as a config key is named), or another command's (`loadgen --rate`:
         that is `sim run`'s); None for a value, or a flag nothing resembles."""
-        if not flag.startswith("-") or re.fullmatch(r"-[\d.]+", flag):  # a value, a negative number
+        if not _looks_like_a_flag(flag):  # a value, a negative number
             return None
         name = flag.split("=", 1)[0]
         long_name = "--" + name.lstrip("-")
         own = [o for o in command._option_string_actions if o.startswith("--")]
         if not name.startswith("--") and long_name in own:
-            return f"{flag} (did you mean {long_name}? a long option takes two dashes)"
-        near = difflib.get_close_matches(long_name, own, n=1, cutoff=0.7)
-        if near:
-            return f"{flag} (did you mean {near[0]}?)"
-        elsewhere = [p.prog for p in _all_parsers(self) if p is not command and long_name in p._option_string_actions
-                     and long_name not in ("--help", "--version")]
+            return f"{name} (did you mean {long_name}? a long option takes two dashes)"
+        if long_name in own:  # its own flag, after `--` (where it is an argument) or in a place it cannot go
+            return None
+        # another command's own flag first: `sim run --speedup` is loadgen's, not a misspelt --seed
+        elsewhere = [p.prog for p in _all_parsers(getattr(self, "_root", self)) if p is not command
+                     and long_name in p._option_string_actions and long_name not in ("--help", "--version")]
         if elsewhere:
             where = ", ".join(f"`{prog}`" for prog in elsewhere[:3]) + (", ..." if len(elsewhere) > 3 else "")
-            return f"{flag} (an option of {where}, not of `{command.prog}`)"
+            return f"{name} (an option of {where}, not of `{command.prog}`)"
+        near = difflib.get_close_matches(long_name, own, n=1, cutoff=0.7)
+        if near:
+            return f"{name} (did you mean {near[0]}?)"
         return None
 
     def _command(self) -> argparse.ArgumentParser:
@@ -219,6 +222,11 @@ class CommandParser(argparse.ArgumentParser):
             if arg in commands.choices:
                 parser = commands.choices[arg]
         return parser
+
+
+def _looks_like_a_flag(text: str) -> bool:
+    """`--name`, `-name` or `-n`, not a value (`5`, `-5`, `-0.5`)."""
+    return text.startswith("-") and text != "-" and not re.fullmatch(r"-[\d.]+", text)
 
 
 def _all_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
@@ -247,6 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
         _register(module_name, subparsers)
     # What the parts below the server get handed instead of importing it (ARCHITECTURE.md): every command's
     # namespace carries these, and the commands that need a model or an embedding pass them on.
+    for command in _all_parsers(parser):  # a sub-command's error names other commands' flags too (_guess)
+        command._root = parser
     parser.set_defaults(serve_embedded=_serve_embedded, check_embedded_model=_check_embedded_model,
                         serve_backends=_serve_backends, embed_texts=_embed_texts, board_names=_board_names,
                         scoped_calibration_records=_scoped_calibration_records)

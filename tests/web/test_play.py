@@ -641,6 +641,7 @@ def test_answer_pressed_before_a_choice_asks_the_same_item_again_and_stores_noth
     assert response.status_code == 303 and response.headers["location"].endswith("?unanswered=0")
     again = client.get(response.headers["location"]).text
     assert 'role="alert">Choose an answer first' in again and "Item 1 of 5" in again
+    assert 'aria-invalid="true"' in again and "aria-invalid" not in first  # the group is said to lack an answer
     assert again.count("autofocus") == 1 and 'value="' + options(again)[0] + '" autofocus' in again
     assert Store(tmp_path / "db.sqlite").counts()["answers"] == 0
     assert "Choose an answer first" not in client.get(f"{url}?unanswered=3").text  # only for the item shown

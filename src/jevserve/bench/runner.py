@@ -155,6 +155,7 @@ class InvalidAnswers(InvalidReply):
     MAX_NAMED_INVALID-th (a model that answers everything invalidly is not asked thousands of times over)."""
 
     def __init__(self, found: list[tuple[dict[str, Any], str, InvalidReply]], *, complete: bool) -> None:
+        found = sorted(found, key=lambda f: f[1])  # by cache key: the same order on every run, not the arrival order
         super().__init__(f"{len(found)} requests answered invalidly the same way each time, the first: {found[0][2]}",
                          same_each_time=True)
         self.found, self.complete = found, complete
