@@ -33,7 +33,7 @@ def batches_for(num_requests: int) -> int:
     """How many consecutive batches `batch_means_interval` cuts a run into: one per REQUESTS_PER_BATCH requests,
     within [MIN_BATCHES, MAX_BATCHES]. A short run gets fewer, longer batches: near saturation the queue remembers for
     long, and ten batches of 40 requests were too short against it (their intervals held the long-run attainment in
-    82-87 % of 400-request runs; benchmarks/sim/attainment_interval.py)."""
+    68-87 % of 400-request runs; benchmarks/sim/attainment_interval.py)."""
     return min(MAX_BATCHES, max(MIN_BATCHES, num_requests // REQUESTS_PER_BATCH))
 
 
