@@ -131,27 +131,20 @@ KEY_REFUSED = "refused this server's key"  # in the message of a 401/403 from th
 
 
 class FairSlots:
-    """At most `size` upstream requests in flight, shared evenly among the calls that want them: a call may hold at
-    most `size` // (calls with requests waiting or in flight), and a freed slot is handed to the waiting call that
-    holds fewest. Alone, a call may use them all. With one shared semaphore a call of 310 texts (one agent step's
-    tool results) held every slot and ordinary calls beside it waited past their deadline (an outside tester's),
-    and with a fixed quarter each, four such calls still did. A slot is handed to one waiter at a time (never by
-    waking them all, which cost a call of 2,000 texts the square of that), and the bookkeeping is synchronous (one
-    event loop), so a cancelled request never leaves a slot counted as taken."""
+    """At most `size` upstream requests in flight, shared among the calls that want them: a freed slot is handed to
+    one waiting request of the call that holds fewest, so a call that arrives beside a big one waits for one
+    request to end, not for the big one's turn. Work-conserving: no slot stays free while a request waits, so a
+    call alone uses them all. With one shared semaphore a call of 310 texts (one agent step's tool results) held
+    every slot and ordinary calls beside it waited past their deadline (an outside tester's), and with a fixed
+    quarter each, four such calls still did; waking every waiter at each change cost a call of 2,000 texts the
+    square of that, and a share cap left slots idle. The bookkeeping is synchronous (one event loop), so a cancelled
+    request never leaves a slot counted as taken."""
 
     def __init__(self, size: int) -> None:
         self.size = size
         self.in_flight = 0
         self._held: dict[object, int] = {}  # per call: its requests in flight
         self._queues: dict[object, collections.deque[asyncio.Future]] = {}  # per call: its requests waiting
-
-    def _share(self) -> int:
-        return max(1, self.size // max(1, len(self._held.keys() | self._queues.keys())))
-
-    def _may_start(self, call: object) -> bool:
-        held = self._held.get(call, 0)
-        fewest = min((self._held.get(c, 0) for c in self._queues if c is not call), default=held)
-        return self.in_flight < self.size and held < self._share() and held <= fewest
 
     def _take(self, call: object) -> None:
         self._held[call] = self._held.get(call, 0) + 1
@@ -165,11 +158,9 @@ class FairSlots:
         self._hand_on()
 
     def _hand_on(self) -> None:
-        """Hand free slots to waiting calls, the one holding fewest first, each within its share."""
+        """Hand free slots to waiting requests, each to the waiting call that holds fewest."""
         while self.in_flight < self.size and self._queues:
             call = min(self._queues, key=lambda c: self._held.get(c, 0))
-            if self._held.get(call, 0) >= self._share():
-                return
             queue = self._queues[call]
             waiter = queue.popleft()
             if not queue:
@@ -182,7 +173,7 @@ class FairSlots:
     @contextlib.asynccontextmanager
     async def slot(self, call: object) -> AsyncIterator[None]:
         """Hold one slot for `call` while the block runs."""
-        if call not in self._queues and self._may_start(call):
+        if not self._queues and self.in_flight < self.size:
             self._take(call)
         else:
             waiter = asyncio.get_running_loop().create_future()
@@ -199,7 +190,6 @@ class FairSlots:
                         queue.remove(waiter)
                         if not queue:
                             del self._queues[call]
-                    self._hand_on()  # its leaving may change the shares
                 raise
         try:
             yield
