@@ -203,6 +203,19 @@ def percentile_list(flag: str) -> Callable[[str], tuple[float, ...]]:
     return parse
 
 
+def file_path(flag: str) -> Callable[[str], str]:
+    """A file's path, not empty: `--config=` read as the current folder ("error: .: cannot read the config: Is a
+    directory", for an outside tester), which named nothing the user wrote."""
+
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"{flag} '': expected a file's path")
+        return text
+
+    parse.__name__ = "path"
+    return parse
+
+
 def check_writable(path: Path, flag: str) -> None:
     """Make `path`'s folder and make sure a file can be written there (and `path` overwritten), before the work
     whose result it will hold. Raises OSError with `filename` "FLAG PATH", which the command line prints in one line

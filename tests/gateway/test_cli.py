@@ -158,3 +158,12 @@ def test_a_config_file_given_where_a_sub_command_goes_is_told_to_pass_config(cap
         main(["gateway", "gw.yaml"])
     assert refused.value.code == 2
     assert "to start with a config file, pass --config gw.yaml" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["gateway", "check", "--config="], ["gateway", "--config", ""],
+                                  ["gateway", "check", ""], ["gateway", "replay", "log.jsonl", "--config="]])
+def test_an_empty_config_path_is_refused_as_such_not_read_as_the_current_folder(argv, capsys):
+    # `--config=` was read as "." ("error: .: cannot read the config: Is a directory"; an outside re-tester's)
+    with pytest.raises(SystemExit) as refused:
+        main(argv)
+    assert refused.value.code == 2 and "'': expected a file's path" in capsys.readouterr().err

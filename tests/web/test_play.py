@@ -635,8 +635,9 @@ def test_answer_pressed_before_a_choice_asks_the_same_item_again_and_stores_noth
     instead, saying why, with the answers focused; the question has the focus on a first showing."""
     client = _client(app)
     url = start_round(client)
-    first = client.get(url).text
+    first = client.get(f"{url}?unanswered=0").text  # a link, not a submit: the item was never shown before
     assert 'id="question" tabindex="-1" autofocus' in first and " required" not in first
+    assert "Choose an answer first" not in first
     response = client.post(f"{url}/answer", data=data, follow_redirects=False)
     assert response.status_code == 303 and response.headers["location"].endswith("?unanswered=0")
     again = client.get(response.headers["location"]).text

@@ -11,8 +11,8 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jevserve.argtypes import file_path, positive_int
 from jevserve.argtypes import port as port_arg
-from jevserve.argtypes import positive_int
 
 if TYPE_CHECKING:
     from jevserve.gateway.config import GatewayConfig
@@ -56,7 +56,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--config", metavar="YAML", help="gateway config file (default: the built-in offline config)")
+    p.add_argument("--config", type=file_path("--config"), metavar="YAML",
+                   help="gateway config file (default: the built-in offline config)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=port_arg("--port"), default=8796, help="port (default: 8796)")
     p.add_argument(
@@ -83,7 +84,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("log", metavar="LOG", nargs="+",
                    help="a decision log written by `jevserve gateway --log`; give the logs of replicas that share a "
                    "store (--store redis://) together: they are merged by time, as one cache served them")
-    r.add_argument("--config", metavar="YAML", help="config to re-decide with (default: the built-in one)")
+    r.add_argument("--config", type=file_path("--config"), metavar="YAML",
+                   help="config to re-decide with (default: the built-in one)")
     r.add_argument("--decider", "--model", dest="decider", metavar="SPEC", help="decision backend to re-decide with")
     r.add_argument("--limit", type=positive_int("--limit"), help="replay only the first N records")
     r.add_argument("--json", metavar="PATH", help="also write the report (every changed request) as JSON")

@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+from jevserve.argtypes import file_path
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `check` and `calibrate` under `jevserve gateway`."""
@@ -18,9 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "are resolved from the scores cached for the decider (packaged for the embedded default); --score scores "
         "the ones missing.",
     )
-    c.add_argument("config", metavar="CONFIG", nargs="?", help="the YAML config to check")
+    c.add_argument("config", type=file_path("CONFIG"), metavar="CONFIG", nargs="?", help="the YAML config to check")
     # as `jevserve gateway --config` and `gateway replay --config` take it: `check --config X` was refused
-    c.add_argument("--config", dest="config_flag", metavar="CONFIG", help="the same, as the other commands take it")
+    c.add_argument("--config", dest="config_flag", type=file_path("--config"), metavar="CONFIG",
+                   help="the same, as the other commands take it")
     c.add_argument("--decider", metavar="SPEC", help="decision backend to resolve rates for (default: the config's)")
     c.add_argument("--score", action="store_true", help="score calibration requests that no cache holds yet")
     c.set_defaults(func=run_check)
@@ -33,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "file is scored once: the embedded model took 596 s for guard, harm and clarify on 2 loaded cores; a run "
         "scoring only the tool gate's 2,382 ordinary calls took 19 s, loading included.",
     )
-    k.add_argument("--config", metavar="YAML", help="config (default: the built-in one)")
+    k.add_argument("--config", type=file_path("--config"), metavar="YAML", help="config (default: the built-in one)")
     k.add_argument("--decider", metavar="SPEC", help="decision backend (default: the config's)")
     k.add_argument(
         "--package",

@@ -156,7 +156,9 @@ def register(app: FastAPI, context: Context) -> None:
         if not request.scope.get(HEAD_SCOPE_KEY):  # a HEAD (a link checker) shows nobody the item: no clock yet
             context.store.mark_shown(round_id, position)
         return context.render(request, "item.html", round=round_, position=position, item=pool_item,
-                              decision=DECISIONS[item.decision], unanswered=unanswered == str(position))
+                              decision=DECISIONS[item.decision],
+                              # an answer-less submit follows a showing: on a first one the link is no submit's
+                              unanswered=unanswered == str(position) and item.shown_at is not None)
 
     @app.post("/play/rounds/{round_id}/answer")
     async def answer(request: Request, round_id: str) -> RedirectResponse:

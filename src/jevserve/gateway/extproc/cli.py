@@ -6,7 +6,7 @@ import argparse
 import math
 import sys
 
-from jevserve.argtypes import nonnegative_float, positive_float
+from jevserve.argtypes import file_path, nonnegative_float, positive_float
 
 DESCRIPTION = """\
 Run the gateway's decisions (the same config file as `jevserve gateway`: its routes, policies, decider, cache,
@@ -53,7 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--config", metavar="YAML", help="gateway config file (default: the built-in offline config)")
+    p.add_argument("--config", type=file_path("--config"), metavar="YAML",
+                   help="gateway config file (default: the built-in offline config)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=9002, help="gRPC port (default: 9002)")
     p.add_argument(
