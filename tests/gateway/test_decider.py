@@ -508,3 +508,34 @@ def test_fair_slots_let_a_lone_call_use_them_all_share_them_between_calls_and_su
     assert alone == 8  # a call alone uses every slot
     assert big == other == 4  # two calls that both want them get half each
     assert slots.in_flight == 0 and not slots._held and not slots._queues  # nothing leaked by the cancellations
+
+
+def test_start_up_asks_a_remote_decider_its_identity_question_once(tmp_path, monkeypatch):
+    """The start-up check and the identity asked the same question apart, so an endpoint that hangs was waited for
+    twice before the gateway said anything."""
+    import json
+
+    from jevserve.gateway.decider import startup_problem
+
+    monkeypatch.setenv("JEVSERVE_CACHE", str(tmp_path))
+    asked: list[int] = []
+
+    def answer(request):
+        asked.append(1)
+        questions = json.loads(request.content)["questions"]
+        return httpx.Response(200, json={"model": "jev-latest", "usage": {"input_tokens": 1, "output_tokens": 0},
+                                         "answers": {q: {"type": "noul", "noul": 0.4} for q in questions}})
+
+    def down(request):
+        asked.append(1)
+        raise httpx.ConnectError("refused")
+
+    identities = []
+    for transport, problem in ((answer, None), (down, "refused")):
+        asked.clear()
+        remote = RemoteDecider("http://127.0.0.1:8795", sync_transport=httpx.MockTransport(transport))
+        said = startup_problem(remote)
+        assert (said is None) if problem is None else (problem in said)
+        identities.append(remote.identity)  # settled by the start-up check's asking, not asked again
+        assert len(asked) == 1
+    assert identities[0] is not None and identities[1] == identities[0]  # down: the one remembered for the address

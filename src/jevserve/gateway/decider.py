@@ -288,26 +288,34 @@ class RemoteDecider(LocalDecider):
         whose thresholds are known still starts during an outage; one never asked has none (None: nothing cached is
         read for it). Asked once per process: a hanging endpoint is not waited for once per decision."""
         if self._identity is None and not self.identity_unknown:
-            key = f"{self.backend.url}|{self.backend.model}"
-            try:
-                answers = self.backend.decide([p for p in IDENTITY_PROBES if p.question.kind == "noul"])
-            except Exception as exc:
+            self.ask_identity()
+        return self._identity
+
+    def ask_identity(self) -> Exception | None:
+        """Ask the question that tells which model the endpoint serves (what `startup_problem` and its rechecks
+        ask, so that start-up asks it once: twice, an endpoint that hangs was waited for twice); the identity is
+        settled by the first asking, from the answer or, failing one, from memory. Returns why it failed, or None."""
+        key = f"{self.backend.url}|{self.backend.model}"
+        try:
+            answers = self.backend.decide([p for p in IDENTITY_PROBES if p.question.kind == "noul"])
+        except Exception as exc:
+            if self._identity is None and not self.identity_unknown:
                 remembered = remembered_identities().get(key)
                 if remembered is None:
                     self.identity_unknown = True
-                    return None
-                logger.warning("WARNING: the decider %s did not answer the question that tells which model it "
-                               "serves (%s: %s): the thresholds are those scored for the model it served when last "
-                               "asked; if that model has changed, start again once it answers, and nothing scored "
-                               "now is kept for it", self.name, type(exc).__name__, exc)
-                self._identity = remembered
-                self.identity_confirmed = False
-                return remembered
+                else:
+                    logger.warning("WARNING: the decider %s did not answer the question that tells which model it "
+                                   "serves (%s: %s): the thresholds are those scored for the model it served when "
+                                   "last asked; if that model has changed, start again once it answers, and nothing "
+                                   "scored now is kept for it", self.name, type(exc).__name__, exc)
+                    self._identity, self.identity_confirmed = remembered, False
+            return exc
+        if self._identity is None and not self.identity_unknown:
             rounded = [[round(float(p), IDENTITY_DIGITS) for p in a] for a in answers]
             digest = hashlib.sha256(json.dumps(rounded).encode()).hexdigest()[:12]
             self._identity = f"remote|{self.backend.model}|answers {digest}"
             remember_identity(key, self._identity)
-        return self._identity
+        return None
 
 
 class FixedDecider(Decider):
@@ -478,11 +486,9 @@ def startup_problem(decider: Decider) -> str | None:
     decision to its fallback."""
     if not isinstance(decider, RemoteDecider):
         return None
-    probe = IDENTITY_PROBES[0]
-    try:
-        decider.decide_blocking([Ask("probe", probe.state, probe.question)])
-    except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"
+    failed = decider.ask_identity()
+    if failed is not None:
+        return f"{type(failed).__name__}: {failed}"
     decider.answered_at = max(decider.answered_at, time.time())
     return None
 

@@ -190,11 +190,6 @@ def shares_by_shape(scores: np.ndarray, shapes: np.ndarray, threshold: float) ->
     return tuple((s, float(np.mean(scores[shapes == s] >= threshold))) for s in sorted(set(shapes.tolist())))
 
 
-def cache_dir() -> Path:
-    """Where scores are cached: $JEVSERVE_CACHE/operating-points, else ~/.cache/jevserve/operating-points."""
-    return operating_points_dir()
-
-
 # The InputLimits fields each decision's scores depend on: the guard judges windows of the untrusted texts; the tool
 # gate reads the current request and the call's arguments, both bounded; the others read the request text with its
 # earlier turns. A key holds only these, so a setting a decision does not read does not rescore it.
@@ -245,7 +240,7 @@ class ScoreCache:
     """Scores by key: the packaged file first, then the disk cache; writes go to the disk cache."""
 
     def __init__(self, directory: Path | None = None) -> None:
-        self.directory = directory or cache_dir()
+        self.directory = directory or operating_points_dir()
         self._packaged = {key: scores for by_key in read_packaged().values() for key, scores in by_key.items()}
 
     def get(self, key: str) -> np.ndarray | None:
