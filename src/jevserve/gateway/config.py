@@ -32,6 +32,7 @@ from jevserve.gateway.errors import ConfigError
 from jevserve.gateway.inference_headers import InferenceHeadersConfig
 from jevserve.gateway.questions import DEFAULTS, LENGTH_LEVEL_TOKENS, middle_level_tokens, wire_to_decision
 from jevserve.protocol.body import BODY_TIMEOUT_S
+from jevserve.protocol.urls import connect_port
 from jevserve.serving.decision_inputs import DEFAULT_LIMITS, InputLimits
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")  # the URLs of a shared store (store_redis.py)
@@ -365,13 +366,9 @@ class UpstreamConfig(_Strict):
     def _url(cls, value: str) -> str:
         if value != PLACEHOLDER_URL and not value.startswith(("http://", "https://")):
             raise ValueError(f"must be an http(s) URL or {PLACEHOLDER_URL}, got {value!r}")
-        if value != PLACEHOLDER_URL:
-            try:
-                port = urllib.parse.urlsplit(value).port  # a port out of range or not a number raises here
-            except ValueError:
-                port = 0
-            if port == 0:  # nothing listens there: refused as `gateway check` refuses any config that cannot run
-                raise ValueError(f"names no port a server can listen on (a number from 1 to 65535), got {value!r}")
+        # nothing listens there: refused as `gateway check` refuses any config that cannot run
+        if value != PLACEHOLDER_URL and connect_port(value) is None:
+            raise ValueError(f"names no port a server can listen on (a number from 1 to 65535), got {value!r}")
         return value.rstrip("/")
 
 

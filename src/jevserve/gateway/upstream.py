@@ -47,6 +47,7 @@ from jevserve.gateway.placeholder import placeholder_transport
 from jevserve.gateway.store import Store
 from jevserve.gateway.transport import AiohttpTransport
 from jevserve.protocol import strict_json
+from jevserve.protocol.urls import connect_port
 from jevserve.serving import Request, make_queue_policy
 
 MAX_HINTED_BACKOFF_S = 5.0
@@ -452,12 +453,8 @@ def unreachable_upstream_warnings(config: GatewayConfig, timeout_s: float = 1.0)
 def _unreachable(index: int, name: str, url: str, timeout_s: float) -> str | None:
     parts = urllib.parse.urlsplit(url)
     where = f"upstreams[{index}] ({name})"
-    try:
-        given = parts.port
-    except ValueError:  # a port out of range or not a number: urlsplit refuses it when asked
-        given = 0
-    port = given if given is not None else (443 if parts.scheme == "https" else 80)
-    if port == 0:
+    port = connect_port(url)
+    if port is None:
         return (f"warning: {where}: url {url} names no port a server can listen on (1 to 65535); every request to "
                 "it fails")
     try:

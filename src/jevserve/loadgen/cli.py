@@ -20,6 +20,7 @@ from jevserve import json_report
 from jevserve.argtypes import check_writable, percentile_list, positive_float, positive_int
 from jevserve.argtypes import port as port_arg
 from jevserve.argtypes import seed as seed_arg
+from jevserve.protocol.urls import connect_port
 from jevserve.sim.argtypes import arrivals_arg
 
 if TYPE_CHECKING:  # imported where used, so `jevserve --help` stays fast
@@ -35,10 +36,9 @@ def _base_url(text: str) -> str:
     """Refused here rather than failing every request of the run with an "invalid URL" reason."""
     try:
         parts = urlsplit(text.strip())
-        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
-    except ValueError:  # a port that is not a number in 0-65535
-        ok = False
-    if not ok:
+    except ValueError:  # an unclosed [IPv6] bracket
+        parts = urlsplit("")
+    if parts.scheme not in ("http", "https") or not parts.hostname or connect_port(text.strip()) is None:
         raise argparse.ArgumentTypeError(f"--base-url {text!r}: expected http://HOST[:PORT] or https://HOST[:PORT]")
     if parts.path.rstrip("/").endswith("/v1"):  # OpenAI clients' base URL; vLLM's --base-url is the server's root
         raise argparse.ArgumentTypeError(f"--base-url {text!r}: give the server's root without /v1 (as vLLM's "
