@@ -56,11 +56,11 @@ TEXT_STREAM = _events([*PLAIN, _chunk({}, "stop")])
 SSE = {"content-type": "text/event-stream"}
 
 
-def gateway_for(p_unsafe: float, *, log=None, decision_timeout_ms: int = 300):
+def gateway_for(p_unsafe: float, *, log=None, decision_timeout_ms: int = 300, action: str = "block"):
     config = {
         "decision_timeout_ms": decision_timeout_ms,
         "upstreams": [{"name": "u", "url": "http://u.test/v1"}],
-        "routes": [{"model": "m", "tool_gate": {"threshold": 0.5}}],
+        "routes": [{"model": "m", "tool_gate": {"threshold": 0.5, "action": action}}],
         **({"log": {"path": str(log)}} if log else {}),
     }
     decider = FixedDecider({"tool_gate:0": p_unsafe})
@@ -176,6 +176,34 @@ def test_in_duplex_mode_the_events_before_a_call_go_out_live_and_none_after_it_u
     assert live == CALL_STREAM[:CALL_AT] and quiet
     body = b"".join(out)
     assert ATTACKER not in body and parsed(body)[0] == f"Sure, on it.\n{NOTE}"
+
+
+@pytest.mark.parametrize("reply_mode", REPLY_MODES)
+@pytest.mark.parametrize("p_unsafe", [0.9, 0.1])
+def test_a_flagged_streamed_call_is_told_in_a_comment_before_done_as_the_http_gateway_tells_it(
+    reply_mode: str, p_unsafe: float
+) -> None:
+    """`tool_gate: {action: flag}` behind Envoy said nothing of a flagged call in a live stream (its headers left
+    before the call was judged); the HTTP gateway says it in an SSE comment before `[DONE]`."""
+    gateway, _ = gateway_for(p_unsafe, action="flag")
+
+    async def scenario():
+        async with serving(GatewayDecisions(gateway)) as channel:
+            stream = EnvoyStream(channel, "FULL_DUPLEX_STREAMED", reply_mode)
+            await stream.request(body_of({**HI, "stream": True, "stream_options": {"include_usage": True}}))
+            got = await stream.respond(200, SSE, pieces(CALL_STREAM, 41))
+            await stream.finish()
+            return got
+
+    got = run(scenario())
+    assert isinstance(got, Delivered), got
+    if p_unsafe < 0.5:
+        assert got.body == CALL_STREAM  # nothing to tell: the reply as the upstream sent it
+        return
+    assert got.body.endswith(b": x-jevserve-flagged: tool_call\n\ndata: [DONE]\n\n")
+    text, finishes, events = parsed(got.body)  # the flagged call itself reaches the client whole
+    assert text == "Sure, on it." and finishes == ["tool_calls"] and ATTACKER in got.body
+    assert events[-1]["usage"]["total_tokens"] == 12
 
 
 @pytest.mark.parametrize("reply_mode", ["FULL_DUPLEX_STREAMED", "STREAMED"])

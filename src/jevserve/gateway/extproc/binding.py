@@ -43,6 +43,7 @@ from jevserve.gateway.responses import (
 from jevserve.gateway.runtime import Gateway
 from jevserve.gateway.stages import Answer, Forward, gate_reply, record
 from jevserve.gateway.stages.forward import bad_upstream_answer, streams_upstream, upstream_body, upstream_headers
+from jevserve.gateway.stages.gate_reply import stream_trailer
 from jevserve.gateway.stages.store_reply import store_reply
 from jevserve.gateway.streaming import StreamSummary, summarise
 from jevserve.protocol import strict_json
@@ -254,12 +255,13 @@ class GatewayExchange(Exchange):
         return self.watch.feed(piece) if self.watch is not None else 0
 
     async def response_release(self) -> bytes | None:
-        """The tool gate on the calls kept back: None when it removes none, else the held choices replayed without
-        the blocked calls (calls.py)."""
+        """The tool gate on the calls kept back: None when it removes none and flags none, else the held choices
+        replayed without the blocked calls, a flagged call told in a comment before `[DONE]` (calls.py)."""
         ctx = self.ctx
         if self.watch is None:
             return None
-        return await self.watch.release(ctx.body["model"], lambda reply: gate_reply(self.gateway, ctx, reply))
+        return await self.watch.release(ctx.body["model"], lambda reply: gate_reply(self.gateway, ctx, reply),
+                                        trailer=lambda: stream_trailer(ctx))
 
     async def response_body(self, body: bytes) -> ResponseEdit | Respond:
         """The tool gate on a held whole reply; the reply re-rendered (as events when the client streams). A 2xx

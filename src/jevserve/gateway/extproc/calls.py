@@ -11,6 +11,7 @@ yet complete is kept back: it may be the one with the call.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from jevserve.gateway.errors import BlockedError, DeciderUnavailableError
 from jevserve.gateway.shapes import sse
@@ -65,10 +66,12 @@ class CallWatch:
             self._pending.clear()
             self._lines, self._scanned = [], 0
 
-    async def release(self, model: str, gate: GateCalls) -> bytes | None:
+    async def release(self, model: str, gate: GateCalls, trailer: Callable[[], bytes] | None = None) -> bytes | None:
         """Once the reply has ended: what goes out in place of the bytes kept back, None for those bytes as they
-        came (no call held, or the gate removed none). A reply that broke while calls were held gets the error event
-        that ends a broken stream instead of them."""
+        came (no call held, or the gate removed none and has nothing to say). A reply that broke while calls were
+        held gets the error event that ends a broken stream instead of them. `trailer()` is what the gate has to say
+        after the headers left (a flagged call's comment): the held choices are then replayed with it before
+        `[DONE]`, as the HTTP relay sends them."""
         self.end()
         if not self.holding:
             return None
@@ -81,9 +84,10 @@ class CallWatch:
         except (BlockedError, DeciderUnavailableError) as exc:  # the calls held are not sent, nor [DONE]
             self.summary.refused_status = exc.status_code  # logged and counted as the refusal (binding.close)
             return refusal_event(exc)
-        if gated is completion:
+        said = trailer() if trailer is not None else b""
+        if gated is completion and not said:
             return None
-        return b"".join(self.calls.replay(gated)) + sse("[DONE]")
+        return b"".join(self.calls.replay(gated)) + said + sse("[DONE]")
 
     def _complete_events(self) -> list[tuple[bytes, list[bytes]]]:
         """The complete events at the front of what is pending (each with its lines), taken from it."""
