@@ -99,6 +99,17 @@ def positive_int(flag: str) -> Callable[[str], int]:
     return parse
 
 
+def context_length(flag: str) -> Callable[[str], int]:
+    """A context length in tokens: >= 2, room for a prompt token and a reply token."""
+
+    def parse(text: str) -> int:
+        return _integer_at_least(text, 2, f"{flag} {text!r}: expected an integer >= 2 (a prompt token and a reply "
+                                          "token)")
+
+    parse.__name__ = "context length"
+    return parse
+
+
 def nonnegative_int(flag: str) -> Callable[[str], int]:
     """An integer >= 0 (a setting where 0 turns something off)."""
 

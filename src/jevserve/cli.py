@@ -257,6 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     # namespace carries these, and the commands that need a model or an embedding pass them on.
     for command in _all_parsers(parser):  # a sub-command's error names other commands' flags too (_guess)
         command._root = parser
+        # a flag's prefix is no flag: `--max-queu 5` was read as --max-queue without a word, so a typo that
+        # happens to prefix one flag acts, and one more flag of that prefix would break a user's script
+        command.allow_abbrev = False
     parser.set_defaults(serve_embedded=_serve_embedded, check_embedded_model=_check_embedded_model,
                         serve_backends=_serve_backends, embed_texts=_embed_texts, board_names=_board_names,
                         scoped_calibration_records=_scoped_calibration_records)

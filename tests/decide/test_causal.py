@@ -234,6 +234,17 @@ def test_a_saved_model_folder_without_its_weights_names_them_and_not_the_network
     assert "network" not in str(refused.value)
 
 
+def test_a_saved_model_folder_without_its_tokenizer_files_says_to_save_them(tmp_path: Path):
+    # an outside tester's GPT-2 saved without tokenizer.save_pretrained: transformers built an empty tokenizer from
+    # config.json, and serving it ended in an IndexError traceback from the tree layout
+    bare = save_tiny_causal_lm(tmp_path / "no-tokenizer", arch="gpt2", max_positions=64)
+    for written in bare.iterdir():
+        if written.name.startswith(("tokenizer", "special_tokens", "vocab", "merges")):
+            written.unlink()
+    with pytest.raises(ModelFilesNotFoundError, match=r"has no tokenizer files .* tokenizer\.save_pretrained"):
+        CausalLMBackend(str(bare))
+
+
 def test_from_spec_builds_a_named_backend_with_options(model_dir: Path):
     backend = CausalLMBackend.from_spec(f"causal:{model_dir}?name=tiny&max_context=256&max_pass_tokens=2048")
     assert backend.card.name == "tiny"

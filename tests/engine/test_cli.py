@@ -23,6 +23,16 @@ def test_a_port_in_use_is_one_line_and_exit_2(capsys):
     assert "/v1" not in captured.out  # never announced as serving
 
 
+def test_a_kv_cache_smaller_than_one_request_of_the_context_is_refused_at_start_as_vllm_refuses_it(capsys):
+    # an outside tester's `--num-kv-blocks 20` (320 tokens) beside the 40,960-token context started, then refused a
+    # request that sent no max_tokens for the reply length the engine drew, blaming max_tokens
+    assert main(["engine", "--num-kv-blocks", "20", "--no-sharegpt-lengths"]) == 2  # refused before it binds
+    captured = capsys.readouterr()
+    assert "the KV cache holds 320 tokens (20 blocks of 16), fewer than one request of --max-model-len 40,960" in (
+        captured.err) and "/v1" not in captured.out
+    assert "give --max-model-len 320 or less" in captured.err
+
+
 def test_a_speedup_that_would_stop_the_clock_is_refused(capsys):
     # an outside tester's `--speedup 1e-9` started an engine whose every step would sleep for weeks
     with pytest.raises(SystemExit) as exc:

@@ -29,6 +29,20 @@ def test_a_load_one_replica_carries_with_room_is_not_said_to_be_limited_by_the_b
     assert "limited by" not in answer
 
 
+def test_a_replica_the_slo_sets_past_the_default_max_load_is_said_to_need_simulating(capsys):
+    # an outside tester's --max-load 1 plan, 4 replicas at 93% of the bound, met its 99% target for 89% of requests
+    # in `sim cluster`: the waiting-time model's SLO rate runs high near the bound, and the plan said nothing
+    argv = ["plan", "--rate", "470", "--max-num-seqs", "256", "--slo-ttft-ms", "100", "--attainment", "0.99",
+            "--num-requests", "1000"]
+    assert main([*argv, "--max-load", "1"]) == 0
+    captured = capsys.readouterr()
+    assert "limited by the SLO" in captured.out
+    assert "note: the SLO sets each replica at " in captured.err and "check it with `jevserve plan table`" in (
+        captured.err)
+    assert main(argv) == 0  # the default 0.8 keeps the margin: nothing to say
+    assert "note: the SLO sets" not in capsys.readouterr().err
+
+
 def test_plan_names_the_engine_options_its_analytic_model_does_not_read(capsys):
     assert main(["plan", "--rate", "10", "--num-requests", "300"]) == 0
     plain = capsys.readouterr()

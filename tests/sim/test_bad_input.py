@@ -183,3 +183,14 @@ def test_a_predictions_file_is_said_with_its_kendall_tau_as_the_stand_in_is(caps
                  "--predictions", str(predictions)]) == 0
     said = capsys.readouterr().out
     assert f"predictions: {predictions}, Kendall tau " in said and "with the true lengths (50 requests)" in said
+
+
+@pytest.mark.parametrize("command", [["sim", "run"], ["engine"]])
+@pytest.mark.parametrize("value", ["0", "1"])
+def test_a_context_with_no_room_for_a_prompt_and_a_reply_is_refused_by_one_rule(command, value, capsys):
+    # `--max-model-len 0` was told ">= 1" and `--max-model-len 1` then ">= 2"
+    with pytest.raises(SystemExit) as exc:
+        main([*command, "--max-model-len", value])
+    assert exc.value.code == 2
+    assert f"--max-model-len '{value}': expected an integer >= 2 (a prompt token and a reply token)" in (
+        capsys.readouterr().err)

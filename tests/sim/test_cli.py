@@ -3,6 +3,7 @@ import json
 import pytest
 
 from jevserve.cli import main
+from jevserve.sim.cli import _percent_interval
 
 
 def test_sim_run_prints_metrics_and_writes_json_and_step_log(tmp_path, capsys):
@@ -18,7 +19,17 @@ def test_sim_run_prints_metrics_and_writes_json_and_step_log(tmp_path, capsys):
     low, high = data["slo_attainment_interval"]
     assert 0 <= low <= data["slo_attainment"] <= high <= 1
     # 60 requests: the fewest batches
-    assert f"95% interval {100 * low:.1f}–{100 * high:.1f}% (batch means over 5 consecutive batches" in printed
+    assert f"95% interval {_percent_interval((low, high))} (batch means over 5 consecutive batches" in printed
+    assert "busy_s: " in printed and f"busy_s: {data['work']['busy_s']:,.3f}" in printed  # not rounded to seconds
+
+
+@pytest.mark.parametrize(("interval", "said"), [
+    ((0.99966, 1.0), "99.9–100.0%"),  # an all-met run's lower bound, printed "100.0–100.0%"
+    ((0.929, 0.931), "92.9–93.1%"),  # no float dust pushes a bound out a step
+    ((0.0, 0.00011), "0.0–0.1%"),
+])
+def test_an_interval_is_printed_rounded_outwards(interval, said):
+    assert _percent_interval(interval) == said
 
 
 def test_sim_calibrate_writes_a_profile_that_loads(tmp_path, capsys):

@@ -96,6 +96,13 @@ def load_model(
             f"causal model {model!r}: its files are there but do not load as a tokenizer and a causal LM (a "
             f"config.json without a known model_type, or no tokenizer files). Cause: {exc}"
         ) from exc
+    if not tokenizer("Is this a question?", add_special_tokens=False)["input_ids"]:
+        # transformers 5 builds an empty tokenizer from config.json alone when a folder has no tokenizer files; it
+        # reads every text as no tokens, which broke later as a traceback far from the cause
+        where = (f"the directory has no tokenizer files (tokenizer.json, or vocab and merges files) beside the model: "
+                 f"write them with tokenizer.save_pretrained({model!r})" if Path(model).is_dir()
+                 else "its tokenizer reads text as no tokens")
+        raise ModelFilesNotFoundError(f"causal model {model!r}: {where}")
     # Older transformers ignore the dtype keyword; moving explicitly makes the dtype hold on every version.
     lm = lm.to(device=torch_device, dtype=torch_dtype).eval()
     num_params = sum(p.numel() for p in lm.parameters())

@@ -17,7 +17,9 @@ What the client sees for what the upstream did (`upstream_error`):
     other 4xx                    the same status: the upstream refused the client's input
     5xx, 408                     502 with the upstream's message
     3xx                          502 naming where it redirects (POST /v1/systemone is never redirected)
-    no answer before timeout_s   504
+    no answer before timeout_s   504 with Retry-After: timeout_s (a busy upstream is the likeliest cause)
+    timeout_s spent waiting for  429 overloaded_error with Retry-After: timeout_s (this proxy's own queue; the
+      one of max_in_flight slots     upstream's health is not blamed)
     connection refused or reset  502
 """
 
@@ -63,6 +65,7 @@ from jevserve.protocol.answers import (
 
 DEFAULT_REMOTE_TIMEOUT_S = 8.0  # below the SDK's DEFAULT_TIMEOUT_S, so the client does not give up first
 DEFAULT_MAX_IN_FLIGHT = 32
+POOL_KEEPALIVE_S = 4.0  # below uvicorn's 5 s timeout_keep_alive (see _async_client)
 CARD_TIMEOUT_S = 3.0  # how long a starting server waits for the upstream's model listing
 RECHECK_S = 5.0  # how often /healthz may ask a failing upstream again
 UNKNOWN_RELEASE_DATE = "1970-01-01"  # what the card says until the upstream's listing gives the date
@@ -74,9 +77,16 @@ class UpstreamRejected(SystemOneError):
 
 
 class UpstreamTimeout(BackendError):
-    """The upstream did not answer within the proxy's deadline."""
+    """The upstream did not answer within the proxy's deadline. A busy upstream is the likeliest cause, so the client
+    is told to wait one deadline before it retries (by then every request now in the upstream has ended here, one
+    way or the other); without a hint the SDK retried after half a second, into the same queue."""
 
     status_code = 504
+
+    def __init__(self, message: str, *, retry_after_s: float) -> None:
+        seconds = max(1, math.ceil(retry_after_s))
+        hint = {"Retry-After": str(seconds), "retry-after-ms": str(int(retry_after_s * 1000))}
+        super().__init__(message, headers=hint)
 
 
 def probabilities_from_answer(
@@ -324,7 +334,11 @@ class RemoteBackend(DecisionBackend):
     def _async_client(self) -> tuple[httpx.AsyncClient, FairSlots]:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # a pool and a semaphore belong to one event loop
-            limits = httpx.Limits(max_connections=self.max_in_flight, max_keepalive_connections=self.max_in_flight)
+            # An idle connection is dropped here before the upstream drops it: uvicorn (jevserve serve's own server)
+            # closes one after 5 s idle, httpx's default expiry is the same 5 s, and a request sent on a connection
+            # as the server closes it fails with a ReadError (an outside tester's 502 from a healthy upstream)
+            limits = httpx.Limits(max_connections=self.max_in_flight, max_keepalive_connections=self.max_in_flight,
+                                  keepalive_expiry=POOL_KEEPALIVE_S)
             # retries=1 repeats only a failed *connect* (nothing reached the upstream), so no answer is asked twice.
             transport = self._transport or httpx.AsyncHTTPTransport(retries=1, limits=limits)
             self._http = httpx.AsyncClient(
@@ -340,8 +354,12 @@ class RemoteBackend(DecisionBackend):
         groups = _by_state(items)
         call = object()  # this call, for the slots' fair share (FairSlots)
 
+        waiting = len(groups)  # of this call's upstream requests, those still waiting for one of this proxy's slots
+
         async def ask(state: str, indices: list[int]) -> tuple[list[np.ndarray], int]:
+            nonlocal waiting
             async with slots.slot(call):
+                waiting -= 1
                 try:
                     request = http.build_request("POST", "/v1/systemone", json=self._payload(state, indices, items))
                     response = await http.send(request, stream=True)
@@ -371,6 +389,13 @@ class RemoteBackend(DecisionBackend):
             async with asyncio.timeout(self.timeout_s):
                 answered = await ask_all()
         except TimeoutError as exc:
+            if waiting:
+                # the deadline passed in this proxy's own queue: its load, not the upstream's health, so an
+                # overload the client backs off from (it was a 504 internal_error, which a burst of 200 made of a
+                # third of the requests to a healthy upstream)
+                raise OverloadedError(
+                    f"this server's {self.max_in_flight} connections to upstream {self.url} stayed busy for "
+                    f"{self.timeout_s:g} s: retry later", retry_after_s=self.timeout_s) from exc
             self.upstream_problem = str(self._timeout())
             raise self._timeout() from exc
         except UpstreamRejected:  # the client's request, not the upstream's health
@@ -401,7 +426,8 @@ class RemoteBackend(DecisionBackend):
         """The same requests one after another on a blocking client."""
         if self._sync_http is None:
             self._sync_http = httpx.Client(
-                base_url=self.url, headers=self.headers, timeout=self.timeout_s, transport=self._sync_transport
+                base_url=self.url, headers=self.headers, timeout=self.timeout_s, transport=self._sync_transport,
+                limits=httpx.Limits(keepalive_expiry=POOL_KEEPALIVE_S),
             )
         groups = _by_state(items)
         answered = []
@@ -453,7 +479,8 @@ class RemoteBackend(DecisionBackend):
         return body.response()
 
     def _timeout(self) -> UpstreamTimeout:
-        return UpstreamTimeout(f"upstream {self.url} did not answer within {self.timeout_s:g} s")
+        return UpstreamTimeout(f"upstream {self.url} did not answer within {self.timeout_s:g} s",
+                               retry_after_s=self.timeout_s)
 
     def _broken(self, exc: Exception) -> BackendError:
         return BackendError(f"upstream {self.url} unreachable or connection broken: {type(exc).__name__}: {exc}")

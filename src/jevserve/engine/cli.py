@@ -7,8 +7,8 @@ import logging
 import socket
 import sys
 
+from jevserve.argtypes import context_length, positive_float, positive_int
 from jevserve.argtypes import port as port_arg
-from jevserve.argtypes import positive_float, positive_int
 from jevserve.argtypes import seed as seed_arg
 from jevserve.serving.engine_config import EngineConfig
 from jevserve.sim.engine_args import add_engine_arguments, add_profile_argument
@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "(default: fcfs)")
     p.add_argument("--aging-s", type=positive_float("--aging-s"), default=None,
                    help="promote a request that has waited this many engine seconds (default: no aging)")
-    p.add_argument("--max-model-len", type=positive_int("--max-model-len"), default=DEFAULT_MAX_MODEL_LEN,
+    p.add_argument("--max-model-len", type=context_length("--max-model-len"), default=DEFAULT_MAX_MODEL_LEN,
                    help="prompt plus reply tokens a request may have (default: %(default)s, Qwen3-8B's)")
     p.add_argument("--max-num-waiting", type=positive_int("--max-num-waiting"), default=10_000,
                    help="answer 429 (Retry-After) when this many requests wait (default: %(default)s)")
@@ -90,6 +90,14 @@ def _cmd_engine(args: argparse.Namespace) -> int:
     except (SimError, ServingError) as exc:
         print(f"jevserve engine: error: {exc}", file=sys.stderr)
         return 2
+    engine = LiveEngine(profile, config, policy, speedup=args.speedup, stream_interval=args.stream_interval)
+    if (held := engine.num_total_blocks * config.block_size) < args.max_model_len:
+        # as vLLM refuses it at start-up: else a request within the context is refused for want of KV blocks, and
+        # one without max_tokens for a reply length the client never asked for
+        print(f"jevserve engine: error: the KV cache holds {held:,} tokens ({engine.num_total_blocks} blocks of "
+              f"{config.block_size}), fewer than one request of --max-model-len {args.max_model_len:,}: give "
+              f"--max-model-len {held} or less, or more --num-kv-blocks", file=sys.stderr)
+        return 2
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -102,7 +110,6 @@ def _cmd_engine(args: argparse.Namespace) -> int:
         return 2
     lengths = ReplyLengths(max_model_len=args.max_model_len, seed=args.seed,
                            sharegpt_prompts=not args.no_sharegpt_lengths)
-    engine = LiveEngine(profile, config, policy, speedup=args.speedup, stream_interval=args.stream_interval)
     name = args.served_model_name or profile.model
     app = create_app(engine, lengths, model_name=name, max_num_waiting=args.max_num_waiting)
     print(f"jevserve engine: {name} on {profile.name} ({settings_said(engine.num_total_blocks, config)}, speedup "

@@ -4,14 +4,21 @@ experiments (`queue-order`, `cluster`) to the same command (`jevserve.lab.cli`).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jevserve.argtypes import check_writable, kendall_tau, nonnegative_float, positive_float, positive_int
 from jevserve.argtypes import seed as seed_arg
 from jevserve.sim.argtypes import arrivals_arg, gamma_cv
 from jevserve.sim.engine_args import add_replica_arguments, engine_config_from_args, slo_from_args
 from jevserve.sim.workload_args import add_length_scaling_arguments
+
+if TYPE_CHECKING:
+    from jevserve.sim.observer import Observer
 
 
 def sim_subcommands(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
@@ -218,8 +225,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for warning in impossible_fit_warnings(profile, "jevserve sim run"):
         print(warning, file=sys.stderr)
     work = WorkCounter(profile.step_time)
-    _, recorder = simulate(requests, profile, policy, engine_config_from_args(args),
-                           observers=(work, logger) if logger else (work,))
+    with _finish_bar(len(requests)) as bar:
+        _, recorder = simulate(requests, profile, policy, engine_config_from_args(args),
+                               observers=(work, bar, logger) if logger else (work, bar))
     slo = slo_from_args(args)
     summary = SimulationSummary(summarize_recorded(recorder, slo), recorder.num_steps,
                                 recorder.num_rejected, keep_up(recorder.records)).as_dict()
@@ -246,7 +254,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 # intervals held the long-run attainment in 80-98 % of seeds (benchmarks/sim/attainment_interval.py)
                 behind = ("; a run this short sits a little high (it starts empty and its last requests have none "
                           f"behind them): {SHORT_RUN_REQUESTS:,} or more requests say more")
-            print(f"{'':>22}95% interval {100 * interval[0]:.1f}–{100 * interval[1]:.1f}% (batch means over "
+            print(f"{'':>22}95% interval {_percent_interval(interval)} (batch means over "
                   f"{batches_for(len(recorder.records))} consecutive batches of requests by arrival{behind})")
     if interval is not None:
         summary["slo_attainment_interval"] = list(interval)
@@ -269,8 +277,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for key, value in summary["work"].items():
         if isinstance(value, dict):
             print(f"{key:>30}: " + "  ".join(f"{k} {100 * v:.1f}%" for k, v in value.items()))
-        else:
-            print(f"{key:>30}: {value:,.0f}")
+        else:  # busy seconds to the millisecond: a short run's 4.589 s read as 5 beside its duration
+            print(f"{key:>30}: {value:,.3f}" if isinstance(value, float) else f"{key:>30}: {value:,}")
     if logger is not None:
         logger.write_csv(args.step_log)
         print(f"step log: {len(logger.rows)} rows -> {args.step_log}")
@@ -362,6 +370,33 @@ def _cmd_sharegpt_counts(args: argparse.Namespace) -> int:
         write_counts_csv(counts, args.out)
         print(f"counts -> {args.out}")
     return 0 if not differ and len(counts) == len(shipped) else 1
+
+
+@contextlib.contextmanager
+def _finish_bar(total: int) -> Iterator[Observer]:
+    """A bar of finished requests on stderr for a run that takes over a second (15,000 long replies take a minute
+    and printed nothing until the end); none where stderr is not a terminal."""
+    from tqdm import tqdm
+
+    from jevserve.sim.observer import Observer
+
+    class Finishes(Observer):
+        def on_finish(self, request, now_s: float) -> None:
+            bar.update()
+
+        def on_reject(self, request, now_s: float) -> None:
+            bar.update()
+
+    with tqdm(total=total, desc="simulating", unit="request", disable=None, delay=1.0, leave=False) as bar:
+        yield Finishes()
+
+
+def _percent_interval(interval: tuple[float, float]) -> str:
+    """An interval in percent to one decimal, rounded outwards: [0.99966, 1.0] read "100.0–100.0%", the very
+    [100, 100] an interval of an all-met run is not (its lower bound comes from the run's length)."""
+    # rounded to 6 places first, so that 0.929's 929.0000000000001 per mille stays 92.9
+    low, high = math.floor(round(1000 * interval[0], 6)) / 10, math.ceil(round(1000 * interval[1], 6)) / 10
+    return f"{low:.1f}–{high:.1f}%"
 
 
 def _more_requests_advice(args: argparse.Namespace, num_requests: int) -> str:

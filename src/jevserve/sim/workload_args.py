@@ -7,7 +7,7 @@ import argparse
 import difflib
 from pathlib import Path
 
-from jevserve.argtypes import positive_int
+from jevserve.argtypes import context_length
 
 
 def add_length_scaling_arguments(p: argparse.ArgumentParser) -> None:
@@ -15,7 +15,7 @@ def add_length_scaling_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output-scale", type=float, default=None,
                    help="multiply every reply length (capped at --max-model-len with the prompt), e.g. to stand in "
                    "for thinking-mode replies (default: keep them)")
-    p.add_argument("--max-model-len", type=positive_int("--max-model-len"), default=40960,
+    p.add_argument("--max-model-len", type=context_length("--max-model-len"), default=40960,
                    help="the engine's context: a reply is cut where it ends, a prompt that fills it is refused "
                    "(default: Qwen3-8B's 40960)")
 

@@ -29,6 +29,15 @@ def test_csv_trace_without_arrivals_when_they_are_generated(tmp_path):
     ('{"prompt_tokens": 1, "output_tokens": 3}', r"missing field 'arrival_s'"),
     ("[1, 2]", "expected a JSON object per line"),
     ("{bad", "not valid JSON"),
+    # a number past a float's range read as infinity, which int() refused with a traceback
+    ('{"arrival_s": 1, "prompt_tokens": 1e400, "output_tokens": 3}', r"field 'prompt_tokens' = inf; expected an"),
+    ('{"arrival_s": 1, "prompt_tokens": 2, "output_tokens": 1e400}', r"field 'output_tokens' = inf; expected an"),
+    ('{"arrival_s": 1, "prompt_tokens": true, "output_tokens": 3}', r"field 'prompt_tokens' = True; expected an"),
+    ('{"arrival_s": true, "prompt_tokens": 2, "output_tokens": 3}', r"field 'arrival_s' = True; expected seconds"),
+    ('{"arrival_s": 1, "prompt_tokens": 2, "output_tokens": 3, "predicted_tokens": -1}',
+     r"field 'predicted_tokens' = -1; expected a number >= 0"),
+    ('{"arrival_s": 1, "prompt_tokens": 2, "output_tokens": 3, "predicted_tokens": NaN}',
+     r"field 'predicted_tokens' = nan; expected a number >= 0"),
 ])
 def test_bad_trace_rows_name_file_line_and_field(tmp_path, content, message):
     path = tmp_path / "t.jsonl"

@@ -18,13 +18,21 @@ from jevserve.sim.errors import TraceError
 REQUIRED = ("prompt_tokens", "output_tokens")
 
 
+def _number(value: object) -> float:
+    """A field's number, NaN for what is none: JSON's true and false are not counts, and a number past a float's
+    range (1e400) reads as infinity."""
+    if isinstance(value, bool):
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
 def _int_field(row: dict, name: str, where: str) -> int:
     value = row.get(name)
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise TraceError(f"{where}: field {name!r} = {value!r}; expected an integer >= 1") from None
-    if not (number >= 1 and number == int(number)):
+    number = _number(value)
+    if not (math.isfinite(number) and number >= 1 and number == int(number)):
         raise TraceError(f"{where}: field {name!r} = {value!r}; expected an integer >= 1")
     return int(number)
 
@@ -39,20 +47,16 @@ def _row_to_request(row: dict, index: int, where: str, *, need_arrival: bool) ->
             raise TraceError(f"{where}: missing field 'arrival_s'; give send times in seconds or generate arrivals")
         arrival_s = 0.0
     else:
-        try:
-            arrival_s = float(arrival)
-        except (TypeError, ValueError):
-            arrival_s = math.nan
+        arrival_s = _number(arrival)
         if not (math.isfinite(arrival_s) and arrival_s >= 0):
             raise TraceError(f"{where}: field 'arrival_s' = {arrival!r}; expected seconds >= 0")
     predicted = row.get("predicted_tokens")
     if predicted in ("", None):
         predicted_value = None
     else:
-        try:
-            predicted_value = float(predicted)
-        except (TypeError, ValueError):
-            raise TraceError(f"{where}: field 'predicted_tokens' = {predicted!r}; expected a number >= 0") from None
+        predicted_value = _number(predicted)
+        if not (math.isfinite(predicted_value) and predicted_value >= 0):
+            raise TraceError(f"{where}: field 'predicted_tokens' = {predicted!r}; expected a number >= 0")
     return Request(
         str(row.get("request_id") or index),
         arrival_s,
