@@ -187,6 +187,12 @@ def test_a_request_cut_off_mid_reply_keeps_the_chunks_it_got_and_leaves_attainme
     # a target already missed when it was cut counts as the miss it is (all left out, the figure read high)
     report = build_report(results, slo=Slo(ttft_ms=1000, e2el_ms=300), interrupted=True)
     assert report.num_cut_off == 0 and report.attainment_all == 0.5
+    # nothing completed: the table still says the attainment its JSON has (an outside tester's run showed none)
+    report = build_report([slow], slo=Slo(ttft_ms=1000), interrupted=True)
+    assert report.summary is None and report.attainment_all == 1.0
+    assert "| SLO attainment (all sent, failures as misses) | 100.0% |" in markdown(report, {})
+    unknown = build_report([slow], slo=Slo(ttft_ms=1000, e2el_ms=60_000), interrupted=True)
+    assert math.isnan(unknown.attainment_all) and "SLO attainment" not in markdown(unknown, {})
 
 
 @pytest.mark.parametrize("event", [{"error": {"message": "engine died", "code": 500}},

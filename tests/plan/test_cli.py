@@ -43,6 +43,16 @@ def test_a_replica_the_slo_sets_past_the_default_max_load_is_said_to_need_simula
     assert "note: the SLO sets" not in capsys.readouterr().err
 
 
+def test_a_tpot_target_below_one_decode_step_is_said_to_be_unmeetable(capsys):
+    # an outside tester's `--slo-tpot-ms 1` got the "not planned for" note and "1 replica", with no word that a
+    # decode step alone takes about 4 ms on the profile
+    assert main(["plan", "--rate", "10", "--num-requests", "300", "--slo-tpot-ms", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "note: TPOT <= 1 ms is below the " in err and "no number of replicas meets it" in err
+    assert main(["plan", "--rate", "10", "--num-requests", "300", "--slo-tpot-ms", "50"]) == 0
+    assert "no number of replicas" not in capsys.readouterr().err
+
+
 def test_plan_names_the_engine_options_its_analytic_model_does_not_read(capsys):
     assert main(["plan", "--rate", "10", "--num-requests", "300"]) == 0
     plain = capsys.readouterr()

@@ -238,6 +238,12 @@ def markdown(report: LoadgenReport, settings: dict) -> str:
         lines += [f"| SLO attainment (completed) | {100 * s.slo_attainment:.1f}% |",
                   f"| SLO attainment (all sent, failures as misses{cut}) | {100 * report.attainment_all:.1f}% |",
                   f"| goodput (req/s) | {s.goodput_rps:.2f} |"]
+    elif math.isfinite(report.attainment_all):
+        # nothing completed, yet some outcomes are known (failures, misses the interrupt cut off): the JSON had this
+        # figure and the table left it out
+        cut = (f"; {report.num_cut_off} the interrupt cut off before their outcome was known left out"
+               if report.num_cut_off else "")
+        lines.append(f"| SLO attainment (all sent, failures as misses{cut}) | {100 * report.attainment_all:.1f}% |")
     if report.steady is not None:
         lines.append(f"| keeps up (steady state) | {keeps_up_words(report.steady)} |")
     elif report.num_sent and settings.get("request_rate") == "inf":

@@ -238,6 +238,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
     for warning in impossible_fit_warnings(profile, "jevserve plan"):
         print(warning, file=sys.stderr)
+    fastest_ms = 1000 * profile.step_time.step_s(0, 1)  # one request decoding alone: no token comes sooner
+    if args.slo_tpot_ms is not None and args.slo_tpot_ms < fastest_ms:
+        print(f"note: TPOT <= {args.slo_tpot_ms:g} ms is below the {fastest_ms:.1f} ms of one request decoding "
+              f"alone on {profile.name}: no number of replicas meets it", file=sys.stderr)
     plan = plan_for(args.rate, requests, profile, engine_config_from_args(args),
                     ttft_slo_s=args.slo_ttft_ms / 1000, attainment_target=args.attainment,
                     decision_delay_s=args.decision_delay_ms / 1000, gpus_per_replica=args.gpus_per_replica,
