@@ -4,7 +4,9 @@ accepted, so argparse exits with status 2 and names the flag (`argument --rate: 
 A leaf module (it imports nothing of jevserve), so that every part's command line, the decision server's included,
 parses numbers the same way; what only the simulator's commands parse (arrival processes) is in sim/argtypes.py.
 `check_writable` is the one check of an output path, made before a command's work rather than after it; `UsageError`
-is how a command refuses flags that do not go together, which only it can judge after parsing."""
+is how a command refuses flags that do not go together, which only it can judge after parsing. `connect_port` is the
+one reading of the port in a URL a person gave (the gateway's config and its start-up check, loadgen's --base-url),
+so they cannot disagree on what "no port" means."""
 
 from __future__ import annotations
 
@@ -13,8 +15,24 @@ import errno
 import math
 import os
 import tempfile
+import urllib.parse
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def connect_port(url: str) -> int | None:
+    """The port a connection to `url` goes to: the one it names, else its scheme's default. None when it names a
+    port nothing can listen on: 0, out of range or not a number (urlsplit raises for the last two only when asked)."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        named = parts.port
+    except ValueError:
+        return None
+    if named is None:
+        return DEFAULT_PORTS.get(parts.scheme)
+    return named if named != 0 else None
 
 
 class UsageError(SystemExit):

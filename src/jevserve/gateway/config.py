@@ -28,11 +28,11 @@ from typing import Annotated, Any, ClassVar, ForwardRef, Literal, get_args
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from jevserve.argtypes import connect_port
 from jevserve.gateway.errors import ConfigError
 from jevserve.gateway.inference_headers import InferenceHeadersConfig
 from jevserve.gateway.questions import DEFAULTS, LENGTH_LEVEL_TOKENS, middle_level_tokens, wire_to_decision
 from jevserve.protocol.body import BODY_TIMEOUT_S
-from jevserve.protocol.urls import connect_port
 from jevserve.serving.decision_inputs import DEFAULT_LIMITS, InputLimits
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")  # the URLs of a shared store (store_redis.py)

@@ -34,6 +34,7 @@ from typing import Any
 
 import httpx
 
+from jevserve.argtypes import connect_port
 from jevserve.client import retry_after_s
 from jevserve.gateway.config import PLACEHOLDER_URL, AdmissionConfig, GatewayConfig, UpstreamConfig
 from jevserve.gateway.errors import (
@@ -47,7 +48,6 @@ from jevserve.gateway.placeholder import placeholder_transport
 from jevserve.gateway.store import Store
 from jevserve.gateway.transport import AiohttpTransport
 from jevserve.protocol import strict_json
-from jevserve.protocol.urls import connect_port
 from jevserve.serving import Request, make_queue_policy
 
 MAX_HINTED_BACKOFF_S = 5.0

@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from jevserve import json_report
-from jevserve.argtypes import check_writable, percentile_list, positive_float, positive_int
+from jevserve.argtypes import check_writable, connect_port, percentile_list, positive_float, positive_int
 from jevserve.argtypes import port as port_arg
 from jevserve.argtypes import seed as seed_arg
-from jevserve.protocol.urls import connect_port
 from jevserve.sim.argtypes import arrivals_arg
 
 if TYPE_CHECKING:  # imported where used, so `jevserve --help` stays fast

@@ -1,6 +1,6 @@
 import pytest
 
-from jevserve.protocol.urls import connect_port
+from jevserve.argtypes import connect_port
 
 
 @pytest.mark.parametrize(("url", "port"), [
