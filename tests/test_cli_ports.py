@@ -54,6 +54,14 @@ def test_a_port_out_of_range_exits_2_before_anything_loads(argv, low, value, cap
         (["bench", "run", "--", "--endpoint", "x"], "jevserve bench run: error: unrecognized arguments: -- --endpoint "
                                                     "x"),
         (["--bogus"], "jevserve: error: unrecognized arguments: --bogus"),
+        # a prefix of a flag was taken as the flag without a word (`--max-queu 5` set --max-queue); refused now, the
+        # flags it starts named before another command's (`--seed` is train's, `--seeds` sim cluster's)
+        (["serve", "--max-queu", "5"], "jevserve serve: error: unrecognized arguments: --max-queu; --max-queu (did "
+                                       "you mean --max-queue? options are not abbreviated)"),
+        (["sim", "cluster", "--seed", "1"], "jevserve sim cluster: error: unrecognized arguments: --seed 1; --seed "
+                                            "(did you mean --seeds? options are not abbreviated)"),
+        (["sim", "cluster", "--rep", "2"], "jevserve sim cluster: error: unrecognized arguments: --rep 2; --rep (did "
+                                           "you mean --replicas or --replica-profiles? options are not abbreviated)"),
     ],
 )
 def test_a_refused_option_gets_two_lines_not_the_usage_block(argv, says, capsys):

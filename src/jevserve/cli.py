@@ -202,6 +202,12 @@ class CommandParser(argparse.ArgumentParser):
             return f"{name} (did you mean {long_name}? a long option takes two dashes)"
         if long_name in own:  # its own flag, after `--` (where it is an argument) or in a place it cannot go
             return None
+        # the start of its own flags (`--seed` for --seeds, `--rou` for --router), which argparse took as them before
+        # prefixes were refused: named before another command's flag or a near spelling, which sent 1 in 4 wrong
+        started = [o for o in own if o.startswith(long_name)] if len(long_name) > 3 else []  # not `--`, `--x`
+        if started:
+            named = " or ".join(started[:3]) + (" or ..." if len(started) > 3 else "")
+            return f"{name} (did you mean {named}? options are not abbreviated)"
         # another command's own flag first: `sim run --speedup` is loadgen's, not a misspelt --seed
         elsewhere = [p.prog for p in _all_parsers(getattr(self, "_root", self)) if p is not command
                      and long_name in p._option_string_actions and long_name not in ("--help", "--version")]

@@ -245,6 +245,21 @@ def test_a_saved_model_folder_without_its_tokenizer_files_says_to_save_them(tmp_
         CausalLMBackend(str(bare))
 
 
+def test_a_tokenizer_with_more_tokens_than_the_model_embeds_is_refused_at_load(tmp_path: Path):
+    # an outside tester's 300-token tokenizer beside a GPT-2 of 50 rows: an IndexError traceback at the first pass
+    from transformers import AutoModelForCausalLM
+
+    from tests.decide.tiny_causal_lm import build_tokenizer, tiny_config
+
+    tokenizer = build_tokenizer()
+    small = AutoModelForCausalLM.from_config(tiny_config("gpt2", 50, 64))
+    small.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    said = rf"tokenizer has {len(tokenizer):,} tokens but the model embeds 50"
+    with pytest.raises(ModelFilesNotFoundError, match=said):
+        CausalLMBackend(str(tmp_path))
+
+
 def test_from_spec_builds_a_named_backend_with_options(model_dir: Path):
     backend = CausalLMBackend.from_spec(f"causal:{model_dir}?name=tiny&max_context=256&max_pass_tokens=2048")
     assert backend.card.name == "tiny"

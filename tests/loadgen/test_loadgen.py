@@ -570,3 +570,15 @@ def test_inter_token_gaps_below_the_time_per_token_are_said_to_be_the_clients_no
     note = clumped_itl_note(build_report(clumped, slo=slo, speedup=5.0), 5.0)
     assert note is not None and "ITL p50 0.5 ms is under half of TPOT p50 20.0 ms" in note and "--speedup 5" in note
     assert clumped_itl_note(build_report(even, slo=slo, speedup=5.0), 5.0) is None
+
+
+def test_a_trace_prompt_past_the_servers_context_names_the_server_not_a_flag_loadgen_lacks(tmp_path):
+    # an outside tester was told to "raise --max-model-len", the engine's flag: loadgen reads the server's context
+    from jevserve.loadgen.workload import trace_requests
+    from jevserve.sim.errors import WorkloadError
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(json.dumps({"request_id": "big", "arrival_s": 0, "prompt_tokens": 100, "output_tokens": 5}))
+    with pytest.raises(WorkloadError, match=r"max_model_len=50 .*GET /v1/models") as refused:
+        trace_requests(trace, seed=0, need_arrival=True, max_model_len=50)
+    assert "--max-model-len" not in str(refused.value)

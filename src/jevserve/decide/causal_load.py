@@ -103,6 +103,14 @@ def load_model(
                  f"write them with tokenizer.save_pretrained({model!r})" if Path(model).is_dir()
                  else "its tokenizer reads text as no tokens")
         raise ModelFilesNotFoundError(f"causal model {model!r}: {where}")
+    rows = lm.get_input_embeddings().num_embeddings
+    if len(tokenizer) > rows:
+        # a token id past the embedding's rows ended the first request in an IndexError traceback; a model may
+        # have more rows than tokens (padding), never fewer
+        raise ModelFilesNotFoundError(
+            f"causal model {model!r}: its tokenizer has {len(tokenizer):,} tokens but the model embeds {rows:,}: "
+            "the tokenizer's files are another model's; save the model's own tokenizer beside it"
+        )
     # Older transformers ignore the dtype keyword; moving explicitly makes the dtype hold on every version.
     lm = lm.to(device=torch_device, dtype=torch_dtype).eval()
     num_params = sum(p.numel() for p in lm.parameters())

@@ -18,8 +18,9 @@ What the client sees for what the upstream did (`upstream_error`):
     5xx, 408                     502 with the upstream's message
     3xx                          502 naming where it redirects (POST /v1/systemone is never redirected)
     no answer before timeout_s   504 with Retry-After: timeout_s (a busy upstream is the likeliest cause)
-    timeout_s spent waiting for  429 overloaded_error with Retry-After: timeout_s (this proxy's own queue; the
-      one of max_in_flight slots     upstream's health is not blamed)
+    over half of timeout_s       429 overloaded_error with Retry-After: timeout_s, the request not sent: this
+      spent waiting for one of     proxy's own load, and the upstream would have too little time left
+      max_in_flight slots
     connection refused or reset  502
 """
 
@@ -65,6 +66,7 @@ from jevserve.protocol.answers import (
 
 DEFAULT_REMOTE_TIMEOUT_S = 8.0  # below the SDK's DEFAULT_TIMEOUT_S, so the client does not give up first
 DEFAULT_MAX_IN_FLIGHT = 32
+MAX_QUEUED_SHARE = 0.5  # past this share of its deadline in the proxy's queue, a request is not sent (429)
 POOL_KEEPALIVE_S = 4.0  # below uvicorn's 5 s timeout_keep_alive (see _async_client)
 CARD_TIMEOUT_S = 3.0  # how long a starting server waits for the upstream's model listing
 RECHECK_S = 5.0  # how often /healthz may ask a failing upstream again
@@ -259,6 +261,7 @@ class RemoteBackend(DecisionBackend):
         # Why the upstream cannot answer, as the last exchange with it showed (None once one succeeded): a proxy's
         # /healthz reports it, since a proxy whose upstream refuses its key or does not answer serves nothing.
         self.upstream_problem: str | None = None
+        self._answered_at = -math.inf  # when the upstream last answered a request (monotonic seconds)
         self._rechecked = -math.inf  # when recheck() last asked the upstream (monotonic seconds)
         self._probe_task: asyncio.Task | None = None  # recheck()'s question under way
         self._card_task: asyncio.Task | None = None  # the listing asked again once a failing upstream answers
@@ -355,11 +358,16 @@ class RemoteBackend(DecisionBackend):
         call = object()  # this call, for the slots' fair share (FairSlots)
 
         waiting = len(groups)  # of this call's upstream requests, those still waiting for one of this proxy's slots
+        started = time.monotonic()
 
         async def ask(state: str, indices: list[int]) -> tuple[list[np.ndarray], int]:
             nonlocal waiting
             async with slots.slot(call):
                 waiting -= 1
+                if (waited := time.monotonic() - started) > self.timeout_s * MAX_QUEUED_SHARE:
+                    # most of the deadline went in this proxy's queue: the upstream would get too little of it
+                    # to answer, and the 504 that followed blamed it for the proxy's own load
+                    raise self._queue_full(waited)
                 try:
                     request = http.build_request("POST", "/v1/systemone", json=self._payload(state, indices, items))
                     response = await http.send(request, stream=True)
@@ -393,10 +401,11 @@ class RemoteBackend(DecisionBackend):
                 # the deadline passed in this proxy's own queue: its load, not the upstream's health, so an
                 # overload the client backs off from (it was a 504 internal_error, which a burst of 200 made of a
                 # third of the requests to a healthy upstream)
-                raise OverloadedError(
-                    f"this server's {self.max_in_flight} connections to upstream {self.url} stayed busy for "
-                    f"{self.timeout_s:g} s: retry later", retry_after_s=self.timeout_s) from exc
-            self.upstream_problem = str(self._timeout())
+                raise self._queue_full(self.timeout_s) from exc
+            if time.monotonic() - self._answered_at > self.timeout_s:
+                # nothing answered for a whole deadline: hung or down, which /healthz says; an upstream that
+                # answers others meanwhile is busy, and a busy one is not taken out of rotation
+                self.upstream_problem = str(self._timeout())
             raise self._timeout() from exc
         except UpstreamRejected:  # the client's request, not the upstream's health
             raise
@@ -407,6 +416,7 @@ class RemoteBackend(DecisionBackend):
             # an upstream that could not list its model at start (down, or refusing the key) answers now
             self._card_task = asyncio.get_running_loop().create_task(self.learn_card())
         self.upstream_problem = None
+        self._answered_at = time.monotonic()
         return self._assemble(items, groups, answered)
 
     async def aclose(self) -> None:
@@ -477,6 +487,11 @@ class RemoteBackend(DecisionBackend):
         for piece in response.iter_raw():
             body.add(piece)
         return body.response()
+
+    def _queue_full(self, waited_s: float) -> OverloadedError:
+        return OverloadedError(f"this server's {self.max_in_flight} connections to upstream {self.url} stayed busy "
+                               f"for {waited_s:.1f} s of the {self.timeout_s:g} s deadline: retry later",
+                               retry_after_s=self.timeout_s)
 
     def _timeout(self) -> UpstreamTimeout:
         return UpstreamTimeout(f"upstream {self.url} did not answer within {self.timeout_s:g} s",

@@ -72,7 +72,9 @@ def trace_requests(path: Path, *, seed: int, need_arrival: bool = False,
 
     rows = read_trace(path, need_arrival=need_arrival)
     if max_model_len is not None:
-        rows = fit_context(rows, max_model_len)
+        # the server's context, from its GET /v1/models: loadgen has no --max-model-len to raise
+        rows = fit_context(rows, max_model_len, remedy="the server lists that context in GET /v1/models; serve the "
+                           "model with a longer one or leave the request out")
     rng = np.random.default_rng(seed)
     items = [(r.request_id, " ".join(rng.choice(FILLER_WORDS, size=r.num_prompt_tokens)), r.num_prompt_tokens,
               r.num_output_tokens) for r in rows]

@@ -38,6 +38,12 @@ def test_csv_trace_without_arrivals_when_they_are_generated(tmp_path):
      r"field 'predicted_tokens' = -1; expected a number >= 0"),
     ('{"arrival_s": 1, "prompt_tokens": 2, "output_tokens": 3, "predicted_tokens": NaN}',
      r"field 'predicted_tokens' = nan; expected a number >= 0"),
+    # an integer of 400 digits: float() raised OverflowError; the error quotes it cut short
+    ('{"arrival_s": 1, "prompt_tokens": 1' + "0" * 400 + ', "output_tokens": 3}',
+     r"field 'prompt_tokens' = 10000000000000000000…00000000 \(401 characters\); expected an integer"),
+    ('{"arrival_s": 1' + "0" * 400 + ', "prompt_tokens": 2, "output_tokens": 3}', r"field 'arrival_s' = .*expected"),
+    # past Python's 4,300-digit limit json.loads raises a ValueError that is no JSONDecodeError
+    ('{"arrival_s": 1, "prompt_tokens": 1' + "0" * 5000 + ', "output_tokens": 3}', r"t.jsonl:1: not valid JSON"),
 ])
 def test_bad_trace_rows_name_file_line_and_field(tmp_path, content, message):
     path = tmp_path / "t.jsonl"
@@ -65,4 +71,12 @@ def test_a_request_id_twice_is_refused_naming_both_rows(tmp_path):
     path.write_text('{"request_id": "1", "arrival_s": 1, "prompt_tokens": 5, "output_tokens": 6}\n'
                     '{"arrival_s": 2, "prompt_tokens": 5, "output_tokens": 6}\n')
     with pytest.raises(TraceError, match=r"request_id '1' is also the id at"):
+        read_trace(path)
+
+
+@pytest.mark.parametrize("value", ["1_0", "\u0661\u0662", "0x10", " inf "])
+def test_a_csv_count_in_a_spelling_float_reads_but_a_person_does_not_write_is_refused(tmp_path, value):
+    path = tmp_path / "t.csv"
+    path.write_text(f"arrival_s,prompt_tokens,output_tokens\n0,{value},3\n", encoding="utf-8")
+    with pytest.raises(TraceError, match=r"t.csv:2: field 'prompt_tokens' = .*; expected an integer >= 1"):
         read_trace(path)

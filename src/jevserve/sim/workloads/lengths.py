@@ -39,10 +39,11 @@ def scale_output_lengths(requests: Sequence[Request], factor: float, *, max_mode
     return out
 
 
-def fit_context(requests: Sequence[Request], max_model_len: int) -> list[Request]:
+def fit_context(requests: Sequence[Request], max_model_len: int, *,
+                remedy: str = "raise --max-model-len or leave the request out") -> list[Request]:
     """The requests as an engine with context `max_model_len` runs them: a reply that would run past the context is
     cut where the context ends (vLLM stops it there), and a prompt that leaves no room for a reply is refused
-    (vLLM answers it 400) with a WorkloadError naming it, rather than simulated as if it fitted."""
+    (vLLM answers it 400) with a WorkloadError naming it and `remedy`, rather than simulated as if it fitted."""
     if max_model_len < 2:
         raise WorkloadError(f"max_model_len={max_model_len!r}; expected an integer >= 2 (prompt and reply tokens)")
     out = []
@@ -50,8 +51,7 @@ def fit_context(requests: Sequence[Request], max_model_len: int) -> list[Request
         room = max_model_len - r.num_prompt_tokens
         if room < 1:
             raise WorkloadError(f"request {r.request_id!r}: prompt of {r.num_prompt_tokens} tokens leaves no room "
-                                f"for a reply within max_model_len={max_model_len} (an engine refuses it); raise "
-                                "--max-model-len or leave the request out")
+                                f"for a reply within max_model_len={max_model_len} (an engine refuses it); {remedy}")
         too_long = r.num_output_tokens is not None and r.num_output_tokens > room
         out.append(dataclasses.replace(r, num_output_tokens=room) if too_long else r)
     return out

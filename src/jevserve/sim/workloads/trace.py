@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from pathlib import Path
 
 from jevserve.json_report import jsonl_lines
@@ -18,22 +19,36 @@ from jevserve.sim.errors import TraceError
 REQUIRED = ("prompt_tokens", "output_tokens")
 
 
+# a number as a person writes one in ASCII: float() also reads "1_0" as 10, "١٢" as 12 and " inf " as infinity
+_PLAIN_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?", re.ASCII)
+
+
 def _number(value: object) -> float:
     """A field's number, NaN for what is none: JSON's true and false are not counts, and a number past a float's
-    range (1e400) reads as infinity."""
-    if isinstance(value, bool):
+    range reads as infinity (1e400, and an integer of 400 digits, which float() refused with an OverflowError)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return math.nan
+    if isinstance(value, str) and not _PLAIN_NUMBER.fullmatch(value.strip()):
         return math.nan
     try:
         return float(value)
-    except (TypeError, ValueError):
+    except OverflowError:
+        return math.inf
+    except ValueError:
         return math.nan
+
+
+def _said(value: object) -> str:
+    """A field's value as an error quotes it, cut short: a 300-digit count was quoted whole."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}…{text[-8:]} ({len(text)} characters)"
 
 
 def _int_field(row: dict, name: str, where: str) -> int:
     value = row.get(name)
     number = _number(value)
     if not (math.isfinite(number) and number >= 1 and number == int(number)):
-        raise TraceError(f"{where}: field {name!r} = {value!r}; expected an integer >= 1")
+        raise TraceError(f"{where}: field {name!r} = {_said(value)}; expected an integer >= 1")
     return int(number)
 
 
@@ -49,14 +64,14 @@ def _row_to_request(row: dict, index: int, where: str, *, need_arrival: bool) ->
     else:
         arrival_s = _number(arrival)
         if not (math.isfinite(arrival_s) and arrival_s >= 0):
-            raise TraceError(f"{where}: field 'arrival_s' = {arrival!r}; expected seconds >= 0")
+            raise TraceError(f"{where}: field 'arrival_s' = {_said(arrival)}; expected seconds >= 0")
     predicted = row.get("predicted_tokens")
     if predicted in ("", None):
         predicted_value = None
     else:
         predicted_value = _number(predicted)
         if not (math.isfinite(predicted_value) and predicted_value >= 0):
-            raise TraceError(f"{where}: field 'predicted_tokens' = {predicted!r}; expected a number >= 0")
+            raise TraceError(f"{where}: field 'predicted_tokens' = {_said(predicted)}; expected a number >= 0")
     return Request(
         str(row.get("request_id") or index),
         arrival_s,
@@ -86,9 +101,10 @@ def _read_trace(path: Path, *, need_arrival: bool) -> list[Request]:
                 continue
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError as exc:
+            except ValueError as exc:  # JSONDecodeError, or an integer past Python's 4,300 digits
+                why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc).split(";")[0]
                 raise TraceError(
-                    f"{path}:{line_no}: not valid JSON ({exc.msg}); expected one object per line"
+                    f"{path}:{line_no}: not valid JSON ({why}); expected one object per line"
                 ) from None
             if not isinstance(row, dict):
                 raise TraceError(f"{path}:{line_no}: {row!r}; expected a JSON object per line")
