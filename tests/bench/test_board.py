@@ -201,3 +201,24 @@ def test_the_rows_table_shows_what_a_row_says_of_itself_beyond_the_four_columns(
     assert html.count("class='note'") == 1  # the four columns' keys are not repeated
     long = dataclasses.replace(row, metadata={"source": "x" * 807})  # an outside re-tester's made the page 6,350 px
     assert "x" * 800 not in rows_table([long]) and "overflow-wrap:anywhere" in rows_table([long])
+
+
+def test_the_board_command_prints_what_it_left_out_and_checks_into_before_its_work(tmp_path, capsys):
+    # an outside tester's corrupt file and misplaced row were named only at the foot of the pages it wrote, and a
+    # bad --into failed after a minute of work and every page written
+    from jevserve.cli import main
+
+    results = make_results(tmp_path)
+    (results / "corrupt").mkdir()
+    (results / "corrupt" / "2026-12-07.json").write_text("{not json")
+    out = tmp_path / "out"
+    assert main(["bench", "board", "--results", str(results), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "note: " in err and "corrupt/2026-12-07.json is not valid JSON" in err
+    plain = tmp_path / "plain.md"
+    plain.write_text("no generated blocks here\n")
+    again = tmp_path / "again"
+    assert main(["bench", "board", "--results", str(results), "--out", str(again), "--into", str(plain)]) == 1
+    err = capsys.readouterr().err
+    assert f"error: --into {plain}: no block between" in err
+    assert not again.exists()  # refused before any page was written

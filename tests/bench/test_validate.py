@@ -40,6 +40,15 @@ def test_tampered_rows_name_what_is_wrong(tmp_path):
         "stored p_beats_rule": lambda d: d["tasks"]["toy-keyword"].update(
             p_beats_rule=0.0 if d["tasks"]["toy-keyword"]["p_beats_rule"] > 0.5 else 1.0),
         "metrics.model.value": lambda d: d["tasks"]["toy-keyword"]["metrics"]["model"].update(value=0.123),
+        # an outside tester's: a malformed seed raised numpy's TypeError; a yes/no prediction of 0.5 or NaN passed
+        # (truthy, so no score moved); a date that is none and an impossible Brier score passed
+        "bootstrap_seed 'abc': expected an integer >= 0": lambda d: d.update(bootstrap_seed="abc"),
+        "toy-keyword: prediction #0 is 0.5; this task's actions are true or false":
+            lambda d: d["tasks"]["toy-keyword"]["items"]["values"].__setitem__(0, 0.5),
+        "prediction #1 is nan": lambda d: d["tasks"]["toy-keyword"]["items"]["values"].__setitem__(1, float("nan")),
+        "date 'not-a-date': expected YYYY-MM-DD": lambda d: d.update(date="not-a-date"),
+        "brier -5": lambda d: d["tasks"]["toy-keyword"].update(brier=-5),
+        "its test default rule's actions differ": lambda d: d["tasks"]["toy-keyword"]["items"]["default"].append(1),
     }
     for expected, tamper in cases.items():
         document = copy.deepcopy(model)

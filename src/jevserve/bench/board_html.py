@@ -278,15 +278,19 @@ beneath, recall on the task's test positives at the threshold set for 1% false a
 """
 
 
-def write_board(results_dir: Path, out_dir: Path, markdown_path: Path) -> list[Path]:
+def write_board(results_dir: Path, out_dir: Path, markdown_path: Path,
+                warnings_out: list[str] | None = None) -> list[Path]:
     """Build the board from `results_dir`; write out_dir/index.html, the forest plots, the snapshot (board.json)
-    and the markdown file; returns the paths."""
+    and the markdown file; returns the paths. The board's warnings (files left out, rows not ranked) are added to
+    `warnings_out` when given."""
     from jevserve.bench.board import build_board
     from jevserve.bench.board_markdown import render_markdown
     from jevserve.bench.board_plots import write_plots
     from jevserve.bench.board_snapshot import results_key, write_snapshot
 
     board = build_board(results_dir)
+    if warnings_out is not None:
+        warnings_out.extend(board.warnings)
     out_dir.mkdir(parents=True, exist_ok=True)
     page = out_dir / "index.html"
     page.write_text(render_html(board), encoding="utf-8")

@@ -43,8 +43,12 @@ def board_command(args: argparse.Namespace) -> int:
               "pass --results DIR where the results are (a checkout's results/)", file=sys.stderr)
         return 1
     markdown = args.markdown or (DEFAULT_BOARD.parent if args.out == DEFAULT_BOARD else args.out) / "board.md"
+    if args.into is not None and (problem := _into_problem(args.into)):  # said before the minute of work, not after
+        print(f"error: --into {args.into}: {problem}", file=sys.stderr)
+        return 1
+    warnings: list[str] = []
     try:
-        written = write_board(args.results, args.out, markdown)
+        written = write_board(args.results, args.out, markdown, warnings_out=warnings)
     except FileNotFoundError as exc:
         if exc.filename is not None:  # a path the writing needed: the command line's handler names it
             raise
@@ -52,6 +56,8 @@ def board_command(args: argparse.Namespace) -> int:
         return 1
     for path in written:
         print(f"wrote {path}")
+    for warning in warnings:  # files left out, rows not ranked: the pages say so at their foot, and so does this
+        print(f"note: {warning}", file=sys.stderr)
     if args.package:
         import shutil
 
@@ -64,6 +70,20 @@ def board_command(args: argparse.Namespace) -> int:
     if args.into is not None:
         return _into(args.into, args.out / "board.json")
     return 0
+
+
+def _into_problem(path: Path) -> str | None:
+    """Why the board's tables cannot go into `path` (unreadable, or without the blocks they replace), else None."""
+    from jevserve.bench import board_markdown as md
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        return str(exc)
+    for begin, end in ((md.GLANCE_BEGIN, md.GLANCE_END), (md.TASKS_BEGIN, md.TASKS_END)):
+        if begin not in text or end not in text:
+            return f"no block between {begin!r} and {end!r}"
+    return None
 
 
 def _into(path: Path, snapshot: Path) -> int:

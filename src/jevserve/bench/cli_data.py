@@ -81,6 +81,8 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def run_list(args: argparse.Namespace) -> int:
     """Print the status of every source (and its record count unless --no-rows)."""
     from jevserve.bench.sources import SOURCES, DataSourceError, load_source, resolve_cache_dir, source_status
+    from jevserve.bench.sources.cache import changed_files
+    from jevserve.bench.sources.registry import fetch_command
 
     cache_dir = resolve_cache_dir(args.cache)
     # a mistyped path read as an empty cache: every source "missing", with a 124 MB fetch to run
@@ -102,10 +104,15 @@ def run_list(args: argparse.Namespace) -> int:
             status = source_status(name, cache_dir)
         except DataSourceError as exc:  # a damaged release (its manifest): listed, and its message says what to run
             problems.append(f"{name}: {exc}")
-            state, fetch = "damaged", f"jevserve data fetch --source {name} --force"
+            state, fetch = "damaged", fetch_command(name, cache_dir, force=True)
         else:
-            state, fetch = status.state, None if status.location else status.fetch_command
-            if status.location is not None and not args.no_rows:
+            # the commands name --cache where it is not the default: they fetched into the default cache instead
+            state, fetch = status.state, None if status.location else fetch_command(name, cache_dir)
+            changed = changed_files(status.location) if status.location is not None else []
+            if changed:  # a file changed since the fetch, which may still parse: listed as what it is
+                state, fetch = "damaged", fetch_command(name, cache_dir, force=True)
+                problems.append(f"{name}: {', '.join(changed[:3])} changed since it was fetched; run `{fetch}`")
+            elif status.location is not None and not args.no_rows:
                 try:
                     rows = len(load_source(name, cache_dir))
                 except DataSourceError as exc:

@@ -14,8 +14,10 @@ on the file's own draws, and its endpoint answered all but at most 5% of the ite
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,18 +34,34 @@ def items_digest(items: Mapping[str, Any]) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+def _mistyped(values: list[Any], defaults: list[Any]) -> str | None:
+    """The first prediction not of its task's kind, said: a yes/no task's are booleans (0.5 and NaN were valid,
+    being truthy, and changed no score), others finite numbers. None when every one is."""
+    yes_no = all(isinstance(v, bool) for v in defaults)
+    for index, value in enumerate(values):
+        if yes_no and not isinstance(value, bool):
+            return f"#{index} is {value!r}; this task's actions are true or false"
+        if not yes_no and (isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)):
+            return f"#{index} is {value!r}; this task's actions are finite numbers"
+    return None
+
+
 def _task_problems(name: str, task: Mapping[str, Any], reference: Mapping[str, Any]) -> list[str]:
     items, ref = task.get("items") or {}, reference["items"]
     problems = []
-    for key in ("ids", "labels", "default", "oracle"):
+    for key, what in (("ids", "item ids"), ("labels", "labels"), ("default", "default rule's actions"),
+                      ("oracle", "oracle's actions")):
         if items.get(key) != ref[key]:
-            problems.append(f"{name}: its test {key} differ from the current bench's; rerun `jevserve bench run`")
+            problems.append(f"{name}: its test {what} differ from the current bench's; rerun `jevserve bench run`")
     if task.get("metric") != reference["metric"]:
         problems.append(f"{name}: metric {task.get('metric')!r}, the bench uses {reference['metric']!r}")
     values = items.get("values")
     if not isinstance(values, list) or len(values) != len(ref["ids"]):
         problems.append(f"{name}: {len(values) if isinstance(values, list) else 'no'} predictions for "
                         f"{len(ref['ids'])} test items")
+        return problems
+    if wrong := _mistyped(values, ref["default"]):
+        problems.append(f"{name}: prediction {wrong}")
         return problems
     digest = task.get("items_sha256")
     if digest is not None and digest != items_digest(ref):
@@ -104,6 +122,8 @@ def _summary_problems(document: Mapping[str, Any], headline: set[str]) -> list[s
     seed = document.get("bootstrap_seed", BOOTSTRAP_SEED)
     if not isinstance(num_resamples, int) or isinstance(num_resamples, bool) or num_resamples < 1:
         return [f"num_resamples {num_resamples!r}: expected a positive integer"]
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:  # numpy's seeding raised a TypeError
+        return [f"bootstrap_seed {seed!r}: expected an integer >= 0"]
     cells: dict = {}
     averages = resolve_tasks(recomputed, tasks, num_resamples, seed, cells_out=cells)
     problems = []
@@ -179,6 +199,14 @@ def headline_tasks(reference: Mapping[str, Any]) -> set[str]:
     return set(reference.get("average", {}).get("tasks") or reference["tasks"])
 
 
+def _is_iso_date(text: str) -> bool:
+    try:
+        dt.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return len(text) == 10
+
+
 def validate_document(document: Mapping[str, Any], reference: Mapping[str, Any], bench_version: str) -> list[str]:
     """Every problem that keeps `document` off the board (empty: it is valid)."""
     problems = []
@@ -187,6 +215,12 @@ def validate_document(document: Mapping[str, Any], reference: Mapping[str, Any],
     for key in ("model", "command", "date"):
         if not isinstance(document.get(key), str) or not document[key].strip():
             problems.append(f"'{key}' is missing or empty")
+    if isinstance(document.get("date"), str) and not _is_iso_date(document["date"]):
+        problems.append(f"date {document['date']!r}: expected YYYY-MM-DD")
+    for name, task in (document.get("tasks") or {}).items() if isinstance(document.get("tasks"), dict) else ():
+        brier = task.get("brier") if isinstance(task, dict) else None
+        if brier is not None and not (isinstance(brier, int | float) and 0 <= brier <= 2):
+            problems.append(f"{name}: brier {brier!r}; a Brier score is between 0 and 2")
     tasks = document.get("tasks")
     if not isinstance(tasks, dict) or not tasks:
         return [*problems, "no tasks"]

