@@ -173,20 +173,25 @@ def test_a_remote_spec_that_is_not_an_http_url_fails_at_startup(spec):
         load_backends(spec, BackendOptions())
 
 
-def test_the_per_upstream_in_flight_limit_holds_and_every_request_is_still_answered():
-    # A fresh upstream: the shared one may still hold the hung request of another test.
+def _burst_through_a_proxy(count: int, *, timeout_s: float, max_in_flight: int):
+    """`count` slow requests at once through a fresh proxy to a fresh upstream (the shared one may still hold the
+    hung request of another test): the replies, the upstream's counters and the proxy's /healthz after them."""
     with (
         fake_upstream() as (url, counters),
-        running_server(create_app([RemoteBackend(url, timeout_s=10, max_in_flight=2)])) as p,
+        running_server(create_app([RemoteBackend(url, timeout_s=timeout_s, max_in_flight=max_in_flight)])) as p,
     ):
 
         async def scenario():
             async with httpx.AsyncClient(base_url=p, timeout=30) as c:
                 return await asyncio.gather(
-                    *(c.post("/v1/systemone", json=ticket_body(state=f"mode:slow limited {i}")) for i in range(6))
-                )
+                    *(c.post("/v1/systemone", json=ticket_body(state=f"mode:slow burst {i}")) for i in range(count)))
 
         replies = asyncio.run(scenario())
+        return replies, counters, _health(p)
+
+
+def test_the_per_upstream_in_flight_limit_holds_and_every_request_is_still_answered():
+    replies, counters, _ = _burst_through_a_proxy(6, timeout_s=10, max_in_flight=2)
     assert [r.status_code for r in replies] == [200] * 6
     assert counters.peak_in_flight == 2
 
@@ -196,20 +201,8 @@ def test_a_request_that_spends_its_deadline_in_the_proxys_own_queue_is_an_overlo
     # internal_error, those that never left the proxy's queue included, and /healthz blamed the upstream; a
     # re-tester's request that waited 1.6 s of 2 for the one connection was sent, then counted as the upstream's 504.
     # One slot, 6 requests of 0.3 s each under a 2 s deadline: those that waited over 1 s are not sent
-    with (
-        fake_upstream() as (url, counters),
-        running_server(create_app([RemoteBackend(url, timeout_s=2.0, max_in_flight=1)])) as p,
-    ):
-
-        async def scenario():
-            async with httpx.AsyncClient(base_url=p, timeout=30) as c:
-                return await asyncio.gather(
-                    *(c.post("/v1/systemone", json=ticket_body(state=f"mode:slow queued {i}")) for i in range(6)))
-
-        before = counters.hits
-        replies = asyncio.run(scenario())
-        sent = counters.hits - before
-        health = _health(p)
+    replies, counters, health = _burst_through_a_proxy(6, timeout_s=2.0, max_in_flight=1)
+    sent = counters.hits
     statuses = [r.status_code for r in replies]
     assert 200 in statuses and 429 in statuses and set(statuses) <= {200, 429}, statuses  # no 504: none was late
     assert sent == statuses.count(200)  # a request refused in the queue never reached the upstream

@@ -14,7 +14,6 @@ on the file's own draws, and its endpoint answered all but at most 5% of the ite
 from __future__ import annotations
 
 import copy
-import datetime as dt
 import hashlib
 import json
 import math
@@ -26,6 +25,7 @@ import numpy as np
 from jevserve.bench.everyday import rate_of
 from jevserve.bench.paired import StoredTask
 from jevserve.bench.results import MAX_UNANSWERED_SHARE, unanswered_note, unanswered_share
+from jevserve.protocol.text import is_iso_date
 
 
 def items_digest(items: Mapping[str, Any]) -> str:
@@ -199,14 +199,6 @@ def headline_tasks(reference: Mapping[str, Any]) -> set[str]:
     return set(reference.get("average", {}).get("tasks") or reference["tasks"])
 
 
-def _is_iso_date(text: str) -> bool:
-    try:
-        dt.date.fromisoformat(text)
-    except ValueError:
-        return False
-    return len(text) == 10
-
-
 def validate_document(document: Mapping[str, Any], reference: Mapping[str, Any], bench_version: str) -> list[str]:
     """Every problem that keeps `document` off the board (empty: it is valid)."""
     problems = []
@@ -215,7 +207,7 @@ def validate_document(document: Mapping[str, Any], reference: Mapping[str, Any],
     for key in ("model", "command", "date"):
         if not isinstance(document.get(key), str) or not document[key].strip():
             problems.append(f"'{key}' is missing or empty")
-    if isinstance(document.get("date"), str) and not _is_iso_date(document["date"]):
+    if isinstance(document.get("date"), str) and not is_iso_date(document["date"]):
         problems.append(f"date {document['date']!r}: expected YYYY-MM-DD")
     for name, task in (document.get("tasks") or {}).items() if isinstance(document.get("tasks"), dict) else ():
         brier = task.get("brier") if isinstance(task, dict) else None

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import datetime as dt
 import json
 import math
 import time
@@ -63,6 +62,7 @@ from jevserve.protocol.answers import (
     SystemOneResponse,
     normalise,
 )
+from jevserve.protocol.text import is_iso_date
 
 DEFAULT_REMOTE_TIMEOUT_S = 8.0  # below the SDK's DEFAULT_TIMEOUT_S, so the client does not give up first
 DEFAULT_MAX_IN_FLIGHT = 32
@@ -284,7 +284,7 @@ class RemoteBackend(DecisionBackend):
             if not isinstance(entry, dict) or entry.get("name") != self.model:
                 continue
             date, description = entry.get("release_date"), entry.get("description")
-            if not (isinstance(date, str) and _is_date(date)):
+            if not (isinstance(date, str) and is_iso_date(date)):
                 return f"the upstream {self.url} lists {self.model!r} without a YYYY-MM-DD release date"
             said = f"{description} " if isinstance(description, str) and description else ""
             self.card = replace(self.card, release_date=date,
@@ -622,13 +622,6 @@ def _with_body(head: httpx.Response, body: bytes) -> httpx.Response:
                if k.lower() not in ("content-length", "content-encoding", "transfer-encoding")}
     return httpx.Response(head.status_code, headers=headers, content=body, request=head.request)
 
-
-def _is_date(text: str) -> bool:
-    try:
-        dt.date.fromisoformat(text)
-    except ValueError:
-        return False
-    return len(text) == 10
 
 
 def _by_state(items: Sequence[DecisionItem]) -> dict[str, list[int]]:

@@ -1,7 +1,9 @@
-"""Text values of the wire contract (string, JSON object or JSON array) and their one canonical rendering."""
+"""Text values of the wire contract (string, JSON object or JSON array) and their one canonical rendering; the
+contract's date format."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
@@ -19,3 +21,13 @@ def render_text(value: Text | None) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def is_iso_date(text: str) -> bool:
+    """`text` is a date written YYYY-MM-DD, as the contract's `release_date` (and a bench result's `date`) is;
+    Python 3.11's fromisoformat alone also reads "20261207" and "2026-W49-1"."""
+    try:
+        dt.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return len(text) == 10
