@@ -284,6 +284,26 @@ def test_a_damaged_data_cache_is_one_error_line(capsys, monkeypatch, tmp_path):
                                       "--source x --force`\n"
 
 
+def test_sigterm_while_the_data_loads_says_how_to_resume_and_exits_143(capsys, monkeypatch, tmp_path):
+    # an outside tester's SIGTERM 12 s into a run, while the data loaded, ended it with 143 and not a word (SIGINT
+    # there, and SIGTERM while asking, say that the answers are cached)
+    import os
+    import signal
+    import time
+
+    def loading(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler interrupts this
+        raise AssertionError("SIGTERM was not acted on")
+
+    monkeypatch.setattr("jevserve.bench.pipeline.load_tasks", loading)
+    before = signal.getsignal(signal.SIGTERM)
+    assert main(["bench", "run", "--baselines", "--tasks", "cache-pairs", "--results", str(tmp_path)]) == 143
+    assert capsys.readouterr().err == ("error: stopped by SIGTERM; every answer received is cached, so running the "
+                                       "same command again resumes\n")
+    assert signal.getsignal(signal.SIGTERM) is before  # put back for whatever runs next in the process
+
+
 def test_a_baseline_row_that_reads_none_of_the_tasks_is_not_written(tmp_path, monkeypatch, capsys):
     import jevserve.bench.pipeline as pipeline
 

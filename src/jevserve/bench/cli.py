@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -188,14 +190,28 @@ def run_command(args: argparse.Namespace) -> int:
     salt = args.split_salt or DEFAULT_SALT
     if salt != DEFAULT_SALT:
         args.results = Path(args.results) / "split-salts" / salt
+    stopped: list[signal.Signals] = []
+
+    def on_term(signum: int, frame: object) -> None:  # SIGTERM while the data loads ended the run without a word
+        stopped.append(signal.Signals(signum))
+        raise KeyboardInterrupt
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, on_term) if main_thread else None
     try:
         with split_salt(salt):
             return _run(args)
     except KeyboardInterrupt:
-        # Ctrl-C outside the asking (which says how many answers it cached): one line, not a traceback.
-        print("error: interrupted; every answer received is cached, so running the same command again resumes",
+        # Ctrl-C or SIGTERM outside the asking (which says how many answers it cached): one line, not a traceback,
+        # and the shell's status for the signal
+        signum = stopped[0] if stopped else signal.SIGINT
+        said = "interrupted" if signum == signal.SIGINT else f"stopped by {signum.name}"
+        print(f"error: {said}; every answer received is cached, so running the same command again resumes",
               file=sys.stderr)
-        return 130
+        return 128 + signum
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _run(args: argparse.Namespace) -> int:
