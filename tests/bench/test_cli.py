@@ -411,3 +411,8 @@ def test_the_run_summary_names_the_tasks_its_averages_cover_and_where_their_inte
     assert line == ("average over the 1 headline task run 35.8 [3.6, 62.1]; average over the 1 task run 35.8 "
                     "[3.6, 62.1] (95% intervals of this run's draws; the board's shared draws differ a little)")
     assert _summary({"average": {**one, "num_tasks": 0}}) == "no task scored"
+    # a near-oracle task run beside it is in neither average: said (an outside tester's run left it to guess)
+    run = {"average": {**one, "tasks": ["agent-action-risk"]}, "average_all": {**one, "tasks": ["agent-action-risk"]},
+           "tasks": {"agent-action-risk": {}, "agent-web-policy": {}}}
+    assert "; agent-web-policy in neither (near-oracle: the default rule is all but the oracle there) (95%" in (
+        _summary(run))

@@ -452,6 +452,11 @@ def _summary(document: dict) -> str:
             low, high = average["interval"]
             tasks = f"the 1 {kind}task" if average["num_tasks"] == 1 else f"the {average['num_tasks']} {kind}tasks"
             parts.append(f"average over {tasks} run {average['score']:.1f} [{low:.1f}, {high:.1f}]")
+    # a near-oracle task (its default rule all but the oracle) is in neither average: said, not left to guess
+    averaged = set((document.get("average_all") or {}).get("tasks") or ())
+    outside = sorted(set(document.get("tasks") or ()) - averaged) if averaged or parts else []
+    if outside:
+        parts.append(f"{', '.join(outside)} in neither (near-oracle: the default rule is all but the oracle there)")
     if not parts:
         return "no task scored"
     return "; ".join(parts) + " (95% intervals of this run's draws; the board's shared draws differ a little)"
