@@ -58,13 +58,14 @@ def answers_label(text: str) -> str:
     return text
 
 
-def _endpoint_arguments(parser: argparse.ArgumentParser, required: bool) -> None:
+def _endpoint_arguments(parser: argparse.ArgumentParser, required: bool, *, writes_results: bool = True) -> None:
     parser.add_argument("--endpoint", required=required, metavar="URL|embedded",
                         help="a System One server root (http://host:port) or 'embedded' (the shipped model, started "
                         "in this process)")
+    names = "the results folder and the answers cache" if writes_results else "the answers cache"
     parser.add_argument("--model", default=None,
-                        help="model name to ask for; names the results folder and the answers cache (default for "
-                        "embedded: its default model, jev-minilm-2; required with a URL)")
+                        help=f"model name to ask for; names {names} (default for embedded: its default model, "
+                        "jev-minilm-2; required with a URL)")
     parser.add_argument("--api-key-env", default=None, metavar="VAR",
                         help="environment variable holding the endpoint's API key (sent as a bearer token)")
     parser.add_argument("--concurrency", type=positive_int("--concurrency"), default=DEFAULT_CONCURRENCY,
@@ -126,7 +127,7 @@ def _add_predict_lengths(commands: argparse._SubParsersAction) -> None:
         "regression on the train side, and write one JSON line per request: request_id, predicted_tokens, split. "
         "The file is what `jevserve sim ... --predictions FILE` reads.",
     )
-    _endpoint_arguments(predict, required=True)
+    _endpoint_arguments(predict, required=True, writes_results=False)  # it writes --out only
     predict.add_argument("--out", type=Path, required=True, metavar="FILE", help="JSONL file to write")
     predict.set_defaults(func=predict_lengths_command)
 
