@@ -212,3 +212,29 @@ def test_an_upstream_url_with_no_usable_port_is_refused_by_the_config(port):
     with pytest.raises(ConfigError, match=r"upstreams\[0\]\.url: names no port a server can listen on"):
         parse_config({"upstreams": [{"name": "u", "url": f"http://127.0.0.1:{port}/v1"}]})
     assert "names no port a server can listen on" in _unreachable(0, "u", f"http://127.0.0.1:{port}/v1", 0.1)
+
+
+def test_a_key_written_twice_an_empty_file_and_a_dollar_variable_are_refused_not_read_otherwise(tmp_path):
+    # an outside operator's configs: a route's second `guard:` replaced its first and a second `routes:` dropped the
+    # routes above it, both "valid"; an empty file was "valid (0 routes)"; `api_key_env: $VLLM_KEY` was looked up as
+    # a variable of that name and the start said to export it while it was
+    from jevserve.gateway.config import load_config
+
+    def refused(text: str) -> str:
+        path = tmp_path / "gw.yaml"
+        path.write_text(text)
+        with pytest.raises(ConfigError) as info:
+            load_config(path)
+        return str(info.value)
+
+    said = refused("routes:\n  - model: m\n    guard: {max_false_action_rate: 0.01}\n    guard: {threshold: 0.2}\n")
+    assert "the key 'guard' appears twice (first on line 3)" in said
+    assert "the key 'routes' appears twice" in refused("routes:\n  - model: a\nroutes:\n  - model: b\n")
+    assert "the config file is empty" in refused("")
+    said = refused("upstreams:\n  - {name: u, url: 'http://127.0.0.1:9/v1', api_key_env: $VLLM_KEY}\n"
+                   "routes:\n  - model: m\n")
+    assert "api_key_env: takes the environment variable's name, not its value: write VLLM_KEY" in said
+    # what a merge brings in may be overridden, as YAML intends
+    path = tmp_path / "merged.yaml"
+    path.write_text("routes:\n  - &base {model: x, description: d}\n  - <<: *base\n    model: y\n")
+    assert [r.model for r in load_config(path).routes] == ["x", "y"]

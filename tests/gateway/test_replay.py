@@ -168,6 +168,18 @@ def test_replay_fails_loudly_on_an_empty_or_corrupt_log(tmp_path, capsys, conten
     assert main(["gateway", "replay", str(tmp_path / "missing.jsonl")]) == 2
 
 
+def test_a_last_line_cut_short_by_a_crash_is_left_out_with_a_note_not_the_whole_log(tmp_path, capsys):
+    # an outside operator's log copied after a kill -9 (or a full disk) was refused whole for its last line
+    path = tmp_path / "log.jsonl"
+    path.write_text('{"messages": [], "n": 1}\n{"messages": [], "n": 2}\n{"messages": [{"role": "us')
+    assert [r["n"] for r in read_log_strict(path)] == [1, 2]
+    assert "line 3: cut short (no line end), so left out; the 2 record(s) above it are replayed" in (
+        capsys.readouterr().err)
+    path.write_text('{"messages": [], "n": 1}\n{"messages": [{"role": "us\n')  # ended: a fault, not a cut
+    with pytest.raises(LogError, match="line 2: not JSON"):
+        read_log_strict(path)
+
+
 def test_the_sweep_counts_actions_per_threshold_with_recall_and_false_actions_from_labels(tmp_path):
     path = tmp_path / "log.jsonl"
     records = [
@@ -295,6 +307,23 @@ def test_check_says_where_the_decision_log_goes_and_whether_its_folder_is_made(t
     record = {"id": "a", "body": {"messages": [{"role": "user", "content": "hi"}]}}
     (tmp_path / "cal.jsonl").write_text(json.dumps(record))
     assert len(load_calibration("~/cal.jsonl").requests) == 1
+
+
+def test_a_log_path_that_cannot_be_written_fails_the_check_and_the_start_before_it_listens(tmp_path, capsys):
+    # an outside tester's read-only log folder passed `gateway check`, and the gateway announced "listening" and
+    # then failed; here the folder is a file
+    (tmp_path / "afile").write_text("x")
+    config = tmp_path / "gw.yaml"
+    config.write_text(f"decider: remote:http://127.0.0.1:9\nroutes: [{{model: m}}]\n"
+                      f"log: {{path: {tmp_path / 'afile' / 'gw.jsonl'}}}\n")
+    assert main(["gateway", "check", str(config)]) == 2
+    captured = capsys.readouterr()
+    assert "is a file, not a folder" in captured.err and "valid" not in captured.out
+    from tests.gateway.extproc.live import free_port
+
+    assert main(["gateway", "--config", str(config), "--port", str(free_port())]) == 2
+    captured = capsys.readouterr()
+    assert "is a file, not a folder" in captured.err and "listening" not in captured.out
 
 
 def test_check_prints_the_operating_points_of_a_valid_config(tmp_path, capsys):

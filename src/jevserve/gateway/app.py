@@ -156,6 +156,8 @@ async def refresh_gauges(gateway: Gateway) -> None:
         gateway.metrics.circuit_open.labels(name).set(1 if circuit.open_until > now else 0)
         gateway.metrics.queue_depth.labels(name).set(upstream.gate.num_waiting)
         gateway.metrics.in_flight.labels(name).set(await gateway.store.in_flight(name))
+    if gateway.log is not None:
+        gateway.metrics.log_records_lost.set(gateway.log.num_failed)
 
 
 async def health(gateway: Gateway) -> dict:
@@ -175,8 +177,11 @@ async def health(gateway: Gateway) -> dict:
     # a failing decider leaves every decision to its fallback: still serving (200), but not as configured; asked
     # again here (at most every few seconds) so that health recovers without waiting for a request
     problem = await recheck_decider(gateway.decider)
-    return {"status": "degraded" if problem else "ok", "decider": gateway.decider.name,
-            **({"decider_problem": problem} if problem else {}), "store": store, "upstreams": upstreams}
+    # a decision log that cannot be written loses records while requests are answered: serving, not as configured
+    log_problem = gateway.log.problem if gateway.log is not None else None
+    return {"status": "degraded" if problem or log_problem else "ok", "decider": gateway.decider.name,
+            **({"decider_problem": problem} if problem else {}),
+            **({"log_problem": log_problem} if log_problem else {}), "store": store, "upstreams": upstreams}
 
 
 def json_response(payload: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:

@@ -202,6 +202,11 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
     except (UnknownSpecError, ValueError) as exc:
         where = f"--decider {args.decider}" if args.decider else f"{args.config or 'the built-in config'}: decider"
         return _fail(f"{where}: {exc}")
+    from jevserve.gateway.log import unwritable_problem
+
+    if config.log.path is not None and (problem := unwritable_problem(config.log.path)):
+        # refused before "listening" is announced (a read-only folder failed the build after it, as `check` passed)
+        return _fail(f"log {config.log.path}: {problem}")
     host, port = sock.getsockname()[:2]
     failed: list[Exception] = []
 

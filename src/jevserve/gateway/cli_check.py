@@ -108,6 +108,11 @@ def run_check(args: argparse.Namespace) -> int:
         problem = cache_install_problem()  # the gateway would fail at start: the check says so now
         if problem is not None:
             return _fail(problem)
+    from jevserve.gateway.log import unwritable_problem
+
+    if config.log.path is not None and (problem := unwritable_problem(config.log.path)):
+        # the start would fail on it after announcing the port: refused here, as the start refuses it
+        return _fail(f"{args.config or 'the built-in config'}: log.path {config.log.path}: {problem}")
     routes, upstreams = len(config.routes), len(config.upstreams)
     print(f"{args.config}: valid ({routes} route{'s' if routes != 1 else ''}, "
           f"{upstreams} upstream{'s' if upstreams != 1 else ''})")

@@ -56,6 +56,19 @@ def _named(value: str) -> str:
 CalibrationPath = Annotated[str, AfterValidator(_named)]
 
 
+def _variable_name(value: str) -> str:
+    # `$VLLM_KEY` was looked up as a variable named "$VLLM_KEY", and the warning said to export it while it was
+    name = value.strip().removeprefix("$").removeprefix("{").removesuffix("}")
+    if value != name and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"takes the environment variable's name, not its value: write {name}, not {value}")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise ValueError(f"{value!r} is not an environment variable's name (letters, digits and _)")
+    return value
+
+
+VariableName = Annotated[str, AfterValidator(_variable_name)]
+
+
 class PolicyConfig(_Strict):
     """What every decision policy has: on/off, its operating point, a fallback, a mode and an optional question.
 
@@ -352,7 +365,7 @@ class UpstreamConfig(_Strict):
     # error, not the placeholder answering clients in its place
     url: str
     kind: Literal["openai", "vllm"] = "openai"  # vllm: gets the `priority` field
-    api_key_env: str | None = None  # environment variable holding the bearer key
+    api_key_env: VariableName | None = None  # environment variable holding the bearer key
     max_concurrency: int = Field(64, ge=1)
     timeout_s: float = Field(300.0, gt=0)  # after sending, this long without a byte is a 504
     connect_timeout_s: float = Field(5.0, gt=0)
@@ -448,7 +461,7 @@ class GatewayConfig(_Strict):
 
     decider: str = "embedded"
     # the environment variable holding the key a `remote:` decider takes (`jevserve serve --api-key-env`)
-    decider_key_env: str | None = None
+    decider_key_env: VariableName | None = None
     # origins whose web pages may call the gateway from a browser (CORS), e.g. ["https://app.example.com"]; "*" for
     # any. None by default: a browser refuses a page of another origin the answer
     cors_origins: list[str] = Field(default_factory=list)
@@ -631,6 +644,30 @@ def parse_config(data: Mapping[str, Any] | None, *, source: str = "config") -> G
         raise ConfigError(f"{source}: invalid gateway config:\n  " + "\n  ".join(lines)) from None
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader that refuses a key written twice in one mapping: PyYAML keeps the last without a word, so a
+    route's second `guard:` replaced its first and a second `routes:` dropped every route above it (an outside
+    tester's configs passed the check). Keys a merge (`<<: *anchor`) brings in may be overridden, as YAML intends."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, yaml.Mark] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                earlier = seen.get(key)
+            except TypeError:  # an unhashable key: construct_mapping below says so
+                continue
+            if earlier is not None:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping", node.start_mark,
+                    f"the key {key!r} appears twice (first on line {earlier.line + 1}); YAML would keep only the "
+                    "last, so write it once", key_node.start_mark)
+            seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_config(path: str | Path | None) -> GatewayConfig:
     """Read a YAML config file (None: the default config); raises ConfigError on a bad file or value."""
     if path is None:
@@ -638,14 +675,17 @@ def load_config(path: str | Path | None) -> GatewayConfig:
     path = Path(path)
     try:
         with path.open(encoding="utf-8") as fh:  # a stream with a name: YAML errors point at the file, line and column
-            data = yaml.safe_load(fh)
+            data = yaml.load(fh, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the config: {exc.strerror}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); save the config as UTF-8") from None
-    if data is not None and not isinstance(data, dict):
+    if data is None:  # an empty file (a wrong path in a template, a failed render) passed as "valid (0 routes)"
+        raise ConfigError(f"{path}: the config file is empty; give its upstreams and routes (docs/gateway.md), or "
+                          "leave --config out for the built-in offline config")
+    if not isinstance(data, dict):
         raise ConfigError(f"{path}: the config must be a YAML mapping, got {type(data).__name__}")
     return parse_config(_calibration_beside(data, path.parent.absolute()), source=str(path))
 

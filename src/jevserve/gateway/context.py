@@ -172,10 +172,10 @@ class RequestContext:
         }
         if self.report is not None:
             scores = self.shows_scores
-            decisions = self.report.header(scores)
-            if self.tool_verdicts:
-                decisions += "," + ",".join(header_part(v, scores) for v in self.tool_verdicts)
-            headers["x-jevserve-decisions"] = decisions
+            # the request's verdicts and then the reply's tool gate; "none" only when neither ran (a route with a
+            # tool gate alone read "none,tool_gate=...", a stray part for a client splitting k=v pairs)
+            parts = [header_part(v, scores) for v in (*self.report.verdicts, *self.tool_verdicts)]
+            headers["x-jevserve-decisions"] = ",".join(parts) or "none"
             headers["x-jevserve-decision-ms"] = f"{self.report.decision_ms:.2f}"
         headers.update(self.flags)
         return headers

@@ -7,13 +7,18 @@ the file rotates by size (`path` → `path.1` → ... → `path.N`, the oldest d
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
 from jevserve.json_report import open_for_append
+
+logger = logging.getLogger(__name__)
 
 
 class DecisionLog:
@@ -27,16 +32,52 @@ class DecisionLog:
         self._lock = threading.Lock()
         self._file = open_for_append(self.path)  # a gateway killed mid-write left a torn line: closed first
         self.num_written = 0
+        self.num_failed = 0  # records a write failed for (a full disk, a read-only folder): lost, said, counted
+        self.problem: str | None = None  # why the last write failed; None once one succeeds
 
-    def write(self, record: dict[str, Any]) -> None:
-        """Append one record and flush it to the OS; rotate first when the file is full."""
+    def write(self, record: dict[str, Any]) -> bool:
+        """Append one record and flush it to the OS; rotate first when the file is full. A write that fails (a full
+        disk) loses this record, not the request: the reply the upstream made still goes to its client (a 500 sent
+        after the upstream's work made the client retry it twice), and the failure is logged and counted. Returns
+        whether the record was written."""
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
         with self._lock:
-            if self._file.tell() + len(line) > self.max_bytes and self._file.tell() > 0:
-                self._rotate()
-            self._file.write(line)
-            self._file.flush()
+            start = None
+            try:
+                if self._file.tell() + len(line) > self.max_bytes and self._file.tell() > 0:
+                    self._rotate()
+                start = self._file.tell()
+                self._file.write(line)
+                self._file.flush()
+            except (OSError, ValueError) as exc:  # ValueError: a file a failed rotation left closed
+                self._drop_partial(start)
+                self.num_failed += 1
+                first = self.problem is None
+                self.problem = f"writing {self.path} failed: {exc}"
+                if first or self.num_failed % 100 == 0:
+                    logger.warning("decision log: %s; %d record(s) lost so far, requests are still answered",
+                                   self.problem, self.num_failed)
+                return False
+            if self.problem is not None:
+                logger.warning("decision log: writing %s works again after %d lost record(s)", self.path,
+                               self.num_failed)
+                self.problem = None
             self.num_written += 1
+            return True
+
+    def _drop_partial(self, start: int | None) -> None:
+        """After a failed write: what of the line reached the buffer or the file is dropped, so that neither a later
+        flush writes it under another request's time nor a torn line is left (the file is cut back to `start`)."""
+        # closing flushes what is buffered, which fails again on a full disk; the file is closed all the same
+        with contextlib.suppress(OSError, ValueError):
+            self._file.close()
+        with contextlib.suppress(OSError):
+            if start is not None and self.path.stat().st_size > start:
+                os.truncate(self.path, start)
+        # reopened for the next record; where that fails too (the folder went read-only) the file stays closed, and
+        # the next write's tell() fails and comes here again
+        with contextlib.suppress(OSError):
+            self._file = self.path.open("a", encoding="utf-8")
 
     def _rotate(self) -> None:
         self._file.close()
@@ -54,9 +95,33 @@ class DecisionLog:
         """Flush to disk and close."""
         with self._lock:
             if not self._file.closed:
-                self._file.flush()
-                os.fsync(self._file.fileno())
-                self._file.close()
+                try:
+                    self._file.flush()
+                    os.fsync(self._file.fileno())
+                except OSError as exc:  # a full disk at shutdown: said, and the gateway still stops cleanly
+                    logger.warning("decision log: closing %s: %s", self.path, exc)
+                with contextlib.suppress(OSError):
+                    self._file.close()
+
+
+def unwritable_problem(path: str | Path) -> str | None:
+    """Why a decision log at `path` could not be written, found without writing it (`gateway check` and the start,
+    before "listening": a read-only or immutable folder passed the check and failed the start), else None. Its
+    folder, or the nearest one above that exists where the gateway would create it, takes a temporary file."""
+    target = Path(path).expanduser()
+    if target.is_dir():
+        return f"{target} is a folder; name a file in it"
+    try:
+        if target.exists():
+            with target.open("a", encoding="utf-8"):
+                return None
+        folder = next((p for p in target.parents if p.exists()), None)
+        if folder is None or not folder.is_dir():
+            return f"{folder} is a file, not a folder" if folder is not None else "no folder above it exists"
+        with tempfile.TemporaryFile(dir=folder):
+            return None
+    except OSError as exc:
+        return f"cannot write there ({exc.strerror or exc})"
 
 
 def read_log(path: str | Path) -> list[dict[str, Any]]:

@@ -78,6 +78,11 @@ class GatewayMetrics:
             ["upstream"],
             registry=self.registry,
         )
+        self.log_records_lost = Gauge(
+            "jevserve_gateway_log_records_lost",
+            "Decision-log records a write failed for (a full disk, a read-only folder); their requests were answered",
+            registry=self.registry,
+        )
 
     def render(self) -> bytes:
         """The text exposition format."""

@@ -24,6 +24,7 @@ import asyncio
 import itertools
 import json
 import math
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -171,6 +172,12 @@ def read_log_strict(path: str | Path, *, allow_empty: bool = False) -> list[dict
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
+            if number == len(lines) and records:
+                # the last line, cut where a crash or a full disk stopped the writer (it has no line end): its
+                # request is lost, the others are not (the whole log was refused)
+                print(f"note: {path} line {number}: cut short (no line end), so left out; the {len(records)} "
+                      "record(s) above it are replayed", file=sys.stderr)
+                break
             raise LogError(f"{path} line {number}: not JSON ({exc.msg}); is it a gateway decision log?") from None
         if not isinstance(record, dict) or not isinstance(record.get("messages"), list):
             raise LogError(f"{path} line {number}: not a gateway decision record (no 'messages' list)")
