@@ -125,7 +125,10 @@ def test_a_rerun_skips_releases_already_cached_and_force_fetches_again(tmp_path)
     assert len(calls) == 2
 
 
-def test_a_failed_release_is_reported_and_the_others_are_still_fetched(tmp_path, capsys):
+def test_a_failed_release_is_reported_and_the_others_are_still_fetched(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # the bar is drawn on a terminal only
     good = bastion_wheel(tmp_path)
     other = bastion_wheel(tmp_path, name="otherpkg-2.0-py3-none-any.whl", extra=" Now.")
     registry = build_registry(
@@ -280,3 +283,10 @@ def test_a_damaged_manifest_names_the_forced_fetch_and_a_fetch_replaces_it(tmp_p
     again = fetch_sources(None, tmp_path / "cache", sources=registry, run=run, progress=False)
     assert [o.state for o in again] == ["fetched"] and len(calls) == 2
     assert source_status("fake-bastion", tmp_path / "cache", sources=registry, use_installed=False).state == "cached"
+
+
+def test_no_fetch_bar_is_drawn_where_stderr_is_no_terminal(tmp_path, capsys):
+    # an outside tester's log of `data fetch` held \r-joined bar fragments; `bench run` draws its own on a terminal only
+    registry, *_ = _fetched(tmp_path)  # fetched with its bar left on (progress=True is the default)
+    fetch_sources(None, tmp_path / "cache", sources=registry, force=False)
+    assert "fetching data" not in capsys.readouterr().err
