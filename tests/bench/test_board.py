@@ -222,3 +222,12 @@ def test_the_board_command_prints_what_it_left_out_and_checks_into_before_its_wo
     err = capsys.readouterr().err
     assert f"error: --into {plain}: no block between" in err
     assert not again.exists()  # refused before any page was written
+    # the blocks' markers in the wrong order, and a file that is not UTF-8: refused first too (a re-tester's)
+    from jevserve.bench import board_markdown as md
+
+    plain.write_text(f"{md.GLANCE_END}\n{md.GLANCE_BEGIN}\n{md.TASKS_BEGIN}\n{md.TASKS_END}\n")
+    assert main(["bench", "board", "--results", str(results), "--out", str(again), "--into", str(plain)]) == 1
+    assert "no block between" in capsys.readouterr().err and not again.exists()
+    plain.write_bytes(b"caf\xe9\n")
+    assert main(["bench", "board", "--results", str(results), "--out", str(again), "--into", str(plain)]) == 1
+    assert "not UTF-8 text" in capsys.readouterr().err and not again.exists()

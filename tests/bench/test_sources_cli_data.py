@@ -148,3 +148,11 @@ def test_a_cache_variable_naming_a_file_and_the_caches_root_given_for_its_data_a
     (tmp_path / "root" / "data").mkdir(parents=True)
     assert run(["data", "list", "--cache", str(tmp_path / "root"), "--no-rows"]) == 0
     assert f"did you mean --cache {tmp_path / 'root' / 'data'}?" in capsys.readouterr().err
+
+
+def test_a_fetch_command_quotes_a_cache_folder_with_a_space(tmp_path):
+    # pasted unquoted, it fetched into the part of the path before the space (a re-tester's)
+    from jevserve.bench.sources.registry import fetch_command
+
+    folder = tmp_path / "sp ace"
+    assert fetch_command("bastioncorpus", folder) == f"jevserve data fetch --source bastioncorpus --cache '{folder}'"

@@ -48,6 +48,12 @@ def test_tampered_rows_name_what_is_wrong(tmp_path):
         "prediction #1 is nan": lambda d: d["tasks"]["toy-keyword"]["items"]["values"].__setitem__(1, float("nan")),
         "date 'not-a-date': expected YYYY-MM-DD": lambda d: d.update(date="not-a-date"),
         "brier -5": lambda d: d["tasks"]["toy-keyword"].update(brier=-5),
+        # a re-tester's: a binary Brier score or an ECE past 1, a bool, an ISO week date, a task's items as a list
+        "brier 1.5; expected a number from 0 to 1": lambda d: d["tasks"]["toy-keyword"].update(brier=1.5),
+        "brier True": lambda d: d["tasks"]["toy-keyword"].update(brier=True),
+        "ece -3": lambda d: d["tasks"]["toy-keyword"].update(ece=-3),
+        "date '2026-W49-3'": lambda d: d.update(date="2026-W49-3"),
+        "a field is not what `bench run` writes": lambda d: d["tasks"]["toy-keyword"].update(items=[1]),
         "its test default rule's actions differ": lambda d: d["tasks"]["toy-keyword"]["items"]["default"].append(1),
     }
     for expected, tamper in cases.items():
@@ -100,3 +106,19 @@ def test_a_valid_row_of_some_tasks_is_told_it_will_not_be_ranked(tmp_path, capsy
     assert main(["bench", "validate", str(path), "--results", str(results)]) == 0
     out = capsys.readouterr().out
     assert "valid" in out and "scores 1 of the 2 headline tasks" in out and "missing: toy-copy" in out
+
+
+def test_a_result_whose_metadata_is_not_an_object_of_strings_is_left_out_not_a_traceback(tmp_path):
+    # a re-tester's `"metadata": [1, 2]` passed `validate` and took `bench board` down after 80 s of work
+    import pytest
+
+    from jevserve.bench.results import ResultsFormatError, read_result
+
+    _, model, _ = _rows(tmp_path)
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps({**model, "metadata": [1, 2]}))
+    with pytest.raises(ResultsFormatError, match="'metadata' is list, not an object of strings"):
+        read_result(path)
+    path.write_text('{"big": ' + "9" * 5000 + ", " + json.dumps(model)[1:])  # past Python's 4,300 digits
+    with pytest.raises(ResultsFormatError, match="not valid JSON"):
+        read_result(path)

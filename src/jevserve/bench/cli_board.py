@@ -75,13 +75,14 @@ def board_command(args: argparse.Namespace) -> int:
 def _into_problem(path: Path) -> str | None:
     """Why the board's tables cannot go into `path` (unreadable, or without the blocks they replace), else None."""
     from jevserve.bench import board_markdown as md
+    from jevserve.docsections import replace_block
 
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        return str(exc)
+    except (OSError, UnicodeDecodeError) as exc:
+        return str(exc) if isinstance(exc, OSError) else f"not UTF-8 text ({exc})"
     for begin, end in ((md.GLANCE_BEGIN, md.GLANCE_END), (md.TASKS_BEGIN, md.TASKS_END)):
-        if begin not in text or end not in text:
+        if replace_block(text, begin, end, "") is None:  # the rule the writing uses: both, the end after the begin
             return f"no block between {begin!r} and {end!r}"
     return None
 
@@ -94,7 +95,7 @@ def _into(path: Path, snapshot: Path) -> int:
     board = read_snapshot(snapshot)
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         print(f"error: --into {path}: {exc}", file=sys.stderr)
         return 1
     for begin, end, block in ((md.GLANCE_BEGIN, md.GLANCE_END, md.glance_markdown(board)),

@@ -81,8 +81,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def run_list(args: argparse.Namespace) -> int:
     """Print the status of every source (and its record count unless --no-rows)."""
     from jevserve.bench.sources import SOURCES, DataSourceError, load_source, resolve_cache_dir, source_status
-    from jevserve.bench.sources.cache import changed_files
-    from jevserve.bench.sources.registry import fetch_command
+    from jevserve.bench.sources.registry import changed_since_fetch, fetch_command
 
     cache_dir = resolve_cache_dir(args.cache)
     # a mistyped path read as an empty cache: every source "missing", with a 124 MB fetch to run
@@ -108,7 +107,7 @@ def run_list(args: argparse.Namespace) -> int:
         else:
             # the commands name --cache where it is not the default: they fetched into the default cache instead
             state, fetch = status.state, None if status.location else fetch_command(name, cache_dir)
-            changed = changed_files(status.location) if status.location is not None else []
+            changed = changed_since_fetch(status.location) if status.location is not None else ()
             if changed:  # a file changed since the fetch, which may still parse: listed as what it is
                 state, fetch = "damaged", fetch_command(name, cache_dir, force=True)
                 problems.append(f"{name}: {', '.join(changed[:3])} changed since it was fetched; run `{fetch}`")

@@ -92,8 +92,8 @@ def read_result(path: Path) -> dict[str, Any]:
                                  "read") from None
     except UnicodeDecodeError as exc:
         raise ResultsFormatError(f"{path} is not UTF-8 text ({exc})") from exc
-    except json.JSONDecodeError as exc:
-        raise ResultsFormatError(f"{path} is not valid JSON ({exc})") from exc
+    except ValueError as exc:  # JSONDecodeError, or an integer past Python's 4,300 digits
+        raise ResultsFormatError(f"{path} is not valid JSON ({str(exc).split(';')[0]})") from exc
     if not isinstance(document, dict) or document.get("kind") != KIND:
         raise ResultsFormatError(f"{path} is not a bench result (its 'kind' is not {KIND!r})")
     if document.get("version") != VERSION:
@@ -104,6 +104,12 @@ def read_result(path: Path) -> dict[str, Any]:
         # every reader indexes these; one file without them took down every page of the board, not only its row
         raise ResultsFormatError(f"{path} is a bench result without its 'model' name or its 'tasks' (an object of "
                                  "per-task results): not written by `jevserve bench run`, or cut short")
+    metadata = document.get("metadata")
+    if metadata is not None and not (isinstance(metadata, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
+        # the board reads it as an object of strings: a list there took every page of the board down
+        raise ResultsFormatError(f"{path}: 'metadata' is {type(metadata).__name__}, not an object of strings "
+                                 "(`bench run --metadata KEY=VALUE` writes one)")
     return document
 
 

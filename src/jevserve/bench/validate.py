@@ -200,7 +200,16 @@ def headline_tasks(reference: Mapping[str, Any]) -> set[str]:
 
 
 def validate_document(document: Mapping[str, Any], reference: Mapping[str, Any], bench_version: str) -> list[str]:
-    """Every problem that keeps `document` off the board (empty: it is valid)."""
+    """Every problem that keeps `document` off the board (empty: it is valid). A field of a type `bench run` never
+    writes, which the checks below reach before they check it, is one problem, not a traceback."""
+    try:
+        return _document_problems(document, reference, bench_version)
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+        return [f"a field is not what `bench run` writes ({type(exc).__name__}: {exc}); rerun `jevserve bench run` "
+                "rather than editing the file"]
+
+
+def _document_problems(document: Mapping[str, Any], reference: Mapping[str, Any], bench_version: str) -> list[str]:
     problems = []
     if document.get("bench_version") != bench_version:
         problems.append(f"bench_version {document.get('bench_version')!r}; the current bench is {bench_version!r}")
@@ -210,9 +219,11 @@ def validate_document(document: Mapping[str, Any], reference: Mapping[str, Any],
     if isinstance(document.get("date"), str) and not is_iso_date(document["date"]):
         problems.append(f"date {document['date']!r}: expected YYYY-MM-DD")
     for name, task in (document.get("tasks") or {}).items() if isinstance(document.get("tasks"), dict) else ():
-        brier = task.get("brier") if isinstance(task, dict) else None
-        if brier is not None and not (isinstance(brier, int | float) and 0 <= brier <= 2):
-            problems.append(f"{name}: brier {brier!r}; a Brier score is between 0 and 2")
+        for key in ("brier", "ece"):  # the submitter's word, but never outside [0, 1] (binary Brier, and ECE)
+            value = task.get(key) if isinstance(task, dict) else None
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                      or not 0 <= value <= 1):
+                problems.append(f"{name}: {key} {value!r}; expected a number from 0 to 1")
     tasks = document.get("tasks")
     if not isinstance(tasks, dict) or not tasks:
         return [*problems, "no tasks"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shlex
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -97,6 +98,11 @@ def _load_at(spec: SourceSpec, root: Path, stamp: str) -> tuple[Any, ...]:
     return spec.loader(root)
 
 
+def changed_since_fetch(location: Location) -> tuple[str, ...]:
+    """`changed_files`, remembered for this copy (`data list` and the loading ask it of the same release)."""
+    return _changed(location)
+
+
 def _changed(location: Location) -> tuple[str, ...]:
     """`changed_files`, hashed again only when a file's size or modification time moved (all sources together are
     about 120 MB, read by every task that uses them)."""
@@ -119,7 +125,8 @@ def _changed_at(location: Location, stats: tuple[tuple[int, int], ...]) -> tuple
 
 def fetch_command(name: str, cache_dir: Path, *, force: bool = False) -> str:
     """The command that fetches source `name` into `cache_dir` (naming it unless it is the default cache)."""
-    where = "" if cache_dir.resolve() == default_cache_dir().resolve() else f" --cache {cache_dir}"
+    # quoted: a folder with a space, pasted unquoted, fetched into the part before it
+    where = "" if cache_dir.resolve() == default_cache_dir().resolve() else f" --cache {shlex.quote(str(cache_dir))}"
     return f"jevserve data fetch --source {name}{' --force' if force else ''}{where}"
 
 
