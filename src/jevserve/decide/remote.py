@@ -62,6 +62,7 @@ from jevserve.protocol.answers import (
     SystemOneResponse,
     normalise,
 )
+from jevserve.protocol.errors import retry_after_headers
 from jevserve.protocol.text import is_iso_date
 
 DEFAULT_REMOTE_TIMEOUT_S = 8.0  # below the SDK's DEFAULT_TIMEOUT_S, so the client does not give up first
@@ -86,9 +87,7 @@ class UpstreamTimeout(BackendError):
     status_code = 504
 
     def __init__(self, message: str, *, retry_after_s: float) -> None:
-        seconds = max(1, math.ceil(retry_after_s))
-        hint = {"Retry-After": str(seconds), "retry-after-ms": str(int(retry_after_s * 1000))}
-        super().__init__(message, headers=hint)
+        super().__init__(message, headers=retry_after_headers(retry_after_s))
 
 
 def probabilities_from_answer(

@@ -56,14 +56,17 @@ def _named(value: str) -> str:
 CalibrationPath = Annotated[str, AfterValidator(_named)]
 
 
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def _variable_name(value: str) -> str:
+    if _VARIABLE_NAME.fullmatch(value):
+        return value
     # `$VLLM_KEY` was looked up as a variable named "$VLLM_KEY", and the warning said to export it while it was
     name = value.strip().removeprefix("$").removeprefix("{").removesuffix("}")
-    if value != name and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+    if _VARIABLE_NAME.fullmatch(name):
         raise ValueError(f"takes the environment variable's name, not its value: write {name}, not {value}")
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
-        raise ValueError(f"{value!r} is not an environment variable's name (letters, digits and _)")
-    return value
+    raise ValueError(f"{value!r} is not an environment variable's name (letters, digits and _)")
 
 
 VariableName = Annotated[str, AfterValidator(_variable_name)]

@@ -78,10 +78,7 @@ class OverloadedError(SystemOneError):
     error_type = "overloaded_error"
 
     def __init__(self, message: str, *, retry_after_s: float) -> None:
-        seconds = max(1, math.ceil(retry_after_s))  # rounded up: a client told whole seconds never comes back early
-        super().__init__(
-            message, headers={"Retry-After": str(seconds), "retry-after-ms": str(int(retry_after_s * 1000))}
-        )
+        super().__init__(message, headers=retry_after_headers(retry_after_s))
         self.retry_after_s = retry_after_s
 
 
@@ -90,6 +87,12 @@ class BackendError(SystemOneError):
 
     status_code = 502
     error_type = "internal_error"
+
+
+def retry_after_headers(retry_after_s: float) -> dict[str, str]:
+    """`Retry-After` in whole seconds, rounded up (a client told whole seconds never comes back early), and
+    `retry-after-ms` exact, as typesafe-sdk reads first."""
+    return {"Retry-After": str(max(1, math.ceil(retry_after_s))), "retry-after-ms": str(int(retry_after_s * 1000))}
 
 
 def error_body(error_type: str, message: str) -> dict[str, Any]:

@@ -27,7 +27,7 @@ def render_text(value: Text | None) -> str:
 def is_iso_date(text: str) -> bool:
     """`text` is a date written YYYY-MM-DD, as the contract's `release_date` (and a bench result's `date`) is;
     Python 3.11's fromisoformat alone also reads "20261207" and "2026-W49-1"."""
-    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):  # "2026-W49-3" is ten characters too
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text, re.ASCII):  # "2026-W49-3" is ten characters too
         return False
     try:
         dt.date.fromisoformat(text)

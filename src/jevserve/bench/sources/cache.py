@@ -146,8 +146,16 @@ def changed_files(location: Location) -> list[str]:
     installed package's: none, pip owns them). A file cut short at a line end still parses, so only this sees it."""
     if location.manifest is None:
         return []
-    return [path for path, digest in location.manifest.files
-            if hashlib.sha256((location.root / path).read_bytes()).hexdigest() != digest]
+    return [path for path, digest in location.manifest.files if sha256_file(location.root / path) != digest]
+
+
+def sha256_file(path: Path) -> str:
+    """The sha256 (hex) of a file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def installed_location(spec: SourceSpec) -> Location | None:

