@@ -28,15 +28,19 @@ ALLOWED: dict[str, frozenset[str] | str] = {
     # The lab (experiments, sweeps, reports) sits above every runtime part and may use any of them; nothing
     # imports it but the command line.
     "lab": frozenset({"web", "train", "bench", "gateway", "server", "engine", "loadgen", "plan", "sim", "predict",
-                      "decide", "client", "serving", "protocol", "docsections", "argtypes", "json_report"}),
-    "web": frozenset({"argtypes", "gateway", "bench", "client", "protocol"}),
+                      "decide", "client", "serving", "protocol", "docsections", "argtypes", "json_report",
+                      "cache_root"}),
+    "web": frozenset({"argtypes", "gateway", "bench", "client", "protocol", "cache_root"}),
     # train also reaches serving, for serving/decision_inputs.py: everyday negatives are built as the gateway
     # builds its decision texts, so what is trained on is what is served.
-    "train": frozenset({"argtypes", "bench", "predict", "decide", "client", "protocol", "serving", "docsections"}),
-    "bench": frozenset({"argtypes", "client", "predict", "serving", "sim", "protocol", "docsections", "json_report"}),
+    "train": frozenset({"argtypes", "bench", "predict", "decide", "client", "protocol", "serving", "docsections",
+                        "cache_root"}),
+    "bench": frozenset({"argtypes", "client", "predict", "serving", "sim", "protocol", "docsections", "json_report",
+                        "cache_root"}),
     # json_report also opens every append-only JSONL file (the bench's answers, the decision log), closing a torn
     # last line first
-    "gateway": frozenset({"argtypes", "serving", "predict", "client", "decide", "protocol", "json_report"}),
+    "gateway": frozenset({"argtypes", "serving", "predict", "client", "decide", "protocol", "json_report",
+                          "cache_root"}),
     "server": frozenset({"argtypes", "decide", "protocol"}),
     # The live engine (`jevserve engine`) is the HTTP shell around the simulator's engine: the one step planner of
     # serving/ run on the wall clock, with sim/'s profiles, workloads and engine options; sim/ itself knows no HTTP.
@@ -46,9 +50,9 @@ ALLOWED: dict[str, frozenset[str] | str] = {
     # so a live run and a simulated one are measured alike; it speaks HTTP to any server, not to jevserve's.
     "loadgen": frozenset({"argtypes", "sim", "serving", "json_report"}),
     "plan": frozenset({"argtypes", "sim", "serving", "docsections"}),
-    "sim": frozenset({"argtypes", "serving", "json_report"}),
+    "sim": frozenset({"argtypes", "serving", "json_report", "cache_root"}),
     "predict": frozenset({"client", "protocol"}),
-    "decide": frozenset({"client", "protocol"}),
+    "decide": frozenset({"client", "protocol", "cache_root"}),
     "client": frozenset({"protocol"}),
     "serving": frozenset({"protocol"}),
     "protocol": frozenset(),
@@ -61,6 +65,9 @@ ALLOWED: dict[str, frozenset[str] | str] = {
     # json_report.py writes the reports of sim, the lab's sweeps and loadgen as standard JSON (no NaN), and opens
     # append-only JSONL files: a leaf too.
     "json_report": frozenset(),
+    # cache_root.py names the one folder every part keeps its fetched and computed files in ($JEVSERVE_CACHE): a leaf,
+    # so the decision backends, the simulator and the gateway read it without reaching into bench/.
+    "cache_root": frozenset(),
 }
 
 

@@ -16,12 +16,12 @@ import fcntl
 import hashlib
 import json
 import math
-import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from jevserve.cache_root import cache_root
 from jevserve.json_report import open_for_append
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -36,8 +36,7 @@ SUM_TOLERANCE = 0.05
 
 def default_answers_dir() -> Path:
     """$JEVSERVE_CACHE/bench/answers when that variable is set, else ~/.cache/jevserve/bench/answers."""
-    root = os.environ.get("JEVSERVE_CACHE")
-    return (Path(root).expanduser() if root else Path.home() / ".cache" / "jevserve") / "bench" / "answers"
+    return cache_root() / "bench" / "answers"
 
 
 def safe_name(model: str) -> str:

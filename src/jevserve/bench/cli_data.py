@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from jevserve.bench.sources.cache import CACHE_ENV
+from jevserve.cache_root import CACHE_ENV
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

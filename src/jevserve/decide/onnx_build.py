@@ -24,6 +24,8 @@ import warnings
 from pathlib import Path
 from typing import Literal
 
+from jevserve.cache_root import cache_root
+
 Precision = Literal["fp32", "int8"]
 PRECISIONS: tuple[Precision, ...] = ("fp32", "int8")
 # the mean-pooled sentence vector, every token's last hidden state, or (`"into4"`) the hidden states entering layer 4
@@ -36,8 +38,7 @@ HIDDEN_SIZE = 384
 
 def cache_dir() -> Path:
     """Where built artefacts live: $JEVSERVE_CACHE, else ~/.cache/jevserve."""
-    root = os.environ.get("JEVSERVE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "jevserve")
-    return Path(root)
+    return cache_root()
 
 
 def shipped_model_dir() -> Path:

@@ -9,11 +9,12 @@ import json
 import os
 from pathlib import Path
 
+from jevserve.cache_root import cache_root
+
 
 def operating_points_dir() -> Path:
     """Where the calibration scores go: $JEVSERVE_CACHE/operating-points, else ~/.cache/jevserve/operating-points."""
-    root = os.environ.get("JEVSERVE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "jevserve")
-    return Path(root) / "operating-points"
+    return cache_root() / "operating-points"
 
 
 def _path() -> Path:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
-import os
 import socket
 import sys
 import threading
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from jevserve.argtypes import nonnegative_int
+from jevserve.cache_root import cache_root
 
 DEFAULT_PORT = 8780
 MAX_ROUNDS = 30  # the same default as jevserve.web.context.MAX_ROUNDS (not imported: it needs fastapi)
@@ -21,8 +21,7 @@ DEFAULT_RESULTS = Path("results")
 
 def default_db() -> Path:
     """$JEVSERVE_CACHE/web/playground.sqlite, else ~/.cache/jevserve/web/playground.sqlite."""
-    root = os.environ.get("JEVSERVE_CACHE")
-    return (Path(root).expanduser() if root else Path.home() / ".cache" / "jevserve") / "web" / "playground.sqlite"
+    return cache_root() / "web" / "playground.sqlite"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

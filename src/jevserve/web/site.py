@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
 import threading
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from typing import Any
 from jevserve.bench.board import Board
 from jevserve.bench.board_snapshot import cached_board, read_snapshot
 from jevserve.bench.results import latest_results
+from jevserve.cache_root import cache_root
 from jevserve.web.answering import StoredRow, stored_rows
 from jevserve.web.humans import task_references
 
@@ -38,8 +38,7 @@ PACKAGED_BOARD = Path(__file__).parent / "data" / "board.json"  # the committed 
 
 def default_board_cache() -> Path:
     """Where computed board snapshots are kept between starts ($JEVSERVE_CACHE/web or ~/.cache/jevserve/web)."""
-    root = os.environ.get("JEVSERVE_CACHE")
-    return (Path(root) if root else Path.home() / ".cache" / "jevserve") / "web"
+    return cache_root() / "web"
 
 
 def _fingerprint(results_dir: Path | None) -> tuple[tuple[str, float], ...]:

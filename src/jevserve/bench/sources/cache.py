@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path, PurePosixPath
@@ -21,15 +20,14 @@ from typing import Any, Literal
 
 from jevserve.bench.sources.errors import SourceFormatError
 from jevserve.bench.sources.spec import Archive, SourceSpec, covers
+from jevserve.cache_root import cache_root
 
 MANIFEST_NAME = "manifest.json"
-CACHE_ENV = "JEVSERVE_CACHE"
 
 
 def default_cache_dir() -> Path:
     """$JEVSERVE_CACHE/data when that variable is set, else ~/.cache/jevserve/data."""
-    root = os.environ.get(CACHE_ENV)
-    return (Path(root).expanduser() if root else Path.home() / ".cache" / "jevserve") / "data"
+    return cache_root() / "data"
 
 
 def resolve_cache_dir(cache: str | Path | None) -> Path:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 from pathlib import Path
 
+from jevserve.cache_root import cache_root
 from jevserve.sim.errors import WorkloadError
 from jevserve.sim.workloads.sharegpt import SharegptPair, TokenCounts, read_counts_csv, write_counts_csv
 
@@ -68,7 +68,7 @@ def file_sha256(path: Path) -> str:
 
 def cache_dir() -> Path:
     """`$JEVSERVE_CACHE`, or `~/.cache/jevserve`."""
-    return Path(os.environ.get("JEVSERVE_CACHE") or Path.home() / ".cache" / "jevserve")
+    return cache_root()
 
 
 def cached_counts(data_path: Path, *, progress: bool = False) -> tuple[list[TokenCounts], Path]:
