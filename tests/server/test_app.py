@@ -239,3 +239,17 @@ def test_every_gzip_member_and_zstd_frame_is_read_and_a_cut_or_padded_stream_is_
             assert r.status_code == status, (encoding, len(data), r.text)
             if status == 415:
                 assert encoding in r.json()["detail"]["message"]
+
+
+def test_an_empty_body_is_refused_alike_whatever_its_content_encoding():
+    # gzip's empty body was 415 "incomplete gzip data", zstd's a 422 for the JSON: one answer, the identity one's
+    with client_for() as c:
+        answers = {}
+        for encoding in ("identity", "gzip", "x-gzip", "deflate", "zstd"):
+            r = c.post("/v1/systemone", content=b"",
+                       headers={"Content-Encoding": encoding, "Content-Type": "application/json"})  # fmt: skip
+            answers[encoding] = (r.status_code, r.json())
+        assert answers["identity"][0] == 422
+        assert all(answer == answers["identity"] for answer in answers.values()), answers
+        r = c.post("/v1/systemone", content=b"", headers={"Content-Encoding": "br", "Content-Type": "application/json"})
+        assert r.status_code == 415 and "'br' is not supported" in r.json()["detail"]["message"]

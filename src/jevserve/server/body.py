@@ -47,36 +47,45 @@ def _check_media_type(content_type: str) -> None:
 def _decode(body: bytes, encoding: str, max_bytes: int) -> bytes:
     if encoding in ("", "identity"):
         return body
+    if encoding not in ("gzip", "x-gzip", "deflate", "zstd"):
+        raise UnsupportedMediaError(
+            f"content-encoding {encoding!r} is not supported; use identity, gzip, deflate or zstd"
+        )
+    if not body:  # nothing to decode: refused as an empty body whatever the encoding (gzip's was 415, zstd's 422)
+        return body
     if encoding in ("gzip", "x-gzip", "deflate"):
         return _inflate(body, encoding, max_bytes)
-    if encoding == "zstd":
-        import zstandard
+    return _unzstd(body, max_bytes)
 
-        try:
-            reader = zstandard.ZstdDecompressor().stream_reader(body, read_across_frames=True)  # every frame
-            parts, total = [], 0
-            while total <= max_bytes:
-                part = reader.read(min(1 << 20, max_bytes + 1 - total))
-                if not part:
-                    break
-                parts.append(part)
-                total += len(part)
-            out = b"".join(parts)
-            if len(out) > max_bytes:
-                raise PayloadTooLargeError(f"decompressed body is over the limit of {max_bytes} bytes")
-            # The reader stops quietly at a frame cut short: walk the frames to see each one end (their output is
-            # bounded by the read above).
-            rest = body
-            while rest:
-                frame = zstandard.ZstdDecompressor().decompressobj()
-                frame.decompress(rest)
-                if not frame.eof:
-                    raise UnsupportedMediaError("body is incomplete zstd data: a frame ends before its end")
-                rest = frame.unused_data
-        except zstandard.ZstdError as exc:
-            raise UnsupportedMediaError(f"body is not valid zstd data: {exc}") from exc
-        return out
-    raise UnsupportedMediaError(f"content-encoding {encoding!r} is not supported; use identity, gzip, deflate or zstd")
+
+def _unzstd(body: bytes, max_bytes: int) -> bytes:
+    """A zstd body, every frame of it; a frame cut short is refused."""
+    import zstandard
+
+    try:
+        reader = zstandard.ZstdDecompressor().stream_reader(body, read_across_frames=True)  # every frame
+        parts, total = [], 0
+        while total <= max_bytes:
+            part = reader.read(min(1 << 20, max_bytes + 1 - total))
+            if not part:
+                break
+            parts.append(part)
+            total += len(part)
+        out = b"".join(parts)
+        if len(out) > max_bytes:
+            raise PayloadTooLargeError(f"decompressed body is over the limit of {max_bytes} bytes")
+        # The reader stops quietly at a frame cut short: walk the frames to see each one end (their output is
+        # bounded by the read above).
+        rest = body
+        while rest:
+            frame = zstandard.ZstdDecompressor().decompressobj()
+            frame.decompress(rest)
+            if not frame.eof:
+                raise UnsupportedMediaError("body is incomplete zstd data: a frame ends before its end")
+            rest = frame.unused_data
+    except zstandard.ZstdError as exc:
+        raise UnsupportedMediaError(f"body is not valid zstd data: {exc}") from exc
+    return out
 
 
 def _inflate(body: bytes, encoding: str, max_bytes: int) -> bytes:
