@@ -246,3 +246,27 @@ def test_check_against_a_weights_file_that_is_not_there_is_refused_at_once(tmp_p
     monkeypatch.setattr(cli, "_data_missing", lambda *a, **k: 0)
     with pytest.raises(UsageError, match="no such weights file"):
         cli.run_train(parse("--check", "--out", str(tmp_path / "nosuch.npz")))
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--out", "README.md"), "not a weights file"),  # a text file: compared only after the whole retrain
+        (("--reader", "--out", "src/jevserve/decide/params/minilm-head.npz"), "is a pooled-vector readout"),
+        (("--out", "BROKEN"), "not a weights file written by `jevserve train`"),  # an .npz cut short
+    ],
+)
+def test_check_against_a_file_no_backend_of_the_recipe_reads_is_refused_at_once(tmp_path, monkeypatch, flags,
+                                                                                 message):
+    import jevserve.train.cli as cli
+    from jevserve.argtypes import UsageError
+
+    root = Path(__file__).resolve().parents[2]
+    broken = tmp_path / "broken.npz"
+    broken.write_bytes((root / "src/jevserve/decide/params/minilm-reader.npz").read_bytes()[:1000])
+    flags = tuple(str(broken) if f == "BROKEN" else str(root / f) if "/" in f or f.endswith(".md") else f
+                  for f in flags)
+    monkeypatch.setattr(cli, "_train_model", lambda *a, **k: pytest.fail("training started"))
+    monkeypatch.setattr(cli, "_data_missing", lambda *a, **k: 0)
+    with pytest.raises(UsageError, match=message):
+        cli.run_train(parse("--check", *flags))

@@ -528,6 +528,13 @@ def _run_check(args: argparse.Namespace, tasks: list, leave_out) -> int:
         what = "a folder, not a weights file" if committed.is_dir() else "no such weights file"
         raise UsageError(f"--out {committed}: {what} to compare the retrain with")
     kind = "tuned" if args.tuned else "reader" if args.reader else "encoder"
+    # loaded now, not after the retraining (minutes to an hour): no weights file at all, or another recipe's
+    if committed.suffix != ".npz":
+        raise UsageError(f"--out {committed}: not a weights file (.npz) to compare the retrain with")
+    try:
+        load_backend(f"{kind}:{committed}")
+    except ValueError as exc:
+        raise UsageError(f"--check --out: {exc}") from None
     print(f"retraining the {kind} recipe into a temporary folder, then comparing its answers with {committed}'s "
           "(docs/training.md gives each recipe's time)", file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
