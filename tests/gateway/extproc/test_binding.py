@@ -15,7 +15,7 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 from jevserve.gateway.config import parse_config
 from jevserve.gateway.decider import FixedDecider
 from jevserve.gateway.extproc import StreamSettings
-from jevserve.gateway.extproc.binding import GatewayDecisions, endpoint_of
+from jevserve.gateway.extproc.binding import GatewayDecisions, context_of, endpoint_of
 from jevserve.gateway.runtime import build_gateway
 from jevserve.gateway.store_redis import RedisStore
 from tests.gateway.extproc.envoy import Delivered, EnvoyStream, Forwarded, Immediate, header_map
@@ -163,6 +163,25 @@ def test_a_clients_own_priority_fairness_and_decision_headers_never_reach_the_mo
     assert headers["x-request-id"] == "envoy-id-2"
 
 
+@pytest.mark.parametrize("encoding", ["gzip", "br"])
+@pytest.mark.parametrize("decided", [True, False])
+def test_a_clients_content_encoding_never_goes_on_with_the_json_sent_in_its_place(encoding, decided) -> None:
+    # an outside tester's client sent `content-encoding: gzip` on a plain JSON body: it was judged as JSON and sent on
+    # re-serialised with the header still on, and a model server that honours it answered 400 (the HTTP gateway sends
+    # none); failing open past the deadline rewrites the body too
+    decider = FixedDecider({"guard": 0.01}) if decided else FixedDecider({"guard": 0.01}, delay_s=2.0)
+    gateway = gateway_for({"upstream_model": "qwen3-8b", "guard": {"mode": "shadow"}}, decider=decider)
+
+    async def scenario():
+        async with serving(GatewayDecisions(gateway), StreamSettings(deadline_s=0.3, failure="open")) as channel:
+            return await EnvoyStream(channel, "BUFFERED").request(body_of(HI), headers={"content-encoding": encoding})
+
+    got = asyncio.run(scenario())
+    assert isinstance(got, Forwarded) and json.loads(got.body)["model"] == "qwen3-8b"
+    assert "content-encoding" not in got.headers, got.headers
+    assert f"jevserve_gateway_failed_open_total {0.0 if decided else 1.0}" in gateway.metrics.render().decode()
+
+
 def test_the_decision_log_gets_one_line_per_request_with_the_final_status(tmp_path) -> None:
     log = tmp_path / "decisions.jsonl"
     gateway = gateway_for({"guard": {}}, {"guard": 0.01}, config={"log": {"path": str(log)}})
@@ -261,10 +280,13 @@ def test_stages_slower_than_the_deadline_fail_open_undecided_under_the_routes_ow
     # a decider slower than both the decision timeout and the server's deadline: the deadline answers first. An
     # outside tester's failed-open requests went on with the client's model name and no model header: Envoy sent
     # them to the first route's cluster, whose vLLM answered 404 "the model `chat` does not exist"
+    # (under `on_decision_timeout: fallback` with the guard's fallback open: with `reject`, or a closed fallback,
+    # the deadline refuses the request, below)
     log = tmp_path / "decisions.jsonl"
-    route = {"upstream_model": "qwen3-8b", "guard": {"fallback": "closed"}}
+    route = {"upstream_model": "qwen3-8b", "guard": {"fallback": "open"}}
     gateway = gateway_for(route, decider=FixedDecider({"guard": 0.99}, delay_s=2.0),
-                          config={"decision_timeout_ms": 5000, "log": {"path": str(log)}})
+                          config={"decision_timeout_ms": 5000, "log": {"path": str(log)},
+                                  "on_decision_timeout": "fallback"})
     settings = StreamSettings(deadline_s=0.2, failure="open")
 
     async def scenario():
@@ -285,6 +307,45 @@ def test_stages_slower_than_the_deadline_fail_open_undecided_under_the_routes_ow
     (line,) = [json.loads(line) for line in log.read_text().splitlines()]
     assert line["upstream"]["failed_open"].startswith("the decisions took over 200 ms")
     assert "jevserve_gateway_failed_open_total 1.0" in gateway.metrics.render().decode()
+
+
+@pytest.mark.parametrize(
+    ("on_timeout", "fallback", "route_known"),
+    [("reject", "open", True), ("fallback", "closed", True), ("reject", "open", False)],
+)
+def test_a_guard_past_the_deadline_is_a_429_never_a_forward(tmp_path, on_timeout, fallback, route_known) -> None:
+    # an outside tester sent five 3 MB injections at once behind Envoy: reading them outlasted the 1.5 s deadline
+    # before the 1 s decision timeout could refuse them, and three went to the model server undecided ("failed-open")
+    # where the HTTP gateway answered 429 to all that it did not block
+    log = tmp_path / "decisions.jsonl"
+    config = {"decision_timeout_ms": 5000, "log": {"path": str(log)}, "on_decision_timeout": on_timeout}
+    gateway = gateway_for({"guard": {"fallback": fallback}}, decider=FixedDecider({"guard": 0.99}, delay_s=2.0),
+                          config=config)
+
+    class SlowRead(GatewayDecisions):  # the stages still reading the body when the deadline comes: no route yet
+        def open(self):
+            exchange = super().open()
+
+            async def request(headers, body):
+                exchange.ctx = context_of(headers)
+                await asyncio.sleep(2.0)
+
+            exchange.request = request
+            return exchange
+
+    decisions = GatewayDecisions(gateway) if route_known else SlowRead(gateway)
+
+    async def scenario():
+        async with serving(decisions, StreamSettings(deadline_s=0.2, failure="open")) as channel:
+            return await EnvoyStream(channel, "BUFFERED").request(body_of(HI))
+
+    got = asyncio.run(scenario())
+    assert isinstance(got, Immediate) and got.status == 429 and got.headers["retry-after"] == "1", got
+    message = json.loads(got.body)["error"]["message"]
+    assert "guard decision(s) this request needs were not made in time (the decisions took over 200 ms)" in message
+    (line,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert line["status"] == 429 and "failed_open" not in (line.get("upstream") or {})
+    assert "jevserve_gateway_failed_open_total 0.0" in gateway.metrics.render().decode()
 
 
 def test_a_request_failing_open_before_its_route_is_known_goes_on_unchanged() -> None:
@@ -354,7 +415,10 @@ def _refused_by_the_stream(case: str, log) -> tuple:
         return gateway_for({"guard": {}}, {"guard": 0.01}, config=config), StreamSettings(max_body_bytes=64), "BUFFERED"
     if case == "500":  # a filter that streams the request body: the server cannot read it whole
         return gateway_for({"guard": {}}, {"guard": 0.01}, config=config), StreamSettings(), "STREAMED"
-    slow = FixedDecider({"guard": 0.01}, delay_s=2.0)  # 503: decisions past the deadline, failing closed
+    # 503: decisions past the deadline, failing closed (a guard that would take its open fallback: under `reject`
+    # the deadline refuses the request 429 itself)
+    slow = FixedDecider({"guard": 0.01}, delay_s=2.0)
+    config["on_decision_timeout"] = "fallback"
     return gateway_for({"guard": {}}, decider=slow, config=config), StreamSettings(deadline_s=0.2, failure="closed"), (
         "FULL_DUPLEX_STREAMED"
     )

@@ -25,7 +25,7 @@ from typing import Any
 from jevserve.gateway.context import RequestContext, request_context, usable_request_id
 from jevserve.gateway.decisions import policies_for
 from jevserve.gateway.endpoints import ENDPOINT_PATHS, MODELS_PATH, http_error_body, model_entry, model_list
-from jevserve.gateway.errors import BlockedError, DeciderUnavailableError, GatewayError
+from jevserve.gateway.errors import BlockedError, DeciderUnavailableError, GatewayError, OverloadedError
 from jevserve.gateway.extproc.calls import CallWatch
 from jevserve.gateway.extproc.respond import JSON_TYPE, REQUEST_ID
 from jevserve.gateway.extproc.seam import Exchange, Respond, ResponseEdit, ResponsePlan, StreamEnd
@@ -42,6 +42,7 @@ from jevserve.gateway.responses import (
 )
 from jevserve.gateway.runtime import Gateway
 from jevserve.gateway.stages import Answer, Forward, gate_reply, record
+from jevserve.gateway.stages.decide import OVERLOAD_RETRY_AFTER_S, refused_without_answers
 from jevserve.gateway.stages.forward import bad_upstream_answer, streams_upstream, upstream_body, upstream_headers
 from jevserve.gateway.stages.gate_reply import stream_trailer
 from jevserve.gateway.stages.store_reply import store_reply
@@ -98,16 +99,28 @@ def context_of(headers: Mapping[str, str]) -> RequestContext | None:
     return ctx
 
 
+def rewritten_body_headers(headers: Mapping[str, str]) -> tuple[str, ...]:
+    """The client's headers that describe its body's bytes, not the JSON jevserve sends on in its place: a
+    `content-encoding` (the body was read as plain JSON, and a model server that honours the header failed to
+    decompress what it got; the HTTP gateway sends none)."""
+    return tuple(name for name in ("content-encoding",) if name in headers)
+
+
 async def rendered(response: GatewayResponse) -> Respond:
     """A stage answer (JSON body or SSE events) as an immediate reply."""
+    if response.events is None:
+        return rendered_json(response)
     headers = {k.lower(): v for k, v in response.headers.items()}
-    if response.events is not None:
-        body = b"".join([event async for event in response.events])
-        headers.update({"content-type": SSE_TYPE, "cache-control": "no-cache"})
-    else:
-        body = response.json_bytes()
-        headers["content-type"] = JSON_TYPE
+    body = b"".join([event async for event in response.events])
+    headers.update({"content-type": SSE_TYPE, "cache-control": "no-cache"})
     return Respond(response.status, body, headers, details=f"jevserve_{response.status}")
+
+
+def rendered_json(response: GatewayResponse) -> Respond:
+    """A stage answer with a JSON body (every error) as an immediate reply."""
+    headers = {k.lower(): v for k, v in response.headers.items()}
+    headers["content-type"] = JSON_TYPE
+    return Respond(response.status, response.json_bytes(), headers, details=f"jevserve_{response.status}")
 
 
 class GatewayDecisions:
@@ -176,6 +189,7 @@ class GatewayExchange(Exchange):
             headers["x-jevserve-decisions"] = decisions["x-jevserve-decisions"]
         # the client's own priority, fairness, SLO or decision headers never reach the endpoint picker
         removed = tuple(h for h in client_control_headers(self.client_headers) if h not in headers)
+        removed += rewritten_body_headers(self.client_headers)
         # the HTTP gateway gates every whole chat reply on a tool-gated route, and holds a live stream's calls:
         # upstreams add tools of their own, and clients send `tools: []`, so a reply may carry calls unasked for
         gates_calls = ctx.is_chat and any(isinstance(p, ToolGate) for p in policies_for(ctx.route))
@@ -213,10 +227,33 @@ class GatewayExchange(Exchange):
             return None
         model = ctx.route.upstream_model or ctx.route.model
         sent = {**ctx.body, "model": model}
-        removed = client_control_headers(self.client_headers)
+        removed = (*client_control_headers(self.client_headers), *rewritten_body_headers(self.client_headers))
         return ForwardOutcome(set_headers={MODEL_NAME_HEADER: model}, remove_headers=removed,
                               body=json.dumps(sent, ensure_ascii=False, separators=(",", ":")).encode(),
                               response_headers={"x-jevserve-decisions": "failed-open"})
+
+    def past_deadline(self, reason: str) -> Respond | None:
+        """A request whose decisions ran past the stream's deadline is refused 429 with Retry-After where the HTTP
+        gateway would refuse it for a decision call that timed out (its route's enforced guard or harm under
+        `on_decision_timeout: reject`, or one whose fallback is closed): failing open forwarded it undecided, so that
+        a few near-limit bodies sent at once, whose reading alone outlasted the deadline, carried an injection past
+        an enforced guard. Before the route is known, every route's decisions count."""
+        gateway, ctx = self.gateway, self.ctx
+        if ctx is None or self.recorded:  # not a decision endpoint, or already answered
+            return None
+        routes = [ctx.route] if ctx.route is not None else list(gateway.config.routes)
+        refusing = sorted({name for route in routes
+                           for name in refused_without_answers(route, gateway.config.on_decision_timeout)})
+        if not refusing:
+            return None
+        self.recorded = True
+        error = OverloadedError(
+            f"the {' and '.join(refusing)} decision(s) this request needs were not made in time ({reason}): the "
+            f"gateway is overloaded and does not forward a request undecided; retry after "
+            f"{OVERLOAD_RETRY_AFTER_S:g} s",
+            retry_after_s=OVERLOAD_RETRY_AFTER_S,
+        )
+        return rendered_json(refuse(gateway, ctx, error))
 
     def _may_store(self) -> bool:
         route = self.ctx.route

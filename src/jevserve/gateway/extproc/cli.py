@@ -148,8 +148,9 @@ def _short_deadline(deadline_ms: float, decision_timeout_ms: float, failure: str
         return None
     then = "go on undecided (--failure open)" if failure == "open" else "get a 503 (--failure closed)"
     return (f"warning: --deadline-ms {deadline_ms:g} is not above the config's decision_timeout_ms "
-            f"{decision_timeout_ms:g}: requests whose decisions are slow {then} before the decision timeout can "
-            "refuse them with a 429; leave --deadline-ms out (decision_timeout_ms + 500) or set it above")
+            f"{decision_timeout_ms:g}: requests whose decisions are slow are cut off before the decision timeout "
+            f"can answer them (a 429 where an enforced guard or harm could refuse them, else they {then}); leave "
+            "--deadline-ms out (decision_timeout_ms + 500) or set it above")
 
 
 class MetricsPortError(Exception):

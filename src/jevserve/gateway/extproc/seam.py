@@ -100,6 +100,11 @@ class Exchange(ABC):
         forward the request unchanged. Also where the decision side counts and logs that it was skipped."""
         return None
 
+    def past_deadline(self, reason: str) -> Respond | None:
+        """When request() ran past the deadline (`reason`): an immediate reply in place of failing open or closed,
+        where the decision side refuses what it could not decide in time; None (the default): `--failure` decides."""
+        return None
+
     async def response_headers(self, status: int, headers: Mapping[str, str]) -> ResponseEdit:
         """Changes to the reply's headers (default: none)."""
         return ResponseEdit()

@@ -217,7 +217,8 @@ class StreamProcessor:
         try:
             outcome = await asyncio.wait_for(self.exchange.request(self._headers or {}, bytes(self._body)), deadline_s)
         except TimeoutError:
-            outcome = self._failed(f"the decisions took over {deadline_s * 1000:.0f} ms")
+            reason = f"the decisions took over {deadline_s * 1000:.0f} ms"
+            outcome = self._refused_past_deadline(reason) or self._failed(reason)
         except Exception as exc:  # a broken decision side must not break the stream: fail open or closed
             logger.exception("decisions failed")
             outcome = self._failed(f"{type(exc).__name__}: {exc}")
@@ -230,6 +231,13 @@ class StreamProcessor:
         if isinstance(outcome, Forward):
             self._plan = outcome.response
         return outcome
+
+    def _refused_past_deadline(self, reason: str) -> Respond | None:
+        try:
+            return self.exchange.past_deadline(reason)
+        except Exception:
+            logger.exception("the decision side's answer past the deadline failed; --failure decides")
+            return None
 
     def _failed(self, reason: str) -> Forward | Respond:
         if self.settings.failure == "open":

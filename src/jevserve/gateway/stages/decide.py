@@ -83,12 +83,25 @@ def unanswered_refusals(route: RouteConfig, report: DecisionReport) -> list[str]
     (its fallbacks then decide)."""
     if not (report.timed_out or report.too_large):
         return []
-    refusing = {
+    refusing = enforced_refusals(route)
+    return [v.decision for v in report.verdicts if v.fell_back and v.decision in refusing]
+
+
+def enforced_refusals(route: RouteConfig) -> list[str]:
+    """The route's enforced request-phase decisions whose action refuses the request (block, strip tools)."""
+    return [
         p.name
         for p in request_policies(route)
         if p.config.mode == "enforce" and getattr(p.config, "action", None) in _REFUSING
-    }
-    return [v.decision for v in report.verdicts if v.fell_back and v.decision in refusing]
+    ]
+
+
+def refused_without_answers(route: RouteConfig, on_decision_timeout: str) -> list[str]:
+    """The decisions that refuse a request of `route` that gets no answers at all: under `reject` every enforced
+    refusing one (the decision call's own timeout refuses it so), under `fallback` those whose fallback is closed."""
+    refusing = set(enforced_refusals(route))
+    return [p.name for p in request_policies(route)
+            if p.name in refusing and (on_decision_timeout == "reject" or p.config.fallback == "closed")]
 
 
 def messages_of(body: dict[str, Any]) -> list[dict[str, Any]]:
