@@ -26,6 +26,9 @@ def test_export_rounds_writes_one_json_line_per_answer(tmp_path, capsys):
     assert [r["position"] for r in rows] == [0, 1, 2]
     assert {"round_id", "decision", "item_id", "choice", "truth", "correct", "time_ms"} <= set(rows[0])
     assert "wrote 3 answers" in capsys.readouterr().err
+    # OUT a folder was "jevserve web: error: DIR: Is a directory", naming neither the command nor OUT
+    assert main(["web", "export-rounds", str(tmp_path), "--db", str(db)]) == 2
+    assert f"jevserve web export-rounds: OUT {tmp_path}: a folder; name a file in it" in capsys.readouterr().err
 
 
 def test_export_rounds_without_a_database_exits_2(tmp_path, capsys):
@@ -119,11 +122,17 @@ def test_a_db_that_is_not_the_playgrounds_is_refused_untouched(tmp_path, capsys)
     with sqlite3.connect(other) as conn:
         conn.execute("CREATE TABLE things (x)")
     other.chmod(0o644)
-    for path in (text, other):
+    # shorter than SQLite's header, SQLite reads it as an empty database: an outside tester's one-byte file was
+    # made a playground database, its byte lost and its mode 600
+    short = tmp_path / "one.txt"
+    short.write_bytes(b"x")
+    short.chmod(0o644)
+    for path in (text, other, short):
         with pytest.raises(StoreError):
             Store(path)
         assert main(["web", "export-rounds", "-", "--db", str(path)]) == 2
         assert path.stat().st_mode & 0o777 == 0o644
+    assert short.read_bytes() == b"x"
     with sqlite3.connect(other) as conn:
         assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["things"]
     assert "a SQLite database of something else (tables: things)" in capsys.readouterr().err

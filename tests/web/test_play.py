@@ -646,3 +646,52 @@ def test_answer_pressed_before_a_choice_asks_the_same_item_again_and_stores_noth
     assert again.count("autofocus") == 1 and 'value="' + options(again)[0] + '" autofocus' in again
     assert Store(tmp_path / "db.sqlite").counts()["answers"] == 0
     assert "Choose an answer first" not in client.get(f"{url}?unanswered=3").text  # only for the item shown
+    # answered, then its page again (Back) and Answer with nothing chosen: an outside tester got a 400 page
+    # ("choice '' is not an answer"); the stored answer stands and its reveal is shown
+    answered = client.post(f"{url}/answer", data={"position": "0", "choice": options(again)[0]},
+                           follow_redirects=False)
+    assert answered.status_code == 303
+    response = client.post(f"{url}/answer", data=data, follow_redirects=False)
+    assert response.status_code == 303 and response.headers["location"].endswith("/reveal/0")
+    assert Store(tmp_path / "db.sqlite").counts()["answers"] == 1
+
+
+def test_a_round_page_reloaded_while_the_pools_load_is_told_to_come_back(tmp_path, monkeypatch):
+    # an outside tester reloaded a round's item page just after a restart: it waited 182 s for the pools, where
+    # starting a round is answered 503 with Retry-After at once
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from jevserve.web import decisions
+    from jevserve.web.app import WebSettings, create_app
+    from tests.web.builders import RESULTS, StubDecider, results_pools, shared_site
+
+    def app_on(db):
+        return create_app(WebSettings(results_dir=RESULTS, db_path=db, decider=StubDecider(), site=shared_site(),
+                                      data_factory=lambda: None))  # fmt: skip
+
+    db = tmp_path / "db.sqlite"
+    monkeypatch.setattr(decisions, "load_pools", lambda data: results_pools())
+    with TestClient(app_on(db)) as before:
+        for _ in range(100):
+            started = before.post("/play/rounds", follow_redirects=False)
+            if started.status_code == 303:
+                break
+            time.sleep(0.05)
+        url, cookies = started.headers["location"], dict(before.cookies)
+        assert before.get(url).status_code == 200
+    release = threading.Event()
+    monkeypatch.setattr(decisions, "load_pools", lambda data: release.wait(30) and results_pools())
+    with TestClient(app_on(db), cookies=cookies) as after:  # the restart: pools not read yet
+        began = time.monotonic()
+        early = after.get(url)
+        waited = time.monotonic() - began
+        release.set()
+        for _ in range(100):
+            later = after.get(url)
+            if later.status_code != 503:
+                break
+            time.sleep(0.05)
+    assert early.status_code == 503 and early.headers["retry-after"] == "15" and waited < 5, (early, waited)
+    assert "still being read" in early.text and later.status_code == 200

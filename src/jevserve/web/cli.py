@@ -206,6 +206,7 @@ def serve_command(args: argparse.Namespace) -> int:
             )
             app = create_app(settings)
             threading.Thread(target=app.state.context.warm, name="warm", daemon=True).start()
+            settings.live.start_preparing()  # the live demo's thresholds, off the pages' path
             if results is None:  # said once the arguments are known to be good, not before an error
                 shown = f"--board {board_file}" if board_file else f"the one packaged with jevserve ({PACKAGED_BOARD})"
                 print(f"jevserve web: no {DEFAULT_RESULTS}/ folder here, so the board is {shown}; the playground's "
@@ -255,6 +256,10 @@ def export_command(args: argparse.Namespace) -> int:
         rows = Store(db, reading_only=True).answer_rows()
     except StoreError as exc:
         print(f"jevserve web export-rounds: {exc}", file=sys.stderr)
+        return 2
+    if str(args.out) != "-" and args.out.is_dir():
+        print(f"jevserve web export-rounds: OUT {args.out}: a folder; name a file in it (e.g. "
+              f"{args.out / 'rounds.jsonl'})", file=sys.stderr)
         return 2
     if str(args.out) != "-" and not args.out.parent.is_dir():
         # a typo in the path must not create a directory tree (as root, anywhere)

@@ -12,6 +12,8 @@ found in it, so no visitor can learn what another typed.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -107,6 +109,28 @@ class LiveDemo:
         self.config = config if config is not None else default_config()
         self.cache = cache  # a gateway SemanticCache, or None (then the cache decision has nothing to compare)
         self.route = route
+        self._prepare_lock = threading.Lock()
+        self._preparer: threading.Thread | None = None
+
+    def prepare(self) -> Any:
+        """The config with its rates turned into thresholds for the decider (blocking). Instant where the scores are
+        packaged or cached; a decider none match scores the gateway's calibration requests first, minutes on two
+        cores, which the first visitor's request ran on the event loop, holding every page, /healthz included."""
+        from jevserve.gateway.decisions import resolved
+
+        with self._prepare_lock:
+            return resolved(self.config, self.decider)
+
+    def start_preparing(self) -> None:
+        """Run `prepare` in a thread of its own, so the site answers while the thresholds are set (`preparing`)."""
+        if self._preparer is None:
+            self._preparer = threading.Thread(target=self.prepare, name="live-thresholds", daemon=True)
+            self._preparer.start()
+
+    @property
+    def preparing(self) -> bool:
+        """Whether `start_preparing`'s thread is still setting the thresholds."""
+        return self._preparer is not None and self._preparer.is_alive()
 
     @property
     def routes(self) -> list[str]:
@@ -122,14 +146,15 @@ class LiveDemo:
         model = route or self.route
         asked: list[Any] = []
         token = _ASKED.set(asked)
+        config = await asyncio.to_thread(self.prepare)  # off the event loop: it may score (see prepare)
         started = time.perf_counter()
         try:
-            report = await run_decisions(messages, config=self.config, decider=self.decider, model=model,
+            report = await run_decisions(messages, config=config, decider=self.decider, model=model,
                                          cache=self.cache, tenant=tenant)
         finally:
             _ASKED.reset(token)
         total_ms = (time.perf_counter() - started) * 1000.0
-        resolved = resolve_route(self.config, model)
+        resolved = resolve_route(config, model)
         cache_policy = resolved.cache
         # the gateway stores only an upstream's reply: a request blocked, asked to clarify or served from the cache
         # never reaches one, so the demo stores only a request its decisions let through

@@ -22,6 +22,7 @@ from jevserve.web.context import (
     PageError,
     keep_session,
     read_form,
+    retry_after,
     start_session,
 )
 from jevserve.web.decisions import DECISIONS, TASK_DECISION
@@ -30,6 +31,7 @@ from jevserve.web.store import pseudonym
 
 log = logging.getLogger("jevserve.web")
 PEOPLE_ROW = "people (playground)"
+LIVE_RETRY_S = 30  # what a live request is told while the demo's thresholds are being set
 
 
 def _sort_key(cell: Any, partial: bool = False) -> tuple[int, float]:
@@ -249,6 +251,11 @@ def register(app: FastAPI, context: Context) -> None:
             raise PageError(413, f"the request text is {length:,} characters; at most {MAX_LIVE_CHARS:,} here")
         if route and route not in live.routes:
             raise PageError(400, f"unknown route {route[:60]!r}; expected one of: {', '.join(live.routes)}")
+        if live.preparing:  # scoring the calibration requests for this model: minutes, the first time on a machine
+            raise PageError(503, "the live demo is still setting the gateway's thresholds for this model (it scores "
+                                 "the gateway's calibration requests once, a few minutes the first time on a "
+                                 f"machine); try again in {LIVE_RETRY_S} seconds",
+                            headers=retry_after(LIVE_RETRY_S))
         # The demo's cache is the visitor's own (its tenant comes from the session), so a repeat is served from it
         # only when this visitor typed it before: another visitor's text is never found there.
         session, fresh = start_session(request, context.session_key)

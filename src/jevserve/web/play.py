@@ -34,7 +34,7 @@ from jevserve.web.context import (
     session_id,
     start_session,
 )
-from jevserve.web.decisions import DECISIONS, draw_round
+from jevserve.web.decisions import DECISIONS, Pools, draw_round
 from jevserve.web.humans import counted, expected_accuracy, versus
 from jevserve.web.store import ModelAnswer, Round
 
@@ -60,6 +60,16 @@ def _position(value: str, round_: Round) -> int:
     return int(value)
 
 
+def _ready_pools(context: Context) -> Pools:
+    """The item pools, or a 503 with Retry-After while they are read after a start (tens of seconds to minutes, in
+    the background): a round's item page reloaded just after a restart waited three minutes for them."""
+    pools = context.pools_if_ready()
+    if pools is None:
+        raise PageError(503, "the playground's items are still being read after the site started (a minute or two); "
+                             f"try again in {POOLS_RETRY_S} seconds", headers={"Retry-After": str(POOLS_RETRY_S)})
+    return pools
+
+
 def _served_answer(
     context: Context, round_: Round, position: int, retry: str = "reload to retry"
 ) -> ModelAnswer | None:
@@ -72,7 +82,7 @@ def _served_answer(
     if stored is not None:
         return stored
     item = round_.items[position]
-    pool_item = context.pools().get(item.decision, item.item_id)
+    pool_item = _ready_pools(context).get(item.decision, item.item_id)
     try:
         answer = ask_model(decider, DECISIONS[item.decision], pool_item, context.site.get().stored,
                            row_name=context.settings.board_names.get(decider.name))
@@ -120,11 +130,7 @@ def register(app: FastAPI, context: Context) -> None:
         # loading the pools takes tens of seconds on a fresh start (in the background, started here if not yet):
         # the visitor is told to come back rather than left waiting on a spinning tab for up to a minute; asked
         # before the round limit, so that a start refused for it is not counted as a round started
-        pools = context.pools_if_ready()
-        if pools is None:
-            raise PageError(503, "the playground's items are still being read after the site started (a minute "
-                                 f"or two); try again in {POOLS_RETRY_S} seconds",
-                            headers={"Retry-After": str(POOLS_RETRY_S)})
+        pools = _ready_pools(context)
         address = request.client.host if request.client else "-"
         wait_s = context.round_limit.admit(address)
         if wait_s is not None:
@@ -150,7 +156,7 @@ def register(app: FastAPI, context: Context) -> None:
                                   answers=[context.store.model_answer(round_id, i.position, round_.model)
                                            for i in round_.items])
         item = round_.items[position]
-        pool_item = context.pools().get(item.decision, item.item_id)
+        pool_item = _ready_pools(context).get(item.decision, item.item_id)
         if pool_item is None:
             raise PageError(410, f"item {item.item_id} is no longer in the {item.decision} pool (data changed)")
         if not request.scope.get(HEAD_SCOPE_KEY):  # a HEAD (a link checker) shows nobody the item: no clock yet
@@ -173,6 +179,8 @@ def register(app: FastAPI, context: Context) -> None:
         choice = form.get("choice", "")
         if not choice and item.choice is None:  # Answer pressed before a choice: the same item, asked again
             return RedirectResponse(f"/play/rounds/{round_id}?unanswered={position}", status_code=303)
+        if not choice:  # the item's page again (Back), Answer pressed with nothing chosen: its answer stands
+            return RedirectResponse(f"/play/rounds/{round_id}/reveal/{position}", status_code=303)
         if choice not in dict(decision.options):
             raise PageError(400, f"choice {choice[:40]!r} is not an answer to this item; expected one of: "
                                  f"{', '.join(v for v, _ in decision.options)}")
@@ -209,7 +217,7 @@ def register(app: FastAPI, context: Context) -> None:
         if item.choice is None:
             raise PageError(409, f"item {index + 1} is not answered yet; answer it at /play/rounds/{round_id}")
         decision = DECISIONS[item.decision]
-        pool_item = context.pools().get(item.decision, item.item_id)
+        pool_item = _ready_pools(context).get(item.decision, item.item_id)
         # the truth and the person's answer do not depend on the served model: a model that is down only leaves
         # its own row out, with a sentence saying so
         try:

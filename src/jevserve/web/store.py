@@ -81,6 +81,9 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+
+
 @dataclass(frozen=True)
 class RoundItem:
     """One position of a round, with the person's answer once given."""
@@ -197,6 +200,10 @@ class Store:
                 raise StoreError(f"--db {self.path}: an empty file, which holds no rounds; pass the file `jevserve "
                                  "web` created")
             return
+        with self.path.open("rb") as file:  # SQLite reads a file shorter than its header as an empty database
+            if file.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
+                raise StoreError(f"--db {self.path}: not a playground database (not an SQLite file); pass the file "
+                                 "`jevserve web` created, or a new path")
         try:
             # immutable unless a -wal file is there already: then part of the database is in it, and reading it
             # leaves nothing new beside the file
