@@ -12,11 +12,15 @@ SERVE_PORT ?= 8795
 
 .PHONY: install run serve test test-install test-system-deps lint bench-latency clean
 
-$(VENV)/.installed: pyproject.toml
+# constraints.txt: the versions every committed figure was made with (the embedded models' graph is built from
+# torch, transformers, onnx and onnxruntime at first start); CONSTRAINTS= installs the newest pyproject.toml allows.
+CONSTRAINTS ?= constraints.txt
+
+$(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)" $(PIP_TORCH_ARGS)
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[test]" $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 	touch $@
 
 install: $(VENV)/.installed

@@ -109,9 +109,9 @@ def bench_tasks():
     from jevserve.bench import TASKS, BenchData
     from jevserve.bench.pipeline import load_tasks
     from jevserve.bench.sources import SourceMissingError
-    from jevserve.decide.embedder import embed_texts
+    from jevserve.decide.embedder import embed_texts_fp32
 
-    data = BenchData(embed=embed_texts)  # the cosine default rules read embeddings
+    data = BenchData(embed=embed_texts_fp32)  # the cosine default rules read embeddings
     try:
         loaded, skipped = load_tasks(list(TASKS.values()), data, log=lambda _m: None)
     except SourceMissingError as exc:

@@ -56,9 +56,9 @@ def main() -> int:
     parser.add_argument("--resamples", type=int, default=10_000)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/bench_rescore.json"))
     args = parser.parse_args()
-    from jevserve.decide.embedder import embed_texts
+    from jevserve.decide.embedder import embed_texts_fp32
 
-    shares = train_shares(BenchData(embed=embed_texts))
+    shares = train_shares(BenchData(embed=embed_texts_fp32))
     stored = next(d for d in latest_results(args.results).documents if d["model"] == args.row)
     report = {"row": args.row, "resamples": args.resamples, "train_shares": shares,
               "stored_headline": stored["average"], "stored_version": stored.get("bench_version"), "seeds": []}

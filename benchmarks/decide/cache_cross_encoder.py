@@ -31,7 +31,7 @@ from tool_gate_head import recipe_rows
 from _serverbench import TRAINING_DOC, machine, publish
 from jevserve.bench.data import BenchData
 from jevserve.bench.supervised import TfidfClassifier
-from jevserve.decide.embedder import embed_texts
+from jevserve.decide.embedder import embed_texts_fp32
 from jevserve.decide.lexical_head import pair_texts
 from jevserve.decide.trained import question_key
 from jevserve.train.goals import auroc
@@ -117,7 +117,7 @@ def top(scores: np.ndarray, labels: np.ndarray, folds: np.ndarray) -> float:
 
 
 def measure(epochs: int, layers: int | None = None, segments: bool = True) -> dict:
-    fit_rows, _ = recipe_rows(BenchData(embed=embed_texts))
+    fit_rows, _ = recipe_rows(BenchData(embed=embed_texts_fp32))
     question = reuse()
     picked = [ex for ex in fit_rows if question_key(ex.question) == question_key(question)]
     texts, labels = examples_asking(question, picked)

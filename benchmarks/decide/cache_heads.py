@@ -59,7 +59,7 @@ from _serverbench import TRAINING_DOC, machine, publish
 from jevserve.bench.data import BenchData
 from jevserve.bench.neardup import ReferenceIndex
 from jevserve.bench.supervised import TfidfClassifier
-from jevserve.decide.embedder import embed_texts
+from jevserve.decide.embedder import embed_texts_fp32
 from jevserve.decide.lexical_head import (
     PAIR_ANALYZERS,
     LexicalHead,
@@ -293,7 +293,7 @@ def write_candidate(out: Path, heads: dict[str, LexicalHead], choice: dict) -> P
 
 
 def measure_blind(write: Path | None, analyzer: str, path: Path) -> dict:
-    data = BenchData(embed=embed_texts)
+    data = BenchData(embed=embed_texts_fp32)
     fit_rows, _ = recipe_rows(data)
     heads = pair_heads(fit_rows, analyzer)
     result = {"machine": machine(), "cache threshold": CACHE_THRESHOLD, "analyzer": analyzer, "file": path.name,
@@ -324,7 +324,7 @@ def blind_markdown(result: dict) -> str:
 
 
 def measure(write: Path | None, analyzer: str) -> dict:
-    data = BenchData(embed=embed_texts)
+    data = BenchData(embed=embed_texts_fp32)
     fit_rows, validation = recipe_rows(data)
     heads = pair_heads(fit_rows, analyzer)
     choice = validation_choice(validation, heads)

@@ -52,7 +52,7 @@ from tool_gate_head import recipe_rows
 
 from _serverbench import TRAINING_DOC, machine, publish
 from jevserve.bench.data import BenchData
-from jevserve.decide.embedder import embed_texts
+from jevserve.decide.embedder import embed_texts_fp32
 from jevserve.decide.lexical_head import load_heads, save_heads
 from jevserve.decide.trained import question_key
 from jevserve.decide.tuned import TUNED_WEIGHTS, lexical_file, tuned_files
@@ -103,7 +103,7 @@ def packaged_held_out(fit_rows: list, path: Path) -> tuple[list[Unit], int]:
 
 
 def measure(models: list[str], rate: float, held_out: tuple[Path, ...] = HELD_OUT, packaged: bool = False) -> dict:
-    fit_rows, _ = recipe_rows(BenchData(embed=embed_texts))
+    fit_rows, _ = recipe_rows(BenchData(embed=embed_texts_fp32))
     if packaged:  # the gateway's own calibration: its packaged pairs, asked as its cache asks
         calibration = cache_calibration_units()
         calibration = [dataclasses.replace(u, group=u.group.removeprefix("calibration:")) for u in calibration]

@@ -51,7 +51,7 @@ from tool_gate_baselines import probe_features as features
 from _serverbench import TRAINING_DOC, machine, publish
 from jevserve.bench.data import BenchData
 from jevserve.bench.tasks import TASKS
-from jevserve.decide.embedder import embed_texts
+from jevserve.decide.embedder import embed_texts_fp32
 from jevserve.decide.lexical_head import LexicalHead
 from jevserve.decide.registry import load_backend
 from jevserve.decide.tuned import TUNED_NAME, tuned_files
@@ -111,7 +111,7 @@ def training_sets(
     """Per decision: the texts, labels (True: yes) and head features (None without `with_states`) of the recipe's
     fit examples asking its question, and the lexical head fitted on them as the served one is
     (train/lexical_head.py), with the `head_extra` families' examples as well."""
-    data = BenchData(embed=embed_texts)
+    data = BenchData(embed=embed_texts_fp32)
     examples = recipe_examples(list(TASKS.values()), data=data, extra=tuned_examples(data, log=log), log=log)
     fit = [ex for ex in examples if not is_validation(ex.state)]
     extra = head_extra_examples(head_extra, data)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from jevserve.bench.data import BenchData
 from jevserve.bench.tasks import TASKS
-from jevserve.decide.embedder import embed_texts
+from jevserve.decide.embedder import embed_texts_fp32
 from jevserve.train.reader import ReaderConfig
 from jevserve.train.tuned import TunedConfig
 from jevserve.train.tuned_data import tuned_examples
@@ -68,7 +68,7 @@ def main() -> None:
     missing = [str(p) for p in layers if not p.is_file()]
     if missing:
         raise SystemExit(f"no layer file at {', '.join(missing)}: train them with `jevserve train --tuned --out ...`")
-    data = BenchData(embed=embed_texts)
+    data = BenchData(embed=embed_texts_fp32)
     config = TunedConfig(reader=replace(ReaderConfig(), seed=args.seed, family_scale=args.family_scale))
     extra = tuned_examples(data, composed_calls=args.composed_tool_calls,
                            composed_injections=args.composed_injections, pasted_lists=args.pasted_lists,

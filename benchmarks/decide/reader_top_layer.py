@@ -30,7 +30,7 @@ from _serverbench import TRAINING_DOC, machine, replace_section, write_result
 from jevserve.bench.data import BenchData
 from jevserve.bench.stats import BOOTSTRAP_SEED, NUM_RESAMPLES, bootstrap_weights, interval
 from jevserve.bench.tasks import TASKS
-from jevserve.decide.embedder import embed_texts
+from jevserve.decide.embedder import embed_texts_fp32
 from jevserve.decide.onnx_build import load_bert
 from jevserve.decide.token_embedder import TokenEmbedder
 from jevserve.train.dataset import subset
@@ -96,7 +96,7 @@ def main() -> None:
     parser.add_argument("--tuned-data", action="store_true", help="also train on train/tuned_data.py's examples")
     args = parser.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
-    data = BenchData(embed=embed_texts)
+    data = BenchData(embed=embed_texts_fp32)
     examples = collect_examples(data, list(TASKS.values()), variants=True, attributes=True)
     if args.tuned_data:
         from jevserve.train.tuned_data import tuned_examples

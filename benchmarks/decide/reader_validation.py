@@ -26,7 +26,7 @@ from _serverbench import TRAINING_DOC, machine, replace_section, write_result
 from jevserve.bench.data import BenchData
 from jevserve.bench.stats import BOOTSTRAP_SEED, NUM_RESAMPLES, bootstrap_weights, interval
 from jevserve.bench.tasks import TASKS
-from jevserve.decide.embedder import embed_texts
+from jevserve.decide.embedder import embed_texts_fp32
 from jevserve.decide.token_embedder import TokenEmbedder
 from jevserve.decide.trained import TrainedReadout
 from jevserve.train.dataset import subset
@@ -86,7 +86,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     embedder = TokenEmbedder("int8")
-    examples = collect_examples(BenchData(embed=embed_texts), list(TASKS.values()), variants=True, attributes=True)
+    examples = collect_examples(BenchData(embed=embed_texts_fp32), list(TASKS.values()), variants=True, attributes=True)
     inputs = reader_inputs(examples, embedder)
     # Scored on the families every recipe trains on; the attribute questions (train/attributes.py) are reported
     # apart, and fitted only by recipes with "attribute_questions".

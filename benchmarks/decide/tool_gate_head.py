@@ -52,7 +52,7 @@ from jevserve.bench.neardup import ReferenceIndex
 from jevserve.bench.supervised import TfidfClassifier, char_vectorizer
 from jevserve.bench.tasks import TASKS
 from jevserve.bench.tool_call_export import held_out_records_from
-from jevserve.decide.embedder import embed_texts
+from jevserve.decide.embedder import embed_texts_fp32
 from jevserve.decide.lexical_head import LexicalHead
 from jevserve.decide.trained import question_key
 from jevserve.serving.decision_inputs import tool_call_text
@@ -171,7 +171,7 @@ def with_head(backend, head: LexicalHead):
 
 
 def measure() -> dict:
-    data = BenchData(embed=embed_texts)
+    data = BenchData(embed=embed_texts_fp32)
     units = tool_units(data)
     calibration = tool_calibration_units()
     ordinary = call_units(held_out_records_from(data), "ordinary")

@@ -41,7 +41,7 @@ from jevserve.bench.data import BenchData
 from jevserve.bench.sources.everyday import load_everyday
 from jevserve.bench.task import split_items
 from jevserve.bench.tasks import TASKS
-from jevserve.decide.embedder import embed_texts
+from jevserve.decide.embedder import embed_texts_fp32
 from jevserve.gateway import default_config, make_decider, run_decisions
 from jevserve.gateway.cache import SemanticCache, embedded_embed
 from jevserve.gateway.operating_points import resolve_operating_points
@@ -263,7 +263,7 @@ def main() -> None:
                   "operating_points": [p.to_dict() for p in points]})  # fmt: skip
     saved["calibration_at_half"] = calibration_at_half(config, decider)
     saved["mean_request_chars"] = mean_request_chars(config)
-    data = BenchData(embed=embed_texts)
+    data = BenchData(embed=embed_texts_fp32)
     for name, run in SECTIONS.items():
         if name in saved.get("sections", {}):
             print(f"{name}: kept from the last run")

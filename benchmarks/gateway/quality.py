@@ -38,7 +38,7 @@ from scipy import stats
 from jevserve.bench.data import BenchData
 from jevserve.bench.task import split_items
 from jevserve.bench.tasks import TASKS
-from jevserve.decide.embedder import embed_texts
+from jevserve.decide.embedder import embed_texts_fp32
 from jevserve.gateway import default_config, make_decider, parse_config, run_decisions
 from jevserve.gateway.cache import SemanticCache
 from jevserve.gateway.operating_points import resolve_operating_points
@@ -276,7 +276,7 @@ def main() -> int:
     args = parser.parse_args()
     started = time.time()
     load_before = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    data = BenchData(embed=embed_texts)
+    data = BenchData(embed=embed_texts_fp32)
     decider = make_decider("embedded")
     results = {
         "decider": decider.name,

@@ -82,10 +82,10 @@ def _serve_backends(backends: Sequence[Any]) -> Any:
 
 
 def _embed_texts(texts: Sequence[str]) -> Any:
-    """Unit-length embeddings by the shipped int8 encoder, for default rules such as a cosine threshold."""
-    from jevserve.decide.embedder import embed_texts
+    """Unit-length embeddings by the shipped fp32 encoder, for default rules such as a cosine threshold."""
+    from jevserve.decide.embedder import embed_texts_fp32
 
-    return embed_texts(texts)
+    return embed_texts_fp32(texts)
 
 
 def _board_names() -> dict[str, str]:

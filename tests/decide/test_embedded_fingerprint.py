@@ -23,3 +23,22 @@ def test_load_backend_embedded_gives_the_embedded_default_alone():
 
     alone = load_backend("embedded")
     assert alone.card == default_backend().card == embedded_backends()[0].card
+
+
+def test_the_built_graph_is_named_by_every_release_that_builds_it(monkeypatch):
+    # a graph built under an older torch, transformers or onnx was read under the same name after an upgrade (only
+    # onnxruntime's release named it), so a long-lived cache hid what a fresh install computes
+    import importlib.metadata
+
+    from jevserve.decide import onnx_build
+
+    real = importlib.metadata.version
+    base = onnx_build.graph_key()
+    assert base == onnx_build.graph_key()
+    for package in ("torch", "transformers", "onnx", "onnxruntime"):
+        monkeypatch.setattr(importlib.metadata, "version", lambda name, p=package: "0.0.1" if name == p else real(name))
+        assert onnx_build.graph_key() != base, package
+    # torch's local label (+cpu, +cu126) names the same build of the graph
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: real(name).split("+")[0] + "+cu999"
+                        if name == "torch" else real(name))
+    assert onnx_build.graph_key() == base

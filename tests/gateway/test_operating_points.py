@@ -729,3 +729,31 @@ def test_a_decision_can_keep_the_packaged_file_beside_a_config_file_of_your_own_
     assert by_decision["cache"].calibration == "packaged cache pairs" and by_decision["cache"].num_requests == 710
     with pytest.raises(ValueError, match="calibration: a calibration file places a max_false_action_rate"):
         parse_config({"routes": [{"model": "m", "guard": {"threshold": 0.9, "calibration": "packaged"}}]})
+
+
+def test_a_shipped_model_whose_packaged_scores_do_not_match_is_told_why(tmp_path, capsys):
+    # an outside tester's fresh install (another onnxruntime than the one the packaged scores were made with) scored
+    # the calibration requests for twenty minutes at the first start, and `gateway check` said only "not scored yet"
+    from jevserve.gateway.decider import FixedDecider
+    from jevserve.gateway.operating_points import other_build_note, read_packaged
+
+    class Rebuilt(FixedDecider):  # the embedded default's name, answers that differ a little (another build)
+        @property
+        def identity(self):
+            return "minilm-reader|another build"
+
+    rebuilt = Rebuilt({})
+    rebuilt.name = "minilm-reader"
+    assert "minilm-reader" in read_packaged()
+    note = other_build_note(rebuilt)
+    assert note is not None and "constraints.txt" in note and "`make install` pins them" in note
+    stranger = Rebuilt({})  # a model jevserve ships no scores for: nothing to explain
+    assert other_build_note(stranger) is None
+
+
+def test_the_shipped_model_as_built_here_needs_no_note():
+    pytest.importorskip("onnxruntime")
+    from jevserve.gateway.decider import make_decider
+    from jevserve.gateway.operating_points import other_build_note
+
+    assert other_build_note(make_decider("embedded")) is None

@@ -58,7 +58,7 @@ class BenchData:
         if self._embed is None:
             raise EmbedderMissingError(
                 "this task's default rule compares sentence embeddings, and this BenchData was made without an "
-                "embedder; pass embed=jevserve.decide.embedder.embed_texts (the jevserve command line "
+                "embedder; pass embed=jevserve.decide.embedder.embed_texts_fp32 (the jevserve command line "
                 "does)"
             )
         return self._embed(list(texts))

@@ -53,7 +53,10 @@ def rebase_document(
     """An old model row carried onto the reference (default-rules) row's test items and zero-points; tasks that a
     `fresh` result of the same model (a current run over some tasks) has are taken from it instead."""
     num_resamples = int(reference.get("num_resamples", 1000))
-    tasks = {name: rebase_task(result, reference["tasks"][name])
+    version, old_version = reference.get("bench_version"), old.get("bench_version", "0.2")
+    same_version = old_version == version  # only some zero-points moved (the baselines rerun): those tasks rescored
+    tasks = {name: result if same_version and _same_zero_points(result, reference["tasks"][name])
+             else rebase_task(result, reference["tasks"][name])
              for name, result in old["tasks"].items() if name in reference["tasks"]}
     for name, result in (fresh or {}).get("tasks", {}).items():
         if result["items"]["ids"] != reference["tasks"][name]["items"]["ids"]:
@@ -61,8 +64,14 @@ def rebase_document(
         tasks[name] = result
     document = {k: v for k, v in old.items() if k not in ("tasks", "average", "average_all")}
     document.update(resolve_tasks(tasks, dict(TASKS), num_resamples))
-    document.update(tasks=tasks, bench_version=f"{old.get('bench_version', '0.2')} rebased to "
-                    f"{reference.get('bench_version')}", rebased_from=note, date=reference["date"],
+    document.update(tasks=tasks, bench_version=version if same_version else f"{old_version} rebased to {version}",
+                    rebased_from=note, date=reference["date"],
                     split_salt=reference.get("split_salt"),
                     rerun_tasks=sorted((fresh or {}).get("tasks", {})))
     return document
+
+
+def _same_zero_points(result: dict[str, Any], reference: dict[str, Any]) -> bool:
+    """Whether a task of a row was scored on the reference's test items against its default and oracle."""
+    mine, theirs = result["items"], reference["items"]
+    return all(mine[key] == theirs[key] for key in ("ids", "labels", "default", "oracle"))

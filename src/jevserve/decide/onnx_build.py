@@ -60,12 +60,32 @@ def _weights_digest(model_dir: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def graph_key(model_dir: Path | None = None) -> str:
-    """What a built graph depends on: the weights, this recipe and the onnxruntime version."""
-    import onnxruntime
+# What builds the graph besides the weights and this recipe: torch exports it, transformers writes the model it
+# exports, onnxruntime's optimizer fuses it and its quantizer makes the int8 one (both differ between releases),
+# onnx reads and writes it. A graph built under another release of any of them answers differently in the third or
+# fourth decimal, so it is never reused: before, only onnxruntime's release named the file, and a graph built under
+# an older torch, transformers or onnx stayed in use after an upgrade, hiding from a fresh install's numbers.
+BUILD_PACKAGES = ("torch", "transformers", "onnx", "onnxruntime")
 
+
+def build_versions() -> str:
+    """The releases of BUILD_PACKAGES installed here, e.g. `torch2.13.0-transformers5.25.0-onnx1.23.2-ort1.32.0`."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    parts = []
+    for package in BUILD_PACKAGES:
+        try:
+            found = version(package).split("+")[0]  # torch's local label (+cpu) names no other build of the graph
+        except PackageNotFoundError:
+            found = "none"
+        parts.append(f"{'ort' if package == 'onnxruntime' else package}{found}")
+    return "-".join(parts)
+
+
+def graph_key(model_dir: Path | None = None) -> str:
+    """What a built graph depends on: the weights, this recipe and the releases that build it (BUILD_PACKAGES)."""
     model_dir = model_dir or shipped_model_dir()
-    return f"minilm-l6-{_weights_digest(model_dir)}-r{RECIPE_VERSION}-ort{onnxruntime.__version__}"
+    return f"minilm-l6-{_weights_digest(model_dir)}-r{RECIPE_VERSION}-{build_versions()}"
 
 
 def layers_digest(layers: Path) -> str:
@@ -115,8 +135,12 @@ def load_bert(model_dir: Path | None = None, layers: Path | None = None):
     """The shipped all-MiniLM-L6-v2 as a torch module (eager attention, eval mode), with `layers`' weights in place
     of the ones they name."""
     from transformers import AutoModel
+    from transformers.utils import logging as transformers_logging
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # its "Loading weights" bars reached the output of every command's first start (`jevserve web` prints only
+    # warnings and errors); the graph build that loads it says nothing either
+    transformers_logging.disable_progress_bar()
     model_dir = model_dir or shipped_model_dir()
     bert = AutoModel.from_pretrained(model_dir, attn_implementation="eager", local_files_only=True).eval()
     if layers is not None:

@@ -139,6 +139,10 @@ def run_check(args: argparse.Namespace) -> int:
         else:
             print(f"{len(missing)} rate(s) not scored yet: `jevserve gateway calibrate --config {args.config}{named}` "
                   "scores them")
+            from jevserve.gateway.operating_points import other_build_note
+
+            if (note := other_build_note(decider)) is not None:
+                print(f"note: {note}")
     return 0
 
 

@@ -484,7 +484,7 @@ def _scores(
     if found is None or len(found) != len(shapes):
         doing = f"scoring {len(shapes):,} calibration {unit} for {route.model}/{key} with {decider.name}"
         if progress is not None:
-            progress(doing)
+            progress(doing + (f" ({note})" if (note := other_build_note(decider)) else ""))
         policy = POLICIES[key](policy_config.model_copy(update={"threshold": 0.5}))
         score = {"tool_gate": score_tool_calls, "cache": score_cache_pairs}.get(key, score_requests)
         try:
@@ -621,6 +621,22 @@ def tenths(doing: str, total: int, progress: Progress | None) -> Callable[[int],
             progress(f"{doing}: {10 * tenth}% ({count:,}/{total:,})")
 
     return done
+
+
+def other_build_note(decider: Decider, path: Path = PACKAGED_SCORES) -> str | None:
+    """Why a shipped model's packaged scores did not serve, when they exist under its name: they were made with its
+    encoder graph as constraints.txt's releases build it, and another release of one of them is installed here (an
+    outside tester's fresh install scored for twenty minutes without a word of why)."""
+    packaged = read_packaged(path).get(decider.name)
+    if not packaged or decider.identity is None:
+        return None
+    default_keys = {score_key(decider, key, policy_config, route, data)
+                    for route, key, policy_config, _, data, _ in _rated_decisions(default_config())}
+    if default_keys & set(packaged):  # this build's: the config's own questions, bounds or files are what differ
+        return None
+    return (f"jevserve's packaged scores for {decider.name} match the encoder graph that the releases in "
+            "constraints.txt build (torch, transformers, onnx, onnxruntime); another release of one of them is "
+            "installed here, so its answers, and its scores, differ a little (`make install` pins them)")
 
 
 def read_packaged(path: Path = PACKAGED_SCORES) -> dict[str, dict[str, list[float]]]:

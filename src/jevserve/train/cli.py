@@ -498,10 +498,10 @@ def _train_model(args: argparse.Namespace, tasks: list, out: Path, leave_out) ->
 def _tuned_data(args: argparse.Namespace) -> tuple:
     """The bench data and the tuned recipe's added examples the flags name."""
     from jevserve.bench.data import BenchData
-    from jevserve.decide.embedder import embed_texts
+    from jevserve.decide.embedder import embed_texts_fp32
     from jevserve.train.tuned_data import tuned_examples
 
-    data = BenchData(embed=embed_texts)
+    data = BenchData(embed=embed_texts_fp32)
     extra = tuned_examples(
         data,
         composed_calls=args.composed_tool_calls,
@@ -518,7 +518,7 @@ def _run_check(args: argparse.Namespace, tasks: list, leave_out) -> int:
     """Train again into a temporary file and judge the retrain by its answers (train/reproduce.py); the weights'
     differences are printed, not judged."""
     from jevserve.bench.data import BenchData
-    from jevserve.decide.embedder import embed_texts
+    from jevserve.decide.embedder import embed_texts_fp32
     from jevserve.decide.registry import load_backend
     from jevserve.train.reproduce import ANSWER_TOLERANCE, compare_answers, probe_items
     from jevserve.train.run import compare_weights
@@ -545,7 +545,7 @@ def _run_check(args: argparse.Namespace, tasks: list, leave_out) -> int:
             from jevserve.decide.tuned import layers_file
 
             differences |= compare_weights(layers_file(committed), layers_file(fresh))
-        probes = probe_items(BenchData(embed=embed_texts), tasks)
+        probes = probe_items(BenchData(embed=embed_texts_fp32), tasks)
         answers = compare_answers(load_backend(f"{kind}:{committed}"), load_backend(f"{kind}:{fresh}"), probes)
     for name, value in differences.items():
         note = f" ({WEIGHT_NOTES[name]})" if name in WEIGHT_NOTES else ""

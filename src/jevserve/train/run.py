@@ -20,7 +20,7 @@ import numpy as np
 from jevserve.bench.data import BenchData
 from jevserve.bench.sources import SOURCES, SourceMissingError
 from jevserve.bench.task import Task
-from jevserve.decide.embedder import Embedder, embed_texts
+from jevserve.decide.embedder import Embedder, embed_texts_fp32
 from jevserve.decide.lexical import word_bags
 from jevserve.decide.reader import ReaderWeights
 from jevserve.decide.token_embedder import TokenEmbedder
@@ -152,7 +152,7 @@ def train(
     """Train a head and write `out` (.npz), `out`.json (manifest) and `out`.states.gz (training-state hashes)."""
     started = time.perf_counter()
     config = config or HeadConfig()
-    data = data or BenchData(embed=embed_texts)
+    data = data or BenchData(embed=embed_texts_fp32)
     examples = collect_examples(data, tasks, leave_out=leave_out, variants=config.question_variants, log=log)
     if not examples:
         raise SystemExit("no training examples: fetch the bench data first (jevserve data fetch)")
@@ -225,7 +225,7 @@ def train_zero_shot(
     from jevserve.decide.readout import ZeroShotReadout
     from jevserve.train.zeroshot import fit_zero_shot
 
-    data = data or BenchData(embed=embed_texts)
+    data = data or BenchData(embed=embed_texts_fp32)
     examples = collect_examples(data, tasks, log=log)
     readout = ZeroShotReadout()
     embedded = embed_examples(examples, readout.texts, embedder or Embedder("int8"), progress=progress)
@@ -298,7 +298,7 @@ def train_reading_model(
     started = time.perf_counter()
     config = config or ReaderConfig()
     embedder = embedder or TokenEmbedder("int8")
-    data = data or BenchData(embed=embed_texts)  # the bench's own (pooled) encoder, as `train` uses
+    data = data or BenchData(embed=embed_texts_fp32)  # the bench's cosine rules read the fp32 encoder
     examples = collect_examples(
         data, tasks, leave_out=leave_out, variants=True, attributes=config.attribute_questions, log=log
     )

@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from jevserve.bench.data import BenchData
 from jevserve.bench.task import Task
-from jevserve.decide.embedder import embed_texts
+from jevserve.decide.embedder import embed_texts_fp32
 from jevserve.decide.onnx_build import Precision, cache_dir, layers_digest, load_bert
 from jevserve.decide.reader import ReaderWeights
 from jevserve.decide.token_embedder import TokenEmbedder
@@ -224,7 +224,7 @@ def train_tuned_model(
     (default: `checkpoint_path(out)`)."""
     started = time.perf_counter()
     config = config or TunedConfig()
-    data = data or BenchData(embed=embed_texts)
+    data = data or BenchData(embed=embed_texts_fp32)
     examples = recipe_examples(tasks, data=data, extra=extra, leave_out=leave_out, config=config, log=log)
     log(f"{len(examples)} examples from {len(families(examples))} families")
     texts = TokenEmbedder("int8")
