@@ -144,9 +144,10 @@ class LiveDemo:
 
         messages = [{"role": "user", "content": text}]
         model = route or self.route
+        # off the event loop, as it may score (see prepare), and before the questions asked are noted
+        config = await asyncio.to_thread(self.prepare)
         asked: list[Any] = []
         token = _ASKED.set(asked)
-        config = await asyncio.to_thread(self.prepare)  # off the event loop: it may score (see prepare)
         started = time.perf_counter()
         try:
             report = await run_decisions(messages, config=config, decider=self.decider, model=model,
