@@ -206,7 +206,8 @@ def serve_command(args: argparse.Namespace) -> int:
             )
             app = create_app(settings)
             threading.Thread(target=app.state.context.warm, name="warm", daemon=True).start()
-            settings.live.start_preparing()  # the live demo's thresholds, off the pages' path
+            if settings.live is not None:  # the live demo's thresholds, off the pages' path
+                settings.live.start_preparing()
             if results is None:  # said once the arguments are known to be good, not before an error
                 shown = f"--board {board_file}" if board_file else f"the one packaged with jevserve ({PACKAGED_BOARD})"
                 print(f"jevserve web: no {DEFAULT_RESULTS}/ folder here, so the board is {shown}; the playground's "
