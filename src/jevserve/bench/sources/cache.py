@@ -11,7 +11,6 @@ is complete, and an interrupted fetch leaves nothing that looks finished.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from importlib import metadata
@@ -20,7 +19,7 @@ from typing import Any, Literal
 
 from jevserve.bench.sources.errors import SourceFormatError
 from jevserve.bench.sources.spec import Archive, SourceSpec, covers
-from jevserve.cache_root import cache_root
+from jevserve.cache_root import cache_root, sha256_file
 
 MANIFEST_NAME = "manifest.json"
 
@@ -145,15 +144,6 @@ def changed_files(location: Location) -> list[str]:
     if location.manifest is None:
         return []
     return [path for path, digest in location.manifest.files if sha256_file(location.root / path) != digest]
-
-
-def sha256_file(path: Path) -> str:
-    """The sha256 (hex) of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def installed_location(spec: SourceSpec) -> Location | None:

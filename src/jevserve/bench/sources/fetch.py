@@ -20,9 +20,10 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
-from jevserve.bench.sources.cache import Manifest, release_dir, sha256_file, write_manifest
+from jevserve.bench.sources.cache import Manifest, release_dir, write_manifest
 from jevserve.bench.sources.errors import FetchError, HashMismatchError, SourceFormatError
 from jevserve.bench.sources.spec import Archive, is_pattern
+from jevserve.cache_root import sha256_file
 
 # subprocess.run, or a stand-in with the same signature (tests pass one that writes a fake wheel).
 Runner = Callable[..., subprocess.CompletedProcess]

@@ -22,7 +22,6 @@ from jevserve.bench.sources.cache import (
     intact_location,
     locate,
     resolve_cache_dir,
-    sha256_file,
 )
 from jevserve.bench.sources.errors import (
     DataSourceError,
@@ -34,6 +33,7 @@ from jevserve.bench.sources.errors import (
 )
 from jevserve.bench.sources.fetch import Runner, install_release
 from jevserve.bench.sources.spec import Archive, SourceSpec
+from jevserve.cache_root import sha256_file
 
 
 def build_registry(specs: Iterable[SourceSpec]) -> Mapping[str, SourceSpec]:

@@ -9,11 +9,10 @@ tokenizer name.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 from pathlib import Path
 
-from jevserve.cache_root import cache_root
+from jevserve.cache_root import cache_root, sha256_file
 from jevserve.sim.errors import WorkloadError
 from jevserve.sim.workloads.sharegpt import SharegptPair, TokenCounts, read_counts_csv, write_counts_csv
 
@@ -57,15 +56,6 @@ def count_pairs(pairs: list[SharegptPair], *, batch_size: int = 512, progress: b
     return out
 
 
-def file_sha256(path: Path) -> str:
-    """Hex SHA-256 of a file, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def cache_dir() -> Path:
     """`$JEVSERVE_CACHE`, or `~/.cache/jevserve`."""
     return cache_root()
@@ -75,7 +65,7 @@ def cached_counts(data_path: Path, *, progress: bool = False) -> tuple[list[Toke
     """Counts for the ShareGPT file at `data_path`, from the cache when present, else counted and cached."""
     from jevserve.sim.workloads.sharegpt import read_pairs
 
-    key = f"sharegpt-{file_sha256(data_path)[:16]}-{TOKENIZER_NAME}.csv"
+    key = f"sharegpt-{sha256_file(data_path)[:16]}-{TOKENIZER_NAME}.csv"
     path = cache_dir() / key
     if path.exists():
         return read_counts_csv(path), path
