@@ -119,6 +119,22 @@ def test_a_relative_calibration_path_is_read_from_the_config_files_folder(tmp_pa
         parse_config({"routes": [{"model": "m", "guard": {"max_false_action_rate": 0.05, "calibration": ""}}]})
 
 
+def test_a_relative_log_path_is_written_beside_the_config_as_its_calibration_is_read(tmp_path, monkeypatch):
+    # started by a service manager from another folder, the log landed there while the calibration file named the
+    # same way was found beside the config
+    folder = tmp_path / "conf"
+    folder.mkdir()
+    (folder / "gw.yaml").write_text("log: {path: logs/decisions.jsonl, backups: 2}\nroutes: [{model: m}]\n")
+    (folder / "home.yaml").write_text("log: {path: ~/d.jsonl}\nroutes: [{model: m}]\n")
+    (folder / "off.yaml").write_text("log: false\nroutes: [{model: m}]\n")
+    monkeypatch.chdir(tmp_path)
+    config = load_config("conf/gw.yaml")
+    assert config.log.path == str(folder / "logs" / "decisions.jsonl") and config.log.backups == 2
+    assert load_config("conf/home.yaml").log.path == "~/d.jsonl"  # the home folder, expanded where it is opened
+    assert load_config("conf/off.yaml").log.path is None
+    assert parse_config({"log": {"path": "d.jsonl"}, "routes": [{"model": "m"}]}).log.path == "d.jsonl"  # no file
+
+
 def test_a_block_given_as_a_scalar_and_an_unknown_field_of_a_later_model_are_explained():
     # an outside tester's `log: /path`, `guard: true` and `rate_limit: {rps: 5}`: pydantic's class names, and an
     # empty list of known fields for a model defined after the one that holds it

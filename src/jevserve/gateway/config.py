@@ -690,12 +690,13 @@ def load_config(path: str | Path | None) -> GatewayConfig:
                           "leave --config out for the built-in offline config")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the config must be a YAML mapping, got {type(data).__name__}")
-    return parse_config(_calibration_beside(data, path.parent.absolute()), source=str(path))
+    return parse_config(_paths_beside(data, path.parent.absolute()), source=str(path))
 
 
-def _calibration_beside(data: dict | None, folder: Path) -> dict | None:
-    """The config with each relative `calibration:` path (the config's and each decision's) read from the config
-    file's folder, not from wherever the gateway is started (a service manager starts it elsewhere)."""
+def _paths_beside(data: dict | None, folder: Path) -> dict | None:
+    """The config with each relative path it names (the config's and each decision's `calibration:`, `log.path`)
+    read from the config file's folder, not from wherever the gateway is started (a service manager starts it
+    elsewhere, and the log would land in its folder while the calibration file was found beside the config)."""
 
     def anchored(value: Any) -> Any:
         if not isinstance(value, str) or not value or value == "packaged" or value.startswith("~"):
@@ -707,6 +708,8 @@ def _calibration_beside(data: dict | None, folder: Path) -> dict | None:
     data = {**data}
     if "calibration" in data:
         data["calibration"] = anchored(data["calibration"])
+    if isinstance(data.get("log"), dict) and "path" in data["log"]:
+        data["log"] = {**data["log"], "path": anchored(data["log"]["path"])}
     routes = data.get("routes")
     if isinstance(routes, list):
         data["routes"] = [
