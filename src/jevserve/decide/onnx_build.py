@@ -10,8 +10,10 @@ another), which put the 10 ms serving target out of reach. Both figures come fro
 every run is listed in docs/server.md. The readouts are fitted on the int8 embeddings they serve, so what
 matters is their bench score, reported with each release.
 
-Builds are keyed by the weights' hash, the recipe version and the onnxruntime version, written to a temporary file
-and renamed into place, so concurrent processes never read a half-written model. Nothing is downloaded.
+Builds are keyed by the weights' hash, the recipe version and the releases that build them (torch, transformers,
+onnx, onnxruntime), written to a temporary file and renamed into place, so concurrent processes never read a
+half-written model; one process builds a graph while the others wait for it (a lock file beside it). Nothing is
+downloaded.
 """
 
 from __future__ import annotations
@@ -21,8 +23,15 @@ import logging
 import os
 import tempfile
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
+
+try:
+    import fcntl
+except ImportError:  # not on Windows: each process builds its own, and the rename keeps them whole
+    fcntl = None  # type: ignore[assignment]
 
 from jevserve.cache_root import cache_root
 
@@ -120,15 +129,35 @@ def onnx_path(
     return target
 
 
-def _atomic_build(target: Path, build) -> None:
-    fd, tmp_name = tempfile.mkstemp(suffix=".onnx", dir=target.parent)
-    os.close(fd)
-    try:
-        build(Path(tmp_name))
-        os.replace(tmp_name, target)
-    finally:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
+def _atomic_build(target: Path, build: Callable[[Path], None]) -> None:
+    """Build `target` by `build(tmp)` unless another process has built it meanwhile: a gateway and a decision server
+    started together, or the test suite's two processes, each spent the same minute exporting the same graph."""
+    with _build_lock(target):
+        if target.exists():
+            return
+        fd, tmp_name = tempfile.mkstemp(suffix=".onnx", dir=target.parent)
+        os.close(fd)
+        try:
+            build(Path(tmp_name))
+            os.replace(tmp_name, target)
+        finally:
+            if os.path.exists(tmp_name):
+                os.unlink(tmp_name)
+
+
+@contextmanager
+def _build_lock(target: Path) -> Iterator[None]:
+    """Held while `target` is built: an exclusive lock on a file beside it (released by the kernel if the builder
+    dies, so a crashed build never blocks the next)."""
+    if fcntl is None:
+        yield
+        return
+    with open(target.with_name(target.name + ".lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def load_bert(model_dir: Path | None = None, layers: Path | None = None):
