@@ -49,6 +49,25 @@ def test_guard_blocks_an_injection_with_an_openai_error_and_a_reason():
         "request blocked by the harm decision: it reads as a request for harmful content")
 
 
+def test_a_request_both_guard_and_harm_block_is_told_of_both_and_both_are_logged_as_blocks():
+    # an outside tester's pipe-bomb request, blocked by the guard first, was told only that it read as a prompt
+    # injection, and the header said harm=skip though harm's own answer was 0.999
+    both = {"guard": {"threshold": 0.5}, "harm": {"threshold": 0.5}}
+    response = post(make_app(both, answers={"guard": 0.97, "harm": 0.99})[0], HI)
+    assert response.status_code == 400
+    message = response.json()["error"]["message"]
+    assert message.startswith("request blocked by the guard decision on the user's message (messages[0]): it reads")
+    assert message.endswith("(a prompt injection); the harm decision blocks it too: it reads as a request for "
+                            "harmful content")
+    assert response.headers["x-jevserve-decisions"] == "guard=block,harm=block"
+    shown = post(make_app({**both, "client_details": "scores"}, answers={"guard": 0.97, "harm": 0.99})[0], HI)
+    assert "the harm decision blocks it too (P=0.990 ≥ 0.500): it reads" in shown.json()["error"]["message"]
+    # a harm verdict in shadow, or under its threshold, is not named
+    shadow = {"guard": {"threshold": 0.5}, "harm": {"threshold": 0.5, "mode": "shadow"}}
+    for route, answers in ((shadow, {"guard": 0.97, "harm": 0.99}), (both, {"guard": 0.97, "harm": 0.2})):
+        assert "blocks it too" not in post(make_app(route, answers=answers)[0], HI).json()["error"]["message"]
+
+
 def test_a_route_that_shows_clients_scores_gives_the_probability_and_threshold_everywhere():
     route = {"guard": {"threshold": 0.5}, "client_details": "scores"}
     app, _, _ = make_app(route, answers={"guard": 0.97})

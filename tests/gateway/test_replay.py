@@ -658,7 +658,10 @@ def test_the_sweeps_row_in_force_says_how_many_requests_another_decision_acted_o
     records = [{"request_id": f"r{i}", "model": "m", "messages": [{"role": "user", "content": f"text {i}"}]}
                for i in range(2)]  # fmt: skip
     path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
-    config = parse_config({"routes": [{"model": "m", "guard": {"threshold": 0.5}, "harm": {"threshold": 0.5}}]})
+    # (a block beside the guard's block stands as a block, as the live gateway says it now; a clarifying question
+    # the guard's block answered first is skipped)
+    config = parse_config({"routes": [{"model": "m", "guard": {"threshold": 0.5}, "harm": {"threshold": 0.5},
+                                       "clarify": {"threshold": 0.5}}]})  # fmt: skip
 
     class GuardOnTheFirst(FixedDecider):
         async def decide(self, asks):
@@ -667,9 +670,13 @@ def test_the_sweeps_row_in_force_says_how_many_requests_another_decision_acted_o
             return {qid: (np.array([0.9, 0.1]) if first else np.array([0.1, 0.9])) if qid.startswith("guard")
                     else v for qid, v in answers.items()}
 
-    result = replay_log(path, config, decider=GuardOnTheFirst({"harm": 0.8}))
-    assert [r.new["harm"][0] for r in result.requests] == ["skip", "block"]
-    harm = next(r for r in sweep(result) if r.decision == "harm" and r.in_force)
-    assert (harm.num_acted, harm.num_skipped) == (2, 1)
+    blocks = replay_log(path, config, decider=GuardOnTheFirst({"harm": 0.8, "clarify": 0.2}))
+    assert [r.new["harm"][0] for r in blocks.requests] == ["block", "block"]
+    harm = next(r for r in sweep(blocks) if r.decision == "harm" and r.in_force)
+    assert (harm.num_acted, harm.num_skipped) == (2, 0)
+    result = replay_log(path, config, decider=GuardOnTheFirst({"harm": 0.2, "clarify": 0.8}))
+    assert [r.new["clarify"][0] for r in result.requests] == ["skip", "clarify"]
+    clarify = next(r for r in sweep(result) if r.decision == "clarify" and r.in_force)
+    assert (clarify.num_acted, clarify.num_skipped) == (2, 1)
     table = format_sweep(sweep(result))
     assert "(in force; the replay skipped 1 of them)" in table and "each decision is counted alone" in table

@@ -260,6 +260,10 @@ def test_framework_errors_are_the_site_error_page_with_a_sentence(client):
     assert wrong.status_code == 405 and set(wrong.headers["allow"].split(", ")) >= {"GET", "POST"}
     assert 'PUT is not accepted at <a href="/live">/live</a>; it answers' in wrong.text
     assert 'class="error"' in missing.text and 'class="error"' in wrong.text
+    # a path with an escaped character is linked whole or not at all: its first part alone is no page either
+    odd = client.get("/models/%3Cb%3Ex%3C%2Fb%3E")
+    assert odd.status_code == 404 and "/models/&lt;b&gt;x&lt;/b&gt;" in odd.text
+    assert 'href="/models/"' not in odd.text and 'href="/models"' not in odd.text
 
 
 def test_no_page_can_be_framed_and_the_favicon_is_not_an_error(client):

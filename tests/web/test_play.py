@@ -87,7 +87,9 @@ def test_double_submitted_answer_is_stored_once_and_the_first_stands(app, tmp_pa
     assert second.status_code == 200 and 'id="not-stored"' in second.text
     assert "Your answer here was not stored" in second.text and "Not quite" not in second.text
     label = dict(_decision_options(second.text))
-    assert f"Your answer in this tab, “{label.get(other_choice, other_choice)}”" in second.text
+    assert f"Your answer just now, “{label.get(other_choice, other_choice)}”" in second.text
+    # the same tab, back and answered again, is one of the two ways here: not only "another tab"
+    assert "already been answered (before you went back to it, or in another tab)" in " ".join(second.text.split())
     assert f"the first answer stands: “{label.get(first_choice, first_choice)}”" in second.text
     # the same answer sent twice is just the first answer: nothing to explain
     same = client.post(f"{url}/answer", data={"position": "0", "choice": first_choice}, follow_redirects=False)

@@ -112,12 +112,13 @@ def final_verdict(verdicts: Sequence[Verdict]) -> Verdict | None:
 def superseded(verdicts: tuple[Verdict, ...]) -> tuple[Verdict, ...]:
     """The verdicts with every answer-the-request action but the one that wins (block over clarify over a cached
     reply) made a skip that says what it lost to, so the header and the log never show a cached reply served to a
-    request that was blocked."""
+    request that was blocked. Blocks stand beside the winning block: each decision did refuse the request, and a
+    harmful request the guard blocked first was reported to the client and the log as a prompt injection alone."""
     final = final_verdict(verdicts)
     if final is None:
         return verdicts
     return tuple(
-        v if v is final or not (v.acts and v.action in FINAL_ACTIONS)
+        v if v is final or not (v.acts and v.action in FINAL_ACTIONS) or v.action is final.action is Action.BLOCK
         else replace(v, action=Action.SKIP, reason=f"superseded by {final.decision}={final.action} ({v.reason})")
         for v in verdicts
     )

@@ -322,8 +322,11 @@ class Context:
 
 
 # a path of this site inside an error sentence ("answer it at /play/rounds/ID"): what the page makes a link of
-# (no "&" in it: the sentence is matched escaped, where "&" starts an entity)
-_SITE_PATH = re.compile(r"(?<![\w/])/(?:play|models|tasks|people|methodology|live)(?:[/?][\w\-/?=%.]*)?(?<![.,;:])")
+# (no "&" in it: the sentence is matched escaped, where "&" starts an entity), whole or not at all: a path with an
+# escaped character in it ("/models/<b>") is no page, and its first part alone ("/models/") is none either
+_SITE_PATH = re.compile(
+    r"(?<![\w/])/(?:play|models|tasks|people|methodology|live)(?:[/?][\w\-/?=%.]*)?(?<![.,;:])(?=[\s.,;:)\]]|$)"
+)
 
 
 def linked_paths(text: Any) -> Markup:

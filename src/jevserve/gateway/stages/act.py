@@ -73,9 +73,25 @@ def _block(ctx: RequestContext, verdict: Verdict) -> Answer:
     scored = policy is not None and policy.blocks_because and verdict.probability is not None
     because = f": {policy.blocks_because}" if scored else ""
     raise BlockedError(
-        f"request blocked by the {verdict.decision} decision{where}{why}{because}",
+        f"request blocked by the {verdict.decision} decision{where}{why}{because}"
+        + "".join(_also_blocked(ctx, verdict)),
         param=_param(ctx, place),
     )
+
+
+def _also_blocked(ctx: RequestContext, final: Verdict) -> list[str]:
+    """"; the harm decision blocks it too: ..." for each other decision that blocked the request: a harmful
+    request the guard blocked first was otherwise told only that it read as a prompt injection."""
+    out = []
+    for verdict in ctx.report.verdicts:
+        if verdict is final or verdict.action is not Action.BLOCK or not verdict.acts:
+            continue
+        policy = POLICIES.get(verdict.decision)
+        why = f" ({verdict.reason})" if ctx.shows_scores or verdict.probability is None else ""
+        scored = policy is not None and policy.blocks_because and verdict.probability is not None
+        out.append(f"; the {verdict.decision} decision blocks it too{why}" + (f": {policy.blocks_because}" if scored
+                                                                             else ""))
+    return out
 
 
 def _client_place(ctx: RequestContext, place: str | None) -> str | None:
