@@ -697,3 +697,47 @@ def test_a_round_page_reloaded_while_the_pools_load_is_told_to_come_back(tmp_pat
             time.sleep(0.05)
     assert early.status_code == 503 and early.headers["retry-after"] == "15" and waited < 5, (early, waited)
     assert "still being read" in early.text and later.status_code == 200
+
+
+def test_an_answer_sent_while_the_pools_load_is_told_to_come_back_and_the_item_stays_open(tmp_path, monkeypatch):
+    # an outside tester answered the item on screen just after a restart: the answer waited 74 s for the pools (and
+    # its time counted the wait), where the round page and the reveal answer 503 at once
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from jevserve.web import decisions
+    from jevserve.web.app import WebSettings, create_app
+    from tests.web.builders import RESULTS, StubDecider, results_pools, shared_site
+
+    def app_on(db):
+        return create_app(WebSettings(results_dir=RESULTS, db_path=db, decider=StubDecider(), site=shared_site(),
+                                      data_factory=lambda: None))  # fmt: skip
+
+    db = tmp_path / "db.sqlite"
+    monkeypatch.setattr(decisions, "load_pools", lambda data: results_pools())
+    with TestClient(app_on(db)) as before:
+        for _ in range(100):
+            started = before.post("/play/rounds", follow_redirects=False)
+            if started.status_code == 303:
+                break
+            time.sleep(0.05)
+        url, cookies = started.headers["location"], dict(before.cookies)
+        choice = options(before.get(url).text)[0]
+    release = threading.Event()
+    monkeypatch.setattr(decisions, "load_pools", lambda data: release.wait(30) and results_pools())
+    data = {"position": "0", "choice": choice}
+    with TestClient(app_on(db), cookies=cookies) as after:  # the restart: pools not read yet
+        began = time.monotonic()
+        early = after.post(f"{url}/answer", data=data, follow_redirects=False)
+        waited = time.monotonic() - began
+        assert Store(db).counts()["answers"] == 0  # nothing stored: the item is still open
+        release.set()
+        for _ in range(100):
+            later = after.post(f"{url}/answer", data=data, follow_redirects=False)
+            if later.status_code != 503:
+                break
+            time.sleep(0.05)
+    assert early.status_code == 503 and early.headers["retry-after"] == "15" and waited < 5, (early, waited)
+    assert later.status_code == 303 and later.headers["location"].endswith("/reveal/0")
+    assert Store(db).counts()["answers"] == 1

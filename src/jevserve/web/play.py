@@ -187,7 +187,9 @@ def register(app: FastAPI, context: Context) -> None:
         if item.choice is None:
             if item.shown_at is None:
                 raise PageError(409, "this item was never shown; open the round page first")
-            pool_item = (await run_in_threadpool(context.pools)).get(item.decision, item.item_id)
+            # 503 at once while the pools are read after a start, as the round page and the reveal answer: the answer
+            # waited 74 s for them (and its time counted the wait); unstored, the item stays open to answer again
+            pool_item = _ready_pools(context).get(item.decision, item.item_id)
             if pool_item is None:
                 raise PageError(410, f"item {item.item_id} is no longer in the {item.decision} pool")
             time_ms = max(0.0, (time.time() - item.shown_at) * 1000.0)

@@ -100,7 +100,9 @@ class _ScriptedExchange(Exchange):
     async def response_headers(self, status: int, headers: Mapping[str, str]) -> ResponseEdit:
         return ResponseEdit(set_headers={"x-upstream-status": str(status)})
 
-    async def response_body(self, body: bytes) -> ResponseEdit:
+    async def response_body(self, body: bytes, *, undecided: str | None = None) -> ResponseEdit:
+        if undecided is not None:  # no fallbacks of its own: `--failure` decides, as the tests of it expect
+            raise NotImplementedError(undecided)
         self.script.replies.append(body)
         if self.script.reply_fail:
             raise RuntimeError("reply decisions are down")

@@ -182,6 +182,27 @@ def test_a_clients_content_encoding_never_goes_on_with_the_json_sent_in_its_plac
     assert f"jevserve_gateway_failed_open_total {0.0 if decided else 1.0}" in gateway.metrics.render().decode()
 
 
+@pytest.mark.parametrize("decided", [True, False])
+def test_the_json_sent_on_carries_its_own_content_type_and_none_of_the_clients_body_digests(decided) -> None:
+    # an outside tester's client sent a UTF-16 body with `charset=utf-16` and digests of its bytes: jevserve read it
+    # and sent its own UTF-8 JSON on under the client's charset and digests, which a server that honours them misreads
+    # or refuses
+    decider = FixedDecider({"guard": 0.01}) if decided else FixedDecider({"guard": 0.01}, delay_s=2.0)
+    gateway = gateway_for({"upstream_model": "qwen3-8b", "guard": {"mode": "shadow"}}, decider=decider)
+    client = {"content-type": "application/json; charset=utf-16", "content-md5": "Q2hlY2sgSW50ZWdyaXR5IQ==",
+              "content-digest": "sha-256=:X48E9qOokqqrvdts8nOJRJN3OWDUoyWxBf7kbu9DBPE=:", "repr-digest": "sha-256=:a=:"}
+
+    async def scenario():
+        async with serving(GatewayDecisions(gateway), StreamSettings(deadline_s=0.3, failure="open")) as channel:
+            body = json.dumps(HI).encode("utf-16")
+            return await EnvoyStream(channel, "BUFFERED").request(body, headers=client)
+
+    got = asyncio.run(scenario())
+    assert isinstance(got, Forwarded) and json.loads(got.body.decode("utf-8"))["model"] == "qwen3-8b"
+    assert got.headers["content-type"] == "application/json", got.headers
+    assert not {"content-md5", "content-digest", "repr-digest"} & set(got.headers), got.headers
+
+
 def test_the_decision_log_gets_one_line_per_request_with_the_final_status(tmp_path) -> None:
     log = tmp_path / "decisions.jsonl"
     gateway = gateway_for({"guard": {}}, {"guard": 0.01}, config={"log": {"path": str(log)}})

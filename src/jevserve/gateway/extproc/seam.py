@@ -109,10 +109,14 @@ class Exchange(ABC):
         """Changes to the reply's headers (default: none)."""
         return ResponseEdit()
 
-    async def response_body(self, body: bytes) -> ResponseEdit | Respond:
+    async def response_body(self, body: bytes, *, undecided: str | None = None) -> ResponseEdit | Respond:
         """What the client gets instead of the held reply `body` (default: the reply unchanged). Its headers reach
         the client in BUFFERED and FULL_DUPLEX_STREAMED reply modes; in STREAMED mode the headers went out first.
-        A Respond replaces the whole reply, status included (in STREAMED mode only its body can)."""
+        A Respond replaces the whole reply, status included (in STREAMED mode only its body can). `undecided`
+        (why): asked again after a first call failed or ran past the deadline, to answer without the decider, by
+        the decisions' fallbacks; the default raises, and `--failure` decides."""
+        if undecided is not None:
+            raise NotImplementedError(undecided)
         return ResponseEdit()
 
     def response_chunk(self, piece: bytes) -> int:
@@ -120,9 +124,12 @@ class Exchange(ABC):
         ones') stay back for now. The rest goes to the client. Default: none stay back."""
         return 0
 
-    async def response_release(self) -> bytes | None:
+    async def response_release(self, *, undecided: str | None = None) -> bytes | None:
         """Under HOLD_CALLS, once the reply has ended: what the client gets in place of the bytes still kept back;
-        None: those bytes as they came. The reply's status and headers went out before its body."""
+        None: those bytes as they came. The reply's status and headers went out before its body. `undecided`: as
+        for response_body."""
+        if undecided is not None:
+            raise NotImplementedError(undecided)
         return None
 
     async def close(self, end: StreamEnd) -> None:

@@ -27,8 +27,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 
@@ -38,6 +39,8 @@ from jevserve.gateway.extproc.respond import REQUEST_ID, error_reply
 from jevserve.gateway.extproc.seam import Exchange, Forward, Respond, ResponseEdit, ResponsePlan, StreamEnd
 from jevserve.gateway.inference_headers import client_control_headers
 from jevserve.gateway.streaming import error_event
+
+T = TypeVar("T")
 
 logger = logging.getLogger("jevserve.extproc")
 _warned_streamed_replies = False
@@ -425,6 +428,9 @@ class StreamProcessor:
             if self.settings.failure == "closed":
                 logger.warning("reply decisions failed (%s); what was kept back is not sent", reason)
                 released = error_event(f"decisions unavailable: {reason}", code="decisions_unavailable")
+            elif self._read_failed is None and (
+                    undecided := await self._undecided(self.exchange.response_release(undecided=reason))):
+                released = undecided[0]  # the calls judged by the gate's fallback, without the decider
             else:
                 logger.warning("reply decisions failed (%s); what was kept back goes on unchanged", reason)
                 released = None
@@ -478,6 +484,8 @@ class StreamProcessor:
                 retry = {"retry-after": str(RETRY_AFTER_S)}
                 edit = self._error(503, f"decisions unavailable: {reason}", "decisions_unavailable",
                                    error_type="api_error", headers=retry)
+            elif undecided := await self._undecided(self.exchange.response_body(held, undecided=reason)):
+                edit = undecided[0]  # the calls judged by the gate's fallback, without the decider
             else:
                 logger.exception("reply decisions failed; the reply goes through unchanged")
                 edit = ResponseEdit()
@@ -485,6 +493,19 @@ class StreamProcessor:
         if isinstance(edit, Respond):
             return edit
         return edit if edit.body is not None else replace(edit, body=held)
+
+    async def _undecided(self, asked: Coroutine[Any, Any, T]) -> tuple[T] | None:
+        """Under `--failure open`, the held reply's answer without the decider (each decision's fallback, as the
+        HTTP gateway takes it when its decider has no answer in time), after the decisions failed or ran past the
+        deadline: a held reply's tool calls went on unjudged and unmarked, whatever the tool gate's fallback said.
+        None where the decision side cannot answer so, or that fails too: the reply then goes on unchanged."""
+        try:
+            return (await asyncio.wait_for(asked, self.settings.deadline_s),)
+        except NotImplementedError:
+            return None
+        except Exception:
+            logger.exception("reply decisions failed again without the decider")
+            return None
 
     def _stop_reading_reply(self, message: pb.HttpBody) -> list[pb.ProcessingResponse]:
         """A reply too long to hold: what was held goes out now and the rest passes through unread."""

@@ -25,12 +25,17 @@ class ReplyToolCall:
     call: dict[str, Any]
 
 
-async def gate_reply(gateway: Gateway, ctx: RequestContext, completion: dict[str, Any]) -> dict[str, Any]:
+async def gate_reply(
+    gateway: Gateway, ctx: RequestContext, completion: dict[str, Any], *, undecided: str | None = None
+) -> dict[str, Any]:
     """The reply with blocked tool calls removed from every choice (and said so); sets `ctx.tool_verdicts`. When it
     removes nothing it returns `completion` itself, which the stream relays (streaming.py, extproc/calls.py) read as
     "send the held events as they came". Raises BlockedError when the request forces a tool call (`tool_choice`
     "required" or a named function, or a legacy `function_call` by name) and a choice is left without one: a reply
-    without the call its client demanded is not an answer that client can read, so it is refused instead."""
+    without the call its client demanded is not an answer that client can read, so it is refused instead.
+    `undecided` (why): the decider is not asked, and each call takes the gate's fallback, as when the decider has no
+    answer in time (`jevserve extproc` past its deadline: the calls went on unjudged and unmarked, whatever the
+    fallback said)."""
     gate = next((p for p in policies_for(ctx.route) if isinstance(p, ToolGate)), None)
     proposed = tool_calls_of(completion)
     if gate is None or not proposed or ctx.report is None or ctx.report.inputs is None:
@@ -38,9 +43,13 @@ async def gate_reply(gateway: Gateway, ctx: RequestContext, completion: dict[str
     calls = [c.call for c in proposed]
     ctx.reply_tool_calls = tuple(calls)  # remove_blocked_calls copies before it edits
     asks = gate.asks_for_calls(ctx.report.inputs.user_text, calls, ctx.route.input_limits())
-    answers, ms, *_ = await timed_decide(gateway.decider, asks, gateway.config.decision_timeout_ms / 1000)
+    if undecided is None:
+        answers, ms, *_ = await timed_decide(gateway.decider, asks, gateway.config.decision_timeout_ms / 1000)
+        ctx.flags["x-jevserve-tool-gate-ms"] = f"{ms:.2f}"
+    else:
+        answers = None
+        ctx.outcome["tool_gate_undecided"] = undecided
     ctx.tool_verdicts = tuple(gate.act_on_calls(calls, answers))
-    ctx.flags["x-jevserve-tool-gate-ms"] = f"{ms:.2f}"
     if any(v.action is Action.FLAG and v.acts for v in ctx.tool_verdicts):
         # beside the request's own flags (harm, say), which a whole reply's headers carry too: it replaced them
         flagged = [f for f in ctx.flags.get("x-jevserve-flagged", "").split(",") if f]
