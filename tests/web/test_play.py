@@ -658,12 +658,11 @@ def test_answer_pressed_before_a_choice_asks_the_same_item_again_and_stores_noth
     assert Store(tmp_path / "db.sqlite").counts()["answers"] == 1
 
 
-def test_a_round_page_reloaded_while_the_pools_load_is_told_to_come_back(tmp_path, monkeypatch):
-    # an outside tester reloaded a round's item page just after a restart: it waited 182 s for the pools, where
-    # starting a round is answered 503 with Retry-After at once
+def _restarted_mid_round(tmp_path, monkeypatch):
+    """A round started with its first item shown, then the site restarted with its pools not yet read: the app
+    factory, the database, the round's URL, the player's cookies, the first item's first option, and the event that
+    lets the pools load."""
     import time
-
-    from fastapi.testclient import TestClient
 
     from jevserve.web import decisions
     from jevserve.web.app import WebSettings, create_app
@@ -682,19 +681,36 @@ def test_a_round_page_reloaded_while_the_pools_load_is_told_to_come_back(tmp_pat
                 break
             time.sleep(0.05)
         url, cookies = started.headers["location"], dict(before.cookies)
-        assert before.get(url).status_code == 200
+        page = before.get(url)
+        assert page.status_code == 200
     release = threading.Event()
     monkeypatch.setattr(decisions, "load_pools", lambda data: release.wait(30) and results_pools())
+    return app_on, db, url, cookies, options(page.text)[0], release
+
+
+def _until_not_503(send):
+    import time
+
+    for _ in range(100):
+        got = send()
+        if got.status_code != 503:
+            return got
+        time.sleep(0.05)
+    return got
+
+
+def test_a_round_page_reloaded_while_the_pools_load_is_told_to_come_back(tmp_path, monkeypatch):
+    # an outside tester reloaded a round's item page just after a restart: it waited 182 s for the pools, where
+    # starting a round is answered 503 with Retry-After at once
+    import time
+
+    app_on, db, url, cookies, _, release = _restarted_mid_round(tmp_path, monkeypatch)
     with TestClient(app_on(db), cookies=cookies) as after:  # the restart: pools not read yet
         began = time.monotonic()
         early = after.get(url)
         waited = time.monotonic() - began
         release.set()
-        for _ in range(100):
-            later = after.get(url)
-            if later.status_code != 503:
-                break
-            time.sleep(0.05)
+        later = _until_not_503(lambda: after.get(url))
     assert early.status_code == 503 and early.headers["retry-after"] == "15" and waited < 5, (early, waited)
     assert "still being read" in early.text and later.status_code == 200
 
@@ -704,28 +720,7 @@ def test_an_answer_sent_while_the_pools_load_is_told_to_come_back_and_the_item_s
     # its time counted the wait), where the round page and the reveal answer 503 at once
     import time
 
-    from fastapi.testclient import TestClient
-
-    from jevserve.web import decisions
-    from jevserve.web.app import WebSettings, create_app
-    from tests.web.builders import RESULTS, StubDecider, results_pools, shared_site
-
-    def app_on(db):
-        return create_app(WebSettings(results_dir=RESULTS, db_path=db, decider=StubDecider(), site=shared_site(),
-                                      data_factory=lambda: None))  # fmt: skip
-
-    db = tmp_path / "db.sqlite"
-    monkeypatch.setattr(decisions, "load_pools", lambda data: results_pools())
-    with TestClient(app_on(db)) as before:
-        for _ in range(100):
-            started = before.post("/play/rounds", follow_redirects=False)
-            if started.status_code == 303:
-                break
-            time.sleep(0.05)
-        url, cookies = started.headers["location"], dict(before.cookies)
-        choice = options(before.get(url).text)[0]
-    release = threading.Event()
-    monkeypatch.setattr(decisions, "load_pools", lambda data: release.wait(30) and results_pools())
+    app_on, db, url, cookies, choice, release = _restarted_mid_round(tmp_path, monkeypatch)
     data = {"position": "0", "choice": choice}
     with TestClient(app_on(db), cookies=cookies) as after:  # the restart: pools not read yet
         began = time.monotonic()
@@ -733,11 +728,7 @@ def test_an_answer_sent_while_the_pools_load_is_told_to_come_back_and_the_item_s
         waited = time.monotonic() - began
         assert Store(db).counts()["answers"] == 0  # nothing stored: the item is still open
         release.set()
-        for _ in range(100):
-            later = after.post(f"{url}/answer", data=data, follow_redirects=False)
-            if later.status_code != 503:
-                break
-            time.sleep(0.05)
+        later = _until_not_503(lambda: after.post(f"{url}/answer", data=data, follow_redirects=False))
     assert early.status_code == 503 and early.headers["retry-after"] == "15" and waited < 5, (early, waited)
     assert later.status_code == 303 and later.headers["location"].endswith("/reveal/0")
     assert Store(db).counts()["answers"] == 1
