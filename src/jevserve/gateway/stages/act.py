@@ -65,33 +65,24 @@ def _block(ctx: RequestContext, verdict: Verdict) -> Answer:
     where = f" on {detail.source}" if detail is not None else ""
     if detail is not None and place is not None and place not in detail.source:  # not "(documents)" twice
         where += f" ({place})"
-    # a scored verdict's reason is its probability and threshold, shown only where the route shows scores; a
-    # fallback's says why no answer was read
-    why = f" ({verdict.reason})" if ctx.shows_scores or verdict.probability is None else ""
-    policy = POLICIES.get(verdict.decision)
-    # what the text read as, for a scored block only: a fallback's or an unread text's block read nothing
-    scored = policy is not None and policy.blocks_because and verdict.probability is not None
-    because = f": {policy.blocks_because}" if scored else ""
+    # every other decision that blocked it: a harmful request the guard blocked first was otherwise told only that
+    # it read as a prompt injection
+    also = "".join(f"; the {v.decision} decision blocks it too{_why(ctx, v)}" for v in ctx.report.verdicts
+                   if v is not verdict and v.action is Action.BLOCK and v.acts)
     raise BlockedError(
-        f"request blocked by the {verdict.decision} decision{where}{why}{because}"
-        + "".join(_also_blocked(ctx, verdict)),
+        f"request blocked by the {verdict.decision} decision{where}{_why(ctx, verdict)}{also}",
         param=_param(ctx, place),
     )
 
 
-def _also_blocked(ctx: RequestContext, final: Verdict) -> list[str]:
-    """"; the harm decision blocks it too: ..." for each other decision that blocked the request: a harmful
-    request the guard blocked first was otherwise told only that it read as a prompt injection."""
-    out = []
-    for verdict in ctx.report.verdicts:
-        if verdict is final or verdict.action is not Action.BLOCK or not verdict.acts:
-            continue
-        policy = POLICIES.get(verdict.decision)
-        why = f" ({verdict.reason})" if ctx.shows_scores or verdict.probability is None else ""
-        scored = policy is not None and policy.blocks_because and verdict.probability is not None
-        out.append(f"; the {verdict.decision} decision blocks it too{why}" + (f": {policy.blocks_because}" if scored
-                                                                             else ""))
-    return out
+def _why(ctx: RequestContext, verdict: Verdict) -> str:
+    """A block's reason: its probability and threshold where the route shows scores (a fallback's says why no
+    answer was read), then, for a scored block only, what the text read as (a fallback's or an unread text's block
+    read nothing)."""
+    why = f" ({verdict.reason})" if ctx.shows_scores or verdict.probability is None else ""
+    policy = POLICIES.get(verdict.decision)
+    scored = policy is not None and policy.blocks_because and verdict.probability is not None
+    return why + (f": {policy.blocks_because}" if scored else "")
 
 
 def _client_place(ctx: RequestContext, place: str | None) -> str | None:
