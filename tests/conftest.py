@@ -7,6 +7,7 @@ Each skips, never passes, when it is missing, and the skip message is the comman
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -33,6 +34,15 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ctrl_c_raises_keyboard_interrupt() -> None:
+    """SIGINT as a terminal gives it: `make test` runs the suite in pytest-xdist's workers, which start with SIGINT
+    ignored (their controller takes Ctrl-C), and the processes they start inherit that; the tests of what Ctrl-C
+    does to a command, in this process or a child, need Python's default (KeyboardInterrupt)."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # Module scope: Playwright's sync API keeps an event loop running in this thread while it is open, and every later

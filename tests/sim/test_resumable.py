@@ -4,6 +4,7 @@ import argparse
 import json
 import os
 import signal
+import threading
 import time
 from dataclasses import dataclass
 
@@ -18,12 +19,13 @@ class Cell:
     key: str
 
 
-def ctrl_c_at_b(cell: Cell, _context: None) -> dict:
-    """Cell "b" plays a terminal's Ctrl-C, which reaches every process of the group: the parent and this worker."""
+def ctrl_c_at_b(cell: Cell, parent_pid: int) -> dict:
+    """Cell "b" plays a terminal's Ctrl-C, which reaches every process of the group: the parent and this worker.
+    (The parent's pid comes as the context: a forkserver's worker is the server's child, not the parent's.)"""
     if cell.key == "b":
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # both get it before either acts on it
         os.kill(os.getpid(), signal.SIGINT)
-        os.kill(os.getppid(), signal.SIGINT)
+        os.kill(parent_pid, signal.SIGINT)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         time.sleep(5)  # still running when the parent ends the pool
     return {"key": cell.key}
@@ -33,7 +35,7 @@ def test_ctrl_c_stops_the_sweep_saying_how_to_resume_and_no_worker_prints_a_trac
     path = tmp_path / "runs.jsonl"
     path.write_text(json.dumps({"key": "a"}) + "\n")  # finished by an earlier run
     with pytest.raises(Interrupted, match=f"finished runs are kept in {path}; run the same command again"):
-        run_keyed([Cell("a"), Cell("b"), Cell("c")], ctrl_c_at_b, None, results_path=path, jobs=2)
+        run_keyed([Cell("a"), Cell("b"), Cell("c")], ctrl_c_at_b, os.getpid(), results_path=path, jobs=2)
     time.sleep(0.2)  # a worker's traceback, if any, reaches stderr after the pool is ended
     assert "KeyboardInterrupt" not in capfd.readouterr().err
     assert json.loads(path.read_text().splitlines()[0]) == {"key": "a"}
@@ -46,6 +48,37 @@ def sigint_handler(cell: Cell, _context: None) -> dict:
 def test_pool_workers_ignore_ctrl_c_and_leave_it_to_the_parent():
     rows = run_keyed([Cell("a"), Cell("b")], sigint_handler, None, jobs=2)
     assert [r["ignores_ctrl_c"] for r in rows] == [True, True]
+
+
+_HELD_AT_START = threading.Lock()
+
+
+def takes_the_lock(cell: Cell, _context: None) -> dict:
+    got = _HELD_AT_START.acquire(timeout=2)
+    if got:
+        _HELD_AT_START.release()
+    return {"key": cell.key, "got_the_lock": got}
+
+
+def test_a_lock_some_thread_holds_while_the_pool_starts_is_free_in_the_workers():
+    # a clean clone's two-process suite hung for good in a sweep test: the pool forked a process whose other
+    # threads held locks, and a worker waited on its copy of one; started from a fresh server, a worker has none
+    holder_ready, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with _HELD_AT_START:
+            holder_ready.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holder_ready.wait(5)
+    try:
+        rows = run_keyed([Cell("a"), Cell("b")], takes_the_lock, None, jobs=2)
+    finally:
+        release.set()
+        holder.join()
+    assert [r["got_the_lock"] for r in rows] == [True, True]
 
 
 @pytest.mark.parametrize("raised, line", [

@@ -131,7 +131,7 @@ def onnx_path(
 
 def _atomic_build(target: Path, build: Callable[[Path], None]) -> None:
     """Build `target` by `build(tmp)` unless another process has built it meanwhile: a gateway and a decision server
-    started together each spent the same minute exporting the same graph."""
+    started together, or the test suite's two processes, each spent the same minute exporting the same graph."""
     with _build_lock(target):
         if target.exists():
             return

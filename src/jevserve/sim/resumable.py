@@ -77,8 +77,11 @@ def run_keyed(
         if jobs == 1:
             results: Iterable[dict] = (worker(c, context) for c in todo)
         else:
-            pool = multiprocessing.get_context("fork").Pool(jobs, initializer=_init_worker,
-                                                            initargs=(worker, context))
+            # forkserver, not fork: a forked child inherits every lock the parent's other threads held at that
+            # moment (torch's pools, a test runner's I/O threads) and can wait on one forever. The worker and its
+            # context therefore travel pickled: both must be importable, module-level objects.
+            pool = multiprocessing.get_context("forkserver").Pool(jobs, initializer=_init_worker,
+                                                                  initargs=(worker, context))
             results = pool.imap_unordered(_call, todo)
         for row in results:
             done[row["key"]] = row
