@@ -226,3 +226,26 @@ def test_a_long_state_read_in_turns_gets_exactly_what_it_gets_read_at_once(name)
     for cache in (emb.cache, getattr(emb, "state_cache", emb.cache)):
         cache._items.pop(state, None)
     assert np.array_equal(backend.decide([item])[0], warmed)
+
+
+def test_a_request_of_more_texts_than_the_caches_keep_is_read_in_turns_once_not_for_ever():
+    # a decision server's request of a hundred texts (and a gateway's agent step of a hundred tool results) was
+    # never answered: every turn of reading pushed out of the reader's 64 token states what the turn before had
+    # read, and the next turn read it again
+    from jevserve.decide.encoder import ReadingBackend
+    from jevserve.decide.token_embedder import TokenEmbedder
+
+    reader = next(b for b in embedded_backends() if b.card.name == "minilm-reader")
+    backend = ReadingBackend(reader.readout, card=reader.card, embedder=TokenEmbedder("int8", state_cache_size=3))
+    question = decision({"type": "noul", "instructions": "Is this text about food?"})
+    items = [DecisionItem(f"Text {i}: the market was busy and the weather mild today.", question) for i in range(8)]
+    texts = 8 + len(backend.question_texts(items))  # one window each: one a turn
+    turns = 1
+    while not backend.prepare(items, 0.0):  # a budget of 0: one window a turn
+        turns += 1
+        assert turns <= texts, "the texts are read again and again"
+    assert turns == texts
+    read_in_turns = backend.decide(items)
+    backend.embedder.cache._items.clear()
+    backend.embedder.state_cache._items.clear()
+    assert all(np.array_equal(a, b) for a, b in zip(read_in_turns, backend.decide(items), strict=True))

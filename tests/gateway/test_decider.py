@@ -153,10 +153,16 @@ def test_the_tuned_readers_identity_names_its_lexical_heads():
 
 def test_a_burst_the_local_decider_cannot_answer_in_time_is_turned_away_at_once_not_after_the_deadline():
     class Slow(FakeBackend):
+        def __init__(self):
+            super().__init__()
+            self.read: set[str] = set()
+
         def decide(self, items):
             import time
 
-            time.sleep(0.03 * len({item.state for item in items}))  # 30 ms per text read
+            new = {item.state for item in items} - self.read  # read once, as an encoder's caches keep it
+            self.read |= new
+            time.sleep(0.03 * len(new))  # 30 ms per text read
             return super().decide(items)
 
     decider = LocalDecider(Slow())
@@ -218,7 +224,7 @@ def test_a_full_decision_queue_is_an_overload_not_a_failure_so_no_guard_falls_op
     assert decider.failure is None  # load, not ill health: nothing reads the decider as failing
 
 
-def test_a_decider_that_answers_no_call_within_its_deadline_for_a_while_reports_a_problem(monkeypatch):
+def test_a_decider_that_answers_no_call_within_its_deadline_for_a_while_reports_a_problem(monkeypatch, caplog):
     # an outside tester froze a remote decider for 21 s: every guarded request was refused (429), yet /healthz said
     # ok and the `jevserve.decider` health service SERVING, because a timeout never counted as a failure
     from jevserve.gateway import decider as decider_module
@@ -248,6 +254,10 @@ def test_a_decider_that_answers_no_call_within_its_deadline_for_a_while_reports_
     assert first.timed_out and after_one is None
     assert stalled is not None and "no call answered within the decision timeout" in stalled
     assert answered.answers is not None and recovered is None
+    # the log says what a request meets meanwhile: refused 429, not let through on an open guard's fallback (an
+    # outside tester's busy gateway logged "every decision takes its fallback" while it refused every guarded request)
+    assert "refused 429 under on_decision_timeout: reject" in caplog.text
+    assert "every decision takes its fallback" not in caplog.text
 
 
 def backend_question():
@@ -539,3 +549,105 @@ def test_start_up_asks_a_remote_decider_its_identity_question_once(tmp_path, mon
         identities.append(remote.identity)  # settled by the start-up check's asking, not asked again
         assert len(asked) == 1
     assert identities[0] is not None and identities[1] == identities[0]  # down: the one remembered for the address
+
+
+class ReadsInTurns(FakeBackend):
+    """30 ms per text not read before, in a batch or in `prepare`'s turns, as the encoders read; it keeps the last
+    `keeps` texts it read (the reader keeps 64 texts' token states)."""
+
+    def __init__(self, keeps: int = 1000) -> None:
+        super().__init__()
+        self.keeps, self.read, self.texts_read = keeps, [], 0
+
+    def _read(self, state: str) -> None:
+        import time
+
+        if state in self.read:
+            return
+        time.sleep(0.03)
+        self.texts_read += 1
+        self.read = [*self.read, state][-self.keeps :]
+
+    def text_chars(self, items):
+        return sum(len(state) for state in {item.state for item in items})
+
+    def prepare(self, items, budget_s):
+        # a text read in an earlier turn of the same request counts as read, kept or not (Embedder.warm)
+        import time
+
+        started, states = time.perf_counter(), tuple(dict.fromkeys(item.state for item in items))
+        if getattr(self, "preparing", None) != states:
+            self.preparing, self.prepared = states, set()
+        for state in states:
+            if state in self.prepared:
+                continue
+            if state not in self.read and time.perf_counter() - started >= budget_s > 0:
+                return False
+            self._read(state)
+            self.prepared.add(state)
+        return True
+
+    def decide(self, items):
+        for state in dict.fromkeys(item.state for item in items):
+            self._read(state)
+        return super().decide(items)
+
+
+def long_texts(n: int) -> list:
+    return [ask(f"guard:{i}", f"tool result {i}: " + "the page text goes on. " * 10, INJECTION) for i in range(n)]
+
+
+def test_a_short_call_is_answered_while_a_long_one_is_read_not_after_it():
+    # an outside tester's agent step of a hundred 20 KB tool results held the gateway's embedded decider for seconds
+    # a batch, and every other tenant's short request was refused 429 for as long as the step was resent: the
+    # gateway's batches were not cut to a time budget, nor long texts read in turns, as the decision server's are
+    import time
+
+    decider = LocalDecider(ReadsInTurns())
+
+    async def scenario():
+        await timed_decide(decider, [ask("guard", "measured", INJECTION)], timeout_s=5)
+        long = asyncio.ensure_future(timed_decide(decider, long_texts(40), timeout_s=5))  # 1.2 s of reading
+        await asyncio.sleep(0.1)
+        started = time.perf_counter()
+        short = await timed_decide(decider, [ask("guard", "what is 2*3?", INJECTION)], timeout_s=1)
+        took = time.perf_counter() - started
+        await long
+        await decider.aclose()
+        return short, took, long.result()
+
+    short, took, long = asyncio.run(scenario())
+    assert short.answers is not None and took < 0.3
+    assert long.answers is not None
+
+
+def test_a_call_run_past_its_deadline_is_finished_and_its_retry_answered_though_the_caches_keep_less():
+    # the same agent step on an idle gateway was refused at every retry: run past its deadline (Batcher._run_anyway),
+    # it was dropped when its caller left, and what it had read was pushed out of the reader's caches by the rest of
+    # it. It is run to its end, a retry meanwhile is told when that is, and a retry after is answered from its answers
+    import time
+
+    backend = ReadsInTurns(keeps=8)
+    decider = LocalDecider(backend)
+    many = long_texts(30)  # 0.9 s of reading, and more texts than the backend keeps
+
+    async def scenario():
+        await timed_decide(decider, [ask("guard", "measured", INJECTION)], timeout_s=5)
+        first = await timed_decide(decider, many, timeout_s=0.2)
+        early = await timed_decide(decider, many, timeout_s=0.2)
+        batcher = decider._batcher_for_loop()
+        for _ in range(100):  # the first call's work runs to its end (its batches read again what was let go)
+            if not batcher._jobs and not batcher.running:
+                break
+            await asyncio.sleep(0.05)
+        read_before = backend.texts_read
+        started = time.perf_counter()
+        retry = await timed_decide(decider, many, timeout_s=0.2)
+        took = time.perf_counter() - started
+        await decider.aclose()
+        return first, early, retry, took, backend.texts_read - read_before
+
+    first, early, retry, took, read_for_retry = asyncio.run(scenario())
+    assert first.answers is None and first.timed_out and not first.turned_away
+    assert early.answers is None and early.turned_away and early.retry_after_s > 0.5  # told when the run ends
+    assert retry.answers is not None and len(retry.answers) == 30 and took < 0.1 and read_for_retry == 0

@@ -57,6 +57,7 @@ import asyncio
 import contextlib
 import itertools
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -96,6 +97,13 @@ MIN_LEARNED_ESTIMATE_S = 0.02
 RUN_ANYWAY_AHEAD = 0.5
 
 
+# A batch's time budget by default (`max_chunk_ms`): what the backend answers in about this time, so a small request
+# waits for at most about this long behind a large one (see the module docstring). The decision server and the
+# gateway's embedded decider both use it.
+DEFAULT_MAX_CHUNK_MS = 25.0
+# Answers kept for the retry of questions whose caller left before they were done (`Batcher._run_anyway`): a
+# probability vector each, so about 1 MB for a thousand questions of three options.
+KEPT_ANSWERS = 4096
 # The longest Retry-After told: typesafe-sdk gives up at once on a hint of 30 s or more (its retry budget is 30 s), so
 # a longer estimate would turn a wait into a failure; a client told 29 s and still early is told again.
 MAX_RETRY_AFTER_S = 29.0
@@ -107,7 +115,12 @@ PREPARED_TEXT_CHARS = 4_096
 
 
 class DeadlineUnreachable(Exception):
-    """Questions refused before queueing: the work ahead of them and theirs would outlast the caller's deadline."""
+    """Questions refused before queueing: the work ahead of them and theirs would outlast the caller's deadline.
+    `retry_after_s`: about when the work ahead of them is done (at least 1 s, at most MAX_RETRY_AFTER_S)."""
+
+    def __init__(self, message: str, *, retry_after_s: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 def work_units(items: Sequence[DecisionItem], in_context: bool = False, counted: set[str] | None = None) -> float:
@@ -200,6 +213,9 @@ class Batcher:
         # texts run faster per unit than a few long ones; other work on the machine slows every batch)
         self._estimate_scale = 1.0
         self._promised_until = 0.0  # on `_now()`'s clock: when the work of the clients already refused should be done
+        # answers of questions run past their caller's deadline (`_run_anyway`), finished after it left: its retry
+        # is answered from them
+        self._kept: OrderedDict[DecisionItem, np.ndarray] = OrderedDict()
 
     @property
     def running(self) -> int:
@@ -304,18 +320,24 @@ class Batcher:
             return await self._decide_concurrently(items)
         if self._worker is None:
             self.start()
+        if items and all(item in self._kept for item in items):
+            return Decisions([self._kept[item] for item in items])
         self.check_room(len(items))
-        estimate = None
+        estimate, run_anyway = None, False
         # checked and queued in one step: a request arriving next sees this one queued
         if budget_s is not None:
             parts = self._raw_wait_parts(items)
             estimate = None if parts is None else sum(parts)
             wait = None if estimate is None else estimate * self._estimate_scale
-            if wait is not None and wait > ADMISSION_HEADROOM * budget_s and not self._run_anyway(parts, budget_s):
-                raise DeadlineUnreachable(
-                    f"about {wait * 1000:.0f} ms of work is queued before these questions' answers, over the "
-                    f"{budget_s * 1000:.0f} ms they are wanted in"
-                )
+            if wait is not None and wait > ADMISSION_HEADROOM * budget_s:
+                run_anyway = self._run_anyway(parts, budget_s)
+                if not run_anyway:
+                    ahead_s = parts[0] * self._estimate_scale
+                    raise DeadlineUnreachable(
+                        f"about {wait * 1000:.0f} ms of work is queued before these questions' answers, over the "
+                        f"{budget_s * 1000:.0f} ms they are wanted in",
+                        retry_after_s=min(MAX_RETRY_AFTER_S, max(1.0, ahead_s)),
+                    )
         elif self.answer_within_s is not None:
             parts = self._raw_wait_parts(items)
             if parts is not None:
@@ -330,13 +352,29 @@ class Batcher:
         self._jobs.append(job)
         self._queued_items += len(items)
         self._wakeup.set()
-        return Decisions(await job.future)
+        if not run_anyway:
+            return Decisions(await job.future)
+        try:  # its caller's deadline passes first: the work goes on, and the answers wait for the retry
+            return Decisions(await asyncio.shield(job.future))
+        except asyncio.CancelledError:
+            job.future.add_done_callback(lambda done: self._keep(job, done))
+            raise
+
+    def _keep(self, job: _Job, done: asyncio.Future) -> None:
+        if not done.cancelled() and done.exception() is None:
+            for item, answer in zip(job.items, done.result(), strict=True):
+                self._kept[item] = answer
+                self._kept.move_to_end(item)
+            while len(self._kept) > KEPT_ANSWERS:
+                self._kept.popitem(last=False)
 
     def _run_anyway(self, parts: tuple[float, float], budget_s: float) -> bool:
         """Whether questions past their deadline are queued all the same: their own work alone outlasts it, and the
         work ahead of them is short. Turned away, such questions were turned away at every retry (an agent step with
-        six tool results, on an idle gateway); run, what they read is kept (the encoder's caches), and the retry the
-        caller's timeout asks for finds it read."""
+        six tool results, on an idle gateway). Run, they are run to the end after their caller has left, and their
+        answers are kept: a retry while they run is turned away, told to come back when they are done (the work
+        ahead), and one after is answered from them. (What they read alone was not enough: the reader keeps 64
+        texts' token states, and a step of a hundred tool results was read anew, and cut off, at every retry.)"""
         ahead, own = (part * self._estimate_scale for part in parts)
         return own > ADMISSION_HEADROOM * budget_s and ahead <= RUN_ANYWAY_AHEAD * budget_s
 

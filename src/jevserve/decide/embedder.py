@@ -247,8 +247,16 @@ class Embedder:
         combines them, so a text warmed over several calls has exactly the vector `embed` gives it."""
         deadline = time.perf_counter() + budget_s
         partial: dict[tuple[str, bool], _Warming] = getattr(self._warming, "texts", {})
-        wanted = [(text, text in token_states_of) for text in dict.fromkeys(texts)]
-        wanted = [key for key in wanted if not self._is_warm(*key)]
+        request = tuple(dict.fromkeys(texts))
+        if getattr(self._warming, "request", None) != request:  # another request's texts: none of them read yet
+            self._warming.request, self._warming.read = request, set()
+        # A text read in an earlier turn of the same request counts as read though the caches have let it go: a
+        # request of more texts than they keep (a hundred tool results, the reader's 64 token states) was read in
+        # turns for ever, each turn pushing out what the one before had read, and never answered. Its batches read
+        # again what was let go.
+        read: set[tuple[str, bool]] = self._warming.read
+        wanted = [(text, text in token_states_of) for text in request]
+        wanted = [key for key in wanted if key not in read and not self._is_warm(*key)]
         # what a request left half read (its client gone) is dropped when another request's texts are warmed
         self._warming.texts = partial = {key: partial[key] for key in wanted if key in partial}
         ran = False
@@ -263,6 +271,8 @@ class Embedder:
                 ran = True
             self._put_warmed(key[0], entry, key[1])
             del partial[key]
+            read.add(key)
+        self._warming.request, self._warming.read = None, set()  # done: its texts are not held here
         return True
 
     def _is_warm(self, text: str, token_states: bool) -> bool:

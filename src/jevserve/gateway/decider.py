@@ -30,7 +30,7 @@ import numpy as np
 
 from jevserve import __version__
 from jevserve.decide.base import DecisionBackend, DecisionItem, InputTooLongError
-from jevserve.decide.batcher import Batcher, DeadlineUnreachable
+from jevserve.decide.batcher import DEFAULT_MAX_CHUNK_MS, Batcher, DeadlineUnreachable
 from jevserve.decide.remote import RemoteBackend, UpstreamRejected, UpstreamTimeout
 from jevserve.gateway.questions import wire_to_decision
 from jevserve.gateway.remote_identities import remember_identity, remembered_identities
@@ -158,10 +158,14 @@ IDENTITY_DIGITS = 4
 class LocalDecider(Decider):
     """A `jevserve.decide` backend in process; concurrent requests share forward batches through a Batcher."""
 
-    def __init__(self, backend: DecisionBackend, *, max_batch: int = 64, max_wait_ms: float = 1.0) -> None:
+    def __init__(self, backend: DecisionBackend, *, max_batch: int = 64, max_wait_ms: float = 1.0,
+                 max_chunk_ms: float | None = DEFAULT_MAX_CHUNK_MS) -> None:
         self.backend = backend
         self.name = backend.card.name
-        self._options = {"max_batch": max_batch, "max_wait_ms": max_wait_ms}
+        # batches cut to a time budget and long texts read in turns, as the decision server's: without it, one agent
+        # step of a hundred 20 KB tool results held the backend for seconds a batch, and every other tenant's short
+        # request was turned away for as long as it was resent
+        self._options = {"max_batch": max_batch, "max_wait_ms": max_wait_ms, "max_chunk_ms": max_chunk_ms}
         self._batcher: Batcher | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._identity: str | None = None
@@ -204,7 +208,10 @@ class LocalDecider(Decider):
             # its deadline, never the fallback, which for a guard is open (padding a request until the queue refuses
             # it skipped the guard while other requests were in flight)
             # a remote decider's 429 carries its own hint (its rate limit may last longer than the gateway's 1 s)
-            told = getattr(exc, "retry_after_s", None) if isinstance(self.backend, RemoteBackend) else None
+            # (and the batcher says when the work ahead of these questions is done: questions run past an earlier
+            # caller's deadline are answered from what that run keeps once it ends)
+            told = getattr(exc, "retry_after_s", None) if isinstance(self.backend, RemoteBackend) or isinstance(
+                exc, DeadlineUnreachable) else None
             raise DecisionOverloaded(f"{self.name}: {exc}", retry_after_s=told) from exc
         except UpstreamTimeout as exc:
             raise DecisionTimedOut(f"{self.name}: {exc}") from exc
@@ -459,15 +466,22 @@ def _failed(decider: Decider, started: float, error: str) -> Decided:
     return Decided(None, (time.perf_counter() - started) * 1000, error)
 
 
-def _mark_failed(decider: Decider, error: str) -> None:
+# what a failed decider means for requests: a failure (down, a refused key) gives every decision its fallback; calls
+# that only ran past the decision timeout are handled as `on_decision_timeout` says (a busy gateway's log said every
+# decision fell back, open, while each guarded request was refused 429)
+FAILED_MEANS = "every decision takes its fallback until it answers"
+TIMING_OUT_MEANS = ("until it answers, a request whose enforced guard or harm gets no answer is refused 429 under "
+                    "on_decision_timeout: reject (the default), and its other decisions take their fallback")
+
+
+def _mark_failed(decider: Decider, error: str, means: str = FAILED_MEANS) -> None:
     # a decider that fails (down, a refused key) leaves every decision to its fallback, which for a guard is "open"
     # by default: said in the log, once per interval, and in /healthz, rather than only in each request's header
     now = time.time()
     decider.failed_at, decider.failure = now, error
     if now - decider.failure_logged_at >= FAILURE_LOG_INTERVAL_S:
         decider.failure_logged_at = now
-        logger.warning("the decider %s failed (%s): every decision takes its fallback until it answers",
-                       decider.name, error)
+        logger.warning("the decider %s failed (%s): %s", decider.name, error, means)
 
 
 def _timed_out(decider: Decider, took: str) -> None:
@@ -477,7 +491,8 @@ def _timed_out(decider: Decider, took: str) -> None:
         decider.timing_out_since = now  # the first since the last answer
     elif now - decider.timing_out_since >= DECIDER_STALL_S:
         waited = now - decider.timing_out_since
-        _mark_failed(decider, f"no call answered within the decision timeout for {waited:.0f} s ({took})")
+        _mark_failed(decider, f"no call answered within the decision timeout for {waited:.0f} s ({took})",
+                     TIMING_OUT_MEANS)
 
 
 def startup_problem(decider: Decider) -> str | None:

@@ -27,7 +27,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from jevserve.decide.base import DecisionBackend, DecisionItem, Decisions, InputTooLongError
-from jevserve.decide.batcher import Batcher
+from jevserve.decide.batcher import DEFAULT_MAX_CHUNK_MS, Batcher
 from jevserve.protocol import (
     AuthenticationError,
     InvalidProbabilitiesError,
@@ -67,7 +67,8 @@ class ServerSettings:
     # 429 when work is queued before a request and its answer is estimated to come later than this (None: off)
     answer_within_s: float | None = None
     max_wait_ms: float = 2.0  # longest wait for requests already arriving before a batch starts
-    max_chunk_ms: float | None = 25.0  # a batch holds what the backend answers in about this time (None: max_batch)
+    # a batch holds what the backend answers in about this time (None: max_batch)
+    max_chunk_ms: float | None = DEFAULT_MAX_CHUNK_MS
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     body_timeout_s: float = BODY_TIMEOUT_S  # the whole request body must arrive within this (408 after)
     max_questions: int = DEFAULT_MAX_QUESTIONS  # questions per request (413 above)

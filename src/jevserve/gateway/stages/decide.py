@@ -56,7 +56,7 @@ async def decide(gateway: Gateway, ctx: RequestContext) -> None:
             timeout = f"{gateway.config.decision_timeout_ms:g} ms"
             told = ctx.report.retry_after_s
             if told is not None:  # a remote decider's 429: its own load or rate limit, and its own hint
-                why = f"were refused by the decider for its load (it asked for a retry after {told:g} s)"
+                why = f"were refused by the decider for its load (it asked for a retry after {told:.3g} s)"
             elif ctx.report.turned_away:
                 why = f"would not be answered within {timeout} (the decider has more work queued than that)"
             else:
@@ -66,7 +66,7 @@ async def decide(gateway: Gateway, ctx: RequestContext) -> None:
             ctx.report = _refused_undecided(ctx.report, unanswered, reason)
             raise OverloadedError(
                 f"the {' and '.join(unanswered)} decision(s) this request needs {why}: the gateway is overloaded and "
-                f"does not forward a request undecided; retry after {wait_s:g} s",
+                f"does not forward a request undecided; retry after {wait_s:.3g} s",
                 retry_after_s=wait_s,
             )
 
