@@ -956,6 +956,24 @@ def test_a_flagged_tool_call_is_told_to_a_streaming_client_in_a_comment_and_besi
     assert "x-jevserve-flagged" not in post(quiet, {**HI, "tools": TOOLS, "stream": True}).text
 
 
+def test_a_streamed_calls_verdicts_are_told_in_a_comment_as_a_whole_replys_header_tells_them():
+    # an outside tester's agent could tell a flagged streamed call (its comment) but not a blocked one, told only
+    # in the reply's prose: each call's verdict is in a comment, as x-jevserve-decisions gives it for a whole reply
+    blocking, _, _ = make_app({"tool_gate": {"action": "block"}}, answers={"tool_gate:0": 0.9},
+                              upstreams={"u": StubUpstream(_streamed_call)})
+    text = post(blocking, {**HI, "tools": TOOLS, "stream": True}).text
+    comment = next(line for line in text.splitlines() if line.startswith(": x-jevserve-decisions: "))
+    assert comment.split(": ", 2)[2].split(":")[0] == "tool_gate=block"
+    assert text.index(comment) < text.index("data: [DONE]")
+    whole, _, _ = make_app({"tool_gate": {"action": "block"}}, answers={"tool_gate:0": 0.9},
+                           upstreams={"u": StubUpstream(_tool_reply)})
+    header = post(whole, {**HI, "tools": TOOLS}).headers["x-jevserve-decisions"]
+    assert header.endswith(comment.split(": ", 2)[2])
+    allowed, _, _ = make_app({"tool_gate": {"action": "block"}}, answers={"tool_gate:0": 0.1},
+                             upstreams={"u": StubUpstream(_streamed_call)})
+    assert ": x-jevserve-decisions" not in post(allowed, {**HI, "tools": TOOLS, "stream": True}).text  # as sent
+
+
 def test_a_flagged_streamed_call_reaches_the_openai_client_unharmed():
     import openai
 

@@ -209,3 +209,18 @@ def test_a_reply_made_for_one_end_user_is_never_served_to_another_sent_through_t
     other = request_keys(question, params={"model": "m", "user": "customer-2"})
     assert first == again  # streaming does not change the reply
     assert other.exact != first.exact and other.context != first.context  # neither tier serves it across users
+
+
+def test_a_number_is_one_key_however_it_is_written_and_a_boolean_stays_apart():
+    # an outside tester's `temperature: 1.0` missed the stored sample of `temperature: 1`: one JSON number, two keys
+    question = [{"role": "user", "content": "Tell me a joke about cats."}]
+
+    def keys(**params):
+        return request_keys(question, [{"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "properties": {"n": {"type": "integer", "minimum": params.pop("minimum", 1)}}}}}],
+            params={"model": "m", **params})
+
+    assert keys(temperature=1) == keys(temperature=1.0) and keys(n=2, seed=7) == keys(n=2.0, seed=7.0)
+    assert keys(minimum=0) == keys(minimum=0.0) and keys(logit_bias={"50256": -100}) == keys(
+        logit_bias={"50256": -100.0})
+    assert keys(temperature=1) != keys(temperature=1.5) and keys(logprobs=True) != keys(logprobs=1)

@@ -127,5 +127,17 @@ _LEADING_BLANK_LINES = re.compile(r"\A(?:[^\S\n]*\n)+")
 
 
 def _digest(value: Any) -> str:
-    raw = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    raw = json.dumps(_same_numbers(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _same_numbers(value: Any) -> Any:
+    """`value` with every whole float as its int: JSON's `1.0` and `1` are one number (a Python client sent
+    `temperature: 1.0` and a JavaScript one `1`, and neither was served the other's sample). Booleans stay."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _same_numbers(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_same_numbers(v) for v in value]
+    return value

@@ -9,7 +9,7 @@ from typing import Any
 
 from jevserve.gateway.context import RequestContext
 from jevserve.gateway.decider import timed_decide
-from jevserve.gateway.decisions import policies_for
+from jevserve.gateway.decisions import header_part, policies_for
 from jevserve.gateway.errors import DECIDER_UNAVAILABLE_RETRY_AFTER_S, BlockedError, DeciderUnavailableError
 from jevserve.gateway.policies.tool_gate import ToolGate
 from jevserve.gateway.runtime import Gateway
@@ -79,11 +79,18 @@ async def gate_reply(
 
 def stream_trailer(ctx: RequestContext) -> bytes:
     """What a stream says of the tool gate after its held events, before `[DONE]`: its headers left before the
-    calls were judged, so a flagged call is told in an SSE comment (`: x-jevserve-flagged: tool_call`), which
-    clients that read only `data:` lines skip (adding a field to OpenAI's chunks would break strict ones)."""
-    if "tool_call" not in ctx.flags.get("x-jevserve-flagged", "").split(","):
-        return b""
-    return b": x-jevserve-flagged: tool_call\n\n"
+    calls were judged, so its verdicts are told in SSE comments, which clients that read only `data:` lines skip
+    (adding a field to OpenAI's chunks would break strict ones). Where a call was blocked, every call's verdict as
+    a whole reply's `x-jevserve-decisions` header gives it (`: x-jevserve-decisions: tool_gate=allow,tool_gate=block`:
+    told only in the reply's prose, a blocked call could not be told from one the model never made); where one was
+    flagged, `: x-jevserve-flagged: tool_call`. A reply the gate let through whole arrives as the upstream sent it."""
+    trailer = b""
+    if any(v.action is Action.BLOCK and v.acts for v in ctx.tool_verdicts):
+        parts = ",".join(header_part(v, ctx.shows_scores) for v in ctx.tool_verdicts)
+        trailer += f": x-jevserve-decisions: {parts}\n\n".encode()
+    if "tool_call" in ctx.flags.get("x-jevserve-flagged", "").split(","):
+        trailer += b": x-jevserve-flagged: tool_call\n\n"
+    return trailer
 
 
 def forcing_field(body: dict[str, Any]) -> str | None:
