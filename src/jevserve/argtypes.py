@@ -35,6 +35,12 @@ def connect_port(url: str) -> int | None:
     return named if named != 0 else None
 
 
+def http_url(host: str, port: int) -> str:
+    """The URL of a server listening on `host`:`port`, an IPv6 address in brackets (`http://::1:8795` is no URL:
+    curl and httpx refuse it)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 class UsageError(SystemExit):
     """Flags that do not go together, found by the command after parsing: `jevserve` prints
     `jevserve COMMAND: error: MESSAGE` and exits 2, as argparse does for a bad flag (a plain SystemExit with a

@@ -101,3 +101,23 @@ def test_a_kind_with_nothing_after_its_colon_is_refused_not_run_at_the_default_p
     for kind in ("reader", "encoder", "reader-lexical", "tuned", "encoder-zs"):
         with pytest.raises(UnknownSpecError, match=rf"nothing after {kind}: \(write {kind} alone for the default"):
             load_backends(f"{kind}:")
+
+
+def test_a_served_models_name_passed_as_a_spec_is_told_the_spec_that_serves_it():
+    # an outside tester ran `jevserve serve minilm-pooled-head` (the name /v1/models gives) and got the whole spec
+    # list with no word of which line it was
+    import pytest
+
+    from jevserve.decide.registry import SPEC_OF_NAME, UnknownSpecError, load_backends
+    from tests.helpers import embedded_backends
+
+    served = embedded_backends()
+    for backend in served:  # every embedded model's name and alias maps to a spec serving it under that name
+        for name in (backend.card.name, *backend.card.aliases):
+            spec = SPEC_OF_NAME[name]
+            assert spec == "embedded" or backend.card.name in [b.card.name for b in load_backends(spec)]
+    names = {name for backend in served for name in (backend.card.name, *backend.card.aliases)}
+    assert set(SPEC_OF_NAME) == names | {"jev-latest"}
+    with pytest.raises(UnknownSpecError, match="'minilm-pooled-head' is the name of a model the spec 'encoder' "
+                                               "serves: pass 'encoder'"):
+        load_backends("minilm-pooled-head")

@@ -99,6 +99,14 @@ def test_a_key_sent_without_its_scheme_is_called_malformed_not_missing():
     assert none.json()["detail"]["message"].startswith("missing API key")
 
 
+def test_a_bearer_with_no_key_after_it_is_called_empty_with_the_likely_cause():
+    # `-H 'Authorization: Bearer '"$MY_KEY"` from a shell where MY_KEY is unset was told "malformed"
+    with client_for(api_key="s3cret") as c:
+        empty = c.post("/v1/systemone", json=ticket_body(), headers={"Authorization": "Bearer "})
+    message = empty.json()["detail"]["message"]
+    assert empty.status_code == 401 and message.startswith("empty API key") and "environment variable" in message
+
+
 def test_auth_is_checked_before_the_body():
     with client_for(api_key="s3cret") as c:
         r = c.post("/v1/systemone", content=b"not json", headers={"Authorization": "Bearer wrong"})
@@ -170,12 +178,14 @@ def test_metrics_count_requests_questions_errors_and_batches():
         c.post("/v1/systemone", json={"state": "x"})
         c.get("/v1/nothere")
         c.get("/v1/systemone")
+        c.post("/v1/models")  # a served path with a method it lacks (an outside tester's was counted "unmatched")
         text = c.get("/metrics").text
     assert 'jevserve_requests_total{route="/v1/systemone",status="200"} 1.0' in text
     # a request to no route is an error and a request, as every other error answer is
     assert 'jevserve_requests_total{route="unmatched",status="404"} 1.0' in text
     assert 'jevserve_errors_total{error_type="not_found"} 1.0' in text
     assert 'jevserve_requests_total{route="/v1/systemone",status="405"} 1.0' in text
+    assert 'jevserve_requests_total{route="/v1/models",status="405"} 1.0' in text
     assert 'jevserve_questions_total{type="choice"} 1.0' in text
     assert 'jevserve_errors_total{error_type="validation_error"} 1.0' in text
     assert 'jevserve_batch_size_count{model="fake-1"} 1.0' in text
@@ -253,3 +263,18 @@ def test_an_empty_body_is_refused_alike_whatever_its_content_encoding():
         assert all(answer == answers["identity"] for answer in answers.values()), answers
         r = c.post("/v1/systemone", content=b"", headers={"Content-Encoding": "br", "Content-Type": "application/json"})
         assert r.status_code == 415 and "'br' is not supported" in r.json()["detail"]["message"]
+
+
+def test_a_body_declared_in_another_charset_is_told_to_come_in_utf8():
+    # an outside tester's Latin-1 body (charset=iso-8859-1) got 422 "invalid unicode code point", which did not say
+    # what to change
+    body = json.dumps(ticket_body(), ensure_ascii=False).replace("Hi", "Café")
+    with client_for() as c:
+        latin = c.post("/v1/systemone", content=body.encode("latin-1"),
+                       headers={"Content-Type": "application/json; charset=ISO-8859-1"})
+        utf8 = c.post("/v1/systemone", content=body.encode(),
+                      headers={"Content-Type": "application/json; charset=utf-8"})
+        ascii_ = c.post("/v1/systemone", content=json.dumps(ticket_body()).encode(),
+                        headers={"Content-Type": 'application/json; charset="us-ascii"'})
+    assert latin.status_code == 415 and "send the JSON body in UTF-8" in latin.json()["detail"]["message"]
+    assert utf8.status_code == ascii_.status_code == 200

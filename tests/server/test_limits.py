@@ -45,6 +45,30 @@ def test_too_many_options_over_all_questions_is_413():
     assert r.status_code == 413 and "1275 options" in r.json()["detail"]["message"]
 
 
+def test_a_question_alone_over_a_lowered_option_limit_is_not_told_to_split_the_request(monkeypatch, capsys):
+    # an outside tester's `--max-options 50` told one question of 255 options to "split it into several requests",
+    # which no split can do, and the server started with no word that it now refuses what the contract says it MUST
+    # accept
+    import socket
+
+    import uvicorn
+
+    from jevserve.cli import main
+
+    with TestClient(create_app([FakeBackend()], ServerSettings(max_options=50))) as c:
+        one = c.post("/v1/systemone", json=ticket_body(questions=many_questions(1, options=255)))
+        spread = c.post("/v1/systemone", json=ticket_body(questions=many_questions(2, options=40)))
+    said = one.json()["detail"]["message"]
+    assert one.status_code == 413 and said.startswith("a question has 255 options") and "split" not in said
+    assert spread.status_code == 413 and "split it into several requests" in spread.json()["detail"]["message"]
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets: None)
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    assert main(["serve", "remote:http://127.0.0.1:9", "--port", str(port), "--max-options", "50"]) == 0
+    assert "--max-options 50 is under the contract's 255 options a question may have" in capsys.readouterr().err
+
+
 def test_models_shows_the_limits_as_an_extension_field():
     with TestClient(create_app([FakeBackend()], ServerSettings(max_questions=7, max_options=99))) as c:
         body = c.get("/v1/models").json()

@@ -134,3 +134,25 @@ def test_the_answer_time_limit_is_off_by_default_and_reaches_the_batcher(monkeyp
         port = free.getsockname()[1]
     assert main(["serve", "remote:http://127.0.0.1:9", "--port", str(port), *argv]) == 0
     assert seen == [(within, within)]
+
+
+def test_the_try_line_for_an_ipv6_host_and_a_key_works_where_it_is_pasted(monkeypatch, capsys):
+    # an outside tester's `--host ::1` printed http://::1:PORT, which curl (rc 3) and the SDK (InvalidURL) refuse,
+    # and a key set for the server alone (`MY_KEY=… jevserve serve`) went out empty from the shell the line was
+    # pasted into, as a 401 "malformed"
+    import httpx
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets: None)
+    monkeypatch.setenv("JEV_TRY_KEY", "s3cret")
+    with socket.socket(socket.AF_INET6) as free:
+        free.bind(("::1", 0))
+        port = free.getsockname()[1]
+    assert main(["serve", "remote:http://127.0.0.1:9", "--host", "::1", "--port", str(port),
+                 "--api-key-env", "JEV_TRY_KEY"]) == 0
+    out = capsys.readouterr()
+    assert f"on http://[::1]:{port} " in out.err
+    said, curl = out.out.splitlines()[:2]
+    assert said == "try (with JEV_TRY_KEY set in that shell):"
+    url = httpx.URL(curl.split()[2])
+    assert (url.host, url.port, url.path) == ("::1", port, "/v1/systemone")

@@ -27,6 +27,16 @@ from pathlib import Path
 from jevserve.decide.base import DecisionBackend
 
 SPEC_HELP = __doc__.split("\n\n", 1)[1]
+# the spec that serves each embedded model's name (as /v1/models and the serving line give it) and old alias: a name
+# passed as a spec was refused with the whole list above and no word of which line it is
+SPEC_OF_NAME = {
+    "jev-latest": "embedded",
+    "minilm-pooled-head": "encoder", "jev-minilm-1": "encoder",
+    "minilm-zero-shot": "encoder-zs", "jev-minilm-zs": "encoder-zs",
+    "minilm-reader": "reader", "jev-minilm-2": "reader",
+    "minilm-reader-words": "reader-lexical", "jev-minilm-3": "reader-lexical",
+    "minilm-tuned-reader": "tuned",
+}
 
 
 @dataclass(frozen=True)
@@ -150,4 +160,7 @@ def load_backends(spec: str, options: BackendOptions | None = None) -> list[Deci
                 url, api_key=key, model=options.remote_model, **{k: v for k, v in tuning.items() if v is not None}
             )
         ]
+    if spec in SPEC_OF_NAME:
+        raise UnknownSpecError(f"{spec!r} is the name of a model the spec {SPEC_OF_NAME[spec]!r} serves: pass "
+                               f"{SPEC_OF_NAME[spec]!r} (the specs are:\n{SPEC_HELP})")
     raise UnknownSpecError(f"unknown model spec {spec!r}; expected one of:\n{SPEC_HELP}")

@@ -7,7 +7,7 @@ import logging
 import socket
 import sys
 
-from jevserve.argtypes import context_length, positive_float, positive_int
+from jevserve.argtypes import context_length, http_url, positive_float, positive_int
 from jevserve.argtypes import port as port_arg
 from jevserve.argtypes import seed as seed_arg
 from jevserve.serving.engine_config import EngineConfig
@@ -113,7 +113,7 @@ def _cmd_engine(args: argparse.Namespace) -> int:
     name = args.served_model_name or profile.model
     app = create_app(engine, lengths, model_name=name, max_num_waiting=args.max_num_waiting)
     print(f"jevserve engine: {name} on {profile.name} ({settings_said(engine.num_total_blocks, config)}, speedup "
-          f"{args.speedup:g}, {args.scheduling_policy}); http://{args.host}:{sock.getsockname()[1]}/v1", flush=True)
+          f"{args.speedup:g}, {args.scheduling_policy}); {http_url(args.host, sock.getsockname()[1])}/v1", flush=True)
     _quiet_garbage_collector()
     server_config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=1)  # sets its loggers up
     logging.getLogger("uvicorn.error").addFilter(_ShutdownCancelNote())

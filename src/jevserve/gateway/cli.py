@@ -11,7 +11,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jevserve.argtypes import file_path, positive_int
+from jevserve.argtypes import file_path, http_url, positive_int
 from jevserve.argtypes import port as port_arg
 
 if TYPE_CHECKING:
@@ -246,7 +246,7 @@ def _serve(config, sock: socket.socket, args: argparse.Namespace) -> int:
     # built, which can take minutes for a decider whose calibration scores are not cached (starting.py)
     app = StartingApp(build, on_ready=ready, on_failure=failure)
     server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level, lifespan="on"))
-    print(f"jevserve gateway listening on http://{host}:{port}/v1 (503 until ready: GET /healthz)", flush=True)
+    print(f"jevserve gateway listening on {http_url(host, port)}/v1 (503 until ready: GET /healthz)", flush=True)
     interrupted = False
     # a Ctrl-C that lands after uvicorn made its serve() coroutine and before asyncio ran it leaves that coroutine
     # unawaited, and Python warns about it on the way out: noise after "stopped before the gateway was ready"

@@ -29,6 +29,7 @@ from starlette.responses import Response
 from jevserve.decide.base import DecisionBackend, DecisionItem, Decisions, InputTooLongError
 from jevserve.decide.batcher import DEFAULT_MAX_CHUNK_MS, Batcher
 from jevserve.protocol import (
+    MAX_OPTIONS,
     AuthenticationError,
     InvalidProbabilitiesError,
     PayloadTooLargeError,
@@ -130,6 +131,10 @@ def _error(state: ServerState, exc: SystemOneError, request_id: str | None = Non
     return _json(exc.body(), exc.status_code, headers)
 
 
+# the routes /metrics counts requests to by name (`jevserve_requests_total{route}`)
+COUNTED_ROUTES = frozenset({ROUTE, "/v1/models"})
+
+
 def _check_auth(state: ServerState, request: Request) -> None:
     key = state.settings.api_key
     if key is None:
@@ -138,6 +143,9 @@ def _check_auth(state: ServerState, request: Request) -> None:
     scheme, _, token = header.partition(" ")
     if not header.strip():
         raise AuthenticationError("missing API key: send 'Authorization: Bearer <key>'")
+    if scheme.lower() == "bearer" and not token.strip():  # `Bearer "$KEY"` with KEY unset in the sender's shell
+        raise AuthenticationError("empty API key: the Authorization header is 'Bearer' with no key after it (a key "
+                                  "taken from an environment variable that is not set where the request was sent?)")
     if scheme.lower() != "bearer" or not token.strip():  # a key sent without its scheme is there, just malformed
         raise AuthenticationError("malformed Authorization header: send 'Authorization: Bearer <key>'")
     if not hmac.compare_digest(token.strip().encode(), key.encode()):
@@ -175,11 +183,17 @@ def _check_caps(settings: ServerSettings, questions: Sequence[Question]) -> None
             f"request has {len(questions)} questions; this server accepts at most {settings.max_questions} per request "
             f"({flag}); split it into several requests"
         )
-    options = sum(2 if q.type == "noul" else len(q.criteria) for q in questions)
-    if options > settings.max_options:
+    counts = [2 if q.type == "noul" else len(q.criteria) for q in questions]
+    if max(counts, default=0) > settings.max_options:  # no split helps a question alone over the limit
         raise PayloadTooLargeError(
-            f"request has {options} options over its questions; this server accepts at most {settings.max_options} "
-            "per request (--max-options); split it into several requests"
+            f"a question has {max(counts)} options; this server accepts at most {settings.max_options} per request "
+            f"(--max-options), under the contract's {MAX_OPTIONS} a question may have: ask for fewer options, or ask "
+            "its operator to raise --max-options"
+        )
+    if sum(counts) > settings.max_options:
+        raise PayloadTooLargeError(
+            f"request has {sum(counts)} options over its questions; this server accepts at most "
+            f"{settings.max_options} per request (--max-options); split it into several requests"
         )
 
 
@@ -269,9 +283,10 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         error_type = "not_found" if exc.status_code == 404 else "api_usage_error"
         metrics.errors.labels(error_type=error_type).inc()
-        # every error answer is a request too: one to no route (or with a method the route lacks) is counted under
-        # "unmatched", a bounded label whatever paths clients try
-        metrics.requests.labels(route=ROUTE if request.url.path == ROUTE else "unmatched",
+        # every error answer is a request too: one to a path served (with a method it lacks) under that route, one to
+        # no route under "unmatched", a bounded label whatever paths clients try
+        path = request.url.path.rstrip("/") or "/"
+        metrics.requests.labels(route=path if path in COUNTED_ROUTES else "unmatched",
                                 status=str(exc.status_code)).inc()
         if exc.status_code == 405:  # the route is there; the method is wrong (Starlette's Allow header names the right)
             allowed = (getattr(exc, "headers", None) or {}).get("Allow", "")

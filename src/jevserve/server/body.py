@@ -42,6 +42,13 @@ def _check_media_type(content_type: str) -> None:
             else ""
         )
         raise UnsupportedMediaError(f"content-type {media!r} is not supported; send application/json{hint}")
+    # JSON is UTF-8 (RFC 8259); a body declared in another charset was read as UTF-8 all the same and refused as
+    # "invalid unicode code point", which did not say what to change
+    params = (p.partition("=") for p in content_type.split(";")[1:])
+    charset = next((v.strip().strip('"').lower() for k, _, v in params if k.strip().lower() == "charset"), "utf-8")
+    if charset not in ("utf-8", "utf8", "us-ascii", "ascii"):  # ASCII is UTF-8 too
+        raise UnsupportedMediaError(f"charset {charset!r} is not supported; send the JSON body in UTF-8 "
+                                    "(charset=utf-8, or no charset)")
 
 
 def _decode(body: bytes, encoding: str, max_bytes: int) -> bytes:

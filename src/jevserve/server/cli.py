@@ -9,9 +9,10 @@ import re
 import socket
 import sys
 
-from jevserve.argtypes import nonnegative_float, positive_float, positive_int
+from jevserve.argtypes import http_url, nonnegative_float, positive_float, positive_int
 from jevserve.argtypes import port as port_arg
 from jevserve.decide.registry import SPEC_HELP
+from jevserve.protocol import MAX_OPTIONS as MAX_CONTRACT_OPTIONS
 from jevserve.protocol.body import BODY_TIMEOUT_S
 from jevserve.server.defaults import (
     DEFAULT_ANSWER_WITHIN_S,
@@ -73,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--max-questions",
         type=positive_int("--max-questions"),
         default=DEFAULT_MAX_QUESTIONS,
-        help="questions per request (413 above; default: %(default)s)",
+        help="questions per request (413 above; at most half of --max-queue; default: %(default)s)",
     )
     p.add_argument(
         "--max-options",
@@ -186,6 +187,10 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.max_options < 2:
         print(f"note: --max-options {args.max_options} refuses every request (a yes/no question counts 2 options)",
               file=sys.stderr)
+    elif args.max_options < MAX_CONTRACT_OPTIONS:  # the contract: a question of 2 to 255 options MUST be accepted
+        print(f"note: --max-options {args.max_options} is under the contract's {MAX_CONTRACT_OPTIONS} options a "
+              "question may have: a question of more is refused (413), and an SDK client may send one",
+              file=sys.stderr)
     if args.max_body_bytes < smallest:
         print(f"note: --max-body-bytes {args.max_body_bytes} refuses every request (the smallest is {smallest} "
               "bytes)", file=sys.stderr)
@@ -211,12 +216,15 @@ def run_serve(args: argparse.Namespace) -> int:
         max_options=args.max_options,
     )
     app = create_app(backends, settings)
-    base = f"http://{args.host}:{sock.getsockname()[1]}"
+    base = http_url(args.host, sock.getsockname()[1])
     auth = f" -H 'Authorization: Bearer '\"${args.api_key_env}\"" if args.api_key_env else ""
     names = [b.card.name for b in backends]
     print(f"serving {', '.join(names)} on {base} (jev-latest answers as {names[0]})", file=sys.stderr)
+    # the key's variable was set for this process (`MY_KEY=… jevserve serve`): the shell the line is pasted into needs
+    # it too, or the key it sends is empty
+    exported = f" (with {args.api_key_env} set in that shell)" if args.api_key_env else ""
     print(
-        "try:\n  curl -s " + base + "/v1/systemone -H 'Content-Type: application/json'" + auth + " -d '"
+        f"try{exported}:\n  curl -s " + base + "/v1/systemone -H 'Content-Type: application/json'" + auth + " -d '"
         '{"state": "Hi, I was charged twice for my March invoice and want my money back.", '
         '"questions": {"refund": {"type": "noul", "instructions": "Is the customer asking for money back?"}, '
         '"team": {"type": "choice", "instructions": "Which team should handle this ticket?", '

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from jevserve.argtypes import nonnegative_int
+from jevserve.argtypes import http_url, nonnegative_int
 from jevserve.cache_root import cache_root
 
 DEFAULT_PORT = 8780
@@ -213,8 +213,7 @@ def serve_command(args: argparse.Namespace) -> int:
                 print(f"jevserve web: no {DEFAULT_RESULTS}/ folder here, so the board is {shown}; the playground's "
                       "stored rows need a checkout's results (pass --results DIR)", file=sys.stderr)
             host, port = sock.getsockname()[:2]
-            shown = f"[{host}]" if ":" in host else host
-            print(f"jevserve web: serving on http://{shown}:{port}/ (playground model {endpoint.model} at "
+            print(f"jevserve web: serving on {http_url(host, port)}/ (playground model {endpoint.model} at "
                   f"{endpoint.label}; rounds in {settings.db_path})", flush=True)
             server = uvicorn.Server(uvicorn_config(app, args.forwarded_allow_ips, args.access_log))
             server.run(sockets=[sock])

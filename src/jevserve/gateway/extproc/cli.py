@@ -6,7 +6,7 @@ import argparse
 import math
 import sys
 
-from jevserve.argtypes import file_path, nonnegative_float, positive_float
+from jevserve.argtypes import file_path, http_url, nonnegative_float, positive_float
 
 DESCRIPTION = """\
 Run the gateway's decisions (the same config file as `jevserve gateway`: its routes, policies, decider, cache,
@@ -203,7 +203,7 @@ def _serve(config, args: argparse.Namespace, deadline_ms: float) -> int:
         *([f"  {short}"] if (short := _short_deadline(deadline_ms, config.decision_timeout_ms, args.failure)) else []),
     ]
     if args.metrics_port is not None:
-        banner.append(f"  metrics:   http://{args.host}:{args.metrics_port}/metrics")
+        banner.append(f"  metrics:   {http_url(args.host, args.metrics_port)}/metrics")
 
     async def started(server):
         await gateway.warm_up()  # the first streams are judged against warm timings (Gateway.warm_up)
