@@ -224,17 +224,22 @@ def test_a_full_decision_queue_is_an_overload_not_a_failure_so_no_guard_falls_op
     assert decider.failure is None  # load, not ill health: nothing reads the decider as failing
 
 
-def test_a_decider_that_answers_no_call_within_its_deadline_for_a_while_reports_a_problem(monkeypatch, caplog):
+@pytest.mark.parametrize("how", ["hangs", "turns every call away"])
+def test_a_decider_that_answers_no_call_within_its_deadline_for_a_while_reports_a_problem(how, monkeypatch, caplog):
     # an outside tester froze a remote decider for 21 s: every guarded request was refused (429), yet /healthz said
-    # ok and the `jevserve.decider` health service SERVING, because a timeout never counted as a failure
+    # ok and the `jevserve.decider` health service SERVING, because a timeout never counted as a failure; another
+    # set a 20 ms timeout, and every call turned away at once (its work would outlast it) left the same silence
     from jevserve.gateway import decider as decider_module
+    from jevserve.gateway.decider import DecisionOverloaded
 
     class Hung(FixedDecider):
         hung = True
 
         async def decide(self, asks):
-            if self.hung:
+            if self.hung and how == "hangs":
                 await asyncio.sleep(10)
+            elif self.hung:
+                raise DecisionOverloaded("about 400 ms of work is queued before these questions' answers")
             return await super().decide(asks)
 
     decider = Hung({"guard": 0.1})
@@ -251,7 +256,7 @@ def test_a_decider_that_answers_no_call_within_its_deadline_for_a_while_reports_
         return first, after_one, stalled, answered, decider.problem
 
     first, after_one, stalled, answered, recovered = asyncio.run(scenario())
-    assert first.timed_out and after_one is None
+    assert first.timed_out and first.turned_away == (how != "hangs") and after_one is None
     assert stalled is not None and "no call answered within the decision timeout" in stalled
     assert answered.answers is not None and recovered is None
     # the log says what a request meets meanwhile: refused 429, not let through on an open guard's fallback (an

@@ -179,13 +179,16 @@ def test_metrics_count_requests_questions_errors_and_batches():
         c.get("/v1/nothere")
         c.get("/v1/systemone")
         c.post("/v1/models")  # a served path with a method it lacks (an outside tester's was counted "unmatched")
+        c.post("/metrics")
+        c.post("/v1/models/")  # no such path (404): not the served one
         text = c.get("/metrics").text
     assert 'jevserve_requests_total{route="/v1/systemone",status="200"} 1.0' in text
     # a request to no route is an error and a request, as every other error answer is
-    assert 'jevserve_requests_total{route="unmatched",status="404"} 1.0' in text
-    assert 'jevserve_errors_total{error_type="not_found"} 1.0' in text
+    assert 'jevserve_errors_total{error_type="not_found"} 2.0' in text
     assert 'jevserve_requests_total{route="/v1/systemone",status="405"} 1.0' in text
     assert 'jevserve_requests_total{route="/v1/models",status="405"} 1.0' in text
+    assert 'jevserve_requests_total{route="/metrics",status="405"} 1.0' in text
+    assert 'jevserve_requests_total{route="unmatched",status="404"} 2.0' in text
     assert 'jevserve_questions_total{type="choice"} 1.0' in text
     assert 'jevserve_errors_total{error_type="validation_error"} 1.0' in text
     assert 'jevserve_batch_size_count{model="fake-1"} 1.0' in text

@@ -131,8 +131,9 @@ def _error(state: ServerState, exc: SystemOneError, request_id: str | None = Non
     return _json(exc.body(), exc.status_code, headers)
 
 
-# the routes /metrics counts requests to by name (`jevserve_requests_total{route}`)
-COUNTED_ROUTES = frozenset({ROUTE, "/v1/models"})
+# the paths served, by the route name /metrics counts their requests under (`jevserve_requests_total{route}`); an
+# error answer on any other path is counted under "unmatched"
+COUNTED_ROUTES = {ROUTE: ROUTE, ROUTE + "/": ROUTE, **{path: path for path in ("/v1/models", "/healthz", "/metrics")}}
 
 
 def _check_auth(state: ServerState, request: Request) -> None:
@@ -285,8 +286,7 @@ def create_app(backends: Sequence[DecisionBackend], settings: ServerSettings | N
         metrics.errors.labels(error_type=error_type).inc()
         # every error answer is a request too: one to a path served (with a method it lacks) under that route, one to
         # no route under "unmatched", a bounded label whatever paths clients try
-        path = request.url.path.rstrip("/") or "/"
-        metrics.requests.labels(route=path if path in COUNTED_ROUTES else "unmatched",
+        metrics.requests.labels(route=COUNTED_ROUTES.get(request.url.path, "unmatched"),
                                 status=str(exc.status_code)).inc()
         if exc.status_code == 405:  # the route is there; the method is wrong (Starlette's Allow header names the right)
             allowed = (getattr(exc, "headers", None) or {}).get("Allow", "")
