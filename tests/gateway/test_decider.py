@@ -162,7 +162,7 @@ def test_a_burst_the_local_decider_cannot_answer_in_time_is_turned_away_at_once_
 
             new = {item.state for item in items} - self.read  # read once, as an encoder's caches keep it
             self.read |= new
-            time.sleep(0.03 * len(new))  # 30 ms per text read
+            time.sleep(0.1 * len(new))  # 100 ms per text read (long against a loaded machine's noise)
             return super().decide(items)
 
     decider = LocalDecider(Slow())
@@ -172,7 +172,7 @@ def test_a_burst_the_local_decider_cannot_answer_in_time_is_turned_away_at_once_
 
     async def scenario():
         await timed_decide(decider, request(-1), timeout_s=5)  # measured once
-        burst = await asyncio.gather(*(timed_decide(decider, request(i), timeout_s=0.2) for i in range(12)))
+        burst = await asyncio.gather(*(timed_decide(decider, request(i), timeout_s=0.6) for i in range(12)))
         await decider.aclose()
         return burst
 
@@ -180,8 +180,8 @@ def test_a_burst_the_local_decider_cannot_answer_in_time_is_turned_away_at_once_
     answered = [d for d in burst if d.answers is not None]
     turned_away = [d for d in burst if d.answers is None]
     assert answered and turned_away
-    assert all(d.timed_out and d.turned_away and "work is queued" in d.error and d.ms < 100 for d in turned_away)
-    assert all(d.ms <= 200 for d in answered)  # what was let in was answered within the deadline
+    assert all(d.timed_out and d.turned_away and "work is queued" in d.error and d.ms < 300 for d in turned_away)
+    assert all(d.ms <= 600 for d in answered)  # what was let in was answered within the deadline
 
 
 class HeldBackend(FakeBackend):
@@ -510,7 +510,10 @@ def test_fair_slots_let_a_lone_call_use_them_all_share_them_between_calls_and_su
         big = [asyncio.ensure_future(one("big")) for _ in range(200)]
         await asyncio.sleep(0.005)
         other = [asyncio.ensure_future(one("other")) for _ in range(200)]
-        await asyncio.sleep(0.05)
+        for _ in range(200):  # until both hold slots (a loaded machine ran "big" alone for longer than a fixed 50 ms)
+            await asyncio.sleep(0.005)
+            if now.get("other", 0) and now.get("big", 0) and sum(now.values()) == 8:
+                break
         both_running = (now.get("big", 0), now.get("other", 0))
         doomed = [asyncio.ensure_future(one("doomed", 1.0)) for _ in range(20)]
         await asyncio.sleep(0.02)
