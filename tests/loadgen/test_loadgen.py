@@ -582,3 +582,22 @@ def test_a_trace_prompt_past_the_servers_context_names_the_server_not_a_flag_loa
     with pytest.raises(WorkloadError, match=r"max_model_len=50 .*GET /v1/models") as refused:
         trace_requests(trace, seed=0, need_arrival=True, max_model_len=50)
     assert "--max-model-len" not in str(refused.value)
+
+
+def test_a_server_that_refuses_much_of_the_offered_load_is_not_said_to_keep_up():
+    # an outside tester's engine (--max-num-waiting 1) refused 325 of 400 requests with 429 and loadgen said "keeps up
+    # (steady state): yes": a refused request leaves the queue at once, so the queue test saw no backlog
+    from jevserve.loadgen.report import keeps_up_note, report_dict
+
+    refusing = _served_one_at_a_time(2, 0.2)
+    for r in refusing[1::2]:  # every other one refused at once for load
+        r.ok, r.error, r.ttft_s, r.e2el_s, r.ended_s = False, "http 429: 1 requests waiting", None, None, 0.01
+    report = build_report(refusing, slo=Slo(ttft_ms=1000))
+    assert report.steady.keeps_up is False and report.refused_share == pytest.approx(0.5, abs=0.05)
+    assert "| keeps up (steady state) | no: 5" in markdown(report, {"slo": {"ttft": 1000}})
+    assert "refused for load (429, 503)" in markdown(report, {"slo": {"ttft": 1000}})
+    assert keeps_up_note(report).startswith("warning: the server refused 5")
+    assert report_dict(report, {})["keeps_up"] is False
+    few = _served_one_at_a_time(2, 0.2)
+    few[-3].ok, few[-3].error, few[-3].ended_s = False, "http 429: busy", 0.01  # one refusal in a hundred: within
+    assert build_report(few, slo=Slo(ttft_ms=1000)).steady.keeps_up is True

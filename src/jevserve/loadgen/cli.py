@@ -105,7 +105,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="Gamma shape of the gaps: 1 is Poisson, lower is burstier (default: 1)")
     p.add_argument("--arrival-process", type=arrivals_arg(allow_trace=True), default=None,
                    help="poisson, gamma:CV or an on-off process mmpp:BURST_RATIO:BURST_SHARE:MEAN_PHASE_GAPS "
-                   "(trailing fields left out take 4, 0.2 and 100; overrides --burstiness), or trace: the "
+                   "(trailing fields left out take 4, 0.2 and 100; not with --burstiness), or trace: the "
                    "arrival_s of --dataset-name trace's rows")
     p.add_argument("--max-concurrency", type=positive_int("--max-concurrency"), default=None,
                    help="at most this many requests in flight (default: no limit)")

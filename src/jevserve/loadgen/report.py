@@ -11,13 +11,13 @@ import collections
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from jevserve.loadgen.client import INTERRUPTED_ERROR, RequestResult
 from jevserve.sim.metrics import RequestRecord, RunSummary, Slo, is_good, summarize
-from jevserve.sim.steady import SteadyReading, steady_reading
+from jevserve.sim.steady import KEEP_UP_TOLERANCE, SteadyReading, steady_reading
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +35,9 @@ class LoadgenReport:
     num_not_sent: int = 0  # planned requests an interrupt stopped before they were sent: in no figure above
     steady: SteadyReading | None = None  # whether the server kept up (the simulator's test); None: nothing sent
     num_cut_off: int = 0  # requests the interrupt cut off whose outcome was not known yet: left out of attainment_all
+    # of the requests due in the run's second half, the share the server refused for load (429, 503): over the
+    # steady-state test's tolerance, it did not keep up, whatever its queue did (see refused_for_load)
+    refused_share: float | None = None
 
     @property
     def num_failed(self) -> int:
@@ -112,6 +115,10 @@ def build_report(results: Sequence[RequestResult], *, slo: Slo, speedup: float =
             arr = np.asarray(xs, dtype=np.float64) * 1000
             extra[name] = {f"p{p:g}": float(np.percentile(arr, p)) if arr.size else math.nan for p in percentiles}
     steady = steady_reading(steady_records(sent, speedup)) if sent and judge_steady else None
+    refused_share = refused_for_load(sent) if steady is not None else None
+    if refused_share is not None and refused_share > KEEP_UP_TOLERANCE:
+        margin = min(steady.verdict.margin, KEEP_UP_TOLERANCE - refused_share)
+        steady = SteadyReading(replace(steady.verdict, keeps_up=False, margin=margin), None, None)
     # a request the interrupt cut off counts where its outcome was already known (its first token late, or not yet
     # come past the target; its first token in time where only TTFT is targeted), else it is left out: counted as
     # misses, a Ctrl-C pulled an outside tester's figure from 3.0 % to 1.9 %, some past their first token in time;
@@ -120,7 +127,22 @@ def build_report(results: Sequence[RequestResult], *, slo: Slo, speedup: float =
     judged = len(sent) - sum(outcome is None for _, outcome in cut)
     good += sum(outcome is True for _, outcome in cut)
     return LoadgenReport(len(sent), len(done), failures, summary, good / judged if judged else math.nan,
-                         interrupted, extra, len(results) - len(sent), steady, len(sent) - judged)
+                         interrupted, extra, len(results) - len(sent), steady, len(sent) - judged, refused_share)
+
+
+REFUSED_FOR_LOAD = ("http 429", "http 503")  # a server's "too busy, come back": the offered load was not served
+
+
+def refused_for_load(sent: Sequence[RequestResult]) -> float | None:
+    """Of the sent requests due in the second half of the run, the share refused for load (429, 503). Such a request
+    leaves the server's queue at once, so the queue test alone read a server that refused 325 of 400 requests
+    (`--max-num-waiting 1`) as keeping up, where the simulator, which refuses nothing, saw its backlog grow."""
+    due = np.array([r.planned_s if r.planned_s is not None else r.send_s for r in sent])
+    if due.size < 4:
+        return None
+    second = due >= (due.min() + due.max()) / 2
+    refused = np.array([(r.error or "").startswith(REFUSED_FOR_LOAD) for r in sent])
+    return float(np.count_nonzero(refused & second) / np.count_nonzero(second))
 
 
 def cut_off_outcome(result: RequestResult, slo: Slo, speedup: float) -> bool | None:
@@ -154,12 +176,15 @@ def report_dict(report: LoadgenReport, settings: dict) -> dict:
     if report.steady is not None:
         out.update(report.steady.verdict.as_dict())
         out["keeps_up"] = report.steady.keeps_up  # None: too short to tell
+        out["refused_for_load_share"] = report.refused_share
         out["keep_up_too_short"] = report.steady.too_short
     return out
 
 
-def keeps_up_words(steady: SteadyReading) -> str:
+def keeps_up_words(steady: SteadyReading, refused_share: float | None = None) -> str:
     """The steady-state verdict for the table."""
+    if refused_share is not None and refused_share > KEEP_UP_TOLERANCE:
+        return f"no: {100 * refused_share:.0f}% of the second half's requests were refused for load (429, 503)"
     if steady.keeps_up is None:
         return "too short to tell"
     if not steady.keeps_up:
@@ -192,6 +217,10 @@ def keeps_up_note(report: LoadgenReport, *, max_concurrency: int | None = None, 
         return None
     more = (f"replay a longer trace (more than {report.num_sent} rows)" if trace else
             f"rerun with more requests (--num-prompts, more than {report.num_sent})")
+    if steady.keeps_up is False and report.refused_share is not None and report.refused_share > KEEP_UP_TOLERANCE:
+        return (f"warning: the server refused {100 * report.refused_share:.0f}% of the second half's requests for "
+                "load: the offered load was not kept up with, so throughput, attainment and goodput above are no "
+                "steady-state figures; lower --request-rate to find the rate that is kept up with")
     if steady.keeps_up is False:
         where = ("the server, or behind --max-concurrency, which holds the requests due beyond it"
                  if max_concurrency else "the server")
@@ -245,7 +274,7 @@ def markdown(report: LoadgenReport, settings: dict) -> str:
                if report.num_cut_off else "")
         lines.append(f"| SLO attainment (all sent, failures as misses{cut}) | {100 * report.attainment_all:.1f}% |")
     if report.steady is not None:
-        lines.append(f"| keeps up (steady state) | {keeps_up_words(report.steady)} |")
+        lines.append(f"| keeps up (steady state) | {keeps_up_words(report.steady, report.refused_share)} |")
     elif report.num_sent and settings.get("request_rate") == "inf":
         lines.append("| keeps up (steady state) | not judged: every request sent at once |")
     for name, values in report.percentiles.items():
