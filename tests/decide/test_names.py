@@ -108,16 +108,17 @@ def test_a_served_models_name_passed_as_a_spec_is_told_the_spec_that_serves_it()
     # list with no word of which line it was
     import pytest
 
-    from jevserve.decide.registry import SPEC_OF_NAME, UnknownSpecError, load_backends
+    from jevserve.decide.registry import UnknownSpecError, load_backends, spec_of_name
     from tests.helpers import embedded_backends
 
     served = embedded_backends()
+    specs = spec_of_name()
     for backend in served:  # every embedded model's name and alias maps to a spec serving it under that name
         for name in (backend.card.name, *backend.card.aliases):
-            spec = SPEC_OF_NAME[name]
+            spec = specs[name]
             assert spec == "embedded" or backend.card.name in [b.card.name for b in load_backends(spec)]
     names = {name for backend in served for name in (backend.card.name, *backend.card.aliases)}
-    assert set(SPEC_OF_NAME) == names | {"jev-latest"}
+    assert set(specs) == names | {"jev-latest"}
     with pytest.raises(UnknownSpecError, match="'minilm-pooled-head' is the name of a model the spec 'encoder' "
                                                "serves: pass 'encoder'"):
         load_backends("minilm-pooled-head")

@@ -27,16 +27,17 @@ from pathlib import Path
 from jevserve.decide.base import DecisionBackend
 
 SPEC_HELP = __doc__.split("\n\n", 1)[1]
-# the spec that serves each embedded model's name (as /v1/models and the serving line give it) and old alias: a name
-# passed as a spec was refused with the whole list above and no word of which line it is
-SPEC_OF_NAME = {
-    "jev-latest": "embedded",
-    "minilm-pooled-head": "encoder", "jev-minilm-1": "encoder",
-    "minilm-zero-shot": "encoder-zs", "jev-minilm-zs": "encoder-zs",
-    "minilm-reader": "reader", "jev-minilm-2": "reader",
-    "minilm-reader-words": "reader-lexical", "jev-minilm-3": "reader-lexical",
-    "minilm-tuned-reader": "tuned",
-}
+def spec_of_name() -> dict[str, str]:
+    """The spec that serves each embedded model's name (as /v1/models and the serving line give it) and earlier
+    alias: a name passed as a spec was refused with the whole list above and no word of which line it is. Built from
+    the names the backends are served under (imported here, on the error path, not at start)."""
+    from jevserve.decide.encoder import EARLIER_NAMES, LEXICAL_READER_NAME, READER_NAME, TRAINED_NAME, ZERO_SHOT_NAME
+    from jevserve.decide.tuned import TUNED_NAME
+
+    specs = {TRAINED_NAME: "encoder", ZERO_SHOT_NAME: "encoder-zs", READER_NAME: "reader",
+             LEXICAL_READER_NAME: "reader-lexical", TUNED_NAME: "tuned"}
+    aliases = {EARLIER_NAMES[name]: spec for name, spec in specs.items() if name in EARLIER_NAMES}
+    return {"jev-latest": "embedded", **specs, **aliases}
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,8 @@ def load_backends(spec: str, options: BackendOptions | None = None) -> list[Deci
                 url, api_key=key, model=options.remote_model, **{k: v for k, v in tuning.items() if v is not None}
             )
         ]
-    if spec in SPEC_OF_NAME:
-        raise UnknownSpecError(f"{spec!r} is the name of a model the spec {SPEC_OF_NAME[spec]!r} serves: pass "
-                               f"{SPEC_OF_NAME[spec]!r} (the specs are:\n{SPEC_HELP})")
+    served = spec_of_name().get(spec)
+    if served is not None:
+        raise UnknownSpecError(f"{spec!r} is the name of a model the spec {served!r} serves: pass {served!r} (the "
+                               f"specs are:\n{SPEC_HELP})")
     raise UnknownSpecError(f"unknown model spec {spec!r}; expected one of:\n{SPEC_HELP}")

@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from jevserve import json_report
-from jevserve.argtypes import check_writable, connect_port, percentile_list, positive_float, positive_int
+from jevserve.argtypes import (
+    check_writable,
+    connect_port,
+    http_url,
+    percentile_list,
+    positive_float,
+    positive_int,
+)
 from jevserve.argtypes import port as port_arg
 from jevserve.argtypes import seed as seed_arg
 from jevserve.sim.argtypes import arrivals_arg
@@ -276,7 +283,7 @@ def _cmd_loadgen(args: argparse.Namespace) -> int:
         return 2
     date = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     path = _result_path(args, date) if args.save_result else None
-    url = args.base_url or f"http://{args.host}:{args.port}"
+    url = args.base_url or http_url(args.host, args.port)
     if args.model:
         try:  # only to compare the server's clock with --speedup
             listed = _listed_model(url)

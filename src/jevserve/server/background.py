@@ -10,6 +10,8 @@ from contextlib import contextmanager
 import uvicorn
 from fastapi import FastAPI
 
+from jevserve.argtypes import http_url
+
 
 @contextmanager
 def running_server(
@@ -27,7 +29,7 @@ def running_server(
         time.sleep(0.01)
     bound_port = server.servers[0].sockets[0].getsockname()[1]
     try:
-        yield f"http://{host}:{bound_port}"
+        yield http_url(host, bound_port)
     finally:
         server.should_exit = True
         thread.join(timeout=30)
